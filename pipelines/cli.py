@@ -1,0 +1,73 @@
+"""``offsetlake`` — one entry point, one subcommand per module in ``pipelines.commands``.
+
+Rules:
+- Each module in ``pipelines/commands/`` exposes ``register(subparsers)`` which adds its
+  subcommand(s) and sets ``func`` (a callable taking the parsed ``argparse.Namespace`` and
+  returning an exit code). Modules are discovered, so adding a command touches no shared file.
+- Bad config or input: exit code 2 and one clear line on stderr (raise ``UsageError``).
+- Heavy imports (pyspark, pandas) happen inside the command, never at discovery time, so
+  ``offsetlake --help`` and pure-Python commands start fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import pkgutil
+import sys
+from collections.abc import Sequence
+
+from pipelines import commands as _commands_pkg
+from pipelines.errors import UsageError
+
+
+EPILOG = """\
+typical session:
+  offsetlake quickstart                         generate a sample log, run the batch job, show results
+  offsetlake decode --key 0001... --value 0003...   decode one record like Kafka's console formatter
+  offsetlake replay --input records.parquet     rebuild every group's state from a capture
+  offsetlake run batch --conf conf/local.yaml   the batch job into Delta tables
+  offsetlake sql "SELECT * FROM group_state"    query the tables
+"""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="offsetlake",
+        description="Batch and streaming analytics over Kafka's __consumer_offsets log.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for info in sorted(pkgutil.iter_modules(_commands_pkg.__path__), key=lambda m: m.name):
+        if info.name.startswith("_"):
+            continue
+        module = importlib.import_module(f"{_commands_pkg.__name__}.{info.name}")
+        register = getattr(module, "register", None)
+        if register is not None:
+            register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    func = getattr(args, "func", None)
+    if func is None:
+        parser.print_help()
+        return 2
+    try:
+        rc = func(args)
+    except UsageError as exc:
+        print(f"offsetlake {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0
+    return int(rc or 0)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
