@@ -20,7 +20,6 @@ from collections.abc import Sequence
 from pipelines import commands as _commands_pkg
 from pipelines.errors import UsageError
 
-
 EPILOG = """\
 typical session:
   offsetlake quickstart                         generate a sample log, run the batch job, show results

@@ -128,3 +128,18 @@ def kafka_connector_available(spark: SparkSession) -> bool:
         return True
     except Exception:
         return False
+
+
+def build_spark_from_config(cfg: Any, *, app_suffix: str | None = None) -> SparkSession:
+    """The SparkSession for a loaded ``pipelines.config.Config`` (``spark.*`` + ``stream.state_store``).
+
+    ``spark.master: null`` keeps spark-submit's master or uses ``local[*]``.
+    """
+    extra: dict[str, Any] = {}
+    if cfg.stream.state_store == "hdfs":
+        extra["spark.sql.streaming.stateStore.providerClass"] = (
+            "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
+        )
+    extra.update({k: str(v).lower() if isinstance(v, bool) else v for k, v in cfg.spark.conf.items()})
+    name = cfg.spark.app_name + (f"-{app_suffix}" if app_suffix else "")
+    return build_spark(name, master=cfg.spark.master, conf=extra, log_level=cfg.spark.log_level)

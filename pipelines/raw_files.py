@@ -1,0 +1,354 @@
+"""Raw-record files: the landing format every producer writes and every reader reads.
+
+Rules:
+- Columns are exactly ``schemas.raw.RAW_RECORDS`` (Spark's Kafka source schema).
+- Files are named ``<prefix>-<seq:08d>.parquet`` so lexical order is log order, and appear
+  atomically: written under a hidden temp name (``.<name>.tmp``, ignored by Spark's file source
+  because it starts with a dot) and renamed. A writer appending to an existing directory
+  continues the sequence after the highest existing number.
+- Readers accept a Parquet file, a JSON-lines file, or a directory of them (name order). JSON
+  lines carry ``key``/``value`` as hex (default) or base64 (``"encoding": "base64"`` per line,
+  or auto-detected); ``partition``/``offset``/``timestamp`` are optional (defaults: 0, the line
+  number, 0). Bad input raises ``UsageError`` naming the file and line.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import os
+import re
+from collections.abc import Iterable, Iterator
+from datetime import UTC
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from pipelines.errors import UsageError
+from schemas.raw import RAW_RECORDS
+
+OFFSETS_TOPIC = "__consumer_offsets"
+RAW_ARROW_SCHEMA: pa.Schema = RAW_RECORDS.arrow_schema()
+_SEQ_RE = re.compile(r"^(?P<prefix>.+)-(?P<seq>\d{8,})\.parquet$")
+
+
+class RawRecord(NamedTuple):
+    """One record of ``__consumer_offsets`` with its log position; ``value None`` = tombstone."""
+
+    key: bytes
+    value: bytes | None
+    topic: str
+    partition: int
+    offset: int
+    timestamp_ms: int
+    timestamp_type: int = 0
+
+
+def records_to_batch(records: Iterable[RawRecord]) -> pa.RecordBatch:
+    """Build one Arrow batch in the raw-record schema from ``RawRecord``s."""
+    keys: list[bytes] = []
+    values: list[bytes | None] = []
+    topics: list[str] = []
+    partitions: list[int] = []
+    offsets: list[int] = []
+    timestamps: list[int] = []
+    types: list[int] = []
+    for r in records:
+        keys.append(r.key)
+        values.append(r.value)
+        topics.append(r.topic)
+        partitions.append(r.partition)
+        offsets.append(r.offset)
+        timestamps.append(r.timestamp_ms * 1000)
+        types.append(r.timestamp_type)
+    return pa.RecordBatch.from_arrays(
+        [
+            pa.array(keys, pa.binary()),
+            pa.array(values, pa.binary()),
+            pa.array(topics, pa.string()),
+            pa.array(partitions, pa.int32()),
+            pa.array(offsets, pa.int64()),
+            pa.array(timestamps, pa.int64()).cast(pa.timestamp("us", tz="UTC")),
+            pa.array(types, pa.int32()),
+        ],
+        schema=RAW_ARROW_SCHEMA,
+    )
+
+
+def _next_sequence(out_dir: Path, prefix: str) -> int:
+    highest = -1
+    if out_dir.is_dir():
+        for entry in out_dir.iterdir():
+            m = _SEQ_RE.match(entry.name)
+            if m and m.group("prefix") == prefix:
+                highest = max(highest, int(m.group("seq")))
+    return highest + 1
+
+
+class RawRecordWriter:
+    """Writes raw records into sequentially numbered Parquet files, each appearing atomically.
+
+    Args:
+        out_dir: the landing directory (created if missing).
+        rows_per_file: a file is closed and renamed into place after this many rows.
+        prefix: file-name prefix; the sequence continues after existing files of that prefix.
+        compression: Parquet compression codec.
+    """
+
+    def __init__(
+        self,
+        out_dir: str | os.PathLike[str],
+        rows_per_file: int = 500_000,
+        prefix: str = "part",
+        compression: str = "zstd",
+    ) -> None:
+        if rows_per_file <= 0:
+            raise ValueError("rows_per_file must be positive")
+        self.out_dir = Path(out_dir)
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        self.rows_per_file = rows_per_file
+        self.prefix = prefix
+        self.compression = compression
+        self._seq = _next_sequence(self.out_dir, prefix)
+        self._pending: list[pa.RecordBatch] = []
+        self._pending_rows = 0
+        self.files: list[Path] = []
+        self.rows_written = 0
+
+    # -- writing ----------------------------------------------------------------------------
+    def write(self, records: Iterable[RawRecord]) -> None:
+        """Buffer ``records``; full files are flushed as they fill."""
+        chunk: list[RawRecord] = []
+        for r in records:
+            chunk.append(r)
+            if len(chunk) >= 65_536:
+                self.write_batch(records_to_batch(chunk))
+                chunk = []
+        if chunk:
+            self.write_batch(records_to_batch(chunk))
+
+    def write_batch(self, batch: pa.RecordBatch | pa.Table) -> None:
+        """Buffer an Arrow batch already in the raw-record schema."""
+        if isinstance(batch, pa.Table):
+            batches = batch.to_batches()
+        else:
+            batches = [batch]
+        for b in batches:
+            if not b.schema.equals(RAW_ARROW_SCHEMA, check_metadata=False):
+                b = pa.RecordBatch.from_arrays(
+                    [b.column(n).cast(RAW_ARROW_SCHEMA.field(n).type) for n in RAW_ARROW_SCHEMA.names],
+                    schema=RAW_ARROW_SCHEMA,
+                )
+            start = 0
+            while start < b.num_rows:
+                room = self.rows_per_file - self._pending_rows
+                piece = b.slice(start, room)
+                self._pending.append(piece)
+                self._pending_rows += piece.num_rows
+                start += piece.num_rows
+                if self._pending_rows >= self.rows_per_file:
+                    self.flush()
+
+    def flush(self) -> Path | None:
+        """Write buffered rows as one file (temp name + rename). Returns its path, if any."""
+        if not self._pending_rows:
+            return None
+        table = pa.Table.from_batches(self._pending, schema=RAW_ARROW_SCHEMA)
+        name = f"{self.prefix}-{self._seq:08d}.parquet"
+        tmp = self.out_dir / f".{name}.tmp"
+        final = self.out_dir / name
+        pq.write_table(table, tmp, compression=self.compression)
+        os.replace(tmp, final)
+        self._seq += 1
+        self._pending = []
+        self.rows_written += self._pending_rows
+        self._pending_rows = 0
+        self.files.append(final)
+        return final
+
+    def close(self) -> list[Path]:
+        """Flush what is left; returns every file this writer created."""
+        self.flush()
+        return list(self.files)
+
+    def __enter__(self) -> RawRecordWriter:
+        return self
+
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
+        if exc_type is None:
+            self.close()
+
+
+def write_raw_records(
+    records: Iterable[RawRecord], out_dir: str | os.PathLike[str], rows_per_file: int = 500_000
+) -> list[Path]:
+    """Write ``records`` into ``out_dir`` as raw-record Parquet files; returns the files."""
+    with RawRecordWriter(out_dir, rows_per_file=rows_per_file) as writer:
+        writer.write(records)
+    return writer.files
+
+
+# ---------------------------------------------------------------------------------------------
+# Reading
+# ---------------------------------------------------------------------------------------------
+def _input_files(path: Path) -> list[Path]:
+    if not path.exists():
+        raise UsageError(f"{path}: no such file or directory")
+    if path.is_dir():
+        files = sorted(
+            p for p in path.iterdir()
+            if p.is_file() and not p.name.startswith((".", "_"))
+            and p.suffix in {".parquet", ".jsonl", ".json", ".ndjson"}
+        )
+        return files
+    return [path]
+
+
+def _decode_bytes(text: Any, encoding: str | None, where: str, field: str) -> bytes | None:
+    if text is None:
+        return None
+    if not isinstance(text, str):
+        raise UsageError(f"{where}: '{field}' must be a hex or base64 string or null")
+    if encoding == "base64":
+        try:
+            return base64.b64decode(text, validate=True)
+        except binascii.Error as exc:
+            raise UsageError(f"{where}: '{field}' is not valid base64 ({exc})") from None
+    stripped = text.strip()
+    if encoding in (None, "hex"):
+        try:
+            return bytes.fromhex(stripped)
+        except ValueError:
+            if encoding == "hex":
+                raise UsageError(f"{where}: '{field}' is not valid hex") from None
+    try:
+        return base64.b64decode(stripped, validate=True)
+    except binascii.Error:
+        raise UsageError(f"{where}: '{field}' is neither hex nor base64") from None
+
+
+def _timestamp_ms(value: Any, where: str) -> int:
+    if value is None:
+        return 0
+    if isinstance(value, bool):
+        raise UsageError(f"{where}: 'timestamp' must be epoch milliseconds")
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float):
+        return int(value)
+    if isinstance(value, str):
+        from datetime import datetime
+
+        try:
+            dt = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            raise UsageError(f"{where}: 'timestamp' {value!r} is neither epoch ms nor ISO-8601") from None
+        if dt.tzinfo is None:
+            dt = dt.replace(tzinfo=UTC)
+        return int(dt.timestamp() * 1000)
+    raise UsageError(f"{where}: 'timestamp' must be epoch milliseconds")
+
+
+def _read_jsonl(path: Path) -> Iterator[RawRecord]:
+    with path.open("r", encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, start=1):
+            if not line.strip():
+                continue
+            where = f"{path}:{lineno}"
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise UsageError(f"{where}: not valid JSON ({exc.msg})") from None
+            if not isinstance(obj, dict) or "key" not in obj:
+                raise UsageError(f"{where}: each line must be an object with at least 'key'")
+            enc = obj.get("encoding")
+            if enc not in (None, "hex", "base64"):
+                raise UsageError(f"{where}: 'encoding' must be 'hex' or 'base64'")
+            key = _decode_bytes(obj["key"], enc, where, "key")
+            if key is None:
+                raise UsageError(f"{where}: 'key' is null (keys of __consumer_offsets are never null)")
+            value = _decode_bytes(obj.get("value"), enc, where, "value")
+            try:
+                partition = int(obj.get("partition", 0))
+                offset = int(obj.get("offset", lineno - 1))
+                ttype = int(obj.get("timestampType", obj.get("timestamp_type", 0)))
+            except (TypeError, ValueError):
+                raise UsageError(f"{where}: 'partition', 'offset' and 'timestampType' must be integers") from None
+            yield RawRecord(
+                key, value, str(obj.get("topic", OFFSETS_TOPIC)), partition, offset,
+                _timestamp_ms(obj.get("timestamp"), where), ttype,
+            )
+
+
+def _parquet_batches(path: Path) -> Iterator[pa.RecordBatch]:
+    try:
+        pf = pq.ParquetFile(path)
+    except Exception as exc:  # pyarrow raises several types for a bad file
+        raise UsageError(f"{path}: not a readable Parquet file ({exc})") from None
+    names = set(pf.schema_arrow.names)
+    if "key" not in names:
+        raise UsageError(f"{path}: Parquet file has no 'key' column (columns: {sorted(names)})")
+    for batch in pf.iter_batches(batch_size=65_536):
+        yield _normalise_batch(batch, path)
+
+
+def _normalise_batch(batch: pa.RecordBatch, path: Path) -> pa.RecordBatch:
+    n = batch.num_rows
+    cols = {name: batch.column(name) for name in batch.schema.names}
+    out = []
+    for field in RAW_ARROW_SCHEMA:
+        if field.name in cols:
+            col = cols[field.name]
+            try:
+                if field.name == "timestamp" and pa.types.is_integer(col.type):
+                    col = col.cast(pa.int64()).cast(pa.timestamp("ms", tz="UTC"))
+                col = col.cast(field.type)
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+                raise UsageError(f"{path}: column {field.name!r} has type {col.type}, expected {field.type} ({exc})") from None
+        elif field.name == "topic":
+            col = pa.array([OFFSETS_TOPIC] * n, pa.string())
+        elif field.name in ("partition", "timestampType"):
+            col = pa.array([0] * n, field.type)
+        elif field.name == "timestamp":
+            col = pa.array([0] * n, pa.int64()).cast(field.type)
+        elif field.name == "value":
+            col = pa.nulls(n, pa.binary())
+        else:  # offset: position in the file
+            col = pa.array(range(n), pa.int64())
+        out.append(col)
+    return pa.RecordBatch.from_arrays(out, schema=RAW_ARROW_SCHEMA)
+
+
+def iter_raw_batches(path: str | os.PathLike[str], batch_rows: int = 65_536) -> Iterator[pa.RecordBatch]:
+    """Arrow batches in the raw-record schema from a file or a directory of files."""
+    for file in _input_files(Path(path)):
+        if file.suffix == ".parquet":
+            yield from _parquet_batches(file)
+        else:
+            chunk: list[RawRecord] = []
+            for rec in _read_jsonl(file):
+                chunk.append(rec)
+                if len(chunk) >= batch_rows:
+                    yield records_to_batch(chunk)
+                    chunk = []
+            if chunk:
+                yield records_to_batch(chunk)
+
+
+def read_raw_records(path: str | os.PathLike[str]) -> Iterator[RawRecord]:
+    """``RawRecord``s from a Parquet file, a JSON-lines file or a directory of them."""
+    for file in _input_files(Path(path)):
+        if file.suffix != ".parquet":
+            yield from _read_jsonl(file)
+            continue
+        for batch in _parquet_batches(file):
+            cols = batch.to_pydict()
+            ts = batch.column("timestamp").cast(pa.int64()).to_pylist()
+            for i in range(batch.num_rows):
+                yield RawRecord(
+                    cols["key"][i], cols["value"][i], cols["topic"][i], cols["partition"][i],
+                    cols["offset"][i], (ts[i] or 0) // 1000, cols["timestampType"][i] or 0,
+                )
