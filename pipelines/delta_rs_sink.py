@@ -1,0 +1,336 @@
+"""A Spark Python data source that writes Delta tables with delta-rs: executors write, the driver commits.
+
+Rules:
+- ``df.write.format("offsetlake_delta_rs")`` hands each Spark task an iterator of Arrow batches
+  (``DataSourceArrowWriter``). The task writes Parquet files straight into the table directory
+  (rolling at ``target_file_rows``) and returns a commit message listing them (path, size, row
+  count, stats). Nothing funnels through the driver.
+- The driver's ``commit()`` makes ONE Delta commit per Spark write with ``deltalake``'s
+  ``DeltaTable.create_write_transaction`` (append or overwrite; overwrite removes the previous files
+  logically). A Delta ``txn`` action (app id, version) and ``offsetlake.*`` commit-info keys record
+  the idempotency marker. If the marker is already present at commit time (a retried batch racing a
+  finished one), the new files are deleted and nothing is committed.
+- ``abort()`` (a task failed) deletes the files the successful tasks wrote; a crashed job leaves
+  only unreferenced files, which ``VACUUM`` removes. Readers never see uncommitted files because
+  Delta readers only read files named in the log.
+- Batches are cast to the table's declared Arrow schema (``schemas/``), so files written here and
+  files written by delta-rs MERGE are identical in type.
+- Stats: ``numRecords``, ``nullCount`` of top-level columns and min/max of integer columns (exact, so
+  data skipping stays correct). Partition columns (if any) are written Hive-style
+  (``col=value/``) and left out of the data files, as the Delta protocol prescribes.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import json
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
+
+from pyspark.sql.datasource import DataSource, DataSourceArrowWriter, WriterCommitMessage
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from pyspark.sql import SparkSession
+    from pyspark.sql.types import StructType
+
+FORMAT_NAME = "offsetlake_delta_rs"
+MARKER_APP = "offsetlake.txn_app_id"
+MARKER_VERSION = "offsetlake.txn_version"
+NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"
+
+
+# --------------------------------------------------------------------------------------------
+# helpers shared by driver and executors
+
+
+def encode_schema(schema: pa.Schema) -> str:
+    return base64.b64encode(schema.serialize().to_pybytes()).decode("ascii")
+
+
+def decode_schema(text: str) -> pa.Schema:
+    import pyarrow as pa
+
+    return pa.ipc.read_schema(pa.py_buffer(base64.b64decode(text)))
+
+
+def _filesystem(table_uri: str) -> tuple[Any, str]:
+    """A pyarrow filesystem and the path inside it for a table URI or a local path."""
+    from pyarrow import fs
+
+    if "://" in table_uri:
+        filesystem, path = fs.FileSystem.from_uri(table_uri)
+        return filesystem, path.rstrip("/")
+    return fs.LocalFileSystem(), table_uri.rstrip("/")
+
+
+def _integer_stats(table: pa.Table) -> tuple[dict[str, Any], dict[str, Any], dict[str, int]]:
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    mins: dict[str, Any] = {}
+    maxs: dict[str, Any] = {}
+    nulls: dict[str, int] = {}
+    for name, column in zip(table.column_names, table.columns):
+        nulls[name] = column.null_count
+        if pa.types.is_integer(column.type) and column.null_count < len(column):
+            mm = pc.min_max(column)
+            mins[name] = mm["min"].as_py()
+            maxs[name] = mm["max"].as_py()
+    return mins, maxs, nulls
+
+
+def partition_value_string(value: Any) -> str | None:
+    """Delta's partition-value serialization for the types we allow as partition columns."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+@dataclass
+class FileAdd:
+    """One Parquet file written by a task, ready to become a Delta ``add`` action."""
+
+    path: str  # relative to the table root, URL-encoded as Delta requires
+    size: int
+    partition_values: dict[str, str | None]
+    modification_time: int
+    stats: str
+    num_records: int
+
+
+@dataclass
+class DeltaRsCommitMessage(WriterCommitMessage):
+    """What a task reports back: the files it wrote."""
+
+    files: list[FileAdd] = field(default_factory=list)
+
+
+# --------------------------------------------------------------------------------------------
+# executor side
+
+
+class _TaskWriter:
+    """Writes one task's batches into rolling Parquet files (one open file per partition value)."""
+
+    def __init__(self, table_uri: str, schema: pa.Schema, partition_by: list[str], target_rows: int) -> None:
+        self.fs, self.root = _filesystem(table_uri)
+        self.schema = schema
+        self.partition_by = partition_by
+        self.data_schema = self._data_schema()
+        self.target_rows = target_rows
+        self.task_id = uuid.uuid4().hex
+        self.open: dict[tuple[str | None, ...], tuple[Any, str, int]] = {}
+        self.pending: dict[tuple[str | None, ...], list[pa.Table]] = {}
+        self.files: list[FileAdd] = []
+        self.seq = 0
+
+    def _data_schema(self) -> pa.Schema:
+        import pyarrow as pa
+
+        return pa.schema([f for f in self.schema if f.name not in self.partition_by])
+
+    def write(self, table: pa.Table) -> None:
+        import pyarrow.compute as pc
+
+        if not self.partition_by:
+            self._append((), table)
+            return
+        keys = table.select(self.partition_by)
+        combos = keys.group_by(self.partition_by).aggregate([]).to_pylist()
+        for combo in combos:
+            mask = None
+            for col in self.partition_by:
+                v = combo[col]
+                cond = pc.is_null(table[col]) if v is None else pc.equal(table[col], v)
+                mask = cond if mask is None else pc.and_(mask, cond)
+            part = table.filter(mask)
+            key = tuple(partition_value_string(combo[c]) for c in self.partition_by)
+            self._append(key, part.drop_columns(self.partition_by))
+
+    def _append(self, key: tuple[str | None, ...], table: pa.Table) -> None:
+        import pyarrow as pa
+
+        buf = self.pending.setdefault(key, [])
+        buf.append(table)
+        rows = sum(t.num_rows for t in buf)
+        if rows >= self.target_rows:
+            merged = pa.concat_tables(buf)
+            self.pending[key] = []
+            start = 0
+            while merged.num_rows - start >= self.target_rows:
+                self._write_file(key, merged.slice(start, self.target_rows))
+                start += self.target_rows
+            if start < merged.num_rows:
+                self.pending[key] = [merged.slice(start)]
+
+    def _write_file(self, key: tuple[str | None, ...], table: pa.Table) -> None:
+        import pyarrow.parquet as pq
+
+        if table.num_rows == 0:
+            return
+        table = table.combine_chunks()
+        subdir = "/".join(
+            f"{quote(col, safe='')}={quote(val if val is not None else NULL_PARTITION, safe='')}"
+            for col, val in zip(self.partition_by, key)
+        )
+        name = f"part-{self.seq:05d}-{self.task_id}.snappy.parquet"
+        self.seq += 1
+        rel = f"{subdir}/{name}" if subdir else name
+        full = f"{self.root}/{rel}"
+        if subdir:
+            self.fs.create_dir(f"{self.root}/{subdir}", recursive=True)
+        with self.fs.open_output_stream(full) as out:
+            pq.write_table(table, out, compression="snappy")
+        info = self.fs.get_file_info(full)
+        mins, maxs, nulls = _integer_stats(table)
+        stats = json.dumps(
+            {"numRecords": table.num_rows, "minValues": mins, "maxValues": maxs, "nullCount": nulls},
+            separators=(",", ":"),
+        )
+        self.files.append(
+            FileAdd(
+                path=rel,
+                size=int(info.size),
+                partition_values=dict(zip(self.partition_by, key)),
+                modification_time=int(time.time() * 1000),
+                stats=stats,
+                num_records=table.num_rows,
+            )
+        )
+
+    def close(self) -> list[FileAdd]:
+        import pyarrow as pa
+
+        for key, buf in list(self.pending.items()):
+            if buf:
+                self._write_file(key, pa.concat_tables(buf))
+        self.pending.clear()
+        return self.files
+
+
+class DeltaRsArrowWriter(DataSourceArrowWriter):
+    """Executors: Arrow batches → Parquet files; driver: one delta-rs commit."""
+
+    def __init__(self, options: dict[str, str], overwrite: bool) -> None:
+        self.table_uri = options["path"]
+        self.schema_b64 = options["arrow_schema"]
+        self.partition_by = [c for c in options.get("partition_by", "").split(",") if c]
+        self.target_rows = int(options.get("target_file_rows", "1000000"))
+        self.overwrite = overwrite or options.get("write_mode") == "overwrite"
+        self.app_id = options.get("txn_app_id") or None
+        self.txn_version = int(options["txn_version"]) if options.get("txn_version") else None
+        self.require_latest = options.get("require_latest", "false") == "true"
+        self.metadata = json.loads(options.get("commit_metadata", "{}"))
+
+    # executors ------------------------------------------------------------------------------
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> DeltaRsCommitMessage:
+        import pyarrow as pa
+
+        schema = decode_schema(self.schema_b64)
+        writer = _TaskWriter(self.table_uri, schema, self.partition_by, self.target_rows)
+        for batch in iterator:
+            if batch.num_rows == 0:
+                continue
+            table = pa.Table.from_batches([batch]).select(schema.names).cast(schema)
+            writer.write(table)
+        return DeltaRsCommitMessage(files=writer.close())
+
+    # driver ---------------------------------------------------------------------------------
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        from deltalake import CommitProperties, DeltaTable, Transaction
+        from deltalake.transaction import AddAction
+
+        files = [f for m in messages if isinstance(m, DeltaRsCommitMessage) for f in m.files]
+        dt = DeltaTable(self.table_uri)
+        if self.app_id is not None and self.txn_version is not None and already_applied(
+            dt, self.app_id, self.txn_version, require_latest=self.require_latest
+        ):
+            self._delete(files)
+            return
+        adds: list[Any] = [
+            AddAction(f.path, f.size, f.partition_values, f.modification_time, True, f.stats) for f in files
+        ]
+        custom = dict(self.metadata)
+        custom["offsetlake.rows"] = sum(f.num_records for f in files)
+        txns = []
+        if self.app_id is not None and self.txn_version is not None:
+            custom[MARKER_APP] = self.app_id
+            custom[MARKER_VERSION] = self.txn_version
+            txns.append(Transaction(self.app_id, self.txn_version))
+        dt.create_write_transaction(
+            adds,
+            mode="overwrite" if self.overwrite else "append",
+            schema=decode_schema(self.schema_b64),
+            partition_by=self.partition_by or None,
+            commit_properties=CommitProperties(custom_metadata=custom, app_transactions=txns or None),
+        )
+
+    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
+        self._delete([f for m in messages if isinstance(m, DeltaRsCommitMessage) for f in m.files])
+
+    def _delete(self, files: list[FileAdd]) -> None:
+        from urllib.parse import unquote
+
+        filesystem, root = _filesystem(self.table_uri)
+        for f in files:
+            with contextlib.suppress(OSError):
+                filesystem.delete_file(f"{root}/{unquote(f.path)}")
+
+
+class DeltaRsDataSource(DataSource):
+    """``format("offsetlake_delta_rs")``: write-only; see the module docstring."""
+
+    @classmethod
+    def name(cls) -> str:
+        return FORMAT_NAME
+
+    def writer(self, schema: StructType, overwrite: bool) -> DeltaRsArrowWriter:
+        return DeltaRsArrowWriter(dict(self.options), overwrite)
+
+
+# --------------------------------------------------------------------------------------------
+# markers
+
+
+def latest_commit_info(dt: Any) -> dict[str, Any]:
+    """The latest commitInfo; Spark-Delta's ``userMetadata`` JSON is merged in (same markers)."""
+    hist = dt.history(1)
+    info = dict(hist[0]) if hist else {}
+    user = info.get("userMetadata")
+    if isinstance(user, str) and user.startswith("{"):
+        with contextlib.suppress(ValueError):
+            info.update(json.loads(user))
+    return info
+
+
+def already_applied(dt: Any, app_id: str, version: int, *, require_latest: bool = False) -> bool:
+    """True when ``dt`` already holds the write (app_id, version).
+
+    Appends use the Delta ``txn`` action (``txn.version >= version``: Delta's idempotent-write
+    rule). Replacing writes (overwrite, full-rebuild MERGE) require the table's LATEST commit to
+    carry exactly this marker, so a table rewritten since (other app id or version) is rewritten.
+    """
+    if require_latest:
+        info = latest_commit_info(dt)
+        return bool(info.get(MARKER_APP) == app_id and str(info.get(MARKER_VERSION)) == str(version))
+    recorded = dt.transaction_version(app_id)
+    return recorded is not None and recorded >= version
+
+
+_REGISTERED: set[int] = set()
+
+
+def register(spark: SparkSession) -> None:
+    """Register the data source with ``spark`` (once per session)."""
+    key = id(spark)
+    if key not in _REGISTERED:
+        spark.dataSource.register(DeltaRsDataSource)
+        _REGISTERED.add(key)
