@@ -1,0 +1,475 @@
+"""``offsetlake capture``: a live ``__consumer_offsets`` into raw-record landing files.
+
+Rules:
+- A real Kafka client (confluent-kafka / librdkafka) reads the topic with ``assign()`` and
+  explicit offsets: no consumer group is joined, nothing is committed to the cluster.
+- Keys and values are kept as raw bytes (a null value = a tombstone); partition, offset,
+  timestamp and timestamp type are the log's own (Spark's Kafka source schema).
+- Output files are ``capture-<seq:08d>.parquet`` via ``RawRecordWriter``: lexical order = log
+  order per partition, each file appears atomically (temp name + rename).
+- Progress lives in ``_offsetlake_capture.json`` in the output directory (a leading ``_`` hides
+  it from Spark's file source): ``{"topic", "next_offsets": {partition: offset}, "last_file"}``,
+  replaced atomically AFTER the data file is renamed. On start, capture files newer than
+  ``last_file`` (a crash between the rename and the state write) are read back and folded in,
+  so a restart after a crash at any point neither loses nor duplicates a record: the files are
+  the truth, the state file a checkpoint over them.
+- ``--until-end`` stops at the high watermarks sampled at start (records produced later wait
+  for the next run), like Spark's ``availableNow``; without it the capture follows the log until
+  SIGINT/SIGTERM, then flushes and saves its state.
+- An unreachable cluster is a one-line ``KafkaUnavailableError`` within ``connect_timeout_s``;
+  a cluster that stops answering mid-way fails after ``stall_timeout_s`` without progress.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from pipelines.errors import UsageError
+from pipelines.kafka.client import (
+    KafkaSettings,
+    KafkaUnavailableError,
+    kafka_timestamp_type,
+    require_confluent_kafka,
+    topic_partitions,
+    watermarks,
+)
+from pipelines.raw_files import RAW_ARROW_SCHEMA, RawRecordWriter
+
+STATE_FILE = "_offsetlake_capture.json"
+FILE_PREFIX = "capture"
+
+
+# ---------------------------------------------------------------------------------------------
+# state
+# ---------------------------------------------------------------------------------------------
+@dataclass
+class CaptureState:
+    """Next offset to read per partition, and the last data file those offsets cover."""
+
+    topic: str
+    next_offsets: dict[int, int] = field(default_factory=dict)
+    last_file: str | None = None
+
+    def save(self, path: Path) -> None:
+        """Replace the state file atomically (temp + fsync + rename)."""
+        tmp = path.with_name(f".{path.name}.tmp")
+        data = {
+            "topic": self.topic,
+            "next_offsets": {str(p): o for p, o in sorted(self.next_offsets.items())},
+            "last_file": self.last_file,
+        }
+        with tmp.open("w", encoding="utf-8") as fh:
+            json.dump(data, fh, indent=1)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+
+    @classmethod
+    def load(cls, path: Path, topic: str) -> CaptureState:
+        """Read the state file (a fresh state if it does not exist)."""
+        if not path.exists():
+            return cls(topic)
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            state = cls(
+                str(data["topic"]),
+                {int(p): int(o) for p, o in data["next_offsets"].items()},
+                data.get("last_file"),
+            )
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise UsageError(f"{path}: not a valid capture state file ({exc})") from None
+        if state.topic != topic:
+            raise UsageError(
+                f"{path}: this directory holds a capture of topic {state.topic!r}, not {topic!r}"
+            )
+        return state
+
+
+def capture_files(out_dir: Path) -> list[Path]:
+    """The capture's data files in log order."""
+    if not out_dir.is_dir():
+        return []
+    return sorted(p for p in out_dir.glob(f"{FILE_PREFIX}-*.parquet") if p.is_file())
+
+
+def reconcile_state(state: CaptureState, out_dir: Path) -> list[Path]:
+    """Fold files written after ``state.last_file`` into ``state`` (crash after rename).
+
+    Returns:
+        The files that were folded in (empty in the normal case).
+    """
+    newer = [p for p in capture_files(out_dir) if state.last_file is None or p.name > state.last_file]
+    for path in newer:
+        table = pq.read_table(path, columns=["topic", "partition", "offset"])
+        if table.num_rows == 0:
+            continue
+        import pyarrow.compute as pc
+
+        mine = table.filter(pc.equal(table.column("topic"), state.topic))
+        if mine.num_rows == 0:
+            continue
+        grouped = mine.group_by("partition").aggregate([("offset", "max")])
+        for p, o in zip(grouped.column("partition").to_pylist(), grouped.column("offset_max").to_pylist()):
+            state.next_offsets[int(p)] = max(state.next_offsets.get(int(p), 0), int(o) + 1)
+        state.last_file = path.name
+    return newer
+
+
+# ---------------------------------------------------------------------------------------------
+# message batches -> Arrow
+# ---------------------------------------------------------------------------------------------
+class _BatchBuilder:
+    """Columns of the raw-record schema, appended message by message."""
+
+    __slots__ = ("keys", "offsets", "partitions", "topic", "ts", "ts_types", "values")
+
+    def __init__(self, topic: str) -> None:
+        self.topic = topic
+        self.keys: list[bytes | None] = []
+        self.values: list[bytes | None] = []
+        self.partitions: list[int] = []
+        self.offsets: list[int] = []
+        self.ts: list[int] = []
+        self.ts_types: list[int] = []
+
+    def __len__(self) -> int:
+        return len(self.offsets)
+
+    def append(self, msg: Any) -> None:
+        ttype, ts = msg.timestamp()
+        self.keys.append(msg.key())
+        self.values.append(msg.value())
+        self.partitions.append(msg.partition())
+        self.offsets.append(msg.offset())
+        self.ts.append(ts * 1000 if ttype else 0)
+        self.ts_types.append(kafka_timestamp_type(ttype))
+
+    def to_batch(self) -> pa.RecordBatch:
+        n = len(self.offsets)
+        return pa.RecordBatch.from_arrays(
+            [
+                pa.array(self.keys, pa.binary()),
+                pa.array(self.values, pa.binary()),
+                pa.array([self.topic] * n, pa.string()),
+                pa.array(self.partitions, pa.int32()),
+                pa.array(self.offsets, pa.int64()),
+                pa.array(self.ts, pa.int64()).cast(pa.timestamp("us", tz="UTC")),
+                pa.array(self.ts_types, pa.int32()),
+            ],
+            schema=RAW_ARROW_SCHEMA,
+        )
+
+    def clear(self) -> None:
+        for lst in (self.keys, self.values, self.partitions, self.offsets, self.ts, self.ts_types):
+            lst.clear()
+
+
+# ---------------------------------------------------------------------------------------------
+# capture
+# ---------------------------------------------------------------------------------------------
+@dataclass
+class CaptureResult:
+    """What one ``capture`` run did."""
+
+    records: int
+    files: list[Path]
+    next_offsets: dict[int, int]
+    lag: dict[int, int]
+    seconds: float
+    recovered_files: list[Path] = field(default_factory=list)
+
+    @property
+    def total_lag(self) -> int:
+        return sum(self.lag.values())
+
+
+ProgressFn = Callable[[int, int], None]  # (records captured so far, current lag)
+
+
+def parse_start(spec: str) -> tuple[str, int | None]:
+    """``earliest`` | ``latest`` | ``timestamp:<epoch ms>`` -> (mode, ms)."""
+    s = spec.strip().lower()
+    if s in ("earliest", "latest"):
+        return s, None
+    if s.startswith("timestamp:"):
+        try:
+            return "timestamp", int(s.split(":", 1)[1])
+        except ValueError:
+            pass
+    raise UsageError(f"--from {spec}: expected earliest, latest or timestamp:<epoch ms>")
+
+
+def _resolve_start(
+    consumer: Any, settings: KafkaSettings, partitions: list[int], mode: str, ts_ms: int | None,
+    marks: dict[int, tuple[int, int]], timeout_s: float,
+) -> dict[int, int]:
+    if mode == "earliest":
+        return {p: marks[p][0] for p in partitions}
+    if mode == "latest":
+        return {p: marks[p][1] for p in partitions}
+    ck = require_confluent_kafka()
+    assert ts_ms is not None
+    try:
+        found = consumer.offsets_for_times(
+            [ck.TopicPartition(settings.topic, p, ts_ms) for p in partitions], timeout=timeout_s
+        )
+    except ck.KafkaException as exc:
+        raise KafkaUnavailableError(f"offsets_for_times failed: {exc.args[0]}") from None
+    out: dict[int, int] = {}
+    for tp in found:
+        # ListOffsets: the earliest offset whose timestamp >= ts; -1 = none (start at the end).
+        out[tp.partition] = tp.offset if tp.offset >= 0 else marks[tp.partition][1]
+    return out
+
+
+def capture(
+    settings: KafkaSettings,
+    out_dir: str | os.PathLike[str],
+    *,
+    partitions: list[int] | None = None,
+    start: str = "earliest",
+    until_end: bool = True,
+    rows_per_file: int = 100_000,
+    flush_interval_s: float = 5.0,
+    max_records: int | None = None,
+    max_rate: float | None = None,
+    connect_timeout_s: float = 15.0,
+    stall_timeout_s: float = 60.0,
+    state_path: str | os.PathLike[str] | None = None,
+    fetch_batch: int = 10_000,
+    progress: ProgressFn | None = None,
+    stop_event: threading.Event | None = None,
+    log: Callable[[str], None] | None = None,
+) -> CaptureResult:
+    """Capture ``settings.topic`` into raw-record Parquet files under ``out_dir``.
+
+    Args:
+        settings: the cluster.
+        out_dir: landing directory (created); holds the data files and the state file.
+        partitions: partitions to read (``None`` = all).
+        start: where partitions without saved state start (``earliest`` | ``latest`` |
+            ``timestamp:<ms>``).
+        until_end: stop at the high watermarks sampled at start; ``False`` = follow the log.
+        rows_per_file: a file is written when this many records are buffered.
+        flush_interval_s: in follow mode, buffered records are written at least this often.
+        max_records: stop after this many records (then save state as usual).
+        max_rate: records/s ceiling (``None`` = as fast as possible).
+        connect_timeout_s: how long the first metadata request may take.
+        stall_timeout_s: fail if the cluster stops answering for this long while behind.
+        state_path: state file (default ``<out_dir>/_offsetlake_capture.json``).
+        fetch_batch: messages per ``consume()`` call.
+        progress: called with (records so far, current lag) after every fetch.
+        stop_event: set it (or send SIGTERM/SIGINT in the main thread) to stop cleanly.
+        log: one-line notes (state recovery, data lost to retention).
+
+    Raises:
+        KafkaUnavailableError: the cluster is unreachable or stops answering.
+    """
+    ck = require_confluent_kafka()
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    spath = Path(state_path) if state_path else out / STATE_FILE
+    note = log or (lambda msg: None)
+    mode, ts_ms = parse_start(start)
+    t0 = time.monotonic()
+
+    state = CaptureState.load(spath, settings.topic)
+    recovered = reconcile_state(state, out)
+    if recovered:
+        note(f"recovered {len(recovered)} file(s) written after the last saved state")
+        state.save(spath)
+
+    consumer = ck.Consumer(
+        settings.consumer_conf(
+            **{
+                "socket.timeout.ms": max(1000, int(connect_timeout_s * 1000)),
+                "socket.connection.setup.timeout.ms": max(1000, int(connect_timeout_s * 1000)),
+            }
+        )
+    )
+    stop = stop_event or threading.Event()
+    restore = _install_signal_handlers(stop)
+    writer = RawRecordWriter(out, rows_per_file=max(rows_per_file, 1), prefix=FILE_PREFIX)
+    files: list[Path] = []
+    total = 0
+    try:
+        parts = topic_partitions(consumer, settings, connect_timeout_s, partitions)
+        marks = watermarks(consumer, settings.topic, parts, connect_timeout_s)
+        unknown = [p for p in parts if p not in state.next_offsets]
+        starts = _resolve_start(consumer, settings, unknown, mode, ts_ms, marks, connect_timeout_s) if unknown else {}
+        position: dict[int, int] = {}
+        for p in parts:
+            pos = state.next_offsets.get(p, starts.get(p, marks[p][0]))
+            if pos < marks[p][0]:
+                note(
+                    f"{settings.topic}-{p}: offsets {pos}..{marks[p][0] - 1} were deleted by the broker "
+                    "(retention/compaction) before they were captured"
+                )
+                pos = marks[p][0]
+            position[p] = pos
+        target = {p: marks[p][1] for p in parts}
+        done: set[int] = {p for p in parts if until_end and position[p] >= target[p]}
+        for p in parts:  # a partition first seen in this run is part of the state from now on
+            state.next_offsets.setdefault(p, position[p])
+        active = [p for p in parts if p not in done]
+        if active:
+            consumer.assign([ck.TopicPartition(settings.topic, p, position[p]) for p in active])
+
+        builder = _BatchBuilder(settings.topic)
+        pending_next: dict[int, int] = {}
+        last_flush = time.monotonic()
+        last_progress = time.monotonic()
+        high = dict(target)
+
+        def flush() -> None:
+            nonlocal last_flush
+            if len(builder):
+                before = len(writer.files)
+                writer.write_batch(builder.to_batch())
+                writer.flush()
+                new = writer.files[before:]
+                files.extend(new)
+                if new:
+                    state.last_file = new[-1].name
+                builder.clear()
+            if pending_next:
+                for p, o in pending_next.items():
+                    state.next_offsets[p] = max(state.next_offsets.get(p, 0), o)
+                pending_next.clear()
+                state.save(spath)
+            last_flush = time.monotonic()
+
+        def lag_now() -> int:
+            return sum(max(0, high[p] - max(position[p], pending_next.get(p, 0))) for p in parts)
+
+        while len(done) < len(parts) and not stop.is_set():
+            if max_records is not None and total >= max_records:
+                break
+            want = fetch_batch
+            if max_records is not None:
+                want = min(want, max_records - total)
+            if max_rate:
+                want = max(1, min(want, int(max_rate / 10) or 1))
+            msgs = consumer.consume(num_messages=want, timeout=0.5)
+            got = 0
+            for m in msgs:
+                err = m.error()
+                p = m.partition()
+                if err is not None:
+                    if err.code() == ck.KafkaError._PARTITION_EOF:
+                        # The log end at this moment; offsets below it without a record are
+                        # transaction markers or compacted away: nothing left to read there.
+                        eof_at = m.offset()
+                        if eof_at > position.get(p, 0):
+                            position[p] = eof_at
+                            pending_next[p] = max(pending_next.get(p, 0), eof_at)
+                        high[p] = max(high.get(p, 0), eof_at)
+                        if until_end and position[p] >= target[p] and p not in done:
+                            done.add(p)
+                            consumer.pause([ck.TopicPartition(settings.topic, p)])
+                        last_progress = time.monotonic()
+                        continue
+                    if err.fatal() or err.code() in (
+                        ck.KafkaError.TOPIC_AUTHORIZATION_FAILED,
+                        ck.KafkaError._UNKNOWN_PARTITION,
+                        ck.KafkaError.UNKNOWN_TOPIC_OR_PART,
+                    ):
+                        raise KafkaUnavailableError(f"reading {settings.topic}: {err.str()}")
+                    continue  # transient (broker down, ...): librdkafka retries; stall timer decides
+                off = m.offset()
+                if until_end and off >= target[p]:
+                    # beyond the end sampled at start: left for the next run
+                    if p not in done:
+                        done.add(p)
+                        consumer.pause([ck.TopicPartition(settings.topic, p)])
+                    continue
+                builder.append(m)
+                got += 1
+                position[p] = off + 1
+                pending_next[p] = off + 1
+                high[p] = max(high[p], off + 1)
+                if until_end and position[p] >= target[p] and p not in done:
+                    done.add(p)
+                    consumer.pause([ck.TopicPartition(settings.topic, p)])
+            total += got
+            now = time.monotonic()
+            if got:
+                last_progress = now
+            if len(builder) >= rows_per_file or (
+                (len(builder) or pending_next) and now - last_flush >= flush_interval_s
+            ):
+                flush()
+            if not got and not msgs:
+                if not until_end:
+                    last_progress = now  # idle at the end of the log is normal when following
+                    for p, (_, hi) in watermarks(consumer, settings.topic, parts, 1.0, cached=True).items():
+                        high[p] = max(high[p], hi)
+                elif now - last_progress > stall_timeout_s:
+                    raise KafkaUnavailableError(
+                        f"no data from {settings.bootstrap_servers} for {stall_timeout_s:g}s while "
+                        f"{lag_now()} records behind the end"
+                    )
+            if progress is not None:
+                progress(total, lag_now())
+            if max_rate and got:
+                ahead = total / max_rate - (time.monotonic() - t0)
+                if ahead > 0:
+                    stop.wait(ahead)
+        flush()
+        final_lag = {p: max(0, high[p] - state.next_offsets.get(p, 0)) for p in parts}
+        if progress is not None:
+            progress(total, sum(final_lag.values()))
+        return CaptureResult(
+            records=total,
+            files=files,
+            next_offsets=dict(state.next_offsets),
+            lag=final_lag,
+            seconds=time.monotonic() - t0,
+            recovered_files=recovered,
+        )
+    finally:
+        restore()
+        consumer.close()
+
+
+def _install_signal_handlers(stop: threading.Event) -> Callable[[], None]:
+    """SIGTERM/SIGINT set ``stop`` (only possible in the main thread); returns the undo."""
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+    previous: dict[int, Any] = {}
+
+    def handler(signum: int, frame: Any) -> None:
+        stop.set()
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        with contextlib.suppress(ValueError, OSError):
+            previous[sig] = signal.signal(sig, handler)
+
+    def restore() -> None:
+        for sig, h in previous.items():
+            signal.signal(sig, h)
+
+    return restore
+
+
+def print_result(result: CaptureResult, out: Any = sys.stdout) -> None:
+    """One summary line for the CLI."""
+    rate = result.records / result.seconds if result.seconds > 0 else 0.0
+    print(
+        f"captured {result.records} records into {len(result.files)} file(s) in {result.seconds:.1f}s "
+        f"({rate:,.0f} records/s); lag to end {result.total_lag}",
+        file=out,
+    )
