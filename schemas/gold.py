@@ -1,0 +1,249 @@
+"""Gold tables: what the per-group replay (``coordinator_core.replay``) says about each group.
+
+Rules:
+- Columns are the keys of the core's rows (``GroupSnapshot.to_state_row()`` /
+  ``offset_rows()`` and each event's ``to_row()``, documented in ``coordinator_core.events``)
+  with Kafka's field names. The only change is the type of time points: the core's epoch-ms
+  ints become TIMESTAMP columns (UTC) named by one rule, applied by ``pipelines.gold``:
+  ``X_timestamp`` keeps its name (commit_timestamp, expire_timestamp,
+  current_state_timestamp), ``timestamp_ms`` -> ``timestamp``, ``X_timestamp_ms`` ->
+  ``X_timestamp``, other ``X_ms`` -> ``X_time``. Durations (``duration_ms``, ``cadence_ms``,
+  ``since_previous_ms``) stay bigint milliseconds.
+- Log positions are ``log_partition`` / ``log_offset`` (the ``__consumer_offsets`` record
+  that told it); ``partition`` / ``offset`` are the committed topic-partition and offset.
+- ``group_state`` and ``offsets_current`` are current-state tables (MERGE on their key);
+  event tables are keyed by ``(group_id, event_key)``, deterministic across batch splits, so
+  re-delivered events MERGE idempotently (batch and streaming write the same rows).
+"""
+
+from __future__ import annotations
+
+from schemas.base import Column, TableSpec
+
+TOPIC_PARTITIONS = "array<struct<topic:string,partition:int>>"
+MEMBER_PARTITIONS = "array<struct<member_id:string,topic:string,partition:int>>"
+STATE_MEMBER_TYPE = (
+    "struct<member_id:string,group_instance_id:string,client_id:string,client_host:string,"
+    "session_timeout:int,rebalance_timeout:int,is_leader:boolean,"
+    f"subscribed_topics:array<string>,assigned_partitions:{TOPIC_PARTITIONS}>"
+)
+
+_GROUP = Column("group_id", "string", False, "Consumer group id.")
+_EVENT_KEY = Column(
+    "event_key", "string", False,
+    "Deterministic event id within the group (`<partition>:<offset>[:<seq>]` for events told by a "
+    "record, computed time for predictions); MERGE key with group_id.",
+)
+_LOG_POS = (
+    Column("log_partition", "int", True, "`__consumer_offsets` partition of the record that told it (null for predictions)."),
+    Column("log_offset", "bigint", True, "Offset of that record (null for predictions)."),
+)
+
+GROUP_STATE = TableSpec(
+    name="group_state",
+    doc="Current state of every group after replaying its records (one row per group), as "
+    "Kafka's coordinator would hold it when loading the log, plus expiry up to `as_of`.",
+    columns=(
+        _GROUP,
+        Column("coordinator_partition", "int", True, "`__consumer_offsets` partition holding the group."),
+        Column("state", "string", False, "Kafka state: Empty, PreparingRebalance, CompletingRebalance, Stable, Dead."),
+        Column("generation", "int", True, "Generation id."),
+        Column("protocol_type", "string", True, "Protocol type (consumer, connect, ...); null = simple group."),
+        Column("protocol", "string", True, "Selected protocol (assignor)."),
+        Column("leader", "string", True, "Leader member id."),
+        Column("current_state_timestamp", "timestamp", True, "GroupMetadataValue.current_state_timestamp of the last group record."),
+        Column("members", f"array<{STATE_MEMBER_TYPE}>", True, "Current members (same fields as group_members)."),
+        Column("member_count", "int", True, "Number of current members."),
+        Column("offset_count", "int", True, "Number of committed offsets held."),
+        Column("subscribed_topics", "array<string>", True,
+               "Union of the members' subscribed topics (consumer protocol v0 parse); null when unknown."),
+        Column("last_log_partition", "int", True, "Partition of the last record applied (idempotence watermark)."),
+        Column("last_log_offset", "bigint", True, "Offset of the last record applied; records at or below are duplicates."),
+        Column("last_timestamp", "timestamp", True, "Timestamp of the last record applied."),
+        Column("next_expiry_time", "timestamp", True, "When the next offset would expire under the rules (null = never)."),
+        Column("records_applied", "bigint", True, "Records replayed into this state."),
+        Column("unsupported_records", "bigint", True, "Records of this group skipped as unsupported (newer record types)."),
+        Column("format_version", "int", True, "Version of the snapshot format."),
+    ),
+    primary_key=("group_id",),
+    mode="merge",
+)
+
+GROUP_TRANSITIONS = TableSpec(
+    name="group_transitions",
+    doc="Every state change of every group, observed in the log or inferred between two "
+    "records (flagged), with time, time source and cause.",
+    columns=(
+        _GROUP,
+        _EVENT_KEY,
+        Column("from_state", "string", True, "State before; null when the group is created."),
+        Column("to_state", "string", False, "State after."),
+        Column("generation", "int", True, "Generation during/after the transition."),
+        Column("timestamp", "timestamp", True, "When; null when unknown (skipped generations)."),
+        Column("timestamp_source", "string", True, "record | current_state_timestamp | estimate | predicted | unknown."),
+        Column("observed", "boolean", True, "True when the log attests it, false when inferred."),
+        Column("cause", "string", True, "Why (rebalance_started, join_completed, sync_completed, all_members_left, ...)."),
+        *_LOG_POS,
+    ),
+    primary_key=("group_id", "event_key"),
+    mode="merge",
+)
+
+REBALANCES = TableSpec(
+    name="rebalances",
+    doc="One row per generation change (and per same-generation static-member rewrite): "
+    "estimated start/end, members in/out, partitions moved, assignor and leader.",
+    columns=(
+        _GROUP,
+        _EVENT_KEY,
+        Column("generation", "int", True, "The new generation."),
+        Column("previous_generation", "int", True, "Generation before (null on the first record)."),
+        Column("skipped_generations", "int", True, "Generations that never completed a SyncGroup."),
+        Column("start_time", "timestamp", True, "Estimated start of the rebalance."),
+        Column("end_time", "timestamp", True, "End: the group-metadata record's timestamp."),
+        Column("duration_ms", "bigint", True, "end - start in milliseconds."),
+        Column("join_completed_time", "timestamp", True, "When the group entered CompletingRebalance (v2+ records)."),
+        Column("since_previous_ms", "bigint", True, "Milliseconds since the previous group-metadata record."),
+        Column("members_before", "int", True, "Members before."),
+        Column("members_after", "int", True, "Members after."),
+        Column("joined", "array<string>", True, "Members that joined (group_instance_id if set, else member_id)."),
+        Column("left", "array<string>", True, "Members that left."),
+        Column("static_rejoined", "array<string>", True, "Static members (group_instance_id) back with a new member id."),
+        Column("leader", "string", True, "Leader member id after."),
+        Column("previous_leader", "string", True, "Leader member id before."),
+        Column("leader_changed", "boolean", True, "Leader differs."),
+        Column("protocol_type", "string", True, "Protocol type."),
+        Column("protocol", "string", True, "Assignor after (range, cooperative-sticky, ...)."),
+        Column("previous_protocol", "string", True, "Assignor before."),
+        Column("protocol_changed", "boolean", True, "Assignor differs."),
+        Column("assignment_known", "boolean", True, "All assignments before and after were parsed."),
+        Column("partitions_moved", "int", True, "Partitions owned before and after by a different member."),
+        Column("partitions_gained", MEMBER_PARTITIONS, True, "Partitions gained, per member."),
+        Column("partitions_lost", MEMBER_PARTITIONS, True, "Partitions lost, per member."),
+        Column("ended_empty", "boolean", True, "The rebalance ended with no members."),
+        Column("cause", "string", True, "new_generation | ended_empty | static_member_rejoined | first_record."),
+        *_LOG_POS,
+    ),
+    primary_key=("group_id", "event_key"),
+    mode="merge",
+)
+
+GROUP_MEMBERS = TableSpec(
+    name="group_members",
+    doc="Members per generation: one row per member per group-metadata record with members.",
+    columns=(
+        _GROUP,
+        _EVENT_KEY,
+        Column("generation", "int", True, "Generation id."),
+        Column("member_id", "string", False, "Member id."),
+        Column("group_instance_id", "string", True, "Static membership id (KIP-345); null = dynamic member."),
+        Column("client_id", "string", True, "Client id."),
+        Column("client_host", "string", True, "Client host."),
+        Column("session_timeout", "int", True, "Session timeout (ms)."),
+        Column("rebalance_timeout", "int", True, "Kafka's effective rebalance timeout (ms; session timeout when absent)."),
+        Column("is_leader", "boolean", True, "The member is the group leader."),
+        Column("protocol", "string", True, "Assignor of the generation."),
+        Column("subscribed_topics", "array<string>", True, "Subscribed topics (null when the subscription cannot be parsed)."),
+        Column("assigned_partitions", TOPIC_PARTITIONS, True, "Assigned partitions (null when unparseable)."),
+        Column("timestamp", "timestamp", True, "Timestamp of the group-metadata record."),
+        *_LOG_POS,
+    ),
+    primary_key=("group_id", "event_key"),
+    mode="merge",
+)
+
+OFFSETS_CURRENT = TableSpec(
+    name="offsets_current",
+    doc="Latest committed offset per (group, topic, partition) after replay and expiry up to `as_of`.",
+    columns=(
+        _GROUP,
+        Column("topic", "string", False, "Committed topic."),
+        Column("partition", "int", False, "Committed partition."),
+        Column("offset", "bigint", True, "Committed offset (OffsetCommitValue.offset)."),
+        Column("leader_epoch", "int", True, "Leader epoch (null when absent/-1)."),
+        Column("metadata", "string", True, "Commit metadata."),
+        Column("commit_timestamp", "timestamp", True, "Commit time (OffsetCommitValue.commit_timestamp)."),
+        Column("expire_timestamp", "timestamp", True, "Explicit expiry (v1 values) or null."),
+        Column("value_version", "int", True, "OffsetCommitValue version of the commit."),
+        *_LOG_POS,
+        Column("timestamp", "timestamp", True, "Timestamp of the commit record."),
+    ),
+    primary_key=("group_id", "topic", "partition"),
+    mode="merge",
+)
+
+OFFSET_EXPIRATIONS = TableSpec(
+    name="offset_expirations",
+    doc="Offsets removed: cause (retention | tombstone | group_deleted), predicted vs observed "
+    "time. A predicted expiry later confirmed by the log's tombstone updates the same row.",
+    columns=(
+        _GROUP,
+        _EVENT_KEY,
+        Column("topic", "string", False, "Topic of the removed offset."),
+        Column("partition", "int", False, "Partition of the removed offset."),
+        Column("offset", "bigint", True, "The removed committed offset."),
+        Column("commit_timestamp", "timestamp", True, "Commit time of the removed commit."),
+        Column("cause", "string", True, "retention | tombstone | group_deleted."),
+        Column("status", "string", True, "predicted | observed | confirmed."),
+        Column("predicted_time", "timestamp", True, "Computed expiry time (base + retention, or expire_timestamp)."),
+        Column("observed_time", "timestamp", True, "Timestamp of the tombstone in the log."),
+        Column("rules", "string", True, "Expiry rule set used for the prediction."),
+        *_LOG_POS,
+    ),
+    primary_key=("group_id", "event_key"),
+    mode="merge",
+)
+
+GROUP_LIFECYCLE = TableSpec(
+    name="group_lifecycle",
+    doc="Groups created, emptied (all members left) and deleted (Dead), observed or predicted.",
+    columns=(
+        _GROUP,
+        _EVENT_KEY,
+        Column("event", "string", False, "group_created | group_emptied | group_deleted."),
+        Column("generation", "int", True, "Generation at the event."),
+        Column("timestamp", "timestamp", True, "When (computed time for predictions)."),
+        Column("observed", "boolean", True, "The log attests it."),
+        Column("status", "string", True, "observed | predicted | confirmed."),
+        Column("cause", "string", True, "offset_commit, group_metadata, all_members_left, group_tombstone, offsets_expired."),
+        Column("predicted_time", "timestamp", True, "Predicted death time."),
+        Column("observed_time", "timestamp", True, "Time of the group tombstone in the log."),
+        Column("group_tombstone", "boolean", True, "A group tombstone was observed / Kafka would write one."),
+        Column("offsets_remaining", "int", True, "Offsets still held (a group tombstone does not delete offsets)."),
+        *_LOG_POS,
+    ),
+    primary_key=("group_id", "event_key"),
+    mode="merge",
+)
+
+OFFSET_COMMITS_REPLAYED = TableSpec(
+    name="offset_commits_replayed",
+    doc="Every offset commit as the replay applied it, with the offset it replaced (cadence, "
+    "delta, regressions). As large as the log: written only when asked for.",
+    columns=(
+        _GROUP,
+        _EVENT_KEY,
+        Column("topic", "string", False, "Committed topic."),
+        Column("partition", "int", False, "Committed partition."),
+        Column("offset", "bigint", True, "Committed offset."),
+        Column("leader_epoch", "int", True, "Leader epoch."),
+        Column("metadata", "string", True, "Commit metadata."),
+        Column("commit_timestamp", "timestamp", True, "Commit time."),
+        Column("expire_timestamp", "timestamp", True, "Explicit expiry (v1) or null."),
+        Column("previous_offset", "bigint", True, "Offset this commit replaced."),
+        Column("previous_commit_timestamp", "timestamp", True, "Commit time of the replaced commit."),
+        Column("cadence_ms", "bigint", True, "commit_timestamp - previous_commit_timestamp (ms)."),
+        Column("offset_delta", "bigint", True, "offset - previous_offset."),
+        Column("regression", "boolean", True, "The new offset is lower than the previous one."),
+        Column("timestamp", "timestamp", True, "Record timestamp."),
+        *_LOG_POS,
+    ),
+    primary_key=("group_id", "event_key"),
+    mode="merge",
+)
+
+#: The gold tables the batch replay writes by default, in write order.
+GOLD_TABLES = (GROUP_STATE, GROUP_TRANSITIONS, REBALANCES, GROUP_MEMBERS, OFFSETS_CURRENT,
+               OFFSET_EXPIRATIONS, GROUP_LIFECYCLE)
+
+TABLES = [*GOLD_TABLES, OFFSET_COMMITS_REPLAYED]
