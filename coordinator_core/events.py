@@ -1,0 +1,458 @@
+r"""What a replay tells: events inferred from (or observed in) a group's records.
+
+Rules:
+- The log stores snapshots (group-metadata records, offset commits), not transitions; the
+  replay infers the transitions between two snapshots and says which are *observed* (the
+  record attests them, e.g. a Stable group's record is written at the leader's SyncGroup) and
+  which are *inferred* (e.g. the PreparingRebalance that must have preceded a new generation).
+- Every event is a frozen, slotted dataclass with ``group_id``, a class-level ``kind`` and
+  ``table`` (the gold Delta table it feeds) and ``to_row() -> dict`` whose keys are the
+  table's column names (snake_case, Kafka's field names, times as ``*_ms`` / ``*_timestamp``
+  ints in epoch milliseconds, ``None`` = unknown). The Spark helper maps rows 1:1 to columns.
+- ``event_key`` is deterministic and independent of how the input was split into batches, so
+  ``(group_id, event_key)`` is a MERGE key that makes re-delivered events idempotent. Events
+  that come from a record use its position (``<partition>:<offset>[:<seq>]``); predicted
+  events (offset expiry, group death) use the *computed* time, never the detection time.
+- Lists are Python lists of str or of dicts (structs); every dict has the same keys.
+
+Gold tables and their columns (``to_row()`` keys; Spark DDL type):
+
+``group_transitions`` (``StateTransition``, kind ``state_transition``)
+
+| column | type | meaning |
+|---|---|---|
+| group_id | string | group id |
+| event_key | string | ``<partition>:<offset>:<seq>`` or ``expiry:<ms>:<seq>`` |
+| from_state | string | Kafka state name; null when the group is created (a new object in Kafka) |
+| to_state | string | Kafka state name |
+| generation | int | generation during/after the transition (Kafka bumps it on entering CompletingRebalance or Empty) |
+| timestamp_ms | bigint | when; null when unknown (skipped generations) |
+| timestamp_source | string | record \| current_state_timestamp \| estimate \| predicted \| unknown |
+| observed | boolean | the log attests it (true) or it is inferred (false) |
+| cause | string | e.g. rebalance_started, join_completed, sync_completed, all_members_left, sync_not_completed, group_tombstone, offsets_expired, offset_commit, first_record |
+| log_partition | int | position of the record that told it (null for predictions) |
+| log_offset | bigint | " |
+
+``rebalances`` (``Rebalance``, kind ``rebalance``): one row per generation change (and one per
+same-generation rewrite, ``cause = static_member_rejoined``)
+
+| column | type | meaning |
+|---|---|---|
+| group_id, event_key | string | |
+| generation | int | the new generation |
+| previous_generation | int | generation before (null on a group's first record or a new incarnation) |
+| skipped_generations | int | generations that never completed a SyncGroup (``g' - g - 1``) |
+| start_ms | bigint | estimated start: ``max(previous metadata record, end - max rebalance_timeout)`` |
+| end_ms | bigint | the record's timestamp (Stable reached, or Empty) |
+| duration_ms | bigint | ``end_ms - start_ms`` |
+| join_completed_ms | bigint | current_state_timestamp of a v2+ record with members (entered CompletingRebalance) |
+| since_previous_ms | bigint | time since the previous group-metadata record |
+| members_before, members_after | int | member counts |
+| joined, left | array<string> | member ids (identity = group_instance_id if set, else member_id) |
+| static_rejoined | array<string> | group_instance_ids that came back with a new member id |
+| leader, previous_leader | string | member ids |
+| leader_changed | boolean | |
+| protocol_type | string | |
+| protocol, previous_protocol | string | the assignor (e.g. range, cooperative-sticky) |
+| protocol_changed | boolean | |
+| assignment_known | boolean | all assignments (before and after) were parsed |
+| partitions_moved | int | partitions owned before and after, by a different member |
+| partitions_gained, partitions_lost | array<struct<member_id:string,topic:string,partition:int>> | per member |
+| ended_empty | boolean | the rebalance ended with no members |
+| cause | string | new_generation \| ended_empty \| static_member_rejoined \| first_record |
+| log_partition, log_offset | int, bigint | |
+
+``group_members`` (``GroupMember``, kind ``group_member``): one row per member per group-metadata
+record with members
+
+| column | type |
+|---|---|
+| group_id, event_key | string |
+| generation | int |
+| member_id, group_instance_id, client_id, client_host | string |
+| session_timeout, rebalance_timeout | int (rebalance_timeout: Kafka's effective value) |
+| is_leader | boolean |
+| protocol | string |
+| subscribed_topics | array<string> (null if the subscription cannot be parsed) |
+| assigned_partitions | array<struct<topic:string,partition:int>> (null if unparseable) |
+| timestamp_ms | bigint |
+| log_partition, log_offset | int, bigint |
+
+``offset_commits_replayed`` (``OffsetCommitted``, kind ``offset_commit``)
+
+| column | type | meaning |
+|---|---|---|
+| group_id, event_key, topic | string | |
+| partition | int | |
+| offset | bigint | |
+| leader_epoch | int | |
+| metadata | string | |
+| commit_timestamp, expire_timestamp | bigint | Kafka's fields |
+| previous_offset, previous_commit_timestamp | bigint | the offset this commit replaced |
+| cadence_ms | bigint | commit_timestamp - previous_commit_timestamp |
+| offset_delta | bigint | offset - previous_offset |
+| regression | boolean | the new offset is lower than the previous one |
+| timestamp_ms | bigint | the record's timestamp |
+| log_partition, log_offset | int, bigint | |
+
+``offset_expirations`` (``OffsetExpiration``, kind ``offset_expiration``): one row per removed
+offset value; MERGE key ``(group_id, event_key)`` where ``event_key`` =
+``<topic>:<partition>:<offset>:<commit_timestamp>`` so the later confirmation of a predicted expiry
+updates the same row
+
+| column | type | meaning |
+|---|---|---|
+| group_id, event_key, topic | string | |
+| partition | int | |
+| offset | bigint | |
+| commit_timestamp | bigint | of the removed commit |
+| cause | string | retention (predicted by the expiry rules) \| tombstone (observed, not predicted) \| group_deleted (offset tombstone written with the group tombstone at the same timestamp) |
+| status | string | predicted \| observed \| confirmed (predicted, then the log's tombstone seen) |
+| predicted_ms | bigint | computed expiry time (base + retention, or expire_timestamp) |
+| observed_ms | bigint | timestamp of the tombstone in the log |
+| rules | string | rule set used for the prediction |
+| log_partition, log_offset | int, bigint | the observed tombstone's position |
+
+``group_lifecycle`` (``GroupLifecycle``, kind ``group_lifecycle``)
+
+| column | type | meaning |
+|---|---|---|
+| group_id, event_key | string | |
+| event | string | group_created \| group_emptied \| group_deleted |
+| generation | int | |
+| timestamp_ms | bigint | when (computed time for predictions) |
+| observed | boolean | |
+| status | string | observed \| predicted \| confirmed |
+| predicted_ms, observed_ms | bigint | for group_deleted: predicted death vs the log's group tombstone |
+| cause | string | offset_commit, group_metadata, all_members_left, group_tombstone, offsets_expired |
+| group_tombstone | boolean | a group tombstone was observed / Kafka would write one (generation > 0) |
+| offsets_remaining | int | offsets still held (a group tombstone does not delete offsets) |
+| log_partition, log_offset | int, bigint | |
+
+Snapshot rows (``coordinator_core.replay.GroupSnapshot``): ``to_state_row()`` feeds ``group_state``
+(group_id, coordinator_partition, state, generation, protocol_type, protocol, leader,
+current_state_timestamp, members (array of the ``group_members`` member struct), member_count,
+offset_count, subscribed_topics, last_log_partition, last_log_offset, last_timestamp_ms,
+next_expiry_ms, records_applied, unsupported_records, format_version) and ``offset_rows()`` feeds
+``offsets_current`` (group_id, topic, partition, offset, leader_epoch, metadata, commit_timestamp,
+expire_timestamp, value_version, log_partition, log_offset, timestamp_ms).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar, TypeAlias
+
+Row: TypeAlias = dict[str, Any]
+
+#: ``(member_id, topic, partition)`` triples of partitions gained/lost in a rebalance.
+MemberPartition: TypeAlias = tuple[str, str, int]
+
+
+def _member_partitions(items: tuple[MemberPartition, ...]) -> list[dict[str, Any]]:
+    return [{"member_id": m, "topic": t, "partition": p} for m, t, p in items]
+
+
+@dataclass(frozen=True, slots=True)
+class StateTransition:
+    """A state change, observed in the log or inferred between two records."""
+
+    kind: ClassVar[str] = "state_transition"
+    table: ClassVar[str] = "group_transitions"
+
+    group_id: str
+    event_key: str
+    from_state: str | None
+    to_state: str
+    generation: int
+    timestamp_ms: int | None
+    timestamp_source: str
+    observed: bool
+    cause: str
+    log_partition: int | None = None
+    log_offset: int | None = None
+
+    def to_row(self) -> Row:
+        return {
+            "group_id": self.group_id,
+            "event_key": self.event_key,
+            "from_state": self.from_state,
+            "to_state": self.to_state,
+            "generation": self.generation,
+            "timestamp_ms": self.timestamp_ms,
+            "timestamp_source": self.timestamp_source,
+            "observed": self.observed,
+            "cause": self.cause,
+            "log_partition": self.log_partition,
+            "log_offset": self.log_offset,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Rebalance:
+    """One generation change (or a same-generation static-member rewrite)."""
+
+    kind: ClassVar[str] = "rebalance"
+    table: ClassVar[str] = "rebalances"
+
+    group_id: str
+    event_key: str
+    generation: int
+    previous_generation: int | None
+    skipped_generations: int | None
+    start_ms: int | None
+    end_ms: int
+    join_completed_ms: int | None
+    since_previous_ms: int | None
+    members_before: int
+    members_after: int
+    joined: tuple[str, ...]
+    left: tuple[str, ...]
+    static_rejoined: tuple[str, ...]
+    leader: str | None
+    previous_leader: str | None
+    protocol_type: str | None
+    protocol: str | None
+    previous_protocol: str | None
+    assignment_known: bool
+    partitions_moved: int | None
+    partitions_gained: tuple[MemberPartition, ...]
+    partitions_lost: tuple[MemberPartition, ...]
+    ended_empty: bool
+    cause: str
+    log_partition: int | None = None
+    log_offset: int | None = None
+
+    @property
+    def duration_ms(self) -> int | None:
+        return None if self.start_ms is None else self.end_ms - self.start_ms
+
+    def to_row(self) -> Row:
+        return {
+            "group_id": self.group_id,
+            "event_key": self.event_key,
+            "generation": self.generation,
+            "previous_generation": self.previous_generation,
+            "skipped_generations": self.skipped_generations,
+            "start_ms": self.start_ms,
+            "end_ms": self.end_ms,
+            "duration_ms": self.duration_ms,
+            "join_completed_ms": self.join_completed_ms,
+            "since_previous_ms": self.since_previous_ms,
+            "members_before": self.members_before,
+            "members_after": self.members_after,
+            "joined": list(self.joined),
+            "left": list(self.left),
+            "static_rejoined": list(self.static_rejoined),
+            "leader": self.leader,
+            "previous_leader": self.previous_leader,
+            "leader_changed": self.leader != self.previous_leader,
+            "protocol_type": self.protocol_type,
+            "protocol": self.protocol,
+            "previous_protocol": self.previous_protocol,
+            "protocol_changed": self.protocol != self.previous_protocol,
+            "assignment_known": self.assignment_known,
+            "partitions_moved": self.partitions_moved,
+            "partitions_gained": _member_partitions(self.partitions_gained),
+            "partitions_lost": _member_partitions(self.partitions_lost),
+            "ended_empty": self.ended_empty,
+            "cause": self.cause,
+            "log_partition": self.log_partition,
+            "log_offset": self.log_offset,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class GroupMember:
+    """One member of one generation, as stored by the group-metadata record."""
+
+    kind: ClassVar[str] = "group_member"
+    table: ClassVar[str] = "group_members"
+
+    group_id: str
+    event_key: str
+    generation: int
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    session_timeout: int
+    rebalance_timeout: int
+    is_leader: bool
+    protocol: str | None
+    subscribed_topics: tuple[str, ...] | None
+    assigned_partitions: tuple[tuple[str, int], ...] | None
+    timestamp_ms: int
+    log_partition: int | None = None
+    log_offset: int | None = None
+
+    def to_row(self) -> Row:
+        return {
+            "group_id": self.group_id,
+            "event_key": self.event_key,
+            "generation": self.generation,
+            "member_id": self.member_id,
+            "group_instance_id": self.group_instance_id,
+            "client_id": self.client_id,
+            "client_host": self.client_host,
+            "session_timeout": self.session_timeout,
+            "rebalance_timeout": self.rebalance_timeout,
+            "is_leader": self.is_leader,
+            "protocol": self.protocol,
+            "subscribed_topics": None if self.subscribed_topics is None else list(self.subscribed_topics),
+            "assigned_partitions": None
+            if self.assigned_partitions is None
+            else [{"topic": t, "partition": p} for t, p in self.assigned_partitions],
+            "timestamp_ms": self.timestamp_ms,
+            "log_partition": self.log_partition,
+            "log_offset": self.log_offset,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetCommitted:
+    """An offset commit replacing (or creating) the committed offset of one partition."""
+
+    kind: ClassVar[str] = "offset_commit"
+    table: ClassVar[str] = "offset_commits_replayed"
+
+    group_id: str
+    event_key: str
+    topic: str
+    partition: int
+    offset: int
+    leader_epoch: int | None
+    metadata: str
+    commit_timestamp: int
+    expire_timestamp: int | None
+    previous_offset: int | None
+    previous_commit_timestamp: int | None
+    timestamp_ms: int
+    log_partition: int | None = None
+    log_offset: int | None = None
+
+    @property
+    def cadence_ms(self) -> int | None:
+        if self.previous_commit_timestamp is None:
+            return None
+        return self.commit_timestamp - self.previous_commit_timestamp
+
+    @property
+    def regression(self) -> bool:
+        return self.previous_offset is not None and self.offset < self.previous_offset
+
+    def to_row(self) -> Row:
+        prev = self.previous_offset
+        return {
+            "group_id": self.group_id,
+            "event_key": self.event_key,
+            "topic": self.topic,
+            "partition": self.partition,
+            "offset": self.offset,
+            "leader_epoch": self.leader_epoch,
+            "metadata": self.metadata,
+            "commit_timestamp": self.commit_timestamp,
+            "expire_timestamp": self.expire_timestamp,
+            "previous_offset": prev,
+            "previous_commit_timestamp": self.previous_commit_timestamp,
+            "cadence_ms": self.cadence_ms,
+            "offset_delta": None if prev is None else self.offset - prev,
+            "regression": self.regression,
+            "timestamp_ms": self.timestamp_ms,
+            "log_partition": self.log_partition,
+            "log_offset": self.log_offset,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetExpiration:
+    """A committed offset removed: predicted by the expiry rules, observed as a tombstone, or both."""
+
+    kind: ClassVar[str] = "offset_expiration"
+    table: ClassVar[str] = "offset_expirations"
+
+    group_id: str
+    event_key: str
+    topic: str
+    partition: int
+    offset: int
+    commit_timestamp: int
+    cause: str
+    status: str
+    predicted_ms: int | None
+    observed_ms: int | None
+    rules: str | None
+    log_partition: int | None = None
+    log_offset: int | None = None
+
+    def to_row(self) -> Row:
+        return {
+            "group_id": self.group_id,
+            "event_key": self.event_key,
+            "topic": self.topic,
+            "partition": self.partition,
+            "offset": self.offset,
+            "commit_timestamp": self.commit_timestamp,
+            "cause": self.cause,
+            "status": self.status,
+            "predicted_ms": self.predicted_ms,
+            "observed_ms": self.observed_ms,
+            "rules": self.rules,
+            "log_partition": self.log_partition,
+            "log_offset": self.log_offset,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class GroupLifecycle:
+    """A group created, emptied (all members left) or deleted (Dead)."""
+
+    kind: ClassVar[str] = "group_lifecycle"
+    table: ClassVar[str] = "group_lifecycle"
+
+    group_id: str
+    event_key: str
+    event: str
+    generation: int
+    timestamp_ms: int | None
+    observed: bool
+    status: str
+    cause: str
+    predicted_ms: int | None = None
+    observed_ms: int | None = None
+    group_tombstone: bool = False
+    offsets_remaining: int = 0
+    log_partition: int | None = None
+    log_offset: int | None = None
+
+    def to_row(self) -> Row:
+        return {
+            "group_id": self.group_id,
+            "event_key": self.event_key,
+            "event": self.event,
+            "generation": self.generation,
+            "timestamp_ms": self.timestamp_ms,
+            "observed": self.observed,
+            "status": self.status,
+            "cause": self.cause,
+            "predicted_ms": self.predicted_ms,
+            "observed_ms": self.observed_ms,
+            "group_tombstone": self.group_tombstone,
+            "offsets_remaining": self.offsets_remaining,
+            "log_partition": self.log_partition,
+            "log_offset": self.log_offset,
+        }
+
+
+Event: TypeAlias = (
+    StateTransition | Rebalance | GroupMember | OffsetCommitted | OffsetExpiration | GroupLifecycle
+)
+
+#: Every event class, by ``kind``.
+EVENT_TYPES: dict[str, type[Event]] = {
+    cls.kind: cls
+    for cls in (StateTransition, Rebalance, GroupMember, OffsetCommitted, OffsetExpiration, GroupLifecycle)
+}
+
+#: event kind -> gold table name.
+TABLE_BY_KIND: dict[str, str] = {cls.kind: cls.table for cls in EVENT_TYPES.values()}

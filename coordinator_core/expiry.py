@@ -1,0 +1,229 @@
+"""Offset expiry and group death: the decider (spec §8).
+
+Rules:
+- A decider *returns* what Kafka would write (offset tombstones, a group tombstone); it never
+  changes a snapshot. ``replay`` applies the plan through the same paths as logged tombstones.
+- Time is an argument (``now_ms``). Every removal carries its *computed* due time (base +
+  retention, or the explicit v1 ``expire_timestamp``), so evaluating at an earlier time and
+  again later yields the same removals as evaluating once at the end (split invariance).
+- Which offsets are eligible depends on the group situation and the selected rule set
+  (``GroupMetadata.removeExpiredOffsets``, ``ClassicGroup.offsetExpirationCondition``,
+  ``OffsetExpirationConditionImpl``):
+
+  | rules | Empty + protocol_type | Stable consumer group | no protocol_type | other |
+  |---|---|---|---|---|
+  | current (KAFKA-13636, 2.8.2/3.0.1/3.1.1/3.2+) | all, base current_state_timestamp (else commit) | unsubscribed topics, base commit | all, base commit | none |
+  | 2.4-3.1 | same | consumer rule in any non-Empty state | same | none |
+  | 2.1-2.3 | same | none | same | none |
+  | pre-2.1 | every offset in any state: expires when ``expire_timestamp < now`` (strict); a commit without one gets ``commit_timestamp + retention`` | | | |
+
+  An explicit ``expire_timestamp`` (v1 value) replaces ``base + retention`` for an eligible
+  offset only; it never makes an ineligible offset expire (except under pre-2.1).
+- ``subscribed_topics`` (consumer protocol, each member's subscription parsed as v0) unknown
+  means nothing of a Stable consumer group expires.
+- Group death (``cleanupGroupMetadata``): after the removal, an Empty group without offsets
+  becomes Dead; the old coordinator writes a group tombstone only when ``generation > 0``. A
+  group that is already Dead (a logged group tombstone, offsets kept) expires its offsets like
+  a group without protocol type and does not die again.
+- Pending (in-flight) commits do not exist in a log replay; transactional offsets are treated as
+  committed (see ``coordinator_core.replay``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Protocol
+
+from coordinator_core.records import GroupMetadataKey, OffsetCommitKey, OffsetCommitValue, Record
+from coordinator_core.state import GroupState
+
+RULE_SETS: tuple[str, ...] = ("current", "2.4-3.1", "2.1-2.3", "pre-2.1")
+
+CONSUMER_PROTOCOL_TYPE = "consumer"
+
+_NEVER = None
+
+#: One stored offset: ``(value, log_partition, log_offset, record_timestamp_ms)``.
+OffsetState = tuple[OffsetCommitValue, int, int, int]
+
+
+class GroupView(Protocol):
+    """What the decider reads (a ``GroupSnapshot`` or the replay's working state)."""
+
+    @property
+    def group_id(self) -> str: ...
+    @property
+    def state(self) -> GroupState: ...
+    @property
+    def generation(self) -> int: ...
+    @property
+    def protocol_type(self) -> str | None: ...
+    @property
+    def current_state_timestamp(self) -> int | None: ...
+    @property
+    def state_timestamp_ms(self) -> int | None: ...
+    @property
+    def subscribed_topics(self) -> frozenset[str] | None: ...
+    @property
+    def offsets(self) -> Mapping[tuple[str, int], OffsetState]: ...
+    @property
+    def last_offset_removal_ms(self) -> int | None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class ExpiryPlan:
+    """What Kafka's cleanup would do at ``now_ms``.
+
+    Attributes:
+        expired: ``((topic, partition), due_ms)`` for each offset to remove, in key order.
+        group_dies: the group becomes Dead (Empty and no offsets left).
+        death_ms: computed time of death (when it became Empty without offsets).
+        group_tombstone: Kafka writes a GroupMetadata tombstone (old coordinator: generation > 0).
+    """
+
+    expired: tuple[tuple[tuple[str, int], int], ...]
+    group_dies: bool
+    death_ms: int | None
+    group_tombstone: bool
+
+
+def check_rules(rules: str) -> str:
+    """Return ``rules`` if it names a rule set, else raise ``ValueError``."""
+    if rules not in RULE_SETS:
+        raise ValueError(f"unknown expiry rule set {rules!r}; choose one of {', '.join(RULE_SETS)}")
+    return rules
+
+
+# Situations: how every offset of the group is judged.
+_NONE = 0  # nothing expires
+_ALL_BASE_STATE = 1  # every offset, base = current_state_timestamp (or commit)
+_ALL_BASE_COMMIT = 2  # every offset, base = commit_timestamp
+_UNSUBSCRIBED = 3  # offsets of topics no member subscribes to, base = commit
+_PRE_21 = 4  # every offset, expire_timestamp (or commit + retention), strict
+
+
+def situation(group: GroupView, rules: str) -> int:
+    """Classify the group for the expiry rules (an opaque small int used by ``due_ms``)."""
+    if rules == "pre-2.1":
+        return _PRE_21
+    state = group.state
+    ptype = group.protocol_type
+    if state is GroupState.DEAD or not ptype:
+        # no protocol type: a simple group; a Dead group keeping offsets loads as one
+        return _ALL_BASE_COMMIT
+    if state is GroupState.EMPTY:
+        return _ALL_BASE_STATE
+    if ptype == CONSUMER_PROTOCOL_TYPE and group.subscribed_topics is not None:
+        if rules == "current" and state is GroupState.STABLE:
+            return _UNSUBSCRIBED
+        if rules == "2.4-3.1":
+            return _UNSUBSCRIBED
+    return _NONE
+
+
+def due_ms(
+    value: OffsetCommitValue,
+    topic: str,
+    sit: int,
+    retention_ms: int,
+    group: GroupView,
+) -> int | None:
+    """The time at which one offset expires in situation ``sit``, or None (never, as things stand)."""
+    if sit == _NONE:
+        return _NEVER
+    exp = value.expire_timestamp
+    if sit == _PRE_21:
+        # GroupMetadata@2.0: expired when expireTimestamp < now (strict)
+        return (exp if exp is not None else value.commit_timestamp + retention_ms) + 1
+    if sit == _UNSUBSCRIBED:
+        subs = group.subscribed_topics
+        if subs is not None and topic in subs:
+            return _NEVER
+    if exp is not None:
+        return exp
+    if sit == _ALL_BASE_STATE:
+        cst = group.current_state_timestamp
+        base = cst if cst is not None else value.commit_timestamp
+    else:
+        base = value.commit_timestamp
+    return base + retention_ms
+
+
+def _death_base(group: GroupView) -> int | None:
+    became = group.state_timestamp_ms
+    removed = group.last_offset_removal_ms
+    if became is None:
+        return removed
+    if removed is None:
+        return became
+    return max(became, removed)
+
+
+def plan_expiry(group: GroupView, now_ms: int, retention_ms: int, rules: str = "current") -> ExpiryPlan:
+    """Decide what Kafka's cleanup would remove at ``now_ms``.
+
+    Args:
+        group: a snapshot (or the replay's working state).
+        now_ms: the cleanup time.
+        retention_ms: ``offsets.retention.minutes`` in ms.
+        rules: one of ``RULE_SETS``.
+
+    Returns:
+        The plan; empty when nothing is due.
+    """
+    check_rules(rules)
+    sit = situation(group, rules)
+    expired: list[tuple[tuple[str, int], int]] = []
+    offsets = group.offsets
+    if sit != _NONE:
+        for tp in sorted(offsets):
+            due = due_ms(offsets[tp][0], tp[0], sit, retention_ms, group)
+            if due is not None and due <= now_ms:
+                expired.append((tp, due))
+    dies = group.state is GroupState.EMPTY and len(expired) == len(offsets)
+    death_ms: int | None = None
+    if dies:
+        base = _death_base(group)
+        dues = [d for _, d in expired]
+        if base is not None:
+            dues.append(base)
+        death_ms = max(dues) if dues else now_ms
+        if death_ms > now_ms:  # became Empty without offsets only after now (as_of in the past)
+            dies, death_ms = False, None
+    return ExpiryPlan(tuple(expired), dies, death_ms, dies and group.generation > 0)
+
+
+def next_expiry_ms(group: GroupView, retention_ms: int | None, rules: str = "current") -> int | None:
+    """The earliest time anything in the group can expire (an offset, or the group's death).
+
+    Streaming sets its event-time timer to this. None means nothing can expire until a new
+    record changes the group (or ``retention_ms`` is None).
+    """
+    check_rules(rules)
+    if retention_ms is None:
+        return None
+    if group.state is GroupState.EMPTY and not group.offsets:
+        base = _death_base(group)
+        return base if base is not None else 0
+    sit = situation(group, rules)
+    if sit == _NONE:
+        return None
+    best: int | None = None
+    for tp, entry in group.offsets.items():
+        due = due_ms(entry[0], tp[0], sit, retention_ms, group)
+        if due is not None and (best is None or due < best):
+            best = due
+    return best
+
+
+def expire_offsets(
+    snapshot: GroupView, now_ms: int, retention_ms: int, rules: str = "current"
+) -> list[Record]:
+    """The tombstones Kafka would write at ``now_ms``: offset tombstones in key order, then the
+    group tombstone if the group dies with ``generation > 0`` (``cleanupGroupMetadata``)."""
+    plan = plan_expiry(snapshot, now_ms, retention_ms, rules)
+    out = [Record(OffsetCommitKey(snapshot.group_id, t, p), None) for (t, p), _ in plan.expired]
+    if plan.group_tombstone:
+        out.append(Record(GroupMetadataKey(snapshot.group_id), None))
+    return out
