@@ -1,0 +1,386 @@
+"""Run the quality suites with Great Expectations on Spark and record the results.
+
+Rules:
+- One ephemeral GX context per run (nothing persisted by GX except the data docs folder); one
+  Spark datasource; per target a dataframe asset, a whole-dataframe batch definition, an
+  ``ExpectationSuite`` named ``<target>`` and a ``ValidationDefinition`` run with the run id.
+- Tables are read through ``pipelines.tableio.TableIO`` (either Delta engine). A suite whose
+  tables are missing yields one failed, blocking ``tables_present`` row instead of an error,
+  so a pipeline that silently wrote nothing fails its quality gate.
+- Results: one ``dq_results`` row per expectation (append, one commit per run), GX data docs
+  rebuilt under ``paths.dq_docs`` (local paths only; remote URIs skip the docs with a warning).
+- The group-generation baseline (``dq_group_generations``) is replaced only when the
+  ``generation_not_decreasing`` check passed, so an Airflow retry of a failed run fails again
+  instead of comparing against the bad data it just recorded.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import logging
+import os
+import re
+import uuid
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from pipelines.quality.suites import Baseline, Check, Suite, Target, is_blocking, select_suites
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+    from pipelines.config import Config
+    from pipelines.tableio import TableIO
+
+log = logging.getLogger(__name__)
+
+BASELINE_TABLE = "dq_group_generations"
+_SAMPLE = 5
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One evaluated expectation (a ``dq_results`` row without the run columns)."""
+
+    suite: str
+    target: str
+    expectation: str
+    expectation_type: str
+    kwargs: str
+    blocking: bool
+    success: bool
+    observed_value: str | None
+    element_count: int | None = None
+    unexpected_count: int | None = None
+    error: str | None = None
+
+
+@dataclass
+class DqReport:
+    """What a quality run found."""
+
+    run_id: str
+    run_timestamp: dt.datetime
+    outcomes: list[Outcome] = field(default_factory=list)
+    docs_index: str | None = None
+    results_table: str | None = None
+
+    @property
+    def blocking_failures(self) -> list[Outcome]:
+        return [o for o in self.outcomes if o.blocking and not o.success]
+
+    @property
+    def warnings(self) -> list[Outcome]:
+        return [o for o in self.outcomes if not o.blocking and not o.success]
+
+    @property
+    def success(self) -> bool:
+        """True when no blocking expectation failed."""
+        return not self.blocking_failures
+
+    def rows(self) -> list[dict[str, Any]]:
+        """``dq_results`` rows (column order of ``schemas.dq.DQ_RESULTS``)."""
+        return [
+            {"run_id": self.run_id, "run_timestamp": self.run_timestamp, **o.__dict__}
+            for o in self.outcomes
+        ]
+
+
+class LazyFrames(Mapping[str, "DataFrame"]):
+    """Tables by name, read through ``TableIO`` on first use; missing tables are absent keys."""
+
+    def __init__(self, io: TableIO, names: tuple[str, ...]) -> None:
+        self._io = io
+        self._names = names
+        self._cache: dict[str, DataFrame] = {}
+        self._exists: dict[str, bool] = {}
+
+    def __contains__(self, name: object) -> bool:
+        if not isinstance(name, str):
+            return False
+        if name not in self._exists:
+            self._exists[name] = self._io.exists(name)
+        return self._exists[name]
+
+    def __getitem__(self, name: str) -> DataFrame:
+        if name not in self:
+            raise KeyError(name)
+        if name not in self._cache:
+            self._cache[name] = self._io.read(name)
+        return self._cache[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(n for n in self._names if n in self)
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+
+def new_run_id(now: dt.datetime | None = None) -> str:
+    """``dq-<UTC time>-<6 hex>``: sortable and unique."""
+    now = now or dt.datetime.now(dt.UTC)
+    return f"dq-{now:%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:6]}"
+
+
+def _quiet_gx() -> None:
+    os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
+    for name in ("great_expectations", "great_expectations.core", "great_expectations.data_context"):
+        logging.getLogger(name).setLevel(logging.ERROR)
+
+
+def _docs_dir(conf: Config) -> str | None:
+    path = conf.paths.dq_docs
+    if path.startswith("file:"):
+        path = re.sub(r"^file:/*", "/", path)
+    elif re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", path):
+        log.warning("paths.dq_docs %s is not a local folder: data docs are not built", path)
+        return None
+    return path
+
+
+def _new_context(docs_dir: str | None) -> Any:
+    import great_expectations as gx
+    from great_expectations.data_context.types.base import ProgressBarsConfig
+
+    context = gx.get_context(mode="ephemeral")
+    context.variables.progress_bars = ProgressBarsConfig(globally=False, metric_calculations=False)
+    if docs_dir is not None:
+        context.add_data_docs_site(
+            site_name="offsetlake",
+            site_config={
+                "class_name": "SiteBuilder",
+                "store_backend": {"class_name": "TupleFilesystemStoreBackend", "base_directory": docs_dir},
+                "site_index_builder": {"class_name": "DefaultSiteIndexBuilder"},
+            },
+        )
+    return context
+
+
+def _json(value: Any) -> str:
+    def default(o: Any) -> Any:
+        if isinstance(o, (bytes, bytearray)):
+            return o.hex()
+        if isinstance(o, (dt.datetime, dt.date)):
+            return o.isoformat()
+        return str(o)
+
+    return json.dumps(value, default=default, sort_keys=False)
+
+
+def _asset_name(target: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_]", "_", target)
+
+
+def _validate(
+    context: Any,
+    datasource: Any,
+    suite: Suite,
+    target: Target,
+    df: DataFrame,
+    summary_row: dict[str, Any] | None,
+    conf: Config,
+    run_identifier: Any,
+) -> list[Outcome]:
+    import great_expectations as gx
+
+    asset = datasource.add_dataframe_asset(name=_asset_name(target.name))
+    batch = asset.add_batch_definition_whole_dataframe("whole")
+    gx_suite = context.suites.add(gx.ExpectationSuite(name=target.name))
+    checks: dict[str, tuple[Check, bool]] = {}
+    for check in target.checks:
+        blocking = is_blocking(suite.name, check, conf.dq)
+        expectation = check.expectation(conf.dq, blocking)
+        expectation.meta = {"check": check.name, "suite": suite.name, "blocking": blocking}
+        if check.doc:
+            expectation.notes = check.doc
+        gx_suite.add_expectation(expectation)
+        checks[check.name] = (check, blocking)
+    vd = context.validation_definitions.add(
+        gx.ValidationDefinition(name=f"{target.name}.validation", data=batch, suite=gx_suite)
+    )
+    result = vd.run(batch_parameters={"dataframe": df}, result_format="SUMMARY", run_id=run_identifier)
+    outcomes: list[Outcome] = []
+    for r in result.results:
+        cfg = r.expectation_config
+        name = (cfg.meta or {}).get("check", cfg.type)
+        _, blocking = checks.get(name, (None, True))
+        kwargs = {k: v for k, v in cfg.kwargs.items() if k not in ("batch_id",)}
+        res = dict(r.result or {})
+        error = None
+        if r.exception_info and r.exception_info.get("raised_exception"):
+            error = str(r.exception_info.get("exception_message"))[:2000]
+        if summary_row is not None:
+            column = kwargs.get("column")
+            observed: Any = {column: summary_row.get(column), **{k: v for k, v in summary_row.items() if k != column}}
+        elif "observed_value" in res:
+            observed = res["observed_value"]
+        elif "unexpected_count" in res:
+            observed = {
+                "unexpected_count": res.get("unexpected_count"),
+                "element_count": res.get("element_count"),
+                "unexpected_percent": res.get("unexpected_percent"),
+                "sample": (res.get("partial_unexpected_list") or [])[:_SAMPLE],
+            }
+        else:
+            observed = None
+        outcomes.append(
+            Outcome(
+                suite=suite.name,
+                target=target.name,
+                expectation=name,
+                expectation_type=cfg.type,
+                kwargs=_json(kwargs),
+                blocking=blocking,
+                success=bool(r.success),
+                observed_value=None if observed is None else _json(observed),
+                element_count=res.get("element_count"),
+                unexpected_count=res.get("unexpected_count"),
+                error=error,
+            )
+        )
+    return outcomes
+
+
+def _read_baseline(io: TableIO) -> Baseline:
+    if not io.exists(BASELINE_TABLE):
+        return Baseline()
+    return Baseline(group_generations=io.read(BASELINE_TABLE))
+
+
+def run_quality(
+    conf: Config,
+    spark: SparkSession,
+    *,
+    suites: str | None = None,
+    run_id: str | None = None,
+    io: TableIO | None = None,
+    write_results: bool = True,
+    build_docs: bool = True,
+    update_baseline: bool = True,
+) -> DqReport:
+    """Validate the selected suites and record the results.
+
+    Args:
+        conf: the loaded config (``dq`` thresholds, ``paths.dq_docs``, the warehouse).
+        spark: the session the tables are read with.
+        suites: ``None``/``all``, a group (``batch``, ``stream``) or comma-separated suite names.
+        run_id: the run's id (default: ``new_run_id()``); Airflow passes its own.
+        io: a ``TableIO`` (default: one for ``conf``/``spark``).
+        write_results: append the outcomes to ``dq.results_table``.
+        build_docs: rebuild GX data docs under ``paths.dq_docs``.
+        update_baseline: record group generations for the next run's comparison.
+
+    Raises:
+        ValueError: an unknown suite name.
+    """
+    from great_expectations.core.run_identifier import RunIdentifier
+    from pyspark.sql import functions as F
+
+    from pipelines.tableio import TableIO
+
+    _quiet_gx()
+    chosen = select_suites(suites)
+    io = io or TableIO(conf, spark)
+    now = dt.datetime.now(dt.UTC).replace(microsecond=0)
+    report = DqReport(run_id=run_id or new_run_id(now), run_timestamp=now)
+    all_tables = tuple(dict.fromkeys(t for s in chosen for t in s.tables))
+    frames = LazyFrames(io, (*all_tables, "raw_records", "offset_commits", "group_metadata",
+                             "quarantine", "unsupported_records"))
+    baseline = _read_baseline(io)
+    docs_dir = _docs_dir(conf) if build_docs else None
+    context = _new_context(docs_dir)
+    datasource = context.data_sources.add_spark(name="offsetlake")
+    run_identifier = RunIdentifier(run_name=report.run_id, run_time=now)
+    generation_ok: bool | None = None
+
+    for suite in chosen:
+        missing = [t for t in suite.tables if t not in frames]
+        if missing:
+            report.outcomes.append(
+                Outcome(suite.name, suite.name, "tables_present", "table_exists",
+                        _json({"tables": list(suite.tables)}), True, False,
+                        _json({"missing": missing, "warehouse": conf.paths.warehouse}))
+            )
+            continue
+        for target in suite.targets:
+            df = target.build(frames, baseline)
+            row: dict[str, Any] | None = None
+            if target.summary:
+                collected = df.collect()
+                row = collected[0].asDict() if collected else {}
+                df = spark.createDataFrame(collected, df.schema)
+            log.info("dq: validating %s", target.name)
+            outcomes = _validate(context, datasource, suite, target, df, row, conf, run_identifier)
+            report.outcomes.extend(outcomes)
+            for o in outcomes:
+                if o.expectation == "generation_not_decreasing":
+                    generation_ok = o.success
+
+    if docs_dir is not None:
+        os.makedirs(docs_dir, exist_ok=True)
+        context.build_data_docs()
+        report.docs_index = os.path.join(docs_dir, "index.html")
+
+    if write_results and report.outcomes:
+        from schemas.dq import DQ_RESULTS
+
+        name = _results_table(conf.dq.results_table)
+        rows = report.rows()
+        df = spark.createDataFrame([tuple(r[c] for c in DQ_RESULTS.column_names) for r in rows],
+                                   DQ_RESULTS.spark_schema())
+        io.append(name, df)
+        report.results_table = name
+
+    if update_baseline and generation_ok and "group_state" in frames:
+        gs = frames["group_state"].select(
+            "group_id", F.col("generation").cast("int").alias("generation"), "state",
+            F.lit(report.run_id).alias("run_id"),
+        )
+        io.overwrite(BASELINE_TABLE, gs)
+    return report
+
+
+def _results_table(name: str) -> str:
+    """The results table's name; a name other than ``dq_results`` (``dq.results_table``) is
+    registered as an alias of the ``dq_results`` spec so TableIO can write it."""
+    import dataclasses
+
+    import schemas
+    from schemas.dq import DQ_RESULTS
+
+    if name not in schemas.TABLES:
+        schemas.TABLES[name] = dataclasses.replace(DQ_RESULTS, name=name)
+    elif schemas.TABLES[name].column_names != DQ_RESULTS.column_names:
+        raise ValueError(f"dq.results_table {name!r} is another table of the platform")
+    return name
+
+
+def format_summary(report: DqReport) -> str:
+    """A fixed-width text table of the outcomes, failures first, then a one-line verdict."""
+    header = ("suite", "target", "expectation", "ok", "blocking", "observed")
+    ordered = sorted(report.outcomes, key=lambda o: (o.success, not o.blocking, o.suite, o.target))
+    lines = [
+        (o.suite, o.target, o.expectation, "PASS" if o.success else "FAIL",
+         "yes" if o.blocking else "no", _short(o.observed_value if not o.error else f"error: {o.error}"))
+        for o in ordered
+    ]
+    widths = [max(len(str(x)) for x in col) for col in zip(header, *lines)]
+    out = ["  ".join(h.ljust(w) for h, w in zip(header, widths))]
+    out.append("  ".join("-" * w for w in widths))
+    out += ["  ".join(str(c).ljust(w) for c, w in zip(line, widths)).rstrip() for line in lines]
+    failed = report.blocking_failures
+    verdict = (
+        f"dq run {report.run_id}: {len(report.outcomes)} expectations, "
+        f"{sum(o.success for o in report.outcomes)} passed, {len(failed)} blocking failure(s), "
+        f"{len(report.warnings)} warning(s) -> {'PASS' if report.success else 'FAIL'}"
+    )
+    out += ["", verdict]
+    return "\n".join(out)
+
+
+def _short(text: str | None, width: int = 70) -> str:
+    if text is None:
+        return ""
+    return text if len(text) <= width else text[: width - 1] + "…"
