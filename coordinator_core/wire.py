@@ -1,0 +1,533 @@
+"""Generic Kafka wire reader/writer driven by declarative per-version field specs.
+
+A ``Message`` mirrors one of Kafka's message JSON files (``validVersions``,
+``flexibleVersions``, fields with ``versions`` / ``nullableVersions`` / ``default``):
+``compile_layout(message, version, builders)`` turns it into a ``Layout`` — a short list of
+read/write steps for that version (runs of fixed-width integers merged into one precompiled
+``struct.Struct``). ONE generic reader executes the steps over any buffer (``bytes`` or
+``memoryview``), the way Kafka's generated ``read(Readable, version)`` methods do.
+
+Rules (Kafka's ``MessageDataGenerator`` / ``ByteBufferAccessor`` semantics, spec §1):
+- Big-endian two's-complement integers; non-flexible STRING (int16 length), BYTES and ARRAY
+  (int32 length/count); flexible versions use COMPACT forms (unsigned varint N+1, 0 = null)
+  and end EVERY struct (each array element too) with a tagged-field section.
+- Every length and count is checked against the bytes left BEFORE anything is allocated or
+  looped over (Kafka: "Tried to allocate a collection of size N, but there are only M bytes
+  remaining"), so an absurd count such as 2^31-1 fails at once.
+- A null (-1 / compact 0) in a non-nullable field is corrupt ("non-nullable field X was
+  serialized as null"). Other negative lengths are corrupt too (Kafka reads any negative length
+  of a nullable field as null; we reject them so re-encoding stays byte-exact).
+- Strings must be valid UTF-8 and at most 0x7fff bytes.
+- Wire sentinels (``Field.sentinel``, e.g. leader epoch -1) become ``None`` when read and are
+  written back for ``None``. Fields absent in a version are neither read nor written (Kafka's
+  "ignorable" fields: their values are dropped when encoding an older version).
+- Unknown tagged fields are kept as ``((tag, bytes), ...)`` under ``tagged_fields`` and written
+  back in the same order, so re-encoding is byte-exact. Varints are re-encoded minimally.
+- The reader never checks for trailing bytes (neither does Kafka); callers that must (record
+  keys) compare the returned position with the end.
+- Errors are ``WireError(reason, position)`` with the byte position inside the buffer; the
+  codec turns them into ``CorruptRecordError`` carrying record type, version and part.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Final, TypeAlias
+
+Buffer: TypeAlias = bytes | bytearray | memoryview
+Builder: TypeAlias = Callable[[dict[str, Any]], Any]
+ReadStep: TypeAlias = Callable[[Buffer, int, int, dict[str, Any]], int]
+WriteStep: TypeAlias = Callable[[Any, list[bytes]], None]
+
+INT16: Final = struct.Struct(">h")
+INT32: Final = struct.Struct(">i")
+INT64: Final = struct.Struct(">q")
+_FIXED_CODES: Final = {"int16": "h", "int32": "i", "int64": "q"}
+_FIXED_SIZES: Final = {"int16": 2, "int32": 4, "int64": 8}
+MAX_STRING_LENGTH: Final = 0x7FFF
+
+
+class WireError(Exception):
+    """Bytes that do not follow the layout; ``position`` is the byte offset of the problem."""
+
+    def __init__(self, reason: str, position: int) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.position = position
+
+
+# ---------------------------------------------------------------------------------------------
+# Declarative specs
+# ---------------------------------------------------------------------------------------------
+def parse_versions(spec: str) -> tuple[int, int]:
+    """Kafka's version-range syntax: ``"0+"``, ``"3+"``, ``"1"``, ``"1-3"``, ``"none"``."""
+    if spec in ("", "none"):
+        return (1, 0)  # empty range
+    if spec.endswith("+"):
+        return (int(spec[:-1]), 1 << 15)
+    if "-" in spec:
+        lo, hi = spec.split("-")
+        return (int(lo), int(hi))
+    return (int(spec), int(spec))
+
+
+def in_versions(spec: str, version: int) -> bool:
+    lo, hi = parse_versions(spec)
+    return lo <= version <= hi
+
+
+@dataclass(frozen=True, slots=True)
+class Field:
+    """One field of a Kafka message JSON.
+
+    Attributes:
+        name: attribute name on the record dataclass (snake_case).
+        json_name: Kafka's field name (camelCase), used by the console-formatter JSON.
+        type: ``int16``/``int32``/``int64``/``string``/``bytes``/``[]int32``/``[]string`` or
+            ``[]StructName`` (then ``fields`` holds the element's fields).
+        versions: versions the field exists in (Kafka syntax).
+        nullable_versions: versions in which null is legal ("" = never).
+        sentinel: wire value that means "absent" and becomes ``None`` (``Utils.ofSentinel``).
+        fields: element fields of a struct array.
+    """
+
+    name: str
+    json_name: str
+    type: str
+    versions: str = "0+"
+    nullable_versions: str = ""
+    sentinel: int | None = None
+    fields: tuple[Field, ...] = ()
+
+    @property
+    def struct_name(self) -> str | None:
+        if self.type.startswith("[]") and self.type[2:] not in ("int32", "string"):
+            return self.type[2:]
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    """A message JSON: name, valid and flexible version ranges, fields in wire order."""
+
+    name: str
+    valid_versions: str
+    flexible_versions: str
+    fields: tuple[Field, ...]
+
+    @property
+    def highest_version(self) -> int:
+        return parse_versions(self.valid_versions)[1]
+
+
+# ---------------------------------------------------------------------------------------------
+# Primitive readers (shared by the compiled steps)
+# ---------------------------------------------------------------------------------------------
+def read_uvarint(buf: Buffer, pos: int, end: int) -> tuple[int, int]:
+    """Unsigned varint, at most 5 bytes (Kafka ``ByteUtils.readUnsignedVarint``)."""
+    start = pos
+    value = 0
+    shift = 0
+    while True:
+        if pos >= end:
+            raise WireError("truncated unsigned varint", start)
+        b = buf[pos]
+        pos += 1
+        value |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return value, pos
+        shift += 7
+        if shift > 28:
+            raise WireError("unsigned varint longer than 5 bytes", start)
+
+
+def write_uvarint(value: int) -> bytes:
+    if value < 0 or value > 0xFFFFFFFF:
+        raise ValueError(f"unsigned varint out of range: {value}")
+    out = bytearray()
+    while value > 0x7F:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def read_tagged_fields(buf: Buffer, pos: int, end: int) -> tuple[tuple[tuple[int, bytes], ...], int]:
+    """A tagged-field section: uvarint count, then (uvarint tag, uvarint size, bytes) each."""
+    count_pos = pos
+    count, pos = read_uvarint(buf, pos, end)
+    if count == 0:
+        return (), pos
+    if count * 2 > end - pos:
+        raise WireError(f"tagged-field count {count} exceeds the {end - pos} bytes left", count_pos)
+    fields: list[tuple[int, bytes]] = []
+    for _ in range(count):
+        tag, pos = read_uvarint(buf, pos, end)
+        size_pos = pos
+        size, pos = read_uvarint(buf, pos, end)
+        if size > end - pos:
+            raise WireError(f"tagged field {tag} size {size} exceeds the {end - pos} bytes left", size_pos)
+        fields.append((tag, bytes(buf[pos : pos + size])))
+        pos += size
+    return tuple(fields), pos
+
+
+def write_tagged_fields(fields: Sequence[tuple[int, bytes]]) -> bytes:
+    parts = [write_uvarint(len(fields))]
+    for tag, data in fields:
+        parts.append(write_uvarint(tag))
+        parts.append(write_uvarint(len(data)))
+        parts.append(bytes(data))
+    return b"".join(parts)
+
+
+def _decode_utf8(buf: Buffer, pos: int, end: int, name: str) -> str:
+    try:
+        return str(buf[pos:end], "utf-8")
+    except UnicodeDecodeError as exc:
+        raise WireError(f"field {name} is not valid UTF-8", pos + exc.start) from None
+
+
+# ---------------------------------------------------------------------------------------------
+# Compiled layouts
+# ---------------------------------------------------------------------------------------------
+class Layout:
+    """The read and write steps of one message at one version."""
+
+    __slots__ = ("build", "fields", "flexible", "message", "read_steps", "version", "write_steps")
+
+    def __init__(
+        self,
+        message: Message,
+        fields: tuple[Field, ...],
+        version: int,
+        flexible: bool,
+        build: Builder,
+        read_steps: list[ReadStep],
+        write_steps: list[WriteStep],
+    ) -> None:
+        self.message = message
+        self.fields = fields
+        self.version = version
+        self.flexible = flexible
+        self.build = build
+        self.read_steps = read_steps
+        self.write_steps = write_steps
+
+    def read(self, buf: Buffer, pos: int, end: int) -> tuple[Any, int]:
+        """Read one struct starting at ``pos``; return (built object, position after it)."""
+        values: dict[str, Any] = {}
+        for step in self.read_steps:
+            pos = step(buf, pos, end, values)
+        return self.build(values), pos
+
+    def read_values(self, buf: Buffer, pos: int, end: int) -> tuple[dict[str, Any], int]:
+        """Like ``read`` but return the field dict (not built)."""
+        values: dict[str, Any] = {}
+        for step in self.read_steps:
+            pos = step(buf, pos, end, values)
+        return values, pos
+
+    def write(self, obj: Any, out: list[bytes]) -> None:
+        """Append the wire bytes of ``obj`` (read with ``getattr``) to ``out``."""
+        for step in self.write_steps:
+            step(obj, out)
+
+    def encode(self, obj: Any) -> bytes:
+        out: list[bytes] = []
+        self.write(obj, out)
+        return b"".join(out)
+
+
+def compile_layout(message: Message, version: int, builders: dict[str, Builder]) -> Layout:
+    """Compile ``message`` at ``version``; ``builders[struct name]`` turns a field dict into an object.
+
+    The top-level builder is ``builders[message.name]``.
+    """
+    flexible = in_versions(message.flexible_versions, version)
+    return _compile_struct(message, message.name, message.fields, version, flexible, builders)
+
+
+def _compile_struct(
+    message: Message,
+    struct_name: str,
+    all_fields: tuple[Field, ...],
+    version: int,
+    flexible: bool,
+    builders: dict[str, Builder],
+) -> Layout:
+    fields = tuple(f for f in all_fields if in_versions(f.versions, version))
+    read_steps: list[ReadStep] = []
+    write_steps: list[WriteStep] = []
+    i = 0
+    while i < len(fields):
+        f = fields[i]
+        if f.type in _FIXED_CODES:
+            run = [f]
+            while i + 1 < len(fields) and fields[i + 1].type in _FIXED_CODES:
+                i += 1
+                run.append(fields[i])
+            read_steps.append(_read_fixed(run))
+            write_steps.append(_write_fixed(run))
+        elif f.type == "string":
+            nullable = in_versions(f.nullable_versions, version)
+            read_steps.append(_read_string(f.name, nullable, flexible))
+            write_steps.append(_write_string(f.name, nullable, flexible))
+        elif f.type == "bytes":
+            nullable = in_versions(f.nullable_versions, version)
+            read_steps.append(_read_bytes(f.name, nullable, flexible))
+            write_steps.append(_write_bytes(f.name, nullable, flexible))
+        elif f.type in ("[]int32", "[]string"):
+            read_steps.append(_read_array(f.name, f.type, None, flexible))
+            write_steps.append(_write_array(f.name, f.type, None, flexible))
+        elif f.struct_name is not None:
+            element = _compile_struct(message, f.struct_name, f.fields, version, flexible, builders)
+            read_steps.append(_read_array(f.name, f.type, element, flexible))
+            write_steps.append(_write_array(f.name, f.type, element, flexible))
+        else:  # pragma: no cover - spec error
+            raise TypeError(f"unsupported field type {f.type!r} in {message.name}")
+        i += 1
+    if flexible:
+        read_steps.append(_read_tagged)
+        write_steps.append(_write_tagged)
+    return Layout(message, fields, version, flexible, builders[struct_name], read_steps, write_steps)
+
+
+def _read_fixed(run: list[Field]) -> ReadStep:
+    s = struct.Struct(">" + "".join(_FIXED_CODES[f.type] for f in run))
+    size = s.size
+    unpack = s.unpack_from
+    names = tuple(f.name for f in run)
+    sentinels = tuple((f.name, f.sentinel) for f in run if f.sentinel is not None)
+
+    def underflow(pos: int, end: int) -> WireError:
+        for f in run:
+            n = _FIXED_SIZES[f.type]
+            if pos + n > end:
+                return WireError(f"{f.type} field {f.name} needs {n} bytes, {max(end - pos, 0)} left", pos)
+            pos += n
+        return WireError("underflow", pos)  # pragma: no cover
+
+    if len(run) == 1 and not sentinels:
+        name = names[0]
+
+        def step1(buf: Buffer, pos: int, end: int, out: dict[str, Any]) -> int:
+            if pos + size > end:
+                raise underflow(pos, end)
+            out[name] = unpack(buf, pos)[0]
+            return pos + size
+
+        return step1
+
+    def step(buf: Buffer, pos: int, end: int, out: dict[str, Any]) -> int:
+        if pos + size > end:
+            raise underflow(pos, end)
+        out.update(zip(names, unpack(buf, pos)))
+        for name, sentinel in sentinels:
+            if out[name] == sentinel:
+                out[name] = None
+        return pos + size
+
+    return step
+
+
+def _write_fixed(run: list[Field]) -> WriteStep:
+    s = struct.Struct(">" + "".join(_FIXED_CODES[f.type] for f in run))
+    pack = s.pack
+    spec = tuple((f.name, f.sentinel) for f in run)
+
+    def step(obj: Any, out: list[bytes]) -> None:
+        vals = []
+        for name, sentinel in spec:
+            v = getattr(obj, name)
+            if v is None:
+                if sentinel is None:
+                    raise ValueError(f"field {name} must not be None")
+                v = sentinel
+            vals.append(v)
+        try:
+            out.append(pack(*vals))
+        except struct.error as exc:
+            raise ValueError(f"fields {[n for n, _ in spec]}: {exc}") from None
+
+    return step
+
+
+def _read_string(name: str, nullable: bool, flexible: bool) -> ReadStep:
+    unpack16 = INT16.unpack_from
+
+    def step(buf: Buffer, pos: int, end: int, out: dict[str, Any]) -> int:
+        start = pos
+        if flexible:
+            n, pos = read_uvarint(buf, pos, end)
+            n -= 1
+        else:
+            if pos + 2 > end:
+                raise WireError(f"string field {name} length needs 2 bytes, {max(end - pos, 0)} left", pos)
+            n = unpack16(buf, pos)[0]
+            pos += 2
+        if n < 0:
+            if n == -1 and nullable:
+                out[name] = None
+                return pos
+            if n == -1:
+                raise WireError(f"non-nullable field {name} was serialized as null", start)
+            raise WireError(f"string field {name} has negative length {n}", start)
+        if n > MAX_STRING_LENGTH:
+            raise WireError(f"string field {name} had invalid length {n}", start)
+        e = pos + n
+        if e > end:
+            raise WireError(f"string field {name} length {n} exceeds the {end - pos} bytes left", start)
+        out[name] = _decode_utf8(buf, pos, e, name)
+        return e
+
+    return step
+
+
+def _write_string(name: str, nullable: bool, flexible: bool) -> WriteStep:
+    def step(obj: Any, out: list[bytes]) -> None:
+        v = getattr(obj, name)
+        if v is None:
+            if not nullable:
+                raise ValueError(f"non-nullable field {name} is None")
+            out.append(b"\x00" if flexible else b"\xff\xff")
+            return
+        data = v.encode("utf-8")
+        n = len(data)
+        if n > MAX_STRING_LENGTH:
+            raise ValueError(f"string field {name} is {n} bytes, more than {MAX_STRING_LENGTH}")
+        out.append(write_uvarint(n + 1) if flexible else INT16.pack(n))
+        out.append(data)
+
+    return step
+
+
+def _read_bytes(name: str, nullable: bool, flexible: bool) -> ReadStep:
+    unpack32 = INT32.unpack_from
+
+    def step(buf: Buffer, pos: int, end: int, out: dict[str, Any]) -> int:
+        start = pos
+        if flexible:
+            n, pos = read_uvarint(buf, pos, end)
+            n -= 1
+        else:
+            if pos + 4 > end:
+                raise WireError(f"bytes field {name} length needs 4 bytes, {max(end - pos, 0)} left", pos)
+            n = unpack32(buf, pos)[0]
+            pos += 4
+        if n < 0:
+            if n == -1 and nullable:
+                out[name] = None
+                return pos
+            if n == -1:
+                raise WireError(f"non-nullable field {name} was serialized as null", start)
+            raise WireError(f"bytes field {name} has negative length {n}", start)
+        e = pos + n
+        if e > end:
+            raise WireError(f"bytes field {name} length {n} exceeds the {end - pos} bytes left", start)
+        out[name] = bytes(buf[pos:e])
+        return e
+
+    return step
+
+
+def _write_bytes(name: str, nullable: bool, flexible: bool) -> WriteStep:
+    def step(obj: Any, out: list[bytes]) -> None:
+        v = getattr(obj, name)
+        if v is None:
+            if not nullable:
+                raise ValueError(f"non-nullable field {name} is None")
+            out.append(b"\x00" if flexible else b"\xff\xff\xff\xff")
+            return
+        n = len(v)
+        out.append(write_uvarint(n + 1) if flexible else INT32.pack(n))
+        out.append(bytes(v))
+
+    return step
+
+
+def _read_array(name: str, type_: str, element: Layout | None, flexible: bool) -> ReadStep:
+    unpack32 = INT32.unpack_from
+
+    def step(buf: Buffer, pos: int, end: int, out: dict[str, Any]) -> int:
+        start = pos
+        if flexible:
+            n, pos = read_uvarint(buf, pos, end)
+            n -= 1
+        else:
+            if pos + 4 > end:
+                raise WireError(f"array field {name} count needs 4 bytes, {max(end - pos, 0)} left", pos)
+            n = unpack32(buf, pos)[0]
+            pos += 4
+        if n < 0:
+            if n == -1:
+                raise WireError(f"non-nullable field {name} was serialized as null", start)
+            raise WireError(f"array field {name} has negative count {n}", start)
+        left = end - pos
+        if n > left:
+            raise WireError(
+                f"array field {name}: tried to allocate a collection of size {n}, "
+                f"but there are only {left} bytes remaining",
+                start,
+            )
+        if type_ == "[]int32":
+            if n * 4 > left:
+                raise WireError(f"array field {name}: {n} int32 elements exceed the {left} bytes left", start)
+            out[name] = struct.unpack_from(f">{n}i", buf, pos)
+            return pos + 4 * n
+        items: list[Any] = []
+        if element is not None:
+            read = element.read
+            for _ in range(n):
+                item, pos = read(buf, pos, end)
+                items.append(item)
+        else:  # []string
+            tmp: dict[str, Any] = {}
+            for _ in range(n):
+                pos = _string_element(buf, pos, end, tmp)
+                items.append(tmp[name])
+        out[name] = tuple(items)
+        return pos
+
+    _string_element = _read_string(name, False, flexible)
+    return step
+
+
+def _write_array(name: str, type_: str, element: Layout | None, flexible: bool) -> WriteStep:
+    def step(obj: Any, out: list[bytes]) -> None:
+        items = getattr(obj, name)
+        if items is None:
+            raise ValueError(f"non-nullable array field {name} is None")
+        n = len(items)
+        out.append(write_uvarint(n + 1) if flexible else INT32.pack(n))
+        if type_ == "[]int32":
+            try:
+                out.append(struct.pack(f">{n}i", *items))
+            except struct.error as exc:
+                raise ValueError(f"array field {name}: {exc}") from None
+        elif element is not None:
+            for item in items:
+                element.write(item, out)
+        else:
+            for item in items:
+                data = item.encode("utf-8")
+                if len(data) > MAX_STRING_LENGTH:
+                    raise ValueError(f"string in array field {name} is longer than {MAX_STRING_LENGTH} bytes")
+                out.append(write_uvarint(len(data) + 1) if flexible else INT16.pack(len(data)))
+                out.append(data)
+
+    return step
+
+
+def _read_tagged(buf: Buffer, pos: int, end: int, out: dict[str, Any]) -> int:
+    tagged, pos = read_tagged_fields(buf, pos, end)
+    if tagged:
+        out["tagged_fields"] = tagged
+    return pos
+
+
+def _write_tagged(obj: Any, out: list[bytes]) -> None:
+    tagged = getattr(obj, "tagged_fields", ())
+    out.append(write_tagged_fields(tagged) if tagged else b"\x00")
