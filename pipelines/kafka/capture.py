@@ -131,7 +131,7 @@ def reconcile_state(state: CaptureState, out_dir: Path) -> list[Path]:
 # ---------------------------------------------------------------------------------------------
 # message batches -> Arrow
 # ---------------------------------------------------------------------------------------------
-class _BatchBuilder:
+class MessageBatchBuilder:
     """Columns of the raw-record schema, appended message by message."""
 
     __slots__ = ("keys", "offsets", "partitions", "topic", "ts", "ts_types", "values")
@@ -328,7 +328,7 @@ def capture(
         if active:
             consumer.assign([ck.TopicPartition(settings.topic, p, position[p]) for p in active])
 
-        builder = _BatchBuilder(settings.topic)
+        builder = MessageBatchBuilder(settings.topic)
         pending_next: dict[int, int] = {}
         last_flush = time.monotonic()
         last_progress = time.monotonic()

@@ -1,0 +1,468 @@
+"""``format("offsetlake_kafka")``: a Kafka source for Spark written with the Python data source API.
+
+Used when Spark's own Kafka connector (spark-sql-kafka, a jar) is absent. Same output schema as
+``format("kafka")`` (``schemas.raw.RAW_RECORDS``), same offset JSON in the checkpoint
+(``{"<topic>": {"<partition>": <next offset>}}``), same option names where they exist.
+
+Rules:
+- The stream's offsets are the next offset to read per partition; a micro-batch reads
+  ``[start, end)`` of every partition that moved. Spark's checkpoint journals them, so a
+  restarted query re-reads exactly the uncommitted range: exactly-once with an idempotent sink.
+- Planning (``initialOffset``/``latestOffset``) runs on the driver with one metadata client;
+  ``read()`` runs on executors, one task per Kafka partition range, each with its own consumer
+  (``assign()`` + explicit offset, no group, no commit) and yields Arrow record batches.
+- ``read()`` stops at the first offset >= end, or at the log end when the range's tail holds
+  transaction markers / compacted records; if nothing arrives for ``readTimeoutMs`` it fails with
+  a clear message instead of hanging.
+- ``maxOffsetsPerTrigger`` caps a micro-batch (split over partitions by their lag, like Spark's
+  Kafka source); ``Trigger.AvailableNow`` stops at the end offsets seen when the query starts.
+- Secrets never travel in options: only the names of the environment variables that hold them
+  (``secretenv.<librdkafka property>``); executors read the environment.
+
+Options: ``kafka.bootstrap.servers`` (required), ``topic``/``subscribe`` (default
+``__consumer_offsets``), ``partitions`` ("0,3,5-7"), ``startingOffsets`` (``earliest`` |
+``latest`` | offset JSON, -2 = earliest, -1 = latest), ``endingOffsets`` (batch reads: ``latest``
+| JSON), ``maxOffsetsPerTrigger``, ``maxRecordsPerPartition`` (split big ranges into several
+tasks), ``readTimeoutMs`` (default 60000), ``fetchBatch`` (messages per Arrow batch, 10000),
+``kafka.<librdkafka property>``, ``secretenv.<librdkafka property>``.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    DataSourceStreamReader,
+    InputPartition,
+)
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxRows,
+    SupportsTriggerAvailableNow,
+)
+
+from pipelines.errors import UsageError
+from pipelines.kafka.client import (
+    KafkaSettings,
+    require_confluent_kafka,
+    settings_from_config,
+    topic_partitions,
+    watermarks,
+)
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.types import StructType
+
+    from pipelines.config import Config
+
+SOURCE_NAME = "offsetlake_kafka"
+EARLIEST, LATEST = -2, -1  # Spark's Kafka source sentinels in offset JSON
+
+
+def _raw_schema() -> StructType:
+    from schemas.raw import RAW_RECORDS
+
+    return RAW_RECORDS.spark_schema()
+
+
+class KafkaRange(InputPartition):  # type: ignore[misc]
+    """One task: ``[start, end)`` of one Kafka partition."""
+
+    def __init__(self, topic: str, partition: int, start: int, end: int) -> None:
+        super().__init__((topic, partition, start, end))
+        self.topic = topic
+        self.partition = partition
+        self.start = start
+        self.end = end
+
+
+def _parse_partitions(text: str | None) -> list[int] | None:
+    if not text:
+        return None
+    out: set[int] = set()
+    for part in str(text).split(","):
+        part = part.strip()
+        if "-" in part:
+            a, b = part.split("-", 1)
+            out.update(range(int(a), int(b) + 1))
+        elif part:
+            out.add(int(part))
+    return sorted(out)
+
+
+def offsets_json(topic: str, offsets: Mapping[int, int]) -> dict[str, dict[str, int]]:
+    """Offsets in Spark's Kafka-source JSON shape: ``{topic: {"partition": offset}}``."""
+    return {topic: {str(p): int(o) for p, o in sorted(offsets.items())}}
+
+
+def offsets_from_json(topic: str, data: Mapping[str, Any] | str) -> dict[int, int]:
+    """Inverse of ``offsets_json`` (accepts a JSON string too)."""
+    obj = json.loads(data) if isinstance(data, str) else data
+    inner = obj.get(topic, {}) if isinstance(obj, Mapping) else {}
+    return {int(p): int(o) for p, o in inner.items()}
+
+
+def read_range(
+    settings: KafkaSettings,
+    arrow_schema: pa.Schema,
+    rng: KafkaRange,
+    *,
+    fetch_batch: int = 10_000,
+    read_timeout_s: float = 60.0,
+) -> Iterator[pa.RecordBatch]:
+    """Arrow batches of the records in ``[rng.start, rng.end)`` of one partition."""
+    import pyarrow as pa
+
+    from pipelines.kafka.capture import MessageBatchBuilder
+
+    if rng.end <= rng.start:
+        return
+    ck = require_confluent_kafka()
+    consumer = ck.Consumer(settings.consumer_conf())
+    try:
+        consumer.assign([ck.TopicPartition(rng.topic, rng.partition, rng.start)])
+        builder = MessageBatchBuilder(rng.topic)
+        last = time.monotonic()
+        done = False
+        while not done:
+            msgs = consumer.consume(num_messages=fetch_batch, timeout=0.5)
+            if msgs:
+                last = time.monotonic()
+            for m in msgs:
+                err = m.error()
+                if err is not None:
+                    if err.code() == ck.KafkaError._PARTITION_EOF:
+                        if m.offset() >= rng.end:
+                            done = True
+                            break
+                        continue
+                    if err.fatal():
+                        raise RuntimeError(f"{rng.topic}-{rng.partition}: {err.str()}")
+                    continue
+                off = m.offset()
+                if off >= rng.end:
+                    done = True
+                    break
+                builder.append(m)
+                if off == rng.end - 1:
+                    done = True
+                    break
+            if len(builder) >= fetch_batch or (done and len(builder)):
+                batch = builder.to_batch()
+                builder.clear()
+                yield pa.RecordBatch.from_arrays(batch.columns, schema=arrow_schema)
+            if not done and time.monotonic() - last > read_timeout_s:
+                raise RuntimeError(
+                    f"{SOURCE_NAME}: no data from {settings.bootstrap_servers} for {read_timeout_s:g}s "
+                    f"reading {rng.topic}-{rng.partition} [{rng.start}, {rng.end})"
+                )
+    finally:
+        consumer.close()
+
+
+class _Planner:
+    """Shared driver-side logic of the batch and stream readers (metadata client, ranges)."""
+
+    def __init__(self, options: Mapping[str, str], schema: StructType) -> None:
+        self.options = {str(k).lower(): str(v) for k, v in options.items()}
+        self.settings = KafkaSettings.from_options(options)
+        self.schema = schema
+        self.wanted = _parse_partitions(self.options.get("partitions"))
+        self.timeout_s = float(self.options.get("connecttimeoutms", "15000")) / 1000.0
+        self.read_timeout_s = float(self.options.get("readtimeoutms", "60000")) / 1000.0
+        self.fetch_batch = int(self.options.get("fetchbatch", "10000"))
+        self.max_per_task = int(self.options.get("maxrecordsperpartition", "0") or 0)
+        self._client: Any = None
+
+    # the driver's client is not shipped to executors
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["_client"] = None
+        return state
+
+    def client(self) -> Any:
+        if self._client is None:
+            ck = require_confluent_kafka()
+            self._client = ck.Consumer(self.settings.consumer_conf())
+        return self._client
+
+    def close(self) -> None:
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+
+    def marks(self) -> dict[int, tuple[int, int]]:
+        client = self.client()
+        parts = topic_partitions(client, self.settings, self.timeout_s, self.wanted)
+        return watermarks(client, self.settings.topic, parts, self.timeout_s)
+
+    def resolve(self, spec: str, marks: Mapping[int, tuple[int, int]], default: int) -> dict[int, int]:
+        """``earliest``/``latest``/JSON -> concrete next offsets for every partition in ``marks``."""
+        s = spec.strip()
+        if s.lower() == "earliest":
+            return {p: lo for p, (lo, _) in marks.items()}
+        if s.lower() == "latest":
+            return {p: hi for p, (_, hi) in marks.items()}
+        try:
+            given = offsets_from_json(self.settings.topic, s)
+        except (ValueError, AttributeError, TypeError):
+            raise UsageError(f"{SOURCE_NAME}: bad offsets {spec!r}: earliest, latest or offset JSON") from None
+        out: dict[int, int] = {}
+        for p, (lo, hi) in marks.items():
+            o = given.get(p, default)
+            out[p] = lo if o == EARLIEST else hi if o == LATEST else max(o, lo)
+        return out
+
+    def ranges(self, start: Mapping[int, int], end: Mapping[int, int]) -> list[KafkaRange]:
+        out: list[KafkaRange] = []
+        topic = self.settings.topic
+        for p in sorted(end):
+            s, e = start.get(p, 0), end[p]
+            if e <= s:
+                continue
+            step = self.max_per_task if self.max_per_task > 0 else e - s
+            for a in range(s, e, step):
+                out.append(KafkaRange(topic, p, a, min(e, a + step)))
+        return out
+
+    def read(self, partition: KafkaRange) -> Iterator[pa.RecordBatch]:
+        from pyspark.sql.pandas.types import to_arrow_schema
+
+        arrow_schema = to_arrow_schema(self.schema, timezone="UTC")
+        yield from read_range(
+            self.settings, arrow_schema, partition,
+            fetch_batch=self.fetch_batch, read_timeout_s=self.read_timeout_s,
+        )
+
+
+class KafkaBatchReader(DataSourceReader):  # type: ignore[misc]
+    """``spark.read.format("offsetlake_kafka")``: ``startingOffsets`` .. ``endingOffsets``."""
+
+    def __init__(self, options: Mapping[str, str], schema: StructType) -> None:
+        self.planner = _Planner(options, schema)
+
+    def partitions(self) -> Sequence[InputPartition]:
+        pl = self.planner
+        try:
+            marks = pl.marks()
+            start = pl.resolve(pl.options.get("startingoffsets", "earliest"), marks, EARLIEST)
+            end = pl.resolve(pl.options.get("endingoffsets", "latest"), marks, LATEST)
+        finally:
+            pl.close()
+        return pl.ranges(start, end)
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        assert isinstance(partition, KafkaRange)
+        yield from self.planner.read(partition)
+
+
+class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  # type: ignore[misc]
+    """The streaming reader: per-partition next offsets as the stream's offsets."""
+
+    def __init__(self, options: Mapping[str, str], schema: StructType) -> None:
+        self.planner = _Planner(options, schema)
+        mopt = self.planner.options.get("maxoffsetspertrigger")
+        self.max_offsets = int(mopt) if mopt else None
+        self._target: dict[int, int] | None = None
+
+    def initialOffset(self) -> dict[str, Any]:
+        pl = self.planner
+        marks = pl.marks()
+        start = pl.resolve(pl.options.get("startingoffsets", "earliest"), marks, EARLIEST)
+        return offsets_json(pl.settings.topic, start)
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        return ReadMaxRows(self.max_offsets) if self.max_offsets else ReadAllAvailable()
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        self._target = {p: hi for p, (_, hi) in self.planner.marks().items()}
+
+    def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
+        pl = self.planner
+        topic = pl.settings.topic
+        begin = offsets_from_json(topic, start)
+        if self._target is not None:
+            highs = dict(self._target)
+        else:
+            highs = {p: hi for p, (_, hi) in pl.marks().items()}
+        # a partition added since the last batch starts at 0 (the consumer resets to its log start)
+        end = {p: max(hi, begin.get(p, 0)) for p, hi in highs.items()}
+        for p, o in begin.items():  # never move a partition backwards or forget one
+            end[p] = max(end.get(p, o), o)
+        if isinstance(limit, ReadMaxRows):
+            end = _rate_limit(begin, end, limit.max_rows)
+        return offsets_json(topic, end)
+
+    def reportLatestOffset(self) -> dict[str, Any] | None:
+        try:
+            highs = {p: hi for p, (_, hi) in self.planner.marks().items()}
+        except UsageError:
+            return None
+        return offsets_json(self.planner.settings.topic, highs)
+
+    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
+        topic = self.planner.settings.topic
+        return self.planner.ranges(offsets_from_json(topic, start), offsets_from_json(topic, end))
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        assert isinstance(partition, KafkaRange)
+        yield from self.planner.read(partition)
+
+    def commit(self, end: dict[str, Any]) -> None:
+        """Nothing to do: Spark's checkpoint holds the offsets; nothing is committed to Kafka."""
+
+    def stop(self) -> None:
+        self.planner.close()
+
+
+def _rate_limit(begin: Mapping[int, int], end: Mapping[int, int], max_rows: int) -> dict[int, int]:
+    """Cap the batch at ``max_rows`` offsets, split over partitions in proportion to their lag."""
+    lag = {p: max(0, end[p] - begin.get(p, end[p])) for p in end}
+    total = sum(lag.values())
+    if total <= max_rows:
+        return dict(end)
+    out = {}
+    given = 0
+    for p in sorted(end):
+        share = lag[p] * max_rows // total
+        out[p] = begin.get(p, end[p]) + share
+        given += share
+    # hand out the rounding remainder, one offset per partition with room left
+    for p in sorted(end, key=lambda q: -lag[q]):
+        if given >= max_rows:
+            break
+        if out[p] < end[p]:
+            out[p] += 1
+            given += 1
+    return out
+
+
+class KafkaOffsetsSource(DataSource):  # type: ignore[misc]
+    """Kafka through confluent-kafka, registered as ``format("offsetlake_kafka")``."""
+
+    @classmethod
+    def name(cls) -> str:
+        return SOURCE_NAME
+
+    def schema(self) -> StructType:
+        return _raw_schema()
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        return KafkaBatchReader(self.options, schema)
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        return KafkaStreamReader(self.options, schema)
+
+
+# ---------------------------------------------------------------------------------------------
+# wiring for the jobs
+# ---------------------------------------------------------------------------------------------
+def register_kafka_source(spark: SparkSession) -> None:
+    """Register ``format("offsetlake_kafka")`` with this session (idempotent)."""
+    spark.dataSource.register(KafkaOffsetsSource)
+
+
+def choose_engine(spark: SparkSession, engine: str) -> str:
+    """``jvm`` or ``python`` for ``kafka.engine`` auto | jvm | python.
+
+    Raises:
+        UsageError: ``jvm`` was asked for but the spark-sql-kafka jar is not on the classpath.
+    """
+    from pipelines.spark_session import kafka_connector_available
+
+    if engine == "python":
+        return "python"
+    has_jvm = kafka_connector_available(spark)
+    if engine == "jvm" and not has_jvm:
+        raise UsageError(
+            "kafka.engine: jvm needs Spark's Kafka connector (spark-sql-kafka-0-10 jar) on the "
+            "classpath; use kafka.engine: python (confluent-kafka) or auto"
+        )
+    return "jvm" if has_jvm else "python"
+
+
+def _jvm_options(settings: KafkaSettings) -> dict[str, str]:
+    """``format("kafka")`` options (Java client property names) from the same settings."""
+    import os
+
+    opts = {
+        "kafka.bootstrap.servers": settings.bootstrap_servers,
+        "subscribe": settings.topic,
+    }
+    java_names = {"security.protocol", "sasl.mechanism", "ssl.endpoint.identification.algorithm",
+                  "client.id"}
+    for k, v in settings.properties.items():
+        if k in java_names:
+            opts[f"kafka.{k}"] = "" if v == "none" and k.startswith("ssl.endpoint") else v
+    user_env = settings.secret_env.get("sasl.username")
+    pass_env = settings.secret_env.get("sasl.password")
+    if user_env and pass_env:
+        mech = settings.properties.get("sasl.mechanism", "PLAIN")
+        module = (
+            "org.apache.kafka.common.security.plain.PlainLoginModule" if mech == "PLAIN"
+            else "org.apache.kafka.common.security.scram.ScramLoginModule"
+        )
+        user, pw = os.environ.get(user_env, ""), os.environ.get(pass_env, "")
+        opts["kafka.sasl.jaas.config"] = f'{module} required username="{user}" password="{pw}";'
+    return opts
+
+
+def kafka_source_options(cfg: Config, *, bootstrap_servers: str | None = None) -> dict[str, str]:
+    """Options for ``format("offsetlake_kafka")`` from the config (secrets as env-var names)."""
+    settings = settings_from_config(cfg, bootstrap_servers=bootstrap_servers)
+    opts = settings.to_options()
+    opts["startingOffsets"] = cfg.kafka.starting_offsets
+    if cfg.kafka.partitions:
+        opts["partitions"] = ",".join(str(p) for p in cfg.kafka.partitions)
+    opts.update({k: str(v) for k, v in cfg.input.kafka_options.items()})
+    return opts
+
+
+def read_kafka_stream(
+    spark: SparkSession, cfg: Config, *, bootstrap_servers: str | None = None
+) -> DataFrame:
+    """A streaming DataFrame of raw records from the configured cluster.
+
+    ``format("kafka")`` when ``kafka.engine`` is jvm, or auto and the connector jar is on the
+    classpath; otherwise ``format("offsetlake_kafka")`` (this module). Both give the raw-record
+    schema.
+    """
+    settings = settings_from_config(cfg, bootstrap_servers=bootstrap_servers)
+    if choose_engine(spark, cfg.kafka.engine) == "jvm":
+        opts = _jvm_options(settings)
+        opts["startingOffsets"] = cfg.kafka.starting_offsets
+        opts.update({k: str(v) for k, v in cfg.input.kafka_options.items()})
+        if cfg.kafka.partitions:
+            opts.pop("subscribe")
+            opts["assign"] = json.dumps({settings.topic: sorted(cfg.kafka.partitions)})
+        return spark.readStream.format("kafka").options(**opts).load()
+    register_kafka_source(spark)
+    return (
+        spark.readStream.format(SOURCE_NAME)
+        .options(**kafka_source_options(cfg, bootstrap_servers=bootstrap_servers))
+        .load()
+    )
+
+
+def read_kafka_batch(
+    spark: SparkSession, cfg: Config, *, bootstrap_servers: str | None = None
+) -> DataFrame:
+    """A batch DataFrame of the whole topic (earliest .. latest), engine chosen as for streams."""
+    settings = settings_from_config(cfg, bootstrap_servers=bootstrap_servers)
+    if choose_engine(spark, cfg.kafka.engine) == "jvm":
+        opts = _jvm_options(settings)
+        opts["startingOffsets"] = "earliest"
+        opts["endingOffsets"] = "latest"
+        return spark.read.format("kafka").options(**opts).load()
+    register_kafka_source(spark)
+    opts = kafka_source_options(cfg, bootstrap_servers=bootstrap_servers)
+    opts["startingOffsets"] = "earliest"
+    return spark.read.format(SOURCE_NAME).options(**opts).load()
