@@ -288,8 +288,8 @@ def decode_offset_commits_arrow(batch: pa.RecordBatch) -> tuple[pa.RecordBatch, 
         sel = np.flatnonzero(v4)
         tagged[sel] = vdata[tspos[sel] + 8]
         ok &= ~v4 | (tagged == 0)  # tagged fields present -> core
-    ok &= tomb | ~ok | (np.abs(commit_ts) <= MAX_ABS_MS)
-    ok &= ~v1 | ~ok | (expire_ts == -1) | (np.abs(expire_ts) <= MAX_ABS_MS)
+    ok &= tomb | ~ok | ((commit_ts >= -MAX_ABS_MS) & (commit_ts <= MAX_ABS_MS))
+    ok &= ~v1 | ~ok | (expire_ts == -1) | ((expire_ts >= -MAX_ABS_MS) & (expire_ts <= MAX_ABS_MS))
 
     # ---- strings (validated as UTF-8)
     group, ok = _checked_strings(kdata, kstart + 4, glen, ok)

@@ -1,0 +1,226 @@
+"""The vectorised offset-commit decoder agrees with the core codec on every record.
+
+Pure Python (numpy/pyarrow, no Spark): hypothesis builds records of every key/value version,
+encodes them with the core codec, mutates some (truncation, bit flips, trailing garbage, random
+bytes, bad UTF-8), and checks:
+- every row the fast path accepts decodes to exactly the core codec's values;
+- every well-formed, plain record (the bulk of a real log) is accepted by the fast path;
+- ``decode_batch`` (fast path + core fallback) gives every row exactly one kind and the same
+  row as decoding it alone with the core.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from coordinator_core.codec import decode_record, encode_key, encode_value
+from coordinator_core.errors import CoordinatorError
+from coordinator_core.records import (
+    GroupMetadataKey,
+    GroupMetadataValue,
+    MemberMetadata,
+    OffsetCommitKey,
+    OffsetCommitValue,
+)
+from pipelines.decode import (
+    KIND_OFFSET_COMMIT,
+    MAX_ABS_MS,
+    UNION_SCHEMA,
+    decode_batch,
+    decode_offset_commits_arrow,
+    offset_commit_fields,
+    slow_row,
+)
+
+INT64 = st.integers(-(2**63), 2**63 - 1)
+INT32 = st.integers(-(2**31), 2**31 - 1)
+TEXT = st.text(max_size=40)
+ASCII = st.text(st.characters(min_codepoint=32, max_codepoint=126), max_size=40)
+TS = st.one_of(st.integers(0, 2**45), INT64)
+
+
+@st.composite
+def offset_commit(draw: st.DrawFn, text: st.SearchStrategy[str] = TEXT) -> tuple[bytes, bytes | None]:
+    key = OffsetCommitKey(draw(text), draw(text), draw(INT32), version=draw(st.sampled_from([0, 1])))
+    if draw(st.integers(0, 9)) == 0:
+        return encode_key(key), None
+    version = draw(st.integers(0, 4))
+    value = OffsetCommitValue(
+        offset=draw(INT64),
+        metadata=draw(text),
+        commit_timestamp=draw(TS),
+        leader_epoch=draw(st.one_of(st.none(), INT32.filter(lambda x: x != -1))) if version >= 3 else None,
+        expire_timestamp=draw(st.one_of(st.none(), TS.filter(lambda x: x != -1))) if version == 1 else None,
+        version=version,
+        tagged_fields=draw(st.sampled_from([(), ((0, b"x"),)])) if version == 4 else (),
+    )
+    return encode_key(key), encode_value(value)
+
+
+@st.composite
+def group_metadata(draw: st.DrawFn) -> tuple[bytes, bytes | None]:
+    key = GroupMetadataKey(draw(ASCII))
+    if draw(st.booleans()):
+        return encode_key(key), None
+    version = draw(st.integers(0, 4))
+    members = tuple(
+        MemberMetadata(draw(ASCII), draw(ASCII), draw(ASCII), draw(INT32), draw(st.binary(max_size=8)),
+                       draw(st.binary(max_size=8)),
+                       rebalance_timeout=draw(INT32.filter(lambda x: x != -1)) if version >= 1 else None,
+                       group_instance_id=draw(st.one_of(st.none(), ASCII)) if version >= 3 else None)
+        for _ in range(draw(st.integers(0, 2)))
+    )
+    value = GroupMetadataValue(draw(ASCII), draw(INT32), draw(st.one_of(st.none(), ASCII)),
+                               draw(st.one_of(st.none(), ASCII)), members,
+                               current_state_timestamp=draw(st.integers(0, 2**45)) if version >= 2 else None,
+                               version=version)
+    return encode_key(key), encode_value(value)
+
+
+def mutate(data: st.DataObject, raw: bytes | None) -> bytes | None:
+    if raw is None:
+        return data.draw(st.one_of(st.none(), st.binary(max_size=30)))
+    how = data.draw(st.sampled_from(["keep", "truncate", "flip", "append", "random", "utf8", "version"]))
+    if how == "keep" or not raw:
+        return raw
+    if how == "truncate":
+        return raw[: data.draw(st.integers(0, len(raw) - 1))]
+    if how == "flip":
+        i = data.draw(st.integers(0, len(raw) - 1))
+        return raw[:i] + bytes([raw[i] ^ data.draw(st.integers(1, 255))]) + raw[i + 1 :]
+    if how == "append":
+        return raw + data.draw(st.binary(min_size=1, max_size=4))
+    if how == "utf8" and len(raw) > 6:
+        i = data.draw(st.integers(4, len(raw) - 1))
+        return raw[:i] + b"\xff" + raw[i + 1 :]
+    if how == "version":
+        return data.draw(st.integers(-2, 12)).to_bytes(2, "big", signed=True) + raw[2:]
+    return data.draw(st.binary(max_size=40))
+
+
+def batch_of(rows: list[tuple[bytes | None, bytes | None]]) -> pa.RecordBatch:
+    n = len(rows)
+    return pa.RecordBatch.from_pydict(
+        {
+            "key": pa.array([k for k, _ in rows], pa.binary()),
+            "value": pa.array([v for _, v in rows], pa.binary()),
+            "topic": pa.array(["__consumer_offsets"] * n),
+            "partition": pa.array(np.full(n, 7, np.int32)),
+            "offset": pa.array(np.arange(n, dtype=np.int64)),
+            "timestamp": pa.array(np.arange(n, dtype=np.int64) * 1000, pa.timestamp("us", tz="UTC")),
+        }
+    )
+
+
+def core_fields(key: bytes | None, value: bytes | None) -> dict[str, object] | None:
+    """The core's FAST_SCHEMA row for an offset commit, None if the core says otherwise."""
+    if key is None:
+        return None
+    try:
+        rec = decode_record(key, value)
+    except CoordinatorError:
+        return None
+    if not isinstance(rec.key, OffsetCommitKey) or not (rec.value is None or isinstance(rec.value, OffsetCommitValue)):
+        return None
+    return offset_commit_fields(rec)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(offset_commit(), min_size=1, max_size=30))
+def test_fast_path_equals_core_codec_on_well_formed_commits(rows: list[tuple[bytes, bytes | None]]) -> None:
+    decoded, ok = decode_offset_commits_arrow(batch_of(rows))
+    got = decoded.to_pylist()
+    assert len(got) == int(ok.sum())
+    for row, i in zip(got, np.flatnonzero(ok)):
+        assert row == core_fields(*rows[i])
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(offset_commit(ASCII), min_size=1, max_size=30))
+def test_fast_path_accepts_every_plain_commit(rows: list[tuple[bytes, bytes | None]]) -> None:
+    """Plain = ASCII strings, no tagged fields, times that fit a TIMESTAMP, short v4 metadata."""
+    _, ok = decode_offset_commits_arrow(batch_of(rows))
+    for (key, value), accepted in zip(rows, ok):
+        rec = decode_record(key, value)
+        v = rec.value
+        plain = v is None or (
+            isinstance(v, OffsetCommitValue)
+            and not v.tagged_fields
+            and abs(v.commit_timestamp) <= MAX_ABS_MS
+            and (v.expire_timestamp is None or abs(v.expire_timestamp) <= MAX_ABS_MS)
+            and (v.version != 4 or len(v.metadata.encode()) <= 126)
+        )
+        assert accepted == plain, (key.hex(), None if value is None else value.hex())
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_fast_path_never_disagrees_with_core_on_mutated_bytes(data: st.DataObject) -> None:
+    rows = data.draw(st.lists(st.one_of(offset_commit(), group_metadata()), min_size=1, max_size=20))
+    rows = [(mutate(data, k), mutate(data, v)) for k, v in rows]
+    decoded, ok = decode_offset_commits_arrow(batch_of(rows))
+    for row, i in zip(decoded.to_pylist(), np.flatnonzero(ok)):
+        assert row == core_fields(*rows[i]), (rows[i][0], rows[i][1])
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_decode_batch_gives_every_row_exactly_the_core_row(data: st.DataObject) -> None:
+    rows = data.draw(st.lists(st.one_of(offset_commit(), group_metadata()), min_size=1, max_size=20))
+    rows = [(mutate(data, k), mutate(data, v)) for k, v in rows]
+    batch = batch_of(rows)
+    out = pa.Table.from_batches(decode_batch(batch), schema=UNION_SCHEMA)
+    assert out.num_rows == len(rows)
+    by_offset = {r["log_offset"]: r for r in out.to_pylist()}
+    assert sorted(by_offset) == list(range(len(rows)))
+    expected_rows = pa.Table.from_pylist(
+        [{**slow_row(k, v), **({"raw_topic": "__consumer_offsets"} if slow_row(k, v)["kind"] > 1 else {})}
+         for k, v in rows],
+        schema=UNION_SCHEMA,
+    ).to_pylist()
+    for i, expected in enumerate(expected_rows):
+        got = by_offset[i]
+        assert got["coordinator_partition"] == 7
+        for name, value in expected.items():
+            if name in ("coordinator_partition", "log_offset", "log_timestamp"):
+                continue
+            assert got[name] == value, (name, rows[i])
+
+
+def test_fast_path_matches_kafka_formatter_vectors(vectors_dir: Path) -> None:
+    vectors = json.loads((vectors_dir / "kafka_formatter_tests.json").read_text())
+    vectors += json.loads((vectors_dir / "konsumer_offsets_real.json").read_text())
+    rows = [
+        (bytes.fromhex(v["key_hex"]), bytes.fromhex(v["value_hex"]) if v.get("value_hex") else None)
+        for v in vectors
+    ]
+    decoded, ok = decode_offset_commits_arrow(batch_of(rows))
+    accepted = {vectors[i]["id"] for i in np.flatnonzero(ok)}
+    # every offset commit of a known value version is on the fast path; nothing else is
+    assert "kafka-formatter-offset-value-v4" in accepted
+    assert "konsumer-offsets-offset_commit-03" in accepted
+    assert not any("group" in a or "unknown" in a for a in accepted)
+    for row, i in zip(decoded.to_pylist(), np.flatnonzero(ok)):
+        assert row == core_fields(*rows[i])
+    real = next(r for r, i in zip(decoded.to_pylist(), np.flatnonzero(ok))
+                if vectors[i]["id"] == "konsumer-offsets-offset_commit-03")
+    assert (real["group_id"], real["topic"], real["committed_offset"], real["commit_timestamp_ms"]) == (
+        "kafkesc-devcluster-group-id", "t01", 106, 1672788047244)
+
+
+def test_null_key_is_quarantined_not_dropped() -> None:
+    out = pa.Table.from_batches(decode_batch(batch_of([(None, b"\x00\x03")])), schema=UNION_SCHEMA).to_pylist()
+    assert len(out) == 1 and out[0]["kind"] == 3 and out[0]["part"] == "key"
+
+
+def test_kind_of_a_plain_commit_is_offset_commit() -> None:
+    key = encode_key(OffsetCommitKey("g", "t", 0))
+    value = encode_value(OffsetCommitValue(1, "", 5, version=3))
+    out = pa.Table.from_batches(decode_batch(batch_of([(key, value)])), schema=UNION_SCHEMA).to_pylist()
+    assert out[0]["kind"] == KIND_OFFSET_COMMIT and out[0]["committed_offset"] == 1
