@@ -35,7 +35,7 @@ Rules:
 from __future__ import annotations
 
 import struct
-from typing import Any, Final
+from typing import Final
 
 from coordinator_core.errors import CorruptRecordError, Part
 from coordinator_core.records import (
@@ -50,7 +50,7 @@ from coordinator_core.records import (
     UnknownKey,
     UnknownValue,
 )
-from coordinator_core.wire import Buffer, Field, Layout, Message, WireError, compile_layout
+from coordinator_core.wire import Buffer, Builder, Field, Layout, Message, WireError, compile_layout
 
 __all__ = [
     "GROUP_METADATA_KEY",
@@ -161,22 +161,18 @@ UNKNOWN_KEY_FIELDS: Final[dict[int, tuple[str, ...]]] = {
 # ---------------------------------------------------------------------------------------------
 # Compiled layouts
 # ---------------------------------------------------------------------------------------------
-def _member(d: dict[str, Any]) -> MemberMetadata:
-    return MemberMetadata(**d)
-
-
-def _value_builders(version: int) -> dict[str, Any]:
+def _value_builders(version: int) -> dict[str, Builder]:
     return {
-        "OffsetCommitValue": lambda d: OffsetCommitValue(version=version, **d),
-        "GroupMetadataValue": lambda d: GroupMetadataValue(version=version, **d),
-        "MemberMetadata": _member,
+        "OffsetCommitValue": (OffsetCommitValue, {"version": version}),
+        "GroupMetadataValue": (GroupMetadataValue, {"version": version}),
+        "MemberMetadata": (MemberMetadata, {}),
     }
 
 
 _KEY_LAYOUTS: Final[dict[int, Layout]] = {
-    0: compile_layout(OFFSET_COMMIT_KEY, 0, {"OffsetCommitKey": lambda d: OffsetCommitKey(version=0, **d)}),
-    1: compile_layout(OFFSET_COMMIT_KEY, 1, {"OffsetCommitKey": lambda d: OffsetCommitKey(version=1, **d)}),
-    2: compile_layout(GROUP_METADATA_KEY, 2, {"GroupMetadataKey": lambda d: GroupMetadataKey(**d)}),
+    0: compile_layout(OFFSET_COMMIT_KEY, 0, {"OffsetCommitKey": (OffsetCommitKey, {"version": 0})}),
+    1: compile_layout(OFFSET_COMMIT_KEY, 1, {"OffsetCommitKey": (OffsetCommitKey, {"version": 1})}),
+    2: compile_layout(GROUP_METADATA_KEY, 2, {"GroupMetadataKey": (GroupMetadataKey, {"version": 2})}),
 }
 _OFFSET_VALUE_LAYOUTS: Final[dict[int, Layout]] = {
     v: compile_layout(OFFSET_COMMIT_VALUE, v, _value_builders(v)) for v in range(HIGHEST_VALUE_VERSION + 1)
@@ -195,8 +191,8 @@ def value_layout(message: Message, version: int) -> Layout:
     known = _OFFSET_VALUE_LAYOUTS if message is OFFSET_COMMIT_VALUE else _GROUP_VALUE_LAYOUTS
     if version in known:
         return known[version]
-    if version < 0:
-        raise ValueError(f"negative value version {version}")
+    if not 0 <= version <= 0x7FFF:
+        raise ValueError(f"value version {version} is outside 0..32767")
     layout = _LENIENT_CACHE.get((message.name, version))
     if layout is None:
         # Kafka's generated reader given an unknown higher version follows the version ranges
@@ -204,7 +200,8 @@ def value_layout(message: Message, version: int) -> Layout:
         base = known[HIGHEST_VALUE_VERSION]
         layout = compile_layout(message, version, _value_builders(version))
         assert layout.fields == base.fields
-        _LENIENT_CACHE[(message.name, version)] = layout
+        if len(_LENIENT_CACHE) < 1024:
+            _LENIENT_CACHE[(message.name, version)] = layout
     return layout
 
 

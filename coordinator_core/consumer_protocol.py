@@ -24,7 +24,7 @@ Rules (``ConsumerProtocol.java``):
 from __future__ import annotations
 
 import struct
-from typing import Any, Final, NamedTuple
+from typing import Final, NamedTuple
 
 from coordinator_core.errors import CorruptRecordError, Part
 from coordinator_core.records import Assignment, MemberMetadata, Subscription, TopicPartitions
@@ -78,23 +78,23 @@ HIGHEST_VERSION: Final = 3
 _I16: Final = struct.Struct(">h")
 
 
-def _topic_partitions(d: dict[str, Any]) -> TopicPartitions:
-    return TopicPartitions(**d)
+_CACHE: dict[tuple[str, int, int], Layout] = {}
 
 
-def _values(d: dict[str, Any]) -> dict[str, Any]:
-    return d
-
-
-def _layouts(message: Message) -> dict[int, Layout]:
-    return {
-        v: compile_layout(message, v, {message.name: _values, "TopicPartition": _topic_partitions})
-        for v in range(HIGHEST_VERSION + 1)
-    }
-
-
-_SUB_LAYOUTS: Final = _layouts(SUBSCRIPTION)
-_ASG_LAYOUTS: Final = _layouts(ASSIGNMENT)
+def _layout(message: Message, layout_version: int, version: int) -> Layout:
+    """``message`` read with the fields of ``layout_version``, built with ``version``."""
+    key = (message.name, layout_version, version)
+    layout = _CACHE.get(key)
+    if layout is None:
+        cls = Subscription if message is SUBSCRIPTION else Assignment
+        layout = compile_layout(
+            message,
+            layout_version,
+            {message.name: (cls, {"version": version}), "TopicPartition": (TopicPartitions, {})},
+        )
+        if len(_CACHE) < 1024:  # versions are int16: bound the cache
+            _CACHE[key] = layout
+    return layout
 
 
 def _read_version(data: Buffer, part: Part) -> int:
@@ -123,14 +123,14 @@ def decode_subscription_tolerant(data: Buffer) -> tuple[Subscription, str | None
     read_as = min(version, HIGHEST_VERSION)
     end = len(data)
     try:
-        values, _ = _SUB_LAYOUTS[read_as].read_values(data, 2, end)
-        return Subscription(version=version, **values), None
+        sub, _ = _layout(SUBSCRIPTION, read_as, version).read(data, 2, end)
+        return sub, None
     except WireError as exc:
         first_error = exc
     # Fallback: the blob may end exactly after the fields of a lower version.
     for lower in range(read_as - 1, -1, -1):
         try:
-            values, pos = _SUB_LAYOUTS[lower].read_values(data, 2, end)
+            sub, pos = _layout(SUBSCRIPTION, lower, version).read(data, 2, end)
         except WireError:
             continue
         if pos == end:
@@ -138,7 +138,7 @@ def decode_subscription_tolerant(data: Buffer) -> tuple[Subscription, str | None
                 f"subscription claims version {version} but ends after the version-{lower} fields "
                 f"({first_error.reason}); read the version-{lower} fields, later fields defaulted"
             )
-            return Subscription(version=version, **values), note
+            return sub, note
     raise CorruptRecordError(
         first_error.reason, part="subscription", position=first_error.position, version=version
     )
@@ -159,10 +159,10 @@ def encode_subscription(sub: Subscription) -> bytes:
     Raises:
         ValueError: negative version or a field that cannot be encoded.
     """
-    if sub.version < 0:
-        raise ValueError(f"negative subscription version {sub.version}")
+    if not 0 <= sub.version <= 0x7FFF:
+        raise ValueError(f"out-of-range subscription version {sub.version}")
     out = [_I16.pack(sub.version)]
-    _SUB_LAYOUTS[min(sub.version, HIGHEST_VERSION)].write(sub, out)
+    _layout(SUBSCRIPTION, min(sub.version, HIGHEST_VERSION), 0).write(sub, out)
     return b"".join(out)
 
 
@@ -171,10 +171,10 @@ def subscribed_topics_v0(data: Buffer) -> frozenset[str] | None:
     the body as version 0 (just the topics prefix every version shares); None on failure."""
     try:
         _read_version(data, "subscription")
-        values, _ = _SUB_LAYOUTS[0].read_values(data, 2, len(data))
+        sub, _ = _layout(SUBSCRIPTION, 0, 0).read(data, 2, len(data))
     except (CorruptRecordError, WireError):
         return None
-    return frozenset(values["topics"])
+    return frozenset(sub.topics)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -188,10 +188,10 @@ def decode_assignment(data: Buffer) -> Assignment:
     """
     version = _read_version(data, "assignment")
     try:
-        values, _ = _ASG_LAYOUTS[min(version, HIGHEST_VERSION)].read_values(data, 2, len(data))
+        asg, _ = _layout(ASSIGNMENT, min(version, HIGHEST_VERSION), version).read(data, 2, len(data))
     except WireError as exc:
         raise CorruptRecordError(exc.reason, part="assignment", position=exc.position, version=version) from None
-    return Assignment(version=version, **values)
+    return asg  # type: ignore[no-any-return]
 
 
 def encode_assignment(a: Assignment) -> bytes:
@@ -200,10 +200,10 @@ def encode_assignment(a: Assignment) -> bytes:
     Raises:
         ValueError: negative version or a field that cannot be encoded.
     """
-    if a.version < 0:
-        raise ValueError(f"negative assignment version {a.version}")
+    if not 0 <= a.version <= 0x7FFF:
+        raise ValueError(f"out-of-range assignment version {a.version}")
     out = [_I16.pack(a.version)]
-    _ASG_LAYOUTS[min(a.version, HIGHEST_VERSION)].write(a, out)
+    _layout(ASSIGNMENT, min(a.version, HIGHEST_VERSION), 0).write(a, out)
     return b"".join(out)
 
 

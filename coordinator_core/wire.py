@@ -31,14 +31,16 @@ Rules (Kafka's ``MessageDataGenerator`` / ``ByteBufferAccessor`` semantics, spec
 
 from __future__ import annotations
 
+import dataclasses
 import struct
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, TypeAlias
 
 Buffer: TypeAlias = bytes | bytearray | memoryview
-Builder: TypeAlias = Callable[[dict[str, Any]], Any]
-ReadStep: TypeAlias = Callable[[Buffer, int, int, dict[str, Any]], int]
+Builder: TypeAlias = tuple[type[Any], dict[str, Any]]
+"""(dataclass, fixed constructor arguments such as ``version``) that a struct is read into."""
+ReadStep: TypeAlias = Callable[[Buffer, int, int, list[Any]], int]
 WriteStep: TypeAlias = Callable[[Any, list[bytes]], None]
 
 INT16: Final = struct.Struct(">h")
@@ -183,20 +185,18 @@ def write_tagged_fields(fields: Sequence[tuple[int, bytes]]) -> bytes:
     return b"".join(parts)
 
 
-def _decode_utf8(buf: Buffer, pos: int, end: int, name: str) -> str:
-    try:
-        return str(buf[pos:end], "utf-8")
-    except UnicodeDecodeError as exc:
-        raise WireError(f"field {name} is not valid UTF-8", pos + exc.start) from None
-
-
 # ---------------------------------------------------------------------------------------------
 # Compiled layouts
 # ---------------------------------------------------------------------------------------------
 class Layout:
-    """The read and write steps of one message at one version."""
+    """The read and write steps of one message at one version.
 
-    __slots__ = ("build", "fields", "flexible", "message", "read_steps", "version", "write_steps")
+    Reading fills a list laid out like the target dataclass's ``__init__`` parameters (a
+    template holding the defaults and the fixed arguments), each step writing its fields by
+    index, and calls the dataclass positionally: the cheapest construction Python offers.
+    """
+
+    __slots__ = ("cls", "fields", "flexible", "message", "read_steps", "template", "version", "write_steps")
 
     def __init__(
         self,
@@ -204,7 +204,8 @@ class Layout:
         fields: tuple[Field, ...],
         version: int,
         flexible: bool,
-        build: Builder,
+        cls: type[Any],
+        template: list[Any],
         read_steps: list[ReadStep],
         write_steps: list[WriteStep],
     ) -> None:
@@ -212,26 +213,29 @@ class Layout:
         self.fields = fields
         self.version = version
         self.flexible = flexible
-        self.build = build
+        self.cls = cls
+        self.template = template
         self.read_steps = read_steps
         self.write_steps = write_steps
 
     def read(self, buf: Buffer, pos: int, end: int) -> tuple[Any, int]:
-        """Read one struct starting at ``pos``; return (built object, position after it)."""
-        values: dict[str, Any] = {}
-        for step in self.read_steps:
-            pos = step(buf, pos, end, values)
-        return self.build(values), pos
+        """Read one struct starting at ``pos``; return (built object, position after it).
 
-    def read_values(self, buf: Buffer, pos: int, end: int) -> tuple[dict[str, Any], int]:
-        """Like ``read`` but return the field dict (not built)."""
-        values: dict[str, Any] = {}
+        Raises:
+            WireError: the bytes do not follow the layout.
+        """
+        vals = self.template.copy()
         for step in self.read_steps:
-            pos = step(buf, pos, end, values)
-        return values, pos
+            pos = step(buf, pos, end, vals)
+        return self.cls(*vals), pos
 
     def write(self, obj: Any, out: list[bytes]) -> None:
-        """Append the wire bytes of ``obj`` (read with ``getattr``) to ``out``."""
+        """Append the wire bytes of ``obj`` (read with ``getattr``) to ``out``.
+
+        Raises:
+            ValueError: a value cannot be represented (None in a non-nullable field, an
+                integer out of range, a string longer than 0x7fff bytes).
+        """
         for step in self.write_steps:
             step(obj, out)
 
@@ -242,12 +246,34 @@ class Layout:
 
 
 def compile_layout(message: Message, version: int, builders: dict[str, Builder]) -> Layout:
-    """Compile ``message`` at ``version``; ``builders[struct name]`` turns a field dict into an object.
+    """Compile ``message`` at ``version``.
 
-    The top-level builder is ``builders[message.name]``.
+    Args:
+        message: the declarative spec.
+        version: the layout version (fields present, flexible or not).
+        builders: struct name -> (dataclass, fixed constructor kwargs); the top level is
+            ``builders[message.name]``, struct arrays use their element type name.
     """
     flexible = in_versions(message.flexible_versions, version)
     return _compile_struct(message, message.name, message.fields, version, flexible, builders)
+
+
+def _template(cls: type[Any], fixed: dict[str, Any], present: set[str]) -> tuple[list[Any], dict[str, int]]:
+    template: list[Any] = []
+    index: dict[str, int] = {}
+    for i, f in enumerate(dataclasses.fields(cls)):
+        index[f.name] = i
+        if f.name in fixed:
+            template.append(fixed[f.name])
+        elif f.default is not dataclasses.MISSING:
+            template.append(f.default)
+        elif f.default_factory is not dataclasses.MISSING:
+            template.append(f.default_factory())
+        elif f.name in present:
+            template.append(None)
+        else:
+            raise TypeError(f"{cls.__name__}.{f.name} has no default and no wire field")
+    return template, index
 
 
 def _compile_struct(
@@ -259,6 +285,8 @@ def _compile_struct(
     builders: dict[str, Builder],
 ) -> Layout:
     fields = tuple(f for f in all_fields if in_versions(f.versions, version))
+    cls, fixed = builders[struct_name]
+    template, index = _template(cls, fixed, {f.name for f in fields})
     read_steps: list[ReadStep] = []
     write_steps: list[WriteStep] = []
     i = 0
@@ -269,38 +297,37 @@ def _compile_struct(
             while i + 1 < len(fields) and fields[i + 1].type in _FIXED_CODES:
                 i += 1
                 run.append(fields[i])
-            read_steps.append(_read_fixed(run))
+            read_steps.append(_read_fixed(run, [index[r.name] for r in run]))
             write_steps.append(_write_fixed(run))
         elif f.type == "string":
             nullable = in_versions(f.nullable_versions, version)
-            read_steps.append(_read_string(f.name, nullable, flexible))
+            read_steps.append(_read_string(f.name, index[f.name], nullable, flexible))
             write_steps.append(_write_string(f.name, nullable, flexible))
         elif f.type == "bytes":
             nullable = in_versions(f.nullable_versions, version)
-            read_steps.append(_read_bytes(f.name, nullable, flexible))
+            read_steps.append(_read_bytes(f.name, index[f.name], nullable, flexible))
             write_steps.append(_write_bytes(f.name, nullable, flexible))
         elif f.type in ("[]int32", "[]string"):
-            read_steps.append(_read_array(f.name, f.type, None, flexible))
+            read_steps.append(_read_array(f.name, index[f.name], f.type, None, flexible))
             write_steps.append(_write_array(f.name, f.type, None, flexible))
         elif f.struct_name is not None:
             element = _compile_struct(message, f.struct_name, f.fields, version, flexible, builders)
-            read_steps.append(_read_array(f.name, f.type, element, flexible))
+            read_steps.append(_read_array(f.name, index[f.name], f.type, element, flexible))
             write_steps.append(_write_array(f.name, f.type, element, flexible))
         else:  # pragma: no cover - spec error
             raise TypeError(f"unsupported field type {f.type!r} in {message.name}")
         i += 1
     if flexible:
-        read_steps.append(_read_tagged)
+        read_steps.append(_read_tagged(index["tagged_fields"]))
         write_steps.append(_write_tagged)
-    return Layout(message, fields, version, flexible, builders[struct_name], read_steps, write_steps)
+    return Layout(message, fields, version, flexible, cls, template, read_steps, write_steps)
 
 
-def _read_fixed(run: list[Field]) -> ReadStep:
+def _read_fixed(run: list[Field], idxs: list[int]) -> ReadStep:
     s = struct.Struct(">" + "".join(_FIXED_CODES[f.type] for f in run))
     size = s.size
     unpack = s.unpack_from
-    names = tuple(f.name for f in run)
-    sentinels = tuple((f.name, f.sentinel) for f in run if f.sentinel is not None)
+    slots = tuple(zip(idxs, (f.sentinel for f in run)))
 
     def underflow(pos: int, end: int) -> WireError:
         for f in run:
@@ -310,24 +337,22 @@ def _read_fixed(run: list[Field]) -> ReadStep:
             pos += n
         return WireError("underflow", pos)  # pragma: no cover
 
-    if len(run) == 1 and not sentinels:
-        name = names[0]
+    if len(run) == 1 and run[0].sentinel is None:
+        idx = idxs[0]
 
-        def step1(buf: Buffer, pos: int, end: int, out: dict[str, Any]) -> int:
+        def step1(buf: Buffer, pos: int, end: int, vals: list[Any]) -> int:
             if pos + size > end:
                 raise underflow(pos, end)
-            out[name] = unpack(buf, pos)[0]
+            vals[idx] = unpack(buf, pos)[0]
             return pos + size
 
         return step1
 
-    def step(buf: Buffer, pos: int, end: int, out: dict[str, Any]) -> int:
+    def step(buf: Buffer, pos: int, end: int, vals: list[Any]) -> int:
         if pos + size > end:
             raise underflow(pos, end)
-        out.update(zip(names, unpack(buf, pos)))
-        for name, sentinel in sentinels:
-            if out[name] == sentinel:
-                out[name] = None
+        for (idx, sentinel), v in zip(slots, unpack(buf, pos)):
+            vals[idx] = None if v == sentinel else v
         return pos + size
 
     return step
@@ -355,10 +380,10 @@ def _write_fixed(run: list[Field]) -> WriteStep:
     return step
 
 
-def _read_string(name: str, nullable: bool, flexible: bool) -> ReadStep:
+def _read_string(name: str, idx: int, nullable: bool, flexible: bool) -> ReadStep:
     unpack16 = INT16.unpack_from
 
-    def step(buf: Buffer, pos: int, end: int, out: dict[str, Any]) -> int:
+    def step(buf: Buffer, pos: int, end: int, vals: list[Any]) -> int:
         start = pos
         if flexible:
             n, pos = read_uvarint(buf, pos, end)
@@ -370,7 +395,7 @@ def _read_string(name: str, nullable: bool, flexible: bool) -> ReadStep:
             pos += 2
         if n < 0:
             if n == -1 and nullable:
-                out[name] = None
+                vals[idx] = None
                 return pos
             if n == -1:
                 raise WireError(f"non-nullable field {name} was serialized as null", start)
@@ -380,7 +405,10 @@ def _read_string(name: str, nullable: bool, flexible: bool) -> ReadStep:
         e = pos + n
         if e > end:
             raise WireError(f"string field {name} length {n} exceeds the {end - pos} bytes left", start)
-        out[name] = _decode_utf8(buf, pos, e, name)
+        try:
+            vals[idx] = str(buf[pos:e], "utf-8")
+        except UnicodeDecodeError as exc:
+            raise WireError(f"field {name} is not valid UTF-8", pos + exc.start) from None
         return e
 
     return step
@@ -394,20 +422,26 @@ def _write_string(name: str, nullable: bool, flexible: bool) -> WriteStep:
                 raise ValueError(f"non-nullable field {name} is None")
             out.append(b"\x00" if flexible else b"\xff\xff")
             return
-        data = v.encode("utf-8")
-        n = len(data)
-        if n > MAX_STRING_LENGTH:
-            raise ValueError(f"string field {name} is {n} bytes, more than {MAX_STRING_LENGTH}")
-        out.append(write_uvarint(n + 1) if flexible else INT16.pack(n))
-        out.append(data)
+        out.append(_string_bytes(name, v, flexible))
 
     return step
 
 
-def _read_bytes(name: str, nullable: bool, flexible: bool) -> ReadStep:
+def _string_bytes(name: str, v: str, flexible: bool) -> bytes:
+    try:
+        data = v.encode("utf-8")
+    except (UnicodeEncodeError, AttributeError) as exc:
+        raise ValueError(f"string field {name}: {exc}") from None
+    n = len(data)
+    if n > MAX_STRING_LENGTH:
+        raise ValueError(f"string field {name} is {n} bytes, more than {MAX_STRING_LENGTH}")
+    return (write_uvarint(n + 1) if flexible else INT16.pack(n)) + data
+
+
+def _read_bytes(name: str, idx: int, nullable: bool, flexible: bool) -> ReadStep:
     unpack32 = INT32.unpack_from
 
-    def step(buf: Buffer, pos: int, end: int, out: dict[str, Any]) -> int:
+    def step(buf: Buffer, pos: int, end: int, vals: list[Any]) -> int:
         start = pos
         if flexible:
             n, pos = read_uvarint(buf, pos, end)
@@ -419,7 +453,7 @@ def _read_bytes(name: str, nullable: bool, flexible: bool) -> ReadStep:
             pos += 4
         if n < 0:
             if n == -1 and nullable:
-                out[name] = None
+                vals[idx] = None
                 return pos
             if n == -1:
                 raise WireError(f"non-nullable field {name} was serialized as null", start)
@@ -427,7 +461,7 @@ def _read_bytes(name: str, nullable: bool, flexible: bool) -> ReadStep:
         e = pos + n
         if e > end:
             raise WireError(f"bytes field {name} length {n} exceeds the {end - pos} bytes left", start)
-        out[name] = bytes(buf[pos:e])
+        vals[idx] = bytes(buf[pos:e])
         return e
 
     return step
@@ -448,10 +482,11 @@ def _write_bytes(name: str, nullable: bool, flexible: bool) -> WriteStep:
     return step
 
 
-def _read_array(name: str, type_: str, element: Layout | None, flexible: bool) -> ReadStep:
+def _read_array(name: str, idx: int, type_: str, element: Layout | None, flexible: bool) -> ReadStep:
     unpack32 = INT32.unpack_from
+    string_element = _read_string(name, 0, False, flexible)
 
-    def step(buf: Buffer, pos: int, end: int, out: dict[str, Any]) -> int:
+    def step(buf: Buffer, pos: int, end: int, vals: list[Any]) -> int:
         start = pos
         if flexible:
             n, pos = read_uvarint(buf, pos, end)
@@ -475,7 +510,7 @@ def _read_array(name: str, type_: str, element: Layout | None, flexible: bool) -
         if type_ == "[]int32":
             if n * 4 > left:
                 raise WireError(f"array field {name}: {n} int32 elements exceed the {left} bytes left", start)
-            out[name] = struct.unpack_from(f">{n}i", buf, pos)
+            vals[idx] = struct.unpack_from(f">{n}i", buf, pos)
             return pos + 4 * n
         items: list[Any] = []
         if element is not None:
@@ -484,14 +519,13 @@ def _read_array(name: str, type_: str, element: Layout | None, flexible: bool) -
                 item, pos = read(buf, pos, end)
                 items.append(item)
         else:  # []string
-            tmp: dict[str, Any] = {}
+            tmp: list[Any] = [None]
             for _ in range(n):
-                pos = _string_element(buf, pos, end, tmp)
-                items.append(tmp[name])
-        out[name] = tuple(items)
+                pos = string_element(buf, pos, end, tmp)
+                items.append(tmp[0])
+        vals[idx] = tuple(items)
         return pos
 
-    _string_element = _read_string(name, False, flexible)
     return step
 
 
@@ -512,20 +546,19 @@ def _write_array(name: str, type_: str, element: Layout | None, flexible: bool) 
                 element.write(item, out)
         else:
             for item in items:
-                data = item.encode("utf-8")
-                if len(data) > MAX_STRING_LENGTH:
-                    raise ValueError(f"string in array field {name} is longer than {MAX_STRING_LENGTH} bytes")
-                out.append(write_uvarint(len(data) + 1) if flexible else INT16.pack(len(data)))
-                out.append(data)
+                out.append(_string_bytes(name, item, flexible))
 
     return step
 
 
-def _read_tagged(buf: Buffer, pos: int, end: int, out: dict[str, Any]) -> int:
-    tagged, pos = read_tagged_fields(buf, pos, end)
-    if tagged:
-        out["tagged_fields"] = tagged
-    return pos
+def _read_tagged(idx: int) -> ReadStep:
+    def step(buf: Buffer, pos: int, end: int, vals: list[Any]) -> int:
+        if pos < end and buf[pos] == 0:  # the common case: no tagged fields
+            return pos + 1
+        vals[idx], pos = read_tagged_fields(buf, pos, end)
+        return pos
+
+    return step
 
 
 def _write_tagged(obj: Any, out: list[bytes]) -> None:
