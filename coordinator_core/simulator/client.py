@@ -1,0 +1,480 @@
+"""A consumer that behaves like the Java client's ``ConsumerCoordinator`` (seeds 000, 002, 003).
+
+Rules:
+- join → (the leader runs the selected assignor) → sync → heartbeat every
+  ``heartbeat_interval_ms`` → commit (auto-commit cadence, before rejoining, on close) → rejoin
+  on REBALANCE_IN_PROGRESS or member errors. Eager assignors revoke everything before joining;
+  ``cooperative-sticky`` revokes only what moves, then rejoins (KIP-429).
+- ``onPartitionsRevoked`` / ``onPartitionsAssigned`` are recorded in the trace (kind ``client``)
+  and in ``history``.
+- close: commit, revoke, LeaveGroup (dynamic members only: static members never leave, KIP-345);
+  crash: silent; pause ``gc``: silent for a while (responses wait); pause ``slow_poll``: the
+  heartbeat thread keeps going but leaves the group once ``max_poll_interval_ms`` passes
+  without a poll, and the consumer rejoins after the poll returns.
+- A ``manual`` client sends nothing by itself: a scenario drives it request by request.
+- Consumed offsets are a pure function of (topic, partition, time), so every consumer of a
+  partition commits monotonic offsets without sharing state.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+from coordinator_core.assignors import COOPERATIVE, MemberSubscription, assign
+from coordinator_core.records import Assignment, Subscription, TopicPartitions
+from coordinator_core.simulator import protocol as p
+from coordinator_core.simulator.trace import TraceEvent
+from coordinator_core.simulator.wire import (
+    decode_assignment,
+    decode_subscription,
+    encode_assignment,
+    encode_subscription,
+)
+
+TP = tuple[str, int]
+
+
+class ClientRuntime(Protocol):
+    now: int
+    topics: dict[str, int]
+
+    def schedule(self, at_ms: int, fn: Callable[[], None]) -> None: ...
+
+    def send(self, request: p.Request, delay_ms: int) -> None: ...
+
+    def trace(self, event: TraceEvent) -> None: ...
+
+    def position(self, tp: TP, now_ms: int) -> int: ...
+
+
+@dataclass(slots=True)
+class ClientConfig:
+    """Consumer settings (Kafka's names, ``.`` → ``_``)."""
+
+    client_id: str
+    group_id: str
+    topics: tuple[str, ...] = ()
+    assignors: tuple[str, ...] = ("range",)
+    group_instance_id: str | None = None
+    session_timeout_ms: int = 45_000
+    heartbeat_interval_ms: int = 3_000
+    max_poll_interval_ms: int = 300_000
+    enable_auto_commit: bool = True
+    auto_commit_interval_ms: int = 5_000
+    join_group_version: int = 7
+    subscription_version: int = 1
+    request_timeout_ms: int = 30_000
+    retry_backoff_ms: int = 100
+    network_delay_ms: int = 0
+    client_host: str = "/127.0.0.1"
+    manual: bool = False
+    group_management: bool = True
+    assigned_partitions: tuple[TP, ...] = ()  # for group_management = False (assign())
+    commit_metadata: str = ""
+    leader_epoch: int | None = None
+
+
+class ConsumerClient:
+    """One simulated consumer (see module docstring)."""
+
+    def __init__(self, name: str, config: ClientConfig, runtime: ClientRuntime) -> None:
+        self.name = name
+        self.cfg = config
+        self.rt = runtime
+        self.member_id = ""
+        self.generation = -1
+        self.state = "UNJOINED"  # UNJOINED | JOINING | SYNCING | STABLE | CLOSED | CRASHED
+        self.running = False
+        self.assignment: list[TP] = []
+        self.protocol: str | None = None
+        self.is_leader = False
+        self.epoch = 0  # bumps cancel this client's timers
+        self.life = 0  # bumps on start/stop/crash: cancels even durable timers
+        self.paused_until = -1
+        self.poll_blocked_until = -1
+        self.drop_next: dict[str, int] = {}
+        self.delay_next: dict[str, int] = {}
+        self.history: list[tuple[int, str, tuple[TP, ...]]] = []
+        self.join_count = 0
+        self.last_join: p.JoinGroupResponse | None = None
+        self.rejoin_needed = False
+        self.fenced = False
+
+    # ------------------------------------------------------------------------------------------
+    def _trace(self, api: str, detail: str | None = None, error: str | None = None) -> None:
+        self.rt.trace(TraceEvent(self.rt.now, self.cfg.group_id, "client", member=self.member_id or None,
+                                 api=api, detail=f"{self.name}: {detail}" if detail else self.name, error=error))
+
+    def _send(self, req: p.Request) -> None:
+        delay = self.cfg.network_delay_ms + self.delay_next.pop(req.api, 0)
+        self.rt.send(req, delay)
+
+    def _timer(self, at: int, fn: Callable[[], None], durable: bool = False) -> None:
+        """Run ``fn`` at ``at`` unless the client restarted (``durable``) or moved on (epoch)."""
+        epoch = self.epoch
+        life = self.life
+
+        def fire() -> None:
+            if (not durable and self.epoch != epoch) or self.life != life or not self.running:
+                return
+            if self.rt.now < self.paused_until:
+                self.rt.schedule(self.paused_until, fire)
+                return
+            fn()
+
+        self.rt.schedule(at, fire)
+
+    @property
+    def cooperative(self) -> bool:
+        return self.protocol in COOPERATIVE if self.protocol else all(a in COOPERATIVE for a in self.cfg.assignors)
+
+    # ------------------------------------------------------------------------------------------
+    # lifecycle actions
+    # ------------------------------------------------------------------------------------------
+    def start(self) -> None:
+        """Subscribe and poll: the first JoinGroup (or, without group management, commits)."""
+        if self.running:
+            return
+        self.running = True
+        self.fenced = False
+        self.epoch += 1
+        self.life += 1
+        if not self.cfg.group_management:
+            self.assignment = list(self.cfg.assigned_partitions)
+            self.state = "STABLE"
+            self._schedule_auto_commit()
+            return
+        if not self.cfg.manual:
+            self._join()
+
+    def stop(self) -> None:
+        """``KafkaConsumer.close()``: commit, revoke, leave (dynamic members only)."""
+        if not self.running:
+            return
+        if self.cfg.enable_auto_commit and self.assignment:
+            self.commit()
+        if self.assignment:
+            self._revoked(list(self.assignment))
+        if self.cfg.group_management and self.cfg.group_instance_id is None and self.member_id and not self.fenced:
+            self._send(p.LeaveGroupRequest(self.cfg.group_id, ((self.member_id, None),), endpoint=self))
+        self._reset(closed=True)
+
+    def crash(self) -> None:
+        """The process dies: no more requests, nothing sent."""
+        self._reset(closed=False)
+        self.state = "CRASHED"
+
+    def _reset(self, closed: bool) -> None:
+        self.running = False
+        self.epoch += 1
+        self.life += 1
+        self.state = "CLOSED" if closed else "CRASHED"
+        self.assignment = []
+        self.member_id = ""
+        self.generation = -1
+        self.is_leader = False
+
+    def pause(self, duration_ms: int, kind: str = "gc") -> None:
+        """``gc``: the whole process stalls; ``slow_poll``: only the poll loop is stuck."""
+        end = self.rt.now + duration_ms
+        if kind == "gc":
+            self.paused_until = max(self.paused_until, end)
+            self._trace("pause", f"gc pause for {duration_ms} ms")
+            return
+        self.poll_blocked_until = max(self.poll_blocked_until, end)
+        self._trace("pause", f"slow poll for {duration_ms} ms")
+        deadline = self.rt.now + self.cfg.max_poll_interval_ms
+        if duration_ms > self.cfg.max_poll_interval_ms:
+            self._timer(deadline, self._poll_timeout, durable=True)
+        self._timer(end, self._poll_returns, durable=True)
+
+    def _poll_timeout(self) -> None:
+        # AbstractCoordinator.HeartbeatThread: "consumer poll timeout has expired" → leave.
+        self._trace("pollTimeout", "max.poll.interval.ms exceeded")
+        if self.cfg.group_instance_id is None and self.member_id:
+            self._send(p.LeaveGroupRequest(self.cfg.group_id, ((self.member_id, None),), endpoint=self))
+        self.member_id = ""
+        self.generation = -1
+        self.state = "UNJOINED"
+        self.rejoin_needed = True
+
+    def _poll_returns(self) -> None:
+        if self.rejoin_needed and self.state in ("UNJOINED", "STABLE"):
+            self._join()
+
+    def subscribe(self, topics: tuple[str, ...]) -> None:
+        """Change the subscription: the next poll rejoins with the new metadata."""
+        self.cfg.topics = tuple(sorted(topics))
+        if self.running and self.state == "STABLE":
+            self._request_rejoin("subscription changed")
+
+    def _poll_blocked(self) -> bool:
+        return self.rt.now < self.poll_blocked_until
+
+    # ------------------------------------------------------------------------------------------
+    # requests
+    # ------------------------------------------------------------------------------------------
+    def _metadata(self) -> bytes:
+        owned: tuple[TopicPartitions, ...] = ()
+        if self.cooperative and self.assignment:
+            by_topic: dict[str, list[int]] = {}
+            for t, part in sorted(self.assignment):
+                by_topic.setdefault(t, []).append(part)
+            owned = tuple(TopicPartitions(t, tuple(ps)) for t, ps in sorted(by_topic.items()))
+        v = self.cfg.subscription_version
+        return encode_subscription(Subscription(
+            topics=tuple(sorted(self.cfg.topics)),
+            user_data=None,
+            owned_partitions=owned if v >= 1 else (),
+            generation_id=self.generation if v >= 2 else None,
+            version=v,
+        ))
+
+    def join_request(self) -> p.JoinGroupRequest:
+        meta = self._metadata()
+        return p.JoinGroupRequest(
+            group_id=self.cfg.group_id,
+            member_id=self.member_id,
+            session_timeout_ms=self.cfg.session_timeout_ms,
+            rebalance_timeout_ms=self.cfg.max_poll_interval_ms,
+            protocol_type="consumer",
+            protocols=tuple((a, meta) for a in self.cfg.assignors),
+            group_instance_id=self.cfg.group_instance_id,
+            client_id=self.cfg.client_id,
+            client_host=self.cfg.client_host,
+            version=self.cfg.join_group_version,
+            endpoint=self,
+        )
+
+    def _join(self) -> None:
+        """``onJoinPrepare`` then JoinGroup."""
+        self.rejoin_needed = False
+        if self.state == "STABLE" and self.assignment:
+            if self.cfg.enable_auto_commit:
+                self.commit()
+            if not self.cooperative:
+                self._revoked(list(self.assignment))
+                self.assignment = []
+        self.epoch += 1  # stop heartbeats / auto-commit of the old generation
+        self.state = "JOINING"
+        self.join_count += 1
+        self._send(self.join_request())
+        # ConsumerCoordinator: JoinGroup waits max(request.timeout.ms, rebalance timeout + 5 s).
+        timeout = max(self.cfg.request_timeout_ms, self.cfg.max_poll_interval_ms + 5_000)
+        self._timer(self.rt.now + timeout, self._join_timeout)
+
+    def _join_timeout(self) -> None:
+        if self.state == "JOINING":
+            self._trace("requestTimeout", "JoinGroup response not received; retrying")
+            self._join()
+
+    def send_join(self) -> None:
+        """Manual step: send JoinGroup now."""
+        self.state = "JOINING"
+        self.join_count += 1
+        self._send(self.join_request())
+
+    def send_sync(self) -> None:
+        """Manual step: SyncGroup for the last JoinGroup response (the leader assigns)."""
+        resp = self.last_join
+        if resp is None:
+            return
+        self.state = "SYNCING"
+        assignments: tuple[tuple[str, bytes], ...] = ()
+        if resp.leader == self.member_id and resp.members and not resp.skip_assignment:
+            assignments = self._compute_assignment(resp)
+        self._send(p.SyncGroupRequest(self.cfg.group_id, self.generation, self.member_id, assignments,
+                                      self.cfg.group_instance_id, "consumer", resp.protocol_name, endpoint=self))
+
+    def send_heartbeat(self) -> None:
+        self._send(p.HeartbeatRequest(self.cfg.group_id, self.generation, self.member_id,
+                                      self.cfg.group_instance_id, endpoint=self))
+
+    def send_leave(self) -> None:
+        self._send(p.LeaveGroupRequest(self.cfg.group_id, ((self.member_id, self.cfg.group_instance_id),),
+                                       endpoint=self))
+
+    def commit(self) -> None:
+        """Commit the positions of the assigned partitions (OffsetCommit)."""
+        if not self.assignment:
+            return
+        now = self.rt.now
+        offsets = tuple((tp, self.rt.position(tp, now), self.cfg.commit_metadata, self.cfg.leader_epoch)
+                        for tp in sorted(self.assignment))
+        if self.cfg.group_management:
+            req = p.OffsetCommitRequest(self.cfg.group_id, self.member_id, self.generation, offsets,
+                                        self.cfg.group_instance_id, endpoint=self)
+        else:
+            req = p.OffsetCommitRequest(self.cfg.group_id, "", -1, offsets, endpoint=self)
+        self._send(req)
+
+    def _compute_assignment(self, resp: p.JoinGroupResponse) -> tuple[tuple[str, bytes], ...]:
+        subs: dict[str, MemberSubscription] = {}
+        for jm in resp.members:
+            try:
+                s = decode_subscription(jm.metadata)
+            except Exception:
+                s = Subscription(())
+            owned = tuple((tp.topic, q) for tp in s.owned_partitions for q in tp.partitions)
+            subs[jm.member_id] = MemberSubscription(s.topics, owned, jm.group_instance_id,
+                                                    -1 if s.generation_id is None else s.generation_id)
+        topics = {t: n for t, n in self.rt.topics.items() if n > 0}
+        result = assign(resp.protocol_name or "range", topics, subs)
+        out = []
+        for mid, tps in result.items():
+            by_topic: dict[str, list[int]] = {}
+            for t, part in tps:
+                by_topic.setdefault(t, []).append(part)
+            a = Assignment(tuple(TopicPartitions(t, tuple(ps)) for t, ps in sorted(by_topic.items())),
+                           version=min(self.cfg.subscription_version, 3))
+            out.append((mid, encode_assignment(a)))
+        return tuple(out)
+
+    # ------------------------------------------------------------------------------------------
+    # responses
+    # ------------------------------------------------------------------------------------------
+    def on_response(self, response: p.Response) -> None:
+        n = self.drop_next.get(response.api, 0)
+        if n:
+            self.drop_next[response.api] = n - 1
+            self._trace("responseLost", f"{response.api} response lost")
+            return
+        if self.rt.now < self.paused_until:
+            until = self.paused_until
+            self.rt.schedule(until, lambda: self.on_response(response))
+            return
+        if isinstance(response, p.JoinGroupResponse):
+            self._on_join(response)
+        elif isinstance(response, p.SyncGroupResponse):
+            self._on_sync(response)
+        elif isinstance(response, p.HeartbeatResponse):
+            self._on_heartbeat(response)
+        elif isinstance(response, p.OffsetCommitResponse) and response.error in (
+            p.UNKNOWN_MEMBER_ID, p.ILLEGAL_GENERATION, p.FENCED_INSTANCE_ID
+        ):
+            self._on_member_error(response.error)
+
+    def _on_join(self, r: p.JoinGroupResponse) -> None:
+        if not self.running:
+            return
+        if r.error == p.MEMBER_ID_REQUIRED:
+            self.member_id = r.member_id
+            if self.cfg.manual:
+                return
+            self._send(self.join_request())
+            return
+        if r.error == p.NONE:
+            self.member_id = r.member_id
+            self.generation = r.generation_id
+            self.protocol = r.protocol_name
+            self.is_leader = r.leader == self.member_id
+            self.last_join = r
+            if self.cfg.manual:
+                self.state = "JOINED"
+                return
+            self.send_sync()
+            return
+        self._on_member_error(r.error)
+
+    def _on_sync(self, r: p.SyncGroupResponse) -> None:
+        if not self.running:
+            return
+        if r.error != p.NONE:
+            self._on_member_error(r.error)
+            return
+        new = []
+        if r.assignment:
+            try:
+                a = decode_assignment(r.assignment)
+                new = [(tp.topic, q) for tp in a.assigned_partitions for q in tp.partitions]
+            except Exception:
+                new = []
+        old = set(self.assignment)
+        revoked = sorted(old - set(new))
+        added = sorted(set(new) - old)
+        if revoked:
+            self._revoked(revoked)
+        self.assignment = sorted(new)
+        self.state = "STABLE"
+        self._trace("onPartitionsAssigned", ",".join(f"{t}-{q}" for t, q in added))
+        self.history.append((self.rt.now, "assigned", tuple(added)))
+        if self.cfg.manual:
+            return
+        self.epoch += 1
+        self._schedule_heartbeat()
+        self._schedule_auto_commit()
+        if self.cooperative and revoked:
+            self._request_rejoin("cooperative revocation")
+        elif self.rejoin_needed:
+            self._request_rejoin("rejoin requested during rebalance")
+
+    def _revoked(self, tps: list[TP]) -> None:
+        self._trace("onPartitionsRevoked", ",".join(f"{t}-{q}" for t, q in sorted(tps)))
+        self.history.append((self.rt.now, "revoked", tuple(sorted(tps))))
+
+    def _on_heartbeat(self, r: p.HeartbeatResponse) -> None:
+        if not self.running or self.state != "STABLE":
+            return
+        if r.error == p.REBALANCE_IN_PROGRESS:
+            self._request_rejoin("REBALANCE_IN_PROGRESS")
+        elif r.error != p.NONE:
+            self._on_member_error(r.error)
+
+    def _on_member_error(self, error: str) -> None:
+        if not self.running or self.cfg.manual:
+            return
+        if error == p.FENCED_INSTANCE_ID:
+            self._trace("fenced", "FENCED_INSTANCE_ID: shutting down", error)
+            self.fenced = True
+            self._reset(closed=True)
+            return
+        if error in (p.UNKNOWN_MEMBER_ID,):
+            self.member_id = ""
+            self.generation = -1
+        elif error == p.ILLEGAL_GENERATION:
+            self.generation = -1
+        elif error in (p.COORDINATOR_NOT_AVAILABLE, p.NOT_COORDINATOR, p.COORDINATOR_LOAD_IN_PROGRESS):
+            self.epoch += 1
+            self.state = "UNJOINED"
+            self._timer(self.rt.now + self.cfg.retry_backoff_ms, self._join)
+            return
+        elif error in (p.INCONSISTENT_GROUP_PROTOCOL, p.GROUP_MAX_SIZE_REACHED, p.INVALID_SESSION_TIMEOUT):
+            self._trace("fatal", error, error)
+            self._reset(closed=True)
+            return
+        if self.state == "STABLE" and self.assignment and error != p.REBALANCE_IN_PROGRESS:
+            # partitions are lost, not revoked: no commit is possible with a stale member id
+            self._trace("onPartitionsLost", ",".join(f"{t}-{q}" for t, q in self.assignment))
+            self.assignment = []
+        self._request_rejoin(error)
+
+    def _request_rejoin(self, reason: str) -> None:
+        if self._poll_blocked():
+            self.rejoin_needed = True
+            return
+        self._join()
+
+    # ------------------------------------------------------------------------------------------
+    # timers
+    # ------------------------------------------------------------------------------------------
+    def _schedule_heartbeat(self) -> None:
+        self._timer(self.rt.now + self.cfg.heartbeat_interval_ms, self._heartbeat_tick)
+
+    def _heartbeat_tick(self) -> None:
+        if self.state != "STABLE":
+            return
+        self.send_heartbeat()
+        self._schedule_heartbeat()
+
+    def _schedule_auto_commit(self) -> None:
+        if self.cfg.enable_auto_commit:
+            self._timer(self.rt.now + self.cfg.auto_commit_interval_ms, self._auto_commit_tick)
+
+    def _auto_commit_tick(self) -> None:
+        if self.state != "STABLE":
+            return
+        if not self._poll_blocked():
+            self.commit()
+        self._schedule_auto_commit()

@@ -1,0 +1,1042 @@
+"""A deterministic model of Kafka's classic group coordinator (seeds 000/001, spec §7/§8).
+
+Rules (each mirrors ``core/.../GroupCoordinator.scala`` / ``GroupMetadata.scala``):
+- One request at a time per coordinator (the group lock); time is the runtime's ``now``.
+- JoinGroup: unknown member → new member id (``MEMBER_ID_REQUIRED`` round trip for v4+ dynamic
+  members, with pending-member expiry after the session timeout); known member per state
+  (PreparingRebalance: update and wait; CompletingRebalance: same metadata gets the current
+  generation, changed metadata rebalances; Stable: the leader or changed metadata rebalances,
+  followers get the current generation); static members replace the member id, stale ids are
+  fenced (``FENCED_INSTANCE_ID``); a static member rejoining a Stable group without changing
+  the selected protocol rewrites the group record and causes no rebalance.
+- One delayed join per rebalance, timeout = the largest rebalance timeout; it completes when
+  every member has rejoined and no pending member remains; on timeout the dynamic members that
+  did not rejoin are removed. A group leaving Empty waits ``initial_rebalance_delay_ms``
+  (``InitialDelayedJoin``, extended while new members arrive); 0 means a plain delayed join, as
+  in Kafka 0.10 (the book, seed 000).
+- Records: the leader's SyncGroup stores the membership + assignments (current_state_timestamp
+  = time of entering CompletingRebalance, because the record is built before → Stable); a
+  rebalance ending with no members stores the Empty record (generation+1, protocol/leader
+  null); offset commits (value v3, or v1 with an explicit retention); tombstones on expiry,
+  DeleteGroups and topic deletion; group tombstones only when generation > 0 (old coordinator)
+  or for any Empty classic group (new coordinator, which also writes an empty-group record at
+  creation).
+- Heartbeats: one deadline per member (session timeout, or 5 min for a new member awaiting its
+  first join); members awaiting join or sync are never expired (``hasSatisfiedHeartbeat``).
+- Every transition, request, response, timer and record is traced.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from coordinator_core.records import (
+    GroupMetadataKey,
+    GroupMetadataValue,
+    LogRecord,
+    MemberMetadata,
+    OffsetCommitKey,
+    OffsetCommitValue,
+)
+from coordinator_core.simulator import protocol as p
+from coordinator_core.simulator.log import RecordLog
+from coordinator_core.simulator.trace import TraceEvent
+from coordinator_core.simulator.wire import decode_subscription
+
+EMPTY = "Empty"
+PREPARING = "PreparingRebalance"
+COMPLETING = "CompletingRebalance"
+STABLE = "Stable"
+DEAD = "Dead"
+
+#: ``ClassicGroupState`` valid previous states (spec §7).
+VALID_PREVIOUS_STATES: dict[str, frozenset[str]] = {
+    EMPTY: frozenset({PREPARING}),
+    PREPARING: frozenset({STABLE, COMPLETING, EMPTY}),
+    COMPLETING: frozenset({PREPARING}),
+    STABLE: frozenset({COMPLETING}),
+    DEAD: frozenset({STABLE, PREPARING, COMPLETING, EMPTY, DEAD}),
+}
+
+NEW_MEMBER_JOIN_TIMEOUT_MS = 5 * 60 * 1000  # GroupCoordinator.NewMemberJoinTimeoutMs
+
+
+class Runtime(Protocol):
+    """What the coordinator needs from the event loop."""
+
+    now: int
+
+    def schedule(self, at_ms: int, fn: Callable[[], None]) -> None: ...
+
+    def respond(self, endpoint: p.Endpoint | None, response: p.Response, group_id: str) -> None: ...
+
+    def trace(self, event: TraceEvent) -> None: ...
+
+
+@dataclass(slots=True)
+class CoordinatorConfig:
+    """Broker settings that shape the log (defaults = a Kafka 3.x broker)."""
+
+    initial_rebalance_delay_ms: int = 3000
+    group_min_session_timeout_ms: int = 6000
+    group_max_session_timeout_ms: int = 1_800_000
+    group_max_size: int = 2**31 - 1
+    offsets_retention_ms: int = 7 * 24 * 3600 * 1000
+    offsets_retention_check_interval_ms: int = 600_000
+    offset_value_version: int = 3
+    group_value_version: int = 3
+    coordinator: str = "old"  # "old" (Scala GroupCoordinator) | "new" (KIP-848 runtime, classic groups)
+    new_group_state: str = EMPTY  # "Stable" reproduces Kafka 0.10.0 (the book: no Empty state yet)
+    num_partitions: int = 50
+    delayed_sync: bool = True  # DelayedSync (Kafka 3.2+): kick members that never send SyncGroup
+
+
+@dataclass(slots=True)
+class Member:
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    session_timeout: int
+    rebalance_timeout: int
+    protocol_type: str
+    protocols: tuple[tuple[str, bytes], ...]
+    assignment: bytes = b""
+    join_endpoint: p.Endpoint | None = None
+    awaiting_join: bool = False
+    sync_endpoint: p.Endpoint | None = None
+    awaiting_sync: bool = False
+    is_new: bool = False
+    hb_deadline: int = 0
+    hb_timer_at: int = -1
+
+    def metadata(self, protocol: str) -> bytes:
+        for name, meta in self.protocols:
+            if name == protocol:
+                return meta
+        return b""
+
+    def matches(self, protocols: tuple[tuple[str, bytes], ...]) -> bool:
+        return self.protocols == protocols
+
+    def vote(self, candidates: set[str]) -> str:
+        for name, _ in self.protocols:
+            if name in candidates:
+                return name
+        raise ValueError("member does not support any candidate protocol")
+
+
+@dataclass(slots=True)
+class OffsetEntry:
+    offset: int
+    metadata: str
+    commit_timestamp: int
+    expire_timestamp: int | None
+    leader_epoch: int | None
+
+
+@dataclass(slots=True)
+class Group:
+    group_id: str
+    state: str
+    current_state_timestamp: int | None
+    generation: int = 0
+    protocol_type: str | None = None
+    protocol: str | None = None
+    leader: str | None = None
+    members: dict[str, Member] = field(default_factory=dict)
+    pending: dict[str, None] = field(default_factory=dict)
+    static: dict[str, str] = field(default_factory=dict)
+    pending_sync: set[str] = field(default_factory=set)
+    new_member_added: bool = False
+    join_op: int = 0  # id of the active delayed join (0 = none)
+    join_initial: bool = False
+    join_remaining: int = 0
+    sync_op: int = 0
+    offsets: dict[tuple[str, int], OffsetEntry] = field(default_factory=dict)
+    subscribed_topics: frozenset[str] | None = None
+    rebalances: int = 0
+
+    @property
+    def all_joined(self) -> bool:
+        return all(m.awaiting_join for m in self.members.values()) and not self.pending
+
+    def rebalance_timeout(self) -> int:
+        return max((m.rebalance_timeout for m in self.members.values()), default=0)
+
+    def supports(self, protocol_type: str, protocols: set[str]) -> bool:
+        if self.state == EMPTY or not self.members:  # 0.10.0 checked "no members"
+            return bool(protocol_type) and bool(protocols)
+        if self.protocol_type != protocol_type:
+            return False
+        n = len(self.members)
+        return any(sum(1 for m in self.members.values() if proto in dict(m.protocols)) == n for proto in protocols)
+
+    def select_protocol(self) -> str:
+        n = len(self.members)
+        counts: dict[str, int] = {}
+        for m in self.members.values():
+            for name, _ in m.protocols:
+                counts[name] = counts.get(name, 0) + 1
+        candidates = {name for name, c in counts.items() if c == n}
+        votes: dict[str, int] = {}
+        for m in self.members.values():
+            v = m.vote(candidates)
+            votes[v] = votes.get(v, 0) + 1
+        # maxBy over a HashMap in Kafka; ties are broken here by first appearance (determinism).
+        return max(votes, key=lambda k: votes[k])
+
+
+class Coordinator:
+    """The coordinator for all simulated groups (all ``__consumer_offsets`` partitions)."""
+
+    def __init__(self, runtime: Runtime, log: RecordLog, config: CoordinatorConfig | None = None) -> None:
+        self.rt = runtime
+        self.log = log
+        self.cfg = config or CoordinatorConfig()
+        self.groups: dict[str, Group] = {}
+        self._op_seq = 0
+        self._member_seq = 0
+        self._cause = "init"
+        self.loading_partitions: set[int] = set()
+        self.expired_groups: list[tuple[int, str]] = []  # (time, group) that went Dead by expiry
+        self.deleted_groups: list[tuple[int, str]] = []
+
+    # ------------------------------------------------------------------------------------------
+    # helpers
+    # ------------------------------------------------------------------------------------------
+    def _trace(self, group_id: str, kind: str, **kw: object) -> None:
+        self.rt.trace(TraceEvent(self.rt.now, group_id, kind, **kw))  # type: ignore[arg-type]
+
+    def _transition(self, g: Group, target: str) -> None:
+        if g.state not in VALID_PREVIOUS_STATES[target]:
+            from coordinator_core.errors import IllegalStateTransitionError
+
+            raise IllegalStateTransitionError(g.group_id, g.state, target)
+        self._trace(g.group_id, "transition", from_state=g.state, to_state=target, generation=g.generation,
+                    cause=self._cause)
+        g.state = target
+        g.current_state_timestamp = self.rt.now
+
+    def _new_op(self) -> int:
+        self._op_seq += 1
+        return self._op_seq
+
+    def _respond(self, g_id: str, endpoint: p.Endpoint | None, resp: p.Response, member: str | None) -> None:
+        self._trace(g_id, "response", api=resp.api, error=resp.error, member=member,
+                    generation=getattr(resp, "generation_id", None))
+        self.rt.respond(endpoint, resp, g_id)
+
+    def _generate_member_id(self, client_id: str, instance_id: str | None) -> str:
+        self._member_seq += 1
+        return f"{instance_id or client_id}-{self._member_seq:08x}-0000-4000-8000-{self._member_seq:012x}"
+
+    def _new_group(self, group_id: str) -> Group:
+        g = Group(group_id, self.cfg.new_group_state, self.rt.now)
+        self.groups[group_id] = g
+        if self.cfg.coordinator == "new":
+            # GroupCoordinatorRecordHelpers.newEmptyGroupMetadataRecord (spec §4.2)
+            self._append_group_value(g, GroupMetadataValue("", 0, None, None, (), self.rt.now,
+                                                           version=self.cfg.group_value_version))
+        return g
+
+    def _is_loading(self, group_id: str) -> bool:
+        return bool(self.loading_partitions) and self.log.partition(group_id) in self.loading_partitions
+
+    # ------------------------------------------------------------------------------------------
+    # records
+    # ------------------------------------------------------------------------------------------
+    def _append_group_value(self, g: Group, value: GroupMetadataValue | None) -> None:
+        self.log.append(self.rt.now, GroupMetadataKey(g.group_id), value)
+        self._trace(g.group_id, "record", api="GroupMetadata", generation=g.generation,
+                    detail="tombstone" if value is None else f"members={len(value.members)}")
+
+    def _store_group(self, g: Group, assignment: dict[str, bytes]) -> None:
+        v = self.cfg.group_value_version
+        members = tuple(
+            MemberMetadata(
+                member_id=m.member_id,
+                client_id=m.client_id,
+                client_host=m.client_host,
+                session_timeout=m.session_timeout,
+                subscription=m.metadata(g.protocol) if g.protocol else b"",
+                assignment=assignment.get(m.member_id, b""),
+                rebalance_timeout=m.rebalance_timeout if v >= 1 else None,
+                group_instance_id=m.group_instance_id if v >= 3 else None,
+            )
+            for m in g.members.values()
+        )
+        value = GroupMetadataValue(
+            protocol_type=g.protocol_type or "",
+            generation=g.generation,
+            protocol=g.protocol,
+            leader=g.leader,
+            members=members,
+            current_state_timestamp=g.current_state_timestamp if v >= 2 else None,
+            version=v,
+        )
+        self._append_group_value(g, value)
+
+    def _store_offsets(self, g: Group, offsets: Iterable[tuple[tuple[str, int], int, str, int | None]],
+                       retention_ms: int | None) -> list[tuple[str, int]]:
+        now = self.rt.now
+        version = self.cfg.offset_value_version
+        expire: int | None = None
+        if retention_ms is not None and retention_ms >= 0:
+            version = 1  # spec §4.5: an explicit retention makes the broker write v1
+            expire = now + retention_ms
+        elif version == 1:
+            expire = None  # >= 2.1 brokers with IBP < 2.1: v1 with expire -1
+        done = []
+        for tp, offset, metadata, epoch in offsets:
+            self.log.append_offset_commit(now, g.group_id, tp[0], tp[1], offset, metadata, epoch, expire, version)
+            g.offsets[tp] = OffsetEntry(offset, metadata, now, expire, epoch if version >= 3 else None)
+            done.append(tp)
+        return done
+
+    def _tombstone_offsets(self, g: Group, tps: Iterable[tuple[str, int]]) -> None:
+        for tp in tps:
+            g.offsets.pop(tp, None)
+            self.log.append(self.rt.now, OffsetCommitKey(g.group_id, tp[0], tp[1]), None)
+
+    # ------------------------------------------------------------------------------------------
+    # heartbeat / delayed operations
+    # ------------------------------------------------------------------------------------------
+    def _schedule_expiry(self, g: Group, m: Member, timeout_ms: int) -> None:
+        """``completeAndScheduleNextExpiration``: a new deadline; a timer only when none is due."""
+        m.hb_deadline = self.rt.now + timeout_ms
+        if m.hb_timer_at < 0 or m.hb_timer_at > m.hb_deadline:
+            self._arm_hb_timer(g, m)
+
+    def _arm_hb_timer(self, g: Group, m: Member) -> None:
+        at = m.hb_deadline
+        m.hb_timer_at = at
+        gid, mid = g.group_id, m.member_id
+        self.rt.schedule(at, lambda: self._on_hb_timer(gid, mid, at))
+
+    def _on_hb_timer(self, group_id: str, member_id: str, at: int) -> None:
+        g = self.groups.get(group_id)
+        if g is None or g.state == DEAD:
+            return
+        m = g.members.get(member_id)
+        if m is None or m.hb_timer_at != at:
+            return
+        m.hb_timer_at = -1
+        if m.hb_deadline > self.rt.now:  # the deadline moved: re-arm lazily
+            self._arm_hb_timer(g, m)
+            return
+        # hasSatisfiedHeartbeat: new members can expire while awaiting join; others awaiting
+        # join/sync are satisfied (and get a fresh deadline when the rebalance moves on).
+        if not m.is_new and (m.awaiting_join or m.awaiting_sync):
+            return
+        self._cause = f"DelayedHeartbeat expired ({member_id})"
+        self._trace(group_id, "timer", api="DelayedHeartbeat", member=member_id, cause="session timeout")
+        self._remove_member_and_update(g, m)
+
+    def _add_pending_expiry(self, g: Group, member_id: str, timeout_ms: int) -> None:
+        gid = g.group_id
+
+        def fire() -> None:
+            grp = self.groups.get(gid)
+            if grp is None or member_id not in grp.pending or grp.state == DEAD:
+                return
+            self._cause = f"pending member expired ({member_id})"
+            self._trace(gid, "timer", api="DelayedHeartbeat", member=member_id, cause="pending member expiry")
+            del grp.pending[member_id]
+            if grp.state == PREPARING:
+                self._check_join(grp)
+
+        self.rt.schedule(self.rt.now + timeout_ms, fire)
+
+    def _prepare_rebalance(self, g: Group) -> None:
+        if g.state == COMPLETING:
+            self._reset_and_propagate_assignment_error(g, p.REBALANCE_IN_PROGRESS)
+        g.pending_sync.clear()
+        g.sync_op = 0
+        initial = g.state == EMPTY and self.cfg.initial_rebalance_delay_ms > 0
+        self._transition(g, PREPARING)
+        g.rebalances += 1
+        op = self._new_op()
+        g.join_op = op
+        g.join_initial = initial
+        if initial:
+            delay = self.cfg.initial_rebalance_delay_ms
+            g.join_remaining = max(g.rebalance_timeout() - delay, 0)
+            self._schedule_join_timer(g, op, delay)
+        else:
+            self._schedule_join_timer(g, op, g.rebalance_timeout())
+            self._check_join(g)  # tryCompleteElseWatch
+
+    def _maybe_prepare_rebalance(self, g: Group) -> None:
+        if g.state in VALID_PREVIOUS_STATES[PREPARING]:
+            self._prepare_rebalance(g)
+
+    def _schedule_join_timer(self, g: Group, op: int, delay: int) -> None:
+        gid = g.group_id
+        self.rt.schedule(self.rt.now + delay, lambda: self._on_join_timer(gid, op))
+
+    def _on_join_timer(self, group_id: str, op: int) -> None:
+        g = self.groups.get(group_id)
+        if g is None or g.join_op != op:
+            return
+        if g.join_initial:
+            # InitialDelayedJoin.onExpire: extend while new members keep arriving.
+            if g.new_member_added and g.join_remaining != 0:
+                g.new_member_added = False
+                delay = min(self.cfg.initial_rebalance_delay_ms, g.join_remaining)
+                g.join_remaining = max(g.join_remaining - delay, 0)
+                self._cause = "InitialDelayedJoin extended"
+                self._trace(group_id, "timer", api="InitialDelayedJoin", cause="new member added; extend")
+                new_op = self._new_op()
+                g.join_op = new_op
+                self._schedule_join_timer(g, new_op, delay)
+                return
+            self._cause = "InitialDelayedJoin expired"
+            self._trace(group_id, "timer", api="InitialDelayedJoin", cause="delay elapsed")
+        else:
+            self._cause = "DelayedJoin expired"
+            self._trace(group_id, "timer", api="DelayedJoin", cause="rebalance timeout")
+        g.join_op = 0
+        self._on_complete_join(g)
+
+    def _check_join(self, g: Group) -> None:
+        """``checkAndComplete`` on the join key: a plain DelayedJoin completes when all joined."""
+        if g.join_op and not g.join_initial and g.state == PREPARING and g.all_joined:
+            g.join_op = 0
+            self._on_complete_join(g)
+
+    def _on_complete_join(self, g: Group) -> None:
+        for m in [m for m in g.members.values() if not m.awaiting_join and m.group_instance_id is None]:
+            self._remove(g, m.member_id)
+        if g.state == DEAD:
+            return
+        if not self._maybe_elect_new_joined_leader(g) and g.members:
+            op = self._new_op()
+            g.join_op = op
+            g.join_initial = False
+            self._schedule_join_timer(g, op, g.rebalance_timeout())
+            self._check_join(g)
+            return
+        g.new_member_added = False
+        # initNextGeneration
+        g.generation += 1
+        if g.members:
+            g.protocol = g.select_protocol()
+            g.subscribed_topics = self._compute_subscribed_topics(g)
+            self._transition(g, COMPLETING)
+        else:
+            g.protocol = None
+            g.leader = None
+            g.subscribed_topics = self._compute_subscribed_topics(g)
+            self._transition(g, EMPTY)
+        g.pending_sync.clear()
+        if g.state == EMPTY:
+            self._store_group(g, {})
+            return
+        for m in list(g.members.values()):
+            is_leader = g.leader == m.member_id
+            resp = p.JoinGroupResponse(
+                error=p.NONE,
+                member_id=m.member_id,
+                generation_id=g.generation,
+                protocol_type=g.protocol_type,
+                protocol_name=g.protocol,
+                leader=g.leader,
+                members=self._member_list(g) if is_leader else (),
+            )
+            self._invoke_join(g, m, resp)
+            self._schedule_expiry(g, m, m.session_timeout)
+            m.is_new = False
+            g.pending_sync.add(m.member_id)
+        if not self.cfg.delayed_sync:
+            return
+        op = self._new_op()
+        g.sync_op = op
+        gid = g.group_id
+        self.rt.schedule(self.rt.now + g.rebalance_timeout(), lambda: self._on_sync_timer(gid, op))
+
+    def _on_sync_timer(self, group_id: str, op: int) -> None:
+        """``DelayedSync`` expiry: members that never sent SyncGroup are removed."""
+        g = self.groups.get(group_id)
+        if g is None or g.sync_op != op or g.state not in (COMPLETING, STABLE) or not g.pending_sync:
+            return
+        self._cause = "DelayedSync expired"
+        self._trace(group_id, "timer", api="DelayedSync", cause=f"no SyncGroup from {sorted(g.pending_sync)}")
+        for mid in list(g.pending_sync):
+            self._remove(g, mid)
+        g.sync_op = 0
+        self._prepare_rebalance(g)
+
+    def _member_list(self, g: Group) -> tuple[p.JoinedMember, ...]:
+        assert g.protocol is not None
+        return tuple(p.JoinedMember(m.member_id, m.group_instance_id, m.metadata(g.protocol)) for m in g.members.values())
+
+    def _maybe_elect_new_joined_leader(self, g: Group) -> bool:
+        if g.leader is None:
+            return False
+        leader = g.members.get(g.leader)
+        if leader is not None and leader.awaiting_join:
+            return True
+        for m in g.members.values():
+            if m.awaiting_join:
+                g.leader = m.member_id
+                return True
+        return False
+
+    def _compute_subscribed_topics(self, g: Group) -> frozenset[str] | None:
+        if g.protocol_type != "consumer":
+            return None
+        if not g.members:
+            return frozenset()
+        if g.protocol is None:
+            return None
+        topics: set[str] = set()
+        try:
+            for m in g.members.values():
+                topics.update(decode_subscription(m.metadata(g.protocol)).topics)
+        except Exception:  # the broker parses v0 and gives up on failure (spec §5)
+            return None
+        return frozenset(topics)
+
+    def _invoke_join(self, g: Group, m: Member, resp: p.JoinGroupResponse) -> None:
+        if m.awaiting_join:
+            ep = m.join_endpoint
+            m.awaiting_join = False
+            m.join_endpoint = None
+            self._respond(g.group_id, ep, resp, m.member_id)
+
+    def _invoke_sync(self, g: Group, m: Member, resp: p.SyncGroupResponse) -> bool:
+        if m.awaiting_sync:
+            ep = m.sync_endpoint
+            m.awaiting_sync = False
+            m.sync_endpoint = None
+            self._respond(g.group_id, ep, resp, m.member_id)
+            return True
+        return False
+
+    def _propagate_assignment(self, g: Group, error: str) -> None:
+        for m in list(g.members.values()):
+            resp = p.SyncGroupResponse(
+                error=error,
+                assignment=m.assignment,
+                protocol_type=g.protocol_type if error == p.NONE else None,
+                protocol_name=g.protocol if error == p.NONE else None,
+            )
+            if self._invoke_sync(g, m, resp):
+                self._schedule_expiry(g, m, m.session_timeout)
+
+    def _reset_and_propagate_assignment_error(self, g: Group, error: str) -> None:
+        for m in g.members.values():
+            m.assignment = b""
+        self._propagate_assignment(g, error)
+
+    def _add(self, g: Group, m: Member) -> None:
+        if m.group_instance_id is not None:
+            g.static[m.group_instance_id] = m.member_id
+        if not g.members:
+            g.protocol_type = m.protocol_type
+        if g.leader is None:
+            g.leader = m.member_id
+        g.members[m.member_id] = m
+        g.pending.pop(m.member_id, None)
+
+    def _remove(self, g: Group, member_id: str) -> None:
+        m = g.members.pop(member_id, None)
+        if m is not None and m.group_instance_id is not None:
+            g.static.pop(m.group_instance_id, None)
+        if g.leader == member_id:
+            g.leader = next(iter(g.members), None)
+        g.pending.pop(member_id, None)
+        g.pending_sync.discard(member_id)
+
+    def _remove_member_and_update(self, g: Group, m: Member) -> None:
+        self._invoke_join(g, m, p.JoinGroupResponse(p.UNKNOWN_MEMBER_ID, ""))
+        self._remove(g, m.member_id)
+        if g.state in (STABLE, COMPLETING):
+            self._maybe_prepare_rebalance(g)
+        elif g.state == PREPARING:
+            self._check_join(g)
+
+    def _add_member_and_rebalance(self, g: Group, req: p.JoinGroupRequest, member_id: str) -> None:
+        m = Member(member_id, req.group_instance_id, req.client_id, req.client_host, req.session_timeout_ms,
+                   req.rebalance_timeout_ms, req.protocol_type, req.protocols)
+        m.is_new = True
+        if g.state == PREPARING and g.generation == 0:
+            g.new_member_added = True
+        self._add(g, m)
+        m.awaiting_join = True
+        m.join_endpoint = req.endpoint
+        self._schedule_expiry(g, m, NEW_MEMBER_JOIN_TIMEOUT_MS)
+        self._maybe_prepare_rebalance(g)
+
+    def _update_member(self, m: Member, req: p.JoinGroupRequest, endpoint: p.Endpoint | None, waiting: bool) -> None:
+        m.protocols = req.protocols
+        m.rebalance_timeout = req.rebalance_timeout_ms
+        m.session_timeout = req.session_timeout_ms
+        m.awaiting_join = waiting
+        m.join_endpoint = endpoint if waiting else None
+
+    def _update_member_and_rebalance(self, g: Group, m: Member, req: p.JoinGroupRequest) -> None:
+        self._update_member(m, req, req.endpoint, True)
+        self._maybe_prepare_rebalance(g)
+
+    def _validate_current_member(self, g: Group, member_id: str, instance_id: str | None) -> str | None:
+        if instance_id is not None:
+            current = g.static.get(instance_id)
+            if current is None:
+                return p.UNKNOWN_MEMBER_ID
+            if current != member_id:
+                return p.FENCED_INSTANCE_ID
+        if member_id not in g.members:
+            return p.UNKNOWN_MEMBER_ID
+        return None
+
+    # ------------------------------------------------------------------------------------------
+    # request handling
+    # ------------------------------------------------------------------------------------------
+    def handle(self, req: p.Request) -> None:
+        """Handle one request (its response goes to ``req.endpoint`` through the runtime)."""
+        gid = req.group_ids[0] if isinstance(req, p.DeleteGroupsRequest) else req.group_id
+        member = getattr(req, "member_id", None)
+        self._cause = f"{req.api}({member or (req.endpoint.name if req.endpoint else '?')})"
+        self._trace(gid, "request", api=req.api, member=member or None,
+                    generation=getattr(req, "generation_id", None),
+                    detail=req.endpoint.name if req.endpoint is not None else None)
+        if isinstance(req, p.JoinGroupRequest):
+            self._handle_join(req)
+        elif isinstance(req, p.SyncGroupRequest):
+            self._handle_sync(req)
+        elif isinstance(req, p.HeartbeatRequest):
+            self._handle_heartbeat(req)
+        elif isinstance(req, p.LeaveGroupRequest):
+            self._handle_leave(req)
+        elif isinstance(req, p.OffsetCommitRequest):
+            self._handle_commit(req)
+        elif isinstance(req, p.OffsetFetchRequest):
+            self._handle_fetch(req)
+        else:
+            self._handle_delete_groups(req)
+
+    def _handle_join(self, req: p.JoinGroupRequest) -> None:
+        gid = req.group_id
+        if self._is_loading(gid):
+            self._respond(gid, req.endpoint, p.JoinGroupResponse(p.COORDINATOR_LOAD_IN_PROGRESS, req.member_id), None)
+            return
+        if not (self.cfg.group_min_session_timeout_ms <= req.session_timeout_ms <= self.cfg.group_max_session_timeout_ms):
+            self._respond(gid, req.endpoint, p.JoinGroupResponse(p.INVALID_SESSION_TIMEOUT, req.member_id), None)
+            return
+        unknown = req.member_id == ""
+        g = self.groups.get(gid)
+        if g is None:
+            if not unknown:
+                self._respond(gid, req.endpoint, p.JoinGroupResponse(p.UNKNOWN_MEMBER_ID, req.member_id), None)
+                return
+            g = self._new_group(gid)
+        if not self._accept_joining_member(g, req.member_id):
+            self._remove(g, req.member_id)
+            self._respond(gid, req.endpoint, p.JoinGroupResponse(p.GROUP_MAX_SIZE_REACHED, ""), None)
+        elif unknown:
+            self._join_new_member(g, req)
+        else:
+            self._join_current_member(g, req)
+        if g.state == PREPARING:
+            self._check_join(g)
+
+    def _accept_joining_member(self, g: Group, member_id: str) -> bool:
+        if g.state in (EMPTY, DEAD):
+            return True
+        if g.state == PREPARING:
+            m = g.members.get(member_id)
+            awaiting = sum(1 for x in g.members.values() if x.awaiting_join)
+            return (m is not None and m.awaiting_join) or awaiting < self.cfg.group_max_size
+        return member_id in g.members or len(g.members) < self.cfg.group_max_size
+
+    def _join_new_member(self, g: Group, req: p.JoinGroupRequest) -> None:
+        if g.state == DEAD:
+            self._respond(g.group_id, req.endpoint, p.JoinGroupResponse(p.COORDINATOR_NOT_AVAILABLE, ""), None)
+            return
+        if not g.supports(req.protocol_type, {n for n, _ in req.protocols}):
+            self._respond(g.group_id, req.endpoint, p.JoinGroupResponse(p.INCONSISTENT_GROUP_PROTOCOL, ""), None)
+            return
+        new_id = self._generate_member_id(req.client_id, req.group_instance_id)
+        if req.group_instance_id is not None:
+            old = g.static.get(req.group_instance_id)
+            if old is not None:
+                self._update_static_member_and_rebalance(g, old, new_id, req)
+            else:
+                self._add_member_and_rebalance(g, req, new_id)
+        elif req.require_known_member_id:
+            g.pending[new_id] = None
+            self._add_pending_expiry(g, new_id, req.session_timeout_ms)
+            self._respond(g.group_id, req.endpoint, p.JoinGroupResponse(p.MEMBER_ID_REQUIRED, new_id), new_id)
+        else:
+            self._add_member_and_rebalance(g, req, new_id)
+
+    def _update_static_member_and_rebalance(self, g: Group, old_id: str, new_id: str, req: p.JoinGroupRequest) -> None:
+        current_leader = g.leader
+        # replaceStaticMember: fence whoever waits under the old id, then re-key.
+        m = g.members.pop(old_id)
+        self._invoke_join(g, m, p.JoinGroupResponse(p.FENCED_INSTANCE_ID, old_id))
+        self._invoke_sync(g, m, p.SyncGroupResponse(p.FENCED_INSTANCE_ID))
+        m.member_id = new_id
+        g.members[new_id] = m
+        if g.leader == old_id:
+            g.leader = new_id
+        if old_id in g.pending_sync:
+            g.pending_sync.discard(old_id)
+            g.pending_sync.add(new_id)
+        assert req.group_instance_id is not None
+        g.static[req.group_instance_id] = new_id
+        m.hb_timer_at = -1
+        self._schedule_expiry(g, m, m.session_timeout)
+        self._update_member(m, req, req.endpoint, True)
+        if g.state == STABLE:
+            if g.protocol == g.select_protocol():
+                # No rebalance: persist the new member id (same generation) and answer.
+                self._store_group(g, {x.member_id: x.assignment for x in g.members.values()})
+                resp = p.JoinGroupResponse(
+                    error=p.NONE,
+                    member_id=new_id,
+                    generation_id=g.generation,
+                    protocol_type=g.protocol_type,
+                    protocol_name=g.protocol,
+                    leader=current_leader if req.version < 9 else g.leader,
+                    members=self._member_list(g) if (req.version >= 9 and g.leader == new_id) else (),
+                    skip_assignment=req.version >= 9 and g.leader == new_id,
+                )
+                self._invoke_join(g, m, resp)
+            else:
+                self._maybe_prepare_rebalance(g)
+        elif g.state == COMPLETING:
+            self._prepare_rebalance(g)
+
+    def _join_current_member(self, g: Group, req: p.JoinGroupRequest) -> None:
+        gid = g.group_id
+        if g.state == DEAD:
+            self._respond(gid, req.endpoint, p.JoinGroupResponse(p.COORDINATOR_NOT_AVAILABLE, req.member_id), None)
+            return
+        if not g.supports(req.protocol_type, {n for n, _ in req.protocols}):
+            self._respond(gid, req.endpoint, p.JoinGroupResponse(p.INCONSISTENT_GROUP_PROTOCOL, req.member_id), None)
+            return
+        if req.member_id in g.pending:
+            self._add_member_and_rebalance(g, req, req.member_id)
+            return
+        err = self._validate_current_member(g, req.member_id, req.group_instance_id)
+        if err is not None:
+            self._respond(gid, req.endpoint, p.JoinGroupResponse(err, req.member_id), req.member_id)
+            return
+        m = g.members[req.member_id]
+        if g.state == PREPARING:
+            self._update_member_and_rebalance(g, m, req)
+        elif g.state == COMPLETING:
+            if m.matches(req.protocols):
+                self._respond(gid, req.endpoint, self._current_generation_response(g, m.member_id,
+                              with_members=g.leader == m.member_id), m.member_id)
+            else:
+                self._update_member_and_rebalance(g, m, req)
+        elif g.state == STABLE:
+            if g.leader == m.member_id or not m.matches(req.protocols):
+                self._update_member_and_rebalance(g, m, req)
+            else:
+                self._respond(gid, req.endpoint, self._current_generation_response(g, m.member_id, False), m.member_id)
+        else:
+            self._respond(gid, req.endpoint, p.JoinGroupResponse(p.UNKNOWN_MEMBER_ID, req.member_id), req.member_id)
+
+    def _current_generation_response(self, g: Group, member_id: str, with_members: bool) -> p.JoinGroupResponse:
+        return p.JoinGroupResponse(
+            error=p.NONE,
+            member_id=member_id,
+            generation_id=g.generation,
+            protocol_type=g.protocol_type,
+            protocol_name=g.protocol,
+            leader=g.leader,
+            members=self._member_list(g) if with_members else (),
+        )
+
+    def _handle_sync(self, req: p.SyncGroupRequest) -> None:
+        gid = req.group_id
+        if self._is_loading(gid):
+            self._respond(gid, req.endpoint, p.SyncGroupResponse(p.REBALANCE_IN_PROGRESS), req.member_id)
+            return
+        g = self.groups.get(gid)
+        if g is None:
+            self._respond(gid, req.endpoint, p.SyncGroupResponse(p.UNKNOWN_MEMBER_ID), req.member_id)
+            return
+        err: str | None
+        if g.state == DEAD:
+            err = p.COORDINATOR_NOT_AVAILABLE
+        else:
+            err = self._validate_current_member(g, req.member_id, req.group_instance_id)
+            if err is None:
+                if req.generation_id != g.generation:
+                    err = p.ILLEGAL_GENERATION
+                elif (req.protocol_type is not None and req.protocol_type != g.protocol_type) or (
+                    req.protocol_name is not None and req.protocol_name != g.protocol
+                ):
+                    err = p.INCONSISTENT_GROUP_PROTOCOL
+        if err is not None:
+            self._respond(gid, req.endpoint, p.SyncGroupResponse(err), req.member_id)
+            return
+        if g.state == EMPTY:
+            self._respond(gid, req.endpoint, p.SyncGroupResponse(p.UNKNOWN_MEMBER_ID), req.member_id)
+        elif g.state == PREPARING:
+            self._respond(gid, req.endpoint, p.SyncGroupResponse(p.REBALANCE_IN_PROGRESS), req.member_id)
+        elif g.state == COMPLETING:
+            m = g.members[req.member_id]
+            m.awaiting_sync = True
+            m.sync_endpoint = req.endpoint
+            g.pending_sync.discard(req.member_id)
+            if g.leader == req.member_id:
+                given = dict(req.assignments)
+                assignment = {mid: given.get(mid, b"") for mid in g.members}
+                self._store_group(g, assignment)
+                for x in g.members.values():
+                    x.assignment = assignment[x.member_id]
+                self._propagate_assignment(g, p.NONE)
+                self._transition(g, STABLE)
+        else:  # Stable: answer directly with the stored assignment
+            g.pending_sync.discard(req.member_id)
+            m = g.members[req.member_id]
+            self._respond(gid, req.endpoint, p.SyncGroupResponse(p.NONE, m.assignment, g.protocol_type, g.protocol),
+                          req.member_id)
+            self._schedule_expiry(g, m, m.session_timeout)
+
+    def _handle_heartbeat(self, req: p.HeartbeatRequest) -> None:
+        gid = req.group_id
+        if self._is_loading(gid):
+            self._respond(gid, req.endpoint, p.HeartbeatResponse(p.NONE), req.member_id)
+            return
+        g = self.groups.get(gid)
+        err: str
+        if g is None:
+            err = p.UNKNOWN_MEMBER_ID
+        elif g.state == DEAD:
+            err = p.COORDINATOR_NOT_AVAILABLE
+        else:
+            v = self._validate_current_member(g, req.member_id, req.group_instance_id)
+            if v is not None:
+                err = v
+            elif req.generation_id != g.generation:
+                err = p.ILLEGAL_GENERATION
+            elif g.state == EMPTY:
+                err = p.UNKNOWN_MEMBER_ID
+            else:
+                m = g.members[req.member_id]
+                self._schedule_expiry(g, m, m.session_timeout)
+                err = p.REBALANCE_IN_PROGRESS if g.state == PREPARING else p.NONE
+        self._respond(gid, req.endpoint, p.HeartbeatResponse(err), req.member_id)
+
+    def _handle_leave(self, req: p.LeaveGroupRequest) -> None:
+        gid = req.group_id
+        g = self.groups.get(gid)
+        if g is None:
+            self._respond(gid, req.endpoint, p.LeaveGroupResponse(p.NONE, tuple((mid, p.UNKNOWN_MEMBER_ID) for mid, _ in req.members)), None)
+            return
+        if g.state == DEAD:
+            self._respond(gid, req.endpoint, p.LeaveGroupResponse(p.COORDINATOR_NOT_AVAILABLE), None)
+            return
+        errors: list[tuple[str, str]] = []
+        for member_id, instance_id in req.members:
+            if member_id == "":
+                current = g.static.get(instance_id) if instance_id is not None else None
+                if current is None:
+                    errors.append((member_id, p.UNKNOWN_MEMBER_ID))
+                else:
+                    self._remove_member_and_update(g, g.members[current])
+                    errors.append((member_id, p.NONE))
+            elif member_id in g.pending:
+                self._remove(g, member_id)
+                if g.state == PREPARING:
+                    self._check_join(g)
+                errors.append((member_id, p.NONE))
+            else:
+                err = self._validate_current_member(g, member_id, instance_id)
+                if err is None:
+                    self._remove_member_and_update(g, g.members[member_id])
+                    errors.append((member_id, p.NONE))
+                else:
+                    errors.append((member_id, err))
+        first_err = next((e for _, e in errors if e != p.NONE), p.NONE)
+        self._respond(gid, req.endpoint, p.LeaveGroupResponse(first_err, tuple(errors)), None)
+
+    def _handle_commit(self, req: p.OffsetCommitRequest) -> None:
+        gid = req.group_id
+        tps = tuple(o[0] for o in req.offsets)
+        if self._is_loading(gid):
+            self._respond(gid, req.endpoint, p.OffsetCommitResponse(p.COORDINATOR_LOAD_IN_PROGRESS, tps), req.member_id)
+            return
+        g = self.groups.get(gid)
+        if g is None:
+            if req.generation_id < 0:
+                g = Group(gid, EMPTY, self.rt.now)  # a simple group: no record at creation
+                self.groups[gid] = g
+            else:
+                self._respond(gid, req.endpoint, p.OffsetCommitResponse(p.ILLEGAL_GENERATION, tps), req.member_id)
+                return
+        err: str | None = None
+        if g.state == DEAD:
+            err = p.COORDINATOR_NOT_AVAILABLE
+        elif req.generation_id < 0 and g.state == EMPTY:
+            err = None
+        elif req.generation_id >= 0 or req.member_id != "" or req.group_instance_id is not None:
+            err = self._validate_current_member(g, req.member_id, req.group_instance_id)
+            if err is None and req.generation_id != g.generation:
+                err = p.ILLEGAL_GENERATION
+        elif g.state != EMPTY:
+            err = p.UNKNOWN_MEMBER_ID
+        if err is None and g.state == COMPLETING:
+            err = p.REBALANCE_IN_PROGRESS
+        if err is not None:
+            self._respond(gid, req.endpoint, p.OffsetCommitResponse(err, tps), req.member_id or None)
+            return
+        if g.state in (STABLE, PREPARING):
+            m = g.members[req.member_id]
+            self._schedule_expiry(g, m, m.session_timeout)
+        done = self._store_offsets(g, req.offsets, req.retention_time_ms)
+        self._respond(gid, req.endpoint, p.OffsetCommitResponse(p.NONE, tuple(done)), req.member_id or None)
+
+    def _handle_fetch(self, req: p.OffsetFetchRequest) -> None:
+        g = self.groups.get(req.group_id)
+        out: list[tuple[tuple[str, int], int, str]] = []
+        if g is not None:
+            for tp, e in sorted(g.offsets.items()):
+                if req.partitions is None or tp in req.partitions:
+                    out.append((tp, e.offset, e.metadata))
+        self._respond(req.group_id, req.endpoint, p.OffsetFetchResponse(p.NONE, tuple(out)), None)
+
+    def _handle_delete_groups(self, req: p.DeleteGroupsRequest) -> None:
+        errors: list[tuple[str, str]] = []
+        for gid in req.group_ids:
+            g = self.groups.get(gid)
+            if g is None or g.state == DEAD:
+                errors.append((gid, p.GROUP_ID_NOT_FOUND))
+            elif g.state != EMPTY:
+                errors.append((gid, p.NON_EMPTY_GROUP))
+            else:
+                self._transition(g, DEAD)
+                self._tombstone_offsets(g, sorted(g.offsets))
+                self._write_group_tombstone(g)
+                del self.groups[gid]
+                self.deleted_groups.append((self.rt.now, gid))
+                errors.append((gid, p.NONE))
+        self._respond(req.group_ids[0] if req.group_ids else "", req.endpoint, p.DeleteGroupsResponse(tuple(errors)), None)
+
+    def _write_group_tombstone(self, g: Group) -> None:
+        if self.cfg.coordinator == "new" or g.generation > 0:
+            self._append_group_value(g, None)
+
+    # ------------------------------------------------------------------------------------------
+    # housekeeping: retention check, topic deletion, failover
+    # ------------------------------------------------------------------------------------------
+    def cleanup_expired_offsets(self) -> None:
+        """One run of the retention check (``cleanupGroupMetadata``, spec §8)."""
+        now = self.rt.now
+        retention = self.cfg.offsets_retention_ms
+        self._cause = "offsets retention check"
+        for gid in list(self.groups):
+            g = self.groups[gid]
+            expired: list[tuple[str, int]] = []
+            if g.protocol_type is not None and g.state == EMPTY:
+                base_ts = g.current_state_timestamp
+                for tp, e in g.offsets.items():
+                    if self._expired(e, now, retention, base_ts if base_ts is not None else e.commit_timestamp):
+                        expired.append(tp)
+            elif g.protocol_type == "consumer" and g.subscribed_topics is not None and g.state == STABLE:
+                for tp, e in g.offsets.items():
+                    if tp[0] not in g.subscribed_topics and self._expired(e, now, retention, e.commit_timestamp):
+                        expired.append(tp)
+            elif g.protocol_type is None:
+                for tp, e in g.offsets.items():
+                    if self._expired(e, now, retention, e.commit_timestamp):
+                        expired.append(tp)
+            if expired:
+                self._trace(gid, "timer", api="OffsetExpiration", detail=f"{len(expired)} offsets expired")
+            self._tombstone_offsets(g, sorted(expired))
+            if g.state == EMPTY and not g.offsets:
+                self._transition(g, DEAD)
+                self._write_group_tombstone(g)
+                del self.groups[gid]
+                self.expired_groups.append((now, gid))
+
+    @staticmethod
+    def _expired(e: OffsetEntry, now: int, retention: int, base: int) -> bool:
+        if e.expire_timestamp is not None:
+            return now >= e.expire_timestamp
+        return now - base >= retention
+
+    def delete_topic(self, topic: str) -> None:
+        """``handleDeletedPartitions``: tombstone every group's offsets of the topic."""
+        self._cause = f"topic {topic} deleted"
+        for g in list(self.groups.values()):
+            tps = sorted(tp for tp in g.offsets if tp[0] == topic)
+            if tps:
+                self._trace(g.group_id, "timer", api="TopicDeletion", detail=f"{topic}: {len(tps)} offsets")
+                self._tombstone_offsets(g, tps)
+
+    def unload_partition(self, partition: int) -> list[str]:
+        """Resignation (``onGroupUnloaded``): groups go Dead, waiting members get NOT_COORDINATOR."""
+        self._cause = f"coordinator failover (partition {partition})"
+        unloaded = []
+        for gid in list(self.groups):
+            if self.log.partition(gid) != partition:
+                continue
+            g = self.groups[gid]
+            for m in g.members.values():
+                if m.awaiting_join:
+                    self._invoke_join(g, m, p.JoinGroupResponse(p.NOT_COORDINATOR, m.member_id))
+                if m.awaiting_sync:
+                    self._invoke_sync(g, m, p.SyncGroupResponse(p.NOT_COORDINATOR))
+            self._transition(g, DEAD)
+            g.join_op = 0
+            g.sync_op = 0
+            del self.groups[gid]
+            unloaded.append(gid)
+        self.loading_partitions.add(partition)
+        return unloaded
+
+    def load_partition(self, partition: int, records: Iterable[LogRecord]) -> None:
+        """Rebuild the partition's groups by replaying its records (spec §10)."""
+        metas: dict[str, GroupMetadataValue | None] = {}
+        offsets: dict[str, dict[tuple[str, int], OffsetEntry]] = {}
+        for r in records:
+            k = r.key
+            if isinstance(k, OffsetCommitKey):
+                d = offsets.setdefault(k.group, {})
+                if r.value is None:
+                    d.pop((k.topic, k.partition), None)
+                elif isinstance(r.value, OffsetCommitValue):
+                    v = r.value
+                    d[(k.topic, k.partition)] = OffsetEntry(v.offset, v.metadata, v.commit_timestamp,
+                                                            v.expire_timestamp, v.leader_epoch)
+            elif isinstance(k, GroupMetadataKey):
+                metas[k.group] = r.value if isinstance(r.value, GroupMetadataValue) else None
+        now = self.rt.now
+        for gid in sorted(set(metas) | set(offsets)):
+            value = metas.get(gid)
+            gofs = offsets.get(gid, {})
+            if value is None and not gofs:
+                continue
+            if value is None:
+                g = Group(gid, EMPTY, None)
+            else:
+                g = Group(gid, STABLE if value.members else EMPTY, value.current_state_timestamp,
+                          generation=value.generation, protocol_type=value.protocol_type or None,
+                          protocol=value.protocol, leader=value.leader)
+                for mm in value.members:
+                    m = Member(mm.member_id, mm.group_instance_id, mm.client_id, mm.client_host, mm.session_timeout,
+                               mm.effective_rebalance_timeout, value.protocol_type,
+                               ((value.protocol or "", mm.subscription),), assignment=mm.assignment)
+                    g.members[m.member_id] = m
+                    if m.group_instance_id is not None:
+                        g.static[m.group_instance_id] = m.member_id
+                g.subscribed_topics = self._compute_subscribed_topics(g)
+            g.offsets = dict(gofs)
+            self.groups[gid] = g
+            self._trace(gid, "timer", api="GroupLoad", to_state=g.state, generation=g.generation,
+                        cause=f"coordinator loaded partition {partition}")
+            for m in g.members.values():
+                m.hb_deadline = now + m.session_timeout
+                self._arm_hb_timer(g, m)
+        self.loading_partitions.discard(partition)

@@ -1,0 +1,141 @@
+"""The event loop: a time-ordered queue of requests, responses and timers.
+
+Rules:
+- Events are ordered by (time, sequence number): events at the same millisecond run in the
+  order they were scheduled (FIFO), which is how "the coordinator handles consumer-3's
+  JoinGroup first" is expressed. No clocks; randomness only from the seeded ``random.Random``.
+- The coordinator handles one request at a time (the group lock); a response reaches its client
+  after the client's ``network_delay_ms``.
+- The offsets retention check runs every ``offsets_retention_check_interval_ms``.
+"""
+
+from __future__ import annotations
+
+import heapq
+import random
+from collections.abc import Callable
+
+from coordinator_core.simulator import protocol as p
+from coordinator_core.simulator.client import ClientConfig, ConsumerClient
+from coordinator_core.simulator.coordinator import Coordinator, CoordinatorConfig
+from coordinator_core.simulator.log import RecordLog
+from coordinator_core.simulator.trace import TraceEvent
+
+
+class Simulator:
+    """A coordinator, its clients, the topics, the log and the trace."""
+
+    def __init__(
+        self,
+        config: CoordinatorConfig | None = None,
+        topics: dict[str, int] | None = None,
+        *,
+        log: RecordLog | None = None,
+        trace: bool = True,
+        seed: int = 0,
+        start_ms: int = 0,
+        topic_rates: dict[str, float] | None = None,
+        retention_checks: bool = True,
+    ) -> None:
+        self.cfg = config or CoordinatorConfig()
+        self.now = start_ms
+        self.start_ms = start_ms
+        self.topics: dict[str, int] = dict(topics or {})
+        self.topic_rates: dict[str, float] = dict(topic_rates or {})
+        self.log = log if log is not None else RecordLog(self.cfg.num_partitions)
+        self.events: list[TraceEvent] = []
+        self.trace_enabled = trace
+        self.random = random.Random(seed)
+        self.coordinator = Coordinator(self, self.log, self.cfg)
+        self.clients: dict[str, ConsumerClient] = {}
+        self._queue: list[tuple[int, int, Callable[[], None]]] = []
+        self._seq = 0
+        if retention_checks:
+            self._schedule_retention(start_ms + self.cfg.offsets_retention_check_interval_ms)
+
+    # runtime interface -----------------------------------------------------------------------
+    def schedule(self, at_ms: int, fn: Callable[[], None]) -> None:
+        """Run ``fn`` at ``at_ms`` (never earlier than now)."""
+        self._seq += 1
+        heapq.heappush(self._queue, (max(at_ms, self.now), self._seq, fn))
+
+    def send(self, request: p.Request, delay_ms: int) -> None:
+        """A client's request reaches the coordinator after ``delay_ms``."""
+        coordinator = self.coordinator
+        self.schedule(self.now + delay_ms, lambda: coordinator.handle(request))
+
+    def respond(self, endpoint: p.Endpoint | None, response: p.Response, group_id: str) -> None:
+        """Deliver a response to its client after the client's network delay."""
+        if endpoint is None:
+            return
+        delay = getattr(getattr(endpoint, "cfg", None), "network_delay_ms", 0)
+        self.schedule(self.now + delay, lambda: endpoint.on_response(response))
+
+    def trace(self, event: TraceEvent) -> None:
+        if self.trace_enabled:
+            self.events.append(event)
+
+    def position(self, tp: tuple[str, int], now_ms: int) -> int:
+        """The consumed offset of a partition at a time (monotonic, shared by every consumer)."""
+        rate = self.topic_rates.get(tp[0], 10.0) * (1.0 + (tp[1] % 5) / 10.0)
+        return int(rate * max(now_ms - self.start_ms, 0) / 1000.0)
+
+    # clients and actions ---------------------------------------------------------------------
+    def add_client(self, name: str, config: ClientConfig) -> ConsumerClient:
+        client = ConsumerClient(name, config, self)
+        self.clients[name] = client
+        return client
+
+    def at(self, at_ms: int, fn: Callable[[], None]) -> None:
+        """Schedule a scenario action."""
+        self.schedule(at_ms, fn)
+
+    def delete_topic(self, topic: str) -> None:
+        """The topic disappears: offsets are tombstoned; subscribed leaders rejoin."""
+        self.topics.pop(topic, None)
+        self.coordinator.delete_topic(topic)
+        self._metadata_changed(topic)
+
+    def set_partitions(self, topic: str, partitions: int) -> None:
+        """Create a topic or change its partition count; subscribed leaders rejoin."""
+        self.topics[topic] = partitions
+        self._metadata_changed(topic)
+
+    def _metadata_changed(self, topic: str) -> None:
+        # ConsumerCoordinator: the leader watches its subscribed topics' metadata and rejoins.
+        for c in self.clients.values():
+            if c.running and c.is_leader and c.state == "STABLE" and topic in c.cfg.topics:
+                c._request_rejoin(f"metadata of {topic} changed")
+            elif c.running and not c.cfg.group_management:
+                c.assignment = [tp for tp in c.assignment if tp[0] in self.topics]
+
+    def failover(self, group_id: str, load_ms: int = 0) -> None:
+        """The group's coordinator moves: unload, then load the partition by replay."""
+        partition = self.log.partition(group_id)
+        self.coordinator.unload_partition(partition)
+        records = list(self.log.records_for_partition(partition))
+        self.schedule(self.now + load_ms, lambda: self.coordinator.load_partition(partition, records))
+
+    def _schedule_retention(self, at: int) -> None:
+        interval = self.cfg.offsets_retention_check_interval_ms
+
+        def run() -> None:
+            self.coordinator.cleanup_expired_offsets()
+            self._schedule_retention(self.now + interval)
+
+        self.schedule(at, run)
+
+    # the loop --------------------------------------------------------------------------------
+    def run(self, until_ms: int) -> None:
+        """Process every event up to and including ``until_ms``; then ``now = until_ms``."""
+        q = self._queue
+        pop = heapq.heappop
+        while q and q[0][0] <= until_ms:
+            t, _, fn = pop(q)
+            self.now = t
+            fn()
+        self.now = max(self.now, until_ms)
+
+    def state_of(self, group_id: str) -> str:
+        g = self.coordinator.groups.get(group_id)
+        return g.state if g is not None else "Dead"

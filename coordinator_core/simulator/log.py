@@ -1,0 +1,144 @@
+"""Where the simulated coordinator appends its records (the ``__consumer_offsets`` log).
+
+Rules:
+- Each record goes to ``partition_for(group)`` and gets that partition's next offset; its
+  timestamp is the simulated time of the append (CREATE_TIME).
+- ``RecordLog`` keeps decoded ``LogRecord`` objects (tests, ``offsetlake simulate``, failover
+  replay). ``BytesLog`` keeps only encoded columns (the generator's fast path) and hands them out
+  in chunks; it never builds per-record dataclasses for offset commits.
+"""
+
+from __future__ import annotations
+
+from coordinator_core.records import (
+    GroupMetadataKey,
+    GroupMetadataValue,
+    LogRecord,
+    OffsetCommitKey,
+    OffsetCommitValue,
+)
+from coordinator_core.simulator.wire import OffsetCommitEncoder, encode_key, encode_value, partition_for
+
+
+class RecordLog:
+    """Collects ``LogRecord``s; the base class of every sink."""
+
+    def __init__(self, num_partitions: int = 50) -> None:
+        self.num_partitions = num_partitions
+        self.records: list[LogRecord] = []
+        self._next_offset: dict[int, int] = {}
+        self._partition_cache: dict[str, int] = {}
+        self.count = 0
+
+    def partition(self, group: str) -> int:
+        p = self._partition_cache.get(group)
+        if p is None:
+            p = partition_for(group, self.num_partitions)
+            self._partition_cache[group] = p
+        return p
+
+    def _next(self, partition: int) -> int:
+        off = self._next_offset.get(partition, 0)
+        self._next_offset[partition] = off + 1
+        self.count += 1
+        return off
+
+    def append(
+        self,
+        ts: int,
+        key: OffsetCommitKey | GroupMetadataKey,
+        value: OffsetCommitValue | GroupMetadataValue | None,
+    ) -> None:
+        """Append one record (a tombstone when ``value`` is None)."""
+        p = self.partition(key.group)
+        self.records.append(LogRecord(p, self._next(p), ts, key, value))
+
+    def append_offset_commit(
+        self,
+        ts: int,
+        group: str,
+        topic: str,
+        partition: int,
+        offset: int,
+        metadata: str,
+        leader_epoch: int | None,
+        expire_ts: int | None,
+        version: int,
+    ) -> None:
+        """Append one offset commit (commit timestamp = ``ts``)."""
+        self.append(
+            ts,
+            OffsetCommitKey(group, topic, partition),
+            OffsetCommitValue(
+                offset=offset,
+                metadata=metadata,
+                commit_timestamp=ts,
+                leader_epoch=leader_epoch if version >= 3 else None,
+                expire_timestamp=expire_ts if version == 1 else None,
+                version=version,
+            ),
+        )
+
+    def records_for_partition(self, partition: int) -> list[LogRecord]:
+        """Every collected record of one ``__consumer_offsets`` partition, in offset order."""
+        return [r for r in self.records if r.partition == partition]
+
+
+class BytesLog(RecordLog):
+    """Keeps encoded columns only: key, value (None = tombstone), partition, offset, timestamp."""
+
+    def __init__(self, num_partitions: int = 50) -> None:
+        super().__init__(num_partitions)
+        self.keys: list[bytes] = []
+        self.values: list[bytes | None] = []
+        self.partitions: list[int] = []
+        self.offsets: list[int] = []
+        self.timestamps: list[int] = []
+        self.encoder = OffsetCommitEncoder()
+
+    def append(
+        self,
+        ts: int,
+        key: OffsetCommitKey | GroupMetadataKey,
+        value: OffsetCommitValue | GroupMetadataValue | None,
+    ) -> None:
+        p = self.partition(key.group)
+        self.keys.append(encode_key(key))
+        self.values.append(None if value is None else encode_value(value))
+        self.partitions.append(p)
+        self.offsets.append(self._next(p))
+        self.timestamps.append(ts)
+
+    def append_offset_commit(
+        self,
+        ts: int,
+        group: str,
+        topic: str,
+        partition: int,
+        offset: int,
+        metadata: str,
+        leader_epoch: int | None,
+        expire_ts: int | None,
+        version: int,
+    ) -> None:
+        p = self.partition(group)
+        enc = self.encoder
+        self.keys.append(enc.key(group, topic, partition))
+        self.values.append(enc.value(offset, metadata, ts, leader_epoch, expire_ts, version))
+        self.partitions.append(p)
+        off = self._next_offset.get(p, 0)
+        self._next_offset[p] = off + 1
+        self.count += 1
+        self.offsets.append(off)
+        self.timestamps.append(ts)
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    def drain(
+        self,
+    ) -> tuple[list[bytes], list[bytes | None], list[int], list[int], list[int]]:
+        """Hand out the buffered columns and start new ones."""
+        out = (self.keys, self.values, self.partitions, self.offsets, self.timestamps)
+        self.keys, self.values, self.partitions, self.offsets, self.timestamps = [], [], [], [], []
+        return out
