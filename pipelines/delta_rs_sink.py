@@ -249,9 +249,13 @@ class DeltaRsArrowWriter(DataSourceArrowWriter):
         from deltalake.transaction import AddAction
 
         files = [f for m in messages if isinstance(m, DeltaRsCommitMessage) for f in m.files]
+        app_id, txn_version = self.app_id, self.txn_version
+        marked = app_id is not None and txn_version is not None
+        if not files and not marked and not self.overwrite:
+            return  # an empty unmarked append would only bump the version
         dt = DeltaTable(self.table_uri)
-        if self.app_id is not None and self.txn_version is not None and already_applied(
-            dt, self.app_id, self.txn_version, require_latest=self.require_latest
+        if app_id is not None and txn_version is not None and already_applied(
+            dt, app_id, txn_version, require_latest=self.require_latest
         ):
             self._delete(files)
             return
@@ -261,10 +265,10 @@ class DeltaRsArrowWriter(DataSourceArrowWriter):
         custom = dict(self.metadata)
         custom["offsetlake.rows"] = sum(f.num_records for f in files)
         txns = []
-        if self.app_id is not None and self.txn_version is not None:
-            custom[MARKER_APP] = self.app_id
-            custom[MARKER_VERSION] = self.txn_version
-            txns.append(Transaction(self.app_id, self.txn_version))
+        if app_id is not None and txn_version is not None:
+            custom[MARKER_APP] = app_id
+            custom[MARKER_VERSION] = txn_version
+            txns.append(Transaction(app_id, txn_version))
         dt.create_write_transaction(
             adds,
             mode="overwrite" if self.overwrite else "append",

@@ -1,0 +1,267 @@
+"""``offsetlake quickstart``: generate a sample log, run the batch job, show the results.
+
+Rules:
+- Everything goes under one directory (``--dir``, default ``./offsetlake-data/quickstart``) so the
+  quickstart never touches a real warehouse; ``--fresh`` deletes it first.
+- The log comes from the coordinator simulator (``coordinator_core.generator``) when present;
+  otherwise from ``sample_records`` below: a small deterministic log of consumer groups
+  (join, commits, a member leaving, an empty group, a deleted group) encoded with the shared
+  codec (``coordinator_core.codec``).
+- The batch job is the real one (``pipelines.jobs.batch.run_batch``); the three example queries
+  are printed with their SQL and their results.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import shutil
+import struct
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pipelines.errors import UsageError
+
+if TYPE_CHECKING:
+    from pipelines.raw_files import RawRecord
+
+EXAMPLE_QUERIES: list[tuple[str, str]] = [
+    (
+        "Groups by state",
+        "SELECT state, count(*) AS groups FROM group_state GROUP BY state ORDER BY groups DESC, state",
+    ),
+    (
+        "Busiest groups: committed partitions and latest commit",
+        "SELECT group_id, count(*) AS partitions, max(commit_timestamp) AS last_commit "
+        "FROM offsets_current GROUP BY group_id ORDER BY partitions DESC, group_id LIMIT 5",
+    ),
+    (
+        "Offset commits per coordinator partition",
+        "SELECT coordinator_partition, count(*) AS commits, count(DISTINCT group_id) AS groups "
+        "FROM offset_commits GROUP BY coordinator_partition ORDER BY commits DESC LIMIT 5",
+    ),
+]
+
+
+# --------------------------------------------------------------------------------------------
+# fallback sample log
+
+
+def _str16(s: str) -> bytes:
+    b = s.encode("utf-8")
+    return struct.pack(">h", len(b)) + b
+
+
+def _subscription_v0(topics: list[str]) -> bytes:
+    try:
+        from coordinator_core.consumer_protocol import encode_subscription
+        from coordinator_core.records import Subscription
+
+        return encode_subscription(Subscription(topics=tuple(topics)))
+    except ImportError:  # ConsumerProtocolSubscription v0: version, topics, user_data
+        return struct.pack(">hi", 0, len(topics)) + b"".join(_str16(t) for t in topics) + struct.pack(">i", -1)
+
+
+def _assignment_v0(parts: dict[str, list[int]]) -> bytes:
+    try:
+        from coordinator_core.consumer_protocol import encode_assignment
+        from coordinator_core.records import Assignment, TopicPartitions
+
+        return encode_assignment(
+            Assignment(assigned_partitions=tuple(TopicPartitions(t, tuple(p)) for t, p in parts.items()))
+        )
+    except ImportError:  # ConsumerProtocolAssignment v0
+        out = struct.pack(">hi", 0, len(parts))
+        for topic, ps in parts.items():
+            out += _str16(topic) + struct.pack(">i", len(ps)) + b"".join(struct.pack(">i", p) for p in ps)
+        return out + struct.pack(">i", -1)
+
+
+def _partition_for(group: str, num_partitions: int) -> int:
+    try:
+        from coordinator_core.partitioner import partition_for
+
+        return int(partition_for(group, num_partitions))
+    except ImportError:
+        h = 0
+        for ch in group.encode("utf-16-be").decode("utf-16-be"):
+            h = (31 * h + ord(ch)) & 0xFFFFFFFF
+        h = h - (1 << 32) if h >= 1 << 31 else h
+        return (0 if h == -(1 << 31) else abs(h)) % num_partitions
+
+
+def _group_metadata(
+    gen: int, mids: list[str], ts: int, topic: str, n_parts: int, host_net: int
+) -> Any:
+    from coordinator_core.records import GroupMetadataValue, MemberMetadata
+
+    if not mids:  # Empty: no protocol, no leader, no members (GroupMetadataManager writes this)
+        return GroupMetadataValue(protocol_type="consumer", generation=gen, protocol=None, leader=None,
+                                  members=(), current_state_timestamp=ts, version=3)
+    owned: dict[str, dict[str, list[int]]] = {m: {topic: []} for m in mids}
+    for p in range(n_parts):  # range-style assignment
+        owned[mids[p % len(mids)]][topic].append(p)
+    members = tuple(
+        MemberMetadata(
+            member_id=m, client_id=m.rsplit("-", 1)[0], client_host=f"/10.0.{host_net}.{i + 10}",
+            session_timeout=45_000, rebalance_timeout=300_000, group_instance_id=None,
+            subscription=_subscription_v0([topic]), assignment=_assignment_v0(owned[m]),
+        )
+        for i, m in enumerate(mids)
+    )
+    return GroupMetadataValue(protocol_type="consumer", generation=gen, protocol="range", leader=mids[0],
+                              members=members, current_state_timestamp=ts, version=3)
+
+
+def sample_records(
+    groups: int = 6, *, seed: int = 7, num_partitions: int = 50, start_ms: int = 1_700_000_000_000,
+    commits_per_member: int = 4,
+) -> list[RawRecord]:
+    """A small deterministic ``__consumer_offsets`` log (raw records, encoded by the core codec).
+
+    Each group: a generation with 2-3 members (the GroupMetadata record written when the group
+    goes Stable), offset commits, one member leaving (next generation), more commits; every third
+    group then goes Empty and every fifth is deleted (offset tombstones + group tombstone).
+    """
+    from coordinator_core.codec import encode_key, encode_value
+    from coordinator_core.records import GroupMetadataKey, OffsetCommitKey, OffsetCommitValue
+    from pipelines.raw_files import OFFSETS_TOPIC, RawRecord
+
+    rng = random.Random(seed)
+    events: list[tuple[int, int, int, bytes, bytes | None]] = []  # (ts, seq, partition, key, value)
+    services = ["orders", "payments", "billing", "search", "inventory", "shipping", "audit", "fraud"]
+
+    def emit(part: int, ts: int, key: Any, value: Any) -> None:
+        events.append((ts, len(events), part, encode_key(key), None if value is None else encode_value(value)))
+
+    for g in range(groups):
+        group = f"{services[g % len(services)]}-consumer-{g}"
+        part = _partition_for(group, num_partitions)
+        topic = f"{services[g % len(services)]}-events"
+        n_parts = rng.choice([3, 4, 6])
+        t = start_ms + g * 7_000
+        members = [f"consumer-{group}-{i}-{rng.randrange(16**8):08x}" for i in range(rng.choice([2, 3]))]
+        committed = dict.fromkeys(range(n_parts), 0)
+        for gen, mids in ((1, members), (2, members[:-1])):
+            emit(part, t, GroupMetadataKey(group), _group_metadata(gen, mids, t, topic, n_parts, g))
+            for _ in range(commits_per_member):
+                t += rng.randrange(800, 2_500)
+                for p in range(n_parts):
+                    committed[p] += rng.randrange(1, 500)
+                    emit(part, t, OffsetCommitKey(group, topic, p),
+                         OffsetCommitValue(offset=committed[p], metadata="", commit_timestamp=t,
+                                           leader_epoch=rng.choice([None, 3]), version=3))
+            t += 3_000
+        if g % 3 == 2 or g % 5 == 4:
+            t += 10_000
+            emit(part, t, GroupMetadataKey(group), _group_metadata(3, [], t, topic, n_parts, g))
+        if g % 5 == 4:
+            t += 1_000
+            for p in range(n_parts):
+                emit(part, t, OffsetCommitKey(group, topic, p), None)
+            emit(part, t, GroupMetadataKey(group), None)
+    # a log's offsets follow time: assign them per partition in (timestamp, emission) order
+    events.sort(key=lambda e: (e[0], e[1]))
+    next_offset: dict[int, int] = {}
+    out: list[RawRecord] = []
+    for ts, _, part, key, value in events:
+        off = next_offset.get(part, 0)
+        next_offset[part] = off + 1
+        out.append(RawRecord(key, value, OFFSETS_TOPIC, part, off, ts))
+    out.sort(key=lambda r: (r.partition, r.offset))
+    return out
+
+
+def generate_sample(landing: str | Path, *, groups: int, hours: float, seed: int, num_partitions: int) -> tuple[int, str]:
+    """Write a sample log into ``landing``; returns (records written, generator used)."""
+    from pipelines.raw_files import write_raw_records
+
+    try:
+        from coordinator_core import generator  # the coordinator simulator (issue: simulator)
+
+        gen = getattr(generator, "generate", None)
+    except ImportError:
+        gen = None
+    if gen is not None:
+        try:
+            from pipelines.commands.generate import write_generated
+
+            n = write_generated(landing, groups=groups, hours=hours, seed=seed, num_partitions=num_partitions)
+            return int(n), "coordinator_core.generator"
+        except ImportError:
+            pass
+    records = sample_records(groups, seed=seed, num_partitions=num_partitions)
+    write_raw_records(records, landing)
+    return len(records), "built-in sample"
+
+
+# --------------------------------------------------------------------------------------------
+# command
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "quickstart",
+        help="generate a sample log, run the batch job into a local warehouse, show example queries",
+        description=(
+            "Generate a sample __consumer_offsets log, run the batch job (ingest, decode, replay) into "
+            "Delta tables under --dir, then print the job summary and three example queries with their "
+            "results. Afterwards: offsetlake sql --conf <dir>/quickstart.yaml \"SELECT ...\"."
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--dir", default="offsetlake-data/quickstart", help="where to put landing + warehouse (default: %(default)s)")
+    p.add_argument("--groups", type=int, default=None, help="consumer groups to simulate (default: generate.groups)")
+    p.add_argument("--seed", type=int, default=None, help="random seed (default: generate.seed)")
+    p.add_argument("--fresh", action="store_true", help="delete --dir first")
+    p.add_argument("--conf", default=None, help="base overlay to start from (default: conf/local.yaml)")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from pipelines.config import load_config
+    from pipelines.jobs.batch import render_summary, run_batch
+    from pipelines.spark_session import build_spark_from_config
+
+    root = Path(args.dir).expanduser().resolve()
+    if args.fresh and root.exists():
+        shutil.rmtree(root)
+    root.mkdir(parents=True, exist_ok=True)
+    cfg = load_config(args.conf, overrides={"paths.root": str(root), "input.source": "landing"})
+    groups = args.groups if args.groups is not None else cfg.generate.groups
+    seed = args.seed if args.seed is not None else cfg.generate.seed
+    if groups <= 0:
+        raise UsageError("--groups: expected a positive integer")
+    console = Console()
+    err = Console(stderr=True)
+    conf_file = root / "quickstart.yaml"
+    conf_file.write_text(f"# written by offsetlake quickstart\npaths:\n  root: {root}\n")
+
+    landing = Path(cfg.paths.landing)
+    if landing.exists() and any(landing.glob("*.parquet")):
+        err.print(f"[quickstart] reusing the sample log in {landing} (use --fresh to regenerate)")
+    else:
+        n, how = generate_sample(landing, groups=groups, hours=cfg.generate.hours, seed=seed,
+                                 num_partitions=cfg.offsets_topic.num_partitions)
+        err.print(f"[quickstart] generated {n:,} records for {groups} groups ({how}) into {landing}")
+
+    spark = build_spark_from_config(cfg, app_suffix="quickstart")
+    summary = run_batch(cfg, spark, echo=lambda m: err.print(m, highlight=False))
+    render_summary(summary, console)
+
+    from pipelines.commands.sql import register_views, show_query
+
+    names = register_views(spark, cfg)
+    for title, sql in EXAMPLE_QUERIES:
+        console.rule(title)
+        console.print(sql, style="cyan", highlight=False)
+        missing = [n for n in ("group_state", "offsets_current", "offset_commits") if n in sql and n not in names]
+        if missing:
+            console.print(f"(skipped: table {', '.join(missing)} not built)")
+            continue
+        show_query(spark, sql, console, limit=20)
+    console.print(f"\nnext: offsetlake sql --conf {conf_file} \"SELECT * FROM group_state\"   |   "
+                  f"offsetlake tables --conf {conf_file}")
+    return 0

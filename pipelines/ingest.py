@@ -1,0 +1,208 @@
+"""Ingest: raw records from a landing directory, a Delta table or Kafka into ``raw_records``.
+
+Rules:
+- Every source is normalised to ``schemas.raw.RAW_RECORDS`` (Spark's Kafka source schema) —
+  ``normalize`` is a pure ``DataFrame -> DataFrame`` function.
+- Ingest is idempotent on (topic, partition, offset): duplicates inside the input are dropped,
+  and records already in ``raw_records`` are removed with an anti-join before the append. A rerun
+  over the same input appends nothing and makes no commit (the table version stays).
+- Sources (``input.source``):
+    landing  Parquet files (Spark's file source, executors read in parallel) and/or JSON-lines
+             captures (read with ``pipelines.raw_files`` on the driver: a debugging/interchange
+             format, small by nature). ``input.format: auto`` picks by file extension.
+    delta    an existing ``raw_records`` Delta table (``input.path``); when it *is* the
+             warehouse's own ``raw_records`` there is nothing to ingest.
+    kafka    ``format("kafka")`` (batch read, earliest→latest) when the spark-sql-kafka jar is on
+             the classpath; options from ``kafka.*`` and ``input.kafka_options``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from pipelines.errors import UsageError
+from schemas.raw import RAW_RECORDS
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+    from pipelines.config import Config
+    from pipelines.tableio import TableIO
+
+log = logging.getLogger(__name__)
+
+POSITION = ("topic", "partition", "offset")
+RAW_TABLE = RAW_RECORDS.name
+_JSON_SUFFIXES = {".json", ".jsonl", ".ndjson"}
+
+
+@dataclass(frozen=True)
+class IngestResult:
+    """Counts of one ingest run."""
+
+    source: str
+    records_read: int  # rows the source delivered (before de-duplication)
+    records_new: int  # rows appended to raw_records
+    raw_total: int  # rows in raw_records afterwards
+    raw_version: int  # raw_records' Delta version afterwards
+
+    @property
+    def duplicates(self) -> int:
+        return self.records_read - self.records_new
+
+
+def normalize(df: DataFrame) -> DataFrame:
+    """Conform a Kafka-source-shaped DataFrame to ``RAW_RECORDS``; drop in-batch duplicates.
+
+    Extra columns (``headers`` from ``format("kafka")``) are dropped; missing ``topic`` defaults
+    to ``__consumer_offsets`` and missing ``timestampType`` to 0 (CREATE_TIME).
+    """
+    from pyspark.sql import functions as F
+
+    schema = RAW_RECORDS.spark_schema()
+    cols = []
+    for f in schema.fields:
+        if f.name in df.columns:
+            cols.append(F.col(f.name).cast(f.dataType).alias(f.name))
+        elif f.name == "topic":
+            cols.append(F.lit("__consumer_offsets").alias("topic"))
+        elif f.name == "timestampType":
+            cols.append(F.lit(0).cast("int").alias("timestampType"))
+        else:
+            raise UsageError(f"raw input has no '{f.name}' column (columns: {', '.join(df.columns)})")
+    return df.select(*cols).dropDuplicates(list(POSITION))
+
+
+def new_records(incoming: DataFrame, existing: DataFrame) -> DataFrame:
+    """Rows of ``incoming`` whose (topic, partition, offset) is not in ``existing``."""
+    keys = existing.select(*POSITION)
+    return incoming.join(keys, on=list(POSITION), how="left_anti")
+
+
+# --------------------------------------------------------------------------------------------
+# sources
+
+
+def _landing_files(path: str) -> tuple[list[str], list[str]]:
+    p = Path(path)
+    if not p.exists():
+        raise UsageError(f"input: landing path {path} does not exist (generate data first: offsetlake generate)")
+    files = [p] if p.is_file() else sorted(
+        f for f in p.iterdir() if f.is_file() and not f.name.startswith((".", "_"))
+    )
+    parquet = [str(f) for f in files if f.suffix == ".parquet"]
+    jsonl = [str(f) for f in files if f.suffix in _JSON_SUFFIXES]
+    return parquet, jsonl
+
+
+def read_landing(spark: SparkSession, path: str, fmt: str = "auto") -> DataFrame:
+    """Raw records from a landing directory (or one file) of Parquet and/or JSON-lines captures."""
+    import pyarrow as pa
+
+    from pipelines.raw_files import RAW_ARROW_SCHEMA, iter_raw_batches
+
+    schema = RAW_RECORDS.spark_schema()
+    if "://" in path:  # object store: Spark lists it; only Parquet is supported there
+        return spark.read.schema(schema).option("pathGlobFilter", "*.parquet").parquet(path)
+    parquet, jsonl = _landing_files(path)
+    if fmt == "parquet":
+        jsonl = []
+    elif fmt == "json":
+        parquet = []
+    parts: list[DataFrame] = []
+    if parquet:
+        parts.append(spark.read.schema(schema).parquet(*parquet))
+    if jsonl:
+        batches = [b for f in jsonl for b in iter_raw_batches(f)]
+        table = pa.Table.from_batches(batches, schema=RAW_ARROW_SCHEMA)
+        parts.append(spark.createDataFrame(table, schema=schema))
+    if not parts:
+        log.warning("input: no %s files in %s", "raw-record" if fmt == "auto" else fmt, path)
+        return spark.createDataFrame([], schema)
+    out = parts[0]
+    for extra in parts[1:]:
+        out = out.unionByName(extra)
+    return out
+
+
+def read_delta_raw(spark: SparkSession, path: str) -> DataFrame:
+    """An existing raw_records Delta table at ``path`` (delta-rs snapshot → Spark Parquet read)."""
+    from deltalake import DeltaTable
+
+    if not DeltaTable.is_deltatable(path):
+        raise UsageError(f"input: {path} is not a Delta table")
+    files = DeltaTable(path).file_uris()
+    schema = RAW_RECORDS.spark_schema()
+    if not files:
+        return spark.createDataFrame([], schema)
+    return spark.read.schema(schema).parquet(*files)
+
+
+def read_kafka(spark: SparkSession, cfg: Config) -> DataFrame:
+    """A batch read of ``__consumer_offsets`` with Spark's Kafka source (earliest → latest)."""
+    from pipelines.config import spark_kafka_options
+    from pipelines.spark_session import kafka_connector_available
+
+    if not kafka_connector_available(spark):
+        raise UsageError(
+            "input.source: kafka needs the spark-sql-kafka connector on the classpath "
+            "(spark-submit --packages org.apache.spark:spark-sql-kafka-0-10_2.13:<spark version>); "
+            "without it, capture to a landing directory with 'offsetlake capture' and use input.source: landing"
+        )
+    if not cfg.kafka.bootstrap_servers:
+        raise UsageError("kafka.bootstrap_servers: required when input.source is kafka")
+    opts = spark_kafka_options(cfg)  # holds secrets: never log it
+    opts.setdefault("endingOffsets", "latest")
+    df = spark.read.format("kafka").options(**opts).load()
+    if cfg.kafka.partitions is not None:
+        df = df.where(df["partition"].isin(list(cfg.kafka.partitions)))
+    return df
+
+
+def read_source(spark: SparkSession, cfg: Config, io: TableIO | None = None) -> DataFrame | None:
+    """The configured source as raw records, or ``None`` when the source IS ``raw_records``."""
+    src = cfg.input.source
+    if src == "landing":
+        return read_landing(spark, cfg.input.path or cfg.paths.landing, cfg.input.format)
+    if src == "delta":
+        path = cfg.input.path or cfg.table_path(RAW_TABLE)
+        if os.path.normpath(path) == os.path.normpath(cfg.table_path(RAW_TABLE)):
+            return None
+        return read_delta_raw(spark, path)
+    return read_kafka(spark, cfg)
+
+
+# --------------------------------------------------------------------------------------------
+# the ingest step
+
+
+def ingest(spark: SparkSession, cfg: Config, io: TableIO, source: DataFrame | None = None) -> IngestResult:
+    """Append the new records of ``source`` (default: the configured input) to ``raw_records``."""
+    from pyspark import StorageLevel
+
+    io.ensure(RAW_TABLE)
+    if source is None:
+        source = read_source(spark, cfg, io)
+    if source is None:
+        total = io.count(RAW_TABLE)
+        return IngestResult("raw_records", total, 0, total, io.version(RAW_TABLE) or 0)
+    incoming = normalize(source)
+    before = io.count(RAW_TABLE)
+    fresh = new_records(incoming, io.read(RAW_TABLE)) if before else incoming
+    fresh = fresh.persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        read = source.count()
+        n_new = fresh.count()
+        if n_new:
+            # order within files by log position: cheap, and makes range stats useful
+            io.append(RAW_TABLE, fresh.sortWithinPartitions(*POSITION))
+    finally:
+        fresh.unpersist()
+    after = io.count(RAW_TABLE)
+    if after != before + n_new:
+        raise RuntimeError(f"raw_records: expected {before} + {n_new} rows after ingest, found {after}")
+    return IngestResult(cfg.input.source, read, n_new, after, io.version(RAW_TABLE) or 0)
