@@ -114,7 +114,6 @@ class GroupSnapshot:
     records_applied: int = 0
     unsupported_records: int = 0
     last_offset_removal_ms: int | None = None
-    expiry_clock_ms: int | None = None
     predicted_expired: Mapping[TopicPartition, PredictedExpiry] = field(
         default_factory=lambda: _EMPTY_PREDICTED
     )
@@ -321,11 +320,11 @@ class _Work:
         "current_state_timestamp",
         "events",
         "exists",
-        "expiry_clock_ms",
         "generation",
         "group_id",
         "has_metadata",
         "kinds",
+        "log_start",
         "last_offset_removal_ms",
         "last_position",
         "last_timestamp_ms",
@@ -355,7 +354,9 @@ class _Work:
         retention_ms: int | None,
         rules: str,
         kinds: frozenset[str],
+        log_start: bool = False,
     ) -> None:
+        self.log_start = log_start
         self.group_id = s.group_id
         self.state = s.state
         self.exists = s.exists
@@ -375,7 +376,6 @@ class _Work:
         self.records_applied = s.records_applied
         self.unsupported_records = s.unsupported_records
         self.last_offset_removal_ms = s.last_offset_removal_ms
-        self.expiry_clock_ms = s.expiry_clock_ms
         self.predicted_expired: dict[TopicPartition, PredictedExpiry] = dict(s.predicted_expired)
         self.predicted_death_ms = s.predicted_death_ms
         self.tombstone_run: list[tuple[str, int, int, int, int, int]] = list(s.tombstone_run)
@@ -409,7 +409,6 @@ class _Work:
             records_applied=self.records_applied,
             unsupported_records=self.unsupported_records,
             last_offset_removal_ms=self.last_offset_removal_ms,
-            expiry_clock_ms=self.expiry_clock_ms,
             predicted_expired=MappingProxyType(self.predicted_expired)
             if self.predicted_expired
             else _EMPTY_PREDICTED,
@@ -563,8 +562,6 @@ class _Work:
         """Apply what the decider finds due at ``now`` (retention is set)."""
         retention = self.retention_ms
         assert retention is not None
-        if self.expiry_clock_ms is None or now > self.expiry_clock_ms:
-            self.expiry_clock_ms = now
         plan = _expiry.plan_expiry(self, now, retention, self.rules)
         for tp, due in plan.expired:
             self.remove_offset(tp, ts=due, pos=None, predicted_ms=due)
@@ -720,7 +717,7 @@ class _Work:
             prev_gen = self.generation
 
         rb_cause: str | None = None
-        if (first_record and g_new > 1) or (prev_gen is not None and g_new < prev_gen):
+        if (first_record and g_new > 1 and not self.log_start) or (prev_gen is not None and g_new < prev_gen):
             # no history (a partial/compacted log) or a generation reset: load as Kafka does
             if self.exists and self.state is not _D:
                 self._transition(
@@ -1017,6 +1014,7 @@ def replay(
     rules: str = "current",
     as_of_ms: int | None = None,
     event_kinds: Collection[str] | None = None,
+    assume_log_start: bool = False,
 ) -> ReplayResult:
     """Apply one group's records (in (partition, offset) order) to ``snapshot``.
 
@@ -1028,6 +1026,10 @@ def replay(
         rules: expiry rule set, one of ``coordinator_core.expiry.RULE_SETS``.
         as_of_ms: after the records, run the expiry decider at this time (needs ``retention_ms``).
         event_kinds: which event kinds to produce (default all; ``()`` for none, fastest).
+        assume_log_start: the input starts where the group was created (an uncompacted log, a
+            simulator's output), so a first group record at generation g > 1 means g - 1
+            generations that never completed a SyncGroup. Default False: a compacted log's first
+            record is taken as it is (``cause = first_record``, no invented history).
 
     Returns:
         ``ReplayResult(snapshot, events, stats)``.
@@ -1038,7 +1040,7 @@ def replay(
     """
     _expiry.check_rules(rules)
     kinds = ALL_EVENT_KINDS if event_kinds is None else frozenset(event_kinds)
-    w = _Work(snapshot, retention_ms, rules, kinds)
+    w = _Work(snapshot, retention_ms, rules, kinds, assume_log_start)
     gid = snapshot.group_id
     offsets = w.offsets
     stats = w.stats
@@ -1164,6 +1166,7 @@ def replay_groups(
     rules: str = "current",
     as_of_ms: int | None = None,
     event_kinds: Collection[str] | None = None,
+    assume_log_start: bool = False,
 ) -> dict[str, ReplayResult]:
     """Replay a log holding many groups: split by group (order kept), replay each.
 
@@ -1192,6 +1195,7 @@ def replay_groups(
             rules=rules,
             as_of_ms=as_of_ms,
             event_kinds=event_kinds,
+            assume_log_start=assume_log_start,
         )
     return out
 
@@ -1238,3 +1242,284 @@ def iter_event_rows(results: Iterable[ReplayResult]) -> Iterator[dict[str, Any]]
             row = e.to_row()
             row["kind"] = e.kind
             yield row
+
+
+# ---------------------------------------------------------------------------------------------
+# Serialisation: compact, versioned (the streaming state store holds these bytes)
+# ---------------------------------------------------------------------------------------------
+# Layout v1: one format-version byte, then the fields of GroupSnapshot in declaration order.
+# Integers are zigzag varints; optional values add 1 (0 = None); strings/bytes are
+# uvarint(len + 1) + data (0 = None); offsets use a topic table. A reader reads every format
+# version up to SNAPSHOT_FORMAT_VERSION; new versions may only append fields.
+_STATES: tuple[GroupState, ...] = (_E, _PR, _CR, _S, _D)
+_STATE_INDEX = {s: i for i, s in enumerate(_STATES)}
+
+
+class _Writer:
+    __slots__ = ("buf",)
+
+    def __init__(self) -> None:
+        self.buf = bytearray()
+
+    def u(self, n: int) -> None:
+        buf = self.buf
+        while n >= 0x80:
+            buf.append((n & 0x7F) | 0x80)
+            n >>= 7
+        buf.append(n)
+
+    def i(self, n: int) -> None:
+        self.u((n << 1) if n >= 0 else ((-n) << 1) - 1)
+
+    def oi(self, n: int | None) -> None:
+        if n is None:
+            self.u(0)
+        else:
+            self.u(((n << 1) if n >= 0 else ((-n) << 1) - 1) + 1)
+
+    def b(self, data: bytes | None) -> None:
+        if data is None:
+            self.u(0)
+        else:
+            self.u(len(data) + 1)
+            self.buf += data
+
+    def s(self, text: str | None) -> None:
+        self.b(None if text is None else text.encode("utf-8"))
+
+    def tagged(self, fields: tuple[tuple[int, bytes], ...]) -> None:
+        self.u(len(fields))
+        for tag, data in fields:
+            self.u(tag)
+            self.b(data)
+
+
+class _Reader:
+    __slots__ = ("data", "pos")
+
+    def __init__(self, data: bytes, pos: int) -> None:
+        self.data = data
+        self.pos = pos
+
+    def u(self) -> int:
+        data = self.data
+        shift = 0
+        out = 0
+        while True:
+            byte = data[self.pos]
+            self.pos += 1
+            out |= (byte & 0x7F) << shift
+            if byte < 0x80:
+                return out
+            shift += 7
+
+    def i(self) -> int:
+        n = self.u()
+        return (n >> 1) if not n & 1 else -((n + 1) >> 1)
+
+    def oi(self) -> int | None:
+        n = self.u()
+        if n == 0:
+            return None
+        n -= 1
+        return (n >> 1) if not n & 1 else -((n + 1) >> 1)
+
+    def b(self) -> bytes | None:
+        n = self.u()
+        if n == 0:
+            return None
+        start = self.pos
+        self.pos = start + n - 1
+        if self.pos > len(self.data):
+            raise ValueError("truncated snapshot")
+        return bytes(self.data[start : self.pos])
+
+    def rb(self) -> bytes:
+        out = self.b()
+        if out is None:
+            raise ValueError("corrupt snapshot: null where bytes were expected")
+        return out
+
+    def s(self) -> str | None:
+        raw = self.b()
+        return None if raw is None else raw.decode("utf-8")
+
+    def rs(self) -> str:
+        return self.rb().decode("utf-8")
+
+    def tagged(self) -> tuple[tuple[int, bytes], ...]:
+        return tuple((self.u(), self.rb()) for _ in range(self.u()))
+
+
+def serialize_snapshot(s: GroupSnapshot) -> bytes:
+    """Encode a snapshot (format ``SNAPSHOT_FORMAT_VERSION``); ``deserialize_snapshot`` inverts it."""
+    w = _Writer()
+    w.buf.append(SNAPSHOT_FORMAT_VERSION)
+    w.s(s.group_id)
+    w.u(_STATE_INDEX[s.state] | (s.exists << 3) | (s.has_metadata << 4))
+    w.i(s.generation)
+    w.s(s.protocol_type)
+    w.s(s.protocol)
+    w.s(s.leader)
+    w.oi(s.current_state_timestamp)
+    w.u(len(s.members))
+    for m in s.members:
+        w.s(m.member_id)
+        w.s(m.group_instance_id)
+        w.s(m.client_id)
+        w.s(m.client_host)
+        w.i(m.session_timeout)
+        w.oi(m.rebalance_timeout)
+        w.b(m.subscription)
+        w.b(m.assignment)
+        w.tagged(m.tagged_fields)
+    w.oi(s.metadata_timestamp_ms)
+    w.oi(s.state_timestamp_ms)
+    if s.subscribed_topics is None:
+        w.u(0)
+    else:
+        w.u(len(s.subscribed_topics) + 1)
+        for t in sorted(s.subscribed_topics):
+            w.s(t)
+    items = sorted(s.offsets.items())
+    topics = sorted({tp[0] for tp, _ in items})
+    tindex = {t: i for i, t in enumerate(topics)}
+    w.u(len(topics))
+    for t in topics:
+        w.s(t)
+    w.u(len(items))
+    for (topic, partition), (v, lp, lo, ts) in items:
+        w.u(tindex[topic])
+        w.i(partition)
+        w.i(v.offset)
+        w.oi(v.leader_epoch)
+        w.s(v.metadata)
+        w.i(v.commit_timestamp)
+        w.oi(v.expire_timestamp)
+        w.u(v.version)
+        w.tagged(v.tagged_fields)
+        w.i(lp)
+        w.i(lo)
+        w.i(ts)
+    if s.last_position is None:
+        w.u(0)
+    else:
+        w.u(1)
+        w.i(s.last_position[0])
+        w.i(s.last_position[1])
+    w.oi(s.last_timestamp_ms)
+    w.u(s.records_applied)
+    w.u(s.unsupported_records)
+    w.oi(s.last_offset_removal_ms)
+    w.u(len(s.predicted_expired))
+    for (topic, partition), (off, cts, pms) in sorted(s.predicted_expired.items()):
+        w.s(topic)
+        w.i(partition)
+        w.i(off)
+        w.i(cts)
+        w.i(pms)
+    w.oi(s.predicted_death_ms)
+    w.u(len(s.tombstone_run))
+    for topic, partition, off, cts, lo, ts in s.tombstone_run:
+        w.s(topic)
+        w.i(partition)
+        w.i(off)
+        w.i(cts)
+        w.i(lo)
+        w.i(ts)
+    return bytes(w.buf)
+
+
+def deserialize_snapshot(data: bytes) -> GroupSnapshot:
+    """Decode bytes from ``serialize_snapshot`` (any format version up to the current one).
+
+    Raises:
+        ValueError: unknown (newer) format version or corrupt bytes.
+    """
+    if not data:
+        raise ValueError("empty snapshot bytes")
+    version = data[0]
+    if version < 1 or version > SNAPSHOT_FORMAT_VERSION:
+        raise ValueError(
+            f"snapshot format version {version} is not supported (max {SNAPSHOT_FORMAT_VERSION})"
+        )
+    r = _Reader(data, 1)
+    try:
+        group_id = r.rs()
+        flags = r.u()
+        state = _STATES[flags & 0x7]
+        generation = r.i()
+        protocol_type = r.s()
+        protocol = r.s()
+        leader = r.s()
+        cst = r.oi()
+        members = []
+        for _ in range(r.u()):
+            member_id = r.rs()
+            iid = r.s()
+            client_id = r.rs()
+            client_host = r.rs()
+            session = r.i()
+            rebalance = r.oi()
+            sub = r.rb()
+            asg = r.rb()
+            members.append(
+                MemberMetadata(
+                    member_id, client_id, client_host, session, sub, asg, rebalance, iid, r.tagged()
+                )
+            )
+        meta_ts = r.oi()
+        state_ts = r.oi()
+        n_subs = r.u()
+        subs = None if n_subs == 0 else frozenset(r.rs() for _ in range(n_subs - 1))
+        topics = [r.rs() for _ in range(r.u())]
+        offsets: dict[TopicPartition, OffsetState] = {}
+        for _ in range(r.u()):
+            topic = topics[r.u()]
+            partition = r.i()
+            off = r.i()
+            epoch = r.oi()
+            metadata = r.rs()
+            cts = r.i()
+            exp = r.oi()
+            vver = r.u()
+            tagged = r.tagged()
+            value = OffsetCommitValue(off, metadata, cts, epoch, exp, vver, tagged)
+            offsets[(topic, partition)] = (value, r.i(), r.i(), r.i())
+        last_position = (r.i(), r.i()) if r.u() else None
+        last_ts = r.oi()
+        applied = r.u()
+        unsupported = r.u()
+        removal = r.oi()
+        predicted: dict[TopicPartition, PredictedExpiry] = {}
+        for _ in range(r.u()):
+            tp = (r.rs(), r.i())
+            predicted[tp] = (r.i(), r.i(), r.i())
+        death = r.oi()
+        run = tuple((r.rs(), r.i(), r.i(), r.i(), r.i(), r.i()) for _ in range(r.u()))
+    except (IndexError, UnicodeDecodeError) as exc:
+        raise ValueError(f"corrupt snapshot bytes: {exc}") from exc
+    return GroupSnapshot(
+        group_id=group_id,
+        state=state,
+        exists=bool(flags & 0x8),
+        generation=generation,
+        protocol_type=protocol_type,
+        protocol=protocol,
+        leader=leader,
+        current_state_timestamp=cst,
+        members=tuple(members),
+        has_metadata=bool(flags & 0x10),
+        metadata_timestamp_ms=meta_ts,
+        state_timestamp_ms=state_ts,
+        subscribed_topics=subs,
+        offsets=MappingProxyType(offsets) if offsets else _EMPTY_OFFSETS,
+        last_position=last_position,
+        last_timestamp_ms=last_ts,
+        records_applied=applied,
+        unsupported_records=unsupported,
+        last_offset_removal_ms=removal,
+        predicted_expired=MappingProxyType(predicted) if predicted else _EMPTY_PREDICTED,
+        predicted_death_ms=death,
+        tombstone_run=run,
+    )
