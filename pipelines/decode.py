@@ -372,27 +372,14 @@ def _ts(ms: int | None) -> int | None:
 
 
 def _members_rows(value: Any) -> list[dict[str, Any]]:
-    from coordinator_core import consumer_protocol
-    from coordinator_core.errors import CoordinatorError
+    """Member structs of a GroupMetadataValue; blobs parsed by the core's per-member view
+    (``consumer_protocol.parse_member_blobs``: consumer protocol only, never raises)."""
+    from coordinator_core.consumer_protocol import parse_member_blobs
 
-    consumer = value.protocol_type == "consumer"
     rows = []
     for m in value.members:
-        topics: list[str] | None = None
-        assigned: list[dict[str, Any]] | None = None
-        if consumer:
-            try:
-                topics = list(consumer_protocol.decode_subscription(m.subscription).topics)
-            except (CoordinatorError, ValueError, IndexError):
-                v0 = consumer_protocol.subscribed_topics_v0(m.subscription)
-                topics = None if v0 is None else sorted(v0)
-            try:
-                asg = consumer_protocol.decode_assignment(m.assignment)
-                assigned = [
-                    {"topic": tp.topic, "partition": p} for tp in asg.assigned_partitions for p in tp.partitions
-                ]
-            except (CoordinatorError, ValueError, IndexError):
-                assigned = None
+        parsed = parse_member_blobs(value.protocol_type, m)
+        sub, asg = parsed.subscription, parsed.assignment
         rows.append(
             {
                 "member_id": m.member_id,
@@ -403,8 +390,10 @@ def _members_rows(value: Any) -> list[dict[str, Any]]:
                 "session_timeout": m.session_timeout,
                 "subscription": m.subscription,
                 "assignment": m.assignment,
-                "subscribed_topics": topics,
-                "assigned_partitions": assigned,
+                "subscribed_topics": None if sub is None else list(sub.topics),
+                "assigned_partitions": None
+                if asg is None
+                else [{"topic": tp.topic, "partition": p} for tp in asg.assigned_partitions for p in tp.partitions],
             }
         )
     return rows
@@ -428,7 +417,6 @@ def slow_row(
 ) -> dict[str, Any]:
     """Decode one record with the core codec into a union row (without position columns)."""
     from coordinator_core.codec import decode_record
-
     from coordinator_core.errors import CorruptRecordError
     from coordinator_core.records import (
         GroupMetadataKey,

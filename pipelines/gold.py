@@ -1,0 +1,109 @@
+"""Core rows -> gold Arrow tables: the one place that maps the replay's rows to gold columns.
+
+Rules:
+- The core (``GroupSnapshot.to_state_row()``/``offset_rows()``, each event's ``to_row()``)
+  decides every value; this module only converts. Batch (``pipelines.replay_job``) and
+  streaming use it, so both write identical rows.
+- Column mapping (``schemas.gold``): a non-timestamp column takes the core key of the same
+  name. A TIMESTAMP column takes, in order, the core key of the same name (``*_timestamp``),
+  ``<name>_ms`` (``timestamp`` <- ``timestamp_ms``, ``last_timestamp`` <-
+  ``last_timestamp_ms``) or, for ``<x>_time``, ``<x>_ms`` (``start_time`` <- ``start_ms``);
+  epoch ms become microseconds.
+- Strict: a core key that maps to no column, or a column with no core key, raises
+  ``GoldMappingError`` (a silent drop would break "gold rows equal the core's rows").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from schemas import TableSpec
+from schemas.base import Column, parse_type, to_arrow_type
+from schemas.gold import GOLD_TABLES, TABLES
+
+GOLD_SPECS: dict[str, TableSpec] = {spec.name: spec for spec in TABLES}
+
+
+class GoldMappingError(ValueError):
+    """The core's rows and a gold table's columns do not map 1:1."""
+
+
+def source_key(col: Column, keys: Iterable[str]) -> str:
+    """The core row key feeding gold column ``col`` (see the module rules)."""
+    present = set(keys)
+    candidates = [col.name]
+    if col.type == "timestamp":
+        candidates.append(f"{col.name}_ms")
+        if col.name.endswith("_time"):
+            candidates.append(col.name[: -len("_time")] + "_ms")
+    for cand in candidates:
+        if cand in present:
+            return cand
+    raise GoldMappingError(f"gold column {col.name!r} has no core key (tried {candidates})")
+
+
+def column_mapping(spec: TableSpec, keys: Iterable[str]) -> dict[str, str]:
+    """``{gold column: core key}`` for ``spec``; strict both ways."""
+    key_list = list(keys)
+    mapping = {c.name: source_key(c, key_list) for c in spec.columns}
+    unused = set(key_list) - set(mapping.values())
+    if unused:
+        raise GoldMappingError(f"core keys {sorted(unused)} map to no column of gold table {spec.name!r}")
+    return mapping
+
+
+def rows_to_arrow(spec: TableSpec, rows: list[Mapping[str, Any]]) -> pa.Table:
+    """Convert core rows (dicts) to an Arrow table with ``spec``'s columns and types."""
+    target = spec.arrow_schema()
+    if not rows:
+        return target.empty_table()
+    mapping = column_mapping(spec, rows[0].keys())
+    fields = []
+    for col in spec.columns:
+        typ = pa.int64() if col.type == "timestamp" else to_arrow_type(parse_type(col.type))
+        fields.append(pa.field(mapping[col.name], typ))
+    src = pa.Table.from_pylist([dict(r) for r in rows], schema=pa.schema(fields))
+    arrays = []
+    for col, field in zip(spec.columns, target):
+        arr = src.column(mapping[col.name])
+        if col.type == "timestamp":
+            arr = pc.multiply(arr, 1000).cast(field.type)
+        arrays.append(arr)
+    return pa.Table.from_arrays(arrays, schema=target)
+
+
+# ---------------------------------------------------------------------------------------------
+# The wide "long format" the replay's grouped function emits: a `gold_table` code plus the
+# union of every gold table's columns (same name => same type, checked here at import).
+# ---------------------------------------------------------------------------------------------
+def _union_schema(specs: Iterable[TableSpec]) -> pa.Schema:
+    fields: dict[str, pa.Field] = {"gold_table": pa.field("gold_table", pa.int8(), False)}
+    for spec in specs:
+        for f in spec.arrow_schema():
+            if f.name in fields:
+                if not fields[f.name].type.equals(f.type):
+                    raise TypeError(
+                        f"gold column {f.name!r} has type {f.type} in {spec.name} but {fields[f.name].type} elsewhere"
+                    )
+            else:
+                fields[f.name] = pa.field(f.name, f.type, True)
+    return pa.schema(list(fields.values()))
+
+
+UNION_TABLES: tuple[TableSpec, ...] = tuple(TABLES)
+UNION_CODES: dict[str, int] = {spec.name: i for i, spec in enumerate(UNION_TABLES)}
+GOLD_UNION_SCHEMA: pa.Schema = _union_schema(UNION_TABLES)
+DEFAULT_TABLES: tuple[str, ...] = tuple(spec.name for spec in GOLD_TABLES)
+
+
+def to_union(name: str, table: pa.Table) -> pa.Table:
+    """A gold table's rows in the wide union schema (other tables' columns null)."""
+    n = table.num_rows
+    code = pa.array([UNION_CODES[name]] * n, pa.int8())
+    cols = {f.name: table.column(f.name) for f in table.schema}
+    arrays = [code, *[cols[f.name] if f.name in cols else pa.nulls(n, f.type) for f in GOLD_UNION_SCHEMA][1:]]
+    return pa.Table.from_arrays(arrays, schema=GOLD_UNION_SCHEMA)

@@ -1,0 +1,380 @@
+"""Per-group replay of the decoded tables into the gold tables (batch: a full rebuild).
+
+Rules:
+- All records of a group live in one ``__consumer_offsets`` partition, so grouping by
+  ``group_id`` and sorting by (coordinator_partition, log_offset) gives the total order the
+  core replay needs (DESIGN §1).
+- ``groupBy("group_id").applyInArrow`` (Spark 4's Arrow-native twin of ``applyInPandas``, no
+  pandas conversion): the grouped function rebuilds ``LogRecord``s from the decoded columns,
+  calls ``coordinator_core.replay.replay`` once per group and converts the snapshot and events
+  with ``pipelines.gold`` — it never re-implements a core rule.
+- One long-format output (``gold_table`` code + the union of the gold columns) is split into
+  one DataFrame per gold table.
+- ``as_of_ms`` defaults to the largest record timestamp of the input (deterministic: the same
+  input gives the same gold rows whenever it runs). Expiry runs only with ``retention_ms``.
+- Unsupported records (newer record types of the group, unknown value versions) can be passed
+  so the snapshot counts them exactly like the pure core does; they are decoded by the core
+  codec from their raw bytes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from coordinator_core.events import TABLE_BY_KIND
+from pipelines.gold import DEFAULT_TABLES, GOLD_SPECS, GOLD_UNION_SCHEMA, UNION_CODES, rows_to_arrow, to_union
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+    from coordinator_core.records import LogRecord
+    from coordinator_core.replay import ReplayResult
+
+# record kinds in the replay input
+REC_OFFSET_COMMIT = 0
+REC_GROUP_METADATA = 1
+REC_UNSUPPORTED = 2
+
+# Tables that come from the snapshot rather than from events.
+SNAPSHOT_TABLES = ("group_state", "offsets_current")
+KINDS_BY_TABLE: dict[str, str] = {table: kind for kind, table in TABLE_BY_KIND.items()}
+
+REPLAY_MEMBER_DDL = (
+    "array<struct<member_id:string,group_instance_id:string,client_id:string,client_host:string,"
+    "rebalance_timeout:int,session_timeout:int,subscription:binary,assignment:binary>>"
+)
+
+# The replay input: one row per record of any kind (columns of the other kinds null).
+REPLAY_INPUT_DDL: tuple[tuple[str, str], ...] = (
+    ("group_id", "string"),
+    ("coordinator_partition", "int"),
+    ("log_offset", "bigint"),
+    ("log_timestamp_ms", "bigint"),
+    ("rec_kind", "tinyint"),
+    ("key_version", "int"),
+    ("is_tombstone", "boolean"),
+    ("value_version", "int"),
+    ("topic", "string"),
+    ("partition", "int"),
+    ("committed_offset", "bigint"),
+    ("leader_epoch", "int"),
+    ("metadata", "string"),
+    ("commit_timestamp_ms", "bigint"),
+    ("expire_timestamp_ms", "bigint"),
+    ("protocol_type", "string"),
+    ("generation", "int"),
+    ("protocol", "string"),
+    ("leader", "string"),
+    ("current_state_timestamp_ms", "bigint"),
+    ("members", REPLAY_MEMBER_DDL),
+    ("raw_key", "binary"),
+    ("raw_value", "binary"),
+)
+
+
+# =============================================================================================
+# Pure part (no Spark): Arrow rows of one group -> LogRecords -> core replay -> gold rows
+# =============================================================================================
+def records_from_arrow(table: pa.Table) -> list[LogRecord]:
+    """Rebuild the core's ``LogRecord``s from replay-input rows, in the table's row order.
+
+    Offset commits and group metadata are rebuilt from their decoded columns (the decode
+    proved them equal to the core codec's values); unsupported records are decoded by the core
+    codec from their raw bytes.
+    """
+    from coordinator_core.codec import decode_record
+    from coordinator_core.records import (
+        GroupMetadataKey,
+        GroupMetadataValue,
+        LogRecord,
+        MemberMetadata,
+        OffsetCommitKey,
+        OffsetCommitValue,
+    )
+
+    def col(name: str) -> list[Any]:
+        return table.column(name).to_pylist()
+
+    kinds = col("rec_kind")
+    group = col("group_id")
+    part = col("coordinator_partition")
+    off = col("log_offset")
+    ts = col("log_timestamp_ms")
+    kver = col("key_version")
+    tomb = col("is_tombstone")
+    vver = col("value_version")
+    has_oc = REC_OFFSET_COMMIT in kinds
+    has_other = any(k != REC_OFFSET_COMMIT for k in kinds)
+    if has_oc:
+        topic, partition, coff, epoch, meta, cts, ets = (
+            col(n) for n in ("topic", "partition", "committed_offset", "leader_epoch", "metadata",
+                             "commit_timestamp_ms", "expire_timestamp_ms")
+        )
+    if has_other:
+        ptype, gen, proto, leader, csts, members, rkey, rval = (
+            col(n) for n in ("protocol_type", "generation", "protocol", "leader", "current_state_timestamp_ms",
+                             "members", "raw_key", "raw_value")
+        )
+    keys: dict[tuple[Any, ...], OffsetCommitKey] = {}
+    out: list[LogRecord] = []
+    append = out.append
+    for i, kind in enumerate(kinds):
+        if kind == REC_OFFSET_COMMIT:
+            kk = (group[i], topic[i], partition[i], kver[i])
+            key = keys.get(kk)
+            if key is None:
+                key = keys[kk] = OffsetCommitKey(group[i], topic[i], partition[i], kver[i])
+            value: Any = None
+            if not tomb[i]:
+                value = OffsetCommitValue(coff[i], meta[i], cts[i], epoch[i], ets[i], vver[i])
+            append(LogRecord(part[i], off[i], ts[i], key, value))
+        elif kind == REC_GROUP_METADATA:
+            gvalue = None
+            if not tomb[i]:
+                gvalue = GroupMetadataValue(
+                    protocol_type=ptype[i],
+                    generation=gen[i],
+                    protocol=proto[i],
+                    leader=leader[i],
+                    members=tuple(
+                        MemberMetadata(
+                            member_id=m["member_id"],
+                            client_id=m["client_id"],
+                            client_host=m["client_host"],
+                            session_timeout=m["session_timeout"],
+                            subscription=m["subscription"],
+                            assignment=m["assignment"],
+                            rebalance_timeout=m["rebalance_timeout"],
+                            group_instance_id=m["group_instance_id"],
+                        )
+                        for m in (members[i] or ())
+                    ),
+                    current_state_timestamp=csts[i],
+                    version=vver[i],
+                )
+            append(LogRecord(part[i], off[i], ts[i], GroupMetadataKey(group[i], kver[i]), gvalue))
+        else:
+            rec = decode_record(rkey[i], rval[i])
+            append(LogRecord(part[i], off[i], ts[i], rec.key, rec.value))
+    return out
+
+
+def event_kinds_for(tables: Iterable[str]) -> tuple[str, ...]:
+    """The core event kinds needed to produce ``tables`` (fewer kinds = faster replay)."""
+    return tuple(sorted(KINDS_BY_TABLE[t] for t in tables if t in KINDS_BY_TABLE))
+
+
+def gold_rows(
+    result: ReplayResult,
+    *,
+    tables: Sequence[str] = DEFAULT_TABLES,
+    retention_ms: int | None = None,
+    rules: str = "current",
+    num_partitions: int = 50,
+) -> dict[str, list[dict[str, Any]]]:
+    """The core's rows of one replayed group, by gold table (exactly what the core returns)."""
+    rows: dict[str, list[dict[str, Any]]] = {t: [] for t in tables}
+    snap = result.snapshot
+    if "group_state" in rows:
+        rows["group_state"].append(
+            snap.to_state_row(retention_ms=retention_ms, rules=rules, num_partitions=num_partitions)
+        )
+    if "offsets_current" in rows:
+        rows["offsets_current"].extend(snap.offset_rows())
+    for event in result.events:
+        bucket = rows.get(event.table)
+        if bucket is not None:
+            bucket.append(event.to_row())
+    return rows
+
+
+def replay_group_arrow(
+    table: pa.Table,
+    *,
+    retention_ms: int | None = None,
+    rules: str = "current",
+    as_of_ms: int | None = None,
+    tables: Sequence[str] = DEFAULT_TABLES,
+    num_partitions: int = 50,
+) -> pa.Table:
+    """The grouped function: one group's replay-input rows -> gold rows (union schema)."""
+    from coordinator_core.replay import new_snapshot, replay
+
+    if table.num_rows == 0:
+        return GOLD_UNION_SCHEMA.empty_table()
+    order = pc.sort_indices(table, [("coordinator_partition", "ascending"), ("log_offset", "ascending")])
+    table = table.take(order)
+    group_id = table.column("group_id")[0].as_py()
+    result = replay(
+        new_snapshot(group_id),
+        records_from_arrow(table),
+        retention_ms=retention_ms,
+        rules=rules,
+        as_of_ms=as_of_ms,
+        event_kinds=event_kinds_for(tables),
+    )
+    by_table = gold_rows(result, tables=tables, retention_ms=retention_ms, rules=rules, num_partitions=num_partitions)
+    parts = [to_union(name, rows_to_arrow(GOLD_SPECS[name], rows)) for name, rows in by_table.items() if rows]
+    if not parts:
+        return GOLD_UNION_SCHEMA.empty_table()
+    return pa.concat_tables(parts)
+
+
+# =============================================================================================
+# Spark
+# =============================================================================================
+def _ms(col: str) -> Any:
+    from pyspark.sql import functions as F
+
+    return F.unix_millis(F.col(col))
+
+
+def replay_input(
+    offset_commits_df: DataFrame,
+    group_metadata_df: DataFrame,
+    unsupported_df: DataFrame | None = None,
+) -> DataFrame:
+    """The decoded tables as one replay-input DataFrame (``REPLAY_INPUT_DDL`` columns)."""
+    from pyspark.sql import functions as F
+
+    def shape(df: DataFrame, exprs: dict[str, Any]) -> DataFrame:
+        return df.select(*[
+            (exprs[name] if name in exprs else F.lit(None)).cast(ddl).alias(name) for name, ddl in REPLAY_INPUT_DDL
+        ])
+
+    common = {
+        "group_id": F.col("group_id"),
+        "coordinator_partition": F.col("coordinator_partition"),
+        "log_offset": F.col("log_offset"),
+        "log_timestamp_ms": _ms("log_timestamp"),
+        "key_version": F.col("key_version"),
+        "is_tombstone": F.col("is_tombstone"),
+        "value_version": F.col("value_version"),
+    }
+    oc = shape(offset_commits_df, {
+        **common,
+        "rec_kind": F.lit(REC_OFFSET_COMMIT),
+        "topic": F.col("topic"),
+        "partition": F.col("partition"),
+        "committed_offset": F.col("committed_offset"),
+        "leader_epoch": F.col("leader_epoch"),
+        "metadata": F.col("metadata"),
+        "commit_timestamp_ms": _ms("commit_timestamp"),
+        "expire_timestamp_ms": _ms("expire_timestamp"),
+    })
+    member_fields = ("member_id", "group_instance_id", "client_id", "client_host", "rebalance_timeout",
+                     "session_timeout", "subscription", "assignment")
+    gm = shape(group_metadata_df, {
+        **common,
+        "rec_kind": F.lit(REC_GROUP_METADATA),
+        "protocol_type": F.col("protocol_type"),
+        "generation": F.col("generation"),
+        "protocol": F.col("protocol"),
+        "leader": F.col("leader"),
+        "current_state_timestamp_ms": _ms("current_state_timestamp"),
+        "members": F.transform("members", lambda m: F.struct(*[m[f].alias(f) for f in member_fields])),
+    })
+    out = oc.unionByName(gm)
+    if unsupported_df is not None:
+        un = shape(unsupported_df.where(F.col("group_id").isNotNull()), {
+            "group_id": F.col("group_id"),
+            "coordinator_partition": F.col("partition"),
+            "log_offset": F.col("offset"),
+            "log_timestamp_ms": _ms("timestamp"),
+            "rec_kind": F.lit(REC_UNSUPPORTED),
+            "key_version": F.col("record_type"),
+            "raw_key": F.col("key"),
+            "raw_value": F.col("value"),
+        })
+        out = out.unionByName(un)
+    return out
+
+
+def max_timestamp_ms(df: DataFrame, column: str = "log_timestamp_ms") -> int | None:
+    """Largest value of an epoch-ms column (the deterministic default ``as_of_ms``)."""
+    from pyspark.sql import functions as F
+
+    row = df.agg(F.max(column).alias("m")).collect()[0]
+    return None if row["m"] is None else int(row["m"])
+
+
+def gold_union_spark_schema() -> Any:
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    return from_arrow_schema(GOLD_UNION_SCHEMA)
+
+
+def split_gold(union: DataFrame, tables: Iterable[str] = DEFAULT_TABLES) -> dict[str, DataFrame]:
+    """Project the long-format replay output into one DataFrame per gold table."""
+    from pyspark.sql import functions as F
+
+    out = {}
+    for name in tables:
+        spec = GOLD_SPECS[name]
+        out[name] = union.where(F.col("gold_table") == UNION_CODES[name]).select(*spec.column_names)
+    return out
+
+
+def replay_to_gold(
+    offset_commits_df: DataFrame,
+    group_metadata_df: DataFrame,
+    *,
+    retention_ms: int | None = None,
+    rules: str = "current",
+    as_of_ms: int | None = None,
+    unsupported_df: DataFrame | None = None,
+    tables: Sequence[str] = DEFAULT_TABLES,
+    num_partitions: int = 50,
+    persist: bool = True,
+    on_as_of: Callable[[int | None], None] | None = None,
+) -> dict[str, DataFrame]:
+    """Replay every group of the decoded tables and return the gold DataFrames.
+
+    Args:
+        offset_commits_df: ``offset_commits`` rows (``schemas.decoded``).
+        group_metadata_df: ``group_metadata`` rows.
+        retention_ms: offset retention for predicted expiry (None: only what the log says).
+        rules: expiry rule set (``coordinator_core.expiry.RULE_SETS``).
+        as_of_ms: time to evaluate expiry at after the last record; default (with a
+            retention) the largest record timestamp of the input.
+        unsupported_df: ``unsupported_records`` rows, so group_state counts them like the core.
+        tables: gold tables to produce (default: ``schemas.gold.GOLD_TABLES``; add
+            ``offset_commits_replayed`` for one row per commit).
+        num_partitions: ``offsets.topic.num.partitions`` (group_state.coordinator_partition).
+        persist: persist the long-format output (MEMORY_AND_DISK) so writing the tables runs
+            the replay once; the caller may ``unpersist()`` any returned DataFrame's source
+            via ``result["_union"]``.
+        on_as_of: called with the ``as_of_ms`` actually used (for the job's report).
+
+    Returns:
+        ``{table name: DataFrame}`` with the columns of ``schemas.gold``; key ``"_union"`` holds
+        the long-format DataFrame they are projected from.
+    """
+    unknown = [t for t in tables if t not in GOLD_SPECS]
+    if unknown:
+        raise ValueError(f"unknown gold tables {unknown}; known: {sorted(GOLD_SPECS)}")
+    inp = replay_input(offset_commits_df, group_metadata_df, unsupported_df)
+    if as_of_ms is None and retention_ms is not None:
+        as_of_ms = max_timestamp_ms(inp)
+    if on_as_of is not None:
+        on_as_of(as_of_ms)
+    tables = tuple(tables)
+
+    def fn(table: pa.Table) -> pa.Table:
+        return replay_group_arrow(
+            table, retention_ms=retention_ms, rules=rules, as_of_ms=as_of_ms, tables=tables,
+            num_partitions=num_partitions,
+        )
+
+    union = inp.groupBy("group_id").applyInArrow(fn, gold_union_spark_schema())
+    if persist:
+        from pyspark import StorageLevel
+
+        union = union.persist(StorageLevel.MEMORY_AND_DISK)
+    out = split_gold(union, tables)
+    out["_union"] = union
+    return out

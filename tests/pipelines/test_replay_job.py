@@ -1,0 +1,237 @@
+"""replay_to_gold: a group's gold rows equal what the pure core replay returns for it.
+
+A multi-group log (consumer groups that rebalance, empty out and die; simple groups that only
+commit; a connect group; offset/group tombstones; newer record types; a corrupt record) is
+encoded with the core codec, decoded by ``pipelines.decode`` in Spark and replayed per group
+by ``pipelines.replay_job``; the expected rows come from decoding the same bytes with the core
+codec and calling ``coordinator_core.replay`` per group, converted by the same column rule.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import random
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+from coordinator_core.codec import decode_record, encode_key, encode_value
+from coordinator_core.consumer_protocol import encode_assignment, encode_subscription
+from coordinator_core.errors import CoordinatorError
+from coordinator_core.partitioner import partition_for
+from coordinator_core.records import (
+    Assignment,
+    GroupMetadataKey,
+    GroupMetadataValue,
+    LogRecord,
+    MemberMetadata,
+    OffsetCommitKey,
+    OffsetCommitValue,
+    Subscription,
+    TopicPartitions,
+)
+from coordinator_core.replay import new_snapshot, replay
+from pipelines.gold import GOLD_SPECS, GoldMappingError, column_mapping, rows_to_arrow
+from pipelines.replay_job import event_kinds_for, gold_rows, replay_to_gold
+from schemas.gold import GOLD_TABLES
+
+BASE_MS = 1_700_000_000_000
+DAY = 86_400_000
+RAW_DDL = "key binary, value binary, topic string, partition int, offset bigint, timestamp timestamp, timestampType int"
+
+
+def _member(rng: random.Random, gid: str, i: int, topics: list[str], parts: list[tuple[str, int]]) -> MemberMetadata:
+    sub = encode_subscription(Subscription(tuple(topics)))
+    by_topic: dict[str, list[int]] = {}
+    for t, p in parts:
+        by_topic.setdefault(t, []).append(p)
+    asg = encode_assignment(Assignment(tuple(TopicPartitions(t, tuple(ps)) for t, ps in sorted(by_topic.items()))))
+    static = f"{gid}-inst-{i}" if rng.random() < 0.3 else None
+    return MemberMetadata(
+        member_id=f"consumer-{i}-{rng.randrange(1 << 30):08x}", client_id=f"client-{i}", client_host=f"/10.0.0.{i}",
+        session_timeout=45_000, subscription=sub, assignment=asg, rebalance_timeout=300_000, group_instance_id=static,
+    )
+
+
+def group_story(rng: random.Random, gid: str, start: int) -> list[tuple[int, Any, Any]]:
+    """(timestamp_ms, key, value) records of one group's life."""
+    out: list[tuple[int, Any, Any]] = []
+    t = start
+    topics = [f"orders-{rng.randrange(3)}", "payments"][: rng.randint(1, 2)]
+    tps = [(tp, p) for tp in topics for p in range(rng.randint(1, 3))]
+    kind = rng.choice(["consumer", "consumer", "consumer", "simple", "connect"])
+    offsets = {tp: rng.randrange(1000) for tp in tps}
+
+    def commits(n: int) -> None:
+        nonlocal t
+        for _ in range(n):
+            t += rng.randint(100, 5000)
+            tp = rng.choice(tps)
+            offsets[tp] += rng.randint(0, 50)
+            version = rng.choice([3, 3, 3, 1, 2])
+            out.append((t, OffsetCommitKey(gid, tp[0], tp[1]), OffsetCommitValue(
+                offsets[tp], rng.choice(["", "", "meta"]), t, leader_epoch=rng.choice([None, 5]) if version == 3 else None,
+                expire_timestamp=t + 7 * DAY if version == 1 else None, version=version)))
+
+    if kind == "simple":
+        commits(rng.randint(3, 12))
+    else:
+        ptype = "consumer" if kind == "consumer" else "connect"
+        gen = 0
+        for _round in range(rng.randint(1, 3)):
+            gen += rng.randint(1, 2)
+            n = rng.randint(1, 3)
+            members = tuple(_member(rng, gid, i, topics, tps[i::n]) for i in range(n))
+            t += rng.randint(1000, 20_000)
+            out.append((t, GroupMetadataKey(gid), GroupMetadataValue(
+                ptype, gen, rng.choice(["range", "cooperative-sticky"]), members[0].member_id, members,
+                current_state_timestamp=t - rng.randint(0, 3000), version=3)))
+            commits(rng.randint(2, 10))
+        if rng.random() < 0.6:  # everybody leaves: Empty
+            gen += 1
+            t += rng.randint(1000, 60_000)
+            out.append((t, GroupMetadataKey(gid), GroupMetadataValue(ptype, gen, None, None, (), t, version=3)))
+    if rng.random() < 0.3:  # an offset deleted (OffsetDelete / expiry tombstone)
+        t += rng.randint(1000, 10_000)
+        tp = rng.choice(tps)
+        out.append((t, OffsetCommitKey(gid, tp[0], tp[1]), None))
+    if rng.random() < 0.2:  # the group deleted
+        t += rng.randint(1000, 10_000)
+        for tp in tps:
+            out.append((t, OffsetCommitKey(gid, tp[0], tp[1]), None))
+        out.append((t, GroupMetadataKey(gid), None))
+    if rng.random() < 0.3:  # comes back much later (after retention would have expired offsets)
+        t += rng.randint(2, 9) * DAY
+        commits(rng.randint(1, 4))
+    return out
+
+
+def build_log(n_groups: int = 14, seed: int = 11) -> list[tuple[bytes, bytes | None, int, int, int]]:
+    """Raw records (key, value, partition, offset, timestamp_ms) of a multi-group log, in log order."""
+    rng = random.Random(seed)
+    stamped: list[tuple[int, int, bytes, bytes | None]] = []
+    for g in range(n_groups):
+        gid = f"group-{g:02d}" if g else ""  # the empty group id is legal for offset commits
+        for seq, (ts, key, value) in enumerate(group_story(rng, gid, BASE_MS + rng.randrange(DAY))):
+            stamped.append((ts, g * 10_000 + seq, encode_key(key), None if value is None else encode_value(value)))
+    # a newer record type (KIP-848 ConsumerGroupMetadata, key version 3) and a corrupt record
+    gk = b"\x00\x03" + len(b"group-01").to_bytes(2, "big") + b"group-01"
+    stamped.append((BASE_MS + 5000, 10**9, gk, b"\x00\x00\x00\x00\x00\x01"))
+    stamped.append((BASE_MS + 6000, 10**9 + 1, encode_key(OffsetCommitKey("group-02", "x", 0)), b"\x00\x03\x00"))
+    stamped.sort()
+    next_offset: dict[int, int] = {}
+    out = []
+    for ts, _, key, value in stamped:
+        rec = None
+        try:
+            rec = decode_record(key, value)
+        except CoordinatorError:
+            pass
+        gid = rec.key.group if rec is not None and rec.key.group is not None else "group-02"
+        part = partition_for(gid)
+        off = next_offset.get(part, 0)
+        next_offset[part] = off + 1
+        out.append((key, value, part, off, ts))
+    return out
+
+
+def core_gold(log: list[tuple[bytes, bytes | None, int, int, int]], *, retention_ms: int | None,
+              as_of_ms: int | None) -> dict[str, pa.Table]:
+    """The pure core's gold rows: decode each record, replay each group, convert."""
+    by_group: dict[str, list[LogRecord]] = {}
+    for key, value, part, off, ts in log:
+        try:
+            rec = decode_record(key, value)
+        except CoordinatorError:
+            continue
+        if rec.key.group is None:
+            continue
+        by_group.setdefault(rec.key.group, []).append(LogRecord(part, off, ts, rec.key, rec.value))
+    tables = [s.name for s in GOLD_TABLES]
+    rows: dict[str, list[dict[str, Any]]] = {t: [] for t in tables}
+    for gid, recs in sorted(by_group.items()):
+        recs.sort(key=lambda r: r.position)
+        result = replay(new_snapshot(gid), recs, retention_ms=retention_ms, as_of_ms=as_of_ms,
+                        event_kinds=event_kinds_for(tables))
+        for name, rs in gold_rows(result, tables=tables, retention_ms=retention_ms).items():
+            rows[name].extend(rs)
+    return {name: rows_to_arrow(GOLD_SPECS[name], rs) for name, rs in rows.items()}
+
+
+def raw_df(spark: Any, log: list[tuple[bytes, bytes | None, int, int, int]]) -> Any:
+    rows = [
+        (k, v, "__consumer_offsets", p, o, dt.datetime.fromtimestamp(ts / 1000, dt.UTC), 0)
+        for k, v, p, o, ts in log
+    ]
+    return spark.createDataFrame(rows, RAW_DDL)
+
+
+def _sorted_rows(table: pa.Table, key: tuple[str, ...]) -> list[dict[str, Any]]:
+    return sorted(table.to_pylist(), key=lambda r: tuple(str(r[k]) for k in key))
+
+
+# ---------------------------------------------------------------------------------------------
+# pure tests (no Spark)
+# ---------------------------------------------------------------------------------------------
+def test_every_core_row_key_maps_to_exactly_one_gold_column() -> None:
+    log = build_log(n_groups=10)
+    core = core_gold(log, retention_ms=DAY, as_of_ms=BASE_MS + 30 * DAY)
+    assert all(core[name].num_rows > 0 for name in core), {n: t.num_rows for n, t in core.items()}
+
+
+def test_gold_mapping_rejects_an_unknown_core_key() -> None:
+    with pytest.raises(GoldMappingError):
+        column_mapping(GOLD_SPECS["offsets_current"], [*GOLD_SPECS["offsets_current"].column_names, "surprise"])
+
+
+def test_time_points_become_timestamps_of_the_same_instant() -> None:
+    row = {"group_id": "g", "topic": "t", "partition": 0, "offset": 5, "leader_epoch": None, "metadata": "",
+           "commit_timestamp": 1234, "expire_timestamp": None, "value_version": 3, "log_partition": 1,
+           "log_offset": 2, "timestamp_ms": 1_700_000_000_123}
+    out = rows_to_arrow(GOLD_SPECS["offsets_current"], [row]).to_pylist()[0]
+    assert out["commit_timestamp"] == dt.datetime(1970, 1, 1, 0, 0, 1, 234000, tzinfo=dt.UTC)
+    assert out["timestamp"] == dt.datetime.fromtimestamp(1_700_000_000.123, dt.UTC)
+    assert out["offset"] == 5 and out["expire_timestamp"] is None
+
+
+# ---------------------------------------------------------------------------------------------
+# Spark
+# ---------------------------------------------------------------------------------------------
+@pytest.mark.spark
+@pytest.mark.parametrize("retention_ms", [None, 3 * DAY])
+def test_replay_to_gold_equals_pure_core_replay_per_group(spark: Any, retention_ms: int | None) -> None:
+    from chispa import assert_df_equality
+
+    from pipelines.decode import decode_raw, reconcile_counts
+
+    log = build_log()
+    df = raw_df(spark, log)
+    decoded = decode_raw(df)
+    assert reconcile_counts(len(log), decoded).ok
+    as_of = max(ts for *_, ts in log)
+    gold = replay_to_gold(decoded.offset_commits, decoded.group_metadata, retention_ms=retention_ms,
+                          unsupported_df=decoded.unsupported)
+    expected = core_gold(log, retention_ms=retention_ms, as_of_ms=as_of if retention_ms else None)
+    for spec in GOLD_TABLES:
+        got = gold[spec.name]
+        want = spark.createDataFrame(expected[spec.name].to_pylist(), spec.spark_schema())
+        assert_df_equality(got, want, ignore_row_order=True, ignore_nullable=True, ignore_column_order=False)
+    group_ids = {r["group_id"] for r in gold["group_state"].collect()}
+    assert "" in group_ids and len(group_ids) == 14
+    if retention_ms:
+        expirations = gold["offset_expirations"].where("cause = 'retention'").count()
+        assert expirations > 0
+    gold["_union"].unpersist()
+
+
+@pytest.mark.spark
+def test_as_of_defaults_to_the_last_record_timestamp(spark: Any) -> None:
+    from pipelines.decode import decode_raw
+
+    log = build_log(n_groups=4, seed=3)
+    decoded = decode_raw(raw_df(spark, log))
+    seen: list[int | None] = []
+    gold = replay_to_gold(decoded.offset_commits, decoded.group_metadata, retention_ms=DAY, on_as_of=seen.append)
+    assert seen == [max(ts for *_, ts in log if ts)]
+    gold["_union"].unpersist()
