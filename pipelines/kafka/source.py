@@ -389,29 +389,13 @@ def choose_engine(spark: SparkSession, engine: str) -> str:
     return "jvm" if has_jvm else "python"
 
 
-def _jvm_options(settings: KafkaSettings) -> dict[str, str]:
-    """``format("kafka")`` options (Java client property names) from the same settings."""
-    import os
+def _jvm_options(cfg: Config, bootstrap_servers: str | None) -> dict[str, str]:
+    """``format("kafka")`` options: the config module's mapping (holds secrets: never log it)."""
+    from pipelines.config import spark_kafka_options
 
-    opts = {
-        "kafka.bootstrap.servers": settings.bootstrap_servers,
-        "subscribe": settings.topic,
-    }
-    java_names = {"security.protocol", "sasl.mechanism", "ssl.endpoint.identification.algorithm",
-                  "client.id"}
-    for k, v in settings.properties.items():
-        if k in java_names:
-            opts[f"kafka.{k}"] = "" if v == "none" and k.startswith("ssl.endpoint") else v
-    user_env = settings.secret_env.get("sasl.username")
-    pass_env = settings.secret_env.get("sasl.password")
-    if user_env and pass_env:
-        mech = settings.properties.get("sasl.mechanism", "PLAIN")
-        module = (
-            "org.apache.kafka.common.security.plain.PlainLoginModule" if mech == "PLAIN"
-            else "org.apache.kafka.common.security.scram.ScramLoginModule"
-        )
-        user, pw = os.environ.get(user_env, ""), os.environ.get(pass_env, "")
-        opts["kafka.sasl.jaas.config"] = f'{module} required username="{user}" password="{pw}";'
+    opts = spark_kafka_options(cfg)
+    if bootstrap_servers:
+        opts["kafka.bootstrap.servers"] = bootstrap_servers
     return opts
 
 
@@ -435,14 +419,11 @@ def read_kafka_stream(
     classpath; otherwise ``format("offsetlake_kafka")`` (this module). Both give the raw-record
     schema.
     """
-    settings = settings_from_config(cfg, bootstrap_servers=bootstrap_servers)
     if choose_engine(spark, cfg.kafka.engine) == "jvm":
-        opts = _jvm_options(settings)
-        opts["startingOffsets"] = cfg.kafka.starting_offsets
-        opts.update({k: str(v) for k, v in cfg.input.kafka_options.items()})
+        opts = _jvm_options(cfg, bootstrap_servers)
         if cfg.kafka.partitions:
-            opts.pop("subscribe")
-            opts["assign"] = json.dumps({settings.topic: sorted(cfg.kafka.partitions)})
+            opts.pop("subscribe", None)
+            opts["assign"] = json.dumps({cfg.kafka.topic: sorted(cfg.kafka.partitions)})
         return spark.readStream.format("kafka").options(**opts).load()
     register_kafka_source(spark)
     return (
@@ -456,11 +437,13 @@ def read_kafka_batch(
     spark: SparkSession, cfg: Config, *, bootstrap_servers: str | None = None
 ) -> DataFrame:
     """A batch DataFrame of the whole topic (earliest .. latest), engine chosen as for streams."""
-    settings = settings_from_config(cfg, bootstrap_servers=bootstrap_servers)
     if choose_engine(spark, cfg.kafka.engine) == "jvm":
-        opts = _jvm_options(settings)
+        opts = _jvm_options(cfg, bootstrap_servers)
         opts["startingOffsets"] = "earliest"
         opts["endingOffsets"] = "latest"
+        if cfg.kafka.partitions:
+            opts.pop("subscribe", None)
+            opts["assign"] = json.dumps({cfg.kafka.topic: sorted(cfg.kafka.partitions)})
         return spark.read.format("kafka").options(**opts).load()
     register_kafka_source(spark)
     opts = kafka_source_options(cfg, bootstrap_servers=bootstrap_servers)

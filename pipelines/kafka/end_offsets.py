@@ -1,0 +1,232 @@
+"""The end-offsets feed: sample log-end offsets into the ``partition_end_offsets`` Delta table.
+
+Rules:
+- Offsets come from the cluster (ListOffsets via ``get_watermark_offsets``): log start and high
+  watermark per topic-partition. Which topic-partitions: ``--topics``, or every (group, topic,
+  partition) in ``offsets_current`` (then the group's committed offset and lag are added).
+- "Where cheap": the timestamp of the record at each distinct committed offset is fetched with
+  ONE consumer assigned to all those positions, reading one record each, bounded by a timeout;
+  whatever did not arrive stays null. A caught-up group (committed == end) has no such record.
+- Samples are appended with delta-rs (``write_deltalake``): no Spark, no jars; the schema is
+  ``schemas.end_offsets.PARTITION_END_OFFSETS``. Time is read once per sample (``sampled_at``).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from pipelines.errors import UsageError
+from pipelines.kafka.client import (
+    KafkaSettings,
+    KafkaUnavailableError,
+    require_confluent_kafka,
+    watermarks,
+)
+from schemas.end_offsets import PARTITION_END_OFFSETS
+
+Committed = tuple[str, str, int, int]  # (group_id, topic, partition, committed offset)
+
+
+def read_committed(table_path: str) -> list[Committed]:
+    """(group_id, topic, partition, offset) rows of an ``offsets_current`` Delta table."""
+    from deltalake import DeltaTable
+    from deltalake.exceptions import TableNotFoundError
+
+    try:
+        dt = DeltaTable(table_path)
+    except TableNotFoundError:
+        raise UsageError(f"{table_path}: no Delta table there (run the batch job first)") from None
+    names = {f.name for f in dt.schema().fields}
+    need = {"group_id", "topic", "partition", "offset"}
+    if not need <= names:
+        raise UsageError(f"{table_path}: expected columns {sorted(need)}, found {sorted(names)}")
+    table = dt.to_pyarrow_table(columns=["group_id", "topic", "partition", "offset"])
+    rows = table.to_pylist()
+    return [
+        (r["group_id"], r["topic"], int(r["partition"]), int(r["offset"]))
+        for r in rows
+        if r["offset"] is not None and r["topic"] is not None
+    ]
+
+
+def _partitions_of(consumer: Any, topics: Iterable[str], timeout_s: float, bootstrap: str) -> dict[str, list[int]]:
+    ck = require_confluent_kafka()
+    out: dict[str, list[int]] = {}
+    try:
+        md = consumer.list_topics(timeout=timeout_s)
+    except ck.KafkaException as exc:
+        raise KafkaUnavailableError(
+            f"cannot reach Kafka at {bootstrap} within {timeout_s:g}s ({exc.args[0].str()})"
+        ) from None
+    for t in topics:
+        meta = md.topics.get(t)
+        out[t] = sorted(meta.partitions) if meta is not None and meta.error is None else []
+    return out
+
+
+def record_timestamps(
+    consumer: Any, positions: Sequence[tuple[str, int, int]], timeout_s: float
+) -> dict[tuple[str, int, int], int]:
+    """Timestamp (ms) of the record at each (topic, partition, offset), as far as ``timeout_s`` allows."""
+    ck = require_confluent_kafka()
+    wanted: dict[tuple[str, int], set[int]] = {}
+    for t, p, o in positions:
+        wanted.setdefault((t, p), set()).add(o)
+    out: dict[tuple[str, int, int], int] = {}
+    if not wanted:
+        return out
+    # Several groups may sit at different offsets of one partition: one pass per distinct offset
+    # rank keeps the assignment simple (usually one pass).
+    rounds = max(len(v) for v in wanted.values())
+    ordered = {tp: sorted(v) for tp, v in wanted.items()}
+    deadline = time.monotonic() + timeout_s
+    for i in range(rounds):
+        todo = {tp: offs[i] for tp, offs in ordered.items() if i < len(offs)}
+        consumer.assign([ck.TopicPartition(t, p, o) for (t, p), o in todo.items()])
+        pending = set(todo)
+        while pending and time.monotonic() < deadline:
+            for m in consumer.consume(num_messages=len(pending) * 4, timeout=0.2):
+                tp = (m.topic(), m.partition())
+                if tp not in pending:
+                    continue
+                if m.error() is not None:
+                    if m.error().code() == ck.KafkaError._PARTITION_EOF:
+                        pending.discard(tp)
+                    continue
+                ttype, ts = m.timestamp()
+                if ttype:
+                    # the first record at or after the committed offset (compaction may skip it)
+                    out[(tp[0], tp[1], todo[tp])] = ts
+                pending.discard(tp)
+        consumer.unassign()
+    return out
+
+
+def sample_end_offsets(
+    settings: KafkaSettings,
+    *,
+    topics: Sequence[str] | None = None,
+    committed: Sequence[Committed] | None = None,
+    timeout_s: float = 15.0,
+    fetch_timestamps: bool = True,
+    now_ms: int | None = None,
+) -> pa.Table:
+    """One sample as an Arrow table in the ``partition_end_offsets`` schema.
+
+    Args:
+        settings: the cluster.
+        topics: topics to sample at partition level (group columns null).
+        committed: (group, topic, partition, offset) rows; one output row each.
+        timeout_s: metadata/ListOffsets timeout; also bounds the timestamp fetch.
+        fetch_timestamps: fetch the timestamp of the record at each committed offset.
+        now_ms: the sample time (default: the wall clock now).
+    """
+    ck = require_confluent_kafka()
+    sampled_at = int(time.time() * 1000) if now_ms is None else now_ms
+    consumer = ck.Consumer(settings.consumer_conf())
+    try:
+        all_topics = sorted(set(topics or []) | {c[1] for c in committed or []})
+        parts = _partitions_of(consumer, all_topics, timeout_s, settings.bootstrap_servers)
+        marks: dict[tuple[str, int], tuple[int, int]] = {}
+        for t, ps in parts.items():
+            for p, lohi in watermarks(consumer, t, ps, timeout_s).items():
+                marks[(t, p)] = lohi
+        ts: dict[tuple[str, int, int], int] = {}
+        if committed and fetch_timestamps:
+            positions = sorted(
+                {(t, p, o) for _, t, p, o in committed if (t, p) in marks and o < marks[(t, p)][1]}
+            )
+            ts = record_timestamps(consumer, positions, min(timeout_s, 10.0))
+    finally:
+        consumer.close()
+    rows: list[dict[str, Any]] = []
+    for t in sorted(set(topics or [])):
+        for p in parts.get(t, []):
+            lo, hi = marks[(t, p)]
+            rows.append(_row(sampled_at, t, p, lo, hi, None, None, None, settings.bootstrap_servers))
+    for g, t, p, o in sorted(committed or []):
+        if (t, p) not in marks:
+            continue  # the topic or partition no longer exists
+        lo, hi = marks[(t, p)]
+        rows.append(_row(sampled_at, t, p, lo, hi, g, o, ts.get((t, p, o)), settings.bootstrap_servers))
+    schema = PARTITION_END_OFFSETS.arrow_schema()
+    if not rows:
+        return schema.empty_table()
+    cols = {name: [r[name] for r in rows] for name in schema.names}
+    return pa.Table.from_pydict(
+        {
+            **cols,
+            "sampled_at": pa.array([v * 1000 for v in cols["sampled_at"]], pa.int64()).cast(schema.field("sampled_at").type),
+            "committed_record_timestamp": pa.array(
+                [None if v is None else v * 1000 for v in cols["committed_record_timestamp"]], pa.int64()
+            ).cast(schema.field("committed_record_timestamp").type),
+        },
+        schema=schema,
+    )
+
+
+def _row(
+    sampled_at: int, topic: str, partition: int, lo: int, hi: int, group: str | None,
+    committed: int | None, rec_ts: int | None, bootstrap: str,
+) -> dict[str, Any]:
+    return {
+        "sampled_at": sampled_at,
+        "topic": topic,
+        "partition": partition,
+        "log_start_offset": lo,
+        "log_end_offset": hi,
+        "group_id": group,
+        "committed_offset": committed,
+        "lag_offsets": None if committed is None else max(0, hi - committed),
+        "committed_record_timestamp": rec_ts,
+        "bootstrap_servers": bootstrap,
+    }
+
+
+def append_samples(table_path: str, table: pa.Table) -> None:
+    """Append a sample to the Delta table (created on first use) with delta-rs."""
+    from deltalake import write_deltalake
+
+    if "://" not in table_path:
+        Path(table_path).mkdir(parents=True, exist_ok=True)
+    write_deltalake(table_path, table, mode="append")
+
+
+def run_sampler(
+    settings: KafkaSettings,
+    table_path: str,
+    *,
+    topics: Sequence[str] | None = None,
+    groups_table: str | None = None,
+    interval_s: float = 0.0,
+    iterations: int = 1,
+    timeout_s: float = 15.0,
+    log: Callable[[str], None] | None = None,
+) -> int:
+    """Sample ``iterations`` times (0 = until interrupted), ``interval_s`` apart; returns rows written."""
+    if not topics and not groups_table:
+        raise UsageError("nothing to sample: pass --topics T1,T2 or --groups-from-table offsets_current")
+    note = log or (lambda msg: None)
+    total = 0
+    i = 0
+    try:
+        while iterations <= 0 or i < iterations:
+            started = time.monotonic()
+            committed = read_committed(groups_table) if groups_table else None
+            sample = sample_end_offsets(settings, topics=topics, committed=committed, timeout_s=timeout_s)
+            if sample.num_rows:
+                append_samples(table_path, sample)
+            total += sample.num_rows
+            i += 1
+            note(f"sample {i}: {sample.num_rows} rows")
+            if iterations > 0 and i >= iterations:
+                break
+            time.sleep(max(0.0, interval_s - (time.monotonic() - started)))
+    except KeyboardInterrupt:
+        note("interrupted")
+    return total
