@@ -709,7 +709,8 @@ class _Work:
         # the generation before this record, as far as the log tells
         prev_gen: int | None
         if first_record:
-            prev_gen = None
+            # a new group starts at generation 0 (unless this is a compacted log's first record)
+            prev_gen = 0 if (g_new <= 1 or self.log_start) else None
         elif not self.exists or self.state is _D:
             # deleted: a continuation if the generation goes on, else a new incarnation (gen 0)
             prev_gen = self.generation if g_new > self.generation else 0

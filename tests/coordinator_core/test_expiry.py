@@ -1,0 +1,230 @@
+"""Offset expiry and group death (spec §8), the four rule sets, and expiry inside the replay."""
+
+from __future__ import annotations
+
+import pytest
+
+from coordinator_core.events import GroupLifecycle, OffsetExpiration, StateTransition
+from coordinator_core.expiry import RULE_SETS, expire_offsets, next_expiry_ms, plan_expiry
+from coordinator_core.records import GroupMetadataKey, LogRecord, OffsetCommitKey
+from coordinator_core.replay import GroupSnapshot, new_snapshot, replay
+from coordinator_core.state import GroupState
+from tests.coordinator_core.replay_builders import GroupLog, member
+
+DAY = 86_400_000
+WEEK = 7 * DAY
+
+
+def _snap(log: GroupLog) -> GroupSnapshot:
+    return replay(new_snapshot("g"), log.records).snapshot
+
+
+def _expired_tps(snap: GroupSnapshot, now: int, retention: int = WEEK, rules: str = "current") -> list[tuple[str, int]]:
+    return [(r.key.topic, r.key.partition) for r in expire_offsets(snap, now, retention, rules) if isinstance(r.key, OffsetCommitKey)]
+
+
+def _empty_group_with_offsets() -> GroupLog:
+    log = GroupLog()
+    log.stable(1, [member("m1", assigned={"t": [0, 1]})])
+    log.commit("t", 0, 10, at=log.now + 1000)
+    log.commit("t", 1, 11, at=log.now + 1000)
+    log.empty(2, at=log.now + DAY)
+    return log
+
+
+def test_empty_group_expires_everything_from_when_it_became_empty() -> None:
+    log = _empty_group_with_offsets()
+    snap = _snap(log)
+    empty_at = snap.current_state_timestamp
+    assert empty_at == log.now
+    assert _expired_tps(snap, empty_at + WEEK - 1) == []
+    recs = expire_offsets(snap, empty_at + WEEK, WEEK)
+    assert [(r.key.topic, r.key.partition) for r in recs if isinstance(r.key, OffsetCommitKey)] == [("t", 0), ("t", 1)]
+    # the group dies with them; generation 2 > 0, so the old coordinator writes a group tombstone
+    assert isinstance(recs[-1].key, GroupMetadataKey) and recs[-1].value is None
+    assert all(r.value is None for r in recs)
+
+
+def test_empty_group_without_current_state_timestamp_uses_each_commit_timestamp() -> None:
+    log = GroupLog()
+    log.stable(1, [member("m1")], version=1)
+    log.commit("t", 0, 10, at=log.now + 1000)
+    c0 = log.now
+    log.commit("t", 1, 11, at=log.now + DAY)
+    log.empty(2, at=log.now + DAY, cst=None)
+    snap = _snap(log)
+    assert snap.current_state_timestamp is None
+    assert _expired_tps(snap, c0 + WEEK) == [("t", 0)]
+    assert next_expiry_ms(snap, WEEK) == c0 + WEEK
+
+
+def test_stable_consumer_group_expires_only_topics_no_member_subscribes_to() -> None:
+    log = GroupLog()
+    log.stable(1, [member("m1", topics=["t"], assigned={"t": [0]})])
+    log.commit("t", 0, 10, at=log.now + 10)
+    log.commit("old", 0, 3)
+    old_ts = log.now
+    snap = _snap(log)
+    assert _expired_tps(snap, old_ts + WEEK - 1) == []
+    assert _expired_tps(snap, old_ts + 10 * WEEK) == [("old", 0)]
+    assert next_expiry_ms(snap, WEEK) == old_ts + WEEK
+    plan = plan_expiry(snap, old_ts + 10 * WEEK, WEEK)
+    assert not plan.group_dies
+
+
+def test_stable_consumer_group_with_unparseable_subscription_expires_nothing() -> None:
+    log = GroupLog()
+    log.stable(1, [member("m1", subscription=b"\x00")])
+    log.commit("old", 0, 3, at=log.now + 10)
+    snap = _snap(log)
+    assert snap.subscribed_topics is None
+    assert _expired_tps(snap, log.now + 100 * WEEK) == []
+    assert next_expiry_ms(snap, WEEK) is None
+
+
+def test_stable_group_of_another_protocol_type_expires_nothing() -> None:
+    log = GroupLog()
+    log.stable(1, [member("w1")], protocol_type="connect")
+    log.commit("t", 0, 3, at=log.now + 10)
+    assert _expired_tps(_snap(log), log.now + 100 * WEEK) == []
+
+
+def test_group_without_protocol_type_expires_from_each_commit_timestamp() -> None:
+    log = GroupLog()
+    log.commit("t", 0, 1)
+    first = log.now
+    log.commit("t", 1, 2, at=log.now + DAY)
+    snap = _snap(log)
+    assert _expired_tps(snap, first + WEEK) == [("t", 0)]
+    plan = plan_expiry(snap, log.now + WEEK, WEEK)
+    assert plan.group_dies and plan.death_ms == log.now + WEEK
+    assert not plan.group_tombstone  # generation 0: "only using Kafka for offset storage"
+
+
+def test_explicit_v1_expire_timestamp_is_used_for_eligible_offsets() -> None:
+    log = GroupLog()
+    log.commit("t", 0, 1, expire=GroupLog().now + 5000)
+    snap = _snap(log)
+    assert _expired_tps(snap, log.now + 4999) == []
+    assert _expired_tps(snap, log.now + 5000) == [("t", 0)]
+
+
+def test_empty_group_without_offsets_dies_at_once() -> None:
+    log = GroupLog()
+    log.stable(1, [member("m1")])
+    log.empty(2, at=log.now + 1000)
+    snap = _snap(log)
+    plan = plan_expiry(snap, log.now, WEEK)
+    assert plan.group_dies and plan.group_tombstone and plan.death_ms == log.now
+    assert next_expiry_ms(snap, WEEK) == log.now
+
+
+@pytest.mark.parametrize(
+    ("rules", "expired"),
+    [("current", ["old"]), ("2.4-3.1", ["old"]), ("2.1-2.3", []), ("pre-2.1", ["old", "t"])],
+)
+def test_rule_sets_for_older_clusters(rules: str, expired: list[str]) -> None:
+    log = GroupLog()
+    log.stable(1, [member("m1", topics=["t"], assigned={"t": [0]})])
+    log.commit("t", 0, 10, at=log.now + 10)
+    log.commit("old", 0, 3)
+    snap = _snap(log)
+    now = log.now + 2 * WEEK
+    assert sorted({t for t, _ in _expired_tps(snap, now, WEEK, rules)}) == expired
+
+
+def test_pre_2_1_expiry_is_strict() -> None:
+    log = GroupLog()
+    log.commit("t", 0, 1, expire=log.now + 5000)
+    snap = _snap(log)
+    assert _expired_tps(snap, log.now + 5000, WEEK, "pre-2.1") == []
+    assert _expired_tps(snap, log.now + 5001, WEEK, "pre-2.1") == [("t", 0)]
+
+
+def test_unknown_rule_set_is_rejected() -> None:
+    with pytest.raises(ValueError, match="rule set"):
+        next_expiry_ms(new_snapshot("g"), WEEK, "3.9")
+    assert RULE_SETS == ("current", "2.4-3.1", "2.1-2.3", "pre-2.1")
+
+
+# --------------------------------------------------------------------------------------------
+# Expiry inside the replay
+# --------------------------------------------------------------------------------------------
+def test_replay_with_retention_predicts_expiry_with_the_computed_time() -> None:
+    log = _empty_group_with_offsets()
+    empty_at = log.now
+    log.commit("other", 0, 1, at=empty_at + 30 * DAY)  # a much later record triggers the check
+    result = replay(new_snapshot("g"), log.records, retention_ms=WEEK)
+    exps = [e for e in result.events if isinstance(e, OffsetExpiration)]
+    assert [(e.topic, e.partition, e.predicted_ms, e.status) for e in exps] == [
+        ("t", 0, empty_at + WEEK, "predicted"),
+        ("t", 1, empty_at + WEEK, "predicted"),
+    ]
+    deaths = [e for e in result.events if isinstance(e, GroupLifecycle) and e.event == "group_deleted"]
+    assert [(d.timestamp_ms, d.status, d.group_tombstone) for d in deaths] == [(empty_at + WEEK, "predicted", True)]
+    # the later commit recreates a simple group
+    snap = result.snapshot
+    assert (snap.state, snap.protocol_type, snap.generation, snap.offset_count) == (GroupState.EMPTY, None, 0, 1)
+
+
+def test_predicted_tombstones_equal_replaying_the_deciders_records() -> None:
+    log = _empty_group_with_offsets()
+    base = _snap(log)
+    now = log.now + 2 * WEEK
+    predicted = replay(base, [], retention_ms=WEEK, as_of_ms=now).snapshot
+    tomb = [
+        LogRecord(7, 1000 + i, now, r.key, None) for i, r in enumerate(expire_offsets(base, now, WEEK))
+    ]
+    applied = replay(base, tomb).snapshot
+    assert (predicted.state, dict(predicted.offsets), predicted.has_metadata) == (
+        applied.state,
+        dict(applied.offsets),
+        applied.has_metadata,
+    )
+
+
+def test_observed_tombstone_after_a_prediction_carries_both_times() -> None:
+    log = _empty_group_with_offsets()
+    empty_at = log.now
+    observed_at = empty_at + WEEK + 5 * 60_000  # the cleanup task ran 5 minutes later
+    log.offset_tombstone("t", 0, at=observed_at)
+    log.offset_tombstone("t", 1, at=observed_at)
+    log.group_tombstone(at=observed_at)
+    result = replay(new_snapshot("g"), log.records, retention_ms=WEEK)
+    final = {e.event_key: e for e in result.events if isinstance(e, OffsetExpiration)}
+    assert {(e.status, e.cause, e.predicted_ms, e.observed_ms) for e in final.values()} == {
+        ("confirmed", "retention", empty_at + WEEK, observed_at)
+    }
+    deaths = {e.event_key: e for e in result.events if isinstance(e, GroupLifecycle) and e.event == "group_deleted"}
+    ((_, death),) = deaths.items()
+    assert (death.status, death.predicted_ms, death.observed_ms) == ("confirmed", empty_at + WEEK, observed_at)
+    dead = [t for t in result.events if isinstance(t, StateTransition) and t.to_state == "Dead"]
+    assert len(dead) == 1 and not dead[0].observed
+
+
+def test_expiry_at_an_earlier_watermark_and_later_equals_once_at_the_end() -> None:
+    log = GroupLog()
+    log.commit("t", 0, 1)
+    log.commit("t", 1, 1, at=log.now + 3 * DAY)
+    log.commit("t", 2, 1, at=log.now + 3 * DAY)
+    snap = _snap(log)
+    end = log.now + 30 * DAY
+    once = replay(snap, [], retention_ms=WEEK, as_of_ms=end)
+    w1 = replay(snap, [], retention_ms=WEEK, as_of_ms=log.now + 2 * DAY)
+    w2 = replay(w1.snapshot, [], retention_ms=WEEK, as_of_ms=end)
+    assert [e.to_row() for e in w1.events + w2.events] == [e.to_row() for e in once.events]
+    assert w2.snapshot == once.snapshot
+
+
+def test_next_expiry_drives_the_timer() -> None:
+    log = GroupLog()
+    log.commit("t", 0, 1)
+    log.commit("t", 1, 1, at=log.now + DAY)
+    snap = _snap(log)
+    t1 = next_expiry_ms(snap, WEEK)
+    assert t1 == log.records[0].timestamp_ms + WEEK
+    assert snap.next_expiry_ms(WEEK) == t1
+    after = replay(snap, [], retention_ms=WEEK, as_of_ms=t1).snapshot
+    assert after.offset_count == 1
+    assert next_expiry_ms(after, WEEK) == log.now + WEEK
+    assert next_expiry_ms(snap, None) is None
