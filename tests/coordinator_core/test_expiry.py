@@ -19,8 +19,14 @@ def _snap(log: GroupLog) -> GroupSnapshot:
     return replay(new_snapshot("g"), log.records).snapshot
 
 
-def _expired_tps(snap: GroupSnapshot, now: int, retention: int = WEEK, rules: str = "current") -> list[tuple[str, int]]:
-    return [(r.key.topic, r.key.partition) for r in expire_offsets(snap, now, retention, rules) if isinstance(r.key, OffsetCommitKey)]
+def _expired_tps(
+    snap: GroupSnapshot, now: int, retention: int = WEEK, rules: str = "current"
+) -> list[tuple[str, int]]:
+    return [
+        (r.key.topic, r.key.partition)
+        for r in expire_offsets(snap, now, retention, rules)
+        if isinstance(r.key, OffsetCommitKey)
+    ]
 
 
 def _empty_group_with_offsets() -> GroupLog:
@@ -39,7 +45,10 @@ def test_empty_group_expires_everything_from_when_it_became_empty() -> None:
     assert empty_at == log.now
     assert _expired_tps(snap, empty_at + WEEK - 1) == []
     recs = expire_offsets(snap, empty_at + WEEK, WEEK)
-    assert [(r.key.topic, r.key.partition) for r in recs if isinstance(r.key, OffsetCommitKey)] == [("t", 0), ("t", 1)]
+    assert [(r.key.topic, r.key.partition) for r in recs if isinstance(r.key, OffsetCommitKey)] == [
+        ("t", 0),
+        ("t", 1),
+    ]
     # the group dies with them; generation 2 > 0, so the old coordinator writes a group tombstone
     assert isinstance(recs[-1].key, GroupMetadataKey) and recs[-1].value is None
     assert all(r.value is None for r in recs)
@@ -161,10 +170,17 @@ def test_replay_with_retention_predicts_expiry_with_the_computed_time() -> None:
         ("t", 1, empty_at + WEEK, "predicted"),
     ]
     deaths = [e for e in result.events if isinstance(e, GroupLifecycle) and e.event == "group_deleted"]
-    assert [(d.timestamp_ms, d.status, d.group_tombstone) for d in deaths] == [(empty_at + WEEK, "predicted", True)]
+    assert [(d.timestamp_ms, d.status, d.group_tombstone) for d in deaths] == [
+        (empty_at + WEEK, "predicted", True)
+    ]
     # the later commit recreates a simple group
     snap = result.snapshot
-    assert (snap.state, snap.protocol_type, snap.generation, snap.offset_count) == (GroupState.EMPTY, None, 0, 1)
+    assert (snap.state, snap.protocol_type, snap.generation, snap.offset_count) == (
+        GroupState.EMPTY,
+        None,
+        0,
+        1,
+    )
 
 
 def test_predicted_tombstones_equal_replaying_the_deciders_records() -> None:
@@ -172,9 +188,7 @@ def test_predicted_tombstones_equal_replaying_the_deciders_records() -> None:
     base = _snap(log)
     now = log.now + 2 * WEEK
     predicted = replay(base, [], retention_ms=WEEK, as_of_ms=now).snapshot
-    tomb = [
-        LogRecord(7, 1000 + i, now, r.key, None) for i, r in enumerate(expire_offsets(base, now, WEEK))
-    ]
+    tomb = [LogRecord(7, 1000 + i, now, r.key, None) for i, r in enumerate(expire_offsets(base, now, WEEK))]
     applied = replay(base, tomb).snapshot
     assert (predicted.state, dict(predicted.offsets), predicted.has_metadata) == (
         applied.state,
@@ -195,9 +209,15 @@ def test_observed_tombstone_after_a_prediction_carries_both_times() -> None:
     assert {(e.status, e.cause, e.predicted_ms, e.observed_ms) for e in final.values()} == {
         ("confirmed", "retention", empty_at + WEEK, observed_at)
     }
-    deaths = {e.event_key: e for e in result.events if isinstance(e, GroupLifecycle) and e.event == "group_deleted"}
+    deaths = {
+        e.event_key: e for e in result.events if isinstance(e, GroupLifecycle) and e.event == "group_deleted"
+    }
     ((_, death),) = deaths.items()
-    assert (death.status, death.predicted_ms, death.observed_ms) == ("confirmed", empty_at + WEEK, observed_at)
+    assert (death.status, death.predicted_ms, death.observed_ms) == (
+        "confirmed",
+        empty_at + WEEK,
+        observed_at,
+    )
     dead = [t for t in result.events if isinstance(t, StateTransition) and t.to_state == "Dead"]
     assert len(dead) == 1 and not dead[0].observed
 
