@@ -1,0 +1,158 @@
+"""Shared wiring for the offsetlake DAGs: read ``conf/``, build SparkSubmitOperator tasks.
+
+Rules (DESIGN §2: no business logic in DAGs):
+- The DAGs only schedule the project's spark-submit entry scripts (``pipelines/jobs/*.py``);
+  every parameter comes from the config file named by ``$OFFSETLAKE_CONF`` (default
+  ``conf/local.yaml``), loaded with ``pipelines.config`` (loading only).
+- The jobs get ``--conf <airflow.conf_path>`` (relative paths resolve against the repository
+  root) and ``--set paths.root=<absolute root>``: the Airflow worker's working directory must not
+  decide where the tables are.
+- Spark connection: ``airflow.spark_conn_id`` (default ``spark_default``); ``spark-submit`` is
+  the one installed next to the interpreter running Airflow (the same environment), else the
+  one on ``PATH``. ``PYSPARK_PYTHON`` is that interpreter, so the driver and executors import
+  the same ``pipelines`` package.
+- Retries come from ``airflow.retries`` (jobs are idempotent: a retried stage skips what was
+  already committed), except data quality: a failed check is deterministic, so ``dq`` never
+  retries and its failure fails the run. ``airflow.sla_minutes`` becomes a DAG-run deadline
+  (Airflow 3's replacement for SLAs) and each task's execution timeout.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import sys
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+JOBS_DIR = REPO_ROOT / "pipelines" / "jobs"
+CONF_ENV_VAR = "OFFSETLAKE_CONF"
+DEFAULT_CONF = "conf/local.yaml"
+
+
+@dataclass(frozen=True)
+class DagSettings:
+    """Everything the DAG files need, read from the config at parse time."""
+
+    conf: Any  # pipelines.config.Config
+    conf_file: str  # the file the DAGs were configured from
+    job_conf: str  # absolute path passed to the jobs as --conf
+    data_root: str  # absolute paths.root passed to the jobs
+    spark_conn_id: str
+    spark_binary: str
+    python: str
+    retries: int
+    sla: timedelta
+    batch_schedule: str
+    stream_every: timedelta
+
+
+@contextlib.contextmanager
+def _cwd(path: Path) -> Iterator[None]:
+    before = os.getcwd()
+    os.chdir(path)
+    try:
+        yield
+    finally:
+        os.chdir(before)
+
+
+def _abs(path: str) -> str:
+    p = Path(path)
+    return str(p if p.is_absolute() else (REPO_ROOT / p).resolve())
+
+
+def spark_submit_binary() -> str:
+    """``spark-submit`` of this environment (next to ``sys.executable``), else from ``PATH``."""
+    local = Path(sys.executable).parent / "spark-submit"
+    if local.exists():
+        return str(local)
+    return shutil.which("spark-submit") or "spark-submit"
+
+
+def load_settings() -> DagSettings:
+    """Load ``$OFFSETLAKE_CONF`` (relative to the repo root) and the job config it points at."""
+    from pipelines.config import load_config
+
+    conf_file = _abs(os.environ.get(CONF_ENV_VAR) or DEFAULT_CONF)
+    with _cwd(REPO_ROOT):  # relative paths.* resolve against the repo, not the worker's CWD
+        conf = load_config(conf_file)
+        job_conf = _abs(conf.airflow.conf_path)
+        data_root = load_config(job_conf).paths.root if job_conf != conf_file else conf.paths.root
+    a = conf.airflow
+    return DagSettings(
+        conf=conf,
+        conf_file=conf_file,
+        job_conf=job_conf,
+        data_root=str(data_root),
+        spark_conn_id=a.spark_conn_id,
+        spark_binary=spark_submit_binary(),
+        python=sys.executable,
+        retries=a.retries,
+        sla=timedelta(minutes=a.sla_minutes),
+        batch_schedule=a.batch_schedule,
+        stream_every=timedelta(minutes=a.stream_schedule_minutes),
+    )
+
+
+def default_args(settings: DagSettings) -> dict[str, Any]:
+    return {
+        "owner": "offsetlake",
+        "retries": settings.retries,
+        "retry_delay": timedelta(minutes=2),
+        "retry_exponential_backoff": True,
+        "max_retry_delay": timedelta(minutes=20),
+        "execution_timeout": settings.sla,
+        "depends_on_past": False,
+    }
+
+
+def deadline(settings: DagSettings, dag_id: str) -> Any:
+    """A DAG-run deadline ``airflow.sla_minutes`` after the run was queued (Airflow 3 SLA)."""
+    from airflow.sdk import AsyncCallback, DeadlineAlert, DeadlineReference
+
+    return DeadlineAlert(
+        reference=DeadlineReference.DAGRUN_QUEUED_AT,
+        interval=settings.sla,
+        callback=AsyncCallback(
+            "airflow_dags.callbacks.deadline_missed",
+            kwargs={"dag_id": dag_id, "sla_minutes": int(settings.sla.total_seconds() // 60)},
+        ),
+    )
+
+
+def job_args(settings: DagSettings, *extra: str) -> list[str]:
+    """``--conf <job conf> --set paths.root=<abs root> <extra>`` for a job script."""
+    return ["--conf", settings.job_conf, "--set", f"paths.root={settings.data_root}", *extra]
+
+
+def spark_job(
+    settings: DagSettings,
+    task_id: str,
+    script: str,
+    args: Sequence[str] = (),
+    **overrides: Any,
+) -> Any:
+    """A SparkSubmitOperator running ``pipelines/jobs/<script>`` with the job args."""
+    from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+
+    return SparkSubmitOperator(
+        task_id=task_id,
+        application=str(JOBS_DIR / script),
+        application_args=job_args(settings, *args),
+        conn_id=settings.spark_conn_id,
+        spark_binary=settings.spark_binary,
+        name=f"offsetlake-{task_id}",
+        env_vars={
+            "PYSPARK_PYTHON": settings.python,
+            "PYSPARK_DRIVER_PYTHON": settings.python,
+            "OFFSETLAKE_CONF": settings.job_conf,
+        },
+        verbose=False,
+        **overrides,
+    )

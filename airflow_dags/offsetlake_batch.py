@@ -1,0 +1,43 @@
+"""offsetlake_batch: ingest → decode → replay → dq → Delta maintenance, on a schedule.
+
+Every task is a spark-submit of a ``pipelines/jobs/`` script with the config from ``conf/``
+(see ``airflow_dags/common.py`` and ``airflow_dags/README.md``); no business logic here.
+Schedule: ``airflow.batch_schedule``; retries: ``airflow.retries`` (dq: none); deadline and task
+timeouts: ``airflow.sla_minutes``. A failed blocking data-quality check fails the ``dq`` task,
+skips maintenance and fails the run.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from airflow.sdk import DAG
+
+from airflow_dags.common import deadline, default_args, load_settings, spark_job
+
+DAG_ID = "offsetlake_batch"
+settings = load_settings()
+
+with DAG(
+    dag_id=DAG_ID,
+    description="Rebuild offsetlake's Delta tables from __consumer_offsets, check them, compact them",
+    schedule=settings.batch_schedule,
+    start_date=datetime(2024, 1, 1, tzinfo=UTC),
+    catchup=False,
+    max_active_runs=1,  # stages share the warehouse: never two runs at once
+    default_args=default_args(settings),
+    deadline=deadline(settings, DAG_ID),
+    tags=["offsetlake", "batch"],
+    doc_md=__doc__,
+) as dag:
+    ingest = spark_job(settings, "ingest", "batch.py", ["--stage", "ingest"])
+    decode = spark_job(settings, "decode", "batch.py", ["--stage", "decode"])
+    replay = spark_job(settings, "replay", "batch.py", ["--stage", "replay"])
+    dq = spark_job(
+        settings, "dq", "dq.py",
+        ["--suites", "batch", "--run-id", "{{ dag.dag_id }}:{{ run_id }}:{{ ti.try_number }}"],
+        retries=0,  # a failed expectation is deterministic: retrying cannot fix the data
+    )
+    maintenance = spark_job(settings, "maintenance", "maintenance.py")
+
+    ingest >> decode >> replay >> dq >> maintenance

@@ -1,0 +1,39 @@
+"""offsetlake_stream: incremental catch-up with the streaming job, then dq on the gold tables.
+
+Every ``airflow.stream_schedule_minutes`` the streaming job runs with ``--available-now``: it
+processes what arrived since the last run from the same checkpoint and stops (cheap, exactly
+once). Then the data-quality suites of the gold tables run (``--suites stream``); a failed
+blocking check fails the run. One run at a time (the checkpoint is shared).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from airflow.sdk import DAG
+
+from airflow_dags.common import deadline, default_args, load_settings, spark_job
+
+DAG_ID = "offsetlake_stream"
+settings = load_settings()
+
+with DAG(
+    dag_id=DAG_ID,
+    description="Catch up offsetlake's streaming replay (availableNow) and check the gold tables",
+    schedule=settings.stream_every,
+    start_date=datetime(2024, 1, 1, tzinfo=UTC),
+    catchup=False,
+    max_active_runs=1,  # one streaming query per checkpoint
+    default_args=default_args(settings),
+    deadline=deadline(settings, DAG_ID),
+    tags=["offsetlake", "stream"],
+    doc_md=__doc__,
+) as dag:
+    stream = spark_job(settings, "stream_available_now", "stream.py", ["--available-now"])
+    dq = spark_job(
+        settings, "dq", "dq.py",
+        ["--suites", "stream", "--run-id", "{{ dag.dag_id }}:{{ run_id }}:{{ ti.try_number }}"],
+        retries=0,
+    )
+
+    stream >> dq
