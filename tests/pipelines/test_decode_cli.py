@@ -1,0 +1,111 @@
+"""``offsetlake decode``: Kafka formatter JSON for one record or a file; exit code 2 on bad input."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from coordinator_core.codec import encode_key, encode_value
+from coordinator_core.records import GroupMetadataKey, GroupMetadataValue, OffsetCommitKey, OffsetCommitValue
+from pipelines.cli import main
+
+VECTORS = Path(__file__).resolve().parents[2].parent / "shared" / "spec" / "vectors"
+FORMATTER = {v["id"]: v for v in json.loads((VECTORS / "kafka_formatter_tests.json").read_text())}
+
+
+def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    rc = main(list(argv))
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+@pytest.mark.parametrize(
+    "vec_id",
+    ["kafka-formatter-offset-value-v3", "kafka-formatter-group-value-v4", "kafka-formatter-offset-tombstone",
+     "kafka-formatter-group-unknown-version-10"],
+)
+def test_single_record_prints_exactly_kafkas_json(capsys: pytest.CaptureFixture[str], vec_id: str) -> None:
+    vec = FORMATTER[vec_id]
+    argv = ["decode", "--key", vec["key_hex"]] + (["--value", vec["value_hex"]] if vec["value_hex"] else [])
+    rc, out, _ = _run(capsys, *argv)
+    assert rc == 0
+    assert out == json.dumps(vec["expected"], separators=(",", ":")) + "\n"
+
+
+def test_rich_format_adds_record_type_and_partition(capsys: pytest.CaptureFixture[str]) -> None:
+    vec = FORMATTER["kafka-formatter-group-value-v3"]
+    rc, out, _ = _run(capsys, "decode", "--format", "rich", "--key", vec["key_hex"], "--value", vec["value_hex"])
+    obj = json.loads(out)
+    assert rc == 0 and obj["recordType"] == "GroupMetadata" and obj["coordinatorPartition"] == 13
+    assert obj["consumerProtocol"][0]["errors"]  # the opaque 2-byte blobs are reported, not fatal
+
+
+@pytest.mark.parametrize(
+    ("argv", "needle"),
+    [
+        (["decode", "--key", "zz"], "not valid hex"),
+        (["decode", "--key", "0001000867"], "corrupt key"),
+        (["decode", "--key", "0001000867726f75702d69640003666f6f00000001", "--value", "0001"], "corrupt value"),
+        (["decode", "--input", "/nonexistent/file.jsonl"], "no such file"),
+        (["decode", "--key", "0002000867726f75702d6964", "--num-partitions", "0"], "--num-partitions"),
+    ],
+)
+def test_bad_input_exits_2_with_one_line(capsys: pytest.CaptureFixture[str], argv: list[str], needle: str) -> None:
+    rc, out, err = _run(capsys, *argv)
+    assert rc == 2 and out == ""
+    assert len(err.strip().splitlines()) == 1 and needle in err
+
+
+def _records() -> list[tuple[bytes, bytes | None]]:
+    ok = encode_value(OffsetCommitValue(42, "", 1000, leader_epoch=3, version=3))
+    group = encode_value(GroupMetadataValue("consumer", 1, None, None, version=3, current_state_timestamp=7))
+    return [
+        (encode_key(OffsetCommitKey("g", "t", 0)), ok),
+        (encode_key(GroupMetadataKey("g")), group),
+        (encode_key(OffsetCommitKey("g", "t", 1)), None),
+        (encode_key(OffsetCommitKey("g", "t", 2)), b"\x00\x03\x00"),  # corrupt
+    ]
+
+
+def test_input_jsonl_decodes_to_json_lines_and_reports_corrupt_records(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "in.jsonl"
+    path.write_text("".join(
+        json.dumps({"key": k.hex(), "value": None if v is None else v.hex(), "partition": 7, "offset": i}) + "\n"
+        for i, (k, v) in enumerate(_records())
+    ))
+    rc, out, err = _run(capsys, "decode", "--input", str(path))
+    lines = [json.loads(line) for line in out.splitlines()]
+    assert rc == 0 and len(lines) == 4
+    assert lines[0]["value"]["data"] == {"offset": 42, "leaderEpoch": 3, "metadata": "", "commitTimestamp": 1000}
+    assert lines[1]["value"]["data"]["protocol"] is None
+    assert lines[2]["value"] is None
+    assert lines[3]["error"]["part"] == "value" and lines[3]["position"] == {"partition": 7, "offset": 3, "timestamp": 0}
+    assert "4 records (1 corrupt)" in err
+    rc, _, err = _run(capsys, "decode", "--input", str(path), "--strict")
+    assert rc == 2 and "offset 3" in err
+
+
+def test_input_parquet_with_binary_columns(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    recs = _records()[:3]
+    table = pa.table({"key": pa.array([k for k, _ in recs], pa.binary()), "value": pa.array([v for _, v in recs], pa.binary())})
+    pq.write_table(table, tmp_path / "part-00000000.parquet")
+    rc, out, _ = _run(capsys, "decode", "--input", str(tmp_path / "part-00000000.parquet"), "--format", "rich")
+    lines = [json.loads(line) for line in out.splitlines()]
+    assert rc == 0 and [line["recordType"] for line in lines] == ["OffsetCommit", "GroupMetadata", "OffsetCommit"]
+    assert lines[2]["value"] is None and lines[0]["position"]["offset"] == 0
+
+
+def test_cli_runs_as_a_subprocess() -> None:
+    vec = FORMATTER["kafka-formatter-offset-value-v4"]
+    proc = subprocess.run(
+        [sys.executable, "-m", "pipelines", "decode", "--key", vec["key_hex"], "--value", vec["value_hex"]],
+        capture_output=True, text=True, timeout=120, cwd=Path(__file__).resolve().parents[2],
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout) == vec["expected"]
