@@ -148,5 +148,9 @@ class GroupLog:
         return self._append(GroupMetadataKey(self.group), None, at)
 
     def unknown(self, key_version: int = 5, *, at: int | None = None) -> LogRecord:
-        key = UnknownKey(key_version, b"\x00\x05", self.group)
+        gid = self.group.encode()
+        raw = (
+            key_version.to_bytes(2, "big") + len(gid).to_bytes(2, "big") + gid
+        )  # KIP-848 keys start with GroupId
+        key = UnknownKey(key_version, raw, self.group, (("group_id", self.group),))
         return self._append(key, UnknownValue(0, b"\x00\x00"), at)
