@@ -139,6 +139,8 @@ def read_uvarint(buf: Buffer, pos: int, end: int) -> tuple[int, int]:
         pos += 1
         value |= (b & 0x7F) << shift
         if not b & 0x80:
+            if value > 0xFFFFFFFF:
+                raise WireError("unsigned varint exceeds 32 bits", start)
             return value, pos
         shift += 7
         if shift > 28:

@@ -234,6 +234,12 @@ def test_overlong_varint_is_corrupt() -> None:
     assert "varint" in err.reason and err.position == 14
 
 
+def test_varint_beyond_32_bits_is_corrupt_so_reencoding_stays_exact() -> None:
+    raw = V4_VALUE[:-1] + bytes.fromhex("01" "ffffffff1f" "00")  # tag = 2^33-1
+    err = _raises(decode_value, KEY, raw)
+    assert "32 bits" in err.reason and err.position == len(V4_VALUE)
+
+
 def test_tagged_field_count_beyond_the_buffer_is_corrupt() -> None:
     err = _raises(decode_value, KEY, V4_VALUE[:-1] + b"\xff\xff\xff\xff\x07")
     assert "tagged-field count" in err.reason and err.position == len(V4_VALUE) - 1
