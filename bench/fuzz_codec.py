@@ -15,6 +15,7 @@ Usage:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import random
 import sys
@@ -169,15 +170,11 @@ def run(cases: int, seed: int, n_seeds: int) -> dict[str, object]:
     r0 = time.perf_counter()
     for _ in range(100):
         for fn, arg in ((decode_subscription, blob), (decode_assignment, blob)) if where == "blob" else ():
-            try:
+            with contextlib.suppress(CorruptRecordError):
                 fn(arg)
-            except CorruptRecordError:
-                pass
         if where != "blob":
-            try:
+            with contextlib.suppress(CorruptRecordError):
                 decode_record(key, value)
-            except CorruptRecordError:
-                pass
     retimed_ms = (time.perf_counter() - r0) / 100 * 1e3
     return {
         "cases": cases, "seeds": len(seeds), "blobs": len(blobs), "seed_seconds": seed_s, "seconds": elapsed, "slowest_ms": slowest * 1e3, "slowest_case": slowest_case, "retimed_ms": retimed_ms,
