@@ -49,6 +49,7 @@ import signal
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -78,8 +79,10 @@ STATE_DDL = "snapshot_format int, snapshot binary"
 #: ``gold_table`` code of an ``offsets_current`` deletion row (only the key columns are set).
 OFFSETS_DELETE = -1
 
-#: Event tables appended (insert-only by event key); the others are MERGEd on their key.
-APPEND_TABLES = ("group_transitions", "rebalances", "group_members", "offset_commits_replayed")
+#: Tables appended instead of MERGEd. Empty: every gold table is MERGEd on its key (events may be
+#: re-emitted with a new status, e.g. a predicted expiry confirmed by the log's tombstone), and
+#: a driver-side delta-rs MERGE of a small micro-batch is cheaper than an executor append job.
+APPEND_TABLES: tuple[str, ...] = ()
 
 
 # =============================================================================================
@@ -388,28 +391,29 @@ def stateful_replay(replay_input: DataFrame, settings: StreamSettings) -> DataFr
 # =============================================================================================
 # Sinks (foreachBatch)
 # =============================================================================================
-def delete_keys(io: TableIO, name: str, keys_df: DataFrame, key_cols: Sequence[str], *,
+def delete_keys(io: TableIO, name: str, keys: pa.Table, key_cols: Sequence[str], *,
                 app_id: str, version: int) -> int:
     """Delete the rows of ``name`` whose key is in ``keys_df`` (a MERGE with only a delete
     clause; deleting absent rows deletes nothing, so a re-run is harmless). Returns rows deleted
     when known."""
+    import pyarrow as pa
+
     from schemas import get as get_spec
 
     spec = get_spec(name)
     io.ensure(name)
     on = " AND ".join(f"t.`{k}` = s.`{k}`" for k in key_cols)
-    keys_df = keys_df.select(*key_cols)
+    target = spec.arrow_schema()
+    source = keys.select(list(key_cols)).cast(pa.schema([target.field(k) for k in key_cols]))
     if io.engine == "spark":
         from delta.tables import DeltaTable as SparkDeltaTable
 
+        assert io.spark is not None
         SparkDeltaTable.forPath(io.spark, io.path(name)).alias("t").merge(
-            keys_df.alias("s"), on).whenMatchedDelete().execute()
+            io.spark.createDataFrame(source).alias("s"), on).whenMatchedDelete().execute()
         return -1
     from deltalake import CommitProperties, DeltaTable, Transaction
 
-    source = keys_df.toArrow()
-    target_types = spec.arrow_schema()
-    source = source.cast(__import__("pyarrow").schema([target_types.field(k) for k in key_cols]))
     dt = DeltaTable(io.path(name))
     metrics = (
         dt.merge(source, predicate=on, source_alias="s", target_alias="t",
@@ -421,73 +425,85 @@ def delete_keys(io: TableIO, name: str, keys_df: DataFrame, key_cols: Sequence[s
 
 
 class GoldBatchWriter:
-    """``foreachBatch``: split the long format into the gold tables, idempotently per batch id."""
+    """``foreachBatch``: split the long format into the gold tables, idempotently per batch id.
+
+    The micro-batch output (changed rows only: small) is collected once as Arrow, split on the
+    driver and MERGEd table by table (``pipelines.tableio``) with the txn (app id, batch id).
+    """
 
     def __init__(self, io: TableIO, settings: StreamSettings) -> None:
         self.io = io
         self.settings = settings
         self.app_id = settings.app_id
         self.last_batch_rows: dict[str, int] = {}
+        self.last_timings: dict[str, float] = {}
+        self.write_threads = 4
 
     def __call__(self, batch_df: DataFrame, batch_id: int) -> None:
-        from pyspark import StorageLevel
-        from pyspark.sql import functions as F
+        import pyarrow.compute as pc
 
         from pipelines.gold import GOLD_SPECS, UNION_CODES
 
-        df = batch_df.persist(StorageLevel.MEMORY_AND_DISK)
-        try:
-            counts = {int(r["gold_table"]): int(r["n"]) for r in
-                      df.groupBy("gold_table").agg(F.count(F.lit(1)).alias("n")).collect()}
-            written: dict[str, int] = {}
-            for name in self.settings.tables:
-                n = counts.get(UNION_CODES[name], 0)
-                if not n:
-                    continue
-                spec = GOLD_SPECS[name]
-                part = df.where(F.col("gold_table") == UNION_CODES[name]).select(*spec.column_names)
-                if name in APPEND_TABLES:
-                    self.io.append(name, part, txn_app_id=self.app_id, txn_version=batch_id)
-                else:
-                    self.io.merge(name, part, txn_app_id=self.app_id, txn_version=batch_id)
-                written[name] = n
-            n_del = counts.get(OFFSETS_DELETE, 0)
-            if n_del:
-                keys = df.where(F.col("gold_table") == OFFSETS_DELETE)
-                delete_keys(self.io, "offsets_current", keys, GOLD_SPECS["offsets_current"].primary_key,
-                            app_id=self.app_id, version=batch_id)
-                written["offsets_current(deleted)"] = n_del
-            self.last_batch_rows = written
-        finally:
-            df.unpersist()
+        spark = self.io.spark
+        assert spark is not None
+        t0 = time.perf_counter()
+        arrow = batch_df.toArrow()  # runs the decode + stateful replay: one Spark job
+        timings: dict[str, float] = {"replay": time.perf_counter() - t0}
+        codes = arrow.column("gold_table")
+        written: dict[str, int] = {}
+
+        def write(name: str, sub: pa.Table) -> float:
+            t1 = time.perf_counter()
+            spec = GOLD_SPECS[name]
+            part = spark.createDataFrame(sub.select(list(spec.column_names)), spec.spark_schema())
+            if name in APPEND_TABLES:
+                self.io.append(name, part, txn_app_id=self.app_id, txn_version=batch_id)
+            else:
+                self.io.merge(name, part, txn_app_id=self.app_id, txn_version=batch_id)
+            return time.perf_counter() - t1
+
+        work = []
+        for name in self.settings.tables:
+            sub = arrow.filter(pc.equal(codes, UNION_CODES[name]))
+            if sub.num_rows:
+                work.append((name, sub))
+                written[name] = sub.num_rows
+        # Different tables, independent commits: write them side by side (delta-rs releases the GIL).
+        with ThreadPoolExecutor(max_workers=self.write_threads) as pool:
+            for name, seconds in zip([n for n, _ in work], pool.map(lambda w: write(*w), work)):
+                timings[name] = seconds
+        deletes = arrow.filter(pc.equal(codes, OFFSETS_DELETE))
+        if deletes.num_rows:
+            t1 = time.perf_counter()
+            key = GOLD_SPECS["offsets_current"].primary_key
+            delete_keys(self.io, "offsets_current", deletes.select(list(key)), key,
+                        app_id=self.app_id, version=batch_id)
+            written["offsets_current(deleted)"] = deletes.num_rows
+            timings["offsets_current(deleted)"] = time.perf_counter() - t1
+        self.last_batch_rows = written
+        self.last_timings = timings
+        log.debug("batch %d rows %s seconds %s", batch_id, written, {k: round(v, 2) for k, v in timings.items()})
 
 
 class QuarantineBatchWriter:
     """``foreachBatch`` of the quarantine query: quarantined and unsupported records, appended
-    with the txn (app id, batch id)."""
+    with the txn (app id, batch id). Usually empty: collected first, written only when not."""
 
     def __init__(self, io: TableIO, settings: StreamSettings) -> None:
         self.io = io
         self.app_id = APP_ID_PREFIX + settings.quarantine_query_name
 
     def __call__(self, batch_df: DataFrame, batch_id: int) -> None:
-        from pyspark import StorageLevel
-        from pyspark.sql import functions as F
+        from pipelines.decode import split_union, union_spark_schema
 
-        from pipelines.decode import KIND_QUARANTINE, KIND_UNSUPPORTED, split_union
-
-        df = batch_df.persist(StorageLevel.MEMORY_AND_DISK)
-        try:
-            counts = {int(r["kind"]): int(r["n"]) for r in
-                      df.groupBy("kind").agg(F.count(F.lit(1)).alias("n")).collect()}
-            split = split_union(df)
-            if counts.get(KIND_QUARANTINE):
-                self.io.append("quarantine", split.quarantine, txn_app_id=self.app_id, txn_version=batch_id)
-            if counts.get(KIND_UNSUPPORTED):
-                self.io.append("unsupported_records", split.unsupported, txn_app_id=self.app_id,
-                               txn_version=batch_id)
-        finally:
-            df.unpersist()
+        spark = self.io.spark
+        assert spark is not None
+        arrow = batch_df.toArrow()
+        if not arrow.num_rows:
+            return
+        split = split_union(spark.createDataFrame(arrow, union_spark_schema()))
+        for name, df in (("quarantine", split.quarantine), ("unsupported_records", split.unsupported)):
+            self.io.append(name, df, txn_app_id=self.app_id, txn_version=batch_id)
 
 
 # =============================================================================================
@@ -602,47 +618,46 @@ class _Stopper:
         self.requested.set()
 
 
-def start_queries(
-    spark: SparkSession,
-    cfg: Config,
-    io: TableIO,
-    settings: StreamSettings,
-    *,
-    available_now: bool,
-    with_quarantine: bool = True,
-) -> list[tuple[str, StreamingQuery]]:
-    """Build and start the replay query (and the quarantine query)."""
-    from pipelines.decode import KIND_QUARANTINE, KIND_UNSUPPORTED, decode_union
+def _trigger(writer: Any, settings: StreamSettings, available_now: bool) -> Any:
+    if available_now:
+        return writer.trigger(availableNow=True)
+    return writer.trigger(processingTime=settings.trigger_interval)
 
-    def trigger(writer: Any) -> Any:
-        if available_now:
-            return writer.trigger(availableNow=True)
-        return writer.trigger(processingTime=settings.trigger_interval)
 
-    raw = read_raw_stream(spark, cfg, settings)
-    union = decode_union(raw)
+def start_replay_query(
+    spark: SparkSession, cfg: Config, io: TableIO, settings: StreamSettings, *, available_now: bool
+) -> StreamingQuery:
+    """Source → decode → stateful replay → ``foreachBatch`` gold writes."""
+    from pipelines.decode import decode_union
+
+    union = decode_union(read_raw_stream(spark, cfg, settings))
     gold = stateful_replay(replay_input_from_union(union), settings)
-    replay_writer = GoldBatchWriter(io, settings)
-    queries = []
-    q = trigger(
+    writer = (
         gold.writeStream.queryName(settings.query_name)
         .outputMode("update")
         .option("checkpointLocation", settings.replay_checkpoint)
-        .foreachBatch(replay_writer)
-    ).start()
-    queries.append((settings.query_name, q))
-    if with_quarantine:
-        from pyspark.sql import functions as F
+        .foreachBatch(GoldBatchWriter(io, settings))
+    )
+    return _trigger(writer, settings, available_now).start()
 
-        side_raw = read_raw_stream(spark, cfg, settings)
-        side = decode_union(side_raw).where(F.col("kind").isin(KIND_QUARANTINE, KIND_UNSUPPORTED))
-        q2 = trigger(
-            side.writeStream.queryName(settings.quarantine_query_name)
-            .option("checkpointLocation", settings.quarantine_checkpoint)
-            .foreachBatch(QuarantineBatchWriter(io, settings))
-        ).start()
-        queries.append((settings.quarantine_query_name, q2))
-    return queries
+
+def start_quarantine_query(
+    spark: SparkSession, cfg: Config, io: TableIO, settings: StreamSettings, *, available_now: bool
+) -> StreamingQuery:
+    """Source → decode → quarantined/unsupported records → ``foreachBatch`` appends."""
+    from pyspark.sql import functions as F
+
+    from pipelines.decode import KIND_QUARANTINE, KIND_UNSUPPORTED, decode_union
+
+    side = decode_union(read_raw_stream(spark, cfg, settings)).where(
+        F.col("kind").isin(KIND_QUARANTINE, KIND_UNSUPPORTED)
+    )
+    writer = (
+        side.writeStream.queryName(settings.quarantine_query_name)
+        .option("checkpointLocation", settings.quarantine_checkpoint)
+        .foreachBatch(QuarantineBatchWriter(io, settings))
+    )
+    return _trigger(writer, settings, available_now).start()
 
 
 def run(
@@ -655,7 +670,11 @@ def run(
     with_quarantine: bool = True,
     stopper: Any | None = None,
 ) -> ProgressRecorder:
-    """Run the streaming job on ``spark`` until it ends (available-now) or is stopped."""
+    """Run the streaming job on ``spark`` until it ends (available-now) or is stopped.
+
+    Available-now runs the replay query, then the quarantine query (two cores are better spent
+    on one at a time); continuous mode runs both side by side.
+    """
     from pipelines.tableio import TableIO
 
     settings = settings_from_config(cfg)
@@ -663,9 +682,26 @@ def run(
     for name in (*settings.tables, "quarantine", "unsupported_records", "stream_progress"):
         io.ensure(name)
     recorder = ProgressRecorder(io, echo=echo)
-    queries = start_queries(spark, cfg, io, settings, available_now=available_now,
-                            with_quarantine=with_quarantine)
     stop = stopper if stopper is not None else _Stopper()
+    starters: list[tuple[str, Callable[[], StreamingQuery]]] = [
+        (settings.query_name,
+         lambda: start_replay_query(spark, cfg, io, settings, available_now=available_now)),
+    ]
+    if with_quarantine:
+        starters.append((settings.quarantine_query_name,
+                         lambda: start_quarantine_query(spark, cfg, io, settings, available_now=available_now)))
+    stages = [[s] for s in starters] if available_now else [starters]
+    for stage in stages:
+        if stop.requested.is_set():
+            break
+        queries = [(name, start()) for name, start in stage]
+        _watch(queries, recorder, stop, poll_seconds)
+    return recorder
+
+
+def _watch(queries: list[tuple[str, StreamingQuery]], recorder: ProgressRecorder, stop: Any,
+           poll_seconds: float) -> None:
+    """Poll progress until every query ended or a stop is requested; re-raise a query failure."""
     try:
         while True:
             active = [(n, q) for n, q in queries if q.isActive]
@@ -688,14 +724,14 @@ def run(
         for _n, q in queries:
             if q.isActive:
                 q.stop()
-    return recorder
 
 
 def main(conf: Config, available_now: bool = False) -> int:
     """Entry point of ``offsetlake run stream`` and ``spark-submit pipelines/jobs/stream.py``."""
     from pipelines.spark_session import build_spark_from_config
 
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    log.setLevel(logging.INFO)
     settings_from_config(conf)  # validate before starting Spark
     stopper = _Stopper()
     stopper.install()

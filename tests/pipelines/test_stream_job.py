@@ -1,0 +1,234 @@
+"""The streaming replay equals the batch replay; duplicates and overlaps change nothing.
+
+What "equal" means: after ``--available-now`` the stream has replayed every group to its last
+record and applied every expiry due at or before its final watermark (max record timestamp −
+``stream.watermark_delay_ms``). The batch job run with ``as_of_ms`` = that watermark must give
+the same gold tables, row for row (chispa, row order ignored).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+RETENTION_MS = 20_000
+DELAY_MS = 5_000
+
+
+# ---------------------------------------------------------------------------------------------
+# helpers (shared with test_stream_recovery.py)
+# ---------------------------------------------------------------------------------------------
+def sample_log(groups: int = 12, seed: int = 3) -> list[Any]:
+    """A multi-group log (rebalances, Empty groups, deletions) in time order across partitions."""
+    from pipelines.commands.quickstart import sample_records
+
+    records = sample_records(groups, seed=seed)
+    records.sort(key=lambda r: (r.timestamp_ms, r.partition, r.offset))
+    return records
+
+
+def land(records: list[Any], landing: Path, rows_per_file: int, *, mtime_base: int = 1_600_000_000) -> list[Path]:
+    """Write raw-record files whose modification times follow their names (the file source's order)."""
+    from pipelines.raw_files import RawRecordWriter
+
+    writer = RawRecordWriter(landing, rows_per_file=rows_per_file)
+    writer.write(records)
+    files = writer.close()
+    existing = sorted(landing.glob("*.parquet"))
+    for i, f in enumerate(existing):
+        os.utime(f, (mtime_base + i, mtime_base + i))
+    return files
+
+
+def stream_config(root: Path, **stream: Any) -> Any:
+    from pipelines.config import config_from_dict
+
+    return config_from_dict({
+        "paths": {"root": str(root)},
+        "delta": {"engine": "rust"},
+        "replay": {"retention_ms": RETENTION_MS},
+        "stream": {"max_files_per_trigger": 3, "watermark_delay_ms": DELAY_MS, **stream},
+    })
+
+
+def batch_gold(spark: Any, landing: Path, as_of_ms: int) -> dict[str, Any]:
+    """The batch job's gold DataFrames over the landing files."""
+    from pipelines.decode import decode_raw
+    from pipelines.replay_job import replay_to_gold
+    from schemas.raw import RAW_RECORDS
+
+    raw = spark.read.schema(RAW_RECORDS.spark_schema()).parquet(str(landing))
+    dec = decode_raw(raw)
+    return replay_to_gold(dec.offset_commits, dec.group_metadata, retention_ms=RETENTION_MS,
+                          as_of_ms=as_of_ms, unsupported_df=dec.unsupported)
+
+
+def assert_gold_equal(spark: Any, cfg: Any, expected: dict[str, Any]) -> None:
+    from chispa import assert_df_equality
+
+    from pipelines.gold import DEFAULT_TABLES
+    from pipelines.tableio import TableIO
+
+    io = TableIO(cfg, spark)
+    for name in DEFAULT_TABLES:
+        got = io.read(name)
+        want = expected[name]
+        assert got.count() == want.count(), name
+        assert_df_equality(got, want, ignore_row_order=True, ignore_nullable=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# fixtures
+# ---------------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def log_records() -> list[Any]:
+    return sample_log()
+
+
+@pytest.fixture(scope="module")
+def batch_reference(spark: Any, log_records: list[Any], tmp_path_factory: Any) -> tuple[Path, dict[str, Any], int]:
+    landing = tmp_path_factory.mktemp("stream_ref") / "landing"
+    land(log_records, landing, rows_per_file=10_000)
+    watermark = max(r.timestamp_ms for r in log_records) - DELAY_MS
+    gold = batch_gold(spark, landing, watermark)
+    return landing, gold, watermark
+
+
+# ---------------------------------------------------------------------------------------------
+# tests
+# ---------------------------------------------------------------------------------------------
+@pytest.mark.spark
+def test_replay_input_projection_equals_the_batch_replay_input(spark: Any, batch_reference: Any) -> None:
+    from chispa import assert_df_equality
+
+    from pipelines.decode import decode_union, split_union
+    from pipelines.replay_job import replay_input
+    from pipelines.stream_job import replay_input_from_union
+    from schemas.raw import RAW_RECORDS
+
+    landing, _, _ = batch_reference
+    raw = spark.read.schema(RAW_RECORDS.spark_schema()).parquet(str(landing))
+    union = decode_union(raw)
+    split = split_union(union)
+    want = replay_input(split.offset_commits, split.group_metadata, split.unsupported)
+    got = replay_input_from_union(union).drop("log_timestamp")
+    assert_df_equality(got, want, ignore_row_order=True, ignore_nullable=True)
+
+
+@pytest.mark.spark
+def test_stream_in_small_files_equals_batch_at_the_final_watermark(
+    spark: Any, log_records: list[Any], batch_reference: Any, tmp_path: Path
+) -> None:
+    from pipelines import stream_job
+    from pipelines.tableio import TableIO
+
+    _, gold, watermark = batch_reference
+    land(log_records, tmp_path / "landing", rows_per_file=25)
+    cfg = stream_config(tmp_path)
+    recorder = stream_job.run(spark, cfg, available_now=True, with_quarantine=False, poll_seconds=0.5)
+
+    batches = [r for r in recorder.rows if r["query_name"] == stream_job.REPLAY_QUERY]
+    assert len(batches) >= 5  # many micro-batches, not one
+    final_wm = max(r["watermark"] for r in batches if r["watermark"] is not None)
+    assert int(final_wm.timestamp() * 1000) == watermark
+    assert_gold_equal(spark, cfg, gold)
+
+    io = TableIO(cfg, spark)
+    exp = io.read("offset_expirations").where("cause = 'retention'").count()
+    assert exp > 0  # Empty groups went silent and their offsets expired on the watermark
+    progress = io.read("stream_progress").where(f"query_name = '{stream_job.REPLAY_QUERY}'")
+    assert progress.count() == len(batches)
+
+
+@pytest.mark.spark
+def test_same_file_landed_twice_and_overlapping_capture_change_nothing(
+    spark: Any, log_records: list[Any], batch_reference: Any, tmp_path: Path
+) -> None:
+    from pipelines import stream_job
+
+    _, gold, _ = batch_reference
+    landing = tmp_path / "landing"
+    n = len(log_records)
+    first = land(log_records[: n // 2], landing, rows_per_file=40)
+    # the same file landed again under a new name, then an overlapping capture of the rest
+    shutil.copy(first[-1], landing / "part-00000900.parquet")
+    land(log_records[n // 2 - 30:], landing, rows_per_file=40)
+    cfg = stream_config(tmp_path)
+    stream_job.run(spark, cfg, available_now=True, with_quarantine=False, poll_seconds=0.5)
+    assert_gold_equal(spark, cfg, gold)
+
+
+def test_split_calls_with_timers_equal_one_replay(log_records: list[Any]) -> None:
+    """The stateful function's pure part: state bytes carried across calls + a timer call at the
+    end give the same snapshot as one replay of everything at that as_of."""
+    from coordinator_core.codec import decode_record
+    from coordinator_core.records import LogRecord
+    from coordinator_core.replay import deserialize_snapshot, replay, replay_groups
+    from pipelines.gold import DEFAULT_TABLES
+    from pipelines.stream_job import GroupReplayer
+
+    fn = GroupReplayer(RETENTION_MS, "current", tuple(DEFAULT_TABLES), 50)
+    logs = []
+    for r in log_records:
+        rec = decode_record(r.key, r.value)
+        logs.append(LogRecord(r.partition, r.offset, r.timestamp_ms, rec.key, rec.value))
+    as_of = max(r.timestamp_ms for r in logs) - DELAY_MS
+    want = replay_groups(logs, retention_ms=RETENTION_MS, as_of_ms=as_of)
+    for group, result in want.items():
+        recs = [r for r in logs if r.key.group == group]
+        blob = None
+        wm = 0
+        for i in range(0, len(recs), 7):  # chunks of 7 records, watermark trailing by DELAY_MS
+            chunk = recs[i:i + 7]
+            table = _replay_input_table(chunk)
+            blob, _out, _nxt = fn.replay_call(group, blob, table, wm)
+            wm = max(wm, max(r.timestamp_ms for r in chunk) - DELAY_MS)
+        blob, _out, nxt = fn.replay_call(group, blob, None, as_of)
+        got = deserialize_snapshot(blob)
+        assert got.offsets == result.snapshot.offsets, group
+        assert got.state == result.snapshot.state, group
+        assert nxt is None or nxt > as_of
+
+
+def _replay_input_table(records: list[Any]) -> Any:
+    """Replay-input rows (``REPLAY_INPUT_DDL``) for core records, via the batch's own mapping."""
+    import pyarrow as pa
+
+    from coordinator_core.records import GroupMetadataKey, OffsetCommitKey
+    from pipelines.stream_job import _input_arrow_schema
+
+    rows = []
+    for r in records:
+        row: dict[str, Any] = {
+            "group_id": r.key.group, "coordinator_partition": r.partition, "log_offset": r.offset,
+            "log_timestamp_ms": r.timestamp_ms, "is_tombstone": r.value is None,
+            "key_version": r.key.version,
+        }
+        if isinstance(r.key, OffsetCommitKey):
+            row.update(rec_kind=0, topic=r.key.topic, partition=r.key.partition)
+            if r.value is not None:
+                v = r.value
+                row.update(value_version=v.version, committed_offset=v.offset, leader_epoch=v.leader_epoch,
+                           metadata=v.metadata, commit_timestamp_ms=v.commit_timestamp,
+                           expire_timestamp_ms=v.expire_timestamp)
+        else:
+            assert isinstance(r.key, GroupMetadataKey)
+            row.update(rec_kind=1)
+            if r.value is not None:
+                v = r.value
+                row.update(
+                    value_version=v.version, protocol_type=v.protocol_type, generation=v.generation,
+                    protocol=v.protocol, leader=v.leader, current_state_timestamp_ms=v.current_state_timestamp,
+                    members=[{
+                        "member_id": m.member_id, "group_instance_id": m.group_instance_id,
+                        "client_id": m.client_id, "client_host": m.client_host,
+                        "rebalance_timeout": m.rebalance_timeout, "session_timeout": m.session_timeout,
+                        "subscription": m.subscription, "assignment": m.assignment,
+                    } for m in v.members],
+                )
+        rows.append(row)
+    return pa.Table.from_pylist(rows, schema=_input_arrow_schema())
