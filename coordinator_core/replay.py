@@ -1069,9 +1069,7 @@ def replay(
         if next_check is not None and (next_check < 0 or ts >= next_check):
             w.run_expiry(ts)
         value = rec.value
-        kt = type(key)
-        if kt is OffsetCommitKey:
-            assert isinstance(key, OffsetCommitKey)
+        if isinstance(key, OffsetCommitKey):
             tp = (key.topic, key.partition)
             if value is None:
                 w.remove_offset(tp, ts=ts, pos=(part, off), predicted_ms=None)
@@ -1090,7 +1088,6 @@ def replay(
                         events.append(
                             OffsetCommitted(
                                 gid,
-                                f"{part}:{off}",
                                 tp[0],
                                 tp[1],
                                 value.offset,
@@ -1110,7 +1107,6 @@ def replay(
                         events.append(
                             OffsetCommitted(
                                 gid,
-                                f"{part}:{off}",
                                 tp[0],
                                 tp[1],
                                 value.offset,
@@ -1130,7 +1126,7 @@ def replay(
             else:
                 w.unsupported_records += 1
                 stats.unsupported_skipped += 1
-        elif kt is GroupMetadataKey:
+        elif isinstance(key, GroupMetadataKey):
             if value is None:
                 w.group_tombstone(ts, (part, off))
             elif type(value) is GroupMetadataValue:
@@ -1141,7 +1137,7 @@ def replay(
         else:
             w.unsupported_records += 1
             stats.unsupported_skipped += 1
-        if w.tombstone_run and (value is not None or kt is not OffsetCommitKey):
+        if w.tombstone_run and (value is not None or type(key) is not OffsetCommitKey):
             w.tombstone_run.clear()  # a run of offset tombstones ends with any other record
         last = (part, off)
         applied += 1
