@@ -50,7 +50,16 @@ from coordinator_core.records import (
     UnknownKey,
     UnknownValue,
 )
-from coordinator_core.wire import Buffer, Builder, Field, Layout, Message, WireError, compile_layout
+from coordinator_core.wire import (
+    Buffer,
+    Builder,
+    Field,
+    Layout,
+    Message,
+    WireError,
+    compile_layout,
+    fast_constructor,
+)
 
 __all__ = [
     "GROUP_METADATA_KEY",
@@ -180,6 +189,8 @@ _OFFSET_VALUE_LAYOUTS: Final[dict[int, Layout]] = {
 _GROUP_VALUE_LAYOUTS: Final[dict[int, Layout]] = {
     v: compile_layout(GROUP_METADATA_VALUE, v, _value_builders(v)) for v in range(HIGHEST_VALUE_VERSION + 1)
 }
+_KEY_READERS: Final = {v: layout.fast_read for v, layout in _KEY_LAYOUTS.items()}
+_new_record: Final = fast_constructor(Record)
 _LENIENT_CACHE: dict[tuple[str, int], Layout] = {}
 
 _U16: Final = struct.Struct(">h")
@@ -228,11 +239,11 @@ def decode_key(data: Buffer) -> RecordKey:
             f"key needs a 2-byte version, got {end} bytes", part="key", position=0, record_type=None
         )
     version = _unpack16(data, 0)[0]
-    layout = _KEY_LAYOUTS.get(version)
-    if layout is None:
+    read = _KEY_READERS.get(version)
+    if read is None:
         return _unknown_key(version, data, end)
     try:
-        key, pos = layout.read(data, 2, end)
+        key, pos = read(data, 2, end)
     except WireError as exc:
         raise _corrupt(exc, "key", version, version) from None
     if pos != end:
@@ -355,7 +366,8 @@ def decode_record(key: Buffer, value: Buffer | None, *, lenient: bool = False) -
         CorruptRecordError: the key or the value is corrupt.
     """
     k = decode_key(key)
-    return Record(k, decode_value(k, value, lenient=lenient))
+    record: Record = _new_record((k, decode_value(k, value, lenient=lenient)))
+    return record
 
 
 def encode_record(record: Record) -> tuple[bytes, bytes | None]:

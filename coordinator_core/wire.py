@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import dataclasses
 import struct
+import types
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, TypeAlias
@@ -198,7 +199,7 @@ class Layout:
     index, and calls the dataclass positionally: the cheapest construction Python offers.
     """
 
-    __slots__ = ("cls", "fields", "flexible", "message", "read_steps", "template", "version", "write_steps")
+    __slots__ = ("build", "cls", "fast_read", "fields", "flexible", "message", "read_steps", "template", "version", "write_steps")
 
     def __init__(
         self,
@@ -216,20 +217,28 @@ class Layout:
         self.version = version
         self.flexible = flexible
         self.cls = cls
+        self.build = fast_constructor(cls)
         self.template = template
         self.read_steps = read_steps
         self.write_steps = write_steps
+        self.fast_read: Callable[[Buffer, int, int], tuple[Any, int]] = self.read_generic
 
     def read(self, buf: Buffer, pos: int, end: int) -> tuple[Any, int]:
         """Read one struct starting at ``pos``; return (built object, position after it).
 
+        Runs the fused reader (same result and same errors as ``read_generic``).
+
         Raises:
             WireError: the bytes do not follow the layout.
         """
+        return self.fast_read(buf, pos, end)
+
+    def read_generic(self, buf: Buffer, pos: int, end: int) -> tuple[Any, int]:
+        """The reference reader: run the compiled steps one by one."""
         vals = self.template.copy()
         for step in self.read_steps:
             pos = step(buf, pos, end, vals)
-        return self.cls(*vals), pos
+        return self.build(vals), pos
 
     def write(self, obj: Any, out: list[bytes]) -> None:
         """Append the wire bytes of ``obj`` (read with ``getattr``) to ``out``.
@@ -258,6 +267,33 @@ def compile_layout(message: Message, version: int, builders: dict[str, Builder])
     """
     flexible = in_versions(message.flexible_versions, version)
     return _compile_struct(message, message.name, message.fields, version, flexible, builders)
+
+
+def fast_constructor(cls: type[Any]) -> Callable[[Sequence[Any]], Any]:
+    """A positional constructor for a frozen, slotted dataclass that fills the slots directly.
+
+    A frozen dataclass's ``__init__`` assigns each field through ``object.__setattr__``; for
+    the millions of records a replay decodes, setting the slot descriptors directly (an
+    unrolled function generated once per class) halves the construction cost. Classes with a
+    ``__post_init__``, non-init fields or no slots get their ordinary constructor.
+    """
+    fields = dataclasses.fields(cls)
+    descriptors = [cls.__dict__.get(f.name) for f in fields]
+    if (
+        hasattr(cls, "__post_init__")
+        or any(not f.init for f in fields)
+        or not all(isinstance(d, types.MemberDescriptorType) for d in descriptors)
+    ):
+        return lambda vals: cls(*vals)
+    namespace: dict[str, Any] = {"_new": object.__new__, "_cls": cls}
+    lines = ["def build(vals):", "    o = _new(_cls)"]
+    for i, d in enumerate(descriptors):
+        namespace[f"_s{i}"] = d.__set__  # type: ignore[union-attr]
+        lines.append(f"    _s{i}(o, vals[{i}])")
+    lines.append("    return o")
+    exec("\n".join(lines), namespace)  # generated from the dataclass's own field list
+    build: Callable[[Sequence[Any]], Any] = namespace["build"]
+    return build
 
 
 def _template(cls: type[Any], fixed: dict[str, Any], present: set[str]) -> tuple[list[Any], dict[str, int]]:
@@ -291,6 +327,7 @@ def _compile_struct(
     template, index = _template(cls, fixed, {f.name for f in fields})
     read_steps: list[ReadStep] = []
     write_steps: list[WriteStep] = []
+    plan: list[tuple[Any, ...]] = []  # what each read step does, for the fused fast reader
     i = 0
     while i < len(fields):
         f = fields[i]
@@ -300,21 +337,27 @@ def _compile_struct(
                 i += 1
                 run.append(fields[i])
             read_steps.append(_read_fixed(run, [index[r.name] for r in run]))
+            plan.append(("fixed", ">" + "".join(_FIXED_CODES[r.type] for r in run),
+                         tuple((index[r.name], r.sentinel) for r in run)))
             write_steps.append(_write_fixed(run))
         elif f.type == "string":
             nullable = in_versions(f.nullable_versions, version)
             read_steps.append(_read_string(f.name, index[f.name], nullable, flexible))
+            plan.append(("string", index[f.name]))
             write_steps.append(_write_string(f.name, nullable, flexible))
         elif f.type == "bytes":
             nullable = in_versions(f.nullable_versions, version)
             read_steps.append(_read_bytes(f.name, index[f.name], nullable, flexible))
+            plan.append(("bytes", index[f.name]))
             write_steps.append(_write_bytes(f.name, nullable, flexible))
         elif f.type in ("[]int32", "[]string"):
             read_steps.append(_read_array(f.name, index[f.name], f.type, None, flexible))
+            plan.append(("other", index[f.name]))
             write_steps.append(_write_array(f.name, f.type, None, flexible))
         elif f.struct_name is not None:
             element = _compile_struct(message, f.struct_name, f.fields, version, flexible, builders)
             read_steps.append(_read_array(f.name, index[f.name], f.type, element, flexible))
+            plan.append(("other", index[f.name]))
             write_steps.append(_write_array(f.name, f.type, element, flexible))
         else:  # pragma: no cover - spec error
             raise TypeError(f"unsupported field type {f.type!r} in {message.name}")
@@ -322,7 +365,84 @@ def _compile_struct(
     if flexible:
         read_steps.append(_read_tagged(index["tagged_fields"]))
         write_steps.append(_write_tagged)
-    return Layout(message, fields, version, flexible, cls, template, read_steps, write_steps)
+        plan.append(("tagged", index["tagged_fields"]))
+    layout = Layout(message, fields, version, flexible, cls, template, read_steps, write_steps)
+    layout.fast_read = _fuse(layout, plan)
+    return layout
+
+
+def _fuse(layout: Layout, plan: list[tuple[Any, ...]]) -> Callable[[Buffer, int, int], tuple[Any, int]]:
+    """Generate one straight-line reader for ``layout`` from its step plan.
+
+    The generated function inlines the happy path of each step (fixed-width runs through one
+    precompiled ``struct.Struct``, strings/bytes whose length is in range, a zero tagged-field
+    count) and hands anything else — nulls, compact varint lengths, arrays, bad bytes — to the
+    very step function the generic reader runs, so results and errors are identical by
+    construction (``tests/coordinator_core/test_codec_properties.py`` checks it on mutants).
+    """
+    n = len(layout.template)
+    ns: dict[str, Any] = {"_scratch": None, "_n": n, "_u16": INT16.unpack_from, "_u32": INT32.unpack_from}
+    flexible = layout.flexible
+    body: list[str] = ["def read(buf, pos, end):"]
+    assigned: set[int] = set()
+
+    def slow(k: int, idxs: tuple[int, ...]) -> list[str]:
+        ns[f"_step{k}"] = layout.read_steps[k]
+        out = ["_t = [None] * _n", f"pos = _step{k}(buf, pos, end, _t)"]
+        out += [f"v{i} = _t[{i}]" for i in idxs]
+        return out
+
+    def indent(lines: list[str], level: int) -> list[str]:
+        return ["    " * level + line for line in lines]
+
+    for k, entry in enumerate(plan):
+        kind = entry[0]
+        if kind == "fixed":
+            fmt, slots = entry[1], entry[2]
+            st_ = struct.Struct(fmt)
+            ns[f"_f{k}"] = st_.unpack_from
+            idxs = tuple(i for i, _ in slots)
+            names = ", ".join(f"v{i}" for i in idxs) + ("," if len(idxs) == 1 else "")
+            body += indent([f"if pos + {st_.size} <= end:"], 1)
+            body += indent([f"{names} = _f{k}(buf, pos)", f"pos += {st_.size}"], 2)
+            for i, sentinel in slots:
+                if sentinel is not None:
+                    body += indent([f"if v{i} == {sentinel}:", f"    v{i} = None"], 2)
+            body += indent(["else:"], 1) + indent(slow(k, idxs), 2)
+            assigned.update(idxs)
+        elif kind in ("string", "bytes") and not flexible:
+            i = entry[1]
+            width, unpack = (2, "_u16") if kind == "string" else (4, "_u32")
+            value = f"str(buf[pos + {width}:_e], 'utf-8')" if kind == "string" else f"bytes(buf[pos + {width}:_e])"
+            body += indent([f"if pos + {width} <= end:"], 1)
+            body += indent([f"_l = {unpack}(buf, pos)[0]", f"_e = pos + {width} + _l"], 2)
+            body += indent(["if _l >= 0 and _e <= end:"], 2)
+            if kind == "string":
+                body += indent(["try:", f"    v{i} = {value}", "    pos = _e", "except UnicodeDecodeError:"], 3)
+                body += indent(slow(k, (i,)), 4)
+            else:
+                body += indent([f"v{i} = {value}", "pos = _e"], 3)
+            body += indent(["else:"], 2) + indent(slow(k, (i,)), 3)
+            body += indent(["else:"], 1) + indent(slow(k, (i,)), 2)
+            assigned.add(i)
+        elif kind == "tagged":
+            i = entry[1]
+            body += indent(["if pos < end and buf[pos] == 0:", "    pos += 1", f"    v{i} = ()", "else:"], 1)
+            body += indent(slow(k, (i,)), 2)
+            assigned.add(i)
+        else:  # compact strings/bytes, arrays: the generic step
+            i = entry[1]
+            body += indent(slow(k, (i,)), 1)
+            assigned.add(i)
+    for i, default in enumerate(layout.template):
+        if i not in assigned:
+            ns[f"_d{i}"] = default
+            body.insert(1, f"    v{i} = _d{i}")
+    ns["_build"] = layout.build
+    body.append("    return _build((" + ", ".join(f"v{i}" for i in range(n)) + ",)), pos")
+    exec("\n".join(body), ns)  # generated from the layout's own step plan
+    fused: Callable[[Buffer, int, int], tuple[Any, int]] = ns["read"]
+    return fused
 
 
 def _read_fixed(run: list[Field], idxs: list[int]) -> ReadStep:
