@@ -46,7 +46,11 @@ class ClientRuntime(Protocol):
 
     def trace(self, event: TraceEvent) -> None: ...
 
+    start_ms: int
+
     def position(self, tp: TP, now_ms: int) -> int: ...
+
+    def rate_per_ms(self, tp: TP) -> float: ...
 
 
 @dataclass(slots=True)
@@ -101,6 +105,7 @@ class ConsumerClient:
         self.last_join: p.JoinGroupResponse | None = None
         self.rejoin_needed = False
         self.fenced = False
+        self._commit_cache: tuple[list[TP], list[tuple[TP, float]]] = ([], [])
 
     # ------------------------------------------------------------------------------------------
     def _trace(self, api: str, detail: str | None = None, error: str | None = None) -> None:
@@ -300,9 +305,13 @@ class ConsumerClient:
         """Commit the positions of the assigned partitions (OffsetCommit)."""
         if not self.assignment:
             return
-        now = self.rt.now
-        offsets = tuple((tp, self.rt.position(tp, now), self.cfg.commit_metadata, self.cfg.leader_epoch)
-                        for tp in sorted(self.assignment))
+        cache = self._commit_cache
+        if cache[0] is not self.assignment:
+            cache = self._commit_cache = (self.assignment, [(tp, self.rt.rate_per_ms(tp)) for tp in sorted(self.assignment)])
+        elapsed = max(self.rt.now - self.rt.start_ms, 0)
+        meta = self.cfg.commit_metadata
+        epoch = self.cfg.leader_epoch
+        offsets = tuple([(tp, int(r * elapsed), meta, epoch) for tp, r in cache[1]])
         if self.cfg.group_management:
             req = p.OffsetCommitRequest(self.cfg.group_id, self.member_id, self.generation, offsets,
                                         self.cfg.group_instance_id, endpoint=self)

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Final, Protocol
 
 from coordinator_core.records import (
     GroupMetadataKey,
@@ -61,6 +61,7 @@ VALID_PREVIOUS_STATES: dict[str, frozenset[str]] = {
 }
 
 NEW_MEMBER_JOIN_TIMEOUT_MS = 5 * 60 * 1000  # GroupCoordinator.NewMemberJoinTimeoutMs
+_COMMIT_OK = p.OffsetCommitResponse(p.NONE)
 
 
 class Runtime(Protocol):
@@ -129,12 +130,30 @@ class Member:
 
 
 @dataclass(slots=True)
-class OffsetEntry:
-    offset: int
-    metadata: str
-    commit_timestamp: int
-    expire_timestamp: int | None
-    leader_epoch: int | None
+class GroupHistory:
+    """What happened to a group over the run (the generator's ``truth.json``)."""
+
+    created_ms: int
+    transitions: int = 0
+    rebalances: int = 0  # completed rebalances (transitions into Stable)
+    went_empty: int = 0
+    dead_ms: int | None = None
+    final_state: str = EMPTY
+    generation: int = 0
+    group_records: int = 0
+    commits: int = 0
+    offset_tombstones: dict[str, int] = field(default_factory=dict)
+
+
+#: A committed offset as the coordinator keeps it (``OffsetAndMetadata`` + commit time), a plain
+#: tuple because one is built per committed partition: (offset, metadata, commit_timestamp,
+#: expire_timestamp, leader_epoch).
+OffsetEntry = tuple[int, str, int, int | None, int | None]
+E_OFFSET: Final = 0
+E_METADATA: Final = 1
+E_COMMIT_TS: Final = 2
+E_EXPIRE_TS: Final = 3
+E_EPOCH: Final = 4
 
 
 @dataclass(slots=True)
@@ -199,7 +218,18 @@ class Coordinator:
         self.groups: dict[str, Group] = {}
         self._op_seq = 0
         self._member_seq = 0
-        self._cause = "init"
+        self._cause: str | p.Request = "init"
+        self.tracing: bool = getattr(runtime, "trace_enabled", True)
+        self.history: dict[str, GroupHistory] = {}
+        self._handlers: dict[type, Callable[[Any], None]] = {
+            p.JoinGroupRequest: self._handle_join,
+            p.SyncGroupRequest: self._handle_sync,
+            p.HeartbeatRequest: self._handle_heartbeat,
+            p.LeaveGroupRequest: self._handle_leave,
+            p.OffsetCommitRequest: self._handle_commit,
+            p.OffsetFetchRequest: self._handle_fetch,
+            p.DeleteGroupsRequest: self._handle_delete_groups,
+        }
         self.loading_partitions: set[int] = set()
         self.expired_groups: list[tuple[int, str]] = []  # (time, group) that went Dead by expiry
         self.deleted_groups: list[tuple[int, str]] = []
@@ -208,15 +238,40 @@ class Coordinator:
     # helpers
     # ------------------------------------------------------------------------------------------
     def _trace(self, group_id: str, kind: str, **kw: object) -> None:
-        self.rt.trace(TraceEvent(self.rt.now, group_id, kind, **kw))  # type: ignore[arg-type]
+        if self.tracing:
+            self.rt.trace(TraceEvent(self.rt.now, group_id, kind, **kw))  # type: ignore[arg-type]
+
+    def _cause_text(self) -> str:
+        c = self._cause
+        if isinstance(c, str):
+            return c
+        member = getattr(c, "member_id", None)
+        return f"{c.api}({member or (c.endpoint.name if c.endpoint else '?')})"
+
+    def _history(self, group_id: str) -> GroupHistory:
+        h = self.history.get(group_id)
+        if h is None:
+            h = self.history[group_id] = GroupHistory(created_ms=self.rt.now)
+        return h
 
     def _transition(self, g: Group, target: str) -> None:
         if g.state not in VALID_PREVIOUS_STATES[target]:
             from coordinator_core.errors import IllegalStateTransitionError
 
             raise IllegalStateTransitionError(g.group_id, g.state, target)
-        self._trace(g.group_id, "transition", from_state=g.state, to_state=target, generation=g.generation,
-                    cause=self._cause)
+        if self.tracing:
+            self._trace(g.group_id, "transition", from_state=g.state, to_state=target, generation=g.generation,
+                        cause=self._cause_text())
+        h = self._history(g.group_id)
+        h.transitions += 1
+        if target == STABLE:
+            h.rebalances += 1
+        elif target == EMPTY:
+            h.went_empty += 1
+        elif target == DEAD:
+            h.dead_ms = self.rt.now
+        h.final_state = target
+        h.generation = g.generation
         g.state = target
         g.current_state_timestamp = self.rt.now
 
@@ -225,8 +280,9 @@ class Coordinator:
         return self._op_seq
 
     def _respond(self, g_id: str, endpoint: p.Endpoint | None, resp: p.Response, member: str | None) -> None:
-        self._trace(g_id, "response", api=resp.api, error=resp.error, member=member,
-                    generation=getattr(resp, "generation_id", None))
+        if self.tracing:
+            self._trace(g_id, "response", api=resp.api, error=resp.error, member=member,
+                        generation=getattr(resp, "generation_id", None))
         self.rt.respond(endpoint, resp, g_id)
 
     def _generate_member_id(self, client_id: str, instance_id: str | None) -> str:
@@ -250,6 +306,7 @@ class Coordinator:
     # ------------------------------------------------------------------------------------------
     def _append_group_value(self, g: Group, value: GroupMetadataValue | None) -> None:
         self.log.append(self.rt.now, GroupMetadataKey(g.group_id), value)
+        self._history(g.group_id).group_records += 1
         self._trace(g.group_id, "record", api="GroupMetadata", generation=g.generation,
                     detail="tombstone" if value is None else f"members={len(value.members)}")
 
@@ -279,27 +336,27 @@ class Coordinator:
         )
         self._append_group_value(g, value)
 
-    def _store_offsets(self, g: Group, offsets: Iterable[tuple[tuple[str, int], int, str, int | None]],
-                       retention_ms: int | None) -> list[tuple[str, int]]:
+    def _store_offsets(self, g: Group, offsets: tuple[tuple[tuple[str, int], int, str, int | None], ...],
+                       retention_ms: int | None) -> None:
         now = self.rt.now
         version = self.cfg.offset_value_version
         expire: int | None = None
         if retention_ms is not None and retention_ms >= 0:
             version = 1  # spec §4.5: an explicit retention makes the broker write v1
             expire = now + retention_ms
-        elif version == 1:
-            expire = None  # >= 2.1 brokers with IBP < 2.1: v1 with expire -1
-        done = []
+        self._history(g.group_id).commits += 1
+        self.log.append_offset_commits(now, g.group_id, offsets, expire, version)
+        store = g.offsets
+        keep_epoch = version >= 3
         for tp, offset, metadata, epoch in offsets:
-            self.log.append_offset_commit(now, g.group_id, tp[0], tp[1], offset, metadata, epoch, expire, version)
-            g.offsets[tp] = OffsetEntry(offset, metadata, now, expire, epoch if version >= 3 else None)
-            done.append(tp)
-        return done
+            store[tp] = (offset, metadata, now, expire, epoch if keep_epoch else None)
 
-    def _tombstone_offsets(self, g: Group, tps: Iterable[tuple[str, int]]) -> None:
+    def _tombstone_offsets(self, g: Group, tps: Iterable[tuple[str, int]], cause: str) -> None:
+        h = self._history(g.group_id)
         for tp in tps:
             g.offsets.pop(tp, None)
             self.log.append(self.rt.now, OffsetCommitKey(g.group_id, tp[0], tp[1]), None)
+            h.offset_tombstones[cause] = h.offset_tombstones.get(cause, 0) + 1
 
     # ------------------------------------------------------------------------------------------
     # heartbeat / delayed operations
@@ -598,26 +655,14 @@ class Coordinator:
     # ------------------------------------------------------------------------------------------
     def handle(self, req: p.Request) -> None:
         """Handle one request (its response goes to ``req.endpoint`` through the runtime)."""
-        gid = req.group_ids[0] if isinstance(req, p.DeleteGroupsRequest) else req.group_id
-        member = getattr(req, "member_id", None)
-        self._cause = f"{req.api}({member or (req.endpoint.name if req.endpoint else '?')})"
-        self._trace(gid, "request", api=req.api, member=member or None,
-                    generation=getattr(req, "generation_id", None),
-                    detail=req.endpoint.name if req.endpoint is not None else None)
-        if isinstance(req, p.JoinGroupRequest):
-            self._handle_join(req)
-        elif isinstance(req, p.SyncGroupRequest):
-            self._handle_sync(req)
-        elif isinstance(req, p.HeartbeatRequest):
-            self._handle_heartbeat(req)
-        elif isinstance(req, p.LeaveGroupRequest):
-            self._handle_leave(req)
-        elif isinstance(req, p.OffsetCommitRequest):
-            self._handle_commit(req)
-        elif isinstance(req, p.OffsetFetchRequest):
-            self._handle_fetch(req)
-        else:
-            self._handle_delete_groups(req)
+        self._cause = req
+        if self.tracing:
+            gid = req.group_ids[0] if isinstance(req, p.DeleteGroupsRequest) else req.group_id
+            member = getattr(req, "member_id", None)
+            self._trace(gid, "request", api=req.api, member=member or None,
+                        generation=getattr(req, "generation_id", None),
+                        detail=req.endpoint.name if req.endpoint is not None else None)
+        self._handlers[type(req)](req)
 
     def _handle_join(self, req: p.JoinGroupRequest) -> None:
         gid = req.group_id
@@ -863,8 +908,8 @@ class Coordinator:
 
     def _handle_commit(self, req: p.OffsetCommitRequest) -> None:
         gid = req.group_id
-        tps = tuple(o[0] for o in req.offsets)
         if self._is_loading(gid):
+            tps = tuple(o[0] for o in req.offsets)
             self._respond(gid, req.endpoint, p.OffsetCommitResponse(p.COORDINATOR_LOAD_IN_PROGRESS, tps), req.member_id)
             return
         g = self.groups.get(gid)
@@ -873,6 +918,7 @@ class Coordinator:
                 g = Group(gid, EMPTY, self.rt.now)  # a simple group: no record at creation
                 self.groups[gid] = g
             else:
+                tps = tuple(o[0] for o in req.offsets)
                 self._respond(gid, req.endpoint, p.OffsetCommitResponse(p.ILLEGAL_GENERATION, tps), req.member_id)
                 return
         err: str | None = None
@@ -889,13 +935,14 @@ class Coordinator:
         if err is None and g.state == COMPLETING:
             err = p.REBALANCE_IN_PROGRESS
         if err is not None:
+            tps = tuple(o[0] for o in req.offsets)
             self._respond(gid, req.endpoint, p.OffsetCommitResponse(err, tps), req.member_id or None)
             return
         if g.state in (STABLE, PREPARING):
             m = g.members[req.member_id]
             self._schedule_expiry(g, m, m.session_timeout)
-        done = self._store_offsets(g, req.offsets, req.retention_time_ms)
-        self._respond(gid, req.endpoint, p.OffsetCommitResponse(p.NONE, tuple(done)), req.member_id or None)
+        self._store_offsets(g, req.offsets, req.retention_time_ms)
+        self._respond(gid, req.endpoint, _COMMIT_OK, req.member_id or None)
 
     def _handle_fetch(self, req: p.OffsetFetchRequest) -> None:
         g = self.groups.get(req.group_id)
@@ -903,7 +950,7 @@ class Coordinator:
         if g is not None:
             for tp, e in sorted(g.offsets.items()):
                 if req.partitions is None or tp in req.partitions:
-                    out.append((tp, e.offset, e.metadata))
+                    out.append((tp, e[E_OFFSET], e[E_METADATA]))
         self._respond(req.group_id, req.endpoint, p.OffsetFetchResponse(p.NONE, tuple(out)), None)
 
     def _handle_delete_groups(self, req: p.DeleteGroupsRequest) -> None:
@@ -916,7 +963,7 @@ class Coordinator:
                 errors.append((gid, p.NON_EMPTY_GROUP))
             else:
                 self._transition(g, DEAD)
-                self._tombstone_offsets(g, sorted(g.offsets))
+                self._tombstone_offsets(g, sorted(g.offsets), "group_deleted")
                 self._write_group_tombstone(g)
                 del self.groups[gid]
                 self.deleted_groups.append((self.rt.now, gid))
@@ -941,19 +988,19 @@ class Coordinator:
             if g.protocol_type is not None and g.state == EMPTY:
                 base_ts = g.current_state_timestamp
                 for tp, e in g.offsets.items():
-                    if self._expired(e, now, retention, base_ts if base_ts is not None else e.commit_timestamp):
+                    if self._expired(e, now, retention, base_ts if base_ts is not None else e[E_COMMIT_TS]):
                         expired.append(tp)
             elif g.protocol_type == "consumer" and g.subscribed_topics is not None and g.state == STABLE:
                 for tp, e in g.offsets.items():
-                    if tp[0] not in g.subscribed_topics and self._expired(e, now, retention, e.commit_timestamp):
+                    if tp[0] not in g.subscribed_topics and self._expired(e, now, retention, e[E_COMMIT_TS]):
                         expired.append(tp)
             elif g.protocol_type is None:
                 for tp, e in g.offsets.items():
-                    if self._expired(e, now, retention, e.commit_timestamp):
+                    if self._expired(e, now, retention, e[E_COMMIT_TS]):
                         expired.append(tp)
             if expired:
                 self._trace(gid, "timer", api="OffsetExpiration", detail=f"{len(expired)} offsets expired")
-            self._tombstone_offsets(g, sorted(expired))
+            self._tombstone_offsets(g, sorted(expired), "retention")
             if g.state == EMPTY and not g.offsets:
                 self._transition(g, DEAD)
                 self._write_group_tombstone(g)
@@ -962,8 +1009,9 @@ class Coordinator:
 
     @staticmethod
     def _expired(e: OffsetEntry, now: int, retention: int, base: int) -> bool:
-        if e.expire_timestamp is not None:
-            return now >= e.expire_timestamp
+        expire = e[E_EXPIRE_TS]
+        if expire is not None:
+            return now >= expire
         return now - base >= retention
 
     def delete_topic(self, topic: str) -> None:
@@ -973,7 +1021,7 @@ class Coordinator:
             tps = sorted(tp for tp in g.offsets if tp[0] == topic)
             if tps:
                 self._trace(g.group_id, "timer", api="TopicDeletion", detail=f"{topic}: {len(tps)} offsets")
-                self._tombstone_offsets(g, tps)
+                self._tombstone_offsets(g, tps, "topic_deleted")
 
     def unload_partition(self, partition: int) -> list[str]:
         """Resignation (``onGroupUnloaded``): groups go Dead, waiting members get NOT_COORDINATOR."""
@@ -1008,8 +1056,8 @@ class Coordinator:
                     d.pop((k.topic, k.partition), None)
                 elif isinstance(r.value, OffsetCommitValue):
                     v = r.value
-                    d[(k.topic, k.partition)] = OffsetEntry(v.offset, v.metadata, v.commit_timestamp,
-                                                            v.expire_timestamp, v.leader_epoch)
+                    d[(k.topic, k.partition)] = (v.offset, v.metadata, v.commit_timestamp,
+                                                 v.expire_timestamp, v.leader_epoch)
             elif isinstance(k, GroupMetadataKey):
                 metas[k.group] = r.value if isinstance(r.value, GroupMetadataValue) else None
         now = self.rt.now

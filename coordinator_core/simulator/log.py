@@ -79,6 +79,18 @@ class RecordLog:
             ),
         )
 
+    def append_offset_commits(
+        self,
+        ts: int,
+        group: str,
+        offsets: tuple[tuple[tuple[str, int], int, str, int | None], ...],
+        expire_ts: int | None,
+        version: int,
+    ) -> None:
+        """Append one OffsetCommit request's records: ``(tp, offset, metadata, leader_epoch)``."""
+        for tp, offset, metadata, epoch in offsets:
+            self.append_offset_commit(ts, group, tp[0], tp[1], offset, metadata, epoch, expire_ts, version)
+
     def records_for_partition(self, partition: int) -> list[LogRecord]:
         """Every collected record of one ``__consumer_offsets`` partition, in offset order."""
         return [r for r in self.records if r.partition == partition]
@@ -131,6 +143,46 @@ class BytesLog(RecordLog):
         self.count += 1
         self.offsets.append(off)
         self.timestamps.append(ts)
+
+    def append_offset_commits(
+        self,
+        ts: int,
+        group: str,
+        offsets: tuple[tuple[tuple[str, int], int, str, int | None], ...],
+        expire_ts: int | None,
+        version: int,
+    ) -> None:
+        p = self.partition(group)
+        n = len(offsets)
+        off = self._next_offset.get(p, 0)
+        self._next_offset[p] = off + n
+        self.count += n
+        self.partitions.extend([p] * n)
+        self.offsets.extend(range(off, off + n))
+        self.timestamps.extend([ts] * n)
+        enc = self.encoder
+        cache = enc.keys_for(group)
+        keys = self.keys
+        values = self.values
+        if version != 3:
+            value = enc.value
+            for tp, offset, metadata, epoch in offsets:
+                k = cache.get(tp)
+                keys.append(k if k is not None else enc.key(group, tp[0], tp[1]))
+                values.append(value(offset, metadata, ts, epoch, expire_ts, version))
+            return
+        last_meta: str | None = None
+        pack = None
+        m = b""
+        for tp, offset, metadata, epoch in offsets:
+            k = cache.get(tp)
+            keys.append(k if k is not None else enc.key(group, tp[0], tp[1]))
+            if metadata is not last_meta:
+                st, m = enc.v3_struct(metadata)
+                pack = st.pack
+                last_meta = metadata
+            assert pack is not None
+            values.append(pack(3, offset, -1 if epoch is None else epoch, len(m), m, ts))
 
     def __len__(self) -> int:
         return len(self.keys)

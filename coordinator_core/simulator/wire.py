@@ -249,27 +249,41 @@ def encode_value(value: OffsetCommitValue | GroupMetadataValue) -> bytes:
     return out
 
 
-_V3_HEAD = struct.Struct(">hqi")
-_TS = struct.Struct(">q")
-_V1_TAIL = struct.Struct(">qq")
-
-
 class OffsetCommitEncoder:
-    """Fast bytes for offset commits: cached keys, precompiled value structs (v1/v2/v3)."""
+    """Fast bytes for offset commits: cached keys, one precompiled ``struct`` per metadata string."""
 
-    __slots__ = ("_keys", "_meta")
+    __slots__ = ("_keys", "_v1", "_v2", "_v3")
 
     def __init__(self) -> None:
-        self._keys: dict[tuple[str, str, int], bytes] = {}
-        self._meta: dict[str, bytes] = {}
+        self._keys: dict[str, dict[tuple[str, int], bytes]] = {}
+        self._v3: dict[str, tuple[struct.Struct, bytes]] = {}
+        self._v2: dict[str, tuple[struct.Struct, bytes]] = {}
+        self._v1: dict[str, tuple[struct.Struct, bytes]] = {}
+
+    def keys_for(self, group: str) -> dict[tuple[str, int], bytes]:
+        """The key cache of one group (``(topic, partition) -> key bytes``), filled lazily."""
+        d = self._keys.get(group)
+        if d is None:
+            d = self._keys[group] = {}
+        return d
 
     def key(self, group: str, topic: str, partition: int) -> bytes:
-        k = (group, topic, partition)
-        b = self._keys.get(k)
+        d = self.keys_for(group)
+        b = d.get((topic, partition))
         if b is None:
-            b = local_encode_key(OffsetCommitKey(group, topic, partition))
-            self._keys[k] = b
+            b = d[(topic, partition)] = local_encode_key(OffsetCommitKey(group, topic, partition))
         return b
+
+    def _struct(self, table: dict[str, tuple[struct.Struct, bytes]], metadata: str, fmt: str) -> tuple[struct.Struct, bytes]:
+        entry = table.get(metadata)
+        if entry is None:
+            m = metadata.encode("utf-8")
+            entry = table[metadata] = (struct.Struct(fmt.format(n=len(m))), m)
+        return entry
+
+    def v3_struct(self, metadata: str) -> tuple[struct.Struct, bytes]:
+        """The v3 value struct for a metadata string: (version, offset, epoch, len, meta, ts)."""
+        return self._struct(self._v3, metadata, ">hqih{n}sq")
 
     def value(
         self,
@@ -280,12 +294,11 @@ class OffsetCommitEncoder:
         expire_ts: int | None,
         version: int,
     ) -> bytes:
-        m = self._meta.get(metadata)
-        if m is None:
-            m = _str(metadata)
-            self._meta[metadata] = m
         if version == 3:
-            return _V3_HEAD.pack(3, offset, -1 if leader_epoch is None else leader_epoch) + m + _TS.pack(commit_ts)
+            st, m = self._struct(self._v3, metadata, ">hqih{n}sq")
+            return st.pack(3, offset, -1 if leader_epoch is None else leader_epoch, len(m), m, commit_ts)
         if version == 1:
-            return struct.pack(">hq", 1, offset) + m + _V1_TAIL.pack(commit_ts, -1 if expire_ts is None else expire_ts)
-        return struct.pack(">hq", version, offset) + m + _TS.pack(commit_ts)
+            st, m = self._struct(self._v1, metadata, ">hqh{n}sqq")
+            return st.pack(1, offset, len(m), m, commit_ts, -1 if expire_ts is None else expire_ts)
+        st, m = self._struct(self._v2, metadata, ">hqh{n}sq")
+        return st.pack(version, offset, len(m), m, commit_ts)

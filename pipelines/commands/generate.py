@@ -1,0 +1,166 @@
+"""``offsetlake generate``: a realistic multi-group ``__consumer_offsets`` log from the simulator.
+
+Rules:
+- The log comes from ``coordinator_core.generator`` (deterministic for a seed) and is written
+  with ``pipelines.raw_files.RawRecordWriter`` (raw-record Parquet, sequential file names,
+  temp + rename), so every reader of captured logs reads it unchanged.
+- ``<out>/_truth.json`` holds what the simulator knows (per group: kind, final state,
+  generation, rebalances, expiry/deletion times, tombstones by cause). The leading underscore
+  keeps it out of Spark's file source and of ``read_raw_records``.
+- Progress goes to stderr with ``rich`` when stderr is a terminal (``--quiet`` turns it off).
+- ``write_generated(...)`` is the same thing as a function (``offsetlake quickstart`` uses it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from pipelines.errors import UsageError
+
+DESCRIPTION = """\
+Simulate consumer groups against a model of Kafka's group coordinator and write the
+__consumer_offsets records they produce (raw-record Parquet) plus _truth.json.
+
+The mix: dynamic consumer groups (range / roundrobin / sticky / cooperative-sticky) with
+auto-commit, rolling deploys, crashes (session timeouts), GC pauses and slow polls; static
+members (KIP-345: restarts without rebalances); simple consumers committing with generation -1;
+short-lived console consumers that go Empty and expire or get deleted; topic deletions.
+
+examples:
+  offsetlake generate --groups 20 --hours 2 --seed 7 --out landing/
+  offsetlake generate --groups 2000 --hours 6 --seed 1 --out /tmp/big --quiet
+  offsetlake generate --groups 50 --hours 24 --retention-ms 21600000 --coordinator new --out x/
+"""
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "generate",
+        help="generate a realistic __consumer_offsets log with the coordinator simulator",
+        description=DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--groups", type=int, required=True, help="number of consumer groups")
+    p.add_argument("--hours", type=float, required=True, help="simulated hours")
+    p.add_argument("--seed", type=int, default=0, help="random seed (same seed, same bytes)")
+    p.add_argument("--out", required=True, metavar="DIR", help="landing directory for the Parquet files")
+    p.add_argument("--retention-ms", type=int, default=None,
+                   help="offsets.retention.minutes in ms (default: a quarter of the run, 15 min .. 7 days)")
+    p.add_argument("--start-ms", type=int, default=None, help="simulated start time, epoch ms (default 2026-01-01)")
+    p.add_argument("--partitions", type=int, default=50, help="__consumer_offsets partitions (default 50)")
+    p.add_argument("--coordinator", choices=("old", "new"), default="old",
+                   help="old: the Scala GroupCoordinator; new: the KIP-848 runtime's classic groups")
+    p.add_argument("--offset-value-version", type=int, choices=(1, 2, 3), default=3)
+    p.add_argument("--group-value-version", type=int, choices=(0, 1, 2, 3), default=3)
+    p.add_argument("--churn-per-hour", type=float, default=0.5, help="lifecycle events per group per hour")
+    p.add_argument("--no-topic-deletions", action="store_true", help="never delete a topic")
+    p.add_argument("--rows-per-file", type=int, default=500_000)
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(func=main)
+
+
+def _options(args: argparse.Namespace) -> dict[str, Any]:
+    opts: dict[str, Any] = {
+        "num_partitions": args.partitions,
+        "coordinator": args.coordinator,
+        "offset_value_version": args.offset_value_version,
+        "group_value_version": args.group_value_version,
+        "churn_per_hour": args.churn_per_hour,
+        "topic_deletions": not args.no_topic_deletions,
+    }
+    if args.retention_ms is not None:
+        opts["retention_ms"] = args.retention_ms
+    if args.start_ms is not None:
+        opts["start_ms"] = args.start_ms
+    return opts
+
+
+def write_generated(
+    out: str | Path,
+    *,
+    groups: int,
+    hours: float,
+    seed: int = 0,
+    num_partitions: int = 50,
+    rows_per_file: int = 500_000,
+    progress: Callable[[int, int, int], None] | None = None,
+    **options: Any,
+) -> int:
+    """Generate a log into ``out`` (Parquet files + ``_truth.json``); returns the record count."""
+    import pyarrow as pa
+
+    from coordinator_core.generator import GeneratorConfig, LogGenerator
+    from pipelines.raw_files import RAW_ARROW_SCHEMA, RawRecordWriter
+
+    try:
+        gen = LogGenerator(GeneratorConfig(groups=groups, hours=hours, seed=seed, num_partitions=num_partitions,
+                                           **options))
+    except (TypeError, ValueError) as exc:
+        raise UsageError(str(exc)) from None
+    out_dir = Path(out)
+    n = 0
+    topic = pa.array(["__consumer_offsets"], pa.string())
+    with RawRecordWriter(out_dir, rows_per_file=rows_per_file) as writer:
+        for chunk in gen.chunks(progress=progress):
+            rows = len(chunk)
+            batch = pa.RecordBatch.from_arrays(
+                [
+                    pa.array(chunk.keys, pa.binary()),
+                    pa.array(chunk.values, pa.binary()),
+                    pa.repeat(topic[0], rows).cast(pa.string()),
+                    pa.array(chunk.partitions, pa.int32()),
+                    pa.array(chunk.offsets, pa.int64()),
+                    pa.array(chunk.timestamps, pa.int64()).cast(pa.timestamp("ms", tz="UTC"))
+                    .cast(RAW_ARROW_SCHEMA.field("timestamp").type),
+                    pa.repeat(pa.scalar(0, pa.int32()), rows),
+                ],
+                schema=RAW_ARROW_SCHEMA,
+            )
+            writer.write_batch(batch)
+            n += rows
+    truth = gen.truth()
+    tmp = out_dir / "._truth.json.tmp"
+    tmp.write_text(json.dumps(truth, indent=1, sort_keys=True), encoding="utf-8")
+    tmp.replace(out_dir / "_truth.json")
+    return n
+
+
+def main(args: argparse.Namespace) -> int:
+    if args.groups < 1:
+        raise UsageError("--groups must be at least 1")
+    if args.hours <= 0:
+        raise UsageError("--hours must be positive")
+    show = not args.quiet and sys.stderr.isatty()
+    started = time.perf_counter()
+    if show:
+        from rich.console import Console
+        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+        with Progress(
+            TextColumn("[bold]simulating[/bold]"),
+            BarColumn(),
+            TextColumn("{task.percentage:>3.0f}% of {task.fields[hours]} h"),
+            TextColumn("{task.fields[records]:,} records"),
+            TimeElapsedColumn(),
+            console=Console(stderr=True),
+        ) as bar:
+            task = bar.add_task("sim", total=1.0, hours=args.hours, records=0)
+
+            def progress(done: int, total: int, records: int) -> None:
+                bar.update(task, completed=done / total if total else 1.0, records=records)
+
+            n = write_generated(args.out, groups=args.groups, hours=args.hours, seed=args.seed,
+                                rows_per_file=args.rows_per_file, progress=progress, **_options(args))
+    else:
+        n = write_generated(args.out, groups=args.groups, hours=args.hours, seed=args.seed,
+                            rows_per_file=args.rows_per_file, **_options(args))
+    elapsed = time.perf_counter() - started
+    print(f"wrote {n:,} records for {args.groups} groups over {args.hours:g} h to {args.out} "
+          f"({n / elapsed:,.0f} records/s); truth in {Path(args.out) / '_truth.json'}", file=sys.stderr)
+    return 0
