@@ -340,6 +340,7 @@ class _Work:
         "records_applied",
         "retention_ms",
         "rules",
+        "sit",
         "state",
         "state_timestamp_ms",
         "stats",
@@ -387,6 +388,7 @@ class _Work:
         self.stats = ReplayStats()
         # earliest time the decider may find something due (a lower bound); -1 = unknown
         self.next_check: int | None = -1 if retention_ms is not None else None
+        self.sit: int | None = None
 
     def freeze(self) -> GroupSnapshot:
         return GroupSnapshot(
@@ -596,16 +598,22 @@ class _Work:
             self.exists = False
         nx = _expiry.next_expiry_ms(self, retention, self.rules)
         self.next_check = _FAR if nx is None else nx
+        self.sit = None
 
     def invalidate_expiry(self) -> None:
         if self.retention_ms is not None:
             self.next_check = -1
+            self.sit = None
 
     def lower_next_check(self, v: OffsetCommitValue, topic: str) -> None:
+        """Keep ``next_check`` a lower bound of every due time after a commit (cheap: the group
+        situation is cached until the next state change)."""
         retention = self.retention_ms
         if retention is None:
             return
-        sit = _expiry.situation(self, self.rules)
+        sit = self.sit
+        if sit is None:
+            sit = self.sit = _expiry.situation(self, self.rules)
         due = _expiry.due_ms(v, topic, sit, retention, self)
         if due is not None and self.next_check is not None and due < self.next_check:
             self.next_check = due
@@ -1384,6 +1392,9 @@ def serialize_snapshot(s: GroupSnapshot) -> bytes:
     w.u(len(topics))
     for t in topics:
         w.s(t)
+    # timestamps as deltas: commit vs a base, record time vs commit (usually 0)
+    base = s.last_timestamp_ms or 0
+    w.i(base)
     w.u(len(items))
     for (topic, partition), (v, lp, lo, ts) in items:
         w.u(tindex[topic])
@@ -1391,13 +1402,13 @@ def serialize_snapshot(s: GroupSnapshot) -> bytes:
         w.i(v.offset)
         w.oi(v.leader_epoch)
         w.s(v.metadata)
-        w.i(v.commit_timestamp)
+        w.i(base - v.commit_timestamp)
         w.oi(v.expire_timestamp)
         w.u(v.version)
         w.tagged(v.tagged_fields)
         w.i(lp)
         w.i(lo)
-        w.i(ts)
+        w.i(ts - v.commit_timestamp)
     if s.last_position is None:
         w.u(0)
     else:
@@ -1471,18 +1482,19 @@ def deserialize_snapshot(data: bytes) -> GroupSnapshot:
         subs = None if n_subs == 0 else frozenset(r.rs() for _ in range(n_subs - 1))
         topics = [r.rs() for _ in range(r.u())]
         offsets: dict[TopicPartition, OffsetState] = {}
+        base = r.i()
         for _ in range(r.u()):
             topic = topics[r.u()]
             partition = r.i()
             off = r.i()
             epoch = r.oi()
             metadata = r.rs()
-            cts = r.i()
+            cts = base - r.i()
             exp = r.oi()
             vver = r.u()
             tagged = r.tagged()
             value = OffsetCommitValue(off, metadata, cts, epoch, exp, vver, tagged)
-            offsets[(topic, partition)] = (value, r.i(), r.i(), r.i())
+            offsets[(topic, partition)] = (value, r.i(), r.i(), cts + r.i())
         last_position = (r.i(), r.i()) if r.u() else None
         last_ts = r.oi()
         applied = r.u()
