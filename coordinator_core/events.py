@@ -48,7 +48,7 @@ same-generation rewrite, ``cause = static_member_rejoined``)
 | join_completed_ms | bigint | current_state_timestamp of a v2+ record with members (entered CompletingRebalance) |
 | since_previous_ms | bigint | time since the previous group-metadata record |
 | members_before, members_after | int | member counts |
-| joined, left | array<string> | member ids (identity = group_instance_id if set, else member_id) |
+| joined, left | array<string> | member ids (members are matched by group_instance_id if set, else member_id, so a static member back with a new member id is neither) |
 | static_rejoined | array<string> | group_instance_ids that came back with a new member id |
 | leader, previous_leader | string | member ids |
 | leader_changed | boolean | |

@@ -53,6 +53,7 @@ from coordinator_core.events import (
     Rebalance,
     StateTransition,
 )
+from coordinator_core.partitioner import partition_for
 from coordinator_core.records import (
     GroupMetadataKey,
     GroupMetadataValue,
@@ -148,7 +149,7 @@ class GroupSnapshot:
         last = self.last_position
         return {
             "group_id": self.group_id,
-            "coordinator_partition": _partition_for(self.group_id, num_partitions),
+            "coordinator_partition": partition_for(self.group_id, num_partitions),
             "state": self.state.value,
             "exists": self.exists,
             "generation": self.generation,
@@ -157,7 +158,7 @@ class GroupSnapshot:
             "leader": self.leader,
             "current_state_timestamp": self.current_state_timestamp,
             "state_timestamp_ms": self.state_timestamp_ms,
-            "members": [_member_struct(m, self.leader) for m in self.members],
+            "members": [_member_struct(m, self.leader, self.protocol_type) for m in self.members],
             "member_count": len(self.members),
             "offset_count": len(self.offsets),
             "subscribed_topics": None if self.subscribed_topics is None else sorted(self.subscribed_topics),
@@ -196,18 +197,6 @@ class GroupSnapshot:
 def new_snapshot(group_id: str) -> GroupSnapshot:
     """The snapshot of a group before any record (it does not exist yet)."""
     return GroupSnapshot(group_id)
-
-
-def _partition_for(group_id: str, num_partitions: int) -> int:
-    # Utils.abs(groupId.hashCode) % n, Java String.hashCode over UTF-16 units (spec §6)
-    h = 0
-    data = group_id.encode("utf-16-be")
-    for i in range(0, len(data), 2):
-        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
-    if h >= 0x80000000:
-        h -= 0x100000000
-    h = 0 if h == -0x80000000 else abs(h)
-    return h % num_partitions
 
 
 # ---------------------------------------------------------------------------------------------
@@ -250,9 +239,11 @@ def group_subscribed_topics(
     return frozenset(out)
 
 
-def _member_struct(m: MemberMetadata, leader: str | None) -> dict[str, Any]:
-    topics = _subscribed_topics(m.subscription)
-    assigned = _assigned(m.assignment)
+def _member_struct(m: MemberMetadata, leader: str | None, protocol_type: str | None) -> dict[str, Any]:
+    # the blobs follow ConsumerProtocol only for protocol type "consumer" (spec §5)
+    consumer = protocol_type == _expiry.CONSUMER_PROTOCOL_TYPE
+    topics = _subscribed_topics(m.subscription) if consumer else None
+    assigned = _assigned(m.assignment) if consumer else None
     return {
         "member_id": m.member_id,
         "group_instance_id": m.group_instance_id,
