@@ -5,7 +5,11 @@ A ``Message`` mirrors one of Kafka's message JSON files (``validVersions``,
 ``compile_layout(message, version, builders)`` turns it into a ``Layout`` — a short list of
 read/write steps for that version (runs of fixed-width integers merged into one precompiled
 ``struct.Struct``). ONE generic reader executes the steps over any buffer (``bytes`` or
-``memoryview``), the way Kafka's generated ``read(Readable, version)`` methods do.
+``memoryview``), the way Kafka's generated ``read(Readable, version)`` methods do. For speed,
+each layout also gets a *fused* reader generated from its step plan: the happy path of every
+step inlined into one function, anything unusual (nulls, varint lengths, arrays, bad bytes)
+handed to the very same step functions — so the fused and generic readers return identical
+results and identical errors (a property test checks it on mutated bytes).
 
 Rules (Kafka's ``MessageDataGenerator`` / ``ByteBufferAccessor`` semantics, spec §1):
 - Big-endian two's-complement integers; non-flexible STRING (int16 length), BYTES and ARRAY
