@@ -13,7 +13,8 @@ Rules:
     delta    an existing ``raw_records`` Delta table (``input.path``); when it *is* the
              warehouse's own ``raw_records`` there is nothing to ingest.
     kafka    ``format("kafka")`` (batch read, earliest→latest) when the spark-sql-kafka jar is on
-             the classpath; options from ``kafka.*`` and ``input.kafka_options``.
+             the classpath, else ``format("offsetlake_kafka")`` (confluent-kafka, ``kafka.engine``);
+             options from ``kafka.*`` and ``input.kafka_options``.
 """
 
 from __future__ import annotations
@@ -145,16 +146,12 @@ def read_delta_raw(spark: SparkSession, path: str) -> DataFrame:
 def read_kafka(spark: SparkSession, cfg: Config) -> DataFrame:
     """A batch read of ``__consumer_offsets`` with Spark's Kafka source (earliest → latest)."""
     from pipelines.config import spark_kafka_options
-    from pipelines.spark_session import kafka_connector_available
+    from pipelines.kafka.source import choose_engine, read_kafka_batch
 
-    if not kafka_connector_available(spark):
-        raise UsageError(
-            "input.source: kafka needs the spark-sql-kafka connector on the classpath "
-            "(spark-submit --packages org.apache.spark:spark-sql-kafka-0-10_2.13:<spark version>); "
-            "without it, capture to a landing directory with 'offsetlake capture' and use input.source: landing"
-        )
     if not cfg.kafka.bootstrap_servers:
         raise UsageError("kafka.bootstrap_servers: required when input.source is kafka")
+    if choose_engine(spark, cfg.kafka.engine) == "python":  # no connector jar: confluent-kafka source
+        return read_kafka_batch(spark, cfg)
     opts = spark_kafka_options(cfg)  # holds secrets: never log it
     opts.setdefault("endingOffsets", "latest")
     df = spark.read.format("kafka").options(**opts).load()

@@ -1,0 +1,153 @@
+"""The batch job end to end on a small generated log: counts reconcile, a corrupted record lands
+in quarantine with nothing else lost, a rerun changes nothing, new input rebuilds, and the
+spark-submit script runs the same job."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytestmark = pytest.mark.spark
+
+from pipelines.commands.quickstart import sample_records  # noqa: E402
+from pipelines.config import Config, load_config  # noqa: E402
+from pipelines.jobs.batch import gold_table_names, run_batch  # noqa: E402
+from pipelines.raw_files import RawRecord, write_raw_records  # noqa: E402
+from pipelines.tableio import TableIO  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _corrupt_record(records: list[RawRecord]) -> RawRecord:
+    """A truncated offset-commit value appended at the end of the first record's partition."""
+    base = next(r for r in records if r.value is not None and r.key[:2] == b"\x00\x01")
+    last = max(r.offset for r in records if r.partition == base.partition)
+    ts = max(r.timestamp_ms for r in records if r.partition == base.partition) + 1
+    return base._replace(value=base.value[:5], offset=last + 1, timestamp_ms=ts)  # type: ignore[index]
+
+
+def _snapshot(io: TableIO) -> dict[str, tuple[int | None, list[str]]]:
+    """Every table's version and its rows (order-independent) read with delta-rs."""
+    from deltalake import DeltaTable
+
+    out = {}
+    for name in io.list_tables():
+        rows = DeltaTable(io.path(name)).to_pyarrow_table().to_pylist()
+        out[name] = (io.version(name), sorted(repr(sorted(r.items())) for r in rows))
+    return out
+
+
+@pytest.fixture
+def cfg(tmp_path: Path) -> Config:
+    return load_config(overrides={"paths.root": str(tmp_path), "replay.retention_ms": 60_000})
+
+
+@pytest.fixture
+def log_with_corruption(cfg: Config) -> tuple[list[RawRecord], RawRecord]:
+    records = sample_records(8, seed=3)
+    bad = _corrupt_record(records)
+    write_raw_records([*records, bad], cfg.paths.landing)
+    return records, bad
+
+
+def test_batch_job_reconciles_quarantines_and_rerun_changes_nothing(
+    cfg: Config, spark: Any, log_with_corruption: tuple[list[RawRecord], RawRecord]
+) -> None:
+    records, bad = log_with_corruption
+    io = TableIO(cfg, spark)
+    first = run_batch(cfg, spark, io=io)
+
+    # counts: raw = decoded + quarantined + unsupported, and only the corrupted record is not decoded
+    assert first.raw_total == len(records) + 1
+    assert first.reconciled
+    assert first.quarantined == 1 and first.unsupported == 0
+    assert first.decoded == len(records)
+    n_group_md = sum(1 for r in records if r.key[:2] == b"\x00\x02")
+    assert (first.offset_commits, first.group_metadata) == (len(records) - n_group_md, n_group_md)
+    q = io.read("quarantine").collect()
+    assert [(r["partition"], r["offset"], bytes(r["value"])) for r in q] == [(bad.partition, bad.offset, bad.value)]
+    assert q[0]["error_class"]
+
+    # gold tables exist and cover every group of the log
+    names = {t.name for t in first.tables}
+    assert set(gold_table_names()) <= names
+    assert first.groups == 8 == io.count("group_state")
+
+    # a rerun over the same input leaves every table (version and contents) unchanged
+    before = _snapshot(io)
+    second = run_batch(cfg, spark, io=io)
+    assert _snapshot(io) == before
+    assert second.records_new == 0
+    assert {t.action for t in second.tables} == {"unchanged"}
+
+
+def test_new_input_is_ingested_and_every_derived_table_is_rebuilt(
+    cfg: Config, spark: Any, log_with_corruption: tuple[list[RawRecord], RawRecord]
+) -> None:
+    io = TableIO(cfg, spark)
+    first = run_batch(cfg, spark, io=io)
+    from coordinator_core.codec import decode_key
+
+    old = sample_records(8, seed=3)
+    # two more groups (indexes 8, 9), placed after every existing offset of their partitions
+    more = [r for r in sample_records(10, seed=3) if decode_key(r.key).group in {"orders-consumer-8", "payments-consumer-9"}]
+    top = {p: max((r.offset for r in old if r.partition == p), default=-1) + 2 for p in range(50)}
+    extra = [r._replace(offset=r.offset + top[r.partition], timestamp_ms=r.timestamp_ms + 10**6) for r in more]
+    assert extra
+    write_raw_records(extra, cfg.paths.landing)
+    second = run_batch(cfg, spark, io=io)
+    assert second.records_new == len(extra)
+    assert second.raw_version == first.raw_version + 1
+    assert second.reconciled and second.raw_total == first.raw_total + len(extra)
+    assert second.groups == 10
+    assert second.decoded == first.decoded + len(extra)
+
+
+def test_cli_run_batch_is_the_same_job(cfg: Config, spark: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from pipelines.cli import main
+
+    write_raw_records(sample_records(3, seed=5), cfg.paths.landing)
+    conf = tmp_path / "test.yaml"
+    conf.write_text(f"paths:\n  root: {tmp_path}\n")
+    assert main(["run", "batch", "--conf", str(conf), "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["reconciled"] and summary["groups"] == 3
+    assert summary["raw_total"] == summary["decoded"] + summary["quarantined"] + summary["unsupported"]
+    assert summary["tables"]["group_state"]["rows"] == 3
+
+
+def test_bad_config_exits_2_with_the_key_path(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from pipelines.cli import main
+
+    conf = tmp_path / "bad.yaml"
+    conf.write_text("replay:\n  retention_ms: abc\n")
+    assert main(["run", "batch", "--conf", str(conf)]) == 2
+    assert "replay.retention_ms: expected a positive integer, got 'abc'" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_spark_submit_runs_the_batch_script(tmp_path: Path) -> None:
+    spark_submit = Path(sys.executable).parent / "spark-submit"
+    if not spark_submit.exists():
+        pytest.skip("spark-submit not installed next to the interpreter")
+    root = tmp_path / "data"
+    write_raw_records(sample_records(3, seed=9), root / "landing")
+    conf = tmp_path / "submit.yaml"
+    conf.write_text(f"paths:\n  root: {root}\nspark:\n  conf:\n    spark.sql.shuffle.partitions: 2\n")
+    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable,
+               SPARK_LOCAL_IP="127.0.0.1")
+    proc = subprocess.run(
+        [str(spark_submit), "--master", "local[1]", "--driver-memory", "1g",
+         str(REPO / "pipelines" / "jobs" / "batch.py"), "--conf", str(conf), "--json"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    summary = json.loads(proc.stdout[proc.stdout.index("{"):])
+    assert summary["reconciled"] and summary["groups"] == 3
+    assert (root / "warehouse" / "group_state" / "_delta_log").is_dir()

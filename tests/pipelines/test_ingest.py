@@ -1,0 +1,134 @@
+"""Ingest into raw_records: idempotent on (topic, partition, offset), Parquet and JSON-lines landing."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytestmark = pytest.mark.spark
+
+from pipelines.config import Config, load_config  # noqa: E402
+from pipelines.errors import UsageError  # noqa: E402
+from pipelines.ingest import ingest, normalize, read_landing  # noqa: E402
+from pipelines.raw_files import RawRecord, write_raw_records  # noqa: E402
+from pipelines.tableio import TableIO  # noqa: E402
+
+
+def _records(start: int, n: int, partition: int = 0) -> list[RawRecord]:
+    return [
+        RawRecord(b"\x00\x01key%d" % i, None if i % 7 == 0 else b"val%d" % i, "__consumer_offsets",
+                  partition, i, 1_700_000_000_000 + i)
+        for i in range(start, start + n)
+    ]
+
+
+@pytest.fixture
+def cfg(tmp_path: Path) -> Config:
+    return load_config(overrides={"paths.root": str(tmp_path)})
+
+
+def _positions(io: TableIO) -> list[tuple[int, int]]:
+    return sorted((r["partition"], r["offset"]) for r in io.read("raw_records").collect())
+
+
+def test_rerun_over_the_same_landing_appends_nothing(cfg: Config, spark: Any) -> None:
+    write_raw_records(_records(0, 50) + _records(0, 30, partition=3), cfg.paths.landing)
+    io = TableIO(cfg, spark)
+    first = ingest(spark, cfg, io)
+    assert (first.records_read, first.records_new, first.raw_total) == (80, 80, 80)
+    version = io.version("raw_records")
+    second = ingest(spark, cfg, io)
+    assert (second.records_read, second.records_new, second.raw_total) == (80, 0, 80)
+    assert io.version("raw_records") == version  # no empty commit either
+
+
+def test_duplicates_inside_and_across_inputs_are_dropped(cfg: Config, spark: Any) -> None:
+    landing = Path(cfg.paths.landing)
+    write_raw_records(_records(0, 40), landing)
+    write_raw_records(_records(20, 40), landing)  # overlaps 20..39 inside one input
+    io = TableIO(cfg, spark)
+    res = ingest(spark, cfg, io)
+    assert res.records_read == 80 and res.records_new == 60 and res.duplicates == 20
+    write_raw_records(_records(50, 30), landing)  # overlaps 50..59 with the table
+    res2 = ingest(spark, cfg, io)
+    assert res2.records_new == 20
+    assert _positions(io) == [(0, i) for i in range(80)]
+
+
+def test_ingested_bytes_are_untouched(cfg: Config, spark: Any) -> None:
+    recs = _records(0, 10)
+    write_raw_records(recs, cfg.paths.landing)
+    io = TableIO(cfg, spark)
+    ingest(spark, cfg, io)
+    got = {r["offset"]: (r["key"], r["value"], r["timestamp"]) for r in io.read("raw_records").collect()}
+    for rec in recs:
+        key, value, ts = got[rec.offset]
+        assert (bytes(key), None if value is None else bytes(value)) == (rec.key, rec.value)
+        assert int(ts.replace(tzinfo=dt.UTC).timestamp() * 1000) == rec.timestamp_ms
+
+
+def test_json_lines_landing_with_hex_and_base64(cfg: Config, spark: Any) -> None:
+    import base64
+
+    landing = Path(cfg.paths.landing)
+    landing.mkdir(parents=True)
+    lines = [
+        {"key": "0001abcd", "value": "0003ff", "partition": 2, "offset": 5, "timestamp": 1_700_000_000_000},
+        {"key": base64.b64encode(b"\x00\x02g").decode(), "value": None, "encoding": "base64",
+         "partition": 2, "offset": 6, "timestamp": 1_700_000_000_001},
+    ]
+    (landing / "capture.jsonl").write_text("\n".join(json.dumps(x) for x in lines) + "\n")
+    io = TableIO(cfg, spark)
+    res = ingest(spark, cfg, io)
+    assert res.records_new == 2
+    rows = {r["offset"]: r for r in io.read("raw_records").collect()}
+    assert bytes(rows[5]["key"]) == bytes.fromhex("0001abcd") and bytes(rows[5]["value"]) == bytes.fromhex("0003ff")
+    assert bytes(rows[6]["key"]) == b"\x00\x02g" and rows[6]["value"] is None
+
+
+def test_normalize_drops_kafka_headers_and_defaults_topic(spark: Any) -> None:
+    df = spark.createDataFrame(
+        [(b"k", b"v", 1, 10, None, [("h", b"x")])],
+        "key binary, value binary, partition int, offset bigint, timestamp timestamp, "
+        "headers array<struct<key:string,value:binary>>",
+    )
+    out = normalize(df)
+    assert out.columns == ["key", "value", "topic", "partition", "offset", "timestamp", "timestampType"]
+    row = out.collect()[0]
+    assert row["topic"] == "__consumer_offsets" and row["timestampType"] == 0
+
+
+def test_missing_landing_directory_is_a_usage_error(cfg: Config, spark: Any) -> None:
+    with pytest.raises(UsageError, match="does not exist"):
+        read_landing(spark, cfg.paths.landing)
+
+
+def test_delta_source_that_is_the_raw_table_itself_ingests_nothing(cfg: Config, spark: Any) -> None:
+    write_raw_records(_records(0, 5), cfg.paths.landing)
+    io = TableIO(cfg, spark)
+    ingest(spark, cfg, io)
+    cfg2 = cfg.with_overrides({"input.source": "delta"})
+    res = ingest(spark, cfg2, TableIO(cfg2, spark))
+    assert res.records_new == 0 and res.raw_total == 5
+
+
+def test_delta_source_elsewhere_is_copied_idempotently(cfg: Config, spark: Any, tmp_path: Path) -> None:
+    other = load_config(overrides={"paths.root": str(tmp_path / "other")})
+    write_raw_records(_records(0, 12), other.paths.landing)
+    ingest(spark, other, TableIO(other, spark))
+    cfg2 = cfg.with_overrides({"input.source": "delta", "input.path": other.table_path("raw_records")})
+    io = TableIO(cfg2, spark)
+    assert ingest(spark, cfg2, io).records_new == 12
+    assert ingest(spark, cfg2, io).records_new == 0
+
+
+def test_kafka_jvm_source_without_connector_jar_says_what_to_do(cfg: Config, spark: Any) -> None:
+    cfg2 = cfg.with_overrides(
+        {"input.source": "kafka", "kafka.engine": "jvm", "kafka.bootstrap_servers": "localhost:9092"}
+    )
+    with pytest.raises(UsageError, match="spark-sql-kafka"):
+        ingest(spark, cfg2, TableIO(cfg2, spark))
