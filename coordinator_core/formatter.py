@@ -13,7 +13,8 @@ Rules — reproduce exactly what ``kafka-console-consumer`` prints with
 - For an unknown record type, the value is printed the way OffsetsMessageFormatter does: it
   decodes the value as an OffsetCommitValue when its version is 0-4, independently of the key.
 - ``to_rich_json`` adds, outside Kafka's part: the record-type name, the group's coordinator
-  partition and the parsed consumer-protocol blobs of each member (``consumer`` groups only).
+  partition, the parsed consumer-protocol blobs of each member (``consumer`` groups only) and,
+  for a value version above 4 read leniently, its fields (``valueReadAsV4``).
 
 Dict insertion order is the JSON field order; dump with ``json.dumps(..., separators=(",",
 ":"))`` to get Kafka's compact form.
@@ -120,6 +121,10 @@ def to_rich_json(record: Record, num_partitions: int = DEFAULT_NUM_PARTITIONS) -
         out["keyFields"] = dict(key.fields)
     out["coordinatorPartition"] = partition_for(key.group, num_partitions) if key.group is not None else None
     value = record.value
+    if isinstance(value, OffsetCommitValue | GroupMetadataValue) and value.version > HIGHEST_VALUE_VERSION:
+        # read leniently (v4 layout): Kafka prints "unknown", the rich view shows the fields
+        message = OFFSET_COMMIT_VALUE if isinstance(value, OffsetCommitValue) else GROUP_METADATA_VALUE
+        out["valueReadAsV4"] = message_to_json(message, value, HIGHEST_VALUE_VERSION)
     if isinstance(value, GroupMetadataValue):
         members = []
         for m in value.members:

@@ -79,3 +79,10 @@ def test_output_is_json_serialisable_and_roundtrips_through_the_codec() -> None:
     text = json.dumps(to_kafka_json(record), separators=(",", ":"), ensure_ascii=False)
     assert text == '{"key":{"version":0,"data":{"group":"g-é","topic":"t","partition":3}},"value":null}'
     assert decode_record(encode_key(record.key), None) == record
+
+
+def test_rich_view_shows_leniently_read_higher_versions() -> None:
+    record = Record(OffsetCommitKey("g", "t", 0), OffsetCommitValue(1, "m", 2, leader_epoch=None, version=5))
+    rich = to_rich_json(record)
+    assert rich["value"] == {"version": 5, "data": "unknown"}
+    assert rich["valueReadAsV4"] == {"offset": 1, "leaderEpoch": -1, "metadata": "m", "commitTimestamp": 2}
