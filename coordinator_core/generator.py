@@ -25,7 +25,7 @@ from typing import Any
 from coordinator_core.simulator.client import ClientConfig
 from coordinator_core.simulator.coordinator import CoordinatorConfig
 from coordinator_core.simulator.engine import Simulator
-from coordinator_core.simulator.log import BytesLog
+from coordinator_core.simulator.log import BytesLog, RecordLog
 from coordinator_core.simulator.protocol import DeleteGroupsRequest
 
 DEFAULT_START_MS = 1_767_225_600_000  # 2026-01-01T00:00:00Z
@@ -99,14 +99,17 @@ class GroupPlan:
 class LogGenerator:
     """Plans group lifecycles, runs the simulator and hands out encoded chunks."""
 
-    def __init__(self, config: GeneratorConfig) -> None:
+    def __init__(self, config: GeneratorConfig, *, fast: bool = True) -> None:
+        """``fast=False`` keeps decoded records and encodes them with ``coordinator_core.codec``
+        (the straightforward path: the benchmark's baseline and a cross-check of the bytes)."""
         if config.groups < 1 or config.hours <= 0:
             raise ValueError("groups must be >= 1 and hours > 0")
         self.cfg = config
+        self.fast = fast
         self.rng = random.Random(config.seed)
         self.start = config.start_ms
         self.end = config.start_ms + int(config.hours * HOUR)
-        self.log = BytesLog(config.num_partitions)
+        self.log: RecordLog = BytesLog(config.num_partitions) if fast else RecordLog(config.num_partitions)
         coord = CoordinatorConfig(
             initial_rebalance_delay_ms=config.initial_rebalance_delay_ms,
             offsets_retention_ms=config.effective_retention_ms,
@@ -309,12 +312,27 @@ class LogGenerator:
         while t < self.end:
             t = min(t + step_ms, self.end)
             self.sim.run(t)
-            if len(self.log) >= limit:
-                yield Chunk(*self.log.drain())
+            if self._buffered() >= limit:
+                yield self._drain()
             if progress is not None:
                 progress(t - self.start, total, self.log.count)
-        if len(self.log):
-            yield Chunk(*self.log.drain())
+        if self._buffered():
+            yield self._drain()
+
+    def _buffered(self) -> int:
+        log = self.log
+        return len(log) if isinstance(log, BytesLog) else len(log.records)
+
+    def _drain(self) -> Chunk:
+        log = self.log
+        if isinstance(log, BytesLog):
+            return Chunk(*log.drain())
+        from coordinator_core import codec
+
+        records, log.records = log.records, []
+        values: list[bytes | None] = [codec.encode_value(r.value) for r in records]
+        return Chunk([codec.encode_key(r.key) for r in records], values, [r.partition for r in records],
+                     [r.offset for r in records], [r.timestamp_ms for r in records])
 
     def truth(self) -> dict[str, Any]:
         """What the simulator knows about every group (JSON-ready)."""
@@ -343,7 +361,7 @@ class LogGenerator:
                 "rebalances": h.rebalances if h else 0,
                 "went_empty": h.went_empty if h else 0,
                 "group_records": h.group_records if h else 0,
-                "commits": h.commits if h else 0,
+                "commits": coord.commits_of(gid),
                 "offset_tombstones": dict(h.offset_tombstones) if h else {},
                 "expired_ms": expired.get(gid),
                 "deleted_ms": deleted.get(gid),
@@ -375,9 +393,9 @@ class GeneratedLog:
         return len(self.keys)
 
 
-def generate(groups: int, hours: float, seed: int = 0, **options: Any) -> GeneratedLog:
+def generate(groups: int, hours: float, seed: int = 0, *, fast: bool = True, **options: Any) -> GeneratedLog:
     """Generate a log in memory; ``options`` are ``GeneratorConfig`` fields."""
-    gen = LogGenerator(GeneratorConfig(groups=groups, hours=hours, seed=seed, **options))
+    gen = LogGenerator(GeneratorConfig(groups=groups, hours=hours, seed=seed, **options), fast=fast)
     out = GeneratedLog([], [], [], [], [], {})
     for chunk in gen.chunks():
         out.keys.extend(chunk.keys)

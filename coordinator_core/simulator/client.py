@@ -113,7 +113,9 @@ class ConsumerClient:
                                  api=api, detail=f"{self.name}: {detail}" if detail else self.name, error=error))
 
     def _send(self, req: p.Request) -> None:
-        delay = self.cfg.network_delay_ms + self.delay_next.pop(req.api, 0)
+        delay = self.cfg.network_delay_ms
+        if self.delay_next:
+            delay += self.delay_next.pop(req.api, 0)
         self.rt.send(req, delay)
 
     def _timer(self, at: int, fn: Callable[[], None], durable: bool = False) -> None:

@@ -177,6 +177,7 @@ class Group:
     offsets: dict[tuple[str, int], OffsetEntry] = field(default_factory=dict)
     subscribed_topics: frozenset[str] | None = None
     rebalances: int = 0
+    commits: int = 0  # OffsetCommit requests stored (history.commits adds them up at death/unload)
 
     @property
     def all_joined(self) -> bool:
@@ -270,6 +271,8 @@ class Coordinator:
             h.went_empty += 1
         elif target == DEAD:
             h.dead_ms = self.rt.now
+            h.commits += g.commits
+            g.commits = 0
         h.final_state = target
         h.generation = g.generation
         g.state = target
@@ -300,6 +303,12 @@ class Coordinator:
 
     def _is_loading(self, group_id: str) -> bool:
         return bool(self.loading_partitions) and self.log.partition(group_id) in self.loading_partitions
+
+    def commits_of(self, group_id: str) -> int:
+        """OffsetCommit requests stored for a group over the run (live and earlier incarnations)."""
+        h = self.history.get(group_id)
+        g = self.groups.get(group_id)
+        return (h.commits if h else 0) + (g.commits if g else 0)
 
     # ------------------------------------------------------------------------------------------
     # records
@@ -344,7 +353,7 @@ class Coordinator:
         if retention_ms is not None and retention_ms >= 0:
             version = 1  # spec §4.5: an explicit retention makes the broker write v1
             expire = now + retention_ms
-        self._history(g.group_id).commits += 1
+        g.commits += 1
         self.log.append_offset_commits(now, g.group_id, offsets, expire, version)
         store = g.offsets
         keep_epoch = version >= 3

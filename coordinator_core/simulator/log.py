@@ -10,6 +10,8 @@ Rules:
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from coordinator_core.records import (
     GroupMetadataKey,
     GroupMetadataValue,
@@ -107,6 +109,8 @@ class BytesLog(RecordLog):
         self.offsets: list[int] = []
         self.timestamps: list[int] = []
         self.encoder = OffsetCommitEncoder()
+        st, m = self.encoder.v3_struct("")
+        self._v3_last: tuple[str, Callable[..., bytes], bytes] = ("", st.pack, m)
 
     def append(
         self,
@@ -171,17 +175,15 @@ class BytesLog(RecordLog):
                 keys.append(k if k is not None else enc.key(group, tp[0], tp[1]))
                 values.append(value(offset, metadata, ts, epoch, expire_ts, version))
             return
-        last_meta: str | None = None
-        pack = None
-        m = b""
+        last_meta, pack, m = self._v3_last
         for tp, offset, metadata, epoch in offsets:
             k = cache.get(tp)
             keys.append(k if k is not None else enc.key(group, tp[0], tp[1]))
-            if metadata is not last_meta:
+            if metadata != last_meta:
                 st, m = enc.v3_struct(metadata)
                 pack = st.pack
                 last_meta = metadata
-            assert pack is not None
+                self._v3_last = (last_meta, pack, m)
             values.append(pack(3, offset, -1 if epoch is None else epoch, len(m), m, ts))
 
     def __len__(self) -> int:

@@ -109,6 +109,15 @@ def test_chunks_stream_the_same_records_as_one_batch() -> None:
     assert seen[-1][0] == seen[-1][1] and seen[-1][2] == len(whole)
 
 
+def test_the_fast_encoded_path_writes_exactly_the_codecs_bytes() -> None:
+    for options in ({}, {"offset_value_version": 1, "group_value_version": 2}, {"coordinator": "new"}):
+        fast = generate(6, 0.5, seed=21, retention_ms=300_000, **options)
+        slow = generate(6, 0.5, seed=21, retention_ms=300_000, fast=False, **options)
+        assert fast.keys == slow.keys
+        assert fast.values == slow.values
+        assert (fast.partitions, fast.offsets, fast.timestamps) == (slow.partitions, slow.offsets, slow.timestamps)
+
+
 def test_bad_sizes_are_rejected() -> None:
     with pytest.raises(ValueError):
         LogGenerator(GeneratorConfig(groups=0, hours=1))
