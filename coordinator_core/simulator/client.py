@@ -80,6 +80,22 @@ class ClientConfig:
     leader_epoch: int | None = None
 
 
+class Connection:
+    """One process lifetime's connection: responses to a dead process are never delivered."""
+
+    __slots__ = ("cfg", "client", "life", "name")
+
+    def __init__(self, client: ConsumerClient, life: int) -> None:
+        self.client = client
+        self.life = life
+        self.name = client.name
+        self.cfg = client.cfg
+
+    def on_response(self, response: p.Response) -> None:
+        if self.client.life == self.life and self.client.running:
+            self.client.on_response(response)
+
+
 class ConsumerClient:
     """One simulated consumer (see module docstring)."""
 
@@ -96,6 +112,7 @@ class ConsumerClient:
         self.is_leader = False
         self.epoch = 0  # bumps cancel this client's timers
         self.life = 0  # bumps on start/stop/crash: cancels even durable timers
+        self.conn = Connection(self, self.life)
         self.paused_until = -1
         self.poll_blocked_until = -1
         self.drop_next: dict[str, int] = {}
@@ -148,6 +165,7 @@ class ConsumerClient:
         self.fenced = False
         self.epoch += 1
         self.life += 1
+        self.conn = Connection(self, self.life)
         if not self.cfg.group_management:
             self.assignment = list(self.cfg.assigned_partitions)
             self.state = "STABLE"
@@ -165,7 +183,7 @@ class ConsumerClient:
         if self.assignment:
             self._revoked(list(self.assignment))
         if self.cfg.group_management and self.cfg.group_instance_id is None and self.member_id and not self.fenced:
-            self._send(p.LeaveGroupRequest(self.cfg.group_id, ((self.member_id, None),), endpoint=self))
+            self._send(p.LeaveGroupRequest(self.cfg.group_id, ((self.member_id, None),), endpoint=self.conn))
         self._reset(closed=True)
 
     def crash(self) -> None:
@@ -201,7 +219,7 @@ class ConsumerClient:
         # AbstractCoordinator.HeartbeatThread: "consumer poll timeout has expired" → leave.
         self._trace("pollTimeout", "max.poll.interval.ms exceeded")
         if self.cfg.group_instance_id is None and self.member_id:
-            self._send(p.LeaveGroupRequest(self.cfg.group_id, ((self.member_id, None),), endpoint=self))
+            self._send(p.LeaveGroupRequest(self.cfg.group_id, ((self.member_id, None),), endpoint=self.conn))
         self.member_id = ""
         self.generation = -1
         self.state = "UNJOINED"
@@ -252,7 +270,7 @@ class ConsumerClient:
             client_id=self.cfg.client_id,
             client_host=self.cfg.client_host,
             version=self.cfg.join_group_version,
-            endpoint=self,
+            endpoint=self.conn,
         )
 
     def _join(self) -> None:
@@ -293,15 +311,15 @@ class ConsumerClient:
         if resp.leader == self.member_id and resp.members and not resp.skip_assignment:
             assignments = self._compute_assignment(resp)
         self._send(p.SyncGroupRequest(self.cfg.group_id, self.generation, self.member_id, assignments,
-                                      self.cfg.group_instance_id, "consumer", resp.protocol_name, endpoint=self))
+                                      self.cfg.group_instance_id, "consumer", resp.protocol_name, endpoint=self.conn))
 
     def send_heartbeat(self) -> None:
         self._send(p.HeartbeatRequest(self.cfg.group_id, self.generation, self.member_id,
-                                      self.cfg.group_instance_id, endpoint=self))
+                                      self.cfg.group_instance_id, endpoint=self.conn))
 
     def send_leave(self) -> None:
         self._send(p.LeaveGroupRequest(self.cfg.group_id, ((self.member_id, self.cfg.group_instance_id),),
-                                       endpoint=self))
+                                       endpoint=self.conn))
 
     def commit(self) -> None:
         """Commit the positions of the assigned partitions (OffsetCommit)."""
@@ -316,9 +334,9 @@ class ConsumerClient:
         offsets = tuple([(tp, int(r * elapsed), meta, epoch) for tp, r in cache[1]])
         if self.cfg.group_management:
             req = p.OffsetCommitRequest(self.cfg.group_id, self.member_id, self.generation, offsets,
-                                        self.cfg.group_instance_id, endpoint=self)
+                                        self.cfg.group_instance_id, endpoint=self.conn)
         else:
-            req = p.OffsetCommitRequest(self.cfg.group_id, "", -1, offsets, endpoint=self)
+            req = p.OffsetCommitRequest(self.cfg.group_id, "", -1, offsets, endpoint=self.conn)
         self._send(req)
 
     def _compute_assignment(self, resp: p.JoinGroupResponse) -> tuple[tuple[str, bytes], ...]:

@@ -335,3 +335,23 @@ def test_bad_scenarios_name_the_offending_key_path(raw: dict[str, Any], path: st
     with pytest.raises(ConfigError) as exc:
         Scenario.from_dict(raw)
     assert str(exc.value).startswith(path + ":")
+
+
+def test_a_restarted_process_never_receives_responses_meant_for_its_previous_life() -> None:
+    r = run(client_defaults={"join_group_version": 3},
+            clients={"c1": {}, "c2": {}, "c3": {}},
+            timeline=[{"at_ms": 0, "client": "c1", "action": "start"}, {"at_ms": 0, "client": "c2", "action": "start"},
+                      {"at_ms": 10_000, "client": "c3", "action": "start"},
+                      {"at_ms": 10_001, "client": "c3", "action": "crash"},
+                      {"at_ms": 10_002, "client": "c3", "action": "start"}], until_ms=40_000)
+    joined = [e.member for e in r.events if e.kind == "response" and e.api == "JoinGroup" and e.error == "NONE"
+              and e.member and e.member.startswith("c3")]
+    first_life, second_life = joined[0], joined[-1]
+    assert first_life != second_life
+    c3 = r.sim.clients["c3"]
+    assert c3.member_id == second_life
+    # the dead process's JoinGroup response went nowhere: nobody synced with that member id
+    assert [e for e in r.events if e.kind == "request" and e.api == "SyncGroup" and e.member == first_life] == []
+    g = r.sim.coordinator.groups["g"]
+    # the orphan of the first life was expired by its session timeout; the group settled with three
+    assert first_life not in g.members and second_life in g.members and len(g.members) == 3
