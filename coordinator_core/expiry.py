@@ -23,6 +23,9 @@ Rules:
   means nothing of a Stable consumer group expires.
 - Group death (``cleanupGroupMetadata``): after the removal, an Empty group without offsets
   becomes Dead; the old coordinator writes a group tombstone only when ``generation > 0``. A
+  group the log itself left Empty without offsets dies at the first cleanup strictly after
+  that instant (records of the same instant, such as DeleteGroups' batch, are applied first);
+  its computed death time is the instant it became so. A
   group that is already Dead (a logged group tombstone, offsets kept) expires its offsets like
   a group without protocol type and does not die again.
 - Pending (in-flight) commits do not exist in a log replay; transactional offsets are treated as
@@ -191,6 +194,11 @@ def plan_expiry(group: GroupView, now_ms: int, retention_ms: int, rules: str = "
         death_ms = max(dues) if dues else now_ms
         if death_ms > now_ms:  # became Empty without offsets only after now (as_of in the past)
             dies, death_ms = False, None
+        elif not expired and base is not None and base >= now_ms:
+            # the log made it Empty without offsets at this very instant (e.g. DeleteGroups writes
+            # the offset tombstones and the group tombstone in one batch): the cleanup task runs
+            # strictly later, so records of the same instant are applied first
+            dies, death_ms = False, None
     return ExpiryPlan(tuple(expired), dies, death_ms, dies and group.generation > 0)
 
 
@@ -205,7 +213,7 @@ def next_expiry_ms(group: GroupView, retention_ms: int | None, rules: str = "cur
         return None
     if group.state is GroupState.EMPTY and not group.offsets:
         base = _death_base(group)
-        return base if base is not None else 0
+        return base + 1 if base is not None else 0  # the first cleanup strictly after
     sit = situation(group, rules)
     if sit == _NONE:
         return None
