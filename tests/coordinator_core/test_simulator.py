@@ -355,3 +355,44 @@ def test_a_restarted_process_never_receives_responses_meant_for_its_previous_lif
     g = r.sim.coordinator.groups["g"]
     # the orphan of the first life was expired by its session timeout; the group settled with three
     assert first_life not in g.members and second_life in g.members and len(g.members) == 3
+
+
+class _Inbox:
+    name = "inbox"
+
+    def __init__(self) -> None:
+        self.got: list[p.Response] = []
+
+    def on_response(self, response: p.Response) -> None:
+        self.got.append(response)
+
+
+def test_requests_reaching_a_dead_group_get_coordinator_not_available() -> None:
+    sim = Simulator(CoordinatorConfig(initial_rebalance_delay_ms=0), {"t": 1})
+    c = sim.add_client("c", ClientConfig("c", "g", ("t",), join_group_version=3))
+    sim.at(0, c.start)
+    sim.run(100)
+    member = c.member_id
+    sim.coordinator.groups["g"].state = "Dead"  # the instant between dying and being removed
+    inbox = _Inbox()
+    sim.coordinator.handle(p.JoinGroupRequest("g", member, 10_000, 10_000, "consumer", (("range", b""),),
+                                              endpoint=inbox))
+    sim.coordinator.handle(p.HeartbeatRequest("g", 1, member, endpoint=inbox))
+    sim.coordinator.handle(p.SyncGroupRequest("g", 1, member, endpoint=inbox))
+    sim.coordinator.handle(p.LeaveGroupRequest("g", ((member, None),), endpoint=inbox))
+    sim.run(200)
+    assert [r.error for r in inbox.got] == ["COORDINATOR_NOT_AVAILABLE"] * 4
+
+
+def test_offset_fetch_returns_the_latest_committed_offsets() -> None:
+    r = run(client_defaults={"enable_auto_commit": True}, until_ms=12_000)
+    inbox = _Inbox()
+    r.sim.coordinator.handle(p.OffsetFetchRequest("g", endpoint=inbox))
+    r.sim.run(r.sim.now + 1)
+    (resp,) = inbox.got
+    assert isinstance(resp, p.OffsetFetchResponse)
+    latest = {}
+    for x in r.records:
+        if isinstance(x.key, OffsetCommitKey) and isinstance(x.value, OffsetCommitValue):
+            latest[(x.key.topic, x.key.partition)] = x.value.offset
+    assert {tp: off for tp, off, _meta in resp.offsets} == latest
