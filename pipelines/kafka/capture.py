@@ -361,6 +361,8 @@ def capture(
             want = fetch_batch
             if max_records is not None:
                 want = min(want, max_records - total)
+            if until_end:  # consume() returns once it has `want` messages: never ask for more than is left
+                want = max(1, min(want, sum(max(0, target[p] - position[p]) for p in parts if p not in done)))
             if max_rate:
                 want = max(1, min(want, int(max_rate / 10) or 1))
             msgs = consumer.consume(num_messages=want, timeout=0.5)

@@ -126,14 +126,17 @@ def read_range(
     if rng.end <= rng.start:
         return
     ck = require_confluent_kafka()
-    consumer = ck.Consumer(settings.consumer_conf())
+    consumer = ck.Consumer(settings.consumer_conf(**{"fetch.wait.max.ms": 100}))
     try:
         consumer.assign([ck.TopicPartition(rng.topic, rng.partition, rng.start)])
         builder = MessageBatchBuilder(rng.topic)
         last = time.monotonic()
         done = False
+        nxt = rng.start
         while not done:
-            msgs = consumer.consume(num_messages=fetch_batch, timeout=0.5)
+            # ask for no more than the range still holds: consume() returns as soon as it has them
+            want = max(1, min(fetch_batch, rng.end - nxt))
+            msgs = consumer.consume(num_messages=want, timeout=0.5)
             if msgs:
                 last = time.monotonic()
             for m in msgs:
@@ -152,6 +155,7 @@ def read_range(
                     done = True
                     break
                 builder.append(m)
+                nxt = off + 1
                 if off == rng.end - 1:
                     done = True
                     break
@@ -218,7 +222,8 @@ class _Planner:
         out: dict[int, int] = {}
         for p, (lo, hi) in marks.items():
             o = given.get(p, default)
-            out[p] = lo if o == EARLIEST else hi if o == LATEST else max(o, lo)
+            # explicit offsets are clamped to what the log holds (below: deleted; above: not yet)
+            out[p] = lo if o == EARLIEST else hi if o == LATEST else min(max(o, lo), hi)
         return out
 
     def ranges(self, start: Mapping[int, int], end: Mapping[int, int]) -> list[KafkaRange]:
