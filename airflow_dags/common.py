@@ -13,8 +13,10 @@ Rules (DESIGN §2: no business logic in DAGs):
   the same ``pipelines`` package.
 - Retries come from ``airflow.retries`` (jobs are idempotent: a retried stage skips what was
   already committed), except data quality: a failed check is deterministic, so ``dq`` never
-  retries and its failure fails the run. ``airflow.sla_minutes`` becomes a DAG-run deadline
-  (Airflow 3's replacement for SLAs) and each task's execution timeout.
+  retries and its failure fails the run. ``airflow.sla_minutes`` (Airflow 3 removed task SLAs)
+  becomes each task's ``execution_timeout`` and the DAG's ``dagrun_timeout``: a hung job fails
+  instead of blocking the next runs (``max_active_runs=1``). Airflow 3's ``DeadlineAlert`` is
+  not used: in 3.3.2 a DAG with a deadline makes ``dag.test()`` crash when the run finishes.
 """
 
 from __future__ import annotations
@@ -110,20 +112,6 @@ def default_args(settings: DagSettings) -> dict[str, Any]:
         "execution_timeout": settings.sla,
         "depends_on_past": False,
     }
-
-
-def deadline(settings: DagSettings, dag_id: str) -> Any:
-    """A DAG-run deadline ``airflow.sla_minutes`` after the run was queued (Airflow 3 SLA)."""
-    from airflow.sdk import AsyncCallback, DeadlineAlert, DeadlineReference
-
-    return DeadlineAlert(
-        reference=DeadlineReference.DAGRUN_QUEUED_AT,
-        interval=settings.sla,
-        callback=AsyncCallback(
-            "airflow_dags.callbacks.deadline_missed",
-            kwargs={"dag_id": dag_id, "sla_minutes": int(settings.sla.total_seconds() // 60)},
-        ),
-    )
 
 
 def job_args(settings: DagSettings, *extra: str) -> list[str]:

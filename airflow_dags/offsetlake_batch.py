@@ -2,7 +2,7 @@
 
 Every task is a spark-submit of a ``pipelines/jobs/`` script with the config from ``conf/``
 (see ``airflow_dags/common.py`` and ``airflow_dags/README.md``); no business logic here.
-Schedule: ``airflow.batch_schedule``; retries: ``airflow.retries`` (dq: none); deadline and task
+Schedule: ``airflow.batch_schedule``; retries: ``airflow.retries`` (dq: none); run and task
 timeouts: ``airflow.sla_minutes``. A failed blocking data-quality check fails the ``dq`` task,
 skips maintenance and fails the run.
 """
@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 
 from airflow.sdk import DAG
 
-from airflow_dags.common import deadline, default_args, load_settings, spark_job
+from airflow_dags.common import default_args, load_settings, spark_job
 
 DAG_ID = "offsetlake_batch"
 settings = load_settings()
@@ -26,7 +26,7 @@ with DAG(
     catchup=False,
     max_active_runs=1,  # stages share the warehouse: never two runs at once
     default_args=default_args(settings),
-    deadline=deadline(settings, DAG_ID),
+    dagrun_timeout=settings.sla,
     tags=["offsetlake", "batch"],
     doc_md=__doc__,
 ) as dag:

@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 
 from airflow.sdk import DAG
 
-from airflow_dags.common import deadline, default_args, load_settings, spark_job
+from airflow_dags.common import default_args, load_settings, spark_job
 
 DAG_ID = "offsetlake_stream"
 settings = load_settings()
@@ -25,7 +25,7 @@ with DAG(
     catchup=False,
     max_active_runs=1,  # one streaming query per checkpoint
     default_args=default_args(settings),
-    deadline=deadline(settings, DAG_ID),
+    dagrun_timeout=settings.sla,
     tags=["offsetlake", "stream"],
     doc_md=__doc__,
 ) as dag:

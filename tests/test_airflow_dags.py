@@ -103,7 +103,7 @@ def test_dag_parameters_are_rendered_from_the_config(monkeypatch: pytest.MonkeyP
 
     assert batch.timetable.expression == "30 2 * * *"
     assert stream.timetable.delta.total_seconds() == 7 * 60
-    assert batch.deadline and batch.deadline[0].interval.total_seconds() == 45 * 60
+    assert batch.dagrun_timeout.total_seconds() == stream.dagrun_timeout.total_seconds() == 45 * 60
     for dag in (batch, stream):
         for task in dag.tasks:
             assert task._conn_id == "spark_test"

@@ -11,6 +11,7 @@ Rules:
 - VACUUM keeps files newer than ``delta.vacuum_retention_hours`` (time travel and concurrent
   readers need them); ``--retention-hours`` overrides it for one run.
 - One table's failure does not stop the others; the job exits 1 if any table failed.
+- With ``delta.engine: rust`` no SparkSession is started (delta-rs does the work).
 """
 
 from __future__ import annotations
@@ -111,7 +112,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         cfg = config_from_args(args)
         if args.retention_hours is not None and args.retention_hours < 0:
             raise UsageError("--retention-hours: expected a non-negative integer")
-        spark = build_spark_from_config(cfg, app_suffix="maintenance")
+        # delta-rs needs no SparkSession; auto/spark need one to find (or use) Delta's jars
+        spark = None if cfg.delta.engine == "rust" else build_spark_from_config(cfg, app_suffix="maintenance")
         io = TableIO(cfg, spark)
         tables = [t.strip() for t in args.tables.split(",") if t.strip()] if args.tables else None
         results = maintain(io, tables, retention_hours=args.retention_hours, optimize=not args.no_optimize,

@@ -212,7 +212,7 @@ def _validate(
         if r.exception_info and r.exception_info.get("raised_exception"):
             error = str(r.exception_info.get("exception_message"))[:2000]
         if summary_row is not None:
-            column = kwargs.get("column")
+            column = str(kwargs.get("column"))
             observed: Any = {column: summary_row.get(column), **{k: v for k, v in summary_row.items() if k != column}}
         elif "observed_value" in res:
             observed = res["observed_value"]

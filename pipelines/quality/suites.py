@@ -18,10 +18,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 if TYPE_CHECKING:
-    from great_expectations.expectations import Expectation
+    from great_expectations.expectations.expectation import Expectation
     from pyspark.sql import DataFrame
 
     from pipelines.config import DqConf
@@ -91,7 +91,7 @@ def not_null(column: str, row_condition: str | None = None) -> Callable[[DqConf,
         kw: dict[str, Any] = {}
         if row_condition:
             kw = {"row_condition": row_condition, "condition_parser": "spark"}
-        return _gx().ExpectColumnValuesToNotBeNull(column=column, severity=_severity(blocking), **kw)
+        return cast("Expectation", _gx().ExpectColumnValuesToNotBeNull(column=column, severity=_severity(blocking), **kw))
 
     return make
 
@@ -99,15 +99,18 @@ def not_null(column: str, row_condition: str | None = None) -> Callable[[DqConf,
 def unique(*columns: str) -> Callable[[DqConf, bool], Expectation]:
     def make(conf: DqConf, blocking: bool) -> Expectation:
         if len(columns) == 1:
-            return _gx().ExpectColumnValuesToBeUnique(column=columns[0], severity=_severity(blocking))
-        return _gx().ExpectCompoundColumnsToBeUnique(column_list=list(columns), severity=_severity(blocking))
+            exp = _gx().ExpectColumnValuesToBeUnique(column=columns[0], severity=_severity(blocking))
+        else:
+            exp = _gx().ExpectCompoundColumnsToBeUnique(column_list=list(columns), severity=_severity(blocking))
+        return cast("Expectation", exp)
 
     return make
 
 
 def in_set(column: str, values: tuple[Any, ...]) -> Callable[[DqConf, bool], Expectation]:
     def make(conf: DqConf, blocking: bool) -> Expectation:
-        return _gx().ExpectColumnValuesToBeInSet(column=column, value_set=list(values), severity=_severity(blocking))
+        return cast("Expectation", _gx().ExpectColumnValuesToBeInSet(
+            column=column, value_set=list(values), severity=_severity(blocking)))
 
     return make
 
@@ -122,18 +125,18 @@ def between(
     def make(conf: DqConf, blocking: bool) -> Expectation:
         lo = low(conf) if callable(low) else low
         hi = high(conf) if callable(high) else high
-        return _gx().ExpectColumnValuesToBeBetween(
+        return cast("Expectation", _gx().ExpectColumnValuesToBeBetween(
             column=column, min_value=lo, max_value=hi, severity=_severity(blocking)
-        )
+        ))
 
     return make
 
 
 def columns_exist(*columns: str) -> Callable[[DqConf, bool], Expectation]:
     def make(conf: DqConf, blocking: bool) -> Expectation:
-        return _gx().ExpectTableColumnsToMatchSet(
+        return cast("Expectation", _gx().ExpectTableColumnsToMatchSet(
             column_set=list(columns), exact_match=False, severity=_severity(blocking)
-        )
+        ))
 
     return make
 
@@ -197,7 +200,7 @@ def generation_regressions_frame(frames: Frames, baseline: Baseline) -> DataFram
     )
 
 
-def _count(frames: Frames, name: str) -> Any:
+def _count(frames: Frames, name: str) -> DataFrame:
     from pyspark.sql import functions as F
 
     return frames[name].agg(F.count(F.lit(1)).cast("bigint").alias(name))
