@@ -206,7 +206,7 @@ class DqConf:
 class AirflowConf:
     """How the DAGs schedule the jobs (they call spark-submit / the CLI with ``conf_path``)."""
 
-    batch_schedule: str = _f("@hourly", "non_empty")
+    batch_schedule: str = _f("@daily", "non_empty")
     stream_schedule_minutes: int = _f(15, "positive")
     conf_path: str = _f("conf/local.yaml", "non_empty")
     spark_conn_id: str = _f("spark_default", "non_empty")
