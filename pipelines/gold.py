@@ -15,6 +15,7 @@ Rules:
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -56,21 +57,28 @@ def column_mapping(spec: TableSpec, keys: Iterable[str]) -> dict[str, str]:
     return mapping
 
 
-def rows_to_arrow(spec: TableSpec, rows: list[Mapping[str, Any]]) -> pa.Table:
-    """Convert core rows (dicts) to an Arrow table with ``spec``'s columns and types."""
-    target = spec.arrow_schema()
-    if not rows:
-        return target.empty_table()
-    mapping = column_mapping(spec, rows[0].keys())
+@functools.lru_cache(maxsize=256)
+def _plan(name: str, keys: tuple[str, ...]) -> tuple[pa.Schema, pa.Schema, tuple[str, ...]]:
+    """(source schema in core keys, target schema, source key per target column) — cached."""
+    spec = GOLD_SPECS[name]
+    mapping = column_mapping(spec, keys)
     fields = []
     for col in spec.columns:
         typ = pa.int64() if col.type == "timestamp" else to_arrow_type(parse_type(col.type))
         fields.append(pa.field(mapping[col.name], typ))
-    src = pa.Table.from_pylist([dict(r) for r in rows], schema=pa.schema(fields))
+    return pa.schema(fields), spec.arrow_schema(), tuple(mapping[c.name] for c in spec.columns)
+
+
+def rows_to_arrow(spec: TableSpec, rows: list[Mapping[str, Any]]) -> pa.Table:
+    """Convert core rows (dicts) to an Arrow table with ``spec``'s columns and types."""
+    if not rows:
+        return spec.arrow_schema().empty_table()
+    source, target, keys = _plan(spec.name, tuple(rows[0].keys()))
+    src = pa.Table.from_pylist(list(rows), schema=source)
     arrays = []
-    for col, field in zip(spec.columns, target):
-        arr = src.column(mapping[col.name])
-        if col.type == "timestamp":
+    for key, field in zip(keys, target):
+        arr = src.column(key)
+        if pa.types.is_timestamp(field.type):
             arr = pc.multiply(arr, 1000).cast(field.type)
         arrays.append(arr)
     return pa.Table.from_arrays(arrays, schema=target)

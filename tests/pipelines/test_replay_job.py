@@ -9,11 +9,13 @@ codec and calling ``coordinator_core.replay`` per group, converted by the same c
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import random
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute
 import pytest
 
 from coordinator_core.codec import decode_record, encode_key, encode_value
@@ -124,10 +126,8 @@ def build_log(n_groups: int = 14, seed: int = 11) -> list[tuple[bytes, bytes | N
     out = []
     for ts, _, key, value in stamped:
         rec = None
-        try:
+        with contextlib.suppress(CoordinatorError):
             rec = decode_record(key, value)
-        except CoordinatorError:
-            pass
         gid = rec.key.group if rec is not None and rec.key.group is not None else "group-02"
         part = partition_for(gid)
         off = next_offset.get(part, 0)
@@ -180,6 +180,58 @@ def test_every_core_row_key_maps_to_exactly_one_gold_column() -> None:
     assert all(core[name].num_rows > 0 for name in core), {n: t.num_rows for n, t in core.items()}
 
 
+def test_sorted_batches_replay_equals_one_call_per_group_across_batch_boundaries() -> None:
+    """The tail group of a batch continues in the next batch: still one replay per group."""
+    from pipelines.replay_job import replay_group_arrow, replay_sorted_batches
+
+    log = build_log(n_groups=6, seed=5)
+    table = replay_input_arrow(log)
+    order = pa.compute.sort_indices(table, [("group_id", "ascending"), ("coordinator_partition", "ascending"),
+                                            ("log_offset", "ascending")])
+    table = table.take(order)
+    per_group = pa.concat_tables(
+        replay_group_arrow(table.filter(pa.compute.equal(table["group_id"], g)), retention_ms=DAY)
+        for g in sorted(set(table["group_id"].to_pylist()))
+    )
+    batched = pa.concat_tables(replay_sorted_batches(table.to_batches(max_chunksize=7), retention_ms=DAY))
+    assert batched.num_rows == per_group.num_rows > 0
+    assert _sorted_rows(batched, ("gold_table", "group_id", "event_key", "topic", "partition")) == _sorted_rows(
+        per_group, ("gold_table", "group_id", "event_key", "topic", "partition"))
+
+
+def replay_input_arrow(log: list[tuple[bytes, bytes | None, int, int, int]]) -> pa.Table:
+    """The replay input (``REPLAY_INPUT_DDL`` columns) of a log, built without Spark."""
+    import numpy as np
+
+    from pipelines.decode import UNION_SCHEMA, decode_batch
+    from pipelines.replay_job import REPLAY_INPUT_DDL
+    from schemas.base import parse_type, to_arrow_type
+
+    batch = pa.RecordBatch.from_pydict({
+        "key": pa.array([k for k, *_ in log], pa.binary()), "value": pa.array([v for _, v, *_ in log], pa.binary()),
+        "partition": pa.array(np.array([p for _, _, p, _, _ in log], np.int32)),
+        "offset": pa.array([o for *_, o, _ in log], pa.int64()),
+        "timestamp": pa.array([ts * 1000 for *_, ts in log], pa.timestamp("us", tz="UTC")),
+    })
+    u = pa.Table.from_batches(decode_batch(batch), schema=UNION_SCHEMA)
+    u = u.filter(pa.compute.less_equal(u["kind"], 1))
+
+    def ms(c: str) -> pa.Array:
+        return pa.compute.divide(u[c].cast(pa.int64()), 1000)
+
+    members = pa.array(
+        [None if ms_ is None else [{k: m[k] for k in ("member_id", "group_instance_id", "client_id", "client_host",
+                                                      "rebalance_timeout", "session_timeout", "subscription",
+                                                      "assignment")} for m in ms_]
+         for ms_ in u["members"].to_pylist()],
+        to_arrow_type(parse_type(dict(REPLAY_INPUT_DDL)["members"])),
+    )
+    cols = {"log_timestamp_ms": ms("log_timestamp"), "rec_kind": u["kind"], "commit_timestamp_ms": ms("commit_timestamp"),
+            "expire_timestamp_ms": ms("expire_timestamp"), "current_state_timestamp_ms": ms("current_state_timestamp"),
+            "members": members}
+    return pa.table({name: cols[name] if name in cols else u[name] for name, _ in REPLAY_INPUT_DDL})
+
+
 def test_gold_mapping_rejects_an_unknown_core_key() -> None:
     with pytest.raises(GoldMappingError):
         column_mapping(GOLD_SPECS["offsets_current"], [*GOLD_SPECS["offsets_current"].column_names, "surprise"])
@@ -199,8 +251,8 @@ def test_time_points_become_timestamps_of_the_same_instant() -> None:
 # Spark
 # ---------------------------------------------------------------------------------------------
 @pytest.mark.spark
-@pytest.mark.parametrize("retention_ms", [None, 3 * DAY])
-def test_replay_to_gold_equals_pure_core_replay_per_group(spark: Any, retention_ms: int | None) -> None:
+@pytest.mark.parametrize(("retention_ms", "method"), [(None, "sorted"), (3 * DAY, "sorted"), (3 * DAY, "grouped")])
+def test_replay_to_gold_equals_pure_core_replay_per_group(spark: Any, retention_ms: int | None, method: str) -> None:
     from chispa import assert_df_equality
 
     from pipelines.decode import decode_raw, reconcile_counts
@@ -211,7 +263,7 @@ def test_replay_to_gold_equals_pure_core_replay_per_group(spark: Any, retention_
     assert reconcile_counts(len(log), decoded).ok
     as_of = max(ts for *_, ts in log)
     gold = replay_to_gold(decoded.offset_commits, decoded.group_metadata, retention_ms=retention_ms,
-                          unsupported_df=decoded.unsupported)
+                          unsupported_df=decoded.unsupported, method=method)
     expected = core_gold(log, retention_ms=retention_ms, as_of_ms=as_of if retention_ms else None)
     for spec in GOLD_TABLES:
         got = gold[spec.name]
