@@ -488,7 +488,9 @@ class _Work:
     ) -> None:
         """Apply an offset tombstone (logged: ``pos`` given; predicted: ``predicted_ms`` given)."""
         entry = self.offsets.pop(tp, None)
-        self.last_offset_removal_ms = ts if predicted_ms is None else predicted_ms
+        removed_at = ts if predicted_ms is None else predicted_ms
+        if self.last_offset_removal_ms is None or removed_at > self.last_offset_removal_ms:
+            self.last_offset_removal_ms = removed_at
         emit = "offset_expiration" in self.kinds
         if predicted_ms is not None:
             assert entry is not None
@@ -585,6 +587,7 @@ class _Work:
                 offsets_remaining=0,
             )
             self.predicted_death_ms = death
+            self.state_timestamp_ms = death
             self._drop_metadata()
             self.exists = False
         nx = _expiry.next_expiry_ms(self, retention, self.rules)
