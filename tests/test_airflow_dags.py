@@ -45,6 +45,16 @@ print("RESULT " + json.dumps({"state": str(dr.state), "tasks": states, "run_id":
 """
 
 
+def _generate_args(func: Any, **kwargs: Any) -> dict[str, Any]:
+    """Arguments for ``quickstart.generate_sample`` (the simulator's log, 4 coordinator partitions)."""
+    import inspect
+
+    kwargs["num_partitions"] = 4
+    if "retention_ms" in inspect.signature(func).parameters:
+        kwargs["retention_ms"] = 7 * 24 * 3600 * 1000
+    return kwargs
+
+
 def _write_conf(path: Path, root: Path, **sections: dict[str, Any]) -> Path:
     import yaml
 
@@ -187,7 +197,7 @@ def test_offsetlake_batch_runs_end_to_end_and_a_failed_dq_fails_the_run(
 
     root = tmp_path / "data"
     landing = root / "landing"
-    n, _ = generate_sample(landing, groups=4, hours=0.5, seed=5, num_partitions=4)
+    n, _ = generate_sample(landing, **_generate_args(generate_sample, groups=3, hours=0.25, seed=5))
     _corrupt_record(landing)  # 1 quarantined record: under 5 %, over 0 %
     conf = _write_conf(tmp_path / "conf.yaml", root, dq={"quarantine_max_fraction": 0.05})
 

@@ -363,7 +363,7 @@ def format_summary(report: DqReport) -> str:
     ordered = sorted(report.outcomes, key=lambda o: (o.success, not o.blocking, o.suite, o.target))
     lines = [
         (o.suite, o.target, o.expectation, "PASS" if o.success else "FAIL",
-         "yes" if o.blocking else "no", _short(o.observed_value if not o.error else f"error: {o.error}"))
+         "yes" if o.blocking else "no", _short(f"error: {o.error}" if o.error else _readable(o.observed_value)))
         for o in ordered
     ]
     widths = [max(len(str(x)) for x in col) for col in zip(header, *lines)]
@@ -378,6 +378,21 @@ def format_summary(report: DqReport) -> str:
     )
     out += ["", verdict]
     return "\n".join(out)
+
+
+def _readable(observed: str | None) -> str | None:
+    """``3/1000 unexpected, e.g. [...]`` for row-wise results; the JSON itself otherwise."""
+    if observed is None:
+        return None
+    try:
+        value = json.loads(observed)
+    except ValueError:
+        return observed
+    if isinstance(value, dict) and "unexpected_count" in value and "element_count" in value:
+        text = f"{value['unexpected_count'] or 0}/{value['element_count'] or 0} unexpected"
+        sample = value.get("sample")
+        return f"{text}, e.g. {json.dumps(sample, default=str)}" if sample else text
+    return observed
 
 
 def _short(text: str | None, width: int = 70) -> str:

@@ -19,6 +19,16 @@ import pytest
 pytestmark = pytest.mark.spark
 
 
+def _generate_args(func: Any, **kwargs: Any) -> dict[str, Any]:
+    """Arguments for ``quickstart.generate_sample`` (the simulator's log, 4 coordinator partitions)."""
+    import inspect
+
+    kwargs["num_partitions"] = 4
+    if "retention_ms" in inspect.signature(func).parameters:
+        kwargs["retention_ms"] = 7 * 24 * 3600 * 1000
+    return kwargs
+
+
 def _conf(root: Path, **dq: Any) -> Any:
     from pipelines.config import config_from_dict
 
@@ -64,7 +74,7 @@ def clean_root(tmp_path_factory: pytest.TempPathFactory, spark: Any) -> Path:
 
     root = tmp_path_factory.mktemp("dq_clean")
     conf = _conf(root)
-    n, _ = generate_sample(conf.paths.landing, groups=6, hours=0.5, seed=11, num_partitions=4)
+    n, _ = generate_sample(conf.paths.landing, **_generate_args(generate_sample, groups=4, hours=0.25, seed=11))
     assert n > 0
     summary = run_batch(conf, spark)
     assert summary.reconciled and summary.groups > 0
