@@ -41,7 +41,6 @@ from pipelines.errors import UsageError
 from pipelines.kafka.client import (
     KafkaSettings,
     KafkaUnavailableError,
-    kafka_timestamp_type,
     require_confluent_kafka,
     topic_partitions,
     watermarks,
@@ -132,49 +131,45 @@ def reconcile_state(state: CaptureState, out_dir: Path) -> list[Path]:
 # message batches -> Arrow
 # ---------------------------------------------------------------------------------------------
 class MessageBatchBuilder:
-    """Columns of the raw-record schema, appended message by message."""
+    """Collects confluent-kafka messages; ``to_batch`` turns them into raw-record columns.
 
-    __slots__ = ("keys", "offsets", "partitions", "topic", "ts", "ts_types", "values")
+    Columns are built with one list comprehension per field over the whole batch (several times
+    faster than appending field by field per message).
+    """
+
+    __slots__ = ("msgs", "topic")
 
     def __init__(self, topic: str) -> None:
         self.topic = topic
-        self.keys: list[bytes | None] = []
-        self.values: list[bytes | None] = []
-        self.partitions: list[int] = []
-        self.offsets: list[int] = []
-        self.ts: list[int] = []
-        self.ts_types: list[int] = []
+        self.msgs: list[Any] = []
 
     def __len__(self) -> int:
-        return len(self.offsets)
+        return len(self.msgs)
 
     def append(self, msg: Any) -> None:
-        ttype, ts = msg.timestamp()
-        self.keys.append(msg.key())
-        self.values.append(msg.value())
-        self.partitions.append(msg.partition())
-        self.offsets.append(msg.offset())
-        self.ts.append(ts * 1000 if ttype else 0)
-        self.ts_types.append(kafka_timestamp_type(ttype))
+        self.msgs.append(msg)
 
     def to_batch(self) -> pa.RecordBatch:
-        n = len(self.offsets)
+        ms = self.msgs
+        n = len(ms)
+        stamps = [m.timestamp() for m in ms]
         return pa.RecordBatch.from_arrays(
             [
-                pa.array(self.keys, pa.binary()),
-                pa.array(self.values, pa.binary()),
+                pa.array([m.key() for m in ms], pa.binary()),
+                pa.array([m.value() for m in ms], pa.binary()),
                 pa.array([self.topic] * n, pa.string()),
-                pa.array(self.partitions, pa.int32()),
-                pa.array(self.offsets, pa.int64()),
-                pa.array(self.ts, pa.int64()).cast(pa.timestamp("us", tz="UTC")),
-                pa.array(self.ts_types, pa.int32()),
+                pa.array([m.partition() for m in ms], pa.int32()),
+                pa.array([m.offset() for m in ms], pa.int64()),
+                pa.array([ts * 1000 if tt else 0 for tt, ts in stamps], pa.int64()).cast(
+                    pa.timestamp("us", tz="UTC")
+                ),
+                pa.array([tt - 1 for tt, _ in stamps], pa.int32()),  # Kafka ids: confluent type - 1
             ],
             schema=RAW_ARROW_SCHEMA,
         )
 
     def clear(self) -> None:
-        for lst in (self.keys, self.values, self.partitions, self.offsets, self.ts, self.ts_types):
-            lst.clear()
+        self.msgs = []
 
 
 # ---------------------------------------------------------------------------------------------
@@ -367,10 +362,12 @@ def capture(
                 want = max(1, min(want, int(max_rate / 10) or 1))
             msgs = consumer.consume(num_messages=want, timeout=0.5)
             got = 0
+            last: dict[int, int] = {}  # partition -> last offset kept from this fetch
+            keep = builder.append
             for m in msgs:
                 err = m.error()
-                p = m.partition()
                 if err is not None:
+                    p = m.partition()
                     if err.code() == ck.KafkaError._PARTITION_EOF:
                         # The log end at this moment; offsets below it without a record are
                         # transaction markers or compacted away: nothing left to read there.
@@ -391,6 +388,7 @@ def capture(
                     ):
                         raise KafkaUnavailableError(f"reading {settings.topic}: {err.str()}")
                     continue  # transient (broker down, ...): librdkafka retries; stall timer decides
+                p = m.partition()
                 off = m.offset()
                 if until_end and off >= target[p]:
                     # beyond the end sampled at start: left for the next run
@@ -398,10 +396,12 @@ def capture(
                         done.add(p)
                         consumer.pause([ck.TopicPartition(settings.topic, p)])
                     continue
-                builder.append(m)
+                keep(m)
+                last[p] = off
                 got += 1
-                position[p] = off + 1
-                pending_next[p] = off + 1
+            for p, off in last.items():
+                position[p] = max(position[p], off + 1)
+                pending_next[p] = max(pending_next.get(p, 0), off + 1)
                 high[p] = max(high[p], off + 1)
                 if until_end and position[p] >= target[p] and p not in done:
                     done.add(p)

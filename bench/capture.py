@@ -1,0 +1,117 @@
+"""Benchmark: ingesting __consumer_offsets from Kafka without connector jars.
+
+Measures, in one run on librdkafka's mock cluster (real Kafka protocol on 127.0.0.1):
+  produce   records/s produced into the mock (reference only)
+  capture   ``pipelines.kafka.capture.capture`` -> raw-record Parquet files (one process)
+  stream    ``format("offsetlake_kafka")`` (Python data source) -> Parquet sink, availableNow
+  baseline  Spark's file source over the captured files -> Parquet sink, availableNow
+  batch     ``spark.read.format("offsetlake_kafka")`` -> Parquet (no streaming overhead)
+
+Record bytes are the built-in generated log (``quickstart.sample_records``) repeated with
+fresh positions and timestamps, so sizes are those of real offset commits and group metadata.
+
+    .venv/bin/python bench/capture.py --records 1000000
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+
+def _records(n: int, partitions: int) -> list[tuple[bytes, bytes | None, int, int]]:
+    from pipelines.commands.quickstart import sample_records
+
+    base = sample_records(200, seed=3, num_partitions=partitions)
+    out = []
+    t0 = 1_700_000_000_000
+    for i in range(n):
+        r = base[i % len(base)]
+        out.append((r.key, r.value, r.partition, t0 + i))
+    return out
+
+
+def _spark_stream(spark, fmt: str, opts: dict[str, str], schema, src: str | None, sink: Path, ckpt: Path) -> tuple[int, float]:
+    reader = spark.readStream.format(fmt).options(**opts)
+    if schema is not None:
+        reader = reader.schema(schema)
+    df = reader.load(src) if src else reader.load()
+    t = time.perf_counter()
+    q = (df.writeStream.format("parquet").option("path", str(sink)).option("checkpointLocation", str(ckpt))
+         .trigger(availableNow=True).start())
+    q.awaitTermination()
+    secs = time.perf_counter() - t
+    rows = sum(p["numInputRows"] for p in q.recentProgress)
+    return rows, secs
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--records", type=int, default=1_000_000)
+    ap.add_argument("--work", default="/tmp/kafka-bench")
+    ap.add_argument("--max-records-per-partition", type=int, default=250_000,
+                    help="split Kafka partitions into Spark tasks of at most this many offsets")
+    args = ap.parse_args()
+
+    from pipelines.kafka.capture import capture
+    from pipelines.kafka.client import KafkaSettings
+    from pipelines.kafka.mock import MockKafkaCluster
+    from pipelines.kafka.source import SOURCE_NAME, register_kafka_source
+    from pipelines.spark_session import build_spark
+    from schemas.raw import RAW_RECORDS
+
+    work = Path(args.work)
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    results: list[tuple[str, int, float]] = []
+
+    with MockKafkaCluster(num_brokers=3) as mc:
+        recs = _records(args.records, mc.num_partitions)
+        t = time.perf_counter()
+        mc.produce(recs)
+        results.append(("produce into mock cluster (reference)", len(recs), time.perf_counter() - t))
+        del recs
+
+        settings = KafkaSettings(mc.bootstrap_servers)
+        res = capture(settings, work / "landing", until_end=True, rows_per_file=250_000)
+        results.append(("capture -> Parquet (confluent-kafka, 1 process)", res.records, res.seconds))
+
+        spark = build_spark("bench-capture", master="local[2]",
+                            conf={"spark.sql.shuffle.partitions": "2"}, log_level="ERROR")
+        register_kafka_source(spark)
+        kopts = {"kafka.bootstrap.servers": mc.bootstrap_servers,
+                 "maxRecordsPerPartition": str(args.max_records_per_partition)}
+        # warm-up: start the Python workers once, outside the timings
+        spark.read.format(SOURCE_NAME).options(**kopts).option(
+            "endingOffsets", '{"__consumer_offsets": {"0": 10, "1": 10, "2": 10, "3": 10}}').load().count()
+        spark.read.parquet(str(work / "landing")).limit(10).count()
+
+        rows, secs = _spark_stream(spark, "parquet", {}, RAW_RECORDS.spark_schema(), str(work / "landing"),
+                                   work / "sink-files", work / "ckpt-files")
+        results.append(("baseline: Spark file source (captured Parquet) -> Parquet, availableNow", rows, secs))
+        rows, secs = _spark_stream(spark, SOURCE_NAME, kopts, None, None, work / "sink-kafka", work / "ckpt-kafka")
+        results.append(("offsetlake_kafka stream (Python data source) -> Parquet, availableNow", rows, secs))
+        t = time.perf_counter()
+        spark.read.format(SOURCE_NAME).options(**kopts).load().write.parquet(str(work / "batch-kafka"))
+        results.append(("offsetlake_kafka batch read -> Parquet", args.records, time.perf_counter() - t))
+        spark.stop()
+
+    base = next(r for r in results if r[0].startswith("baseline"))
+    base_rate = base[1] / base[2]
+    print(f"records: {args.records:,}; mock cluster 3 brokers, {4} partitions; local[2]; cpus: {os.cpu_count()}")
+    print("| path | records | seconds | records/s | vs file source |")
+    print("|---|---:|---:|---:|---:|")
+    for name, n, secs in results:
+        rate = n / secs if secs else float("nan")
+        print(f"| {name} | {n:,} | {secs:.1f} | {rate:,.0f} | {rate / base_rate:.2f}x |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
