@@ -3,8 +3,8 @@
 Rules:
 - Everything goes under one directory (``--dir``, default ``./offsetlake-data/quickstart``) so the
   quickstart never touches a real warehouse; ``--fresh`` deletes it first.
-- The log comes from the coordinator simulator (``coordinator_core.generator``) when present;
-  otherwise from ``sample_records`` below: a small deterministic log of consumer groups
+- The log comes from the coordinator simulator (``offsetlake generate``'s ``write_generated``)
+  when present; otherwise from ``sample_records`` below: a small deterministic log of consumer groups
   (join, commits, a member leaving, an empty group, a deleted group) encoded with the shared
   codec (``coordinator_core.codec``).
 - The batch job is the real one (``pipelines.jobs.batch.run_batch``); the three example queries
@@ -172,27 +172,21 @@ def sample_records(
     return out
 
 
-def generate_sample(landing: str | Path, *, groups: int, hours: float, seed: int, num_partitions: int) -> tuple[int, str]:
+def generate_sample(
+    landing: str | Path, *, groups: int, hours: float, seed: int, num_partitions: int, retention_ms: int
+) -> tuple[int, str]:
     """Write a sample log into ``landing``; returns (records written, generator used)."""
     from pipelines.raw_files import write_raw_records
 
     try:
-        from coordinator_core import generator  # the coordinator simulator (issue: simulator)
-
-        gen = getattr(generator, "generate", None)
-    except ImportError:
-        gen = None
-    if gen is not None:
-        try:
-            from pipelines.commands.generate import write_generated
-
-            n = write_generated(landing, groups=groups, hours=hours, seed=seed, num_partitions=num_partitions)
-            return int(n), "coordinator_core.generator"
-        except ImportError:
-            pass
-    records = sample_records(groups, seed=seed, num_partitions=num_partitions)
-    write_raw_records(records, landing)
-    return len(records), "built-in sample"
+        from pipelines.commands.generate import write_generated
+    except ImportError:  # the simulator is optional for the quickstart
+        records = sample_records(groups, seed=seed, num_partitions=num_partitions)
+        write_raw_records(records, landing)
+        return len(records), "built-in sample"
+    n = write_generated(landing, groups=groups, hours=hours, seed=seed, num_partitions=num_partitions,
+                        retention_ms=retention_ms)
+    return int(n), "coordinator simulator"
 
 
 # --------------------------------------------------------------------------------------------
@@ -211,7 +205,8 @@ def register(subparsers: Any) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--dir", default="offsetlake-data/quickstart", help="where to put landing + warehouse (default: %(default)s)")
-    p.add_argument("--groups", type=int, default=None, help="consumer groups to simulate (default: generate.groups)")
+    p.add_argument("--groups", type=int, default=12, help="consumer groups to simulate (default: %(default)s)")
+    p.add_argument("--hours", type=float, default=1.0, help="hours of activity to simulate (default: %(default)s)")
     p.add_argument("--seed", type=int, default=None, help="random seed (default: generate.seed)")
     p.add_argument("--fresh", action="store_true", help="delete --dir first")
     p.add_argument("--conf", default=None, help="base overlay to start from (default: conf/local.yaml)")
@@ -230,10 +225,12 @@ def run(args: argparse.Namespace) -> int:
         shutil.rmtree(root)
     root.mkdir(parents=True, exist_ok=True)
     cfg = load_config(args.conf, overrides={"paths.root": str(root), "input.source": "landing"})
-    groups = args.groups if args.groups is not None else cfg.generate.groups
+    groups, hours = args.groups, args.hours
     seed = args.seed if args.seed is not None else cfg.generate.seed
     if groups <= 0:
         raise UsageError("--groups: expected a positive integer")
+    if hours <= 0:
+        raise UsageError("--hours: expected a positive number")
     console = Console()
     err = Console(stderr=True)
     conf_file = root / "quickstart.yaml"
@@ -243,8 +240,9 @@ def run(args: argparse.Namespace) -> int:
     if landing.exists() and any(landing.glob("*.parquet")):
         err.print(f"[quickstart] reusing the sample log in {landing} (use --fresh to regenerate)")
     else:
-        n, how = generate_sample(landing, groups=groups, hours=cfg.generate.hours, seed=seed,
-                                 num_partitions=cfg.offsets_topic.num_partitions)
+        n, how = generate_sample(landing, groups=groups, hours=hours, seed=seed,
+                                 num_partitions=cfg.offsets_topic.num_partitions,
+                                 retention_ms=cfg.generate.retention_ms)
         err.print(f"[quickstart] generated {n:,} records for {groups} groups ({how}) into {landing}")
 
     spark = build_spark_from_config(cfg, app_suffix="quickstart")

@@ -68,7 +68,20 @@ def _cell(v: Any) -> str:
     return str(v)
 
 
+def _quiet_query_errors() -> None:
+    """PySpark logs every failed query's full Java stack at ERROR; the CLI prints one line."""
+    import logging
+
+    try:
+        from pyspark.logger import PySparkLogger
+
+        PySparkLogger.getLogger("SQLQueryContextLogger").setLevel(logging.CRITICAL)
+    except ImportError:  # pragma: no cover - older PySpark
+        pass
+
+
 def _run_sql(spark: SparkSession, sql: str) -> Any:
+    _quiet_query_errors()
     try:
         return spark.sql(sql)
     except Exception as exc:  # AnalysisException / ParseException: one clear line

@@ -21,7 +21,7 @@ def register(subparsers: Any) -> None:
         description="List the Delta tables under paths.warehouse: rows, Delta version, files, last commit.",
     )
     add_conf_arguments(p)
-    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    p.add_argument("--json", action="store_true", help="print JSON (with each table's description) instead of a table")
     p.set_defaults(func=run)
 
 
@@ -67,10 +67,10 @@ def run(args: argparse.Namespace) -> int:
         return 0
     t = Table(title=f"tables in {cfg.paths.warehouse}", title_justify="left")
     for col, just in (("table", "left"), ("rows", "right"), ("version", "right"), ("files", "right"),
-                      ("last commit (UTC)", "left"), ("operation", "left"), ("what", "left")):
-        t.add_column(col, justify=just)  # type: ignore[arg-type]
+                      ("last commit (UTC)", "left"), ("operation", "left")):
+        t.add_column(col, justify=just, no_wrap=col != "operation")  # type: ignore[arg-type]
     for r in rows:
         t.add_row(r["table"], f"{r['rows']:,}", str(r["version"]), str(r["files"]), r["last_commit"] or "",
-                  r["operation"] or "", r["doc"])
+                  r["operation"] or "")
     console.print(t)
     return 0

@@ -121,6 +121,17 @@ def test_cli_run_batch_is_the_same_job(cfg: Config, spark: Any, tmp_path: Path, 
     assert summary["raw_total"] == summary["decoded"] + summary["quarantined"] + summary["unsupported"]
     assert summary["tables"]["group_state"]["rows"] == 3
 
+    # the other commands read the same warehouse
+    assert main(["tables", "--conf", str(conf), "--json"]) == 0
+    listed = {t["table"]: t for t in json.loads(capsys.readouterr().out)}
+    assert listed["group_state"]["rows"] == 3 and listed["raw_records"]["rows"] == summary["raw_total"]
+    assert main(["sql", "--conf", str(conf), "--format", "json",
+                 "SELECT count(*) AS n, count(DISTINCT group_id) AS g FROM offset_commits"]) == 0
+    row = json.loads(capsys.readouterr().out.strip())
+    assert row == {"n": summary["offset_commits"], "g": 3}
+    assert main(["sql", "--conf", str(conf), "SELECT no_such_column FROM group_state"]) == 2
+    assert "query failed" in capsys.readouterr().err
+
 
 def test_bad_config_exits_2_with_the_key_path(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from pipelines.cli import main
