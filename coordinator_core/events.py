@@ -144,6 +144,8 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any, ClassVar, TypeAlias
 
+from coordinator_core.records import OffsetCommitValue
+
 Row: TypeAlias = dict[str, Any]
 
 #: ``(member_id, topic, partition)`` triples of partitions gained/lost in a rebalance.
@@ -312,7 +314,11 @@ class GroupMember:
 
 @dataclass(frozen=True, slots=True)
 class OffsetCommitted:
-    """An offset commit replacing (or creating) the committed offset of one partition."""
+    """An offset commit replacing (or creating) the committed offset of one partition.
+
+    Commits are the hot path (>95 % of a real log), so the event holds the committed value and
+    the value it replaced; Kafka's fields and the derived columns are properties.
+    """
 
     kind: ClassVar[str] = "offset_commit"
     table: ClassVar[str] = "offset_commits_replayed"
@@ -320,49 +326,73 @@ class OffsetCommitted:
     group_id: str
     topic: str
     partition: int
-    offset: int
-    leader_epoch: int | None
-    metadata: str
-    commit_timestamp: int
-    expire_timestamp: int | None
-    previous_offset: int | None
-    previous_commit_timestamp: int | None
+    value: OffsetCommitValue
+    previous: OffsetCommitValue | None
     timestamp_ms: int
     log_partition: int
     log_offset: int
 
     @property
     def event_key(self) -> str:
-        """``<log_partition>:<log_offset>`` (derived: commits are the hot path)."""
+        """``<log_partition>:<log_offset>``."""
         return f"{self.log_partition}:{self.log_offset}"
 
     @property
+    def offset(self) -> int:
+        return self.value.offset
+
+    @property
+    def leader_epoch(self) -> int | None:
+        return self.value.leader_epoch
+
+    @property
+    def metadata(self) -> str:
+        return self.value.metadata
+
+    @property
+    def commit_timestamp(self) -> int:
+        return self.value.commit_timestamp
+
+    @property
+    def expire_timestamp(self) -> int | None:
+        return self.value.expire_timestamp
+
+    @property
+    def previous_offset(self) -> int | None:
+        return None if self.previous is None else self.previous.offset
+
+    @property
+    def previous_commit_timestamp(self) -> int | None:
+        return None if self.previous is None else self.previous.commit_timestamp
+
+    @property
     def cadence_ms(self) -> int | None:
-        if self.previous_commit_timestamp is None:
-            return None
-        return self.commit_timestamp - self.previous_commit_timestamp
+        prev = self.previous
+        return None if prev is None else self.value.commit_timestamp - prev.commit_timestamp
 
     @property
     def regression(self) -> bool:
-        return self.previous_offset is not None and self.offset < self.previous_offset
+        prev = self.previous
+        return prev is not None and self.value.offset < prev.offset
 
     def to_row(self) -> Row:
-        prev = self.previous_offset
+        v = self.value
+        prev = self.previous
         return {
             "group_id": self.group_id,
-            "event_key": self.event_key,
+            "event_key": f"{self.log_partition}:{self.log_offset}",
             "topic": self.topic,
             "partition": self.partition,
-            "offset": self.offset,
-            "leader_epoch": self.leader_epoch,
-            "metadata": self.metadata,
-            "commit_timestamp": self.commit_timestamp,
-            "expire_timestamp": self.expire_timestamp,
-            "previous_offset": prev,
-            "previous_commit_timestamp": self.previous_commit_timestamp,
-            "cadence_ms": self.cadence_ms,
-            "offset_delta": None if prev is None else self.offset - prev,
-            "regression": self.regression,
+            "offset": v.offset,
+            "leader_epoch": v.leader_epoch,
+            "metadata": v.metadata,
+            "commit_timestamp": v.commit_timestamp,
+            "expire_timestamp": v.expire_timestamp,
+            "previous_offset": None if prev is None else prev.offset,
+            "previous_commit_timestamp": None if prev is None else prev.commit_timestamp,
+            "cadence_ms": None if prev is None else v.commit_timestamp - prev.commit_timestamp,
+            "offset_delta": None if prev is None else v.offset - prev.offset,
+            "regression": prev is not None and v.offset < prev.offset,
             "timestamp_ms": self.timestamp_ms,
             "log_partition": self.log_partition,
             "log_offset": self.log_offset,

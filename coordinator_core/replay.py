@@ -1086,43 +1086,11 @@ def replay(
                 if predicted and tp in predicted:
                     del predicted[tp]
                 if commit_events:
-                    if prev is None:
-                        events.append(
-                            OffsetCommitted(
-                                gid,
-                                tp[0],
-                                tp[1],
-                                value.offset,
-                                value.leader_epoch,
-                                value.metadata,
-                                value.commit_timestamp,
-                                value.expire_timestamp,
-                                None,
-                                None,
-                                ts,
-                                part,
-                                off,
-                            )
+                    events.append(
+                        OffsetCommitted(
+                            gid, tp[0], tp[1], value, None if prev is None else prev[0], ts, part, off
                         )
-                    else:
-                        pv = prev[0]
-                        events.append(
-                            OffsetCommitted(
-                                gid,
-                                tp[0],
-                                tp[1],
-                                value.offset,
-                                value.leader_epoch,
-                                value.metadata,
-                                value.commit_timestamp,
-                                value.expire_timestamp,
-                                pv.offset,
-                                pv.commit_timestamp,
-                                ts,
-                                part,
-                                off,
-                            )
-                        )
+                    )
                 if w.next_check is not None:
                     w.lower_next_check(value, tp[0])
             else:
