@@ -13,6 +13,9 @@ Rules:
   ``(group_id, event_key)`` is a MERGE key that makes re-delivered events idempotent. Events
   that come from a record use its position (``<partition>:<offset>[:<seq>]``); predicted
   events (offset expiry, group death) use the *computed* time, never the detection time.
+- Within one table a later event with the same ``(group_id, event_key)`` supersedes the earlier
+  one (a predicted expiry later confirmed by the log's tombstone; offset tombstones re-told as
+  ``group_deleted`` when the group tombstone follows in the same batch): MERGE in event order.
 - Lists are Python lists of str or of dicts (structs); every dict has the same keys.
 
 Gold tables and their columns (``to_row()`` keys; Spark DDL type):
