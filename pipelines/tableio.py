@@ -319,9 +319,18 @@ class TableIO:
             from delta.tables import DeltaTable as SparkDeltaTable
 
             assert self.spark is not None
-            if txn_app_id is not None:
-                self.spark.conf.set("spark.databricks.delta.commitInfo.userMetadata",
-                                    json.dumps(_marker(txn_app_id, txn_version, None)))
+            session_conf = {}
+            if txn_app_id is not None and txn_version is not None:
+                # Delta's idempotent DML (SQL confs, Delta >= 2.3) + our marker in commitInfo
+                session_conf = {
+                    "spark.databricks.delta.write.txnAppId": txn_app_id,
+                    "spark.databricks.delta.write.txnVersion": str(txn_version),
+                    "spark.databricks.delta.commitInfo.userMetadata": json.dumps(
+                        _marker(txn_app_id, txn_version, None)
+                    ),
+                }
+            for key, value in session_conf.items():
+                self.spark.conf.set(key, value)
             m = (
                 SparkDeltaTable.forPath(self.spark, self.path(name)).alias("t")
                 .merge(data.alias("s"), on)
@@ -330,9 +339,11 @@ class TableIO:
             )
             if delete_missing:
                 m = m.whenNotMatchedBySourceDelete()
-            m.execute()
-            if txn_app_id is not None:
-                self.spark.conf.unset("spark.databricks.delta.commitInfo.userMetadata")
+            try:
+                m.execute()
+            finally:
+                for key in session_conf:
+                    self.spark.conf.unset(key)
         else:
             from deltalake import CommitProperties, Transaction
 

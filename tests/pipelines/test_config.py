@@ -169,3 +169,18 @@ def test_missing_file_and_bad_yaml(tmp_path: Path) -> None:
     p = _write(tmp_path, "env.yaml", "replay: [\n")
     with pytest.raises(UsageError, match="invalid YAML"):
         load_config(p)
+
+
+def test_config_command_prints_redacted_yaml(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from pipelines.cli import main
+
+    monkeypatch.setenv("OL_CMD_PW", "do-not-print-me")
+    p = _write(tmp_path, "env.yaml", "kafka:\n  secrets:\n    sasl_password: ${OL_CMD_PW}\n")
+    assert main(["config", "--conf", str(p)]) == 0
+    out = capsys.readouterr().out
+    assert "sasl_password: ${OL_CMD_PW}" in out and "do-not-print-me" not in out
+    assert yaml.safe_load(out)["replay"]["retention_ms"] == 604_800_000
+    assert main(["config", "--conf", str(p), "--set", "replay.rules=nope"]) == 2
+    assert "replay.rules: expected one of" in capsys.readouterr().err
