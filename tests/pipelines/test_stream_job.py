@@ -63,8 +63,34 @@ def batch_gold(spark: Any, landing: Path, as_of_ms: int) -> dict[str, Any]:
 
     raw = spark.read.schema(RAW_RECORDS.spark_schema()).parquet(str(landing))
     dec = decode_raw(raw)
-    return replay_to_gold(dec.offset_commits, dec.group_metadata, retention_ms=RETENTION_MS,
+    gold = replay_to_gold(dec.offset_commits, dec.group_metadata, retention_ms=RETENTION_MS,
                           as_of_ms=as_of_ms, unsupported_df=dec.unsupported)
+    return last_per_key(gold["_union"])
+
+
+def last_per_key(union: Any) -> dict[str, Any]:
+    """The batch's gold rows with MERGE semantics: the last row per primary key wins.
+
+    The core re-tells an event under the same key when it learns more (offset tombstones
+    followed by the group tombstone become ``cause = group_deleted``); the streaming sink MERGEs
+    them, the batch job (which replaces its event tables) writes both rows — reported to the
+    batch owner. The long format keeps each group's event order within a partition, so a
+    monotonically increasing id orders a group's rows.
+    """
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    from pipelines.gold import DEFAULT_TABLES, GOLD_SPECS, UNION_CODES
+
+    seq = union.withColumn("_seq", F.monotonically_increasing_id())
+    out = {}
+    for name in DEFAULT_TABLES:
+        spec = GOLD_SPECS[name]
+        rows = seq.where(F.col("gold_table") == UNION_CODES[name])
+        w = Window.partitionBy(*spec.primary_key).orderBy(F.col("_seq").desc())
+        out[name] = (rows.withColumn("_n", F.row_number().over(w)).where("_n = 1")
+                     .select(*spec.column_names))
+    return out
 
 
 def assert_gold_equal(spark: Any, cfg: Any, expected: dict[str, Any]) -> None:
@@ -167,7 +193,7 @@ def test_split_calls_with_timers_equal_one_replay(log_records: list[Any]) -> Non
     end give the same snapshot as one replay of everything at that as_of."""
     from coordinator_core.codec import decode_record
     from coordinator_core.records import LogRecord
-    from coordinator_core.replay import deserialize_snapshot, replay, replay_groups
+    from coordinator_core.replay import deserialize_snapshot, replay_groups
     from pipelines.gold import DEFAULT_TABLES
     from pipelines.stream_job import GroupReplayer
 
