@@ -219,11 +219,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         lines.append(f"| {what} | {n:,} | {secs:.2f} | {rate:,.0f} | {nbytes / secs / 1e6:.1f} | {ratio} |")
     lines += [
         "",
-        "Reading: the declarative codec (one generic reader over compiled per-version steps, full "
-        "validation, frozen dataclasses) runs at the ratio above of a hand-specialised struct loop "
-        "that validates nothing and builds tuples; building the frozen dataclasses is the largest "
-        "single cost. The vectorised pipeline decoder must beat the `decode_record, offset commits` "
-        "row.",
+        "Reading: the declarative codec (per-version steps compiled from the message specs, run by a "
+        "fused reader generated from them; full validation; frozen dataclasses) runs at the ratio "
+        "above of a hand-specialised struct loop that validates nothing and builds tuples; building "
+        "the frozen dataclasses is the largest single cost. Group-metadata rows count records; per "
+        "member that is records/s x ~25.5. The vectorised pipeline decoder must beat the "
+        "`decode_record, offset commits` row.",
         "",
     ]
     text = "\n".join(lines)
