@@ -327,3 +327,26 @@ def test_encoding_unrepresentable_values_raises_value_error() -> None:
         encode_value(GroupMetadataValue("consumer", 1, None, None, version=-1))
     with pytest.raises(ValueError):
         encode_key(OffsetCommitKey("\ud800", "t", 0))  # a lone surrogate is not UTF-8
+
+
+def test_fast_constructor_fills_slots_and_respects_post_init() -> None:
+    from dataclasses import dataclass
+
+    from coordinator_core.wire import fast_constructor
+
+    @dataclass(frozen=True, slots=True)
+    class Plain:
+        a: int
+        b: str = "x"
+
+    @dataclass(frozen=True, slots=True)
+    class Checked:
+        a: int
+
+        def __post_init__(self) -> None:
+            if self.a < 0:
+                raise ValueError("negative")
+
+    assert fast_constructor(Plain)((1, "y")) == Plain(1, "y")
+    with pytest.raises(ValueError):
+        fast_constructor(Checked)((-1,))
