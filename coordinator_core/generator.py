@@ -135,7 +135,8 @@ class LogGenerator:
         n = max(3, self.cfg.groups // 2)
         for j in range(n):
             name = f"{TOPIC_WORDS[j % len(TOPIC_WORDS)]}-{j:03d}"
-            self.topics[name] = self.rng.choice((1, 3, 6, 6, 12, 12, 24))
+            # partition counts seen in production clusters (many 12-64 partition topics)
+            self.topics[name] = self.rng.choice((1, 3, 6, 10, 12, 12, 24, 32, 48, 64))
             self.rates[name] = self.rng.choice((0.5, 5.0, 20.0, 100.0, 1000.0))
 
     def _at(self, lo: float, hi: float) -> int:

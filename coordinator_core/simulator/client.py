@@ -52,6 +52,16 @@ class ClientRuntime(Protocol):
 
     def rate_per_ms(self, tp: TP) -> float: ...
 
+    def commit(
+        self,
+        group_id: str,
+        member_id: str,
+        generation_id: int,
+        group_instance_id: str | None,
+        offsets: tuple[tuple[TP, int, str, int | None], ...],
+        endpoint: p.Endpoint | None,
+    ) -> bool: ...
+
 
 @dataclass(slots=True)
 class ClientConfig:
@@ -332,12 +342,14 @@ class ConsumerClient:
         meta = self.cfg.commit_metadata
         epoch = self.cfg.leader_epoch
         offsets = tuple([(tp, int(r * elapsed), meta, epoch) for tp, r in cache[1]])
-        if self.cfg.group_management:
-            req = p.OffsetCommitRequest(self.cfg.group_id, self.member_id, self.generation, offsets,
-                                        self.cfg.group_instance_id, endpoint=self.conn)
-        else:
-            req = p.OffsetCommitRequest(self.cfg.group_id, "", -1, offsets, endpoint=self.conn)
-        self._send(req)
+        cfg = self.cfg
+        managed = cfg.group_management
+        member, generation = (self.member_id, self.generation) if managed else ("", -1)
+        instance = cfg.group_instance_id if managed else None
+        if (not cfg.network_delay_ms and not self.delay_next
+                and self.rt.commit(cfg.group_id, member, generation, instance, offsets, self.conn)):
+            return
+        self._send(p.OffsetCommitRequest(cfg.group_id, member, generation, offsets, instance, endpoint=self.conn))
 
     def _compute_assignment(self, resp: p.JoinGroupResponse) -> tuple[tuple[str, bytes], ...]:
         subs: dict[str, MemberSubscription] = {}

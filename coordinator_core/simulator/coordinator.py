@@ -916,42 +916,74 @@ class Coordinator:
         self._respond(gid, req.endpoint, p.LeaveGroupResponse(first_err, tuple(errors)), None)
 
     def _handle_commit(self, req: p.OffsetCommitRequest) -> None:
-        gid = req.group_id
-        if self._is_loading(gid):
-            tps = tuple(o[0] for o in req.offsets)
-            self._respond(gid, req.endpoint, p.OffsetCommitResponse(p.COORDINATOR_LOAD_IN_PROGRESS, tps), req.member_id)
+        self._commit(req.group_id, req.member_id, req.generation_id, req.group_instance_id, req.offsets,
+                     req.retention_time_ms, req.endpoint)
+
+    def commit_offsets(
+        self,
+        group_id: str,
+        member_id: str,
+        generation_id: int,
+        group_instance_id: str | None,
+        offsets: tuple[tuple[tuple[str, int], int, str, int | None], ...],
+        endpoint: p.Endpoint | None,
+    ) -> None:
+        """OffsetCommit without building a request object (the generator's fast lane, same rules)."""
+        self._cause = "OffsetCommit"
+        if self.tracing:
+            self._trace(group_id, "request", api="OffsetCommit", member=member_id or None, generation=generation_id,
+                        detail=endpoint.name if endpoint is not None else None)
+        self._commit(group_id, member_id, generation_id, group_instance_id, offsets, None, endpoint)
+
+    def _commit(
+        self,
+        gid: str,
+        member_id: str,
+        generation_id: int,
+        instance_id: str | None,
+        offsets: tuple[tuple[tuple[str, int], int, str, int | None], ...],
+        retention_ms: int | None,
+        endpoint: p.Endpoint | None,
+    ) -> None:
+        if self.loading_partitions and self._is_loading(gid):
+            tps = tuple(o[0] for o in offsets)
+            self._respond(gid, endpoint, p.OffsetCommitResponse(p.COORDINATOR_LOAD_IN_PROGRESS, tps), member_id)
             return
         g = self.groups.get(gid)
         if g is None:
-            if req.generation_id < 0:
+            if generation_id < 0:
                 g = Group(gid, EMPTY, self.rt.now)  # a simple group: no record at creation
                 self.groups[gid] = g
             else:
-                tps = tuple(o[0] for o in req.offsets)
-                self._respond(gid, req.endpoint, p.OffsetCommitResponse(p.ILLEGAL_GENERATION, tps), req.member_id)
+                tps = tuple(o[0] for o in offsets)
+                self._respond(gid, endpoint, p.OffsetCommitResponse(p.ILLEGAL_GENERATION, tps), member_id)
                 return
         err: str | None = None
-        if g.state == DEAD:
+        state = g.state
+        if state == DEAD:
             err = p.COORDINATOR_NOT_AVAILABLE
-        elif req.generation_id < 0 and g.state == EMPTY:
+        elif generation_id < 0 and state == EMPTY:
             err = None
-        elif req.generation_id >= 0 or req.member_id != "" or req.group_instance_id is not None:
-            err = self._validate_current_member(g, req.member_id, req.group_instance_id)
-            if err is None and req.generation_id != g.generation:
+        elif generation_id >= 0 or member_id != "" or instance_id is not None:
+            err = self._validate_current_member(g, member_id, instance_id)
+            if err is None and generation_id != g.generation:
                 err = p.ILLEGAL_GENERATION
-        elif g.state != EMPTY:
+        elif state != EMPTY:
             err = p.UNKNOWN_MEMBER_ID
-        if err is None and g.state == COMPLETING:
+        if err is None and state == COMPLETING:
             err = p.REBALANCE_IN_PROGRESS
         if err is not None:
-            tps = tuple(o[0] for o in req.offsets)
-            self._respond(gid, req.endpoint, p.OffsetCommitResponse(err, tps), req.member_id or None)
+            tps = tuple(o[0] for o in offsets)
+            self._respond(gid, endpoint, p.OffsetCommitResponse(err, tps), member_id or None)
             return
-        if g.state in (STABLE, PREPARING):
-            m = g.members[req.member_id]
-            self._schedule_expiry(g, m, m.session_timeout)
-        self._store_offsets(g, req.offsets, req.retention_time_ms)
-        self._respond(gid, req.endpoint, _COMMIT_OK, req.member_id or None)
+        if state in (STABLE, PREPARING):
+            m = g.members[member_id]
+            # completeAndScheduleNextHeartbeatExpiration, inlined (hot path)
+            m.hb_deadline = deadline = self.rt.now + m.session_timeout
+            if m.hb_timer_at < 0 or m.hb_timer_at > deadline:
+                self._arm_hb_timer(g, m)
+        self._store_offsets(g, offsets, retention_ms)
+        self._respond(gid, endpoint, _COMMIT_OK, member_id or None)
 
     def _handle_fetch(self, req: p.OffsetFetchRequest) -> None:
         g = self.groups.get(req.group_id)

@@ -74,6 +74,21 @@ class Simulator:
             return
         self.schedule(self.now + delay_ms, lambda: coordinator.handle(request))
 
+    def commit(
+        self,
+        group_id: str,
+        member_id: str,
+        generation_id: int,
+        group_instance_id: str | None,
+        offsets: tuple[tuple[tuple[str, int], int, str, int | None], ...],
+        endpoint: p.Endpoint | None,
+    ) -> bool:
+        """The generator's commit fast lane (no request object, no queue); False when off."""
+        if not self.drop_ok_commit_responses:
+            return False
+        self.coordinator.commit_offsets(group_id, member_id, generation_id, group_instance_id, offsets, endpoint)
+        return True
+
     def respond(self, endpoint: p.Endpoint | None, response: p.Response, group_id: str) -> None:
         """Deliver a response to its client after the client's network delay."""
         if endpoint is None:
