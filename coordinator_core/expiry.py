@@ -104,6 +104,8 @@ _ALL_BASE_STATE = 1  # every offset, base = current_state_timestamp (or commit)
 _ALL_BASE_COMMIT = 2  # every offset, base = commit_timestamp
 _UNSUBSCRIBED = 3  # offsets of topics no member subscribes to, base = commit
 _PRE_21 = 4  # every offset, expire_timestamp (or commit + retention), strict
+SIT_NONE = _NONE
+SIT_UNSUBSCRIBED = _UNSUBSCRIBED
 
 
 def situation(group: GroupView, rules: str) -> int:

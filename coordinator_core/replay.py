@@ -77,6 +77,8 @@ _CR = GroupState.COMPLETING_REBALANCE
 _S = GroupState.STABLE
 _D = GroupState.DEAD
 
+_SIT_NONE = _expiry.SIT_NONE
+_SIT_UNSUBSCRIBED = _expiry.SIT_UNSUBSCRIBED
 _FAR = 1 << 62  # "nothing can be due" for the expiry check
 
 _EMPTY_OFFSETS: Mapping[TopicPartition, OffsetState] = MappingProxyType({})
@@ -608,6 +610,12 @@ class _Work:
         sit = self.sit
         if sit is None:
             sit = self.sit = _expiry.situation(self, self.rules)
+        if sit == _SIT_NONE:
+            return
+        if sit == _SIT_UNSUBSCRIBED and v.expire_timestamp is None:
+            subs = self.subscribed_topics
+            if subs is not None and topic in subs:
+                return  # a subscribed topic never expires while the group is Stable
         due = _expiry.due_ms(v, topic, sit, retention, self)
         if due is not None and self.next_check is not None and due < self.next_check:
             self.next_check = due
