@@ -151,3 +151,13 @@ def test_the_group_record_carries_the_time_the_group_entered_completing_rebalanc
     entered = [e.time_ms for e in r.events if e.kind == "transition" and e.to_state == "CompletingRebalance"]
     stamps = [x.value.current_state_timestamp for x in r.records if isinstance(x.value, GroupMetadataValue)]
     assert stamps == entered
+
+
+def test_scripted_sync_orders_the_follower_waits_and_a_late_follower_is_answered_by_the_stable_group() -> None:
+    r = run("scripted_sync_from_stable")
+    sync_responses = [(e.time_ms, e.member.split("-0")[0] if e.member else None, e.error)
+                      for e in r.events if e.kind == "response" and e.api == "SyncGroup"]
+    assert sync_responses == [(30, "consumer-1", "NONE"), (30, "consumer-2", "NONE"), (40, "consumer-3", "NONE")]
+    stable_at = next(e.time_ms for e in r.events if e.kind == "transition" and e.to_state == "Stable")
+    assert stable_at == 30
+    assert sorted(len(c.assignment) for c in r.sim.clients.values()) == [1, 1, 1]
