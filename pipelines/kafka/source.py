@@ -238,8 +238,12 @@ class _Planner:
                 out.append(KafkaRange(topic, p, a, min(e, a + step)))
         return out
 
-    def read(self, partition: KafkaRange) -> Iterator[pa.RecordBatch]:
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         from pyspark.sql.pandas.types import to_arrow_schema
+
+        if not isinstance(partition, KafkaRange):
+            # Spark hands one ``InputPartition(None)`` to read when planning found no ranges
+            return
 
         arrow_schema = to_arrow_schema(self.schema, timezone="UTC")
         yield from read_range(
@@ -265,7 +269,6 @@ class KafkaBatchReader(DataSourceReader):  # type: ignore[misc]
         return pl.ranges(start, end)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        assert isinstance(partition, KafkaRange)
         yield from self.planner.read(partition)
 
 
@@ -318,7 +321,6 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  #
         return self.planner.ranges(offsets_from_json(topic, start), offsets_from_json(topic, end))
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        assert isinstance(partition, KafkaRange)
         yield from self.planner.read(partition)
 
     def commit(self, end: dict[str, Any]) -> None:

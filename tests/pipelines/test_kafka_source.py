@@ -134,6 +134,13 @@ def test_batch_read_honours_starting_and_ending_offsets(
     got = sorted((r["partition"], r["offset"]) for r in df.select("partition", "offset").collect())
     want = sorted((r.partition, r.offset) for r in records if 2 <= r.offset < 5)
     assert got == want
+    nothing = (
+        spark.read.format(SOURCE_NAME)
+        .option("kafka.bootstrap.servers", cluster.bootstrap_servers)
+        .option("startingOffsets", "latest")
+        .load()
+    )
+    assert nothing.count() == 0  # no ranges planned: Spark still runs one (empty) task
 
 
 def test_batch_job_from_kafka_builds_the_same_delta_tables_as_from_landing_files(
