@@ -6,7 +6,8 @@ Rules:
   dynamic consumer groups (range / roundrobin / sticky / cooperative-sticky) with auto-commit,
   rolling deploys, crashes (session timeouts), GC pauses, slow polls and scaling; static-member
   groups (KIP-345) whose restarts cause no rebalance; simple groups committing with generation
-  -1; short-lived console consumers that go Empty and expire (or are deleted); topic deletions.
+  -1; short-lived console consumers that go Empty and expire (or are deleted); topic deletions;
+  coordinator failovers (a partition is unloaded and loaded again by the new coordinator).
 - Records are kept as encoded columns only (``BytesLog``): offset-commit keys are cached per
   (group, topic, partition) and values built with a precompiled ``struct``. Successful commit
   responses skip the event queue (they change nothing in a client).
@@ -61,6 +62,7 @@ class GeneratorConfig:
     chunk_records: int = 250_000
     topic_deletions: bool = True
     churn_per_hour: float = 0.5
+    failovers_per_hour: float = 0.2  # __consumer_offsets partition leader moves (coordinator failover)
 
 
     @property
@@ -126,6 +128,7 @@ class LogGenerator:
                              start_ms=self.start, topic_rates=self.rates, drop_ok_commit_responses=True)
         self.plans: dict[str, GroupPlan] = {}
         self.deleted_topics: list[tuple[str, int]] = []
+        self.failovers: list[tuple[int, int, int]] = []  # (time, partition, load_ms)
         self._plan()
 
     # ------------------------------------------------------------------------------------------
@@ -169,6 +172,18 @@ class LogGenerator:
                 at = self._at(0.3, 0.8)
                 self.deleted_topics.append((topic, at))
                 self.sim.at(at, lambda t=topic: self.sim.delete_topic(t))  # type: ignore[misc]
+        # Broker restarts move __consumer_offsets partition leaders: the new coordinator loads
+        # the partition; rebalances in flight restart, everything else carries on.
+        used = sorted({self.log.partition(g) for g in self.plans})
+        t = self.start
+        while self.cfg.failovers_per_hour > 0:
+            t += int(self.rng.expovariate(self.cfg.failovers_per_hour) * HOUR)
+            if t >= self.end:
+                break
+            part = self.rng.choice(used)
+            load_ms = self.rng.randint(50, 3_000)
+            self.failovers.append((t, part, load_ms))
+            self.sim.at(t, lambda q=part, d=load_ms: self.sim.failover_partition(q, d))  # type: ignore[misc]
 
     def _client(self, plan: GroupPlan, k: int, **kw: Any) -> str:
         name = f"{plan.group_id}#{k}"
@@ -363,6 +378,7 @@ class LogGenerator:
                 "went_empty": h.went_empty if h else 0,
                 "group_records": h.group_records if h else 0,
                 "commits": coord.commits_of(gid),
+                "failovers": h.failovers if h else 0,
                 "offset_tombstones": dict(h.offset_tombstones) if h else {},
                 "expired_ms": expired.get(gid),
                 "deleted_ms": deleted.get(gid),
@@ -375,6 +391,7 @@ class LogGenerator:
             "records": self.log.count,
             "topics": {t: {"partitions": n, "messages_per_sec": self.rates[t]} for t, n in sorted(self.topics.items())},
             "deleted_topics": [{"topic": t, "time_ms": at} for t, at in self.deleted_topics],
+            "failovers": [{"time_ms": t, "partition": q, "load_ms": d} for t, q, d in self.failovers],
             "groups": groups,
         }
 

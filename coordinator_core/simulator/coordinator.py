@@ -60,6 +60,7 @@ VALID_PREVIOUS_STATES: dict[str, frozenset[str]] = {
     DEAD: frozenset({STABLE, PREPARING, COMPLETING, EMPTY, DEAD}),
 }
 
+TP = tuple[str, int]
 NEW_MEMBER_JOIN_TIMEOUT_MS = 5 * 60 * 1000  # GroupCoordinator.NewMemberJoinTimeoutMs
 _COMMIT_OK = p.OffsetCommitResponse(p.NONE)
 
@@ -142,6 +143,7 @@ class GroupHistory:
     generation: int = 0
     group_records: int = 0
     commits: int = 0
+    failovers: int = 0
     offset_tombstones: dict[str, int] = field(default_factory=dict)
 
 
@@ -178,6 +180,7 @@ class Group:
     subscribed_topics: frozenset[str] | None = None
     rebalances: int = 0
     commits: int = 0  # OffsetCommit requests stored (history.commits adds them up at death/unload)
+    stored: GroupMetadataValue | None = None  # the last group record written (what a reload sees)
 
     @property
     def all_joined(self) -> bool:
@@ -315,6 +318,7 @@ class Coordinator:
     # ------------------------------------------------------------------------------------------
     def _append_group_value(self, g: Group, value: GroupMetadataValue | None) -> None:
         self.log.append(self.rt.now, GroupMetadataKey(g.group_id), value)
+        g.stored = value
         self._history(g.group_id).group_records += 1
         self._trace(g.group_id, "record", api="GroupMetadata", generation=g.generation,
                     detail="tombstone" if value is None else f"members={len(value.members)}")
@@ -1064,10 +1068,14 @@ class Coordinator:
                 self._trace(g.group_id, "timer", api="TopicDeletion", detail=f"{topic}: {len(tps)} offsets")
                 self._tombstone_offsets(g, tps, "topic_deleted")
 
-    def unload_partition(self, partition: int) -> list[str]:
-        """Resignation (``onGroupUnloaded``): groups go Dead, waiting members get NOT_COORDINATOR."""
+    def unload_partition(self, partition: int) -> dict[str, tuple[GroupMetadataValue | None, dict[TP, OffsetEntry]]]:
+        """Resignation (``onGroupUnloaded``): groups go Dead, waiting members get NOT_COORDINATOR.
+
+        Returns what the partition's log holds for each group (its last group record and its
+        offsets): the same thing a replay of the partition gives (``load_snapshot``).
+        """
         self._cause = f"coordinator failover (partition {partition})"
-        unloaded = []
+        unloaded: dict[str, tuple[GroupMetadataValue | None, dict[TP, OffsetEntry]]] = {}
         for gid in list(self.groups):
             if self.log.partition(gid) != partition:
                 continue
@@ -1078,10 +1086,13 @@ class Coordinator:
                 if m.awaiting_sync:
                     self._invoke_sync(g, m, p.SyncGroupResponse(p.NOT_COORDINATOR))
             self._transition(g, DEAD)
+            h = self._history(gid)
+            h.dead_ms = None  # unloaded, not dead: the new coordinator loads it again
+            h.failovers += 1
             g.join_op = 0
             g.sync_op = 0
             del self.groups[gid]
-            unloaded.append(gid)
+            unloaded[gid] = (g.stored, dict(g.offsets))
         self.loading_partitions.add(partition)
         return unloaded
 
@@ -1101,10 +1112,15 @@ class Coordinator:
                                                  v.expire_timestamp, v.leader_epoch)
             elif isinstance(k, GroupMetadataKey):
                 metas[k.group] = r.value if isinstance(r.value, GroupMetadataValue) else None
+        self.load_snapshot(partition, {gid: (metas.get(gid), offsets.get(gid, {})) for gid in set(metas) | set(offsets)})
+
+    def load_snapshot(
+        self, partition: int, groups: dict[str, tuple[GroupMetadataValue | None, dict[TP, OffsetEntry]]]
+    ) -> None:
+        """Materialise groups from their last group record and offsets (the loader's end step)."""
         now = self.rt.now
-        for gid in sorted(set(metas) | set(offsets)):
-            value = metas.get(gid)
-            gofs = offsets.get(gid, {})
+        for gid in sorted(groups):
+            value, gofs = groups[gid]
             if value is None and not gofs:
                 continue
             if value is None:
@@ -1122,7 +1138,11 @@ class Coordinator:
                         g.static[m.group_instance_id] = m.member_id
                 g.subscribed_topics = self._compute_subscribed_topics(g)
             g.offsets = dict(gofs)
+            g.stored = value
             self.groups[gid] = g
+            h = self._history(gid)
+            h.final_state = g.state
+            h.generation = g.generation
             self._trace(gid, "timer", api="GroupLoad", to_state=g.state, generation=g.generation,
                         cause=f"coordinator loaded partition {partition}")
             for m in g.members.values():

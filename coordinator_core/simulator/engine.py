@@ -140,11 +140,23 @@ class Simulator:
                 c.assignment = [tp for tp in c.assignment if tp[0] in self.topics]
 
     def failover(self, group_id: str, load_ms: int = 0) -> None:
-        """The group's coordinator moves: unload, then load the partition by replay."""
-        partition = self.log.partition(group_id)
-        self.coordinator.unload_partition(partition)
-        records = list(self.log.records_for_partition(partition))
-        self.schedule(self.now + load_ms, lambda: self.coordinator.load_partition(partition, records))
+        """The group's coordinator moves: unload, then load the partition (see ``failover_partition``)."""
+        self.failover_partition(self.log.partition(group_id), load_ms)
+
+    def failover_partition(self, partition: int, load_ms: int = 0) -> None:
+        """A ``__consumer_offsets`` partition changes leader: unload it, load it ``load_ms`` later.
+
+        With a ``RecordLog`` the new coordinator replays the partition's records (spec §10); a
+        ``BytesLog`` keeps no decoded records, so the load uses what the old coordinator held
+        for the log (each group's last group record and its offsets), which is the same state.
+        """
+        snapshot = self.coordinator.unload_partition(partition)
+        coordinator = self.coordinator
+        if type(self.log) is RecordLog:
+            records = list(self.log.records_for_partition(partition))
+            self.schedule(self.now + load_ms, lambda: coordinator.load_partition(partition, records))
+        else:
+            self.schedule(self.now + load_ms, lambda: coordinator.load_snapshot(partition, snapshot))
 
     def _schedule_retention(self, at: int) -> None:
         interval = self.cfg.offsets_retention_check_interval_ms

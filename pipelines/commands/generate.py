@@ -59,6 +59,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("--offset-value-version", type=int, choices=(1, 2, 3), default=3)
     p.add_argument("--group-value-version", type=int, choices=(0, 1, 2, 3), default=3)
     p.add_argument("--churn-per-hour", type=float, default=0.5, help="lifecycle events per group per hour")
+    p.add_argument("--failovers-per-hour", type=float, default=0.2,
+                   help="coordinator failovers (partition leader moves) per hour, cluster-wide")
     p.add_argument("--no-topic-deletions", action="store_true", help="never delete a topic")
     p.add_argument("--rows-per-file", type=int, default=500_000)
     p.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -73,6 +75,7 @@ def _options(args: argparse.Namespace) -> dict[str, Any]:
         "group_value_version": args.group_value_version,
         "churn_per_hour": args.churn_per_hour,
         "topic_deletions": not args.no_topic_deletions,
+        "failovers_per_hour": args.failovers_per_hour,
     }
     if args.retention_ms is not None:
         opts["retention_ms"] = args.retention_ms

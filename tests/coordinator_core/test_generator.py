@@ -81,11 +81,8 @@ def test_default_retention_lets_groups_expire_within_the_run() -> None:
     assert GeneratorConfig(groups=1, hours=2, retention_ms=5).effective_retention_ms == 5
 
 
-def test_replaying_the_generated_log_reproduces_the_simulators_final_groups(
-    log: GeneratedLog, by_group: dict[str, list[LogRecord]]
-) -> None:
-    by = by_group
-    for gid, g in log.truth["groups"].items():
+def assert_replay_matches_truth(truth: dict[str, Any], by: dict[str, list[LogRecord]]) -> None:
+    for gid, g in truth["groups"].items():
         snap = replay(new_snapshot(gid), by.get(gid, []), assume_log_start=True, event_kinds=()).snapshot
         if g["final_state"] in ("Stable", "Empty"):
             # mid-rebalance states are never persisted, so only settled groups compare
@@ -96,6 +93,19 @@ def test_replaying_the_generated_log_reproduces_the_simulators_final_groups(
             # coordinator writes no group tombstone at generation 0)
             assert len(snap.offsets) == 0, gid
             assert not snap.exists or (g["generation"] == 0 and snap.generation == 0), gid
+
+
+def test_replaying_the_generated_log_reproduces_the_simulators_final_groups(
+    log: GeneratedLog, by_group: dict[str, list[LogRecord]]
+) -> None:
+    assert_replay_matches_truth(log.truth, by_group)
+
+
+def test_coordinator_failovers_keep_the_log_and_the_simulator_consistent() -> None:
+    log = generate(10, 1, seed=5, failovers_per_hour=6, retention_ms=600_000)
+    assert log.truth["failovers"]
+    assert any(g["failovers"] for g in log.truth["groups"].values())
+    assert_replay_matches_truth(log.truth, decoded(log))
 
 
 def test_chunks_stream_the_same_records_as_one_batch() -> None:

@@ -396,3 +396,26 @@ def test_offset_fetch_returns_the_latest_committed_offsets() -> None:
         if isinstance(x.key, OffsetCommitKey) and isinstance(x.value, OffsetCommitValue):
             latest[(x.key.topic, x.key.partition)] = x.value.offset
     assert {tp: off for tp, off, _meta in resp.offsets} == latest
+
+
+def test_loading_from_the_old_coordinators_memory_equals_replaying_the_partition() -> None:
+    r = run(client_defaults={"enable_auto_commit": True}, clients={"c1": {}, "c2": {}, "s": {
+        "group_id": "simple", "group_management": False, "assigned_partitions": [["t", 0]]}},
+        timeline=[{"at_ms": 0, "client": c, "action": "start"} for c in ("c1", "c2", "s")]
+        + [{"at_ms": 9_000, "client": "c2", "action": "stop"}], until_ms=20_000)
+    sim = r.sim
+    partitions = {sim.log.partition(g) for g in ("g", "simple")}
+    for partition in partitions:
+        records = sim.log.records_for_partition(partition)
+        snapshot = sim.coordinator.unload_partition(partition)
+        from_memory = Simulator(CoordinatorConfig(), {"t": 4})
+        from_log = Simulator(CoordinatorConfig(), {"t": 4})
+        from_memory.coordinator.load_snapshot(partition, snapshot)
+        from_log.coordinator.load_partition(partition, records)
+
+        def view(s: Simulator) -> dict[str, Any]:
+            return {gid: (g.state, g.generation, g.leader, g.protocol, sorted((m.member_id, m.assignment)
+                          for m in g.members.values()), sorted(g.offsets.items()))
+                    for gid, g in s.coordinator.groups.items()}
+
+        assert view(from_memory) == view(from_log) != {}
