@@ -73,7 +73,7 @@ def _raw_schema() -> StructType:
     return RAW_RECORDS.spark_schema()
 
 
-class KafkaRange(InputPartition):  # type: ignore[misc]
+class KafkaRange(InputPartition):
     """One task: ``[start, end)`` of one Kafka partition."""
 
     def __init__(self, topic: str, partition: int, start: int, end: int) -> None:
@@ -252,7 +252,7 @@ class _Planner:
         )
 
 
-class KafkaBatchReader(DataSourceReader):  # type: ignore[misc]
+class KafkaBatchReader(DataSourceReader):
     """``spark.read.format("offsetlake_kafka")``: ``startingOffsets`` .. ``endingOffsets``."""
 
     def __init__(self, options: Mapping[str, str], schema: StructType) -> None:
@@ -272,7 +272,7 @@ class KafkaBatchReader(DataSourceReader):  # type: ignore[misc]
         yield from self.planner.read(partition)
 
 
-class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  # type: ignore[misc]
+class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """The streaming reader: per-partition next offsets as the stream's offsets."""
 
     def __init__(self, options: Mapping[str, str], schema: StructType) -> None:
@@ -352,7 +352,7 @@ def _rate_limit(begin: Mapping[int, int], end: Mapping[int, int], max_rows: int)
     return out
 
 
-class KafkaOffsetsSource(DataSource):  # type: ignore[misc]
+class KafkaOffsetsSource(DataSource):
     """Kafka through confluent-kafka, registered as ``format("offsetlake_kafka")``."""
 
     @classmethod

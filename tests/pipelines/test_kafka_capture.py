@@ -297,3 +297,23 @@ def test_capture_end_offsets_command_writes_the_table(cluster: MockKafkaCluster,
     assert res.returncode == 0, res.stderr
     rows = DeltaTable(str(table)).to_pyarrow_table().to_pylist()
     assert sorted((r["partition"], r["log_end_offset"]) for r in rows) == [(p, 2) for p in range(4)]
+
+
+def test_bad_start_position_is_a_usage_error_naming_the_choices(tmp_path: Path) -> None:
+    res = _cli("capture", "-b", "127.0.0.1:1", "--out", str(tmp_path / "x"), "--from", "yesterday")
+    assert res.returncode == 2
+    assert res.stderr.strip().splitlines() == [
+        "offsetlake capture: error: --from yesterday: expected earliest, latest or timestamp:<epoch ms>"
+    ]
+
+
+def test_rate_limit_splits_a_trigger_over_partitions_by_lag_and_never_exceeds_it() -> None:
+    from pipelines.kafka.source import _rate_limit
+
+    begin = {0: 0, 1: 100, 2: 50}
+    end = {0: 1000, 1: 100, 2: 550}
+    capped = _rate_limit(begin, end, 300)
+    assert sum(capped[p] - begin[p] for p in end) == 300
+    assert capped[1] == 100  # no lag, nothing taken
+    assert capped[0] - begin[0] == 200 and capped[2] - begin[2] == 100  # 2:1 like their lags
+    assert _rate_limit(begin, end, 10_000) == end

@@ -179,3 +179,44 @@ def test_batch_job_from_kafka_builds_the_same_delta_tables_as_from_landing_files
         assert a.schema == b.schema, name
         assert a.count() == b.count(), name
         assert a.exceptAll(b).count() == 0 and b.exceptAll(a).count() == 0, name
+
+
+def test_stream_job_reading_kafka_equals_the_batch_replay_of_the_same_log(
+    spark: Any, cluster: MockKafkaCluster, tmp_path: Path
+) -> None:
+    """``input.source: kafka`` + ``kafka.engine: python``: the streaming job's gold tables equal
+    the batch replay of the same records read from landing files, at the stream's watermark."""
+    stream_test = pytest.importorskip("tests.pipelines.test_stream_job")
+    from pipelines import stream_job
+    from pipelines.config import config_from_dict
+    from pipelines.decode import decode_raw
+    from pipelines.replay_job import replay_to_gold
+    from schemas.raw import RAW_RECORDS
+
+    records = sample_records(8, seed=13, num_partitions=MOCK_PARTITIONS)
+    topic = f"offsets-stream-{uuid.uuid4().hex[:8]}"
+    pos = cluster.produce([(r.key, r.value, r.partition, r.timestamp_ms) for r in records], topic)
+    assert pos == [(r.partition, r.offset) for r in records]
+
+    landing = tmp_path / "landing"
+    write_raw_records(records, landing)
+    watermark = max(r.timestamp_ms for r in records) - stream_test.DELAY_MS
+    raw = spark.read.schema(RAW_RECORDS.spark_schema()).parquet(str(landing))
+    dec = decode_raw(raw)
+    gold = replay_to_gold(dec.offset_commits, dec.group_metadata, retention_ms=stream_test.RETENTION_MS,
+                          as_of_ms=watermark, unsupported_df=dec.unsupported, num_partitions=MOCK_PARTITIONS)
+    expected = stream_test.last_per_key(gold["_union"])
+
+    cfg = config_from_dict({
+        "paths": {"root": str(tmp_path / "stream")},
+        "delta": {"engine": "rust"},
+        "replay": {"retention_ms": stream_test.RETENTION_MS},
+        "offsets_topic": {"num_partitions": MOCK_PARTITIONS},
+        "stream": {"watermark_delay_ms": stream_test.DELAY_MS},
+        "input": {"source": "kafka"},
+        "kafka": {"bootstrap_servers": cluster.bootstrap_servers, "topic": topic, "engine": "python"},
+    })
+    recorder = stream_job.run(spark, cfg, available_now=True, with_quarantine=False, poll_seconds=0.5)
+    batches = [r for r in recorder.rows if r["query_name"] == stream_job.REPLAY_QUERY]
+    assert sum(r["input_rows"] for r in batches) == len(records)
+    stream_test.assert_gold_equal(spark, cfg, expected)
