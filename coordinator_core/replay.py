@@ -38,6 +38,7 @@ commit path is a dict store plus (optionally) one event.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -202,8 +203,10 @@ def new_snapshot(group_id: str) -> GroupSnapshot:
 
 
 # ---------------------------------------------------------------------------------------------
-# Embedded consumer protocol (lazy: another module owns the parsers)
+# Embedded consumer protocol (lazy: another module owns the parsers). Pure functions of the
+# blob's bytes, cached: a group's blobs recur in record after record (and across groups).
 # ---------------------------------------------------------------------------------------------
+@functools.lru_cache(maxsize=8192)
 def _subscribed_topics(blob: bytes) -> frozenset[str] | None:
     from coordinator_core import consumer_protocol
 
@@ -213,6 +216,7 @@ def _subscribed_topics(blob: bytes) -> frozenset[str] | None:
         return None
 
 
+@functools.lru_cache(maxsize=8192)
 def _assigned(blob: bytes) -> frozenset[TopicPartition] | None:
     from coordinator_core import consumer_protocol
 
