@@ -237,3 +237,16 @@ def expire_offsets(
     if plan.group_tombstone:
         out.append(Record(GroupMetadataKey(snapshot.group_id), None))
     return out
+
+
+def offset_due_times(
+    group: GroupView, retention_ms: int, rules: str = "current"
+) -> dict[tuple[str, int], int | None]:
+    """Each held offset's expiry time as the group stands (None = cannot expire as things stand).
+
+    The same ``due_ms`` the cleanup uses, for forecasts (``offsets_at_risk``, ``inspect``): a
+    later record (a member leaving, a new commit) can change it.
+    """
+    check_rules(rules)
+    sit = situation(group, rules)
+    return {tp: due_ms(entry[0], tp[0], sit, retention_ms, group) for tp, entry in sorted(group.offsets.items())}
