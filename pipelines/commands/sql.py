@@ -57,6 +57,10 @@ def register_views(spark: SparkSession, cfg: Config) -> list[str]:
             continue  # a Delta table not declared in schemas/ (someone else's): skip
         io.read(name).createOrReplaceTempView(name)
         names.append(name)
+    if names:  # analytics views (pipelines.analytics.views), empty stand-ins for missing tables
+        from pipelines.analytics.views import register_analytics_views
+
+        names += register_analytics_views(spark, io)
     return names
 
 

@@ -1,0 +1,303 @@
+"""``inspect group G --as-of T``: one group at any past moment, exactly, without Spark.
+
+Rules:
+- Only G's coordinator partition (``partition_for(G, offsets_topic.num_partitions)``) of the
+  ``raw_records`` Delta table is read, with delta-rs (a pyarrow dataset filter), decoded with the
+  core codec (undecodable records are skipped: they are in ``quarantine``) and replayed with
+  the core. Nothing here re-implements a Kafka rule.
+- The snapshot at T replays G's records with timestamp <= T (``snapshot_as_of``, expiry run at
+  T under the configured retention/rules). The STATE at T comes from the transitions of the
+  replay of ALL of G's records: the log tells a rebalance only when it ends (the next
+  group-metadata record), so a T inside a rebalance is PreparingRebalance/CompletingRebalance
+  only in hindsight. State at T = the last transition at or before T (inferred ones included,
+  flagged); generation likewise.
+- Lag: the latest ``partition_end_offsets`` sample of each topic-partition at or before T
+  (when that table exists). Expiry: each offset's due time from
+  ``coordinator_core.expiry.offset_due_times`` as the group stands at T.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import difflib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pipelines.errors import UsageError
+
+if TYPE_CHECKING:
+    from coordinator_core.records import LogRecord
+    from pipelines.config import Config
+
+RECENT = 10
+
+
+def parse_time(text: str | None) -> int | None:
+    """Epoch ms from ``text``: an integer (epoch ms) or an ISO-8601 time (UTC when no zone)."""
+    if text is None:
+        return None
+    text = text.strip()
+    if text.lstrip("-").isdigit():
+        return int(text)
+    try:
+        t = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise UsageError(f"--as-of: expected epoch ms or an ISO time like 2026-01-01T00:10:00Z, got {text!r}") from None
+    if t.tzinfo is None:
+        t = t.replace(tzinfo=dt.UTC)
+    return int(t.timestamp() * 1000)
+
+
+def fmt_ms(ms: int | None) -> str:
+    """An epoch-ms time as ``YYYY-mm-dd HH:MM:SS.fff`` UTC ('-' when None)."""
+    if ms is None:
+        return "-"
+    return dt.datetime.fromtimestamp(ms / 1000, dt.UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
+
+
+def _ms(col: Any) -> list[int | None]:
+    """Epoch ms of an Arrow timestamp column (any unit)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    return pc.cast(pc.cast(col, pa.timestamp("ms", "UTC")), pa.int64()).to_pylist()  # type: ignore[no-any-return]
+
+
+def read_group_records(cfg: Config, group_id: str) -> tuple[int, list[LogRecord], int]:
+    """G's records from ``raw_records`` (its coordinator partition only), in log order.
+
+    Returns (coordinator partition, records, undecodable records skipped).
+    """
+    import pyarrow.dataset as ds
+    from deltalake import DeltaTable
+
+    from coordinator_core.codec import decode_record
+    from coordinator_core.errors import CoordinatorError
+    from coordinator_core.partitioner import partition_for
+    from coordinator_core.records import LogRecord
+
+    part = partition_for(group_id, cfg.offsets_topic.num_partitions)
+    path = cfg.table_path("raw_records")
+    if not Path(path, "_delta_log").exists():
+        raise UsageError(f"no raw_records table under {cfg.paths.warehouse} (run: offsetlake run batch)")
+    dataset = DeltaTable(path).to_pyarrow_dataset()
+    table = dataset.to_table(columns=["key", "value", "partition", "offset", "timestamp"],
+                             filter=ds.field("partition") == part)
+    table = table.sort_by([("offset", "ascending")])
+    ts = _ms(table.column("timestamp"))
+    out: list[LogRecord] = []
+    bad = 0
+    for key, value, off, t in zip(table.column("key").to_pylist(), table.column("value").to_pylist(),
+                                  table.column("offset").to_pylist(), ts):
+        try:
+            rec = decode_record(key, value, lenient=True)
+        except CoordinatorError:
+            bad += 1
+            continue
+        if rec.key.group == group_id:
+            out.append(LogRecord(part, off, t, rec.key, rec.value))
+    return part, out, bad
+
+
+def known_groups(cfg: Config) -> list[str]:
+    """Group ids in ``group_state`` (for close-match suggestions); empty when absent."""
+    from deltalake import DeltaTable
+
+    path = cfg.table_path("group_state")
+    if not Path(path, "_delta_log").exists():
+        return []
+    return sorted(DeltaTable(path).to_pyarrow_table(columns=["group_id"]).column("group_id").to_pylist())
+
+
+def end_offsets_at(cfg: Config, at_ms: int | None) -> dict[tuple[str, int], tuple[int, int]]:
+    """(topic, partition) -> (log_end_offset, sampled_at ms) of the latest sample at or before T."""
+    from deltalake import DeltaTable
+
+    path = cfg.table_path("partition_end_offsets")
+    if not Path(path, "_delta_log").exists():
+        return {}
+    t = DeltaTable(path).to_pyarrow_table(columns=["sampled_at", "topic", "partition", "log_end_offset"])
+    ms = _ms(t.column("sampled_at"))
+    out: dict[tuple[str, int], tuple[int, int]] = {}
+    for s, topic, p, leo in zip(ms, t.column("topic").to_pylist(), t.column("partition").to_pylist(),
+                                t.column("log_end_offset").to_pylist()):
+        if at_ms is not None and s > at_ms:
+            continue
+        prev = out.get((topic, p))
+        if prev is None or s >= prev[1]:
+            out[(topic, p)] = (leo, s)
+    return out
+
+
+@dataclass
+class GroupView:
+    """Everything ``inspect group`` shows (JSON-ready via ``as_dict``)."""
+
+    group_id: str
+    as_of_ms: int | None
+    coordinator_partition: int
+    state: str
+    state_inferred: bool
+    state_since_ms: int | None
+    generation: int
+    protocol_type: str | None
+    protocol: str | None
+    leader: str | None
+    exists: bool
+    records: int
+    members: list[dict[str, Any]] = field(default_factory=list)
+    offsets: list[dict[str, Any]] = field(default_factory=list)
+    transitions: list[dict[str, Any]] = field(default_factory=list)
+    rebalances: list[dict[str, Any]] = field(default_factory=list)
+    expiring: list[dict[str, Any]] = field(default_factory=list)
+    retention_ms: int | None = None
+    rules: str = "current"
+
+    def as_dict(self) -> dict[str, Any]:
+        from dataclasses import asdict
+
+        return asdict(self)
+
+
+def inspect_group(cfg: Config, group_id: str, as_of_ms: int | None = None) -> GroupView:
+    """Build the view of ``group_id`` at ``as_of_ms`` (None = end of its log)."""
+    from coordinator_core.events import Rebalance, StateTransition
+    from coordinator_core.expiry import offset_due_times
+    from coordinator_core.replay import new_snapshot, replay, snapshot_as_of
+
+    part, records, _ = read_group_records(cfg, group_id)
+    if not records:
+        close = difflib.get_close_matches(group_id, known_groups(cfg), n=5, cutoff=0.5)
+        hint = f"; close matches: {', '.join(close)}" if close else ""
+        raise UsageError(f"group {group_id!r} has no records in raw_records (partition {part}){hint}")
+    retention = cfg.replay.retention_ms
+    rules = cfg.replay.rules
+    full = replay(new_snapshot(group_id), records, event_kinds=("state_transition", "rebalance"))
+    t_end = records[-1].timestamp_ms if as_of_ms is None else as_of_ms
+    snap = snapshot_as_of(records, group_id=group_id, as_of_ms=t_end, retention_ms=retention, rules=rules)
+    transitions = [e for e in full.events if isinstance(e, StateTransition)]
+    before = [e for e in transitions if e.timestamp_ms is not None and e.timestamp_ms <= t_end]
+    state, inferred, since, generation = snap.state.value, False, snap.state_timestamp_ms, snap.generation
+    if before:
+        last = before[-1]
+        # The expiry at T (group death) is only in the as-of snapshot; otherwise hindsight wins.
+        if not (snap.state.value == "Dead" and last.to_state != "Dead"):
+            state, inferred, since, generation = last.to_state, not last.observed, last.timestamp_ms, last.generation
+    row = snap.to_state_row(retention_ms=retention, rules=rules, num_partitions=cfg.offsets_topic.num_partitions)
+    members = []
+    for m in row["members"]:
+        parts = m.get("assigned_partitions")
+        members.append({
+            "member_id": m["member_id"],
+            "group_instance_id": m["group_instance_id"],
+            "client_id": m["client_id"],
+            "client_host": m["client_host"],
+            "session_timeout": m["session_timeout"],
+            "rebalance_timeout": m["rebalance_timeout"],
+            "is_leader": m["is_leader"],
+            "assigned_partitions": None if parts is None else [f"{p['topic']}-{p['partition']}" for p in parts],
+        })
+    ends = end_offsets_at(cfg, t_end)
+    due = offset_due_times(snap, retention, rules) if retention is not None else {}
+    offsets = []
+    for o in snap.offset_rows():
+        tp = (o["topic"], o["partition"])
+        end = ends.get(tp)
+        offsets.append({
+            "topic": o["topic"], "partition": o["partition"], "offset": o["offset"],
+            "commit_timestamp_ms": o["commit_timestamp"], "metadata": o["metadata"],
+            "log_end_offset": None if end is None else end[0],
+            "lag": None if end is None or o["offset"] is None else max(end[0] - o["offset"], 0),
+            "expires_ms": due.get(tp),
+        })
+    expiring = sorted(
+        ({"topic": o["topic"], "partition": o["partition"], "expires_ms": o["expires_ms"],
+          "hours_left": round((o["expires_ms"] - t_end) / 3_600_000, 2)} for o in offsets if o["expires_ms"] is not None),
+        key=lambda r: (r["expires_ms"], r["topic"], r["partition"]),
+    )
+    rebalances = [e for e in full.events if isinstance(e, Rebalance) and e.end_ms <= t_end]
+    return GroupView(
+        group_id=group_id, as_of_ms=as_of_ms, coordinator_partition=part, state=state, state_inferred=inferred,
+        state_since_ms=since, generation=generation, protocol_type=snap.protocol_type, protocol=snap.protocol,
+        leader=snap.leader, exists=snap.exists, records=sum(1 for r in records if r.timestamp_ms <= t_end),
+        members=members, offsets=offsets,
+        transitions=[{"time_ms": e.timestamp_ms, "from": e.from_state, "to": e.to_state, "generation": e.generation,
+                      "observed": e.observed, "cause": e.cause} for e in before[-RECENT:]],
+        rebalances=[{"generation": e.generation, "start_ms": e.start_ms, "end_ms": e.end_ms,
+                     "duration_ms": e.duration_ms, "cause": e.cause, "joined": list(e.joined), "left": list(e.left),
+                     "partitions_moved": e.partitions_moved, "protocol": e.protocol} for e in rebalances[-RECENT:]],
+        expiring=expiring, retention_ms=retention, rules=rules,
+    )
+
+
+def render(view: GroupView, console: Any = None) -> None:
+    """Print ``view`` as rich tables (header, members, offsets, transitions, rebalances, expiry)."""
+    from rich.console import Console
+    from rich.table import Table
+
+    console = console or Console()
+    state = view.state + (" (inferred)" if view.state_inferred else "")
+    head = Table.grid(padding=(0, 2))
+    head.add_column(style="bold")
+    head.add_column()
+    for k, v in (
+        ("group", view.group_id),
+        ("as of", fmt_ms(view.as_of_ms) if view.as_of_ms is not None else "end of log"),
+        ("state", f"{state} since {fmt_ms(view.state_since_ms)}"),
+        ("generation", str(view.generation)),
+        ("protocol", f"{view.protocol_type or '-'} / {view.protocol or '-'}"),
+        ("leader", view.leader or "-"),
+        ("coordinator", f"__consumer_offsets-{view.coordinator_partition}"),
+        ("records", f"{view.records:,} up to the as-of time"),
+    ):
+        head.add_row(k, v)
+    console.print(head)
+
+    t = Table(title=f"Members ({len(view.members)})", title_justify="left")
+    for c in ("member id", "instance id", "client id", "host", "session/rebalance ms", "assigned"):
+        t.add_column(c, overflow="fold")
+    for m in view.members:
+        parts = m["assigned_partitions"]
+        t.add_row(m["member_id"] + (" *" if m["is_leader"] else ""), m["group_instance_id"] or "-",
+                  m["client_id"] or "-", m["client_host"] or "-",
+                  f"{m['session_timeout']}/{m['rebalance_timeout']}",
+                  "?" if parts is None else ", ".join(parts) or "-")
+    console.print(t)
+
+    t = Table(title=f"Committed offsets ({len(view.offsets)})", title_justify="left")
+    for c in ("topic", "partition", "offset", "commit time", "log end", "lag", "expires"):
+        t.add_column(c, justify="right" if c in ("partition", "offset", "log end", "lag") else "left")
+    for o in view.offsets:
+        t.add_row(o["topic"], str(o["partition"]), str(o["offset"]), fmt_ms(o["commit_timestamp_ms"]),
+                  "-" if o["log_end_offset"] is None else str(o["log_end_offset"]),
+                  "-" if o["lag"] is None else str(o["lag"]), fmt_ms(o["expires_ms"]) if o["expires_ms"] else "never")
+    console.print(t)
+
+    t = Table(title=f"Recent transitions (last {RECENT})", title_justify="left")
+    for c in ("time", "from", "to", "generation", "observed", "cause"):
+        t.add_column(c)
+    for e in view.transitions:
+        t.add_row(fmt_ms(e["time_ms"]), e["from"] or "-", e["to"], str(e["generation"]),
+                  "yes" if e["observed"] else "inferred", e["cause"])
+    console.print(t)
+
+    t = Table(title=f"Recent rebalances (last {RECENT})", title_justify="left")
+    for c in ("generation", "start", "end", "duration ms", "cause", "joined", "left", "moved", "assignor"):
+        t.add_column(c, overflow="fold")
+    for r in view.rebalances:
+        t.add_row(str(r["generation"]), fmt_ms(r["start_ms"]), fmt_ms(r["end_ms"]), str(r["duration_ms"]),
+                  r["cause"], str(len(r["joined"])), str(len(r["left"])),
+                  "-" if r["partitions_moved"] is None else str(r["partitions_moved"]), r["protocol"] or "-")
+    console.print(t)
+
+    ret = "no retention configured" if view.retention_ms is None else f"retention {view.retention_ms / 3_600_000:g} h, rules {view.rules}"
+    t = Table(title=f"Offsets due to expire ({ret})", title_justify="left")
+    for c in ("topic", "partition", "expires", "hours left"):
+        t.add_column(c)
+    for e in view.expiring[:20]:
+        t.add_row(e["topic"], str(e["partition"]), fmt_ms(e["expires_ms"]), f"{e['hours_left']:g}")
+    if not view.expiring:
+        console.print(f"Offsets due to expire ({ret}): none as the group stands")
+    else:
+        console.print(t)
