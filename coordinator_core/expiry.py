@@ -249,4 +249,6 @@ def offset_due_times(
     """
     check_rules(rules)
     sit = situation(group, rules)
-    return {tp: due_ms(entry[0], tp[0], sit, retention_ms, group) for tp, entry in sorted(group.offsets.items())}
+    return {
+        tp: due_ms(entry[0], tp[0], sit, retention_ms, group) for tp, entry in sorted(group.offsets.items())
+    }

@@ -81,7 +81,9 @@ def test_expiry_predictions_agree_with_the_logs_tombstones(
             # nothing the log removed by retention went unpredicted (topic deletions are not retention)
             by_topic_deletion = (e.topic, e.observed_ms) in deleted_topics
             assert not (
-                e.status == "observed" and t["expired_ms"] is not None and t["deleted_ms"] is None
+                e.status == "observed"
+                and t["expired_ms"] is not None
+                and t["deleted_ms"] is None
                 and not by_topic_deletion
             ), (gid, e)
         assert result.snapshot.state.value == t["final_state"], gid
