@@ -17,6 +17,8 @@ Rules:
   | 2.1-2.3 | same | none | same | none |
   | pre-2.1 | every offset in any state: expires when ``expire_timestamp < now`` (strict); a commit without one gets ``commit_timestamp + retention`` | | | |
 
+  A replay only materialises Empty, Stable and Dead (PreparingRebalance/CompletingRebalance are
+  never persisted), so "2.4-3.1" predicts the same as "current" here; it differs on a live broker.
   An explicit ``expire_timestamp`` (v1 value) replaces ``base + retention`` for an eligible
   offset only; it never makes an ineligible offset expire (except under pre-2.1).
 - ``subscribed_topics`` (consumer protocol, each member's subscription parsed as v0) unknown

@@ -13,7 +13,7 @@ from coordinator_core.events import (
     Rebalance,
     StateTransition,
 )
-from coordinator_core.records import OffsetCommitValue
+from coordinator_core.records import MemberMetadata, OffsetCommitValue
 from coordinator_core.replay import (
     SNAPSHOT_FORMAT_VERSION,
     GroupSnapshot,
@@ -467,3 +467,39 @@ def test_new_snapshot_is_a_group_that_does_not_exist() -> None:
     )
     assert s.offset("t", 0) is None
     assert OffsetCommitValue(1, "", 2) != s
+
+
+# Format v1 as written on 2026-11-22. It is frozen: changing the layout needs a new format
+# version, and deserialize_snapshot must keep reading these bytes.
+GOLDEN_V1 = (
+    "0107676f6c64656e1b0409636f6e73756d65720672616e6765046d2d319d9fabfef96201046d2d3106706f642d61"
+    "07636c69656e74032f68a09c01e1d4030e000000000001000174ffffffff0300000081a0abfef9629d9fabfef962"
+    "020274010274d0afabfef9620100005400010000030006160001061ad1afabfef9620401e1fdabfef96201027502"
+    "0ed0afabfef962e0fdabfef9620000"
+)
+
+
+def _golden_snapshot() -> GroupSnapshot:
+    m = MemberMetadata(
+        "m-1",
+        "client",
+        "/h",
+        10_000,
+        bytes.fromhex("000000000001000174ffffffff"),
+        b"\x00\x00",
+        30_000,
+        "pod-a",
+    )
+    log = GroupLog("golden", partition=3, start_ms=1_700_000_000_000, first_offset=10)
+    log.stable(2, [m])
+    log.commit("t", 0, 42, at=log.now + 1000)
+    log.commit("u", 1, 7, expire=log.now + 5000)  # unsubscribed topic: predicted to expire
+    log.unknown(5)
+    return replay(new_snapshot("golden"), log.records, retention_ms=10_000, as_of_ms=log.now + 6000).snapshot
+
+
+def test_snapshot_format_v1_bytes_are_stable_and_still_readable() -> None:
+    snap = _golden_snapshot()
+    assert snap.predicted_expired and snap.members and snap.unsupported_records == 1
+    assert serialize_snapshot(snap).hex() == GOLDEN_V1
+    assert deserialize_snapshot(bytes.fromhex(GOLDEN_V1)) == snap
