@@ -317,3 +317,31 @@ def test_rate_limit_splits_a_trigger_over_partitions_by_lag_and_never_exceeds_it
     assert capped[1] == 100  # no lag, nothing taken
     assert capped[0] - begin[0] == 200 and capped[2] - begin[2] == 100  # 2:1 like their lags
     assert _rate_limit(begin, end, 10_000) == end
+
+
+def test_following_capture_stops_cleanly_on_sigterm_and_keeps_what_it_read(
+    cluster: MockKafkaCluster, tmp_path: Path
+) -> None:
+    topic = _topic()
+    records = _synthetic(120)
+    _produce(cluster, records, topic)
+    out = tmp_path / "landing"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pipelines", "capture", "-b", cluster.bootstrap_servers, "--topic", topic,
+         "--out", str(out), "--flush-interval", "0.2", "--no-progress"],
+        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while (sum(1 for _ in read_raw_records(out)) if capture_files(out) else 0) < len(records):
+            assert time.monotonic() < deadline, "follower captured nothing"
+            time.sleep(0.1)
+        proc.send_signal(signal.SIGTERM)
+        stdout, stderr = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, stderr
+    assert f"captured {len(records)} records" in stdout
+    state = CaptureState.load(out / STATE_FILE, topic)
+    assert state.next_offsets == {p: 30 for p in range(MOCK_PARTITIONS)}
