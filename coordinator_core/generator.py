@@ -63,6 +63,7 @@ class GeneratorConfig:
     topic_deletions: bool = True
     churn_per_hour: float = 0.5
     failovers_per_hour: float = 0.2  # __consumer_offsets partition leader moves (coordinator failover)
+    expiry_rules: str = "current"  # see CoordinatorConfig.expiry_rules ("pre-2.1" writes v1 + expire)
 
 
     @property
@@ -106,6 +107,8 @@ class LogGenerator:
         (the straightforward path: the benchmark's baseline and a cross-check of the bytes)."""
         if config.groups < 1 or config.hours <= 0:
             raise ValueError("groups must be >= 1 and hours > 0")
+        if config.expiry_rules not in ("current", "2.4-3.1", "2.1-2.3", "pre-2.1"):
+            raise ValueError(f"unknown expiry rules {config.expiry_rules!r}")
         self.cfg = config
         self.fast = fast
         self.rng = random.Random(config.seed)
@@ -120,6 +123,7 @@ class LogGenerator:
             group_value_version=config.group_value_version,
             coordinator=config.coordinator,
             num_partitions=config.num_partitions,
+            expiry_rules=config.expiry_rules,
         )
         self.topics: dict[str, int] = {}
         self.rates: dict[str, float] = {}

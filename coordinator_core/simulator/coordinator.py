@@ -93,6 +93,11 @@ class CoordinatorConfig:
     new_group_state: str = EMPTY  # "Stable" reproduces Kafka 0.10.0 (the book: no Empty state yet)
     num_partitions: int = 50
     delayed_sync: bool = True  # DelayedSync (Kafka 3.2+): kick members that never send SyncGroup
+    # Offset expiry rules (spec §8.2, the replay's rule-set names): "current" (KAFKA-13636: the
+    # consumer rule only while Stable), "2.4-3.1" (the consumer rule in any non-Empty state),
+    # "2.1-2.3" (non-Empty groups never expire offsets), "pre-2.1" (v1 values with
+    # expire = commit + retention, expiring whatever the group state).
+    expiry_rules: str = "current"
 
 
 @dataclass(slots=True)
@@ -354,7 +359,12 @@ class Coordinator:
         now = self.rt.now
         version = self.cfg.offset_value_version
         expire: int | None = None
-        if retention_ms is not None and retention_ms >= 0:
+        if self.cfg.expiry_rules == "pre-2.1":
+            # 0.9 - 2.0 brokers: v1 always, expire = commit time + (request or broker) retention
+            version = 1
+            expire = now + (retention_ms if retention_ms is not None and retention_ms >= 0
+                            else self.cfg.offsets_retention_ms)
+        elif retention_ms is not None and retention_ms >= 0:
             version = 1  # spec §4.5: an explicit retention makes the broker write v1
             expire = now + retention_ms
         g.commits += 1
@@ -1030,12 +1040,22 @@ class Coordinator:
         for gid in list(self.groups):
             g = self.groups[gid]
             expired: list[tuple[str, int]] = []
-            if g.protocol_type is not None and g.state == EMPTY:
+            rules = self.cfg.expiry_rules
+            consumer_rule_states = (STABLE,) if rules == "current" else (STABLE, PREPARING, COMPLETING)
+            if rules == "pre-2.1":
+                # @2.0.0 GroupMetadata.removeExpiredOffsets: every offset carries its expire
+                # timestamp and expires strictly after it, whatever the group state.
+                for tp, e in g.offsets.items():
+                    exp = e[E_EXPIRE_TS]
+                    if exp is not None and exp < now:
+                        expired.append(tp)
+            elif g.protocol_type is not None and g.state == EMPTY:
                 base_ts = g.current_state_timestamp
                 for tp, e in g.offsets.items():
                     if self._expired(e, now, retention, base_ts if base_ts is not None else e[E_COMMIT_TS]):
                         expired.append(tp)
-            elif g.protocol_type == "consumer" and g.subscribed_topics is not None and g.state == STABLE:
+            elif (rules != "2.1-2.3" and g.protocol_type == "consumer" and g.subscribed_topics is not None
+                  and g.state in consumer_rule_states):
                 for tp, e in g.offsets.items():
                     if tp[0] not in g.subscribed_topics and self._expired(e, now, retention, e[E_COMMIT_TS]):
                         expired.append(tp)

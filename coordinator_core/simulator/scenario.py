@@ -136,6 +136,8 @@ class Scenario:
                                                       f"{path}.coordinator"))
         if coord.coordinator not in ("old", "new"):
             raise _fail(f"{path}.coordinator.coordinator", "must be 'old' or 'new'")
+        if coord.expiry_rules not in ("current", "2.4-3.1", "2.1-2.3", "pre-2.1"):
+            raise _fail(f"{path}.coordinator.expiry_rules", "must be one of current, 2.4-3.1, 2.1-2.3, pre-2.1")
         if coord.new_group_state not in ("Empty", "Stable"):
             raise _fail(f"{path}.coordinator.new_group_state", "must be 'Empty' or 'Stable'")
         topics: dict[str, int] = {}

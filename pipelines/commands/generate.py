@@ -58,6 +58,8 @@ def register(subparsers: Any) -> None:
                    help="old: the Scala GroupCoordinator; new: the KIP-848 runtime's classic groups")
     p.add_argument("--offset-value-version", type=int, choices=(1, 2, 3), default=3)
     p.add_argument("--group-value-version", type=int, choices=(0, 1, 2, 3), default=3)
+    p.add_argument("--expiry-rules", choices=("current", "2.4-3.1", "2.1-2.3", "pre-2.1"), default="current",
+                   help="the broker's offset expiry rules (pre-2.1 also writes v1 values with expire timestamps)")
     p.add_argument("--churn-per-hour", type=float, default=0.5, help="lifecycle events per group per hour")
     p.add_argument("--failovers-per-hour", type=float, default=0.2,
                    help="coordinator failovers (partition leader moves) per hour, cluster-wide")
@@ -76,6 +78,7 @@ def _options(args: argparse.Namespace) -> dict[str, Any]:
         "churn_per_hour": args.churn_per_hour,
         "topic_deletions": not args.no_topic_deletions,
         "failovers_per_hour": args.failovers_per_hour,
+        "expiry_rules": args.expiry_rules,
     }
     if args.retention_ms is not None:
         opts["retention_ms"] = args.retention_ms

@@ -419,3 +419,35 @@ def test_loading_from_the_old_coordinators_memory_equals_replaying_the_partition
                     for gid, g in s.coordinator.groups.items()}
 
         assert view(from_memory) == view(from_log) != {}
+
+
+@pytest.mark.parametrize(("rules", "expected_tombstone_ms"), [("pre-2.1", 4_200_000), ("current", None)])
+def test_pre_2_1_brokers_expire_a_stable_groups_offsets_by_their_expire_timestamp(
+    rules: str, expected_tombstone_ms: int | None
+) -> None:
+    r = run(coordinator={"offsets_retention_ms": 3_600_000, "expiry_rules": rules}, clients={"c1": {}},
+            timeline=[{"at_ms": 0, "client": "c1", "action": "start"}, {"at_ms": 5000, "client": "c1", "action": "commit"}],
+            until_ms=2 * 3_600_000)
+    commits = [x.value for x in r.records if isinstance(x.value, OffsetCommitValue)]
+    if rules == "pre-2.1":
+        assert {(v.version, v.expire_timestamp) for v in commits} == {(1, 5000 + 3_600_000)}
+    else:
+        assert {v.version for v in commits} == {3}
+    tombstones = [x.timestamp_ms for x in r.records if x.value is None]
+    assert tombstones == ([expected_tombstone_ms] * len(commits) if expected_tombstone_ms else [])
+    assert r.sim.state_of("g") == "Stable"
+
+
+def test_the_consumer_rule_expires_unsubscribed_topics_only_while_stable_under_current_rules() -> None:
+    def tombstones(rules: str) -> list[int]:
+        r = run(coordinator={"offsets_retention_ms": 600_000, "expiry_rules": rules}, topics={"t": 1, "u": 1},
+                clients={"c1": {"topics": ["t", "u"]}},
+                timeline=[{"at_ms": 0, "client": "c1", "action": "start"},
+                          {"at_ms": 5000, "client": "c1", "action": "commit"},
+                          {"at_ms": 6000, "client": "c1", "action": "subscribe", "topics": ["t"]}],
+                until_ms=1_300_000)
+        return [x.timestamp_ms for x in r.records if x.value is None]
+
+    assert tombstones("current") == [1_200_000]  # u-0 committed at 5 s, unsubscribed: expired while Stable
+    assert tombstones("2.4-3.1") == [1_200_000]
+    assert tombstones("2.1-2.3") == []  # non-Empty groups never expire offsets
