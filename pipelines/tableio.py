@@ -19,7 +19,8 @@ Rules:
   commits nothing and leaves the table version unchanged.
 - Reading back: ``read(name)`` respects the current snapshot on both engines (rust: the
   snapshot's file list, not a directory listing; an empty table yields an empty DataFrame with
-  the declared schema).
+  the declared schema; a table another engine wrote with deletion vectors or column mapping is
+  read by delta-rs itself, through the driver).
 - Table metadata (version, txn, history, row counts) is read with delta-rs on both engines: it
   reads any Delta table's log without a Spark job.
 """
@@ -391,8 +392,16 @@ class TableIO:
         from deltalake import DeltaTable
 
         dt = DeltaTable(self.path(name), version=version)
-        files = dt.file_uris()
         schema = spec.spark_schema()
+        proto = dt.protocol()
+        if proto.min_reader_version >= 2 or set(proto.reader_features or ()) & {"deletionVectors", "columnMapping"}:
+            # Written by another engine with deletion vectors / column mapping: the file list alone
+            # is not the snapshot. delta-rs applies them; the rows pass through the driver.
+            log.warning("%s: reader features %s: reading through delta-rs on the driver", name,
+                        proto.reader_features)
+            table = dt.to_pyarrow_table().select(list(spec.column_names)).cast(spec.arrow_schema())
+            return self.spark.createDataFrame(table, schema=schema)
+        files = dt.file_uris()
         if not files:
             return self.spark.createDataFrame([], schema)
         reader = self.spark.read.schema(schema)
