@@ -80,7 +80,9 @@ _D = GroupState.DEAD
 
 _SIT_NONE = _expiry.SIT_NONE
 _SIT_UNSUBSCRIBED = _expiry.SIT_UNSUBSCRIBED
-_FAR = 1 << 62  # "nothing can be due" for the expiry check
+_FAR = 1 << 62
+#: ``group.initial.rebalance.delay.ms`` default (KIP-134, Kafka 0.11+)
+GROUP_INITIAL_REBALANCE_DELAY_MS = 3_000  # "nothing can be due" for the expiry check
 
 _EMPTY_OFFSETS: Mapping[TopicPartition, OffsetState] = MappingProxyType({})
 _EMPTY_PREDICTED: Mapping[TopicPartition, PredictedExpiry] = MappingProxyType({})
@@ -759,7 +761,7 @@ class _Work:
                 rb_cause = "static_member_rejoined"
         else:
             g_from = prev_gen if prev_gen is not None else 0
-            start_est = _start_estimate(v.members or prev_members, end_join, prev_meta_ts)
+            start_est = _start_estimate(v.members or prev_members, end_join, prev_meta_ts, not prev_members)
             if not self.exists or self.state is _D:
                 # Kafka creates the group object (Empty) at the first JoinGroup
                 self._create(
@@ -974,7 +976,7 @@ class _Work:
         elif cause == "static_member_rejoined":
             start = ts
         else:
-            start = _start_estimate(v.members or prev_members, end_join, prev_meta_ts)
+            start = _start_estimate(v.members or prev_members, end_join, prev_meta_ts, not prev_members)
         skipped: int | None = None
         if prev_gen is not None and v.generation >= prev_gen:
             skipped = max(0, v.generation - prev_gen - 1)
@@ -1009,10 +1011,17 @@ class _Work:
         )
 
 
-def _start_estimate(members: Sequence[MemberMetadata], end_join: int, prev_meta_ts: int | None) -> int:
+def _start_estimate(
+    members: Sequence[MemberMetadata], end_join: int, prev_meta_ts: int | None, from_empty: bool
+) -> int:
     """Earliest possible start of a rebalance: the join phase lasts at most the largest
-    rebalance timeout (DelayedJoin), and it began after the previous group record."""
-    start = end_join - max(m.effective_rebalance_timeout for m in members) if members else end_join
+    rebalance timeout (DelayedJoin); from Empty, InitialDelayedJoin waits
+    ``group.initial.rebalance.delay.ms`` and at most max(that, rebalance timeout). It began after
+    the previous group record."""
+    longest = max((m.effective_rebalance_timeout for m in members), default=0)
+    if from_empty:
+        longest = max(longest, GROUP_INITIAL_REBALANCE_DELAY_MS)
+    start = end_join - longest
     if prev_meta_ts is not None and prev_meta_ts > start:
         start = prev_meta_ts
     return min(start, end_join)

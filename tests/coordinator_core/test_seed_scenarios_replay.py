@@ -205,3 +205,18 @@ def test_replaying_the_simulators_log_gives_its_generations_and_states(path: Pat
         assert replayed.snapshot.generation == scenario.expect["generation"]
     if "final_state" in scenario.expect:
         assert replayed.snapshot.state.value == scenario.expect["final_state"]
+    sim_edges = [
+        (e.from_state, e.to_state, e.generation, e.time_ms)
+        for e in run.events
+        if e.kind == "transition" and e.group_id == group
+    ]
+    transitions = [e for e in replayed.events if isinstance(e, StateTransition)]
+    # what the replay calls observed happened exactly then (current_state_timestamp, record time)
+    for t in transitions:
+        if t.observed and t.from_state is not None:
+            assert (t.from_state, t.to_state, t.generation, t.timestamp_ms) in sim_edges, t
+    # an estimated rebalance start is never later than the real one
+    for t in transitions:
+        if t.to_state == "PreparingRebalance" and t.timestamp_source == "estimate":
+            real = [at for _, to, g, at in sim_edges if to == "PreparingRebalance" and g == t.generation]
+            assert t.timestamp_ms is not None and any(t.timestamp_ms <= at for at in real), t
