@@ -131,3 +131,24 @@ def test_the_fast_encoded_path_writes_exactly_the_codecs_bytes() -> None:
 def test_bad_sizes_are_rejected() -> None:
     with pytest.raises(ValueError):
         LogGenerator(GeneratorConfig(groups=0, hours=1))
+
+
+def test_the_log_does_not_depend_on_the_interpreters_hash_seed() -> None:
+    import hashlib
+    import os
+    import subprocess
+    import sys
+
+    code = (
+        "import hashlib; from coordinator_core.generator import generate; "
+        "g = generate(8, 0.5, seed=13, failovers_per_hour=4); h = hashlib.sha256(); "
+        "[h.update(k + (v or b'-') + p.to_bytes(4, 'big') + o.to_bytes(8, 'big') + t.to_bytes(8, 'big')) "
+        "for k, v, p, o, t in zip(g.keys, g.values, g.partitions, g.offsets, g.timestamps)]; print(h.hexdigest())"
+    )
+    digests = set()
+    for hash_seed in ("1", "2"):
+        env = {**os.environ, "PYTHONHASHSEED": hash_seed}
+        out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+        digests.add(out.stdout.strip())
+    assert len(digests) == 1
+    assert len(next(iter(digests))) == len(hashlib.sha256().hexdigest())

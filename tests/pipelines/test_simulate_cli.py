@@ -53,3 +53,11 @@ def test_generate_writes_parquet_and_truth(tmp_path: Path) -> None:
 
 def test_generate_rejects_nonsense_sizes(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["generate", "--groups", "0", "--hours", "1", "--out", "/tmp/never"]) == 2
+
+
+def test_simulate_list_names_every_shipped_scenario(capsys: pytest.CaptureFixture[str]) -> None:
+    from pipelines.scenario_files import shipped_scenarios
+
+    assert main(["simulate", "--list"]) == 0
+    out = capsys.readouterr().out
+    assert all(p.stem in out for p in shipped_scenarios())
