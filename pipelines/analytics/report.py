@@ -1,0 +1,344 @@
+"""The HTML report: a cluster overview and one section per group, in ONE self-contained file.
+
+Rules:
+- Gold tables are read with delta-rs into pandas: they are small (one row per group, per
+  group-partition or per event), so no Spark is needed. ``offset_commits`` (the big decoded
+  table) is read with only the columns the plots need, for the groups shown.
+- Per-group detail is capped (default: the 50 most active groups by records) unless ``groups``
+  is given; the overview covers every group.
+- plotly.js is inlined (``include_plotlyjs`` once, in the first figure): the file opens with no
+  network access. Every figure is a ``<div class="plotly-graph-div">``.
+- Expiry forecast uses the core (``coordinator_core.expiry.offset_due_times``) through
+  ``pipelines.analytics.inspect`` only for the shown groups' current offsets.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import html
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from pipelines.config import Config
+
+DEFAULT_MAX_GROUPS = 50
+STATE_COLORS = {
+    "Empty": "#9e9e9e",
+    "PreparingRebalance": "#ff9800",
+    "CompletingRebalance": "#ffc107",
+    "Stable": "#4caf50",
+    "Dead": "#424242",
+}
+
+_CSS = """
+body{font-family:-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:0;background:#f5f6f8;color:#222}
+header{background:#1f2937;color:#fff;padding:18px 32px}
+header h1{margin:0;font-size:22px} header p{margin:4px 0 0;color:#cbd5e1;font-size:13px}
+main{padding:16px 32px;max-width:1320px}
+section{background:#fff;border-radius:8px;box-shadow:0 1px 3px rgba(0,0,0,.08);margin:16px 0;padding:16px 20px}
+h2{font-size:18px;margin:4px 0 12px} h3{font-size:14px;margin:12px 0 6px;color:#374151}
+.kpis{display:flex;gap:12px;flex-wrap:wrap}
+.kpi{background:#f1f5f9;border-radius:6px;padding:8px 14px;min-width:110px}
+.kpi b{display:block;font-size:20px} .kpi span{font-size:12px;color:#64748b}
+.grid{display:grid;grid-template-columns:1fr 1fr;gap:12px}
+table{border-collapse:collapse;font-size:12px;width:100%} th,td{padding:4px 8px;border-bottom:1px solid #e5e7eb;text-align:left}
+th{background:#f8fafc} .state{display:inline-block;padding:2px 8px;border-radius:10px;color:#fff;font-size:12px}
+nav{font-size:12px;line-height:1.8} nav a{margin-right:10px;color:#2563eb;text-decoration:none}
+.muted{color:#64748b;font-size:12px}
+"""
+
+
+def _read(cfg: Config, name: str, columns: list[str] | None = None, filt: Any = None) -> pd.DataFrame | None:
+    """A Delta table as pandas (delta-rs), or None when it does not exist."""
+    from deltalake import DeltaTable
+
+    path = cfg.table_path(name)
+    if not Path(path, "_delta_log").exists():
+        return None
+    table = DeltaTable(path).to_pyarrow_dataset().to_table(columns=columns)
+    if filt is not None:  # filtered after the read: pushdown of string predicates dropped rows (delta-rs stats)
+        table = table.filter(filt)
+    return table.to_pandas()
+
+
+def _fmt(ts: Any) -> str:
+    import pandas as pd
+
+    if ts is None or (not isinstance(ts, (list, tuple)) and pd.isna(ts)):
+        return "-"
+    return pd.Timestamp(ts).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _lst(x: Any) -> list[Any]:
+    """A list from an Arrow/pandas list cell (None/NaN -> [])."""
+    return [] if x is None or isinstance(x, float) else list(x)
+
+
+def _table(df: pd.DataFrame, max_rows: int = 30) -> str:
+    import pandas as pd
+
+    if df is None or df.empty:
+        return '<p class="muted">none</p>'
+    df = df.head(max_rows).copy()
+    for col in df.columns:
+        if pd.api.types.is_datetime64_any_dtype(df[col]):
+            df[col] = df[col].map(_fmt)
+        else:
+            df[col] = df[col].map(lambda v: "-" if v is None or (isinstance(v, float) and pd.isna(v)) else v)
+    return str(df.to_html(index=False, border=0, escape=True, na_rep="-"))
+
+
+class _Figures:
+    """Collects figure HTML; the first one carries plotly.js inline."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def html(self, fig: Any, height: int = 320) -> str:
+        fig.update_layout(height=height, margin={"l": 40, "r": 20, "t": 40, "b": 40}, template="plotly_white",
+                          font={"size": 11})
+        out = fig.to_html(full_html=False, include_plotlyjs=self.count == 0, config={"displaylogo": False})
+        self.count += 1
+        return str(out)
+
+
+def build_report(cfg: Config, *, groups: list[str] | None = None, max_groups: int = DEFAULT_MAX_GROUPS) -> str:
+    """The report's HTML (see the module rules)."""
+    import pandas as pd
+    import plotly.express as px
+    import plotly.graph_objects as go
+    import pyarrow.dataset as pds
+
+    state = _read(cfg, "group_state")
+    if state is None:
+        from pipelines.errors import UsageError
+
+        raise UsageError(f"no group_state table under {cfg.paths.warehouse} (run: offsetlake run batch)")
+    rebal = _read(cfg, "rebalances")
+    trans = _read(cfg, "group_transitions")
+    members = _read(cfg, "group_members", ["group_id", "generation", "member_id", "group_instance_id", "timestamp"])
+    offsets = _read(cfg, "offsets_current")
+    expir = _read(cfg, "offset_expirations")
+    commits_cols = ["coordinator_partition", "group_id", "is_tombstone"]
+    load = _read(cfg, "offset_commits", commits_cols)
+    gm = _read(cfg, "group_metadata", ["coordinator_partition", "group_id"])
+    figs = _Figures()
+    rebal = rebal if rebal is not None else pd.DataFrame(columns=["group_id", "cause", "end_time", "duration_ms"])
+    is_reb = rebal["cause"].isin(["new_generation", "ended_empty", "first_record"])
+
+    # ---- activity and which groups get a section ------------------------------------------
+    activity = pd.Series(0, index=state["group_id"], dtype="int64")
+    if load is not None and not load.empty:
+        activity = activity.add(load.groupby("group_id").size(), fill_value=0)
+    if groups:
+        shown = [g for g in groups if g in set(state["group_id"])]
+    else:
+        shown = list(activity.sort_values(ascending=False).index[:max_groups])
+
+    now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    parts: list[str] = []
+    n_groups = len(state)
+    kpis = [
+        (f"{n_groups:,}", "groups"),
+        (f"{int((state['state'] == 'Stable').sum()):,}", "Stable"),
+        (f"{int(is_reb.sum()):,}", "rebalances"),
+        (f"{rebal.loc[is_reb, 'duration_ms'].fillna(0).sum() / 60000:,.1f}", "rebalance minutes"),
+        (f"{0 if offsets is None else len(offsets):,}", "committed offsets"),
+        (f"{0 if load is None else len(load):,}", "offset-commit records"),
+    ]
+    parts.append('<section id="overview"><h2>Cluster overview</h2><div class="kpis">'
+                 + "".join(f'<div class="kpi"><b>{v}</b><span>{k}</span></div>' for v, k in kpis) + "</div>")
+    by_state = state.groupby("state").size().reset_index(name="groups")
+    f1 = px.bar(by_state, x="state", y="groups", color="state", color_discrete_map=STATE_COLORS, title="Groups by state")
+    f1.update_layout(showlegend=False)
+    top = rebal[is_reb].groupby("group_id").agg(rebalances=("cause", "size"),
+                                                 minutes=("duration_ms", lambda s: s.fillna(0).sum() / 60000))
+    top = top.sort_values("rebalances", ascending=False).head(15).reset_index()
+    f2 = px.bar(top, x="rebalances", y="group_id", orientation="h", title="Top rebalancing groups",
+                hover_data=["minutes"])
+    f2.update_layout(yaxis={"autorange": "reversed", "title": None})
+    parts.append('<div class="grid">' + figs.html(f1) + figs.html(f2) + "</div>")
+    reb_t = rebal[is_reb & rebal["end_time"].notna()].copy()
+    if not reb_t.empty:
+        reb_t["hour"] = pd.to_datetime(reb_t["end_time"]).dt.floor("h")
+        per_hour = reb_t.groupby("hour").agg(minutes=("duration_ms", lambda s: s.fillna(0).sum() / 60000),
+                                             rebalances=("cause", "size")).reset_index()
+        f3 = px.bar(per_hour, x="hour", y="minutes", hover_data=["rebalances"], title="Rebalance minutes per hour")
+        f3.update_traces(width=3_600_000 * 0.8, offset=3_600_000 * 0.1)
+        f3.update_xaxes(range=[per_hour["hour"].min() - pd.Timedelta(hours=1), per_hour["hour"].max() + pd.Timedelta(hours=2)],
+                        tickformat="%b %d %H:%M")
+    else:
+        f3 = go.Figure().update_layout(title="Rebalance minutes per hour (no rebalances)")
+    if load is not None and not load.empty:
+        both = pd.concat([load[["coordinator_partition", "group_id"]], gm[["coordinator_partition", "group_id"]]]
+                         if gm is not None else [load[["coordinator_partition", "group_id"]]])
+        cl = both.groupby("coordinator_partition").agg(records=("group_id", "size"), groups=("group_id", "nunique"))
+        cl = cl.reset_index().sort_values("records", ascending=False)
+        cl["partition"] = cl["coordinator_partition"].astype(str)
+        f4 = px.bar(cl, x="partition", y="records", hover_data=["groups"],
+                    title="Coordinator load: records per __consumer_offsets partition")
+        f4.update_xaxes(type="category")
+    else:
+        f4 = go.Figure().update_layout(title="Coordinator load (no offset commits)")
+    parts.append('<div class="grid">' + figs.html(f3) + figs.html(f4) + "</div>")
+    nav = "".join(f'<a href="#g-{html.escape(g)}">{html.escape(g)}</a>' for g in shown)
+    capped = "" if groups or len(state) <= max_groups else f" (top {max_groups} of {n_groups} by records)"
+    parts.append(f"<h3>Groups in this report{capped}</h3><nav>{nav}</nav></section>")
+
+    # ---- per-group sections -----------------------------------------------------------------
+    detail_commits = None
+    if shown and Path(cfg.table_path("offset_commits"), "_delta_log").exists():
+        detail_commits = _read(cfg, "offset_commits", ["group_id", "topic", "partition", "commit_timestamp",
+                                                       "committed_offset", "is_tombstone"],
+                               pds.field("group_id").isin(shown))
+    for g in shown:
+        parts.append(_group_section(g, cfg, state, rebal, trans, members, offsets, expir, detail_commits, figs))
+
+    title = "offsetlake report"
+    return (
+        f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{title}</title><style>{_CSS}</style></head>"
+        f"<body><header><h1>{title}</h1><p>{n_groups} consumer groups · warehouse {html.escape(str(cfg.paths.warehouse))}"
+        f" · generated {now}</p></header><main>{''.join(parts)}</main></body></html>"
+    )
+
+
+def _group_section(g: str, cfg: Config, state: pd.DataFrame, rebal: pd.DataFrame, trans: pd.DataFrame | None,
+                   members: pd.DataFrame | None, offsets: pd.DataFrame | None, expir: pd.DataFrame | None,
+                   commits: pd.DataFrame | None, figs: _Figures) -> str:
+    import pandas as pd
+    import plotly.express as px
+    import plotly.graph_objects as go
+
+    st = state[state["group_id"] == g].iloc[0]
+    color = STATE_COLORS.get(st["state"], "#607d8b")
+    head = (f'<section id="g-{html.escape(g)}" class="group"><h2>{html.escape(g)} '
+            f'<span class="state" style="background:{color}">{html.escape(str(st["state"]))}</span></h2>'
+            f'<p class="muted">generation {st["generation"]} · protocol {html.escape(str(st["protocol_type"] or "-"))}/'
+            f'{html.escape(str(st["protocol"] or "-"))} · {st["member_count"]} members · {st["offset_count"]} offsets · '
+            f'coordinator partition {st["coordinator_partition"]} · last record {_fmt(st["last_timestamp"])}</p>')
+    out = [head]
+    end = st["last_timestamp"]
+    # timeline of states (Gantt-like) with generation labels
+    t = trans[trans["group_id"] == g].sort_values(["timestamp", "log_partition", "log_offset"]) if trans is not None else None
+    if t is not None and not t.empty and t["timestamp"].notna().any():
+        t = t[t["timestamp"].notna()].copy()
+        t["finish"] = t["timestamp"].shift(-1).fillna(end)
+        t = t[t["finish"] >= t["timestamp"]]
+        t["kind"] = t["observed"].map({True: "observed", False: "inferred"})
+        t["label"] = "gen " + t["generation"].astype(str)
+        zero = t["finish"] == t["timestamp"]
+        t.loc[zero, "finish"] = t.loc[zero, "timestamp"] + pd.Timedelta(milliseconds=500)
+        f = px.timeline(t, x_start="timestamp", x_end="finish", y="to_state", color="to_state",
+                        color_discrete_map=STATE_COLORS, hover_data=["generation", "kind", "cause"],
+                        title="State timeline (inferred spans are hindsight from the next record)",
+                        category_orders={"to_state": list(STATE_COLORS)})
+        f.update_layout(showlegend=False, yaxis_title=None)
+        out.append(figs.html(f, 260))
+    r = rebal[rebal["group_id"] == g].sort_values("end_time")
+    row = []
+    if not r.empty:
+        r2 = r.copy()
+        r2["joined_n"] = r2["joined"].map(lambda x: 0 if x is None else len(x))
+        r2["left_n"] = -r2["left"].map(lambda x: 0 if x is None else len(x))
+        r2["at"] = "gen " + r2["generation"].astype(str) + " · " + pd.to_datetime(r2["end_time"]).dt.strftime("%m-%d %H:%M")
+        r2["static_n"] = r2["static_rejoined"].map(lambda x: len(_lst(x)))
+        fm = go.Figure([go.Bar(x=r2["at"], y=r2["joined_n"], name="joined", marker_color="#2563eb"),
+                        go.Bar(x=r2["at"], y=r2["left_n"], name="left", marker_color="#dc2626"),
+                        go.Bar(x=r2["at"], y=r2["static_n"], name="static rejoin (no rebalance)", marker_color="#7c3aed")])
+        fm.update_layout(title="Members joining / leaving per rebalance", barmode="relative",
+                         legend={"orientation": "h", "y": -0.25})
+        fm.update_xaxes(type="category")
+        rr = r2[r2["cause"].isin(["new_generation", "ended_empty", "first_record"])]
+        fd = px.bar(rr, x=rr["generation"].astype(str), y=rr["duration_ms"].fillna(0) / 1000,
+                    hover_data=["cause", "partitions_moved"], title="Rebalance duration (s) per generation",
+                    labels={"x": "generation", "y": "seconds"})
+        fd.update_xaxes(type="category")
+        row += [figs.html(fm, 280), figs.html(fd, 280)]
+    if commits is not None:
+        c = commits[(commits["group_id"] == g) & (~commits["is_tombstone"])].copy()
+        if not c.empty:
+            c["tp"] = c["topic"] + "-" + c["partition"].astype(str)
+            c["minute"] = pd.to_datetime(c["commit_timestamp"]).dt.floor("min")
+            per = c.groupby(["minute", "tp"]).size().reset_index(name="commits")
+            keep = per.groupby("tp")["commits"].sum().sort_values(ascending=False).index[:12]
+            fc = px.line(per[per["tp"].isin(keep)], x="minute", y="commits", color="tp",
+                         title="Commits per minute per partition (top 12)")
+            row.append(figs.html(fc, 280))
+    if row:
+        out.append('<div class="grid">' + "".join(row) + "</div>")
+    # members now, expiry forecast, rebalance table
+    if members is not None and st["member_count"]:
+        cur = pd.DataFrame([{"member_id": m["member_id"], "instance": m["group_instance_id"], "client_id": m["client_id"],
+                             "host": m["client_host"], "assigned": ", ".join(f"{p['topic']}-{p['partition']}"
+                                                                                for p in _lst(m["assigned_partitions"]))}
+                            for m in _lst(st["members"])])
+        out.append("<h3>Current members</h3>" + _table(cur))
+    if not r.empty:
+        show = r[["generation", "start_time", "end_time", "duration_ms", "cause", "partitions_moved", "protocol"]].copy()
+        show["joined"] = r["joined"].map(lambda x: ", ".join(x) if x is not None else "")
+        show["left"] = r["left"].map(lambda x: ", ".join(x) if x is not None else "")
+        out.append("<h3>Rebalances (latest 15)</h3>" + _table(show.tail(15).iloc[::-1]))
+    out.append("<h3>Expiry forecast</h3>" + _expiry_table(g, cfg, st, offsets, expir))
+    out.append("</section>")
+    return "".join(out)
+
+
+def _expiry_table(g: str, cfg: Config, st: Any, offsets: pd.DataFrame | None, expir: pd.DataFrame | None) -> str:
+    """Predicted expiry of the group's current offsets (core rules) + the last expirations seen."""
+    import pandas as pd
+
+    from coordinator_core.expiry import offset_due_times
+    from coordinator_core.records import OffsetCommitValue
+    from coordinator_core.state import GroupState
+
+    retention = cfg.replay.retention_ms
+    parts = []
+    o = offsets[offsets["group_id"] == g] if offsets is not None else None
+    if retention is not None and o is not None and not o.empty:
+        def ms(v: Any) -> int | None:
+            return None if v is None or pd.isna(v) else int(pd.Timestamp(v).value // 1_000_000)
+
+        class _V:
+            group_id = g
+            state = GroupState(st["state"])
+            generation = int(st["generation"] or 0)
+            protocol_type = st["protocol_type"]
+            current_state_timestamp = ms(st["current_state_timestamp"])
+            state_timestamp_ms = ms(st["state_timestamp"])
+            subscribed_topics = None if st["subscribed_topics"] is None else frozenset(st["subscribed_topics"])
+            last_offset_removal_ms = None
+            offsets: ClassVar[dict[Any, Any]] = {}
+
+        for r in o.itertuples(index=False):
+            value = OffsetCommitValue(int(r.offset), "", ms(r.commit_timestamp) or 0,
+                                      expire_timestamp=ms(r.expire_timestamp))
+            _V.offsets[(r.topic, int(r.partition))] = (value, 0, 0, 0)
+        due = offset_due_times(_V(), int(retention), cfg.replay.rules)  # type: ignore[arg-type]
+        rows = [{"topic": t, "partition": p, "expires": "never (as the group stands)" if d is None else _fmt(pd.Timestamp(d, unit="ms"))}
+                for (t, p), d in due.items()]
+        df = pd.DataFrame(rows).sort_values("expires")
+        parts.append(f'<p class="muted">retention {retention / 3_600_000:g} h, rules {cfg.replay.rules}</p>' + _table(df, 20))
+    else:
+        parts.append('<p class="muted">no committed offsets held (or no retention configured)</p>')
+    if expir is not None:
+        e = expir[expir["group_id"] == g]
+        if not e.empty:
+            parts.append("<h3>Offsets removed</h3>" + _table(
+                e[["topic", "partition", "offset", "cause", "status", "predicted_time", "observed_time"]]
+                .sort_values(["predicted_time", "topic", "partition"]).tail(20)))
+    return "".join(parts)
+
+
+def write_report(cfg: Config, out: str | Path, *, groups: list[str] | None = None,
+                 max_groups: int = DEFAULT_MAX_GROUPS) -> Path:
+    """Build the report and write it to ``out``; returns the path."""
+    path = Path(out)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    text = build_report(cfg, groups=groups, max_groups=max_groups)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    tmp.replace(path)
+    return path
