@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from coordinator_core.codec import decode_record
-from coordinator_core.events import GroupLifecycle, OffsetExpiration
+from coordinator_core.events import GroupLifecycle, OffsetExpiration, StateTransition
 from coordinator_core.generator import generate
 from coordinator_core.records import LogRecord
 from coordinator_core.replay import ReplayResult, replay_groups
@@ -54,6 +54,15 @@ def test_replay_without_retention_matches_every_group_the_log_describes(
         if t["exists"]:
             assert snap.member_count == t["members"], gid
             assert snap.protocol == t["protocol"], gid
+        # completed rebalances (into Stable), rebalances that ended Empty, group records
+        events = out[gid].events
+        assert (
+            sum(isinstance(e, StateTransition) and e.to_state == "Stable" for e in events) == t["rebalances"]
+        ), gid
+        emptied = sum(isinstance(e, GroupLifecycle) and e.event == "group_emptied" for e in events)
+        assert emptied == t["went_empty"], gid
+        stats = out[gid].stats
+        assert stats.group_records + stats.group_tombstones == t["group_records"], gid
     assert {"app", "simple", "ephemeral"} <= kinds
 
 
