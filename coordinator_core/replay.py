@@ -724,9 +724,14 @@ class _Work:
 
         # the generation before this record, as far as the log tells
         prev_gen: int | None
+        history_known = g_new <= 1 or self.log_start
         if first_record:
             # a new group starts at generation 0 (unless this is a compacted log's first record)
-            prev_gen = 0 if (g_new <= 1 or self.log_start) else None
+            prev_gen = 0 if history_known else None
+        elif self.metadata_timestamp_ms is None and not history_known:
+            # the first group record after offsets only (a compacted log keeps older commits
+            # before the latest group record): the generations before it are unknown
+            prev_gen = None
         elif not self.exists or self.state is _D:
             # deleted: a continuation if the generation goes on, else a new incarnation (gen 0)
             prev_gen = self.generation if g_new > self.generation else 0
@@ -780,7 +785,7 @@ class _Work:
                     pos=pos,
                     generation=g_from,
                 )
-                for g in range(g_from + 1, g_new):
+                for g in range(g_from + 1, g_new if prev_gen is not None else g_from + 1):
                     # a generation whose join completed but whose SyncGroup never did
                     self._transition(
                         _CR,

@@ -503,3 +503,22 @@ def test_snapshot_format_v1_bytes_are_stable_and_still_readable() -> None:
     assert snap.predicted_expired and snap.members and snap.unsupported_records == 1
     assert serialize_snapshot(snap).hex() == GOLDEN_V1
     assert deserialize_snapshot(bytes.fromhex(GOLDEN_V1)) == snap
+
+
+def test_first_group_record_after_offsets_of_a_compacted_log_invents_no_generations() -> None:
+    # compaction keeps an old commit before the latest group record of a long-lived group
+    log = GroupLog()
+    log.commit("t", 0, 5)
+    log.stable(57, [member("m1", assigned={"t": [0]})], at=log.now + 1000)
+    result = replay(new_snapshot("g"), log.records)
+    assert _edges(result) == [
+        (None, "Empty", 0),
+        ("Empty", "PreparingRebalance", 0),
+        ("PreparingRebalance", "CompletingRebalance", 57),
+        ("CompletingRebalance", "Stable", 57),
+    ]
+    rb = _of(result, Rebalance)[0]
+    assert (rb.previous_generation, rb.skipped_generations) == (None, None)
+    # with the whole history the same records mean 56 generations that never synced
+    full = replay(new_snapshot("g"), log.records, assume_log_start=True)
+    assert _of(full, Rebalance)[0].skipped_generations == 56
