@@ -133,8 +133,10 @@ updates the same row
 | log_partition, log_offset | int, bigint | |
 
 Snapshot rows (``coordinator_core.replay.GroupSnapshot``): ``to_state_row()`` feeds ``group_state``
-(group_id, coordinator_partition, state, generation, protocol_type, protocol, leader,
-current_state_timestamp, members (array of the ``group_members`` member struct), member_count,
+(group_id, coordinator_partition, state, exists (false: never created or deleted), generation,
+protocol_type, protocol, leader, current_state_timestamp, state_timestamp_ms (when it entered its
+state), members (array of the ``group_members`` member struct without group/generation/log
+columns), member_count,
 offset_count, subscribed_topics, last_log_partition, last_log_offset, last_timestamp_ms,
 next_expiry_ms, records_applied, unsupported_records, format_version) and ``offset_rows()`` feeds
 ``offsets_current`` (group_id, topic, partition, offset, leader_epoch, metadata, commit_timestamp,

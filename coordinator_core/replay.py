@@ -26,6 +26,12 @@ Rules (Kafka's loader, ``GroupMetadataManager.doLoadGroupsAndOffsets`` and the n
   that the log does not store (PreparingRebalance, CompletingRebalance) are inferred and
   flagged ``observed=False``.
 
+API: ``new_snapshot`` / ``replay`` (one group) / ``replay_groups`` (a mixed log) /
+``snapshot_as_of`` (the group at time T or log offset O) / ``serialize_snapshot`` and
+``deserialize_snapshot`` (compact, a leading format-version byte; format v1 is frozen, see the
+golden test). ``GroupSnapshot.to_state_row()`` / ``offset_rows()`` and each event's ``to_row()``
+are the gold rows (``coordinator_core.events``).
+
 Limitation (spec §9): the input (Spark's Kafka source schema) carries no batch attributes —
 no producer id, no transactional flag, no control markers. Every offset commit is treated as a
 plain, committed, non-transactional commit: a transactional commit that was later aborted

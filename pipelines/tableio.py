@@ -372,6 +372,53 @@ class TableIO:
             )
         return WriteResult(name, "merge", after, after == before, affected, metrics or None)
 
+    def delete_keys(
+        self,
+        name: str,
+        keys: Any,
+        key_cols: tuple[str, ...] | list[str] | None = None,
+        *,
+        txn_app_id: str | None = None,
+        txn_version: int | None = None,
+    ) -> WriteResult:
+        """Delete the rows of ``name`` whose key (default: the primary key) is in ``keys`` (a
+        DataFrame or an Arrow table). A MERGE with only a delete clause: deleting absent rows
+        deletes nothing and makes no commit, so a retry is harmless."""
+        import pyarrow as pa
+
+        spec = get_spec(name)
+        cols = tuple(key_cols or spec.primary_key)
+        self.ensure(name)
+        target = spec.arrow_schema()
+        key_schema = pa.schema([target.field(k) for k in cols])
+        table = keys if isinstance(keys, pa.Table) else keys.select(*cols).toArrow()
+        source = table.select(list(cols)).cast(key_schema)
+        on = " AND ".join(f"t.`{k}` = s.`{k}`" for k in cols)
+        before = self.version(name)
+        deleted: int | None = None
+        if self.engine == "spark":
+            from delta.tables import DeltaTable as SparkDeltaTable
+
+            assert self.spark is not None
+            SparkDeltaTable.forPath(self.spark, self.path(name)).alias("t").merge(
+                self.spark.createDataFrame(source).alias("s"), on).whenMatchedDelete().execute()
+        else:
+            from deltalake import CommitProperties, Transaction
+
+            props = None
+            if txn_app_id is not None and txn_version is not None:
+                props = CommitProperties(custom_metadata=_marker(txn_app_id, txn_version, None),
+                                         app_transactions=[Transaction(txn_app_id, txn_version)])
+            metrics = (
+                self._dt(name).merge(source, predicate=on, source_alias="s", target_alias="t",
+                                     commit_properties=props)
+                .when_matched_delete()
+                .execute()
+            )
+            deleted = int(metrics.get("num_target_rows_deleted", 0))
+        after = self.version(name) or 0
+        return WriteResult(name, "delete", after, after == before, deleted)
+
     def _applied(self, name: str, app_id: str, version: int, require_latest: bool) -> bool:
         if self.engine == "spark" and not require_latest:
             return False  # Delta's txnAppId/txnVersion options skip the duplicate themselves

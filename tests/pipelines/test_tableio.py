@@ -189,3 +189,13 @@ def test_metadata_needs_no_spark(cfg: Config, spark: Any, test_tables: None) -> 
     meta = TableIO(cfg, None)
     assert meta.list_tables() == ["tio_kv"]
     assert meta.count("tio_kv") == 1 and meta.version("tio_kv") == 1
+
+
+def test_delete_keys_removes_matching_rows_and_a_retry_commits_nothing(io: TableIO, spark: Any) -> None:
+    io.append("tio_kv", _kv(spark, [("a", 1, 1), ("b", 2, 2), ("c", 3, 3)]))
+    keys = spark.createDataFrame([("a",), ("zz",)], "k string")
+    res = io.delete_keys("tio_kv", keys, txn_app_id="del", txn_version=1)
+    assert res.rows == 1 and not res.skipped
+    assert sorted(r["k"] for r in io.read("tio_kv").collect()) == ["b", "c"]
+    again = io.delete_keys("tio_kv", keys, txn_app_id="del", txn_version=1)
+    assert again.skipped and again.version == res.version
