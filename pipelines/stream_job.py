@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import signal
 import threading
 import time
@@ -701,7 +702,11 @@ def run(
 
 def _watch(queries: list[tuple[str, StreamingQuery]], recorder: ProgressRecorder, stop: Any,
            poll_seconds: float) -> None:
-    """Poll progress until every query ended or a stop is requested; re-raise a query failure."""
+    """Poll progress until every query ended or a stop is requested; re-raise a query failure.
+
+    A signal sent to the whole process group also reaches Spark's JVM, which then shuts down on
+    its own: Py4J errors after a stop request are an orderly exit, not a failure.
+    """
     try:
         while True:
             active = [(n, q) for n, q in queries if q.isActive]
@@ -718,12 +723,20 @@ def _watch(queries: list[tuple[str, StreamingQuery]], recorder: ProgressRecorder
         for n, q in queries:
             recorder.poll(q, n)
             exc = q.exception()
-            if exc is not None:
+            if exc is not None and not stop.requested.is_set():
                 raise RuntimeError(f"streaming query {n} failed: {exc}") from None
+    except Exception as exc:
+        if not stop.requested.is_set() or isinstance(exc, RuntimeError):
+            raise
+        log.warning("Spark went away while stopping (%s); exiting", type(exc).__name__)
     finally:
         for _n, q in queries:
-            if q.isActive:
-                q.stop()
+            try:
+                if q.isActive:
+                    q.stop()
+            except Exception:
+                if not stop.requested.is_set():
+                    raise
 
 
 def main(conf: Config, available_now: bool = False) -> int:
@@ -733,6 +746,9 @@ def main(conf: Config, available_now: bool = False) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     log.setLevel(logging.INFO)
     settings_from_config(conf)  # validate before starting Spark
+    # pandas' FutureWarning from inside pyspark's applyInPandasWithState serializer, once per
+    # group and batch in the Python workers (they inherit this environment): noise, not ours.
+    os.environ.setdefault("PYTHONWARNINGS", "ignore::FutureWarning")
     stopper = _Stopper()
     stopper.install()
     spark = build_spark_from_config(conf, app_suffix="stream")

@@ -1,0 +1,249 @@
+"""Benchmark the streaming replay (Structured Streaming, local[2]): throughput, micro-batch
+latency, state size, recovery time — against the batch replay of the same log in the same run.
+
+What is measured:
+1. A generated log (``coordinator_core.generator``: time-ordered, many groups, rebalances,
+   expiries) is landed as Parquet files of ``--rows-per-file`` rows (mtimes in name order).
+2. For each ``--files-per-trigger`` value (the micro-batch size: an input rate R with a trigger
+   interval T gives batches of R·T records), the streaming job runs with ``--available-now`` over
+   the whole backlog (fresh checkpoint and warehouse): records/s = input rows / wall time of the
+   query, p50/p95 of the micro-batch durations (``triggerExecution``), state rows and bytes per
+   group (RocksDB's estimate, and the checkpoint's state files on disk).
+3. Recovery: the last ``--holdback`` files are landed after the biggest run finished; the query
+   restarts from its checkpoint; time from ``start()`` to the first committed batch is reported
+   next to that batch's own duration.
+4. Baseline: the batch job's decode + replay (``replay_to_gold``) over the same files, collected
+   (no Delta writes), records/s.
+
+The machine has 2 cores shared with other engineers: wall times include their load (the load
+average is printed); ratios within one run are the comparable numbers.
+
+usage: .venv/bin/python bench/stream.py [--groups 120] [--hours 0.5] [--rows-per-file 25000]
+                                        [--files-per-trigger 2,8] [--holdback 2] [--write-results]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+SECTION = "## stream (Structured Streaming, local[2])"
+
+
+def percentile(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    s = sorted(values)
+    idx = min(len(s) - 1, max(0, round(q * (len(s) - 1))))
+    return s[idx]
+
+
+def dir_size(path: Path) -> int:
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file()) if path.exists() else 0
+
+
+def set_mtimes(landing: Path) -> None:
+    for i, f in enumerate(sorted(landing.glob("*.parquet"))):
+        os.utime(f, (1_600_000_000 + i, 1_600_000_000 + i))
+
+
+def make_config(root: Path, landing: Path, files_per_trigger: int, retention_ms: int) -> Any:
+    from pipelines.config import config_from_dict
+
+    return config_from_dict({
+        "paths": {"root": str(root)},
+        "input": {"path": str(landing)},
+        "delta": {"engine": "rust"},
+        "replay": {"retention_ms": retention_ms},
+        "stream": {"max_files_per_trigger": files_per_trigger, "watermark_delay_ms": 60_000},
+    })
+
+
+def run_stream(spark: Any, cfg: Any) -> tuple[list[dict[str, Any]], float]:
+    from pipelines import stream_job
+
+    t0 = time.perf_counter()
+    rec = stream_job.run(spark, cfg, available_now=True, with_quarantine=False, poll_seconds=0.5)
+    wall = time.perf_counter() - t0
+    return [r for r in rec.rows if r["query_name"] == stream_job.REPLAY_QUERY], wall
+
+
+def baseline_batch(spark: Any, landing: Path, retention_ms: int) -> tuple[int, float]:
+    from pyspark.sql import functions as F
+
+    from pipelines.decode import decode_raw
+    from pipelines.replay_job import replay_to_gold
+    from schemas.raw import RAW_RECORDS
+
+    raw = spark.read.schema(RAW_RECORDS.spark_schema()).parquet(str(landing))
+    n = raw.count()
+    t0 = time.perf_counter()
+    dec = decode_raw(raw)
+    gold = replay_to_gold(dec.offset_commits, dec.group_metadata, retention_ms=retention_ms,
+                          unsupported_df=dec.unsupported, persist=False)
+    gold["_union"].agg(F.count(F.lit(1)), F.sum(F.length("group_id"))).collect()
+    return n, time.perf_counter() - t0
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--groups", type=int, default=120)
+    ap.add_argument("--hours", type=float, default=0.5)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--rows-per-file", type=int, default=25_000)
+    ap.add_argument("--files-per-trigger", default="2,8")
+    ap.add_argument("--holdback", type=int, default=2)
+    ap.add_argument("--retention-ms", type=int, default=None, help="default: the generator's")
+    ap.add_argument("--work", default=None, help="scratch directory (default: a temp dir, removed)")
+    ap.add_argument("--write-results", action="store_true")
+    args = ap.parse_args()
+
+    from pipelines.commands.generate import write_generated
+    from pipelines.spark_session import build_spark
+
+    work = Path(args.work or tempfile.mkdtemp(prefix="bench-stream-"))
+    shutil.rmtree(work, ignore_errors=True)
+    landing_all = work / "generated"
+    t0 = time.perf_counter()
+    n_total = write_generated(landing_all, groups=args.groups, hours=args.hours, seed=args.seed,
+                              rows_per_file=args.rows_per_file)
+    gen_s = time.perf_counter() - t0
+    files = sorted(landing_all.glob("*.parquet"))
+    import json
+
+    truth_path = landing_all / "_truth.json"
+    retention = args.retention_ms
+    if retention is None and truth_path.exists():
+        retention = int(json.loads(truth_path.read_text()).get("retention_ms") or 0) or None
+    retention = retention or 3_600_000
+    print(f"generated {n_total} records in {len(files)} files ({gen_s:.0f}s); retention_ms={retention}")
+
+    spark = build_spark("bench-stream", master="local[2]", conf={"spark.sql.shuffle.partitions": "2"},
+                        log_level="ERROR")
+    load = os.getloadavg()[0]
+    results: list[dict[str, Any]] = []
+    rates = [int(x) for x in args.files_per_trigger.split(",")]
+    recovery: dict[str, Any] = {}
+    head = files[: len(files) - args.holdback]
+    for i, fpt in enumerate(rates):
+        root = work / f"run-{fpt}"
+        landing = root / "landing"
+        landing.mkdir(parents=True)
+        for f in head:
+            shutil.copy(f, landing / f.name)
+        set_mtimes(landing)
+        cfg = make_config(root, landing, fpt, retention)
+        rows, wall = run_stream(spark, cfg)
+        data = [r for r in rows if r["input_rows"]]
+        durs = [r["batch_duration_ms"] / 1000 for r in data]
+        steady = durs[1:] or durs
+        n_in = sum(r["input_rows"] for r in data)
+        last = rows[-1]
+        groups = last["state_rows"] or 1
+        res = {
+            "files_per_trigger": fpt,
+            "rows_per_batch": round(n_in / max(1, len(data))),
+            "batches": len(data),
+            "input_rows": n_in,
+            "wall_s": wall,
+            "records_per_s": n_in / wall,
+            "records_per_s_in_batches": n_in / max(1e-9, sum(durs)),
+            "p50_s": percentile(steady, 0.5),
+            "p95_s": percentile(steady, 0.95),
+            "first_batch_s": durs[0] if durs else float("nan"),
+            "state_rows": last["state_rows"],
+            "state_bytes_per_group": (last["state_memory_bytes"] or 0) / groups,
+            "checkpoint_state_bytes_per_group": dir_size(root / "checkpoints" / "stream_replay" / "state") / groups,
+        }
+        results.append(res)
+        print(res)
+        if i == len(rates) - 1 and args.holdback:
+            for f in files[len(files) - args.holdback:]:
+                shutil.copy(f, landing / f.name)
+            set_mtimes(landing)
+            t1 = time.perf_counter()
+            rows2, wall2 = run_stream(spark, cfg)
+            data2 = [r for r in rows2 if r["input_rows"]]
+            first = data2[0] if data2 else None
+            recovery = {
+                "restart_wall_s": wall2,
+                "first_batch_s": (first["batch_duration_ms"] / 1000) if first else float("nan"),
+                "first_batch_rows": first["input_rows"] if first else 0,
+                "time_to_first_commit_s": None,
+            }
+            # time from start() to the first batch's end = wall of the run minus later batches
+            later = sum(r["batch_duration_ms"] for r in rows2[1:]) / 1000
+            recovery["time_to_first_commit_s"] = max(0.0, wall2 - later)
+            recovery["steady_p50_s"] = res["p50_s"]
+            print("recovery", recovery, f"({time.perf_counter() - t1:.0f}s)")
+
+    base_n, base_s = baseline_batch(spark, landing_all, retention)
+    base_rate = base_n / base_s
+    print(f"baseline batch replay: {base_n} records in {base_s:.1f}s = {base_rate:.0f}/s")
+    spark.stop()
+
+    cmd = "`.venv/bin/python bench/stream.py " + " ".join(sys.argv[1:]) + "`"
+    lines = [
+        SECTION, "",
+        f"Command: {cmd}", "",
+        f"Log: `coordinator_core.generator` {args.groups} groups × {args.hours} h (seed {args.seed}) = "
+        f"{n_total:,} records in {len(files)} files of {args.rows_per_file:,} rows; retention {retention} ms; "
+        f"watermark delay 60 s; RocksDB state store; delta-rs MERGE sink; 2 shuffle partitions. "
+        f"Machine: 2 cores shared with other engineers (1-min load average at start: {load:.1f}), so "
+        "wall times include their load; the ratio to the batch replay measured in the same run is the "
+        "comparable number.", "",
+        "| files/trigger | rows/batch | batches | records/s (wall) | records/s (in batches) | ratio to batch | "
+        "p50 batch s | p95 batch s | first batch s | state rows | state B/group (RocksDB est.) | "
+        "checkpoint state B/group |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in results:
+        lines.append(
+            f"| {r['files_per_trigger']} | {r['rows_per_batch']:,} | {r['batches']} | {r['records_per_s']:,.0f} | "
+            f"{r['records_per_s_in_batches']:,.0f} | {r['records_per_s'] / base_rate:.2f} | {r['p50_s']:.1f} | "
+            f"{r['p95_s']:.1f} | {r['first_batch_s']:.1f} | {r['state_rows']} | "
+            f"{r['state_bytes_per_group']:,.0f} | {r['checkpoint_state_bytes_per_group']:,.0f} |"
+        )
+    lines += [
+        "",
+        f"Baseline (same run): batch decode + replay of the same log, collected: {base_rate:,.0f} records/s "
+        f"({base_n:,} records in {base_s:.1f} s).",
+    ]
+    if recovery:
+        lines.append(
+            f"Recovery: restart from the checkpoint of the last run with {args.holdback} new files: first "
+            f"batch committed {recovery['time_to_first_commit_s']:.1f} s after start ({recovery['first_batch_rows']:,} "
+            f"rows; that batch took {recovery['first_batch_s']:.1f} s vs steady-state p50 "
+            f"{recovery['steady_p50_s']:.1f} s)."
+        )
+    text = "\n".join(lines) + "\n"
+    print(text)
+    if args.write_results:
+        write_section(Path(__file__).resolve().parent / "RESULTS.md", text)
+    if not args.work:
+        shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+def write_section(path: Path, text: str) -> None:
+    """Replace (or append) this benchmark's section of RESULTS.md, leaving the others alone."""
+    old = path.read_text(encoding="utf-8") if path.exists() else "# Benchmark results\n"
+    start = old.find(SECTION)
+    if start < 0:
+        new = old.rstrip("\n") + "\n\n" + text
+    else:
+        end = old.find("\n## ", start + len(SECTION))
+        new = old[:start] + text + ("" if end < 0 else old[end + 1:])
+    path.write_text(new, encoding="utf-8")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,143 @@
+"""Crash recovery and shutdown of the streaming job, in a real subprocess.
+
+The job runs as ``python -m pipelines.jobs.stream`` (what spark-submit runs) with its own
+checkpoint. It is SIGKILLed (its whole process group: the Python driver and its JVM) once the
+checkpoint's ``commits/`` holds k micro-batches — usually in the middle of batch k's Delta
+writes — then restarted with ``--available-now``. The final gold tables must equal the batch
+job's: nothing lost, nothing written twice.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.pipelines.test_stream_job import (
+    DELAY_MS,
+    RETENTION_MS,
+    assert_gold_equal,
+    batch_gold,
+    land,
+    sample_log,
+    stream_config,
+)
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def write_conf(root: Path) -> Path:
+    conf = root / "stream.yaml"
+    conf.write_text(
+        f"""paths:
+  root: {root}
+spark:
+  master: local[2]
+  log_level: ERROR
+  conf:
+    spark.sql.shuffle.partitions: 2
+    spark.driver.memory: 1g
+delta:
+  engine: rust
+replay:
+  retention_ms: {RETENTION_MS}
+stream:
+  max_files_per_trigger: 3
+  watermark_delay_ms: {DELAY_MS}
+  trigger_interval: 1 second
+""",
+        encoding="utf-8",
+    )
+    return conf
+
+
+def start_job(conf: Path, log: Path, *, available_now: bool) -> subprocess.Popen[bytes]:
+    cmd = [sys.executable, "-m", "pipelines.jobs.stream", "--conf", str(conf)]
+    if available_now:
+        cmd.append("--available-now")
+    env = dict(os.environ, PYTHONWARNINGS="ignore")
+    with open(log, "ab") as out:
+        return subprocess.Popen(cmd, cwd=REPO, stdout=out, stderr=subprocess.STDOUT, env=env,
+                                start_new_session=True)
+
+
+def committed_batches(checkpoint: Path) -> int:
+    commits = checkpoint / "commits"
+    if not commits.is_dir():
+        return 0
+    return sum(1 for p in commits.iterdir() if p.name.isdigit())
+
+
+def wait_for_commits(proc: subprocess.Popen[bytes], checkpoint: Path, k: int, log: Path,
+                     timeout: float = 600) -> None:
+    deadline = time.time() + timeout
+    while committed_batches(checkpoint) < k:
+        if proc.poll() is not None:
+            pytest.fail(f"job exited (rc={proc.returncode}) before {k} batches:\n{log.read_text()[-3000:]}")
+        if time.time() > deadline:
+            os.killpg(proc.pid, signal.SIGKILL)
+            pytest.fail(f"no {k} committed batches within {timeout}s:\n{log.read_text()[-3000:]}")
+        time.sleep(0.2)
+
+
+@pytest.fixture(scope="module")
+def recovery_reference(spark: Any, tmp_path_factory: Any) -> tuple[list[Any], dict[str, Any]]:
+    records = sample_log()
+    landing = tmp_path_factory.mktemp("stream_recovery_ref") / "landing"
+    land(records, landing, rows_per_file=10_000)
+    watermark = max(r.timestamp_ms for r in records) - DELAY_MS
+    return records, batch_gold(spark, landing, watermark)
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+@pytest.mark.parametrize("k", [1, 3])
+def test_sigkill_after_k_batches_then_restart_gives_the_batch_tables(
+    spark: Any, recovery_reference: Any, tmp_path: Path, k: int
+) -> None:
+    records, gold = recovery_reference
+    land(records, tmp_path / "landing", rows_per_file=25)
+    conf = write_conf(tmp_path)
+    log = tmp_path / "job.log"
+    checkpoint = tmp_path / "checkpoints" / "stream_replay"
+
+    proc = start_job(conf, log, available_now=True)
+    wait_for_commits(proc, checkpoint, k, log)
+    os.killpg(proc.pid, signal.SIGKILL)  # the driver and its JVM, mid-batch
+    proc.wait(timeout=60)
+    assert proc.returncode == -signal.SIGKILL
+    killed_at = committed_batches(checkpoint)
+    assert killed_at >= k
+
+    restart = start_job(conf, log, available_now=True)
+    assert restart.wait(timeout=900) == 0, log.read_text()[-3000:]
+    assert committed_batches(checkpoint) > killed_at  # the restart resumed and finished the log
+
+    assert_gold_equal(spark, stream_config(tmp_path), gold)
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_sigterm_stops_the_continuous_job_cleanly(tmp_path: Path) -> None:
+    records = sample_log(groups=4)
+    land(records, tmp_path / "landing", rows_per_file=50)
+    conf = write_conf(tmp_path)
+    log = tmp_path / "job.log"
+    proc = start_job(conf, log, available_now=False)
+    wait_for_commits(proc, tmp_path / "checkpoints" / "stream_replay", 1, log)
+    os.kill(proc.pid, signal.SIGTERM)  # the driver (what `kill <pid>`, Airflow, systemd's main PID get)
+    try:
+        rc = proc.wait(timeout=120)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        pytest.fail("the job did not stop within 120s of SIGTERM")
+    text = log.read_text()
+    assert rc == 0, text[-3000:]
+    assert "stopped by signal" in text
+    assert "offsetlake_stream_replay batch=0" in text  # one progress line per micro-batch
