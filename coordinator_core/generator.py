@@ -2,7 +2,8 @@
 
 Rules:
 - Everything is drawn from one ``random.Random(seed)``: the same config gives the same bytes.
-- Group lifecycles run through the real coordinator model (``coordinator_core.simulator``):
+- Group lifecycles run through the real coordinator model (``coordinator_core.simulator``),
+  including a few Kafka Connect clusters (protocol type ``connect``, opaque blobs, no commits):
   dynamic consumer groups (range / roundrobin / sticky / cooperative-sticky) with auto-commit,
   rolling deploys, crashes (session timeouts), GC pauses, slow polls and scaling; static-member
   groups (KIP-345) whose restarts cause no rebalance; simple groups committing with generation
@@ -33,7 +34,7 @@ DEFAULT_START_MS = 1_767_225_600_000  # 2026-01-01T00:00:00Z
 HOUR = 3_600_000
 MINUTE = 60_000
 
-KINDS = (("app", 0.42), ("static", 0.14), ("simple", 0.14), ("ephemeral", 0.30))
+KINDS = (("app", 0.40), ("static", 0.13), ("simple", 0.13), ("ephemeral", 0.29), ("connect", 0.05))
 SERVICES = ("orders", "payments", "billing", "search", "inventory", "shipping", "fraud", "analytics",
             "notifications", "users", "pricing", "ledger")
 TOPIC_WORDS = ("clicks", "orders", "payments", "audit", "metrics", "logs", "users", "events", "cdc", "alerts")
@@ -161,6 +162,8 @@ class LogGenerator:
                 gid = f"{self.rng.choice(SERVICES)}-service-{i:04d}"
             elif kind == "static":
                 gid = f"{self.rng.choice(SERVICES)}-streams-{i:04d}"
+            elif kind == "connect":
+                gid = f"connect-cluster-{i:04d}"
             elif kind == "simple":
                 gid = f"{self.rng.choice(('spark-batch', 'offset-sync', 'etl-job'))}-{i:04d}"
             else:
@@ -277,6 +280,27 @@ class LogGenerator:
 
     def _plan_static(self, plan: GroupPlan, topic_names: list[str]) -> None:
         self._plan_app(plan, topic_names, static=True)
+
+    def _plan_connect(self, plan: GroupPlan, topic_names: list[str]) -> None:
+        """A Kafka Connect cluster: protocol type "connect", workers join and leave, no commits."""
+        rng = self.rng
+        plan.assignors = ("default",)
+        n = rng.choice((1, 2, 3))
+        common = {"session_timeout_ms": 10_000, "heartbeat_interval_ms": 3_000, "versions": (5, 0),
+                  "protocol_type": "connect", "enable_auto_commit": False, "connectors": rng.randint(1, 8)}
+        names = [self._client(plan, k, **common) for k in range(n)]
+        t0 = self._at(0.0, 0.1)
+        for k, name in enumerate(names):
+            self._do(t0 + k * 1_000, name, "start")
+        t = t0 + 10 * MINUTE
+        while self.cfg.churn_per_hour > 0:
+            t += int(rng.expovariate(self.cfg.churn_per_hour) * HOUR)
+            if t >= self.end:
+                break
+            name = rng.choice(names)
+            plan.events.append(f"restart@{t}")
+            self._do(t, name, "stop")
+            self._do(t + rng.randint(5_000, 60_000), name, "start")
 
     def _plan_simple(self, plan: GroupPlan, topic_names: list[str]) -> None:
         rng = self.rng

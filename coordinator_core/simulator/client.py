@@ -18,6 +18,7 @@ Rules:
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
@@ -88,6 +89,10 @@ class ClientConfig:
     assigned_partitions: tuple[TP, ...] = ()  # for group_management = False (assign())
     commit_metadata: str = ""
     leader_epoch: int | None = None
+    # "consumer" (ConsumerProtocol blobs) or "connect": a Kafka Connect worker (ConnectProtocol
+    # v0 "default": opaque-to-the-broker worker state and connector assignments, no commits)
+    protocol_type: str = "consumer"
+    connectors: int = 3
 
 
 class Connection:
@@ -252,6 +257,10 @@ class ConsumerClient:
     # requests
     # ------------------------------------------------------------------------------------------
     def _metadata(self) -> bytes:
+        if self.cfg.protocol_type == "connect":
+            # ConnectProtocol CONFIG_STATE_V0: version, url, config offset
+            url = f"http://{self.cfg.client_host.lstrip('/')}:8083/".encode()
+            return struct.pack(">hh", 0, len(url)) + url + struct.pack(">q", 0)
         owned: tuple[TopicPartitions, ...] = ()
         if self.cooperative and self.assignment:
             by_topic: dict[str, list[int]] = {}
@@ -274,8 +283,9 @@ class ConsumerClient:
             member_id=self.member_id,
             session_timeout_ms=self.cfg.session_timeout_ms,
             rebalance_timeout_ms=self.cfg.max_poll_interval_ms,
-            protocol_type="consumer",
-            protocols=tuple((a, meta) for a in self.cfg.assignors),
+            protocol_type=self.cfg.protocol_type,
+            protocols=(("default", meta),) if self.cfg.protocol_type == "connect"
+            else tuple((a, meta) for a in self.cfg.assignors),
             group_instance_id=self.cfg.group_instance_id,
             client_id=self.cfg.client_id,
             client_host=self.cfg.client_host,
@@ -321,7 +331,8 @@ class ConsumerClient:
         if resp.leader == self.member_id and resp.members and not resp.skip_assignment:
             assignments = self._compute_assignment(resp)
         self._send(p.SyncGroupRequest(self.cfg.group_id, self.generation, self.member_id, assignments,
-                                      self.cfg.group_instance_id, "consumer", resp.protocol_name, endpoint=self.conn))
+                                      self.cfg.group_instance_id, self.cfg.protocol_type, resp.protocol_name,
+                                      endpoint=self.conn))
 
     def send_heartbeat(self) -> None:
         self._send(p.HeartbeatRequest(self.cfg.group_id, self.generation, self.member_id,
@@ -352,6 +363,8 @@ class ConsumerClient:
         self._send(p.OffsetCommitRequest(cfg.group_id, member, generation, offsets, instance, endpoint=self.conn))
 
     def _compute_assignment(self, resp: p.JoinGroupResponse) -> tuple[tuple[str, bytes], ...]:
+        if self.cfg.protocol_type == "connect":
+            return self._connect_assignment(resp)
         subs: dict[str, MemberSubscription] = {}
         for jm in resp.members:
             try:
@@ -371,6 +384,21 @@ class ConsumerClient:
             a = Assignment(tuple(TopicPartitions(t, tuple(ps)) for t, ps in sorted(by_topic.items())),
                            version=min(self.cfg.subscription_version, 3))
             out.append((mid, encode_assignment(a)))
+        return tuple(out)
+
+    def _connect_assignment(self, resp: p.JoinGroupResponse) -> tuple[tuple[str, bytes], ...]:
+        """ConnectProtocol ASSIGNMENT_V0: connectors dealt round-robin over the sorted workers."""
+        members = sorted(jm.member_id for jm in resp.members)
+        leader = self.member_id.encode()
+        url = f"http://{self.cfg.client_host.lstrip('/')}:8083/".encode()
+        out = []
+        for i, mid in enumerate(members):
+            mine = [f"connector-{c}".encode() for c in range(self.cfg.connectors) if c % len(members) == i]
+            body = [struct.pack(">hhh", 0, 0, len(leader)), leader, struct.pack(">h", len(url)), url,
+                    struct.pack(">qi", 0, len(mine))]
+            for name in mine:
+                body.append(struct.pack(">h", len(name)) + name + struct.pack(">ii", 1, 0))
+            out.append((mid, b"".join(body)))
         return tuple(out)
 
     # ------------------------------------------------------------------------------------------
@@ -426,7 +454,7 @@ class ConsumerClient:
             self._on_member_error(r.error)
             return
         new = []
-        if r.assignment:
+        if r.assignment and self.cfg.protocol_type == "consumer":
             try:
                 a = decode_assignment(r.assignment)
                 new = [(tp.topic, q) for tp in a.assigned_partitions for q in tp.partitions]

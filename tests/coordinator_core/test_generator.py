@@ -60,7 +60,10 @@ def test_every_record_decodes_and_lives_in_its_groups_partition(by_group: dict[s
 def test_the_mix_has_every_kind_of_group_and_lifecycle(log: GeneratedLog, by_group: dict[str, list[LogRecord]]) -> None:
     groups: dict[str, Any] = log.truth["groups"]
     kinds = {g["kind"] for g in groups.values()}
-    assert kinds == {"app", "static", "simple", "ephemeral"}
+    assert {"app", "static", "simple", "ephemeral"} <= kinds <= {"app", "static", "simple", "ephemeral", "connect"}
+    for gid, g in groups.items():
+        if g["kind"] == "connect" and g["exists"]:
+            assert g["protocol_type"] == "connect" and g["commits"] == 0, gid
     by = by_group
     simple = [gid for gid, g in groups.items() if g["kind"] == "simple"]
     assert simple and all(not any(isinstance(r.key, GroupMetadataKey) for r in by[gid]) for gid in simple)

@@ -451,3 +451,17 @@ def test_the_consumer_rule_expires_unsubscribed_topics_only_while_stable_under_c
     assert tombstones("current") == [1_200_000]  # u-0 committed at 5 s, unsubscribed: expired while Stable
     assert tombstones("2.4-3.1") == [1_200_000]
     assert tombstones("2.1-2.3") == []  # non-Empty groups never expire offsets
+
+
+def test_connect_workers_form_a_connect_group_with_opaque_blobs_and_no_commits() -> None:
+    r = run(client_defaults={"protocol_type": "connect", "join_group_version": 5},
+            clients={"w1": {}, "w2": {}})
+    values = [x.value for x in r.records]
+    assert values and all(isinstance(v, GroupMetadataValue) for v in values)
+    last = values[-1]
+    assert isinstance(last, GroupMetadataValue)
+    assert (last.protocol_type, last.protocol, len(last.members)) == ("connect", "default", 2)
+    # ConnectProtocol blobs: version 0, then the worker URL / the leader's id
+    assert all(m.subscription.startswith(b"\x00\x00") and b":8083/" in m.subscription for m in last.members)
+    assert all(last.leader is not None and last.leader.encode() in m.assignment for m in last.members)
+    assert r.sim.coordinator.groups["g"].subscribed_topics is None  # not a consumer group
