@@ -338,6 +338,10 @@ class ConsumerClient:
         self._send(p.HeartbeatRequest(self.cfg.group_id, self.generation, self.member_id,
                                       self.cfg.group_instance_id, endpoint=self.conn))
 
+    def send_fetch(self) -> None:
+        """Manual step: OffsetFetch for the whole group."""
+        self._send(p.OffsetFetchRequest(self.cfg.group_id, endpoint=self.conn))
+
     def send_leave(self) -> None:
         self._send(p.LeaveGroupRequest(self.cfg.group_id, ((self.member_id, self.cfg.group_instance_id),),
                                        endpoint=self.conn))

@@ -263,6 +263,8 @@ def _manual_request(c: Any, api: str) -> None:
         c.send_leave()
     elif api == "OffsetCommit":
         c.commit()
+    elif api == "OffsetFetch":
+        c.send_fetch()
 
 
 @dataclass(slots=True)

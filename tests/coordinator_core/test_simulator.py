@@ -465,3 +465,10 @@ def test_connect_workers_form_a_connect_group_with_opaque_blobs_and_no_commits()
     assert all(m.subscription.startswith(b"\x00\x00") and b":8083/" in m.subscription for m in last.members)
     assert all(last.leader is not None and last.leader.encode() in m.assignment for m in last.members)
     assert r.sim.coordinator.groups["g"].subscribed_topics is None  # not a consumer group
+
+
+def test_a_scripted_offset_fetch_is_answered_with_the_groups_offsets() -> None:
+    r = run(client_defaults={"enable_auto_commit": True}, clients={"c1": {}, "f": {"manual": True}},
+            timeline=[{"at_ms": 0, "client": "c1", "action": "start"},
+                      {"at_ms": 11_000, "client": "f", "action": "request", "api": "OffsetFetch"}], until_ms=12_000)
+    assert errors(r, "OffsetFetch") == ["NONE"]
