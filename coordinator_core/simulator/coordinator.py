@@ -1117,22 +1117,34 @@ class Coordinator:
         return unloaded
 
     def load_partition(self, partition: int, records: Iterable[LogRecord]) -> None:
-        """Rebuild the partition's groups by replaying its records (spec §10)."""
-        metas: dict[str, GroupMetadataValue | None] = {}
-        offsets: dict[str, dict[tuple[str, int], OffsetEntry]] = {}
+        """The new coordinator loads the partition: each group's records go through the replay
+        engine (``coordinator_core.replay``, spec §10) and the result is materialised."""
+        from coordinator_core.replay import new_snapshot, replay
+
+        by_group: dict[str, list[LogRecord]] = {}
         for r in records:
-            k = r.key
-            if isinstance(k, OffsetCommitKey):
-                d = offsets.setdefault(k.group, {})
-                if r.value is None:
-                    d.pop((k.topic, k.partition), None)
-                elif isinstance(r.value, OffsetCommitValue):
-                    v = r.value
-                    d[(k.topic, k.partition)] = (v.offset, v.metadata, v.commit_timestamp,
-                                                 v.expire_timestamp, v.leader_epoch)
-            elif isinstance(k, GroupMetadataKey):
-                metas[k.group] = r.value if isinstance(r.value, GroupMetadataValue) else None
-        self.load_snapshot(partition, {gid: (metas.get(gid), offsets.get(gid, {})) for gid in set(metas) | set(offsets)})
+            if r.group is not None and isinstance(r.key, (OffsetCommitKey, GroupMetadataKey)):
+                by_group.setdefault(r.group, []).append(r)
+        groups: dict[str, tuple[GroupMetadataValue | None, dict[TP, OffsetEntry]]] = {}
+        for gid, recs in by_group.items():
+            snap = replay(new_snapshot(gid), recs, assume_log_start=True, event_kinds=()).snapshot
+            offsets: dict[TP, OffsetEntry] = {
+                tp: (v.offset, v.metadata, v.commit_timestamp, v.expire_timestamp, v.leader_epoch)
+                for tp, (v, _lp, _lo, _ts) in snap.offsets.items()
+            }
+            value = None
+            if snap.exists and snap.has_metadata:
+                value = GroupMetadataValue(
+                    protocol_type=snap.protocol_type or "",
+                    generation=snap.generation,
+                    protocol=snap.protocol,
+                    leader=snap.leader,
+                    members=snap.members,
+                    current_state_timestamp=snap.current_state_timestamp,
+                    version=self.cfg.group_value_version,
+                )
+            groups[gid] = (value, offsets)
+        self.load_snapshot(partition, groups)
 
     def load_snapshot(
         self, partition: int, groups: dict[str, tuple[GroupMetadataValue | None, dict[TP, OffsetEntry]]]
