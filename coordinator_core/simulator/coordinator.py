@@ -38,7 +38,6 @@ from coordinator_core.records import (
     LogRecord,
     MemberMetadata,
     OffsetCommitKey,
-    OffsetCommitValue,
 )
 from coordinator_core.simulator import protocol as p
 from coordinator_core.simulator.log import RecordLog
