@@ -43,6 +43,9 @@ from coordinator_core.simulator import protocol as p
 from coordinator_core.simulator.log import RecordLog
 from coordinator_core.simulator.trace import TraceEvent
 from coordinator_core.simulator.wire import decode_subscription
+from coordinator_core.state import VALID_PREVIOUS_STATES as _STATE_TABLE
+from coordinator_core.state import GroupState
+from coordinator_core.state import transition as _check_transition
 
 EMPTY = "Empty"
 PREPARING = "PreparingRebalance"
@@ -50,14 +53,11 @@ COMPLETING = "CompletingRebalance"
 STABLE = "Stable"
 DEAD = "Dead"
 
-#: ``ClassicGroupState`` valid previous states (spec §7).
+#: ``ClassicGroupState`` valid previous states (spec §7): the shared table in ``coordinator_core.state``.
 VALID_PREVIOUS_STATES: dict[str, frozenset[str]] = {
-    EMPTY: frozenset({PREPARING}),
-    PREPARING: frozenset({STABLE, COMPLETING, EMPTY}),
-    COMPLETING: frozenset({PREPARING}),
-    STABLE: frozenset({COMPLETING}),
-    DEAD: frozenset({STABLE, PREPARING, COMPLETING, EMPTY, DEAD}),
+    str(target): frozenset(str(x) for x in previous) for target, previous in _STATE_TABLE.items()
 }
+_CAN_REBALANCE = VALID_PREVIOUS_STATES[PREPARING]
 
 TP = tuple[str, int]
 NEW_MEMBER_JOIN_TIMEOUT_MS = 5 * 60 * 1000  # GroupCoordinator.NewMemberJoinTimeoutMs
@@ -263,10 +263,7 @@ class Coordinator:
         return h
 
     def _transition(self, g: Group, target: str) -> None:
-        if g.state not in VALID_PREVIOUS_STATES[target]:
-            from coordinator_core.errors import IllegalStateTransitionError
-
-            raise IllegalStateTransitionError(g.group_id, g.state, target)
+        _check_transition(g.group_id, GroupState(g.state), GroupState(target))  # raises on an illegal edge
         if self.tracing:
             self._trace(g.group_id, "transition", from_state=g.state, to_state=target, generation=g.generation,
                         cause=self._cause_text())
@@ -449,7 +446,7 @@ class Coordinator:
             self._check_join(g)  # tryCompleteElseWatch
 
     def _maybe_prepare_rebalance(self, g: Group) -> None:
-        if g.state in VALID_PREVIOUS_STATES[PREPARING]:
+        if g.state in _CAN_REBALANCE:  # GroupMetadata.canRebalance
             self._prepare_rebalance(g)
 
     def _schedule_join_timer(self, g: Group, op: int, delay: int) -> None:
