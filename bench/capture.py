@@ -21,6 +21,7 @@ import shutil
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -37,7 +38,9 @@ def _records(n: int, partitions: int) -> list[tuple[bytes, bytes | None, int, in
     return out
 
 
-def _spark_stream(spark, fmt: str, opts: dict[str, str], schema, src: str | None, sink: Path, ckpt: Path) -> tuple[int, float]:
+def _spark_stream(
+    spark: Any, fmt: str, opts: dict[str, str], schema: Any, src: str | None, sink: Path, ckpt: Path
+) -> tuple[int, float]:
     reader = spark.readStream.format(fmt).options(**opts)
     if schema is not None:
         reader = reader.schema(schema)
