@@ -258,12 +258,12 @@ def decode_offset_commits_arrow(batch: pa.RecordBatch) -> tuple[pa.RecordBatch, 
     return merged, np.concatenate([p[1] for p in parts])
 
 
-def _decode_chunk(batch: pa.RecordBatch) -> tuple[pa.RecordBatch, np.ndarray]:
-    """``decode_offset_commits_arrow`` on one chunk of at most ``CHUNK_ROWS`` rows."""
-    kdata, kstart, klen, kvalid = _binary_parts(batch.column("key"))
-    vdata, vstart, vlen, vvalid = _binary_parts(batch.column("value"))
+def _decode_keys(keys: pa.Array) -> tuple[np.ndarray, np.ndarray, np.ndarray, pa.Array, pa.Array]:
+    """Vectorised OffsetCommitKey decode: ``(ok, key_version, partition, group, topic)``.
 
-    # ---- key: i16 version | STRING group | STRING topic | i32 partition (spec §3.2)
+    Layout (spec §3.2): i16 version | STRING group | STRING topic | i32 partition, nothing after.
+    """
+    kdata, kstart, klen, kvalid = _binary_parts(keys)
     ok = kvalid & (klen >= 10)  # 2 + 2 + 0 + 2 + 0 + 4
     khead = _read_struct(kdata, np.where(ok, kstart, 0), _KEY_HEAD)
     kver = khead["ver"].astype(np.int64)
@@ -273,6 +273,25 @@ def _decode_chunk(batch: pa.RecordBatch) -> tuple[pa.RecordBatch, np.ndarray]:
     tlen = _read_be(kdata, np.where(ok, tpos, 0), 2)
     ok &= (tlen >= 0) & (klen == 10 + glen + tlen)  # exact: trailing bytes -> core
     partition = _read_be(kdata, np.where(ok, tpos + 2 + tlen, 0), 4)
+    group, ok = _checked_strings(kdata, kstart + 4, glen, ok)
+    topic, ok = _checked_strings(kdata, tpos + 2, tlen, ok)
+    return ok, kver, partition, group, topic
+
+
+def _decode_chunk(batch: pa.RecordBatch) -> tuple[pa.RecordBatch, np.ndarray]:
+    """``decode_offset_commits_arrow`` on one chunk of at most ``CHUNK_ROWS`` rows."""
+    # ---- key: decoded once per distinct key (a group commits the same partitions again and
+    # again, so a batch holds few distinct keys), then spread to the rows by index
+    keys = batch.column("key")
+    if not pa.types.is_binary(keys.type):
+        keys = keys.cast(pa.binary())
+    encoded = pc.dictionary_encode(keys)
+    kok_u, kver_u, part_u, group_u, topic_u = _decode_keys(encoded.dictionary)
+    kidx = np.asarray(encoded.indices.fill_null(-1).to_numpy(zero_copy_only=False), dtype=np.int64)
+    has_key = kidx >= 0
+    kidx_safe = np.where(has_key, kidx, 0)
+    ok = has_key & kok_u[kidx_safe] if len(kok_u) else np.zeros(len(kidx), dtype=bool)
+    vdata, vstart, vlen, vvalid = _binary_parts(batch.column("value"))
 
     # ---- value: null = tombstone; else i16 version | ... (spec §4.1)
     tomb = ~vvalid
@@ -310,12 +329,10 @@ def _decode_chunk(batch: pa.RecordBatch) -> tuple[pa.RecordBatch, np.ndarray]:
     ok &= tomb | ~ok | ((commit_ts >= -MAX_ABS_MS) & (commit_ts <= MAX_ABS_MS))
     ok &= ~v1 | ~ok | (expire_ts == -1) | ((expire_ts >= -MAX_ABS_MS) & (expire_ts <= MAX_ABS_MS))
 
-    # ---- strings (validated as UTF-8)
-    group, ok = _checked_strings(kdata, kstart + 4, glen, ok)
-    topic, ok2 = _checked_strings(kdata, tpos + 2, tlen, ok)
-    live = ok2 & vvalid
+    # ---- metadata string (validated as UTF-8; usually empty)
+    live = ok & vvalid
     meta, ok3 = _checked_strings(vdata, mstart, np.where(live, mlen, 0), live)
-    ok = ok2 & (tomb | ok3)
+    ok &= tomb | ok3
     live = ok & vvalid
     epoch = vhead["epoch"].astype(np.int64)
     has_epoch = live & new_layout & (epoch != -1)
@@ -323,16 +340,16 @@ def _decode_chunk(batch: pa.RecordBatch) -> tuple[pa.RecordBatch, np.ndarray]:
 
     idx = np.flatnonzero(ok)
     if len(idx) != len(ok):
-        take = pa.array(idx)
-        group, topic, meta = group.take(take), topic.take(take), meta.take(take)
+        meta = meta.take(pa.array(idx))
+    rows_key = pa.array(kidx_safe[idx])
     lv = live[idx]
     has_epoch_i = has_epoch[idx]
     v1_i = (v1 & (expire_ts != -1))[idx]
     cols = [
-        pa.array(kver[idx].astype(np.int32)),
-        group,
-        topic,
-        pa.array(partition[idx].astype(np.int32)),
+        pa.array(kver_u[kidx_safe[idx]].astype(np.int32)),
+        group_u.take(rows_key),
+        topic_u.take(rows_key),
+        pa.array(part_u[kidx_safe[idx]].astype(np.int32)),
         pa.array(~lv),
         pa.array(vver[idx].astype(np.int32), mask=~lv),
         pa.array(vhead["offset"][idx].astype(np.int64), mask=~lv),
