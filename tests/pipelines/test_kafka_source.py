@@ -220,3 +220,22 @@ def test_stream_job_reading_kafka_equals_the_batch_replay_of_the_same_log(
     batches = [r for r in recorder.rows if r["query_name"] == stream_job.REPLAY_QUERY]
     assert sum(r["input_rows"] for r in batches) == len(records)
     stream_test.assert_gold_equal(spark, cfg, expected)
+
+
+def test_engine_auto_falls_back_to_the_python_source_and_jvm_without_the_jar_is_refused(
+    spark: Any, cluster: MockKafkaCluster
+) -> None:
+    from pipelines.config import config_from_dict
+    from pipelines.errors import UsageError
+    from pipelines.kafka.source import choose_engine, read_kafka_stream
+    from pipelines.spark_session import kafka_connector_available
+    from schemas.raw import RAW_RECORDS
+
+    if kafka_connector_available(spark):
+        pytest.skip("the spark-sql-kafka jar is on this classpath")
+    assert choose_engine(spark, "auto") == "python"
+    cfg = config_from_dict({"kafka": {"bootstrap_servers": cluster.bootstrap_servers, "engine": "auto"}})
+    df = read_kafka_stream(spark, cfg)
+    assert df.isStreaming and df.schema == RAW_RECORDS.spark_schema()
+    with pytest.raises(UsageError, match="spark-sql-kafka"):
+        read_kafka_stream(spark, config_from_dict({"kafka": {"bootstrap_servers": "x:1", "engine": "jvm"}}))
