@@ -32,15 +32,17 @@ def sample_log(groups: int = 12, seed: int = 3) -> list[Any]:
 
 
 def land(records: list[Any], landing: Path, rows_per_file: int, *, mtime_base: int = 1_600_000_000) -> list[Path]:
-    """Write raw-record files whose modification times follow their names (the file source's order)."""
+    """Write raw-record files whose modification times follow their names (the file source's
+    order): each new file is one second newer than every file already there."""
     from pipelines.raw_files import RawRecordWriter
 
+    existing = [int(p.stat().st_mtime) for p in landing.glob("*.parquet")] if landing.is_dir() else []
+    base = max([mtime_base - 1, *existing]) + 1
     writer = RawRecordWriter(landing, rows_per_file=rows_per_file)
     writer.write(records)
     files = writer.close()
-    existing = sorted(landing.glob("*.parquet"))
-    for i, f in enumerate(existing):
-        os.utime(f, (mtime_base + i, mtime_base + i))
+    for i, f in enumerate(files):
+        os.utime(f, (base + i, base + i))
     return files
 
 
@@ -181,7 +183,10 @@ def test_same_file_landed_twice_and_overlapping_capture_change_nothing(
     n = len(log_records)
     first = land(log_records[: n // 2], landing, rows_per_file=40)
     # the same file landed again under a new name, then an overlapping capture of the rest
-    shutil.copy(first[-1], landing / "part-00000900.parquet")
+    dup = landing / "part-00000900.parquet"
+    shutil.copy(first[-1], dup)
+    newest = max(int(p.stat().st_mtime) for p in first)
+    os.utime(dup, (newest + 1, newest + 1))
     land(log_records[n // 2 - 30:], landing, rows_per_file=40)
     cfg = stream_config(tmp_path)
     stream_job.run(spark, cfg, available_now=True, with_quarantine=False, poll_seconds=0.5)
@@ -258,3 +263,50 @@ def _replay_input_table(records: list[Any]) -> Any:
                 )
         rows.append(row)
     return pa.Table.from_pylist(rows, schema=_input_arrow_schema())
+
+
+@pytest.mark.spark
+def test_silent_empty_group_expires_only_when_the_watermark_passes_its_due_time(
+    spark: Any, log_records: list[Any], batch_reference: Any, tmp_path: Path
+) -> None:
+    """A group that went Empty and wrote nothing more: its offsets expire from the event-time
+    timer (no record of the group arrives), after a restart from the checkpoint, once the
+    watermark reaches Empty time + retention — and the rows equal the batch's."""
+    from chispa import assert_df_equality
+    from pyspark.sql import functions as F
+
+    from pipelines import stream_job
+    from pipelines.tableio import TableIO
+
+    _, gold, _ = batch_reference
+    exp = gold["offset_expirations"].where("cause = 'retention'")
+    first = exp.orderBy("predicted_time").first()
+    assert first is not None
+    group = first["group_id"]
+    due_ms = int(first["predicted_time"].timestamp() * 1000)
+    last_of_group = max(r.timestamp_ms for r in log_records if _group_of(r) == group)
+    assert last_of_group < due_ms  # silent: nothing of the group after it went Empty
+
+    landing = tmp_path / "landing"
+    cut = [r for r in log_records if r.timestamp_ms < due_ms + DELAY_MS]  # watermark stays < due
+    land(cut, landing, rows_per_file=30)
+    cfg = stream_config(tmp_path)
+    stream_job.run(spark, cfg, available_now=True, with_quarantine=False, poll_seconds=0.5)
+    io = TableIO(cfg, spark)
+    assert io.read("offset_expirations").where(F.col("group_id") == group).count() == 0
+    held = io.read("offsets_current").where(F.col("group_id") == group).count()
+    assert held > 0
+
+    land(log_records[len(cut):], landing, rows_per_file=30)
+    stream_job.run(spark, cfg, available_now=True, with_quarantine=False, poll_seconds=0.5)
+    got = io.read("offset_expirations").where(F.col("group_id") == group)
+    want = gold["offset_expirations"].where(F.col("group_id") == group)
+    assert got.count() == held
+    assert_df_equality(got, want, ignore_row_order=True, ignore_nullable=True)
+    assert io.read("offsets_current").where(F.col("group_id") == group).count() == 0
+
+
+def _group_of(raw: Any) -> str:
+    from coordinator_core.codec import decode_key
+
+    return str(decode_key(raw.key).group)
