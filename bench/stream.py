@@ -93,6 +93,60 @@ def baseline_batch(spark: Any, landing: Path, retention_ms: int) -> tuple[int, f
     return n, time.perf_counter() - t0
 
 
+def component_rate(groups: int, hours: float, seed: int, retention_ms: int, calls: int = 11) -> tuple[int, float]:
+    """CPU seconds of the stateful function's pure part (``GroupReplayer.replay_call``) over a
+    generated log, each group's records split into ``calls`` consecutive calls (state bytes
+    carried across). Returns (records, CPU seconds)."""
+    import pyarrow as pa
+
+    from coordinator_core.codec import decode_record
+    from coordinator_core.generator import generate
+    from pipelines.gold import DEFAULT_TABLES
+    from pipelines.replay_job import REC_GROUP_METADATA, REC_OFFSET_COMMIT
+    from pipelines.stream_job import GroupReplayer, _input_arrow_schema
+
+    log = generate(groups, hours, seed=seed)
+    rows: dict[str, list[dict[str, Any]]] = {}
+    for k, v, p, o, t in zip(log.keys, log.values, log.partitions, log.offsets, log.timestamps):
+        rec = decode_record(k, v)
+        key, val = rec.key, rec.value
+        if key.group is None:
+            continue
+        row: dict[str, Any] = {"group_id": key.group, "coordinator_partition": p, "log_offset": o,
+                               "log_timestamp_ms": t, "is_tombstone": val is None, "key_version": key.version}
+        if hasattr(key, "topic"):
+            row.update(rec_kind=REC_OFFSET_COMMIT, topic=key.topic, partition=key.partition)
+            if val is not None:
+                row.update(value_version=val.version, committed_offset=val.offset, leader_epoch=val.leader_epoch,
+                           metadata=val.metadata, commit_timestamp_ms=val.commit_timestamp,
+                           expire_timestamp_ms=val.expire_timestamp)
+        else:
+            row.update(rec_kind=REC_GROUP_METADATA)
+            if val is not None:
+                row.update(value_version=val.version, protocol_type=val.protocol_type, generation=val.generation,
+                           protocol=val.protocol, leader=val.leader,
+                           current_state_timestamp_ms=val.current_state_timestamp,
+                           members=[{"member_id": m.member_id, "group_instance_id": m.group_instance_id,
+                                     "client_id": m.client_id, "client_host": m.client_host,
+                                     "rebalance_timeout": m.rebalance_timeout,
+                                     "session_timeout": m.session_timeout, "subscription": m.subscription,
+                                     "assignment": m.assignment} for m in val.members])
+        rows.setdefault(key.group, []).append(row)
+    schema = _input_arrow_schema()
+    tables = {
+        g: [pa.Table.from_pylist(rs[i * len(rs) // calls:(i + 1) * len(rs) // calls], schema=schema)
+            for i in range(calls)]
+        for g, rs in rows.items()
+    }
+    fn = GroupReplayer(retention_ms, "current", tuple(DEFAULT_TABLES), 50)
+    t0 = time.process_time()
+    for g, ts in tables.items():
+        blob = None
+        for t in ts:
+            blob, _out, _nxt = fn.replay_call(g, blob, t, 0)
+    return sum(len(r) for r in rows.values()), time.process_time() - t0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--groups", type=int, default=120)
@@ -104,7 +158,13 @@ def main() -> int:
     ap.add_argument("--retention-ms", type=int, default=None, help="default: the generator's")
     ap.add_argument("--work", default=None, help="scratch directory (default: a temp dir, removed)")
     ap.add_argument("--write-results", action="store_true")
+    ap.add_argument("--component-only", action="store_true",
+                    help="only the stateful function's pure part (CPU time, no Spark)")
     args = ap.parse_args()
+    if args.component_only:
+        n, cpu = component_rate(args.groups, args.hours, args.seed, args.retention_ms or 900_000)
+        print(f"stateful function: {n} records in {cpu:.2f} CPU s = {n / cpu:,.0f} records/s per core")
+        return 0
 
     from pipelines.commands.generate import write_generated
     from pipelines.spark_session import build_spark
