@@ -33,10 +33,14 @@ Rules:
   the union of the gold columns, built by ``pipelines.replay_job.gold_rows``), restricted to what
   changed in the call: the group's state row, its changed offsets, its events, and deletions of
   offsets it no longer holds (code ``OFFSETS_DELETE``).
-- Sink: ``foreachBatch`` splits the long format into the gold tables. Every write carries the
-  Delta txn (app id ``offsetlake-stream-<query>``, version = batch id): a micro-batch re-run
-  after a crash writes nothing twice (appends are skipped, MERGEs of identical rows change
-  nothing, deletes of absent rows delete nothing).
+- Sink: ``foreachBatch`` collects the micro-batch output once (Arrow, on the driver: only what
+  changed, small) and MERGEs each gold table on its key (``pipelines.tableio``, 4 tables at a
+  time). Every gold table is MERGEd, event tables included: the core re-tells an event under the
+  same key when it learns more (a predicted expiry confirmed by a tombstone, offset tombstones
+  re-told as ``group_deleted``), so the last row per key wins. Every write carries the Delta txn
+  (app id ``offsetlake-stream-<query>``, version = batch id): a micro-batch re-run after a crash
+  writes nothing twice (MERGEs of identical rows commit nothing, deletes of absent rows delete
+  nothing, the quarantine query's appends are skipped by the txn).
 - Progress: one log line and one ``stream_progress`` row per micro-batch (rows, rates, state
   rows/memory, watermark, duration). SIGTERM/SIGINT stop the queries cleanly (exit 0).
 """
