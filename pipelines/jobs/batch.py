@@ -244,6 +244,13 @@ def run_batch(
                 st.detail = "not this stage"
             elif _all_applied(io, gold_table_names(), gold_app, raw_version):
                 st.detail = f"up to date with raw_records v{raw_version}"
+            elif not _all_applied(io, DECODED_TABLES, DECODE_APP_ID, raw_version):
+                # gold is marked with the raw_records version: never build it from stale decoded tables
+                from pipelines.errors import UsageError
+
+                raise UsageError(
+                    f"the decoded tables are not at raw_records v{raw_version}: run the decode stage first"
+                )
             else:
                 as_of: list[int | None] = []
                 gold = replay_to_gold(

@@ -162,3 +162,14 @@ def test_spark_submit_runs_the_batch_script(tmp_path: Path) -> None:
     summary = json.loads(proc.stdout[proc.stdout.index("{"):])
     assert summary["reconciled"] and summary["groups"] == 3
     assert (root / "warehouse" / "group_state" / "_delta_log").is_dir()
+
+
+def test_replay_stage_refuses_decoded_tables_behind_raw_records(cfg: Config, spark: Any) -> None:
+    from pipelines.errors import UsageError
+
+    write_raw_records(sample_records(2, seed=1), cfg.paths.landing)
+    io = TableIO(cfg, spark)
+    ingested = run_batch(cfg, spark, io=io, stages=("ingest",))
+    assert ingested.records_new > 0 and not io.exists("group_state")
+    with pytest.raises(UsageError, match="run the decode stage first"):
+        run_batch(cfg, spark, io=io, stages=("replay",))
