@@ -16,7 +16,7 @@ Rules:
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -69,7 +69,7 @@ def _plan(name: str, keys: tuple[str, ...]) -> tuple[pa.Schema, pa.Schema, tuple
     return pa.schema(fields), spec.arrow_schema(), tuple(mapping[c.name] for c in spec.columns)
 
 
-def rows_to_arrow(spec: TableSpec, rows: list[Mapping[str, Any]]) -> pa.Table:
+def rows_to_arrow(spec: TableSpec, rows: Sequence[Mapping[str, Any]]) -> pa.Table:
     """Convert core rows (dicts) to an Arrow table with ``spec``'s columns and types."""
     if not rows:
         return spec.arrow_schema().empty_table()

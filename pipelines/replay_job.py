@@ -100,7 +100,7 @@ def records_from_arrow(table: pa.Table) -> list[LogRecord]:
     )
 
     def col(name: str) -> list[Any]:
-        return table.column(name).to_pylist()
+        return list(table.column(name).to_pylist())
 
     kinds = col("rec_kind")
     group = col("group_id")
