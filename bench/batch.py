@@ -406,6 +406,7 @@ class SizeResult:
     stages: dict[str, float] = field(default_factory=dict)
     summary: dict[str, Any] = field(default_factory=dict)
     loadavg: float = 0.0
+    command: str = ""
 
 
 def _save(obj: dict[str, Any], name: str) -> None:
@@ -468,6 +469,7 @@ def run(sizes: list[int], args: argparse.Namespace) -> None:
         print(f"pure-Python baseline on ~{args.sample:,} records ...", flush=True)
         base = core_baseline(BENCH_ROOT / f"raw-{sizes[0]}", args.sample)
         base["loadavg"] = os.getloadavg()[0]
+        base["command"] = ".venv/bin/python bench/batch.py " + " ".join(sys.argv[1:])
         _save(base, "baseline.json")
         print(f"   {base}", flush=True)
 
@@ -493,6 +495,7 @@ def run(sizes: list[int], args: argparse.Namespace) -> None:
         r.e2e_peak_rss = rss.peak
         r.stages = r.summary.get("stages", {})
         r.loadavg = (load_before + os.getloadavg()[0]) / 2
+        r.command = ".venv/bin/python bench/batch.py " + " ".join(sys.argv[1:])
         assert r.summary.get("reconciled"), r.summary
         print(f"   scan {n / r.scan_s:,.0f}/s  decode {n / r.decode_s if r.decode_s else 0:,.0f}/s  "
               f"e2e {n / r.e2e_s:,.0f}/s  peak RSS {r.e2e_peak_rss / 2**30:.2f} GiB  stages {r.stages}", flush=True)
@@ -503,13 +506,13 @@ def run(sizes: list[int], args: argparse.Namespace) -> None:
 def render(results: list[SizeResult], base: dict[str, float], args: argparse.Namespace) -> str:
     import platform
 
-    cmd = f".venv/bin/python bench/batch.py --sizes {args.sizes} --groups {args.groups} --sample {args.sample}"
-    if args.skip_decode:
-        cmd += " --skip-decode"
+    cmds = sorted({c for c in [base.get("command", ""), *(r.command for r in results)] if c})
     lines = [
         "## batch (Spark, local[2])",
         "",
-        f"Command: `{cmd} --write-results` (data in {BENCH_ROOT}, never in the repo).",
+        "Commands (each size ran as its own process, one after the other; render with "
+        f"`.venv/bin/python bench/batch.py --sizes {args.sizes} --render-only --write-results`): "
+        + "; ".join(f"`{c}`" for c in cmds) + f". Data in {BENCH_ROOT}, never in the repo.",
         f"Machine: {os.cpu_count()} cores, Python {platform.python_version()}, Spark local[2], "
         "delta-rs engine; **shared with ~8 other engineers' jobs while measuring** (load average was "
         "well above 2), so absolute numbers are pessimistic and noisy; ratios were measured in the same run.",
@@ -554,7 +557,8 @@ def render(results: list[SizeResult], base: dict[str, float], args: argparse.Nam
     if len(results) >= 2:
         small, big = results[0], results[-1]
         ratio = (big.e2e_s / big.records) / (small.e2e_s / small.records)
-        lines += ["", f"Cost per record at {big.records:,} / at {small.records:,}: **{ratio:.2f}×** (target ≤ 1.2×)."]
+        lines += ["", f"Cost per record at {big.records:,} / at {small.records:,}: **{ratio:.2f}×** (target ≤ 1.2×; "
+                  "the sizes ran at different load averages, see the last column)."]
     lines += [
         "",
         "End-to-end = `pipelines.jobs.batch.run_batch`: ingest of the landing Parquet into Delta "
@@ -563,8 +567,42 @@ def render(results: list[SizeResult], base: dict[str, float], args: argparse.Nam
         "`sortWithinPartitions` + `mapInArrow` replaying many groups per Arrow batch, over the decoded tables "
         "read back from Delta) and the seven gold Delta tables (group_state/offsets_current MERGEd).",
         "",
+        *notes(results, base),
     ]
     return "\n".join(lines)
+
+
+def notes(results: list[SizeResult], base: dict[str, float]) -> list[str]:
+    """How to read the numbers, and the targets (issue 5) against what was measured."""
+    fast_ratio = base["vectorised_fast_rps"] / base["core_codec_commits_rps"]
+    e2e_best = max(r.records / r.e2e_s for r in results)
+    scan_range = ", ".join(f"{r.records / r.scan_s:,.0f}" for r in results)
+    shares = []
+    for r in results:
+        total = sum(r.stages.values()) or 1.0
+        shares.append(f"{r.records:,}: " + ", ".join(f"{k} {v / total:.0%}" for k, v in r.stages.items() if v >= 1))
+    return [
+        "Targets (issue 5) vs. measured:",
+        "",
+        f"- Vectorised decode ≥ 20× the core codec: **{fast_ratio:.1f}×** in this run (same offset commits, "
+        "best of 5 interleaved rounds). Under heavy CPU contention the numpy passes (multi-MB temporaries, "
+        "cold caches after every preemption) lose more than the interpreter loop, so the contended ratio "
+        "understates the idle one; the decoder works in 32k-row chunks and decodes each distinct key once "
+        "for that reason. Not met under these conditions; re-measure on a quiet machine.",
+        f"- End-to-end ≥ 500k records/s on 2 cores: **not met** (best {e2e_best:,.0f}/s). The floor itself, a "
+        f"plain scan, ran at {scan_range} records/s here against ~6M/s on a quiet machine (DESIGN §7): the "
+        "machine delivered a small fraction of two cores. e2e / floor is the less load-dependent figure. "
+        "Stage shares — " + "; ".join(shares) + ". `ingest` (copy of the landing files into Delta "
+        "`raw_records`) belongs to the job; decode and replay are this section's transformations.",
+        "- Where replay time goes (cProfile of the pure-Python path on a 300k-record sample): the core's "
+        "group-metadata path (`replay.group_metadata`, `_rebalance`, parsing every member's subscription and "
+        "assignment) dominates whenever groups rebalance; then `LogRecord`/`OffsetCommitValue` construction "
+        "from the decoded columns; the Arrow conversion of gold rows is amortised over all groups of a batch "
+        "(the `sorted` method; one Arrow round trip per group with `applyInArrow` cost more than the replay).",
+        "- The baseline row is the pure core (decode + replay) in one process; `e2e vs baseline` compares the "
+        "whole Spark job (2 cores, with Delta writes) to it.",
+        "",
+    ]
 
 
 def write_section(path: Path, header: str, text: str) -> None:
