@@ -262,10 +262,13 @@ def _group_section(g: str, cfg: Config, state: pd.DataFrame, rebal: pd.DataFrame
         if not c.empty:
             c["tp"] = c["topic"] + "-" + c["partition"].astype(str)
             c["minute"] = pd.to_datetime(c["commit_timestamp"]).dt.floor("min")
-            per = c.groupby(["minute", "tp"]).size().reset_index(name="commits")
-            keep = per.groupby("tp")["commits"].sum().sort_values(ascending=False).index[:12]
-            fc = px.line(per[per["tp"].isin(keep)], x="minute", y="commits", color="tp",
-                         title="Commits per minute per partition (top 12)")
+            per = c.groupby(["tp", "minute"]).size().rename("commits").reset_index()
+            keep = per.groupby("tp")["commits"].sum().sort_values(ascending=False).index[:30]
+            grid = per[per["tp"].isin(keep)].pivot(index="tp", columns="minute", values="commits").fillna(0)
+            grid = grid.reindex(sorted(grid.index, key=lambda x: (x.rsplit("-", 1)[0], int(x.rsplit("-", 1)[1]))))
+            fc = go.Figure(go.Heatmap(z=grid.values, x=list(grid.columns), y=list(grid.index), colorscale="Blues",
+                                      colorbar={"title": "commits"}))
+            fc.update_layout(title=f"Commits per minute, top {len(grid)} partitions")
             row.append(figs.html(fc, 280))
     if row:
         out.append('<div class="grid">' + "".join(row) + "</div>")
@@ -278,6 +281,8 @@ def _group_section(g: str, cfg: Config, state: pd.DataFrame, rebal: pd.DataFrame
         out.append("<h3>Current members</h3>" + _table(cur))
     if not r.empty:
         show = r[["generation", "start_time", "end_time", "duration_ms", "cause", "partitions_moved", "protocol"]].copy()
+        show["partitions_moved"] = show["partitions_moved"].astype("Int64")
+        show["duration_ms"] = show["duration_ms"].astype("Int64")
         show["joined"] = r["joined"].map(lambda x: ", ".join(x) if x is not None else "")
         show["left"] = r["left"].map(lambda x: ", ".join(x) if x is not None else "")
         out.append("<h3>Rebalances (latest 15)</h3>" + _table(show.tail(15).iloc[::-1]))
