@@ -8,8 +8,8 @@ Rules:
   is given; the overview covers every group.
 - plotly.js is inlined (``include_plotlyjs`` once, in the first figure): the file opens with no
   network access. Every figure is a ``<div class="plotly-graph-div">``.
-- Expiry forecast uses the core (``coordinator_core.expiry.offset_due_times``) through
-  ``pipelines.analytics.inspect`` only for the shown groups' current offsets.
+- The expiry forecast of a shown group's current offsets is the core's
+  (``pipelines.analytics.forecast.due_times`` -> ``coordinator_core.expiry.offset_due_times``).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from __future__ import annotations
 import datetime as dt
 import html
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -295,33 +295,13 @@ def _expiry_table(g: str, cfg: Config, st: Any, offsets: pd.DataFrame | None, ex
     """Predicted expiry of the group's current offsets (core rules) + the last expirations seen."""
     import pandas as pd
 
-    from coordinator_core.expiry import offset_due_times
-    from coordinator_core.records import OffsetCommitValue
-    from coordinator_core.state import GroupState
+    from pipelines.analytics.forecast import due_times
 
     retention = cfg.replay.retention_ms
     parts = []
     o = offsets[offsets["group_id"] == g] if offsets is not None else None
     if retention is not None and o is not None and not o.empty:
-        def ms(v: Any) -> int | None:
-            return None if v is None or pd.isna(v) else int(pd.Timestamp(v).value // 1_000_000)
-
-        class _V:
-            group_id = g
-            state = GroupState(st["state"])
-            generation = int(st["generation"] or 0)
-            protocol_type = st["protocol_type"]
-            current_state_timestamp = ms(st["current_state_timestamp"])
-            state_timestamp_ms = ms(st["state_timestamp"])
-            subscribed_topics = None if st["subscribed_topics"] is None else frozenset(st["subscribed_topics"])
-            last_offset_removal_ms = None
-            offsets: ClassVar[dict[Any, Any]] = {}
-
-        for r in o.itertuples(index=False):
-            value = OffsetCommitValue(int(r.offset), "", ms(r.commit_timestamp) or 0,
-                                      expire_timestamp=ms(r.expire_timestamp))
-            _V.offsets[(r.topic, int(r.partition))] = (value, 0, 0, 0)
-        due = offset_due_times(_V(), int(retention), cfg.replay.rules)  # type: ignore[arg-type]
+        due = due_times(st.to_dict(), o.to_dict("records"), int(retention), cfg.replay.rules)
         rows = [{"topic": t, "partition": p, "expires": "never (as the group stands)" if d is None else _fmt(pd.Timestamp(d, unit="ms"))}
                 for (t, p), d in due.items()]
         df = pd.DataFrame(rows).sort_values("expires")

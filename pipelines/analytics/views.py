@@ -356,39 +356,10 @@ def _due_times_fn(retention_ms: int, rules: str) -> Any:
     def fn(pdf: Any) -> Any:
         import pandas as pd
 
-        from coordinator_core.expiry import offset_due_times
-        from coordinator_core.records import OffsetCommitValue
-        from coordinator_core.state import GroupState
+        from pipelines.analytics.forecast import due_times
 
-        def ms(v: Any) -> int | None:
-            if v is None or pd.isna(v):
-                return None
-            return int(pd.Timestamp(v).value // 1_000_000)
-
-        first = pdf.iloc[0]
-        subs = first["subscribed_topics"]
-        offsets = {}
-        for r in pdf.itertuples(index=False):
-            value = OffsetCommitValue(
-                offset=int(r.offset) if not pd.isna(r.offset) else -1,
-                metadata="",
-                commit_timestamp=ms(r.commit_timestamp) or 0,
-                expire_timestamp=ms(r.expire_timestamp),
-            )
-            offsets[(r.topic, int(r.partition))] = (value, 0, 0, 0)
-
-        class _View:
-            group_id = first["group_id"]
-            state = GroupState(first["state"])
-            generation = int(first["generation"]) if not pd.isna(first["generation"]) else 0
-            protocol_type = first["protocol_type"] if isinstance(first["protocol_type"], str) else None
-            current_state_timestamp = ms(first["current_state_timestamp"])
-            state_timestamp_ms = ms(first["state_timestamp"])
-            subscribed_topics = None if subs is None else frozenset(subs)
-            last_offset_removal_ms = None
-
-        _View.offsets = offsets  # type: ignore[attr-defined]
-        due = offset_due_times(_View(), retention_ms, rules)  # type: ignore[arg-type]
+        first = pdf.iloc[0].to_dict()
+        due = due_times(first, pdf.to_dict("records"), retention_ms, rules)
         out = pdf[["group_id", "topic", "partition", "offset", "commit_timestamp", "expire_timestamp", "state"]].copy()
         out["predicted_expiry_timestamp"] = [
             None if due[(t, int(p))] is None else pd.Timestamp(due[(t, int(p))], unit="ms")

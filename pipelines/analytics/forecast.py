@@ -1,0 +1,68 @@
+"""Offset expiry forecasts from gold rows, decided by the core (never re-implemented).
+
+Rule: a ``group_state`` row and the group's ``offsets_current`` rows carry everything
+``coordinator_core.expiry`` reads for a due time (state, protocol type, current-state
+timestamp, subscribed topics, each commit's timestamps); ``due_times`` rebuilds that view and
+asks ``offset_due_times``. Used by the ``offsets_at_risk`` view and the HTML report.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from coordinator_core.expiry import OffsetState, offset_due_times
+from coordinator_core.records import OffsetCommitValue
+from coordinator_core.state import GroupState
+
+
+def to_ms(v: Any) -> int | None:
+    """Epoch ms of a pandas/py datetime (None/NaT -> None)."""
+    import pandas as pd
+
+    if v is None:
+        return None
+    try:
+        if pd.isna(v):
+            return None
+    except (TypeError, ValueError):
+        pass
+    return int(pd.Timestamp(v).value // 1_000_000)
+
+
+@dataclass
+class _GoldGroup:
+    """``coordinator_core.expiry.GroupView`` built from gold rows."""
+
+    group_id: str
+    state: GroupState
+    generation: int
+    protocol_type: str | None
+    current_state_timestamp: int | None
+    state_timestamp_ms: int | None
+    subscribed_topics: frozenset[str] | None
+    offsets: dict[tuple[str, int], OffsetState] = field(default_factory=dict)
+    last_offset_removal_ms: int | None = None
+
+
+def due_times(state: Mapping[str, Any], offsets: Iterable[Mapping[str, Any]], retention_ms: int,
+              rules: str = "current") -> dict[tuple[str, int], int | None]:
+    """(topic, partition) -> expiry time in ms (None = cannot expire as the group stands)."""
+    subs = state.get("subscribed_topics")
+    ptype = state.get("protocol_type")
+    gen = state.get("generation")
+    group = _GoldGroup(
+        group_id=str(state["group_id"]),
+        state=GroupState(state["state"]),
+        generation=0 if gen is None or gen != gen else int(gen),
+        protocol_type=ptype if isinstance(ptype, str) else None,
+        current_state_timestamp=to_ms(state.get("current_state_timestamp")),
+        state_timestamp_ms=to_ms(state.get("state_timestamp")),
+        subscribed_topics=None if subs is None or isinstance(subs, float) else frozenset(subs),
+    )
+    for o in offsets:
+        value = OffsetCommitValue(int(o["offset"]), "", to_ms(o["commit_timestamp"]) or 0,
+                                  expire_timestamp=to_ms(o.get("expire_timestamp")))
+        group.offsets[(str(o["topic"]), int(o["partition"]))] = (value, 0, 0, 0)
+    return offset_due_times(group, retention_ms, rules)
