@@ -556,8 +556,8 @@ def progress_line(row: dict[str, Any], dropped_late: int = 0) -> str:
 
 
 class ProgressRecorder:
-    """Polls each query's ``recentProgress``; logs one line per new micro-batch and appends the
-    rows to ``stream_progress`` (txn version = the newest batch id written)."""
+    """Polls each query's ``recentProgress``; logs one line per new micro-batch and MERGEs the
+    rows into ``stream_progress`` (key (query_name, batch_id); txn version = newest batch id)."""
 
     def __init__(self, io: TableIO | None, *, echo: Callable[[str], None] | None = None) -> None:
         self.io = io
@@ -596,8 +596,10 @@ class ProgressRecorder:
 
         try:
             df = self.io.spark.createDataFrame(rows, STREAM_PROGRESS.spark_schema())
-            self.io.append(STREAM_PROGRESS.name, df, txn_app_id=APP_ID_PREFIX + "progress-" + name,
-                           txn_version=max(r["batch_id"] for r in rows))
+            # MERGE on (query_name, batch_id): driver-side (no executor job next to the running
+            # micro-batch) and idempotent by key, whatever a restart re-reports.
+            self.io.merge(STREAM_PROGRESS.name, df, txn_app_id=APP_ID_PREFIX + "progress-" + name,
+                          txn_version=max(r["batch_id"] for r in rows))
         except Exception as exc:  # progress is observational: never fail the job for it
             log.warning("stream_progress write failed: %s", exc)
 

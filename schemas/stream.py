@@ -1,9 +1,9 @@
 """``stream_progress``: one row per micro-batch of the streaming replay (``pipelines.stream_job``).
 
 Rules:
-- Written by the streaming job only, one row per (query_name, batch_id), appended idempotently
-  (Delta txn app id ``offsetlake-stream-progress-<query>``, version = batch id), so a batch
-  re-run after a crash does not log twice.
+- Written by the streaming job only, one row per (query_name, batch_id), MERGEd on that key
+  (with the Delta txn app id ``offsetlake-stream-progress-<query>``, version = newest batch id),
+  so a batch re-run after a crash does not log twice.
 - Values come from Spark's ``StreamingQueryProgress``; ``state_rows``/``state_memory_bytes``
   sum every stateful operator (there is one: the group replay).
 - ``watermark`` is the event-time watermark the batch ran with (null before the first batch
@@ -32,7 +32,7 @@ STREAM_PROGRESS = TableSpec(
         Column("sources", "string", True, "JSON array of the sources' progress (description, start/end offsets, rows)."),
     ),
     primary_key=("query_name", "batch_id"),
-    mode="append",
+    mode="merge",
 )
 
 TABLES = [STREAM_PROGRESS]
