@@ -430,12 +430,20 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--skip-decode", action="store_true", help="skip the Spark decode-only measurement")
     ap.add_argument("--skip-baseline", action="store_true", help="reuse the saved pure-Python baseline")
     ap.add_argument("--render-only", action="store_true", help="only render saved results of --sizes")
+    ap.add_argument("--baseline-only", action="store_true", help="only re-measure the single-process rows")
     ap.add_argument("--write-results", action="store_true", help="write the section into bench/RESULTS.md")
     args = ap.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",")]
     BENCH_ROOT.mkdir(parents=True, exist_ok=True)
 
-    if not args.render_only:
+    if args.baseline_only:
+        print(f"pure-Python baseline on ~{args.sample:,} records ...", flush=True)
+        base = core_baseline(BENCH_ROOT / f"raw-{sizes[0]}", args.sample)
+        base["loadavg"] = os.getloadavg()[0]
+        base["command"] = ".venv/bin/python bench/batch.py " + " ".join(sys.argv[1:])
+        _save(base, "baseline.json")
+        print(f"   {base}", flush=True)
+    elif not args.render_only:
         run(sizes, args)
     base = _load("baseline.json")
     saved = [_load(f"result-{n}.json") for n in sizes]
