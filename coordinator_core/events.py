@@ -128,7 +128,7 @@ updates the same row
 | status | string | observed \| predicted \| confirmed |
 | predicted_ms, observed_ms | bigint | for group_deleted: predicted death vs the log's group tombstone |
 | cause | string | offset_commit, group_metadata, all_members_left, group_tombstone, offsets_expired |
-| group_tombstone | boolean | a group tombstone was observed / Kafka would write one (generation > 0) |
+| group_tombstone | boolean | a group tombstone was observed / Kafka would write one (old coordinator: generation > 0; new: always) |
 | offsets_remaining | int | offsets still held (a group tombstone does not delete offsets) |
 | log_partition, log_offset | int, bigint | |
 

@@ -45,6 +45,11 @@ from coordinator_core.state import GroupState
 
 RULE_SETS: tuple[str, ...] = ("current", "2.4-3.1", "2.1-2.3", "pre-2.1")
 
+#: Which group coordinator's deletion rule to predict (spec §4.3, §8.3): the old Scala
+#: ``GroupCoordinator`` writes a group tombstone only when ``generation > 0``; the new
+#: ``group-coordinator`` module (Kafka 4.0's only one) writes it for any Empty classic group.
+COORDINATORS: tuple[str, ...] = ("old", "new")
+
 CONSUMER_PROTOCOL_TYPE = "consumer"
 
 _NEVER = None
@@ -167,7 +172,16 @@ def _death_base(group: GroupView) -> int | None:
     return max(became, removed)
 
 
-def plan_expiry(group: GroupView, now_ms: int, retention_ms: int, rules: str = "current") -> ExpiryPlan:
+def check_coordinator(coordinator: str) -> str:
+    """Return ``coordinator`` if it is ``old`` or ``new``, else raise ``ValueError``."""
+    if coordinator not in COORDINATORS:
+        raise ValueError(f"unknown coordinator {coordinator!r}; choose one of {', '.join(COORDINATORS)}")
+    return coordinator
+
+
+def plan_expiry(
+    group: GroupView, now_ms: int, retention_ms: int, rules: str = "current", coordinator: str = "old"
+) -> ExpiryPlan:
     """Decide what Kafka's cleanup would remove at ``now_ms``.
 
     Args:
@@ -175,11 +189,13 @@ def plan_expiry(group: GroupView, now_ms: int, retention_ms: int, rules: str = "
         now_ms: the cleanup time.
         retention_ms: ``offsets.retention.minutes`` in ms.
         rules: one of ``RULE_SETS``.
+        coordinator: ``old`` (group tombstone only when generation > 0) or ``new`` (always).
 
     Returns:
         The plan; empty when nothing is due.
     """
     check_rules(rules)
+    check_coordinator(coordinator)
     sit = situation(group, rules)
     expired: list[tuple[tuple[str, int], int]] = []
     offsets = group.offsets
@@ -203,7 +219,8 @@ def plan_expiry(group: GroupView, now_ms: int, retention_ms: int, rules: str = "
             # the offset tombstones and the group tombstone in one batch): the cleanup task runs
             # strictly later, so records of the same instant are applied first
             dies, death_ms = False, None
-    return ExpiryPlan(tuple(expired), dies, death_ms, dies and group.generation > 0)
+    tombstone = dies and (coordinator == "new" or group.generation > 0)
+    return ExpiryPlan(tuple(expired), dies, death_ms, tombstone)
 
 
 def next_expiry_ms(group: GroupView, retention_ms: int | None, rules: str = "current") -> int | None:
@@ -230,11 +247,12 @@ def next_expiry_ms(group: GroupView, retention_ms: int | None, rules: str = "cur
 
 
 def expire_offsets(
-    snapshot: GroupView, now_ms: int, retention_ms: int, rules: str = "current"
+    snapshot: GroupView, now_ms: int, retention_ms: int, rules: str = "current", coordinator: str = "old"
 ) -> list[Record]:
     """The tombstones Kafka would write at ``now_ms``: offset tombstones in key order, then the
-    group tombstone if the group dies with ``generation > 0`` (``cleanupGroupMetadata``)."""
-    plan = plan_expiry(snapshot, now_ms, retention_ms, rules)
+    group tombstone if the group dies (old coordinator: only with ``generation > 0``,
+    ``cleanupGroupMetadata``; new coordinator: always, ``maybeDeleteGroup``)."""
+    plan = plan_expiry(snapshot, now_ms, retention_ms, rules, coordinator)
     out = [Record(OffsetCommitKey(snapshot.group_id, t, p), None) for (t, p), _ in plan.expired]
     if plan.group_tombstone:
         out.append(Record(GroupMetadataKey(snapshot.group_id), None))

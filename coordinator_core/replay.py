@@ -322,6 +322,7 @@ class _Work:
 
     __slots__ = (
         "commit_events",
+        "coordinator",
         "current_state_timestamp",
         "events",
         "exists",
@@ -361,8 +362,10 @@ class _Work:
         rules: str,
         kinds: frozenset[str],
         log_start: bool = False,
+        coordinator: str = "old",
     ) -> None:
         self.log_start = log_start
+        self.coordinator = coordinator
         self.group_id = s.group_id
         self.state = s.state
         self.exists = s.exists
@@ -571,7 +574,7 @@ class _Work:
         """Apply what the decider finds due at ``now`` (retention is set)."""
         retention = self.retention_ms
         assert retention is not None
-        plan = _expiry.plan_expiry(self, now, retention, self.rules)
+        plan = _expiry.plan_expiry(self, now, retention, self.rules, self.coordinator)
         for tp, due in plan.expired:
             self.remove_offset(tp, ts=due, pos=None, predicted_ms=due)
         if plan.group_dies and self.exists and self.state is not _D:
@@ -1050,6 +1053,7 @@ def replay(
     as_of_ms: int | None = None,
     event_kinds: Collection[str] | None = None,
     assume_log_start: bool = False,
+    coordinator: str = "old",
 ) -> ReplayResult:
     """Apply one group's records (in (partition, offset) order) to ``snapshot``.
 
@@ -1065,6 +1069,8 @@ def replay(
             simulator's output), so a first group record at generation g > 1 means g - 1
             generations that never completed a SyncGroup. Default False: a compacted log's first
             record is taken as it is (``cause = first_record``, no invented history).
+        coordinator: whose group-deletion rule to predict: ``old`` (group tombstone only when
+            generation > 0) or ``new`` (the group-coordinator module: always).
 
     Returns:
         ``ReplayResult(snapshot, events, stats)``.
@@ -1074,8 +1080,9 @@ def replay(
         IllegalStateTransitionError: never for a consistent log (a bug guard).
     """
     _expiry.check_rules(rules)
+    _expiry.check_coordinator(coordinator)
     kinds = ALL_EVENT_KINDS if event_kinds is None else frozenset(event_kinds)
-    w = _Work(snapshot, retention_ms, rules, kinds, assume_log_start)
+    w = _Work(snapshot, retention_ms, rules, kinds, assume_log_start, coordinator)
     gid = snapshot.group_id
     offsets = w.offsets
     stats = w.stats
@@ -1166,6 +1173,7 @@ def replay_groups(
     as_of_ms: int | None = None,
     event_kinds: Collection[str] | None = None,
     assume_log_start: bool = False,
+    coordinator: str = "old",
 ) -> dict[str, ReplayResult]:
     """Replay a log holding many groups: split by group (order kept), replay each.
 
@@ -1195,6 +1203,7 @@ def replay_groups(
             as_of_ms=as_of_ms,
             event_kinds=event_kinds,
             assume_log_start=assume_log_start,
+            coordinator=coordinator,
         )
     return out
 
@@ -1207,6 +1216,7 @@ def snapshot_as_of(
     as_of_offset: int | None = None,
     retention_ms: int | None = None,
     rules: str = "current",
+    coordinator: str = "old",
 ) -> GroupSnapshot:
     """The group as it was at time ``as_of_ms`` and/or log offset ``as_of_offset`` (inclusive).
 
@@ -1231,6 +1241,7 @@ def snapshot_as_of(
         rules=rules,
         as_of_ms=as_of_ms,
         event_kinds=(),
+        coordinator=coordinator,
     ).snapshot
 
 

@@ -249,3 +249,29 @@ def test_next_expiry_drives_the_timer() -> None:
     assert after.offset_count == 1
     assert next_expiry_ms(after, WEEK) == log.now + WEEK
     assert next_expiry_ms(snap, None) is None
+
+
+def test_new_coordinator_also_tombstones_a_generation_zero_group_when_it_dies() -> None:
+    # spec §4.3/§8.3: the old GroupCoordinator writes the group tombstone only when
+    # generation > 0; the new group-coordinator (Kafka 4.0) writes it for any Empty classic group.
+    log = GroupLog()
+    log.commit("t", 0, 1)
+    snap = _snap(log)
+    at = log.now + WEEK
+    old = plan_expiry(snap, at, WEEK, coordinator="old")
+    new = plan_expiry(snap, at, WEEK, coordinator="new")
+    assert old.group_dies and new.group_dies
+    assert not old.group_tombstone and new.group_tombstone
+    assert [type(r.key).__name__ for r in expire_offsets(snap, at, WEEK, coordinator="new")] == [
+        "OffsetCommitKey", "GroupMetadataKey",
+    ]
+    deaths = [
+        e for e in replay(new_snapshot("g"), log.records, retention_ms=WEEK, as_of_ms=at, coordinator="new").events
+        if isinstance(e, GroupLifecycle) and e.event == "group_deleted"
+    ]
+    assert len(deaths) == 1 and deaths[0].group_tombstone
+
+
+def test_unknown_coordinator_is_rejected() -> None:
+    with pytest.raises(ValueError, match="coordinator"):
+        replay(new_snapshot("g"), [], retention_ms=WEEK, coordinator="newest")
