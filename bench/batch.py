@@ -518,7 +518,7 @@ def render(results: list[SizeResult], base: dict[str, float], args: argparse.Nam
     lines = [
         "## batch (Spark, local[2])",
         "",
-        "Commands (each size ran as its own process, one after the other; render with "
+        "Commands (render with "
         f"`.venv/bin/python bench/batch.py --sizes {args.sizes} --render-only --write-results`): "
         + "; ".join(f"`{c}`" for c in cmds) + f". Data in {BENCH_ROOT}, never in the repo.",
         f"Machine: {os.cpu_count()} cores, Python {platform.python_version()}, Spark local[2], "
@@ -613,8 +613,8 @@ def notes(results: list[SizeResult], base: dict[str, float]) -> list[str]:
         "(the `sorted` method; one Arrow round trip per group with `applyInArrow` cost more than the replay).",
         "- The baseline row is the pure core (decode + replay) in one process; `e2e vs baseline` compares the "
         "whole Spark job (2 cores, with Delta writes) to it.",
-        "- The Spark rows ran before the last decoder change (short strings cut by a window copy, commit "
-        "1732733); the single-process rows after it (`--baseline-only`).",
+        "- Both Spark rows come from one process (one SparkSession, sizes in turn); the single-process rows "
+        "from a `--baseline-only` run of the same code minutes earlier.",
         "",
     ]
 
