@@ -184,7 +184,14 @@ def gold_rows(
     rules: str = "current",
     num_partitions: int = 50,
 ) -> dict[str, list[dict[str, Any]]]:
-    """The core's rows of one replayed group, by gold table (exactly what the core returns)."""
+    """The core's rows of one replayed group, by gold table.
+
+    Event rows are keyed by ``(group_id, event_key)`` and the core's contract is that a later
+    event with the same key replaces the earlier one (a predicted expiry later confirmed by the
+    log's tombstone, an offset tombstone re-emitted as ``group_deleted``). The streaming job gets
+    that from its MERGE; here the last row per key is kept, so batch and stream write the same
+    rows and the tables never hold two rows for one key.
+    """
     rows: dict[str, list[dict[str, Any]]] = {t: [] for t in tables}
     snap = result.snapshot
     if "group_state" in rows:
@@ -193,10 +200,16 @@ def gold_rows(
         )
     if "offsets_current" in rows:
         rows["offsets_current"].extend(snap.offset_rows())
+    keyed: dict[str, dict[str, dict[str, Any]]] = {}
     for event in result.events:
-        bucket = rows.get(event.table)
-        if bucket is not None:
-            bucket.append(event.to_row())
+        if event.table not in rows:
+            continue
+        row = event.to_row()
+        bucket = keyed.setdefault(event.table, {})
+        bucket.pop(row["event_key"], None)  # re-insert: the later row wins and keeps log order
+        bucket[row["event_key"]] = row
+    for table, by_key in keyed.items():
+        rows[table].extend(by_key.values())
     return rows
 
 

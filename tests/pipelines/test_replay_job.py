@@ -312,3 +312,22 @@ def test_replay_to_gold_equals_pure_core_replay_on_a_simulator_generated_log(spa
         want = spark.createDataFrame(expected[spec.name].to_pylist(), spec.spark_schema())
         assert_df_equality(gold[spec.name], want, ignore_row_order=True, ignore_nullable=True)
     gold["_union"].unpersist()
+
+
+def test_gold_rows_keep_one_row_per_event_key_the_later_one() -> None:
+    """A predicted expiry later confirmed by the log's tombstone is ONE offset_expirations row
+    (status confirmed), as the streaming MERGE leaves it — never two rows for one key."""
+    from coordinator_core.replay import new_snapshot, replay
+    from pipelines.replay_job import gold_rows
+    from tests.coordinator_core.replay_builders import GroupLog
+
+    week = 7 * 86_400_000
+    log = GroupLog()
+    log.commit("t", 0, 5)
+    log.offset_tombstone("t", 0, at=log.now + week + 600_000)  # the broker's cleanup, 10 min later
+    result = replay(new_snapshot("g"), log.records, retention_ms=week)
+    keys = [e.to_row()["event_key"] for e in result.events if e.table == "offset_expirations"]
+    assert len(keys) == 2 and len(set(keys)) == 1  # the core emits predicted, then confirmed
+    rows = gold_rows(result, tables=("offset_expirations",), retention_ms=week)["offset_expirations"]
+    assert len(rows) == 1
+    assert rows[0]["status"] == "confirmed" and rows[0]["observed_ms"] == log.now
