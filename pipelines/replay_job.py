@@ -224,11 +224,13 @@ def _replay_one(
     num_partitions: int,
     kinds: tuple[str, ...],
     out: dict[str, list[dict[str, Any]]],
+    coordinator: str = "old",
 ) -> None:
     from coordinator_core.replay import new_snapshot, replay
 
     result = replay(
-        new_snapshot(group_id), records, retention_ms=retention_ms, rules=rules, as_of_ms=as_of_ms, event_kinds=kinds
+        new_snapshot(group_id), records, retention_ms=retention_ms, rules=rules, as_of_ms=as_of_ms,
+        event_kinds=kinds, coordinator=coordinator,
     )
     for name, rows in gold_rows(
         result, tables=tables, retention_ms=retention_ms, rules=rules, num_partitions=num_partitions
@@ -249,6 +251,7 @@ def replay_group_arrow(
     as_of_ms: int | None = None,
     tables: Sequence[str] = DEFAULT_TABLES,
     num_partitions: int = 50,
+    coordinator: str = "old",
 ) -> pa.Table:
     """The grouped function (``applyInArrow``): one group's rows -> gold rows (union schema)."""
     if table.num_rows == 0:
@@ -259,6 +262,7 @@ def replay_group_arrow(
     _replay_one(
         table.column("group_id")[0].as_py(), records_from_arrow(table), retention_ms=retention_ms, rules=rules,
         as_of_ms=as_of_ms, tables=tables, num_partitions=num_partitions, kinds=event_kinds_for(tables), out=out,
+        coordinator=coordinator,
     )
     return _union_table(out)
 
@@ -271,6 +275,7 @@ def replay_sorted_batches(
     as_of_ms: int | None = None,
     tables: Sequence[str] = DEFAULT_TABLES,
     num_partitions: int = 50,
+    coordinator: str = "old",
 ) -> Iterator[pa.Table]:
     """Replay rows sorted by (group_id, coordinator_partition, log_offset), many groups per batch.
 
@@ -283,7 +288,7 @@ def replay_sorted_batches(
     carry_gid: str | None = None
     carry: list[LogRecord] = []
     opts = {"retention_ms": retention_ms, "rules": rules, "as_of_ms": as_of_ms, "tables": tables,
-            "num_partitions": num_partitions, "kinds": kinds}
+            "num_partitions": num_partitions, "kinds": kinds, "coordinator": coordinator}
     for batch in batches:
         if batch.num_rows == 0:
             continue
@@ -421,6 +426,7 @@ def replay_to_gold(
     persist: bool = True,
     on_as_of: Callable[[int | None], None] | None = None,
     method: str = "sorted",
+    coordinator: str = "old",
 ) -> dict[str, DataFrame]:
     """Replay every group of the decoded tables and return the gold DataFrames.
 
@@ -429,6 +435,8 @@ def replay_to_gold(
         group_metadata_df: ``group_metadata`` rows.
         retention_ms: offset retention for predicted expiry (None: only what the log says).
         rules: expiry rule set (``coordinator_core.expiry.RULE_SETS``).
+        coordinator: whose group-deletion rule to predict (``old`` | ``new``, see
+            ``coordinator_core.expiry.COORDINATORS``).
         as_of_ms: time to evaluate expiry at after the last record; default (with a
             retention) the largest record timestamp of the input.
         unsupported_df: ``unsupported_records`` rows, so group_state counts them like the core.
@@ -459,7 +467,7 @@ def replay_to_gold(
     tables = tuple(tables)
 
     opts: dict[str, Any] = {"retention_ms": retention_ms, "rules": rules, "as_of_ms": as_of_ms,
-                            "tables": tables, "num_partitions": num_partitions}
+                            "tables": tables, "num_partitions": num_partitions, "coordinator": coordinator}
     schema = gold_union_spark_schema()
     if method == "grouped":
 

@@ -112,6 +112,7 @@ class StreamSettings:
     query_name: str = REPLAY_QUERY
     quarantine_query_name: str = QUARANTINE_QUERY
     extra: dict[str, Any] = field(default_factory=dict)
+    coordinator: str = "old"
 
     @property
     def app_id(self) -> str:
@@ -145,6 +146,7 @@ def settings_from_config(cfg: Config) -> StreamSettings:
         rules=cfg.replay.rules,
         num_partitions=cfg.offsets_topic.num_partitions,
         tables=tuple(DEFAULT_TABLES),
+        coordinator=cfg.replay.coordinator,
     )
 
 
@@ -272,6 +274,7 @@ class GroupReplayer:
     rules: str
     tables: tuple[str, ...]
     num_partitions: int
+    coordinator: str = "old"
 
     def replay_call(
         self,
@@ -307,6 +310,7 @@ class GroupReplayer:
             rules=self.rules,
             as_of_ms=as_of,
             event_kinds=event_kinds_for(self.tables),
+            coordinator=self.coordinator,
         )
         after = result.snapshot
         # Only what changed: the offsets this call replaced or added, and deletions.
@@ -383,7 +387,9 @@ def stateful_replay(replay_input: DataFrame, settings: StreamSettings) -> DataFr
 
     from pipelines.replay_job import gold_union_spark_schema
 
-    fn = GroupReplayer(settings.retention_ms, settings.rules, settings.tables, settings.num_partitions)
+    fn = GroupReplayer(
+        settings.retention_ms, settings.rules, settings.tables, settings.num_partitions, settings.coordinator
+    )
     return (
         replay_input.withWatermark("log_timestamp", f"{settings.watermark_delay_ms} milliseconds")
         .groupBy("group_id")

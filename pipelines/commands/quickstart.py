@@ -36,9 +36,15 @@ EXAMPLE_QUERIES: list[tuple[str, str]] = [
         "FROM offsets_current GROUP BY group_id ORDER BY partitions DESC, group_id LIMIT 5",
     ),
     (
-        "Offset commits per coordinator partition",
-        "SELECT coordinator_partition, count(*) AS commits, count(DISTINCT group_id) AS groups "
-        "FROM offset_commits GROUP BY coordinator_partition ORDER BY commits DESC LIMIT 5",
+        "What each group went through: rebalances and expired offsets",
+        "SELECT g.group_id, g.state, g.generation, coalesce(r.rebalances, 0) AS rebalances, "
+        "coalesce(e.expired, 0) AS expired_offsets, coalesce(e.confirmed, 0) AS confirmed_by_log "
+        "FROM group_state g "
+        "LEFT JOIN (SELECT group_id, count(*) AS rebalances FROM rebalances "
+        "WHERE cause <> 'static_member_rejoined' GROUP BY group_id) r ON r.group_id = g.group_id "
+        "LEFT JOIN (SELECT group_id, count(*) AS expired, count_if(status = 'confirmed') AS confirmed "
+        "FROM offset_expirations WHERE cause = 'retention' GROUP BY group_id) e ON e.group_id = g.group_id "
+        "ORDER BY rebalances DESC, g.group_id LIMIT 8",
     ),
 ]
 
@@ -173,7 +179,8 @@ def sample_records(
 
 
 def generate_sample(
-    landing: str | Path, *, groups: int, hours: float, seed: int, num_partitions: int, retention_ms: int
+    landing: str | Path, *, groups: int, hours: float, seed: int, num_partitions: int, retention_ms: int,
+    coordinator: str = "old",
 ) -> tuple[int, str]:
     """Write a sample log into ``landing``; returns (records written, generator used)."""
     from pipelines.raw_files import write_raw_records
@@ -185,7 +192,7 @@ def generate_sample(
         write_raw_records(records, landing)
         return len(records), "built-in sample"
     n = write_generated(landing, groups=groups, hours=hours, seed=seed, num_partitions=num_partitions,
-                        retention_ms=retention_ms)
+                        retention_ms=retention_ms, coordinator=coordinator)
     return int(n), "coordinator simulator"
 
 
@@ -208,6 +215,13 @@ def register(subparsers: Any) -> None:
     p.add_argument("--groups", type=int, default=12, help="consumer groups to simulate (default: %(default)s)")
     p.add_argument("--hours", type=float, default=1.0, help="hours of activity to simulate (default: %(default)s)")
     p.add_argument("--seed", type=int, default=None, help="random seed (default: generate.seed)")
+    p.add_argument(
+        "--retention-ms",
+        type=int,
+        default=900_000,
+        help="the sample cluster's offsets.retention in ms, used by the simulated broker AND the replay, "
+        "short so offset expiry shows within the sample (default: %(default)s = 15 min)",
+    )
     p.add_argument("--fresh", action="store_true", help="delete --dir first")
     p.add_argument("--conf", default=None, help="base overlay to start from (default: conf/local.yaml)")
     p.set_defaults(func=run)
@@ -224,7 +238,17 @@ def run(args: argparse.Namespace) -> int:
     if args.fresh and root.exists():
         shutil.rmtree(root)
     root.mkdir(parents=True, exist_ok=True)
-    cfg = load_config(args.conf, overrides={"paths.root": str(root), "input.source": "landing"})
+    if args.retention_ms <= 0:
+        raise UsageError("--retention-ms: expected a positive integer")
+    cfg = load_config(
+        args.conf,
+        overrides={
+            "paths.root": str(root),
+            "input.source": "landing",
+            "replay.retention_ms": args.retention_ms,
+            "generate.retention_ms": args.retention_ms,
+        },
+    )
     groups, hours = args.groups, args.hours
     seed = args.seed if args.seed is not None else cfg.generate.seed
     if groups <= 0:
@@ -234,7 +258,11 @@ def run(args: argparse.Namespace) -> int:
     console = Console()
     err = Console(stderr=True)
     conf_file = root / "quickstart.yaml"
-    conf_file.write_text(f"# written by offsetlake quickstart\npaths:\n  root: {root}\n")
+    conf_file.write_text(
+        "# written by offsetlake quickstart: the sample cluster's settings\n"
+        f"paths:\n  root: {root}\n"
+        f"replay:\n  retention_ms: {args.retention_ms}\n  coordinator: {cfg.replay.coordinator}\n"
+    )
 
     landing = Path(cfg.paths.landing)
     if landing.exists() and any(landing.glob("*.parquet")):
@@ -242,7 +270,8 @@ def run(args: argparse.Namespace) -> int:
     else:
         n, how = generate_sample(landing, groups=groups, hours=hours, seed=seed,
                                  num_partitions=cfg.offsets_topic.num_partitions,
-                                 retention_ms=cfg.generate.retention_ms)
+                                 retention_ms=cfg.generate.retention_ms,
+                                 coordinator=cfg.replay.coordinator)
         err.print(f"[quickstart] generated {n:,} records for {groups} groups ({how}) into {landing}")
 
     spark = build_spark_from_config(cfg, app_suffix="quickstart")

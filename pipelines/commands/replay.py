@@ -61,6 +61,13 @@ def register(subparsers: Any) -> None:
         default="current",
         help="expiry rules of the broker version: current (default), 2.4-3.1, 2.1-2.3, pre-2.1",
     )
+    p.add_argument(
+        "--coordinator",
+        choices=("old", "new"),
+        default="old",
+        help="whose group-deletion rule to predict: old (group tombstone only when generation > 0; "
+        "default) or new (Kafka 4's group-coordinator: always)",
+    )
     p.add_argument("--events", action="store_true", help="print the event stream instead of the group states")
     p.add_argument(
         "--kinds", metavar="K1,K2", help="with --events: only these kinds (e.g. rebalance,offset_expiration)"
@@ -127,6 +134,7 @@ def run(args: argparse.Namespace) -> int:
         as_of_ms=args.as_of_ms,
         event_kinds=(kinds if kinds is not None else None) if args.events else (),
         assume_log_start=args.assume_log_start,
+        coordinator=args.coordinator,
     )
     out = sys.stdout
     n_events = 0

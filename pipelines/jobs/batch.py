@@ -258,6 +258,7 @@ def run_batch(
                     io.read("group_metadata"),
                     retention_ms=cfg.replay.retention_ms,
                     rules=cfg.replay.rules,
+                    coordinator=cfg.replay.coordinator,
                     as_of_ms=cfg.replay.as_of_ms,
                     unsupported_df=io.read("unsupported_records"),
                     tables=gold_table_names(),
