@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 from collections.abc import Iterator
@@ -12,6 +13,10 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
 VECTORS = SHARED / "spec" / "vectors"
+
+# py4j logs at INFO from ``__del__`` during interpreter shutdown, after pytest closed the streams
+# (Airflow's logging setup raises the level): keep it quiet so the run ends without a traceback.
+logging.getLogger("py4j").setLevel(logging.WARNING)
 
 
 @pytest.fixture(scope="session")
