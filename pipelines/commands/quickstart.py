@@ -255,7 +255,10 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--groups: expected a positive integer")
     if hours <= 0:
         raise UsageError("--hours: expected a positive number")
-    console = Console()
+    import sys
+
+    # piped or captured output gets a width that fits group ids instead of rich's 80 columns
+    console = Console() if sys.stdout.isatty() else Console(width=132)
     err = Console(stderr=True)
     conf_file = root / "quickstart.yaml"
     conf_file.write_text(
