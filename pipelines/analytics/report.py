@@ -145,7 +145,7 @@ def build_report(cfg: Config, *, groups: list[str] | None = None, max_groups: in
         (f"{n_groups:,}", "groups"),
         (f"{int((state['state'] == 'Stable').sum()):,}", "Stable"),
         (f"{int(is_reb.sum()):,}", "rebalances"),
-        (f"{rebal.loc[is_reb, 'duration_ms'].fillna(0).sum() / 60000:,.1f}", "rebalance minutes"),
+        (f"{rebal.loc[is_reb, 'duration_ms'].fillna(0).sum() / 60000:,.1f}", "rebalance minutes (upper bound)"),
         (f"{0 if offsets is None else len(offsets):,}", "committed offsets"),
         (f"{0 if load is None else len(load):,}", "offset-commit records"),
     ]
@@ -253,7 +253,7 @@ def _group_section(g: str, cfg: Config, state: pd.DataFrame, rebal: pd.DataFrame
         fm.update_xaxes(type="category")
         rr = r2[r2["cause"].isin(["new_generation", "ended_empty", "first_record"])]
         fd = px.bar(rr, x=rr["generation"].astype(str), y=rr["duration_ms"].fillna(0) / 1000,
-                    hover_data=["cause", "partitions_moved"], title="Rebalance duration (s) per generation",
+                    hover_data=["cause", "partitions_moved"], title="Rebalance duration (s, upper bound) per generation",
                     labels={"x": "generation", "y": "seconds"})
         fd.update_xaxes(type="category")
         row += [figs.html(fm, 280), figs.html(fd, 280)]
