@@ -231,12 +231,24 @@ def inspect_group(cfg: Config, group_id: str, as_of_ms: int | None = None) -> Gr
     )
 
 
+def compact_partitions(parts: list[str]) -> str:
+    """``["t-0", "t-4", "u-1"]`` -> ``"t[0,4] u[1]"`` (topic names may contain dashes)."""
+    by_topic: dict[str, list[int]] = {}
+    for tp in parts:
+        topic, _, num = tp.rpartition("-")
+        by_topic.setdefault(topic, []).append(int(num))
+    return " ".join(f"{t}[{','.join(map(str, sorted(ps)))}]" for t, ps in sorted(by_topic.items()))
+
+
 def render(view: GroupView, console: Any = None) -> None:
     """Print ``view`` as rich tables (header, members, offsets, transitions, rebalances, expiry)."""
+    import sys
+
     from rich.console import Console
     from rich.table import Table
 
-    console = console or Console()
+    # piped or captured output gets room for member ids instead of rich's 80 columns
+    console = console or (Console() if sys.stdout.isatty() else Console(width=160))
     state = view.state + (" (inferred)" if view.state_inferred else "")
     head = Table.grid(padding=(0, 2))
     head.add_column(style="bold")
@@ -262,7 +274,7 @@ def render(view: GroupView, console: Any = None) -> None:
         t.add_row(m["member_id"] + (" *" if m["is_leader"] else ""), m["group_instance_id"] or "-",
                   m["client_id"] or "-", m["client_host"] or "-",
                   f"{m['session_timeout']}/{m['rebalance_timeout']}",
-                  "?" if parts is None else ", ".join(parts) or "-")
+                  "?" if parts is None else compact_partitions(parts) or "-")
     console.print(t)
 
     t = Table(title=f"Committed offsets ({len(view.offsets)})", title_justify="left")
