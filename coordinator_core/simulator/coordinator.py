@@ -241,6 +241,10 @@ class Coordinator:
         self.loading_partitions: set[int] = set()
         self.expired_groups: list[tuple[int, str]] = []  # (time, group) that went Dead by expiry
         self.deleted_groups: list[tuple[int, str]] = []
+        # Topics deleted from the cluster's metadata: KafkaApis answers an OffsetCommit for their
+        # partitions with UNKNOWN_TOPIC_OR_PARTITION before the coordinator sees it, so a commit
+        # still in flight when the topic goes never re-creates the tombstoned offsets.
+        self.deleted_topics: set[str] = set()
 
     # ------------------------------------------------------------------------------------------
     # helpers
@@ -959,6 +963,15 @@ class Coordinator:
             tps = tuple(o[0] for o in offsets)
             self._respond(gid, endpoint, p.OffsetCommitResponse(p.COORDINATOR_LOAD_IN_PROGRESS, tps), member_id)
             return
+        if self.deleted_topics:
+            kept = tuple(o for o in offsets if o[0][0] not in self.deleted_topics)
+            if len(kept) != len(offsets):
+                if not kept:
+                    tps = tuple(o[0] for o in offsets)
+                    self._respond(gid, endpoint, p.OffsetCommitResponse(p.UNKNOWN_TOPIC_OR_PARTITION, tps),
+                                  member_id or None)
+                    return
+                offsets = kept
         g = self.groups.get(gid)
         if g is None:
             if generation_id < 0:
@@ -1078,6 +1091,7 @@ class Coordinator:
     def delete_topic(self, topic: str) -> None:
         """``handleDeletedPartitions``: tombstone every group's offsets of the topic."""
         self._cause = f"topic {topic} deleted"
+        self.deleted_topics.add(topic)
         for g in list(self.groups.values()):
             tps = sorted(tp for tp in g.offsets if tp[0] == topic)
             if tps:

@@ -129,6 +129,7 @@ class Simulator:
     def set_partitions(self, topic: str, partitions: int) -> None:
         """Create a topic or change its partition count; subscribed leaders rejoin."""
         self.topics[topic] = partitions
+        self.coordinator.deleted_topics.discard(topic)  # re-created
         self._metadata_changed(topic)
 
     def _metadata_changed(self, topic: str) -> None:
