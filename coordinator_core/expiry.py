@@ -113,6 +113,7 @@ _UNSUBSCRIBED = 3  # offsets of topics no member subscribes to, base = commit
 _PRE_21 = 4  # every offset, expire_timestamp (or commit + retention), strict
 SIT_NONE = _NONE
 SIT_UNSUBSCRIBED = _UNSUBSCRIBED
+SIT_ALL_BASE_COMMIT = _ALL_BASE_COMMIT
 
 
 def situation(group: GroupView, rules: str) -> int:
@@ -160,6 +161,32 @@ def due_ms(
     else:
         base = value.commit_timestamp
     return base + retention_ms
+
+
+def min_due_ms(
+    sit: int,
+    group: GroupView,
+    retention_ms: int,
+    min_commit_timestamp_ms: int | None,
+    min_expire_timestamp_ms: int | None,
+) -> int | None:
+    """A lower bound of ``due_ms`` over a set of commits known only by two aggregates.
+
+    ``min_commit_timestamp_ms`` is the least commit timestamp of the commits without an explicit
+    expire timestamp, ``min_expire_timestamp_ms`` the least explicit one (None: no such commit).
+    Conservative where ``due_ms`` looks at the topic (``_UNSUBSCRIBED``: every topic is taken as
+    unsubscribed) and under pre-2.1 (the strict ``+ 1`` is left out). None: none can expire.
+    """
+    if sit == _NONE:
+        return _NEVER
+    best: int | None = min_expire_timestamp_ms
+    if min_commit_timestamp_ms is not None:
+        cst = group.current_state_timestamp
+        base = cst if sit == _ALL_BASE_STATE and cst is not None else min_commit_timestamp_ms
+        due = base + retention_ms
+        if best is None or due < best:
+            best = due
+    return best
 
 
 def _death_base(group: GroupView) -> int | None:
