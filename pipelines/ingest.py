@@ -6,6 +6,13 @@ Rules:
 - Ingest is idempotent on (topic, partition, offset): duplicates inside the input are dropped,
   and records already in ``raw_records`` are removed with an anti-join before the append. A rerun
   over the same input appends nothing and makes no commit (the table version stays).
+- The common case costs one column-pruned pass, not a shuffle: ``position_ranges`` reads only
+  (topic, partition, offset) and returns, per task and log partition, the offset range, the row
+  count and whether the task saw a position twice. When no task saw a duplicate and no two
+  ranges of one log partition overlap (each other's or ``raw_records``'), the input holds no
+  duplicate and nothing already ingested: it is appended as it is, in the source's order. Any
+  overlap takes the exact path (``dropDuplicates`` + anti-join, then sorted by position).
+  Overlapping ranges are only a reason to check, never a reason to drop.
 - Sources (``input.source``):
     landing  Parquet files (Spark's file source, executors read in parallel) and/or JSON-lines
              captures (read with ``pipelines.raw_files`` on the driver: a debugging/interchange
@@ -19,8 +26,10 @@ Rules:
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -29,6 +38,7 @@ from pipelines.errors import UsageError
 from schemas.raw import RAW_RECORDS
 
 if TYPE_CHECKING:
+    import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
 
     from pipelines.config import Config
@@ -56,8 +66,9 @@ class IngestResult:
         return self.records_read - self.records_new
 
 
-def normalize(df: DataFrame) -> DataFrame:
-    """Conform a Kafka-source-shaped DataFrame to ``RAW_RECORDS``; drop in-batch duplicates.
+def normalize(df: DataFrame, *, dedupe: bool = True) -> DataFrame:
+    """Conform a Kafka-source-shaped DataFrame to ``RAW_RECORDS``; drop in-batch duplicates
+    (unless ``dedupe`` is False: the caller proved there are none).
 
     Extra columns (``headers`` from ``format("kafka")``) are dropped; missing ``topic`` defaults
     to ``__consumer_offsets`` and missing ``timestampType`` to 0 (CREATE_TIME).
@@ -75,13 +86,101 @@ def normalize(df: DataFrame) -> DataFrame:
             cols.append(F.lit(0).cast("int").alias("timestampType"))
         else:
             raise UsageError(f"raw input has no '{f.name}' column (columns: {', '.join(df.columns)})")
-    return df.select(*cols).dropDuplicates(list(POSITION))
+    out = df.select(*cols)
+    return out.dropDuplicates(list(POSITION)) if dedupe else out
 
 
 def new_records(incoming: DataFrame, existing: DataFrame) -> DataFrame:
     """Rows of ``incoming`` whose (topic, partition, offset) is not in ``existing``."""
     keys = existing.select(*POSITION)
     return incoming.join(keys, on=list(POSITION), how="left_anti")
+
+
+@dataclass(frozen=True)
+class PositionRange:
+    """The positions one task of a scan saw in one log partition."""
+
+    topic: str
+    partition: int
+    first: int  # smallest offset
+    last: int  # largest offset
+    rows: int
+    repeats: bool  # some offset occurs twice within this task
+
+
+_RANGE_DDL = "topic string, partition int, first bigint, last bigint, rows bigint, repeats boolean"
+
+
+def _task_ranges(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """mapInArrow body: one row per log partition seen by this task (numpy over two columns)."""
+    import numpy as np
+    import pyarrow as pa
+
+    tables = [pa.Table.from_batches([b]) for b in batches if b.num_rows]
+    if not tables:
+        return
+    t = pa.concat_tables(tables).combine_chunks()
+    if any(t.column(c).null_count for c in POSITION):  # no position to compare: take the exact path
+        yield pa.RecordBatch.from_pydict(
+            {"topic": [""], "partition": pa.array([-1], pa.int32()), "first": pa.array([0], pa.int64()),
+             "last": pa.array([0], pa.int64()), "rows": pa.array([t.num_rows], pa.int64()), "repeats": [True]})
+        return
+    topic = t.column("topic").dictionary_encode().combine_chunks()
+    codes = topic.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+    part = t.column("partition").to_numpy().astype(np.int64)
+    off = t.column("offset").to_numpy()
+    # one sort by (topic code, partition, offset): ranges are segment ends, repeats are equal
+    # neighbours within a segment
+    seg = codes * (1 << 32) + part
+    order = np.lexsort((off, seg))
+    seg_s, off_s = seg[order], off[order]
+    starts = np.flatnonzero(np.r_[True, seg_s[1:] != seg_s[:-1]])
+    ends = np.r_[starts[1:], len(seg_s)]
+    same = np.r_[False, (seg_s[1:] == seg_s[:-1]) & (off_s[1:] == off_s[:-1])]
+    rep = np.add.reduceat(same.astype(np.int64), starts) > 0
+    first_rows = order[starts]
+    yield pa.RecordBatch.from_pydict({
+        "topic": topic.dictionary.take(pa.array(codes[first_rows])),
+        "partition": pa.array(part[first_rows], pa.int32()),
+        "first": pa.array(off_s[starts], pa.int64()),
+        "last": pa.array(off_s[ends - 1], pa.int64()),
+        "rows": pa.array(ends - starts, pa.int64()),
+        "repeats": pa.array(rep),
+    })
+
+
+def position_ranges(df: DataFrame) -> list[PositionRange]:
+    """Per task and log partition: the offset range, row count and in-task repeats of ``df``.
+
+    Reads only the three position columns (a column-pruned scan for Parquet sources).
+    """
+    rows = df.select(*POSITION).mapInArrow(_task_ranges, _RANGE_DDL).collect()
+    return [PositionRange(r["topic"], r["partition"], r["first"], r["last"], r["rows"], r["repeats"]) for r in rows]
+
+
+def table_ranges(df: DataFrame) -> list[PositionRange]:
+    """One range per log partition of an existing table (an aggregate over two columns)."""
+    from pyspark.sql import functions as F
+
+    rows = df.groupBy("topic", "partition").agg(
+        F.min("offset").alias("first"), F.max("offset").alias("last"), F.count("*").alias("rows")
+    ).collect()
+    return [PositionRange(r["topic"], r["partition"], r["first"], r["last"], r["rows"], False) for r in rows]
+
+
+def ranges_disjoint(ranges: Iterable[PositionRange]) -> bool:
+    """True when no range repeats a position and no two ranges of one log partition overlap."""
+    by_part: dict[tuple[str, int], list[tuple[int, int]]] = {}
+    for r in ranges:
+        if r.repeats:
+            return False
+        by_part.setdefault((r.topic, r.partition), []).append((r.first, r.last))
+    for spans in by_part.values():
+        spans.sort()
+        for (_, prev_last), (first, _) in itertools.pairwise(spans):
+            if first <= prev_last:
+                return False
+    return True
 
 
 # --------------------------------------------------------------------------------------------
@@ -187,18 +286,29 @@ def ingest(spark: SparkSession, cfg: Config, io: TableIO, source: DataFrame | No
     if source is None:
         total = io.count(RAW_TABLE)
         return IngestResult("raw_records", total, 0, total, io.version(RAW_TABLE) or 0)
-    incoming = normalize(source)
     before = io.count(RAW_TABLE)
-    fresh = new_records(incoming, io.read(RAW_TABLE)) if before else incoming
-    fresh = fresh.persist(StorageLevel.MEMORY_AND_DISK)
-    try:
-        read = source.count()
-        n_new = fresh.count()
+    incoming = normalize(source, dedupe=False)
+    incoming_ranges = position_ranges(incoming)
+    read = sum(r.rows for r in incoming_ranges)
+    existing = table_ranges(io.read(RAW_TABLE)) if before else []
+    if ranges_disjoint([*incoming_ranges, *existing]):
+        # no duplicate inside the input, nothing already ingested: append as read (log order kept)
+        n_new = read
         if n_new:
-            # order within files by log position: cheap, and makes range stats useful
-            io.append(RAW_TABLE, fresh.sortWithinPartitions(*POSITION))
-    finally:
-        fresh.unpersist()
+            io.append(RAW_TABLE, incoming)
+    else:
+        log.info("ingest: input overlaps itself or raw_records; de-duplicating by position")
+        fresh = normalize(source)
+        if before:
+            fresh = new_records(fresh, io.read(RAW_TABLE))
+        fresh = fresh.persist(StorageLevel.MEMORY_AND_DISK)
+        try:
+            n_new = fresh.count()
+            if n_new:
+                # the shuffle scrambled the order: put files back in log-position order
+                io.append(RAW_TABLE, fresh.sortWithinPartitions(*POSITION))
+        finally:
+            fresh.unpersist()
     after = io.count(RAW_TABLE)
     if after != before + n_new:
         raise RuntimeError(f"raw_records: expected {before} + {n_new} rows after ingest, found {after}")

@@ -132,3 +132,48 @@ def test_kafka_jvm_source_without_connector_jar_says_what_to_do(cfg: Config, spa
     )
     with pytest.raises(UsageError, match="spark-sql-kafka"):
         ingest(spark, cfg2, TableIO(cfg2, spark))
+
+
+def test_a_position_repeated_inside_one_file_is_ingested_once(cfg: Config, spark: Any) -> None:
+    recs = _records(0, 10)
+    write_raw_records([*recs[:6], recs[3], *recs[6:]], cfg.paths.landing)  # offset 3 twice, one file
+    io = TableIO(cfg, spark)
+    res = ingest(spark, cfg, io)
+    assert (res.records_read, res.records_new, res.raw_total) == (11, 10, 10)
+    assert _positions(io) == [(0, i) for i in range(10)]
+
+
+def test_input_filling_a_gap_between_ingested_ranges_is_appended_whole(cfg: Config, spark: Any) -> None:
+    landing = Path(cfg.paths.landing)
+    write_raw_records(_records(0, 10) + _records(30, 10), landing)
+    io = TableIO(cfg, spark)
+    ingest(spark, cfg, io)
+    for f in landing.iterdir():
+        f.unlink()
+    write_raw_records(_records(10, 20), landing)  # inside the table's 0..39 range, no duplicate
+    res = ingest(spark, cfg, io)
+    assert (res.records_read, res.records_new, res.raw_total) == (20, 20, 40)
+    assert _positions(io) == [(0, i) for i in range(40)]
+
+
+def test_input_without_duplicates_is_appended_in_source_order(cfg: Config, spark: Any) -> None:
+    # two log partitions interleaved, each in offset order: no shuffle, so files keep that order
+    recs = [r for pair in zip(_records(0, 40, partition=1), _records(0, 40, partition=2), strict=True) for r in pair]
+    write_raw_records(recs, cfg.paths.landing)
+    io = TableIO(cfg, spark)
+    assert ingest(spark, cfg, io).records_new == 80
+    got = [(r["partition"], r["offset"]) for r in io.read("raw_records").collect()]
+    assert got == [(r.partition, r.offset) for r in recs]
+
+
+def test_position_ranges_report_repeats_and_overlaps(spark: Any) -> None:
+    from pipelines.ingest import PositionRange, position_ranges, ranges_disjoint
+
+    df = spark.createDataFrame(
+        [("t", 0, 5), ("t", 0, 6), ("t", 1, 5), ("t", 0, 5)], "topic string, partition int, offset bigint"
+    ).coalesce(1)
+    (p0,) = [r for r in position_ranges(df) if r.partition == 0]
+    assert (p0.first, p0.last, p0.rows, p0.repeats) == (5, 6, 3, True)
+    a, b = PositionRange("t", 0, 0, 9, 10, False), PositionRange("t", 0, 10, 19, 10, False)
+    assert ranges_disjoint([a, b]) and ranges_disjoint([a, PositionRange("t", 1, 0, 9, 10, False)])
+    assert not ranges_disjoint([a, b, PositionRange("t", 0, 9, 9, 1, False)])
