@@ -15,6 +15,10 @@ Rules:
   Delta readers only read files named in the log.
 - Batches are cast to the table's declared Arrow schema (``schemas/``), so files written here and
   files written by delta-rs MERGE are identical in type.
+- ``format("offsetlake_delta_rs_multi")`` is the same machinery for one pass that feeds several
+  tables: each task routes its batches through a ``module:function`` (e.g. the decoder, which
+  splits raw records into the four decoded tables), writes every table's files, and the driver
+  commits each table once — after checking that the rows add up (nothing is committed if not).
 - Stats: ``numRecords``, ``nullCount`` of top-level columns and min/max of integer columns (exact, so
   data skipping stays correct). Partition columns (if any) are written Hive-style
   (``col=value/``) and left out of the data files, as the Delta protocol prescribes.
@@ -40,6 +44,7 @@ if TYPE_CHECKING:
     from pyspark.sql.types import StructType
 
 FORMAT_NAME = "offsetlake_delta_rs"
+MULTI_FORMAT_NAME = "offsetlake_delta_rs_multi"
 MARKER_APP = "offsetlake.txn_app_id"
 MARKER_VERSION = "offsetlake.txn_version"
 NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"
@@ -245,48 +250,182 @@ class DeltaRsArrowWriter(DataSourceArrowWriter):
 
     # driver ---------------------------------------------------------------------------------
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
-        from deltalake import CommitProperties, DeltaTable, Transaction
-        from deltalake.transaction import AddAction
-
         files = [f for m in messages if isinstance(m, DeltaRsCommitMessage) for f in m.files]
-        app_id, txn_version = self.app_id, self.txn_version
-        marked = app_id is not None and txn_version is not None
-        if not files and not marked and not self.overwrite:
-            return  # an empty unmarked append would only bump the version
-        dt = DeltaTable(self.table_uri)
-        if app_id is not None and txn_version is not None and already_applied(
-            dt, app_id, txn_version, require_latest=self.require_latest
-        ):
-            self._delete(files)
-            return
-        adds: list[Any] = [
-            AddAction(f.path, f.size, f.partition_values, f.modification_time, True, f.stats) for f in files
-        ]
-        custom = dict(self.metadata)
-        custom["offsetlake.rows"] = sum(f.num_records for f in files)
-        txns = []
-        if app_id is not None and txn_version is not None:
-            custom[MARKER_APP] = app_id
-            custom[MARKER_VERSION] = txn_version
-            txns.append(Transaction(app_id, txn_version))
-        dt.create_write_transaction(
-            adds,
-            mode="overwrite" if self.overwrite else "append",
-            schema=decode_schema(self.schema_b64),
-            partition_by=self.partition_by or None,
-            commit_properties=CommitProperties(custom_metadata=custom, app_transactions=txns or None),
+        commit_files(
+            self.table_uri, files, schema=decode_schema(self.schema_b64), partition_by=self.partition_by,
+            overwrite=self.overwrite, app_id=self.app_id, txn_version=self.txn_version,
+            require_latest=self.require_latest, metadata=self.metadata,
         )
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
-        self._delete([f for m in messages if isinstance(m, DeltaRsCommitMessage) for f in m.files])
+        delete_files(self.table_uri, [f for m in messages if isinstance(m, DeltaRsCommitMessage) for f in m.files])
 
-    def _delete(self, files: list[FileAdd]) -> None:
-        from urllib.parse import unquote
 
-        filesystem, root = _filesystem(self.table_uri)
-        for f in files:
-            with contextlib.suppress(OSError):
-                filesystem.delete_file(f"{root}/{unquote(f.path)}")
+def delete_files(table_uri: str, files: list[FileAdd]) -> None:
+    """Remove files a task wrote that will never be committed."""
+    from urllib.parse import unquote
+
+    filesystem, root = _filesystem(table_uri)
+    for f in files:
+        with contextlib.suppress(OSError):
+            filesystem.delete_file(f"{root}/{unquote(f.path)}")
+
+
+def commit_files(
+    table_uri: str,
+    files: list[FileAdd],
+    *,
+    schema: pa.Schema,
+    partition_by: list[str],
+    overwrite: bool,
+    app_id: str | None,
+    txn_version: int | None,
+    require_latest: bool,
+    metadata: dict[str, Any],
+) -> bool:
+    """ONE Delta commit adding ``files`` (append or overwrite) with the idempotency marker.
+
+    Returns False (and deletes ``files``) when the marker is already applied, True otherwise.
+    """
+    from deltalake import CommitProperties, DeltaTable, Transaction
+    from deltalake.transaction import AddAction
+
+    marked = app_id is not None and txn_version is not None
+    if not files and not marked and not overwrite:
+        return True  # an empty unmarked append would only bump the version
+    dt = DeltaTable(table_uri)
+    if app_id is not None and txn_version is not None and already_applied(
+        dt, app_id, txn_version, require_latest=require_latest
+    ):
+        delete_files(table_uri, files)
+        return False
+    adds: list[Any] = [
+        AddAction(f.path, f.size, f.partition_values, f.modification_time, True, f.stats) for f in files
+    ]
+    custom = dict(metadata)
+    custom["offsetlake.rows"] = sum(f.num_records for f in files)
+    txns = []
+    if app_id is not None and txn_version is not None:
+        custom[MARKER_APP] = app_id
+        custom[MARKER_VERSION] = txn_version
+        txns.append(Transaction(app_id, txn_version))
+    dt.create_write_transaction(
+        adds,
+        mode="overwrite" if overwrite else "append",
+        schema=schema,
+        partition_by=partition_by or None,
+        commit_properties=CommitProperties(custom_metadata=custom, app_transactions=txns or None),
+    )
+    return True
+
+
+# --------------------------------------------------------------------------------------------
+# one pass, several tables
+
+
+@dataclass
+class MultiCommitMessage(WriterCommitMessage):
+    """What a task of a routed write reports back: the files it wrote, by table."""
+
+    files: dict[str, list[FileAdd]] = field(default_factory=dict)
+    rows_in: int = 0
+
+
+def load_route(spec: str) -> Any:
+    """``"package.module:function"`` -> the function (imported on the executor)."""
+    import importlib
+
+    module, _, name = spec.partition(":")
+    if not module or not name:
+        raise ValueError(f"route must be 'module:function', not {spec!r}")
+    return getattr(importlib.import_module(module), name)
+
+
+class DeltaRsMultiWriter(DataSourceArrowWriter):
+    """Executors: each input batch → ``route(batch, options)`` → rows for several tables, written
+    as Parquet files; driver: one delta-rs commit per table.
+
+    Options: ``tables`` (JSON list of ``{name, path, arrow_schema, partition_by}``), ``route``
+    (``module:function`` returning ``{table name: pa.Table}``), ``route_options`` (JSON),
+    ``expected_rows`` (optional: the routed rows must add up to it, else nothing is committed),
+    ``rows_equal_input`` (``true``: the routed rows must add up to the input rows), and the
+    marker / mode options of ``offsetlake_delta_rs``.
+    """
+
+    def __init__(self, options: dict[str, str], overwrite: bool) -> None:
+        self.tables = json.loads(options["tables"])
+        self.route = options["route"]
+        self.route_options = json.loads(options.get("route_options", "{}"))
+        self.target_rows = int(options.get("target_file_rows", "1000000"))
+        self.overwrite = overwrite or options.get("write_mode") == "overwrite"
+        self.app_id = options.get("txn_app_id") or None
+        self.txn_version = int(options["txn_version"]) if options.get("txn_version") else None
+        self.require_latest = options.get("require_latest", "false") == "true"
+        self.metadata = json.loads(options.get("commit_metadata", "{}"))
+        self.expected_rows = int(options["expected_rows"]) if options.get("expected_rows") else None
+        self.rows_equal_input = options.get("rows_equal_input", "false") == "true"
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> MultiCommitMessage:
+        route = load_route(self.route)
+        schemas = {t["name"]: decode_schema(t["arrow_schema"]) for t in self.tables}
+        writers = {
+            t["name"]: _TaskWriter(t["path"], schemas[t["name"]], list(t["partition_by"]), self.target_rows)
+            for t in self.tables
+        }
+        rows_in = 0
+        for batch in iterator:
+            if batch.num_rows == 0:
+                continue
+            rows_in += batch.num_rows
+            for name, table in route(batch, self.route_options).items():
+                if table.num_rows:
+                    writers[name].write(table.select(schemas[name].names).cast(schemas[name]))
+        return MultiCommitMessage(files={name: w.close() for name, w in writers.items()}, rows_in=rows_in)
+
+    def _all(self, messages: list[WriterCommitMessage | None]) -> tuple[dict[str, list[FileAdd]], int]:
+        files: dict[str, list[FileAdd]] = {t["name"]: [] for t in self.tables}
+        rows_in = 0
+        for m in messages:
+            if isinstance(m, MultiCommitMessage):
+                rows_in += m.rows_in
+                for name, fs in m.files.items():
+                    files[name].extend(fs)
+        return files, rows_in
+
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        files, rows_in = self._all(messages)
+        written = sum(f.num_records for fs in files.values() for f in fs)
+        problem = None
+        if self.rows_equal_input and written != rows_in:
+            problem = f"routed {written} rows from {rows_in} input rows"
+        if self.expected_rows is not None and rows_in != self.expected_rows:
+            problem = f"read {rows_in} input rows, expected {self.expected_rows}"
+        if problem is not None:
+            self.abort(messages)
+            raise RuntimeError(f"count mismatch, nothing committed: {problem}")
+        for t in self.tables:
+            commit_files(
+                t["path"], files[t["name"]], schema=decode_schema(t["arrow_schema"]),
+                partition_by=list(t["partition_by"]), overwrite=self.overwrite, app_id=self.app_id,
+                txn_version=self.txn_version, require_latest=self.require_latest, metadata=self.metadata,
+            )
+
+    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
+        files, _ = self._all(messages)
+        by_path = {t["name"]: t["path"] for t in self.tables}
+        for name, fs in files.items():
+            delete_files(by_path[name], fs)
+
+
+class DeltaRsMultiDataSource(DataSource):
+    """``format("offsetlake_delta_rs_multi")``: one pass over the input writes several tables."""
+
+    @classmethod
+    def name(cls) -> str:
+        return MULTI_FORMAT_NAME
+
+    def writer(self, schema: StructType, overwrite: bool) -> DeltaRsMultiWriter:
+        return DeltaRsMultiWriter(dict(self.options), overwrite)
 
 
 class DeltaRsDataSource(DataSource):
@@ -337,4 +476,5 @@ def register(spark: SparkSession) -> None:
     key = id(spark)
     if key not in _REGISTERED:
         spark.dataSource.register(DeltaRsDataSource)
+        spark.dataSource.register(DeltaRsMultiDataSource)
         _REGISTERED.add(key)

@@ -285,6 +285,66 @@ class TableIO:
             rows = int(info["offsetlake.rows"]) if "offsetlake.rows" in info else None
         return WriteResult(name, mode, after, after == before, rows)
 
+    def write_routed(
+        self,
+        names: list[str] | tuple[str, ...],
+        df: DataFrame,
+        route: str,
+        *,
+        route_options: dict[str, Any] | None = None,
+        txn_app_id: str,
+        txn_version: int,
+        rows_equal_input: bool = False,
+        expected_rows: int | None = None,
+    ) -> dict[str, WriteResult]:
+        """Replace the tables ``names`` in ONE pass over ``df`` (rust engine).
+
+        Each task passes its Arrow batches through ``route`` (``"module:function"``, called as
+        ``route(batch, route_options) -> {table name: pa.Table}``) and writes every table's
+        files; the driver then commits each table once with the marker. With
+        ``rows_equal_input`` the routed rows must add up to the input rows or nothing is
+        committed; with ``expected_rows`` the input must have exactly that many rows. Tables already carrying the marker are left alone (their files are deleted).
+        The spark engine has no multi-table writer: callers use one ``overwrite`` per table.
+        """
+        if self.engine != "rust":
+            raise ValueError("write_routed needs the rust engine (use overwrite per table on the spark engine)")
+        specs = [get_spec(n) for n in names]
+        for n in names:
+            self.ensure(n)
+        before = {n: self.version(n) for n in names}
+        if all(self._applied(n, txn_app_id, txn_version, True) for n in names):
+            return {n: WriteResult(n, "overwrite", before[n] or 0, True) for n in names}
+        tables = [
+            {"name": sp.name, "path": self.path(sp.name), "arrow_schema": delta_rs_sink.encode_schema(sp.arrow_schema()),
+             "partition_by": list(sp.partition_by)}
+            for sp in specs
+        ]
+        (
+            df.write.format(delta_rs_sink.MULTI_FORMAT_NAME)
+            .mode("overwrite")
+            .option("tables", json.dumps(tables))
+            .option("route", route)
+            .option("route_options", json.dumps(route_options or {}))
+            .option("target_file_rows", str(self.conf.delta.target_file_rows))
+            .option("write_mode", "overwrite")
+            .option("require_latest", "true")
+            .option("rows_equal_input", "true" if rows_equal_input else "false")
+            .option("expected_rows", "" if expected_rows is None else str(expected_rows))
+            .option("commit_metadata", json.dumps({}))
+            .option("txn_app_id", txn_app_id)
+            .option("txn_version", str(txn_version))
+            .save()
+        )
+        out = {}
+        for n in names:
+            after = self.version(n) or 0
+            rows = None
+            if after != before[n]:
+                info = delta_rs_sink.latest_commit_info(self._dt(n))
+                rows = int(info["offsetlake.rows"]) if "offsetlake.rows" in info else None
+            out[n] = WriteResult(n, "overwrite", after, after == before[n], rows)
+        return out
+
     def merge(
         self,
         name: str,

@@ -209,6 +209,16 @@ def run_batch(
             st.detail = "not this stage"
         elif _all_applied(io, DECODED_TABLES, DECODE_APP_ID, raw_version):
             st.detail = f"up to date with raw_records v{raw_version}"
+        elif io.engine == "rust":
+            # one pass: executors decode and write the four tables; the commit checks the counts
+            from pipelines.decode_tables import write_decoded_tables
+
+            results = write_decoded_tables(
+                io, io.read("raw_records"), app_id=DECODE_APP_ID, version=raw_version,
+                expected_rows=summary.raw_total,
+            )
+            decoded_changed = any(not wr.skipped for wr in results.values())
+            st.detail = ", ".join(f"{name} {io.count(name)}" for name in DECODED_TABLES)
         else:
             from pipelines.decode import decode_raw, kind_counts, reconcile_counts
 
