@@ -22,7 +22,7 @@ Rules:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
     from coordinator_core.records import LogRecord
-    from coordinator_core.replay import ReplayResult
+    from coordinator_core.replay import GroupSnapshot, ReplayResult, RunCounters
 
 # record kinds in the replay input
 REC_OFFSET_COMMIT = 0
@@ -171,6 +171,233 @@ def records_from_arrow(table: pa.Table) -> list[LogRecord]:
     return out
 
 
+# =============================================================================================
+# Bulk path: runs of offset commits reduced with numpy, replayed with ``replay_runs``
+# =============================================================================================
+def default_max_span_ms(retention_ms: int | None) -> int | None:
+    """How long (in record time) a compressed run may last: a quarter of the retention, so a run's
+    own commits (due about a retention after they were made) never fall due inside it."""
+    return None if retention_ms is None else max(1, retention_ms // 4)
+
+
+def _np(col: Any, fill: Any) -> Any:
+    """A (chunked) Arrow column as a numpy array, nulls replaced by ``fill``."""
+    import numpy as np
+
+    arr = col.fill_null(fill) if col.null_count else col
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks() if arr.num_chunks != 1 else arr.chunk(0)
+    return np.asarray(arr.to_numpy(zero_copy_only=False))
+
+
+def _group_starts(table: pa.Table) -> Any:
+    """Row indices where a new group begins (rows sorted by group)."""
+    import numpy as np
+
+    n = table.num_rows
+    if n == 0:
+        return np.zeros(0, np.int64)
+    g = table.column("group_id")
+    diff = _np(pc.not_equal(g.slice(1), g.slice(0, n - 1)), True)
+    return np.concatenate(([0], np.flatnonzero(diff) + 1)).astype(np.int64)
+
+
+def _commit_runs(table: pa.Table, starts: Any, max_span_ms: int | None) -> dict[str, Any]:
+    """The vectorised twin of ``coordinator_core.replay.compress_commit_runs`` for many groups.
+
+    Returns numpy arrays: ``need`` (rows that become ``LogRecord``s: rows outside compressed
+    runs and survivors), and per compressed run its first/end row, count and summary.
+    """
+    import numpy as np
+
+    n = table.num_rows
+    kind = _np(table.column("rec_kind"), REC_UNSUPPORTED)
+    tomb = _np(table.column("is_tombstone"), True).astype(bool)
+    part = _np(table.column("coordinator_partition"), 0).astype(np.int64)
+    off = _np(table.column("log_offset"), 0).astype(np.int64)
+    ts = _np(table.column("log_timestamp_ms"), 0).astype(np.int64)
+    commit = (kind == REC_OFFSET_COMMIT) & ~tomb
+    # row i continues the run of row i - 1: both commits of the same group, position increasing,
+    # same time bucket
+    cont = np.zeros(n, bool)
+    if n > 1:
+        inc = (part[1:] > part[:-1]) | ((part[1:] == part[:-1]) & (off[1:] > off[:-1]))
+        cont[1:] = commit[1:] & commit[:-1] & inc
+        if max_span_ms is not None:
+            cont[1:] &= (ts[1:] // max_span_ms) == (ts[:-1] // max_span_ms)
+        cont[starts] = False
+    run_start = commit & ~cont
+    rs = np.flatnonzero(run_start)
+    # a run ends where the next row does not continue it
+    nxt = np.ones(n, bool)
+    nxt[:-1] = ~cont[1:]
+    re = np.flatnonzero(commit & nxt) + 1
+    length = re - rs
+    multi = length >= 2
+    rs, re, length = rs[multi], re[multi], length[multi]
+    need = np.ones(n, bool)
+    empty = np.zeros(0, np.int64)
+    out: dict[str, Any] = {"need": need, "first": empty, "end": empty}
+    if len(rs) == 0:
+        return out
+    # rows of multi-record runs, with their run number
+    run_of = np.repeat(np.arange(len(rs)), length)
+    rows = np.repeat(rs - np.cumsum(np.concatenate(([0], length[:-1]))), length) + np.arange(length.sum())
+    topic = table.column("topic").take(pa.array(rows))
+    tidx = _np(pc.dictionary_encode(topic.combine_chunks() if isinstance(topic, pa.ChunkedArray) else topic)
+               .indices, -1).astype(np.int64)
+    tpart = _np(table.column("partition").take(pa.array(rows)), 0).astype(np.int64)
+    order = np.lexsort((rows, tpart, tidx, run_of))
+    last = np.ones(len(order), bool)
+    same = (run_of[order][1:] == run_of[order][:-1]) & (tidx[order][1:] == tidx[order][:-1]) & (
+        tpart[order][1:] == tpart[order][:-1])
+    last[:-1] = ~same
+    kept = np.zeros(n, bool)
+    kept[rows[order[last]]] = True
+    kept[rs] = True
+    run_pos = np.concatenate(([0], np.cumsum(length)[:-1]))
+    nkept = np.add.reduceat(kept[rows].astype(np.int64), run_pos)
+    drop = nkept < length  # runs where something is dropped: compressed
+    if not drop.any():
+        return out
+    cts = _np(table.column("commit_timestamp_ms").take(pa.array(rows)), 0).astype(np.int64)
+    exp_col = table.column("expire_timestamp_ms").take(pa.array(rows))
+    has_exp = _np(exp_col.is_valid(), False).astype(bool)
+    exp = _np(exp_col, 0).astype(np.int64)
+    big = np.iinfo(np.int64).max
+    min_cts = np.minimum.reduceat(np.where(has_exp, big, cts), run_pos)
+    min_exp = np.minimum.reduceat(np.where(has_exp, exp, big), run_pos)
+    max_ts = np.maximum.reduceat(ts[rows], run_pos)
+    in_run = np.zeros(n, bool)
+    in_run[rows[np.repeat(drop, length)]] = True
+    need &= ~in_run | kept
+    out.update(first=rs[drop], end=re[drop], count=length[drop], max_ts=max_ts[drop], min_cts=min_cts[drop],
+               min_exp=min_exp[drop], big=big)
+    return out
+
+
+def _items_by_group(
+    table: pa.Table, *, compress: bool, max_span_ms: int | None
+) -> Iterator[tuple[str, list[Any]]]:
+    """(group id, replay items) for each group of ``table`` (rows sorted by group, then position):
+    ``LogRecord``s and ``CommitRun``s (the survivors and summaries of ``_commit_runs``)."""
+    import numpy as np
+
+    from coordinator_core.replay import CommitRun
+
+    n = table.num_rows
+    if n == 0:
+        return
+    starts = _group_starts(table)
+    gids = table.column("group_id").take(pa.array(starts)).to_pylist()
+    if not compress:
+        records = records_from_arrow(table)
+        bounds = [*starts.tolist(), n]
+        for i, gid in enumerate(gids):
+            yield gid, records[bounds[i]:bounds[i + 1]]
+        return
+    red = _commit_runs(table, starts, max_span_ms)
+    need = red["need"]
+    need_rows = np.flatnonzero(need)
+    records = records_from_arrow(table.take(pa.array(need_rows))) if len(need_rows) < n else records_from_arrow(table)
+    first, end = red["first"], red["end"]
+    if len(first) == 0:
+        bounds = np.searchsorted(need_rows, [*starts.tolist(), n]).tolist()
+        for i, gid in enumerate(gids):
+            yield gid, records[bounds[i]:bounds[i + 1]]
+        return
+    # where each run's survivors sit in ``records`` (the first and last row of a run survive)
+    k0 = np.searchsorted(need_rows, first).tolist()
+    k1 = (np.searchsorted(need_rows, end - 1) + 1).tolist()
+    big = red["big"]
+    runs_by_group = np.searchsorted(starts, first, side="right") - 1
+    group_need = np.searchsorted(need_rows, [*starts.tolist(), n]).tolist()
+    count, max_ts = red["count"].tolist(), red["max_ts"].tolist()
+    min_cts = [None if x == big else x for x in red["min_cts"].tolist()]
+    min_exp = [None if x == big else x for x in red["min_exp"].tolist()]
+    first_l, end_l = first.tolist(), end.tolist()
+    r = 0
+    nruns = len(first_l)
+    rg = runs_by_group.tolist()
+
+    def expander(s: int, e: int) -> Callable[[], list[LogRecord]]:
+        return lambda: records_from_arrow(table.slice(s, e - s))
+
+    for g, gid in enumerate(gids):
+        pos = group_need[g]
+        stop = group_need[g + 1]
+        items: list[Any] = []
+        while r < nruns and rg[r] == g:
+            a, b = k0[r], k1[r]
+            items.extend(records[pos:a])
+            kept = records[a:b]
+            items.append(CommitRun(kept, count[r], kept[0].position, max_ts[r], min_cts[r], min_exp[r],
+                                   expander(first_l[r], end_l[r])))
+            pos = b
+            r += 1
+        items.extend(records[pos:stop])
+        yield gid, items
+
+
+def replay_table(
+    snapshot: GroupSnapshot,
+    table: pa.Table,
+    *,
+    retention_ms: int | None = None,
+    rules: str = "current",
+    as_of_ms: int | None = None,
+    event_kinds: Collection[str] | None = None,
+    coordinator: str = "old",
+    assume_log_start: bool = False,
+    max_span_ms: int | None = -1,
+    counters: RunCounters | None = None,
+) -> ReplayResult:
+    """Replay one group's replay-input rows (``REPLAY_INPUT_DDL`` columns) onto ``snapshot``.
+
+    The same result as ``replay(snapshot, records_from_arrow(sorted rows), ...)``: the rows are
+    put in (coordinator_partition, log_offset) order if they are not, runs of offset commits are
+    reduced with numpy to their survivors plus a summary, and ``replay_runs`` applies each run
+    from its survivors when that is exact (else from all its rows). With ``event_kinds``
+    including ``offset_commit`` every record is replayed one by one.
+
+    Args:
+        snapshot: the group's state before these rows (``new_snapshot(group_id)`` to rebuild).
+        table: the group's rows, any order; rows at or below ``snapshot.last_position`` are
+            duplicates and skipped.
+        retention_ms, rules, as_of_ms, event_kinds, coordinator, assume_log_start: as
+            ``coordinator_core.replay.replay``.
+        max_span_ms: longest record-time span of a compressed run (-1: ``default_max_span_ms``,
+            None: no limit).
+        counters: accumulates how many runs were compressed or expanded.
+    """
+    from coordinator_core.replay import ALL_EVENT_KINDS, replay_runs
+
+    kinds = ALL_EVENT_KINDS if event_kinds is None else frozenset(event_kinds)
+    items: list[Any] = []
+    if table.num_rows:
+        table = _sorted_by_position(table)
+        span = default_max_span_ms(retention_ms) if max_span_ms == -1 else max_span_ms
+        for gid, group_items in _items_by_group(table, compress="offset_commit" not in kinds, max_span_ms=span):
+            if gid != snapshot.group_id:
+                raise ValueError(f"rows of group {gid!r} given to the replay of group {snapshot.group_id!r}")
+            items = group_items
+    return replay_runs(
+        snapshot, items, retention_ms=retention_ms, rules=rules, as_of_ms=as_of_ms, event_kinds=kinds,
+        assume_log_start=assume_log_start, coordinator=coordinator, counters=counters,
+    )
+
+
+def _sorted_by_position(table: pa.Table) -> pa.Table:
+    import numpy as np
+
+    part = _np(table.column("coordinator_partition"), 0).astype(np.int64)
+    off = _np(table.column("log_offset"), 0).astype(np.int64)
+    if len(part) < 2 or bool(np.all((part[1:] > part[:-1]) | ((part[1:] == part[:-1]) & (off[1:] >= off[:-1])))):
+        return table
+    order = pc.sort_indices(table, [("coordinator_partition", "ascending"), ("log_offset", "ascending")])
+    return table.take(order)
+
+
 def event_kinds_for(tables: Iterable[str]) -> tuple[str, ...]:
     """The core event kinds needed to produce ``tables`` (fewer kinds = faster replay)."""
     return tuple(sorted(KINDS_BY_TABLE[t] for t in tables if t in KINDS_BY_TABLE))
@@ -276,14 +503,86 @@ def replay_sorted_batches(
     tables: Sequence[str] = DEFAULT_TABLES,
     num_partitions: int = 50,
     coordinator: str = "old",
+    bulk: bool = True,
+    max_span_ms: int | None = -1,
+    counters: RunCounters | None = None,
 ) -> Iterator[pa.Table]:
     """Replay rows sorted by (group_id, coordinator_partition, log_offset), many groups per batch.
 
     The ``mapInArrow`` twin of ``replay_group_arrow``: a group's rows are contiguous (they may
-    span batches; the tail group of a batch is carried into the next), each group is replayed
-    once with exactly the same call, and the gold rows of all groups completed in a batch are
-    converted together (per-group Arrow conversion would cost more than the replay).
+    span batches; the tail group of a batch is carried, as Arrow rows, into the next), each
+    group is replayed once, and the gold rows of all groups completed in a batch are converted
+    together (per-group Arrow conversion would cost more than the replay).
+
+    ``bulk`` (default): the runs of offset commits of all groups of a batch are reduced with
+    numpy at once and each group is replayed with ``replay_runs`` (see ``replay_table``); the
+    result equals ``bulk=False`` (every row a ``LogRecord``, ``replay`` per group).
     """
+    if not bulk:
+        yield from _replay_sorted_batches_per_record(
+            batches, retention_ms=retention_ms, rules=rules, as_of_ms=as_of_ms, tables=tables,
+            num_partitions=num_partitions, coordinator=coordinator,
+        )
+        return
+    from coordinator_core.replay import new_snapshot, replay_runs
+
+    kinds = event_kinds_for(tables)
+    compress = "offset_commit" not in kinds
+    span = default_max_span_ms(retention_ms) if max_span_ms == -1 else max_span_ms
+
+    def replay_complete(parts: list[pa.Table]) -> pa.Table | None:
+        work = pa.concat_tables(parts) if len(parts) > 1 else parts[0]
+        out: dict[str, list[dict[str, Any]]] = {t: [] for t in tables}
+        for gid, items in _items_by_group(work, compress=compress, max_span_ms=span):
+            result = replay_runs(
+                new_snapshot(gid), items, retention_ms=retention_ms, rules=rules, as_of_ms=as_of_ms,
+                event_kinds=kinds, coordinator=coordinator, counters=counters,
+            )
+            for name, rows in gold_rows(
+                result, tables=tables, retention_ms=retention_ms, rules=rules, num_partitions=num_partitions
+            ).items():
+                out[name].extend(rows)
+        return _union_table(out) if any(out.values()) else None
+
+    import numpy as np
+
+    pending: list[pa.Table] = []
+    pending_gid: str | None = None
+    for batch in batches:
+        if batch.num_rows == 0:
+            continue
+        table = pa.Table.from_batches([batch]) if isinstance(batch, pa.RecordBatch) else batch
+        gcol = table.column("group_id")
+        tail_gid = gcol[-1].as_py()
+        other = np.flatnonzero(~_np(pc.equal(gcol, tail_gid), False).astype(bool))
+        cut = int(other[-1]) + 1 if len(other) else 0  # where the batch's last group begins
+        if cut == 0 and tail_gid == pending_gid:
+            pending.append(table)  # the carried group goes on through this whole batch
+            continue
+        done = pending + ([table.slice(0, cut)] if cut else [])
+        pending, pending_gid = [table.slice(cut)], tail_gid
+        if done:
+            out = replay_complete(done)
+            if out is not None:
+                yield out
+    if pending:
+        out = replay_complete(pending)
+        if out is not None:
+            yield out
+
+
+def _replay_sorted_batches_per_record(
+    batches: Iterable[pa.RecordBatch],
+    *,
+    retention_ms: int | None = None,
+    rules: str = "current",
+    as_of_ms: int | None = None,
+    tables: Sequence[str] = DEFAULT_TABLES,
+    num_partitions: int = 50,
+    coordinator: str = "old",
+) -> Iterator[pa.Table]:
+    """The per-record path of ``replay_sorted_batches`` (``bulk=False``): every row becomes a
+    ``LogRecord`` and each group is replayed with ``replay`` (the reference; kept for the bench)."""
     kinds = event_kinds_for(tables)
     carry_gid: str | None = None
     carry: list[LogRecord] = []
