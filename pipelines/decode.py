@@ -28,7 +28,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from numpy.lib.stride_tricks import sliding_window_view
 
 from schemas.decoded import GROUP_METADATA, OFFSET_COMMITS, QUARANTINE, UNSUPPORTED_RECORDS
 
@@ -120,75 +119,84 @@ UNION_SCHEMA = pa.schema(
 # =============================================================================================
 # Vectorised offset-commit decoder (pure numpy/pyarrow)
 # =============================================================================================
-def _binary_parts(arr: pa.Array) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """(data bytes, starts, lengths, valid) of a binary/large_binary array, zero-copy."""
+def _binary_parts(arr: pa.Array) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, pa.Array]:
+    """(data bytes, starts, lengths, valid, the binary array) of a binary-like array, zero-copy.
+
+    ``data`` is the array's data buffer (at least 32 bytes: reads of masked-out rows happen at
+    position 0); starts are absolute positions in it.
+    """
     if isinstance(arr, pa.ChunkedArray):
         arr = arr.combine_chunks()
-    n = len(arr)
-    if pa.types.is_large_binary(arr.type):
-        odt: Any = np.int64
-    elif pa.types.is_binary(arr.type):
-        odt = np.int32
-    else:
+    if not (pa.types.is_binary(arr.type) or pa.types.is_large_binary(arr.type)):
         arr = arr.cast(pa.binary())
-        odt = np.int32
+    n = len(arr)
+    odt: Any = np.int64 if pa.types.is_large_binary(arr.type) else np.int32
     bufs = arr.buffers()
-    size = np.dtype(odt).itemsize
-    offs = np.frombuffer(bufs[1], dtype=odt, count=n + 1, offset=arr.offset * size).astype(np.int64)
+    offs = np.frombuffer(bufs[1], dtype=odt, count=n + 1, offset=arr.offset * np.dtype(odt).itemsize)
     data = np.frombuffer(bufs[2], dtype=np.uint8) if bufs[2] is not None else np.zeros(0, np.uint8)
-    if len(data) < 32:  # reads of masked-out rows happen at position 0
+    if len(data) < 32:
         data = np.concatenate([data, np.zeros(32, np.uint8)])
     if arr.null_count:
-        valid = ~np.asarray(arr.is_null().to_numpy(zero_copy_only=False), dtype=bool)
+        valid = np.asarray(arr.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
     else:
         valid = np.ones(n, dtype=bool)
-    return data, offs[:-1], offs[1:] - offs[:-1], valid
+    starts = offs[:-1].astype(np.int64)
+    return data, starts, offs[1:] - offs[:-1], valid, arr
 
 
 _BE = {2: ">i2", 4: ">i4", 8: ">i8"}
+_HIGH_BITS = np.uint64(0x8080808080808080)
 
 
-def _read_be(data: np.ndarray, pos: np.ndarray, width: int) -> np.ndarray:
-    """Signed big-endian ints of ``width`` bytes at byte positions ``pos`` (as int64).
+def _is_ascii(buf: pa.Buffer | None) -> bool:
+    """No byte >= 0x80 in ``buf`` (one OR-reduction over 8-byte words)."""
+    if buf is None or buf.size == 0:
+        return True
+    data = np.frombuffer(buf, dtype=np.uint8)
+    words = len(data) // 8
+    acc = np.bitwise_or.reduce(data[: words * 8].view(np.uint64)) if words else np.uint64(0)
+    return not (int(acc & _HIGH_BITS) or bool((data[words * 8 :] >= 0x80).any()))
 
-    A sliding-window view gathers ``width`` bytes per row as one row copy (~1.6x faster than
-    a 2-D fancy index); callers guarantee ``pos + width <= len(data)``.
+
+def _cut_strings(
+    arr: pa.Array, bounds: tuple[np.ndarray, ...], pick: int, rows: np.ndarray
+) -> pa.Array:
+    """Strings cut out of ``arr``'s data buffer without a Python loop.
+
+    ``bounds`` are per-row byte positions (same length as ``arr``, each row's run non-decreasing
+    and inside the row). They split the data buffer into ``len(bounds)`` contiguous segments per
+    row; a BinaryArray over those segments (a new offsets buffer on the same data buffer) is
+    gathered with Arrow's ``take``: row ``i`` of the result is segment ``pick`` of row
+    ``rows[i]``. Not UTF-8 validated.
     """
-    if len(pos) == 0:
-        return np.zeros(0, np.int64)
-    windows = sliding_window_view(data, width)
-    return windows[pos].view(_BE[width]).reshape(-1).astype(np.int64)
-
-
-def _gather_strings(data: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> pa.Array:
-    """A StringArray whose row i is ``data[starts[i]: starts[i] + lengths[i]]`` (not validated).
-
-    Short strings (all <= 64 bytes: group ids, topics) are cut with one fixed-width window copy
-    per row and a mask (row-major order = the concatenated strings); longer ones with a byte
-    index (``np.repeat``), ~3x slower per byte.
-    """
-    n = len(starts)
-    offs = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(lengths, out=offs[1:])
-    total = int(offs[-1])
-    width = int(lengths.max()) if n else 0
-    if total == 0:
-        out = np.zeros(0, np.uint8)
-    elif width <= 64:
-        padded = np.concatenate([data, np.zeros(width, np.uint8)])
-        windows = sliding_window_view(padded, width)[starts]
-        out = windows[np.arange(width) < lengths[:, None]]
-    elif len(data) < 2**31 - 1 and total < 2**31 - 1:
-        idx = np.repeat((starts - offs[:-1]).astype(np.int32), lengths)
-        idx += np.arange(total, dtype=np.int32)
-        out = data[idx]
-    else:
-        out = data[np.repeat(starts - offs[:-1], lengths) + np.arange(total, dtype=np.int64)]
-    if total < 2**31 - 1:
-        return pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(offs.astype(np.int32)), pa.py_buffer(out)])
-    return pa.Array.from_buffers(pa.large_string(), n, [None, pa.py_buffer(offs), pa.py_buffer(out)]).cast(
-        pa.string()
+    n = len(arr)
+    k = len(bounds)
+    bufs = arr.buffers()
+    data = bufs[2] if bufs[2] is not None else pa.py_buffer(b"")
+    large = pa.types.is_large_binary(arr.type)
+    cuts = np.empty((n, k), dtype=np.int64 if large else np.int32)
+    for j, b in enumerate(bounds):
+        cuts[:, j] = b
+    offsets = np.empty(n * k + 1, dtype=cuts.dtype)
+    offsets[:-1] = cuts.reshape(-1)
+    offsets[-1] = cuts[-1, -1] if n else 0
+    segments = pa.Array.from_buffers(
+        pa.large_binary() if large else pa.binary(), n * k, [None, pa.py_buffer(offsets), data]
     )
+    taken = segments.take(pa.array(rows * k + pick))
+    out = taken.view(pa.large_string() if large else pa.string())
+    return out.cast(pa.string()) if large else out
+
+
+def _valid_utf8(arr: pa.Array) -> bool:
+    """``arr`` (a StringArray) holds valid UTF-8 (ASCII is checked first, cheaply)."""
+    if _is_ascii(arr.buffers()[2]):
+        return True
+    try:
+        arr.validate(full=True)
+    except pa.ArrowInvalid:
+        return False
+    return True
 
 
 def _non_ascii_rows(data: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
@@ -197,52 +205,7 @@ def _non_ascii_rows(data: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -
     return (hi[starts + lengths] - hi[starts]) > 0
 
 
-def _checked_strings(
-    data: np.ndarray, starts: np.ndarray, lengths: np.ndarray, ok: np.ndarray
-) -> tuple[pa.Array, np.ndarray]:
-    """Strings for the ``ok`` rows; rows with non-ASCII bytes are handed to the core when the
-    batch holds invalid UTF-8 (the core decides those)."""
-    lens = np.where(ok, lengths, 0)
-    st = np.where(ok, starts, 0)
-    arr = _gather_strings(data, st, lens)
-    try:
-        arr.validate(full=True)
-    except pa.ArrowInvalid:
-        bad = _non_ascii_rows(data, st, lens)
-        ok = ok & ~bad
-        arr = _gather_strings(data, np.where(ok, starts, 0), np.where(ok, lengths, 0))
-    return arr, ok
-
-
-# The first bytes of an offset-commit key / value, read as one structured row per record.
-# Overlapping fields read both layouts of the value head at once (spec §3.2, §4.1).
-_KEY_HEAD = np.dtype({"names": ["ver", "glen"], "formats": [">i2", ">i2"], "offsets": [0, 2], "itemsize": 4})
-_VALUE_HEAD = np.dtype(
-    {
-        "names": ["ver", "offset", "epoch", "mlen_v0", "mlen_v3", "mbyte_v4"],
-        "formats": [">i2", ">i8", ">i4", ">i2", ">i2", "u1"],
-        "offsets": [0, 2, 10, 10, 14, 14],
-        "itemsize": 16,
-    }
-)
-
-
-def _read_struct(data: np.ndarray, pos: np.ndarray, dtype: np.dtype) -> np.ndarray:
-    """One ``dtype`` record per row at byte positions ``pos`` (callers keep them in bounds)."""
-    windows = sliding_window_view(data, dtype.itemsize)
-    return windows[pos].view(dtype).reshape(-1)
-
-
-def _read_subset(data: np.ndarray, pos: np.ndarray, mask: np.ndarray, width: int) -> np.ndarray:
-    """``_read_be`` for the rows in ``mask`` only (rare versions); 0 elsewhere."""
-    out = np.zeros(len(pos), np.int64)
-    sel = np.flatnonzero(mask)
-    if len(sel):
-        out[sel] = _read_be(data, pos[sel], width)
-    return out
-
-
-#: Rows per vectorised pass: the ~20 temporaries of a chunk stay in the CPU caches (on a busy
+#: Rows per vectorised pass: the temporaries of a chunk stay in the CPU caches (on a busy
 #: machine 100k-row passes were several times slower per row).
 CHUNK_ROWS = 32_768
 
@@ -261,120 +224,172 @@ def decode_offset_commits_arrow(batch: pa.RecordBatch) -> tuple[pa.RecordBatch, 
     """
     n = batch.num_rows
     if n <= CHUNK_ROWS:
-        return _decode_chunk(batch)
-    parts = [_decode_chunk(batch.slice(start, CHUNK_ROWS)) for start in range(0, n, CHUNK_ROWS)]
+        return _decode_chunk(batch.column("key"), batch.column("value"))
+    parts = [
+        _decode_chunk(batch.column("key").slice(s, CHUNK_ROWS), batch.column("value").slice(s, CHUNK_ROWS))
+        for s in range(0, n, CHUNK_ROWS)
+    ]
     merged = pa.concat_batches([p[0] for p in parts])
     return merged, np.concatenate([p[1] for p in parts])
 
 
-def _decode_keys(keys: pa.Array) -> tuple[np.ndarray, np.ndarray, np.ndarray, pa.Array, pa.Array]:
-    """Vectorised OffsetCommitKey decode: ``(ok, key_version, partition, group, topic)``.
+def _be_view(data: np.ndarray, width: int) -> np.ndarray:
+    """Every ``width``-byte big-endian signed int of ``data``, one per byte position (a view).
 
-    Layout (spec §3.2): i16 version | STRING group | STRING topic | i32 partition, nothing after.
+    ``view[pos]`` gathers one int per row: ~2x faster than a sliding-window row copy.
     """
-    kdata, kstart, klen, kvalid = _binary_parts(keys)
+    return np.ndarray((len(data) - width + 1,), dtype=_BE[width], buffer=data, strides=(1,))
+
+
+def _decode_chunk(keys: pa.Array, values: pa.Array) -> tuple[pa.RecordBatch, np.ndarray]:
+    """``decode_offset_commits_arrow`` on one chunk of at most ``CHUNK_ROWS`` rows.
+
+    Every row is read in place: fixed-width fields are gathered from the binary buffers at
+    positions computed from the length fields; strings are cut out of the buffers by Arrow's
+    ``take`` over a segment view (``_cut_strings``); UTF-8 is validated only when a string
+    column holds a byte >= 0x80. Rare shapes (v1/v4 values, tombstones, short rows) cost extra
+    passes only in chunks that hold them.
+    """
+    # ---- key (spec §3.2): i16 version | STRING group | STRING topic | i32 partition, exact
+    kdata, kstart, klen, kvalid, karr = _binary_parts(keys)
+    k16, k32 = _be_view(kdata, 2), _be_view(kdata, 4)
+    kend = kstart + klen
     ok = kvalid & (klen >= 10)  # 2 + 2 + 0 + 2 + 0 + 4
-    khead = _read_struct(kdata, np.where(ok, kstart, 0), _KEY_HEAD)
-    kver = khead["ver"].astype(np.int64)
-    glen = khead["glen"].astype(np.int64)
-    ok &= ((kver == 0) | (kver == 1)) & (glen >= 0) & (klen >= 10 + glen)
+    every = bool(ok.all())
+    head = k32[kstart if every else np.where(ok, kstart, 0)].astype(np.int64)
+    kver = head >> 16
+    glen = head & 0xFFFF  # as unsigned: a negative length (>= 0x8000) is refused below
+    ok &= ((kver == 0) | (kver == 1)) & (glen <= 0x7FFF) & (klen >= 10 + glen)
+    every = every and bool(ok.all())
     tpos = kstart + 4 + glen
-    tlen = _read_be(kdata, np.where(ok, tpos, 0), 2)
+    tlen = k16[tpos if every else np.where(ok, tpos, 0)].astype(np.int64)
     ok &= (tlen >= 0) & (klen == 10 + glen + tlen)  # exact: trailing bytes -> core
-    partition = _read_be(kdata, np.where(ok, tpos + 2 + tlen, 0), 4)
-    group, ok = _checked_strings(kdata, kstart + 4, glen, ok)
-    topic, ok = _checked_strings(kdata, tpos + 2, tlen, ok)
-    return ok, kver, partition, group, topic
+    partition = k32[np.maximum(kend - 4, 0)]
 
-
-def _decode_chunk(batch: pa.RecordBatch) -> tuple[pa.RecordBatch, np.ndarray]:
-    """``decode_offset_commits_arrow`` on one chunk of at most ``CHUNK_ROWS`` rows."""
-    # ---- key: decoded once per distinct key (a group commits the same partitions again and
-    # again, so a batch holds few distinct keys), then spread to the rows by index
-    keys = batch.column("key")
-    if not pa.types.is_binary(keys.type):
-        keys = keys.cast(pa.binary())
-    encoded = pc.dictionary_encode(keys)
-    kok_u, kver_u, part_u, group_u, topic_u = _decode_keys(encoded.dictionary)
-    kidx = np.asarray(encoded.indices.fill_null(-1).to_numpy(zero_copy_only=False), dtype=np.int64)
-    has_key = kidx >= 0
-    kidx_safe = np.where(has_key, kidx, 0)
-    ok = has_key & kok_u[kidx_safe] if len(kok_u) else np.zeros(len(kidx), dtype=bool)
-    vdata, vstart, vlen, vvalid = _binary_parts(batch.column("value"))
-
-    # ---- value: null = tombstone; else i16 version | ... (spec §4.1)
-    tomb = ~vvalid
-    ok &= tomb | (vlen >= 20)  # the shortest value (v0/v2, empty metadata) has 20 bytes
-    live = ok & vvalid
-    vhead = _read_struct(vdata, np.where(live, vstart, 0), _VALUE_HEAD)
-    vver = vhead["ver"].astype(np.int64)
-    ok &= tomb | ((vver >= 0) & (vver <= 4))
-    live &= ok
+    # ---- value (spec §4.1): null = tombstone; else i16 version | ...
+    vdata, vstart, vlen, vvalid, varr = _binary_parts(values)
+    v16, v32, v64 = _be_view(vdata, 2), _be_view(vdata, 4), _be_view(vdata, 8)
+    # the shortest value (v0/v2, empty metadata) has 20 bytes; tombstones are read at 0
+    live = vvalid & (vlen >= 20)
+    ok &= live | ~vvalid
+    all_live = bool(live.all())
+    vpos = vstart if all_live else np.where(live, vstart, 0)
+    vver = v16[vpos].astype(np.int64)
+    w10 = v32[vpos + 10].astype(np.int64)  # v3/v4: leader_epoch; v0-v2: metadata length << 16
+    mlen = v16[vpos + 14].astype(np.int64)  # v3: metadata length (v4: its varint byte << 8)
     new_layout = vver >= 3  # v3/v4 carry leader_epoch before metadata
-    ok &= tomb | ~new_layout | (vlen >= 24)
-    live &= ok
-    v4 = live & (vver == 4)
+    if not (vver == 3).all():
+        mlen = np.where(new_layout, mlen, w10 >> 16)
     v1 = live & (vver == 1)
-    mbyte = vhead["mbyte_v4"].astype(np.int64)
-    mlen = np.where(new_layout, vhead["mlen_v3"], vhead["mlen_v0"]).astype(np.int64)
-    mlen = np.where(v4, mbyte - 1, mlen)
-    # non-flexible STRING: length >= 0; v4 COMPACT_STRING: one varint byte 1..127 (0 = null)
-    ok &= tomb | np.where(v4, (mbyte >= 1) & (mbyte <= 127), mlen >= 0)
+    v4 = live & (vver == 4)
+    has_v1, has_v4 = bool(v1.any()), bool(v4.any())
+    expected = np.where(new_layout, 24, 20) + mlen
+    if has_v1:
+        expected += np.where(v1, 8, 0)
+    if has_v4:  # COMPACT_STRING: one varint byte 1..127 (0 = null), i.e. length + 1
+        mbyte = (mlen >> 8) & 0xFF
+        mlen = np.where(v4, mbyte - 1, mlen)
+        expected = np.where(v4, 23 + mbyte, expected)
+        live &= ~v4 | ((mbyte >= 1) & (mbyte <= 127))
+    # a non-flexible STRING length is >= 0; nothing after the last field (else -> core)
+    live &= (vver >= 0) & (vver <= 4) & (mlen >= 0) & (vlen == expected)
+    ok &= live | ~vvalid
+    vend = vstart + vlen
+    tspos = vend - 8
+    if has_v1:
+        tspos -= np.where(v1, 8, 0)
+    if has_v4:
+        tspos -= np.where(v4, 1, 0)
+    commit_ts = v64[np.where(live, tspos, 0)]
+    ok &= ~live | ((commit_ts >= -MAX_ABS_MS) & (commit_ts <= MAX_ABS_MS))
+    expire_ts = np.full(len(ok), -1, np.int64)
+    if has_v1:
+        sel = np.flatnonzero(v1 & ok)
+        expire_ts[sel] = v64[vend[sel] - 8]
+        ok &= (expire_ts == -1) | ((expire_ts >= -MAX_ABS_MS) & (expire_ts <= MAX_ABS_MS))
+    if has_v4:
+        sel = np.flatnonzero(v4 & ok)
+        ok[sel] &= vdata[vend[sel] - 1] == 0  # tagged fields present -> core
     live &= ok
-    mstart = vstart + np.where(new_layout, 14, 10) + np.where(v4, 1, 2)
-    tspos = mstart + mlen
-    expected_len = (tspos - vstart) + 8 + np.where(v1, 8, 0) + np.where(v4, 1, 0)
-    ok &= tomb | (vlen == expected_len)
-    live &= ok
-    v4 &= ok
-    v1 &= ok
-    commit_ts = _read_be(vdata, np.where(live, tspos, 0), 8)
-    expire_ts = _read_subset(vdata, tspos + 8, v1, 8)
-    if v4.any():
-        tagged = np.zeros(len(ok), np.int64)
-        sel = np.flatnonzero(v4)
-        tagged[sel] = vdata[tspos[sel] + 8]
-        ok &= ~v4 | (tagged == 0)  # tagged fields present -> core
-    ok &= tomb | ~ok | ((commit_ts >= -MAX_ABS_MS) & (commit_ts <= MAX_ABS_MS))
-    ok &= ~v1 | ~ok | (expire_ts == -1) | ((expire_ts >= -MAX_ABS_MS) & (expire_ts <= MAX_ABS_MS))
+    mstart = vstart + np.where(new_layout, 16, 12)
+    if has_v4:
+        mstart -= np.where(v4, 1, 0)
 
-    # ---- metadata string (validated as UTF-8; usually empty)
-    live = ok & vvalid
-    meta, ok3 = _checked_strings(vdata, mstart, np.where(live, mlen, 0), live)
-    ok &= tomb | ok3
-    live = ok & vvalid
-    epoch = vhead["epoch"].astype(np.int64)
-    has_epoch = live & new_layout & (epoch != -1)
-    v1 &= ok
-
+    # ---- strings: group, topic (key) and metadata (value), cut for the accepted rows
     idx = np.flatnonzero(ok)
-    if len(idx) != len(ok):
-        meta = meta.take(pa.array(idx))
-    rows_key = pa.array(kidx_safe[idx])
-    lv = live[idx]
-    has_epoch_i = has_epoch[idx]
-    v1_i = (v1 & (expire_ts != -1))[idx]
+    strings = _strings(karr, kstart, glen, tpos, tlen, varr, vstart, mstart, mlen, ok, live, idx)
+    if strings is None:  # invalid UTF-8 somewhere: the rows with non-ASCII strings go to the core
+        bad = _non_ascii_rows(kdata, np.where(ok, kstart + 4, 0), np.where(ok, glen, 0))
+        bad |= _non_ascii_rows(kdata, np.where(ok, tpos + 2, 0), np.where(ok, tlen, 0))
+        bad |= _non_ascii_rows(vdata, np.where(live, mstart, 0), np.where(live, mlen, 0))
+        ok &= ~bad
+        live &= ok
+        idx = np.flatnonzero(ok)
+        strings = _strings(karr, kstart, glen, tpos, tlen, varr, vstart, mstart, mlen, ok, live, idx)
+        assert strings is not None
+    group, topic, meta = strings
+
+    # ---- columns of the accepted rows (masks only where a row can be null)
+    every = len(idx) == len(ok)
+    pick: Any = slice(None) if every else idx
+    lv = live[pick]
+    dead = None if lv.all() else ~lv
+    epoch = w10[pick]
+    no_epoch = ~new_layout[pick] | (epoch == -1)
+    if dead is not None:
+        no_epoch |= dead
+    v1e = (v1 & (expire_ts != -1))[pick]
     cols = [
-        pa.array(kver_u[kidx_safe[idx]].astype(np.int32)),
-        group_u.take(rows_key),
-        topic_u.take(rows_key),
-        pa.array(part_u[kidx_safe[idx]].astype(np.int32)),
+        pa.array(kver[pick].astype(np.int32)),
+        group,
+        topic,
+        pa.array(partition[pick].astype(np.int32)),
         pa.array(~lv),
-        pa.array(vver[idx].astype(np.int32), mask=~lv),
-        pa.array(vhead["offset"][idx].astype(np.int64), mask=~lv),
-        pa.array(epoch[idx].astype(np.int32), mask=~has_epoch_i),
-        _masked_strings(meta, lv),
-        pa.array(commit_ts[idx], mask=~lv),
-        pa.array(expire_ts[idx], mask=~v1_i),
+        pa.array(vver[pick].astype(np.int32), mask=dead),
+        pa.array(v64[vpos + 2][pick].astype(np.int64), mask=dead),
+        pa.array(epoch.astype(np.int32), mask=no_epoch if no_epoch.any() else None),
+        meta if dead is None else _with_validity(meta, lv),
+        pa.array(commit_ts[pick].astype(np.int64), mask=dead),
+        pa.array(expire_ts[pick], mask=~v1e),
     ]
     return pa.RecordBatch.from_arrays(cols, schema=FAST_SCHEMA), ok
 
 
-def _masked_strings(arr: pa.Array, valid: np.ndarray) -> pa.Array:
-    """``arr`` with rows where ``valid`` is False set to null."""
-    if valid.all():
-        return arr
-    return pc.if_else(pa.array(valid), arr, pa.scalar(None, pa.string()))
+def _with_validity(arr: pa.Array, valid: np.ndarray) -> pa.Array:
+    """``arr`` (no nulls, offset 0) with the rows where ``valid`` is False set to null."""
+    bitmap = pa.array(valid, pa.bool_()).buffers()[1]
+    return pa.Array.from_buffers(arr.type, len(arr), [bitmap, *arr.buffers()[1:]], offset=arr.offset)
+
+
+def _strings(
+    karr: pa.Array, kstart: np.ndarray, glen: np.ndarray, tpos: np.ndarray, tlen: np.ndarray,
+    varr: pa.Array, vstart: np.ndarray, mstart: np.ndarray, mlen: np.ndarray,
+    ok: np.ndarray, live: np.ndarray, idx: np.ndarray,
+) -> tuple[pa.Array, pa.Array, pa.Array] | None:
+    """(group, topic, metadata) of the rows ``idx``; None if any of them is invalid UTF-8.
+
+    Rows outside ``ok`` (``live`` for metadata) get empty segments at their start."""
+    if len(idx) == len(ok):
+        g0 = kstart + 4
+        t0 = tpos + 2
+        g1, t1 = g0 + glen, t0 + tlen
+    else:
+        g0 = np.where(ok, kstart + 4, kstart)
+        g1 = g0 + np.where(ok, glen, 0)
+        t0 = np.where(ok, tpos + 2, g1)
+        t1 = t0 + np.where(ok, tlen, 0)
+    group = _cut_strings(karr, (g0, g1, t0, t1), 0, idx)
+    topic = _cut_strings(karr, (g0, g1, t0, t1), 2, idx)
+    mlen_live = np.where(live, mlen, 0)
+    if not mlen_live.any():  # usually: every metadata is empty
+        zeros = pa.py_buffer(np.zeros(len(idx) + 1, np.int32))
+        meta = pa.Array.from_buffers(pa.string(), len(idx), [None, zeros, pa.py_buffer(b"")])
+    else:
+        m0 = np.where(live, mstart, vstart)
+        meta = _cut_strings(varr, (m0, m0 + mlen_live), 0, idx)
+    if not (_valid_utf8(group) and _valid_utf8(topic) and _valid_utf8(meta)):
+        return None
+    return group, topic, meta
 
 
 # =============================================================================================
