@@ -22,6 +22,7 @@ Rules:
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -82,13 +83,25 @@ REPLAY_INPUT_DDL: tuple[tuple[str, str], ...] = (
 # =============================================================================================
 # Pure part (no Spark): Arrow rows of one group -> LogRecords -> core replay -> gold rows
 # =============================================================================================
-def records_from_arrow(table: pa.Table) -> list[LogRecord]:
+@functools.cache
+def _fast(cls: type) -> Callable[[Sequence[Any]], Any]:
+    """The core's slot-filling constructor for ``cls`` (generated once per class)."""
+    from coordinator_core.wire import fast_constructor
+
+    return fast_constructor(cls)
+
+
+def records_from_arrow(table: pa.Table, rows: Any = None) -> list[LogRecord]:
     """Rebuild the core's ``LogRecord``s from replay-input rows, in the table's row order.
 
     Offset commits and group metadata are rebuilt from their decoded columns (the decode
     proved them equal to the core codec's values); unsupported records are decoded by the core
-    codec from their raw bytes.
+    codec from their raw bytes. ``rows`` (optional, a numpy index array): only these rows, in
+    this order. Each kind reads only its own columns; members come from the flattened struct
+    columns (no per-member dicts).
     """
+    import numpy as np
+
     from coordinator_core.codec import decode_record
     from coordinator_core.records import (
         GroupMetadataKey,
@@ -98,12 +111,23 @@ def records_from_arrow(table: pa.Table) -> list[LogRecord]:
         OffsetCommitKey,
         OffsetCommitValue,
     )
-    from coordinator_core.wire import fast_constructor
+    if rows is None:
+        rows = np.arange(table.num_rows)
+    n = len(rows)
+    if n == 0:
+        return []
+    whole = n == table.num_rows and bool(n == 0 or (rows[0] == 0 and np.all(np.diff(rows) == 1)))
+    take_all = None if whole else pa.array(rows)
 
-    def col(name: str) -> list[Any]:
-        return list(table.column(name).to_pylist())
+    def col(name: str, at: Any = None) -> list[Any]:
+        c = table.column(name)
+        if at is not None:
+            c = c.take(at)
+        elif take_all is not None:
+            c = c.take(take_all)
+        return list(c.to_pylist())
 
-    kinds = col("rec_kind")
+    kinds_np = _np(table.column("rec_kind"), REC_UNSUPPORTED)[rows]
     group = col("group_id")
     part = col("coordinator_partition")
     off = col("log_offset")
@@ -111,63 +135,69 @@ def records_from_arrow(table: pa.Table) -> list[LogRecord]:
     kver = col("key_version")
     tomb = col("is_tombstone")
     vver = col("value_version")
-    has_oc = REC_OFFSET_COMMIT in kinds
-    has_other = any(k != REC_OFFSET_COMMIT for k in kinds)
-    if has_oc:
-        topic, partition, coff, epoch, meta, cts, ets = (
-            col(n) for n in ("topic", "partition", "committed_offset", "leader_epoch", "metadata",
-                             "commit_timestamp_ms", "expire_timestamp_ms")
-        )
-    if has_other:
-        ptype, gen, proto, leader, csts, members, rkey, rval = (
-            col(n) for n in ("protocol_type", "generation", "protocol", "leader", "current_state_timestamp_ms",
-                             "members", "raw_key", "raw_value")
-        )
-    keys: dict[tuple[Any, ...], OffsetCommitKey] = {}
-    out: list[LogRecord] = []
-    append = out.append
+    out: list[Any] = [None] * n
     # slot-filling constructors of the core (``coordinator_core.wire.fast_constructor``): the same
     # frozen dataclasses, about half the construction cost of their ``__init__``
-    new_value = fast_constructor(OffsetCommitValue)
-    new_log = fast_constructor(LogRecord)
-    for i, kind in enumerate(kinds):
-        if kind == REC_OFFSET_COMMIT:
-            kk = (group[i], topic[i], partition[i], kver[i])
+    new_log = _fast(LogRecord)
+
+    oc_pos = np.flatnonzero(kinds_np == REC_OFFSET_COMMIT)
+    if len(oc_pos):
+        at = pa.array(rows[oc_pos])
+        topic, partition, coff, epoch, meta, cts, ets = (
+            col(name, at) for name in ("topic", "partition", "committed_offset", "leader_epoch", "metadata",
+                                       "commit_timestamp_ms", "expire_timestamp_ms")
+        )
+        keys: dict[tuple[Any, ...], OffsetCommitKey] = {}
+        new_value = _fast(OffsetCommitValue)
+        for j, i in enumerate(oc_pos.tolist()):
+            kk = (group[i], topic[j], partition[j], kver[i])
             key = keys.get(kk)
             if key is None:
-                key = keys[kk] = OffsetCommitKey(group[i], topic[i], partition[i], kver[i])
+                key = keys[kk] = OffsetCommitKey(group[i], topic[j], partition[j], kver[i])
             value: Any = None
             if not tomb[i]:
-                value = new_value((coff[i], meta[i], cts[i], epoch[i], ets[i], vver[i], ()))
-            append(new_log((part[i], off[i], ts[i], key, value)))
-        elif kind == REC_GROUP_METADATA:
+                value = new_value((coff[j], meta[j], cts[j], epoch[j], ets[j], vver[i], ()))
+            out[i] = new_log((part[i], off[i], ts[i], key, value))
+
+    gm_pos = np.flatnonzero(kinds_np == REC_GROUP_METADATA)
+    if len(gm_pos):
+        at = pa.array(rows[gm_pos])
+        ptype, gen, proto, leader, csts = (
+            col(name, at) for name in ("protocol_type", "generation", "protocol", "leader",
+                                       "current_state_timestamp_ms")
+        )
+        lists = table.column("members").take(at)
+        lists = lists.combine_chunks() if isinstance(lists, pa.ChunkedArray) else lists
+        counts = _np(pc.list_value_length(lists), 0).astype(np.int64)
+        bounds = np.concatenate(([0], np.cumsum(counts))).tolist()
+        flat = lists.flatten()
+        new_member = _fast(MemberMetadata)
+        fields = [flat.field(name).to_pylist() for name in (
+            "member_id", "client_id", "client_host", "session_timeout", "subscription", "assignment",
+            "rebalance_timeout", "group_instance_id")] if len(flat) else []
+        # fast_constructor fills every slot: the (empty) tagged fields come last
+        members_all = [new_member((*f, ())) for f in zip(*fields, strict=True)] if fields else []
+        gkeys: dict[tuple[Any, ...], GroupMetadataKey] = {}
+        for j, i in enumerate(gm_pos.tolist()):
+            kk = (group[i], kver[i])
+            gkey = gkeys.get(kk)
+            if gkey is None:
+                gkey = gkeys[kk] = GroupMetadataKey(group[i], kver[i])
             gvalue = None
             if not tomb[i]:
                 gvalue = GroupMetadataValue(
-                    protocol_type=ptype[i],
-                    generation=gen[i],
-                    protocol=proto[i],
-                    leader=leader[i],
-                    members=tuple(
-                        MemberMetadata(
-                            member_id=m["member_id"],
-                            client_id=m["client_id"],
-                            client_host=m["client_host"],
-                            session_timeout=m["session_timeout"],
-                            subscription=m["subscription"],
-                            assignment=m["assignment"],
-                            rebalance_timeout=m["rebalance_timeout"],
-                            group_instance_id=m["group_instance_id"],
-                        )
-                        for m in (members[i] or ())
-                    ),
-                    current_state_timestamp=csts[i],
-                    version=vver[i],
+                    ptype[j], gen[j], proto[j], leader[j], tuple(members_all[bounds[j]:bounds[j + 1]]), csts[j],
+                    vver[i],
                 )
-            append(LogRecord(part[i], off[i], ts[i], GroupMetadataKey(group[i], kver[i]), gvalue))
-        else:
-            rec = decode_record(rkey[i], rval[i])
-            append(LogRecord(part[i], off[i], ts[i], rec.key, rec.value))
+            out[i] = LogRecord(part[i], off[i], ts[i], gkey, gvalue)
+
+    un_pos = np.flatnonzero((kinds_np != REC_OFFSET_COMMIT) & (kinds_np != REC_GROUP_METADATA))
+    if len(un_pos):
+        at = pa.array(rows[un_pos])
+        rkey, rval = col("raw_key", at), col("raw_value", at)
+        for j, i in enumerate(un_pos.tolist()):
+            rec = decode_record(rkey[j], rval[j])
+            out[i] = LogRecord(part[i], off[i], ts[i], rec.key, rec.value)
     return out
 
 
@@ -299,7 +329,7 @@ def _items_by_group(
     red = _commit_runs(table, starts, max_span_ms)
     need = red["need"]
     need_rows = np.flatnonzero(need)
-    records = records_from_arrow(table.take(pa.array(need_rows))) if len(need_rows) < n else records_from_arrow(table)
+    records = records_from_arrow(table, need_rows)
     first, end = red["first"], red["end"]
     if len(first) == 0:
         bounds = np.searchsorted(need_rows, [*starts.tolist(), n]).tolist()

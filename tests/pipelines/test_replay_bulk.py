@@ -1,0 +1,159 @@
+"""The pipeline's bulk replay (numpy-reduced commit runs + ``replay_runs``) equals the per-record
+replay (``records_from_arrow`` + ``replay``) — no Spark needed.
+
+The replay input is built from encoded logs by the vectorised decoder (``replay_input_arrow``
+of the Spark test module, no Spark): a multi-group hand-written log and the simulator's log.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+
+from coordinator_core.generator import generate
+from coordinator_core.replay import (
+    ALL_EVENT_KINDS,
+    CommitRun,
+    RunCounters,
+    compress_commit_runs,
+    deserialize_snapshot,
+    new_snapshot,
+    replay,
+    serialize_snapshot,
+)
+from pipelines.replay_job import (
+    _items_by_group,
+    default_max_span_ms,
+    records_from_arrow,
+    replay_sorted_batches,
+    replay_table,
+)
+from tests.pipelines.test_replay_job import DAY, build_log, replay_input_arrow
+
+MINUTE = 60_000
+NO_COMMIT_EVENTS = tuple(sorted(ALL_EVENT_KINDS - {"offset_commit"}))
+
+
+def _sorted(table: pa.Table) -> pa.Table:
+    return table.take(pc.sort_indices(table, [("group_id", "ascending"), ("coordinator_partition", "ascending"),
+                                              ("log_offset", "ascending")]))
+
+
+@pytest.fixture(scope="module")
+def story_input() -> pa.Table:
+    return _sorted(replay_input_arrow(build_log(n_groups=14, seed=11)))
+
+
+@pytest.fixture(scope="module")
+def sim_input() -> pa.Table:
+    g = generate(8, 0.25, seed=7)
+    log = list(zip(g.keys, g.values, g.partitions, g.offsets, g.timestamps, strict=True))
+    return _sorted(replay_input_arrow(log))
+
+
+def _groups(table: pa.Table) -> dict[str, pa.Table]:
+    return {g: table.filter(pc.equal(table["group_id"], g)) for g in sorted(set(table["group_id"].to_pylist()))}
+
+
+def _rows(result: Any) -> list[dict[str, Any]]:
+    return [e.to_row() | {"kind": e.kind} for e in result.events]
+
+
+@pytest.mark.parametrize("span", [None, MINUTE, 10 * MINUTE])
+@pytest.mark.parametrize("which", ["story_input", "sim_input"])
+def test_vectorised_reduction_equals_the_core_reducer(which: str, span: int | None, request: Any) -> None:
+    table: pa.Table = request.getfixturevalue(which)
+    got = dict(_items_by_group(table, compress=True, max_span_ms=span))
+    runs = 0
+    for gid, part in _groups(table).items():
+        want = compress_commit_runs(records_from_arrow(part), max_span_ms=span)
+        assert got[gid] == want, gid
+        for a, b in zip(got[gid], want, strict=True):
+            if isinstance(a, CommitRun):
+                assert isinstance(b, CommitRun)
+                assert list(a.expand()) == list(b.expand())
+                runs += 1
+    assert runs > 0
+
+
+def test_records_from_arrow_of_chosen_rows_equals_the_same_rows_of_all(story_input: pa.Table) -> None:
+    every = records_from_arrow(story_input)
+    rng = np.random.default_rng(3)
+    rows = np.sort(rng.choice(story_input.num_rows, size=story_input.num_rows // 3, replace=False))
+    assert records_from_arrow(story_input, rows) == [every[i] for i in rows.tolist()]
+
+
+@pytest.mark.parametrize("retention_ms", [None, 30 * MINUTE, 3 * DAY])
+@pytest.mark.parametrize("coordinator", ["old", "new"])
+@pytest.mark.parametrize("which", ["story_input", "sim_input"])
+def test_replay_table_equals_replay_of_every_record(
+    which: str, retention_ms: int | None, coordinator: str, request: Any
+) -> None:
+    table: pa.Table = request.getfixturevalue(which)
+    counters = RunCounters()
+    for gid, part in _groups(table).items():
+        as_of = pc.max(part["log_timestamp_ms"]).as_py() + DAY if retention_ms else None
+        kw: dict[str, Any] = {"retention_ms": retention_ms, "as_of_ms": as_of, "coordinator": coordinator,
+                              "event_kinds": NO_COMMIT_EVENTS}
+        full = replay(new_snapshot(gid), records_from_arrow(part), **kw)
+        # rows in any order: replay_table sorts them by position
+        shuffled = part.take(pa.array(np.random.default_rng(1).permutation(part.num_rows)))
+        bulk = replay_table(new_snapshot(gid), shuffled, counters=counters, **kw)
+        assert bulk.snapshot == full.snapshot
+        assert _rows(bulk) == _rows(full)
+        assert bulk.stats.as_dict() == full.stats.as_dict()
+    assert counters.compressed > 0
+
+
+def test_replay_table_onto_a_snapshot_with_redelivered_rows_equals_replay(sim_input: pa.Table) -> None:
+    """The stream's call: state from earlier micro-batches, input overlapping what it applied."""
+    for gid, part in _groups(sim_input).items():
+        n = part.num_rows
+        first = replay(new_snapshot(gid), records_from_arrow(part.slice(0, n // 2)), retention_ms=20 * MINUTE)
+        state = deserialize_snapshot(serialize_snapshot(first.snapshot))
+        again = part.slice(n // 4)
+        full = replay(state, records_from_arrow(again), retention_ms=20 * MINUTE, event_kinds=NO_COMMIT_EVENTS)
+        bulk = replay_table(state, again, retention_ms=20 * MINUTE, event_kinds=NO_COMMIT_EVENTS)
+        assert serialize_snapshot(bulk.snapshot) == serialize_snapshot(full.snapshot)
+        assert _rows(bulk) == _rows(full) and bulk.stats == full.stats
+
+
+def test_replay_table_with_commit_events_replays_every_record(story_input: pa.Table) -> None:
+    gid, part = next(iter(_groups(story_input).items()))
+    counters = RunCounters()
+    bulk = replay_table(new_snapshot(gid), part, counters=counters)
+    full = replay(new_snapshot(gid), records_from_arrow(part))
+    assert bulk.events == full.events and counters.compressed == 0
+
+
+def test_replay_table_rejects_rows_of_another_group(story_input: pa.Table) -> None:
+    with pytest.raises(ValueError, match="given to the replay of group"):
+        replay_table(new_snapshot("not-this-one"), story_input.slice(0, 3))
+
+
+@pytest.mark.parametrize(("which", "chunk"), [("story_input", 1), ("story_input", 7), ("sim_input", 3000),
+                                              ("sim_input", 1_000_000)])
+@pytest.mark.parametrize("retention_ms", [None, 20 * MINUTE])
+def test_sorted_batches_bulk_equals_per_record_path(
+    which: str, chunk: int, retention_ms: int | None, request: Any
+) -> None:
+    """Groups spanning batches (down to one row per batch) are carried as Arrow rows."""
+    table: pa.Table = request.getfixturevalue(which)
+    batches = table.to_batches(max_chunksize=chunk)
+    as_of = pc.max(table["log_timestamp_ms"]).as_py() if retention_ms else None
+    counters = RunCounters()
+    bulk = pa.concat_tables(replay_sorted_batches(batches, retention_ms=retention_ms, as_of_ms=as_of,
+                                                  counters=counters))
+    old = pa.concat_tables(replay_sorted_batches(batches, retention_ms=retention_ms, as_of_ms=as_of, bulk=False))
+    assert bulk.num_rows == old.num_rows > 0
+    assert bulk.equals(old)
+    assert counters.compressed > 0
+
+
+def test_default_span_is_a_quarter_of_the_retention() -> None:
+    assert default_max_span_ms(None) is None
+    assert default_max_span_ms(4 * DAY) == DAY
