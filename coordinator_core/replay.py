@@ -70,8 +70,14 @@ from coordinator_core.records import (
     OffsetCommitValue,
 )
 from coordinator_core.state import GroupState, transition
+from coordinator_core.wire import fast_constructor
 
 OffsetState = _expiry.OffsetState
+# slot-filling constructors of the frozen event classes (``wire.fast_constructor``): the same
+# objects at a fraction of a dataclass ``__init__`` (events are built by the hundred thousand)
+_new_transition = fast_constructor(StateTransition)
+_new_rebalance = fast_constructor(Rebalance)
+_new_member_event = fast_constructor(GroupMember)
 TopicPartition = tuple[str, int]
 #: a predicted-but-not-yet-observed expiry: (offset, commit_timestamp, predicted_ms)
 PredictedExpiry = tuple[int, int, int]
@@ -235,6 +241,18 @@ def _assigned(blob: bytes) -> frozenset[TopicPartition] | None:
     except Exception:
         return None
     return frozenset((tp.topic, p) for tp in a.assigned_partitions for p in tp.partitions)
+
+
+@functools.lru_cache(maxsize=8192)
+def _sorted_topics(blob: bytes) -> tuple[str, ...] | None:
+    topics = _subscribed_topics(blob)
+    return None if topics is None else tuple(sorted(topics))
+
+
+@functools.lru_cache(maxsize=8192)
+def _sorted_assigned(blob: bytes) -> tuple[TopicPartition, ...] | None:
+    assigned = _assigned(blob)
+    return None if assigned is None else tuple(sorted(assigned))
 
 
 def group_subscribed_topics(
@@ -447,18 +465,20 @@ class _Work:
             self.exists = True
         if "state_transition" in self.kinds:
             self.events.append(
-                StateTransition(
-                    self.group_id,
-                    key,
-                    None if frm is None else frm.value,
-                    target.value,
-                    self.generation if generation is None else generation,
-                    ts,
-                    source,
-                    observed,
-                    cause,
-                    None if pos is None else pos[0],
-                    None if pos is None else pos[1],
+                _new_transition(
+                    (
+                        self.group_id,
+                        key,
+                        None if frm is None else frm.value,
+                        target.value,
+                        self.generation if generation is None else generation,
+                        ts,
+                        source,
+                        observed,
+                        cause,
+                        None if pos is None else pos[0],
+                        None if pos is None else pos[1],
+                    )
                 )
             )
 
@@ -900,26 +920,26 @@ class _Work:
         if has_members and "group_member" in self.kinds:
             consumer = ptype == _expiry.CONSUMER_PROTOCOL_TYPE
             for m in v.members:
-                topics = _subscribed_topics(m.subscription) if consumer else None
-                assigned = _assigned(m.assignment) if consumer else None
                 self.events.append(
-                    GroupMember(
-                        self.group_id,
-                        f"{base}:{m.member_id}",
-                        g_new,
-                        m.member_id,
-                        m.group_instance_id,
-                        m.client_id,
-                        m.client_host,
-                        m.session_timeout,
-                        m.effective_rebalance_timeout,
-                        m.member_id == v.leader,
-                        v.protocol,
-                        None if topics is None else tuple(sorted(topics)),
-                        None if assigned is None else tuple(sorted(assigned)),
-                        ts,
-                        pos[0],
-                        pos[1],
+                    _new_member_event(
+                        (
+                            self.group_id,
+                            f"{base}:{m.member_id}",
+                            g_new,
+                            m.member_id,
+                            m.group_instance_id,
+                            m.client_id,
+                            m.client_host,
+                            m.session_timeout,
+                            m.effective_rebalance_timeout,
+                            m.member_id == v.leader,
+                            v.protocol,
+                            _sorted_topics(m.subscription) if consumer else None,
+                            _sorted_assigned(m.assignment) if consumer else None,
+                            ts,
+                            pos[0],
+                            pos[1],
+                        )
                     )
                 )
 
@@ -994,34 +1014,36 @@ class _Work:
         skipped: int | None = None
         if prev_gen is not None and v.generation >= prev_gen:
             skipped = max(0, v.generation - prev_gen - 1)
-        return Rebalance(
-            self.group_id,
-            base,
-            v.generation,
-            prev_gen,
-            skipped,
-            start,
-            ts,
-            cst if v.members else None,
-            None if prev_meta_ts is None else ts - prev_meta_ts,
-            len(prev_members),
-            len(v.members),
-            joined,
-            left,
-            static,
-            v.leader,
-            prev_leader,
-            ptype,
-            v.protocol,
-            prev_protocol,
-            known,
-            moved,
-            tuple(gained),
-            tuple(lost),
-            not v.members,
-            cause,
-            pos[0],
-            pos[1],
+        return _new_rebalance(  # type: ignore[no-any-return]
+            (
+                self.group_id,
+                base,
+                v.generation,
+                prev_gen,
+                skipped,
+                start,
+                ts,
+                cst if v.members else None,
+                None if prev_meta_ts is None else ts - prev_meta_ts,
+                len(prev_members),
+                len(v.members),
+                joined,
+                left,
+                static,
+                v.leader,
+                prev_leader,
+                ptype,
+                v.protocol,
+                prev_protocol,
+                known,
+                moved,
+                tuple(gained),
+                tuple(lost),
+                not v.members,
+                cause,
+                pos[0],
+                pos[1],
+            )
         )
 
 
