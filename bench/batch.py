@@ -123,7 +123,7 @@ def generate_log(out_dir: Path, n_records: int, n_groups: int, seed: int = 7, ch
     next_off = np.zeros(64, dtype=np.int64)
     stats = GenStats()
     schema = RAW_RECORDS.arrow_schema()
-    writer = RawRecordWriter(out_dir, rows_per_file=1_000_000)
+    writer = RawRecordWriter(out_dir)  # 500k rows per file, as `offsetlake generate` writes
     for start in range(0, n_records, chunk):
         n = min(chunk, n_records - start)
         idx = np.arange(start, start + n, dtype=np.int64)

@@ -16,6 +16,7 @@ Rules:
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from schemas.decoded import GROUP_METADATA, OFFSET_COMMITS, QUARANTINE, UNSUPPORTED_RECORDS
@@ -26,6 +27,8 @@ if TYPE_CHECKING:
     from pipelines.tableio import TableIO, WriteResult
 
 ROUTE = "pipelines.decode_tables:route_decode"
+FILE_ROUTE = "pipelines.decode_tables:route_decode_files"
+FILE_BATCH_ROWS = 65_536
 
 _RAW_NAMES = {
     "key": "raw_key", "value": "raw_value", "topic": "raw_topic", "partition": "coordinator_partition",
@@ -63,17 +66,41 @@ def split_union_arrow(union: pa.RecordBatch | pa.Table) -> dict[str, pa.Table]:
     return out
 
 
-def route_decode(batch: pa.RecordBatch, options: dict[str, Any]) -> dict[str, pa.Table]:
-    """The ``offsetlake_delta_rs_multi`` route: one raw batch → the decoded tables' rows."""
+def decode_tables(batch: pa.RecordBatch, *, lenient: bool = False) -> dict[str, pa.Table]:
+    """One raw batch → the decoded tables' rows."""
     import pyarrow as pa
 
     from pipelines.decode import decode_batch
 
     parts: dict[str, list[pa.Table]] = {}
-    for union in decode_batch(batch, lenient=bool(options.get("lenient", False))):
+    for union in decode_batch(batch, lenient=lenient):
         for name, rows in split_union_arrow(union).items():
             parts.setdefault(name, []).append(rows)
     return {name: pa.concat_tables(ts) if len(ts) > 1 else ts[0] for name, ts in parts.items()}
+
+
+def route_decode(batch: pa.RecordBatch, options: dict[str, Any]) -> Iterator[tuple[dict[str, pa.Table], int]]:
+    """``offsetlake_delta_rs_multi`` route over raw records: a batch of them → decoded rows."""
+    yield decode_tables(batch, lenient=bool(options.get("lenient", False))), batch.num_rows
+
+
+def route_decode_files(batch: pa.RecordBatch, options: dict[str, Any]) -> Iterator[tuple[dict[str, pa.Table], int]]:
+    """``offsetlake_delta_rs_multi`` route over FILE PATHS (column ``path``) of raw_records'
+    snapshot: each file is read with pyarrow in bounded batches and decoded (no row crosses
+    the JVM)."""
+    from pipelines.decode import INPUT_COLUMNS
+    from pipelines.delta_rs_sink import _filesystem
+
+    lenient = bool(options.get("lenient", False))
+    for path in batch.column("path").to_pylist():
+        import pyarrow.parquet as pq
+
+        filesystem, inner = _filesystem(path)
+        with filesystem.open_input_file(inner) as fh:
+            pf = pq.ParquetFile(fh)
+            cols = [c for c in INPUT_COLUMNS if c in pf.schema_arrow.names]
+            for raw in pf.iter_batches(batch_size=FILE_BATCH_ROWS, columns=cols):
+                yield decode_tables(raw, lenient=lenient), raw.num_rows
 
 
 def write_decoded_tables(
@@ -93,3 +120,30 @@ def write_decoded_tables(
         TABLES, raw_df.select(*cols), ROUTE, route_options={"lenient": lenient}, txn_app_id=app_id,
         txn_version=version, rows_equal_input=True, expected_rows=expected_rows,
     )
+
+
+def write_decoded_from_raw_table(
+    io: TableIO, *, app_id: str, version: int, lenient: bool = False, expected_rows: int | None = None,
+) -> dict[str, WriteResult]:
+    """Decode ``raw_records`` into the four decoded tables in one pass (rust engine).
+
+    When the table's snapshot is its file list, the tasks read those files themselves (one
+    Spark task per group of files, pyarrow reads, no JVM row conversion); otherwise the rows
+    come through ``TableIO.read``.
+    """
+    files = io.snapshot_files("raw_records")
+    if files is None:
+        return write_decoded_tables(io, io.read("raw_records"), app_id=app_id, version=version,
+                                    lenient=lenient, expected_rows=expected_rows)
+    return io.write_routed(
+        TABLES, paths_frame(io, files), FILE_ROUTE, route_options={"lenient": lenient}, txn_app_id=app_id,
+        txn_version=version, rows_equal_input=True, expected_rows=expected_rows,
+    )
+
+
+def paths_frame(io: TableIO, files: list[str]) -> Any:
+    """A one-column (``path``) DataFrame spread over the session's parallelism, one file per row."""
+    spark = io.spark
+    assert spark is not None
+    n = max(1, min(len(files), spark.sparkContext.defaultParallelism * 2))
+    return spark.createDataFrame([(f,) for f in files], "path string").repartition(n)

@@ -346,10 +346,12 @@ class DeltaRsMultiWriter(DataSourceArrowWriter):
     as Parquet files; driver: one delta-rs commit per table.
 
     Options: ``tables`` (JSON list of ``{name, path, arrow_schema, partition_by}``), ``route``
-    (``module:function`` returning ``{table name: pa.Table}``), ``route_options`` (JSON),
-    ``expected_rows`` (optional: the routed rows must add up to it, else nothing is committed),
-    ``rows_equal_input`` (``true``: the routed rows must add up to the input rows), and the
-    marker / mode options of ``offsetlake_delta_rs``.
+    (``module:function``; ``route(batch, route_options)`` yields ``({table name: pa.Table},
+    input rows consumed)`` pairs — the input rows are records, which for a route that reads files
+    named by the batch are not the batch's rows), ``route_options`` (JSON), ``expected_rows``
+    (optional: the input rows consumed must add up to it, else nothing is committed),
+    ``rows_equal_input`` (``true``: the routed rows must add up to the input rows consumed), and
+    the marker / mode options of ``offsetlake_delta_rs``.
     """
 
     def __init__(self, options: dict[str, str], overwrite: bool) -> None:
@@ -376,10 +378,11 @@ class DeltaRsMultiWriter(DataSourceArrowWriter):
         for batch in iterator:
             if batch.num_rows == 0:
                 continue
-            rows_in += batch.num_rows
-            for name, table in route(batch, self.route_options).items():
-                if table.num_rows:
-                    writers[name].write(table.select(schemas[name].names).cast(schemas[name]))
+            for tables, consumed in route(batch, self.route_options):
+                rows_in += consumed
+                for name, table in tables.items():
+                    if table.num_rows:
+                        writers[name].write(table.select(schemas[name].names).cast(schemas[name]))
         return MultiCommitMessage(files={name: w.close() for name, w in writers.items()}, rows_in=rows_in)
 
     def _all(self, messages: list[WriterCommitMessage | None]) -> tuple[dict[str, list[FileAdd]], int]:

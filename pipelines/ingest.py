@@ -6,6 +6,10 @@ Rules:
 - Ingest is idempotent on (topic, partition, offset): duplicates inside the input are dropped,
   and records already in ``raw_records`` are removed with an anti-join before the append. A rerun
   over the same input appends nothing and makes no commit (the table version stays).
+- A local landing of raw-record Parquet files is read by the tasks themselves (rust engine):
+  one Spark task per group of files, pyarrow reads and casts, the same multi-table writer as the
+  decode stage appends the files' rows (no row crosses the JVM). Anything else (JSON lines,
+  object stores, Kafka, a Delta source, odd column types) goes through Spark's readers.
 - The common case costs one column-pruned pass, not a shuffle: ``position_ranges`` reads only
   (topic, partition, offset) and returns, per task and log partition, the offset range, the row
   count and whether the task saw a position twice. When no task saw a duplicate and no two
@@ -29,10 +33,10 @@ from __future__ import annotations
 import itertools
 import logging
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pipelines.errors import UsageError
 from schemas.raw import RAW_RECORDS
@@ -112,38 +116,48 @@ _RANGE_DDL = "topic string, partition int, first bigint, last bigint, rows bigin
 
 
 def _task_ranges(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """mapInArrow body: one row per log partition seen by this task (numpy over two columns)."""
-    import numpy as np
+    """mapInArrow body: one row per log partition seen by this task (numpy over the positions)."""
     import pyarrow as pa
 
     tables = [pa.Table.from_batches([b]) for b in batches if b.num_rows]
-    if not tables:
-        return
-    t = pa.concat_tables(tables).combine_chunks()
+    if tables:
+        yield _table_ranges(pa.concat_tables(tables))
+
+
+def _table_ranges(t: pa.Table) -> pa.RecordBatch:
+    """Per log partition of ``t`` (topic, partition, offset columns): range, rows, repeats."""
+    import numpy as np
+    import pyarrow as pa
+
     if any(t.column(c).null_count for c in POSITION):  # no position to compare: take the exact path
-        yield pa.RecordBatch.from_pydict(
+        return pa.RecordBatch.from_pydict(
             {"topic": [""], "partition": pa.array([-1], pa.int32()), "first": pa.array([0], pa.int64()),
              "last": pa.array([0], pa.int64()), "rows": pa.array([t.num_rows], pa.int64()), "repeats": [True]})
-        return
-    topic = t.column("topic").dictionary_encode().combine_chunks()
+    topic = t.column("topic").combine_chunks().dictionary_encode()
     codes = topic.indices.to_numpy(zero_copy_only=False).astype(np.int64)
     part = t.column("partition").to_numpy().astype(np.int64)
-    off = t.column("offset").to_numpy()
-    # one sort by (topic code, partition, offset): ranges are segment ends, repeats are equal
-    # neighbours within a segment
-    seg = codes * (1 << 32) + part
-    order = np.lexsort((off, seg))
+    off = t.column("offset").to_numpy().astype(np.int64)
+    seg = codes * (1 << 32) + (part & 0xFFFFFFFF)
+    # a stable sort by log partition keeps each partition's rows in file order; when every
+    # partition's offsets already increase there is no repeat and no second sort is needed
+    order = np.argsort(seg, kind="stable")
     seg_s, off_s = seg[order], off[order]
     starts = np.flatnonzero(np.r_[True, seg_s[1:] != seg_s[:-1]])
     ends = np.r_[starts[1:], len(seg_s)]
-    same = np.r_[False, (seg_s[1:] == seg_s[:-1]) & (off_s[1:] == off_s[:-1])]
+    inside = np.r_[False, seg_s[1:] == seg_s[:-1]]
+    if (off_s[1:][inside[1:]] <= off_s[:-1][inside[1:]]).any():
+        order = np.lexsort((off, seg))
+        seg_s, off_s = seg[order], off[order]
+    same = inside & np.r_[False, off_s[1:] == off_s[:-1]]
     rep = np.add.reduceat(same.astype(np.int64), starts) > 0
+    firsts = np.minimum.reduceat(off_s, starts)
+    lasts = np.maximum.reduceat(off_s, starts)
     first_rows = order[starts]
-    yield pa.RecordBatch.from_pydict({
+    return pa.RecordBatch.from_pydict({
         "topic": topic.dictionary.take(pa.array(codes[first_rows])),
         "partition": pa.array(part[first_rows], pa.int32()),
-        "first": pa.array(off_s[starts], pa.int64()),
-        "last": pa.array(off_s[ends - 1], pa.int64()),
+        "first": pa.array(firsts, pa.int64()),
+        "last": pa.array(lasts, pa.int64()),
         "rows": pa.array(ends - starts, pa.int64()),
         "repeats": pa.array(rep),
     })
@@ -156,6 +170,114 @@ def position_ranges(df: DataFrame) -> list[PositionRange]:
     """
     rows = df.select(*POSITION).mapInArrow(_task_ranges, _RANGE_DDL).collect()
     return [PositionRange(r["topic"], r["partition"], r["first"], r["last"], r["rows"], r["repeats"]) for r in rows]
+
+
+# --------------------------------------------------------------------------------------------
+# Parquet landing files, read by the tasks themselves
+
+
+def _landing_caster(schema: pa.Schema) -> Callable[[pa.RecordBatch], pa.Table] | None:
+    """How to turn one landing file's batches into ``RAW_RECORDS`` rows, or ``None`` when the
+    file is not plainly castable (then the whole landing goes through Spark's reader)."""
+    import pyarrow as pa
+
+    target = RAW_RECORDS.arrow_schema()
+    names = set(schema.names)
+    for need in ("key", "value", "partition", "offset", "timestamp"):
+        if need not in names:
+            return None
+    checks = {
+        "key": lambda t: pa.types.is_binary(t) or pa.types.is_large_binary(t),
+        "value": lambda t: pa.types.is_binary(t) or pa.types.is_large_binary(t),
+        "topic": lambda t: pa.types.is_string(t) or pa.types.is_large_string(t),
+        "partition": pa.types.is_integer,
+        "offset": pa.types.is_integer,
+        "timestamp": lambda t: pa.types.is_timestamp(t) and t.tz in ("UTC", "+00:00", "Etc/UTC"),
+        "timestampType": pa.types.is_integer,
+    }
+    for name, ok in checks.items():
+        if name in names and not ok(schema.field(name).type):
+            return None
+
+    def cast(batch: pa.RecordBatch) -> pa.Table:
+        n = batch.num_rows
+        cols = []
+        for f in target:
+            if f.name in batch.schema.names:
+                cols.append(batch.column(f.name).cast(f.type))
+            elif f.name == "topic":
+                cols.append(pa.array(["__consumer_offsets"] * n, f.type))
+            else:  # timestampType
+                cols.append(pa.array([0] * n, f.type))
+        return pa.Table.from_arrays(cols, schema=target)
+
+    return cast
+
+
+def landing_files_readable_by_tasks(cfg: Config) -> list[str] | None:
+    """The landing's Parquet files when the tasks can read and cast them themselves (a local
+    landing of Parquet files only, every file with the raw columns); otherwise ``None``."""
+    import pyarrow.parquet as pq
+
+    if cfg.input.source != "landing" or cfg.input.format == "json":
+        return None
+    path = cfg.input.path or cfg.paths.landing
+    if "://" in path:
+        return None
+    parquet, jsonl = _landing_files(path)
+    if jsonl and cfg.input.format != "parquet":
+        return None
+    if not parquet:
+        return None
+    for f in parquet:
+        try:
+            schema = pq.read_schema(f)
+        except (OSError, ValueError):
+            return None  # let Spark's reader report it
+        if _landing_caster(schema) is None:
+            return None
+    return parquet
+
+
+def _file_batches(path: str, columns: list[str] | None = None) -> Iterator[pa.RecordBatch]:
+    import pyarrow.parquet as pq
+
+    pf = pq.ParquetFile(path)
+    cols = None if columns is None else [c for c in columns if c in pf.schema_arrow.names]
+    yield from pf.iter_batches(batch_size=65_536, columns=cols)
+
+
+def _file_ranges(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """mapInArrow body over file paths: the position ranges of each file."""
+    import pyarrow as pa
+
+    for batch in batches:
+        for path in batch.column("path").to_pylist():
+            parts = [pa.Table.from_batches([b]) for b in _file_batches(path, list(POSITION))]
+            if not parts:
+                continue
+            t = pa.concat_tables(parts)
+            if "topic" not in t.column_names:
+                t = t.append_column("topic", pa.array(["__consumer_offsets"] * t.num_rows, pa.string()))
+            yield _table_ranges(t)
+
+
+def route_copy_files(batch: pa.RecordBatch, options: dict[str, Any]) -> Iterator[tuple[dict[str, pa.Table], int]]:
+    """``offsetlake_delta_rs_multi`` route over landing file paths: each file's rows, cast to
+    ``RAW_RECORDS``, in file order."""
+    import pyarrow.parquet as pq
+
+    for path in batch.column("path").to_pylist():
+        cast = _landing_caster(pq.read_schema(path))
+        if cast is None:
+            raise ValueError(f"{path}: not a raw-record Parquet file")
+        for raw in _file_batches(path):
+            yield {RAW_TABLE: cast(raw)}, raw.num_rows
+
+
+def _paths_frame(spark: SparkSession, files: list[str]) -> DataFrame:
+    n = max(1, min(len(files), spark.sparkContext.defaultParallelism * 2))
+    return spark.createDataFrame([(f,) for f in files], "path string").repartition(n)
 
 
 def table_ranges(df: DataFrame) -> list[PositionRange]:
@@ -287,14 +409,25 @@ def ingest(spark: SparkSession, cfg: Config, io: TableIO, source: DataFrame | No
         total = io.count(RAW_TABLE)
         return IngestResult("raw_records", total, 0, total, io.version(RAW_TABLE) or 0)
     before = io.count(RAW_TABLE)
+    files = landing_files_readable_by_tasks(cfg) if io.engine == "rust" else None
     incoming = normalize(source, dedupe=False)
-    incoming_ranges = position_ranges(incoming)
+    if files is not None:
+        paths = _paths_frame(spark, files)
+        rows = paths.mapInArrow(_file_ranges, _RANGE_DDL).collect()
+        incoming_ranges = [PositionRange(r["topic"], r["partition"], r["first"], r["last"], r["rows"], r["repeats"])
+                           for r in rows]
+    else:
+        incoming_ranges = position_ranges(incoming)
     read = sum(r.rows for r in incoming_ranges)
     existing = table_ranges(io.read(RAW_TABLE)) if before else []
     if ranges_disjoint([*incoming_ranges, *existing]):
         # no duplicate inside the input, nothing already ingested: append as read (log order kept)
         n_new = read
-        if n_new:
+        if n_new and files is not None:
+            # the tasks copy their files themselves (pyarrow read + cast + Parquet write)
+            io.write_routed([RAW_TABLE], paths, "pipelines.ingest:route_copy_files", mode="append",
+                            rows_equal_input=True, expected_rows=read)
+        elif n_new:
             io.append(RAW_TABLE, incoming)
     else:
         log.info("ingest: input overlaps itself or raw_records; de-duplicating by position")

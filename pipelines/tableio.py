@@ -38,6 +38,7 @@ from schemas import TableSpec
 from schemas import get as get_spec
 
 if TYPE_CHECKING:
+    import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
 
     from pipelines.config import Config
@@ -99,6 +100,17 @@ def conform(df: DataFrame, spec: TableSpec) -> DataFrame:
         else:
             cols.append(F.col(name).cast(target[name]).alias(name))
     return df.select(*cols)
+
+
+def conform_arrow(table: pa.Table, spec: TableSpec) -> pa.Table:
+    """``conform`` for a pyarrow Table: the declared columns in order, cast; missing/extra → error."""
+    have = table.column_names
+    missing = [c for c in spec.column_names if c not in have]
+    extra = [c for c in have if c not in spec.column_names]
+    if missing or extra:
+        raise ValueError(f"table {spec.name}: Arrow table does not match schemas/: missing {missing}, "
+                         f"unexpected {extra}")
+    return table.select(list(spec.column_names)).cast(spec.arrow_schema())
 
 
 def _same_type(a: Any, b: Any) -> bool:
@@ -292,16 +304,18 @@ class TableIO:
         route: str,
         *,
         route_options: dict[str, Any] | None = None,
-        txn_app_id: str,
-        txn_version: int,
+        txn_app_id: str | None = None,
+        txn_version: int | None = None,
         rows_equal_input: bool = False,
         expected_rows: int | None = None,
+        mode: Literal["append", "overwrite"] = "overwrite",
     ) -> dict[str, WriteResult]:
-        """Replace the tables ``names`` in ONE pass over ``df`` (rust engine).
+        """Write the tables ``names`` in ONE pass over ``df`` (rust engine; default: replace them).
 
         Each task passes its Arrow batches through ``route`` (``"module:function"``, called as
-        ``route(batch, route_options) -> {table name: pa.Table}``) and writes every table's
-        files; the driver then commits each table once with the marker. With
+        ``route(batch, route_options)``, yielding ``({table name: pa.Table}, input records
+        consumed)``) and writes every table's files; the driver then commits each table once
+        (with the marker, when given). With
         ``rows_equal_input`` the routed rows must add up to the input rows or nothing is
         committed; with ``expected_rows`` the input must have exactly that many rows. Tables already carrying the marker are left alone (their files are deleted).
         The spark engine has no multi-table writer: callers use one ``overwrite`` per table.
@@ -312,29 +326,31 @@ class TableIO:
         for n in names:
             self.ensure(n)
         before = {n: self.version(n) for n in names}
-        if all(self._applied(n, txn_app_id, txn_version, True) for n in names):
-            return {n: WriteResult(n, "overwrite", before[n] or 0, True) for n in names}
+        replace = mode == "overwrite"
+        marked = txn_app_id is not None and txn_version is not None
+        if marked and all(self._applied(n, txn_app_id, txn_version, replace) for n in names):  # type: ignore[arg-type]
+            return {n: WriteResult(n, mode, before[n] or 0, True) for n in names}
         tables = [
             {"name": sp.name, "path": self.path(sp.name), "arrow_schema": delta_rs_sink.encode_schema(sp.arrow_schema()),
              "partition_by": list(sp.partition_by)}
             for sp in specs
         ]
-        (
+        writer = (
             df.write.format(delta_rs_sink.MULTI_FORMAT_NAME)
-            .mode("overwrite")
+            .mode(mode)
             .option("tables", json.dumps(tables))
             .option("route", route)
             .option("route_options", json.dumps(route_options or {}))
             .option("target_file_rows", str(self.conf.delta.target_file_rows))
-            .option("write_mode", "overwrite")
-            .option("require_latest", "true")
+            .option("write_mode", mode)
+            .option("require_latest", "true" if replace else "false")
             .option("rows_equal_input", "true" if rows_equal_input else "false")
             .option("expected_rows", "" if expected_rows is None else str(expected_rows))
             .option("commit_metadata", json.dumps({}))
-            .option("txn_app_id", txn_app_id)
-            .option("txn_version", str(txn_version))
-            .save()
         )
+        if marked:
+            writer = writer.option("txn_app_id", txn_app_id).option("txn_version", str(txn_version))
+        writer.save()
         out = {}
         for n in names:
             after = self.version(n) or 0
@@ -342,20 +358,21 @@ class TableIO:
             if after != before[n]:
                 info = delta_rs_sink.latest_commit_info(self._dt(n))
                 rows = int(info["offsetlake.rows"]) if "offsetlake.rows" in info else None
-            out[n] = WriteResult(n, "overwrite", after, after == before[n], rows)
+            out[n] = WriteResult(n, mode, after, after == before[n], rows)
         return out
 
     def merge(
         self,
         name: str,
-        df: DataFrame,
+        df: DataFrame | pa.Table,
         keys: tuple[str, ...] | list[str] | None = None,
         *,
         delete_missing: bool = False,
         txn_app_id: str | None = None,
         txn_version: int | None = None,
     ) -> WriteResult:
-        """Upsert ``df`` into a current-state table on ``keys`` (default: the spec's primary key).
+        """Upsert ``df`` (a DataFrame, or a small pyarrow Table already on the driver) into a
+        current-state table on ``keys`` (default: the spec's primary key).
 
         Only rows whose values differ are rewritten; ``delete_missing`` also deletes target rows
         absent from ``df`` (a full rebuild). On the rust engine the source is collected to the
@@ -366,7 +383,13 @@ class TableIO:
         keys = tuple(keys or spec.primary_key)
         if not keys:
             raise ValueError(f"table {name}: merge needs key columns (none given, none declared)")
-        data = conform(df, spec)
+        arrow_source = None
+        if not hasattr(df, "toArrow"):  # a pyarrow Table (small, already on the driver)
+            arrow_source = conform_arrow(df, spec)
+            if self.engine == "spark":
+                assert self.spark is not None
+                df = self.spark.createDataFrame(arrow_source, spec.spark_schema())
+        data = conform(df, spec) if arrow_source is None or self.engine == "spark" else None
         self.ensure(name)
         if txn_app_id is not None and txn_version is not None and self._applied(
             name, txn_app_id, txn_version, True
@@ -392,6 +415,7 @@ class TableIO:
                 }
             for key, value in session_conf.items():
                 self.spark.conf.set(key, value)
+            assert data is not None
             m = (
                 SparkDeltaTable.forPath(self.spark, self.path(name)).alias("t")
                 .merge(data.alias("s"), on)
@@ -408,7 +432,11 @@ class TableIO:
         else:
             from deltalake import CommitProperties, Transaction
 
-            source = data.toArrow().cast(spec.arrow_schema())
+            if arrow_source is not None:
+                source = arrow_source
+            else:
+                assert data is not None
+                source = data.toArrow().cast(spec.arrow_schema())
             props = None
             if txn_app_id is not None and txn_version is not None:
                 props = CommitProperties(
@@ -485,6 +513,21 @@ class TableIO:
         return delta_rs_sink.already_applied(self._dt(name), app_id, version, require_latest=require_latest)
 
     # ---- reads ------------------------------------------------------------------------------
+    def snapshot_files(self, name: str) -> list[str] | None:
+        """The data files of the table's current snapshot, when they ARE the snapshot.
+
+        ``None`` when a reader needs more than the file list (spark engine's own log semantics,
+        deletion vectors, column mapping, partition columns kept out of the files): read the
+        table with ``read`` then.
+        """
+        if self.engine != "rust" or not self.exists(name) or get_spec(name).partition_by:
+            return None
+        dt = self._dt(name)
+        proto = dt.protocol()
+        if proto.min_reader_version >= 2 or set(proto.reader_features or ()) & {"deletionVectors", "columnMapping"}:
+            return None
+        return list(dt.file_uris())
+
     def read(self, name: str, version: int | None = None) -> DataFrame:
         """The table as a DataFrame at its current snapshot (or ``version``), declared column order."""
         assert self.spark is not None, "TableIO.read needs a SparkSession"

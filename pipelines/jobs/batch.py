@@ -211,11 +211,10 @@ def run_batch(
             st.detail = f"up to date with raw_records v{raw_version}"
         elif io.engine == "rust":
             # one pass: executors decode and write the four tables; the commit checks the counts
-            from pipelines.decode_tables import write_decoded_tables
+            from pipelines.decode_tables import write_decoded_from_raw_table
 
-            results = write_decoded_tables(
-                io, io.read("raw_records"), app_id=DECODE_APP_ID, version=raw_version,
-                expected_rows=summary.raw_total,
+            results = write_decoded_from_raw_table(
+                io, app_id=DECODE_APP_ID, version=raw_version, expected_rows=summary.raw_total
             )
             decoded_changed = any(not wr.skipped for wr in results.values())
             st.detail = ", ".join(f"{name} {io.count(name)}" for name in DECODED_TABLES)

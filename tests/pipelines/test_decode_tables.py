@@ -13,7 +13,7 @@ pytestmark = pytest.mark.spark
 from pipelines.commands.quickstart import sample_records  # noqa: E402
 from pipelines.config import Config, load_config  # noqa: E402
 from pipelines.decode import decode_raw  # noqa: E402
-from pipelines.decode_tables import TABLES, write_decoded_tables  # noqa: E402
+from pipelines.decode_tables import TABLES, write_decoded_from_raw_table, write_decoded_tables  # noqa: E402
 from pipelines.ingest import ingest  # noqa: E402
 from pipelines.raw_files import RawRecord, write_raw_records  # noqa: E402
 from pipelines.tableio import TableIO, conform  # noqa: E402
@@ -43,12 +43,17 @@ def _rows(df: Any) -> list[str]:
     return sorted(repr(sorted(r.asDict(recursive=True).items())) for r in df.collect())
 
 
-def test_one_pass_decode_writes_what_the_dataframe_path_computes(cfg: Config, spark: Any) -> None:
-    write_raw_records(_mixed_log(), cfg.paths.landing)
+@pytest.mark.parametrize("reader", ["rows", "files"])
+def test_one_pass_decode_writes_what_the_dataframe_path_computes(cfg: Config, spark: Any, reader: str) -> None:
+    write_raw_records(_mixed_log(), cfg.paths.landing, rows_per_file=40)  # several raw_records files
     io = TableIO(cfg, spark)
     ingest(spark, cfg, io)
     raw = io.read("raw_records")
-    results = write_decoded_tables(io, raw, app_id="t", version=1, expected_rows=io.count("raw_records"))
+    if reader == "rows":
+        results = write_decoded_tables(io, raw, app_id="t", version=1, expected_rows=io.count("raw_records"))
+    else:
+        assert len(io.snapshot_files("raw_records") or []) > 1
+        results = write_decoded_from_raw_table(io, app_id="t", version=1, expected_rows=io.count("raw_records"))
     assert all(not r.skipped for r in results.values())
     expected = decode_raw(raw).tables()
     for name in TABLES:
@@ -67,8 +72,7 @@ def test_a_count_mismatch_commits_nothing(cfg: Config, spark: Any) -> None:
     io = TableIO(cfg, spark)
     ingest(spark, cfg, io)
     with pytest.raises(Exception, match="count mismatch, nothing committed"):
-        write_decoded_tables(io, io.read("raw_records"), app_id="t", version=1,
-                             expected_rows=io.count("raw_records") + 1)
+        write_decoded_from_raw_table(io, app_id="t", version=1, expected_rows=io.count("raw_records") + 1)
     assert all(io.count(n) == 0 for n in TABLES)
     leftovers = [p for n in TABLES for p in Path(io.path(n)).glob("*.parquet")]
     assert leftovers == []
