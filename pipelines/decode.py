@@ -22,12 +22,11 @@ Rules:
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from schemas.decoded import GROUP_METADATA, OFFSET_COMMITS, QUARANTINE, UNSUPPORTED_RECORDS
 
@@ -158,34 +157,33 @@ def _is_ascii(buf: pa.Buffer | None) -> bool:
     return not (int(acc & _HIGH_BITS) or bool((data[words * 8 :] >= 0x80).any()))
 
 
-def _cut_strings(
-    arr: pa.Array, bounds: tuple[np.ndarray, ...], pick: int, rows: np.ndarray
-) -> pa.Array:
+def _cut_strings(arr: pa.Array, bounds: tuple[np.ndarray, ...], picks: tuple[int, ...], rows: np.ndarray) -> list[pa.Array]:
     """Strings cut out of ``arr``'s data buffer without a Python loop.
 
     ``bounds`` are per-row byte positions (same length as ``arr``, each row's run non-decreasing
     and inside the row). They split the data buffer into ``len(bounds)`` contiguous segments per
-    row; a BinaryArray over those segments (a new offsets buffer on the same data buffer) is
-    gathered with Arrow's ``take``: row ``i`` of the result is segment ``pick`` of row
-    ``rows[i]``. Not UTF-8 validated.
+    row; a BinaryArray over those segments (a new offsets buffer on the same data buffer, no
+    copy) is gathered with Arrow's ``take``: for each ``pick``, row ``i`` of the result is
+    segment ``pick`` of row ``rows[i]``. Not UTF-8 validated.
     """
     n = len(arr)
     k = len(bounds)
     bufs = arr.buffers()
     data = bufs[2] if bufs[2] is not None else pa.py_buffer(b"")
     large = pa.types.is_large_binary(arr.type)
-    cuts = np.empty((n, k), dtype=np.int64 if large else np.int32)
+    offsets = np.empty(n * k + 1, dtype=np.int64 if large else np.int32)
     for j, b in enumerate(bounds):
-        cuts[:, j] = b
-    offsets = np.empty(n * k + 1, dtype=cuts.dtype)
-    offsets[:-1] = cuts.reshape(-1)
-    offsets[-1] = cuts[-1, -1] if n else 0
+        offsets[j : n * k : k] = b
+    offsets[-1] = offsets[-2] if n else 0
     segments = pa.Array.from_buffers(
         pa.large_binary() if large else pa.binary(), n * k, [None, pa.py_buffer(offsets), data]
     )
-    taken = segments.take(pa.array(rows * k + pick))
-    out = taken.view(pa.large_string() if large else pa.string())
-    return out.cast(pa.string()) if large else out
+    first = rows * k
+    out = []
+    for pick in picks:
+        taken = segments.take(pa.array(first + pick if pick else first))
+        out.append(taken.view(pa.string()) if not large else taken.view(pa.large_string()).cast(pa.string()))
+    return out
 
 
 def _valid_utf8(arr: pa.Array) -> bool:
@@ -205,9 +203,195 @@ def _non_ascii_rows(data: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -
     return (hi[starts + lengths] - hi[starts]) > 0
 
 
-#: Rows per vectorised pass: the temporaries of a chunk stay in the CPU caches (on a busy
-#: machine 100k-row passes were several times slower per row).
+#: Rows per vectorised pass over the record bytes: the temporaries of a chunk stay in the CPU
+#: caches (on a busy machine 100k-row passes were several times slower per row).
 CHUNK_ROWS = 32_768
+
+_COLUMN_FIELDS = (
+    "live", "key_version", "partition", "value_version", "offset", "epoch", "no_epoch", "commit", "expire",
+    "no_expire",
+)
+
+
+def _be_view(data: np.ndarray, width: int) -> np.ndarray:
+    """Every ``width``-byte big-endian signed int of ``data``, one per byte position (a view).
+
+    ``view[pos]`` gathers one int per row: ~2x faster than a sliding-window row copy.
+    """
+    return np.ndarray((len(data) - width + 1,), dtype=_BE[width], buffer=data, strides=(1,))
+
+
+def _scan_chunk(
+    kdata: np.ndarray, kstart: np.ndarray, klen: np.ndarray, kvalid: np.ndarray,
+    vdata: np.ndarray, vstart: np.ndarray, vlen: np.ndarray, vvalid: np.ndarray,
+) -> dict[str, np.ndarray]:
+    """The byte pass over one chunk of rows: every field of an offset commit, read in place.
+
+    Fixed-width fields are gathered from the binary buffers at positions computed from the
+    length fields (spec §3.2, §4.1); only exact layouts are accepted (``ok``): known versions,
+    exact lengths, no trailing bytes, single-byte compact lengths, no tagged fields, times that
+    fit a TIMESTAMP. Rare shapes (v1/v4 values, tombstones, short rows) cost extra passes only
+    in chunks that hold them.
+    """
+    # ---- key: i16 version | STRING group | STRING topic | i32 partition, nothing after
+    k16, k32 = _be_view(kdata, 2), _be_view(kdata, 4)
+    kend = kstart + klen
+    kok = kvalid & (klen >= 10)  # 2 + 2 + 0 + 2 + 0 + 4
+    every = bool(kok.all())
+    head = k32[kstart if every else np.where(kok, kstart, 0)].astype(np.int64)
+    kver = head >> 16
+    glen = head & 0xFFFF  # as unsigned: a negative length (>= 0x8000) is refused below
+    kok &= ((kver == 0) | (kver == 1)) & (glen <= 0x7FFF) & (klen >= 10 + glen)
+    every = every and bool(kok.all())
+    g0 = kstart + 4
+    tpos = g0 + glen
+    tlen = k16[tpos if every else np.where(kok, tpos, 0)].astype(np.int64)
+    kok &= (tlen >= 0) & (klen == 10 + glen + tlen)  # exact: trailing bytes -> core
+    t0 = tpos + 2
+    if not (every and kok.all()):  # empty ranges at the row's start for the rest
+        g0 = np.where(kok, g0, kstart)
+        glen = np.where(kok, glen, 0)
+        t0 = np.where(kok, t0, kstart)
+        tlen = np.where(kok, tlen, 0)
+    partition = k32[np.maximum(kend - 4, 0)]
+
+    # ---- value: null = tombstone; else i16 version | ...; the shortest value (v0/v2, empty
+    # metadata) has 20 bytes; rows that are not read are read at position 0
+    v16, v32, v64 = _be_view(vdata, 2), _be_view(vdata, 4), _be_view(vdata, 8)
+    live = vvalid & (vlen >= 20)
+    vpos = vstart if live.all() else np.where(live, vstart, 0)
+    vver = v16[vpos].astype(np.int64)
+    w10 = v32[vpos + 10].astype(np.int64)  # v3/v4: leader_epoch; v0-v2: metadata length << 16
+    mlen = v16[vpos + 14].astype(np.int64)  # v3: metadata length (v4: its varint byte << 8)
+    new_layout = vver >= 3  # v3/v4 carry leader_epoch before metadata
+    if not (vver == 3).all():
+        mlen = np.where(new_layout, mlen, w10 >> 16)
+    v1 = live & (vver == 1)
+    v4 = live & (vver == 4)
+    has_v1, has_v4 = bool(v1.any()), bool(v4.any())
+    expected = np.where(new_layout, 24, 20) + mlen
+    tail = 8  # bytes after the commit timestamp (v1: expire timestamp; v4: tagged fields)
+    if has_v1:
+        expected += np.where(v1, 8, 0)
+    if has_v4:  # COMPACT_STRING: one varint byte 1..127 (0 = null), i.e. length + 1
+        mbyte = (mlen >> 8) & 0xFF
+        mlen = np.where(v4, mbyte - 1, mlen)
+        expected = np.where(v4, 23 + mbyte, expected)
+        live &= ~v4 | ((mbyte >= 1) & (mbyte <= 127))
+    if has_v1 or has_v4:
+        tail = 8 + np.where(v1, 8, 0) + np.where(v4, 1, 0)
+    # a non-flexible STRING length is >= 0; nothing after the last field (else -> core)
+    live &= (vver >= 0) & (vver <= 4) & (mlen >= 0) & (vlen == expected)
+    vend = vstart + vlen
+    commit = v64[np.where(live, vend - tail, 0)]
+    live &= (commit >= -MAX_ABS_MS) & (commit <= MAX_ABS_MS)
+    expire = np.full(len(live), -1, np.int64)
+    if has_v1:
+        sel = np.flatnonzero(v1 & live)
+        expire[sel] = v64[vend[sel] - 8]
+        live &= (expire == -1) | ((expire >= -MAX_ABS_MS) & (expire <= MAX_ABS_MS))
+    if has_v4:
+        sel = np.flatnonzero(v4 & live)
+        live[sel] &= vdata[vend[sel] - 1] == 0  # tagged fields present -> core
+    m0 = vstart + np.where(new_layout, 16, 12)
+    if has_v4:
+        m0 -= np.where(v4, 1, 0)
+    m0 = np.where(live, m0, vstart)
+    return {
+        "ok": kok & (live | ~vvalid),
+        "live": live,
+        "key_version": kver,
+        "partition": partition,
+        "g0": g0,
+        "g1": g0 + glen,
+        "t0": t0,
+        "t1": t0 + tlen,
+        "m0": m0,
+        "m1": m0 + np.where(live, mlen, 0),
+        "value_version": vver,
+        "offset": v64[vpos + 2],
+        "epoch": w10,
+        "no_epoch": ~(live & new_layout & (w10 != -1)),
+        "commit": commit,
+        "expire": expire,
+        "no_expire": expire == -1,
+    }
+
+
+class _Commits:
+    """The accepted offset commits of one batch: numpy columns + cut strings (rows ``idx``)."""
+
+    def __init__(self, keys: pa.Array, values: pa.Array) -> None:
+        kdata, kstart, klen, kvalid, karr = _binary_parts(keys)
+        vdata, vstart, vlen, vvalid, varr = _binary_parts(values)
+        n = len(kstart)
+        scan = _scan_chunk(kdata, kstart, klen, kvalid, vdata, vstart, vlen, vvalid)
+        ok = scan["ok"]
+        idx = np.flatnonzero(ok)
+        strings = self._strings(karr, varr, scan, idx)
+        if strings is None:  # invalid UTF-8 somewhere: rows with non-ASCII strings go to the core
+            bad = _non_ascii_rows(kdata, scan["g0"], scan["g1"] - scan["g0"])
+            bad |= _non_ascii_rows(kdata, scan["t0"], scan["t1"] - scan["t0"])
+            bad |= _non_ascii_rows(vdata, scan["m0"], scan["m1"] - scan["m0"])
+            ok &= ~bad
+            idx = np.flatnonzero(ok)
+            strings = self._strings(karr, varr, scan, idx)
+            assert strings is not None
+        self.ok = ok
+        self.idx = idx
+        self.group, self.topic, self.metadata = strings
+        pick: Any = slice(None) if len(idx) == n else idx
+        self.cols = {name: scan[name][pick] for name in _COLUMN_FIELDS}
+
+    @staticmethod
+    def _strings(
+        karr: pa.Array, varr: pa.Array, scan: dict[str, np.ndarray], idx: np.ndarray
+    ) -> tuple[pa.Array, pa.Array, pa.Array] | None:
+        """(group, topic, metadata) of the rows ``idx``; None if any is invalid UTF-8."""
+        group, topic = _cut_strings(karr, (scan["g0"], scan["g1"], scan["t0"], scan["t1"]), (0, 2), idx)
+        m0, m1 = scan["m0"], scan["m1"]
+        if not (m1 - m0).any():  # usually: every metadata is empty
+            zeros = pa.py_buffer(np.zeros(len(idx) + 1, np.int32))
+            meta = pa.Array.from_buffers(pa.string(), len(idx), [None, zeros, pa.py_buffer(b"")])
+        else:
+            (meta,) = _cut_strings(varr, (m0, m1), (0,), idx)
+        if not (_valid_utf8(group) and _valid_utf8(topic) and _valid_utf8(meta)):
+            return None
+        return group, topic, meta
+
+    def arrays(self, ts_scale: int) -> dict[str, pa.Array]:
+        """The decoded columns (times in ms * ``ts_scale``; -1 sentinels and absent fields null)."""
+        c = self.cols
+        live = c["live"]
+        dead = None if live.all() else ~live
+        ts = pa.int64() if ts_scale == 1 else _TS
+        commit = c["commit"] if ts_scale == 1 else c["commit"] * ts_scale
+        expire = c["expire"] if ts_scale == 1 else c["expire"] * ts_scale
+        return {
+            "key_version": _np_array(c["key_version"], pa.int32()),
+            "group_id": self.group,
+            "topic": self.topic,
+            "partition": _np_array(c["partition"], pa.int32()),
+            "is_tombstone": pa.array(~live),
+            "value_version": _np_array(c["value_version"], pa.int32(), dead),
+            "committed_offset": _np_array(c["offset"], pa.int64(), dead),
+            "leader_epoch": _np_array(c["epoch"], pa.int32(), c["no_epoch"]),
+            "metadata": self.metadata if dead is None else _with_validity(self.metadata, live),
+            "commit_timestamp": _np_array(commit, ts, dead),
+            "expire_timestamp": _np_array(expire, ts, c["no_expire"]),
+        }
+
+
+def _np_array(values: np.ndarray, typ: pa.DataType, null: np.ndarray | None = None) -> pa.Array:
+    """An Arrow array over ``values`` (cast to ``typ``'s width), null where ``null`` is True."""
+    data = values.astype(typ.to_pandas_dtype() if not pa.types.is_timestamp(typ) else np.int64, copy=False)
+    if null is None or not null.any():
+        validity = None
+        nulls = 0
+    else:
+        validity = pa.array(~null, pa.bool_()).buffers()[1]
+        nulls = int(null.sum())
+    return pa.Array.from_buffers(typ, len(data), [validity, pa.py_buffer(np.ascontiguousarray(data))], null_count=nulls)
 
 
 def decode_offset_commits_arrow(batch: pa.RecordBatch) -> tuple[pa.RecordBatch, np.ndarray]:
@@ -222,174 +406,25 @@ def decode_offset_commits_arrow(batch: pa.RecordBatch) -> tuple[pa.RecordBatch, 
         only, in input order, with ``FAST_SCHEMA`` columns (times in epoch ms). Rows with
         ``ok[i] == False`` must be decoded by the core codec.
     """
-    n = batch.num_rows
-    if n <= CHUNK_ROWS:
-        return _decode_chunk(batch.column("key"), batch.column("value"))
-    parts = [
-        _decode_chunk(batch.column("key").slice(s, CHUNK_ROWS), batch.column("value").slice(s, CHUNK_ROWS))
-        for s in range(0, n, CHUNK_ROWS)
-    ]
-    merged = pa.concat_batches([p[0] for p in parts])
-    return merged, np.concatenate([p[1] for p in parts])
-
-
-def _be_view(data: np.ndarray, width: int) -> np.ndarray:
-    """Every ``width``-byte big-endian signed int of ``data``, one per byte position (a view).
-
-    ``view[pos]`` gathers one int per row: ~2x faster than a sliding-window row copy.
-    """
-    return np.ndarray((len(data) - width + 1,), dtype=_BE[width], buffer=data, strides=(1,))
-
-
-def _decode_chunk(keys: pa.Array, values: pa.Array) -> tuple[pa.RecordBatch, np.ndarray]:
-    """``decode_offset_commits_arrow`` on one chunk of at most ``CHUNK_ROWS`` rows.
-
-    Every row is read in place: fixed-width fields are gathered from the binary buffers at
-    positions computed from the length fields; strings are cut out of the buffers by Arrow's
-    ``take`` over a segment view (``_cut_strings``); UTF-8 is validated only when a string
-    column holds a byte >= 0x80. Rare shapes (v1/v4 values, tombstones, short rows) cost extra
-    passes only in chunks that hold them.
-    """
-    # ---- key (spec §3.2): i16 version | STRING group | STRING topic | i32 partition, exact
-    kdata, kstart, klen, kvalid, karr = _binary_parts(keys)
-    k16, k32 = _be_view(kdata, 2), _be_view(kdata, 4)
-    kend = kstart + klen
-    ok = kvalid & (klen >= 10)  # 2 + 2 + 0 + 2 + 0 + 4
-    every = bool(ok.all())
-    head = k32[kstart if every else np.where(ok, kstart, 0)].astype(np.int64)
-    kver = head >> 16
-    glen = head & 0xFFFF  # as unsigned: a negative length (>= 0x8000) is refused below
-    ok &= ((kver == 0) | (kver == 1)) & (glen <= 0x7FFF) & (klen >= 10 + glen)
-    every = every and bool(ok.all())
-    tpos = kstart + 4 + glen
-    tlen = k16[tpos if every else np.where(ok, tpos, 0)].astype(np.int64)
-    ok &= (tlen >= 0) & (klen == 10 + glen + tlen)  # exact: trailing bytes -> core
-    partition = k32[np.maximum(kend - 4, 0)]
-
-    # ---- value (spec §4.1): null = tombstone; else i16 version | ...
-    vdata, vstart, vlen, vvalid, varr = _binary_parts(values)
-    v16, v32, v64 = _be_view(vdata, 2), _be_view(vdata, 4), _be_view(vdata, 8)
-    # the shortest value (v0/v2, empty metadata) has 20 bytes; tombstones are read at 0
-    live = vvalid & (vlen >= 20)
-    ok &= live | ~vvalid
-    all_live = bool(live.all())
-    vpos = vstart if all_live else np.where(live, vstart, 0)
-    vver = v16[vpos].astype(np.int64)
-    w10 = v32[vpos + 10].astype(np.int64)  # v3/v4: leader_epoch; v0-v2: metadata length << 16
-    mlen = v16[vpos + 14].astype(np.int64)  # v3: metadata length (v4: its varint byte << 8)
-    new_layout = vver >= 3  # v3/v4 carry leader_epoch before metadata
-    if not (vver == 3).all():
-        mlen = np.where(new_layout, mlen, w10 >> 16)
-    v1 = live & (vver == 1)
-    v4 = live & (vver == 4)
-    has_v1, has_v4 = bool(v1.any()), bool(v4.any())
-    expected = np.where(new_layout, 24, 20) + mlen
-    if has_v1:
-        expected += np.where(v1, 8, 0)
-    if has_v4:  # COMPACT_STRING: one varint byte 1..127 (0 = null), i.e. length + 1
-        mbyte = (mlen >> 8) & 0xFF
-        mlen = np.where(v4, mbyte - 1, mlen)
-        expected = np.where(v4, 23 + mbyte, expected)
-        live &= ~v4 | ((mbyte >= 1) & (mbyte <= 127))
-    # a non-flexible STRING length is >= 0; nothing after the last field (else -> core)
-    live &= (vver >= 0) & (vver <= 4) & (mlen >= 0) & (vlen == expected)
-    ok &= live | ~vvalid
-    vend = vstart + vlen
-    tspos = vend - 8
-    if has_v1:
-        tspos -= np.where(v1, 8, 0)
-    if has_v4:
-        tspos -= np.where(v4, 1, 0)
-    commit_ts = v64[np.where(live, tspos, 0)]
-    ok &= ~live | ((commit_ts >= -MAX_ABS_MS) & (commit_ts <= MAX_ABS_MS))
-    expire_ts = np.full(len(ok), -1, np.int64)
-    if has_v1:
-        sel = np.flatnonzero(v1 & ok)
-        expire_ts[sel] = v64[vend[sel] - 8]
-        ok &= (expire_ts == -1) | ((expire_ts >= -MAX_ABS_MS) & (expire_ts <= MAX_ABS_MS))
-    if has_v4:
-        sel = np.flatnonzero(v4 & ok)
-        ok[sel] &= vdata[vend[sel] - 1] == 0  # tagged fields present -> core
-    live &= ok
-    mstart = vstart + np.where(new_layout, 16, 12)
-    if has_v4:
-        mstart -= np.where(v4, 1, 0)
-
-    # ---- strings: group, topic (key) and metadata (value), cut for the accepted rows
-    idx = np.flatnonzero(ok)
-    strings = _strings(karr, kstart, glen, tpos, tlen, varr, vstart, mstart, mlen, ok, live, idx)
-    if strings is None:  # invalid UTF-8 somewhere: the rows with non-ASCII strings go to the core
-        bad = _non_ascii_rows(kdata, np.where(ok, kstart + 4, 0), np.where(ok, glen, 0))
-        bad |= _non_ascii_rows(kdata, np.where(ok, tpos + 2, 0), np.where(ok, tlen, 0))
-        bad |= _non_ascii_rows(vdata, np.where(live, mstart, 0), np.where(live, mlen, 0))
-        ok &= ~bad
-        live &= ok
-        idx = np.flatnonzero(ok)
-        strings = _strings(karr, kstart, glen, tpos, tlen, varr, vstart, mstart, mlen, ok, live, idx)
-        assert strings is not None
-    group, topic, meta = strings
-
-    # ---- columns of the accepted rows (masks only where a row can be null)
-    every = len(idx) == len(ok)
-    pick: Any = slice(None) if every else idx
-    lv = live[pick]
-    dead = None if lv.all() else ~lv
-    epoch = w10[pick]
-    no_epoch = ~new_layout[pick] | (epoch == -1)
-    if dead is not None:
-        no_epoch |= dead
-    v1e = (v1 & (expire_ts != -1))[pick]
-    cols = [
-        pa.array(kver[pick].astype(np.int32)),
-        group,
-        topic,
-        pa.array(partition[pick].astype(np.int32)),
-        pa.array(~lv),
-        pa.array(vver[pick].astype(np.int32), mask=dead),
-        pa.array(v64[vpos + 2][pick].astype(np.int64), mask=dead),
-        pa.array(epoch.astype(np.int32), mask=no_epoch if no_epoch.any() else None),
-        meta if dead is None else _with_validity(meta, lv),
-        pa.array(commit_ts[pick].astype(np.int64), mask=dead),
-        pa.array(expire_ts[pick], mask=~v1e),
-    ]
-    return pa.RecordBatch.from_arrays(cols, schema=FAST_SCHEMA), ok
+    keys, values = batch.column("key"), batch.column("value")
+    parts = []
+    for lo in range(0, max(batch.num_rows, 1), CHUNK_ROWS):
+        commits = _Commits(keys.slice(lo, CHUNK_ROWS), values.slice(lo, CHUNK_ROWS))
+        arrays = commits.arrays(1)
+        arrays["commit_timestamp_ms"] = arrays.pop("commit_timestamp")
+        arrays["expire_timestamp_ms"] = arrays.pop("expire_timestamp")
+        cols = [arrays[f.name] for f in FAST_SCHEMA]
+        parts.append((pa.RecordBatch.from_arrays(cols, schema=FAST_SCHEMA), commits.ok))
+    if len(parts) == 1:
+        return parts[0]
+    return pa.concat_batches([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
 
 
 def _with_validity(arr: pa.Array, valid: np.ndarray) -> pa.Array:
     """``arr`` (no nulls, offset 0) with the rows where ``valid`` is False set to null."""
     bitmap = pa.array(valid, pa.bool_()).buffers()[1]
-    return pa.Array.from_buffers(arr.type, len(arr), [bitmap, *arr.buffers()[1:]], offset=arr.offset)
-
-
-def _strings(
-    karr: pa.Array, kstart: np.ndarray, glen: np.ndarray, tpos: np.ndarray, tlen: np.ndarray,
-    varr: pa.Array, vstart: np.ndarray, mstart: np.ndarray, mlen: np.ndarray,
-    ok: np.ndarray, live: np.ndarray, idx: np.ndarray,
-) -> tuple[pa.Array, pa.Array, pa.Array] | None:
-    """(group, topic, metadata) of the rows ``idx``; None if any of them is invalid UTF-8.
-
-    Rows outside ``ok`` (``live`` for metadata) get empty segments at their start."""
-    if len(idx) == len(ok):
-        g0 = kstart + 4
-        t0 = tpos + 2
-        g1, t1 = g0 + glen, t0 + tlen
-    else:
-        g0 = np.where(ok, kstart + 4, kstart)
-        g1 = g0 + np.where(ok, glen, 0)
-        t0 = np.where(ok, tpos + 2, g1)
-        t1 = t0 + np.where(ok, tlen, 0)
-    group = _cut_strings(karr, (g0, g1, t0, t1), 0, idx)
-    topic = _cut_strings(karr, (g0, g1, t0, t1), 2, idx)
-    mlen_live = np.where(live, mlen, 0)
-    if not mlen_live.any():  # usually: every metadata is empty
-        zeros = pa.py_buffer(np.zeros(len(idx) + 1, np.int32))
-        meta = pa.Array.from_buffers(pa.string(), len(idx), [None, zeros, pa.py_buffer(b"")])
-    else:
-        m0 = np.where(live, mstart, vstart)
-        meta = _cut_strings(varr, (m0, m0 + mlen_live), 0, idx)
-    if not (_valid_utf8(group) and _valid_utf8(topic) and _valid_utf8(meta)):
-        return None
-    return group, topic, meta
+    assert arr.offset == 0 and arr.null_count == 0
+    return pa.Array.from_buffers(arr.type, len(arr), [bitmap, *arr.buffers()[1:]])
 
 
 # =============================================================================================
@@ -459,6 +494,129 @@ def _members_rows(value: Any) -> list[dict[str, Any]]:
     return rows
 
 
+# Parsed consumer-protocol blobs, by (protocol_type == "consumer", kind, blob bytes): the same
+# subscription/assignment bytes recur across members and records of a group (bounded cache).
+_BLOB_CACHE: dict[tuple[bool, str, bytes], Any] = {}
+_BLOB_CACHE_MAX = 65_536
+_EMPTY_MEMBER: Any = None
+
+
+def _parsed_blob(consumer: bool, kind: str, blob: bytes) -> Any:
+    """``subscribed_topics`` (kind "s") or ``assigned_partitions`` (kind "a") of one member
+    blob, exactly as ``_members_rows`` derives it (``consumer_protocol.parse_member_blobs`` on
+    a member holding just that blob: the two blobs are parsed independently)."""
+    key = (consumer, kind, blob)
+    try:
+        return _BLOB_CACHE[key]
+    except KeyError:
+        pass
+    global _EMPTY_MEMBER
+    from coordinator_core.consumer_protocol import CONSUMER_PROTOCOL_TYPE, parse_member_blobs
+    from coordinator_core.records import MemberMetadata
+
+    if _EMPTY_MEMBER is None:
+        _EMPTY_MEMBER = MemberMetadata(member_id="", client_id="", client_host="", session_timeout=0, subscription=b"", assignment=b"")
+    ptype = CONSUMER_PROTOCOL_TYPE if consumer else None
+    if kind == "s":
+        sub = parse_member_blobs(ptype, replace(_EMPTY_MEMBER, subscription=blob)).subscription
+        out: Any = None if sub is None else list(sub.topics)
+    else:
+        asg = parse_member_blobs(ptype, replace(_EMPTY_MEMBER, assignment=blob)).assignment
+        out = None if asg is None else [
+            {"topic": tp.topic, "partition": p} for tp in asg.assigned_partitions for p in tp.partitions
+        ]
+    if len(_BLOB_CACHE) >= _BLOB_CACHE_MAX:
+        _BLOB_CACHE.clear()
+    _BLOB_CACHE[key] = out
+    return out
+
+
+class _GroupMetadataColumns:
+    """Group-metadata rows decoded by the core codec, collected column-wise.
+
+    The union columns are built with one Arrow conversion per column; each distinct
+    subscription / assignment blob of a batch is parsed (and converted) once and spread to the
+    members by ``take`` — the values equal ``slow_row``'s (``_members_rows``) row by row.
+    """
+
+    _SCALARS = (
+        "group_id", "key_version", "is_tombstone", "value_version", "protocol_type", "generation",
+        "protocol", "leader", "current_state_timestamp", "member_count",
+    )
+    _MEMBER_FIELDS = (
+        "member_id", "group_instance_id", "client_id", "client_host", "rebalance_timeout", "session_timeout",
+        "subscription", "assignment",
+    )
+
+    def __init__(self) -> None:
+        self.rows: list[int] = []  # positions (in the caller's row order) of the collected rows
+        self.cols: dict[str, list[Any]] = {name: [] for name in self._SCALARS}
+        self.member_offsets: list[int] = [0]
+        self.member_null: list[bool] = []
+        self.members: list[Any] = []  # MemberMetadata, flattened
+        self.sub_idx: list[int] = []
+        self.asg_idx: list[int] = []
+        self.blobs: dict[tuple[bool, str, bytes], int] = {}
+        self.sub_values: list[Any] = []
+        self.asg_values: list[Any] = []
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def _blob_index(self, consumer: bool, kind: str, blob: bytes, values: list[Any]) -> int:
+        key = (consumer, kind, blob)
+        i = self.blobs.get(key)
+        if i is None:
+            i = self.blobs[key] = len(values)
+            values.append(_parsed_blob(consumer, kind, blob))
+        return i
+
+    def add(self, row: int, key: Any, value: Any) -> None:
+        """Collect one record (``value`` None = tombstone); raises ``_OutOfRangeError`` before
+        collecting anything when the state timestamp does not fit a TIMESTAMP."""
+        c = self.cols
+        if value is None:
+            vals: tuple[Any, ...] = (key.group, key.version, True, None, None, None, None, None, None, None)
+            self.member_null.append(True)
+        else:
+            cst = _ts(_check_ms("current_state_timestamp", value.current_state_timestamp))
+            members = value.members
+            vals = (
+                key.group, key.version, False, value.version, value.protocol_type, value.generation,
+                value.protocol, value.leader, cst, len(members),
+            )
+            consumer = value.protocol_type == "consumer"
+            for m in members:
+                self.sub_idx.append(self._blob_index(consumer, "s", m.subscription, self.sub_values))
+                self.asg_idx.append(self._blob_index(consumer, "a", m.assignment, self.asg_values))
+            self.members.extend(members)
+            self.member_null.append(False)
+        for name, v in zip(self._SCALARS, vals):
+            c[name].append(v)
+        self.member_offsets.append(len(self.members))
+        self.rows.append(row)
+
+    def arrays(self) -> dict[str, pa.Array]:
+        """The union columns of the collected rows (``kind`` and positions excluded)."""
+        fields = {f.name: f.type for f in UNION_SCHEMA}
+        out = {name: pa.array(vals, fields[name]) for name, vals in self.cols.items()}
+        mtype = _MEMBER_ARROW.value_type
+        ms = self.members
+        member_cols = [
+            pa.array([getattr(m, name) for m in ms], mtype.field(name).type) for name in self._MEMBER_FIELDS
+        ]
+        subs = pa.array(self.sub_values, mtype.field("subscribed_topics").type)
+        asgs = pa.array(self.asg_values, mtype.field("assigned_partitions").type)
+        member_cols.append(subs.take(pa.array(self.sub_idx, pa.int32())))
+        member_cols.append(asgs.take(pa.array(self.asg_idx, pa.int32())))
+        struct = pa.StructArray.from_arrays(member_cols, fields=list(mtype))
+        out["members"] = pa.ListArray.from_arrays(
+            pa.array(self.member_offsets, pa.int32()), struct, type=_MEMBER_ARROW,
+            mask=pa.array(self.member_null, pa.bool_()),
+        )
+        return out
+
+
 class _OutOfRangeError(ValueError):
     """A time value that does not fit a TIMESTAMP column (|ms| > MAX_ABS_MS)."""
 
@@ -476,6 +634,16 @@ def slow_row(
     lenient: bool = False,
 ) -> dict[str, Any]:
     """Decode one record with the core codec into a union row (without position columns)."""
+    row = _slow_row(key, value, lenient, None, 0)
+    assert row is not None
+    return row
+
+
+def _slow_row(
+    key: bytes | None, value: bytes | None, lenient: bool, gm: _GroupMetadataColumns | None, position: int
+) -> dict[str, Any] | None:
+    """``slow_row``; with ``gm``, a group-metadata record is collected there (at ``position``)
+    instead and None is returned."""
     from coordinator_core.codec import decode_record
     from coordinator_core.errors import CorruptRecordError
     from coordinator_core.records import (
@@ -509,6 +677,9 @@ def slow_row(
             }
             return row
         if isinstance(k, GroupMetadataKey) and (v is None or isinstance(v, GroupMetadataValue)):
+            if gm is not None:
+                gm.add(position, k, v)
+                return None
             row = {
                 "kind": KIND_GROUP_METADATA,
                 "group_id": k.group,
@@ -604,57 +775,80 @@ def _position_arrays(batch: pa.RecordBatch, idx: np.ndarray | None) -> dict[str,
     }
 
 
+def _nulls(n: int, typ: pa.DataType) -> pa.Array:
+    """An all-null array; cached per (length, type): Spark's batches mostly share one length."""
+    key = (n, typ)
+    arr = _NULLS.get(key)
+    if arr is None:
+        if len(_NULLS) > 256:
+            _NULLS.clear()
+        arr = _NULLS[key] = pa.nulls(n, typ)
+    return arr
+
+
+_NULLS: dict[tuple[int, pa.DataType], pa.Array] = {}
+
+
 def decode_batch(batch: pa.RecordBatch, *, lenient: bool = False) -> list[pa.RecordBatch]:
     """Decode one raw batch into union-schema batches (fast path + core fallback)."""
     out: list[pa.RecordBatch] = []
     n = batch.num_rows
     if n == 0:
         return out
-    fast, ok = decode_offset_commits_arrow(batch)
-    if fast.num_rows:
-        idx = np.flatnonzero(ok)
-        m = fast.num_rows
-        pos = _position_arrays(batch, None if m == n else idx)
-        ms_to_ts = lambda a: pc.multiply(a, 1000).cast(_TS)  # noqa: E731
+    if n > CHUNK_ROWS:  # one pass per chunk (CPU caches)
+        return [u for lo in range(0, n, CHUNK_ROWS) for u in decode_batch(batch.slice(lo, CHUNK_ROWS), lenient=lenient)]
+    commits = _Commits(batch.column("key"), batch.column("value"))
+    ok = commits.ok
+    m = len(commits.idx)
+    if m:
+        pos = _position_arrays(batch, None if m == n else commits.idx)
         cols: dict[str, pa.Array] = {
-            "kind": pa.array(np.full(m, KIND_OFFSET_COMMIT, dtype=np.int8)),
+            "kind": _np_array(np.full(m, KIND_OFFSET_COMMIT, dtype=np.int8), pa.int8()),
             **pos,
-            "group_id": fast.column("group_id"),
-            "key_version": fast.column("key_version"),
-            "is_tombstone": fast.column("is_tombstone"),
-            "value_version": fast.column("value_version"),
-            "topic": fast.column("topic"),
-            "partition": fast.column("partition"),
-            "committed_offset": fast.column("committed_offset"),
-            "leader_epoch": fast.column("leader_epoch"),
-            "metadata": fast.column("metadata"),
-            "commit_timestamp": ms_to_ts(fast.column("commit_timestamp_ms")),
-            "expire_timestamp": ms_to_ts(fast.column("expire_timestamp_ms")),
+            **commits.arrays(1000),
         }
         out.append(
             pa.RecordBatch.from_arrays(
-                [cols[f.name] if f.name in cols else pa.nulls(m, f.type) for f in UNION_SCHEMA],
+                [cols[f.name] if f.name in cols else _nulls(m, f.type) for f in UNION_SCHEMA],
                 schema=UNION_SCHEMA,
             )
         )
     if not ok.all():
-        rest_idx = np.flatnonzero(~ok)
-        rest = batch.take(pa.array(rest_idx, type=pa.int64()))
+        rest = batch.take(pa.array(np.flatnonzero(~ok), type=pa.int64()))
         keys = rest.column("key").to_pylist()
         values = rest.column("value").to_pylist()
         topics = rest.column("topic").to_pylist() if "topic" in rest.schema.names else [None] * len(keys)
-        rows = []
-        for k, v, t in zip(keys, values, topics):
-            row = slow_row(k, v, lenient=lenient)
+        gm = _GroupMetadataColumns()
+        rows: list[dict[str, Any]] = []
+        row_pos: list[int] = []
+        for i, (k, v, t) in enumerate(zip(keys, values, topics)):
+            row = _slow_row(k, v, lenient, gm, i)
+            if row is None:
+                continue
             if row["kind"] in (KIND_UNSUPPORTED, KIND_QUARANTINE):
                 row["raw_topic"] = t
             rows.append(row)
-        slow = pa.RecordBatch.from_pylist(rows, schema=UNION_SCHEMA)
-        pos = _position_arrays(rest, None)
-        slow = pa.RecordBatch.from_arrays(
-            [pos[f.name] if f.name in pos else slow.column(f.name) for f in UNION_SCHEMA], schema=UNION_SCHEMA
-        )
-        out.append(slow)
+            row_pos.append(i)
+        if len(gm):
+            g = len(gm)
+            gm_cols = {
+                "kind": _np_array(np.full(g, KIND_GROUP_METADATA, dtype=np.int8), pa.int8()),
+                **_position_arrays(rest, np.asarray(gm.rows, dtype=np.int64)),
+                **gm.arrays(),
+            }
+            out.append(
+                pa.RecordBatch.from_arrays(
+                    [gm_cols[f.name] if f.name in gm_cols else _nulls(g, f.type) for f in UNION_SCHEMA],
+                    schema=UNION_SCHEMA,
+                )
+            )
+        if rows:
+            slow = pa.RecordBatch.from_pylist(rows, schema=UNION_SCHEMA)
+            pos = _position_arrays(rest, None if len(rows) == rest.num_rows else np.asarray(row_pos, np.int64))
+            slow = pa.RecordBatch.from_arrays(
+                [pos[f.name] if f.name in pos else slow.column(f.name) for f in UNION_SCHEMA], schema=UNION_SCHEMA
+            )
+            out.append(slow)
     return out
 
 
