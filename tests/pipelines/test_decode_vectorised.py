@@ -6,27 +6,36 @@ bytes, bad UTF-8), and checks:
 - every row the fast path accepts decodes to exactly the core codec's values;
 - every well-formed, plain record (the bulk of a real log) is accepted by the fast path;
 - ``decode_batch`` (fast path + core fallback) gives every row exactly one kind and the same
-  row as decoding it alone with the core.
+  row as decoding it alone with the core;
+- group metadata with consumer-protocol members (real, truncated, empty and random blobs
+  shared between members, records and protocol types, so the per-blob cache is hit): every
+  row equals ``slow_row``'s, which parses every member alone.
 """
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from coordinator_core.codec import decode_record, encode_key, encode_value
+from coordinator_core.consumer_protocol import encode_assignment, encode_subscription
 from coordinator_core.errors import CoordinatorError
 from coordinator_core.records import (
+    Assignment,
     GroupMetadataKey,
     GroupMetadataValue,
     MemberMetadata,
     OffsetCommitKey,
     OffsetCommitValue,
+    Subscription,
+    TopicPartitions,
 )
 from pipelines.decode import (
     KIND_OFFSET_COMMIT,
@@ -81,6 +90,66 @@ def group_metadata(draw: st.DrawFn) -> tuple[bytes, bytes | None]:
                                current_state_timestamp=draw(st.integers(0, 2**45)) if version >= 2 else None,
                                version=version)
     return encode_key(key), encode_value(value)
+
+
+TOPIC_PARTITIONS = st.lists(
+    st.builds(TopicPartitions, ASCII, st.lists(INT32, max_size=4).map(tuple)), max_size=3
+).map(tuple)
+
+
+@st.composite
+def member_blob(draw: st.DrawFn) -> bytes:
+    """A subscription or assignment blob: real (any version), truncated, padded, empty or random."""
+    how = draw(st.sampled_from(["sub", "asg", "empty", "random", "truncated", "padded"]))
+    if how == "empty":
+        return b""
+    if how == "random":
+        return draw(st.binary(max_size=24))
+    version = draw(st.integers(0, 4))
+    if draw(st.booleans()):
+        blob = encode_subscription(Subscription(
+            tuple(draw(st.lists(TEXT, max_size=3))), draw(st.one_of(st.none(), st.binary(max_size=4))),
+            draw(TOPIC_PARTITIONS) if version >= 1 else (),
+            draw(st.one_of(st.none(), st.integers(0, 99))) if version >= 2 else None,
+            draw(st.one_of(st.none(), ASCII)) if version >= 3 else None, version=version,
+        ))
+    else:
+        blob = encode_assignment(Assignment(
+            draw(TOPIC_PARTITIONS), draw(st.one_of(st.none(), st.binary(max_size=4))), version=version
+        ))
+    if how == "truncated" and blob:
+        return blob[: draw(st.integers(0, len(blob) - 1))]
+    if how == "padded":
+        return blob + draw(st.binary(min_size=1, max_size=3))
+    return blob
+
+
+@st.composite
+def consumer_groups(draw: st.DrawFn) -> list[tuple[bytes, bytes | None]]:
+    """Group-metadata records whose members draw their blobs from one small shared pool."""
+    pool = draw(st.lists(member_blob(), min_size=1, max_size=5))
+    blob = st.sampled_from(pool)
+    rows: list[tuple[bytes, bytes | None]] = []
+    for _ in range(draw(st.integers(1, 12))):
+        key = GroupMetadataKey(draw(st.sampled_from(["g1", "g2", draw(ASCII)])))
+        if draw(st.integers(0, 9)) == 0:
+            rows.append((encode_key(key), None))
+            continue
+        version = draw(st.integers(0, 4))
+        members = tuple(
+            MemberMetadata(draw(ASCII), draw(ASCII), draw(ASCII), draw(INT32), draw(blob), draw(blob),
+                           rebalance_timeout=draw(INT32.filter(lambda x: x != -1)) if version >= 1 else None,
+                           group_instance_id=draw(st.one_of(st.none(), ASCII)) if version >= 3 else None)
+            for _ in range(draw(st.integers(0, 4)))
+        )
+        value = GroupMetadataValue(
+            draw(st.sampled_from(["consumer", "consumer", "connect", ""])), draw(INT32),
+            draw(st.one_of(st.none(), ASCII)), draw(st.one_of(st.none(), ASCII)), members,
+            current_state_timestamp=draw(st.one_of(st.none(), st.integers(0, 2**45), INT64)) if version >= 2 else None,
+            version=version,
+        )
+        rows.append((encode_key(key), encode_value(value)))
+    return rows
 
 
 def mutate(data: st.DataObject, raw: bytes | None) -> bytes | None:
@@ -197,6 +266,71 @@ def test_decode_batch_gives_every_row_exactly_the_core_row(data: st.DataObject) 
             if name in ("coordinator_partition", "log_offset", "log_timestamp"):
                 continue
             assert got[name] == value, (name, rows[i])
+
+
+def assert_rows_equal_core(rows: list[tuple[bytes | None, bytes | None]]) -> None:
+    """``decode_batch`` of ``rows`` equals ``slow_row`` of each row (positions aside)."""
+    out = pa.Table.from_batches(decode_batch(batch_of(rows)), schema=UNION_SCHEMA)
+    assert out.num_rows == len(rows)
+    by_offset = {r["log_offset"]: r for r in as_python(out)}
+    assert sorted(by_offset) == list(range(len(rows)))
+    expected_rows = as_python(pa.Table.from_pylist(
+        [{**slow_row(k, v), **({"raw_topic": "__consumer_offsets"} if slow_row(k, v)["kind"] > 1 else {})}
+         for k, v in rows],
+        schema=UNION_SCHEMA,
+    ))
+    for i, expected in enumerate(expected_rows):
+        got = by_offset[i]
+        assert (got["coordinator_partition"], got["log_timestamp"]) == (7, i * 1000)
+        for name, value in expected.items():
+            if name not in ("coordinator_partition", "log_offset", "log_timestamp"):
+                assert got[name] == value, (name, rows[i])
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(consumer_groups(), st.lists(offset_commit(ASCII), max_size=5), st.randoms(use_true_random=False))
+def test_group_metadata_with_shared_member_blobs_equals_the_core(
+    groups: list[tuple[bytes, bytes | None]], commits: list[tuple[bytes, bytes | None]], rnd: Any
+) -> None:
+    rows = groups + commits
+    rnd.shuffle(rows)
+    assert_rows_equal_core(rows)
+
+
+def test_same_blob_in_consumer_and_other_protocol_groups_is_parsed_per_protocol() -> None:
+    sub = encode_subscription(Subscription(("orders",), version=1))
+    asg = encode_assignment(Assignment((TopicPartitions("orders", (0, 2)),)))
+    rows = [
+        (encode_key(GroupMetadataKey(g)),
+         encode_value(GroupMetadataValue(ptype, 1, "range", "m", (MemberMetadata("m", "c", "h", 10, sub, asg),),
+                                         version=3)))
+        for g, ptype in (("a", "consumer"), ("b", "connect"), ("c", "consumer"))
+    ]
+    assert_rows_equal_core(rows)
+    out = pa.Table.from_batches(decode_batch(batch_of(rows)), schema=UNION_SCHEMA).sort_by("log_offset").to_pylist()
+    got = [(r["members"][0]["subscribed_topics"], r["members"][0]["assigned_partitions"]) for r in out]
+    assert got == [(["orders"], [{"topic": "orders", "partition": 0}, {"topic": "orders", "partition": 2}]),
+                   (None, None),
+                   (["orders"], [{"topic": "orders", "partition": 0}, {"topic": "orders", "partition": 2}])]
+
+
+def test_batches_larger_than_a_chunk_decode_every_row() -> None:
+    from pipelines import decode
+
+    rows = [(encode_key(OffsetCommitKey(f"g{i % 7}", "t", i)), encode_value(OffsetCommitValue(i, "", i, version=3)))
+            for i in range(2_500)]
+    rows[1_234] = (b"\x00\x01\x00", None)  # corrupt: quarantined
+    old = decode.CHUNK_ROWS
+    decode.CHUNK_ROWS = 1_000
+    try:
+        fast, ok = decode_offset_commits_arrow(batch_of(rows))
+        union = pa.Table.from_batches(decode_batch(batch_of(rows)), schema=UNION_SCHEMA)
+    finally:
+        decode.CHUNK_ROWS = old
+    assert int(ok.sum()) == fast.num_rows == 2_499 and not ok[1_234]
+    assert fast.column("committed_offset").to_pylist() == [i for i in range(2_500) if i != 1_234]
+    assert sorted(union.column("log_offset").to_pylist()) == list(range(2_500))
+    assert union.filter(pc.equal(union.column("kind"), 3)).column("log_offset").to_pylist() == [1_234]
 
 
 def test_fast_path_matches_kafka_formatter_vectors(vectors_dir: Path) -> None:
