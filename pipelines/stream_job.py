@@ -83,6 +83,8 @@ STATE_DDL = "snapshot_format int, snapshot binary"
 
 #: ``gold_table`` code of an ``offsets_current`` deletion row (only the key columns are set).
 OFFSETS_DELETE = -1
+#: Key of the offsets a group no longer holds in ``GroupReplayer.replay_rows``' output.
+DELETED_OFFSETS = "offsets_current(deleted)"
 
 #: Tables appended instead of MERGEd. Empty: every gold table is MERGEd on its key (events may be
 #: re-emitted with a new status, e.g. a predicted expiry confirmed by the log's tombstone), and
@@ -170,71 +172,195 @@ def read_raw_stream(spark: SparkSession, cfg: Config, settings: StreamSettings) 
     return reader.option("pathGlobFilter", "*.parquet").parquet(settings.landing)
 
 
-def replay_input_from_union(union: DataFrame) -> DataFrame:
-    """The decode union → the replay input (``pipelines.replay_job.REPLAY_INPUT_DDL`` columns +
-    ``log_timestamp`` for the watermark), in ONE projection.
+#: The packed replay input: one row per (group, input Arrow batch) — see ``pack_batches``.
+PACK_DDL = "group_id string, log_timestamp timestamp, records binary"
+#: The stateful function's output: one row per call that changed something: its changed gold
+#: rows (``GroupReplayer.replay_rows``) pickled — no per-call Arrow conversion of a few rows into
+#: ~60 union columns; the driver builds each table's Arrow once per micro-batch.
+OUTPUT_DDL = "records binary"
 
-    ``replay_job.replay_input`` unions three projections of the decoded tables; in a stream that
-    would run the decoder three times (nothing is cached), so the same columns are projected
-    here from the union directly (``tests/pipelines/test_stream_job.py`` proves both agree).
+
+def replay_input_arrow(union: pa.RecordBatch | pa.Table) -> pa.Table:
+    """Decode-union rows → replay-input rows (``pipelines.replay_job.REPLAY_INPUT_DDL``), in Arrow.
+
+    The same projection as the batch job's ``replay_input`` (Spark SQL over the split decoded
+    tables; ``tests/pipelines/test_stream_job.py`` proves both agree): offset commits, group
+    metadata and unsupported records of a known group; each kind's columns, the others null;
+    timestamps as epoch ms (the decoder builds them from ms, so ``us // 1000`` is exact).
     """
-    from pyspark.sql import functions as F
+    import pyarrow as pa
+    import pyarrow.compute as pc
 
     from pipelines.decode import KIND_GROUP_METADATA, KIND_OFFSET_COMMIT, KIND_UNSUPPORTED
-    from pipelines.replay_job import (
-        REC_GROUP_METADATA,
-        REC_OFFSET_COMMIT,
-        REC_UNSUPPORTED,
-        REPLAY_INPUT_DDL,
-    )
+    from pipelines.replay_job import REC_GROUP_METADATA, REC_OFFSET_COMMIT, REC_UNSUPPORTED
 
-    kind = F.col("kind")
-    is_oc = kind == F.lit(KIND_OFFSET_COMMIT)
-    is_gm = kind == F.lit(KIND_GROUP_METADATA)
-    is_un = kind == F.lit(KIND_UNSUPPORTED)
-    member_fields = ("member_id", "group_instance_id", "client_id", "client_host", "rebalance_timeout",
-                     "session_timeout", "subscription", "assignment")
+    table = union if isinstance(union, pa.Table) else pa.Table.from_batches([union])
+    kind = table.column("kind")
+    is_oc = pc.equal(kind, KIND_OFFSET_COMMIT)
+    is_gm = pc.equal(kind, KIND_GROUP_METADATA)
+    is_un = pc.equal(kind, KIND_UNSUPPORTED)
+    keep = pc.and_(pc.or_(pc.or_(is_oc, is_gm), is_un), pc.is_valid(table.column("group_id")))
+    table = table.filter(keep)
+    schema = _input_arrow_schema()
+    if table.num_rows == 0:
+        return schema.empty_table()
+    kind = table.column("kind")
+    is_oc = pc.equal(kind, KIND_OFFSET_COMMIT)
+    is_gm = pc.equal(kind, KIND_GROUP_METADATA)
+    is_un = pc.equal(kind, KIND_UNSUPPORTED)
+    not_un = pc.invert(is_un)
 
-    def when(cond: Any, value: Any) -> Any:
-        return F.when(cond, value)
+    def when(cond: Any, name: str) -> Any:
+        typ = schema.field(name).type
+        return pc.if_else(cond, table.column(name).cast(typ), pa.scalar(None, typ))
 
-    def ms(col: str) -> Any:
-        return F.unix_millis(F.col(col))
+    def ms(cond: Any, name: str) -> Any:
+        us = table.column(name).cast(pa.int64())
+        return pc.if_else(cond, pc.divide(us, 1000), pa.scalar(None, pa.int64()))
 
-    exprs: dict[str, Any] = {
-        "group_id": F.col("group_id"),
-        "coordinator_partition": F.col("coordinator_partition"),
-        "log_offset": F.col("log_offset"),
-        "log_timestamp_ms": ms("log_timestamp"),
-        "rec_kind": F.when(is_oc, F.lit(REC_OFFSET_COMMIT))
-        .when(is_gm, F.lit(REC_GROUP_METADATA))
-        .otherwise(F.lit(REC_UNSUPPORTED)),
-        "key_version": F.when(is_un, F.col("record_type")).otherwise(F.col("key_version")),
-        "is_tombstone": when(~is_un, F.col("is_tombstone")),
-        "value_version": when(~is_un, F.col("value_version")),
-        "topic": when(is_oc, F.col("topic")),
-        "partition": when(is_oc, F.col("partition")),
-        "committed_offset": when(is_oc, F.col("committed_offset")),
-        "leader_epoch": when(is_oc, F.col("leader_epoch")),
-        "metadata": when(is_oc, F.col("metadata")),
-        "commit_timestamp_ms": when(is_oc, ms("commit_timestamp")),
-        "expire_timestamp_ms": when(is_oc, ms("expire_timestamp")),
-        "protocol_type": when(is_gm, F.col("protocol_type")),
-        "generation": when(is_gm, F.col("generation")),
-        "protocol": when(is_gm, F.col("protocol")),
-        "leader": when(is_gm, F.col("leader")),
-        "current_state_timestamp_ms": when(is_gm, ms("current_state_timestamp")),
-        "members": when(
-            is_gm, F.transform("members", lambda m: F.struct(*[m[f].alias(f) for f in member_fields]))
-        ),
-        "raw_key": when(is_un, F.col("raw_key")),
-        "raw_value": when(is_un, F.col("raw_value")),
+    rec_kind = pc.if_else(is_oc, REC_OFFSET_COMMIT, pc.if_else(is_gm, REC_GROUP_METADATA, REC_UNSUPPORTED))
+    cols: dict[str, Any] = {
+        "group_id": table.column("group_id"),
+        "coordinator_partition": table.column("coordinator_partition"),
+        "log_offset": table.column("log_offset"),
+        "log_timestamp_ms": pc.divide(table.column("log_timestamp").cast(pa.int64()), 1000),
+        "rec_kind": rec_kind,
+        "key_version": pc.if_else(is_un, table.column("record_type"), table.column("key_version")),
+        "is_tombstone": when(not_un, "is_tombstone"),
+        "value_version": when(not_un, "value_version"),
+        "commit_timestamp_ms": ms(is_oc, "commit_timestamp"),
+        "expire_timestamp_ms": ms(is_oc, "expire_timestamp"),
+        "current_state_timestamp_ms": ms(is_gm, "current_state_timestamp"),
     }
-    cols = [exprs[name].cast(ddl).alias(name) for name, ddl in REPLAY_INPUT_DDL]
-    return (
-        union.where((is_oc | is_gm | is_un) & F.col("group_id").isNotNull())
-        .select(*cols, F.col("log_timestamp"))
+    for name in ("topic", "partition", "committed_offset", "leader_epoch", "metadata"):
+        cols[name] = when(is_oc, name)
+    for name in ("protocol_type", "generation", "protocol", "leader", "members"):
+        cols[name] = when(is_gm, name)  # members: the struct cast keeps the replay's 8 fields
+    for name in ("raw_key", "raw_value"):
+        cols[name] = when(is_un, name)
+    return pa.Table.from_arrays([pc.cast(cols[f.name], f.type) for f in schema], schema=schema)
+
+
+def pack_replay_input(table: pa.Table) -> pa.RecordBatch:
+    """Replay-input rows → one packed row per group: (group_id, max record time, the group's rows
+    as one Arrow IPC record-batch message, sorted by (coordinator_partition, log_offset))."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    schema = pa.schema([("group_id", pa.string()), ("log_timestamp", pa.timestamp("us", tz="UTC")),
+                        ("records", pa.binary())])
+    if table.num_rows == 0:
+        return pa.RecordBatch.from_pylist([], schema=schema)
+    order = pc.sort_indices(table, [("group_id", "ascending"), ("coordinator_partition", "ascending"),
+                                    ("log_offset", "ascending")])
+    batch = table.take(order).combine_chunks().to_batches()[0]
+    ids = batch.column("group_id").dictionary_encode().indices.to_numpy(zero_copy_only=False)
+    starts = np.concatenate(([0], np.flatnonzero(ids[1:] != ids[:-1]) + 1))
+    ends = np.append(starts[1:], batch.num_rows)
+    ts = batch.column("log_timestamp_ms").to_numpy(zero_copy_only=False)
+    blobs = [batch.slice(int(s), int(e - s)).serialize().to_pybytes() for s, e in zip(starts, ends)]
+    return pa.RecordBatch.from_arrays(
+        [batch.column("group_id").take(pa.array(starts)),
+         pa.array(np.maximum.reduceat(ts, starts) * 1000, pa.int64()).cast(schema.field("log_timestamp").type),
+         pa.array(blobs, pa.binary())],
+        schema=schema,
     )
+
+
+def gold_tables(rows: dict[str, list[dict[str, Any]]]) -> dict[str, pa.Table]:
+    """Changed gold rows (``GroupReplayer.replay_rows``, any number of calls merged) → one Arrow
+    table per gold table (``schemas.gold`` columns) + ``DELETED_OFFSETS`` (offsets_current keys)."""
+    import pyarrow as pa
+
+    from pipelines.gold import GOLD_SPECS, rows_to_arrow
+
+    out: dict[str, pa.Table] = {}
+    for name, table_rows in rows.items():
+        if not table_rows:
+            continue
+        if name == DELETED_OFFSETS:
+            key = GOLD_SPECS["offsets_current"].arrow_schema()
+            out[name] = pa.Table.from_pylist(
+                table_rows, schema=pa.schema([key.field(c) for c in ("group_id", "topic", "partition")])
+            )
+            continue
+        spec = GOLD_SPECS[name]
+        by_keys: dict[tuple[str, ...], list[dict[str, Any]]] = {}
+        for row in table_rows:  # rows_to_arrow wants one key set (the same event class) per call
+            by_keys.setdefault(tuple(row), []).append(row)
+        parts = [rows_to_arrow(spec, rs) for rs in by_keys.values()]
+        out[name] = parts[0] if len(parts) == 1 else pa.concat_tables(parts)
+    return out
+
+
+def gold_rows_to_union(rows: dict[str, list[dict[str, Any]]]) -> pa.Table:
+    """Changed gold rows → the long format (``pipelines.gold.GOLD_UNION_SCHEMA``; deletions of
+    offsets as code ``OFFSETS_DELETE`` with only the key columns set)."""
+    import pyarrow as pa
+
+    from pipelines.gold import GOLD_UNION_SCHEMA, to_union
+
+    parts = []
+    for name, table in gold_tables(rows).items():
+        if name != DELETED_OFFSETS:
+            parts.append(to_union(name, table))
+            continue
+        n = table.num_rows
+        cols = {"gold_table": pa.array([OFFSETS_DELETE] * n, pa.int8()),
+                **{c: table.column(c) for c in table.column_names}}
+        parts.append(pa.Table.from_arrays(
+            [cols[f.name] if f.name in cols else pa.nulls(n, f.type) for f in GOLD_UNION_SCHEMA],
+            schema=GOLD_UNION_SCHEMA,
+        ))
+    return pa.concat_tables(parts) if parts else GOLD_UNION_SCHEMA.empty_table()
+
+
+def unpack_replay_input(blobs: Sequence[bytes]) -> pa.Table:
+    """The inverse of ``pack_replay_input`` for one group's packed rows (any order)."""
+    import pyarrow as pa
+
+    schema = _input_arrow_schema()
+    return pa.Table.from_batches(
+        [pa.ipc.read_record_batch(pa.py_buffer(b), schema) for b in blobs], schema=schema
+    )
+
+
+def pack_batches(batches: Iterator[pa.RecordBatch], *, lenient: bool = False) -> Iterator[pa.RecordBatch]:
+    """The ``mapInArrow`` function of the replay query: raw batches → decode → replay input → packed
+    rows (one per group and raw batch)."""
+    import pyarrow as pa
+
+    from pipelines.decode import UNION_SCHEMA, decode_batch
+
+    for batch in batches:
+        parts = decode_batch(batch, lenient=lenient)
+        if not parts:
+            continue
+        packed = pack_replay_input(replay_input_arrow(pa.Table.from_batches(parts, schema=UNION_SCHEMA)))
+        if packed.num_rows:
+            yield packed
+
+
+def packed_replay_input(raw_df: DataFrame, *, lenient: bool = False) -> DataFrame:
+    """Raw records → packed replay input (``PACK_DDL``), in ONE ``mapInArrow`` pass.
+
+    Why packed: ``applyInPandasWithState`` hands its input to Python as pandas; converting ~25
+    decoded columns (a nested ``members`` array among them) to pandas and back to Arrow per
+    record cost more than the replay itself. Packed, a group's records of one raw batch cross
+    as one Arrow IPC message (one bytes object), and a micro-batch of N records gives at most
+    groups × raw batches rows to shuffle, sort and convert. ``log_timestamp`` is the pack's
+    newest record time: the watermark (max event time − delay) is unchanged; a pack is dropped
+    as late only when all of its records are (Spark drops whole rows).
+    """
+    from pipelines.decode import INPUT_COLUMNS
+
+    cols = [c for c in INPUT_COLUMNS if c in raw_df.columns]
+
+    def fn(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        return pack_batches(batches, lenient=lenient)
+
+    return raw_df.select(*cols).mapInArrow(fn, PACK_DDL)
 
 
 # =============================================================================================
@@ -276,36 +402,32 @@ class GroupReplayer:
     num_partitions: int
     coordinator: str = "old"
 
-    def replay_call(
+    def replay_rows(
         self,
         group_id: str,
         snapshot_blob: bytes | None,
         records_table: pa.Table | None,
         watermark_ms: int,
-    ) -> tuple[bytes, pa.Table, int | None]:
-        """The pure part: (state bytes, input rows, watermark) → (new state bytes, output rows,
-        next expiry ms). ``records_table`` is None when the timer fired."""
+    ) -> tuple[bytes, dict[str, list[dict[str, Any]]], int | None]:
+        """The pure part: (state bytes, input rows, watermark) → (new state bytes, changed gold
+        rows per table (core rows, last row per key; ``DELETED_OFFSETS``: offsets the group no
+        longer holds), next expiry ms). ``records_table`` is None when the timer fired."""
         import dataclasses
 
-        import pyarrow as pa
-        import pyarrow.compute as pc
-
         from coordinator_core.expiry import next_expiry_ms
-        from coordinator_core.replay import deserialize_snapshot, new_snapshot, replay, serialize_snapshot
-        from pipelines.gold import GOLD_SPECS, GOLD_UNION_SCHEMA, rows_to_arrow, to_union
-        from pipelines.replay_job import event_kinds_for, gold_rows, records_from_arrow
+        from coordinator_core.replay import deserialize_snapshot, new_snapshot, serialize_snapshot
+        from pipelines.gold import GOLD_SPECS
+        from pipelines.replay_job import event_kinds_for, gold_rows, replay_table
 
         before = deserialize_snapshot(snapshot_blob) if snapshot_blob is not None else new_snapshot(group_id)
-        records = []
-        if records_table is not None and records_table.num_rows:
-            order = pc.sort_indices(
-                records_table, [("coordinator_partition", "ascending"), ("log_offset", "ascending")]
-            )
-            records = records_from_arrow(records_table.take(order))
+        if records_table is None:
+            records_table = _input_arrow_schema().empty_table()
         as_of = watermark_ms if (self.retention_ms is not None and watermark_ms > 0) else None
-        result = replay(
+        # The bulk replay: sorts by (partition, offset), reduces offset-commit runs with numpy
+        # and gives exactly the core ``replay`` of every record (pipelines.replay_job).
+        result = replay_table(
             before,
-            records,
+            records_table,
             retention_ms=self.retention_ms,
             rules=self.rules,
             as_of_ms=as_of,
@@ -326,37 +448,30 @@ class GroupReplayer:
                 after.to_state_row(retention_ms=self.retention_ms, rules=self.rules,
                                    num_partitions=self.num_partitions)
             ]
-        parts = []
+        out: dict[str, list[dict[str, Any]]] = {}
         for name, rows in by_table.items():
-            if not rows:
-                continue
-            spec = GOLD_SPECS[name]
-            rows = _dedupe_last(rows, [c for c in spec.primary_key if c in rows[0]])
-            parts.append(to_union(name, rows_to_arrow(spec, rows)))
+            if rows:
+                key = [c for c in GOLD_SPECS[name].primary_key if c in rows[0]]
+                out[name] = _dedupe_last(rows, key)
         if removed and "offsets_current" in self.tables:
-            n = len(removed)
-            cols = {
-                "gold_table": pa.array([OFFSETS_DELETE] * n, pa.int8()),
-                "group_id": pa.array([group_id] * n, pa.string()),
-                "topic": pa.array([t for t, _ in removed], pa.string()),
-                "partition": pa.array([p for _, p in removed], pa.int32()),
-            }
-            parts.append(
-                pa.Table.from_arrays(
-                    [cols[f.name] if f.name in cols else pa.nulls(n, f.type) for f in GOLD_UNION_SCHEMA],
-                    schema=GOLD_UNION_SCHEMA,
-                )
-            )
-        out = pa.concat_tables(parts) if parts else GOLD_UNION_SCHEMA.empty_table()
+            out[DELETED_OFFSETS] = [{"group_id": group_id, "topic": t, "partition": p} for t, p in removed]
         nxt = next_expiry_ms(after, self.retention_ms, self.rules)
         return serialize_snapshot(after), out, nxt
+
+    def replay_call(
+        self,
+        group_id: str,
+        snapshot_blob: bytes | None,
+        records_table: pa.Table | None,
+        watermark_ms: int,
+    ) -> tuple[bytes, pa.Table, int | None]:
+        """``replay_rows`` with the rows in the long format (``gold_rows_to_union``)."""
+        blob, rows, nxt = self.replay_rows(group_id, snapshot_blob, records_table, watermark_ms)
+        return blob, gold_rows_to_union(rows), nxt
 
     def __call__(
         self, key: tuple[Any, ...], pdfs: Iterator[pd.DataFrame], state: GroupState
     ) -> Iterator[pd.DataFrame]:
-        import pandas as pd
-        import pyarrow as pa
-
         from coordinator_core.replay import SNAPSHOT_FORMAT_VERSION
 
         (group_id,) = key
@@ -367,34 +482,35 @@ class GroupReplayer:
         watermark = int(state.getCurrentWatermarkMs())
         table: pa.Table | None = None
         if not state.hasTimedOut:
-            frames = [p for p in pdfs if len(p)]
-            if frames:
-                pdf = frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
-                schema = _input_arrow_schema()
-                table = pa.Table.from_pandas(pdf[schema.names], schema=schema, preserve_index=False)
-        new_blob, out, nxt = self.replay_call(group_id, blob, table, watermark)
+            packs = [b for pdf in pdfs for b in pdf["records"]]
+            if packs:
+                table = unpack_replay_input(packs)
+        new_blob, rows, nxt = self.replay_rows(group_id, blob, table, watermark)
         state.update((SNAPSHOT_FORMAT_VERSION, new_blob))
         if nxt is not None:
             # Spark fires when watermark > timeout; the core expires at due <= as_of: nxt - 1.
             state.setTimeoutTimestamp(max(nxt - 1, watermark, 1))
-        if out.num_rows:
-            yield out.to_pandas()
+        if rows:
+            import pickle
+
+            import pandas as pd
+
+            yield pd.DataFrame({"records": [pickle.dumps(rows, protocol=pickle.HIGHEST_PROTOCOL)]})
 
 
-def stateful_replay(replay_input: DataFrame, settings: StreamSettings) -> DataFrame:
-    """``withWatermark`` + ``groupBy(group_id).applyInPandasWithState`` → gold long format."""
+def stateful_replay(packed: DataFrame, settings: StreamSettings) -> DataFrame:
+    """Packed replay input (``packed_replay_input``) → ``withWatermark`` +
+    ``groupBy(group_id).applyInPandasWithState`` → packed gold rows (``OUTPUT_DDL``)."""
     from pyspark.sql.streaming.state import GroupStateTimeout
-
-    from pipelines.replay_job import gold_union_spark_schema
 
     fn = GroupReplayer(
         settings.retention_ms, settings.rules, settings.tables, settings.num_partitions, settings.coordinator
     )
     return (
-        replay_input.withWatermark("log_timestamp", f"{settings.watermark_delay_ms} milliseconds")
+        packed.withWatermark("log_timestamp", f"{settings.watermark_delay_ms} milliseconds")
         .groupBy("group_id")
         .applyInPandasWithState(
-            fn, gold_union_spark_schema(), STATE_DDL, "update", GroupStateTimeout.EventTimeTimeout
+            fn, OUTPUT_DDL, STATE_DDL, "update", GroupStateTimeout.EventTimeTimeout
         )
     )
 
@@ -402,39 +518,6 @@ def stateful_replay(replay_input: DataFrame, settings: StreamSettings) -> DataFr
 # =============================================================================================
 # Sinks (foreachBatch)
 # =============================================================================================
-def delete_keys(io: TableIO, name: str, keys: pa.Table, key_cols: Sequence[str], *,
-                app_id: str, version: int) -> int:
-    """Delete the rows of ``name`` whose key is in ``keys_df`` (a MERGE with only a delete
-    clause; deleting absent rows deletes nothing, so a re-run is harmless). Returns rows deleted
-    when known."""
-    import pyarrow as pa
-
-    from schemas import get as get_spec
-
-    spec = get_spec(name)
-    io.ensure(name)
-    on = " AND ".join(f"t.`{k}` = s.`{k}`" for k in key_cols)
-    target = spec.arrow_schema()
-    source = keys.select(list(key_cols)).cast(pa.schema([target.field(k) for k in key_cols]))
-    if io.engine == "spark":
-        from delta.tables import DeltaTable as SparkDeltaTable
-
-        assert io.spark is not None
-        SparkDeltaTable.forPath(io.spark, io.path(name)).alias("t").merge(
-            io.spark.createDataFrame(source).alias("s"), on).whenMatchedDelete().execute()
-        return -1
-    from deltalake import CommitProperties, DeltaTable, Transaction
-
-    dt = DeltaTable(io.path(name))
-    metrics = (
-        dt.merge(source, predicate=on, source_alias="s", target_alias="t",
-                 commit_properties=CommitProperties(app_transactions=[Transaction(app_id, version)]))
-        .when_matched_delete()
-        .execute()
-    )
-    return int(metrics.get("num_target_rows_deleted", 0))
-
-
 class GoldBatchWriter:
     """``foreachBatch``: split the long format into the gold tables, idempotently per batch id.
 
@@ -451,46 +534,48 @@ class GoldBatchWriter:
         self.write_threads = 4
 
     def __call__(self, batch_df: DataFrame, batch_id: int) -> None:
-        import pyarrow.compute as pc
+        import pickle
 
-        from pipelines.gold import GOLD_SPECS, UNION_CODES
-
-        spark = self.io.spark
-        assert spark is not None
         t0 = time.perf_counter()
-        arrow = batch_df.toArrow()  # runs the decode + stateful replay: one Spark job
+        # Runs the decode + stateful replay (one Spark job); one row per group call that changed
+        # something: its rows, pickled by the stateful function (our own workers' output).
+        merged: dict[str, list[dict[str, Any]]] = {}
+        for blob in batch_df.toArrow().column("records").to_pylist():
+            for name, rows in pickle.loads(blob).items():
+                merged.setdefault(name, []).extend(rows)
+        tables = gold_tables(merged)
         timings: dict[str, float] = {"replay": time.perf_counter() - t0}
-        codes = arrow.column("gold_table")
-        written: dict[str, int] = {}
+        written = {name: t.num_rows for name, t in tables.items()}
 
-        def write(name: str, sub: pa.Table) -> float:
+        def write(name: str) -> float:
             t1 = time.perf_counter()
-            spec = GOLD_SPECS[name]
-            part = spark.createDataFrame(sub.select(list(spec.column_names)), spec.spark_schema())
-            if name in APPEND_TABLES:
+            if name == DELETED_OFFSETS:
+                # after the upserts of offsets_current (same table: commits in order)
+                self.io.delete_keys("offsets_current", tables[name], txn_app_id=self.app_id,
+                                    txn_version=batch_id)
+            elif name in APPEND_TABLES:
+                spark = self.io.spark
+                assert spark is not None
+                from pipelines.gold import GOLD_SPECS
+
+                part = spark.createDataFrame(tables[name], GOLD_SPECS[name].spark_schema())
                 self.io.append(name, part, txn_app_id=self.app_id, txn_version=batch_id)
             else:
-                self.io.merge(name, part, txn_app_id=self.app_id, txn_version=batch_id)
+                self.io.merge(name, tables[name], txn_app_id=self.app_id, txn_version=batch_id)
             return time.perf_counter() - t1
 
-        work = []
-        for name in self.settings.tables:
-            sub = arrow.filter(pc.equal(codes, UNION_CODES[name]))
-            if sub.num_rows:
-                work.append((name, sub))
-                written[name] = sub.num_rows
-        # Different tables, independent commits: write them side by side (delta-rs releases the GIL).
+        def write_chain(names: list[str]) -> list[tuple[str, float]]:
+            return [(n, write(n)) for n in names]
+
+        chains = [[n] for n in self.settings.tables if n in tables and n != "offsets_current"]
+        offsets = [n for n in ("offsets_current", DELETED_OFFSETS) if n in tables]
+        if offsets:
+            chains.insert(0, offsets)
+        # Different tables, independent commits: side by side (delta-rs releases the GIL). The
+        # driver-side Arrow source skips a Spark job per table.
         with ThreadPoolExecutor(max_workers=self.write_threads) as pool:
-            for name, seconds in zip([n for n, _ in work], pool.map(lambda w: write(*w), work)):
-                timings[name] = seconds
-        deletes = arrow.filter(pc.equal(codes, OFFSETS_DELETE))
-        if deletes.num_rows:
-            t1 = time.perf_counter()
-            key = GOLD_SPECS["offsets_current"].primary_key
-            delete_keys(self.io, "offsets_current", deletes.select(list(key)), key,
-                        app_id=self.app_id, version=batch_id)
-            written["offsets_current(deleted)"] = deletes.num_rows
-            timings["offsets_current(deleted)"] = time.perf_counter() - t1
+            for done in pool.map(write_chain, chains):
+                timings.update(done)
         self.last_batch_rows = written
         self.last_timings = timings
         log.debug("batch %d rows %s seconds %s", batch_id, written, {k: round(v, 2) for k, v in timings.items()})
@@ -641,10 +726,7 @@ def start_replay_query(
     spark: SparkSession, cfg: Config, io: TableIO, settings: StreamSettings, *, available_now: bool
 ) -> StreamingQuery:
     """Source → decode → stateful replay → ``foreachBatch`` gold writes."""
-    from pipelines.decode import decode_union
-
-    union = decode_union(read_raw_stream(spark, cfg, settings))
-    gold = stateful_replay(replay_input_from_union(union), settings)
+    gold = stateful_replay(packed_replay_input(read_raw_stream(spark, cfg, settings)), settings)
     writer = (
         gold.writeStream.queryName(settings.query_name)
         .outputMode("update")

@@ -130,12 +130,12 @@ def batch_reference(spark: Any, log_records: list[Any], tmp_path_factory: Any) -
 # tests
 # ---------------------------------------------------------------------------------------------
 @pytest.mark.spark
-def test_replay_input_projection_equals_the_batch_replay_input(spark: Any, batch_reference: Any) -> None:
+def test_arrow_replay_input_equals_the_batch_replay_input(spark: Any, batch_reference: Any) -> None:
     from chispa import assert_df_equality
 
     from pipelines.decode import decode_union, split_union
-    from pipelines.replay_job import replay_input
-    from pipelines.stream_job import replay_input_from_union
+    from pipelines.replay_job import REPLAY_INPUT_DDL, replay_input
+    from pipelines.stream_job import replay_input_arrow
     from schemas.raw import RAW_RECORDS
 
     landing, _, _ = batch_reference
@@ -143,8 +143,47 @@ def test_replay_input_projection_equals_the_batch_replay_input(spark: Any, batch
     union = decode_union(raw)
     split = split_union(union)
     want = replay_input(split.offset_commits, split.group_metadata, split.unsupported)
-    got = replay_input_from_union(union).drop("log_timestamp")
+    ddl = ", ".join(f"{n} {t}" for n, t in REPLAY_INPUT_DDL)
+    got = spark.createDataFrame(replay_input_arrow(union.toArrow()), ddl)
+    assert got.count() == want.count() > 0
     assert_df_equality(got, want, ignore_row_order=True, ignore_nullable=True)
+
+
+def test_packed_rows_unpack_to_each_groups_records_in_log_order(log_records: list[Any]) -> None:
+    """One packed row per group: its newest record time and exactly its rows, sorted by
+    (coordinator_partition, log_offset), whatever order the raw batch had."""
+    import random
+
+    import pyarrow as pa
+
+    from pipelines.stream_job import pack_replay_input, unpack_replay_input
+
+    rows = _replay_input_table(_decoded(log_records)).to_pylist()
+    random.Random(7).shuffle(rows)
+    from pipelines.stream_job import _input_arrow_schema
+
+    table = pa.Table.from_pylist(rows, schema=_input_arrow_schema())
+    packed = pack_replay_input(table).to_pylist()
+    groups = {r["group_id"] for r in rows}
+    assert sorted(p["group_id"] for p in packed) == sorted(groups)
+    for p in packed:
+        got = unpack_replay_input([p["records"]]).to_pylist()
+        want = sorted((r for r in rows if r["group_id"] == p["group_id"]),
+                      key=lambda r: (r["coordinator_partition"], r["log_offset"]))
+        assert got == want
+        newest = max(r["log_timestamp_ms"] for r in want)
+        assert int(p["log_timestamp"].timestamp() * 1000) == newest
+
+
+def _decoded(raw: list[Any]) -> list[Any]:
+    from coordinator_core.codec import decode_record
+    from coordinator_core.records import LogRecord
+
+    out = []
+    for r in raw:
+        rec = decode_record(r.key, r.value)
+        out.append(LogRecord(r.partition, r.offset, r.timestamp_ms, rec.key, rec.value))
+    return out
 
 
 @pytest.mark.spark
