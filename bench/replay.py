@@ -5,7 +5,13 @@ What it measures (one core, records already decoded — the codec has its own be
   per-group dict), measured in the same run; every replay number is reported against it;
 - replay, state only (``event_kinds=()``), with every event, and with every event plus offset
   expiry (7-day retention, decided before every record and at the end);
-- snapshot serialisation / deserialisation, bytes and memory per group.
+- snapshot serialisation / deserialisation, bytes and memory per group;
+- ``--bulk``: the bulk path (``compress_commit_runs`` + ``replay_runs``: a run of offset commits
+  applied from its survivors when that is exact) against ``replay`` on the same records;
+- ``--arrow PATH``: the pipeline's batch replay stage (``pipelines.replay_job.
+  replay_sorted_batches``) on a replay-input Parquet file sorted by (group, partition, offset),
+  bulk path vs the per-record path (``bulk=False``) in the same run, with a stage breakdown and
+  a row-for-row equality check (``--arrow generate`` builds that input from this log).
 
 The log: ``--groups`` consumer groups over 50 ``__consumer_offsets`` partitions, >95 % offset
 commits (auto-commit cadence over each member's partitions), a rebalance (new generation,
@@ -13,6 +19,7 @@ members joining/leaving, partitions moving) every ~``--rebalance-every`` records
 some static members, offset tombstones, groups going Empty; deterministic from ``--seed``.
 
     .venv/bin/python bench/replay.py --records 1000000 --groups 10000
+    .venv/bin/python bench/replay.py --bulk-only --arrow /tmp/bulk/sorted-input.parquet
 """
 
 from __future__ import annotations
@@ -181,7 +188,17 @@ def main(argv: list[str] | None = None) -> int:
         "--rebalance-every", type=int, default=2_000, help="mean records of a group between rebalances"
     )
     ap.add_argument("--repeat", type=int, default=2, help="best of N")
+    ap.add_argument("--bulk", action="store_true", help="also measure replay_runs over compressed runs")
+    ap.add_argument("--bulk-only", action="store_true", help="only the bulk-path comparisons")
+    ap.add_argument(
+        "--arrow",
+        metavar="PATH",
+        help="replay-input Parquet sorted by (group_id, coordinator_partition, log_offset), or 'generate'",
+    )
+    ap.add_argument("--batch-rows", type=int, default=10_000, help="Arrow batch size for --arrow")
     args = ap.parse_args(argv)
+    if args.arrow and args.arrow != "generate":
+        return arrow_bench(args.arrow, args.batch_rows, args.repeat)
 
     t = time.perf_counter()
     logs, total = generate(args.records, args.groups, args.seed, args.rebalance_every)
@@ -221,6 +238,14 @@ def main(argv: list[str] | None = None) -> int:
     results: list[tuple[str, float]] = []
     base_s, _ = _timed(baseline, args.repeat, "baseline dict-store loop")
     results.append(("baseline dict-store loop", base_s))
+    if args.bulk or args.bulk_only:
+        bulk_bench(logs, total, base_s, args.repeat)
+        if args.arrow == "generate":
+            path = str(Path("/tmp") / f"bench-replay-input-{args.records}-{args.seed}.parquet")
+            write_replay_input(logs, path)
+            arrow_bench(path, args.batch_rows, args.repeat)
+        if args.bulk_only:
+            return 0
     state_s, snaps = _timed(lambda: run((), None), args.repeat, "replay, state only")
     results.append(("replay, state only", state_s))
     ev_s, _ = _timed(lambda: run(None, None), args.repeat, "replay, all events")
@@ -273,6 +298,173 @@ def main(argv: list[str] | None = None) -> int:
         f"shared with the input), {per_group_owned:,.0f} bytes for a deserialised snapshot owning everything "
         f"({per_group_owned * len(owned) / 2**20:,.0f} MiB for {len(owned):,} groups)"
     )
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------
+# The bulk path
+# ---------------------------------------------------------------------------------------------
+BULK_KINDS = ("group_lifecycle", "group_member", "offset_expiration", "rebalance", "state_transition")
+
+
+def bulk_bench(logs: dict[str, list[LogRecord]], total: int, base_s: float, repeat: int) -> None:
+    """``replay`` vs ``compress_commit_runs`` + ``replay_runs`` (the gold tables' event kinds,
+    7-day retention, expiry at the end), same records, results compared."""
+    from coordinator_core.replay import RunCounters, compress_commit_runs, replay_runs
+
+    def full() -> list[Any]:
+        return [
+            replay(new_snapshot(g), recs, event_kinds=BULK_KINDS, retention_ms=WEEK, as_of_ms=recs[-1].timestamp_ms)
+            for g, recs in logs.items()
+        ]
+
+    def reduce() -> list[Any]:
+        return [compress_commit_runs(recs, max_span_ms=WEEK // 4) for recs in logs.values()]
+
+    counters = RunCounters()
+
+    def bulk(items: list[Any]) -> list[Any]:
+        return [
+            replay_runs(
+                new_snapshot(g), its, event_kinds=BULK_KINDS, retention_ms=WEEK,
+                as_of_ms=recs[-1].timestamp_ms, counters=counters,
+            )
+            for (g, recs), its in zip(logs.items(), items, strict=True)
+        ]
+
+    full_s, want = _timed(full, repeat, "full")
+    red_s, items = _timed(reduce, repeat, "reduce")
+    bulk_s, got = _timed(lambda: bulk(items), repeat, "bulk")
+    for a, b in zip(want, got, strict=True):
+        assert a.snapshot == b.snapshot and a.events == b.events and a.stats == b.stats
+    print(f"\nbulk path (pure core, gold event kinds, 7-day retention), best of {repeat}; results identical")
+    print(f"{'what':52s} {'CPU s':>8s} {'records/s':>12s} {'vs replay':>10s}")
+    for name, secs in (
+        ("replay (every record)", full_s),
+        ("compress_commit_runs (pure-Python reducer)", red_s),
+        ("replay_runs (survivors + run summaries)", bulk_s),
+        ("reducer + replay_runs", red_s + bulk_s),
+    ):
+        print(f"{name:52s} {secs:8.2f} {total / secs:12,.0f} {full_s / secs:9.1f}x")
+    print(f"runs {counters.runs // repeat:,}, compressed {counters.compressed // repeat:,}, "
+          f"expanded {counters.expanded // repeat:,} {counters.expanded_by_reason}, "
+          f"commits skipped {counters.commits_skipped // repeat:,} (baseline loop {base_s:.2f}s)")
+
+
+def write_replay_input(logs: dict[str, list[LogRecord]], path: str) -> None:
+    """This log as the pipeline's replay input (``REPLAY_INPUT_DDL``), sorted by group and
+    position: encoded with the core codec, decoded by ``pipelines.decode`` (numpy)."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    from coordinator_core.codec import encode_key, encode_value
+    from pipelines.decode import UNION_SCHEMA, decode_batch
+    from pipelines.replay_job import REPLAY_INPUT_DDL
+    from schemas.base import parse_type, to_arrow_type
+
+    recs = [r for rs in logs.values() for r in rs]
+    batch = pa.RecordBatch.from_pydict({
+        "key": pa.array([encode_key(r.key) for r in recs], pa.binary()),
+        "value": pa.array([None if r.value is None else encode_value(r.value) for r in recs], pa.binary()),
+        "partition": pa.array(np.array([r.partition for r in recs], np.int32)),
+        "offset": pa.array([r.offset for r in recs], pa.int64()),
+        "timestamp": pa.array([r.timestamp_ms * 1000 for r in recs], pa.timestamp("us", tz="UTC")),
+    })
+    u = pa.Table.from_batches(decode_batch(batch), schema=UNION_SCHEMA)
+    u = u.filter(pc.less_equal(u["kind"], 1))
+
+    def ms(c: str) -> Any:
+        return pc.divide(u[c].cast(pa.int64()), 1000)
+
+    fields = ("member_id", "group_instance_id", "client_id", "client_host", "rebalance_timeout",
+              "session_timeout", "subscription", "assignment")
+    members = pa.array(
+        [None if m is None else [{k: x[k] for k in fields} for x in m] for m in u["members"].to_pylist()],
+        to_arrow_type(parse_type(dict(REPLAY_INPUT_DDL)["members"])),
+    )
+    cols = {"log_timestamp_ms": ms("log_timestamp"), "rec_kind": u["kind"],
+            "commit_timestamp_ms": ms("commit_timestamp"), "expire_timestamp_ms": ms("expire_timestamp"),
+            "current_state_timestamp_ms": ms("current_state_timestamp"), "members": members}
+    t = pa.table({name: cols[name] if name in cols else u[name] for name, _ in REPLAY_INPUT_DDL})
+    t = t.take(pc.sort_indices(t, [("group_id", "ascending"), ("coordinator_partition", "ascending"),
+                                   ("log_offset", "ascending")]))
+    pq.write_table(t, path)
+    print(f"\nwrote the replay input of this log ({t.num_rows:,} rows) to {path}")
+
+
+def arrow_bench(path: str, batch_rows: int, repeat: int) -> int:
+    """The pipeline's replay stage on Arrow batches: bulk vs per-record, same run, same rows."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    from coordinator_core.replay import RunCounters, replay_runs
+    from pipelines import replay_job as rj
+    from pipelines.gold import DEFAULT_TABLES
+
+    table = pq.read_table(path)
+    batches = table.to_batches(max_chunksize=batch_rows)
+    n = table.num_rows
+    commits = pc.sum(pc.and_(pc.equal(table["rec_kind"], 0), pc.invert(table["is_tombstone"]))).as_py()
+    groups = len(pc.unique(table["group_id"]))
+    as_of = pc.max(table["log_timestamp_ms"]).as_py()
+    opts: dict[str, Any] = {"retention_ms": WEEK, "rules": "current", "as_of_ms": as_of, "tables": DEFAULT_TABLES,
+                            "num_partitions": 50, "coordinator": "new"}
+    print(f"{path}: {n:,} rows, {groups:,} groups, {commits:,} offset commits; batches of {batch_rows:,} rows")
+
+    counters = RunCounters()
+    old_s, old = _timed(lambda: pa.concat_tables(rj.replay_sorted_batches(batches, bulk=False, **opts)), repeat)
+    new_s, new = _timed(
+        lambda: pa.concat_tables(rj.replay_sorted_batches(batches, counters=counters, **opts)), repeat
+    )
+    assert new.equals(old), "bulk path rows differ from the per-record path"
+
+    # stage breakdown (one pass each): Arrow rows -> replay items, replay, gold rows, Arrow
+    kinds = rj.event_kinds_for(DEFAULT_TABLES)
+    span = rj.default_max_span_ms(WEEK)
+    stage = {"rows -> records/items": [0.0, 0.0], "core replay": [0.0, 0.0], "gold rows + Arrow": [0.0, 0.0]}
+    for bulk in (False, True):
+        col = 1 if bulk else 0
+        for start in range(0, n, 100_000):
+            # slices cut groups at their edges; each piece is replayed as a whole (timing only)
+            work = table.slice(start, 100_000)
+            t = time.process_time()
+            items = list(rj._items_by_group(work, compress=bulk, max_span_ms=span))
+            t1 = time.process_time()
+            res = [
+                replay_runs(new_snapshot(g), its, retention_ms=WEEK, as_of_ms=as_of, event_kinds=kinds,
+                            coordinator="new")
+                if bulk
+                else replay(new_snapshot(g), its, retention_ms=WEEK, as_of_ms=as_of, event_kinds=kinds,
+                            coordinator="new")
+                for g, its in items
+            ]
+            t2 = time.process_time()
+            out: dict[str, list[dict[str, Any]]] = {name: [] for name in DEFAULT_TABLES}
+            for r in res:
+                for name, rows in rj.gold_rows(r, tables=DEFAULT_TABLES, retention_ms=WEEK).items():
+                    out[name].extend(rows)
+            rj._union_table(out)
+            t3 = time.process_time()
+            stage["rows -> records/items"][col] += t1 - t
+            stage["core replay"][col] += t2 - t1
+            stage["gold rows + Arrow"][col] += t3 - t2
+    per_m = 1e6 / n
+    print(f"\nreplay_sorted_batches, CPU s of this process (best of {repeat}); gold rows identical: {new.num_rows:,}")
+    print(f"{'what':34s} {'per-record':>11s} {'bulk':>8s} {'ratio':>7s}")
+    print(f"{'end to end':34s} {old_s:11.2f} {new_s:8.2f} {old_s / new_s:6.1f}x")
+    print(f"{'end to end, per 1M records':34s} {old_s * per_m:11.2f} {new_s * per_m:8.2f}")
+    print(f"{'records/s (one core)':34s} {n / old_s:11,.0f} {n / new_s:8,.0f}")
+    for name, (a, b) in stage.items():
+        print(f"{'  ' + name:34s} {a:11.2f} {b:8.2f} {a / b:6.1f}x")
+    a = stage["rows -> records/items"][0] + stage["core replay"][0]
+    b = stage["rows -> records/items"][1] + stage["core replay"][1]
+    print(f"{'  rows -> replayed (no gold)':34s} {a:11.2f} {b:8.2f} {a / b:6.1f}x")
+    print(f"runs {counters.runs // repeat:,}: compressed {counters.compressed // repeat:,}, expanded "
+          f"{counters.expanded // repeat:,} {counters.expanded_by_reason}; commits skipped "
+          f"{counters.commits_skipped // repeat:,} of {commits:,}")
     return 0
 
 

@@ -52,6 +52,11 @@ COORDINATORS: tuple[str, ...] = ("old", "new")
 
 CONSUMER_PROTOCOL_TYPE = "consumer"
 
+# enum members bound once (a class attribute lookup on an Enum is not free)
+_DEAD = GroupState.DEAD
+_EMPTY = GroupState.EMPTY
+_STABLE = GroupState.STABLE
+
 _NEVER = None
 
 #: One stored offset: ``(value, log_partition, log_offset, record_timestamp_ms)``.
@@ -122,13 +127,13 @@ def situation(group: GroupView, rules: str) -> int:
         return _PRE_21
     state = group.state
     ptype = group.protocol_type
-    if state is GroupState.DEAD or not ptype:
+    if state is _DEAD or not ptype:
         # no protocol type: a simple group; a Dead group keeping offsets loads as one
         return _ALL_BASE_COMMIT
-    if state is GroupState.EMPTY:
+    if state is _EMPTY:
         return _ALL_BASE_STATE
     if ptype == CONSUMER_PROTOCOL_TYPE and group.subscribed_topics is not None:
-        if rules == "current" and state is GroupState.STABLE:
+        if rules == "current" and state is _STABLE:
             return _UNSUBSCRIBED
         if rules == "2.4-3.1":
             return _UNSUBSCRIBED
@@ -231,7 +236,7 @@ def plan_expiry(
             due = due_ms(offsets[tp][0], tp[0], sit, retention_ms, group)
             if due is not None and due <= now_ms:
                 expired.append((tp, due))
-    dies = group.state is GroupState.EMPTY and len(expired) == len(offsets)
+    dies = group.state is _EMPTY and len(expired) == len(offsets)
     death_ms: int | None = None
     if dies:
         base = _death_base(group)
@@ -259,7 +264,7 @@ def next_expiry_ms(group: GroupView, retention_ms: int | None, rules: str = "cur
     check_rules(rules)
     if retention_ms is None:
         return None
-    if group.state is GroupState.EMPTY and not group.offsets:
+    if group.state is _EMPTY and not group.offsets:
         base = _death_base(group)
         return base + 1 if base is not None else 0  # the first cleanup strictly after
     sit = situation(group, rules)

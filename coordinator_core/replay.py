@@ -90,6 +90,8 @@ _CR = GroupState.COMPLETING_REBALANCE
 _S = GroupState.STABLE
 _D = GroupState.DEAD
 
+_STATE_VALUE: dict[GroupState, str] = {s: s.value for s in GroupState}
+
 _SIT_NONE = _expiry.SIT_NONE
 _SIT_UNSUBSCRIBED = _expiry.SIT_UNSUBSCRIBED
 _FAR = 1 << 62
@@ -361,6 +363,7 @@ class _Work:
         "predicted_expired",
         "protocol",
         "protocol_type",
+        "rb_cache",
         "records_applied",
         "retention_ms",
         "rules",
@@ -415,6 +418,11 @@ class _Work:
         # earliest time the decider may find something due (a lower bound); -1 = unknown
         self.next_check: int | None = -1 if retention_ms is not None else None
         self.sit: int | None = None
+        # the last rebalance's member maps, keyed by the members tuple they describe: the next
+        # record's "before" is this record's "after" (``_rebalance``)
+        self.rb_cache: tuple[
+            tuple[MemberMetadata, ...], dict[str, MemberMetadata], dict[str, frozenset[TopicPartition] | None] | None
+        ] | None = None
 
     def freeze(self) -> GroupSnapshot:
         return GroupSnapshot(
@@ -469,8 +477,8 @@ class _Work:
                     (
                         self.group_id,
                         key,
-                        None if frm is None else frm.value,
-                        target.value,
+                        None if frm is None else _STATE_VALUE[frm],
+                        _STATE_VALUE[target],
                         self.generation if generation is None else generation,
                         ts,
                         source,
@@ -957,7 +965,12 @@ class _Work:
         prev_meta_ts: int | None,
         cause: str,
     ) -> Rebalance:
-        before = {_identity(m): m for m in prev_members}
+        cache = self.rb_cache
+        a_before: dict[str, frozenset[TopicPartition] | None] | None = None
+        if cache is not None and cache[0] is prev_members:
+            before, a_before = cache[1], cache[2]
+        else:
+            before = {_identity(m): m for m in prev_members}
         after = {_identity(m): m for m in v.members}
         joined = tuple(sorted(after[i].member_id for i in after.keys() - before.keys()))
         left = tuple(sorted(before[i].member_id for i in before.keys() - after.keys()))
@@ -976,8 +989,10 @@ class _Work:
         lost: list[tuple[str, str, int]] = []
         moved: int | None = None
         known = False
+        a_after: dict[str, frozenset[TopicPartition] | None] | None = None
         if consumer:
-            a_before = {i: _assigned(m.assignment) for i, m in before.items()}
+            if a_before is None:
+                a_before = {i: _assigned(m.assignment) for i, m in before.items()}
             a_after = {i: _assigned(m.assignment) for i, m in after.items()}
             known = all(x is not None for x in a_before.values()) and all(
                 x is not None for x in a_after.values()
@@ -1002,6 +1017,7 @@ class _Work:
                     new = a_after.get(i) or frozenset()
                     mid = before[i].member_id
                     lost.extend((mid, t, p) for t, p in sorted(old - new))
+        self.rb_cache = (v.members, after, a_after)
         cst = v.current_state_timestamp
         end_join = cst if cst is not None else ts
         start: int | None
