@@ -21,6 +21,7 @@ Rules:
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
@@ -382,16 +383,16 @@ class _Commits:
         }
 
 
+_NP_TYPES: dict[pa.DataType, Any] = {pa.int8(): np.int8, pa.int32(): np.int32, pa.int64(): np.int64, _TS: np.int64}
+
+
 def _np_array(values: np.ndarray, typ: pa.DataType, null: np.ndarray | None = None) -> pa.Array:
     """An Arrow array over ``values`` (cast to ``typ``'s width), null where ``null`` is True."""
-    data = values.astype(typ.to_pandas_dtype() if not pa.types.is_timestamp(typ) else np.int64, copy=False)
-    if null is None or not null.any():
-        validity = None
-        nulls = 0
-    else:
+    data = values.astype(_NP_TYPES[typ], copy=False)
+    validity = None
+    if null is not None and null.any():
         validity = pa.array(~null, pa.bool_()).buffers()[1]
-        nulls = int(null.sum())
-    return pa.Array.from_buffers(typ, len(data), [validity, pa.py_buffer(np.ascontiguousarray(data))], null_count=nulls)
+    return pa.Array.from_buffers(typ, len(data), [validity, pa.py_buffer(np.ascontiguousarray(data))])
 
 
 def decode_offset_commits_arrow(batch: pa.RecordBatch) -> tuple[pa.RecordBatch, np.ndarray]:
@@ -494,6 +495,44 @@ def _members_rows(value: Any) -> list[dict[str, Any]]:
     return rows
 
 
+_I16 = struct.Struct(">h")
+_I32 = struct.Struct(">i")
+_FALLBACK = object()
+
+
+def _fast_assigned_partitions(blob: bytes) -> Any:
+    """``assigned_partitions`` rows of a ConsumerProtocolAssignment blob (spec §5: i16 version
+    >= 0 | i32 count | count x (STRING topic | i32 count | count x i32 partition) | nullable
+    BYTES user_data | ignored trailing bytes; the same layout in every version), or
+    ``_FALLBACK`` for anything else (negative lengths, short data, bad UTF-8): the core decides."""
+    end = len(blob)
+    try:
+        if _I16.unpack_from(blob, 0)[0] < 0:
+            return _FALLBACK
+        (count,) = _I32.unpack_from(blob, 2)
+        pos = 6
+        if count < 0 or count > end:
+            return _FALLBACK
+        rows: list[dict[str, Any]] = []
+        for _ in range(count):
+            (tlen,) = _I16.unpack_from(blob, pos)
+            if tlen < 0 or pos + 2 + tlen > end:
+                return _FALLBACK
+            topic = blob[pos + 2 : pos + 2 + tlen].decode("utf-8")
+            (pcount,) = _I32.unpack_from(blob, pos + 2 + tlen)
+            pos += 6 + tlen
+            if pcount < 0 or pos + 4 * pcount > end:
+                return _FALLBACK
+            rows.extend({"topic": topic, "partition": p} for p in struct.unpack_from(f">{pcount}i", blob, pos))
+            pos += 4 * pcount
+        (ulen,) = _I32.unpack_from(blob, pos)
+        if ulen < -1 or pos + 4 + max(ulen, 0) > end:
+            return _FALLBACK
+    except (struct.error, UnicodeDecodeError):
+        return _FALLBACK
+    return rows
+
+
 # Parsed consumer-protocol blobs, by (protocol_type == "consumer", kind, blob bytes): the same
 # subscription/assignment bytes recur across members and records of a group (bounded cache).
 _BLOB_CACHE: dict[tuple[bool, str, bytes], Any] = {}
@@ -504,7 +543,9 @@ _EMPTY_MEMBER: Any = None
 def _parsed_blob(consumer: bool, kind: str, blob: bytes) -> Any:
     """``subscribed_topics`` (kind "s") or ``assigned_partitions`` (kind "a") of one member
     blob, exactly as ``_members_rows`` derives it (``consumer_protocol.parse_member_blobs`` on
-    a member holding just that blob: the two blobs are parsed independently)."""
+    a member holding just that blob: the two blobs are parsed independently). Assignments of
+    the plain layout are read by ``_fast_assigned_partitions`` (the property test holds it to
+    the core)."""
     key = (consumer, kind, blob)
     try:
         return _BLOB_CACHE[key]
@@ -520,6 +561,8 @@ def _parsed_blob(consumer: bool, kind: str, blob: bytes) -> Any:
     if kind == "s":
         sub = parse_member_blobs(ptype, replace(_EMPTY_MEMBER, subscription=blob)).subscription
         out: Any = None if sub is None else list(sub.topics)
+    elif consumer and blob and (fast := _fast_assigned_partitions(blob)) is not _FALLBACK:
+        out = fast
     else:
         asg = parse_member_blobs(ptype, replace(_EMPTY_MEMBER, assignment=blob)).assignment
         out = None if asg is None else [

@@ -297,6 +297,27 @@ def test_group_metadata_with_shared_member_blobs_equals_the_core(
     assert_rows_equal_core(rows)
 
 
+@settings(max_examples=400, deadline=None)
+@given(st.data())
+def test_fast_assignment_reader_agrees_with_the_core_or_defers(data: st.DataObject) -> None:
+    from coordinator_core.consumer_protocol import parse_member_blobs
+    from pipelines.decode import _FALLBACK, _fast_assigned_partitions
+
+    real = encode_assignment(Assignment(data.draw(TOPIC_PARTITIONS), data.draw(st.one_of(st.none(), st.binary(max_size=4))),
+                                        version=data.draw(st.integers(0, 5))))
+    blob = data.draw(st.one_of(st.just(real), member_blob()))
+    blob = mutate(data, blob) or b"\x00"
+    fast = _fast_assigned_partitions(blob)
+    asg = parse_member_blobs("consumer", MemberMetadata("m", "c", "h", 1, b"", blob)).assignment
+    core = None if asg is None else [
+        {"topic": tp.topic, "partition": p} for tp in asg.assigned_partitions for p in tp.partitions
+    ]
+    if blob == real:
+        assert fast == core
+    else:
+        assert fast is _FALLBACK or fast == core, blob
+
+
 def test_same_blob_in_consumer_and_other_protocol_groups_is_parsed_per_protocol() -> None:
     sub = encode_subscription(Subscription(("orders",), version=1))
     asg = encode_assignment(Assignment((TopicPartitions("orders", (0, 2)),)))
