@@ -26,7 +26,10 @@ Rules (Kafka's loader, ``GroupMetadataManager.doLoadGroupsAndOffsets`` and the n
   that the log does not store (PreparingRebalance, CompletingRebalance) are inferred and
   flagged ``observed=False``.
 
-API: ``new_snapshot`` / ``replay`` (one group) / ``replay_groups`` (a mixed log) /
+API: ``new_snapshot`` / ``replay`` (one group) / ``replay_runs`` (one group, runs of offset
+commits given as ``CommitRun``: their survivors plus a summary, applied from the survivors when
+that is exact — same result as ``replay``; ``compress_commit_runs`` builds them) /
+``replay_groups`` (a mixed log) /
 ``snapshot_as_of`` (the group at time T or log offset O) / ``serialize_snapshot`` and
 ``deserialize_snapshot`` (compact, a leading format-version byte; format v1 is frozen, see the
 golden test). ``GroupSnapshot.to_state_row()`` / ``offset_rows()`` and each event's ``to_row()``

@@ -15,6 +15,13 @@ Rules:
   one DataFrame per gold table.
 - ``as_of_ms`` defaults to the largest record timestamp of the input (deterministic: the same
   input gives the same gold rows whenever it runs). Expiry runs only with ``retention_ms``.
+- Bulk path (default): most offset commits are superseded within their run (the commits
+  between two other records of a group); the runs of a whole Arrow batch are reduced with numpy
+  to their survivors (the run's first commit and the last per (topic, partition)) plus a
+  summary, only those rows become ``LogRecord``s, and ``coordinator_core.replay.replay_runs``
+  decides per run whether applying the survivors is exact (else it asks for all the run's rows).
+  ``replay_table`` is the one-group entry point (stream and batch); ``bulk=False`` keeps the
+  per-record path (every row a ``LogRecord``, ``replay``) as the reference.
 - Unsupported records (newer record types of the group, unknown value versions) can be passed
   so the snapshot counts them exactly like the pure core does; they are decoded by the core
   codec from their raw bytes.
@@ -371,7 +378,7 @@ def _items_by_group(
 
 def replay_table(
     snapshot: GroupSnapshot,
-    table: pa.Table,
+    table: pa.Table | None,
     *,
     retention_ms: int | None = None,
     rules: str = "current",
@@ -393,7 +400,7 @@ def replay_table(
     Args:
         snapshot: the group's state before these rows (``new_snapshot(group_id)`` to rebuild).
         table: the group's rows, any order; rows at or below ``snapshot.last_position`` are
-            duplicates and skipped.
+            duplicates and skipped. None or no rows: only the expiry at ``as_of_ms`` (a timer).
         retention_ms, rules, as_of_ms, event_kinds, coordinator, assume_log_start: as
             ``coordinator_core.replay.replay``.
         max_span_ms: longest record-time span of a compressed run (-1: ``default_max_span_ms``,
@@ -404,7 +411,7 @@ def replay_table(
 
     kinds = ALL_EVENT_KINDS if event_kinds is None else frozenset(event_kinds)
     items: list[Any] = []
-    if table.num_rows:
+    if table is not None and table.num_rows:
         table = _sorted_by_position(table)
         span = default_max_span_ms(retention_ms) if max_span_ms == -1 else max_span_ms
         for gid, group_items in _items_by_group(table, compress="offset_commit" not in kinds, max_span_ms=span):
@@ -510,18 +517,19 @@ def replay_group_arrow(
     num_partitions: int = 50,
     coordinator: str = "old",
 ) -> pa.Table:
-    """The grouped function (``applyInArrow``): one group's rows -> gold rows (union schema)."""
+    """The grouped function (``applyInArrow``): one group's rows -> gold rows (union schema),
+    replayed with ``replay_table`` (the bulk path)."""
+    from coordinator_core.replay import new_snapshot
+
     if table.num_rows == 0:
         return GOLD_UNION_SCHEMA.empty_table()
-    order = pc.sort_indices(table, [("coordinator_partition", "ascending"), ("log_offset", "ascending")])
-    table = table.take(order)
-    out: dict[str, list[dict[str, Any]]] = {t: [] for t in tables}
-    _replay_one(
-        table.column("group_id")[0].as_py(), records_from_arrow(table), retention_ms=retention_ms, rules=rules,
-        as_of_ms=as_of_ms, tables=tables, num_partitions=num_partitions, kinds=event_kinds_for(tables), out=out,
-        coordinator=coordinator,
+    result = replay_table(
+        new_snapshot(table.column("group_id")[0].as_py()), table, retention_ms=retention_ms, rules=rules,
+        as_of_ms=as_of_ms, event_kinds=event_kinds_for(tables), coordinator=coordinator,
     )
-    return _union_table(out)
+    return _union_table(
+        gold_rows(result, tables=tables, retention_ms=retention_ms, rules=rules, num_partitions=num_partitions)
+    )
 
 
 def replay_sorted_batches(

@@ -157,3 +157,16 @@ def test_sorted_batches_bulk_equals_per_record_path(
 def test_default_span_is_a_quarter_of_the_retention() -> None:
     assert default_max_span_ms(None) is None
     assert default_max_span_ms(4 * DAY) == DAY
+
+
+def test_replay_table_without_rows_is_the_timer_call(sim_input: pa.Table) -> None:
+    expired = 0
+    for gid, part in _groups(sim_input).items():
+        state = replay(new_snapshot(gid), records_from_arrow(part)).snapshot
+        later = pc.max(part["log_timestamp_ms"]).as_py() + DAY
+        want = replay(state, [], retention_ms=MINUTE, as_of_ms=later)
+        for empty in (None, part.slice(0, 0)):
+            got = replay_table(state, empty, retention_ms=MINUTE, as_of_ms=later)
+            assert got.snapshot == want.snapshot and got.events == want.events
+        expired += any(e.kind == "offset_expiration" for e in want.events)
+    assert expired > 0
