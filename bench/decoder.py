@@ -16,9 +16,10 @@ median round are reported:
 
 With ``--spark``: on the same file, Spark local[2] (one SparkSession,
 ``pipelines.spark_session.build_spark``), wall time of a ``noop`` write of (a) an identity
-``mapInArrow`` over the decoder's input columns and (b) ``decode_union`` (and (c) the
-``--before`` ``decode_union``), interleaved rounds after one warm-up each; decode cost =
-decode pass - identity pass.
+``mapInArrow`` over the decoder's input columns, (b) a ``mapInArrow`` emitting union-shaped
+batches without decoding (kind + positions, the other 29 columns null: the cost of handing the
+union schema to the JVM), (c) ``decode_union`` and (d) the ``--before`` ``decode_union``,
+interleaved rounds after one warm-up each; decode cost = decode pass - identity pass.
 
 The input is raw records in Spark's Kafka source schema (default: the 1M-record file of
 ``bench/batch.py``); it is only read.
@@ -176,7 +177,7 @@ def single_process(path: Path, rows: int | None, rounds: int, batch_rows: int, b
 
 
 def spark_passes(path: Path, rounds: int, before: ModuleType | None) -> dict[str, Any]:
-    from pipelines.decode import INPUT_COLUMNS, decode_union
+    from pipelines.decode import INPUT_COLUMNS, decode_union, union_spark_schema
     from pipelines.spark_session import build_spark
 
     spark = build_spark("bench-decoder", master="local[2]")
@@ -187,7 +188,24 @@ def spark_passes(path: Path, rounds: int, before: ModuleType | None) -> dict[str
     def identity(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         yield from batches
 
-    frames = {"identity": inp.mapInArrow(identity, inp.schema), "decode_union": decode_union(raw)}
+    def union_floor(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        """Union-shaped output without decoding: kind + positions, every other column null."""
+        import numpy as np
+
+        from pipelines.decode import UNION_SCHEMA, _nulls, _position_arrays
+
+        for b in batches:
+            cols = {"kind": pa.array(np.zeros(b.num_rows, np.int8)), **_position_arrays(b, None)}
+            yield pa.RecordBatch.from_arrays(
+                [cols[f.name] if f.name in cols else _nulls(b.num_rows, f.type) for f in UNION_SCHEMA],
+                schema=UNION_SCHEMA,
+            )
+
+    frames = {
+        "identity": inp.mapInArrow(identity, inp.schema),
+        "union_floor": inp.mapInArrow(union_floor, union_spark_schema()),
+        "decode_union": decode_union(raw),
+    }
     if before is not None:
         frames["before_decode_union"] = before.decode_union(raw)
 
@@ -270,6 +288,7 @@ def render(res: dict[str, Any], spark: dict[str, Any] | None, command: str, path
         ]
         labels = {
             "identity": "identity `mapInArrow` (decoder's input columns)",
+            "union_floor": "union-shaped output, nothing decoded (kind + positions, other columns null)",
             "decode_union": "**`decode_union`**",
             "before_decode_union": "before: `decode_union`",
         }

@@ -254,7 +254,7 @@ def _scan_chunk(
         glen = np.where(kok, glen, 0)
         t0 = np.where(kok, t0, kstart)
         tlen = np.where(kok, tlen, 0)
-    partition = k32[np.maximum(kend - 4, 0)]
+    partition = k32[kend - 4 if every else np.maximum(kend - 4, 0)]
 
     # ---- value: null = tombstone; else i16 version | ...; the shortest value (v0/v2, empty
     # metadata) has 20 bytes; rows that are not read are read at position 0
@@ -265,12 +265,16 @@ def _scan_chunk(
     w10 = v32[vpos + 10].astype(np.int64)  # v3/v4: leader_epoch; v0-v2: metadata length << 16
     mlen = v16[vpos + 14].astype(np.int64)  # v3: metadata length (v4: its varint byte << 8)
     new_layout = vver >= 3  # v3/v4 carry leader_epoch before metadata
-    if not (vver == 3).all():
+    only_v3 = bool(((vver == 3) | ~live).all())  # the usual chunk: v3 values and tombstones
+    if only_v3:
+        has_v1 = has_v4 = False
+        expected = mlen + 24
+    else:
         mlen = np.where(new_layout, mlen, w10 >> 16)
-    v1 = live & (vver == 1)
-    v4 = live & (vver == 4)
-    has_v1, has_v4 = bool(v1.any()), bool(v4.any())
-    expected = np.where(new_layout, 24, 20) + mlen
+        v1 = live & (vver == 1)
+        v4 = live & (vver == 4)
+        has_v1, has_v4 = bool(v1.any()), bool(v4.any())
+        expected = np.where(new_layout, 24, 20) + mlen
     tail = 8  # bytes after the commit timestamp (v1: expire timestamp; v4: tagged fields)
     if has_v1:
         expected += np.where(v1, 8, 0)
@@ -294,7 +298,7 @@ def _scan_chunk(
     if has_v4:
         sel = np.flatnonzero(v4 & live)
         live[sel] &= vdata[vend[sel] - 1] == 0  # tagged fields present -> core
-    m0 = vstart + np.where(new_layout, 16, 12)
+    m0 = vstart + (16 if only_v3 else np.where(new_layout, 16, 12))
     if has_v4:
         m0 -= np.where(v4, 1, 0)
     m0 = np.where(live, m0, vstart)
