@@ -262,7 +262,17 @@ def run_batch(
                 )
             else:
                 as_of: list[int | None] = []
-                gold = replay_to_gold(
+                gold = None
+                if io.engine == "rust":  # the tasks read the decoded files; packed buckets shuffle
+                    from pipelines.batch_replay import replay_files_to_gold
+
+                    gold = replay_files_to_gold(
+                        io, retention_ms=cfg.replay.retention_ms, rules=cfg.replay.rules,
+                        coordinator=cfg.replay.coordinator, as_of_ms=cfg.replay.as_of_ms,
+                        tables=gold_table_names(), num_partitions=cfg.offsets_topic.num_partitions,
+                        on_as_of=as_of.append,
+                    )
+                gold = gold if gold is not None else replay_to_gold(
                     io.read("offset_commits"),
                     io.read("group_metadata"),
                     retention_ms=cfg.replay.retention_ms,

@@ -1,0 +1,293 @@
+"""The batch replay stage over the decoded tables' files: packed buckets, one Spark shuffle of blobs.
+
+Rules:
+- Same rows as ``pipelines.replay_job.replay_to_gold`` (tests compare them): the replay input
+  is the same projection of the decoded tables (``replay_job.REPLAY_INPUT_DDL``), every group is
+  replayed once, in (coordinator_partition, log_offset) order, by
+  ``replay_job.replay_sorted_batches`` (the core's bulk path).
+- How the rows travel differs. The tasks read the decoded tables' snapshot files themselves
+  (pyarrow), project them to replay input and cut them into buckets: ``bucket = crc32(group_id)
+  mod BUCKETS``, so a group lives in exactly one bucket. Each (file, bucket) slice crosses the
+  shuffle as ONE Arrow IPC message (lz4). Spark's shuffle (``repartition`` by bucket +
+  ``sortWithinPartitions``) brings a bucket's messages together; the replay task unpacks them,
+  sorts the bucket by (group_id, coordinator_partition, log_offset) in Arrow and replays it. A 10M
+  record log is ~20k blobs to shuffle instead of 10M rows to convert, shuffle, sort and convert
+  back.
+- Used when every decoded table's snapshot is its file list (``TableIO.snapshot_files``);
+  otherwise the batch job uses ``replay_to_gold`` over ``TableIO.read``.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from pyspark.sql import DataFrame
+
+    from pipelines.tableio import TableIO
+
+BUCKETS = 1024
+PACK_DDL = "bucket int, rows int, max_ts bigint, records binary"
+READ_ROWS = 131_072
+SOURCES = ("offset_commits", "group_metadata", "unsupported_records")
+_MEMBER_FIELDS = ("member_id", "group_instance_id", "client_id", "client_host", "rebalance_timeout",
+                  "session_timeout", "subscription", "assignment")
+
+
+def input_schema() -> pa.Schema:
+    """The replay input in Arrow (``replay_job.REPLAY_INPUT_DDL``)."""
+    import pyarrow as pa
+
+    from pipelines.replay_job import REPLAY_INPUT_DDL
+    from schemas.base import parse_type, to_arrow_type
+
+    return pa.schema([pa.field(n, to_arrow_type(parse_type(t))) for n, t in REPLAY_INPUT_DDL])
+
+
+def _ms(arr: Any) -> Any:
+    """timestamp[us] → epoch ms (decoded timestamps come from ms: the division is exact)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    return pc.divide(arr.cast(pa.int64()), 1000)
+
+
+def _members(arr: Any, target: pa.DataType) -> Any:
+    """The decoded members list keeps only the replay's 8 fields (Spark's ``transform`` twin)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    arr = arr.combine_chunks() if isinstance(arr, pa.ChunkedArray) else arr
+    values = arr.values
+    struct = pa.StructArray.from_arrays(
+        [values.field(f) for f in _MEMBER_FIELDS], fields=list(target.value_type),
+        mask=values.is_null() if values.null_count else None,
+    )
+    offsets = arr.offsets
+    if arr.offset:  # a sliced list: rebase
+        offsets = pc.subtract(offsets, offsets[0])
+        struct = struct.slice(arr.offsets[0].as_py(), len(struct))
+    return pa.ListArray.from_arrays(offsets, struct, type=target, mask=arr.is_null() if arr.null_count else None)
+
+
+def project(source: str, batch: pa.RecordBatch | pa.Table) -> pa.Table:
+    """Rows of decoded table ``source`` → replay-input rows (``replay_job.replay_input``'s twin)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from pipelines.replay_job import REC_GROUP_METADATA, REC_OFFSET_COMMIT, REC_UNSUPPORTED
+
+    t = batch if isinstance(batch, pa.Table) else pa.Table.from_batches([batch])
+    schema = input_schema()
+    n = t.num_rows
+    if source == "unsupported_records":
+        t = t.filter(pc.is_valid(t.column("group_id")))
+        n = t.num_rows
+        cols: dict[str, Any] = {
+            "group_id": t.column("group_id"), "coordinator_partition": t.column("partition"),
+            "log_offset": t.column("offset"), "log_timestamp_ms": _ms(t.column("timestamp")),
+            "rec_kind": pa.array([REC_UNSUPPORTED] * n, pa.int8()), "key_version": t.column("record_type"),
+            "raw_key": t.column("key"), "raw_value": t.column("value"),
+        }
+    else:
+        cols = {name: t.column(name) for name in (
+            "group_id", "coordinator_partition", "log_offset", "key_version", "is_tombstone", "value_version")}
+        cols["log_timestamp_ms"] = _ms(t.column("log_timestamp"))
+        if source == "offset_commits":
+            cols["rec_kind"] = pa.array([REC_OFFSET_COMMIT] * n, pa.int8())
+            for name in ("topic", "partition", "committed_offset", "leader_epoch", "metadata"):
+                cols[name] = t.column(name)
+            cols["commit_timestamp_ms"] = _ms(t.column("commit_timestamp"))
+            cols["expire_timestamp_ms"] = _ms(t.column("expire_timestamp"))
+        else:
+            cols["rec_kind"] = pa.array([REC_GROUP_METADATA] * n, pa.int8())
+            for name in ("protocol_type", "generation", "protocol", "leader"):
+                cols[name] = t.column(name)
+            cols["current_state_timestamp_ms"] = _ms(t.column("current_state_timestamp"))
+            cols["members"] = _members(t.column("members"), schema.field("members").type)
+    arrays = [cols[f.name].cast(f.type) if f.name in cols else pa.nulls(n, f.type) for f in schema]
+    return pa.Table.from_arrays(arrays, schema=schema)
+
+
+def bucket_of(group_ids: Any) -> Any:
+    """crc32(group id, UTF-8) mod ``BUCKETS`` per row (computed once per distinct group)."""
+    import numpy as np
+    import pyarrow as pa
+
+    enc = group_ids.combine_chunks().dictionary_encode() if isinstance(group_ids, pa.ChunkedArray) \
+        else group_ids.dictionary_encode()
+    per_group = np.array([zlib.crc32(g.encode()) % BUCKETS for g in enc.dictionary.to_pylist()], dtype=np.int32)
+    return per_group[enc.indices.to_numpy(zero_copy_only=False)]
+
+
+def _serialize(table: pa.Table) -> bytes:
+    import pyarrow as pa
+
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema, options=pa.ipc.IpcWriteOptions(compression="lz4")) as w:
+        w.write_table(table)
+    return bytes(sink.getvalue().to_pybytes())
+
+
+def unpack(blobs: Sequence[bytes]) -> pa.Table:
+    """The replay input rows of packed blobs (any order)."""
+    import pyarrow as pa
+
+    tables = [pa.ipc.open_stream(pa.py_buffer(b)).read_all() for b in blobs]
+    return pa.concat_tables(tables) if tables else input_schema().empty_table()
+
+
+def pack(table: pa.Table) -> Iterator[pa.RecordBatch]:
+    """Replay-input rows → packed rows (bucket, rows, newest record ms, IPC message)."""
+    import numpy as np
+    import pyarrow as pa
+
+    if table.num_rows == 0:
+        return
+    buckets = bucket_of(table.column("group_id"))
+    order = np.argsort(buckets, kind="stable")
+    b_sorted = buckets[order]
+    starts = np.flatnonzero(np.r_[True, b_sorted[1:] != b_sorted[:-1]])
+    ends = np.r_[starts[1:], len(order)]
+    ts = table.column("log_timestamp_ms").to_numpy(zero_copy_only=False)
+    out_b, out_n, out_ts, out_blob = [], [], [], []
+    for s, e in zip(starts.tolist(), ends.tolist()):
+        idx = order[s:e]
+        out_b.append(int(b_sorted[s]))
+        out_n.append(e - s)
+        out_ts.append(int(ts[idx].max()))
+        out_blob.append(_serialize(table.take(pa.array(idx, pa.int64()))))
+    yield pa.RecordBatch.from_arrays(
+        [pa.array(out_b, pa.int32()), pa.array(out_n, pa.int32()), pa.array(out_ts, pa.int64()),
+         pa.array(out_blob, pa.binary())],
+        names=["bucket", "rows", "max_ts", "records"],
+    )
+
+
+def pack_files(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """mapInArrow body over (source, path) rows: read, project, pack."""
+    import pyarrow.parquet as pq
+
+    from pipelines.delta_rs_sink import _filesystem
+
+    for batch in batches:
+        for source, path in zip(batch.column("source").to_pylist(), batch.column("path").to_pylist()):
+            filesystem, inner = _filesystem(path)
+            with filesystem.open_input_file(inner) as fh:
+                for raw in pq.ParquetFile(fh).iter_batches(batch_size=READ_ROWS):
+                    yield from pack(project(source, raw))
+
+
+def replay_buckets(
+    batches: Iterator[pa.RecordBatch], replay: Callable[[list[pa.RecordBatch]], Iterator[pa.Table]]
+) -> Iterator[pa.RecordBatch]:
+    """mapInArrow body over packed rows sorted by bucket: one replay per bucket."""
+    import pyarrow.compute as pc
+
+    def flush(blobs: list[bytes]) -> Iterator[pa.RecordBatch]:
+        table = unpack(blobs)
+        order = pc.sort_indices(table, [("group_id", "ascending"), ("coordinator_partition", "ascending"),
+                                        ("log_offset", "ascending")])
+        for out in replay(table.take(order).to_batches(max_chunksize=65_536)):
+            yield from out.to_batches()
+
+    current: int | None = None
+    blobs: list[bytes] = []
+    for batch in batches:
+        for b, blob in zip(batch.column("bucket").to_pylist(), batch.column("records").to_pylist()):
+            if b != current and blobs:
+                yield from flush(blobs)
+                blobs = []
+            current = b
+            blobs.append(blob)
+    if blobs:
+        yield from flush(blobs)
+
+
+def source_files(io: TableIO) -> list[tuple[str, str]] | None:
+    """(decoded table, file) of every source's snapshot, or ``None`` if one needs ``read``."""
+    out: list[tuple[str, str]] = []
+    for name in SOURCES:
+        files = io.snapshot_files(name)
+        if files is None:
+            return None
+        out.extend((name, f) for f in files)
+    return out
+
+
+def packed_input(io: TableIO, files: list[tuple[str, str]]) -> DataFrame:
+    """The packed replay input of the decoded tables (one Spark stage, tasks read the files)."""
+    spark = io.spark
+    assert spark is not None
+    n = max(1, min(len(files), spark.sparkContext.defaultParallelism * 2))
+    paths = spark.createDataFrame(files, "source string, path string").repartition(n)
+    return paths.mapInArrow(pack_files, PACK_DDL)
+
+
+def replay_packed(
+    packed: DataFrame,
+    *,
+    retention_ms: int | None,
+    rules: str,
+    as_of_ms: int | None,
+    tables: Sequence[str],
+    num_partitions: int,
+    coordinator: str,
+) -> DataFrame:
+    """Packed replay input → the long-format gold rows (``pipelines.gold.GOLD_UNION_SCHEMA``)."""
+    from pipelines.replay_job import gold_union_spark_schema, replay_sorted_batches
+
+    opts: dict[str, Any] = {"retention_ms": retention_ms, "rules": rules, "as_of_ms": as_of_ms,
+                            "tables": tuple(tables), "num_partitions": num_partitions, "coordinator": coordinator}
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        return replay_buckets(batches, lambda bs: replay_sorted_batches(bs, **opts))
+
+    n = int(packed.sparkSession.conf.get("spark.sql.shuffle.partitions") or 4)
+    return packed.repartition(n, "bucket").sortWithinPartitions("bucket").mapInArrow(
+        run, gold_union_spark_schema()
+    )
+
+
+def replay_files_to_gold(
+    io: TableIO,
+    *,
+    retention_ms: int | None = None,
+    rules: str = "current",
+    as_of_ms: int | None = None,
+    tables: Sequence[str],
+    num_partitions: int = 50,
+    coordinator: str = "old",
+    on_as_of: Callable[[int | None], None] | None = None,
+) -> dict[str, DataFrame] | None:
+    """``replay_to_gold``'s twin over the decoded tables' files; ``None`` when they need ``read``.
+
+    The packed input is persisted: its first pass also gives the default ``as_of_ms`` (the
+    newest record time), the second feeds the replay.
+    """
+    from pyspark import StorageLevel
+    from pyspark.sql import functions as F
+
+    from pipelines.replay_job import split_gold
+
+    files = source_files(io)
+    if files is None:
+        return None
+    packed = packed_input(io, files).persist(StorageLevel.MEMORY_AND_DISK)
+    if as_of_ms is None and retention_ms is not None:
+        row = packed.agg(F.max("max_ts").alias("m")).collect()[0]
+        as_of_ms = None if row["m"] is None else int(row["m"])
+    if on_as_of is not None:
+        on_as_of(as_of_ms)
+    union = replay_packed(
+        packed, retention_ms=retention_ms, rules=rules, as_of_ms=as_of_ms, tables=tables,
+        num_partitions=num_partitions, coordinator=coordinator,
+    ).persist(StorageLevel.MEMORY_AND_DISK)
+    union.count()  # materialise the replay once; the packed input is no longer needed
+    packed.unpersist()
+    out = split_gold(union, tables)
+    out["_union"] = union
+    return out
