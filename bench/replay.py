@@ -347,7 +347,8 @@ def bulk_bench(logs: dict[str, list[LogRecord]], total: int, base_s: float, repe
     ):
         print(f"{name:52s} {secs:8.2f} {total / secs:12,.0f} {full_s / secs:9.1f}x")
     print(f"runs {counters.runs // repeat:,}, compressed {counters.compressed // repeat:,}, "
-          f"expanded {counters.expanded // repeat:,} {counters.expanded_by_reason}, "
+          f"expanded {counters.expanded // repeat:,} "
+          f"{ {k: v // repeat for k, v in counters.expanded_by_reason.items()} }, "
           f"commits skipped {counters.commits_skipped // repeat:,} (baseline loop {base_s:.2f}s)")
 
 
@@ -463,7 +464,8 @@ def arrow_bench(path: str, batch_rows: int, repeat: int) -> int:
     b = stage["rows -> records/items"][1] + stage["core replay"][1]
     print(f"{'  rows -> replayed (no gold)':34s} {a:11.2f} {b:8.2f} {a / b:6.1f}x")
     print(f"runs {counters.runs // repeat:,}: compressed {counters.compressed // repeat:,}, expanded "
-          f"{counters.expanded // repeat:,} {counters.expanded_by_reason}; commits skipped "
+          f"{counters.expanded // repeat:,} {({k: v // repeat for k, v in counters.expanded_by_reason.items()})}; "
+          f"commits skipped "
           f"{counters.commits_skipped // repeat:,} of {commits:,}")
     return 0
 
