@@ -21,6 +21,7 @@ Rules:
 
 from __future__ import annotations
 
+import operator
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
@@ -29,6 +30,19 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 
+from coordinator_core.codec import decode_record
+from coordinator_core.consumer_protocol import CONSUMER_PROTOCOL_TYPE, parse_member_blobs
+from coordinator_core.errors import CorruptRecordError
+from coordinator_core.records import (
+    GroupMetadataKey,
+    GroupMetadataValue,
+    MemberMetadata,
+    OffsetCommitKey,
+    OffsetCommitValue,
+    UnknownKey,
+    UnknownValue,
+    record_type_name,
+)
 from schemas.decoded import GROUP_METADATA, OFFSET_COMMITS, QUARANTINE, UNSUPPORTED_RECORDS
 
 if TYPE_CHECKING:
@@ -480,8 +494,6 @@ def _with_validity(arr: pa.Array, valid: np.ndarray) -> pa.Array:
 # =============================================================================================
 def offset_commit_fields(record: Record) -> dict[str, Any]:
     """The ``FAST_SCHEMA`` row of an offset-commit ``Record`` decoded by the core codec."""
-    from coordinator_core.records import OffsetCommitValue
-
     key = record.key
     value = record.value
     row: dict[str, Any] = {
@@ -517,8 +529,6 @@ def _ts(ms: int | None) -> int | None:
 def _members_rows(value: Any) -> list[dict[str, Any]]:
     """Member structs of a GroupMetadataValue; blobs parsed by the core's per-member view
     (``consumer_protocol.parse_member_blobs``: consumer protocol only, never raises)."""
-    from coordinator_core.consumer_protocol import parse_member_blobs
-
     rows = []
     for m in value.members:
         parsed = parse_member_blobs(value.protocol_type, m)
@@ -584,7 +594,9 @@ def _fast_assigned_partitions(blob: bytes) -> Any:
 # subscription/assignment bytes recur across members and records of a group (bounded cache).
 _BLOB_CACHE: dict[tuple[bool, str, bytes], Any] = {}
 _BLOB_CACHE_MAX = 65_536
-_EMPTY_MEMBER: Any = None
+_EMPTY_MEMBER = MemberMetadata(
+    member_id="", client_id="", client_host="", session_timeout=0, subscription=b"", assignment=b""
+)
 
 
 def _parsed_blob(consumer: bool, kind: str, blob: bytes) -> Any:
@@ -598,12 +610,6 @@ def _parsed_blob(consumer: bool, kind: str, blob: bytes) -> Any:
         return _BLOB_CACHE[key]
     except KeyError:
         pass
-    global _EMPTY_MEMBER
-    from coordinator_core.consumer_protocol import CONSUMER_PROTOCOL_TYPE, parse_member_blobs
-    from coordinator_core.records import MemberMetadata
-
-    if _EMPTY_MEMBER is None:
-        _EMPTY_MEMBER = MemberMetadata(member_id="", client_id="", client_host="", session_timeout=0, subscription=b"", assignment=b"")
     ptype = CONSUMER_PROTOCOL_TYPE if consumer else None
     if kind == "s":
         sub = parse_member_blobs(ptype, replace(_EMPTY_MEMBER, subscription=blob)).subscription
@@ -638,33 +644,28 @@ class _GroupMetadataColumns:
         "subscription", "assignment",
     )
 
+    _member_getter = operator.attrgetter(*_MEMBER_FIELDS)
+
     def __init__(self) -> None:
         self.rows: list[int] = []  # positions (in the caller's row order) of the collected rows
-        self.cols: dict[str, list[Any]] = {name: [] for name in self._SCALARS}
+        self.scalar_rows: list[tuple[Any, ...]] = []
         self.member_offsets: list[int] = [0]
         self.member_null: list[bool] = []
         self.members: list[Any] = []  # MemberMetadata, flattened
         self.sub_idx: list[int] = []
         self.asg_idx: list[int] = []
-        self.blobs: dict[tuple[bool, str, bytes], int] = {}
+        # blob -> index into sub_values / asg_values, per "protocol_type is consumer"
+        self.sub_blobs: dict[bool, dict[bytes, int]] = {True: {}, False: {}}
+        self.asg_blobs: dict[bool, dict[bytes, int]] = {True: {}, False: {}}
         self.sub_values: list[Any] = []
         self.asg_values: list[Any] = []
 
     def __len__(self) -> int:
         return len(self.rows)
 
-    def _blob_index(self, consumer: bool, kind: str, blob: bytes, values: list[Any]) -> int:
-        key = (consumer, kind, blob)
-        i = self.blobs.get(key)
-        if i is None:
-            i = self.blobs[key] = len(values)
-            values.append(_parsed_blob(consumer, kind, blob))
-        return i
-
     def add(self, row: int, key: Any, value: Any) -> None:
         """Collect one record (``value`` None = tombstone); raises ``_OutOfRangeError`` before
         collecting anything when the state timestamp does not fit a TIMESTAMP."""
-        c = self.cols
         if value is None:
             vals: tuple[Any, ...] = (key.group, key.version, True, None, None, None, None, None, None, None)
             self.member_null.append(True)
@@ -676,25 +677,32 @@ class _GroupMetadataColumns:
                 value.protocol, value.leader, cst, len(members),
             )
             consumer = value.protocol_type == "consumer"
+            subs, asgs = self.sub_blobs[consumer], self.asg_blobs[consumer]
             for m in members:
-                self.sub_idx.append(self._blob_index(consumer, "s", m.subscription, self.sub_values))
-                self.asg_idx.append(self._blob_index(consumer, "a", m.assignment, self.asg_values))
+                i = subs.get(m.subscription)
+                if i is None:
+                    i = subs[m.subscription] = len(self.sub_values)
+                    self.sub_values.append(_parsed_blob(consumer, "s", m.subscription))
+                self.sub_idx.append(i)
+                i = asgs.get(m.assignment)
+                if i is None:
+                    i = asgs[m.assignment] = len(self.asg_values)
+                    self.asg_values.append(_parsed_blob(consumer, "a", m.assignment))
+                self.asg_idx.append(i)
             self.members.extend(members)
             self.member_null.append(False)
-        for name, v in zip(self._SCALARS, vals):
-            c[name].append(v)
+        self.scalar_rows.append(vals)
         self.member_offsets.append(len(self.members))
         self.rows.append(row)
 
     def arrays(self) -> dict[str, pa.Array]:
         """The union columns of the collected rows (``kind`` and positions excluded)."""
         fields = {f.name: f.type for f in UNION_SCHEMA}
-        out = {name: pa.array(vals, fields[name]) for name, vals in self.cols.items()}
+        columns = list(zip(*self.scalar_rows)) or [() for _ in self._SCALARS]
+        out = {name: pa.array(vals, fields[name]) for name, vals in zip(self._SCALARS, columns)}
         mtype = _MEMBER_ARROW.value_type
-        ms = self.members
-        member_cols = [
-            pa.array([getattr(m, name) for m in ms], mtype.field(name).type) for name in self._MEMBER_FIELDS
-        ]
+        per_field = list(zip(*map(self._member_getter, self.members))) or [() for _ in self._MEMBER_FIELDS]
+        member_cols = [pa.array(v, mtype.field(name).type) for name, v in zip(self._MEMBER_FIELDS, per_field)]
         subs = pa.array(self.sub_values, mtype.field("subscribed_topics").type)
         asgs = pa.array(self.asg_values, mtype.field("assigned_partitions").type)
         member_cols.append(subs.take(pa.array(self.sub_idx, pa.int32())))
@@ -734,17 +742,6 @@ def _slow_row(
 ) -> dict[str, Any] | None:
     """``slow_row``; with ``gm``, a group-metadata record is collected there (at ``position``)
     instead and None is returned."""
-    from coordinator_core.codec import decode_record
-    from coordinator_core.errors import CorruptRecordError
-    from coordinator_core.records import (
-        GroupMetadataKey,
-        GroupMetadataValue,
-        OffsetCommitKey,
-        OffsetCommitValue,
-        UnknownKey,
-        UnknownValue,
-        record_type_name,
-    )
 
     row: dict[str, Any]
     if key is None:
