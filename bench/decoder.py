@@ -132,7 +132,8 @@ def single_process(path: Path, rows: int | None, rounds: int, batch_rows: int, b
     if before is not None:
         old = pa.Table.from_batches([x for b in all_batches for x in before.decode_batch(b)])
         assert old.num_rows == ref.num_rows == n_all
-        assert old.sort_by("log_offset").equals(ref.sort_by("log_offset")), "before/after disagree"
+        order = [("coordinator_partition", "ascending"), ("log_offset", "ascending")]
+        assert old.sort_by(order).equals(ref.sort_by(order)), "before/after disagree"
 
     contenders: dict[str, tuple[int, Callable[[], None]]] = {
         "core_commits": (n_c, core(commit_pairs)),
