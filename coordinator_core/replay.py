@@ -216,9 +216,24 @@ class GroupSnapshot:
         return rows
 
 
+_SNAPSHOT_FIELDS = (
+    "group_id", "state", "exists", "generation", "protocol_type", "protocol", "leader",
+    "current_state_timestamp", "members", "has_metadata", "metadata_timestamp_ms", "state_timestamp_ms",
+    "subscribed_topics", "offsets", "last_position", "last_timestamp_ms", "records_applied",
+    "unsupported_records", "last_offset_removal_ms", "predicted_expired", "predicted_death_ms", "tombstone_run",
+)  # fmt: skip
+if tuple(f.name for f in dataclasses.fields(GroupSnapshot)) != _SNAPSHOT_FIELDS:  # pragma: no cover
+    raise RuntimeError("GroupSnapshot's fields changed: update _SNAPSHOT_FIELDS, _Work.freeze and new_snapshot")
+# a snapshot is built once per group and replay call: the slot-filling constructor (wire)
+_new_group_snapshot = fast_constructor(GroupSnapshot)
+
+
 def new_snapshot(group_id: str) -> GroupSnapshot:
     """The snapshot of a group before any record (it does not exist yet)."""
-    return GroupSnapshot(group_id)
+    return _new_group_snapshot(  # type: ignore[no-any-return]
+        (group_id, _D, False, 0, None, None, None, None, (), False, None, None, None, _EMPTY_OFFSETS, None, None,
+         0, 0, None, _EMPTY_PREDICTED, None, ())
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -428,31 +443,32 @@ class _Work:
         ] | None = None
 
     def freeze(self) -> GroupSnapshot:
-        return GroupSnapshot(
-            group_id=self.group_id,
-            state=self.state,
-            exists=self.exists,
-            generation=self.generation,
-            protocol_type=self.protocol_type,
-            protocol=self.protocol,
-            leader=self.leader,
-            current_state_timestamp=self.current_state_timestamp,
-            members=self.members,
-            has_metadata=self.has_metadata,
-            metadata_timestamp_ms=self.metadata_timestamp_ms,
-            state_timestamp_ms=self.state_timestamp_ms,
-            subscribed_topics=self.subscribed_topics,
-            offsets=MappingProxyType(self.offsets) if self.offsets else _EMPTY_OFFSETS,
-            last_position=self.last_position,
-            last_timestamp_ms=self.last_timestamp_ms,
-            records_applied=self.records_applied,
-            unsupported_records=self.unsupported_records,
-            last_offset_removal_ms=self.last_offset_removal_ms,
-            predicted_expired=MappingProxyType(self.predicted_expired)
-            if self.predicted_expired
-            else _EMPTY_PREDICTED,
-            predicted_death_ms=self.predicted_death_ms,
-            tombstone_run=tuple(self.tombstone_run),
+        # positional, in GroupSnapshot's field order (checked at import: _SNAPSHOT_FIELDS)
+        return _new_group_snapshot(  # type: ignore[no-any-return]
+            (
+                self.group_id,
+                self.state,
+                self.exists,
+                self.generation,
+                self.protocol_type,
+                self.protocol,
+                self.leader,
+                self.current_state_timestamp,
+                self.members,
+                self.has_metadata,
+                self.metadata_timestamp_ms,
+                self.state_timestamp_ms,
+                self.subscribed_topics,
+                MappingProxyType(self.offsets) if self.offsets else _EMPTY_OFFSETS,
+                self.last_position,
+                self.last_timestamp_ms,
+                self.records_applied,
+                self.unsupported_records,
+                self.last_offset_removal_ms,
+                MappingProxyType(self.predicted_expired) if self.predicted_expired else _EMPTY_PREDICTED,
+                self.predicted_death_ms,
+                tuple(self.tombstone_run),
+            )
         )
 
     # -- events ------------------------------------------------------------------------------

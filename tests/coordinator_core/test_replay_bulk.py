@@ -347,3 +347,30 @@ def test_replay_runs_of_plain_records_is_replay() -> None:
     assert all(not isinstance(r.key, OffsetCommitKey) or True for r in log.records)
     full = replay(new_snapshot("g"), log.records, retention_ms=HOUR)
     assert_same(full, replay_runs(new_snapshot("g"), log.records, retention_ms=HOUR))
+
+
+def test_the_working_state_freezes_every_field_in_place() -> None:
+    """``_Work.freeze`` and ``new_snapshot`` fill the snapshot's slots positionally: every field
+    must land where it belongs (distinct values everywhere)."""
+    import dataclasses
+    from types import MappingProxyType
+
+    from coordinator_core.records import OffsetCommitValue
+    from coordinator_core.replay import _Work
+    from coordinator_core.state import GroupState
+
+    s = GroupSnapshot(
+        group_id="g", state=GroupState.STABLE, exists=True, generation=3, protocol_type="consumer",
+        protocol="range", leader="m0", current_state_timestamp=5, members=(member("m0"),), has_metadata=True,
+        metadata_timestamp_ms=6, state_timestamp_ms=7, subscribed_topics=frozenset({"t"}),
+        offsets=MappingProxyType({("t", 0): (OffsetCommitValue(1, "", 2), 7, 8, 9)}), last_position=(7, 8),
+        last_timestamp_ms=10, records_applied=11, unsupported_records=12, last_offset_removal_ms=13,
+        predicted_expired=MappingProxyType({("t", 1): (1, 2, 3)}), predicted_death_ms=14,
+        tombstone_run=(("t", 2, 1, 2, 3, 4),),
+    )
+    frozen = _Work(s, None, "current", frozenset()).freeze()
+    for f in dataclasses.fields(GroupSnapshot):
+        assert getattr(frozen, f.name) == getattr(s, f.name), f.name
+    fresh = new_snapshot("x")
+    for f in dataclasses.fields(GroupSnapshot):
+        assert getattr(fresh, f.name) == getattr(GroupSnapshot("x"), f.name), f.name
