@@ -7,12 +7,13 @@ Rules:
   ``replay_job.replay_sorted_batches`` (the core's bulk path).
 - How the rows travel differs. The tasks read the decoded tables' snapshot files themselves
   (pyarrow), project them to replay input and cut them into buckets: ``bucket = crc32(group_id)
-  mod BUCKETS``, so a group lives in exactly one bucket. Each (file, bucket) slice crosses the
+  mod B`` (B = 4 per shuffle partition: few, large messages), so a group lives in exactly one
+  bucket. Each (file, bucket) slice crosses the
   shuffle as ONE Arrow IPC message (lz4). Spark's shuffle (``repartition`` by bucket +
   ``sortWithinPartitions``) brings a bucket's messages together; the replay task unpacks them,
   sorts the bucket by (group_id, coordinator_partition, log_offset) in Arrow and replays it. A 10M
-  record log is ~20k blobs to shuffle instead of 10M rows to convert, shuffle, sort and convert
-  back.
+  record log is a few thousand blobs to shuffle instead of 10M rows to convert, shuffle, sort and
+  convert back.
 - Used when every decoded table's snapshot is its file list (``TableIO.snapshot_files``);
   otherwise the batch job uses ``replay_to_gold`` over ``TableIO.read``.
 """
@@ -29,7 +30,7 @@ if TYPE_CHECKING:
 
     from pipelines.tableio import TableIO
 
-BUCKETS = 1024
+BUCKETS_PER_SHUFFLE_PARTITION = 4
 PACK_DDL = "bucket int, rows int, max_ts bigint, records binary"
 READ_ROWS = 131_072
 SOURCES = ("offset_commits", "group_metadata", "unsupported_records")
@@ -112,14 +113,14 @@ def project(source: str, batch: pa.RecordBatch | pa.Table) -> pa.Table:
     return pa.Table.from_arrays(arrays, schema=schema)
 
 
-def bucket_of(group_ids: Any) -> Any:
-    """crc32(group id, UTF-8) mod ``BUCKETS`` per row (computed once per distinct group)."""
+def bucket_of(group_ids: Any, buckets: int) -> Any:
+    """crc32(group id, UTF-8) mod ``buckets`` per row (computed once per distinct group)."""
     import numpy as np
     import pyarrow as pa
 
     enc = group_ids.combine_chunks().dictionary_encode() if isinstance(group_ids, pa.ChunkedArray) \
         else group_ids.dictionary_encode()
-    per_group = np.array([zlib.crc32(g.encode()) % BUCKETS for g in enc.dictionary.to_pylist()], dtype=np.int32)
+    per_group = np.array([zlib.crc32(g.encode()) % buckets for g in enc.dictionary.to_pylist()], dtype=np.int32)
     return per_group[enc.indices.to_numpy(zero_copy_only=False)]
 
 
@@ -140,16 +141,16 @@ def unpack(blobs: Sequence[bytes]) -> pa.Table:
     return pa.concat_tables(tables) if tables else input_schema().empty_table()
 
 
-def pack(table: pa.Table) -> Iterator[pa.RecordBatch]:
+def pack(table: pa.Table, buckets: int) -> Iterator[pa.RecordBatch]:
     """Replay-input rows → packed rows (bucket, rows, newest record ms, IPC message)."""
     import numpy as np
     import pyarrow as pa
 
     if table.num_rows == 0:
         return
-    buckets = bucket_of(table.column("group_id"))
-    order = np.argsort(buckets, kind="stable")
-    b_sorted = buckets[order]
+    per_row = bucket_of(table.column("group_id"), buckets)
+    order = np.argsort(per_row, kind="stable")
+    b_sorted = per_row[order]
     starts = np.flatnonzero(np.r_[True, b_sorted[1:] != b_sorted[:-1]])
     ends = np.r_[starts[1:], len(order)]
     ts = table.column("log_timestamp_ms").to_numpy(zero_copy_only=False)
@@ -167,7 +168,7 @@ def pack(table: pa.Table) -> Iterator[pa.RecordBatch]:
     )
 
 
-def pack_files(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+def pack_files(batches: Iterator[pa.RecordBatch], buckets: int) -> Iterator[pa.RecordBatch]:
     """mapInArrow body over (source, path) rows: read, project, pack."""
     import pyarrow.parquet as pq
 
@@ -178,7 +179,7 @@ def pack_files(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
             filesystem, inner = _filesystem(path)
             with filesystem.open_input_file(inner) as fh:
                 for raw in pq.ParquetFile(fh).iter_batches(batch_size=READ_ROWS):
-                    yield from pack(project(source, raw))
+                    yield from pack(project(source, raw), buckets)
 
 
 def replay_buckets(
@@ -224,7 +225,12 @@ def packed_input(io: TableIO, files: list[tuple[str, str]]) -> DataFrame:
     assert spark is not None
     n = max(1, min(len(files), spark.sparkContext.defaultParallelism * 2))
     paths = spark.createDataFrame(files, "source string, path string").repartition(n)
-    return paths.mapInArrow(pack_files, PACK_DDL)
+    buckets = BUCKETS_PER_SHUFFLE_PARTITION * int(spark.conf.get("spark.sql.shuffle.partitions") or 4)
+
+    def fn(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        return pack_files(batches, buckets)
+
+    return paths.mapInArrow(fn, PACK_DDL)
 
 
 def replay_packed(
