@@ -123,7 +123,8 @@ def records_from_arrow(table: pa.Table, rows: Any = None) -> list[LogRecord]:
     n = len(rows)
     if n == 0:
         return []
-    whole = n == table.num_rows and bool(n == 0 or (rows[0] == 0 and np.all(np.diff(rows) == 1)))
+    # the whole table: every column read once, no ``take`` (small tables: the stream's calls)
+    whole = n == table.num_rows and bool(rows[0] == 0 and np.all(np.diff(rows) == 1))
     take_all = None if whole else pa.array(rows)
 
     def col(name: str, at: Any = None) -> list[Any]:
@@ -133,6 +134,13 @@ def records_from_arrow(table: pa.Table, rows: Any = None) -> list[LogRecord]:
         elif take_all is not None:
             c = c.take(take_all)
         return list(c.to_pylist())
+
+    def of_kind(pos: Any) -> tuple[Any, list[int], Any]:
+        """(take indices or None, per-kind column index per row, output index per row)."""
+        out_idx = pos.tolist()
+        if whole:
+            return None, out_idx, out_idx
+        return pa.array(rows[pos]), list(range(len(out_idx))), out_idx
 
     kinds_np = _np(table.column("rec_kind"), REC_UNSUPPORTED)[rows]
     group = col("group_id")
@@ -149,14 +157,14 @@ def records_from_arrow(table: pa.Table, rows: Any = None) -> list[LogRecord]:
 
     oc_pos = np.flatnonzero(kinds_np == REC_OFFSET_COMMIT)
     if len(oc_pos):
-        at = pa.array(rows[oc_pos])
+        at, src, dst = of_kind(oc_pos)
         topic, partition, coff, epoch, meta, cts, ets = (
             col(name, at) for name in ("topic", "partition", "committed_offset", "leader_epoch", "metadata",
                                        "commit_timestamp_ms", "expire_timestamp_ms")
         )
         keys: dict[tuple[Any, ...], OffsetCommitKey] = {}
         new_value = _fast(OffsetCommitValue)
-        for j, i in enumerate(oc_pos.tolist()):
+        for j, i in zip(src, dst, strict=True):
             kk = (group[i], topic[j], partition[j], kver[i])
             key = keys.get(kk)
             if key is None:
@@ -168,12 +176,12 @@ def records_from_arrow(table: pa.Table, rows: Any = None) -> list[LogRecord]:
 
     gm_pos = np.flatnonzero(kinds_np == REC_GROUP_METADATA)
     if len(gm_pos):
-        at = pa.array(rows[gm_pos])
+        at, src, dst = of_kind(gm_pos)
         ptype, gen, proto, leader, csts = (
             col(name, at) for name in ("protocol_type", "generation", "protocol", "leader",
                                        "current_state_timestamp_ms")
         )
-        lists = table.column("members").take(at)
+        lists = table.column("members") if at is None else table.column("members").take(at)
         lists = lists.combine_chunks() if isinstance(lists, pa.ChunkedArray) else lists
         counts = _np(pc.list_value_length(lists), 0).astype(np.int64)
         bounds = np.concatenate(([0], np.cumsum(counts))).tolist()
@@ -185,7 +193,7 @@ def records_from_arrow(table: pa.Table, rows: Any = None) -> list[LogRecord]:
         # fast_constructor fills every slot: the (empty) tagged fields come last
         members_all = [new_member((*f, ())) for f in zip(*fields, strict=True)] if fields else []
         gkeys: dict[tuple[Any, ...], GroupMetadataKey] = {}
-        for j, i in enumerate(gm_pos.tolist()):
+        for j, i in zip(src, dst, strict=True):
             kk = (group[i], kver[i])
             gkey = gkeys.get(kk)
             if gkey is None:
@@ -200,9 +208,9 @@ def records_from_arrow(table: pa.Table, rows: Any = None) -> list[LogRecord]:
 
     un_pos = np.flatnonzero((kinds_np != REC_OFFSET_COMMIT) & (kinds_np != REC_GROUP_METADATA))
     if len(un_pos):
-        at = pa.array(rows[un_pos])
+        at, src, dst = of_kind(un_pos)
         rkey, rval = col("raw_key", at), col("raw_value", at)
-        for j, i in enumerate(un_pos.tolist()):
+        for j, i in zip(src, dst, strict=True):
             rec = decode_record(rkey[j], rval[j])
             out[i] = LogRecord(part[i], off[i], ts[i], rec.key, rec.value)
     return out
@@ -211,6 +219,10 @@ def records_from_arrow(table: pa.Table, rows: Any = None) -> list[LogRecord]:
 # =============================================================================================
 # Bulk path: runs of offset commits reduced with numpy, replayed with ``replay_runs``
 # =============================================================================================
+#: ``replay_table`` reduces commit runs with numpy from this many rows on (fewer: plain records)
+MIN_ROWS_TO_COMPRESS = 64
+
+
 def default_max_span_ms(retention_ms: int | None) -> int | None:
     """How long (in record time) a compressed run may last: a quarter of the retention, so a run's
     own commits (due about a retention after they were made) never fall due inside it."""
@@ -388,6 +400,7 @@ def replay_table(
     assume_log_start: bool = False,
     max_span_ms: int | None = -1,
     counters: RunCounters | None = None,
+    min_rows_to_compress: int = MIN_ROWS_TO_COMPRESS,
 ) -> ReplayResult:
     """Replay one group's replay-input rows (``REPLAY_INPUT_DDL`` columns) onto ``snapshot``.
 
@@ -406,6 +419,8 @@ def replay_table(
         max_span_ms: longest record-time span of a compressed run (-1: ``default_max_span_ms``,
             None: no limit).
         counters: accumulates how many runs were compressed or expanded.
+        min_rows_to_compress: fewer rows are replayed as plain records (the reduction's fixed
+            numpy cost is ~1 ms; same result either way).
     """
     from coordinator_core.replay import ALL_EVENT_KINDS, replay_runs
 
@@ -414,7 +429,9 @@ def replay_table(
     if table is not None and table.num_rows:
         table = _sorted_by_position(table)
         span = default_max_span_ms(retention_ms) if max_span_ms == -1 else max_span_ms
-        for gid, group_items in _items_by_group(table, compress="offset_commit" not in kinds, max_span_ms=span):
+        # a few rows (a stream's micro-batch): the numpy reduction would cost more than it saves
+        compress = "offset_commit" not in kinds and table.num_rows >= min_rows_to_compress
+        for gid, group_items in _items_by_group(table, compress=compress, max_span_ms=span):
             if gid != snapshot.group_id:
                 raise ValueError(f"rows of group {gid!r} given to the replay of group {snapshot.group_id!r}")
             items = group_items

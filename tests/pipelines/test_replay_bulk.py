@@ -102,7 +102,7 @@ def test_replay_table_equals_replay_of_every_record(
         full = replay(new_snapshot(gid), records_from_arrow(part), **kw)
         # rows in any order: replay_table sorts them by position
         shuffled = part.take(pa.array(np.random.default_rng(1).permutation(part.num_rows)))
-        bulk = replay_table(new_snapshot(gid), shuffled, counters=counters, **kw)
+        bulk = replay_table(new_snapshot(gid), shuffled, counters=counters, min_rows_to_compress=0, **kw)
         assert bulk.snapshot == full.snapshot
         assert _rows(bulk) == _rows(full)
         assert bulk.stats.as_dict() == full.stats.as_dict()
@@ -117,7 +117,7 @@ def test_replay_table_onto_a_snapshot_with_redelivered_rows_equals_replay(sim_in
         state = deserialize_snapshot(serialize_snapshot(first.snapshot))
         again = part.slice(n // 4)
         full = replay(state, records_from_arrow(again), retention_ms=20 * MINUTE, event_kinds=NO_COMMIT_EVENTS)
-        bulk = replay_table(state, again, retention_ms=20 * MINUTE, event_kinds=NO_COMMIT_EVENTS)
+        bulk = replay_table(state, again, retention_ms=20 * MINUTE, event_kinds=NO_COMMIT_EVENTS, min_rows_to_compress=0)
         assert serialize_snapshot(bulk.snapshot) == serialize_snapshot(full.snapshot)
         assert _rows(bulk) == _rows(full) and bulk.stats == full.stats
 
@@ -125,7 +125,7 @@ def test_replay_table_onto_a_snapshot_with_redelivered_rows_equals_replay(sim_in
 def test_replay_table_with_commit_events_replays_every_record(story_input: pa.Table) -> None:
     gid, part = next(iter(_groups(story_input).items()))
     counters = RunCounters()
-    bulk = replay_table(new_snapshot(gid), part, counters=counters)
+    bulk = replay_table(new_snapshot(gid), part, counters=counters, min_rows_to_compress=0)
     full = replay(new_snapshot(gid), records_from_arrow(part))
     assert bulk.events == full.events and counters.compressed == 0
 
@@ -170,3 +170,12 @@ def test_replay_table_without_rows_is_the_timer_call(sim_input: pa.Table) -> Non
             assert got.snapshot == want.snapshot and got.events == want.events
         expired += any(e.kind == "offset_expiration" for e in want.events)
     assert expired > 0
+
+
+def test_replay_table_replays_a_few_rows_as_plain_records(story_input: pa.Table) -> None:
+    gid, part = next(iter(_groups(story_input).items()))
+    assert part.num_rows < 64
+    counters = RunCounters()
+    bulk = replay_table(new_snapshot(gid), part, event_kinds=NO_COMMIT_EVENTS, counters=counters)
+    full = replay(new_snapshot(gid), records_from_arrow(part), event_kinds=NO_COMMIT_EVENTS)
+    assert counters.runs == 0 and bulk.snapshot == full.snapshot and bulk.events == full.events
