@@ -592,8 +592,10 @@ def _fast_assigned_partitions(blob: bytes) -> Any:
 
 # Parsed consumer-protocol blobs, by (protocol_type == "consumer", kind, blob bytes): the same
 # subscription/assignment bytes recur across members and records of a group (bounded cache).
+# Bounded by the blob bytes it holds (a parsed assignment is ~50x its blob in Python objects).
 _BLOB_CACHE: dict[tuple[bool, str, bytes], Any] = {}
-_BLOB_CACHE_MAX = 65_536
+_BLOB_CACHE_BYTES = 1 << 20
+_blob_cache_used = 0
 _EMPTY_MEMBER = MemberMetadata(
     member_id="", client_id="", client_host="", session_timeout=0, subscription=b"", assignment=b""
 )
@@ -621,8 +623,11 @@ def _parsed_blob(consumer: bool, kind: str, blob: bytes) -> Any:
         out = None if asg is None else [
             {"topic": tp.topic, "partition": p} for tp in asg.assigned_partitions for p in tp.partitions
         ]
-    if len(_BLOB_CACHE) >= _BLOB_CACHE_MAX:
+    global _blob_cache_used
+    _blob_cache_used += len(blob) + 64
+    if _blob_cache_used > _BLOB_CACHE_BYTES:
         _BLOB_CACHE.clear()
+        _blob_cache_used = len(blob) + 64
     _BLOB_CACHE[key] = out
     return out
 
