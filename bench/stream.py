@@ -7,19 +7,26 @@ What is measured:
 2. For each ``--files-per-trigger`` value (the micro-batch size: an input rate R with a trigger
    interval T gives batches of R·T records), the streaming job runs with ``--available-now`` over
    the whole backlog (fresh checkpoint and warehouse): records/s = input rows / wall time of the
-   query, p50/p95 of the micro-batch durations (``triggerExecution``), state rows and bytes per
+   query and over the steady batches (all but the first), p50/p95 of the micro-batch durations (``triggerExecution``), state rows and bytes per
    group (RocksDB's estimate, and the checkpoint's state files on disk).
-3. Recovery: the last ``--holdback`` files are landed after the biggest run finished; the query
+3. Sustained: ``--rates`` input rates (records/s): files are landed at that rate while the job
+   runs continuously (``trigger(processingTime=--trigger)``) for ``--duration`` seconds; the
+   rate is sustained when the backlog at the end is at most one trigger's input and the
+   micro-batches finish within the trigger (p50/p95 of their durations reported).
+4. Recovery: the last ``--holdback`` files are landed after the biggest run finished; the query
    restarts from its checkpoint; time from ``start()`` to the first committed batch is reported
    next to that batch's own duration.
-4. Baseline: the batch job's decode + replay (``replay_to_gold``) over the same files, collected
+5. Baseline: the batch job's decode + replay (``replay_to_gold``) over the same files, collected
    (no Delta writes), records/s.
 
 The machine has 2 cores shared with other engineers: wall times include their load (the load
-average is printed); ratios within one run are the comparable numbers.
+average is printed); ratios within one run are the comparable numbers, and records per CPU
+second of the whole process tree (driver + JVM + Python workers) do not depend on the load.
+A small warm-up run first takes the JVM's and the workers' one-time start-up out of the figures.
 
 usage: .venv/bin/python bench/stream.py [--groups 120] [--hours 0.5] [--rows-per-file 25000]
-                                        [--files-per-trigger 2,8] [--holdback 2] [--write-results]
+                                        [--files-per-trigger 2,8] [--holdback 2] [--rates 50000,100000]
+                                        [--trigger "5 seconds"] [--duration 60] [--write-results]
 """
 
 from __future__ import annotations
@@ -55,7 +62,33 @@ def set_mtimes(landing: Path) -> None:
         os.utime(f, (1_600_000_000 + i, 1_600_000_000 + i))
 
 
-def make_config(root: Path, landing: Path, files_per_trigger: int, retention_ms: int) -> Any:
+def tree_cpu_seconds() -> float:
+    """CPU seconds (user + system, reaped children included) of this process and every
+    descendant (Spark's JVM, its Python daemons and workers)."""
+    tck = os.sysconf("SC_CLK_TCK")
+    kids: dict[int, list[int]] = {}
+    stats: dict[int, list[str]] = {}
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            st = Path(f"/proc/{d}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        stats[int(d)] = st
+        kids.setdefault(int(st[1]), []).append(int(d))
+    total, stack = 0.0, [os.getpid()]
+    while stack:
+        pid = stack.pop()
+        st = stats.get(pid)
+        if st is not None:
+            total += sum(int(x) for x in st[11:15]) / tck
+        stack.extend(kids.get(pid, []))
+    return total
+
+
+def make_config(root: Path, landing: Path, files_per_trigger: int, retention_ms: int,
+                reader: str = "python", trigger: str = "30 seconds") -> Any:
     from pipelines.config import config_from_dict
 
     return config_from_dict({
@@ -63,8 +96,68 @@ def make_config(root: Path, landing: Path, files_per_trigger: int, retention_ms:
         "input": {"path": str(landing)},
         "delta": {"engine": "rust"},
         "replay": {"retention_ms": retention_ms},
-        "stream": {"max_files_per_trigger": files_per_trigger, "watermark_delay_ms": 60_000},
+        "stream": {"max_files_per_trigger": files_per_trigger, "watermark_delay_ms": 60_000,
+                   "landing_reader": reader, "trigger_interval": trigger},
     })
+
+
+def run_sustained(spark: Any, files: list[Path], work: Path, rate: int, rows_per_file: int, trigger: str,
+                  duration: float, retention: int) -> dict[str, Any]:
+    """Land files at ``rate`` records/s while the job runs continuously; stop after ``duration``."""
+    import threading
+
+    from pipelines import stream_job
+
+    root = work / f"sustained-{rate}"
+    landing = root / "landing"
+    landing.mkdir(parents=True)
+    cfg = make_config(root, landing, 10_000, retention, trigger=trigger)
+    stop = threading.Event()
+    landed: list[tuple[float, int]] = []
+
+    class Stopper:
+        requested = threading.Event()
+        signal = None
+
+    def producer() -> None:
+        period = rows_per_file / rate
+        t0 = time.perf_counter()
+        for i, f in enumerate(files):
+            due = t0 + i * period
+            while time.perf_counter() < due:
+                if stop.wait(min(0.05, max(0.0, due - time.perf_counter()))):
+                    return
+            tmp = landing / f".{f.name}.tmp"
+            shutil.copy(f, tmp)
+            os.utime(tmp, (1_600_000_000 + i, 1_600_000_000 + i))
+            tmp.rename(landing / f.name)
+            landed.append((time.perf_counter(), rows_per_file))
+        stop.wait()
+
+    stopper = Stopper()
+    prod = threading.Thread(target=producer, daemon=True)
+    timer = threading.Timer(duration, stopper.requested.set)
+    cpu0 = tree_cpu_seconds()
+    t0 = time.perf_counter()
+    prod.start()
+    timer.start()
+    rec = stream_job.run(spark, cfg, available_now=False, with_quarantine=False, poll_seconds=0.5,
+                         stopper=stopper)
+    wall = time.perf_counter() - t0
+    stop.set()
+    timer.cancel()
+    cpu = tree_cpu_seconds() - cpu0
+    rows = [r for r in rec.rows if r["query_name"] == stream_job.REPLAY_QUERY and r["input_rows"]]
+    durs = [r["batch_duration_ms"] / 1000 for r in rows]
+    steady = durs[1:] or durs
+    n_landed = sum(n for _, n in landed)
+    n_done = sum(r["input_rows"] for r in rows)
+    return {
+        "rate": rate, "trigger": trigger, "duration_s": wall, "landed": n_landed, "processed": n_done,
+        "backlog": n_landed - n_done, "batches": len(rows),
+        "p50_s": percentile(steady, 0.5), "p95_s": percentile(steady, 0.95), "max_s": max(steady or [0.0]),
+        "processed_per_s": n_done / wall, "records_per_cpu_s": n_done / cpu if cpu else float("nan"),
+    }
 
 
 def run_stream(spark: Any, cfg: Any) -> tuple[list[dict[str, Any]], float]:
@@ -155,6 +248,11 @@ def main() -> int:
     ap.add_argument("--rows-per-file", type=int, default=25_000)
     ap.add_argument("--files-per-trigger", default="2,8")
     ap.add_argument("--holdback", type=int, default=2)
+    ap.add_argument("--rates", default="", help="sustained input rates, records/s (comma separated)")
+    ap.add_argument("--trigger", default="5 seconds", help="trigger interval of the sustained runs")
+    ap.add_argument("--duration", type=float, default=60.0, help="seconds per sustained run")
+    ap.add_argument("--reader", default="python", choices=["python", "spark"],
+                    help="stream.landing_reader of the backlog runs")
     ap.add_argument("--retention-ms", type=int, default=None, help="default: the generator's")
     ap.add_argument("--work", default=None, help="scratch directory (default: a temp dir, removed)")
     ap.add_argument("--write-results", action="store_true")
@@ -193,6 +291,13 @@ def main() -> int:
     rates = [int(x) for x in args.files_per_trigger.split(",")]
     recovery: dict[str, Any] = {}
     head = files[: len(files) - args.holdback]
+    # warm-up: the JVM's class loading/JIT and the Python workers' imports happen once per process
+    warm = work / "warmup"
+    (warm / "landing").mkdir(parents=True)
+    for f in files[:2]:
+        shutil.copy(f, warm / "landing" / f.name)
+    set_mtimes(warm / "landing")
+    run_stream(spark, make_config(warm, warm / "landing", 1, retention, reader=args.reader))
     for i, fpt in enumerate(rates):
         root = work / f"run-{fpt}"
         landing = root / "landing"
@@ -200,8 +305,10 @@ def main() -> int:
         for f in head:
             shutil.copy(f, landing / f.name)
         set_mtimes(landing)
-        cfg = make_config(root, landing, fpt, retention)
+        cfg = make_config(root, landing, fpt, retention, reader=args.reader)
+        cpu0 = tree_cpu_seconds()
         rows, wall = run_stream(spark, cfg)
+        cpu = tree_cpu_seconds() - cpu0
         data = [r for r in rows if r["input_rows"]]
         durs = [r["batch_duration_ms"] / 1000 for r in data]
         steady = durs[1:] or durs
@@ -216,6 +323,9 @@ def main() -> int:
             "wall_s": wall,
             "records_per_s": n_in / wall,
             "records_per_s_in_batches": n_in / max(1e-9, sum(durs)),
+            "records_per_s_steady": (sum(r["input_rows"] for r in data[1:]) / max(1e-9, sum(durs[1:]))
+                                     if len(data) > 1 else n_in / max(1e-9, sum(durs))),
+            "records_per_cpu_s": n_in / cpu if cpu else float("nan"),
             "p50_s": percentile(steady, 0.5),
             "p95_s": percentile(steady, 0.95),
             "first_batch_s": durs[0] if durs else float("nan"),
@@ -245,6 +355,12 @@ def main() -> int:
             recovery["steady_p50_s"] = res["p50_s"]
             print("recovery", recovery, f"({time.perf_counter() - t1:.0f}s)")
 
+    sustained = []
+    for rate in [int(x) for x in args.rates.split(",") if x]:
+        res_s = run_sustained(spark, files, work, rate, args.rows_per_file, args.trigger, args.duration, retention)
+        sustained.append(res_s)
+        print("sustained", res_s)
+
     base_n, base_s = baseline_batch(spark, landing_all, retention)
     base_rate = base_n / base_s
     print(f"baseline batch replay: {base_n} records in {base_s:.1f}s = {base_rate:.0f}/s")
@@ -260,15 +376,17 @@ def main() -> int:
         f"Machine: 2 cores shared with other engineers (1-min load average at start: {load:.1f}), so "
         "wall times include their load; the ratio to the batch replay measured in the same run is the "
         "comparable number.", "",
-        "| files/trigger | rows/batch | batches | records/s (wall) | records/s (in batches) | ratio to batch | "
+        "| files/trigger | rows/batch | batches | records/s (wall) | records/s (steady batches) | "
+        "records per CPU s | ratio to batch | "
         "p50 batch s | p95 batch s | first batch s | state rows | state B/group (RocksDB est.) | "
         "checkpoint state B/group |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in results:
         lines.append(
             f"| {r['files_per_trigger']} | {r['rows_per_batch']:,} | {r['batches']} | {r['records_per_s']:,.0f} | "
-            f"{r['records_per_s_in_batches']:,.0f} | {r['records_per_s'] / base_rate:.2f} | {r['p50_s']:.1f} | "
+            f"{r['records_per_s_steady']:,.0f} | {r['records_per_cpu_s']:,.0f} | "
+            f"{r['records_per_s'] / base_rate:.2f} | {r['p50_s']:.1f} | "
             f"{r['p95_s']:.1f} | {r['first_batch_s']:.1f} | {r['state_rows']} | "
             f"{r['state_bytes_per_group']:,.0f} | {r['checkpoint_state_bytes_per_group']:,.0f} |"
         )
@@ -277,6 +395,23 @@ def main() -> int:
         f"Baseline (same run): batch decode + replay of the same log, collected: {base_rate:,.0f} records/s "
         f"({base_n:,} records in {base_s:.1f} s).",
     ]
+    if sustained:
+        lines += [
+            "",
+            f"Sustained (files of {args.rows_per_file:,} records landed at the input rate while the job runs "
+            f"continuously, trigger {args.trigger!r}, {args.duration:.0f} s each):",
+            "",
+            "| input rate rec/s | landed | processed | backlog at stop | batches | processed rec/s | "
+            "p50 batch s | p95 batch s | max batch s | records per CPU s |",
+            "|---|---|---|---|---|---|---|---|---|---|",
+        ]
+        for r in sustained:
+            lines.append(
+                f"| {r['rate']:,} | {r['landed']:,} | {r['processed']:,} | {r['backlog']:,} | {r['batches']} | "
+                f"{r['processed_per_s']:,.0f} | {r['p50_s']:.1f} | {r['p95_s']:.1f} | {r['max_s']:.1f} | "
+                f"{r['records_per_cpu_s']:,.0f} |"
+            )
+        lines.append("")
     if recovery:
         lines.append(
             f"Recovery: restart from the checkpoint of the last run with {args.holdback} new files: first "

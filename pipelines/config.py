@@ -189,6 +189,7 @@ class StreamConf:
     watermark_delay_ms: int = _f(60_000, "non_negative")
     state_store: Literal["rocksdb", "hdfs"] = _f("rocksdb")
     timeout_mode: Literal["event_time", "processing_time"] = _f("event_time")
+    landing_reader: Literal["python", "spark"] = _f("python")
 
 
 @dataclass(frozen=True)

@@ -5,18 +5,27 @@ Run it either way (same code path):
     spark-submit pipelines/jobs/stream.py --conf conf/local.yaml [--available-now]
 
 Rules:
-- Source: the landing directory (Parquet raw-record files; Spark's file source takes them in
-  modification-time order, which ``pipelines.raw_files.RawRecordWriter`` makes equal to name =
-  log order; ``stream.max_files_per_trigger`` / ``max_bytes_per_trigger`` cap a micro-batch), or
-  Kafka (``format("kafka")`` with the connector, else the jar-free ``offsetlake_kafka`` source).
-- Decode in the stream with the batch job's vectorised decoder (``pipelines.decode.decode_union``,
-  one ``mapInArrow`` pass). Two queries read the source: ``replay`` (offset commits, group
-  metadata and unsupported records of a known group → the gold tables) and ``quarantine``
-  (quarantined and unsupported records → their tables). Each has its own checkpoint.
+- Source: the landing directory (Parquet raw-record files taken in modification-time, then name
+  order, which ``pipelines.raw_files.RawRecordWriter`` makes equal to log order;
+  ``stream.max_files_per_trigger`` / ``max_bytes_per_trigger`` cap a micro-batch), or Kafka
+  (``format("kafka")`` with the connector, else the jar-free ``offsetlake_kafka`` source).
+- Decode and pack before the shuffle: the batch job's vectorised decoder
+  (``pipelines.decode.decode_batch``), the replay-input projection in Arrow
+  (``replay_input_arrow``, equal to the batch's ``replay_input``), then ONE row per group and
+  raw Arrow batch holding that group's rows as an Arrow IPC message (``pack_replay_input``):
+  ``applyInPandasWithState`` converts its input to pandas row by row, so the per-record
+  columns must not cross it. With ``stream.landing_reader: python`` (default, local landing
+  directories) the tasks of a Python data source (``LandingPackedReader``) read the files with
+  pyarrow and emit the packs directly — the raw records never become JVM rows; otherwise
+  Spark's file/Kafka source feeds one ``mapInArrow`` doing the same (``packed_replay_input``).
+  Two queries read the source: ``replay`` (offset commits, group metadata and unsupported
+  records of a known group → the gold tables) and ``quarantine`` (quarantined and unsupported
+  records → their tables, Spark's file source). Each has its own checkpoint.
 - State: one row per group = (snapshot format version, ``serialize_snapshot`` bytes). The state
   schema never changes when the core evolves; ``deserialize_snapshot`` reads older formats.
-  Replay is the core's ``replay`` (records sorted by (partition, offset); duplicates and
-  overlaps are skipped by the snapshot's last applied position), never a re-implementation.
+  Replay is ``pipelines.replay_job.replay_table`` (rows sorted by (partition, offset), runs of
+  offset commits reduced with numpy, exactly the core's ``replay``; duplicates and overlaps are
+  skipped by the snapshot's last applied position), never a re-implementation.
 - Time: ``withWatermark(log_timestamp, stream.watermark_delay_ms)`` and
   ``GroupStateTimeout.EventTimeTimeout`` only (processing-time timeouts never end under
   ``trigger(availableNow)``). Every call replays the new records, then runs the expiry decider at
@@ -24,25 +33,30 @@ Rules:
   ``next_expiry_ms``. Predicted events carry the computed due time, so the result does not
   depend on when the timer fired. Spark drops records older than the previous batch's
   watermark (the delay must cover the time skew between ``__consumer_offsets`` partitions in
-  the input order); such drops are logged from the progress (``numRowsDroppedByWatermark``).
+  the input order); such drops are logged from the progress (``numRowsDroppedByWatermark``,
+  counted in packs: a pack's event time is its newest record's, so it is dropped only when all
+  of its records are late).
 - Equality with the batch job: after ``--available-now`` ends, the gold tables equal the batch
   job's on the same input with ``replay.as_of_ms`` = the stream's final watermark (max record
   timestamp − delay): every group was replayed to its last record and every expiry due at or
   before the watermark was applied; nothing due later was.
-- Output of the stateful function: the long format of ``pipelines.gold`` (``gold_table`` code +
-  the union of the gold columns, built by ``pipelines.replay_job.gold_rows``), restricted to what
-  changed in the call: the group's state row, its changed offsets, its events, and deletions of
-  offsets it no longer holds (code ``OFFSETS_DELETE``).
-- Sink: ``foreachBatch`` collects the micro-batch output once (Arrow, on the driver: only what
-  changed, small) and MERGEs each gold table on its key (``pipelines.tableio``, 4 tables at a
-  time). Every gold table is MERGEd, event tables included: the core re-tells an event under the
+- Output of the stateful function: per call, the changed gold rows as core rows per table
+  (``GroupReplayer.replay_rows``: the group's state row, its changed offsets, its events, and
+  ``DELETED_OFFSETS``), pickled into one binary row; the driver turns each table's rows into
+  Arrow once per micro-batch (``gold_tables``).
+- Sink: ``foreachBatch`` collects the micro-batch output once (on the driver: only what
+  changed, small) and MERGEs each gold table on its key from Arrow (``TableIO.merge``; no Spark
+  job per table), tables side by side; offsets a group no longer holds are deleted through
+  ``TableIO.delete_keys`` after that table's MERGE. Every gold table is MERGEd, event tables
+  included: the core re-tells an event under the
   same key when it learns more (a predicted expiry confirmed by a tombstone, offset tombstones
   re-told as ``group_deleted``), so the last row per key wins. Every write carries the Delta txn
   (app id ``offsetlake-stream-<query>``, version = batch id): a micro-batch re-run after a crash
   writes nothing twice (MERGEs of identical rows commit nothing, deletes of absent rows delete
   nothing, the quarantine query's appends are skipped by the txn).
-- Progress: one log line and one ``stream_progress`` row per micro-batch (rows, rates, state
-  rows/memory, watermark, duration). SIGTERM/SIGINT stop the queries cleanly (exit 0).
+- Progress: one log line and one ``stream_progress`` row per micro-batch (raw records — the
+  packed source counts them in its offsets —, rates, state rows/memory, watermark, duration).
+  SIGTERM/SIGINT stop the queries cleanly (exit 0).
 """
 
 from __future__ import annotations
@@ -115,6 +129,7 @@ class StreamSettings:
     quarantine_query_name: str = QUARANTINE_QUERY
     extra: dict[str, Any] = field(default_factory=dict)
     coordinator: str = "old"
+    landing_reader: str = "python"
 
     @property
     def app_id(self) -> str:
@@ -149,6 +164,7 @@ def settings_from_config(cfg: Config) -> StreamSettings:
         num_partitions=cfg.offsets_topic.num_partitions,
         tables=tuple(DEFAULT_TABLES),
         coordinator=cfg.replay.coordinator,
+        landing_reader=cfg.stream.landing_reader,
     )
 
 
@@ -355,12 +371,197 @@ def packed_replay_input(raw_df: DataFrame, *, lenient: bool = False) -> DataFram
     """
     from pipelines.decode import INPUT_COLUMNS
 
-    cols = [c for c in INPUT_COLUMNS if c in raw_df.columns]
+    # ``topic`` only fills the quarantine's raw_topic (the other query's business): not converted.
+    cols = [c for c in INPUT_COLUMNS if c in raw_df.columns and c != "topic"]
 
     def fn(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         return pack_batches(batches, lenient=lenient)
 
     return raw_df.select(*cols).mapInArrow(fn, PACK_DDL)
+
+
+# =============================================================================================
+# The packed landing source (Python data source): files → decode → packed rows, in one task
+# =============================================================================================
+LANDING_SOURCE_NAME = "offsetlake_landing_packed"
+
+
+def _local_dir(path: str) -> str | None:
+    """The local directory behind ``path`` (plain or ``file:`` URI), else None."""
+    if path.startswith("file://"):
+        path = path[len("file://"):]
+    elif path.startswith("file:"):
+        path = path[len("file:"):]
+    elif "://" in path:
+        return None
+    return path
+
+
+def list_landing(path: str) -> list[tuple[int, str, int]]:
+    """Complete raw-record files of the landing directory as (mtime ns, name, bytes), in the
+    order Spark's file source takes them (modification time, then name); hidden/temp files
+    (``.name.tmp``, ``_SUCCESS``) are not data."""
+    out = []
+    try:
+        entries = list(os.scandir(path))
+    except FileNotFoundError:
+        return []
+    for e in entries:
+        if e.name.startswith((".", "_")) or not e.name.endswith(".parquet") or not e.is_file():
+            continue
+        st = e.stat()
+        out.append((st.st_mtime_ns, e.name, st.st_size))
+    out.sort()
+    return out
+
+
+class LandingPartition:
+    """One task's files (picklable; the Python data source's InputPartition protocol)."""
+
+    def __init__(self, paths: list[str]) -> None:
+        self.paths = paths
+
+
+class LandingPackedReader:
+    """``DataSourceStreamReader`` over the landing directory whose rows are the packed replay
+    input (``PACK_DDL``): each task reads its files with pyarrow, decodes and packs them
+    (``pack_batches``) — the raw records never become JVM rows.
+
+    Offsets: ``{"files", "records", "mtime_ns", "name"}`` — files and raw records consumed so far
+    and the (modification time, name) of the last file taken; a batch takes the files after
+    ``start``'s key up to ``end``'s. Files must land in that order (``RawRecordWriter``: temp name
+    + rename, names and mtimes increasing); a file appearing later with an older key than the
+    last one taken is not read. ``records`` gives the progress its raw input count.
+    """
+
+    def __init__(self, options: dict[str, str]) -> None:
+        options = {k.lower(): v for k, v in options.items()}  # Spark passes option names lowercased
+        self.path = options["path"]
+        self.max_files = int(options.get("maxfilespertrigger") or 0) or None
+        self.max_bytes = int(options.get("maxbytespertrigger") or 0) or None
+        self.tasks = max(1, int(options.get("tasks") or 2))
+        self.lenient = options.get("lenient", "false") == "true"
+        self._target: tuple[int, str] | None = None
+
+    # -- offsets ---------------------------------------------------------------------------
+    def initialOffset(self) -> dict[str, Any]:
+        return {"files": 0, "records": 0, "mtime_ns": -1, "name": ""}
+
+    def getDefaultReadLimit(self) -> Any:
+        from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxBytes, ReadMaxFiles
+
+        if self.max_bytes:
+            return ReadMaxBytes(self.max_bytes)
+        return ReadMaxFiles(self.max_files) if self.max_files else ReadAllAvailable()
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        files = list_landing(self.path)
+        self._target = (files[-1][0], files[-1][1]) if files else (-1, "")
+
+    def _after(self, start: dict[str, Any]) -> list[tuple[int, str, int]]:
+        key = (int(start["mtime_ns"]), str(start["name"]))
+        new = [f for f in list_landing(self.path) if (f[0], f[1]) > key]
+        if self._target is not None:
+            new = [f for f in new if (f[0], f[1]) <= self._target]
+        return new
+
+    def latestOffset(self, start: dict[str, Any], limit: Any) -> dict[str, Any]:
+        import pyarrow.parquet as pq
+        from pyspark.sql.streaming.datasource import ReadMaxBytes, ReadMaxFiles
+
+        new = self._after(start)
+        if isinstance(limit, ReadMaxFiles):
+            new = new[: max(1, limit.max_files)]
+        elif isinstance(limit, ReadMaxBytes):
+            taken, size = [], 0
+            for f in new:
+                if taken and size + f[2] > limit.max_bytes:
+                    break
+                taken.append(f)
+                size += f[2]
+            new = taken
+        if not new:
+            return dict(start)
+        rows = sum(pq.read_metadata(os.path.join(self.path, f[1])).num_rows for f in new)
+        return {"files": int(start["files"]) + len(new), "records": int(start["records"]) + rows,
+                "mtime_ns": new[-1][0], "name": new[-1][1]}
+
+    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[LandingPartition]:
+        hi = (int(end["mtime_ns"]), str(end["name"]))
+        lo = (int(start["mtime_ns"]), str(start["name"]))
+        files = [f for f in list_landing(self.path) if lo < (f[0], f[1]) <= hi]
+        n = min(self.tasks, len(files))
+        if n == 0:
+            return []
+        # balance bytes over the tasks (largest first onto the lightest task), keep log order inside
+        loads = [[0, i, []] for i in range(n)]
+        for idx, f in sorted(enumerate(files), key=lambda x: -x[1][2]):
+            slot = min(loads, key=lambda s: (s[0], s[1]))
+            slot[0] += f[2]
+            slot[2].append(idx)
+        return [LandingPartition([os.path.join(self.path, files[i][1]) for i in sorted(s[2])]) for s in loads]
+
+    def read(self, partition: LandingPartition) -> Iterator[pa.RecordBatch]:
+        import pyarrow.parquet as pq
+
+        from pipelines.decode import INPUT_COLUMNS
+
+        for path in partition.paths:
+            pf = pq.ParquetFile(path)
+            cols = [c for c in INPUT_COLUMNS if c in pf.schema_arrow.names and c != "topic"]
+            yield from pack_batches(pf.iter_batches(batch_size=100_000, columns=cols), lenient=self.lenient)
+
+    def commit(self, end: dict[str, Any]) -> None:
+        """Nothing to do: Spark's checkpoint journals the offsets."""
+
+    def stop(self) -> None:
+        """Nothing to release."""
+
+
+def _landing_source_classes() -> tuple[type, type]:
+    """(DataSource, DataSourceStreamReader) classes, built on first use (pyspark imported late)."""
+    global _LANDING_CLASSES
+    if _LANDING_CLASSES is None:
+        from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+        from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow
+
+        class _Partition(LandingPartition, InputPartition):
+            pass
+
+        class _Reader(LandingPackedReader, DataSourceStreamReader, SupportsTriggerAvailableNow):
+            def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[Any]:
+                return [_Partition(p.paths) for p in LandingPackedReader.partitions(self, start, end)]
+
+        class _Source(DataSource):
+            @classmethod
+            def name(cls) -> str:
+                return LANDING_SOURCE_NAME
+
+            def schema(self) -> str:
+                return PACK_DDL
+
+            def streamReader(self, schema: Any) -> Any:
+                return _Reader(dict(self.options))
+
+        _LANDING_CLASSES = (_Source, _Reader)
+    return _LANDING_CLASSES
+
+
+_LANDING_CLASSES: tuple[type, type] | None = None
+
+
+def read_packed_landing(spark: SparkSession, settings: StreamSettings) -> DataFrame:
+    """The packed replay input straight from the landing directory (``LandingPackedReader``)."""
+    source, _ = _landing_source_classes()
+    spark.dataSource.register(source)
+    path = _local_dir(settings.landing)
+    assert path is not None
+    reader = spark.readStream.format(LANDING_SOURCE_NAME).option("path", os.path.abspath(path))
+    if settings.max_bytes_per_trigger is not None:
+        reader = reader.option("maxBytesPerTrigger", str(settings.max_bytes_per_trigger))
+    else:
+        reader = reader.option("maxFilesPerTrigger", str(settings.max_files_per_trigger))
+    return reader.load()
 
 
 # =============================================================================================
@@ -519,10 +720,11 @@ def stateful_replay(packed: DataFrame, settings: StreamSettings) -> DataFrame:
 # Sinks (foreachBatch)
 # =============================================================================================
 class GoldBatchWriter:
-    """``foreachBatch``: split the long format into the gold tables, idempotently per batch id.
+    """``foreachBatch``: the changed gold rows → the gold tables, idempotently per batch id.
 
-    The micro-batch output (changed rows only: small) is collected once as Arrow, split on the
-    driver and MERGEd table by table (``pipelines.tableio``) with the txn (app id, batch id).
+    The micro-batch output (changed rows only: small) is collected once, turned into one Arrow
+    table per gold table on the driver and MERGEd table by table (``pipelines.tableio``) with the
+    txn (app id, batch id).
     """
 
     def __init__(self, io: TableIO, settings: StreamSettings) -> None:
@@ -611,10 +813,28 @@ def _parse_time(text: str | None) -> datetime | None:
     return datetime.fromisoformat(text.replace("Z", "+00:00")).astimezone(UTC)
 
 
+def _input_records(progress: dict[str, Any]) -> int:
+    """Raw records of the micro-batch: the packed landing source counts them in its offsets
+    (its rows are packs); other sources' rows are records."""
+    total = 0
+    for src in progress.get("sources") or []:
+        start, end = src.get("startOffset"), src.get("endOffset")
+        start = json.loads(start) if isinstance(start, str) else start
+        end = json.loads(end) if isinstance(end, str) else end
+        if isinstance(end, dict) and "records" in end:
+            total += int(end["records"]) - int((start or {}).get("records") or 0)
+        else:
+            total += int(src.get("numInputRows") or 0)
+    return total if progress.get("sources") else int(progress.get("numInputRows") or 0)
+
+
 def progress_row(progress: dict[str, Any], query_name: str) -> dict[str, Any]:
     """A ``stream_progress`` row from a ``StreamingQueryProgress`` (its JSON as a dict)."""
     ops = progress.get("stateOperators") or []
     event_time = progress.get("eventTime") or {}
+    records = _input_records(progress)
+    rows = int(progress.get("numInputRows") or 0)
+    scale = records / rows if rows else 1.0  # rates in records, not packs
     wm = _parse_time(event_time.get("watermark"))
     if wm is not None and wm.timestamp() <= 0:
         wm = None
@@ -622,9 +842,9 @@ def progress_row(progress: dict[str, Any], query_name: str) -> dict[str, Any]:
         "query_name": query_name,
         "batch_id": int(progress["batchId"]),
         "timestamp": _parse_time(progress.get("timestamp")),
-        "input_rows": int(progress.get("numInputRows") or 0),
-        "input_rows_per_second": float(progress.get("inputRowsPerSecond") or 0.0),
-        "processed_rows_per_second": float(progress.get("processedRowsPerSecond") or 0.0),
+        "input_rows": records,
+        "input_rows_per_second": float(progress.get("inputRowsPerSecond") or 0.0) * scale,
+        "processed_rows_per_second": float(progress.get("processedRowsPerSecond") or 0.0) * scale,
         "batch_duration_ms": int((progress.get("durationMs") or {}).get("triggerExecution") or 0),
         "state_rows": sum(int(o.get("numRowsTotal") or 0) for o in ops) if ops else None,
         "state_memory_bytes": sum(int(o.get("memoryUsedBytes") or 0) for o in ops) if ops else None,
@@ -726,7 +946,11 @@ def start_replay_query(
     spark: SparkSession, cfg: Config, io: TableIO, settings: StreamSettings, *, available_now: bool
 ) -> StreamingQuery:
     """Source → decode → stateful replay → ``foreachBatch`` gold writes."""
-    gold = stateful_replay(packed_replay_input(read_raw_stream(spark, cfg, settings)), settings)
+    if settings.source == "landing" and settings.landing_reader == "python" and _local_dir(settings.landing):
+        packed = read_packed_landing(spark, settings)
+    else:
+        packed = packed_replay_input(read_raw_stream(spark, cfg, settings))
+    gold = stateful_replay(packed, settings)
     writer = (
         gold.writeStream.queryName(settings.query_name)
         .outputMode("update")

@@ -212,9 +212,11 @@ def test_stream_in_small_files_equals_batch_at_the_final_watermark(
 
 
 @pytest.mark.spark
+@pytest.mark.parametrize("reader", ["python", "spark"])
 def test_same_file_landed_twice_and_overlapping_capture_change_nothing(
-    spark: Any, log_records: list[Any], batch_reference: Any, tmp_path: Path
+    spark: Any, log_records: list[Any], batch_reference: Any, tmp_path: Path, reader: str
 ) -> None:
+    """Both landing readers (the packed Python source, Spark's file source + mapInArrow)."""
     from pipelines import stream_job
 
     _, gold, _ = batch_reference
@@ -227,7 +229,7 @@ def test_same_file_landed_twice_and_overlapping_capture_change_nothing(
     newest = max(int(p.stat().st_mtime) for p in first)
     os.utime(dup, (newest + 1, newest + 1))
     land(log_records[n // 2 - 30:], landing, rows_per_file=40)
-    cfg = stream_config(tmp_path)
+    cfg = stream_config(tmp_path, landing_reader=reader)
     stream_job.run(spark, cfg, available_now=True, with_quarantine=False, poll_seconds=0.5)
     assert_gold_equal(spark, cfg, gold)
 
