@@ -179,3 +179,18 @@ def test_replay_table_replays_a_few_rows_as_plain_records(story_input: pa.Table)
     bulk = replay_table(new_snapshot(gid), part, event_kinds=NO_COMMIT_EVENTS, counters=counters)
     full = replay(new_snapshot(gid), records_from_arrow(part), event_kinds=NO_COMMIT_EVENTS)
     assert counters.runs == 0 and bulk.snapshot == full.snapshot and bulk.events == full.events
+
+
+def test_sorted_batches_leave_the_garbage_collector_as_they_found_it(story_input: pa.Table) -> None:
+    import gc
+
+    batches = story_input.to_batches(max_chunksize=50)
+    assert gc.isenabled()
+    for out in replay_sorted_batches(batches):
+        assert gc.isenabled() and out.num_rows > 0  # enabled whenever the caller runs
+    gc.disable()
+    try:
+        list(replay_sorted_batches(batches))
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
