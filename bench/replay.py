@@ -420,7 +420,9 @@ def arrow_bench(path: str, batch_rows: int, repeat: int) -> int:
     new_s, new = _timed(
         lambda: pa.concat_tables(rj.replay_sorted_batches(batches, counters=counters, **opts)), repeat
     )
-    assert new.equals(old), "bulk path rows differ from the per-record path"
+    assert new.schema == old.schema and new.num_rows == old.num_rows
+    # the same rows (their order follows the conversion units)
+    assert sorted(map(repr, new.to_pylist())) == sorted(map(repr, old.to_pylist())), "bulk rows differ"
 
     # stage breakdown (one pass each): Arrow rows -> replay items, replay, gold rows, Arrow
     kinds = rj.event_kinds_for(DEFAULT_TABLES)

@@ -575,6 +575,7 @@ def replay_sorted_batches(
     bulk: bool = True,
     max_span_ms: int | None = -1,
     counters: RunCounters | None = None,
+    rows_per_replay: int = 100_000,
 ) -> Iterator[pa.Table]:
     """Replay rows sorted by (group_id, coordinator_partition, log_offset), many groups per batch.
 
@@ -583,9 +584,11 @@ def replay_sorted_batches(
     group is replayed once, and the gold rows of all groups completed in a batch are converted
     together (per-group Arrow conversion would cost more than the replay).
 
-    ``bulk`` (default): the runs of offset commits of all groups of a batch are reduced with
-    numpy at once and each group is replayed with ``replay_runs`` (see ``replay_table``); the
-    result equals ``bulk=False`` (every row a ``LogRecord``, ``replay`` per group).
+    ``bulk`` (default): complete groups are collected until ``rows_per_replay`` input rows,
+    then the runs of offset commits of all of them are reduced with numpy at once, each group is
+    replayed with ``replay_runs`` (see ``replay_table``) and their gold rows are converted in one
+    go (fewer, larger conversions: the per-conversion cost is fixed); the rows equal
+    ``bulk=False`` (every row a ``LogRecord``, ``replay`` per group, one output per batch).
     """
     if not bulk:
         yield from _replay_sorted_batches_per_record(
@@ -619,8 +622,10 @@ def replay_sorted_batches(
 
     import numpy as np
 
-    pending: list[pa.Table] = []
+    pending: list[pa.Table] = []  # the last group seen, maybe not complete yet
     pending_gid: str | None = None
+    ready: list[pa.Table] = []  # complete groups not replayed yet
+    ready_rows = 0
     for batch in batches:
         if batch.num_rows == 0:
             continue
@@ -634,12 +639,16 @@ def replay_sorted_batches(
             continue
         done = pending + ([table.slice(0, cut)] if cut else [])
         pending, pending_gid = [table.slice(cut)], tail_gid
-        if done:
-            out = replay_complete(done)
+        ready.extend(done)
+        ready_rows += sum(t.num_rows for t in done)
+        if ready_rows >= rows_per_replay:
+            out = replay_complete(ready)
+            ready, ready_rows = [], 0
             if out is not None:
                 yield out
-    if pending:
-        out = replay_complete(pending)
+    ready.extend(pending)
+    if ready:
+        out = replay_complete(ready)
         if out is not None:
             yield out
 
