@@ -463,7 +463,7 @@ def decode_offset_commits_arrow(batch: pa.RecordBatch) -> tuple[pa.RecordBatch, 
         k = len(commits.idx)
         for name, col in commits.cols.items():
             if name not in merged:
-                merged[name] = np.empty(n, dtype=col.dtype.newbyteorder("="))
+                merged[name] = np.empty(n, dtype=_MERGE_DTYPES.get(name, col.dtype.newbyteorder("=")))
             merged[name][m : m + k] = col
         strings.append((commits.group, commits.topic, commits.metadata))
         m += k
@@ -473,6 +473,10 @@ def decode_offset_commits_arrow(batch: pa.RecordBatch) -> tuple[pa.RecordBatch, 
     whole.cols = {name: arr[:m] for name, arr in merged.items()}
     whole.group, whole.topic, whole.metadata = (pa.concat_arrays([s[i] for s in strings]) for i in range(3))
     return _fast_batch(whole.arrays(1)), ok
+
+
+# int32 columns merged at their output width (the chunk arrays are int64 or big-endian)
+_MERGE_DTYPES = {"key_version": np.int32, "partition": np.int32, "value_version": np.int32, "epoch": np.int32}
 
 
 def _fast_batch(arrays: dict[str, pa.Array]) -> pa.RecordBatch:
