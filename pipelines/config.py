@@ -190,6 +190,7 @@ class StreamConf:
     state_store: Literal["rocksdb", "hdfs"] = _f("rocksdb")
     timeout_mode: Literal["event_time", "processing_time"] = _f("event_time")
     landing_reader: Literal["python", "spark"] = _f("python")
+    state_partitions: int | None = _f(None, "positive")
 
 
 @dataclass(frozen=True)

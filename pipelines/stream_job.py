@@ -130,6 +130,7 @@ class StreamSettings:
     extra: dict[str, Any] = field(default_factory=dict)
     coordinator: str = "old"
     landing_reader: str = "python"
+    state_partitions: int | None = None
 
     @property
     def app_id(self) -> str:
@@ -165,6 +166,7 @@ def settings_from_config(cfg: Config) -> StreamSettings:
         tables=tuple(DEFAULT_TABLES),
         coordinator=cfg.replay.coordinator,
         landing_reader=cfg.stream.landing_reader,
+        state_partitions=cfg.stream.state_partitions,
     )
 
 
@@ -226,13 +228,27 @@ def replay_input_arrow(union: pa.RecordBatch | pa.Table) -> pa.Table:
     is_un = pc.equal(kind, KIND_UNSUPPORTED)
     not_un = pc.invert(is_un)
 
+    n = table.num_rows
+
+    def masked(cond: Any, col: Any) -> Any:
+        # The decoder leaves other kinds' columns null: mask only when a stray value exists
+        # (if_else over ~20 columns, nested ones among them, cost 10x the decode itself).
+        if col.null_count == n or not pc.any(pc.and_(pc.invert(cond), pc.is_valid(col))).as_py():
+            return col
+        return pc.if_else(cond, col, pa.scalar(None, col.type))
+
     def when(cond: Any, name: str) -> Any:
+        col = table.column(name)
         typ = schema.field(name).type
-        return pc.if_else(cond, table.column(name).cast(typ), pa.scalar(None, typ))
+        if col.null_count == n:
+            return pa.nulls(n, typ)
+        return masked(cond, col.cast(typ))
 
     def ms(cond: Any, name: str) -> Any:
-        us = table.column(name).cast(pa.int64())
-        return pc.if_else(cond, pc.divide(us, 1000), pa.scalar(None, pa.int64()))
+        col = table.column(name)
+        if col.null_count == n:
+            return pa.nulls(n, pa.int64())
+        return masked(cond, pc.divide(col.cast(pa.int64()), 1000))
 
     rec_kind = pc.if_else(is_oc, REC_OFFSET_COMMIT, pc.if_else(is_gm, REC_GROUP_METADATA, REC_UNSUPPORTED))
     cols: dict[str, Any] = {
@@ -241,7 +257,8 @@ def replay_input_arrow(union: pa.RecordBatch | pa.Table) -> pa.Table:
         "log_offset": table.column("log_offset"),
         "log_timestamp_ms": pc.divide(table.column("log_timestamp").cast(pa.int64()), 1000),
         "rec_kind": rec_kind,
-        "key_version": pc.if_else(is_un, table.column("record_type"), table.column("key_version")),
+        "key_version": (pc.if_else(is_un, table.column("record_type"), table.column("key_version"))
+                        if pc.any(is_un).as_py() else table.column("key_version")),
         "is_tombstone": when(not_un, "is_tombstone"),
         "value_version": when(not_un, "value_version"),
         "commit_timestamp_ms": ms(is_oc, "commit_timestamp"),
@@ -957,7 +974,39 @@ def start_replay_query(
         .option("checkpointLocation", settings.replay_checkpoint)
         .foreachBatch(GoldBatchWriter(io, settings))
     )
-    return _trigger(writer, settings, available_now).start()
+    # The query runs on a clone of the session's conf taken at start(): set these for it only.
+    user = set(cfg.spark.conf) - {"spark.sql.shuffle.partitions"}
+    saved = {}
+    for key, value in state_conf(spark, settings.state_partitions).items():
+        if key not in user:
+            saved[key] = spark.conf.get(key, None)
+            spark.conf.set(key, value)
+    try:
+        return _trigger(writer, settings, available_now).start()
+    finally:
+        for key, old in saved.items():
+            if old is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, old)
+
+
+def state_conf(spark: SparkSession, partitions: int | None = None) -> dict[str, str]:
+    """Settings of the stateful query (the second one unless ``spark.conf`` sets it):
+
+    - state partitions = ``stream.state_partitions``, default the cores Spark has
+      (``defaultParallelism``): one state-store partition per core, each committing once per
+      micro-batch (not ``spark.sql.shuffle.partitions``, sized for the batch job's shuffles).
+      Spark keeps the number a checkpoint was created with: only a new checkpoint uses it.
+    - RocksDB changelog checkpointing: a commit writes the batch's changes instead of uploading a
+      snapshot of the store (snapshots are made in the background); either way a restart reads
+      the checkpoint (Spark converts between the two formats).
+    """
+    cores = partitions or max(1, int(spark.sparkContext.defaultParallelism))
+    return {
+        "spark.sql.shuffle.partitions": str(cores),
+        "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
+    }
 
 
 def start_quarantine_query(
