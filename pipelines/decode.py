@@ -2,8 +2,10 @@
 
 Rules:
 - Offset commits (key version 0/1: the bulk of any real log) are decoded vectorised with
-  numpy over whole Arrow batches: fixed-width big-endian integers are gathered from the
-  flattened binary buffers, strings are cut out by offset arithmetic. This is the one place
+  numpy over whole Arrow batches, in place: fixed-width big-endian integers are gathered from
+  the binary buffers (one gather per field group: a gather costs per row, not per byte),
+  group/topic/metadata strings are cut by Arrow ``take`` over a segment view of the buffers,
+  UTF-8 is validated only when a string column holds a byte >= 0x80. This is the one place
   outside ``coordinator_core`` that reads record bytes (DESIGN §2) and it must agree with the
   core codec on every record (``tests/pipelines/test_decode_vectorised.py`` proves it).
 - The fast path only accepts rows it can prove well-formed under the exact layouts of spec
@@ -11,7 +13,10 @@ Rules:
   no tagged fields, ASCII-or-valid UTF-8). Every other row goes to the core codec
   (``coordinator_core.codec.decode_record``), which decides: decoded, unsupported (unknown
   record type / value version) or quarantine (``CoordinatorError`` and friends).
-- Group metadata (key version 2) is always decoded by the core codec.
+- Group metadata (key version 2) is always decoded by the core codec; its rows are collected
+  column-wise, and each distinct member subscription/assignment blob is parsed once (bounded
+  cache; plain assignments by a struct reader that defers anything unusual to the core), so
+  the rows equal ``slow_row``'s (``_members_rows``: every member parsed alone by the core).
 - Nothing is dropped: raw = offset_commits + group_metadata + unsupported + quarantine
   (``reconcile_counts``). Every row keeps its log position.
 - One ``mapInArrow`` pass emits a union-shaped batch (``kind`` column + the columns of every
