@@ -435,6 +435,13 @@ def replay_table(
         counters: accumulates how many runs were compressed or expanded.
         min_rows_to_compress: fewer rows are replayed as plain records (the reduction's fixed
             numpy cost is ~1 ms; same result either way).
+
+    The streaming job's call: ``replay_table(state, rows_of_the_micro_batch, retention_ms=R,
+    rules=..., as_of_ms=watermark, event_kinds=event_kinds_for(tables), coordinator=...)`` in
+    place of ``replay(state, records_from_arrow(sorted rows), ...)``; ``table=None`` for a timer.
+
+    Raises:
+        ValueError: rows of another group than ``snapshot.group_id``.
     """
     from coordinator_core.replay import ALL_EVENT_KINDS, replay_runs
 
