@@ -170,16 +170,12 @@ def pack(table: pa.Table, buckets: int) -> Iterator[pa.RecordBatch]:
 
 def pack_files(batches: Iterator[pa.RecordBatch], buckets: int) -> Iterator[pa.RecordBatch]:
     """mapInArrow body over (source, path) rows: read, project, pack."""
-    import pyarrow.parquet as pq
-
-    from pipelines.delta_rs_sink import _filesystem
+    from pipelines.file_tasks import parquet_batches
 
     for batch in batches:
         for source, path in zip(batch.column("source").to_pylist(), batch.column("path").to_pylist()):
-            filesystem, inner = _filesystem(path)
-            with filesystem.open_input_file(inner) as fh:
-                for raw in pq.ParquetFile(fh).iter_batches(batch_size=READ_ROWS):
-                    yield from pack(project(source, raw), buckets)
+            for raw in parquet_batches(path, batch_size=READ_ROWS):
+                yield from pack(project(source, raw), buckets)
 
 
 def replay_buckets(
@@ -221,10 +217,11 @@ def source_files(io: TableIO) -> list[tuple[str, str]] | None:
 
 def packed_input(io: TableIO, files: list[tuple[str, str]]) -> DataFrame:
     """The packed replay input of the decoded tables (one Spark stage, tasks read the files)."""
+    from pipelines.file_tasks import spread
+
     spark = io.spark
     assert spark is not None
-    n = max(1, min(len(files), spark.sparkContext.defaultParallelism * 2))
-    paths = spark.createDataFrame(files, "source string, path string").repartition(n)
+    paths = spread(spark, files, "source string, path string")
     buckets = BUCKETS_PER_SHUFFLE_PARTITION * int(spark.conf.get("spark.sql.shuffle.partitions") or 4)
 
     def fn(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:

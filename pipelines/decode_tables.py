@@ -28,7 +28,6 @@ if TYPE_CHECKING:
 
 ROUTE = "pipelines.decode_tables:route_decode"
 FILE_ROUTE = "pipelines.decode_tables:route_decode_files"
-FILE_BATCH_ROWS = 65_536
 
 _RAW_NAMES = {
     "key": "raw_key", "value": "raw_value", "topic": "raw_topic", "partition": "coordinator_partition",
@@ -89,18 +88,12 @@ def route_decode_files(batch: pa.RecordBatch, options: dict[str, Any]) -> Iterat
     snapshot: each file is read with pyarrow in bounded batches and decoded (no row crosses
     the JVM)."""
     from pipelines.decode import INPUT_COLUMNS
-    from pipelines.delta_rs_sink import _filesystem
+    from pipelines.file_tasks import parquet_batches
 
     lenient = bool(options.get("lenient", False))
     for path in batch.column("path").to_pylist():
-        import pyarrow.parquet as pq
-
-        filesystem, inner = _filesystem(path)
-        with filesystem.open_input_file(inner) as fh:
-            pf = pq.ParquetFile(fh)
-            cols = [c for c in INPUT_COLUMNS if c in pf.schema_arrow.names]
-            for raw in pf.iter_batches(batch_size=FILE_BATCH_ROWS, columns=cols):
-                yield decode_tables(raw, lenient=lenient), raw.num_rows
+        for raw in parquet_batches(path, INPUT_COLUMNS):
+            yield decode_tables(raw, lenient=lenient), raw.num_rows
 
 
 def write_decoded_tables(
@@ -131,19 +124,13 @@ def write_decoded_from_raw_table(
     Spark task per group of files, pyarrow reads, no JVM row conversion); otherwise the rows
     come through ``TableIO.read``.
     """
+    from pipelines.file_tasks import spread
+
     files = io.snapshot_files("raw_records")
     if files is None:
         return write_decoded_tables(io, io.read("raw_records"), app_id=app_id, version=version,
                                     lenient=lenient, expected_rows=expected_rows)
     return io.write_routed(
-        TABLES, paths_frame(io, files), FILE_ROUTE, route_options={"lenient": lenient}, txn_app_id=app_id,
+        TABLES, spread(io.spark, [(f,) for f in files], "path string"), FILE_ROUTE, route_options={"lenient": lenient}, txn_app_id=app_id,
         txn_version=version, rows_equal_input=True, expected_rows=expected_rows,
     )
-
-
-def paths_frame(io: TableIO, files: list[str]) -> Any:
-    """A one-column (``path``) DataFrame spread over the session's parallelism, one file per row."""
-    spark = io.spark
-    assert spark is not None
-    n = max(1, min(len(files), spark.sparkContext.defaultParallelism * 2))
-    return spark.createDataFrame([(f,) for f in files], "path string").repartition(n)

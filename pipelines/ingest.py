@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pipelines.errors import UsageError
+from pipelines.file_tasks import parquet_batches, spread
 from schemas.raw import RAW_RECORDS
 
 if TYPE_CHECKING:
@@ -239,21 +240,13 @@ def landing_files_readable_by_tasks(cfg: Config) -> list[str] | None:
     return parquet
 
 
-def _file_batches(path: str, columns: list[str] | None = None) -> Iterator[pa.RecordBatch]:
-    import pyarrow.parquet as pq
-
-    pf = pq.ParquetFile(path)
-    cols = None if columns is None else [c for c in columns if c in pf.schema_arrow.names]
-    yield from pf.iter_batches(batch_size=65_536, columns=cols)
-
-
 def _file_ranges(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """mapInArrow body over file paths: the position ranges of each file."""
     import pyarrow as pa
 
     for batch in batches:
         for path in batch.column("path").to_pylist():
-            parts = [pa.Table.from_batches([b]) for b in _file_batches(path, list(POSITION))]
+            parts = [pa.Table.from_batches([b]) for b in parquet_batches(path, POSITION)]
             if not parts:
                 continue
             t = pa.concat_tables(parts)
@@ -271,13 +264,8 @@ def route_copy_files(batch: pa.RecordBatch, options: dict[str, Any]) -> Iterator
         cast = _landing_caster(pq.read_schema(path))
         if cast is None:
             raise ValueError(f"{path}: not a raw-record Parquet file")
-        for raw in _file_batches(path):
+        for raw in parquet_batches(path):
             yield {RAW_TABLE: cast(raw)}, raw.num_rows
-
-
-def _paths_frame(spark: SparkSession, files: list[str]) -> DataFrame:
-    n = max(1, min(len(files), spark.sparkContext.defaultParallelism * 2))
-    return spark.createDataFrame([(f,) for f in files], "path string").repartition(n)
 
 
 def table_ranges(df: DataFrame) -> list[PositionRange]:
@@ -412,7 +400,7 @@ def ingest(spark: SparkSession, cfg: Config, io: TableIO, source: DataFrame | No
     files = landing_files_readable_by_tasks(cfg) if io.engine == "rust" else None
     incoming = normalize(source, dedupe=False)
     if files is not None:
-        paths = _paths_frame(spark, files)
+        paths = spread(spark, [(f,) for f in files], "path string")
         rows = paths.mapInArrow(_file_ranges, _RANGE_DDL).collect()
         incoming_ranges = [PositionRange(r["topic"], r["partition"], r["first"], r["last"], r["rows"], r["repeats"])
                            for r in rows]
