@@ -14,6 +14,9 @@ Rules:
   sorts the bucket by (group_id, coordinator_partition, log_offset) in Arrow and replays it. A 10M
   record log is a few thousand blobs to shuffle instead of 10M rows to convert, shuffle, sort and
   convert back.
+- The replaying tasks write the gold tables' files themselves (``offsetlake_delta_rs_multi``):
+  the replay output never becomes JVM rows either. Event tables are replaced with the job's
+  marker; the current-state tables are staged and MERGEd by the driver.
 - Used when every decoded table's snapshot is its file list (``TableIO.snapshot_files``);
   otherwise the batch job uses ``replay_to_gold`` over ``TableIO.read``.
 """
@@ -230,67 +233,75 @@ def packed_input(io: TableIO, files: list[tuple[str, str]]) -> DataFrame:
     return paths.mapInArrow(fn, PACK_DDL)
 
 
-def replay_packed(
-    packed: DataFrame,
-    *,
-    retention_ms: int | None,
-    rules: str,
-    as_of_ms: int | None,
-    tables: Sequence[str],
-    num_partitions: int,
-    coordinator: str,
-) -> DataFrame:
-    """Packed replay input → the long-format gold rows (``pipelines.gold.GOLD_UNION_SCHEMA``)."""
-    from pipelines.replay_job import gold_union_spark_schema, replay_sorted_batches
+def route_replay(
+    batches: Iterator[pa.RecordBatch], options: dict[str, Any]
+) -> Iterator[tuple[dict[str, pa.Table], int]]:
+    """``offsetlake_delta_rs_multi`` route: packed rows sorted by bucket → gold tables' rows.
 
-    opts: dict[str, Any] = {"retention_ms": retention_ms, "rules": rules, "as_of_ms": as_of_ms,
-                            "tables": tuple(tables), "num_partitions": num_partitions, "coordinator": coordinator}
+    The replay output never becomes JVM rows: the task that replays a bucket writes the gold
+    files itself.
+    """
+    from pipelines.gold import from_union
+    from pipelines.replay_job import replay_sorted_batches
 
-    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        return replay_buckets(batches, lambda bs: replay_sorted_batches(bs, **opts))
-
-    n = int(packed.sparkSession.conf.get("spark.sql.shuffle.partitions") or 4)
-    return packed.repartition(n, "bucket").sortWithinPartitions("bucket").mapInArrow(
-        run, gold_union_spark_schema()
-    )
+    tables = tuple(options["tables"])
+    opts = {k: options[k] for k in ("retention_ms", "rules", "as_of_ms", "num_partitions", "coordinator")}
+    for union in replay_buckets(batches, lambda bs: replay_sorted_batches(bs, tables=tables, **opts)):
+        yield from_union(union, tables), 0
 
 
-def replay_files_to_gold(
+def write_gold_from_files(
     io: TableIO,
     *,
+    app_id: str,
+    version: int,
+    tables: Sequence[str],
+    current_state: Sequence[str],
     retention_ms: int | None = None,
     rules: str = "current",
     as_of_ms: int | None = None,
-    tables: Sequence[str],
     num_partitions: int = 50,
     coordinator: str = "old",
     on_as_of: Callable[[int | None], None] | None = None,
-) -> dict[str, DataFrame] | None:
-    """``replay_to_gold``'s twin over the decoded tables' files; ``None`` when they need ``read``.
+) -> dict[str, str] | None:
+    """Replay the decoded tables' files and write the gold tables (rust engine).
 
-    The packed input is persisted: its first pass also gives the default ``as_of_ms`` (the
-    newest record time), the second feeds the replay.
+    One Spark job: packed input → shuffle by bucket → the replaying tasks write every gold table's
+    files (``offsetlake_delta_rs_multi``). Event tables are replaced with the marker
+    (``app_id``, ``version``); ``current_state`` tables are staged and then MERGEd (only changed
+    rows rewritten, rows gone from the rebuild deleted). Returns ``{table: written | merged |
+    unchanged}``, or ``None`` when the decoded tables must be read through ``TableIO.read``.
     """
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
-    from pipelines.replay_job import split_gold
+    from schemas import get as get_spec
 
     files = source_files(io)
     if files is None:
         return None
     packed = packed_input(io, files).persist(StorageLevel.MEMORY_AND_DISK)
-    if as_of_ms is None and retention_ms is not None:
-        row = packed.agg(F.max("max_ts").alias("m")).collect()[0]
-        as_of_ms = None if row["m"] is None else int(row["m"])
-    if on_as_of is not None:
-        on_as_of(as_of_ms)
-    union = replay_packed(
-        packed, retention_ms=retention_ms, rules=rules, as_of_ms=as_of_ms, tables=tables,
-        num_partitions=num_partitions, coordinator=coordinator,
-    ).persist(StorageLevel.MEMORY_AND_DISK)
-    union.count()  # materialise the replay once; the packed input is no longer needed
-    packed.unpersist()
-    out = split_gold(union, tables)
-    out["_union"] = union
+    try:
+        if as_of_ms is None and retention_ms is not None:
+            row = packed.agg(F.max("max_ts").alias("m")).collect()[0]
+            as_of_ms = None if row["m"] is None else int(row["m"])
+        if on_as_of is not None:
+            on_as_of(as_of_ms)
+        n = int(packed.sparkSession.conf.get("spark.sql.shuffle.partitions") or 4)
+        shuffled = packed.repartition(n, "bucket").sortWithinPartitions("bucket")
+        options = {"tables": list(tables), "retention_ms": retention_ms, "rules": rules, "as_of_ms": as_of_ms,
+                   "num_partitions": num_partitions, "coordinator": coordinator}
+        staged = [t for t in tables if t in current_state]
+        results = io.write_routed(list(tables), shuffled, "pipelines.batch_replay:route_replay",
+                                  route_options=options, txn_app_id=app_id, txn_version=version, staged=staged)
+    finally:
+        packed.unpersist()
+    out = {name: "unchanged" if wr.skipped else "written" for name, wr in results.items()}
+    for name in staged:
+        try:
+            wr = io.merge(name, io.read_staged(name), get_spec(name).primary_key, delete_missing=True,
+                          txn_app_id=app_id, txn_version=version)
+        finally:
+            io.drop_staged(name)
+        out[name] = "unchanged" if wr.skipped else "merged"
     return out

@@ -78,12 +78,18 @@ def decode_tables(batch: pa.RecordBatch, *, lenient: bool = False) -> dict[str, 
     return {name: pa.concat_tables(ts) if len(ts) > 1 else ts[0] for name, ts in parts.items()}
 
 
-def route_decode(batch: pa.RecordBatch, options: dict[str, Any]) -> Iterator[tuple[dict[str, pa.Table], int]]:
-    """``offsetlake_delta_rs_multi`` route over raw records: a batch of them → decoded rows."""
-    yield decode_tables(batch, lenient=bool(options.get("lenient", False))), batch.num_rows
+def route_decode(
+    batches: Iterator[pa.RecordBatch], options: dict[str, Any]
+) -> Iterator[tuple[dict[str, pa.Table], int]]:
+    """``offsetlake_delta_rs_multi`` route over raw records: each batch of them → decoded rows."""
+    lenient = bool(options.get("lenient", False))
+    for batch in batches:
+        yield decode_tables(batch, lenient=lenient), batch.num_rows
 
 
-def route_decode_files(batch: pa.RecordBatch, options: dict[str, Any]) -> Iterator[tuple[dict[str, pa.Table], int]]:
+def route_decode_files(
+    batches: Iterator[pa.RecordBatch], options: dict[str, Any]
+) -> Iterator[tuple[dict[str, pa.Table], int]]:
     """``offsetlake_delta_rs_multi`` route over FILE PATHS (column ``path``) of raw_records'
     snapshot: each file is read with pyarrow in bounded batches and decoded (no row crosses
     the JVM)."""
@@ -91,9 +97,10 @@ def route_decode_files(batch: pa.RecordBatch, options: dict[str, Any]) -> Iterat
     from pipelines.file_tasks import parquet_batches
 
     lenient = bool(options.get("lenient", False))
-    for path in batch.column("path").to_pylist():
-        for raw in parquet_batches(path, INPUT_COLUMNS):
-            yield decode_tables(raw, lenient=lenient), raw.num_rows
+    for batch in batches:
+        for path in batch.column("path").to_pylist():
+            for raw in parquet_batches(path, INPUT_COLUMNS):
+                yield decode_tables(raw, lenient=lenient), raw.num_rows
 
 
 def write_decoded_tables(

@@ -345,10 +345,12 @@ class DeltaRsMultiWriter(DataSourceArrowWriter):
     """Executors: each input batch → ``route(batch, options)`` → rows for several tables, written
     as Parquet files; driver: one delta-rs commit per table.
 
-    Options: ``tables`` (JSON list of ``{name, path, arrow_schema, partition_by}``), ``route``
-    (``module:function``; ``route(batch, route_options)`` yields ``({table name: pa.Table},
-    input rows consumed)`` pairs — the input rows are records, which for a route that reads files
-    named by the batch are not the batch's rows), ``route_options`` (JSON), ``expected_rows``
+    Options: ``tables`` (JSON list of ``{name, path, arrow_schema, partition_by, marked}``;
+    ``marked: false`` commits that table without the idempotency marker, e.g. a staging table),
+    ``route`` (``module:function``; ``route(batches, route_options)`` takes the task's iterator of
+    Arrow batches and yields ``({table name: pa.Table}, input records consumed)`` pairs — the
+    input records are not the batches' rows for a route that reads the files the batches name),
+    ``route_options`` (JSON), ``expected_rows``
     (optional: the input rows consumed must add up to it, else nothing is committed),
     ``rows_equal_input`` (``true``: the routed rows must add up to the input rows consumed), and
     the marker / mode options of ``offsetlake_delta_rs``.
@@ -375,14 +377,11 @@ class DeltaRsMultiWriter(DataSourceArrowWriter):
             for t in self.tables
         }
         rows_in = 0
-        for batch in iterator:
-            if batch.num_rows == 0:
-                continue
-            for tables, consumed in route(batch, self.route_options):
-                rows_in += consumed
-                for name, table in tables.items():
-                    if table.num_rows:
-                        writers[name].write(table.select(schemas[name].names).cast(schemas[name]))
+        for tables, consumed in route((b for b in iterator if b.num_rows), self.route_options):
+            rows_in += consumed
+            for name, table in tables.items():
+                if table.num_rows:
+                    writers[name].write(table.select(schemas[name].names).cast(schemas[name]))
         return MultiCommitMessage(files={name: w.close() for name, w in writers.items()}, rows_in=rows_in)
 
     def _all(self, messages: list[WriterCommitMessage | None]) -> tuple[dict[str, list[FileAdd]], int]:
@@ -407,10 +406,12 @@ class DeltaRsMultiWriter(DataSourceArrowWriter):
             self.abort(messages)
             raise RuntimeError(f"count mismatch, nothing committed: {problem}")
         for t in self.tables:
+            marked = t.get("marked", True)
             commit_files(
                 t["path"], files[t["name"]], schema=decode_schema(t["arrow_schema"]),
-                partition_by=list(t["partition_by"]), overwrite=self.overwrite, app_id=self.app_id,
-                txn_version=self.txn_version, require_latest=self.require_latest, metadata=self.metadata,
+                partition_by=list(t["partition_by"]), overwrite=self.overwrite,
+                app_id=self.app_id if marked else None, txn_version=self.txn_version if marked else None,
+                require_latest=self.require_latest, metadata=self.metadata,
             )
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:

@@ -133,7 +133,10 @@ def from_union(union: pa.RecordBatch | pa.Table, names: Iterable[str]) -> dict[s
     return out
 
 
-def route_gold(batch: pa.RecordBatch, options: Mapping[str, Any]) -> Iterable[tuple[dict[str, pa.Table], int]]:
+def route_gold(
+    batches: Iterable[pa.RecordBatch], options: Mapping[str, Any]
+) -> Iterable[tuple[dict[str, pa.Table], int]]:
     """``offsetlake_delta_rs_multi`` route: long-format gold rows → the tables in ``options["tables"]``
     (rows of other tables are counted as consumed and not written here)."""
-    yield from_union(batch, options["tables"]), batch.num_rows
+    for batch in batches:
+        yield from_union(batch, options["tables"]), batch.num_rows

@@ -255,17 +255,20 @@ def _file_ranges(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
             yield _table_ranges(t)
 
 
-def route_copy_files(batch: pa.RecordBatch, options: dict[str, Any]) -> Iterator[tuple[dict[str, pa.Table], int]]:
+def route_copy_files(
+    batches: Iterator[pa.RecordBatch], options: dict[str, Any]
+) -> Iterator[tuple[dict[str, pa.Table], int]]:
     """``offsetlake_delta_rs_multi`` route over landing file paths: each file's rows, cast to
     ``RAW_RECORDS``, in file order."""
     import pyarrow.parquet as pq
 
-    for path in batch.column("path").to_pylist():
-        cast = _landing_caster(pq.read_schema(path))
-        if cast is None:
-            raise ValueError(f"{path}: not a raw-record Parquet file")
-        for raw in parquet_batches(path):
-            yield {RAW_TABLE: cast(raw)}, raw.num_rows
+    for batch in batches:
+        for path in batch.column("path").to_pylist():
+            cast = _landing_caster(pq.read_schema(path))
+            if cast is None:
+                raise ValueError(f"{path}: not a raw-record Parquet file")
+            for raw in parquet_batches(path):
+                yield {RAW_TABLE: cast(raw)}, raw.num_rows
 
 
 def table_ranges(df: DataFrame) -> list[PositionRange]:

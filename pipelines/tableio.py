@@ -309,6 +309,7 @@ class TableIO:
         rows_equal_input: bool = False,
         expected_rows: int | None = None,
         mode: Literal["append", "overwrite"] = "overwrite",
+        staged: tuple[str, ...] | list[str] = (),
     ) -> dict[str, WriteResult]:
         """Write the tables ``names`` in ONE pass over ``df`` (rust engine; default: replace them).
 
@@ -317,7 +318,9 @@ class TableIO:
         consumed)``) and writes every table's files; the driver then commits each table once
         (with the marker, when given). With
         ``rows_equal_input`` the routed rows must add up to the input rows or nothing is
-        committed; with ``expected_rows`` the input must have exactly that many rows. Tables already carrying the marker are left alone (their files are deleted).
+        committed; with ``expected_rows`` the input must have exactly that many rows. Tables in
+        ``staged`` are written to a fresh unmarked staging table instead (``staging_path``; read it
+        with ``read_staged``, drop it with ``drop_staged``) — e.g. rows a caller MERGEs next. Tables already carrying the marker are left alone (their files are deleted).
         The spark engine has no multi-table writer: callers use one ``overwrite`` per table.
         """
         if self.engine != "rust":
@@ -328,11 +331,14 @@ class TableIO:
         before = {n: self.version(n) for n in names}
         replace = mode == "overwrite"
         marked = txn_app_id is not None and txn_version is not None
-        if marked and all(self._applied(n, txn_app_id, txn_version, replace) for n in names):  # type: ignore[arg-type]
+        if marked and not staged and all(self._applied(n, txn_app_id, txn_version, replace) for n in names):  # type: ignore[arg-type]
             return {n: WriteResult(n, mode, before[n] or 0, True) for n in names}
+        for n in staged:
+            self._create_staging(n)
         tables = [
-            {"name": sp.name, "path": self.path(sp.name), "arrow_schema": delta_rs_sink.encode_schema(sp.arrow_schema()),
-             "partition_by": list(sp.partition_by)}
+            {"name": sp.name, "path": self.staging_path(sp.name) if sp.name in staged else self.path(sp.name),
+             "arrow_schema": delta_rs_sink.encode_schema(sp.arrow_schema()), "partition_by": list(sp.partition_by),
+             "marked": sp.name not in staged}
             for sp in specs
         ]
         writer = (
@@ -353,6 +359,8 @@ class TableIO:
         writer.save()
         out = {}
         for n in names:
+            if n in staged:
+                continue
             after = self.version(n) or 0
             rows = None
             if after != before[n]:
@@ -511,6 +519,37 @@ class TableIO:
         if self.engine == "spark" and not require_latest:
             return False  # Delta's txnAppId/txnVersion options skip the duplicate themselves
         return delta_rs_sink.already_applied(self._dt(name), app_id, version, require_latest=require_latest)
+
+    # ---- staging (rust engine) ------------------------------------------------------------------
+    def staging_path(self, name: str) -> str:
+        """Where a routed write stages ``name``'s rows (under the warehouse's ``_staging``)."""
+        from pipelines.config import join_path
+
+        return join_path(join_path(self.warehouse, "_staging"), name)
+
+    def _create_staging(self, name: str) -> None:
+        from deltalake import DeltaTable
+
+        self.drop_staged(name)
+        spec = get_spec(name)
+        DeltaTable.create(self.staging_path(name), schema=spec.arrow_schema(),
+                          partition_by=list(spec.partition_by) or None)
+
+    def read_staged(self, name: str) -> Any:
+        """The staged rows of ``name`` as an Arrow table (declared schema)."""
+        from deltalake import DeltaTable
+
+        spec = get_spec(name)
+        table = DeltaTable(self.staging_path(name)).to_pyarrow_table()
+        return table.select(list(spec.column_names)).cast(spec.arrow_schema())
+
+    def drop_staged(self, name: str) -> None:
+        """Delete ``name``'s staging table (files and log), if any."""
+        from pyarrow import fs
+
+        filesystem, root = delta_rs_sink._filesystem(self.staging_path(name))
+        if filesystem.get_file_info(root).type != fs.FileType.NotFound:
+            filesystem.delete_dir(root)
 
     # ---- reads ------------------------------------------------------------------------------
     def snapshot_files(self, name: str) -> list[str] | None:

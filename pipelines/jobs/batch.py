@@ -262,49 +262,43 @@ def run_batch(
                 )
             else:
                 as_of: list[int | None] = []
-                gold = None
-                if io.engine == "rust":  # the tasks read the decoded files; packed buckets shuffle
-                    from pipelines.batch_replay import replay_files_to_gold
+                n_gold = len(gold_table_names())
+                direct = None
+                if io.engine == "rust":  # tasks read the decoded files and write the gold files
+                    from pipelines.batch_replay import write_gold_from_files
 
-                    gold = replay_files_to_gold(
-                        io, retention_ms=cfg.replay.retention_ms, rules=cfg.replay.rules,
-                        coordinator=cfg.replay.coordinator, as_of_ms=cfg.replay.as_of_ms,
-                        tables=gold_table_names(), num_partitions=cfg.offsets_topic.num_partitions,
+                    direct = write_gold_from_files(
+                        io, app_id=gold_app, version=raw_version, tables=gold_table_names(),
+                        current_state=CURRENT_STATE_TABLES, retention_ms=cfg.replay.retention_ms,
+                        rules=cfg.replay.rules, coordinator=cfg.replay.coordinator, as_of_ms=cfg.replay.as_of_ms,
+                        num_partitions=cfg.offsets_topic.num_partitions, on_as_of=as_of.append,
+                    )
+                if direct is not None:
+                    gold_written.update(direct)
+                else:
+                    gold = replay_to_gold(
+                        io.read("offset_commits"),
+                        io.read("group_metadata"),
+                        retention_ms=cfg.replay.retention_ms,
+                        rules=cfg.replay.rules,
+                        coordinator=cfg.replay.coordinator,
+                        as_of_ms=cfg.replay.as_of_ms,
+                        unsupported_df=io.read("unsupported_records"),
+                        tables=gold_table_names(),
+                        num_partitions=cfg.offsets_topic.num_partitions,
                         on_as_of=as_of.append,
                     )
-                gold = gold if gold is not None else replay_to_gold(
-                    io.read("offset_commits"),
-                    io.read("group_metadata"),
-                    retention_ms=cfg.replay.retention_ms,
-                    rules=cfg.replay.rules,
-                    coordinator=cfg.replay.coordinator,
-                    as_of_ms=cfg.replay.as_of_ms,
-                    unsupported_df=io.read("unsupported_records"),
-                    tables=gold_table_names(),
-                    num_partitions=cfg.offsets_topic.num_partitions,
-                    on_as_of=as_of.append,
-                )
-                union = gold.pop("_union", None)
-                try:
-                    events = [n for n in gold if n not in CURRENT_STATE_TABLES]
-                    if io.engine == "rust" and union is not None and events:
-                        # the event tables in one pass over the replay's output; MERGEs below
-                        for name, wr in io.write_routed(
-                            events, union, "pipelines.gold:route_gold", route_options={"tables": events},
-                            txn_app_id=gold_app, txn_version=raw_version,
-                        ).items():
-                            gold_written[name] = "unchanged" if wr.skipped else "written"
-                    for name, df in gold.items():
-                        if name in gold_written:
-                            continue
-                        wr = _write_table(io, name, df, gold_app, raw_version)
-                        gold_written[name] = (
-                            "unchanged" if wr.skipped else ("merged" if wr.operation == "merge" else "written")
-                        )
-                finally:
-                    if union is not None:
-                        union.unpersist()
-                st.detail = f"{len(gold)} gold tables, as_of_ms={as_of[0] if as_of else None}"
+                    union = gold.pop("_union", None)
+                    try:
+                        for name, df in gold.items():
+                            wr = _write_table(io, name, df, gold_app, raw_version)
+                            gold_written[name] = (
+                                "unchanged" if wr.skipped else ("merged" if wr.operation == "merge" else "written")
+                            )
+                    finally:
+                        if union is not None:
+                            union.unpersist()
+                st.detail = f"{n_gold} gold tables, as_of_ms={as_of[0] if as_of else None}"
 
     # 4. summary -----------------------------------------------------------------------------
     with progress.stage("summary"):
