@@ -382,7 +382,9 @@ def main() -> int:
     print(f"baseline batch replay: {base_n} records in {base_s:.1f}s = {base_rate:.0f}/s")
     spark.stop()
 
-    cmd = "`.venv/bin/python bench/stream.py " + " ".join(sys.argv[1:]) + "`"
+    import shlex
+
+    cmd = "`.venv/bin/python bench/stream.py " + shlex.join(sys.argv[1:]) + "`"
     lines = [
         SECTION, "",
         f"Command: {cmd}", "",
