@@ -10,6 +10,9 @@ Rules:
   one Spark task per group of files, pyarrow reads and casts, the same multi-table writer as the
   decode stage appends the files' rows (no row crosses the JVM). Anything else (JSON lines,
   object stores, Kafka, a Delta source, odd column types) goes through Spark's readers.
+- Files an earlier ingest committed (same absolute path, size and mtime; recorded in the
+  commit's metadata) are not read again: a rerun over an unchanged landing directory costs a
+  directory listing. Their rows still count as read (and as duplicates).
 - The common case costs one column-pruned pass, not a shuffle: ``position_ranges`` reads only
   (topic, partition, offset) and returns, per task and log partition, the offset range, the row
   count and whether the task saw a position twice. When no task saw a duplicate and no two
@@ -30,10 +33,12 @@ Rules:
 
 from __future__ import annotations
 
+import contextlib
 import itertools
+import json
 import logging
 import os
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -53,6 +58,7 @@ log = logging.getLogger(__name__)
 
 POSITION = ("topic", "partition", "offset")
 RAW_TABLE = RAW_RECORDS.name
+FILES_KEY = "offsetlake.landing_files"  # commit metadata: the landing files an ingest appended
 _JSON_SUFFIXES = {".json", ".jsonl", ".ndjson"}
 
 
@@ -215,9 +221,10 @@ def _landing_caster(schema: pa.Schema) -> Callable[[pa.RecordBatch], pa.Table] |
     return cast
 
 
-def landing_files_readable_by_tasks(cfg: Config) -> list[str] | None:
+def landing_files_readable_by_tasks(cfg: Config, known: Collection[str] = ()) -> list[str] | None:
     """The landing's Parquet files when the tasks can read and cast them themselves (a local
-    landing of Parquet files only, every file with the raw columns); otherwise ``None``."""
+    landing of Parquet files only, every file with the raw columns); otherwise ``None``.
+    Files whose ``file_stamp`` is in ``known`` (already ingested) are listed but not opened."""
     import pyarrow.parquet as pq
 
     if cfg.input.source != "landing" or cfg.input.format == "json":
@@ -231,6 +238,8 @@ def landing_files_readable_by_tasks(cfg: Config) -> list[str] | None:
     if not parquet:
         return None
     for f in parquet:
+        if known and file_stamp(f) in known:
+            continue
         try:
             schema = pq.read_schema(f)
         except (OSError, ValueError):
@@ -269,6 +278,35 @@ def route_copy_files(
                 raise ValueError(f"{path}: not a raw-record Parquet file")
             for raw in parquet_batches(path):
                 yield {RAW_TABLE: cast(raw)}, raw.num_rows
+
+
+def file_stamp(path: str) -> str:
+    """A landing file's identity for "already ingested": absolute path, size, mtime (ns)."""
+    st = os.stat(path)
+    return f"{os.path.abspath(path)}|{st.st_size}|{st.st_mtime_ns}"
+
+
+def _file_rows(path: str) -> int:
+    import pyarrow.parquet as pq
+
+    return int(pq.read_metadata(path).num_rows)
+
+
+def ingested_files(io: TableIO) -> dict[str, int]:
+    """Landing files recorded by earlier ingest commits of raw_records (stamp → rows).
+
+    A file appears there once its rows were committed (by either path); a file changed since
+    (size or mtime) has another stamp and is read again (and de-duplicated by position).
+    Commits older than the Delta log's retention are forgotten: their files are read again and
+    found to be duplicates.
+    """
+    out: dict[str, int] = {}
+    for info in io.history(RAW_TABLE):
+        text = info.get(FILES_KEY)
+        if isinstance(text, str):
+            with contextlib.suppress(ValueError):
+                out.update({str(k): int(v) for k, v in json.loads(text).items()})
+    return out
 
 
 def table_ranges(df: DataFrame) -> list[PositionRange]:
@@ -400,7 +438,23 @@ def ingest(spark: SparkSession, cfg: Config, io: TableIO, source: DataFrame | No
         total = io.count(RAW_TABLE)
         return IngestResult("raw_records", total, 0, total, io.version(RAW_TABLE) or 0)
     before = io.count(RAW_TABLE)
-    files = landing_files_readable_by_tasks(cfg) if io.engine == "rust" else None
+    known = ingested_files(io) if before and io.engine == "rust" else {}
+    files = landing_files_readable_by_tasks(cfg, known) if io.engine == "rust" else None
+    metadata: dict[str, Any] = {}
+    skipped_rows = 0
+    if files is not None:
+        stamps = {f: file_stamp(f) for f in files}
+        fresh_files = [f for f in files if stamps[f] not in known]
+        skipped_rows = sum(known[stamps[f]] for f in files if stamps[f] in known)
+        if len(fresh_files) < len(files):
+            log.info("ingest: %d of %d landing files already ingested (same path, size, mtime): skipped",
+                     len(files) - len(fresh_files), len(files))
+        if not fresh_files:
+            return IngestResult(cfg.input.source, skipped_rows, 0, before, io.version(RAW_TABLE) or 0)
+        if len(fresh_files) < len(files):
+            source = spark.read.schema(RAW_RECORDS.spark_schema()).parquet(*fresh_files)
+        files = fresh_files
+        metadata = {FILES_KEY: json.dumps({stamps[f]: _file_rows(f) for f in files}, separators=(",", ":"))}
     incoming = normalize(source, dedupe=False)
     if files is not None:
         paths = spread(spark, [(f,) for f in files], "path string")
@@ -409,15 +463,15 @@ def ingest(spark: SparkSession, cfg: Config, io: TableIO, source: DataFrame | No
                            for r in rows]
     else:
         incoming_ranges = position_ranges(incoming)
-    read = sum(r.rows for r in incoming_ranges)
+    read = sum(r.rows for r in incoming_ranges) + skipped_rows
     existing = table_ranges(io.read(RAW_TABLE)) if before else []
     if ranges_disjoint([*incoming_ranges, *existing]):
         # no duplicate inside the input, nothing already ingested: append as read (log order kept)
-        n_new = read
+        n_new = read - skipped_rows
         if n_new and files is not None:
             # the tasks copy their files themselves (pyarrow read + cast + Parquet write)
             io.write_routed([RAW_TABLE], paths, "pipelines.ingest:route_copy_files", mode="append",
-                            rows_equal_input=True, expected_rows=read)
+                            rows_equal_input=True, expected_rows=n_new, metadata=metadata)
         elif n_new:
             io.append(RAW_TABLE, incoming)
     else:
@@ -430,7 +484,7 @@ def ingest(spark: SparkSession, cfg: Config, io: TableIO, source: DataFrame | No
             n_new = fresh.count()
             if n_new:
                 # the shuffle scrambled the order: put files back in log-position order
-                io.append(RAW_TABLE, fresh.sortWithinPartitions(*POSITION))
+                io.append(RAW_TABLE, fresh.sortWithinPartitions(*POSITION), metadata=metadata)
         finally:
             fresh.unpersist()
     after = io.count(RAW_TABLE)

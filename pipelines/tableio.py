@@ -310,6 +310,7 @@ class TableIO:
         expected_rows: int | None = None,
         mode: Literal["append", "overwrite"] = "overwrite",
         staged: tuple[str, ...] | list[str] = (),
+        metadata: dict[str, Any] | None = None,
     ) -> dict[str, WriteResult]:
         """Write the tables ``names`` in ONE pass over ``df`` (rust engine; default: replace them).
 
@@ -352,7 +353,7 @@ class TableIO:
             .option("require_latest", "true" if replace else "false")
             .option("rows_equal_input", "true" if rows_equal_input else "false")
             .option("expected_rows", "" if expected_rows is None else str(expected_rows))
-            .option("commit_metadata", json.dumps({}))
+            .option("commit_metadata", json.dumps(metadata or {}))
         )
         if marked:
             writer = writer.option("txn_app_id", txn_app_id).option("txn_version", str(txn_version))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -177,3 +178,27 @@ def test_position_ranges_report_repeats_and_overlaps(spark: Any) -> None:
     a, b = PositionRange("t", 0, 0, 9, 10, False), PositionRange("t", 0, 10, 19, 10, False)
     assert ranges_disjoint([a, b]) and ranges_disjoint([a, PositionRange("t", 1, 0, 9, 10, False)])
     assert not ranges_disjoint([a, b, PositionRange("t", 0, 9, 9, 1, False)])
+
+
+def test_landing_files_already_ingested_are_not_read_again(cfg: Config, spark: Any) -> None:
+    landing = Path(cfg.paths.landing)
+    first_files = write_raw_records(_records(0, 30), landing, rows_per_file=10)
+    io = TableIO(cfg, spark)
+    assert ingest(spark, cfg, io).records_new == 30
+    version = io.version("raw_records")
+    # garble one ingested file in place, keeping its size and mtime: it is known, so never opened
+    victim = first_files[0]
+    st = victim.stat()
+    victim.write_bytes(b"\0" * st.st_size)
+    os.utime(victim, ns=(st.st_atime_ns, st.st_mtime_ns))
+    again = ingest(spark, cfg, io)
+    assert (again.records_read, again.records_new, again.raw_total) == (30, 0, 30)
+    assert io.version("raw_records") == version
+    # a new file is read (only it), a rewritten file (new mtime) is read again and de-duplicated
+    write_raw_records(_records(30, 10), landing, rows_per_file=10)
+    rewritten = first_files[1]
+    rewritten.write_bytes(rewritten.read_bytes())
+    os.utime(rewritten, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
+    third = ingest(spark, cfg, io)
+    assert (third.records_read, third.records_new, third.raw_total) == (40, 10, 40)  # 4 files of 10
+    assert _positions(io) == [(0, i) for i in range(40)]
