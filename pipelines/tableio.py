@@ -27,6 +27,7 @@ Rules:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 from dataclasses import dataclass
@@ -551,6 +552,10 @@ class TableIO:
         filesystem, root = delta_rs_sink._filesystem(self.staging_path(name))
         if filesystem.get_file_info(root).type != fs.FileType.NotFound:
             filesystem.delete_dir(root)
+        parent = root.rsplit("/", 1)[0]
+        with contextlib.suppress(OSError):
+            if not filesystem.get_file_info(fs.FileSelector(parent, allow_not_found=True)):
+                filesystem.delete_dir(parent)
 
     # ---- reads ------------------------------------------------------------------------------
     def snapshot_files(self, name: str) -> list[str] | None:
