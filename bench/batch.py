@@ -422,6 +422,17 @@ def _load(name: str) -> dict[str, Any] | None:
     return json.loads(path.read_text()) if path.exists() else None
 
 
+def measure_baseline(raw_dir: Path, sample: int) -> dict[str, float]:
+    """The single-process rows (core codec, vectorised decoder, core decode + replay), saved."""
+    print(f"pure-Python baseline on ~{sample:,} records ...", flush=True)
+    base = core_baseline(raw_dir, sample)
+    base["loadavg"] = os.getloadavg()[0]
+    base["command"] = ".venv/bin/python bench/batch.py " + " ".join(sys.argv[1:])
+    _save(base, "baseline.json")
+    print(f"   {base}", flush=True)
+    return base
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sizes", default="1000000,10000000", help="comma-separated record counts")
@@ -437,12 +448,7 @@ def main(argv: list[str] | None = None) -> int:
     BENCH_ROOT.mkdir(parents=True, exist_ok=True)
 
     if args.baseline_only:
-        print(f"pure-Python baseline on ~{args.sample:,} records ...", flush=True)
-        base = core_baseline(BENCH_ROOT / f"raw-{sizes[0]}", args.sample)
-        base["loadavg"] = os.getloadavg()[0]
-        base["command"] = ".venv/bin/python bench/batch.py " + " ".join(sys.argv[1:])
-        _save(base, "baseline.json")
-        print(f"   {base}", flush=True)
+        measure_baseline(BENCH_ROOT / f"raw-{sizes[0]}", args.sample)
     elif not args.render_only:
         run(sizes, args)
     base = _load("baseline.json")
@@ -474,12 +480,7 @@ def run(sizes: list[int], args: argparse.Namespace) -> None:
         logs[n] = gen
 
     if not args.skip_baseline or _load("baseline.json") is None:
-        print(f"pure-Python baseline on ~{args.sample:,} records ...", flush=True)
-        base = core_baseline(BENCH_ROOT / f"raw-{sizes[0]}", args.sample)
-        base["loadavg"] = os.getloadavg()[0]
-        base["command"] = ".venv/bin/python bench/batch.py " + " ".join(sys.argv[1:])
-        _save(base, "baseline.json")
-        print(f"   {base}", flush=True)
+        measure_baseline(BENCH_ROOT / f"raw-{sizes[0]}", args.sample)
 
     spark = build_spark(
         "offsetlake-bench-batch",

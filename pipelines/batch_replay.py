@@ -42,13 +42,10 @@ _MEMBER_FIELDS = ("member_id", "group_instance_id", "client_id", "client_host", 
 
 
 def input_schema() -> pa.Schema:
-    """The replay input in Arrow (``replay_job.REPLAY_INPUT_DDL``)."""
-    import pyarrow as pa
+    """The replay input in Arrow (``replay_job.replay_input_arrow_schema``)."""
+    from pipelines.replay_job import replay_input_arrow_schema
 
-    from pipelines.replay_job import REPLAY_INPUT_DDL
-    from schemas.base import parse_type, to_arrow_type
-
-    return pa.schema([pa.field(n, to_arrow_type(parse_type(t))) for n, t in REPLAY_INPUT_DDL])
+    return replay_input_arrow_schema()
 
 
 def _ms(arr: Any) -> Any:

@@ -89,6 +89,13 @@ REPLAY_INPUT_DDL: tuple[tuple[str, str], ...] = (
 )
 
 
+def replay_input_arrow_schema() -> pa.Schema:
+    """``REPLAY_INPUT_DDL`` as an Arrow schema (the batch's packed buckets and the stream's packs)."""
+    from schemas.base import parse_type, to_arrow_type
+
+    return pa.schema([pa.field(n, to_arrow_type(parse_type(t))) for n, t in REPLAY_INPUT_DDL])
+
+
 # =============================================================================================
 # Pure part (no Spark): Arrow rows of one group -> LogRecords -> core replay -> gold rows
 # =============================================================================================

@@ -585,12 +585,9 @@ def read_packed_landing(spark: SparkSession, settings: StreamSettings) -> DataFr
 # The stateful function (runs in Python workers; pure apart from GroupState)
 # =============================================================================================
 def _input_arrow_schema() -> pa.Schema:
-    import pyarrow as pa
+    from pipelines.replay_job import replay_input_arrow_schema
 
-    from pipelines.replay_job import REPLAY_INPUT_DDL
-    from schemas.base import parse_type, to_arrow_type
-
-    return pa.schema([pa.field(n, to_arrow_type(parse_type(t))) for n, t in REPLAY_INPUT_DDL])
+    return replay_input_arrow_schema()
 
 
 def _dedupe_last(rows: list[dict[str, Any]], key: Sequence[str]) -> list[dict[str, Any]]:
