@@ -224,7 +224,11 @@ def _landing_caster(schema: pa.Schema) -> Callable[[pa.RecordBatch], pa.Table] |
 def landing_files_readable_by_tasks(cfg: Config, known: Collection[str] = ()) -> list[str] | None:
     """The landing's Parquet files when the tasks can read and cast them themselves (a local
     landing of Parquet files only, every file with the raw columns); otherwise ``None``.
-    Files whose ``file_stamp`` is in ``known`` (already ingested) are listed but not opened."""
+    Files whose ``file_stamp`` is in ``known`` (already ingested) are listed but not opened.
+
+    Raises:
+        UsageError: a landing file is not readable Parquet (nothing has been written yet).
+    """
     import pyarrow.parquet as pq
 
     if cfg.input.source != "landing" or cfg.input.format == "json":
@@ -242,8 +246,9 @@ def landing_files_readable_by_tasks(cfg: Config, known: Collection[str] = ()) ->
             continue
         try:
             schema = pq.read_schema(f)
-        except (OSError, ValueError):
-            return None  # let Spark's reader report it
+        except (OSError, ValueError) as exc:  # stop before anything is written, naming the file
+            raise UsageError(f"input: {f} is not a readable Parquet file ({exc}); "
+                             "move it out of the landing directory or re-capture it") from exc
         if _landing_caster(schema) is None:
             return None
     return parquet

@@ -202,3 +202,13 @@ def test_landing_files_already_ingested_are_not_read_again(cfg: Config, spark: A
     third = ingest(spark, cfg, io)
     assert (third.records_read, third.records_new, third.raw_total) == (40, 10, 40)  # 4 files of 10
     assert _positions(io) == [(0, i) for i in range(40)]
+
+
+def test_an_unreadable_landing_file_stops_ingest_with_its_name_and_writes_nothing(cfg: Config, spark: Any) -> None:
+    landing = Path(cfg.paths.landing)
+    write_raw_records(_records(0, 10), landing)
+    (landing / "part-99999999.parquet").write_bytes(b"not parquet at all")
+    io = TableIO(cfg, spark)
+    with pytest.raises(UsageError, match=r"part-99999999\.parquet is not a readable Parquet file"):
+        ingest(spark, cfg, io)
+    assert io.count("raw_records") == 0
