@@ -353,7 +353,8 @@ def capture(
         while len(done) < len(parts) and not stop.is_set():
             if max_records is not None and total >= max_records:
                 break
-            want = fetch_batch
+            # never buffer past a file's worth: every file but the last of a run is full
+            want = max(1, min(fetch_batch, rows_per_file - len(builder)))
             if max_records is not None:
                 want = min(want, max_records - total)
             if until_end:  # consume() returns once it has `want` messages: never ask for more than is left
@@ -410,8 +411,10 @@ def capture(
             now = time.monotonic()
             if got:
                 last_progress = now
+            # --until-end writes full files only (and the rest at the end); a follower also
+            # writes what it has every flush_interval_s so new records land promptly
             if len(builder) >= rows_per_file or (
-                (len(builder) or pending_next) and now - last_flush >= flush_interval_s
+                not until_end and (len(builder) or pending_next) and now - last_flush >= flush_interval_s
             ):
                 flush()
             if not got and not msgs:

@@ -345,3 +345,18 @@ def test_following_capture_stops_cleanly_on_sigterm_and_keeps_what_it_read(
     assert f"captured {len(records)} records" in stdout
     state = CaptureState.load(out / STATE_FILE, topic)
     assert state.next_offsets == {p: 30 for p in range(MOCK_PARTITIONS)}
+
+
+def test_until_end_writes_full_files_whatever_the_flush_interval(
+    cluster: MockKafkaCluster, tmp_path: Path
+) -> None:
+    # the flush interval is for followers; a bounded capture on a slow broker must not
+    # scatter its records over partial files (an interval of 0 would flush every fetch)
+    topic = _topic()
+    records = _synthetic(250)
+    _produce(cluster, records, topic)
+    out = tmp_path / "landing"
+    res = capture(KafkaSettings(cluster.bootstrap_servers, topic), out, until_end=True,
+                  rows_per_file=100, flush_interval_s=0.0, fetch_batch=30)
+    assert res.records == len(records)
+    assert [sum(1 for _ in read_raw_records(f)) for f in capture_files(out)] == [100, 100, 50]
