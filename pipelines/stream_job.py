@@ -279,14 +279,14 @@ def pack_replay_input(table: pa.Table) -> pa.RecordBatch:
     as one Arrow IPC record-batch message, sorted by (coordinator_partition, log_offset))."""
     import numpy as np
     import pyarrow as pa
-    import pyarrow.compute as pc
+
+    from pipelines.replay_job import replay_order
 
     schema = pa.schema([("group_id", pa.string()), ("log_timestamp", pa.timestamp("us", tz="UTC")),
                         ("records", pa.binary())])
     if table.num_rows == 0:
         return pa.RecordBatch.from_pylist([], schema=schema)
-    order = pc.sort_indices(table, [("group_id", "ascending"), ("coordinator_partition", "ascending"),
-                                    ("log_offset", "ascending")])
+    order = pa.array(replay_order(table), pa.int64())
     batch = table.take(order).combine_chunks().to_batches()[0]
     ids = batch.column("group_id").dictionary_encode().indices.to_numpy(zero_copy_only=False)
     starts = np.concatenate(([0], np.flatnonzero(ids[1:] != ids[:-1]) + 1))
