@@ -19,6 +19,9 @@ Rules:
   tables: each task routes its batches through a ``module:function`` (e.g. the decoder, which
   splits raw records into the four decoded tables), writes every table's files, and the driver
   commits each table once — after checking that the rows add up (nothing is committed if not).
+- A route may hand over a whole Parquet file instead of rows (``ParquetFileCopy``: a landing
+  file whose schema is already the table's): the task copies its bytes into the table directory
+  and takes the stats from the file's footer (reading columns only where the footer lacks them).
 - Stats: ``numRecords``, ``nullCount`` of top-level columns and min/max of integer columns (exact, so
   data skipping stays correct). Partition columns (if any) are written Hive-style
   (``col=value/``) and left out of the data files, as the Delta protocol prescribes.
@@ -109,6 +112,53 @@ class FileAdd:
     modification_time: int
     stats: str
     num_records: int
+
+
+@dataclass(frozen=True)
+class ParquetFileCopy:
+    """A route's output for one table: this Parquet file, byte for byte (``file_matches`` said its
+    schema is the table's; the table must not be partitioned)."""
+
+    path: str
+    num_rows: int
+
+
+def file_matches(schema: pa.Schema, target: pa.Schema) -> bool:
+    """True when a Parquet file with ``schema`` can join a table of ``target`` as it is: the
+    same column names, order and types (nullability and metadata aside)."""
+    return schema.names == target.names and all(
+        a.type.equals(b.type) for a, b in zip(schema, target, strict=True)
+    )
+
+
+def _footer_stats(meta: Any, schema: pa.Schema) -> tuple[dict[str, Any], dict[str, Any], dict[str, int]] | None:
+    """``_integer_stats`` from a Parquet footer (row-group statistics), or ``None`` when a row
+    group lacks them."""
+    import pyarrow as pa
+
+    mins: dict[str, Any] = {}
+    maxs: dict[str, Any] = {}
+    nulls: dict[str, int] = {}
+    if meta.num_columns != len(schema):
+        return None
+    for c, f in enumerate(schema):
+        lo = hi = None
+        n_null = 0
+        for g in range(meta.num_row_groups):
+            col = meta.row_group(g).column(c)
+            st = col.statistics
+            if st is None or not st.has_null_count:
+                return None
+            n_null += st.null_count
+            if pa.types.is_integer(f.type) and col.num_values > st.null_count:
+                if not st.has_min_max:
+                    return None
+                lo = st.min if lo is None else min(lo, st.min)
+                hi = st.max if hi is None else max(hi, st.max)
+        nulls[f.name] = n_null
+        if lo is not None:
+            mins[f.name], maxs[f.name] = int(lo), int(hi)  # type: ignore[arg-type]
+    return mins, maxs, nulls
 
 
 @dataclass
@@ -210,6 +260,38 @@ class _TaskWriter:
                 num_records=table.num_rows,
             )
         )
+
+    def adopt(self, src: str) -> None:
+        """Copy the Parquet file ``src`` (the table's schema, ``file_matches``) into the table as
+        one more file: bytes unchanged, stats from its footer."""
+        import pyarrow.parquet as pq
+
+        if self.partition_by:
+            raise ValueError("a Parquet file can only be adopted by an unpartitioned table")
+        src_fs, src_inner = _filesystem(src)
+        with src_fs.open_input_file(src_inner) as fh:
+            meta = pq.ParquetFile(fh).metadata
+        if meta.num_rows == 0:
+            return
+        stats3 = _footer_stats(meta, self.schema)
+        if stats3 is None:
+            with src_fs.open_input_file(src_inner) as fh:
+                stats3 = _integer_stats(pq.read_table(fh))
+        mins, maxs, nulls = stats3
+        rel = f"part-{self.seq:05d}-{self.task_id}.c000.parquet"
+        self.seq += 1
+        full = f"{self.root}/{rel}"
+        with src_fs.open_input_file(src_inner) as fin, self.fs.open_output_stream(full) as out:
+            while chunk := fin.read(8 << 20):
+                out.write(chunk)
+        info = self.fs.get_file_info(full)
+        stats = json.dumps(
+            {"numRecords": meta.num_rows, "minValues": mins, "maxValues": maxs, "nullCount": nulls},
+            separators=(",", ":"),
+        )
+        self.files.append(FileAdd(path=rel, size=int(info.size), partition_values={},
+                                  modification_time=int(time.time() * 1000), stats=stats,
+                                  num_records=meta.num_rows))
 
     def close(self) -> list[FileAdd]:
         import pyarrow as pa
@@ -329,6 +411,11 @@ class MultiCommitMessage(WriterCommitMessage):
 
     files: dict[str, list[FileAdd]] = field(default_factory=dict)
     rows_in: int = 0
+    side: list[dict[str, Any]] = field(default_factory=list)
+
+
+#: route-options key under which a task's route finds its side-output list (``side_manifest``)
+SIDE_KEY = "_side_outputs"
 
 
 def load_route(spec: str) -> Any:
@@ -348,12 +435,16 @@ class DeltaRsMultiWriter(DataSourceArrowWriter):
     Options: ``tables`` (JSON list of ``{name, path, arrow_schema, partition_by, marked}``;
     ``marked: false`` commits that table without the idempotency marker, e.g. a staging table),
     ``route`` (``module:function``; ``route(batches, route_options)`` takes the task's iterator of
-    Arrow batches and yields ``({table name: pa.Table}, input records consumed)`` pairs — the
+    Arrow batches and yields ``({table name: pa.Table | ParquetFileCopy}, input records
+    consumed)`` pairs — the
     input records are not the batches' rows for a route that reads the files the batches name),
     ``route_options`` (JSON), ``expected_rows``
     (optional: the input rows consumed must add up to it, else nothing is committed),
-    ``rows_equal_input`` (``true``: the routed rows must add up to the input rows consumed), and
-    the marker / mode options of ``offsetlake_delta_rs``.
+    ``rows_equal_input`` (``true``: the routed rows must add up to the input rows consumed),
+    ``side_manifest`` (optional path: a route may append JSON-able entries describing files it
+    wrote beside the tables to ``route_options[SIDE_KEY]``; the commit writes the successful
+    tasks' entries there as one JSON list before committing the tables), and the marker / mode
+    options of ``offsetlake_delta_rs``.
     """
 
     def __init__(self, options: dict[str, str], overwrite: bool) -> None:
@@ -368,6 +459,7 @@ class DeltaRsMultiWriter(DataSourceArrowWriter):
         self.metadata = json.loads(options.get("commit_metadata", "{}"))
         self.expected_rows = int(options["expected_rows"]) if options.get("expected_rows") else None
         self.rows_equal_input = options.get("rows_equal_input", "false") == "true"
+        self.side_manifest = options.get("side_manifest") or None
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> MultiCommitMessage:
         route = load_route(self.route)
@@ -377,12 +469,17 @@ class DeltaRsMultiWriter(DataSourceArrowWriter):
             for t in self.tables
         }
         rows_in = 0
-        for tables, consumed in route((b for b in iterator if b.num_rows), self.route_options):
+        side: list[dict[str, Any]] = []
+        options = {**self.route_options, SIDE_KEY: side}
+        for tables, consumed in route((b for b in iterator if b.num_rows), options):
             rows_in += consumed
             for name, table in tables.items():
-                if table.num_rows:
+                if isinstance(table, ParquetFileCopy):
+                    writers[name].adopt(table.path)
+                elif table.num_rows:
                     writers[name].write(table.select(schemas[name].names).cast(schemas[name]))
-        return MultiCommitMessage(files={name: w.close() for name, w in writers.items()}, rows_in=rows_in)
+        return MultiCommitMessage(files={name: w.close() for name, w in writers.items()}, rows_in=rows_in,
+                                  side=side)
 
     def _all(self, messages: list[WriterCommitMessage | None]) -> tuple[dict[str, list[FileAdd]], int]:
         files: dict[str, list[FileAdd]] = {t["name"]: [] for t in self.tables}
@@ -405,6 +502,13 @@ class DeltaRsMultiWriter(DataSourceArrowWriter):
         if problem is not None:
             self.abort(messages)
             raise RuntimeError(f"count mismatch, nothing committed: {problem}")
+        if self.side_manifest:
+            # what the successful tasks' routes wrote beside the tables (failed attempts' files
+            # are not listed), saved before the tables are committed
+            side = [e for m in messages if isinstance(m, MultiCommitMessage) for e in m.side]
+            filesystem, inner = _filesystem(self.side_manifest)
+            with filesystem.open_output_stream(inner) as out:
+                out.write(json.dumps(side, separators=(",", ":")).encode())
         for t in self.tables:
             marked = t.get("marked", True)
             commit_files(

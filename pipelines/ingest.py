@@ -273,12 +273,27 @@ def route_copy_files(
     batches: Iterator[pa.RecordBatch], options: dict[str, Any]
 ) -> Iterator[tuple[dict[str, pa.Table], int]]:
     """``offsetlake_delta_rs_multi`` route over landing file paths: each file's rows, cast to
-    ``RAW_RECORDS``, in file order."""
+    ``RAW_RECORDS``, in file order.
+
+    A file already in ``RAW_RECORDS``' exact schema with at least ``options["min_copy_rows"]``
+    rows is copied byte for byte (no decode and re-encode); smaller ones are rewritten so a
+    landing of many small captures does not become a table of many small files.
+    """
     import pyarrow.parquet as pq
 
+    from pipelines.delta_rs_sink import ParquetFileCopy, file_matches
+
+    target = RAW_RECORDS.arrow_schema()
+    min_copy = options.get("min_copy_rows")
     for batch in batches:
         for path in batch.column("path").to_pylist():
-            cast = _landing_caster(pq.read_schema(path))
+            pf = pq.ParquetFile(path)
+            schema, rows = pf.schema_arrow, pf.metadata.num_rows
+            pf.close()
+            if min_copy is not None and rows >= int(min_copy) and file_matches(schema, target):
+                yield {RAW_TABLE: ParquetFileCopy(path, rows)}, rows
+                continue
+            cast = _landing_caster(schema)
             if cast is None:
                 raise ValueError(f"{path}: not a raw-record Parquet file")
             for raw in parquet_batches(path):
@@ -476,6 +491,7 @@ def ingest(spark: SparkSession, cfg: Config, io: TableIO, source: DataFrame | No
         if n_new and files is not None:
             # the tasks copy their files themselves (pyarrow read + cast + Parquet write)
             io.write_routed([RAW_TABLE], paths, "pipelines.ingest:route_copy_files", mode="append",
+                            route_options={"min_copy_rows": max(1, cfg.delta.target_file_rows // 4)},
                             rows_equal_input=True, expected_rows=n_new, metadata=metadata)
         elif n_new:
             io.append(RAW_TABLE, incoming)

@@ -212,3 +212,31 @@ def test_an_unreadable_landing_file_stops_ingest_with_its_name_and_writes_nothin
     with pytest.raises(UsageError, match=r"part-99999999\.parquet is not a readable Parquet file"):
         ingest(spark, cfg, io)
     assert io.count("raw_records") == 0
+
+
+def test_landing_files_in_the_table_schema_are_copied_byte_for_byte(tmp_path: Path, spark: Any) -> None:
+    import hashlib
+
+    from deltalake import DeltaTable
+
+    # target 40 rows per file: files of >= 10 rows are copied as they are, smaller ones rewritten
+    cfg = load_config(overrides={"paths.root": str(tmp_path), "delta.target_file_rows": 40})
+    landing = Path(cfg.paths.landing)
+    big = write_raw_records(_records(0, 25) + _records(0, 12, partition=4), landing, rows_per_file=37)
+    small = write_raw_records(_records(25, 5), landing)
+    io = TableIO(cfg, spark)
+    assert ingest(spark, cfg, io).records_new == 42
+    table = Path(io.path("raw_records"))
+    digest = {hashlib.sha256(f.read_bytes()).hexdigest() for f in table.glob("*.parquet")}
+    assert {hashlib.sha256(f.read_bytes()).hexdigest() for f in big} <= digest
+    assert not {hashlib.sha256(f.read_bytes()).hexdigest() for f in small} & digest
+    assert _positions(io) == sorted([(0, i) for i in range(30)] + [(4, i) for i in range(12)])
+    # the copied file's stats (from its footer) are exact: data skipping stays correct
+    import pyarrow as pa
+
+    adds = pa.table(DeltaTable(str(table)).get_add_actions(flatten=True)).to_pylist()
+    copied = [a for a in adds if a["num_records"] == 37]
+    assert len(copied) == 1 and len(adds) == 2
+    a = copied[0]
+    assert (a["min.partition"], a["max.partition"], a["min.offset"], a["max.offset"]) == (0, 4, 0, 24)
+    assert a["null_count.value"] == sum(1 for r in _records(0, 25) + _records(0, 12) if r.value is None)
