@@ -20,10 +20,61 @@ if TYPE_CHECKING:
 BATCH_ROWS = 65_536
 
 
-def spread(spark: SparkSession, rows: Sequence[Any], ddl: str) -> DataFrame:
-    """``rows`` (one per file) as a DataFrame over up to twice the session's parallelism."""
-    n = max(1, min(len(rows), spark.sparkContext.defaultParallelism * 2))
-    return spark.createDataFrame(list(rows), ddl).repartition(n)
+#: at most this many tasks per core: more tasks balance better, each costs a few ms
+TASKS_PER_CORE = 8
+
+
+def _weight(row: Any, path_at: int) -> int:
+    """A row's share of the work: its local file's size (1 for a URI or a missing file)."""
+    import os
+
+    path = row[path_at]
+    if isinstance(path, str) and "://" not in path:
+        try:
+            return max(1, os.path.getsize(path))
+        except OSError:
+            pass
+    return 1
+
+
+def spread(
+    spark: SparkSession, rows: Sequence[Any], ddl: str, *, weights: Sequence[int] | None = None
+) -> DataFrame:
+    """``rows`` (one per file, with a ``path`` column) as a DataFrame for tasks to work on.
+
+    One task per row up to ``TASKS_PER_CORE`` tasks per core; beyond that rows are packed into
+    that many tasks, heaviest first into the lightest task (by ``weights``, default the local
+    file's size). Tasks are numbered heaviest first, so Spark starts the long ones first and no
+    core idles at the end. No shuffle: the rows are made in the tasks themselves (one Python
+    stage with the caller's).
+    """
+    import pyarrow as pa
+    from pyspark.sql.pandas.types import to_arrow_schema
+    from pyspark.sql.types import StructType, _parse_datatype_string
+
+    schema = _parse_datatype_string(ddl)
+    assert isinstance(schema, StructType), ddl
+    path_at = schema.names.index("path") if "path" in schema.names else 0
+    n = max(1, min(len(rows), spark.sparkContext.defaultParallelism * TASKS_PER_CORE))
+    bins: list[list[Any]] = [[] for _ in range(n)]
+    load = [0] * n
+    ws = list(weights) if weights is not None else [_weight(r, path_at) for r in rows]
+    for w, row in sorted(zip(ws, (tuple(r) for r in rows), strict=True), key=lambda x: -x[0]):
+        j = min(range(n), key=load.__getitem__)
+        bins[j].append(row)
+        load[j] += w
+    bins = [b for _, b in sorted(zip(load, bins, strict=True), key=lambda x: -x[0]) if b] or [[]]
+    arrow_schema = to_arrow_schema(schema)
+
+    def rows_of(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            for task in batch.column(0).to_pylist():
+                mine = bins[task]
+                yield pa.RecordBatch.from_pydict(
+                    {c: [r[i] for r in mine] for i, c in enumerate(arrow_schema.names)}, schema=arrow_schema
+                )
+
+    return spark.range(0, len(bins), 1, len(bins)).mapInArrow(rows_of, schema)
 
 
 def parquet_batches(
