@@ -1,28 +1,36 @@
-"""The batch replay stage over the decoded tables' files: packed buckets, one Spark shuffle of blobs.
+"""The batch replay stage (rust engine): the replay input travels as Arrow IPC, never as JVM rows.
 
 Rules:
 - Same rows as ``pipelines.replay_job.replay_to_gold`` (tests compare them): the replay input
   is the same projection of the decoded tables (``replay_job.REPLAY_INPUT_DDL``), every group is
   replayed once, in (coordinator_partition, log_offset) order, by
   ``replay_job.replay_sorted_batches`` (the core's bulk path).
-- How the rows travel differs. The tasks read the decoded tables' snapshot files themselves
-  (pyarrow), project them to replay input and cut them into buckets: ``bucket = crc32(group_id)
-  mod B`` (B = 4 per shuffle partition: few, large messages), so a group lives in exactly one
-  bucket. Each (file, bucket) slice crosses the
-  shuffle as ONE Arrow IPC message (lz4). Spark's shuffle (``repartition`` by bucket +
-  ``sortWithinPartitions``) brings a bucket's messages together; the replay task unpacks them,
-  sorts the bucket by (group_id, coordinator_partition, log_offset) in Arrow and replays it. A 10M
-  record log is a few thousand blobs to shuffle instead of 10M rows to convert, shuffle, sort and
-  convert back.
-- The replaying tasks write the gold tables' files themselves (``offsetlake_delta_rs_multi``):
-  the replay output never becomes JVM rows either. Event tables are replaced with the job's
-  marker; the current-state tables are staged and MERGEd by the driver.
-- Used when every decoded table's snapshot is its file list (``TableIO.snapshot_files``);
-  otherwise the batch job uses ``replay_to_gold`` over ``TableIO.read``.
+- Rows are cut into buckets: ``bucket = crc32(group_id) mod B`` (B = 4 per replay task,
+  ``replay_tasks``), so a group lives in exactly one bucket. A replay task reads whole buckets,
+  sorts each by (group_id, coordinator_partition, log_offset) (``replay_job.replay_order``,
+  integer keys) and replays it.
+- The spool (the usual path): the decode pass, while it writes the decoded tables, also projects
+  their rows and appends them to one Arrow IPC stream file (lz4) per bucket per task under
+  ``<warehouse>/_staging/replay_spool`` (``Spool``). Its commit lists the successful tasks'
+  files in a manifest (the routed writer's side outputs). The replay is then one Spark stage:
+  each task reads its buckets' files (``route_replay_spool``). No shuffle, no second read of
+  the decoded tables; the newest record time (``as_of``) comes from the manifest.
+- Without a spool (the replay stage run on its own, or after a crash between decode and
+  replay): the tasks read the decoded tables' snapshot files (pyarrow), project and cut them,
+  and each (file, bucket) slice crosses a Spark shuffle (``repartition`` by bucket +
+  ``sortWithinPartitions``) as ONE Arrow IPC message (``packed_input``, ``route_replay``).
+- Either way the replaying tasks write the gold tables' files themselves
+  (``offsetlake_delta_rs_multi``). Event tables are replaced with the job's marker; the
+  current-state tables are staged and MERGEd by the driver. The spool is deleted afterwards.
+- Used when every decoded table's snapshot is its file list (``TableIO.snapshot_files``) or a
+  spool exists; otherwise the batch job uses ``replay_to_gold`` over ``TableIO.read``.
 """
 
 from __future__ import annotations
 
+import json
+import logging
+import uuid
 import zlib
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
@@ -33,7 +41,11 @@ if TYPE_CHECKING:
 
     from pipelines.tableio import TableIO
 
+log = logging.getLogger(__name__)
+
 BUCKETS_PER_SHUFFLE_PARTITION = 4
+#: replay tasks per core at least (measured at 10M records on 2 cores: 4 per core was slower)
+REPLAY_TASKS_PER_CORE = 2
 PACK_DDL = "bucket int, rows int, max_ts bigint, records binary"
 READ_ROWS = 131_072
 SOURCES = ("offset_commits", "group_metadata", "unsupported_records")
@@ -141,8 +153,8 @@ def unpack(blobs: Sequence[bytes]) -> pa.Table:
     return pa.concat_tables(tables) if tables else input_schema().empty_table()
 
 
-def pack(table: pa.Table, buckets: int) -> Iterator[pa.RecordBatch]:
-    """Replay-input rows → packed rows (bucket, rows, newest record ms, IPC message)."""
+def cut(table: pa.Table, buckets: int) -> Iterator[tuple[int, pa.Table, int]]:
+    """Replay-input rows → (bucket, its rows in input order, newest record ms) per bucket present."""
     import numpy as np
     import pyarrow as pa
 
@@ -154,13 +166,23 @@ def pack(table: pa.Table, buckets: int) -> Iterator[pa.RecordBatch]:
     starts = np.flatnonzero(np.r_[True, b_sorted[1:] != b_sorted[:-1]])
     ends = np.r_[starts[1:], len(order)]
     ts = table.column("log_timestamp_ms").to_numpy(zero_copy_only=False)
-    out_b, out_n, out_ts, out_blob = [], [], [], []
     for s, e in zip(starts.tolist(), ends.tolist()):
         idx = order[s:e]
-        out_b.append(int(b_sorted[s]))
-        out_n.append(e - s)
-        out_ts.append(int(ts[idx].max()))
-        out_blob.append(_serialize(table.take(pa.array(idx, pa.int64()))))
+        yield int(b_sorted[s]), table.take(pa.array(idx, pa.int64())), int(ts[idx].max())
+
+
+def pack(table: pa.Table, buckets: int) -> Iterator[pa.RecordBatch]:
+    """Replay-input rows → packed rows (bucket, rows, newest record ms, IPC message)."""
+    import pyarrow as pa
+
+    out_b, out_n, out_ts, out_blob = [], [], [], []
+    for b, rows, newest in cut(table, buckets):
+        out_b.append(b)
+        out_n.append(rows.num_rows)
+        out_ts.append(newest)
+        out_blob.append(_serialize(rows))
+    if not out_b:
+        return
     yield pa.RecordBatch.from_arrays(
         [pa.array(out_b, pa.int32()), pa.array(out_n, pa.int32()), pa.array(out_ts, pa.int64()),
          pa.array(out_blob, pa.binary())],
@@ -178,18 +200,27 @@ def pack_files(batches: Iterator[pa.RecordBatch], buckets: int) -> Iterator[pa.R
                 yield from pack(project(source, raw), buckets)
 
 
+def replay_bucket(
+    table: pa.Table, replay: Callable[[list[pa.RecordBatch]], Iterator[pa.Table]]
+) -> Iterator[pa.RecordBatch]:
+    """One bucket's replay-input rows (any order) → ``replay`` over them sorted by
+    (group_id, coordinator_partition, log_offset)."""
+    import pyarrow as pa
+
+    from pipelines.replay_job import replay_order
+
+    order = pa.array(replay_order(table), pa.int64())
+    for out in replay(table.take(order).to_batches(max_chunksize=65_536)):
+        yield from out.to_batches()
+
+
 def replay_buckets(
     batches: Iterator[pa.RecordBatch], replay: Callable[[list[pa.RecordBatch]], Iterator[pa.Table]]
 ) -> Iterator[pa.RecordBatch]:
     """mapInArrow body over packed rows sorted by bucket: one replay per bucket."""
-    import pyarrow.compute as pc
 
     def flush(blobs: list[bytes]) -> Iterator[pa.RecordBatch]:
-        table = unpack(blobs)
-        order = pc.sort_indices(table, [("group_id", "ascending"), ("coordinator_partition", "ascending"),
-                                        ("log_offset", "ascending")])
-        for out in replay(table.take(order).to_batches(max_chunksize=65_536)):
-            yield from out.to_batches()
+        return replay_bucket(unpack(blobs), replay)
 
     current: int | None = None
     blobs: list[bytes] = []
@@ -204,6 +235,128 @@ def replay_buckets(
         yield from flush(blobs)
 
 
+# ---------------------------------------------------------------------------------------------
+# The spool: the decode pass writes the replay input, already cut into buckets
+# ---------------------------------------------------------------------------------------------
+#: the spool's directory name under the warehouse's ``_staging``
+SPOOL = "replay_spool"
+SPOOL_MANIFEST = "_manifest.json"
+
+
+class Spool:
+    """One task's replay input cut into buckets: one Arrow IPC stream file (lz4) per bucket.
+
+    The decode pass feeds it the decoded tables' rows (``add``) while it writes them, so the
+    replay never reads the decoded tables back or shuffles them through Spark: each replay task
+    reads its buckets' files. ``close`` lists the files in ``side`` (the routed writer's side
+    outputs: only successful tasks' files reach the manifest).
+    """
+
+    def __init__(self, root: str, buckets: int, side: list[dict[str, Any]]) -> None:
+        from pipelines.delta_rs_sink import _filesystem
+
+        self.uri_root = root.rstrip("/")
+        self.fs, self.root = _filesystem(root)
+        self.fs.create_dir(self.root, recursive=True)
+        self.buckets = buckets
+        self.side = side
+        self.tag = uuid.uuid4().hex
+        self.open: dict[int, list[Any]] = {}  # bucket -> [stream, writer, name, rows, newest ms]
+
+    def add(self, source: str, decoded: pa.Table) -> None:
+        """Rows of decoded table ``source`` (its declared columns) → the buckets' files."""
+        import pyarrow as pa
+
+        from schemas import get as get_spec
+
+        if decoded.num_rows == 0:
+            return
+        spec = get_spec(source)
+        table = project(source, decoded.select(list(spec.column_names)).cast(spec.arrow_schema()))
+        for b, rows, newest in cut(table, self.buckets):
+            entry = self.open.get(b)
+            if entry is None:
+                name = f"b{b:05d}-{self.tag}.arrows"
+                stream = self.fs.open_output_stream(f"{self.root}/{name}")
+                writer = pa.ipc.new_stream(stream, rows.schema, options=pa.ipc.IpcWriteOptions(compression="lz4"))
+                entry = self.open[b] = [stream, writer, name, 0, newest]
+            entry[1].write_table(rows)
+            entry[3] += rows.num_rows
+            entry[4] = max(entry[4], newest)
+
+    def close(self) -> None:
+        for b, (stream, writer, name, rows, newest) in sorted(self.open.items()):
+            writer.close()
+            stream.close()
+            self.side.append({"bucket": b, "path": f"{self.uri_root}/{name}", "rows": rows, "max_ts": newest})
+        self.open.clear()
+
+
+def spool_for(options: dict[str, Any]) -> Spool | None:
+    """The task's ``Spool`` when a routed write's options ask for one (``spool_options``)."""
+    from pipelines.delta_rs_sink import SIDE_KEY
+
+    spec = options.get("spool")
+    if not spec:
+        return None
+    return Spool(spec["root"], int(spec["buckets"]), options[SIDE_KEY])
+
+
+def spool_options(io: TableIO) -> tuple[dict[str, Any], str]:
+    """A fresh (emptied) spool for this warehouse: (route options entry, manifest path)."""
+    from pipelines.config import join_path
+
+    assert io.spark is not None
+    io.drop_staged(SPOOL)
+    root = io.staging_path(SPOOL)
+    return ({"root": root, "buckets": BUCKETS_PER_SHUFFLE_PARTITION * replay_tasks(io.spark)},
+            join_path(root, SPOOL_MANIFEST))
+
+
+def read_spool_manifest(path: str) -> list[dict[str, Any]] | None:
+    """The spool files the decode's successful tasks wrote, or ``None`` if there is no manifest."""
+    from pyarrow import fs
+
+    from pipelines.delta_rs_sink import _filesystem
+
+    filesystem, inner = _filesystem(path)
+    if filesystem.get_file_info(inner).type == fs.FileType.NotFound:
+        return None
+    with filesystem.open_input_stream(inner) as fh:
+        return list(json.loads(fh.read().decode()))
+
+
+def read_spool(paths: Sequence[str]) -> pa.Table:
+    """The replay-input rows of spool files."""
+    import pyarrow as pa
+
+    from pipelines.delta_rs_sink import _filesystem
+
+    tables = []
+    for path in paths:
+        filesystem, inner = _filesystem(path)
+        with filesystem.open_input_stream(inner) as fh:
+            tables.append(pa.ipc.open_stream(fh).read_all())
+    return pa.concat_tables(tables) if tables else input_schema().empty_table()
+
+
+def route_replay_spool(
+    batches: Iterator[pa.RecordBatch], options: dict[str, Any]
+) -> Iterator[tuple[dict[str, pa.Table], int]]:
+    """``offsetlake_delta_rs_multi`` route over (bucket, spool files as JSON) rows: each bucket's
+    rows read, sorted, replayed; the task writes the gold files."""
+    from pipelines.gold import from_union
+    from pipelines.replay_job import replay_sorted_batches
+
+    tables = tuple(options["tables"])
+    opts = {k: options[k] for k in ("retention_ms", "rules", "as_of_ms", "num_partitions", "coordinator")}
+    for batch in batches:
+        for paths in batch.column("paths").to_pylist():
+            rows = read_spool(json.loads(paths))
+            for union in replay_bucket(rows, lambda bs: replay_sorted_batches(bs, tables=tables, **opts)):
+                yield from_union(union, tables), 0
+
+
 def source_files(io: TableIO) -> list[tuple[str, str]] | None:
     """(decoded table, file) of every source's snapshot, or ``None`` if one needs ``read``."""
     out: list[tuple[str, str]] = []
@@ -215,6 +368,13 @@ def source_files(io: TableIO) -> list[tuple[str, str]] | None:
     return out
 
 
+def replay_tasks(spark: Any) -> int:
+    """How many tasks replay the buckets: the shuffle partitions, at least
+    ``REPLAY_TASKS_PER_CORE`` per core."""
+    shuffle = int(spark.conf.get("spark.sql.shuffle.partitions") or 4)
+    return max(shuffle, REPLAY_TASKS_PER_CORE * spark.sparkContext.defaultParallelism)
+
+
 def packed_input(io: TableIO, files: list[tuple[str, str]]) -> DataFrame:
     """The packed replay input of the decoded tables (one Spark stage, tasks read the files)."""
     from pipelines.file_tasks import spread
@@ -222,7 +382,7 @@ def packed_input(io: TableIO, files: list[tuple[str, str]]) -> DataFrame:
     spark = io.spark
     assert spark is not None
     paths = spread(spark, files, "source string, path string")
-    buckets = BUCKETS_PER_SHUFFLE_PARTITION * int(spark.conf.get("spark.sql.shuffle.partitions") or 4)
+    buckets = BUCKETS_PER_SHUFFLE_PARTITION * replay_tasks(spark)
 
     def fn(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         return pack_files(batches, buckets)
@@ -247,6 +407,14 @@ def route_replay(
         yield from_union(union, tables), 0
 
 
+def spool_covers(io: TableIO, entries: Sequence[dict[str, Any]]) -> bool:
+    """True when the spool holds as many rows as the replay input can have: every offset commit
+    and group-metadata record, plus at most every unsupported record (those with a group)."""
+    rows = sum(int(e["rows"]) for e in entries)
+    base = io.count("offset_commits") + io.count("group_metadata")
+    return base <= rows <= base + io.count("unsupported_records")
+
+
 def write_gold_from_files(
     io: TableIO,
     *,
@@ -260,39 +428,80 @@ def write_gold_from_files(
     num_partitions: int = 50,
     coordinator: str = "old",
     on_as_of: Callable[[int | None], None] | None = None,
+    spool_manifest: str | None = None,
 ) -> dict[str, str] | None:
-    """Replay the decoded tables' files and write the gold tables (rust engine).
+    """Replay the decoded rows and write the gold tables (rust engine).
 
-    One Spark job: packed input → shuffle by bucket → the replaying tasks write every gold table's
-    files (``offsetlake_delta_rs_multi``). Event tables are replaced with the marker
-    (``app_id``, ``version``); ``current_state`` tables are staged and then MERGEd (only changed
-    rows rewritten, rows gone from the rebuild deleted). Returns ``{table: written | merged |
-    unchanged}``, or ``None`` when the decoded tables must be read through ``TableIO.read``.
+    From the spool when the decode pass wrote one (``spool_manifest`` exists and covers the
+    decoded tables): one Spark stage, each task reads its buckets' spool files, replays them and
+    writes the gold files. Otherwise from the decoded tables' files: packed input → shuffle by
+    bucket → the replaying tasks write every gold table's files (``offsetlake_delta_rs_multi``).
+    Event tables are replaced with the marker (``app_id``, ``version``); ``current_state``
+    tables are staged and then MERGEd (only changed rows rewritten, rows gone from the rebuild
+    deleted). Returns ``{table: written | merged | unchanged}``, or ``None`` when the decoded
+    tables must be read through ``TableIO.read``.
     """
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
-    from schemas import get as get_spec
+    from pipelines.file_tasks import spread
 
+    spark = io.spark
+    assert spark is not None
+    options = {"tables": list(tables), "retention_ms": retention_ms, "rules": rules, "as_of_ms": as_of_ms,
+               "num_partitions": num_partitions, "coordinator": coordinator}
+    entries = read_spool_manifest(spool_manifest) if spool_manifest else None
+    if entries is not None and not spool_covers(io, entries):
+        log.warning("replay: the decode's spool does not cover the decoded tables; reading their files")
+        entries = None
+    if spool_manifest and entries is None:
+        io.drop_staged(SPOOL)
+    if entries is not None:
+        log.info("replay: from the decode's spool (%d files, %d rows)", len(entries),
+                 sum(int(e["rows"]) for e in entries))
+        try:
+            if as_of_ms is None and retention_ms is not None:
+                options["as_of_ms"] = max((int(e["max_ts"]) for e in entries), default=None)
+            if on_as_of is not None:
+                on_as_of(options["as_of_ms"])
+            by_bucket: dict[int, list[str]] = {}
+            weight: dict[int, int] = {}
+            for e in entries:
+                by_bucket.setdefault(int(e["bucket"]), []).append(str(e["path"]))
+                weight[int(e["bucket"])] = weight.get(int(e["bucket"]), 0) + int(e["rows"])
+            work = spread(spark, [(b, json.dumps(ps)) for b, ps in sorted(by_bucket.items())],
+                          "bucket int, paths string", weights=[weight[b] for b in sorted(by_bucket)])
+            return _write_gold(io, work, "pipelines.batch_replay:route_replay_spool", options, app_id, version,
+                               tables, current_state)
+        finally:
+            io.drop_staged(SPOOL)
     files = source_files(io)
     if files is None:
         return None
+    log.info("replay: from the decoded tables' files (%d files)", len(files))
     packed = packed_input(io, files).persist(StorageLevel.MEMORY_AND_DISK)
     try:
         if as_of_ms is None and retention_ms is not None:
             row = packed.agg(F.max("max_ts").alias("m")).collect()[0]
-            as_of_ms = None if row["m"] is None else int(row["m"])
+            options["as_of_ms"] = None if row["m"] is None else int(row["m"])
         if on_as_of is not None:
-            on_as_of(as_of_ms)
-        n = int(packed.sparkSession.conf.get("spark.sql.shuffle.partitions") or 4)
-        shuffled = packed.repartition(n, "bucket").sortWithinPartitions("bucket")
-        options = {"tables": list(tables), "retention_ms": retention_ms, "rules": rules, "as_of_ms": as_of_ms,
-                   "num_partitions": num_partitions, "coordinator": coordinator}
-        staged = [t for t in tables if t in current_state]
-        results = io.write_routed(list(tables), shuffled, "pipelines.batch_replay:route_replay",
-                                  route_options=options, txn_app_id=app_id, txn_version=version, staged=staged)
+            on_as_of(options["as_of_ms"])
+        shuffled = packed.repartition(replay_tasks(spark), "bucket").sortWithinPartitions("bucket")
+        return _write_gold(io, shuffled, "pipelines.batch_replay:route_replay", options, app_id, version,
+                           tables, current_state)
     finally:
         packed.unpersist()
+
+
+def _write_gold(
+    io: TableIO, work: DataFrame, route: str, options: dict[str, Any], app_id: str, version: int,
+    tables: Sequence[str], current_state: Sequence[str],
+) -> dict[str, str]:
+    from schemas import get as get_spec
+
+    staged = [t for t in tables if t in current_state]
+    results = io.write_routed(list(tables), work, route, route_options=options, txn_app_id=app_id,
+                              txn_version=version, staged=staged)
     out = {name: "unchanged" if wr.skipped else "written" for name, wr in results.items()}
     for name in staged:
         try:

@@ -81,10 +81,28 @@ def decode_tables(batch: pa.RecordBatch, *, lenient: bool = False) -> dict[str, 
 def route_decode(
     batches: Iterator[pa.RecordBatch], options: dict[str, Any]
 ) -> Iterator[tuple[dict[str, pa.Table], int]]:
-    """``offsetlake_delta_rs_multi`` route over raw records: each batch of them → decoded rows."""
+    """``offsetlake_delta_rs_multi`` route over raw records: each batch of them → decoded rows
+    (and, with a ``spool`` option, the replay input cut into buckets: ``batch_replay.Spool``)."""
     lenient = bool(options.get("lenient", False))
-    for batch in batches:
-        yield decode_tables(batch, lenient=lenient), batch.num_rows
+    yield from _spooled(((decode_tables(b, lenient=lenient), b.num_rows) for b in batches), options)
+
+
+def _spooled(
+    decoded: Iterator[tuple[dict[str, pa.Table], int]], options: dict[str, Any]
+) -> Iterator[tuple[dict[str, pa.Table], int]]:
+    """Pass decoded batches on; when the options ask for it, also feed them to the replay spool."""
+    from pipelines.batch_replay import SOURCES, spool_for
+
+    spool = spool_for(options)
+    if spool is None:
+        yield from decoded
+        return
+    for tables, consumed in decoded:
+        for name in SOURCES:
+            if name in tables:
+                spool.add(name, tables[name])
+        yield tables, consumed
+    spool.close()
 
 
 def route_decode_files(
@@ -97,15 +115,19 @@ def route_decode_files(
     from pipelines.file_tasks import parquet_batches
 
     lenient = bool(options.get("lenient", False))
-    for batch in batches:
-        for path in batch.column("path").to_pylist():
-            for raw in parquet_batches(path, INPUT_COLUMNS):
-                yield decode_tables(raw, lenient=lenient), raw.num_rows
+
+    def decoded() -> Iterator[tuple[dict[str, pa.Table], int]]:
+        for batch in batches:
+            for path in batch.column("path").to_pylist():
+                for raw in parquet_batches(path, INPUT_COLUMNS):
+                    yield decode_tables(raw, lenient=lenient), raw.num_rows
+
+    yield from _spooled(decoded(), options)
 
 
 def write_decoded_tables(
     io: TableIO, raw_df: Any, *, app_id: str, version: int, lenient: bool = False,
-    expected_rows: int | None = None,
+    expected_rows: int | None = None, spool: tuple[dict[str, Any], str] | None = None,
 ) -> dict[str, WriteResult]:
     """Decode ``raw_df`` (raw records) into the four decoded tables in one pass (rust engine).
 
@@ -117,27 +139,35 @@ def write_decoded_tables(
 
     cols = [c for c in INPUT_COLUMNS if c in raw_df.columns]
     return io.write_routed(
-        TABLES, raw_df.select(*cols), ROUTE, route_options={"lenient": lenient}, txn_app_id=app_id,
+        TABLES, raw_df.select(*cols), ROUTE, route_options=_route_options(lenient, spool), txn_app_id=app_id,
         txn_version=version, rows_equal_input=True, expected_rows=expected_rows,
+        side_manifest=spool[1] if spool else None,
     )
+
+
+def _route_options(lenient: bool, spool: tuple[dict[str, Any], str] | None) -> dict[str, Any]:
+    return {"lenient": lenient, **({"spool": spool[0]} if spool else {})}
 
 
 def write_decoded_from_raw_table(
     io: TableIO, *, app_id: str, version: int, lenient: bool = False, expected_rows: int | None = None,
+    spool: tuple[dict[str, Any], str] | None = None,
 ) -> dict[str, WriteResult]:
     """Decode ``raw_records`` into the four decoded tables in one pass (rust engine).
 
     When the table's snapshot is its file list, the tasks read those files themselves (one
     Spark task per group of files, pyarrow reads, no JVM row conversion); otherwise the rows
-    come through ``TableIO.read``.
+    come through ``TableIO.read``. ``spool`` (``batch_replay.spool_options``): the same pass
+    also writes the replay input, cut into buckets, and the commit lists it in the manifest.
     """
     from pipelines.file_tasks import spread
 
     files = io.snapshot_files("raw_records")
     if files is None:
         return write_decoded_tables(io, io.read("raw_records"), app_id=app_id, version=version,
-                                    lenient=lenient, expected_rows=expected_rows)
+                                    lenient=lenient, expected_rows=expected_rows, spool=spool)
     return io.write_routed(
-        TABLES, spread(io.spark, [(f,) for f in files], "path string"), FILE_ROUTE, route_options={"lenient": lenient}, txn_app_id=app_id,
-        txn_version=version, rows_equal_input=True, expected_rows=expected_rows,
+        TABLES, spread(io.spark, [(f,) for f in files], "path string"), FILE_ROUTE,
+        route_options=_route_options(lenient, spool), txn_app_id=app_id, txn_version=version,
+        rows_equal_input=True, expected_rows=expected_rows, side_manifest=spool[1] if spool else None,
     )

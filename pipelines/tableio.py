@@ -312,6 +312,7 @@ class TableIO:
         mode: Literal["append", "overwrite"] = "overwrite",
         staged: tuple[str, ...] | list[str] = (),
         metadata: dict[str, Any] | None = None,
+        side_manifest: str | None = None,
     ) -> dict[str, WriteResult]:
         """Write the tables ``names`` in ONE pass over ``df`` (rust engine; default: replace them).
 
@@ -323,6 +324,8 @@ class TableIO:
         committed; with ``expected_rows`` the input must have exactly that many rows. Tables in
         ``staged`` are written to a fresh unmarked staging table instead (``staging_path``; read it
         with ``read_staged``, drop it with ``drop_staged``) — e.g. rows a caller MERGEs next. Tables already carrying the marker are left alone (their files are deleted).
+        ``side_manifest``: where the commit lists what the routes wrote beside the tables
+        (``delta_rs_sink.SIDE_KEY``), e.g. the replay spool the decode writes in the same pass.
         The spark engine has no multi-table writer: callers use one ``overwrite`` per table.
         """
         if self.engine != "rust":
@@ -355,6 +358,7 @@ class TableIO:
             .option("rows_equal_input", "true" if rows_equal_input else "false")
             .option("expected_rows", "" if expected_rows is None else str(expected_rows))
             .option("commit_metadata", json.dumps(metadata or {}))
+            .option("side_manifest", side_manifest or "")
         )
         if marked:
             writer = writer.option("txn_app_id", txn_app_id).option("txn_version", str(txn_version))

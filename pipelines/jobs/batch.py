@@ -202,6 +202,8 @@ def run_batch(
             st.detail = f"{res.records_read} read, {res.records_new} new, raw_records {res.raw_total} rows (v{res.raw_version})"
     raw_version = summary.raw_version
     decoded_changed = False
+    gold_app = f"{GOLD_APP_PREFIX}-{replay_fingerprint(cfg)}"
+    spool: tuple[dict[str, Any], str] | None = None  # the replay input, written by the decode pass
 
     # 2. decode (full rebuild of the decoded tables at this raw_records version) ---------------
     with progress.stage("decode") as st:
@@ -210,11 +212,15 @@ def run_batch(
         elif _all_applied(io, DECODED_TABLES, DECODE_APP_ID, raw_version):
             st.detail = f"up to date with raw_records v{raw_version}"
         elif io.engine == "rust":
-            # one pass: executors decode and write the four tables; the commit checks the counts
+            # one pass: executors decode and write the four tables; the commit checks the counts.
+            # When the replay follows, the same pass spools the replay input, cut into buckets
+            from pipelines.batch_replay import spool_options
             from pipelines.decode_tables import write_decoded_from_raw_table
 
+            if "replay" in stages and not _all_applied(io, gold_table_names(), gold_app, raw_version):
+                spool = spool_options(io)
             results = write_decoded_from_raw_table(
-                io, app_id=DECODE_APP_ID, version=raw_version, expected_rows=summary.raw_total
+                io, app_id=DECODE_APP_ID, version=raw_version, expected_rows=summary.raw_total, spool=spool
             )
             decoded_changed = any(not wr.skipped for wr in results.values())
             st.detail = ", ".join(f"{name} {io.count(name)}" for name in DECODED_TABLES)
@@ -240,7 +246,6 @@ def run_batch(
         summary.unsupported = io.count("unsupported_records")
 
     # 3. replay → gold -----------------------------------------------------------------------
-    gold_app = f"{GOLD_APP_PREFIX}-{replay_fingerprint(cfg)}"
     gold_written: dict[str, str] = {}
     with progress.stage("replay") as st:
         try:
@@ -272,6 +277,7 @@ def run_batch(
                         current_state=CURRENT_STATE_TABLES, retention_ms=cfg.replay.retention_ms,
                         rules=cfg.replay.rules, coordinator=cfg.replay.coordinator, as_of_ms=cfg.replay.as_of_ms,
                         num_partitions=cfg.offsets_topic.num_partitions, on_as_of=as_of.append,
+                        spool_manifest=spool[1] if spool else None,
                     )
                 if direct is not None:
                     gold_written.update(direct)
