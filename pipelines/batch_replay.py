@@ -5,7 +5,7 @@ Rules:
   is the same projection of the decoded tables (``replay_job.REPLAY_INPUT_DDL``), every group is
   replayed once, in (coordinator_partition, log_offset) order, by
   ``replay_job.replay_sorted_batches`` (the core's bulk path).
-- Rows are cut into buckets: ``bucket = crc32(group_id) mod B`` (B = 4 per replay task,
+- Rows are cut into buckets: ``bucket = string_hash64(group_id) mod B`` (B = 4 per replay task,
   ``replay_tasks``), so a group lives in exactly one bucket. A replay task reads whole buckets,
   sorts each by (group_id, coordinator_partition, log_offset) (``replay_job.replay_order``,
   integer keys) and replays it.
@@ -31,7 +31,6 @@ from __future__ import annotations
 import json
 import logging
 import uuid
-import zlib
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -125,14 +124,78 @@ def project(source: str, batch: pa.RecordBatch | pa.Table) -> pa.Table:
     return pa.Table.from_arrays(arrays, schema=schema)
 
 
+#: the replay-input columns each decoded table fills (the others are null for its rows)
+_BASE_COLUMNS = ("group_id", "coordinator_partition", "log_offset", "log_timestamp_ms", "rec_kind", "key_version",
+                 "is_tombstone", "value_version")
+SOURCE_COLUMNS = {
+    "offset_commits": (*_BASE_COLUMNS, "topic", "partition", "committed_offset", "leader_epoch", "metadata",
+                       "commit_timestamp_ms", "expire_timestamp_ms"),
+    "group_metadata": (*_BASE_COLUMNS, "protocol_type", "generation", "protocol", "leader",
+                       "current_state_timestamp_ms", "members"),
+    "unsupported_records": (*_BASE_COLUMNS, "raw_key", "raw_value"),
+}
+_FNV_PRIME = 0x100000001B3
+_POWERS: list[Any] = []
+
+
+def _powers(n: int) -> Any:
+    """``_FNV_PRIME ** i`` mod 2^64 for i < n (uint64; cached, grown by doubling)."""
+    import numpy as np
+
+    if not _POWERS or len(_POWERS[0]) < n:
+        m = max(n, 2 * len(_POWERS[0]) if _POWERS else 256)
+        p = np.full(m, _FNV_PRIME, np.uint64)
+        p[0] = 1
+        with np.errstate(over="ignore"):
+            _POWERS[:] = [np.cumprod(p, dtype=np.uint64)]
+    return _POWERS[0]
+
+
+def string_hash64(strings: Any) -> Any:
+    """A 64-bit hash of each string's UTF-8 bytes, vectorised (numpy over the Arrow buffers).
+
+    A polynomial hash (``sum(byte_i * P^i)`` mod 2^64, plus the length) passed through
+    MurmurHash3's finaliser: the same value in every process and run (no Python ``hash``
+    randomisation). Nulls hash as the empty string.
+    """
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    arr = strings.combine_chunks() if isinstance(strings, pa.ChunkedArray) else strings
+    if arr.null_count:
+        arr = pc.fill_null(arr, "")
+    arr = arr.cast(pa.large_string())
+    n = len(arr)
+    offsets = np.frombuffer(arr.buffers()[1], dtype=np.int64)[arr.offset: arr.offset + n + 1]
+    lengths = np.diff(offsets).astype(np.int64)
+    h = lengths.astype(np.uint64)
+    first, last = int(offsets[0]), int(offsets[-1])
+    if last > first:
+        data = np.frombuffer(arr.buffers()[2], dtype=np.uint8)[first:last].astype(np.uint64)
+        starts = offsets[:-1] - first
+        pos = np.arange(last - first, dtype=np.int64) - np.repeat(starts, lengths)
+        with np.errstate(over="ignore"):
+            prod = data * _powers(int(lengths.max()))[pos]
+            nonempty = lengths > 0
+            h[nonempty] += np.add.reduceat(prod, starts[nonempty])
+    with np.errstate(over="ignore"):
+        h ^= h >> np.uint64(33)
+        h *= np.uint64(0xFF51AFD7ED558CCD)
+        h ^= h >> np.uint64(33)
+        h *= np.uint64(0xC4CEB9FE1A85EC53)
+        h ^= h >> np.uint64(33)
+    return h
+
+
 def bucket_of(group_ids: Any, buckets: int) -> Any:
-    """crc32(group id, UTF-8) mod ``buckets`` per row (computed once per distinct group)."""
+    """``string_hash64(group id) mod buckets`` per row (hashed once per distinct group)."""
     import numpy as np
     import pyarrow as pa
 
     enc = group_ids.combine_chunks().dictionary_encode() if isinstance(group_ids, pa.ChunkedArray) \
         else group_ids.dictionary_encode()
-    per_group = np.array([zlib.crc32(g.encode()) % buckets for g in enc.dictionary.to_pylist()], dtype=np.int32)
+    per_group = (string_hash64(enc.dictionary) % np.uint64(buckets)).astype(np.int32)
     return per_group[enc.indices.to_numpy(zero_copy_only=False)]
 
 
@@ -165,10 +228,12 @@ def cut(table: pa.Table, buckets: int) -> Iterator[tuple[int, pa.Table, int]]:
     b_sorted = per_row[order]
     starts = np.flatnonzero(np.r_[True, b_sorted[1:] != b_sorted[:-1]])
     ends = np.r_[starts[1:], len(order)]
-    ts = table.column("log_timestamp_ms").to_numpy(zero_copy_only=False)
-    for s, e in zip(starts.tolist(), ends.tolist()):
-        idx = order[s:e]
-        yield int(b_sorted[s]), table.take(pa.array(idx, pa.int64())), int(ts[idx].max())
+    ts = table.column("log_timestamp_ms").to_numpy(zero_copy_only=False)[order]
+    newest = np.maximum.reduceat(ts, starts).tolist()
+    # one gather for all buckets, then zero-copy slices (a take per bucket costs per call)
+    by_bucket = table.take(pa.array(order, pa.int64()))
+    for s, e, m in zip(starts.tolist(), ends.tolist(), newest, strict=True):
+        yield int(b_sorted[s]), by_bucket.slice(s, e - s), int(m)
 
 
 def pack(table: pa.Table, buckets: int) -> Iterator[pa.RecordBatch]:
@@ -261,7 +326,7 @@ class Spool:
         self.buckets = buckets
         self.side = side
         self.tag = uuid.uuid4().hex
-        self.open: dict[int, list[Any]] = {}  # bucket -> [stream, writer, name, rows, newest ms]
+        self.open: dict[tuple[int, str], list[Any]] = {}  # (bucket, source) -> [stream, writer, name, rows, newest ms]
 
     def add(self, source: str, decoded: pa.Table) -> None:
         """Rows of decoded table ``source`` (its declared columns) → the buckets' files."""
@@ -273,19 +338,22 @@ class Spool:
             return
         spec = get_spec(source)
         table = project(source, decoded.select(list(spec.column_names)).cast(spec.arrow_schema()))
+        # only the columns this source fills: the rest are null for its rows (``read_spool``)
+        table = table.select(list(SOURCE_COLUMNS[source]))
         for b, rows, newest in cut(table, self.buckets):
-            entry = self.open.get(b)
+            key = (b, source)
+            entry = self.open.get(key)
             if entry is None:
-                name = f"b{b:05d}-{self.tag}.arrows"
+                name = f"b{b:05d}-{source}-{self.tag}.arrows"
                 stream = self.fs.open_output_stream(f"{self.root}/{name}")
                 writer = pa.ipc.new_stream(stream, rows.schema, options=pa.ipc.IpcWriteOptions(compression="lz4"))
-                entry = self.open[b] = [stream, writer, name, 0, newest]
+                entry = self.open[key] = [stream, writer, name, 0, newest]
             entry[1].write_table(rows)
             entry[3] += rows.num_rows
             entry[4] = max(entry[4], newest)
 
     def close(self) -> None:
-        for b, (stream, writer, name, rows, newest) in sorted(self.open.items()):
+        for (b, _), (stream, writer, name, rows, newest) in sorted(self.open.items()):
             writer.close()
             stream.close()
             self.side.append({"bucket": b, "path": f"{self.uri_root}/{name}", "rows": rows, "max_ts": newest})
@@ -332,12 +400,17 @@ def read_spool(paths: Sequence[str]) -> pa.Table:
 
     from pipelines.delta_rs_sink import _filesystem
 
+    schema = input_schema()
     tables = []
     for path in paths:
         filesystem, inner = _filesystem(path)
         with filesystem.open_input_stream(inner) as fh:
-            tables.append(pa.ipc.open_stream(fh).read_all())
-    return pa.concat_tables(tables) if tables else input_schema().empty_table()
+            part = pa.ipc.open_stream(fh).read_all()
+        n = part.num_rows
+        names = set(part.column_names)
+        tables.append(pa.Table.from_arrays(
+            [part.column(f.name) if f.name in names else pa.nulls(n, f.type) for f in schema], schema=schema))
+    return pa.concat_tables(tables) if tables else schema.empty_table()
 
 
 def route_replay_spool(

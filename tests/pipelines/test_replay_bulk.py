@@ -224,3 +224,24 @@ def test_replay_order_is_arrows_stable_sort_on_group_partition_offset(seed: int)
                                        ("log_offset", "ascending")]).to_numpy()
     assert replay_order(table).tolist() == expected.tolist()
     assert replay_order(table.slice(0, 0)).tolist() == []
+
+
+def test_group_buckets_are_a_stable_hash_spread_over_all_buckets() -> None:
+    from pipelines.batch_replay import bucket_of, string_hash64
+
+    names = ["", "a", "b", "ab", "ba", "g-1", "é-grp", "x" * 5000, None]
+    arr = pa.array(names, pa.string())
+    h = string_hash64(arr)
+    assert len(set(h.tolist())) == len(names) - 1  # only None and "" collide (a null hashes as "")
+    assert h[0] == h[-1]
+    # the same value whatever the chunking, offset or string type, and in every run (pinned)
+    chunked = pa.chunked_array([arr.slice(0, 4), arr.slice(4)])
+    assert string_hash64(chunked).tolist() == h.tolist()
+    assert string_hash64(arr.slice(3, 2)).tolist() == h[3:5].tolist()
+    assert string_hash64(arr.cast(pa.large_string())).tolist() == h.tolist()
+    assert int(string_hash64(pa.array(["consumer-group-7"]))[0]) == 0xA736_A79B_5C98_C9BC
+    groups = pa.array([f"group-{i}" for i in range(20_000)])
+    per_bucket = np.bincount(bucket_of(groups, 16), minlength=16)
+    assert per_bucket.min() > 1000 and per_bucket.max() < 1500  # ~1250 each
+    rows = pa.chunked_array([groups.slice(0, 7), groups.slice(7)])
+    assert bucket_of(rows, 16).tolist() == bucket_of(groups, 16).tolist()
