@@ -416,6 +416,8 @@ class MultiCommitMessage(WriterCommitMessage):
 
 #: route-options key under which a task's route finds its side-output list (``side_manifest``)
 SIDE_KEY = "_side_outputs"
+#: the message of a commit a ``commit_check`` refused (nothing was committed)
+COMMIT_REFUSED = "offsetlake: commit refused"
 
 
 def load_route(spec: str) -> Any:
@@ -443,8 +445,11 @@ class DeltaRsMultiWriter(DataSourceArrowWriter):
     ``rows_equal_input`` (``true``: the routed rows must add up to the input rows consumed),
     ``side_manifest`` (optional path: a route may append JSON-able entries describing files it
     wrote beside the tables to ``route_options[SIDE_KEY]``; the commit writes the successful
-    tasks' entries there as one JSON list before committing the tables), and the marker / mode
-    options of ``offsetlake_delta_rs``.
+    tasks' entries there as one JSON list before committing the tables), ``commit_check``
+    (optional ``module:function``, called on the driver as ``check(side entries, route_options)``
+    after the tasks: a returned reason aborts the write, nothing is committed, and the error
+    message starts with ``COMMIT_REFUSED``), and the marker / mode options of
+    ``offsetlake_delta_rs``.
     """
 
     def __init__(self, options: dict[str, str], overwrite: bool) -> None:
@@ -460,6 +465,7 @@ class DeltaRsMultiWriter(DataSourceArrowWriter):
         self.expected_rows = int(options["expected_rows"]) if options.get("expected_rows") else None
         self.rows_equal_input = options.get("rows_equal_input", "false") == "true"
         self.side_manifest = options.get("side_manifest") or None
+        self.commit_check = options.get("commit_check") or None
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> MultiCommitMessage:
         route = load_route(self.route)
@@ -502,10 +508,15 @@ class DeltaRsMultiWriter(DataSourceArrowWriter):
         if problem is not None:
             self.abort(messages)
             raise RuntimeError(f"count mismatch, nothing committed: {problem}")
+        # what the successful tasks' routes reported beside the tables (failed attempts' are not)
+        side = [e for m in messages if isinstance(m, MultiCommitMessage) for e in m.side]
+        if self.commit_check:
+            refused = load_route(self.commit_check)(side, self.route_options)
+            if refused:
+                self.abort(messages)
+                raise RuntimeError(f"{COMMIT_REFUSED}: {refused}")
         if self.side_manifest:
-            # what the successful tasks' routes wrote beside the tables (failed attempts' files
-            # are not listed), saved before the tables are committed
-            side = [e for m in messages if isinstance(m, MultiCommitMessage) for e in m.side]
+            # saved before the tables are committed
             filesystem, inner = _filesystem(self.side_manifest)
             with filesystem.open_output_stream(inner) as out:
                 out.write(json.dumps(side, separators=(",", ":")).encode())

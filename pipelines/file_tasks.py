@@ -21,7 +21,7 @@ BATCH_ROWS = 65_536
 
 
 #: at most this many tasks per core: more tasks balance better, each costs a few ms
-TASKS_PER_CORE = 8
+TASKS_PER_CORE = 4
 
 
 def _weight(row: Any, path_at: int) -> int:

@@ -7,13 +7,18 @@ Rules:
   and records already in ``raw_records`` are removed with an anti-join before the append. A rerun
   over the same input appends nothing and makes no commit (the table version stays).
 - A local landing of raw-record Parquet files is read by the tasks themselves (rust engine):
-  one Spark task per group of files, pyarrow reads and casts, the same multi-table writer as the
-  decode stage appends the files' rows (no row crosses the JVM). Anything else (JSON lines,
-  object stores, Kafka, a Delta source, odd column types) goes through Spark's readers.
+  one Spark task per group of files, the same multi-table writer as the decode stage appends
+  them (no row crosses the JVM): a file already in ``RAW_RECORDS``' schema and big enough is
+  copied byte for byte, the others are read and cast with pyarrow. The same pass reports each
+  file's position ranges and the commit goes through only if they are disjoint
+  (``check_disjoint``); a refused commit deletes the copies and the exact path below runs.
+  Anything else (JSON lines, object stores, Kafka, a Delta source, odd column types) goes
+  through Spark's readers.
 - Files an earlier ingest committed (same absolute path, size and mtime; recorded in the
   commit's metadata) are not read again: a rerun over an unchanged landing directory costs a
   directory listing. Their rows still count as read (and as duplicates).
-- The common case costs one column-pruned pass, not a shuffle: ``position_ranges`` reads only
+- Through Spark's readers the common case costs one column-pruned pass, not a shuffle:
+  ``position_ranges`` reads only
   (topic, partition, offset) and returns, per task and log partition, the offset range, the row
   count and whether the task saw a position twice. When no task saw a duplicate and no two
   ranges of one log partition overlap (each other's or ``raw_records``'), the input holds no
@@ -39,7 +44,7 @@ import json
 import logging
 import os
 from collections.abc import Callable, Collection, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -254,21 +259,6 @@ def landing_files_readable_by_tasks(cfg: Config, known: Collection[str] = ()) ->
     return parquet
 
 
-def _file_ranges(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """mapInArrow body over file paths: the position ranges of each file."""
-    import pyarrow as pa
-
-    for batch in batches:
-        for path in batch.column("path").to_pylist():
-            parts = [pa.Table.from_batches([b]) for b in parquet_batches(path, POSITION)]
-            if not parts:
-                continue
-            t = pa.concat_tables(parts)
-            if "topic" not in t.column_names:
-                t = t.append_column("topic", pa.array(["__consumer_offsets"] * t.num_rows, pa.string()))
-            yield _table_ranges(t)
-
-
 def route_copy_files(
     batches: Iterator[pa.RecordBatch], options: dict[str, Any]
 ) -> Iterator[tuple[dict[str, pa.Table], int]]:
@@ -279,25 +269,47 @@ def route_copy_files(
     rows is copied byte for byte (no decode and re-encode); smaller ones are rewritten so a
     landing of many small captures does not become a table of many small files.
     """
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from pipelines.delta_rs_sink import ParquetFileCopy, file_matches
+    from pipelines.delta_rs_sink import SIDE_KEY, ParquetFileCopy, file_matches
 
     target = RAW_RECORDS.arrow_schema()
     min_copy = options.get("min_copy_rows")
+    side = options.get(SIDE_KEY)
     for batch in batches:
         for path in batch.column("path").to_pylist():
             pf = pq.ParquetFile(path)
             schema, rows = pf.schema_arrow, pf.metadata.num_rows
             pf.close()
+            positions: list[pa.Table] = []
             if min_copy is not None and rows >= int(min_copy) and file_matches(schema, target):
                 yield {RAW_TABLE: ParquetFileCopy(path, rows)}, rows
-                continue
-            cast = _landing_caster(schema)
-            if cast is None:
-                raise ValueError(f"{path}: not a raw-record Parquet file")
-            for raw in parquet_batches(path):
-                yield {RAW_TABLE: cast(raw)}, raw.num_rows
+                if side is not None:
+                    positions = [pa.Table.from_batches([b]) for b in parquet_batches(path, POSITION)]
+            else:
+                cast = _landing_caster(schema)
+                if cast is None:
+                    raise ValueError(f"{path}: not a raw-record Parquet file")
+                for raw in parquet_batches(path):
+                    rows_out = cast(raw)
+                    if side is not None:
+                        positions.append(rows_out.select(list(POSITION)))
+                    yield {RAW_TABLE: rows_out}, raw.num_rows
+            if side is not None and positions:
+                t = pa.concat_tables(positions)
+                if "topic" not in t.column_names:
+                    t = t.append_column("topic", pa.array(["__consumer_offsets"] * t.num_rows, pa.string()))
+                side.extend(_table_ranges(t.select(list(POSITION))).to_pylist())
+
+
+def check_disjoint(side: list[dict[str, Any]], options: dict[str, Any]) -> str | None:
+    """``commit_check`` of the copy: refuse when the files' position ranges (the routes' side
+    outputs) repeat a position or overlap each other or raw_records' (``options["existing"]``)."""
+    ranges = [PositionRange(**r) for r in [*side, *options.get("existing", [])]]
+    if ranges_disjoint(ranges):
+        return None
+    return "the input overlaps itself or raw_records"
 
 
 def file_stamp(path: str) -> str:
@@ -476,26 +488,36 @@ def ingest(spark: SparkSession, cfg: Config, io: TableIO, source: DataFrame | No
         files = fresh_files
         metadata = {FILES_KEY: json.dumps({stamps[f]: _file_rows(f) for f in files}, separators=(",", ":"))}
     incoming = normalize(source, dedupe=False)
+    existing = table_ranges(io.read(RAW_TABLE)) if before else []
+    appended = False
     if files is not None:
-        paths = spread(spark, [(f,) for f in files], "path string")
-        rows = paths.mapInArrow(_file_ranges, _RANGE_DDL).collect()
-        incoming_ranges = [PositionRange(r["topic"], r["partition"], r["first"], r["last"], r["rows"], r["repeats"])
-                           for r in rows]
+        # one pass: the tasks copy their files and report each file's position ranges; the
+        # commit goes through only when nothing repeats or overlaps (else: the exact path)
+        read = sum(_file_rows(f) for f in files) + skipped_rows
+        n_new = read - skipped_rows
+        options = {"min_copy_rows": max(1, cfg.delta.target_file_rows // 4),
+                   "existing": [asdict(r) for r in existing]}
+        try:
+            io.write_routed([RAW_TABLE], spread(spark, [(f,) for f in files], "path string"),
+                            "pipelines.ingest:route_copy_files", mode="append", route_options=options,
+                            rows_equal_input=True, expected_rows=n_new, metadata=metadata,
+                            commit_check="pipelines.ingest:check_disjoint")
+            appended = True
+        except Exception as exc:  # the check's refusal comes back wrapped by Spark
+            from pipelines.delta_rs_sink import COMMIT_REFUSED
+
+            if COMMIT_REFUSED not in str(exc):
+                raise
     else:
         incoming_ranges = position_ranges(incoming)
-    read = sum(r.rows for r in incoming_ranges) + skipped_rows
-    existing = table_ranges(io.read(RAW_TABLE)) if before else []
-    if ranges_disjoint([*incoming_ranges, *existing]):
-        # no duplicate inside the input, nothing already ingested: append as read (log order kept)
-        n_new = read - skipped_rows
-        if n_new and files is not None:
-            # the tasks copy their files themselves (pyarrow read + cast + Parquet write)
-            io.write_routed([RAW_TABLE], paths, "pipelines.ingest:route_copy_files", mode="append",
-                            route_options={"min_copy_rows": max(1, cfg.delta.target_file_rows // 4)},
-                            rows_equal_input=True, expected_rows=n_new, metadata=metadata)
-        elif n_new:
-            io.append(RAW_TABLE, incoming)
-    else:
+        read = sum(r.rows for r in incoming_ranges) + skipped_rows
+        if ranges_disjoint([*incoming_ranges, *existing]):
+            # no duplicate inside the input, nothing already ingested: append as read (log order kept)
+            n_new = read - skipped_rows
+            if n_new:
+                io.append(RAW_TABLE, incoming)
+            appended = True
+    if not appended:
         log.info("ingest: input overlaps itself or raw_records; de-duplicating by position")
         fresh = normalize(source)
         if before:

@@ -313,6 +313,7 @@ class TableIO:
         staged: tuple[str, ...] | list[str] = (),
         metadata: dict[str, Any] | None = None,
         side_manifest: str | None = None,
+        commit_check: str | None = None,
     ) -> dict[str, WriteResult]:
         """Write the tables ``names`` in ONE pass over ``df`` (rust engine; default: replace them).
 
@@ -326,6 +327,8 @@ class TableIO:
         with ``read_staged``, drop it with ``drop_staged``) — e.g. rows a caller MERGEs next. Tables already carrying the marker are left alone (their files are deleted).
         ``side_manifest``: where the commit lists what the routes wrote beside the tables
         (``delta_rs_sink.SIDE_KEY``), e.g. the replay spool the decode writes in the same pass.
+        ``commit_check`` (``module:function``): may refuse the commit after seeing the routes'
+        side outputs (the error then contains ``delta_rs_sink.COMMIT_REFUSED``).
         The spark engine has no multi-table writer: callers use one ``overwrite`` per table.
         """
         if self.engine != "rust":
@@ -359,6 +362,7 @@ class TableIO:
             .option("expected_rows", "" if expected_rows is None else str(expected_rows))
             .option("commit_metadata", json.dumps(metadata or {}))
             .option("side_manifest", side_manifest or "")
+            .option("commit_check", commit_check or "")
         )
         if marked:
             writer = writer.option("txn_app_id", txn_app_id).option("txn_version", str(txn_version))

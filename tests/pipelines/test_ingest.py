@@ -58,6 +58,9 @@ def test_duplicates_inside_and_across_inputs_are_dropped(cfg: Config, spark: Any
     res2 = ingest(spark, cfg, io)
     assert res2.records_new == 20
     assert _positions(io) == [(0, i) for i in range(80)]
+    # the refused one-pass copies left no file behind: the directory holds the snapshot only
+    table = Path(io.path("raw_records"))
+    assert {p.name for p in table.glob("*.parquet")} == {Path(f).name for f in io.snapshot_files("raw_records") or []}
 
 
 def test_ingested_bytes_are_untouched(cfg: Config, spark: Any) -> None:
