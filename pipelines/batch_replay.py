@@ -265,26 +265,24 @@ def pack_files(batches: Iterator[pa.RecordBatch], buckets: int) -> Iterator[pa.R
                 yield from pack(project(source, raw), buckets)
 
 
-def replay_bucket(
-    table: pa.Table, replay: Callable[[list[pa.RecordBatch]], Iterator[pa.Table]]
-) -> Iterator[pa.RecordBatch]:
-    """One bucket's replay-input rows (any order) → ``replay`` over them sorted by
+def replay_bucket(table: pa.Table, replay: Callable[[list[pa.RecordBatch]], Iterator[Any]]) -> Iterator[Any]:
+    """One bucket's replay-input rows (any order) → ``replay``'s outputs over them sorted by
     (group_id, coordinator_partition, log_offset)."""
     import pyarrow as pa
 
     from pipelines.replay_job import replay_order
 
     order = pa.array(replay_order(table), pa.int64())
-    for out in replay(table.take(order).to_batches(max_chunksize=65_536)):
-        yield from out.to_batches()
+    yield from replay(table.take(order).to_batches(max_chunksize=65_536))
 
 
 def replay_buckets(
-    batches: Iterator[pa.RecordBatch], replay: Callable[[list[pa.RecordBatch]], Iterator[pa.Table]]
-) -> Iterator[pa.RecordBatch]:
-    """mapInArrow body over packed rows sorted by bucket: one replay per bucket."""
+    batches: Iterator[pa.RecordBatch], replay: Callable[[list[pa.RecordBatch]], Iterator[Any]]
+) -> Iterator[Any]:
+    """mapInArrow body over packed rows sorted by bucket: one replay per bucket (``replay``'s
+    outputs, in bucket order)."""
 
-    def flush(blobs: list[bytes]) -> Iterator[pa.RecordBatch]:
+    def flush(blobs: list[bytes]) -> Iterator[Any]:
         return replay_bucket(unpack(blobs), replay)
 
     current: int | None = None
@@ -418,7 +416,6 @@ def route_replay_spool(
 ) -> Iterator[tuple[dict[str, pa.Table], int]]:
     """``offsetlake_delta_rs_multi`` route over (bucket, spool files as JSON) rows: each bucket's
     rows read, sorted, replayed; the task writes the gold files."""
-    from pipelines.gold import from_union
     from pipelines.replay_job import replay_sorted_batches
 
     tables = tuple(options["tables"])
@@ -426,8 +423,8 @@ def route_replay_spool(
     for batch in batches:
         for paths in batch.column("paths").to_pylist():
             rows = read_spool(json.loads(paths))
-            for union in replay_bucket(rows, lambda bs: replay_sorted_batches(bs, tables=tables, **opts)):
-                yield from_union(union, tables), 0
+            for out in replay_bucket(rows, lambda bs: replay_sorted_batches(bs, tables=tables, as_tables=True, **opts)):
+                yield out, 0
 
 
 def source_files(io: TableIO) -> list[tuple[str, str]] | None:
@@ -471,13 +468,12 @@ def route_replay(
     The replay output never becomes JVM rows: the task that replays a bucket writes the gold
     files itself.
     """
-    from pipelines.gold import from_union
     from pipelines.replay_job import replay_sorted_batches
 
     tables = tuple(options["tables"])
     opts = {k: options[k] for k in ("retention_ms", "rules", "as_of_ms", "num_partitions", "coordinator")}
-    for union in replay_buckets(batches, lambda bs: replay_sorted_batches(bs, tables=tables, **opts)):
-        yield from_union(union, tables), 0
+    for out in replay_buckets(batches, lambda bs: replay_sorted_batches(bs, tables=tables, as_tables=True, **opts)):
+        yield out, 0
 
 
 def spool_covers(io: TableIO, entries: Sequence[dict[str, Any]]) -> bool:

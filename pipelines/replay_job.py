@@ -621,7 +621,8 @@ def replay_sorted_batches(
     max_span_ms: int | None = -1,
     counters: RunCounters | None = None,
     rows_per_replay: int = 100_000,
-) -> Iterator[pa.Table]:
+    as_tables: bool = False,
+) -> Iterator[Any]:
     """Replay rows sorted by (group_id, coordinator_partition, log_offset), many groups per batch.
 
     The ``mapInArrow`` twin of ``replay_group_arrow``: a group's rows are contiguous (they may
@@ -634,6 +635,10 @@ def replay_sorted_batches(
     replayed with ``replay_runs`` (see ``replay_table``) and their gold rows are converted in one
     go (fewer, larger conversions: the per-conversion cost is fixed); the rows equal
     ``bulk=False`` (every row a ``LogRecord``, ``replay`` per group, one output per batch).
+
+    Yields union-schema tables (``GOLD_UNION_SCHEMA``), or with ``as_tables`` (bulk only)
+    ``{gold table: its rows}`` dicts (no round trip through the union for a writer that writes
+    each table itself).
     """
     if not bulk:
         yield from _replay_sorted_batches_per_record(
@@ -647,7 +652,7 @@ def replay_sorted_batches(
     compress = "offset_commit" not in kinds
     span = default_max_span_ms(retention_ms) if max_span_ms == -1 else max_span_ms
 
-    def replay_complete(parts: list[pa.Table]) -> pa.Table | None:
+    def replay_complete(parts: list[pa.Table]) -> Any:
         work = pa.concat_tables(parts) if len(parts) > 1 else parts[0]
         out: dict[str, list[dict[str, Any]]] = {t: [] for t in tables}
         # the replay builds ~100k short-lived acyclic objects per batch (freed by reference
@@ -663,7 +668,11 @@ def replay_sorted_batches(
                     result, tables=tables, retention_ms=retention_ms, rules=rules, num_partitions=num_partitions
                 ).items():
                     out[name].extend(rows)
-            return _union_table(out) if any(out.values()) else None
+            if not any(out.values()):
+                return None
+            if as_tables:
+                return {name: rows_to_arrow(GOLD_SPECS[name], rs) for name, rs in out.items() if rs}
+            return _union_table(out)
 
     import numpy as np
 
