@@ -304,6 +304,8 @@ def replay_buckets(
 #: the spool's directory name under the warehouse's ``_staging``
 SPOOL = "replay_spool"
 SPOOL_MANIFEST = "_manifest.json"
+#: rows a spool buffers per (bucket, source) before writing them as one record batch
+SPOOL_BATCH_ROWS = 32_768
 
 
 class Spool:
@@ -324,7 +326,8 @@ class Spool:
         self.buckets = buckets
         self.side = side
         self.tag = uuid.uuid4().hex
-        self.open: dict[tuple[int, str], list[Any]] = {}  # (bucket, source) -> [stream, writer, name, rows, newest ms]
+        # (bucket, source) -> [stream, writer, file name, rows, newest ms, buffered slices, their rows]
+        self.open: dict[tuple[int, str], list[Any]] = {}
 
     def add(self, source: str, decoded: pa.Table) -> None:
         """Rows of decoded table ``source`` (its declared columns) → the buckets' files."""
@@ -345,13 +348,28 @@ class Spool:
                 name = f"b{b:05d}-{source}-{self.tag}.arrows"
                 stream = self.fs.open_output_stream(f"{self.root}/{name}")
                 writer = pa.ipc.new_stream(stream, rows.schema, options=pa.ipc.IpcWriteOptions(compression="lz4"))
-                entry = self.open[key] = [stream, writer, name, 0, newest]
-            entry[1].write_table(rows)
+                entry = self.open[key] = [stream, writer, name, 0, newest, [], 0]
+            entry[5].append(rows)
+            entry[6] += rows.num_rows
             entry[3] += rows.num_rows
             entry[4] = max(entry[4], newest)
+            if entry[6] >= SPOOL_BATCH_ROWS:
+                self._flush(entry)
+
+    @staticmethod
+    def _flush(entry: list[Any]) -> None:
+        """Write a (bucket, source)'s buffered slices as ONE record batch (few large batches:
+        less per-batch IPC and compression overhead, fewer chunks for the replay to sort)."""
+        import pyarrow as pa
+
+        if entry[5]:
+            entry[1].write_table(pa.concat_tables(entry[5]).combine_chunks())
+            entry[5], entry[6] = [], 0
 
     def close(self) -> None:
-        for (b, _), (stream, writer, name, rows, newest) in sorted(self.open.items()):
+        for (b, _), entry in sorted(self.open.items()):
+            self._flush(entry)
+            stream, writer, name, rows, newest = entry[:5]
             writer.close()
             stream.close()
             self.side.append({"bucket": b, "path": f"{self.uri_root}/{name}", "rows": rows, "max_ts": newest})
