@@ -10,6 +10,7 @@ Rules:
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -45,12 +46,11 @@ def spread(
     One task per row up to ``TASKS_PER_CORE`` tasks per core; beyond that rows are packed into
     that many tasks, heaviest first into the lightest task (by ``weights``, default the local
     file's size). Tasks are numbered heaviest first, so Spark starts the long ones first and no
-    core idles at the end. No shuffle: the rows are made in the tasks themselves (one Python
-    stage with the caller's).
+    core idles at the end. No shuffle and no Python evaluator: the rows are made in the tasks by
+    SQL expressions from a JSON literal, so the caller's Python is the stage's only one.
     """
-    import pyarrow as pa
-    from pyspark.sql.pandas.types import to_arrow_schema
-    from pyspark.sql.types import StructType, _parse_datatype_string
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import ArrayType, StructType, _parse_datatype_string
 
     schema = _parse_datatype_string(ddl)
     assert isinstance(schema, StructType), ddl
@@ -64,17 +64,15 @@ def spread(
         bins[j].append(row)
         load[j] += w
     bins = [b for _, b in sorted(zip(load, bins, strict=True), key=lambda x: -x[0]) if b] or [[]]
-    arrow_schema = to_arrow_schema(schema)
-
-    def rows_of(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        for batch in batches:
-            for task in batch.column(0).to_pylist():
-                mine = bins[task]
-                yield pa.RecordBatch.from_pydict(
-                    {c: [r[i] for r in mine] for i, c in enumerate(arrow_schema.names)}, schema=arrow_schema
-                )
-
-    return spark.range(0, len(bins), 1, len(bins)).mapInArrow(rows_of, schema)
+    # the rows travel as a JSON literal in the plan and are made by SQL expressions in the task:
+    # no Python evaluator runs before the caller's (each costs a worker start and a per-task init)
+    payload = [json.dumps([dict(zip(schema.names, r, strict=True)) for r in b]) for b in bins]
+    pick = F.element_at(F.array(*[F.lit(p) for p in payload]), (F.col("id") + 1).cast("int"))
+    return (
+        spark.range(0, len(bins), 1, len(bins))
+        .select(F.explode(F.from_json(pick, ArrayType(schema))).alias("r"))
+        .select(*[F.col(f"r.{name}").alias(name) for name in schema.names])
+    )
 
 
 def parquet_batches(
