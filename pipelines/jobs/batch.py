@@ -219,9 +219,16 @@ def run_batch(
 
             if "replay" in stages and not _all_applied(io, gold_table_names(), gold_app, raw_version):
                 spool = spool_options(io)
-            results = write_decoded_from_raw_table(
-                io, app_id=DECODE_APP_ID, version=raw_version, expected_rows=summary.raw_total, spool=spool
-            )
+            try:
+                results = write_decoded_from_raw_table(
+                    io, app_id=DECODE_APP_ID, version=raw_version, expected_rows=summary.raw_total, spool=spool
+                )
+            except BaseException:
+                if spool is not None:  # nothing was committed: the spool's files are no one's
+                    from pipelines.batch_replay import SPOOL
+
+                    io.drop_staged(SPOOL)
+                raise
             decoded_changed = any(not wr.skipped for wr in results.values())
             st.detail = ", ".join(f"{name} {io.count(name)}" for name in DECODED_TABLES)
         else:

@@ -71,8 +71,13 @@ def test_a_count_mismatch_commits_nothing(cfg: Config, spark: Any) -> None:
     write_raw_records(sample_records(3, seed=2), cfg.paths.landing)
     io = TableIO(cfg, spark)
     ingest(spark, cfg, io)
+    from pipelines.batch_replay import read_spool_manifest, spool_options
+
+    spool = spool_options(io)
     with pytest.raises(Exception, match="count mismatch, nothing committed"):
-        write_decoded_from_raw_table(io, app_id="t", version=1, expected_rows=io.count("raw_records") + 1)
+        write_decoded_from_raw_table(io, app_id="t", version=1, expected_rows=io.count("raw_records") + 1,
+                                     spool=spool)
+    assert read_spool_manifest(spool[1]) is None  # the replay never trusts this pass's spool
     assert all(io.count(n) == 0 for n in TABLES)
     leftovers = [p for n in TABLES for p in Path(io.path(n)).glob("*.parquet")]
     assert leftovers == []
