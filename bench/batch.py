@@ -571,13 +571,14 @@ def render(results: list[SizeResult], base: dict[str, float], args: argparse.Nam
                   "the sizes ran at different load averages, see the last column)."]
     lines += [
         "",
-        "End-to-end = `pipelines.jobs.batch.run_batch` on the delta-rs engine: ingest (per-file offset "
-        "ranges, then the tasks append the landing files to Delta `raw_records`), decode (one pass: the "
-        "tasks read `raw_records`' files, decode and write the four decoded Delta tables; counts checked "
-        "before the commit), replay (the tasks read the decoded files and pack (file, group bucket) slices "
-        "as Arrow IPC messages, Spark shuffles them by bucket, each bucket is replayed by the core's bulk "
-        "path) and the seven gold Delta tables (five event tables in one pass, group_state/offsets_current "
-        "MERGEd).",
+        "End-to-end = `pipelines.jobs.batch.run_batch` on the delta-rs engine: ingest (one pass: the "
+        "tasks copy the landing files into Delta `raw_records` — byte for byte when already in its "
+        "schema — and report their offset ranges; committed only when nothing overlaps), decode (one "
+        "pass: the tasks read `raw_records`' files, decode, write the four decoded Delta tables and spool "
+        "the replay input in group buckets as Arrow IPC files; counts checked before the commit), replay "
+        "(one task per bucket or buckets reads its spool files, sorts and replays them with the core's "
+        "bulk path) and the seven gold Delta tables (five event tables in one pass, "
+        "group_state/offsets_current MERGEd).",
         "",
         *notes(results, base),
     ]
@@ -612,7 +613,10 @@ def notes(results: list[SizeResult], base: dict[str, float]) -> list[str]:
         "- The baseline row is the pure core (decode + replay) in one process; `e2e vs baseline` compares the "
         "whole Spark job (2 cores, with Delta writes) to it.",
         "- Both Spark rows come from one process (one SparkSession, sizes in turn); the single-process rows "
-        "from a `--baseline-only` run of the same code minutes earlier.",
+        "from a `--baseline-only` run of the same code minutes earlier. The first size's job is the "
+        "session's first: it alone pays the one-time start of Spark's Python workers and of the Python "
+        "data-source writer (about 5 s here), which is part of why the smaller run is dearer per record; "
+        "a job in a fresh process (`offsetlake run batch`) pays it too.",
         "",
     ]
 
