@@ -284,23 +284,34 @@ def route_copy_files(
             pf.close()
             positions: list[pa.Table] = []
             if min_copy is not None and rows >= int(min_copy) and file_matches(schema, target):
+                # every page is read (and so checked) before the bytes are adopted: a damaged
+                # file fails here, naming itself, instead of entering raw_records
+                for raw in _checked_batches(path):
+                    positions.append(pa.Table.from_batches([raw]).select(list(POSITION)))
                 yield {RAW_TABLE: ParquetFileCopy(path, rows)}, rows
-                if side is not None:
-                    positions = [pa.Table.from_batches([b]) for b in parquet_batches(path, POSITION)]
             else:
                 cast = _landing_caster(schema)
                 if cast is None:
                     raise ValueError(f"{path}: not a raw-record Parquet file")
-                for raw in parquet_batches(path):
+                for raw in _checked_batches(path):
                     rows_out = cast(raw)
-                    if side is not None:
-                        positions.append(rows_out.select(list(POSITION)))
+                    positions.append(rows_out.select(list(POSITION)))
                     yield {RAW_TABLE: rows_out}, raw.num_rows
             if side is not None and positions:
                 t = pa.concat_tables(positions)
                 if "topic" not in t.column_names:
                     t = t.append_column("topic", pa.array(["__consumer_offsets"] * t.num_rows, pa.string()))
                 side.extend(_table_ranges(t.select(list(POSITION))).to_pylist())
+
+
+def _checked_batches(path: str) -> Iterator[pa.RecordBatch]:
+    """A landing file's batches; a file that cannot be read fails with its name."""
+    import pyarrow as pa
+
+    try:
+        yield from parquet_batches(path)
+    except (pa.ArrowException, OSError) as exc:
+        raise ValueError(f"{path}: unreadable landing Parquet file ({exc})") from exc
 
 
 def check_disjoint(side: list[dict[str, Any]], options: dict[str, Any]) -> str | None:

@@ -243,3 +243,18 @@ def test_landing_files_in_the_table_schema_are_copied_byte_for_byte(tmp_path: Pa
     a = copied[0]
     assert (a["min.partition"], a["max.partition"], a["min.offset"], a["max.offset"]) == (0, 4, 0, 24)
     assert a["null_count.value"] == sum(1 for r in _records(0, 25) + _records(0, 12) if r.value is None)
+
+
+def test_a_damaged_landing_file_is_refused_with_its_name_before_its_bytes_are_copied(
+    tmp_path: Path, spark: Any
+) -> None:
+    # footer intact (so the schema matches and the file would be copied as it is), first page garbled
+    cfg = load_config(overrides={"paths.root": str(tmp_path), "delta.target_file_rows": 40})
+    (victim,) = write_raw_records(_records(0, 30), Path(cfg.paths.landing))
+    data = bytearray(victim.read_bytes())
+    data[4:64] = b"\xff" * 60
+    victim.write_bytes(bytes(data))
+    io = TableIO(cfg, spark)
+    with pytest.raises(Exception, match=rf"{victim.name}: unreadable landing Parquet file"):
+        ingest(spark, cfg, io)
+    assert io.count("raw_records") == 0
