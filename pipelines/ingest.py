@@ -497,14 +497,15 @@ def ingest(spark: SparkSession, cfg: Config, io: TableIO, source: DataFrame | No
         if len(fresh_files) < len(files):
             source = spark.read.schema(RAW_RECORDS.spark_schema()).parquet(*fresh_files)
         files = fresh_files
-        metadata = {FILES_KEY: json.dumps({stamps[f]: _file_rows(f) for f in files}, separators=(",", ":"))}
+        file_rows = {f: _file_rows(f) for f in files}  # footers, read once
+        metadata = {FILES_KEY: json.dumps({stamps[f]: file_rows[f] for f in files}, separators=(",", ":"))}
     incoming = normalize(source, dedupe=False)
     existing = table_ranges(io.read(RAW_TABLE)) if before else []
     appended = False
     if files is not None:
         # one pass: the tasks copy their files and report each file's position ranges; the
         # commit goes through only when nothing repeats or overlaps (else: the exact path)
-        read = sum(_file_rows(f) for f in files) + skipped_rows
+        read = sum(file_rows.values()) + skipped_rows
         n_new = read - skipped_rows
         options = {"min_copy_rows": max(1, cfg.delta.target_file_rows // 4),
                    "existing": [asdict(r) for r in existing]}
