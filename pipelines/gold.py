@@ -115,28 +115,3 @@ def to_union(name: str, table: pa.Table) -> pa.Table:
     cols = {f.name: table.column(f.name) for f in table.schema}
     arrays = [code, *[cols[f.name] if f.name in cols else pa.nulls(n, f.type) for f in GOLD_UNION_SCHEMA][1:]]
     return pa.Table.from_arrays(arrays, schema=GOLD_UNION_SCHEMA)
-
-
-def from_union(union: pa.RecordBatch | pa.Table, names: Iterable[str]) -> dict[str, pa.Table]:
-    """Arrow twin of ``pipelines.replay_job.split_gold``: the rows of each table in ``names``."""
-    import numpy as np
-
-    table = union if isinstance(union, pa.Table) else pa.Table.from_batches([union])
-    codes = table.column("gold_table").to_numpy()
-    out: dict[str, pa.Table] = {}
-    for name in names:
-        idx = np.flatnonzero(codes == UNION_CODES[name])
-        if len(idx):
-            part = table.take(pa.array(idx, pa.int64()))
-            schema = GOLD_SPECS[name].arrow_schema()
-            out[name] = pa.Table.from_arrays([part.column(f.name).cast(f.type) for f in schema], schema=schema)
-    return out
-
-
-def route_gold(
-    batches: Iterable[pa.RecordBatch], options: Mapping[str, Any]
-) -> Iterable[tuple[dict[str, pa.Table], int]]:
-    """``offsetlake_delta_rs_multi`` route: long-format gold rows → the tables in ``options["tables"]``
-    (rows of other tables are counted as consumed and not written here)."""
-    for batch in batches:
-        yield from_union(batch, options["tables"]), batch.num_rows
