@@ -330,15 +330,12 @@ class Spool:
         self.open: dict[tuple[int, str], list[Any]] = {}
 
     def add(self, source: str, decoded: pa.Table) -> None:
-        """Rows of decoded table ``source`` (its declared columns) → the buckets' files."""
+        """Rows of decoded table ``source`` (its declared schema) → the buckets' files."""
         import pyarrow as pa
-
-        from schemas import get as get_spec
 
         if decoded.num_rows == 0:
             return
-        spec = get_spec(source)
-        table = project(source, decoded.select(list(spec.column_names)).cast(spec.arrow_schema()))
+        table = project(source, decoded)
         # only the columns this source fills: the rest are null for its rows (``read_spool``)
         table = table.select(list(SOURCE_COLUMNS[source]))
         for b, rows, newest in cut(table, self.buckets):

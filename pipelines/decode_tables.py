@@ -97,9 +97,14 @@ def _spooled(
     if spool is None:
         yield from decoded
         return
+    from schemas import get as get_spec
+
     for tables, consumed in decoded:
         for name in SOURCES:
             if name in tables:
+                # cast once to the declared schema: the spool and the table writer share it
+                spec = get_spec(name)
+                tables[name] = tables[name].select(list(spec.column_names)).cast(spec.arrow_schema())
                 spool.add(name, tables[name])
         yield tables, consumed
     spool.close()
