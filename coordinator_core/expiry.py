@@ -30,6 +30,14 @@ Rules:
   its computed death time is the instant it became so. A
   group that is already Dead (a logged group tombstone, offsets kept) expires its offsets like
   a group without protocol type and does not die again.
+- The broker acts only in its periodic cleanup (``offsets.retention.check.interval.ms``, 10
+  minutes by default): something due at ``d`` is removed by the first cleanup in
+  ``[d, d + interval)``, and the broker writes a tombstone for it. ``judgment_ms`` is the time
+  after which a record of the group that is not that tombstone shows it was NOT removed
+  (``due + interval + CLEANUP_SLACK_MS``: the new coordinator re-arms its timer after each run,
+  so runs drift by their own duration). The replay settles such a prediction as contradicted
+  (``settled``: ``{(topic, partition): due}``, ``settled_death_ms``): the broker kept it, so
+  it is never judged again and never removed, until the group's state gives it another due time.
 - Pending (in-flight) commits do not exist in a log replay; transactional offsets are treated as
   committed (see ``coordinator_core.replay``).
 """
@@ -49,6 +57,18 @@ RULE_SETS: tuple[str, ...] = ("current", "2.4-3.1", "2.1-2.3", "pre-2.1")
 #: ``GroupCoordinator`` writes a group tombstone only when ``generation > 0``; the new
 #: ``group-coordinator`` module (Kafka 4.0's only one) writes it for any Empty classic group.
 COORDINATORS: tuple[str, ...] = ("old", "new")
+#: What the replay accepts: ``auto`` takes ``new`` for a group whose own records show the new
+#: coordinator wrote them (a generation-0 group-metadata record: the empty-group record Kafka 4
+#: writes when a classic group is created), else ``old``.
+REPLAY_COORDINATORS: tuple[str, ...] = ("auto", *COORDINATORS)
+#: The one default of the whole project (config, CLI, replay API).
+DEFAULT_COORDINATOR = "auto"
+
+#: ``offsets.retention.check.interval.ms`` default (Kafka's ``OffsetConfig``).
+DEFAULT_CLEANUP_INTERVAL_MS = 600_000
+#: How late a cleanup run may be before its absence counts as evidence (timer drift, a busy
+#: broker): a minute, or half the interval when that is shorter.
+CLEANUP_SLACK_MS = 60_000
 
 CONSUMER_PROTOCOL_TYPE = "consumer"
 
@@ -204,15 +224,28 @@ def _death_base(group: GroupView) -> int | None:
     return max(became, removed)
 
 
-def check_coordinator(coordinator: str) -> str:
-    """Return ``coordinator`` if it is ``old`` or ``new``, else raise ``ValueError``."""
-    if coordinator not in COORDINATORS:
-        raise ValueError(f"unknown coordinator {coordinator!r}; choose one of {', '.join(COORDINATORS)}")
+def check_coordinator(coordinator: str, *, allow_auto: bool = False) -> str:
+    """Return ``coordinator`` if it is ``old`` or ``new`` (or ``auto`` where allowed), else raise
+    ``ValueError``."""
+    allowed = REPLAY_COORDINATORS if allow_auto else COORDINATORS
+    if coordinator not in allowed:
+        raise ValueError(f"unknown coordinator {coordinator!r}; choose one of {', '.join(allowed)}")
     return coordinator
 
 
+def judgment_delay_ms(cleanup_interval_ms: int) -> int:
+    """From a due time to the moment a record that is not its tombstone contradicts it."""
+    return cleanup_interval_ms + min(CLEANUP_SLACK_MS, cleanup_interval_ms // 2)
+
+
 def plan_expiry(
-    group: GroupView, now_ms: int, retention_ms: int, rules: str = "current", coordinator: str = "old"
+    group: GroupView,
+    now_ms: int,
+    retention_ms: int,
+    rules: str = "current",
+    coordinator: str = "old",
+    settled: Mapping[tuple[str, int], int] | None = None,
+    settled_death_ms: int | None = None,
 ) -> ExpiryPlan:
     """Decide what Kafka's cleanup would remove at ``now_ms``.
 
@@ -222,6 +255,8 @@ def plan_expiry(
         retention_ms: ``offsets.retention.minutes`` in ms.
         rules: one of ``RULE_SETS``.
         coordinator: ``old`` (group tombstone only when generation > 0) or ``new`` (always).
+        settled: predictions the log contradicted (``{tp: due}``): those offsets stay.
+        settled_death_ms: a death the log contradicted: the group does not die at that time.
 
     Returns:
         The plan; empty when nothing is due.
@@ -234,7 +269,7 @@ def plan_expiry(
     if sit != _NONE:
         for tp in sorted(offsets):
             due = due_ms(offsets[tp][0], tp[0], sit, retention_ms, group)
-            if due is not None and due <= now_ms:
+            if due is not None and due <= now_ms and (settled is None or settled.get(tp) != due):
                 expired.append((tp, due))
     dies = group.state is _EMPTY and len(expired) == len(offsets)
     death_ms: int | None = None
@@ -251,29 +286,41 @@ def plan_expiry(
             # the offset tombstones and the group tombstone in one batch): the cleanup task runs
             # strictly later, so records of the same instant are applied first
             dies, death_ms = False, None
+    if dies and death_ms is not None and death_ms == settled_death_ms:
+        dies, death_ms = False, None
     tombstone = dies and (coordinator == "new" or group.generation > 0)
     return ExpiryPlan(tuple(expired), dies, death_ms, tombstone)
 
 
-def next_expiry_ms(group: GroupView, retention_ms: int | None, rules: str = "current") -> int | None:
+def next_expiry_ms(
+    group: GroupView,
+    retention_ms: int | None,
+    rules: str = "current",
+    settled: Mapping[tuple[str, int], int] | None = None,
+    settled_death_ms: int | None = None,
+) -> int | None:
     """The earliest time anything in the group can expire (an offset, or the group's death).
 
-    Streaming sets its event-time timer to this. None means nothing can expire until a new
-    record changes the group (or ``retention_ms`` is None).
+    Streaming sets its event-time timer from this. None means nothing can expire until a new
+    record changes the group (or ``retention_ms`` is None). Settled (contradicted) predictions
+    are left out: the broker kept them.
     """
     check_rules(rules)
     if retention_ms is None:
         return None
     if group.state is _EMPTY and not group.offsets:
         base = _death_base(group)
-        return base + 1 if base is not None else 0  # the first cleanup strictly after
+        death = base if base is not None else -1
+        if settled_death_ms is not None and death == settled_death_ms:
+            return None
+        return death + 1  # the first cleanup strictly after
     sit = situation(group, rules)
     if sit == _NONE:
         return None
     best: int | None = None
     for tp, entry in group.offsets.items():
         due = due_ms(entry[0], tp[0], sit, retention_ms, group)
-        if due is not None and (best is None or due < best):
+        if due is not None and (best is None or due < best) and (settled is None or settled.get(tp) != due):
             best = due
     return best
 

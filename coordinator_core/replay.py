@@ -85,7 +85,7 @@ TopicPartition = tuple[str, int]
 #: a predicted-but-not-yet-observed expiry: (offset, commit_timestamp, predicted_ms)
 PredictedExpiry = tuple[int, int, int]
 
-SNAPSHOT_FORMAT_VERSION = 1
+SNAPSHOT_FORMAT_VERSION = 2
 
 _E = GroupState.EMPTY
 _PR = GroupState.PREPARING_REBALANCE
@@ -98,11 +98,13 @@ _STATE_VALUE: dict[GroupState, str] = {s: s.value for s in GroupState}
 _SIT_NONE = _expiry.SIT_NONE
 _SIT_UNSUBSCRIBED = _expiry.SIT_UNSUBSCRIBED
 _FAR = 1 << 62
+_DEFAULT_INTERVAL = _expiry.DEFAULT_CLEANUP_INTERVAL_MS
 #: ``group.initial.rebalance.delay.ms`` default (KIP-134, Kafka 0.11+)
 GROUP_INITIAL_REBALANCE_DELAY_MS = 3_000  # "nothing can be due" for the expiry check
 
 _EMPTY_OFFSETS: Mapping[TopicPartition, OffsetState] = MappingProxyType({})
 _EMPTY_PREDICTED: Mapping[TopicPartition, PredictedExpiry] = MappingProxyType({})
+_EMPTY_SETTLED: Mapping[TopicPartition, int] = MappingProxyType({})
 
 
 # ---------------------------------------------------------------------------------------------
@@ -142,6 +144,17 @@ class GroupSnapshot:
     )
     predicted_death_ms: int | None = None
     tombstone_run: tuple[tuple[str, int, int, int, int, int], ...] = ()
+    # format v2: the loader fold behind the as-of view, and the judged predictions
+    predicted_removed: Mapping[TopicPartition, OffsetState] = field(default_factory=lambda: _EMPTY_OFFSETS)
+    #: what the view's predicted death dropped: (state_timestamp_ms, protocol_type, protocol, leader,
+    #: has_metadata)
+    predicted_death_restore: tuple[int | None, str | None, str | None, str | None, bool] | None = None
+    settled: Mapping[TopicPartition, int] = field(default_factory=lambda: _EMPTY_SETTLED)
+    settled_death_ms: int | None = None
+    situation_since_ms: int | None = None
+    first_position: tuple[int, int] | None = None
+    new_coordinator_seen: bool = False
+    predictions_contradicted: int = 0
 
     # -- derived -----------------------------------------------------------------------------
     @property
@@ -158,7 +171,20 @@ class GroupSnapshot:
         return None if entry is None else entry[0]
 
     def next_expiry_ms(self, retention_ms: int | None, rules: str = "current") -> int | None:
-        return _expiry.next_expiry_ms(self, retention_ms, rules)
+        """When the rules next remove something from the group as it stands (as of its
+        ``as_of``), leaving out what the log showed the broker kept."""
+        return _expiry.next_expiry_ms(self, retention_ms, rules, self.settled, self.settled_death_ms)
+
+    def next_judgment_ms(
+        self, retention_ms: int | None, rules: str = "current", cleanup_interval_ms: int = _DEFAULT_INTERVAL
+    ) -> int | None:
+        """The next time a replay with no new record changes what it says of the group: a
+        prediction falls due (the as-of view changes) or one is overdue with no tombstone and
+        gets contradicted. Streaming arms its event-time timer here (None: nothing to wait for)."""
+        if retention_ms is None:
+            return None
+        w = _Work(self, retention_ms, rules, frozenset(), False, "auto", cleanup_interval_ms)
+        return w.next_timer(self)
 
     def to_state_row(
         self,
@@ -190,6 +216,8 @@ class GroupSnapshot:
             "next_expiry_ms": _expiry.next_expiry_ms(self, retention_ms, rules),
             "records_applied": self.records_applied,
             "unsupported_records": self.unsupported_records,
+            "first_log_offset": None if self.first_position is None else self.first_position[1],
+            "predictions_contradicted": self.predictions_contradicted,
             "format_version": SNAPSHOT_FORMAT_VERSION,
         }
 
@@ -221,6 +249,8 @@ _SNAPSHOT_FIELDS = (
     "current_state_timestamp", "members", "has_metadata", "metadata_timestamp_ms", "state_timestamp_ms",
     "subscribed_topics", "offsets", "last_position", "last_timestamp_ms", "records_applied",
     "unsupported_records", "last_offset_removal_ms", "predicted_expired", "predicted_death_ms", "tombstone_run",
+    "predicted_removed", "predicted_death_restore", "settled", "settled_death_ms", "situation_since_ms",
+    "first_position", "new_coordinator_seen", "predictions_contradicted",
 )  # fmt: skip
 if tuple(f.name for f in dataclasses.fields(GroupSnapshot)) != _SNAPSHOT_FIELDS:  # pragma: no cover
     raise RuntimeError("GroupSnapshot's fields changed: update _SNAPSHOT_FIELDS, _Work.freeze and new_snapshot")
@@ -232,7 +262,7 @@ def new_snapshot(group_id: str) -> GroupSnapshot:
     """The snapshot of a group before any record (it does not exist yet)."""
     return _new_group_snapshot(  # type: ignore[no-any-return]
         (group_id, _D, False, 0, None, None, None, None, (), False, None, None, None, _EMPTY_OFFSETS, None, None,
-         0, 0, None, _EMPTY_PREDICTED, None, ())
+         0, 0, None, _EMPTY_PREDICTED, None, (), _EMPTY_OFFSETS, None, _EMPTY_SETTLED, None, None, None, False, 0)
     )
 
 
@@ -333,6 +363,7 @@ class ReplayStats:
     group_tombstones: int = 0
     predicted_expirations: int = 0
     predicted_deaths: int = 0
+    predictions_contradicted: int = 0
 
     def as_dict(self) -> dict[str, int]:
         return dataclasses.asdict(self)
@@ -360,11 +391,17 @@ class _Work:
 
     __slots__ = (
         "commit_events",
+        "confirmed_death",
         "coordinator",
+        "coordinator_setting",
         "current_state_timestamp",
+        "emitted_death",
+        "emitted_exp",
         "events",
         "exists",
+        "first_position",
         "generation",
+        "grace",
         "group_id",
         "has_metadata",
         "kinds",
@@ -375,17 +412,24 @@ class _Work:
         "log_start",
         "members",
         "metadata_timestamp_ms",
+        "new_coordinator_seen",
         "next_check",
         "offsets",
         "predicted_death_ms",
+        "predicted_death_restore",
         "predicted_expired",
+        "predicted_removed",
+        "predictions_contradicted",
         "protocol",
         "protocol_type",
         "rb_cache",
         "records_applied",
         "retention_ms",
         "rules",
+        "settled",
+        "settled_death_ms",
         "sit",
+        "situation_since_ms",
         "state",
         "state_timestamp_ms",
         "stats",
@@ -402,9 +446,15 @@ class _Work:
         kinds: frozenset[str],
         log_start: bool = False,
         coordinator: str = "old",
+        cleanup_interval_ms: int = _DEFAULT_INTERVAL,
     ) -> None:
         self.log_start = log_start
-        self.coordinator = coordinator
+        self.coordinator_setting = coordinator
+        self.new_coordinator_seen = s.new_coordinator_seen
+        self.coordinator = (
+            coordinator if coordinator != "auto" else ("new" if s.new_coordinator_seen else "old")
+        )
+        self.grace = _expiry.judgment_delay_ms(cleanup_interval_ms)
         self.group_id = s.group_id
         self.state = s.state
         self.exists = s.exists
@@ -424,8 +474,27 @@ class _Work:
         self.records_applied = s.records_applied
         self.unsupported_records = s.unsupported_records
         self.last_offset_removal_ms = s.last_offset_removal_ms
-        self.predicted_expired: dict[TopicPartition, PredictedExpiry] = dict(s.predicted_expired)
-        self.predicted_death_ms = s.predicted_death_ms
+        # the snapshot is the as-of view: restore the loader fold behind it (what its final
+        # cleanup removed), and remember which forecasts it told, to confirm or withdraw them
+        self.offsets.update(s.predicted_removed)
+        if s.predicted_death_ms is not None and s.predicted_death_restore is not None:
+            self.state = _E
+            self.exists = True
+            (self.state_timestamp_ms, self.protocol_type, self.protocol, self.leader, self.has_metadata) = (
+                s.predicted_death_restore
+            )
+        self.emitted_exp: dict[TopicPartition, PredictedExpiry] = dict(s.predicted_expired)
+        self.emitted_death: int | None = s.predicted_death_ms
+        self.predicted_expired: dict[TopicPartition, PredictedExpiry] = {}
+        self.predicted_removed: dict[TopicPartition, OffsetState] = {}
+        self.predicted_death_ms: int | None = None
+        self.predicted_death_restore: tuple[int | None, str | None, str | None, str | None, bool] | None = None
+        self.confirmed_death: int | None = None
+        self.settled: dict[TopicPartition, int] = dict(s.settled)
+        self.settled_death_ms = s.settled_death_ms
+        self.situation_since_ms = s.situation_since_ms
+        self.first_position = s.first_position
+        self.predictions_contradicted = s.predictions_contradicted
         self.tombstone_run: list[tuple[str, int, int, int, int, int]] = list(s.tombstone_run)
         self.retention_ms = retention_ms
         self.rules = rules
@@ -433,7 +502,8 @@ class _Work:
         self.commit_events = "offset_commit" in kinds
         self.events: list[Event] = []
         self.stats = ReplayStats()
-        # earliest time the decider may find something due (a lower bound); -1 = unknown
+        # a lower bound of the next time a record can contradict a prediction (due + grace);
+        # -1 = unknown (judge at the next record that is not a tombstone)
         self.next_check: int | None = -1 if retention_ms is not None else None
         self.sit: int | None = None
         # the last rebalance's member maps, keyed by the members tuple they describe: the next
@@ -468,6 +538,14 @@ class _Work:
                 MappingProxyType(self.predicted_expired) if self.predicted_expired else _EMPTY_PREDICTED,
                 self.predicted_death_ms,
                 tuple(self.tombstone_run),
+                MappingProxyType(self.predicted_removed) if self.predicted_removed else _EMPTY_OFFSETS,
+                self.predicted_death_restore,
+                MappingProxyType(self.settled) if self.settled else _EMPTY_SETTLED,
+                self.settled_death_ms,
+                self.situation_since_ms,
+                self.first_position,
+                self.new_coordinator_seen,
+                self.predictions_contradicted,
             )
         )
 
@@ -526,7 +604,8 @@ class _Work:
         self.subscribed_topics = None
         self.current_state_timestamp = ts
         self.state_timestamp_ms = ts
-        self.predicted_death_ms = None
+        self.situation_since_ms = ts
+        self.settled_death_ms = None
         self._transition(_E, key=key, ts=ts, source="record", observed=False, cause=cause, pos=pos)
         self._lifecycle(
             "group_created",
@@ -542,59 +621,27 @@ class _Work:
         )
 
     # -- offsets -----------------------------------------------------------------------------
-    def remove_offset(
-        self,
-        tp: TopicPartition,
-        *,
-        ts: int,
-        pos: tuple[int, int] | None,
-        predicted_ms: int | None,
+    def _effective_due(self, due: int, entry: OffsetState) -> int:
+        """When the broker could first act on ``due``: not before the group entered its current
+        situation (a cleanup judges the state of its moment). A newer value of the same key does
+        not move it: an Empty group's offsets stay due (base: current_state_timestamp) however
+        often they are re-committed. Known limit: a key first committed to a group already past
+        its due time is taken as due since the situation began, not since that commit."""
+        since = self.situation_since_ms
+        return due if since is None or since <= due else since
+
+    def _offset_due(self, tp: TopicPartition, entry: OffsetState) -> int | None:
+        retention = self.retention_ms
+        if retention is None:
+            return None
+        sit = _expiry.situation(self, self.rules)
+        return _expiry.due_ms(entry[0], tp[0], sit, retention, self)
+
+    def _expiration(
+        self, tp: TopicPartition, off: int, cts: int, cause: str, status: str,
+        predicted_ms: int | None, observed_ms: int | None, pos: tuple[int, int] | None,
     ) -> None:
-        """Apply an offset tombstone (logged: ``pos`` given; predicted: ``predicted_ms`` given)."""
-        entry = self.offsets.pop(tp, None)
-        removed_at = ts if predicted_ms is None else predicted_ms
-        if self.last_offset_removal_ms is None or removed_at > self.last_offset_removal_ms:
-            self.last_offset_removal_ms = removed_at
-        emit = "offset_expiration" in self.kinds
-        if predicted_ms is not None:
-            assert entry is not None
-            v = entry[0]
-            self.predicted_expired[tp] = (v.offset, v.commit_timestamp, predicted_ms)
-            self.stats.predicted_expirations += 1
-            if emit:
-                self.events.append(
-                    OffsetExpiration(
-                        self.group_id,
-                        f"{tp[0]}:{tp[1]}:{v.offset}:{v.commit_timestamp}",
-                        tp[0],
-                        tp[1],
-                        v.offset,
-                        v.commit_timestamp,
-                        "retention",
-                        "predicted",
-                        predicted_ms,
-                        None,
-                        self.rules,
-                    )
-                )
-            return
-        assert pos is not None
-        self.stats.offset_tombstones += 1
-        pred = self.predicted_expired.pop(tp, None)
-        if pred is not None:
-            off, cts, pms = pred
-            cause, status, p_ms = "retention", "confirmed", pms
-        elif entry is not None:
-            off, cts = entry[0].offset, entry[0].commit_timestamp
-            cause, status, p_ms = "tombstone", "observed", None
-        else:
-            return  # tombstone for an offset we never saw (compacted away): nothing to tell
-        if p_ms is None:
-            run = self.tombstone_run
-            if run and run[-1][5] != ts:
-                run.clear()
-            run.append((tp[0], tp[1], off, cts, pos[1], ts))
-        if emit:
+        if "offset_expiration" in self.kinds:
             self.events.append(
                 OffsetExpiration(
                     self.group_id,
@@ -605,43 +652,201 @@ class _Work:
                     cts,
                     cause,
                     status,
-                    p_ms,
-                    ts,
-                    self.rules if p_ms is not None else None,
-                    pos[0],
-                    pos[1],
+                    predicted_ms,
+                    observed_ms,
+                    self.rules if predicted_ms is not None else None,
+                    None if pos is None else pos[0],
+                    None if pos is None else pos[1],
                 )
             )
+
+    def remove_offset(self, tp: TopicPartition, *, ts: int, pos: tuple[int, int]) -> None:
+        """Apply a logged offset tombstone. A removal the rules had due by ``ts`` (and the log
+        had not contradicted) is the broker's cleanup: ``confirmed``, cause retention. Any other
+        is ``observed``, cause tombstone (DeleteOffsets, DeleteGroups, a deleted topic)."""
+        self.stats.offset_tombstones += 1
+        entry = self.offsets.pop(tp, None)
+        if entry is None:
+            return  # a tombstone for an offset we never saw (compacted away): nothing to tell
+        v = entry[0]
+        off, cts = v.offset, v.commit_timestamp
+        due = self._offset_due(tp, entry)
+        confirmed = due is not None and due <= ts and self.settled.get(tp) != due
+        self.settled.pop(tp, None)
+        emitted = self.emitted_exp.get(tp)
+        if emitted is not None and emitted[:2] == (off, cts):
+            del self.emitted_exp[tp]  # this call's row has the same key and replaces it
+        # from when the group may die of having no offsets: the same cleanup for a retention
+        # removal, strictly after an explicit one (its batch may hold the group tombstone)
+        removed_at = self._effective_due(due, entry) if confirmed and due is not None else ts
+        if self.last_offset_removal_ms is None or removed_at > self.last_offset_removal_ms:
+            self.last_offset_removal_ms = removed_at
+        if confirmed:
+            assert due is not None
+            self._expiration(tp, off, cts, "retention", "confirmed", self._effective_due(due, entry), ts, pos)
+        else:
+            run = self.tombstone_run
+            if run and run[-1][5] != ts:
+                run.clear()
+            run.append((tp[0], tp[1], off, cts, pos[1], ts))
+            self._expiration(tp, off, cts, "tombstone", "observed", None, ts, pos)
+        if (
+            self.coordinator == "old"
+            and self.exists
+            and self.state is _E
+            and not self.offsets
+            and self.generation == 0
+            and not self.has_metadata
+        ):
+            self._simple_group_gone(ts, pos, confirmed)
+
+    def _simple_group_gone(self, ts: int, pos: tuple[int, int], by_retention: bool) -> None:
+        """Kafka 3 (``GroupMetadataManager.cleanupGroupMetadata``, used by expiry, DeleteOffsets
+        and topic deletion alike) deletes an Empty group left without offsets in the same step,
+        and writes a group tombstone only for generation > 0: a simple group (generation 0)
+        whose last offset is tombstoned is gone, with no record of its own."""
+        base = _expiry._death_base(self)
+        death = base if by_retention and base is not None else ts
+        key = f"expiry:{death}" if by_retention else f"{pos[0]}:{pos[1]}:gone"
+        if by_retention and self.emitted_death == death:
+            self.emitted_death = None
+        self._transition(
+            _D, key=key + ":0", ts=ts, source="record", observed=False,
+            cause="offsets_expired" if by_retention else "offsets_deleted", pos=pos,
+        )
+        self._lifecycle(
+            "group_deleted",
+            event_key=key,
+            generation=self.generation,
+            timestamp_ms=ts,
+            observed=True,
+            status="confirmed" if by_retention else "observed",
+            cause="offsets_expired" if by_retention else "offsets_deleted",
+            predicted_ms=death if by_retention else None,
+            observed_ms=ts,
+            group_tombstone=False,
+            offsets_remaining=0,
+            log_partition=pos[0],
+            log_offset=pos[1],
+        )
+        self._drop_metadata()
+        self.exists = False
+        self.state_timestamp_ms = ts
+        self.situation_since_ms = ts
 
     def offset_created_group(self, ts: int, pos: tuple[int, int]) -> None:
         self._create(ts, "offset_commit", pos, f"{pos[0]}:{pos[1]}:0")
 
-    # -- expiry ------------------------------------------------------------------------------
-    def run_expiry(self, now: int) -> None:
-        """Apply what the decider finds due at ``now`` (retention is set)."""
+    # -- expiry: the rules' predictions judged against the log --------------------------------
+    def judge(self, ts: int) -> None:
+        """Before a record at ``ts``: whatever the rules had due so long ago that the broker's
+        cleanup has certainly run since (``due + grace < ts``), and that no tombstone confirmed,
+        the broker did not remove. Settle it as contradicted: a tombstone that comes later still
+        is another removal (DeleteOffsets, DeleteGroups), not that cleanup's."""
+        self._contradict_by(ts - self.grace - 1)
+        self.next_check = self._next_judgment()
+        self.sit = None
+
+    def _contradict_by(self, horizon: int) -> None:
         retention = self.retention_ms
         assert retention is not None
-        plan = _expiry.plan_expiry(self, now, retention, self.rules, self.coordinator)
+        plan = _expiry.plan_expiry(
+            self, horizon, retention, self.rules, self.coordinator, self.settled, self.settled_death_ms
+        )
+        all_overdue = True
         for tp, due in plan.expired:
-            self.remove_offset(tp, ts=due, pos=None, predicted_ms=due)
-        if plan.group_dies and self.exists and self.state is not _D:
-            death = plan.death_ms if plan.death_ms is not None else now
-            key = f"expiry:{death}"
+            if self._effective_due(due, self.offsets[tp]) <= horizon:
+                self.settled[tp] = due
+                self.predictions_contradicted += 1
+                self.stats.predictions_contradicted += 1
+            else:
+                all_overdue = False
+        if plan.group_dies and all_overdue and plan.death_ms is not None:
+            since = self.situation_since_ms
+            if since is None or since <= horizon:
+                self.settled_death_ms = plan.death_ms  # not counted: the counter is of offsets
+
+    def _next_judgment(self) -> int:
+        """The earliest time a record could contradict an outstanding prediction (exact)."""
+        retention = self.retention_ms
+        assert retention is not None
+        grace = self.grace
+        best = _FAR
+        if self.exists and self.state is _E and not self.offsets:
+            base = _expiry._death_base(self)
+            death = base if base is not None else -1
+            if death != self.settled_death_ms:
+                since = self.situation_since_ms
+                best = max(death + 1, since if since is not None else death) + grace + 1
+            return best
+        sit = _expiry.situation(self, self.rules)
+        if sit == _SIT_NONE:
+            return best
+        settled = self.settled
+        for tp, entry in self.offsets.items():
+            due = _expiry.due_ms(entry[0], tp[0], sit, retention, self)
+            if due is not None and settled.get(tp) != due:
+                t = self._effective_due(due, entry) + grace + 1
+                if t < best:
+                    best = t
+        return best
+
+    def next_timer(self, view: GroupSnapshot) -> int | None:
+        """``GroupSnapshot.next_judgment_ms`` on the fold restored from ``view``."""
+        retention = self.retention_ms
+        assert retention is not None
+        times: list[int] = []
+        nj = self._next_judgment()
+        if nj < _FAR:
+            times.append(nj)
+        # a fold prediction not yet in the view falls due: the view changes then
+        sit = _expiry.situation(self, self.rules)
+        if self.exists and self.state is _E and not self.offsets:
+            if view.predicted_death_ms is None:
+                base = _expiry._death_base(self)
+                if base is not None and base != self.settled_death_ms:
+                    times.append(base + 1)
+        elif sit != _SIT_NONE:
+            for tp, entry in self.offsets.items():
+                if tp in view.predicted_removed:
+                    continue
+                due = _expiry.due_ms(entry[0], tp[0], sit, retention, self)
+                if due is not None and self.settled.get(tp) != due:
+                    times.append(self._effective_due(due, entry))
+        return min(times) if times else None
+
+    def finish(self, as_of: int, log_end: int | None) -> None:
+        """The group as of ``as_of``: the loader fold followed by one cleanup at ``as_of``.
+
+        What the end of the log already contradicts (``log_end``: the log reaches past the
+        cleanup that had to remove it, and holds no tombstone) is settled first. What the cleanup
+        at ``as_of`` removes is a forecast: told with status ``predicted``, taken out of the
+        view (``offsets``, ``state``) and kept aside (``predicted_removed``) so that a later call
+        restores the fold. Forecasts an earlier call told that this one neither confirmed nor
+        tells again are withdrawn (a ``withdrawn`` row with the same key)."""
+        retention = self.retention_ms
+        assert retention is not None
+        if log_end is not None:
+            self._contradict_by(log_end - self.grace - 1)
+        plan = _expiry.plan_expiry(
+            self, as_of, retention, self.rules, self.coordinator, self.settled, self.settled_death_ms
+        )
+        for tp, due in plan.expired:
+            entry = self.offsets.pop(tp)
+            v = entry[0]
+            e = self._effective_due(due, entry)
+            self.predicted_removed[tp] = entry
+            self.predicted_expired[tp] = (v.offset, v.commit_timestamp, e)
+            self.stats.predicted_expirations += 1
+            self._expiration(tp, v.offset, v.commit_timestamp, "retention", "predicted", e, None, None)
+        if plan.group_dies and plan.death_ms is not None and self.exists and self.state is not _D:
+            since = self.situation_since_ms
+            death = plan.death_ms if since is None or since <= plan.death_ms else since
             self.stats.predicted_deaths += 1
-            gen = self.generation
-            self._transition(
-                _D,
-                key=key + ":0",
-                ts=death,
-                source="predicted",
-                observed=False,
-                cause="offsets_expired",
-                pos=None,
-            )
             self._lifecycle(
                 "group_deleted",
-                event_key=key,
-                generation=gen,
+                event_key=f"expiry:{plan.death_ms}",
+                generation=self.generation,
                 timestamp_ms=death,
                 observed=False,
                 status="predicted",
@@ -650,13 +855,29 @@ class _Work:
                 group_tombstone=plan.group_tombstone,
                 offsets_remaining=0,
             )
-            self.predicted_death_ms = death
-            self.state_timestamp_ms = death
+            self.predicted_death_ms = plan.death_ms
+            self.predicted_death_restore = (
+                self.state_timestamp_ms, self.protocol_type, self.protocol, self.leader, self.has_metadata
+            )
             self._drop_metadata()
+            self.state = _D
             self.exists = False
-        nx = _expiry.next_expiry_ms(self, retention, self.rules)
-        self.next_check = _FAR if nx is None else nx
-        self.sit = None
+            self.state_timestamp_ms = death
+        for tp, (off, cts, _pms) in self.emitted_exp.items():
+            now = self.predicted_expired.get(tp)
+            if now is None or now[:2] != (off, cts):
+                self._expiration(tp, off, cts, "retention", "withdrawn", None, None, None)
+        if self.emitted_death is not None and self.emitted_death != self.predicted_death_ms:
+            self._lifecycle(
+                "group_deleted",
+                event_key=f"expiry:{self.emitted_death}",
+                generation=self.generation,
+                timestamp_ms=None,
+                observed=False,
+                status="withdrawn",
+                cause="offsets_expired",
+                offsets_remaining=len(self.offsets),
+            )
 
     def invalidate_expiry(self) -> None:
         if self.retention_ms is not None:
@@ -664,8 +885,8 @@ class _Work:
             self.sit = None
 
     def lower_next_check(self, v: OffsetCommitValue, topic: str) -> None:
-        """Keep ``next_check`` a lower bound of every due time after a commit (cheap: the group
-        situation is cached until the next state change)."""
+        """Keep ``next_check`` a lower bound of every judgment time after a commit (cheap: the
+        group situation is cached until the next state change)."""
         retention = self.retention_ms
         if retention is None:
             return
@@ -679,8 +900,11 @@ class _Work:
             if subs is not None and topic in subs:
                 return  # a subscribed topic never expires while the group is Stable
         due = _expiry.due_ms(v, topic, sit, retention, self)
-        if due is not None and self.next_check is not None and due < self.next_check:
-            self.next_check = due
+        if due is not None and self.next_check is not None:
+            since = self.situation_since_ms
+            e = (due if since is None or since <= due else since) + self.grace + 1  # _effective_due
+            if e < self.next_check:
+                self.next_check = e
 
     def _drop_metadata(self) -> None:
         self.protocol_type = None
@@ -692,23 +916,32 @@ class _Work:
 
     # -- group metadata ----------------------------------------------------------------------
     def group_tombstone(self, ts: int, pos: tuple[int, int]) -> None:
+        """A logged group tombstone: the broker deleted the group. Its death is ``confirmed``
+        when the rules had it due (an Empty group left without offsets by its cleanup), else
+        ``observed`` (DeleteGroups, or a death the rules did not foresee)."""
         self.stats.group_tombstones += 1
         key = f"{pos[0]}:{pos[1]}"
         run = [r for r in self.tombstone_run if r[5] == ts]
         gen = self.generation
+        p_ms: int | None = None
+        if self.retention_ms is not None and self.exists and self.state is _E and not self.offsets:
+            plan = _expiry.plan_expiry(
+                self, ts, self.retention_ms, self.rules, self.coordinator, self.settled, self.settled_death_ms
+            )
+            if plan.group_dies:
+                p_ms = plan.death_ms
         if self.exists and self.state is not _D:
             self._transition(
                 _D, key=key + ":0", ts=ts, source="record", observed=True, cause="group_tombstone", pos=pos
             )
-            status, p_ms = "observed", None
-        elif self.predicted_death_ms is not None:
-            status, p_ms = "confirmed", self.predicted_death_ms
-        else:
-            status, p_ms = "observed", None
-        self.predicted_death_ms = None
+        status = "observed" if p_ms is None else "confirmed"
+        if p_ms is not None and self.emitted_death == p_ms:
+            self.emitted_death = None  # this call's row has the same key and replaces it
         self._drop_metadata()
         self.exists = False
         self.state_timestamp_ms = ts
+        self.situation_since_ms = ts
+        self.settled_death_ms = None
         self.current_state_timestamp = None
         self.metadata_timestamp_ms = ts
         self._lifecycle(
@@ -748,6 +981,10 @@ class _Work:
                     )
                 )
         self.tombstone_run.clear()
+        if self.offsets and self.coordinator == "old":
+            # Kafka 3's loader: offsets that outlive their group's tombstone load into a new
+            # Empty generation-0 group (``doLoadGroupsAndOffsets``: offsets without a group)
+            self._create(ts, "offsets_outlived_group", pos, key + ":1")
         self.invalidate_expiry()
 
     def group_metadata(self, v: GroupMetadataValue, ts: int, pos: tuple[int, int]) -> None:
@@ -914,6 +1151,14 @@ class _Work:
 
         # materialise the record (Kafka's loadGroup)
         self.exists = True
+        self.situation_since_ms = ts
+        self.settled_death_ms = None
+        if g_new == 0 and not self.new_coordinator_seen:
+            # only the new group coordinator writes a generation-0 record (its empty-group record
+            # at a classic group's creation): this group's log was written by Kafka 4's
+            self.new_coordinator_seen = True
+            if self.coordinator_setting == "auto":
+                self.coordinator = "new"
         self.generation = g_new
         self.protocol_type = ptype
         self.protocol = v.protocol
@@ -922,7 +1167,6 @@ class _Work:
         self.current_state_timestamp = cst
         self.has_metadata = True
         self.metadata_timestamp_ms = ts
-        self.predicted_death_ms = None
         if self.state_timestamp_ms is None:
             self.state_timestamp_ms = end_join
         self.subscribed_topics = group_subscribed_topics(ptype, v.members)
@@ -1110,7 +1354,9 @@ def replay(
     as_of_ms: int | None = None,
     event_kinds: Collection[str] | None = None,
     assume_log_start: bool = False,
-    coordinator: str = "old",
+    coordinator: str = _expiry.DEFAULT_COORDINATOR,
+    cleanup_interval_ms: int = _DEFAULT_INTERVAL,
+    log_end_ms: int | None = None,
 ) -> ReplayResult:
     """Apply one group's records (in (partition, offset) order) to ``snapshot``.
 
@@ -1126,8 +1372,15 @@ def replay(
             simulator's output), so a first group record at generation g > 1 means g - 1
             generations that never completed a SyncGroup. Default False: a compacted log's first
             record is taken as it is (``cause = first_record``, no invented history).
-        coordinator: whose group-deletion rule to predict: ``old`` (group tombstone only when
-            generation > 0) or ``new`` (the group-coordinator module: always).
+        coordinator: whose rules: ``old`` (Kafka 3's GroupCoordinator: group tombstone only when
+            generation > 0, a simple group goes with its last offset), ``new`` (Kafka 4's
+            group-coordinator: always a tombstone) or ``auto`` (``new`` once the group's records
+            show the new coordinator wrote them, else ``old``).
+        cleanup_interval_ms: ``offsets.retention.check.interval.ms``: the broker removes what is
+            due at its next cleanup, so a prediction is judged only once that has passed.
+        log_end_ms: how far the log reaches (its newest record time): a prediction whose
+            cleanup lies before it and that no tombstone confirmed is contradicted. None: only
+            the group's own records judge predictions.
 
     Returns:
         ``ReplayResult(snapshot, events, stats)``.
@@ -1137,7 +1390,8 @@ def replay(
         IllegalStateTransitionError: never for a consistent log (a bug guard).
     """
     return _replay(
-        snapshot, records, retention_ms, rules, as_of_ms, event_kinds, assume_log_start, coordinator, None
+        snapshot, records, retention_ms, rules, as_of_ms, event_kinds, assume_log_start, coordinator, None,
+        cleanup_interval_ms, log_end_ms,
     )
 
 
@@ -1151,12 +1405,16 @@ def _replay(
     assume_log_start: bool,
     coordinator: str,
     counters: RunCounters | None,
+    cleanup_interval_ms: int = _DEFAULT_INTERVAL,
+    log_end_ms: int | None = None,
 ) -> ReplayResult:
     """``replay`` (``counters`` None: plain records) and ``replay_runs`` (runs unrolled here)."""
     _expiry.check_rules(rules)
-    _expiry.check_coordinator(coordinator)
+    _expiry.check_coordinator(coordinator, allow_auto=True)
+    if cleanup_interval_ms <= 0:
+        raise ValueError(f"cleanup_interval_ms must be positive, got {cleanup_interval_ms}")
     kinds = ALL_EVENT_KINDS if event_kinds is None else frozenset(event_kinds)
-    w = _Work(snapshot, retention_ms, rules, kinds, assume_log_start, coordinator)
+    w = _Work(snapshot, retention_ms, rules, kinds, assume_log_start, coordinator, cleanup_interval_ms)
     skipped = [0]  # commits of compressed runs this call did not see one by one
     records: Iterable[LogRecord]
     if counters is None:
@@ -1168,7 +1426,7 @@ def _replay(
     stats = w.stats
     events = w.events
     commit_events = w.commit_events
-    predicted = w.predicted_expired
+    settled = w.settled
     last = w.last_position
     seen = 0
     dups = 0
@@ -1185,14 +1443,18 @@ def _replay(
         if key.group != gid:
             raise ValueError(f"record of group {key.group!r} given to the replay of group {gid!r}")
         ts = rec.timestamp_ms
+        value = rec.value
         next_check = w.next_check
         if next_check is not None and (next_check < 0 or ts >= next_check):
-            w.run_expiry(ts)
-        value = rec.value
+            # any record, tombstones included: the tombstones of the cleanup a prediction
+            # describes lie inside its window, so only what was due before the window is judged
+            w.judge(ts)
+        if w.first_position is None:
+            w.first_position = (part, off)
         if isinstance(key, OffsetCommitKey):
             tp = (key.topic, key.partition)
             if value is None:
-                w.remove_offset(tp, ts=ts, pos=(part, off), predicted_ms=None)
+                w.remove_offset(tp, ts=ts, pos=(part, off))
                 w.invalidate_expiry()
             elif type(value) is OffsetCommitValue:
                 commits += 1
@@ -1201,8 +1463,8 @@ def _replay(
                     w.invalidate_expiry()
                 prev = offsets.get(tp)
                 offsets[tp] = (value, part, off, ts)
-                if predicted and tp in predicted:
-                    del predicted[tp]
+                if settled and tp in settled:
+                    del settled[tp]
                 if commit_events:
                     events.append(
                         OffsetCommitted(
@@ -1241,8 +1503,12 @@ def _replay(
     stats.applied = applied
     stats.duplicates_skipped = dups
     stats.offset_commits = commits
-    if as_of_ms is not None and retention_ms is not None:
-        w.run_expiry(as_of_ms)
+    if retention_ms is not None:
+        at = as_of_ms
+        if at is None and (w.emitted_exp or w.emitted_death is not None):
+            at = w.last_timestamp_ms  # forecasts an earlier call told are judged at the group's newest record
+        if at is not None:
+            w.finish(at, log_end_ms)
     return ReplayResult(w.freeze(), events, stats)
 
 
@@ -1336,11 +1602,8 @@ def _run_unsafe(w: _Work, run: CommitRun, last: tuple[int, int] | None) -> str |
     nc = w.next_check
     assert nc is not None
     if nc < 0 or nc <= t_max:
-        nx = _expiry.next_expiry_ms(w, retention, w.rules)
-        if nx is not None and nx <= 0:
-            return "expiry"  # "dies at the first cleanup" with no base time: not a time bound
-        nc = _FAR if nx is None else nx
-        w.next_check = nc  # exact, so a valid lower bound (as ``run_expiry`` leaves it)
+        nc = w._next_judgment()
+        w.next_check = nc  # exact, so a valid lower bound (as ``judge`` leaves it)
         if nc <= t_max:
             return "expiry"
     if not w.exists or w.state is _D:
@@ -1350,8 +1613,8 @@ def _run_unsafe(w: _Work, run: CommitRun, last: tuple[int, int] | None) -> str |
     else:
         sit = w.sit if w.sit is not None else _expiry.situation(w, w.rules)
     bound = _expiry.min_due_ms(sit, w, retention, run.min_commit_timestamp_ms, run.min_expire_timestamp_ms)
-    if bound is not None and bound <= t_max:
-        return "expiry"
+    if bound is not None and bound + w.grace < t_max:
+        return "expiry"  # a commit of the run could be judged inside it
     return None
 
 
@@ -1400,8 +1663,10 @@ def replay_runs(
     as_of_ms: int | None = None,
     event_kinds: Collection[str] | None = None,
     assume_log_start: bool = False,
-    coordinator: str = "old",
+    coordinator: str = _expiry.DEFAULT_COORDINATOR,
     counters: RunCounters | None = None,
+    cleanup_interval_ms: int = _DEFAULT_INTERVAL,
+    log_end_ms: int | None = None,
 ) -> ReplayResult:
     """``replay`` over records and ``CommitRun``s: the same result as replaying every record.
 
@@ -1420,6 +1685,8 @@ def replay_runs(
         assume_log_start,
         coordinator,
         counters if counters is not None else RunCounters(),
+        cleanup_interval_ms,
+        log_end_ms,
     )
 
 
@@ -1509,7 +1776,9 @@ def replay_groups(
     as_of_ms: int | None = None,
     event_kinds: Collection[str] | None = None,
     assume_log_start: bool = False,
-    coordinator: str = "old",
+    coordinator: str = _expiry.DEFAULT_COORDINATOR,
+    cleanup_interval_ms: int = _DEFAULT_INTERVAL,
+    log_end_ms: int | None = None,
 ) -> dict[str, ReplayResult]:
     """Replay a log holding many groups: split by group (order kept), replay each.
 
@@ -1540,6 +1809,8 @@ def replay_groups(
             event_kinds=event_kinds,
             assume_log_start=assume_log_start,
             coordinator=coordinator,
+            cleanup_interval_ms=cleanup_interval_ms,
+            log_end_ms=log_end_ms,
         )
     return out
 
@@ -1552,12 +1823,15 @@ def snapshot_as_of(
     as_of_offset: int | None = None,
     retention_ms: int | None = None,
     rules: str = "current",
-    coordinator: str = "old",
+    coordinator: str = _expiry.DEFAULT_COORDINATOR,
+    cleanup_interval_ms: int = _DEFAULT_INTERVAL,
 ) -> GroupSnapshot:
     """The group as it was at time ``as_of_ms`` and/or log offset ``as_of_offset`` (inclusive).
 
-    Records after the cut are ignored; with ``retention_ms`` the expiry decider runs at
-    ``as_of_ms``. ``group_id`` defaults to the first record's group.
+    Records after the cut are ignored: the loader fold of the rest, then (with
+    ``retention_ms``) one cleanup at ``as_of_ms``. What happened after the cut is not used as
+    evidence: this is what one could have known at that moment. ``group_id`` defaults to the
+    first record's group.
     """
     kept: list[LogRecord] = []
     for rec in records:
@@ -1578,6 +1852,7 @@ def snapshot_as_of(
         as_of_ms=as_of_ms,
         event_kinds=(),
         coordinator=coordinator,
+        cleanup_interval_ms=cleanup_interval_ms,
     ).snapshot
 
 
@@ -1727,29 +2002,7 @@ def serialize_snapshot(s: GroupSnapshot) -> bytes:
         w.u(len(s.subscribed_topics) + 1)
         for t in sorted(s.subscribed_topics):
             w.s(t)
-    items = sorted(s.offsets.items())
-    topics = sorted({tp[0] for tp, _ in items})
-    tindex = {t: i for i, t in enumerate(topics)}
-    w.u(len(topics))
-    for t in topics:
-        w.s(t)
-    # timestamps as deltas: commit vs a base, record time vs commit (usually 0)
-    base = s.last_timestamp_ms or 0
-    w.i(base)
-    w.u(len(items))
-    for (topic, partition), (v, lp, lo, ts) in items:
-        w.u(tindex[topic])
-        w.i(partition)
-        w.i(v.offset)
-        w.oi(v.leader_epoch)
-        w.s(v.metadata)
-        w.i(base - v.commit_timestamp)
-        w.oi(v.expire_timestamp)
-        w.u(v.version)
-        w.tagged(v.tagged_fields)
-        w.i(lp)
-        w.i(lo)
-        w.i(ts - v.commit_timestamp)
+    _write_offsets(w, s.offsets, s.last_timestamp_ms or 0)
     if s.last_position is None:
         w.u(0)
     else:
@@ -1776,7 +2029,78 @@ def serialize_snapshot(s: GroupSnapshot) -> bytes:
         w.i(cts)
         w.i(lo)
         w.i(ts)
+    # v2
+    _write_offsets(w, s.predicted_removed, s.last_timestamp_ms or 0)
+    if s.predicted_death_restore is None:
+        w.u(0)
+    else:
+        w.u(1)
+        st_ms, r_ptype, r_protocol, r_leader, r_meta = s.predicted_death_restore
+        w.oi(st_ms)
+        w.s(r_ptype)
+        w.s(r_protocol)
+        w.s(r_leader)
+        w.u(int(r_meta))
+    w.u(len(s.settled))
+    for (topic, partition), due in sorted(s.settled.items()):
+        w.s(topic)
+        w.i(partition)
+        w.i(due)
+    w.oi(s.settled_death_ms)
+    w.oi(s.situation_since_ms)
+    if s.first_position is None:
+        w.u(0)
+    else:
+        w.u(1)
+        w.i(s.first_position[0])
+        w.i(s.first_position[1])
+    w.u(int(s.new_coordinator_seen))
+    w.u(s.predictions_contradicted)
     return bytes(w.buf)
+
+
+def _write_offsets(w: _Writer, offsets: Mapping[TopicPartition, OffsetState], base: int) -> None:
+    items = sorted(offsets.items())
+    topics = sorted({tp[0] for tp, _ in items})
+    tindex = {t: i for i, t in enumerate(topics)}
+    w.u(len(topics))
+    for t in topics:
+        w.s(t)
+    # timestamps as deltas: commit vs a base, record time vs commit (usually 0)
+    w.i(base)
+    w.u(len(items))
+    for (topic, partition), (v, lp, lo, ts) in items:
+        w.u(tindex[topic])
+        w.i(partition)
+        w.i(v.offset)
+        w.oi(v.leader_epoch)
+        w.s(v.metadata)
+        w.i(base - v.commit_timestamp)
+        w.oi(v.expire_timestamp)
+        w.u(v.version)
+        w.tagged(v.tagged_fields)
+        w.i(lp)
+        w.i(lo)
+        w.i(ts - v.commit_timestamp)
+
+
+def _read_offsets(r: _Reader) -> dict[TopicPartition, OffsetState]:
+    topics = [r.rs() for _ in range(r.u())]
+    offsets: dict[TopicPartition, OffsetState] = {}
+    base = r.i()
+    for _ in range(r.u()):
+        topic = topics[r.u()]
+        partition = r.i()
+        off = r.i()
+        epoch = r.oi()
+        metadata = r.rs()
+        cts = base - r.i()
+        exp = r.oi()
+        vver = r.u()
+        tagged = r.tagged()
+        value = OffsetCommitValue(off, metadata, cts, epoch, exp, vver, tagged)
+        offsets[(topic, partition)] = (value, r.i(), r.i(), cts + r.i())
+    return offsets
 
 
 def deserialize_snapshot(data: bytes) -> GroupSnapshot:
@@ -1821,21 +2145,7 @@ def deserialize_snapshot(data: bytes) -> GroupSnapshot:
         state_ts = r.oi()
         n_subs = r.u()
         subs = None if n_subs == 0 else frozenset(r.rs() for _ in range(n_subs - 1))
-        topics = [r.rs() for _ in range(r.u())]
-        offsets: dict[TopicPartition, OffsetState] = {}
-        base = r.i()
-        for _ in range(r.u()):
-            topic = topics[r.u()]
-            partition = r.i()
-            off = r.i()
-            epoch = r.oi()
-            metadata = r.rs()
-            cts = base - r.i()
-            exp = r.oi()
-            vver = r.u()
-            tagged = r.tagged()
-            value = OffsetCommitValue(off, metadata, cts, epoch, exp, vver, tagged)
-            offsets[(topic, partition)] = (value, r.i(), r.i(), cts + r.i())
+        offsets = _read_offsets(r)
         last_position = (r.i(), r.i()) if r.u() else None
         last_ts = r.oi()
         applied = r.u()
@@ -1847,6 +2157,30 @@ def deserialize_snapshot(data: bytes) -> GroupSnapshot:
             predicted[tp] = (r.i(), r.i(), r.i())
         death = r.oi()
         run = tuple((r.rs(), r.i(), r.i(), r.i(), r.i(), r.i()) for _ in range(r.u()))
+        removed: dict[TopicPartition, OffsetState] = {}
+        restore: tuple[int | None, str | None, str | None, str | None, bool] | None = None
+        settled: dict[TopicPartition, int] = {}
+        settled_death: int | None = None
+        since: int | None = None
+        first: tuple[int, int] | None = None
+        new_seen = False
+        contradicted = 0
+        if version >= 2:
+            removed = _read_offsets(r)
+            if r.u():
+                restore = (r.oi(), r.s(), r.s(), r.s(), bool(r.u()))
+            for _ in range(r.u()):
+                tp = (r.rs(), r.i())
+                settled[tp] = r.i()
+            settled_death = r.oi()
+            since = r.oi()
+            first = (r.i(), r.i()) if r.u() else None
+            new_seen = bool(r.u())
+            contradicted = r.u()
+        elif predicted or death is not None:
+            # a v1 snapshot's view had already removed its predictions (and their values are
+            # gone): keep it as the fold, with nothing outstanding to confirm or withdraw
+            predicted, death = {}, None
     except (IndexError, UnicodeDecodeError) as exc:
         raise ValueError(f"corrupt snapshot bytes: {exc}") from exc
     return GroupSnapshot(
@@ -1872,4 +2206,12 @@ def deserialize_snapshot(data: bytes) -> GroupSnapshot:
         predicted_expired=MappingProxyType(predicted) if predicted else _EMPTY_PREDICTED,
         predicted_death_ms=death,
         tombstone_run=run,
+        predicted_removed=MappingProxyType(removed) if removed else _EMPTY_OFFSETS,
+        predicted_death_restore=restore,
+        settled=MappingProxyType(settled) if settled else _EMPTY_SETTLED,
+        settled_death_ms=settled_death,
+        situation_since_ms=since,
+        first_position=first,
+        new_coordinator_seen=new_seen,
+        predictions_contradicted=contradicted,
     )

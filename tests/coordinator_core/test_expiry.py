@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from coordinator_core.events import GroupLifecycle, OffsetExpiration, StateTransition
+from coordinator_core.events import Event, GroupLifecycle, OffsetExpiration, StateTransition
 from coordinator_core.expiry import RULE_SETS, expire_offsets, next_expiry_ms, plan_expiry
 from coordinator_core.records import GroupMetadataKey, LogRecord, OffsetCommitKey
 from coordinator_core.replay import GroupSnapshot, new_snapshot, replay
@@ -160,11 +160,32 @@ def test_unknown_rule_set_is_rejected() -> None:
 # --------------------------------------------------------------------------------------------
 # Expiry inside the replay
 # --------------------------------------------------------------------------------------------
-def test_replay_with_retention_predicts_expiry_with_the_computed_time() -> None:
+def test_a_group_back_after_its_due_time_with_no_tombstone_was_never_expired() -> None:
+    # issue 13: the broker removes only in its cleanup and writes tombstones for it; a later
+    # record of the group with no tombstone before it shows the cleanup did not remove anything
     log = _empty_group_with_offsets()
     empty_at = log.now
-    log.commit("other", 0, 1, at=empty_at + 30 * DAY)  # a much later record triggers the check
+    log.commit("other", 0, 1, at=empty_at + 30 * DAY)
     result = replay(new_snapshot("g"), log.records, retention_ms=WEEK)
+    assert [e for e in result.events if isinstance(e, OffsetExpiration)] == []
+    assert not [e for e in result.events if isinstance(e, GroupLifecycle) and e.event == "group_deleted"]
+    assert not [e for e in result.events if isinstance(e, StateTransition) and e.to_state == "Dead"]
+    snap = result.snapshot
+    assert (snap.state, snap.protocol_type, snap.generation, snap.offset_count) == (
+        GroupState.EMPTY,
+        "consumer",
+        2,
+        3,
+    )
+    assert result.stats.predictions_contradicted == 2  # both offsets (and the group's death)
+    assert snap.predictions_contradicted == 2
+
+
+def test_replay_with_retention_forecasts_expiry_at_the_end_of_the_log() -> None:
+    log = _empty_group_with_offsets()
+    empty_at = log.now
+    as_of = empty_at + WEEK + 60_000
+    result = replay(new_snapshot("g"), log.records, retention_ms=WEEK, as_of_ms=as_of, log_end_ms=as_of)
     exps = [e for e in result.events if isinstance(e, OffsetExpiration)]
     assert [(e.topic, e.partition, e.predicted_ms, e.status) for e in exps] == [
         ("t", 0, empty_at + WEEK, "predicted"),
@@ -174,14 +195,21 @@ def test_replay_with_retention_predicts_expiry_with_the_computed_time() -> None:
     assert [(d.timestamp_ms, d.status, d.group_tombstone) for d in deaths] == [
         (empty_at + WEEK, "predicted", True)
     ]
-    # the later commit recreates a simple group
+    # a forecast is no transition: the history holds only what the log shows
+    assert not [e for e in result.events if isinstance(e, StateTransition) and e.to_state == "Dead"]
+    # the state as of T is the fold followed by one cleanup at T
     snap = result.snapshot
-    assert (snap.state, snap.protocol_type, snap.generation, snap.offset_count) == (
-        GroupState.EMPTY,
-        None,
-        0,
-        1,
-    )
+    assert (snap.state, snap.exists, snap.offset_count) == (GroupState.DEAD, False, 0)
+
+
+def test_the_end_of_the_log_contradicts_a_removal_whose_cleanup_it_reaches_past() -> None:
+    log = _empty_group_with_offsets()
+    empty_at = log.now
+    end = empty_at + WEEK + 3 * 600_000  # three cleanups after the due time, no tombstone
+    result = replay(new_snapshot("g"), log.records, retention_ms=WEEK, as_of_ms=end, log_end_ms=end)
+    assert [e for e in result.events if isinstance(e, (OffsetExpiration,))] == []
+    snap = result.snapshot
+    assert (snap.state, snap.offset_count, snap.predictions_contradicted) == (GroupState.EMPTY, 2, 2)
 
 
 def test_predicted_tombstones_equal_replaying_the_deciders_records() -> None:
@@ -219,8 +247,9 @@ def test_observed_tombstone_after_a_prediction_carries_both_times() -> None:
         empty_at + WEEK,
         observed_at,
     )
+    # the history's Dead transition is the tombstone's: observed, at its time (never the forecast)
     dead = [t for t in result.events if isinstance(t, StateTransition) and t.to_state == "Dead"]
-    assert len(dead) == 1 and not dead[0].observed
+    assert len(dead) == 1 and dead[0].observed and dead[0].timestamp_ms == observed_at
 
 
 def test_expiry_at_an_earlier_watermark_and_later_equals_once_at_the_end() -> None:
@@ -233,7 +262,12 @@ def test_expiry_at_an_earlier_watermark_and_later_equals_once_at_the_end() -> No
     once = replay(snap, [], retention_ms=WEEK, as_of_ms=end)
     w1 = replay(snap, [], retention_ms=WEEK, as_of_ms=log.now + 2 * DAY)
     w2 = replay(w1.snapshot, [], retention_ms=WEEK, as_of_ms=end)
-    assert [e.to_row() for e in w1.events + w2.events] == [e.to_row() for e in once.events]
+    # a later event with the same key replaces an earlier one (the tables MERGE on it): a
+    # forecast is told again by every call that still makes it
+    def final(events: list[Event]) -> dict[tuple[str, str], dict[str, object]]:
+        return {(e.kind, e.to_row()["event_key"]): e.to_row() for e in events}
+
+    assert final(w1.events + w2.events) == final(once.events)
     assert w2.snapshot == once.snapshot
 
 

@@ -83,7 +83,7 @@ def test_group_tombstone_makes_the_group_dead_and_keeps_its_offsets() -> None:
     log.commit("t", 0, 5)
     log.empty(2)
     log.group_tombstone()
-    result = replay(new_snapshot("g"), log.records)
+    result = replay(new_snapshot("g"), log.records, coordinator="new")
     snap = result.snapshot
     assert snap.state is GroupState.DEAD
     assert not snap.has_metadata and snap.protocol_type is None and snap.members == ()
@@ -91,6 +91,23 @@ def test_group_tombstone_makes_the_group_dead_and_keeps_its_offsets() -> None:
     deleted = [e for e in _of(result, GroupLifecycle) if e.event == "group_deleted"]
     assert len(deleted) == 1 and deleted[0].observed and deleted[0].offsets_remaining == 1
     assert _edges(result)[-1] == ("Empty", "Dead", 2)
+
+
+def test_kafka3_loads_offsets_that_outlive_their_group_tombstone_as_an_empty_generation_zero_group() -> None:
+    # GroupMetadataManager.doLoadGroupsAndOffsets: offsets whose group has no metadata (here: a
+    # tombstone) load into `new GroupMetadata(groupId, Empty)`
+    log = GroupLog()
+    log.stable(1, [member("m1", assigned={"t": [0]})])
+    log.commit("t", 0, 5)
+    log.empty(2)
+    log.group_tombstone()
+    result = replay(new_snapshot("g"), log.records, coordinator="old")
+    snap = result.snapshot
+    assert (snap.state, snap.exists, snap.generation, snap.protocol_type) == (GroupState.EMPTY, True, 0, None)
+    assert snap.offset("t", 0) is not None
+    assert _edges(result)[-2:] == [("Empty", "Dead", 2), (None, "Empty", 0)]
+    created = [e for e in _of(result, GroupLifecycle) if e.event == "group_created"]
+    assert created[-1].cause == "offsets_outlived_group"
 
 
 def test_offsets_without_metadata_create_a_simple_group() -> None:
@@ -498,11 +515,31 @@ def _golden_snapshot() -> GroupSnapshot:
     return replay(new_snapshot("golden"), log.records, retention_ms=10_000, as_of_ms=log.now + 6000).snapshot
 
 
-def test_snapshot_format_v1_bytes_are_stable_and_still_readable() -> None:
+def test_snapshot_format_v1_bytes_are_still_readable() -> None:
+    # a v1 view had already removed its predictions (without their values): it reads as the fold
+    # it was, with nothing outstanding
     snap = _golden_snapshot()
-    assert snap.predicted_expired and snap.members and snap.unsupported_records == 1
-    assert serialize_snapshot(snap).hex() == GOLDEN_V1
-    assert deserialize_snapshot(bytes.fromhex(GOLDEN_V1)) == snap
+    old = deserialize_snapshot(bytes.fromhex(GOLDEN_V1))
+    assert old.members == snap.members and old.unsupported_records == 1
+    assert dict(old.offsets) == dict(snap.offsets) and not old.predicted_expired
+    assert old.last_position == snap.last_position and old.records_applied == snap.records_applied
+
+
+# Format v2 as written on 2026-11-23 (the fold behind the view, judged predictions).
+GOLDEN_V2 = (
+    "0207676f6c64656e1b0409636f6e73756d65720672616e6765046d2d319d9fabfef96201046d2d3106706f642d61"
+    "07636c69656e74032f68a09c01e1d4030e000000000001000174ffffffff0300000081a0abfef9629d9fabfef962"
+    "020274010274d0afabfef9620100005400010000030006160001061ad1afabfef962040100010275020ed0afabfe"
+    "f962e0fdabfef9620000010275d0afabfef9620100020e000100e1fdabfef962010006180000000081a0abfef962"
+    "0106140000"
+)
+
+
+def test_snapshot_format_v2_bytes_are_stable_and_round_trip() -> None:
+    snap = _golden_snapshot()
+    assert snap.predicted_expired and snap.predicted_removed and snap.members
+    assert serialize_snapshot(snap).hex() == GOLDEN_V2
+    assert deserialize_snapshot(bytes.fromhex(GOLDEN_V2)) == snap
 
 
 def test_first_group_record_after_offsets_of_a_compacted_log_invents_no_generations() -> None:
