@@ -99,6 +99,9 @@ _SIT_NONE = _expiry.SIT_NONE
 _SIT_UNSUBSCRIBED = _expiry.SIT_UNSUBSCRIBED
 _FAR = 1 << 62
 _DEFAULT_INTERVAL = _expiry.DEFAULT_CLEANUP_INTERVAL_MS
+#: skipped generations told one by one (two inferred transitions each); a larger jump is told as
+#: its last generation, so a record's cost does not depend on its generation number
+MAX_TOLD_SKIPPED_GENERATIONS = 64
 #: ``group.initial.rebalance.delay.ms`` default (KIP-134, Kafka 0.11+)
 GROUP_INITIAL_REBALANCE_DELAY_MS = 3_000  # "nothing can be due" for the expiry check
 
@@ -1078,7 +1081,12 @@ class _Work:
                     pos=pos,
                     generation=g_from,
                 )
-                for g in range(g_from + 1, g_new if prev_gen is not None else g_from + 1):
+                skipped = range(g_from + 1, g_new if prev_gen is not None else g_from + 1)
+                if len(skipped) > MAX_TOLD_SKIPPED_GENERATIONS:
+                    # a jump no real group makes one by one (a corrupt or hostile record): tell
+                    # the last generation only; the rebalance row still counts them all
+                    skipped = range(g_new - 1, g_new)
+                for g in skipped:
                     # a generation whose join completed but whose SyncGroup never did
                     self._transition(
                         _CR,

@@ -559,3 +559,20 @@ def test_first_group_record_after_offsets_of_a_compacted_log_invents_no_generati
     # with the whole history the same records mean 56 generations that never synced
     full = replay(new_snapshot("g"), log.records, assume_log_start=True)
     assert _of(full, Rebalance)[0].skipped_generations == 56
+
+
+def test_a_generation_jump_to_int_max_costs_no_more_than_a_small_one() -> None:
+    # issue 19: a decodable record whose generation jumps from 1 to 2**31 - 1 used to make the
+    # replay step through every skipped generation (GBs of events, a job that never ends)
+    import time
+
+    log = GroupLog()
+    log.stable(1, [member("m1")])
+    log.stable(2**31 - 1, [member("m1")])
+    t0 = time.perf_counter()
+    result = replay(new_snapshot("g"), log.records, assume_log_start=True)
+    assert time.perf_counter() - t0 < 1.0
+    rb = _of(result, Rebalance)[-1]
+    assert (rb.generation, rb.skipped_generations) == (2**31 - 1, 2**31 - 3)
+    assert len(result.events) < 40
+    assert result.snapshot.generation == 2**31 - 1
