@@ -167,10 +167,13 @@ def encode_subscription(sub: Subscription) -> bytes:
 
 
 def subscribed_topics_v0(data: Buffer) -> frozenset[str] | None:
-    """The broker's rule (``ClassicGroup.computeSubscribedTopics``): skip the version, parse
-    the body as version 0 (just the topics prefix every version shares); None on failure."""
+    """The broker's rule (``ClassicGroup.computeSubscribedTopics``, Kafka 3's
+    ``GroupMetadata.computeSubscribedTopics``): read the version without checking it
+    (``ConsumerProtocol.deserializeVersion``: any int16, negative included), parse the body as
+    version 0 (the topics prefix every version shares); None on failure (SchemaException)."""
+    if len(data) < 2:
+        return None  # deserializeVersion: BufferUnderflowException -> SchemaException
     try:
-        _read_version(data, "subscription")
         sub, _ = _layout(SUBSCRIPTION, 0, 0).read(data, 2, len(data))
     except (CorruptRecordError, WireError):
         return None

@@ -519,3 +519,7 @@ EVENT_TYPES: dict[str, type[Event]] = {
 
 #: event kind -> gold table name.
 TABLE_BY_KIND: dict[str, str] = {cls.kind: cls.table for cls in EVENT_TYPES.values()}
+
+#: The ``status`` of a forecast row (``OffsetExpiration``/``GroupLifecycle``) that a later replay
+#: call withdrew: no row has that key any more (batch: dropped; streaming: its key deleted).
+WITHDRAWN = "withdrawn"

@@ -309,11 +309,12 @@ def _sorted_assigned(blob: bytes) -> tuple[TopicPartition, ...] | None:
 
 
 def group_subscribed_topics(
-    protocol_type: str | None, members: Sequence[MemberMetadata]
+    protocol_type: str | None, members: Sequence[MemberMetadata], protocol: str | None
 ) -> frozenset[str] | None:
     """Kafka's ``computeSubscribedTopics``: the union of members' v0-parsed topics for a consumer
-    group; None if the group is not a consumer group, has no members, or any parse fails."""
-    if protocol_type != _expiry.CONSUMER_PROTOCOL_TYPE or not members:
+    group; None if the group is not a consumer group, has no members or no selected protocol
+    (``protocolName``), or any parse fails."""
+    if protocol_type != _expiry.CONSUMER_PROTOCOL_TYPE or not members or protocol is None:
         return None
     out: set[str] = set()
     for m in members:
@@ -1177,7 +1178,7 @@ class _Work:
         self.metadata_timestamp_ms = ts
         if self.state_timestamp_ms is None:
             self.state_timestamp_ms = end_join
-        self.subscribed_topics = group_subscribed_topics(ptype, v.members)
+        self.subscribed_topics = group_subscribed_topics(ptype, v.members, v.protocol)
         self.invalidate_expiry()
 
         if rb_cause is not None and "rebalance" in self.kinds:

@@ -1,0 +1,74 @@
+"""What a capture of ``__consumer_offsets`` says about its own completeness, per log partition.
+
+Rules:
+- Kafka numbers a partition's records with consecutive offsets and never renumbers them. A
+  capture of the whole partition therefore holds every offset from its first to its last,
+  except where (a) the log cleaner removed records (``cleanup.policy=compact``: only the latest
+  record per key survives in the cleaned part; tombstones go after ``delete.retention.ms``) or
+  (b) a transaction's control marker (COMMIT/ABORT) took the offset (consumers never see them).
+- The cleaner works from the start of the log up to its cleaner point; the tail after it (the
+  active segment and the dirty part) is untouched. So the compacted part ends at the last gap:
+  ``compacted_until`` is the first offset after the last missing one. What compaction removed
+  before it is unknown history: a group whose first record lies before it may have had records
+  (rebalances, commits, a creation) that are gone.
+- A single missing offset is what a transaction marker leaves; it is counted, but only a
+  partition with a gap of more than one offset is called compacted (a transactional partition
+  can be compacted too; the counts tell).
+
+``partition_shape`` is the reference rule over one partition's offsets; the pipelines compute
+the same with numpy over whole tables (``pipelines.log_shape``) and a test holds them equal.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionShape:
+    """One log partition as captured.
+
+    Attributes:
+        records: records captured.
+        first_offset / last_offset: the smallest and largest offset captured.
+        missing_offsets: offsets between them that the capture does not hold.
+        gaps: runs of missing offsets.
+        largest_gap: the longest run of missing offsets.
+        compacted_until: the first offset after the last missing one (None: no gap): records
+            before it may have lost older records of the same keys to the log cleaner.
+    """
+
+    records: int
+    first_offset: int
+    last_offset: int
+    missing_offsets: int
+    gaps: int
+    largest_gap: int
+    compacted_until: int | None
+
+    @property
+    def compacted(self) -> bool:
+        """The capture shows the cleaner's work (a gap longer than a transaction marker)."""
+        return self.largest_gap > 1
+
+
+def partition_shape(offsets: Sequence[int]) -> PartitionShape:
+    """The shape of one partition from its captured offsets (any order; repeats count once).
+
+    Raises:
+        ValueError: no offsets.
+    """
+    if not offsets:
+        raise ValueError("partition_shape needs at least one offset")
+    xs = sorted(set(offsets))
+    missing = gaps = largest = 0
+    until: int | None = None
+    for prev, cur in zip(xs, xs[1:]):
+        hole = cur - prev - 1
+        if hole > 0:
+            missing += hole
+            gaps += 1
+            largest = max(largest, hole)
+            until = cur
+    return PartitionShape(len(xs), xs[0], xs[-1], missing, gaps, largest, until)
