@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import pairwise
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,7 +65,7 @@ def partition_shape(offsets: Sequence[int]) -> PartitionShape:
     xs = sorted(set(offsets))
     missing = gaps = largest = 0
     until: int | None = None
-    for prev, cur in zip(xs, xs[1:]):
+    for prev, cur in pairwise(xs):
         hole = cur - prev - 1
         if hole > 0:
             missing += hole
