@@ -34,6 +34,8 @@ import uuid
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
+from coordinator_core.expiry import DEFAULT_CLEANUP_INTERVAL_MS, DEFAULT_COORDINATOR
+
 if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import DataFrame
@@ -434,7 +436,7 @@ def route_replay_spool(
     from pipelines.replay_job import replay_sorted_batches
 
     tables = tuple(options["tables"])
-    opts = {k: options[k] for k in ("retention_ms", "rules", "as_of_ms", "num_partitions", "coordinator")}
+    opts = {k: options[k] for k in ("retention_ms", "rules", "as_of_ms", "num_partitions", "coordinator", "cleanup_interval_ms", "log_end_ms")}
     for batch in batches:
         for paths in batch.column("paths").to_pylist():
             rows = read_spool(json.loads(paths))
@@ -486,7 +488,7 @@ def route_replay(
     from pipelines.replay_job import replay_sorted_batches
 
     tables = tuple(options["tables"])
-    opts = {k: options[k] for k in ("retention_ms", "rules", "as_of_ms", "num_partitions", "coordinator")}
+    opts = {k: options[k] for k in ("retention_ms", "rules", "as_of_ms", "num_partitions", "coordinator", "cleanup_interval_ms", "log_end_ms")}
     for out in replay_buckets(batches, lambda bs: replay_sorted_batches(bs, tables=tables, as_tables=True, **opts)):
         yield out, 0
 
@@ -510,7 +512,9 @@ def write_gold_from_files(
     rules: str = "current",
     as_of_ms: int | None = None,
     num_partitions: int = 50,
-    coordinator: str = "old",
+    coordinator: str = DEFAULT_COORDINATOR,
+    cleanup_interval_ms: int = DEFAULT_CLEANUP_INTERVAL_MS,
+    log_end_ms: int | None = None,
     on_as_of: Callable[[int | None], None] | None = None,
     spool_manifest: str | None = None,
 ) -> dict[str, str] | None:
@@ -533,7 +537,8 @@ def write_gold_from_files(
     spark = io.spark
     assert spark is not None
     options = {"tables": list(tables), "retention_ms": retention_ms, "rules": rules, "as_of_ms": as_of_ms,
-               "num_partitions": num_partitions, "coordinator": coordinator}
+               "num_partitions": num_partitions, "coordinator": coordinator,
+               "cleanup_interval_ms": cleanup_interval_ms, "log_end_ms": log_end_ms}
     entries = read_spool_manifest(spool_manifest) if spool_manifest else None
     if entries is not None and not spool_covers(io, entries):
         log.warning("replay: the decode's spool does not cover the decoded tables; reading their files")
@@ -546,6 +551,8 @@ def write_gold_from_files(
         try:
             if as_of_ms is None and retention_ms is not None:
                 options["as_of_ms"] = max((int(e["max_ts"]) for e in entries), default=None)
+                if options["log_end_ms"] is None:
+                    options["log_end_ms"] = options["as_of_ms"]  # the end of the log judges predictions
             if on_as_of is not None:
                 on_as_of(options["as_of_ms"])
             by_bucket: dict[int, list[str]] = {}
@@ -568,6 +575,8 @@ def write_gold_from_files(
         if as_of_ms is None and retention_ms is not None:
             row = packed.agg(F.max("max_ts").alias("m")).collect()[0]
             options["as_of_ms"] = None if row["m"] is None else int(row["m"])
+            if options["log_end_ms"] is None:
+                options["log_end_ms"] = options["as_of_ms"]
         if on_as_of is not None:
             on_as_of(options["as_of_ms"])
         shuffled = packed.repartition(replay_tasks(spark), "bucket").sortWithinPartitions("bucket")

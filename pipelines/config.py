@@ -176,7 +176,8 @@ class ReplayConf:
     retention_ms: int = _f(604_800_000, "positive")
     rules: Literal["current", "2.4-3.1", "2.1-2.3", "pre-2.1"] = _f("current")
     as_of_ms: int | None = _f(None, "non_negative")
-    coordinator: Literal["old", "new"] = _f("new")
+    coordinator: Literal["auto", "old", "new"] = _f("auto")
+    cleanup_interval_ms: int = _f(600_000, "positive")
 
 
 @dataclass(frozen=True)

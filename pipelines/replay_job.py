@@ -38,7 +38,8 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from coordinator_core.events import TABLE_BY_KIND
+from coordinator_core.events import TABLE_BY_KIND, WITHDRAWN
+from coordinator_core.expiry import DEFAULT_CLEANUP_INTERVAL_MS, DEFAULT_COORDINATOR
 from pipelines.gold import DEFAULT_TABLES, GOLD_SPECS, GOLD_UNION_SCHEMA, UNION_CODES, rows_to_arrow, to_union
 
 if TYPE_CHECKING:
@@ -448,7 +449,9 @@ def replay_table(
     rules: str = "current",
     as_of_ms: int | None = None,
     event_kinds: Collection[str] | None = None,
-    coordinator: str = "old",
+    coordinator: str = DEFAULT_COORDINATOR,
+    cleanup_interval_ms: int = DEFAULT_CLEANUP_INTERVAL_MS,
+    log_end_ms: int | None = None,
     assume_log_start: bool = False,
     max_span_ms: int | None = -1,
     counters: RunCounters | None = None,
@@ -496,7 +499,7 @@ def replay_table(
             items = group_items
     return replay_runs(
         snapshot, items, retention_ms=retention_ms, rules=rules, as_of_ms=as_of_ms, event_kinds=kinds,
-        assume_log_start=assume_log_start, coordinator=coordinator, counters=counters,
+        assume_log_start=assume_log_start, coordinator=coordinator, cleanup_interval_ms=cleanup_interval_ms, log_end_ms=log_end_ms, counters=counters,
     )
 
 
@@ -523,6 +526,7 @@ def gold_rows(
     retention_ms: int | None = None,
     rules: str = "current",
     num_partitions: int = 50,
+    keep_withdrawn: bool = False,
 ) -> dict[str, list[dict[str, Any]]]:
     """The core's rows of one replayed group, by gold table.
 
@@ -530,7 +534,9 @@ def gold_rows(
     event with the same key replaces the earlier one (a predicted expiry later confirmed by the
     log's tombstone, an offset tombstone re-emitted as ``group_deleted``). The streaming job gets
     that from its MERGE; here the last row per key is kept, so batch and stream write the same
-    rows and the tables never hold two rows for one key.
+    rows and the tables never hold two rows for one key. A forecast an earlier replay call told
+    and this one withdrew (status ``withdrawn``) is no row at all; ``keep_withdrawn`` keeps it so
+    that the streaming sink deletes its key.
     """
     rows: dict[str, list[dict[str, Any]]] = {t: [] for t in tables}
     snap = result.snapshot
@@ -549,7 +555,9 @@ def gold_rows(
         bucket.pop(row["event_key"], None)  # re-insert: the later row wins and keeps log order
         bucket[row["event_key"]] = row
     for table, by_key in keyed.items():
-        rows[table].extend(by_key.values())
+        rows[table].extend(
+            r for r in by_key.values() if keep_withdrawn or r.get("status") != WITHDRAWN
+        )
     return rows
 
 
@@ -564,13 +572,15 @@ def _replay_one(
     num_partitions: int,
     kinds: tuple[str, ...],
     out: dict[str, list[dict[str, Any]]],
-    coordinator: str = "old",
+    coordinator: str = DEFAULT_COORDINATOR,
+    cleanup_interval_ms: int = DEFAULT_CLEANUP_INTERVAL_MS,
+    log_end_ms: int | None = None,
 ) -> None:
     from coordinator_core.replay import new_snapshot, replay
 
     result = replay(
         new_snapshot(group_id), records, retention_ms=retention_ms, rules=rules, as_of_ms=as_of_ms,
-        event_kinds=kinds, coordinator=coordinator,
+        event_kinds=kinds, coordinator=coordinator, cleanup_interval_ms=cleanup_interval_ms, log_end_ms=log_end_ms,
     )
     for name, rows in gold_rows(
         result, tables=tables, retention_ms=retention_ms, rules=rules, num_partitions=num_partitions
@@ -591,7 +601,9 @@ def replay_group_arrow(
     as_of_ms: int | None = None,
     tables: Sequence[str] = DEFAULT_TABLES,
     num_partitions: int = 50,
-    coordinator: str = "old",
+    coordinator: str = DEFAULT_COORDINATOR,
+    cleanup_interval_ms: int = DEFAULT_CLEANUP_INTERVAL_MS,
+    log_end_ms: int | None = None,
 ) -> pa.Table:
     """The grouped function (``applyInArrow``): one group's rows -> gold rows (union schema),
     replayed with ``replay_table`` (the bulk path)."""
@@ -601,7 +613,7 @@ def replay_group_arrow(
         return GOLD_UNION_SCHEMA.empty_table()
     result = replay_table(
         new_snapshot(table.column("group_id")[0].as_py()), table, retention_ms=retention_ms, rules=rules,
-        as_of_ms=as_of_ms, event_kinds=event_kinds_for(tables), coordinator=coordinator,
+        as_of_ms=as_of_ms, event_kinds=event_kinds_for(tables), coordinator=coordinator, cleanup_interval_ms=cleanup_interval_ms, log_end_ms=log_end_ms,
     )
     return _union_table(
         gold_rows(result, tables=tables, retention_ms=retention_ms, rules=rules, num_partitions=num_partitions)
@@ -616,7 +628,9 @@ def replay_sorted_batches(
     as_of_ms: int | None = None,
     tables: Sequence[str] = DEFAULT_TABLES,
     num_partitions: int = 50,
-    coordinator: str = "old",
+    coordinator: str = DEFAULT_COORDINATOR,
+    cleanup_interval_ms: int = DEFAULT_CLEANUP_INTERVAL_MS,
+    log_end_ms: int | None = None,
     bulk: bool = True,
     max_span_ms: int | None = -1,
     counters: RunCounters | None = None,
@@ -643,7 +657,7 @@ def replay_sorted_batches(
     if not bulk:
         yield from _replay_sorted_batches_per_record(
             batches, retention_ms=retention_ms, rules=rules, as_of_ms=as_of_ms, tables=tables,
-            num_partitions=num_partitions, coordinator=coordinator,
+            num_partitions=num_partitions, coordinator=coordinator, cleanup_interval_ms=cleanup_interval_ms, log_end_ms=log_end_ms,
         )
         return
     from coordinator_core.replay import new_snapshot, replay_runs
@@ -662,7 +676,7 @@ def replay_sorted_batches(
             for gid, items in _items_by_group(work, compress=compress, max_span_ms=span):
                 result = replay_runs(
                     new_snapshot(gid), items, retention_ms=retention_ms, rules=rules, as_of_ms=as_of_ms,
-                    event_kinds=kinds, coordinator=coordinator, counters=counters,
+                    event_kinds=kinds, coordinator=coordinator, cleanup_interval_ms=cleanup_interval_ms, log_end_ms=log_end_ms, counters=counters,
                 )
                 for name, rows in gold_rows(
                     result, tables=tables, retention_ms=retention_ms, rules=rules, num_partitions=num_partitions
@@ -715,7 +729,9 @@ def _replay_sorted_batches_per_record(
     as_of_ms: int | None = None,
     tables: Sequence[str] = DEFAULT_TABLES,
     num_partitions: int = 50,
-    coordinator: str = "old",
+    coordinator: str = DEFAULT_COORDINATOR,
+    cleanup_interval_ms: int = DEFAULT_CLEANUP_INTERVAL_MS,
+    log_end_ms: int | None = None,
 ) -> Iterator[pa.Table]:
     """The per-record path of ``replay_sorted_batches`` (``bulk=False``): every row becomes a
     ``LogRecord`` and each group is replayed with ``replay`` (the reference; kept for the bench)."""
@@ -723,7 +739,8 @@ def _replay_sorted_batches_per_record(
     carry_gid: str | None = None
     carry: list[LogRecord] = []
     opts = {"retention_ms": retention_ms, "rules": rules, "as_of_ms": as_of_ms, "tables": tables,
-            "num_partitions": num_partitions, "kinds": kinds, "coordinator": coordinator}
+            "num_partitions": num_partitions, "kinds": kinds, "coordinator": coordinator,
+            "cleanup_interval_ms": cleanup_interval_ms, "log_end_ms": log_end_ms}
     for batch in batches:
         if batch.num_rows == 0:
             continue
@@ -861,7 +878,9 @@ def replay_to_gold(
     persist: bool = True,
     on_as_of: Callable[[int | None], None] | None = None,
     method: str = "sorted",
-    coordinator: str = "old",
+    coordinator: str = DEFAULT_COORDINATOR,
+    cleanup_interval_ms: int = DEFAULT_CLEANUP_INTERVAL_MS,
+    log_end_ms: int | None = None,
 ) -> dict[str, DataFrame]:
     """Replay every group of the decoded tables and return the gold DataFrames.
 
@@ -897,12 +916,15 @@ def replay_to_gold(
     inp = replay_input(offset_commits_df, group_metadata_df, unsupported_df)
     if as_of_ms is None and retention_ms is not None:
         as_of_ms = max_timestamp_ms(inp)
+        if log_end_ms is None:
+            log_end_ms = as_of_ms  # "now" is the end of the log: it also judges predictions
     if on_as_of is not None:
         on_as_of(as_of_ms)
     tables = tuple(tables)
 
     opts: dict[str, Any] = {"retention_ms": retention_ms, "rules": rules, "as_of_ms": as_of_ms,
-                            "tables": tables, "num_partitions": num_partitions, "coordinator": coordinator}
+                            "tables": tables, "num_partitions": num_partitions, "coordinator": coordinator,
+            "cleanup_interval_ms": cleanup_interval_ms, "log_end_ms": log_end_ms}
     schema = gold_union_spark_schema()
     if method == "grouped":
 

@@ -73,6 +73,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from coordinator_core.events import WITHDRAWN
+from coordinator_core.expiry import DEFAULT_CLEANUP_INTERVAL_MS, DEFAULT_COORDINATOR
 from pipelines.errors import UsageError
 
 if TYPE_CHECKING:
@@ -128,7 +130,8 @@ class StreamSettings:
     query_name: str = REPLAY_QUERY
     quarantine_query_name: str = QUARANTINE_QUERY
     extra: dict[str, Any] = field(default_factory=dict)
-    coordinator: str = "old"
+    coordinator: str = DEFAULT_COORDINATOR
+    cleanup_interval_ms: int = DEFAULT_CLEANUP_INTERVAL_MS
     landing_reader: str = "python"
     state_partitions: int | None = None
 
@@ -165,6 +168,7 @@ def settings_from_config(cfg: Config) -> StreamSettings:
         num_partitions=cfg.offsets_topic.num_partitions,
         tables=tuple(DEFAULT_TABLES),
         coordinator=cfg.replay.coordinator,
+        cleanup_interval_ms=cfg.replay.cleanup_interval_ms,
         landing_reader=cfg.stream.landing_reader,
         state_partitions=cfg.stream.state_partitions,
     )
@@ -615,7 +619,8 @@ class GroupReplayer:
     rules: str
     tables: tuple[str, ...]
     num_partitions: int
-    coordinator: str = "old"
+    coordinator: str = DEFAULT_COORDINATOR
+    cleanup_interval_ms: int = DEFAULT_CLEANUP_INTERVAL_MS
 
     def replay_rows(
         self,
@@ -626,10 +631,15 @@ class GroupReplayer:
     ) -> tuple[bytes, dict[str, list[dict[str, Any]]], int | None]:
         """The pure part: (state bytes, input rows, watermark) → (new state bytes, changed gold
         rows per table (core rows, last row per key; ``DELETED_OFFSETS``: offsets the group no
-        longer holds), next expiry ms). ``records_table`` is None when the timer fired."""
+        longer holds; a ``withdrawn`` event row: its key is deleted), next timer ms).
+        ``records_table`` is None when the timer fired.
+
+        The watermark is "now" and the end of the log (no record of the group older than it is
+        still to come): forecasts are made at it, and one whose cleanup it has passed with no
+        tombstone is withdrawn — the same rows as the batch job with ``as_of`` = the final
+        watermark."""
         import dataclasses
 
-        from coordinator_core.expiry import next_expiry_ms
         from coordinator_core.replay import deserialize_snapshot, new_snapshot, serialize_snapshot
         from pipelines.gold import GOLD_SPECS
         from pipelines.replay_job import event_kinds_for, gold_rows, replay_table
@@ -648,6 +658,8 @@ class GroupReplayer:
             as_of_ms=as_of,
             event_kinds=event_kinds_for(self.tables),
             coordinator=self.coordinator,
+            cleanup_interval_ms=self.cleanup_interval_ms,
+            log_end_ms=as_of,
         )
         after = result.snapshot
         # Only what changed: the offsets this call replaced or added, and deletions.
@@ -656,7 +668,7 @@ class GroupReplayer:
         view = dataclasses.replace(result, snapshot=dataclasses.replace(after, offsets=changed))
         by_table = gold_rows(
             view, tables=self.tables, retention_ms=self.retention_ms, rules=self.rules,
-            num_partitions=self.num_partitions,
+            num_partitions=self.num_partitions, keep_withdrawn=True,
         )
         if "group_state" in by_table:  # the state row must describe the whole snapshot
             by_table["group_state"] = [
@@ -670,7 +682,7 @@ class GroupReplayer:
                 out[name] = _dedupe_last(rows, key)
         if removed and "offsets_current" in self.tables:
             out[DELETED_OFFSETS] = [{"group_id": group_id, "topic": t, "partition": p} for t, p in removed]
-        nxt = next_expiry_ms(after, self.retention_ms, self.rules)
+        nxt = after.next_judgment_ms(self.retention_ms, self.rules, self.cleanup_interval_ms)
         return serialize_snapshot(after), out, nxt
 
     def replay_call(
@@ -703,7 +715,7 @@ class GroupReplayer:
         new_blob, rows, nxt = self.replay_rows(group_id, blob, table, watermark)
         state.update((SNAPSHOT_FORMAT_VERSION, new_blob))
         if nxt is not None:
-            # Spark fires when watermark > timeout; the core expires at due <= as_of: nxt - 1.
+            # Spark fires when watermark > timeout; the core acts at a time <= as_of: nxt - 1.
             state.setTimeoutTimestamp(max(nxt - 1, watermark, 1))
         if rows:
             import pickle
@@ -719,7 +731,8 @@ def stateful_replay(packed: DataFrame, settings: StreamSettings) -> DataFrame:
     from pyspark.sql.streaming.state import GroupStateTimeout
 
     fn = GroupReplayer(
-        settings.retention_ms, settings.rules, settings.tables, settings.num_partitions, settings.coordinator
+        settings.retention_ms, settings.rules, settings.tables, settings.num_partitions, settings.coordinator,
+        settings.cleanup_interval_ms,
     )
     return (
         packed.withWatermark("log_timestamp", f"{settings.watermark_delay_ms} milliseconds")
@@ -777,7 +790,21 @@ class GoldBatchWriter:
                 part = spark.createDataFrame(tables[name], GOLD_SPECS[name].spark_schema())
                 self.io.append(name, part, txn_app_id=self.app_id, txn_version=batch_id)
             else:
-                self.io.merge(name, tables[name], txn_app_id=self.app_id, txn_version=batch_id)
+                table = tables[name]
+                gone = None
+                if "status" in table.column_names:
+                    # forecasts a later replay call withdrew: their keys go (after the upserts,
+                    # same table: commits in order)
+                    import pyarrow.compute as pc
+
+                    mask = pc.fill_null(pc.equal(table.column("status"), WITHDRAWN), False)
+                    if pc.any(mask).as_py():
+                        gone = table.filter(mask).select(["group_id", "event_key"])
+                        table = table.filter(pc.invert(mask))
+                if table.num_rows:
+                    self.io.merge(name, table, txn_app_id=self.app_id, txn_version=batch_id)
+                if gone is not None:
+                    self.io.delete_keys(name, gone, txn_app_id=self.app_id, txn_version=batch_id)
             return time.perf_counter() - t1
 
         def write_chain(names: list[str]) -> list[tuple[str, float]]:

@@ -41,8 +41,9 @@ _LOG_POS = (
 
 GROUP_STATE = TableSpec(
     name="group_state",
-    doc="Current state of every group after replaying its records (one row per group), as "
-    "Kafka's coordinator would hold it when loading the log, plus expiry up to `as_of`.",
+    doc="Every group as of `as_of` (one row per group): what Kafka's loader holds after its "
+    "records (latest value per key, tombstones delete), then one cleanup at `as_of` (the offsets and "
+    "group death it forecasts are in offset_expirations/group_lifecycle with status predicted).",
     columns=(
         _GROUP,
         Column("coordinator_partition", "int", True, "`__consumer_offsets` partition holding the group."),
@@ -65,6 +66,12 @@ GROUP_STATE = TableSpec(
         Column("next_expiry_time", "timestamp", True, "When the next offset would expire under the rules (null = never)."),
         Column("records_applied", "bigint", True, "Records replayed into this state."),
         Column("unsupported_records", "bigint", True, "Records of this group skipped as unsupported (newer record types)."),
+        Column("first_log_offset", "bigint", True,
+               "Offset of the group's first record in the input: its history before that is unknown "
+               "(a compacted capture keeps only each key's latest record)."),
+        Column("predictions_contradicted", "bigint", True,
+               "Offset expiries the rules predicted and the log contradicted (the broker's cleanup passed "
+               "with no tombstone): a sign that replay.retention_ms or replay.rules differ from the broker's."),
         Column("format_version", "int", True, "Version of the snapshot format."),
     ),
     primary_key=("group_id",),
@@ -176,8 +183,9 @@ OFFSETS_CURRENT = TableSpec(
 
 OFFSET_EXPIRATIONS = TableSpec(
     name="offset_expirations",
-    doc="Offsets removed: cause (retention | tombstone | group_deleted), predicted vs observed "
-    "time. A predicted expiry later confirmed by the log's tombstone updates the same row.",
+    doc="Offsets removed: observed (a tombstone in the log), confirmed (the tombstone of a removal "
+    "the rules predicted), predicted (a forecast: due by `as_of`, its cleanup not yet past the end of "
+    "the log). A prediction the log contradicts (the cleanup passed with no tombstone) is never a row.",
     columns=(
         _GROUP,
         _EVENT_KEY,
@@ -187,7 +195,9 @@ OFFSET_EXPIRATIONS = TableSpec(
         Column("commit_timestamp", "timestamp", True, "Commit time of the removed commit."),
         Column("cause", "string", True, "retention | tombstone | group_deleted."),
         Column("status", "string", True, "predicted | observed | confirmed."),
-        Column("predicted_time", "timestamp", True, "Computed expiry time (base + retention, or expire_timestamp)."),
+        Column("predicted_time", "timestamp", True,
+               "When the rules make it due (base + retention, or expire_timestamp; not before the group "
+               "entered its current state); the broker's next cleanup (within cleanup_interval_ms) removes it."),
         Column("observed_time", "timestamp", True, "Timestamp of the tombstone in the log."),
         Column("rules", "string", True, "Expiry rule set used for the prediction."),
         *_LOG_POS,

@@ -36,7 +36,12 @@ examples:
 
 
 def register(subparsers: Any) -> None:
-    from coordinator_core.expiry import RULE_SETS
+    from coordinator_core.expiry import (
+        DEFAULT_CLEANUP_INTERVAL_MS,
+        DEFAULT_COORDINATOR,
+        REPLAY_COORDINATORS,
+        RULE_SETS,
+    )
 
     p = subparsers.add_parser(
         "replay",
@@ -63,10 +68,18 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument(
         "--coordinator",
-        choices=("old", "new"),
-        default="old",
-        help="whose group-deletion rule to predict: old (group tombstone only when generation > 0; "
-        "default) or new (Kafka 4's group-coordinator: always)",
+        choices=REPLAY_COORDINATORS,
+        default=DEFAULT_COORDINATOR,
+        help="whose rules: auto (default: new for a group whose records show Kafka 4 wrote them, "
+        "else old), old (Kafka 3: group tombstone only when generation > 0) or new (Kafka 4)",
+    )
+    p.add_argument(
+        "--cleanup-interval-ms",
+        type=int,
+        default=DEFAULT_CLEANUP_INTERVAL_MS,
+        metavar="I",
+        help="offsets.retention.check.interval.ms (default 600000): a predicted expiry falls on the "
+        "broker's next cleanup and is withdrawn when the log shows that cleanup passed without it",
     )
     p.add_argument("--events", action="store_true", help="print the event stream instead of the group states")
     p.add_argument(
@@ -127,11 +140,20 @@ def run(args: argparse.Namespace) -> int:
             continue
         records.append(LogRecord(raw.partition, raw.offset, raw.timestamp_ms, rec.key, rec.value))
 
+    if args.cleanup_interval_ms <= 0:
+        raise UsageError(f"--cleanup-interval-ms must be positive, got {args.cleanup_interval_ms}")
+    as_of_ms, log_end_ms = args.as_of_ms, None
+    if args.retention_ms is not None and records:
+        log_end_ms = max(r.timestamp_ms for r in records)  # the end of the log judges predictions
+        if as_of_ms is None:
+            as_of_ms = log_end_ms
     results = replay_groups(
         records,
         retention_ms=args.retention_ms,
         rules=args.rules,
-        as_of_ms=args.as_of_ms,
+        as_of_ms=as_of_ms,
+        log_end_ms=log_end_ms,
+        cleanup_interval_ms=args.cleanup_interval_ms,
         event_kinds=(kinds if kinds is not None else None) if args.events else (),
         assume_log_start=args.assume_log_start,
         coordinator=args.coordinator,

@@ -152,8 +152,9 @@ def core_gold(log: list[tuple[bytes, bytes | None, int, int, int]], *, retention
     rows: dict[str, list[dict[str, Any]]] = {t: [] for t in tables}
     for gid, recs in sorted(by_group.items()):
         recs.sort(key=lambda r: r.position)
+        # the job's as_of is the end of the log, and the end of the log judges predictions
         result = replay(new_snapshot(gid), recs, retention_ms=retention_ms, as_of_ms=as_of_ms,
-                        event_kinds=event_kinds_for(tables))
+                        log_end_ms=as_of_ms, event_kinds=event_kinds_for(tables))
         for name, rs in gold_rows(result, tables=tables, retention_ms=retention_ms).items():
             rows[name].extend(rs)
     return {name: rows_to_arrow(GOLD_SPECS[name], rs) for name, rs in rows.items()}
@@ -315,19 +316,29 @@ def test_replay_to_gold_equals_pure_core_replay_on_a_simulator_generated_log(spa
 
 
 def test_gold_rows_keep_one_row_per_event_key_the_later_one() -> None:
-    """A predicted expiry later confirmed by the log's tombstone is ONE offset_expirations row
-    (status confirmed), as the streaming MERGE leaves it — never two rows for one key."""
+    """An offset tombstone re-told as group_deleted by the group tombstone of its batch
+    (DeleteGroups) is ONE offset_expirations row (the later one), as the streaming MERGE leaves it
+    — never two rows for one key. A withdrawn forecast is no row."""
     from coordinator_core.replay import new_snapshot, replay
     from pipelines.replay_job import gold_rows
-    from tests.coordinator_core.replay_builders import GroupLog
+    from tests.coordinator_core.replay_builders import GroupLog, member
 
     week = 7 * 86_400_000
     log = GroupLog()
+    log.stable(1, [member("m1", assigned={"t": [0]})])
     log.commit("t", 0, 5)
-    log.offset_tombstone("t", 0, at=log.now + week + 600_000)  # the broker's cleanup, 10 min later
+    log.empty(2, at=log.now + 60_000)
+    log.offset_tombstone("t", 0, at=log.now + 60_000)  # DeleteGroups: the offsets, then the group
+    log.group_tombstone(at=log.now)
     result = replay(new_snapshot("g"), log.records, retention_ms=week)
     keys = [e.to_row()["event_key"] for e in result.events if e.table == "offset_expirations"]
-    assert len(keys) == 2 and len(set(keys)) == 1  # the core emits predicted, then confirmed
+    assert len(keys) == 2 and len(set(keys)) == 1  # the core tells the tombstone, then group_deleted
     rows = gold_rows(result, tables=("offset_expirations",), retention_ms=week)["offset_expirations"]
     assert len(rows) == 1
-    assert rows[0]["status"] == "confirmed" and rows[0]["observed_ms"] == log.now
+    assert rows[0]["cause"] == "group_deleted" and rows[0]["observed_ms"] == log.now
+    # a forecast a later call withdrew (the group came back): its key has no row
+    first = replay(new_snapshot("g"), log.records[:3], retention_ms=week, as_of_ms=log.now + 2 * week)
+    later = replay(first.snapshot, [], retention_ms=week, as_of_ms=log.now + 2 * week,
+                   log_end_ms=log.now + 2 * week)
+    assert [e.to_row()["status"] for e in later.events if e.table == "offset_expirations"] == ["withdrawn"]
+    assert gold_rows(later, tables=("offset_expirations",), retention_ms=week)["offset_expirations"] == []
