@@ -1339,12 +1339,15 @@ def _start_estimate(
     members: Sequence[MemberMetadata], end_join: int, prev_meta_ts: int | None, from_empty: bool
 ) -> int:
     """Earliest possible start of a rebalance: the join phase lasts at most the largest
-    rebalance timeout (DelayedJoin); from Empty, InitialDelayedJoin waits
-    ``group.initial.rebalance.delay.ms`` and at most max(that, rebalance timeout). It began after
-    the previous group record."""
+    rebalance timeout (DelayedJoin). From Empty, ``InitialDelayedJoin`` waits
+    ``group.initial.rebalance.delay.ms`` and re-arms (by at most that delay) only while new members
+    keep arriving, each re-arm for a member that joined during the previous delay: with n members
+    the join phase lasts at most n delays, and never more than max(delay, rebalance timeout). It
+    began after the previous group record."""
     longest = max((m.effective_rebalance_timeout for m in members), default=0)
     if from_empty:
-        longest = max(longest, GROUP_INITIAL_REBALANCE_DELAY_MS)
+        delay = GROUP_INITIAL_REBALANCE_DELAY_MS
+        longest = min(max(longest, delay), delay * max(len(members), 1))
     start = end_join - longest
     if prev_meta_ts is not None and prev_meta_ts > start:
         start = prev_meta_ts

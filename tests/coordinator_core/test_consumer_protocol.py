@@ -90,7 +90,8 @@ def test_broker_rule_parses_only_the_v0_prefix() -> None:
     assert subscribed_topics_v0(encode_subscription(SUB_V3)) == frozenset({"a", "b"})
     assert subscribed_topics_v0(b"\x00\x01") is None
     assert subscribed_topics_v0(b"") is None
-    assert subscribed_topics_v0(b"\xff\xff\x00\x00\x00\x00\xff\xff\xff\xff") is None
+    # deserializeVersion reads any int16 (no check): version -1, no topics, null user data
+    assert subscribed_topics_v0(b"\xff\xff\x00\x00\x00\x00\xff\xff\xff\xff") == frozenset()
 
 
 def test_parse_member_blobs_only_for_consumer_protocol_type() -> None:

@@ -218,3 +218,22 @@ def test_partition_shape_finds_where_compaction_ends() -> None:
     marker = partition_shape([5, 6, 8, 9])  # one offset: a transaction marker
     assert marker.missing_offsets == 1 and not marker.compacted
     assert partition_shape([3, 4, 5]).compacted_until is None
+
+
+def test_a_rebalance_from_empty_starts_no_earlier_than_the_initial_delays_its_joiners_can_rearm() -> None:
+    # InitialDelayedJoin: 3 s, re-armed (by at most 3 s) only for a member that joined during the
+    # previous delay; never longer than the rebalance timeout
+    from coordinator_core.events import Rebalance
+
+    def duration(n: int, rebalance_timeout: int = 300_000) -> int | None:
+        log = GroupLog()
+        log.stable(1, [member("m0")])
+        log.empty(2, at=log.now + HOUR)
+        log.stable(3, [member(f"n{i}", rebalance_timeout=rebalance_timeout) for i in range(n)],
+                   at=log.now + HOUR, cst=log.now + HOUR - 100)
+        rb = [e for e in replay(new_snapshot("g"), log.records).events if isinstance(e, Rebalance)][-1]
+        return rb.end_ms - rb.start_ms if rb.start_ms is not None else None
+
+    assert duration(1) == 3_000 + 100  # the join phase, then 100 ms to the leader's SyncGroup
+    assert duration(4) == 12_000 + 100
+    assert duration(200, rebalance_timeout=30_000) == 30_000 + 100
