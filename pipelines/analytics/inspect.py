@@ -14,6 +14,9 @@ Rules:
 - Lag: the latest ``partition_end_offsets`` sample of each topic-partition at or before T
   (when that table exists). Expiry: each offset's due time from
   ``coordinator_core.expiry.offset_due_times`` as the group stands at T.
+- History: the partition's offsets tell where its compacted part ends
+  (``coordinator_core.log_shape``); a group whose first record lies before it may have lost
+  older history to the log cleaner, and the view says so instead of inventing it.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 from pipelines.errors import UsageError
 
 if TYPE_CHECKING:
+    from coordinator_core.log_shape import PartitionShape
     from coordinator_core.records import LogRecord
     from pipelines.config import Config
 
@@ -64,16 +68,18 @@ def _ms(col: Any) -> list[int | None]:
     return pc.cast(pc.cast(col, pa.timestamp("ms", "UTC")), pa.int64()).to_pylist()  # type: ignore[no-any-return]
 
 
-def read_group_records(cfg: Config, group_id: str) -> tuple[int, list[LogRecord], int]:
+def read_group_records(cfg: Config, group_id: str) -> tuple[int, list[LogRecord], int, PartitionShape | None]:
     """G's records from ``raw_records`` (its coordinator partition only), in log order.
 
-    Returns (coordinator partition, records, undecodable records skipped).
+    Returns (coordinator partition, records, undecodable records skipped, the partition's shape:
+    where its compacted part ends).
     """
     import pyarrow.dataset as ds
     from deltalake import DeltaTable
 
     from coordinator_core.codec import decode_record
     from coordinator_core.errors import CoordinatorError
+    from coordinator_core.log_shape import partition_shape
     from coordinator_core.partitioner import partition_for
     from coordinator_core.records import LogRecord
 
@@ -85,6 +91,7 @@ def read_group_records(cfg: Config, group_id: str) -> tuple[int, list[LogRecord]
     table = dataset.to_table(columns=["key", "value", "partition", "offset", "timestamp"],
                              filter=ds.field("partition") == part)
     table = table.sort_by([("offset", "ascending")])
+    shape = partition_shape(table.column("offset").to_pylist()) if table.num_rows else None
     ts = _ms(table.column("timestamp"))
     out: list[LogRecord] = []
     bad = 0
@@ -97,7 +104,7 @@ def read_group_records(cfg: Config, group_id: str) -> tuple[int, list[LogRecord]
             continue
         if rec.key.group == group_id:
             out.append(LogRecord(part, off, t, rec.key, rec.value))
-    return part, out, bad
+    return part, out, bad, shape
 
 
 def known_groups(cfg: Config) -> list[str]:
@@ -153,6 +160,7 @@ class GroupView:
     expiring: list[dict[str, Any]] = field(default_factory=list)
     retention_ms: int | None = None
     rules: str = "current"
+    history: str = "complete as captured"
 
     def as_dict(self) -> dict[str, Any]:
         from dataclasses import asdict
@@ -166,16 +174,25 @@ def inspect_group(cfg: Config, group_id: str, as_of_ms: int | None = None) -> Gr
     from coordinator_core.expiry import offset_due_times
     from coordinator_core.replay import new_snapshot, replay, snapshot_as_of
 
-    part, records, _ = read_group_records(cfg, group_id)
+    part, records, _, shape = read_group_records(cfg, group_id)
     if not records:
         close = difflib.get_close_matches(group_id, known_groups(cfg), n=5, cutoff=0.5)
         hint = f"; close matches: {', '.join(close)}" if close else ""
         raise UsageError(f"group {group_id!r} has no records in raw_records (partition {part}){hint}")
     retention = cfg.replay.retention_ms
     rules = cfg.replay.rules
-    full = replay(new_snapshot(group_id), records, event_kinds=("state_transition", "rebalance"))
+    full = replay(new_snapshot(group_id), records, event_kinds=("state_transition", "rebalance"),
+                  coordinator=cfg.replay.coordinator)
     t_end = records[-1].timestamp_ms if as_of_ms is None else as_of_ms
-    snap = snapshot_as_of(records, group_id=group_id, as_of_ms=t_end, retention_ms=retention, rules=rules)
+    snap = snapshot_as_of(records, group_id=group_id, as_of_ms=t_end, retention_ms=retention, rules=rules,
+                          coordinator=cfg.replay.coordinator, cleanup_interval_ms=cfg.replay.cleanup_interval_ms)
+    history = "complete as captured"
+    if shape is not None and shape.compacted_until is not None and records[0].offset < shape.compacted_until:
+        history = (
+            f"starts inside the compacted part of __consumer_offsets-{part} (the log cleaner removed "
+            f"records before offset {shape.compacted_until}): what came before {fmt_ms(records[0].timestamp_ms)} "
+            "is unknown"
+        )
     transitions = [e for e in full.events if isinstance(e, StateTransition)]
     before = [e for e in transitions if e.timestamp_ms is not None and e.timestamp_ms <= t_end]
     state, inferred, since, generation = snap.state.value, False, snap.state_timestamp_ms, snap.generation
@@ -227,7 +244,7 @@ def inspect_group(cfg: Config, group_id: str, as_of_ms: int | None = None) -> Gr
         rebalances=[{"generation": e.generation, "start_ms": e.start_ms, "end_ms": e.end_ms,
                      "duration_ms": e.duration_ms, "cause": e.cause, "joined": list(e.joined), "left": list(e.left),
                      "partitions_moved": e.partitions_moved, "protocol": e.protocol} for e in rebalances[-RECENT:]],
-        expiring=expiring, retention_ms=retention, rules=rules,
+        expiring=expiring, retention_ms=retention, rules=rules, history=history,
     )
 
 
@@ -262,6 +279,7 @@ def render(view: GroupView, console: Any = None) -> None:
         ("leader", view.leader or "-"),
         ("coordinator", f"__consumer_offsets-{view.coordinator_partition}"),
         ("records", f"{view.records:,} up to the as-of time"),
+        ("history", view.history),
     ):
         head.add_row(k, v)
     console.print(head)

@@ -283,6 +283,7 @@ def run_batch(
                         io, app_id=gold_app, version=raw_version, tables=gold_table_names(),
                         current_state=CURRENT_STATE_TABLES, retention_ms=cfg.replay.retention_ms,
                         rules=cfg.replay.rules, coordinator=cfg.replay.coordinator, as_of_ms=cfg.replay.as_of_ms,
+                        cleanup_interval_ms=cfg.replay.cleanup_interval_ms,
                         num_partitions=cfg.offsets_topic.num_partitions, on_as_of=as_of.append,
                         spool_manifest=spool[1] if spool else None,
                     )
@@ -295,6 +296,7 @@ def run_batch(
                         retention_ms=cfg.replay.retention_ms,
                         rules=cfg.replay.rules,
                         coordinator=cfg.replay.coordinator,
+                        cleanup_interval_ms=cfg.replay.cleanup_interval_ms,
                         as_of_ms=cfg.replay.as_of_ms,
                         unsupported_df=io.read("unsupported_records"),
                         tables=gold_table_names(),
@@ -312,10 +314,18 @@ def run_batch(
                         if union is not None:
                             union.unpersist()
                 st.detail = f"{n_gold} gold tables, as_of_ms={as_of[0] if as_of else None}"
+                # what the capture says about its own completeness (compaction), with the gold
+                from pipelines.log_shape import compaction_note, log_partitions
+
+                io.overwrite("log_partitions", log_partitions(io.read("raw_records")))
+                gold_written["log_partitions"] = "written"
+                note = compaction_note(io, [r.asDict() for r in io.read("log_partitions").collect()])
+                if note:
+                    summary.warnings.append(note)
 
     # 4. summary -----------------------------------------------------------------------------
     with progress.stage("summary"):
-        for name in ("raw_records", *DECODED_TABLES, *gold_table_names()):
+        for name in ("raw_records", *DECODED_TABLES, *gold_table_names(), "log_partitions"):
             if not io.exists(name):
                 continue
             action = gold_written.get(name)
