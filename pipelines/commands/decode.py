@@ -13,6 +13,10 @@ Rules:
 - ``--format rich`` adds the record-type name, the coordinator partition, the parsed
   consumer-protocol subscription/assignment of each member and, with ``--input``, the log
   position.
+- Kafka 4's modern group records (KIP-848 consumer groups, KIP-932 share groups, KIP-1071
+  streams groups) are decoded to named fields and printed as Kafka 4's
+  ``CoordinatorRecordMessageFormatter`` prints them (``decode_record(..., modern=True)``); the
+  batch/stream jobs still route them to ``unsupported_records``.
 - Bad input (bad hex, corrupt single record, unreadable file): exit code 2, one line on stderr.
 """
 
@@ -106,7 +110,7 @@ def run(args: argparse.Namespace) -> int:
         key = _parse_hex(args.key, "key")
         value = None if args.value is None else _parse_hex(args.value, "value")
         try:
-            record = decode_record(key, value, lenient=args.lenient)
+            record = decode_record(key, value, lenient=args.lenient, modern=True)
         except CorruptRecordError as exc:
             raise UsageError(str(exc)) from None
         print(_dump(_render(record, args.format, args.num_partitions)))
@@ -141,7 +145,7 @@ def _decode_file(args: argparse.Namespace) -> int:
     for raw in read_raw_records(args.input):
         total += 1
         try:
-            record = decode_record(raw.key, raw.value, lenient=args.lenient)
+            record = decode_record(raw.key, raw.value, lenient=args.lenient, modern=True)
         except CorruptRecordError as exc:
             corrupt += 1
             if args.strict:
