@@ -55,6 +55,7 @@ from coordinator_core.modern_records import (
     GroupKey,
     GroupMemberKey,
     RegularExpressionKey,
+    group_type,
 )
 from coordinator_core.partitioner import DEFAULT_NUM_PARTITIONS, partition_for
 from coordinator_core.records import (
@@ -170,8 +171,9 @@ def to_kafka_json(record: Record) -> dict[str, Any]:
 
 
 def to_rich_json(record: Record, num_partitions: int = DEFAULT_NUM_PARTITIONS) -> dict[str, Any]:
-    """Kafka's JSON plus ``recordType``, ``coordinatorPartition`` and, for consumer groups,
-    ``consumerProtocol``: per member the parsed subscription/assignment (or the errors)."""
+    """Kafka's JSON plus ``recordType``, ``coordinatorPartition``, for classic consumer groups
+    ``consumerProtocol`` (per member the parsed subscription/assignment, or the errors) and, for
+    the modern record types, ``groupType`` and the name of a current assignment's ``memberState``."""
     out = to_kafka_json(record)
     key = record.key
     out["recordType"] = record_type_name(key.version)
@@ -179,12 +181,12 @@ def to_rich_json(record: Record, num_partitions: int = DEFAULT_NUM_PARTITIONS) -
         out["keyFields"] = dict(key.fields)
     out["coordinatorPartition"] = partition_for(key.group, num_partitions) if key.group is not None else None
     value = record.value
-    modern_type = MODERN_TYPES.get(key.version)
-    if isinstance(key, UnknownKey | GroupKey | GroupMemberKey | RegularExpressionKey) and modern_type is not None:
-        out["groupType"] = modern_type.group_type
+    kind = group_type(key.version)
+    if isinstance(key, UnknownKey | GroupKey | GroupMemberKey | RegularExpressionKey) and kind is not None:
+        out["groupType"] = kind  # consumer / share / streams (the classic types have their own keys)
         state = getattr(value, "state", None)
         if isinstance(state, int):
-            names = STREAMS_MEMBER_STATES if modern_type.group_type == "streams" else MODERN_MEMBER_STATES
+            names = STREAMS_MEMBER_STATES if kind == "streams" else MODERN_MEMBER_STATES
             out["memberState"] = names.get(state, f"Unknown({state})")
     if isinstance(value, OffsetCommitValue | GroupMetadataValue) and value.version > HIGHEST_VALUE_VERSION:
         # read leniently (v4 layout): Kafka prints "unknown", the rich view shows the fields

@@ -720,10 +720,17 @@ _KEY_CLASSES: Final[dict[str, type[Any]]] = {
 }
 
 
-def _compile(record_type: int, name: str, key: Message, value: Message, cls: type[Any]) -> ModernType:
+def struct_builders(value: Message) -> dict[str, Builder]:
+    """Struct name -> (dataclass, fixed arguments) of the nested structs of ``value`` (the
+    names are Kafka's; the streams topology's TopicInfo is not the share groups' one)."""
     builders: dict[str, Builder] = {k: (v, {}) for k, v in _NESTED.items()}
     if value is STREAMS_GROUP_TOPOLOGY_VALUE:
         builders["TopicInfo"] = (TopicInfo, {})
+    return builders
+
+
+def _compile(record_type: int, name: str, key: Message, value: Message, cls: type[Any]) -> ModernType:
+    builders = struct_builders(value)
     builders[value.name] = (cls, {"version": 0})
     key_builders: dict[str, Builder] = {key.name: (_KEY_CLASSES[key.name], {"version": record_type})}
     return ModernType(
