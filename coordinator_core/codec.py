@@ -205,6 +205,7 @@ _GROUP_VALUE_LAYOUTS: Final[dict[int, Layout]] = {
     v: compile_layout(GROUP_METADATA_VALUE, v, _value_builders(v)) for v in range(HIGHEST_VALUE_VERSION + 1)
 }
 _KEY_READERS: Final = {v: layout.fast_read for v, layout in _KEY_LAYOUTS.items()}
+_MODERN_KEYS: Final = (GroupKey, GroupMemberKey, RegularExpressionKey)
 _new_record: Final = fast_constructor(Record)
 _LENIENT_CACHE: dict[tuple[str, int], Layout] = {}
 
@@ -304,7 +305,7 @@ def encode_key(key: RecordKey) -> bytes:
     """
     if isinstance(key, UnknownKey):
         return key.raw
-    if isinstance(key, GroupKey | GroupMemberKey | RegularExpressionKey):
+    if isinstance(key, _MODERN_KEYS):
         modern_type = MODERN_TYPES.get(key.version)
         if modern_type is None or not isinstance(key, modern_type.key_layout.cls):
             raise ValueError(f"{type(key).__name__} cannot be encoded with record type {key.version}")
@@ -340,9 +341,9 @@ def decode_value(key: RecordKey, data: Buffer | None, *, lenient: bool = False) 
         return _decode_value(OFFSET_COMMIT_VALUE, _OFFSET_VALUE_LAYOUTS, key.version, data, lenient)
     if isinstance(key, GroupMetadataKey):
         return _decode_value(GROUP_METADATA_VALUE, _GROUP_VALUE_LAYOUTS, key.version, data, lenient)
-    if isinstance(key, GroupKey | GroupMemberKey | RegularExpressionKey):
-        return _decode_modern_value(key.version, data)
-    return UnknownValue(version=_unpack16(data, 0)[0] if len(data) >= 2 else None, raw=bytes(data))
+    if isinstance(key, UnknownKey):
+        return UnknownValue(version=_unpack16(data, 0)[0] if len(data) >= 2 else None, raw=bytes(data))
+    return _decode_modern_value(key.version, data)
 
 
 def _decode_value(
@@ -423,7 +424,7 @@ def decode_record(key: Buffer, value: Buffer | None, *, lenient: bool = False, m
     Raises:
         CorruptRecordError: the key or the value is corrupt.
     """
-    k = decode_key(key, modern=modern)
+    k = decode_key(key, modern=True) if modern else decode_key(key)
     record: Record = _new_record((k, decode_value(k, value, lenient=lenient)))
     return record
 
