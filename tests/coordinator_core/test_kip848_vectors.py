@@ -25,11 +25,13 @@ from typing import Any
 import pytest
 
 from coordinator_core.codec import decode_record, encode_record
+from coordinator_core.errors import CorruptRecordError
 from coordinator_core.formatter import to_kafka_json
 from coordinator_core.modern_records import (
     MODERN_TYPES,
     ConsumerGroupCurrentMemberAssignmentValue,
     ConsumerGroupMemberMetadataValue,
+    ConsumerGroupMetadataValue,
     ConsumerGroupRegularExpressionValue,
     Endpoint,
     GroupKey,
@@ -303,3 +305,27 @@ KAFKA_SHARE_FORMATTER_CASES: list[tuple[Any, Any, str]] = [
 def test_share_records_print_what_kafkas_share_group_formatter_test_expects(key: Any, value: Any, expected: str) -> None:
     record = decode_record(*encode_record(Record(key, value)), modern=True)
     assert json.dumps(to_kafka_json(record), separators=(",", ":")) == expected
+
+
+# Kafka's own expectations, tools' DumpLogSegmentsTest.testOffsetsMessageParser (apache/kafka 4.4):
+# ``kafka-dump-log --offsets-decoder`` prints the same key/value data (type and version as strings).
+def test_consumer_group_metadata_prints_the_data_dump_log_segments_test_expects() -> None:
+    record = decode_record(*encode_record(Record(GroupKey("group", 3), ConsumerGroupMetadataValue(epoch=10))), modern=True)
+    printed = to_kafka_json(record)
+    assert json.dumps(printed["key"]["data"], separators=(",", ":")) == '{"groupId":"group"}'
+    assert json.dumps(printed["value"]["data"], separators=(",", ":")) == '{"epoch":10}'
+    tombstone = decode_record(encode_record(Record(GroupKey("group", 3), None))[0], None, modern=True)
+    assert to_kafka_json(tombstone) == {"key": {"type": 3, "data": {"groupId": "group"}}, "value": None}
+
+
+def test_a_member_metadata_value_under_a_group_metadata_key_is_an_error_as_in_dump_log_segments_test() -> None:
+    """Kafka: "Could not read record with version 0 from value's buffer due to: Error reading
+    byte array of 536870911 byte(s): only 1 byte(s) available." Ours: the same size, the same overrun."""
+    empty_member = ConsumerGroupMemberMetadataValue(  # ``new ConsumerGroupMemberMetadataValue()``: "" and -1
+        instance_id="", rack_id="", client_id="", client_host="", subscribed_topic_names=(),
+        subscribed_topic_regex="", server_assignor="",
+    )
+    _, value = encode_record(Record(GroupMemberKey("group", "m", 5), empty_member))
+    assert value == bytes.fromhex("0000" "01" "01" "01" "01" "01" "01" "ffffffff" "01" "00")
+    with pytest.raises(CorruptRecordError, match="tagged field 1 size 536870911 exceeds the 1 bytes left"):
+        decode_record(encode_record(Record(GroupKey("group", 3), None))[0], value, modern=True)
