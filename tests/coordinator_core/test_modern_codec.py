@@ -50,7 +50,7 @@ def test_a_tag_holding_its_default_value_is_not_written_back() -> None:
 
 
 def test_a_known_tag_that_does_not_fill_its_declared_size_is_corrupt() -> None:
-    with pytest.raises(CorruptRecordError, match="metadata_hash .*left 1 of its 9 bytes unread"):
+    with pytest.raises(CorruptRecordError, match=r"metadata_hash \(tag 0\) left 1 of its 9 bytes unread"):
         _value(3, G, "0000" "00000004" "01" "00" "09" "000000000000000101")
 
 
