@@ -8,8 +8,11 @@ and checks that decoding either succeeds (then the result must re-encode and dec
 or raises ``CorruptRecordError`` with a sane part/position — never any other exception, never a
 hang (each case is timed; the slowest is reported).
 
+``--modern`` adds Kafka 4's consumer/share/streams group records (KIP-848/932/1071) to the
+seeds (strategies + ``tests/coordinator_core/vectors/kip848``) and decodes with ``modern=True``.
+
 Usage:
-    .venv/bin/python bench/fuzz_codec.py [--cases 100000] [--seed 7] [--write-results]
+    .venv/bin/python bench/fuzz_codec.py [--cases 100000] [--seed 7] [--modern] [--write-results]
 """
 
 from __future__ import annotations
@@ -42,10 +45,12 @@ ABSURD = [b"\x7f\xff\xff\xff", b"\xff\xff", b"\x7f\xff", b"\x80\x00\x00\x00", b"
 VECTORS = REPO.parent / "shared" / "spec" / "vectors"
 
 
-def collect_seeds(n: int) -> list[tuple[bytes, bytes | None]]:
+def collect_seeds(n: int, modern: bool = False) -> list[tuple[bytes, bytes | None]]:
     """``n`` valid encoded records drawn with the shared hypothesis strategies, + golden vectors."""
     seeds: list[tuple[bytes, bytes | None]] = []
     strategy = st.one_of(S.records, S.consumer_group_values().map(lambda v: S.Record(S.GroupMetadataKey("g"), v)))
+    if modern:
+        strategy = st.one_of(strategy, S.modern_records())
 
     @settings(max_examples=n, deadline=None, database=None, derandomize=True, suppress_health_check=list(HealthCheck))
     @given(strategy)
@@ -57,6 +62,10 @@ def collect_seeds(n: int) -> list[tuple[bytes, bytes | None]]:
         for v in json.loads((VECTORS / name).read_text()):
             if v.get("key_hex"):
                 seeds.append((bytes.fromhex(v["key_hex"]), bytes.fromhex(v["value_hex"]) if v.get("value_hex") else None))
+    if modern:
+        for path in sorted((REPO / "tests" / "coordinator_core" / "vectors" / "kip848").glob("*.json")):
+            for c in json.loads(path.read_text())["cases"]:
+                seeds.append((bytes.fromhex(c["key_hex"]), bytes.fromhex(c["value_hex"]) if c["value_hex"] else None))
     return seeds
 
 
@@ -105,10 +114,10 @@ def mutate(rng: random.Random, data: bytes) -> tuple[str, bytes]:
     return kind, bytes(out)
 
 
-def run(cases: int, seed: int, n_seeds: int) -> dict[str, object]:
+def run(cases: int, seed: int, n_seeds: int, modern: bool = False) -> dict[str, object]:
     rng = random.Random(seed)
     t0 = time.perf_counter()
-    seeds = collect_seeds(n_seeds)
+    seeds = collect_seeds(n_seeds, modern)
     blobs = member_blobs(seeds)
     seed_s = time.perf_counter() - t0
     outcomes: Counter[str] = Counter()
@@ -144,14 +153,14 @@ def run(cases: int, seed: int, n_seeds: int) -> dict[str, object]:
             else:
                 lenient = rng.random() < 0.3
                 try:
-                    record = decode_record(key, value, lenient=lenient)
+                    record = decode_record(key, value, lenient=lenient, modern=modern)
                 except CorruptRecordError as exc:
                     assert exc.part in ("key", "value"), exc.part
                     limit = len(key) if exc.part == "key" else len(value or b"")
                     assert 0 <= exc.position <= limit, (exc.position, limit)
                     outcomes["typed error"] += 1
                 else:
-                    assert decode_record(*encode_record(record), lenient=lenient) == record
+                    assert decode_record(*encode_record(record), lenient=lenient, modern=modern) == record
                     if isinstance(record.value, GroupMetadataValue):
                         for m in record.value.members:
                             _parse_blobs(record.value.protocol_type, m)
@@ -174,7 +183,7 @@ def run(cases: int, seed: int, n_seeds: int) -> dict[str, object]:
                 fn(arg)
         if where != "blob":
             with contextlib.suppress(CorruptRecordError):
-                decode_record(key, value)
+                decode_record(key, value, modern=modern)
     retimed_ms = (time.perf_counter() - r0) / 100 * 1e3
     return {
         "cases": cases, "seeds": len(seeds), "blobs": len(blobs), "seed_seconds": seed_s, "seconds": elapsed, "slowest_ms": slowest * 1e3, "slowest_case": slowest_case, "retimed_ms": retimed_ms,
@@ -193,17 +202,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--cases", type=int, default=100_000)
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--seeds", type=int, default=2_000, help="valid records drawn from the strategies")
+    ap.add_argument("--modern", action="store_true", help="add Kafka 4's modern group records (decode_record(modern=True))")
     ap.add_argument("--write-results", action="store_true")
     args = ap.parse_args(argv)
-    res = run(args.cases, args.seed, args.seeds)
+    res = run(args.cases, args.seed, args.seeds, args.modern)
     outcomes = res["outcomes"]
     assert isinstance(outcomes, dict)
     non_typed = outcomes.get("NON-TYPED ERROR", 0)
     lines = [
-        SECTION,
+        SECTION if not args.modern else SECTION.replace(")", ", with Kafka 4 modern group records)"),
         "",
         f"Command: `.venv/bin/python bench/fuzz_codec.py --cases {args.cases} --seed {args.seed} --seeds {args.seeds}"
-        " --write-results`",
+        + (" --modern" if args.modern else "") + " --write-results`",
         "",
         f"{res['cases']:,} mutated/truncated cases from {res['seeds']:,} valid records (every record type and "
         f"version, from `tests/coordinator_core/strategies.py` + the golden vectors; {res['blobs']:,} valid "

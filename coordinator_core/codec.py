@@ -30,6 +30,14 @@ Rules:
   nothing else: no IndexError/struct.error escapes, no allocation before a length is checked.
 - The embedded consumer-protocol blobs (subscription/assignment) stay opaque bytes here; see
   ``coordinator_core.consumer_protocol``.
+- ``modern=True`` (``decode_key``/``decode_record``) materialises the KIP-848 consumer-group,
+  KIP-932 share-group and KIP-1071 streams-group record types of Kafka 4
+  (``coordinator_core.modern_records``): their keys are decoded strictly (trailing bytes are
+  corrupt) and their values with Kafka's layouts; a value version other than 0 is
+  ``UnknownValue`` (Kafka 4's ``CoordinatorRecordSerde`` rejects it too; ``lenient`` does not
+  apply). Without it (the default, what the batch/stream decode and the classic replay use)
+  those types stay ``UnknownKey``/``UnknownValue`` exactly as before. Types never final in a
+  release (9, 18, 24) and anything above 24 are ``UnknownKey`` either way.
 """
 
 from __future__ import annotations
@@ -38,6 +46,13 @@ import struct
 from typing import Final
 
 from coordinator_core.errors import CorruptRecordError, Part
+from coordinator_core.modern_records import (
+    MODERN_TYPES,
+    VALUE_TYPE_BY_CLASS,
+    GroupKey,
+    GroupMemberKey,
+    RegularExpressionKey,
+)
 from coordinator_core.records import (
     GroupMetadataKey,
     GroupMetadataValue,
@@ -190,6 +205,7 @@ _GROUP_VALUE_LAYOUTS: Final[dict[int, Layout]] = {
     v: compile_layout(GROUP_METADATA_VALUE, v, _value_builders(v)) for v in range(HIGHEST_VALUE_VERSION + 1)
 }
 _KEY_READERS: Final = {v: layout.fast_read for v, layout in _KEY_LAYOUTS.items()}
+_MODERN_KEYS: Final = (GroupKey, GroupMemberKey, RegularExpressionKey)
 _new_record: Final = fast_constructor(Record)
 _LENIENT_CACHE: dict[tuple[str, int], Layout] = {}
 
@@ -225,13 +241,16 @@ def _corrupt(exc: WireError, part: Part, record_type: int | None, version: int |
 # ---------------------------------------------------------------------------------------------
 # Keys
 # ---------------------------------------------------------------------------------------------
-def decode_key(data: Buffer) -> RecordKey:
+def decode_key(data: Buffer, *, modern: bool = False) -> RecordKey:
     """Decode a record key.
 
-    Returns ``OffsetCommitKey`` (versions 0/1), ``GroupMetadataKey`` (2) or ``UnknownKey``.
+    Returns ``OffsetCommitKey`` (versions 0/1), ``GroupMetadataKey`` (2), with ``modern=True``
+    the ``GroupKey``/``GroupMemberKey``/``RegularExpressionKey`` of the modern record types,
+    or ``UnknownKey``.
 
     Raises:
-        CorruptRecordError: fewer than 2 bytes, a malformed classic key, or trailing bytes.
+        CorruptRecordError: fewer than 2 bytes, a malformed classic (or modern) key, or
+            trailing bytes.
     """
     end = len(data)
     if end < 2:
@@ -241,7 +260,10 @@ def decode_key(data: Buffer) -> RecordKey:
     version = _unpack16(data, 0)[0]
     read = _KEY_READERS.get(version)
     if read is None:
-        return _unknown_key(version, data, end)
+        modern_type = MODERN_TYPES.get(version) if modern else None
+        if modern_type is None:
+            return _unknown_key(version, data, end)
+        read = modern_type.key_layout.fast_read
     try:
         key, pos = read(data, 2, end)
     except WireError as exc:
@@ -283,6 +305,13 @@ def encode_key(key: RecordKey) -> bytes:
     """
     if isinstance(key, UnknownKey):
         return key.raw
+    if isinstance(key, _MODERN_KEYS):
+        modern_type = MODERN_TYPES.get(key.version)
+        if modern_type is None or not isinstance(key, modern_type.key_layout.cls):
+            raise ValueError(f"{type(key).__name__} cannot be encoded with record type {key.version}")
+        parts = [_U16.pack(key.version)]
+        modern_type.key_layout.write(key, parts)
+        return b"".join(parts)
     layout = _KEY_LAYOUTS.get(key.version)
     if layout is None or (isinstance(key, OffsetCommitKey) != (key.version in (0, 1))):
         raise ValueError(f"{type(key).__name__} cannot be encoded with key version {key.version}")
@@ -312,7 +341,9 @@ def decode_value(key: RecordKey, data: Buffer | None, *, lenient: bool = False) 
         return _decode_value(OFFSET_COMMIT_VALUE, _OFFSET_VALUE_LAYOUTS, key.version, data, lenient)
     if isinstance(key, GroupMetadataKey):
         return _decode_value(GROUP_METADATA_VALUE, _GROUP_VALUE_LAYOUTS, key.version, data, lenient)
-    return UnknownValue(version=_unpack16(data, 0)[0] if len(data) >= 2 else None, raw=bytes(data))
+    if isinstance(key, UnknownKey):
+        return UnknownValue(version=_unpack16(data, 0)[0] if len(data) >= 2 else None, raw=bytes(data))
+    return _decode_modern_value(key.version, data)
 
 
 def _decode_value(
@@ -337,6 +368,24 @@ def _decode_value(
     return value  # type: ignore[no-any-return]
 
 
+def _decode_modern_value(record_type: int, data: Buffer) -> RecordValue:
+    end = len(data)
+    if end < 2:
+        raise CorruptRecordError(
+            f"value needs a 2-byte version, got {end} bytes", part="value", position=0,
+            record_type=record_type,
+        )
+    version = _unpack16(data, 0)[0]
+    modern_type = MODERN_TYPES.get(record_type)
+    if modern_type is None or version != 0:
+        return UnknownValue(version=version, raw=bytes(data))
+    try:
+        value, _pos = modern_type.value_layout.read(data, 2, end)  # trailing bytes tolerated, like Kafka
+    except WireError as exc:
+        raise _corrupt(exc, "value", record_type, version) from None
+    return value  # type: ignore[no-any-return]
+
+
 def encode_value(value: RecordValue | None) -> bytes | None:
     """Encode a value with its version prefix (``value.version``); ``None`` stays ``None``.
 
@@ -349,6 +398,14 @@ def encode_value(value: RecordValue | None) -> bytes | None:
         return None
     if isinstance(value, UnknownValue):
         return value.raw
+    modern_type = VALUE_TYPE_BY_CLASS.get(type(value))
+    if modern_type is not None:
+        if value.version != 0:
+            raise ValueError(f"{type(value).__name__} has only value version 0, not {value.version}")
+        parts = [_U16.pack(0)]
+        modern_type.value_layout.write(value, parts)
+        return b"".join(parts)
+    assert isinstance(value, OffsetCommitValue | GroupMetadataValue)
     message = OFFSET_COMMIT_VALUE if isinstance(value, OffsetCommitValue) else GROUP_METADATA_VALUE
     layout = value_layout(message, value.version)
     out: list[bytes] = [_U16.pack(value.version)]
@@ -359,13 +416,15 @@ def encode_value(value: RecordValue | None) -> bytes | None:
 # ---------------------------------------------------------------------------------------------
 # Records
 # ---------------------------------------------------------------------------------------------
-def decode_record(key: Buffer, value: Buffer | None, *, lenient: bool = False) -> Record:
+def decode_record(key: Buffer, value: Buffer | None, *, lenient: bool = False, modern: bool = False) -> Record:
     """Decode a key/value pair (``value=None`` is a tombstone).
+
+    ``modern=True`` materialises the KIP-848/932/1071 record types (see the module rules).
 
     Raises:
         CorruptRecordError: the key or the value is corrupt.
     """
-    k = decode_key(key)
+    k = decode_key(key, modern=True) if modern else decode_key(key)
     record: Record = _new_record((k, decode_value(k, value, lenient=lenient)))
     return record
 

@@ -16,6 +16,18 @@ Rules — reproduce exactly what ``kafka-console-consumer`` prints with
   partition, the parsed consumer-protocol blobs of each member (``consumer`` groups only) and,
   for a value version above 4 read leniently, its fields (``valueReadAsV4``).
 
+The modern record types (KIP-848 consumer groups 3-8 and 16, KIP-932 share groups 10-15,
+KIP-1071 streams groups 17-23; records decoded with ``modern=True``) print as Kafka 4's
+``CoordinatorRecordMessageFormatter`` does (``ShareGroupMessageFormatter`` for share groups;
+Kafka ships no console formatter for the consumer/streams types, ``kafka-dump-log
+--offsets-decoder`` prints the same data with the numbers as strings):
+- ``{"key": {"type": T, "data": {...}}, "value": {"version": V, "data": {...}}}`` (tombstone:
+  ``"value": null``); the key is written at version 0 (``writeRecordKeyAsJson``).
+- ``data`` follows the generated JsonConverters: camelCase names, uuids as ``Uuid.toString()``,
+  bytes base64, nested structs as objects, null for null strings/arrays/structs, sentinels as
+  -1; a tagged field is printed only when it differs from its default; unknown tagged fields
+  are not printed. A value version other than 0 prints ``"data": "unknown"``.
+
 Dict insertion order is the JSON field order; dump with ``json.dumps(..., separators=(",",
 ":"))`` to get Kafka's compact form.
 """
@@ -23,6 +35,7 @@ Dict insertion order is the JSON field order; dump with ``json.dumps(..., separa
 from __future__ import annotations
 
 import base64
+import dataclasses
 from typing import Any
 
 from coordinator_core.codec import (
@@ -34,6 +47,16 @@ from coordinator_core.codec import (
 )
 from coordinator_core.consumer_protocol import ASSIGNMENT, SUBSCRIPTION, parse_member_blobs
 from coordinator_core.errors import CorruptRecordError
+from coordinator_core.modern_records import (
+    MODERN_MEMBER_STATES,
+    MODERN_TYPES,
+    STREAMS_MEMBER_STATES,
+    VALUE_TYPE_BY_CLASS,
+    GroupKey,
+    GroupMemberKey,
+    RegularExpressionKey,
+    group_type,
+)
 from coordinator_core.partitioner import DEFAULT_NUM_PARTITIONS, partition_for
 from coordinator_core.records import (
     GroupMetadataKey,
@@ -54,10 +77,12 @@ UNKNOWN = "unknown"
 
 
 def _json_value(f: Field, value: Any, version: int) -> Any:
+    if value is None:
+        return f.sentinel  # None for nullable strings/bytes/arrays/structs, -1 for sentinel ints
     if f.struct_name is not None:
         return [struct_to_json(f.fields, item, version) for item in value]
-    if value is None:
-        return f.sentinel  # None for nullable strings/bytes, -1 for sentinel ints
+    if f.single_struct_name is not None:
+        return struct_to_json(f.fields, value, version)
     if f.type == "bytes":
         return base64.b64encode(value).decode("ascii")
     if f.type.startswith("[]"):
@@ -65,13 +90,29 @@ def _json_value(f: Field, value: Any, version: int) -> Any:
     return value
 
 
+_DEFAULTS: dict[type[Any], dict[str, Any]] = {}
+
+
+def _defaults(cls: type[Any]) -> dict[str, Any]:
+    found = _DEFAULTS.get(cls)
+    if found is None:
+        found = {f.name: f.default for f in dataclasses.fields(cls) if f.default is not dataclasses.MISSING}
+        _DEFAULTS[cls] = found
+    return found
+
+
 def struct_to_json(fields: tuple[Field, ...], obj: Any, version: int) -> dict[str, Any]:
-    """Kafka's generated JsonConverter for one struct at ``version``."""
-    return {
-        f.json_name: _json_value(f, getattr(obj, f.name), version)
-        for f in fields
-        if in_versions(f.versions, version)
-    }
+    """Kafka's generated JsonConverter for one struct at ``version`` (a tagged field only when
+    it differs from its default, the dataclass default)."""
+    out: dict[str, Any] = {}
+    for f in fields:
+        if not in_versions(f.versions, version):
+            continue
+        value = getattr(obj, f.name)
+        if f.tag is not None and value == _defaults(type(obj)).get(f.name, dataclasses.MISSING):
+            continue
+        out[f.json_name] = _json_value(f, value, version)
+    return out
 
 
 def message_to_json(message: Message, obj: Any, version: int) -> dict[str, Any]:
@@ -98,9 +139,27 @@ def _value_json(value: RecordValue | None, raw_value_of_unknown_key: bool) -> di
     return {"version": value.version, "data": message_to_json(message, value, value.version)}
 
 
+def _modern_json(key: GroupKey | GroupMemberKey | RegularExpressionKey, value: RecordValue | None) -> dict[str, Any]:
+    """``CoordinatorRecordMessageFormatter``: the key's type and data, the value's version and data."""
+    modern_type = MODERN_TYPES[key.version]
+    value_json: dict[str, Any] | None
+    if value is None:
+        value_json = None
+    elif type(value) in VALUE_TYPE_BY_CLASS and value.version == 0:
+        value_json = {"version": 0, "data": message_to_json(VALUE_TYPE_BY_CLASS[type(value)].value_message, value, 0)}
+    else:
+        value_json = {"version": getattr(value, "version", None), "data": UNKNOWN}
+    return {
+        "key": {"type": key.version, "data": message_to_json(modern_type.key_message, key, 0)},
+        "value": value_json,
+    }
+
+
 def to_kafka_json(record: Record) -> dict[str, Any]:
     """The JSON object Kafka's console formatter prints for ``record``."""
     key = record.key
+    if isinstance(key, GroupKey | GroupMemberKey | RegularExpressionKey):
+        return _modern_json(key, record.value)
     key_json: dict[str, Any]
     if isinstance(key, OffsetCommitKey):
         key_json = {"version": key.version, "data": message_to_json(OFFSET_COMMIT_KEY, key, key.version)}
@@ -112,8 +171,9 @@ def to_kafka_json(record: Record) -> dict[str, Any]:
 
 
 def to_rich_json(record: Record, num_partitions: int = DEFAULT_NUM_PARTITIONS) -> dict[str, Any]:
-    """Kafka's JSON plus ``recordType``, ``coordinatorPartition`` and, for consumer groups,
-    ``consumerProtocol``: per member the parsed subscription/assignment (or the errors)."""
+    """Kafka's JSON plus ``recordType``, ``coordinatorPartition``, for classic consumer groups
+    ``consumerProtocol`` (per member the parsed subscription/assignment, or the errors) and, for
+    the modern record types, ``groupType`` and the name of a current assignment's ``memberState``."""
     out = to_kafka_json(record)
     key = record.key
     out["recordType"] = record_type_name(key.version)
@@ -121,6 +181,13 @@ def to_rich_json(record: Record, num_partitions: int = DEFAULT_NUM_PARTITIONS) -
         out["keyFields"] = dict(key.fields)
     out["coordinatorPartition"] = partition_for(key.group, num_partitions) if key.group is not None else None
     value = record.value
+    kind = group_type(key.version)
+    if isinstance(key, UnknownKey | GroupKey | GroupMemberKey | RegularExpressionKey) and kind is not None:
+        out["groupType"] = kind  # consumer / share / streams (the classic types have their own keys)
+        state = getattr(value, "state", None)
+        if isinstance(state, int):
+            names = STREAMS_MEMBER_STATES if kind == "streams" else MODERN_MEMBER_STATES
+            out["memberState"] = names.get(state, f"Unknown({state})")
     if isinstance(value, OffsetCommitValue | GroupMetadataValue) and value.version > HIGHEST_VALUE_VERSION:
         # read leniently (v4 layout): Kafka prints "unknown", the rich view shows the fields
         message = OFFSET_COMMIT_VALUE if isinstance(value, OffsetCommitValue) else GROUP_METADATA_VALUE

@@ -3,7 +3,8 @@
 Rules:
 - Records are frozen, slotted dataclasses. A record value of ``None`` is a tombstone.
 - The key version is the record type: 0/1 offset commit, 2 group metadata, 3-24 newer group
-  types (``UnknownKey``: recognised, reported, never fatal).
+  types (``UnknownKey``: recognised, reported, never fatal). Decoded with ``modern=True``, the
+  KIP-848/932/1071 types become the keys and values of ``coordinator_core.modern_records``.
 - Wire sentinels become ``None`` at the codec boundary: leader_epoch -1, expire_timestamp -1,
   current_state_timestamp -1, rebalance_timeout -1, null strings/bytes. Fields absent in the
   value's version are ``None`` too (so ``decode(encode(x)) == x`` holds per version).
@@ -17,6 +18,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import TypeAlias
+
+from coordinator_core.modern_records import ModernKey, ModernValue
 
 TaggedFields: TypeAlias = tuple[tuple[int, bytes], ...]
 
@@ -99,7 +102,7 @@ class UnknownKey:
         return record_type_name(self.version)
 
 
-RecordKey: TypeAlias = OffsetCommitKey | GroupMetadataKey | UnknownKey
+RecordKey: TypeAlias = OffsetCommitKey | GroupMetadataKey | UnknownKey | ModernKey
 
 
 # ---------------------------------------------------------------------------------------------
@@ -174,7 +177,7 @@ class UnknownValue:
     raw: bytes
 
 
-RecordValue: TypeAlias = OffsetCommitValue | GroupMetadataValue | UnknownValue
+RecordValue: TypeAlias = OffsetCommitValue | GroupMetadataValue | UnknownValue | ModernValue
 
 
 # ---------------------------------------------------------------------------------------------

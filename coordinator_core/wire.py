@@ -27,6 +27,15 @@ Rules (Kafka's ``MessageDataGenerator`` / ``ByteBufferAccessor`` semantics, spec
   "ignorable" fields: their values are dropped when encoding an older version).
 - Unknown tagged fields are kept as ``((tag, bytes), ...)`` under ``tagged_fields`` and written
   back in the same order, so re-encoding is byte-exact. Varints are re-encoded minimally.
+- Known tagged fields (``Field.tag``, the KIP-848/932/1071 records) are read into their attribute
+  whatever their order in the section; a field whose value equals the dataclass default (Kafka's
+  ``default``, through the sentinel) is not written, and the others are written in tag order with
+  the unknown ones interleaved the way Kafka's ``RawTaggedFieldWriter`` does, so re-encoding is
+  byte-exact for every section Kafka writes. A known tagged field must fill its declared size
+  exactly (Kafka would silently misread the rest of the section).
+- A nullable struct is a presence byte (-1 null, 1 present; other values corrupt, for exact
+  re-encoding) then the struct; a tagged nullable struct a varint (0 null, 1 present). A ``uuid``
+  is 16 bytes and is shown as Kafka's ``Uuid.toString()`` (URL-safe base64, no padding).
 - The reader never checks for trailing bytes (neither does Kafka); callers that must (record
   keys) compare the returned position with the end.
 - Errors are ``WireError(reason, position)`` with the byte position inside the buffer; the
@@ -35,6 +44,8 @@ Rules (Kafka's ``MessageDataGenerator`` / ``ByteBufferAccessor`` semantics, spec
 
 from __future__ import annotations
 
+import base64
+import binascii
 import dataclasses
 import struct
 import types
@@ -51,8 +62,10 @@ WriteStep: TypeAlias = Callable[[Any, list[bytes]], None]
 INT16: Final = struct.Struct(">h")
 INT32: Final = struct.Struct(">i")
 INT64: Final = struct.Struct(">q")
-_FIXED_CODES: Final = {"int16": "h", "int32": "i", "int64": "q"}
-_FIXED_SIZES: Final = {"int16": 2, "int32": 4, "int64": 8}
+_FIXED_CODES: Final = {"int8": "b", "int16": "h", "uint16": "H", "int32": "i", "int64": "q"}
+_FIXED_SIZES: Final = {"int8": 1, "int16": 2, "uint16": 2, "int32": 4, "int64": 8}
+_INT_ARRAY_CODES: Final = {"[]int16": ("h", 2), "[]int32": ("i", 4), "[]int64": ("q", 8)}
+_PRIMITIVES: Final = frozenset({*_FIXED_CODES, "uuid", "string", "bytes"})
 MAX_STRING_LENGTH: Final = 0x7FFF
 
 
@@ -92,12 +105,16 @@ class Field:
     Attributes:
         name: attribute name on the record dataclass (snake_case).
         json_name: Kafka's field name (camelCase), used by the console-formatter JSON.
-        type: ``int16``/``int32``/``int64``/``string``/``bytes``/``[]int32``/``[]string`` or
-            ``[]StructName`` (then ``fields`` holds the element's fields).
+        type: ``int8``/``int16``/``uint16``/``int32``/``int64``/``uuid``/``string``/``bytes``,
+            ``[]int16``/``[]int32``/``[]int64``/``[]string``, ``[]StructName`` or ``StructName``
+            (then ``fields`` holds the struct's fields).
         versions: versions the field exists in (Kafka syntax).
-        nullable_versions: versions in which null is legal ("" = never).
+        nullable_versions: versions in which null is legal ("" = never): strings, bytes, arrays
+            and structs.
         sentinel: wire value that means "absent" and becomes ``None`` (``Utils.ofSentinel``).
         fields: element fields of a struct array.
+        tag: the tag of a tagged field (tagged in every flexible version it exists in; Kafka's
+            ``taggedVersions``); its default is the dataclass attribute's default.
     """
 
     name: str
@@ -107,11 +124,20 @@ class Field:
     nullable_versions: str = ""
     sentinel: int | None = None
     fields: tuple[Field, ...] = ()
+    tag: int | None = None
 
     @property
     def struct_name(self) -> str | None:
-        if self.type.startswith("[]") and self.type[2:] not in ("int32", "string"):
+        """The element struct of a struct array (``[]X``), else None."""
+        if self.type.startswith("[]") and self.type[2:] not in _PRIMITIVES:
             return self.type[2:]
+        return None
+
+    @property
+    def single_struct_name(self) -> str | None:
+        """The struct of a (non-array) struct field, else None."""
+        if not self.type.startswith("[]") and self.type not in _PRIMITIVES:
+            return self.type
         return None
 
 
@@ -332,47 +358,77 @@ def _compile_struct(
     read_steps: list[ReadStep] = []
     write_steps: list[WriteStep] = []
     plan: list[tuple[Any, ...]] = []  # what each read step does, for the fused fast reader
+    tagged = sorted((f for f in fields if f.tag is not None), key=lambda f: f.tag or 0)
+    if tagged and not flexible:  # pragma: no cover - spec error
+        raise TypeError(f"{message.name}: tagged fields in non-flexible version {version}")
+    untagged = tuple(f for f in fields if f.tag is None)
     i = 0
-    while i < len(fields):
-        f = fields[i]
+    while i < len(untagged):
+        f = untagged[i]
+        idx = index[f.name]
+        nullable = in_versions(f.nullable_versions, version)
         if f.type in _FIXED_CODES:
             run = [f]
-            while i + 1 < len(fields) and fields[i + 1].type in _FIXED_CODES:
+            while i + 1 < len(untagged) and untagged[i + 1].type in _FIXED_CODES:
                 i += 1
-                run.append(fields[i])
+                run.append(untagged[i])
             read_steps.append(_read_fixed(run, [index[r.name] for r in run]))
             plan.append(("fixed", ">" + "".join(_FIXED_CODES[r.type] for r in run),
                          tuple((index[r.name], r.sentinel) for r in run)))
             write_steps.append(_write_fixed(run))
         elif f.type == "string":
-            nullable = in_versions(f.nullable_versions, version)
-            read_steps.append(_read_string(f.name, index[f.name], nullable, flexible))
-            plan.append(("string", index[f.name]))
+            read_steps.append(_read_string(f.name, idx, nullable, flexible))
+            plan.append(("string", idx))
             write_steps.append(_write_string(f.name, nullable, flexible))
         elif f.type == "bytes":
-            nullable = in_versions(f.nullable_versions, version)
-            read_steps.append(_read_bytes(f.name, index[f.name], nullable, flexible))
-            plan.append(("bytes", index[f.name]))
+            read_steps.append(_read_bytes(f.name, idx, nullable, flexible))
+            plan.append(("bytes", idx))
             write_steps.append(_write_bytes(f.name, nullable, flexible))
-        elif f.type in ("[]int32", "[]string"):
-            read_steps.append(_read_array(f.name, index[f.name], f.type, None, flexible))
-            plan.append(("other", index[f.name]))
-            write_steps.append(_write_array(f.name, f.type, None, flexible))
-        elif f.struct_name is not None:
-            element = _compile_struct(message, f.struct_name, f.fields, version, flexible, builders)
-            read_steps.append(_read_array(f.name, index[f.name], f.type, element, flexible))
-            plan.append(("other", index[f.name]))
-            write_steps.append(_write_array(f.name, f.type, element, flexible))
-        else:  # pragma: no cover - spec error
-            raise TypeError(f"unsupported field type {f.type!r} in {message.name}")
+        else:
+            read_step, write_step = _field_steps(message, f, idx, version, flexible, nullable, builders)
+            read_steps.append(read_step)
+            plan.append(("other", (idx,)))
+            write_steps.append(write_step)
         i += 1
     if flexible:
-        read_steps.append(_read_tagged(index["tagged_fields"]))
-        write_steps.append(_write_tagged)
-        plan.append(("tagged", index["tagged_fields"]))
+        if tagged:
+            known = [_tagged_spec(message, f, index[f.name], template[index[f.name]], version, builders) for f in tagged]
+            read_steps.append(_read_tagged_known(index["tagged_fields"], known))
+            write_steps.append(_write_tagged_known(known))
+            plan.append(("other", (index["tagged_fields"], *(k.idx for k in known))))
+        else:
+            read_steps.append(_read_tagged(index["tagged_fields"]))
+            write_steps.append(_write_tagged)
+            plan.append(("tagged", index["tagged_fields"]))
     layout = Layout(message, fields, version, flexible, cls, template, read_steps, write_steps)
     layout.fast_read = _fuse(layout, plan)
     return layout
+
+
+def _field_steps(
+    message: Message,
+    f: Field,
+    idx: int,
+    version: int,
+    flexible: bool,
+    nullable: bool,
+    builders: dict[str, Builder],
+) -> tuple[ReadStep, WriteStep]:
+    """Read/write steps of a uuid, array or struct field (everything but fixed ints and
+    strings/bytes, which have their own fast paths)."""
+    if f.type == "uuid":
+        return _read_uuid(f.name, idx), _write_uuid(f.name)
+    if f.type in _INT_ARRAY_CODES or f.type == "[]string":
+        return (_read_array(f.name, idx, f.type, None, flexible, nullable),
+                _write_array(f.name, f.type, None, flexible, nullable))
+    if f.struct_name is not None:
+        element = _compile_struct(message, f.struct_name, f.fields, version, flexible, builders)
+        return (_read_array(f.name, idx, f.type, element, flexible, nullable),
+                _write_array(f.name, f.type, element, flexible, nullable))
+    if f.single_struct_name is not None:
+        element = _compile_struct(message, f.single_struct_name, f.fields, version, flexible, builders)
+        return _read_struct(f.name, idx, element, nullable), _write_struct(f.name, element, nullable)
+    raise TypeError(f"unsupported field type {f.type!r} in {message.name}")  # pragma: no cover
 
 
 def _fuse(layout: Layout, plan: list[tuple[Any, ...]]) -> Callable[[Buffer, int, int], tuple[Any, int]]:
@@ -434,7 +490,11 @@ def _fuse(layout: Layout, plan: list[tuple[Any, ...]]) -> Callable[[Buffer, int,
             body += indent(["if pos < end and buf[pos] == 0:", "    pos += 1", f"    v{i} = ()", "else:"], 1)
             body += indent(slow(k, (i,)), 2)
             assigned.add(i)
-        else:  # compact strings/bytes, arrays: the generic step
+        elif kind == "other":  # uuids, arrays, structs, known tagged fields: the generic step
+            idxs = entry[1]
+            body += indent(slow(k, idxs), 1)
+            assigned.update(idxs)
+        else:  # compact strings/bytes: the generic step
             i = entry[1]
             body += indent(slow(k, (i,)), 1)
             assigned.add(i)
@@ -608,9 +668,12 @@ def _write_bytes(name: str, nullable: bool, flexible: bool) -> WriteStep:
     return step
 
 
-def _read_array(name: str, idx: int, type_: str, element: Layout | None, flexible: bool) -> ReadStep:
+def _read_array(
+    name: str, idx: int, type_: str, element: Layout | None, flexible: bool, nullable: bool = False
+) -> ReadStep:
     unpack32 = INT32.unpack_from
     string_element = _read_string(name, 0, False, flexible)
+    int_code = _INT_ARRAY_CODES.get(type_)
 
     def step(buf: Buffer, pos: int, end: int, vals: list[Any]) -> int:
         start = pos
@@ -623,6 +686,9 @@ def _read_array(name: str, idx: int, type_: str, element: Layout | None, flexibl
             n = unpack32(buf, pos)[0]
             pos += 4
         if n < 0:
+            if n == -1 and nullable:
+                vals[idx] = None
+                return pos
             if n == -1:
                 raise WireError(f"non-nullable field {name} was serialized as null", start)
             raise WireError(f"array field {name} has negative count {n}", start)
@@ -633,11 +699,12 @@ def _read_array(name: str, idx: int, type_: str, element: Layout | None, flexibl
                 f"but there are only {left} bytes remaining",
                 start,
             )
-        if type_ == "[]int32":
-            if n * 4 > left:
-                raise WireError(f"array field {name}: {n} int32 elements exceed the {left} bytes left", start)
-            vals[idx] = struct.unpack_from(f">{n}i", buf, pos)
-            return pos + 4 * n
+        if int_code is not None:
+            code, width = int_code
+            if n * width > left:
+                raise WireError(f"array field {name}: {n} {type_[2:]} elements exceed the {left} bytes left", start)
+            vals[idx] = struct.unpack_from(f">{n}{code}", buf, pos)
+            return pos + width * n
         items: list[Any] = []
         if element is not None:
             read = element.read
@@ -655,16 +722,23 @@ def _read_array(name: str, idx: int, type_: str, element: Layout | None, flexibl
     return step
 
 
-def _write_array(name: str, type_: str, element: Layout | None, flexible: bool) -> WriteStep:
+def _write_array(
+    name: str, type_: str, element: Layout | None, flexible: bool, nullable: bool = False
+) -> WriteStep:
+    int_code = _INT_ARRAY_CODES.get(type_)
+
     def step(obj: Any, out: list[bytes]) -> None:
         items = getattr(obj, name)
         if items is None:
-            raise ValueError(f"non-nullable array field {name} is None")
+            if not nullable:
+                raise ValueError(f"non-nullable array field {name} is None")
+            out.append(b"\x00" if flexible else b"\xff\xff\xff\xff")
+            return
         n = len(items)
         out.append(write_uvarint(n + 1) if flexible else INT32.pack(n))
-        if type_ == "[]int32":
+        if int_code is not None:
             try:
-                out.append(struct.pack(f">{n}i", *items))
+                out.append(struct.pack(f">{n}{int_code[0]}", *items))
             except struct.error as exc:
                 raise ValueError(f"array field {name}: {exc}") from None
         elif element is not None:
@@ -673,6 +747,225 @@ def _write_array(name: str, type_: str, element: Layout | None, flexible: bool) 
         else:
             for item in items:
                 out.append(_string_bytes(name, item, flexible))
+
+    return step
+
+
+def uuid_to_str(data: bytes) -> str:
+    """Kafka's ``Uuid.toString()``: URL-safe base64 of the 16 bytes, without padding."""
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
+
+
+def uuid_from_str(text: str) -> bytes:
+    """The 16 bytes of a ``Uuid.toString()`` form (Kafka's ``Uuid.fromString``).
+
+    Raises:
+        ValueError: not 22 URL-safe base64 characters encoding 16 bytes.
+    """
+    try:
+        data = base64.urlsafe_b64decode(text.encode("ascii") + b"==")
+    except (binascii.Error, UnicodeEncodeError, AttributeError) as exc:
+        raise ValueError(f"not a Kafka uuid string: {text!r} ({exc})") from None
+    if len(data) != 16 or uuid_to_str(data) != text:
+        raise ValueError(f"not a Kafka uuid string: {text!r}")
+    return data
+
+
+def _read_uuid(name: str, idx: int) -> ReadStep:
+    def step(buf: Buffer, pos: int, end: int, vals: list[Any]) -> int:
+        if pos + 16 > end:
+            raise WireError(f"uuid field {name} needs 16 bytes, {max(end - pos, 0)} left", pos)
+        vals[idx] = uuid_to_str(bytes(buf[pos : pos + 16]))
+        return pos + 16
+
+    return step
+
+
+def _write_uuid(name: str) -> WriteStep:
+    def step(obj: Any, out: list[bytes]) -> None:
+        v = getattr(obj, name)
+        if v is None:
+            raise ValueError(f"uuid field {name} must not be None")
+        out.append(uuid_from_str(v))
+
+    return step
+
+
+def _read_struct(name: str, idx: int, element: Layout, nullable: bool) -> ReadStep:
+    """A (non-array, untagged) struct field; nullable ones start with a presence byte."""
+
+    def step(buf: Buffer, pos: int, end: int, vals: list[Any]) -> int:
+        if nullable:
+            if pos >= end:
+                raise WireError(f"struct field {name} presence byte needs 1 byte, 0 left", pos)
+            marker = buf[pos]
+            if marker == 0xFF:  # (byte) -1
+                vals[idx] = None
+                return pos + 1
+            if marker != 1:
+                # Kafka reads any non-negative byte as "present" but only ever writes 1
+                raise WireError(f"struct field {name} has presence byte {marker} (Kafka writes -1 or 1)", pos)
+            pos += 1
+        vals[idx], pos = element.read(buf, pos, end)
+        return pos
+
+    return step
+
+
+def _write_struct(name: str, element: Layout, nullable: bool) -> WriteStep:
+    def step(obj: Any, out: list[bytes]) -> None:
+        v = getattr(obj, name)
+        if v is None:
+            if not nullable:
+                raise ValueError(f"non-nullable struct field {name} is None")
+            out.append(b"\xff")
+            return
+        if nullable:
+            out.append(b"\x01")
+        element.write(v, out)
+
+    return step
+
+
+@dataclass(frozen=True, slots=True)
+class _TaggedSpec:
+    """A known tagged field: where it goes and how its content is read and written."""
+
+    tag: int
+    name: str
+    idx: int
+    default: Any
+    read: ReadStep  # reads the content into slot 0 of a scratch list
+    write: WriteStep  # writes the content of ``getattr(obj, name)``
+
+
+def _tagged_spec(
+    message: Message, f: Field, idx: int, default: Any, version: int, builders: dict[str, Builder]
+) -> _TaggedSpec:
+    assert f.tag is not None
+    nullable = in_versions(f.nullable_versions, version)
+    read: ReadStep
+    write: WriteStep
+    if f.type in _FIXED_CODES:
+        read, write = _read_fixed([f], [0]), _write_fixed([f])
+    elif f.type == "string":
+        read, write = _read_string(f.name, 0, nullable, True), _write_string(f.name, nullable, True)
+    elif f.type == "bytes":
+        read, write = _read_bytes(f.name, 0, nullable, True), _write_bytes(f.name, nullable, True)
+    elif f.single_struct_name is not None:
+        element = _compile_struct(message, f.single_struct_name, f.fields, version, True, builders)
+        read, write = _read_tagged_struct(f.name, element, nullable), _write_tagged_struct(f.name, element, nullable)
+    else:
+        read, write = _field_steps(message, f, 0, version, True, nullable, builders)
+    return _TaggedSpec(f.tag, f.name, idx, default, read, write)
+
+
+def _read_tagged_struct(name: str, element: Layout, nullable: bool) -> ReadStep:
+    """Kafka's tagged nullable struct: an unsigned varint (0 = null, 1 = present) then the struct."""
+
+    def step(buf: Buffer, pos: int, end: int, vals: list[Any]) -> int:
+        if nullable:
+            start = pos
+            marker, pos = read_uvarint(buf, pos, end)
+            if marker == 0:
+                vals[0] = None
+                return pos
+            if marker != 1:
+                raise WireError(f"tagged struct field {name} has presence varint {marker} (Kafka writes 0 or 1)", start)
+        vals[0], pos = element.read(buf, pos, end)
+        return pos
+
+    return step
+
+
+def _write_tagged_struct(name: str, element: Layout, nullable: bool) -> WriteStep:
+    def step(obj: Any, out: list[bytes]) -> None:
+        v = getattr(obj, name)
+        if v is None:
+            if not nullable:
+                raise ValueError(f"non-nullable struct field {name} is None")
+            out.append(b"\x00")
+            return
+        if nullable:
+            out.append(b"\x01")
+        element.write(v, out)
+
+    return step
+
+
+def _read_tagged_known(idx: int, known: list[_TaggedSpec]) -> ReadStep:
+    """A tagged-field section with known tags: each known tag is read into its attribute
+    (any order, like Kafka's generated ``switch (_tag)``), the others kept raw."""
+    by_tag = {k.tag: k for k in known}
+    defaults = tuple((k.idx, k.default) for k in known)
+
+    def step(buf: Buffer, pos: int, end: int, vals: list[Any]) -> int:
+        for i, default in defaults:
+            vals[i] = default
+        count_pos = pos
+        count, pos = read_uvarint(buf, pos, end)
+        if count == 0:
+            vals[idx] = ()
+            return pos
+        if count * 2 > end - pos:
+            raise WireError(f"tagged-field count {count} exceeds the {end - pos} bytes left", count_pos)
+        unknown: list[tuple[int, bytes]] = []
+        scratch: list[Any] = [None]
+        for _ in range(count):
+            tag, pos = read_uvarint(buf, pos, end)
+            size_pos = pos
+            size, pos = read_uvarint(buf, pos, end)
+            if size > end - pos:
+                raise WireError(f"tagged field {tag} size {size} exceeds the {end - pos} bytes left", size_pos)
+            e = pos + size
+            spec = by_tag.get(tag)
+            if spec is None:
+                unknown.append((tag, bytes(buf[pos:e])))
+            else:
+                after = spec.read(buf, pos, e, scratch)
+                if after != e:
+                    raise WireError(f"tagged field {spec.name} (tag {tag}) left {e - after} of its {size} bytes unread", after)
+                vals[spec.idx] = scratch[0]
+            pos = e
+        vals[idx] = tuple(unknown)
+        return pos
+
+    return step
+
+
+def _write_tagged_known(known: list[_TaggedSpec]) -> WriteStep:
+    """Kafka's writer: known fields that differ from their default, in tag order, with the
+    unknown ones written before the first known tag they precede (``RawTaggedFieldWriter``)."""
+
+    def step(obj: Any, out: list[bytes]) -> None:
+        unknown = list(getattr(obj, "tagged_fields", ()))
+        for tag, _data in unknown:
+            if any(k.tag == tag for k in known):
+                raise ValueError(f"unknown tagged field {tag} duplicates a known tag")
+        parts: list[bytes] = []
+        count = 0
+        u = 0
+
+        def raw_until(limit: int) -> None:
+            nonlocal u, count
+            while u < len(unknown) and unknown[u][0] < limit:
+                tag, data = unknown[u]
+                parts.append(write_uvarint(tag) + write_uvarint(len(data)) + bytes(data))
+                u += 1
+                count += 1
+
+        for k in known:
+            if getattr(obj, k.name) == k.default:
+                continue
+            raw_until(k.tag)
+            content: list[bytes] = []
+            k.write(obj, content)
+            data = b"".join(content)
+            parts.append(write_uvarint(k.tag) + write_uvarint(len(data)) + data)
+            count += 1
+        raw_until(1 << 32)
+        out.append(write_uvarint(count))
+        out.extend(parts)
 
     return step
 

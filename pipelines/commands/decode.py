@@ -13,6 +13,13 @@ Rules:
 - ``--format rich`` adds the record-type name, the coordinator partition, the parsed
   consumer-protocol subscription/assignment of each member and, with ``--input``, the log
   position.
+- Kafka 4's modern group records (KIP-848 consumer groups, KIP-932 share groups, KIP-1071
+  streams groups) are decoded to named fields and printed as Kafka 4's
+  ``CoordinatorRecordMessageFormatter`` prints them (``decode_record(..., modern=True)``); the
+  batch/stream jobs still route them to ``unsupported_records``. A key whose record type is a
+  modern one but whose bytes are not that type's key (e.g. a group key written with version
+  10, as Kafka 3.x's formatter tests do) is shown as before (``"data":"unknown"``; ``rich`` adds
+  ``modernKeyError``); a modern key with a corrupt value is a corrupt record.
 - Bad input (bad hex, corrupt single record, unreadable file): exit code 2, one line on stderr.
 """
 
@@ -92,12 +99,33 @@ def _render(record: Any, fmt: str, num_partitions: int) -> dict[str, Any]:
     return to_kafka_json(record)
 
 
+def _decode(key: bytes, value: bytes | None, lenient: bool) -> tuple[Any, str | None]:
+    """The record (modern types materialised) and, when its key is of a modern type but does
+    not parse as one, the reason it is shown as an unknown record instead."""
+    from coordinator_core.codec import decode_record
+    from coordinator_core.errors import CorruptRecordError
+
+    try:
+        return decode_record(key, value, lenient=lenient, modern=True), None
+    except CorruptRecordError as exc:
+        if exc.part != "key" or exc.record_type is None or exc.record_type < 3:
+            raise
+        return decode_record(key, value, lenient=lenient), str(exc)
+
+
+def _render_decoded(decoded: tuple[Any, str | None], fmt: str, num_partitions: int) -> dict[str, Any]:
+    record, key_error = decoded
+    obj = _render(record, fmt, num_partitions)
+    if fmt == "rich" and key_error is not None:
+        obj["modernKeyError"] = key_error
+    return obj
+
+
 def _dump(obj: dict[str, Any]) -> str:
     return json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
 
 
 def run(args: argparse.Namespace) -> int:
-    from coordinator_core.codec import decode_record
     from coordinator_core.errors import CorruptRecordError
 
     if args.num_partitions <= 0:
@@ -106,10 +134,10 @@ def run(args: argparse.Namespace) -> int:
         key = _parse_hex(args.key, "key")
         value = None if args.value is None else _parse_hex(args.value, "value")
         try:
-            record = decode_record(key, value, lenient=args.lenient)
+            decoded = _decode(key, value, args.lenient)
         except CorruptRecordError as exc:
             raise UsageError(str(exc)) from None
-        print(_dump(_render(record, args.format, args.num_partitions)))
+        print(_dump(_render_decoded(decoded, args.format, args.num_partitions)))
         return 0
     if args.value is not None:
         raise UsageError("--value goes with --key, not with --input")
@@ -132,7 +160,6 @@ def _error_json(exc: Any, key: bytes, value: bytes | None) -> dict[str, Any]:
 
 
 def _decode_file(args: argparse.Namespace) -> int:
-    from coordinator_core.codec import decode_record
     from coordinator_core.errors import CorruptRecordError
     from pipelines.raw_files import read_raw_records
 
@@ -141,14 +168,14 @@ def _decode_file(args: argparse.Namespace) -> int:
     for raw in read_raw_records(args.input):
         total += 1
         try:
-            record = decode_record(raw.key, raw.value, lenient=args.lenient)
+            decoded = _decode(raw.key, raw.value, args.lenient)
         except CorruptRecordError as exc:
             corrupt += 1
             if args.strict:
                 raise UsageError(f"record {total} (partition {raw.partition}, offset {raw.offset}): {exc}") from None
             obj = _error_json(exc, raw.key, raw.value)
         else:
-            obj = _render(record, args.format, args.num_partitions)
+            obj = _render_decoded(decoded, args.format, args.num_partitions)
         if args.format == "rich" or "error" in obj:
             obj["position"] = {"partition": raw.partition, "offset": raw.offset, "timestamp": raw.timestamp_ms}
         out.write(_dump(obj) + "\n")

@@ -9,6 +9,8 @@ so ``decode(encode(x)) == x`` holds for everything generated here.
 
 from __future__ import annotations
 
+from typing import Any
+
 from hypothesis import strategies as st
 
 from coordinator_core.records import (
@@ -202,3 +204,82 @@ def consumer_group_values(draw: st.DrawFn, version: int | None = None, max_membe
         members=tuple(members), current_state_timestamp=base.current_state_timestamp,
         version=base.version, tagged_fields=base.tagged_fields,
     )
+
+
+# ---------------------------------------------------------------------------------------------
+# Kafka 4's modern group records (KIP-848 consumer, KIP-932 share, KIP-1071 streams), derived
+# from the declarative layouts of ``coordinator_core.modern_records`` so every field of every
+# record type is exercised: sentinel ints are None rather than -1, nullable fields may be None,
+# unknown tags are above the known ones (Kafka's writer puts them there), uuids are 16 random
+# bytes in ``Uuid.toString()`` form.
+# ---------------------------------------------------------------------------------------------
+_INT_RANGES = {
+    "int8": (-(2**7), 2**7 - 1), "int16": (-(2**15), 2**15 - 1), "uint16": (0, 2**16 - 1),
+    "int32": (INT32_MIN, INT32_MAX), "int64": (INT64_MIN, INT64_MAX),
+}
+
+
+def _modern_field(f: Any, builders: dict[str, Any]) -> st.SearchStrategy[Any]:
+    from coordinator_core.wire import uuid_to_str
+
+    t = f.type
+    base: st.SearchStrategy[Any]
+    if t in _INT_RANGES:
+        base = st.integers(*_INT_RANGES[t])
+        if f.sentinel is not None:
+            return st.one_of(st.none(), base.filter(lambda n, s=f.sentinel: n != s))
+    elif t == "uuid":
+        base = st.binary(min_size=16, max_size=16).map(uuid_to_str)
+    elif t == "string":
+        base = names
+    elif t == "bytes":
+        base = blobs
+    elif t == "[]string":
+        base = st.lists(names, max_size=3).map(tuple)
+    elif t[2:] in _INT_RANGES:
+        base = st.lists(st.integers(*_INT_RANGES[t[2:]]), max_size=4).map(tuple)
+    elif f.struct_name is not None:
+        base = st.lists(_modern_struct(f.fields, builders[f.struct_name], builders), max_size=2).map(tuple)
+    else:
+        base = _modern_struct(f.fields, builders[f.single_struct_name], builders)
+    return st.one_of(st.none(), base) if f.nullable_versions else base
+
+
+def _modern_struct(fields: tuple[Any, ...], builder: Any, builders: dict[str, Any]) -> st.SearchStrategy[Any]:
+    cls, fixed = builder
+    known = [f.tag for f in fields if f.tag is not None]
+    unknown = st.lists(
+        st.tuples(st.integers(max(known, default=-1) + 1, 2**31 - 1), st.binary(max_size=6)), max_size=2
+    ).map(tuple)
+    consts = {k: st.just(v) for k, v in fixed.items()}
+    return st.builds(cls, **{f.name: _modern_field(f, builders) for f in fields}, tagged_fields=unknown, **consts)
+
+
+def modern_values(record_type: int) -> st.SearchStrategy[Any]:
+    from coordinator_core.modern_records import MODERN_TYPES, struct_builders
+
+    t = MODERN_TYPES[record_type]
+    builders = struct_builders(t.value_message)
+    return _modern_struct(t.value_message.fields, (t.value_cls, {"version": 0}), builders)
+
+
+def modern_keys(record_type: int) -> st.SearchStrategy[Any]:
+    from coordinator_core.modern_records import MODERN_TYPES, GroupKey, GroupMemberKey, RegularExpressionKey
+
+    cls = MODERN_TYPES[record_type].key_layout.cls
+    if cls is GroupKey:
+        return st.builds(GroupKey, group=names, version=st.just(record_type))
+    if cls is GroupMemberKey:
+        return st.builds(GroupMemberKey, group=names, member_id=names, version=st.just(record_type))
+    return st.builds(RegularExpressionKey, group=names, regular_expression=names)
+
+
+@st.composite
+def modern_records(draw: st.DrawFn, tombstones: bool = True) -> Record:
+    from coordinator_core.modern_records import MODERN_TYPES
+
+    record_type = draw(st.sampled_from(sorted(MODERN_TYPES)))
+    key = draw(modern_keys(record_type))
+    if tombstones and draw(st.integers(0, 4)) == 0:
+        return Record(key, None)
+    return Record(key, draw(modern_values(record_type)))

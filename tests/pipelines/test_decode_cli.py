@@ -109,3 +109,44 @@ def test_cli_runs_as_a_subprocess() -> None:
     )
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout) == vec["expected"]
+
+
+KIP848 = Path(__file__).resolve().parents[1] / "coordinator_core" / "vectors" / "kip848"
+
+
+@pytest.mark.parametrize("name", ["05-ConsumerGroupMemberMetadata", "08-ConsumerGroupCurrentMemberAssignment",
+                                  "16-ConsumerGroupRegularExpression", "14-ShareGroupCurrentMemberAssignment",
+                                  "23-StreamsGroupTopology"])
+def test_modern_group_records_print_with_named_fields(capsys: pytest.CaptureFixture[str], name: str) -> None:
+    case = next(c for c in json.loads((KIP848 / f"{name}.json").read_text())["cases"] if c["name"] == "full")
+    rc, out, _ = _run(capsys, "decode", "--key", case["key_hex"], "--value", case["value_hex"])
+    assert rc == 0
+    assert out == json.dumps(case["kafka_json"], separators=(",", ":"), ensure_ascii=False) + "\n"
+
+
+def test_input_file_of_modern_records_decodes_each_and_reports_the_corrupt_one(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cases = json.loads((KIP848 / "08-ConsumerGroupCurrentMemberAssignment.json").read_text())["cases"]
+    rows = [(c["key_hex"], c["value_hex"]) for c in cases] + [(cases[0]["key_hex"], "0000000000")]  # last: truncated
+    path = tmp_path / "in.jsonl"
+    path.write_text("".join(json.dumps({"key": k, "value": v, "partition": 3, "offset": i}) + "\n"
+                            for i, (k, v) in enumerate(rows)))
+    rc, out, err = _run(capsys, "decode", "--input", str(path), "--format", "rich")
+    lines = [json.loads(line) for line in out.splitlines()]
+    assert rc == 0 and len(lines) == len(rows)
+    assert [line.get("groupType") for line in lines[:-1]] == ["consumer"] * len(cases)
+    assert lines[1]["value"]["data"]["assignedPartitions"][0]["partitions"]
+    assert lines[3]["value"] is None  # tombstone
+    assert lines[-1]["error"]["recordType"] == 8 and lines[-1]["error"]["part"] == "value"
+    assert f"{len(rows)} records (1 corrupt)" in err
+
+
+def test_a_key_of_a_modern_type_that_is_not_that_types_key_is_shown_as_unknown_with_the_reason(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    vec = FORMATTER["kafka-formatter-group-unknown-version-10"]  # a group key written as version 10
+    rc, out, _ = _run(capsys, "decode", "--format", "rich", "--key", vec["key_hex"], "--value", vec["value_hex"])
+    obj = json.loads(out)
+    assert rc == 0 and obj["key"] == {"version": 10, "data": "unknown"} and obj["groupType"] == "share"
+    assert "corrupt key (record type 10" in obj["modernKeyError"] and "member_id" in obj["modernKeyError"]
