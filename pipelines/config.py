@@ -232,6 +232,7 @@ class GenerateConf:
     hours: float = _f(2.0, "positive")
     seed: int = _f(7)
     retention_ms: int = _f(604_800_000, "positive")
+    coordinator: Literal["old", "new"] = _f("new")
 
 
 @dataclass(frozen=True)

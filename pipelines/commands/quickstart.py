@@ -180,7 +180,7 @@ def sample_records(
 
 def generate_sample(
     landing: str | Path, *, groups: int, hours: float, seed: int, num_partitions: int, retention_ms: int,
-    coordinator: str = "old",
+    coordinator: str = "new",
 ) -> tuple[int, str]:
     """Write a sample log into ``landing``; returns (records written, generator used)."""
     from pipelines.raw_files import write_raw_records
@@ -265,6 +265,7 @@ def run(args: argparse.Namespace) -> int:
         "# written by offsetlake quickstart: the sample cluster's settings\n"
         f"paths:\n  root: {root}\n"
         f"replay:\n  retention_ms: {args.retention_ms}\n  coordinator: {cfg.replay.coordinator}\n"
+        f"generate:\n  coordinator: {cfg.generate.coordinator}\n"
     )
 
     landing = Path(cfg.paths.landing)
@@ -274,7 +275,7 @@ def run(args: argparse.Namespace) -> int:
         n, how = generate_sample(landing, groups=groups, hours=hours, seed=seed,
                                  num_partitions=cfg.offsets_topic.num_partitions,
                                  retention_ms=cfg.generate.retention_ms,
-                                 coordinator=cfg.replay.coordinator)
+                                 coordinator=cfg.generate.coordinator)
         err.print(f"[quickstart] generated {n:,} records for {groups} groups ({how}) into {landing}")
 
     spark = build_spark_from_config(cfg, app_suffix="quickstart")
