@@ -7,7 +7,8 @@ Rules (Kafka's loader, ``GroupMetadataManager.doLoadGroupsAndOffsets`` and the n
   comparison; an offset tombstone deletes it.
 - A group-metadata record with members makes the group Stable, one without members Empty; the
   group's state, protocol and members are exactly the record's.
-- A group tombstone makes the group Dead and removes its metadata, NOT its offsets.
+- A group tombstone makes the group Dead and removes its metadata, NOT its offsets (see below
+  for what Kafka 3 then loads).
 - Offsets for a group with no metadata record create a simple group: Empty, no protocol type,
   generation 0 (``OffsetMetadataManager.replay`` auto-creates it; the old loader at the end).
 - Unsupported record types (key versions 3-24 and beyond) and offset values of unknown
@@ -15,13 +16,28 @@ Rules (Kafka's loader, ``GroupMetadataManager.doLoadGroupsAndOffsets`` and the n
 - Idempotent: the snapshot remembers the last applied (partition, offset); a record at or below
   it is a duplicate and skipped. Replaying the same input twice, or overlapping inputs, changes
   nothing, and one pass over a log equals any split of it into consecutive chunks.
-- Expiry (``retention_ms`` given): before applying each record at time t the expiry decider
-  (``coordinator_core.expiry``) runs with now = t (only when something can be due) and its
-  tombstones are applied through the same paths as logged ones; at the end it runs with
-  now = ``as_of_ms`` if given. Predicted events carry the computed due time, so the result does
-  not depend on when the decider ran. Streaming calls ``replay(snapshot, [], retention_ms=R,
-  as_of_ms=watermark)`` on a timer and ``next_expiry_ms`` for the next one; the watermark must
-  not pass the timestamp of a record of the group not yet replayed.
+- Facts and predictions (``retention_ms`` given). The state is the loader fold: only records
+  change it. The broker removes offsets and deletes groups only in its periodic cleanup
+  (``cleanup_interval_ms``) and writes tombstones for what it removed, so the expiry decider
+  (``coordinator_core.expiry``) never applies anything by itself:
+  - a logged tombstone of something the rules had due is ``confirmed`` (cause retention);
+  - a record of the group arriving after the cleanup window (``due + interval + slack``) that
+    is not that tombstone shows the broker did not do it: the prediction is settled as
+    contradicted (``settled``, counted in ``predictions_contradicted``), never told, and the rules
+    do not predict it again until the group's state gives it another due time; ``log_end_ms``
+    (how far the log reaches) contradicts in the same way;
+  - at the end (``as_of_ms``) one cleanup runs on the fold: what it removes is told as a
+    forecast (status ``predicted``) and taken out of the returned snapshot, which is the view
+    *as of* ``as_of_ms``; the fold behind it is kept (``predicted_removed``,
+    ``predicted_death_restore``) and restored by the next call, which withdraws (status
+    ``withdrawn``, same key) the forecasts it no longer makes. Streaming calls
+    ``replay(snapshot, [], as_of_ms=watermark, log_end_ms=watermark)`` on a timer set at
+    ``GroupSnapshot.next_judgment_ms``; the watermark must not pass the timestamp of a record of
+    the group not yet replayed.
+- Kafka 3 or 4 (``coordinator``): ``auto`` takes Kafka 4's rules once the group's records show
+  Kafka 4 wrote them (a generation-0 group record). Kafka 3 deletes a simple group with its last
+  offset (no group tombstone at generation 0) and loads offsets that outlive their group's
+  tombstone into an Empty generation-0 group.
 - State changes go through ``coordinator_core.state.transition`` (Kafka's table). Transitions
   that the log does not store (PreparingRebalance, CompletingRebalance) are inferred and
   flagged ``observed=False``.
