@@ -13,7 +13,10 @@ Rules:
   without a poll, and the consumer rejoins after the poll returns.
 - A ``manual`` client sends nothing by itself: a scenario drives it request by request.
 - Consumed offsets are a pure function of (topic, partition, time), so every consumer of a
-  partition commits monotonic offsets without sharing state.
+  partition commits monotonic offsets without sharing state; a partition may go idle (no more
+  records from a time on). ``commit_changed_only`` clients (librdkafka, Kafka Streams) commit only
+  the partitions consumed since their last commit, so an idle partition is committed once more
+  and then never again; Java clients commit every assigned partition on each auto-commit.
 """
 
 from __future__ import annotations
@@ -52,6 +55,8 @@ class ClientRuntime(Protocol):
     def position(self, tp: TP, now_ms: int) -> int: ...
 
     def rate_per_ms(self, tp: TP) -> float: ...
+
+    def elapsed_cap(self, tp: TP) -> float: ...
 
     def commit(
         self,
@@ -93,6 +98,10 @@ class ClientConfig:
     # v0 "default": opaque-to-the-broker worker state and connector assignments, no commits)
     protocol_type: str = "consumer"
     connectors: int = 3
+    # librdkafka / Kafka Streams style: commit only the partitions consumed since the last commit
+    # (an idle partition's offset is committed once and then never again); the Java client
+    # commits every assigned partition's position on each auto-commit.
+    commit_changed_only: bool = False
 
 
 class Connection:
@@ -137,7 +146,8 @@ class ConsumerClient:
         self.last_join: p.JoinGroupResponse | None = None
         self.rejoin_needed = False
         self.fenced = False
-        self._commit_cache: tuple[list[TP], list[tuple[TP, float]]] = ([], [])
+        self._commit_cache: tuple[list[TP], list[tuple[TP, float, float]]] = ([], [])
+        self._committed: dict[TP, int] = {}  # commit_changed_only: the last offset known committed
 
     # ------------------------------------------------------------------------------------------
     def _trace(self, api: str, detail: str | None = None, error: str | None = None) -> None:
@@ -352,12 +362,20 @@ class ConsumerClient:
             return
         cache = self._commit_cache
         if cache[0] is not self.assignment:
-            cache = self._commit_cache = (self.assignment, [(tp, self.rt.rate_per_ms(tp)) for tp in sorted(self.assignment)])
+            cache = self._commit_cache = (self.assignment, [(tp, self.rt.rate_per_ms(tp), self.rt.elapsed_cap(tp))
+                                                            for tp in sorted(self.assignment)])
         elapsed = max(self.rt.now - self.rt.start_ms, 0)
         meta = self.cfg.commit_metadata
         epoch = self.cfg.leader_epoch
-        offsets = tuple([(tp, int(r * elapsed), meta, epoch) for tp, r in cache[1]])
+        offsets = tuple([(tp, int(r * (elapsed if elapsed < cap else cap)), meta, epoch) for tp, r, cap in cache[1]])
         cfg = self.cfg
+        if cfg.commit_changed_only:
+            done = self._committed
+            offsets = tuple([o for o in offsets if done.get(o[0]) != o[1]])
+            if not offsets:
+                return
+            for o in offsets:
+                done[o[0]] = o[1]
         managed = cfg.group_management
         member, generation = (self.member_id, self.generation) if managed else ("", -1)
         instance = cfg.group_instance_id if managed else None
@@ -469,6 +487,11 @@ class ConsumerClient:
         added = sorted(set(new) - old)
         if revoked:
             self._revoked(revoked)
+        if self.cfg.commit_changed_only:
+            # the fetched committed offset is where the previous owner stopped: nothing consumed yet
+            now = self.rt.now
+            self._committed = {tp: self._committed.get(tp, self.rt.position(tp, now)) if tp in old
+                               else self.rt.position(tp, now) for tp in new}
         self.assignment = sorted(new)
         self.state = "STABLE"
         self._trace("onPartitionsAssigned", ",".join(f"{t}-{q}" for t, q in added))

@@ -47,6 +47,9 @@ class Simulator:
         self.start_ms = start_ms
         self.topics: dict[str, int] = dict(topics or {})
         self.topic_rates: dict[str, float] = dict(topic_rates or {})
+        # Partitions that stop receiving records at a time (keyed topics whose keys went quiet):
+        # their position stays where it was from then on (``position``).
+        self.idle_since: dict[tuple[str, int], int] = {}
         self.log = log if log is not None else RecordLog(self.cfg.num_partitions)
         self.events: list[TraceEvent] = []
         self.trace_enabled = trace
@@ -117,9 +120,14 @@ class Simulator:
         """Messages per millisecond consumed from a partition (partitions differ a little)."""
         return self.topic_rates.get(tp[0], 10.0) * (1.0 + (tp[1] % 5) / 10.0) / 1000.0
 
+    def elapsed_cap(self, tp: tuple[str, int]) -> float:
+        """How long a partition has records for, from the start (infinite unless it goes idle)."""
+        idle = self.idle_since.get(tp)
+        return float("inf") if idle is None else max(idle - self.start_ms, 0)
+
     def position(self, tp: tuple[str, int], now_ms: int) -> int:
         """The consumed offset of a partition at a time (monotonic, shared by every consumer)."""
-        return int(self.rate_per_ms(tp) * max(now_ms - self.start_ms, 0))
+        return int(self.rate_per_ms(tp) * min(max(now_ms - self.start_ms, 0), self.elapsed_cap(tp)))
 
     # clients and actions ---------------------------------------------------------------------
     def add_client(self, name: str, config: ClientConfig) -> ConsumerClient:
