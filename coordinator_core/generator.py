@@ -600,7 +600,9 @@ class LogGenerator:
             "retention_ms": self.cfg.effective_retention_ms,
             "start_ms": self.start,
             "end_ms": self.end,
-            "records": self.log.count,
+            # records handed out (after compaction, if any); records_written: what the brokers appended
+            "records": self._compaction_truth["records_kept"] if self._compaction_truth else self.log.count,
+            "records_written": self.log.count,
             "topics": {t: {"partitions": n, "messages_per_sec": self.rates[t]} for t, n in sorted(self.topics.items())},
             "deleted_topics": [{"topic": t, "time_ms": at} for t, at in self.deleted_topics],
             "failovers": [{"time_ms": t, "partition": q, "load_ms": d} for t, q, d in self.failovers],
