@@ -26,7 +26,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-from coordinator_core.assignors import COOPERATIVE, MemberSubscription, assign
+from coordinator_core.assignors import (
+    COOPERATIVE,
+    MemberSubscription,
+    assign,
+    encode_cooperative_user_data,
+    encode_sticky_user_data,
+    member_data,
+)
 from coordinator_core.records import Assignment, Subscription, TopicPartitions
 from coordinator_core.simulator import protocol as p
 from coordinator_core.simulator.trace import TraceEvent
@@ -148,6 +155,12 @@ class ConsumerClient:
         self.fenced = False
         self._commit_cache: tuple[list[TP], list[tuple[TP, float, float]]] = ([], [])
         self._committed: dict[TP, int] = {}  # commit_changed_only: the last offset known committed
+        # The assignor objects' memory (they live as long as the process): StickyAssignor's
+        # memberAssignment + generation, CooperativeStickyAssignor's generation; set by
+        # onAssignment for the protocol the group selected only.
+        self.sticky_assignment: list[TP] | None = None
+        self.sticky_generation = -1
+        self.cooperative_generation = -1
 
     # ------------------------------------------------------------------------------------------
     def _trace(self, api: str, detail: str | None = None, error: str | None = None) -> None:
@@ -266,7 +279,7 @@ class ConsumerClient:
     # ------------------------------------------------------------------------------------------
     # requests
     # ------------------------------------------------------------------------------------------
-    def _metadata(self) -> bytes:
+    def _metadata(self, protocol: str = "range") -> bytes:
         if self.cfg.protocol_type == "connect":
             # ConnectProtocol CONFIG_STATE_V0: version, url, config offset
             url = f"http://{self.cfg.client_host.lstrip('/')}:8083/".encode()
@@ -278,24 +291,30 @@ class ConsumerClient:
                 by_topic.setdefault(t, []).append(part)
             owned = tuple(TopicPartitions(t, tuple(ps)) for t, ps in sorted(by_topic.items()))
         v = self.cfg.subscription_version
+        user_data: bytes | None = None
+        if protocol == "sticky" and self.sticky_assignment is not None:
+            user_data = encode_sticky_user_data(self.sticky_assignment, self.sticky_generation)
+        elif protocol == "cooperative-sticky":
+            user_data = encode_cooperative_user_data(self.cooperative_generation)
         return encode_subscription(Subscription(
             topics=tuple(sorted(self.cfg.topics)),
-            user_data=None,
+            user_data=user_data,
             owned_partitions=owned if v >= 1 else (),
             generation_id=self.generation if v >= 2 else None,
             version=v,
         ))
 
     def join_request(self) -> p.JoinGroupRequest:
-        meta = self._metadata()
+        connect = self.cfg.protocol_type == "connect"
         return p.JoinGroupRequest(
             group_id=self.cfg.group_id,
             member_id=self.member_id,
             session_timeout_ms=self.cfg.session_timeout_ms,
             rebalance_timeout_ms=self.cfg.max_poll_interval_ms,
             protocol_type=self.cfg.protocol_type,
-            protocols=(("default", meta),) if self.cfg.protocol_type == "connect"
-            else tuple((a, meta) for a in self.cfg.assignors),
+            # one metadata blob per assignor, each with that assignor's user data
+            protocols=(("default", self._metadata()),) if connect
+            else tuple((a, self._metadata(a)) for a in self.cfg.assignors),
             group_instance_id=self.cfg.group_instance_id,
             client_id=self.cfg.client_id,
             client_host=self.cfg.client_host,
@@ -388,16 +407,17 @@ class ConsumerClient:
         if self.cfg.protocol_type == "connect":
             return self._connect_assignment(resp)
         subs: dict[str, MemberSubscription] = {}
+        protocol = resp.protocol_name or "range"
         for jm in resp.members:
             try:
                 s = decode_subscription(jm.metadata)
             except Exception:
                 s = Subscription(())
-            owned = tuple((tp.topic, q) for tp in s.owned_partitions for q in tp.partitions)
-            subs[jm.member_id] = MemberSubscription(s.topics, owned, jm.group_instance_id,
-                                                    -1 if s.generation_id is None else s.generation_id)
+            md = member_data(protocol, s)
+            subs[jm.member_id] = MemberSubscription(md.topics, md.owned_partitions, jm.group_instance_id,
+                                                    md.generation, md.subscription_generation)
         topics = {t: n for t, n in self.rt.topics.items() if n > 0}
-        result = assign(resp.protocol_name or "range", topics, subs)
+        result = assign(protocol, topics, subs)
         out = []
         for mid, tps in result.items():
             by_topic: dict[str, list[int]] = {}
@@ -493,6 +513,12 @@ class ConsumerClient:
             self._committed = {tp: self._committed.get(tp, self.rt.position(tp, now)) if tp in old
                                else self.rt.position(tp, now) for tp in new}
         self.assignment = sorted(new)
+        # ConsumerCoordinator.onJoinComplete → the selected assignor's onAssignment
+        if self.protocol == "sticky":
+            self.sticky_assignment = list(new)
+            self.sticky_generation = self.generation
+        elif self.protocol == "cooperative-sticky":
+            self.cooperative_generation = self.generation
         self.state = "STABLE"
         self._trace("onPartitionsAssigned", ",".join(f"{t}-{q}" for t, q in added))
         self.history.append((self.rt.now, "assigned", tuple(added)))
