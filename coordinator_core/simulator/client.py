@@ -7,6 +7,11 @@ Rules:
   ``cooperative-sticky`` revokes only what moves, then rejoins (KIP-429).
 - ``onPartitionsRevoked`` / ``onPartitionsAssigned`` are recorded in the trace (kind ``client``)
   and in ``history``.
+- ``client_version``: ``2.4+`` (KIP-429 clients: an eager member revokes what it owns before
+  rejoining, a member kicked out of the group loses its partitions, ``onPartitionsLost``) or
+  ``pre-2.4`` (the seed walk-throughs' clients: ``onJoinPrepare`` runs once per rebalance the
+  member takes part in, calling ``onPartitionsRevoked`` with whatever it holds, an empty set on
+  the first join; a retried JoinGroup of the same rebalance does not call it again; eager only).
 - close: commit, revoke, LeaveGroup (dynamic members only: static members never leave, KIP-345);
   crash: silent; pause ``gc``: silent for a while (responses wait); pause ``slow_poll``: the
   heartbeat thread keeps going but leaves the group once ``max_poll_interval_ms`` passes
@@ -109,6 +114,7 @@ class ClientConfig:
     # (an idle partition's offset is committed once and then never again); the Java client
     # commits every assigned partition's position on each auto-commit.
     commit_changed_only: bool = False
+    client_version: str = "2.4+"  # "2.4+" | "pre-2.4" (see the module rules)
 
 
 class Connection:
@@ -159,6 +165,7 @@ class ConsumerClient:
         # memberAssignment + generation, CooperativeStickyAssignor's generation; set by
         # onAssignment for the protocol the group selected only.
         self.sticky_assignment: list[TP] | None = None
+        self.needs_join_prepare = True  # pre-2.4 AbstractCoordinator.needsJoinPrepare
         self.sticky_generation = -1
         self.cooperative_generation = -1
 
@@ -189,7 +196,13 @@ class ConsumerClient:
         self.rt.schedule(at, fire)
 
     @property
+    def pre_2_4(self) -> bool:
+        return self.cfg.client_version == "pre-2.4"
+
+    @property
     def cooperative(self) -> bool:
+        if self.pre_2_4:
+            return False  # RebalanceProtocol.COOPERATIVE came with KIP-429 (2.4)
         return self.protocol in COOPERATIVE if self.protocol else all(a in COOPERATIVE for a in self.cfg.assignors)
 
     # ------------------------------------------------------------------------------------------
@@ -204,6 +217,7 @@ class ConsumerClient:
         self.epoch += 1
         self.life += 1
         self.conn = Connection(self, self.life)
+        self.needs_join_prepare = True
         if not self.cfg.group_management:
             self.assignment = list(self.cfg.assigned_partitions)
             self.state = "STABLE"
@@ -325,7 +339,15 @@ class ConsumerClient:
     def _join(self) -> None:
         """``onJoinPrepare`` then JoinGroup."""
         self.rejoin_needed = False
-        if self.state == "STABLE" and self.assignment:
+        if self.pre_2_4:
+            if self.needs_join_prepare:
+                # onJoinPrepare: commit, then onPartitionsRevoked(assigned) even when empty
+                if self.state == "STABLE" and self.assignment and self.cfg.enable_auto_commit:
+                    self.commit()
+                self._revoked(list(self.assignment))
+                self.assignment = []
+                self.needs_join_prepare = False
+        elif self.state == "STABLE" and self.assignment:
             if self.cfg.enable_auto_commit:
                 self.commit()
             if not self.cooperative:
@@ -513,6 +535,7 @@ class ConsumerClient:
             self._committed = {tp: self._committed.get(tp, self.rt.position(tp, now)) if tp in old
                                else self.rt.position(tp, now) for tp in new}
         self.assignment = sorted(new)
+        self.needs_join_prepare = True  # the join completed: the next rebalance prepares again
         # ConsumerCoordinator.onJoinComplete → the selected assignor's onAssignment
         if self.protocol == "sticky":
             self.sticky_assignment = list(new)
@@ -566,8 +589,9 @@ class ConsumerClient:
             self._trace("fatal", error, error)
             self._reset(closed=True)
             return
-        if self.state == "STABLE" and self.assignment and error != p.REBALANCE_IN_PROGRESS:
+        if self.state == "STABLE" and self.assignment and error != p.REBALANCE_IN_PROGRESS and not self.pre_2_4:
             # partitions are lost, not revoked: no commit is possible with a stale member id
+            # (before 2.4 there is no onPartitionsLost: the next onJoinPrepare revokes them)
             self._trace("onPartitionsLost", ",".join(f"{t}-{q}" for t, q in self.assignment))
             self.assignment = []
         self._request_rejoin(error)
