@@ -86,6 +86,9 @@ def _dataclass_kwargs(cls: type, raw: dict[str, Any], path: str, skip: set[str] 
                 v = tuple((str(x[0]), int(x[1])) for x in v)
             else:
                 v = tuple(v)
+        if v is None and "None" in t:
+            out[k] = v  # an optional setting left unset (e.g. a seeded retention check phase)
+            continue
         if "int" in t and t.split("|")[0].strip() == "int" and not isinstance(v, int):
             raise _fail(f"{path}.{k}", f"expected an integer, got {v!r}")
         if t == "bool" and not isinstance(v, bool):

@@ -114,3 +114,10 @@ def test_a_failover_moves_a_new_coordinator_shards_checks_to_one_interval_after_
     sim.at(sim.start_ms + 1_000_000, lambda: sim.failover_partition(part, 2_000))
     sim.run(sim.start_ms + 1_100_000)
     assert sim.cleanup_schedule[part][-1] == (sim.start_ms + 1_002_000, sim.start_ms + 1_602_000)
+
+
+def test_a_scenario_can_leave_the_retention_check_phase_to_the_seed() -> None:
+    raw = {"seed": 5, "coordinator": {"coordinator": "new", "offsets_retention_check_phase_ms": None}}
+    sim = Scenario.from_dict(raw).build()
+    firsts = {sched[0][1] for sched in sim.cleanup_schedule.values()}
+    assert len(firsts) > 1
