@@ -270,3 +270,22 @@ def test_bad_world_options_are_rejected() -> None:
         generate(2, 0.1, idle_partitions=2.0)
     with pytest.raises(ValueError, match="coordinator"):
         generate(2, 0.1, coordinator="kraft")
+
+
+def test_a_compacted_capture_keeps_an_idle_partitions_old_commit_before_the_groups_latest_metadata() -> None:
+    # the first case: what a capture from earliest of a compacted topic reads
+    log = generate(16, 2.0, seed=4, compaction="cleaned", compaction_dirty_ratio=0.1,
+                   **{**OFF, "idle_partitions": 1.0, "commit_changed_only": 1.0, "retention_ms": 7 * 86_400_000})
+    points = {int(q): off for q, off in log.truth["compaction"]["cleaner_points"].items()}
+    idle = {(i["topic"], i["partition"]): i["idle_since_ms"] for i in log.truth["idle_partitions"]}
+    by = records_by_group(log)
+    found = []
+    for gid, t in log.truth["groups"].items():
+        if t["final_state"] != "Stable" or "commit_changed_only" not in t["traits"]:
+            continue
+        meta = [r for r in group_records(by[gid]) if r.value is not None]
+        commits = [r for r in by[gid] if isinstance(r.key, OffsetCommitKey) and r.value is not None
+                   and (r.key.topic, r.key.partition) in idle and r.offset < points[r.partition]]
+        found += [(gid, c.offset) for c in commits
+                  if c.offset < meta[-1].offset and meta[-1].timestamp_ms - c.timestamp_ms > 30 * 60_000]
+    assert found
