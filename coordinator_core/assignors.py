@@ -556,7 +556,10 @@ def _general(ppt: Mapping[str, int], members: list[str], owned: dict[str, list[T
                 if consumer is None or consumer not in current:
                     continue
                 before = prev.get(tp)
-                if before is not None and before[0] in current and \
+                # Kafka does not check that the previous owner still subscribes to the topic (its
+                # memberData may list partitions of a topic it dropped); an assignment must be
+                # valid, so that owner is skipped here.
+                if before is not None and before[0] in current and tp[0] in consumer_topics[before[0]] and \
                         len(current[consumer]) > len(current[before[0]]) + 1:
                     reassign(tp, before[0])
                     performed = modified = True

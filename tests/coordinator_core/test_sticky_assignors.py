@@ -252,3 +252,28 @@ def test_an_eager_sticky_client_sends_its_previous_assignment_and_generation_in_
     assert rejoined["c3"] == ((), None)  # a new process has no previous assignment
     assert all(len(after[c] & before[c]) == 2 for c in before)  # only one partition each moved to c3
     assert len(after["c3"]) == 2
+
+
+def test_random_subscriptions_ownerships_and_generations_give_valid_balanced_assignments() -> None:
+    """``testReassignmentWithRandomSubscriptionsAndChanges``' checks (``verifyValidityAndBalance``)
+    over random claims, including partitions of topics a member no longer subscribes to."""
+    import random
+
+    rng = random.Random(13)
+    for _ in range(600):
+        topics = {f"t{i}": rng.randint(1, 8) for i in range(rng.randint(1, 4))}
+        names = list(topics)
+        every = [(t, q) for t, c in topics.items() for q in range(c)]
+        equal = rng.random() < 0.5
+        subs: dict[str, MemberSubscription] = {}
+        for _ in range(rng.randint(1, 7)):
+            ts = tuple(names) if equal else tuple(sorted(rng.sample(names, rng.randint(1, len(names)))))
+            owned = rng.sample(every, rng.randint(0, min(len(every), 6)))
+            subs[f"consumer{rng.randint(0, 10**6)}"] = sub(ts, owned, rng.choice([None, 1, 2, 3]))
+        result = sticky_assign(topics, subs)
+        valid_and_balanced(result, topics, subs)
+        for a in result:
+            for b in result:
+                assert not (len(result[a]) + 1 < len(result[b]) and any(tp[0] in subs[a].topics for tp in result[b]))
+        coop = cooperative_sticky_assign(topics, subs)
+        assert all(set(coop[m]) <= set(result[m]) for m in subs)
