@@ -9,12 +9,34 @@ Rules:
   groups (KIP-345) whose restarts cause no rebalance; simple groups committing with generation
   -1; short-lived console consumers that go Empty and expire (or are deleted); topic deletions;
   coordinator failovers (a partition is unloaded and loaded again by the new coordinator).
+- The world's shapes (issue 13), each a ``GeneratorConfig`` knob, drawn from a random stream of
+  their own so that turning one off leaves the rest of the plan unchanged:
+  - ``idle_partitions``: the share of topics where some partitions stop receiving records early
+    in the run; ``commit_changed_only``: the share of application groups whose clients commit
+    only the partitions they consumed (librdkafka, Kafka Streams), so an idle partition's offset
+    is committed once and never again and sits, old, before the group's latest metadata.
+  - ``offsetless_groups``: the share of application groups that never commit (membership only:
+    consumers storing offsets elsewhere).
+  - ``mass_restarts``: the share of application (static too) and Connect groups whose members all restart
+    within seconds (a rollout: clean closes; or a kill: crashes), some of them before their first
+    commit.
+  - ``compaction``: ``none`` (every record as written) or ``cleaned``: what a capture from
+    ``earliest`` of the compacted topic reads (``coordinator_core.compaction``: cleaned below a
+    per-partition cleaner point leaving the last ``compaction_dirty_ratio`` of each partition's
+    records dirty, tombstones kept for ``delete_retention_ms``). The whole log is held in memory
+    to clean it.
+  - ``retention_check_phase_ms``: None (default) puts the broker's retention checks on a seeded
+    phase (per broker for the old coordinator, per shard for the new one); an int pins them to
+    start + phase + k * interval.
+  Defaults (the realistic mix): idle_partitions 0.3, commit_changed_only 0.3, offsetless_groups
+  0.1, mass_restarts 0.2, compaction ``none``, coordinator ``old``.
 - Records are kept as encoded columns only (``BytesLog``): offset-commit keys are cached per
   (group, topic, partition) and values built with a precompiled ``struct``. Successful commit
   responses skip the event queue (they change nothing in a client).
 - ``truth()`` reports what the simulator knows (per group: kind, final state, generation,
-  completed rebalances, expiry/deletion times, tombstones by cause) for tests to use as known
-  answers.
+  completed rebalances, expiry/deletion times, tombstones by cause, every death with its cause
+  and whether a group tombstone was written, traits) plus the retention checks' schedule and,
+  with compaction, what the cleaner removed, for tests to use as known answers.
 """
 
 from __future__ import annotations
@@ -24,6 +46,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from coordinator_core.compaction import DEFAULT_DELETE_RETENTION_MS, cleaner_points_for_dirty_ratio, compact
 from coordinator_core.simulator.client import ClientConfig
 from coordinator_core.simulator.coordinator import CoordinatorConfig
 from coordinator_core.simulator.engine import Simulator
@@ -65,7 +88,14 @@ class GeneratorConfig:
     churn_per_hour: float = 0.5
     failovers_per_hour: float = 0.2  # __consumer_offsets partition leader moves (coordinator failover)
     expiry_rules: str = "current"  # see CoordinatorConfig.expiry_rules ("pre-2.1" writes v1 + expire)
-
+    retention_check_phase_ms: int | None = None  # None: a seeded phase per broker / shard
+    idle_partitions: float = 0.3  # share of topics with partitions that go quiet
+    commit_changed_only: float = 0.3  # share of app/static groups committing only consumed partitions
+    offsetless_groups: float = 0.1  # share of app groups that never commit (membership only)
+    mass_restarts: float = 0.2  # share of app/connect groups whose members all restart at once
+    compaction: str = "none"  # "none" | "cleaned"
+    compaction_dirty_ratio: float = 0.25  # the dirty (uncleaned) tail of each partition
+    delete_retention_ms: int = DEFAULT_DELETE_RETENTION_MS
 
     @property
     def effective_retention_ms(self) -> int:
@@ -98,6 +128,7 @@ class GroupPlan:
     assignors: tuple[str, ...] = ()
     events: list[str] = field(default_factory=list)
     deleted_by_admin: bool = False
+    traits: list[str] = field(default_factory=list)
 
 
 class LogGenerator:
@@ -110,9 +141,21 @@ class LogGenerator:
             raise ValueError("groups must be >= 1 and hours > 0")
         if config.expiry_rules not in ("current", "2.4-3.1", "2.1-2.3", "pre-2.1"):
             raise ValueError(f"unknown expiry rules {config.expiry_rules!r}")
+        if config.coordinator not in ("old", "new"):
+            raise ValueError(f"coordinator must be 'old' or 'new', got {config.coordinator!r}")
+        if config.compaction not in ("none", "cleaned"):
+            raise ValueError(f"compaction must be 'none' or 'cleaned', got {config.compaction!r}")
+        for name in ("idle_partitions", "commit_changed_only", "offsetless_groups", "mass_restarts",
+                     "compaction_dirty_ratio"):
+            if not 0.0 <= getattr(config, name) <= 1.0:
+                raise ValueError(f"{name} must be within 0..1, got {getattr(config, name)}")
+        if config.delete_retention_ms < 0:
+            raise ValueError(f"delete_retention_ms must be >= 0, got {config.delete_retention_ms}")
         self.cfg = config
         self.fast = fast
         self.rng = random.Random(config.seed)
+        # the world's shapes draw from their own stream (see the module rules)
+        self.world = random.Random(f"world:{config.seed}")
         self.start = config.start_ms
         self.end = config.start_ms + int(config.hours * HOUR)
         self.log: RecordLog = BytesLog(config.num_partitions) if fast else RecordLog(config.num_partitions)
@@ -125,6 +168,7 @@ class LogGenerator:
             coordinator=config.coordinator,
             num_partitions=config.num_partitions,
             expiry_rules=config.expiry_rules,
+            offsets_retention_check_phase_ms=config.retention_check_phase_ms,
         )
         self.topics: dict[str, int] = {}
         self.rates: dict[str, float] = {}
@@ -134,6 +178,11 @@ class LogGenerator:
         self.plans: dict[str, GroupPlan] = {}
         self.deleted_topics: list[tuple[str, int]] = []
         self.failovers: list[tuple[int, int, int]] = []  # (time, partition, load_ms)
+        self.idle: dict[tuple[str, int], int] = {}  # partition -> time it went quiet
+        self._compaction_truth: dict[str, Any] | None = None
+        self._starts: dict[str, int] = {}
+        self._removed_by_group: dict[str, list[int]] = {}
+        self._make_idle_partitions()
         self._plan()
 
     # ------------------------------------------------------------------------------------------
@@ -146,6 +195,23 @@ class LogGenerator:
             # partition counts seen in production clusters (many 12-64 partition topics)
             self.topics[name] = self.rng.choice((1, 3, 6, 10, 12, 12, 24, 32, 48, 64))
             self.rates[name] = self.rng.choice((0.5, 5.0, 20.0, 100.0, 1000.0))
+
+    def _make_idle_partitions(self) -> None:
+        """Keyed topics whose keys went quiet: some partitions get no records after a while."""
+        w = self.world
+        for topic in sorted(self.topics):
+            n = self.topics[topic]
+            if n < 2 or w.random() >= self.cfg.idle_partitions:
+                continue
+            quiet = w.sample(range(n), max(1, n // w.choice((2, 3, 4))))
+            for q in sorted(quiet):
+                # early in the run: committed for a while, then never again by changed-only clients
+                self.idle[(topic, q)] = self._at_world(0.02, 0.2)
+        self.sim.idle_since.update(self.idle)
+
+    def _at_world(self, lo: float, hi: float) -> int:
+        span = self.end - self.start
+        return self.start + int(span * (lo + (hi - lo) * self.world.random()))
 
     def _at(self, lo: float, hi: float) -> int:
         """A time between fractions ``lo`` and ``hi`` of the run."""
@@ -170,7 +236,14 @@ class LogGenerator:
                 gid = f"console-consumer-{self.rng.randint(10000, 99999)}-{i}"
             plan = GroupPlan(gid, kind)
             self.plans[gid] = plan
+            w = self.world
+            if kind == "app" and w.random() < self.cfg.offsetless_groups:
+                plan.traits.append("offsetless")
+            elif kind in ("app", "static") and w.random() < self.cfg.commit_changed_only:
+                plan.traits.append("commit_changed_only")
             getattr(self, f"_plan_{kind}")(plan, topic_names)
+            if kind in ("app", "static", "connect") and w.random() < self.cfg.mass_restarts:
+                self._plan_mass_restarts(plan)
         if self.cfg.topic_deletions and self.cfg.groups >= 4:
             for _ in range(max(1, self.cfg.groups // 25)):
                 topic = self.rng.choice(topic_names)
@@ -192,9 +265,41 @@ class LogGenerator:
             self.failovers.append((t, part, load_ms))
             self.sim.at(t, lambda q=part, d=load_ms: self.sim.failover_partition(q, d))  # type: ignore[misc]
 
+    def _plan_mass_restarts(self, plan: GroupPlan) -> None:
+        """Every member restarts within seconds: a rollout (clean closes: the group goes Empty and
+        comes back) or a kill (crashes: the new processes join while the old ones time out). One
+        in three happens right after the group formed, before its first auto-commit."""
+        w = self.world
+        plan.traits.append("mass_restart")
+        starts = sorted(self._starts[n] for n in plan.clients if n in self._starts)
+        if not starts:
+            return
+        # never after the application was decommissioned (that would bring it back)
+        ends = [int(e.split("@")[1]) for e in plan.events if e.startswith("decommission@")]
+        last = min(ends) if ends else self.end
+        times: list[tuple[int, str]] = []
+        if w.random() < 1 / 3:
+            # killed right after the group formed: before its first auto-commit (a crash loop)
+            times.append((starts[0] + self.cfg.initial_rebalance_delay_ms + w.randint(4_000, 6_000), "kill"))
+        for _ in range(w.randint(1, 2)):
+            times.append((self._at_world(0.1, 0.9), w.choice(("rollout", "rollout", "kill"))))
+        for t, how in sorted(x for x in times if x[0] < last):
+            plan.events.append(f"mass_{how}@{t}")
+            down = w.randint(1_000, 10_000)
+            for name in plan.clients:
+                if self._starts.get(name, t) >= t:
+                    continue  # not started yet (scaled out later)
+                jitter = w.randint(0, 3_000)
+                self._do(t + jitter, name, "stop" if how == "rollout" else "crash")
+                self._do(t + down + jitter, name, "start")
+
     def _client(self, plan: GroupPlan, k: int, **kw: Any) -> str:
         name = f"{plan.group_id}#{k}"
         version, sub_version = kw.pop("versions", (7, 1))
+        if "offsetless" in plan.traits:
+            kw["enable_auto_commit"] = False
+        if "commit_changed_only" in plan.traits:
+            kw["commit_changed_only"] = True
         cfg = ClientConfig(
             client_id=f"consumer-{plan.group_id}-{k + 1}",
             group_id=plan.group_id,
@@ -337,6 +442,8 @@ class LogGenerator:
             return
         c = self.sim.clients[name]
         if action == "start":
+            if name not in self._starts or at < self._starts[name]:
+                self._starts[name] = at
             self.sim.at(at, c.start)
         elif action == "stop":
             self.sim.at(at, c.stop)
@@ -349,7 +456,72 @@ class LogGenerator:
     # running
     # ------------------------------------------------------------------------------------------
     def chunks(self, progress: ProgressFn | None = None, step_ms: int = MINUTE) -> Iterator[Chunk]:
-        """Run the simulation to the end, yielding encoded chunks of about ``chunk_records``."""
+        """Run the simulation to the end, yielding encoded chunks of about ``chunk_records``
+        (with ``compaction: cleaned``, the cleaned log, once the whole run is done)."""
+        if self.cfg.compaction == "none":
+            yield from self._written_chunks(progress, step_ms)
+            return
+        whole = Chunk([], [], [], [], [])
+        for c in self._written_chunks(progress, step_ms):
+            whole.keys.extend(c.keys)
+            whole.values.extend(c.values)
+            whole.partitions.extend(c.partitions)
+            whole.offsets.extend(c.offsets)
+            whole.timestamps.extend(c.timestamps)
+        cleaned = self._compact(whole)
+        limit = self.cfg.chunk_records
+        for i in range(0, len(cleaned), limit):
+            yield Chunk(cleaned.keys[i:i + limit], cleaned.values[i:i + limit], cleaned.partitions[i:i + limit],
+                        cleaned.offsets[i:i + limit], cleaned.timestamps[i:i + limit])
+
+    def _compact(self, whole: Chunk) -> Chunk:
+        """What the log cleaner leaves (``coordinator_core.compaction``), and the truth about it."""
+        from coordinator_core.codec import decode_key
+
+        counts: dict[int, int] = {}
+        firsts: dict[int, int] = {}
+        for part, off in zip(whole.partitions, whole.offsets):
+            counts[part] = counts.get(part, 0) + 1
+            firsts.setdefault(part, off)
+        points = cleaner_points_for_dirty_ratio(counts, firsts, self.cfg.compaction_dirty_ratio)
+        result = compact(zip(whole.partitions, whole.offsets, whole.keys, whole.values, whole.timestamps),
+                         points, self.cfg.delete_retention_ms)
+        removed = set(result.removed)
+        tomb_removed = set(result.removed_tombstones)
+        by_group: dict[str, list[int]] = {}
+        key_group: dict[bytes, str] = {}
+        for part, off, key in zip(whole.partitions, whole.offsets, whole.keys):
+            if (part, off) not in removed:
+                continue
+            gid = key_group.get(key)
+            if gid is None:
+                gid = key_group[key] = str(decode_key(key).group)
+            n = by_group.setdefault(gid, [0, 0])
+            n[0] += 1
+            if (part, off) in tomb_removed:
+                n[1] += 1
+        self._removed_by_group = by_group
+        self._compaction_truth = {
+            "mode": "cleaned",
+            "dirty_ratio": self.cfg.compaction_dirty_ratio,
+            "delete_retention_ms": self.cfg.delete_retention_ms,
+            "cleaner_points": {str(q): off for q, off in sorted(points.items())},
+            "records_written": len(whole),
+            "records_kept": len(result.kept),
+            "removed": len(result.removed),
+            "removed_tombstones": len(result.removed_tombstones),
+            "removed_offsets": {str(q): [list(r) for r in runs] for q, runs in sorted(result.removed_ranges().items())},
+        }
+        out = Chunk([], [], [], [], [])
+        for part, off, key, value, ts in result.kept:
+            out.partitions.append(part)
+            out.offsets.append(off)
+            out.keys.append(key)
+            out.values.append(value)
+            out.timestamps.append(ts)
+        return out
+
+    def _written_chunks(self, progress: ProgressFn | None, step_ms: int) -> Iterator[Chunk]:
         t = self.start
         total = self.end - self.start
         limit = self.cfg.chunk_records
@@ -383,6 +555,10 @@ class LogGenerator:
         coord = self.sim.coordinator
         expired = {g: t for t, g in coord.expired_groups}
         deleted = {g: t for t, g in coord.deleted_groups}
+        deaths: dict[str, list[dict[str, Any]]] = {}
+        for t, dead, cause, generation, tombstone in coord.deaths:
+            deaths.setdefault(dead, []).append({"time_ms": t, "cause": cause, "generation": generation,
+                                                "group_tombstone": tombstone})
         groups: dict[str, Any] = {}
         for gid, plan in sorted(self.plans.items()):
             h = coord.history.get(gid)
@@ -410,16 +586,37 @@ class LogGenerator:
                 "offset_tombstones": dict(h.offset_tombstones) if h else {},
                 "expired_ms": expired.get(gid),
                 "deleted_ms": deleted.get(gid),
+                "deaths": deaths.get(gid, []),
+                "traits": list(plan.traits),
             }
+            if self._compaction_truth is not None:
+                removed = self._removed_by_group.get(gid, [0, 0])
+                groups[gid]["compaction_removed"] = removed[0]
+                groups[gid]["compaction_removed_tombstones"] = removed[1]
+        used = sorted({self.log.partition(g) for g in self.plans})
+        schedule = self.sim.cleanup_schedule
         return {
             "config": asdict(self.cfg),
             "retention_ms": self.cfg.effective_retention_ms,
             "start_ms": self.start,
             "end_ms": self.end,
-            "records": self.log.count,
+            # records handed out (after compaction, if any); records_written: what the brokers appended
+            "records": self._compaction_truth["records_kept"] if self._compaction_truth else self.log.count,
+            "records_written": self.log.count,
             "topics": {t: {"partitions": n, "messages_per_sec": self.rates[t]} for t, n in sorted(self.topics.items())},
             "deleted_topics": [{"topic": t, "time_ms": at} for t, at in self.deleted_topics],
             "failovers": [{"time_ms": t, "partition": q, "load_ms": d} for t, q, d in self.failovers],
+            "idle_partitions": [{"topic": tp[0], "partition": tp[1], "idle_since_ms": at}
+                                for tp, at in sorted(self.idle.items())],
+            # the broker's retention checks per __consumer_offsets partition: from ``from_ms`` on
+            # they run at ``first_run_ms + k * interval_ms`` (a failover moves a partition)
+            "retention_checks": {
+                "interval_ms": self.cfg.retention_check_interval_ms,
+                "coordinator": self.cfg.coordinator,
+                "partitions": {str(q): [{"from_ms": a, "first_run_ms": b} for a, b in schedule.get(q, [])]
+                               for q in used},
+            },
+            "compaction": self._compaction_truth or {"mode": "none"},
             "groups": groups,
         }
 

@@ -7,13 +7,21 @@ Rules:
   ``cooperative-sticky`` revokes only what moves, then rejoins (KIP-429).
 - ``onPartitionsRevoked`` / ``onPartitionsAssigned`` are recorded in the trace (kind ``client``)
   and in ``history``.
+- ``client_version``: ``2.4+`` (KIP-429 clients: an eager member revokes what it owns before
+  rejoining, a member kicked out of the group loses its partitions, ``onPartitionsLost``) or
+  ``pre-2.4`` (the seed walk-throughs' clients: ``onJoinPrepare`` runs once per rebalance the
+  member takes part in, calling ``onPartitionsRevoked`` with whatever it holds, an empty set on
+  the first join; a retried JoinGroup of the same rebalance does not call it again; eager only).
 - close: commit, revoke, LeaveGroup (dynamic members only: static members never leave, KIP-345);
   crash: silent; pause ``gc``: silent for a while (responses wait); pause ``slow_poll``: the
   heartbeat thread keeps going but leaves the group once ``max_poll_interval_ms`` passes
   without a poll, and the consumer rejoins after the poll returns.
 - A ``manual`` client sends nothing by itself: a scenario drives it request by request.
 - Consumed offsets are a pure function of (topic, partition, time), so every consumer of a
-  partition commits monotonic offsets without sharing state.
+  partition commits monotonic offsets without sharing state; a partition may go idle (no more
+  records from a time on). ``commit_changed_only`` clients (librdkafka, Kafka Streams) commit only
+  the partitions consumed since their last commit, so an idle partition is committed once more
+  and then never again; Java clients commit every assigned partition on each auto-commit.
 """
 
 from __future__ import annotations
@@ -23,7 +31,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-from coordinator_core.assignors import COOPERATIVE, MemberSubscription, assign
+from coordinator_core.assignors import (
+    COOPERATIVE,
+    MemberSubscription,
+    assign,
+    encode_cooperative_user_data,
+    encode_sticky_user_data,
+    member_data,
+)
 from coordinator_core.records import Assignment, Subscription, TopicPartitions
 from coordinator_core.simulator import protocol as p
 from coordinator_core.simulator.trace import TraceEvent
@@ -52,6 +67,8 @@ class ClientRuntime(Protocol):
     def position(self, tp: TP, now_ms: int) -> int: ...
 
     def rate_per_ms(self, tp: TP) -> float: ...
+
+    def elapsed_cap(self, tp: TP) -> float: ...
 
     def commit(
         self,
@@ -93,6 +110,11 @@ class ClientConfig:
     # v0 "default": opaque-to-the-broker worker state and connector assignments, no commits)
     protocol_type: str = "consumer"
     connectors: int = 3
+    # librdkafka / Kafka Streams style: commit only the partitions consumed since the last commit
+    # (an idle partition's offset is committed once and then never again); the Java client
+    # commits every assigned partition's position on each auto-commit.
+    commit_changed_only: bool = False
+    client_version: str = "2.4+"  # "2.4+" | "pre-2.4" (see the module rules)
 
 
 class Connection:
@@ -137,7 +159,15 @@ class ConsumerClient:
         self.last_join: p.JoinGroupResponse | None = None
         self.rejoin_needed = False
         self.fenced = False
-        self._commit_cache: tuple[list[TP], list[tuple[TP, float]]] = ([], [])
+        self._commit_cache: tuple[list[TP], list[tuple[TP, float, float]]] = ([], [])
+        self._committed: dict[TP, int] = {}  # commit_changed_only: the last offset known committed
+        # The assignor objects' memory (they live as long as the process): StickyAssignor's
+        # memberAssignment + generation, CooperativeStickyAssignor's generation; set by
+        # onAssignment for the protocol the group selected only.
+        self.sticky_assignment: list[TP] | None = None
+        self.needs_join_prepare = True  # pre-2.4 AbstractCoordinator.needsJoinPrepare
+        self.sticky_generation = -1
+        self.cooperative_generation = -1
 
     # ------------------------------------------------------------------------------------------
     def _trace(self, api: str, detail: str | None = None, error: str | None = None) -> None:
@@ -166,7 +196,13 @@ class ConsumerClient:
         self.rt.schedule(at, fire)
 
     @property
+    def pre_2_4(self) -> bool:
+        return self.cfg.client_version == "pre-2.4"
+
+    @property
     def cooperative(self) -> bool:
+        if self.pre_2_4:
+            return False  # RebalanceProtocol.COOPERATIVE came with KIP-429 (2.4)
         return self.protocol in COOPERATIVE if self.protocol else all(a in COOPERATIVE for a in self.cfg.assignors)
 
     # ------------------------------------------------------------------------------------------
@@ -181,6 +217,7 @@ class ConsumerClient:
         self.epoch += 1
         self.life += 1
         self.conn = Connection(self, self.life)
+        self.needs_join_prepare = True
         if not self.cfg.group_management:
             self.assignment = list(self.cfg.assigned_partitions)
             self.state = "STABLE"
@@ -256,7 +293,7 @@ class ConsumerClient:
     # ------------------------------------------------------------------------------------------
     # requests
     # ------------------------------------------------------------------------------------------
-    def _metadata(self) -> bytes:
+    def _metadata(self, protocol: str = "range") -> bytes:
         if self.cfg.protocol_type == "connect":
             # ConnectProtocol CONFIG_STATE_V0: version, url, config offset
             url = f"http://{self.cfg.client_host.lstrip('/')}:8083/".encode()
@@ -268,24 +305,30 @@ class ConsumerClient:
                 by_topic.setdefault(t, []).append(part)
             owned = tuple(TopicPartitions(t, tuple(ps)) for t, ps in sorted(by_topic.items()))
         v = self.cfg.subscription_version
+        user_data: bytes | None = None
+        if protocol == "sticky" and self.sticky_assignment is not None:
+            user_data = encode_sticky_user_data(self.sticky_assignment, self.sticky_generation)
+        elif protocol == "cooperative-sticky":
+            user_data = encode_cooperative_user_data(self.cooperative_generation)
         return encode_subscription(Subscription(
             topics=tuple(sorted(self.cfg.topics)),
-            user_data=None,
+            user_data=user_data,
             owned_partitions=owned if v >= 1 else (),
             generation_id=self.generation if v >= 2 else None,
             version=v,
         ))
 
     def join_request(self) -> p.JoinGroupRequest:
-        meta = self._metadata()
+        connect = self.cfg.protocol_type == "connect"
         return p.JoinGroupRequest(
             group_id=self.cfg.group_id,
             member_id=self.member_id,
             session_timeout_ms=self.cfg.session_timeout_ms,
             rebalance_timeout_ms=self.cfg.max_poll_interval_ms,
             protocol_type=self.cfg.protocol_type,
-            protocols=(("default", meta),) if self.cfg.protocol_type == "connect"
-            else tuple((a, meta) for a in self.cfg.assignors),
+            # one metadata blob per assignor, each with that assignor's user data
+            protocols=(("default", self._metadata()),) if connect
+            else tuple((a, self._metadata(a)) for a in self.cfg.assignors),
             group_instance_id=self.cfg.group_instance_id,
             client_id=self.cfg.client_id,
             client_host=self.cfg.client_host,
@@ -296,7 +339,15 @@ class ConsumerClient:
     def _join(self) -> None:
         """``onJoinPrepare`` then JoinGroup."""
         self.rejoin_needed = False
-        if self.state == "STABLE" and self.assignment:
+        if self.pre_2_4:
+            if self.needs_join_prepare:
+                # onJoinPrepare: commit, then onPartitionsRevoked(assigned) even when empty
+                if self.state == "STABLE" and self.assignment and self.cfg.enable_auto_commit:
+                    self.commit()
+                self._revoked(list(self.assignment))
+                self.assignment = []
+                self.needs_join_prepare = False
+        elif self.state == "STABLE" and self.assignment:
             if self.cfg.enable_auto_commit:
                 self.commit()
             if not self.cooperative:
@@ -352,12 +403,20 @@ class ConsumerClient:
             return
         cache = self._commit_cache
         if cache[0] is not self.assignment:
-            cache = self._commit_cache = (self.assignment, [(tp, self.rt.rate_per_ms(tp)) for tp in sorted(self.assignment)])
+            cache = self._commit_cache = (self.assignment, [(tp, self.rt.rate_per_ms(tp), self.rt.elapsed_cap(tp))
+                                                            for tp in sorted(self.assignment)])
         elapsed = max(self.rt.now - self.rt.start_ms, 0)
         meta = self.cfg.commit_metadata
         epoch = self.cfg.leader_epoch
-        offsets = tuple([(tp, int(r * elapsed), meta, epoch) for tp, r in cache[1]])
+        offsets = tuple([(tp, int(r * (elapsed if elapsed < cap else cap)), meta, epoch) for tp, r, cap in cache[1]])
         cfg = self.cfg
+        if cfg.commit_changed_only:
+            done = self._committed
+            offsets = tuple([o for o in offsets if done.get(o[0]) != o[1]])
+            if not offsets:
+                return
+            for o in offsets:
+                done[o[0]] = o[1]
         managed = cfg.group_management
         member, generation = (self.member_id, self.generation) if managed else ("", -1)
         instance = cfg.group_instance_id if managed else None
@@ -370,16 +429,17 @@ class ConsumerClient:
         if self.cfg.protocol_type == "connect":
             return self._connect_assignment(resp)
         subs: dict[str, MemberSubscription] = {}
+        protocol = resp.protocol_name or "range"
         for jm in resp.members:
             try:
                 s = decode_subscription(jm.metadata)
             except Exception:
                 s = Subscription(())
-            owned = tuple((tp.topic, q) for tp in s.owned_partitions for q in tp.partitions)
-            subs[jm.member_id] = MemberSubscription(s.topics, owned, jm.group_instance_id,
-                                                    -1 if s.generation_id is None else s.generation_id)
+            md = member_data(protocol, s)
+            subs[jm.member_id] = MemberSubscription(md.topics, md.owned_partitions, jm.group_instance_id,
+                                                    md.generation, md.subscription_generation)
         topics = {t: n for t, n in self.rt.topics.items() if n > 0}
-        result = assign(resp.protocol_name or "range", topics, subs)
+        result = assign(protocol, topics, subs)
         out = []
         for mid, tps in result.items():
             by_topic: dict[str, list[int]] = {}
@@ -469,7 +529,19 @@ class ConsumerClient:
         added = sorted(set(new) - old)
         if revoked:
             self._revoked(revoked)
+        if self.cfg.commit_changed_only:
+            # the fetched committed offset is where the previous owner stopped: nothing consumed yet
+            now = self.rt.now
+            self._committed = {tp: self._committed.get(tp, self.rt.position(tp, now)) if tp in old
+                               else self.rt.position(tp, now) for tp in new}
         self.assignment = sorted(new)
+        self.needs_join_prepare = True  # the join completed: the next rebalance prepares again
+        # ConsumerCoordinator.onJoinComplete → the selected assignor's onAssignment
+        if self.protocol == "sticky":
+            self.sticky_assignment = list(new)
+            self.sticky_generation = self.generation
+        elif self.protocol == "cooperative-sticky":
+            self.cooperative_generation = self.generation
         self.state = "STABLE"
         self._trace("onPartitionsAssigned", ",".join(f"{t}-{q}" for t, q in added))
         self.history.append((self.rt.now, "assigned", tuple(added)))
@@ -517,8 +589,9 @@ class ConsumerClient:
             self._trace("fatal", error, error)
             self._reset(closed=True)
             return
-        if self.state == "STABLE" and self.assignment and error != p.REBALANCE_IN_PROGRESS:
+        if self.state == "STABLE" and self.assignment and error != p.REBALANCE_IN_PROGRESS and not self.pre_2_4:
             # partitions are lost, not revoked: no commit is possible with a stale member id
+            # (before 2.4 there is no onPartitionsLost: the next onJoinPrepare revokes them)
             self._trace("onPartitionsLost", ",".join(f"{t}-{q}" for t, q in self.assignment))
             self.assignment = []
         self._request_rejoin(error)

@@ -8,7 +8,9 @@ Rules (each mirrors ``core/.../GroupCoordinator.scala`` / ``GroupMetadata.scala`
   generation, changed metadata rebalances; Stable: the leader or changed metadata rebalances,
   followers get the current generation); static members replace the member id, stale ids are
   fenced (``FENCED_INSTANCE_ID``); a static member rejoining a Stable group without changing
-  the selected protocol rewrites the group record and causes no rebalance.
+  the selected protocol rewrites the group record and causes no rebalance; the replaced id stays
+  in the pending-sync set (``replaceStaticMember`` leaves it), so a follower that restarts
+  between the leader's SyncGroup and its own makes the DelayedSync rebalance the group.
 - One delayed join per rebalance, timeout = the largest rebalance timeout; it completes when
   every member has rejoined and no pending member remains; on timeout the dynamic members that
   did not rejoin are removed. A group leaving Empty waits ``initial_rebalance_delay_ms``
@@ -21,6 +23,10 @@ Rules (each mirrors ``core/.../GroupCoordinator.scala`` / ``GroupMetadata.scala`
   DeleteGroups and topic deletion; group tombstones only when generation > 0 (old coordinator)
   or for any Empty classic group (new coordinator, which also writes an empty-group record at
   creation).
+- Retention checks (``cleanup_expired_offsets``) run per ``__consumer_offsets`` partition on the
+  engine's schedule; every group death is kept in ``deaths`` with its cause (retention, admin,
+  topic deletion: the old coordinator's ``handleDeletedPartitions`` kills an Empty group left
+  without offsets in the same step, the new one leaves it to the next check).
 - Heartbeats: one deadline per member (session timeout, or 5 min for a new member awaiting its
   first join); members awaiting join or sync are never expired (``hasSatisfiedHeartbeat``).
 - Every transition, request, response, timer and record is traced.
@@ -86,6 +92,13 @@ class CoordinatorConfig:
     group_max_size: int = 2**31 - 1
     offsets_retention_ms: int = 7 * 24 * 3600 * 1000
     offsets_retention_check_interval_ms: int = 600_000
+    # When the retention checks run: at start + phase + k * interval for every partition (an int,
+    # scenarios' default 0), or (None) from a seeded random phase, as on a real broker: the old
+    # coordinator's KafkaScheduler runs "delete-expired-group-metadata" at a fixed rate from the
+    # broker's start (one phase per broker; a partition moved by a failover takes its new
+    # leader's phase); the new coordinator schedules it per shard, one interval after the shard
+    # was loaded (GroupCoordinatorShard.onLoaded / scheduleGroupMetadataExpiration).
+    offsets_retention_check_phase_ms: int | None = 0
     offset_value_version: int = 3
     group_value_version: int = 3
     coordinator: str = "old"  # "old" (Scala GroupCoordinator) | "new" (KIP-848 runtime, classic groups)
@@ -241,6 +254,9 @@ class Coordinator:
         self.loading_partitions: set[int] = set()
         self.expired_groups: list[tuple[int, str]] = []  # (time, group) that went Dead by expiry
         self.deleted_groups: list[tuple[int, str]] = []
+        # Every death of a group: (time, group, cause, generation, group tombstone written);
+        # cause: "retention" | "admin" | "topic_deleted". A group may die and come back.
+        self.deaths: list[tuple[int, str, str, int, bool]] = []
         # Topics deleted from the cluster's metadata: KafkaApis answers an OffsetCommit for their
         # partitions with UNKNOWN_TOPIC_OR_PARTITION before the coordinator sees it, so a commit
         # still in flight when the topic goes never re-creates the tombstoned offsets.
@@ -752,9 +768,9 @@ class Coordinator:
         g.members[new_id] = m
         if g.leader == old_id:
             g.leader = new_id
-        if old_id in g.pending_sync:
-            g.pending_sync.discard(old_id)
-            g.pending_sync.add(new_id)
+        # The pending-sync set is left alone (as replaceStaticMember does): a follower that restarts
+        # after the leader's SyncGroup but before its own stays pending under its old member id, so
+        # the DelayedSync expires and rebalances the group although the new id synced.
         assert req.group_instance_id is not None
         g.static[req.group_instance_id] = new_id
         m.hb_timer_at = -1
@@ -1028,25 +1044,38 @@ class Coordinator:
             else:
                 self._transition(g, DEAD)
                 self._tombstone_offsets(g, sorted(g.offsets), "group_deleted")
-                self._write_group_tombstone(g)
+                written = self._write_group_tombstone(g)
                 del self.groups[gid]
                 self.deleted_groups.append((self.rt.now, gid))
+                self.deaths.append((self.rt.now, gid, "admin", g.generation, written))
                 errors.append((gid, p.NONE))
         self._respond(req.group_ids[0] if req.group_ids else "", req.endpoint, p.DeleteGroupsResponse(tuple(errors)), None)
 
-    def _write_group_tombstone(self, g: Group) -> None:
+    def _write_group_tombstone(self, g: Group) -> bool:
+        # Old coordinator (GroupMetadataManager.cleanupGroupMetadata): no tombstone at generation
+        # 0 ("this group is only using Kafka for offset storage"). New coordinator
+        # (ClassicGroup.createGroupTombstoneRecords): always, simple groups included.
         if self.cfg.coordinator == "new" or g.generation > 0:
             self._append_group_value(g, None)
+            return True
+        return False
 
     # ------------------------------------------------------------------------------------------
     # housekeeping: retention check, topic deletion, failover
     # ------------------------------------------------------------------------------------------
-    def cleanup_expired_offsets(self) -> None:
-        """One run of the retention check (``cleanupGroupMetadata``, spec §8)."""
+    def cleanup_expired_offsets(self, partitions: Iterable[int] | None = None) -> None:
+        """One run of the retention check (``cleanupGroupMetadata``, spec §8): over every loaded
+        group, or over the groups of some ``__consumer_offsets`` partitions (the partitions whose
+        check is due: per broker in the old coordinator, per shard in Kafka 4's
+        ``GroupCoordinatorShard.cleanupGroupMetadata``)."""
         now = self.rt.now
         retention = self.cfg.offsets_retention_ms
         self._cause = "offsets retention check"
+        part_of = self.log.partition
+        only = None if partitions is None else frozenset(partitions)
         for gid in list(self.groups):
+            if only is not None and part_of(gid) not in only:
+                continue
             g = self.groups[gid]
             expired: list[tuple[str, int]] = []
             rules = self.cfg.expiry_rules
@@ -1077,9 +1106,10 @@ class Coordinator:
             self._tombstone_offsets(g, sorted(expired), "retention")
             if g.state == EMPTY and not g.offsets:
                 self._transition(g, DEAD)
-                self._write_group_tombstone(g)
+                written = self._write_group_tombstone(g)
                 del self.groups[gid]
                 self.expired_groups.append((now, gid))
+                self.deaths.append((now, gid, "retention", g.generation, written))
 
     @staticmethod
     def _expired(e: OffsetEntry, now: int, retention: int, base: int) -> bool:
@@ -1089,14 +1119,26 @@ class Coordinator:
         return now - base >= retention
 
     def delete_topic(self, topic: str) -> None:
-        """``handleDeletedPartitions``: tombstone every group's offsets of the topic."""
+        """``handleDeletedPartitions``: tombstone every group's offsets of the topic.
+
+        The old coordinator does it through ``cleanupGroupMetadata`` over every cached group, so
+        an Empty group left without offsets (whether or not it had any of the topic's) goes Dead
+        in the same step, with a group tombstone when its generation is > 0. The new coordinator
+        (``OffsetMetadataManager.onPartitionsDeleted``) only writes the offset tombstones; such a
+        group dies at its shard's next retention check.
+        """
         self._cause = f"topic {topic} deleted"
         self.deleted_topics.add(topic)
-        for g in list(self.groups.values()):
+        for gid, g in list(self.groups.items()):
             tps = sorted(tp for tp in g.offsets if tp[0] == topic)
             if tps:
                 self._trace(g.group_id, "timer", api="TopicDeletion", detail=f"{topic}: {len(tps)} offsets")
                 self._tombstone_offsets(g, tps, "topic_deleted")
+            if self.cfg.coordinator == "old" and g.state == EMPTY and not g.offsets:
+                self._transition(g, DEAD)
+                written = self._write_group_tombstone(g)
+                del self.groups[gid]
+                self.deaths.append((self.rt.now, gid, "topic_deleted", g.generation, written))
 
     def unload_partition(self, partition: int) -> dict[str, tuple[GroupMetadataValue | None, dict[TP, OffsetEntry]]]:
         """Resignation (``onGroupUnloaded``): groups go Dead, waiting members get NOT_COORDINATOR.

@@ -6,7 +6,11 @@ Rules:
   JoinGroup first" is expressed. No clocks; randomness only from the seeded ``random.Random``.
 - The coordinator handles one request at a time (the group lock); a response reaches its client
   after the client's ``network_delay_ms``.
-- The offsets retention check runs every ``offsets_retention_check_interval_ms``.
+- The offsets retention check runs every ``offsets_retention_check_interval_ms`` per
+  ``__consumer_offsets`` partition, from a phase (``CoordinatorConfig.offsets_retention_check_phase_ms``:
+  fixed, or seeded random per broker (old coordinator) / per shard load (new coordinator)); a
+  failover moves the partition to a schedule of its new leader (old: another broker's phase;
+  new: one interval after the load). ``cleanup_schedule`` records every (from, first run) pair.
 """
 
 from __future__ import annotations
@@ -43,6 +47,9 @@ class Simulator:
         self.start_ms = start_ms
         self.topics: dict[str, int] = dict(topics or {})
         self.topic_rates: dict[str, float] = dict(topic_rates or {})
+        # Partitions that stop receiving records at a time (keyed topics whose keys went quiet):
+        # their position stays where it was from then on (``position``).
+        self.idle_since: dict[tuple[str, int], int] = {}
         self.log = log if log is not None else RecordLog(self.cfg.num_partitions)
         self.events: list[TraceEvent] = []
         self.trace_enabled = trace
@@ -54,8 +61,15 @@ class Simulator:
         self.clients: dict[str, ConsumerClient] = {}
         self._queue: list[tuple[int, int, Callable[[], None]]] = []
         self._seq = 0
+        # partition -> [(from_ms, first_run_ms)]: the retention check's schedule (the truth's phase)
+        self.cleanup_schedule: dict[int, list[tuple[int, int]]] = {}
+        self._cleanup_epoch: dict[int, int] = {}
+        self._cleanup_due: dict[int, list[tuple[int, int]]] = {}
+        # a stream of its own, so that phases never shift the other seeded draws
+        self._phase_rng = random.Random(f"retention-check-phase:{seed}")
+        self.retention_checks = retention_checks
         if retention_checks:
-            self._schedule_retention(start_ms + self.cfg.offsets_retention_check_interval_ms)
+            self._start_cleanup_schedule()
 
     # runtime interface -----------------------------------------------------------------------
     def schedule(self, at_ms: int, fn: Callable[[], None]) -> None:
@@ -106,9 +120,14 @@ class Simulator:
         """Messages per millisecond consumed from a partition (partitions differ a little)."""
         return self.topic_rates.get(tp[0], 10.0) * (1.0 + (tp[1] % 5) / 10.0) / 1000.0
 
+    def elapsed_cap(self, tp: tuple[str, int]) -> float:
+        """How long a partition has records for, from the start (infinite unless it goes idle)."""
+        idle = self.idle_since.get(tp)
+        return float("inf") if idle is None else max(idle - self.start_ms, 0)
+
     def position(self, tp: tuple[str, int], now_ms: int) -> int:
         """The consumed offset of a partition at a time (monotonic, shared by every consumer)."""
-        return int(self.rate_per_ms(tp) * max(now_ms - self.start_ms, 0))
+        return int(self.rate_per_ms(tp) * min(max(now_ms - self.start_ms, 0), self.elapsed_cap(tp)))
 
     # clients and actions ---------------------------------------------------------------------
     def add_client(self, name: str, config: ClientConfig) -> ConsumerClient:
@@ -155,18 +174,67 @@ class Simulator:
         coordinator = self.coordinator
         if type(self.log) is RecordLog:
             records = list(self.log.records_for_partition(partition))
-            self.schedule(self.now + load_ms, lambda: coordinator.load_partition(partition, records))
+
+            def load() -> None:
+                coordinator.load_partition(partition, records)
+                self._on_partition_loaded(partition)
         else:
-            self.schedule(self.now + load_ms, lambda: coordinator.load_snapshot(partition, snapshot))
+            def load() -> None:
+                coordinator.load_snapshot(partition, snapshot)
+                self._on_partition_loaded(partition)
 
-    def _schedule_retention(self, at: int) -> None:
+        self.schedule(self.now + load_ms, load)
+
+    def _start_cleanup_schedule(self) -> None:
         interval = self.cfg.offsets_retention_check_interval_ms
+        phase = self.cfg.offsets_retention_check_phase_ms
+        n = self.cfg.num_partitions
+        if phase is not None:
+            firsts = dict.fromkeys(range(n), self.start_ms + phase)
+        elif self.cfg.coordinator == "old":
+            broker_phase = self._phase_rng.randrange(interval)
+            firsts = dict.fromkeys(range(n), self.start_ms + broker_phase)
+        else:
+            # each shard was loaded some time before the run started; its first check is one
+            # interval after that load
+            firsts = {q: self.start_ms + self._phase_rng.randrange(interval) for q in range(n)}
+        for q, first in firsts.items():
+            self._set_cleanup(q, first)
 
-        def run() -> None:
-            self.coordinator.cleanup_expired_offsets()
-            self._schedule_retention(self.now + interval)
+    def _set_cleanup(self, partition: int, first_ms: int) -> None:
+        epoch = self._cleanup_epoch.get(partition, 0) + 1
+        self._cleanup_epoch[partition] = epoch
+        self.cleanup_schedule.setdefault(partition, []).append((self.now, first_ms))
+        self._add_cleanup(partition, epoch, first_ms)
 
-        self.schedule(at, run)
+    def _add_cleanup(self, partition: int, epoch: int, at: int) -> None:
+        # Partitions due at the same millisecond share one event (one pass over the groups).
+        due = self._cleanup_due.get(at)
+        if due is None:
+            due = self._cleanup_due[at] = []
+            self.schedule(at, lambda: self._run_cleanup(at))
+        due.append((partition, epoch))
+
+    def _run_cleanup(self, at: int) -> None:
+        due = self._cleanup_due.pop(at, [])
+        live = [(q, e) for q, e in due if self._cleanup_epoch.get(q) == e]
+        if not live:
+            return
+        parts = {q for q, _ in live}
+        self.coordinator.cleanup_expired_offsets(None if len(parts) == self.cfg.num_partitions else parts)
+        nxt = at + self.cfg.offsets_retention_check_interval_ms
+        for q, e in live:
+            self._add_cleanup(q, e, nxt)
+
+    def _on_partition_loaded(self, partition: int) -> None:
+        """A failover's load finished: the partition's retention checks follow its new leader."""
+        if not self.retention_checks:
+            return
+        interval = self.cfg.offsets_retention_check_interval_ms
+        if self.cfg.coordinator == "new":
+            self._set_cleanup(partition, self.now + interval)  # GroupCoordinatorShard.onLoaded
+        elif self.cfg.offsets_retention_check_phase_ms is None:
+            self._set_cleanup(partition, self.now + 1 + self._phase_rng.randrange(interval))
 
     # the loop --------------------------------------------------------------------------------
     def run(self, until_ms: int) -> None:

@@ -6,7 +6,8 @@ Rules:
   ``pipelines.scenario_files`` (the core has no third-party imports).
 - Top-level keys: ``name``, ``description``, ``until_ms``, ``seed``, ``coordinator`` (fields of
   ``CoordinatorConfig``), ``topics`` (name → partitions, or ``{partitions, messages_per_sec}``),
-  ``client_defaults`` and ``clients`` (fields of ``ClientConfig``), ``timeline``, ``expect``.
+  ``client_defaults`` and ``clients`` (fields of ``ClientConfig``; ``client_version: pre-2.4``
+  makes the consumers behave as the seeds' pre-KIP-429 clients), ``timeline``, ``expect``.
 - Timeline actions: ``start``, ``stop``, ``crash``, ``pause`` (``duration_ms``, ``kind``: gc |
   slow_poll), ``subscribe`` (``topics``), ``commit``, ``drop_next_response`` (``api``,
   ``count``), ``delay_next_request`` (``api``, ``delay_ms``), ``request`` (manual clients:
@@ -85,6 +86,9 @@ def _dataclass_kwargs(cls: type, raw: dict[str, Any], path: str, skip: set[str] 
                 v = tuple((str(x[0]), int(x[1])) for x in v)
             else:
                 v = tuple(v)
+        if v is None and "None" in t:
+            out[k] = v  # an optional setting left unset (e.g. a seeded retention check phase)
+            continue
         if "int" in t and t.split("|")[0].strip() == "int" and not isinstance(v, int):
             raise _fail(f"{path}.{k}", f"expected an integer, got {v!r}")
         if t == "bool" and not isinstance(v, bool):
@@ -162,6 +166,11 @@ class Scenario:
             kwargs.setdefault("client_id", cname)
             if "group_id" not in kwargs:
                 raise _fail(f"{cpath}.group_id", "missing (set it here or in client_defaults)")
+            version = kwargs.get("client_version", "2.4+")
+            if version not in ("2.4+", "pre-2.4"):
+                raise _fail(f"{cpath}.client_version", f"must be '2.4+' or 'pre-2.4', got {version!r}")
+            if version == "pre-2.4" and "cooperative-sticky" in kwargs.get("assignors", ()):
+                raise _fail(f"{cpath}.assignors", "cooperative-sticky needs a 2.4+ client (KIP-429)")
             clients[cname] = ClientConfig(**kwargs)
         timeline: list[TimelineEntry] = []
         raw_timeline = data.get("timeline", [])

@@ -4,8 +4,9 @@ Rules:
 - The log comes from ``coordinator_core.generator`` (deterministic for a seed) and is written
   with ``pipelines.raw_files.RawRecordWriter`` (raw-record Parquet, sequential file names,
   temp + rename), so every reader of captured logs reads it unchanged.
-- ``<out>/_truth.json`` holds what the simulator knows (per group: kind, final state,
-  generation, rebalances, expiry/deletion times, tombstones by cause). The leading underscore
+- ``<out>/_truth.json`` holds what the simulator knows (per group: kind, traits, final state,
+  generation, rebalances, every death with its cause, tombstones by cause; the retention checks'
+  schedule; with ``--compaction cleaned`` what the cleaner removed). The leading underscore
   keeps it out of Spark's file source and of ``read_raw_records``.
 - Progress goes to stderr with ``rich`` when stderr is a terminal (``--quiet`` turns it off).
 - ``write_generated(...)`` is the same thing as a function (``offsetlake quickstart`` uses it).
@@ -30,12 +31,18 @@ __consumer_offsets records they produce (raw-record Parquet) plus _truth.json.
 The mix: dynamic consumer groups (range / roundrobin / sticky / cooperative-sticky) with
 auto-commit, rolling deploys, crashes (session timeouts), GC pauses and slow polls; static
 members (KIP-345: restarts without rebalances); simple consumers committing with generation -1;
-short-lived console consumers that go Empty and expire or get deleted; topic deletions.
+short-lived console consumers that go Empty and expire or get deleted; topic deletions. And the
+shapes real clusters hold (defaults in brackets): idle partitions [30% of topics] with consumers
+committing only what they consumed [30% of application groups], groups that never commit
+[10%], groups whose members all restart within seconds [20%], retention checks on the broker's
+own seeded phase; optionally the compacted capture a reader from `earliest` gets.
 
 examples:
   offsetlake generate --groups 20 --hours 2 --seed 7 --out landing/
   offsetlake generate --groups 2000 --hours 6 --seed 1 --out /tmp/big --quiet
   offsetlake generate --groups 50 --hours 24 --retention-ms 21600000 --coordinator new --out x/
+  offsetlake generate --groups 40 --hours 6 --coordinator new --compaction cleaned \
+      --delete-retention-ms 3600000 --out compacted/
 """
 
 
@@ -64,6 +71,24 @@ def register(subparsers: Any) -> None:
     p.add_argument("--failovers-per-hour", type=float, default=0.2,
                    help="coordinator failovers (partition leader moves) per hour, cluster-wide")
     p.add_argument("--no-topic-deletions", action="store_true", help="never delete a topic")
+    p.add_argument("--compaction", choices=("none", "cleaned"), default="none",
+                   help="cleaned: what a capture from earliest of the compacted topic reads (default none)")
+    p.add_argument("--dirty-ratio", type=float, default=0.25,
+                   help="with --compaction cleaned: the uncleaned tail of each partition, 0..1 (default 0.25)")
+    p.add_argument("--delete-retention-ms", type=int, default=86_400_000,
+                   help="delete.retention.ms: how long the cleaner keeps tombstones (default 1 day)")
+    p.add_argument("--retention-check-interval-ms", type=int, default=600_000,
+                   help="offsets.retention.check.interval.ms (default 600000)")
+    p.add_argument("--retention-check-phase-ms", type=int, default=None,
+                   help="retention checks at start + phase + k*interval (default: a seeded phase per broker/shard)")
+    p.add_argument("--idle-partitions", type=float, default=0.3, metavar="SHARE",
+                   help="share of topics with partitions that go quiet (default 0.3)")
+    p.add_argument("--commit-changed-only", type=float, default=0.3, metavar="SHARE",
+                   help="share of application groups committing only the partitions they consumed (default 0.3)")
+    p.add_argument("--offsetless-groups", type=float, default=0.1, metavar="SHARE",
+                   help="share of application groups that never commit offsets (default 0.1)")
+    p.add_argument("--mass-restarts", type=float, default=0.2, metavar="SHARE",
+                   help="share of application/Connect groups whose members all restart at once (default 0.2)")
     p.add_argument("--rows-per-file", type=int, default=500_000)
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=main)
@@ -79,6 +104,15 @@ def _options(args: argparse.Namespace) -> dict[str, Any]:
         "topic_deletions": not args.no_topic_deletions,
         "failovers_per_hour": args.failovers_per_hour,
         "expiry_rules": args.expiry_rules,
+        "compaction": args.compaction,
+        "compaction_dirty_ratio": args.dirty_ratio,
+        "delete_retention_ms": args.delete_retention_ms,
+        "retention_check_interval_ms": args.retention_check_interval_ms,
+        "retention_check_phase_ms": args.retention_check_phase_ms,
+        "idle_partitions": args.idle_partitions,
+        "commit_changed_only": args.commit_changed_only,
+        "offsetless_groups": args.offsetless_groups,
+        "mass_restarts": args.mass_restarts,
     }
     if args.retention_ms is not None:
         opts["retention_ms"] = args.retention_ms

@@ -7,6 +7,10 @@ Rules:
   when present; otherwise from ``sample_records`` below: a small deterministic log of consumer groups
   (join, commits, a member leaving, an empty group, a deleted group) encoded with the shared
   codec (``coordinator_core.codec``).
+- ``--world plain`` (the default for now) generates the long-standing mix; ``--world realistic``
+  adds the shapes real clusters hold (idle partitions committed once, offset-less groups, mass
+  restarts: ``GeneratorConfig``'s defaults) and ``--compaction cleaned`` reads the log as a
+  capture from ``earliest`` of the compacted topic would.
 - The batch job is the real one (``pipelines.jobs.batch.run_batch``); the three example queries
   are printed with their SQL and their results.
 """
@@ -178,11 +182,20 @@ def sample_records(
     return out
 
 
+#: ``--world plain``: the generator's world shapes turned off (the mix before issue 13)
+PLAIN_WORLD: dict[str, float] = {"idle_partitions": 0.0, "commit_changed_only": 0.0, "offsetless_groups": 0.0,
+                                 "mass_restarts": 0.0}
+
+
 def generate_sample(
     landing: str | Path, *, groups: int, hours: float, seed: int, num_partitions: int, retention_ms: int,
-    coordinator: str = "new",
+    coordinator: str = "new", world: str = "plain", compaction: str = "none",
 ) -> tuple[int, str]:
-    """Write a sample log into ``landing``; returns (records written, generator used)."""
+    """Write a sample log into ``landing``; returns (records written, generator used).
+
+    ``world``: ``plain`` or ``realistic`` (the generator's defaults); ``compaction``: ``none`` or
+    ``cleaned`` (``GeneratorConfig.compaction``).
+    """
     from pipelines.raw_files import write_raw_records
 
     try:
@@ -191,8 +204,11 @@ def generate_sample(
         records = sample_records(groups, seed=seed, num_partitions=num_partitions)
         write_raw_records(records, landing)
         return len(records), "built-in sample"
+    if world not in ("plain", "realistic"):
+        raise UsageError(f"--world: expected plain or realistic, got {world!r}")
+    shapes: dict[str, Any] = dict(PLAIN_WORLD) if world == "plain" else {}
     n = write_generated(landing, groups=groups, hours=hours, seed=seed, num_partitions=num_partitions,
-                        retention_ms=retention_ms, coordinator=coordinator)
+                        retention_ms=retention_ms, coordinator=coordinator, compaction=compaction, **shapes)
     return int(n), "coordinator simulator"
 
 
@@ -222,6 +238,10 @@ def register(subparsers: Any) -> None:
         help="the sample cluster's offsets.retention in ms, used by the simulated broker AND the replay, "
         "short so offset expiry shows within the sample (default: %(default)s = 15 min)",
     )
+    p.add_argument("--world", choices=("plain", "realistic"), default="plain",
+                   help="realistic: idle partitions, offset-less groups, mass restarts (default: %(default)s)")
+    p.add_argument("--compaction", choices=("none", "cleaned"), default="none",
+                   help="cleaned: the log as a capture of the compacted topic reads it (default: %(default)s)")
     p.add_argument("--fresh", action="store_true", help="delete --dir first")
     p.add_argument("--conf", default=None, help="base overlay to start from (default: conf/local.yaml)")
     p.set_defaults(func=run)
@@ -275,7 +295,8 @@ def run(args: argparse.Namespace) -> int:
         n, how = generate_sample(landing, groups=groups, hours=hours, seed=seed,
                                  num_partitions=cfg.offsets_topic.num_partitions,
                                  retention_ms=cfg.generate.retention_ms,
-                                 coordinator=cfg.generate.coordinator)
+                                 coordinator=cfg.generate.coordinator, world=args.world,
+                                 compaction=args.compaction)
         err.print(f"[quickstart] generated {n:,} records for {groups} groups ({how}) into {landing}")
 
     spark = build_spark_from_config(cfg, app_suffix="quickstart")

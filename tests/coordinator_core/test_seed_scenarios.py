@@ -161,3 +161,48 @@ def test_scripted_sync_orders_the_follower_waits_and_a_late_follower_is_answered
     stable_at = next(e.time_ms for e in r.events if e.kind == "transition" and e.to_state == "Stable")
     assert stable_at == 30
     assert sorted(len(c.assignment) for c in r.sim.clients.values()) == [1, 1, 1]
+
+
+def callbacks(r: ScenarioResult, client: str) -> list[tuple[str, tuple[tuple[str, int], ...]]]:
+    return [(h[1], h[2]) for h in r.sim.clients[client].history]
+
+
+def test_pre_2_4_clients_revoke_once_per_rebalance_with_an_empty_set_first_as_the_book_says() -> None:
+    r = run("book_three_consumers_at_once")
+    # scene 1: each listener's onPartitionsRevoked and onPartitionsAssigned run exactly once,
+    # although consumer-3 sent JoinGroup twice (its retry belongs to the same rebalance)
+    for c in ("consumer-1", "consumer-2", "consumer-3"):
+        got = callbacks(r, c)
+        assert [kind for kind, _ in got] == ["revoked", "assigned"], c
+        assert got[0][1] == ()
+
+
+def test_pre_2_4_first_consumer_revokes_and_is_assigned_twice_when_joining_one_second_apart() -> None:
+    r = run("book_join_one_second_apart")
+    first = callbacks(r, "consumer-1")
+    assert [kind for kind, _ in first] == ["revoked", "assigned", "revoked", "assigned"]
+    assert first[0][1] == () and len(first[2][1]) == 3  # the second revoke gives back all three
+    for c in ("consumer-2", "consumer-3"):
+        assert [kind for kind, _ in callbacks(r, c)] == ["revoked", "assigned"]
+
+
+def test_a_2_4_client_revokes_nothing_on_its_first_join() -> None:
+    from coordinator_core.simulator import Scenario
+
+    raw = {"until_ms": 10_000, "coordinator": {"initial_rebalance_delay_ms": 0}, "topics": {"t": 2},
+           "client_defaults": {"group_id": "g", "topics": ["t"]}, "clients": {"c": {}},
+           "timeline": [{"at_ms": 0, "client": "c", "action": "start"}]}
+    r = Scenario.from_dict(raw).run()
+    assert [kind for kind, _ in callbacks(r, "c")] == ["assigned"]
+
+
+def test_a_pre_2_4_client_cannot_use_the_cooperative_protocol() -> None:
+    from coordinator_core.errors import ConfigError
+    from coordinator_core.simulator import Scenario
+
+    raw = {"client_defaults": {"group_id": "g", "topics": ["t"], "client_version": "pre-2.4"},
+           "clients": {"c": {"assignors": ["cooperative-sticky"]}}}
+    with pytest.raises(ConfigError, match=r"clients\.c\.assignors"):
+        Scenario.from_dict(raw)
+    with pytest.raises(ConfigError, match="client_version"):
+        Scenario.from_dict({"clients": {"c": {"group_id": "g", "client_version": "0.10"}}})

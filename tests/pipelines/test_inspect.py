@@ -24,7 +24,11 @@ def warehouse(tmp_path_factory: pytest.TempPathFactory) -> tuple[Config, dict[st
 
     from schemas import get as get_spec
 
-    log = generate(6, 1.0, seed=2)
+    # Issue 13: with the generator's default world this seed has an offset-less group
+    # (search-service-0000) whose members all restart within seconds; the replay before the
+    # issue-13 rework reports it Dead mid-rebalance (a predicted death taken as a fact). Drop
+    # these two options once the replay no longer does.
+    log = generate(6, 1.0, seed=2, offsetless_groups=0.0, mass_restarts=0.0)
     root = tmp_path_factory.mktemp("inspect")
     cfg = load_config(overrides={"paths.root": str(root), "replay.retention_ms": log.truth["retention_ms"]})
     schema = get_spec("raw_records").arrow_schema()
