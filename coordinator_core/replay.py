@@ -174,6 +174,10 @@ class GroupSnapshot:
     first_position: tuple[int, int] | None = None
     new_coordinator_seen: bool = False
     predictions_contradicted: int = 0
+    #: contradicted while the group had only offsets (never a group record): counted once its
+    #: first group record shows that phase was real (generation <= 1), dropped when it shows a
+    #: compacted history (the "simple group" was a state compaction made, not the broker's)
+    pending_contradictions: int = 0
 
     # -- derived -----------------------------------------------------------------------------
     @property
@@ -236,7 +240,7 @@ class GroupSnapshot:
             "records_applied": self.records_applied,
             "unsupported_records": self.unsupported_records,
             "first_log_offset": None if self.first_position is None else self.first_position[1],
-            "predictions_contradicted": self.predictions_contradicted,
+            "predictions_contradicted": self.predictions_contradicted + self.pending_contradictions,
             "format_version": SNAPSHOT_FORMAT_VERSION,
         }
 
@@ -269,7 +273,7 @@ _SNAPSHOT_FIELDS = (
     "subscribed_topics", "offsets", "last_position", "last_timestamp_ms", "records_applied",
     "unsupported_records", "last_offset_removal_ms", "predicted_expired", "predicted_death_ms", "tombstone_run",
     "predicted_removed", "predicted_death_restore", "settled", "settled_death_ms", "situation_since_ms",
-    "first_position", "new_coordinator_seen", "predictions_contradicted",
+    "first_position", "new_coordinator_seen", "predictions_contradicted", "pending_contradictions",
 )  # fmt: skip
 if tuple(f.name for f in dataclasses.fields(GroupSnapshot)) != _SNAPSHOT_FIELDS:  # pragma: no cover
     raise RuntimeError("GroupSnapshot's fields changed: update _SNAPSHOT_FIELDS, _Work.freeze and new_snapshot")
@@ -281,7 +285,7 @@ def new_snapshot(group_id: str) -> GroupSnapshot:
     """The snapshot of a group before any record (it does not exist yet)."""
     return _new_group_snapshot(  # type: ignore[no-any-return]
         (group_id, _D, False, 0, None, None, None, None, (), False, None, None, None, _EMPTY_OFFSETS, None, None,
-         0, 0, None, _EMPTY_PREDICTED, None, (), _EMPTY_OFFSETS, None, _EMPTY_SETTLED, None, None, None, False, 0)
+         0, 0, None, _EMPTY_PREDICTED, None, (), _EMPTY_OFFSETS, None, _EMPTY_SETTLED, None, None, None, False, 0, 0)
     )
 
 
@@ -438,6 +442,7 @@ class _Work:
         "predicted_death_ms",
         "predicted_death_restore",
         "predicted_expired",
+        "pending_contradictions",
         "predicted_removed",
         "predictions_contradicted",
         "protocol",
@@ -515,6 +520,7 @@ class _Work:
         self.situation_since_ms = s.situation_since_ms
         self.first_position = s.first_position
         self.predictions_contradicted = s.predictions_contradicted
+        self.pending_contradictions = s.pending_contradictions
         self.tombstone_run: list[tuple[str, int, int, int, int, int]] = list(s.tombstone_run)
         self.retention_ms = retention_ms
         self.rules = rules
@@ -566,6 +572,7 @@ class _Work:
                 self.first_position,
                 self.new_coordinator_seen,
                 self.predictions_contradicted,
+                self.pending_contradictions,
             )
         )
 
@@ -774,11 +781,15 @@ class _Work:
             self, horizon, retention, self.rules, self.coordinator, self.settled, self.settled_death_ms
         )
         all_overdue = True
+        offsets_only = self.metadata_timestamp_ms is None  # no group record seen yet
         for tp, due in plan.expired:
             if self._effective_due(due, self.offsets[tp]) <= horizon:
                 self.settled[tp] = due
-                self.predictions_contradicted += 1
-                self.stats.predictions_contradicted += 1
+                if offsets_only:
+                    self.pending_contradictions += 1
+                else:
+                    self.predictions_contradicted += 1
+                    self.stats.predictions_contradicted += 1
             else:
                 all_overdue = False
         if plan.group_dies and all_overdue and plan.death_ms is not None:
@@ -1174,6 +1185,13 @@ class _Work:
                         log_offset=pos[1],
                     )
 
+        if self.pending_contradictions:
+            # the offsets-only phase was real only if this first group record starts the group's
+            # history; a later generation shows compaction removed what came before
+            if g_new <= 1 or self.log_start:
+                self.predictions_contradicted += self.pending_contradictions
+                self.stats.predictions_contradicted += self.pending_contradictions
+            self.pending_contradictions = 0
         # materialise the record (Kafka's loadGroup)
         self.exists = True
         self.situation_since_ms = ts
@@ -2084,6 +2102,7 @@ def serialize_snapshot(s: GroupSnapshot) -> bytes:
         w.i(s.first_position[1])
     w.u(int(s.new_coordinator_seen))
     w.u(s.predictions_contradicted)
+    w.u(s.pending_contradictions)
     return bytes(w.buf)
 
 
@@ -2193,6 +2212,7 @@ def deserialize_snapshot(data: bytes) -> GroupSnapshot:
         first: tuple[int, int] | None = None
         new_seen = False
         contradicted = 0
+        pending = 0
         if version >= 2:
             removed = _read_offsets(r)
             if r.u():
@@ -2205,6 +2225,7 @@ def deserialize_snapshot(data: bytes) -> GroupSnapshot:
             first = (r.i(), r.i()) if r.u() else None
             new_seen = bool(r.u())
             contradicted = r.u()
+            pending = r.u()
         elif predicted or death is not None:
             # a v1 snapshot's view had already removed its predictions (and their values are
             # gone): keep it as the fold, with nothing outstanding to confirm or withdraw
@@ -2242,4 +2263,5 @@ def deserialize_snapshot(data: bytes) -> GroupSnapshot:
         first_position=first,
         new_coordinator_seen=new_seen,
         predictions_contradicted=contradicted,
+        pending_contradictions=pending,
     )

@@ -237,3 +237,20 @@ def test_a_rebalance_from_empty_starts_no_earlier_than_the_initial_delays_its_jo
     assert duration(1) == 3_000 + 100  # the join phase, then 100 ms to the leader's SyncGroup
     assert duration(4) == 12_000 + 100
     assert duration(200, rebalance_timeout=30_000) == 30_000 + 100
+
+
+def test_contradictions_judged_on_a_state_compaction_made_are_not_counted() -> None:
+    # a compacted capture: an idle partition's old commit, then the group's latest record at
+    # generation 13 — the "simple group" between them never existed, so what the rules said of
+    # it is no sign of a retention mismatch
+    log = GroupLog()
+    log.commit("t", 2, 40)
+    log.advance(3 * WEEK).stable(13, [member("m1", topics=["t"], assigned={"t": [2]})])
+    assert replay(new_snapshot("g"), log.records, retention_ms=WEEK).snapshot.to_state_row()[
+        "predictions_contradicted"] == 0
+    # the same commit before a first group record at generation 1 was a real simple-group phase
+    real = GroupLog()
+    real.commit("t", 2, 40)
+    real.advance(3 * WEEK).stable(1, [member("m1", topics=["t"], assigned={"t": [2]})])
+    assert replay(new_snapshot("g"), real.records, retention_ms=WEEK).snapshot.to_state_row()[
+        "predictions_contradicted"] == 1
