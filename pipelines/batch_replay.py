@@ -533,6 +533,7 @@ def write_gold_from_files(
     from pyspark.sql import functions as F
 
     from pipelines.file_tasks import spread
+    from pipelines.replay_job import as_of_and_log_end
 
     spark = io.spark
     assert spark is not None
@@ -549,10 +550,9 @@ def write_gold_from_files(
         log.info("replay: from the decode's spool (%d files, %d rows)", len(entries),
                  sum(int(e["rows"]) for e in entries))
         try:
-            if as_of_ms is None and retention_ms is not None:
-                options["as_of_ms"] = max((int(e["max_ts"]) for e in entries), default=None)
-                if options["log_end_ms"] is None:
-                    options["log_end_ms"] = options["as_of_ms"]  # the end of the log judges predictions
+            if retention_ms is not None:
+                options["as_of_ms"], options["log_end_ms"] = as_of_and_log_end(
+                    as_of_ms, log_end_ms, max((int(e["max_ts"]) for e in entries), default=None))
             if on_as_of is not None:
                 on_as_of(options["as_of_ms"])
             by_bucket: dict[int, list[str]] = {}
@@ -572,11 +572,10 @@ def write_gold_from_files(
     log.info("replay: from the decoded tables' files (%d files)", len(files))
     packed = packed_input(io, files).persist(StorageLevel.MEMORY_AND_DISK)
     try:
-        if as_of_ms is None and retention_ms is not None:
+        if retention_ms is not None:
             row = packed.agg(F.max("max_ts").alias("m")).collect()[0]
-            options["as_of_ms"] = None if row["m"] is None else int(row["m"])
-            if options["log_end_ms"] is None:
-                options["log_end_ms"] = options["as_of_ms"]
+            options["as_of_ms"], options["log_end_ms"] = as_of_and_log_end(
+                as_of_ms, log_end_ms, None if row["m"] is None else int(row["m"]))
         if on_as_of is not None:
             on_as_of(options["as_of_ms"])
         shuffled = packed.repartition(replay_tasks(spark), "bucket").sortWithinPartitions("bucket")

@@ -840,6 +840,20 @@ def replay_input(
     return out
 
 
+def as_of_and_log_end(
+    as_of_ms: int | None, log_end_ms: int | None, newest_ms: int | None
+) -> tuple[int | None, int | None]:
+    """The batch replay's "now" and evidence horizon: ``as_of`` defaults to the newest record;
+    the end of the log judges predictions up to ``min(as_of, newest record)`` (a forecast at a
+    later ``as_of`` is not contradicted by a log that does not reach it; the stream's watermark
+    plays both parts)."""
+    if as_of_ms is None:
+        as_of_ms = newest_ms
+    if log_end_ms is None and newest_ms is not None:
+        log_end_ms = newest_ms if as_of_ms is None else min(as_of_ms, newest_ms)
+    return as_of_ms, log_end_ms
+
+
 def max_timestamp_ms(df: DataFrame, column: str = "log_timestamp_ms") -> int | None:
     """Largest value of an epoch-ms column (the deterministic default ``as_of_ms``)."""
     from pyspark.sql import functions as F
@@ -914,10 +928,8 @@ def replay_to_gold(
     if unknown:
         raise ValueError(f"unknown gold tables {unknown}; known: {sorted(GOLD_SPECS)}")
     inp = replay_input(offset_commits_df, group_metadata_df, unsupported_df)
-    if as_of_ms is None and retention_ms is not None:
-        as_of_ms = max_timestamp_ms(inp)
-        if log_end_ms is None:
-            log_end_ms = as_of_ms  # "now" is the end of the log: it also judges predictions
+    if retention_ms is not None:
+        as_of_ms, log_end_ms = as_of_and_log_end(as_of_ms, log_end_ms, max_timestamp_ms(inp))
     if on_as_of is not None:
         on_as_of(as_of_ms)
     tables = tuple(tables)

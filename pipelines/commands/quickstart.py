@@ -7,10 +7,12 @@ Rules:
   when present; otherwise from ``sample_records`` below: a small deterministic log of consumer groups
   (join, commits, a member leaving, an empty group, a deleted group) encoded with the shared
   codec (``coordinator_core.codec``).
-- ``--world plain`` (the default for now) generates the long-standing mix; ``--world realistic``
-  adds the shapes real clusters hold (idle partitions committed once, offset-less groups, mass
-  restarts: ``GeneratorConfig``'s defaults) and ``--compaction cleaned`` reads the log as a
-  capture from ``earliest`` of the compacted topic would.
+- The sample cluster runs Kafka 4's coordinator (``generate.coordinator``) and ``--world
+  realistic`` (the default) has the shapes real clusters hold: idle partitions committed once,
+  offset-less groups, members restarting all at once (``GeneratorConfig``'s defaults);
+  ``--world plain`` turns them off. ``--compaction cleaned`` reads the log as a capture from
+  ``earliest`` of the compacted topic would (the summary then says which groups' history starts
+  inside the compacted part).
 - The batch job is the real one (``pipelines.jobs.batch.run_batch``); the three example queries
   are printed with their SQL and their results.
 """
@@ -189,7 +191,7 @@ PLAIN_WORLD: dict[str, float] = {"idle_partitions": 0.0, "commit_changed_only": 
 
 def generate_sample(
     landing: str | Path, *, groups: int, hours: float, seed: int, num_partitions: int, retention_ms: int,
-    coordinator: str = "new", world: str = "plain", compaction: str = "none",
+    coordinator: str = "new", world: str = "realistic", compaction: str = "none",
 ) -> tuple[int, str]:
     """Write a sample log into ``landing``; returns (records written, generator used).
 
@@ -238,7 +240,7 @@ def register(subparsers: Any) -> None:
         help="the sample cluster's offsets.retention in ms, used by the simulated broker AND the replay, "
         "short so offset expiry shows within the sample (default: %(default)s = 15 min)",
     )
-    p.add_argument("--world", choices=("plain", "realistic"), default="plain",
+    p.add_argument("--world", choices=("plain", "realistic"), default="realistic",
                    help="realistic: idle partitions, offset-less groups, mass restarts (default: %(default)s)")
     p.add_argument("--compaction", choices=("none", "cleaned"), default="none",
                    help="cleaned: the log as a capture of the compacted topic reads it (default: %(default)s)")

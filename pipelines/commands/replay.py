@@ -144,9 +144,10 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"--cleanup-interval-ms must be positive, got {args.cleanup_interval_ms}")
     as_of_ms, log_end_ms = args.as_of_ms, None
     if args.retention_ms is not None and records:
-        log_end_ms = max(r.timestamp_ms for r in records)  # the end of the log judges predictions
-        if as_of_ms is None:
-            as_of_ms = log_end_ms
+        # the end of the log judges predictions (up to as_of: a later as_of is a forecast)
+        newest = max(r.timestamp_ms for r in records)
+        as_of_ms = newest if as_of_ms is None else as_of_ms
+        log_end_ms = min(as_of_ms, newest)
     results = replay_groups(
         records,
         retention_ms=args.retention_ms,
