@@ -196,10 +196,12 @@ def inspect_group(cfg: Config, group_id: str, as_of_ms: int | None = None) -> Gr
     transitions = [e for e in full.events if isinstance(e, StateTransition)]
     before = [e for e in transitions if e.timestamp_ms is not None and e.timestamp_ms <= t_end]
     state, inferred, since, generation = snap.state.value, False, snap.state_timestamp_ms, snap.generation
+    # the as-of snapshot is the fold + one cleanup at T: a deletion it forecasts stands only when
+    # nothing after T can judge it; with later records, hindsight (the whole log's transitions) wins
+    later = any(r.timestamp_ms > t_end for r in records)
     if before:
         last = before[-1]
-        # The expiry at T (group death) is only in the as-of snapshot; otherwise hindsight wins.
-        if not (snap.state.value == "Dead" and last.to_state != "Dead"):
+        if later or not (snap.state.value == "Dead" and last.to_state != "Dead"):
             state, inferred, since, generation = last.to_state, not last.observed, last.timestamp_ms, last.generation
     row = snap.to_state_row(retention_ms=retention, rules=rules, num_partitions=cfg.offsets_topic.num_partitions)
     members = []
@@ -237,7 +239,7 @@ def inspect_group(cfg: Config, group_id: str, as_of_ms: int | None = None) -> Gr
     return GroupView(
         group_id=group_id, as_of_ms=as_of_ms, coordinator_partition=part, state=state, state_inferred=inferred,
         state_since_ms=since, generation=generation, protocol_type=snap.protocol_type, protocol=snap.protocol,
-        leader=snap.leader, exists=snap.exists, records=sum(1 for r in records if r.timestamp_ms <= t_end),
+        leader=snap.leader, exists=(state != "Dead") if later else snap.exists, records=sum(1 for r in records if r.timestamp_ms <= t_end),
         members=members, offsets=offsets,
         transitions=[{"time_ms": e.timestamp_ms, "from": e.from_state, "to": e.to_state, "generation": e.generation,
                       "observed": e.observed, "cause": e.cause} for e in before[-RECENT:]],

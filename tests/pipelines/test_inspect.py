@@ -24,11 +24,10 @@ def warehouse(tmp_path_factory: pytest.TempPathFactory) -> tuple[Config, dict[st
 
     from schemas import get as get_spec
 
-    # Issue 13: with the generator's default world this seed has an offset-less group
-    # (search-service-0000) whose members all restart within seconds; the replay before the
-    # issue-13 rework reports it Dead mid-rebalance (a predicted death taken as a fact). Drop
-    # these two options once the replay no longer does.
-    log = generate(6, 1.0, seed=2, offsetless_groups=0.0, mass_restarts=0.0)
+    # Issue 13: in the generator's default world this seed has an offset-less group
+    # (search-service-0000) whose members all restart within seconds; the replay must never
+    # report it Dead mid-rebalance (a predicted death taken as a fact)
+    log = generate(6, 1.0, seed=2)
     root = tmp_path_factory.mktemp("inspect")
     cfg = load_config(overrides={"paths.root": str(root), "replay.retention_ms": log.truth["retention_ms"]})
     schema = get_spec("raw_records").arrow_schema()
@@ -77,7 +76,7 @@ def test_as_of_inside_a_rebalance_shows_the_inferred_state(warehouse: tuple[Conf
     cfg, truth = warehouse
     checked = 0
     for gid in truth["groups"]:
-        _, records, _ = read_group_records(cfg, gid)
+        _, records, _, _ = read_group_records(cfg, gid)
         events = replay(new_snapshot(gid), records, event_kinds=("rebalance",)).events
         for r in events:
             if not (isinstance(r, Rebalance) and r.cause == "new_generation" and r.previous_generation
