@@ -61,8 +61,12 @@ COORDINATORS: tuple[str, ...] = ("old", "new")
 #: coordinator wrote them (a generation-0 group-metadata record: the empty-group record Kafka 4
 #: writes when a classic group is created), else ``old``.
 REPLAY_COORDINATORS: tuple[str, ...] = ("auto", *COORDINATORS)
-#: The one default of the whole project (config, CLI, replay API).
+#: The one default of the whole project for reading a log (config, CLI, replay API) ...
 DEFAULT_COORDINATOR = "auto"
+#: ... and for writing a sample cluster's: the generator, ``offsetlake generate`` and the
+#: quickstart model Kafka 4's coordinator, the only one in Kafka 4.0+ (the protocol scenarios,
+#: the book's walkthroughs, keep the classic coordinator they describe).
+SIMULATED_COORDINATOR = "new"
 
 #: ``offsets.retention.check.interval.ms`` default (Kafka's ``OffsetConfig``).
 DEFAULT_CLEANUP_INTERVAL_MS = 600_000

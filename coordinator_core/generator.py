@@ -47,6 +47,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from coordinator_core.compaction import DEFAULT_DELETE_RETENTION_MS, cleaner_points_for_dirty_ratio, compact
+from coordinator_core.expiry import SIMULATED_COORDINATOR
 from coordinator_core.simulator.client import ClientConfig
 from coordinator_core.simulator.coordinator import CoordinatorConfig
 from coordinator_core.simulator.engine import Simulator
@@ -79,7 +80,7 @@ class GeneratorConfig:
     retention_ms: int | None = None  # None: a quarter of the run (15 min .. 7 days)
     retention_check_interval_ms: int = 600_000
     num_partitions: int = 50
-    coordinator: str = "old"
+    coordinator: str = SIMULATED_COORDINATOR
     offset_value_version: int = 3
     group_value_version: int = 3
     initial_rebalance_delay_ms: int = 3_000

@@ -101,7 +101,10 @@ class CoordinatorConfig:
     offsets_retention_check_phase_ms: int | None = 0
     offset_value_version: int = 3
     group_value_version: int = 3
-    coordinator: str = "old"  # "old" (Scala GroupCoordinator) | "new" (KIP-848 runtime, classic groups)
+    # "old" (Scala GroupCoordinator) | "new" (Kafka 4's group coordinator, classic groups). The
+    # protocol scenarios (the book's walkthroughs) model the classic coordinator they describe;
+    # the generator and everything that writes sample clusters use SIMULATED_COORDINATOR
+    coordinator: str = "old"
     new_group_state: str = EMPTY  # "Stable" reproduces Kafka 0.10.0 (the book: no Empty state yet)
     num_partitions: int = 50
     delayed_sync: bool = True  # DelayedSync (Kafka 3.2+): kick members that never send SyncGroup

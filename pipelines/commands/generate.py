@@ -22,6 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from coordinator_core.expiry import SIMULATED_COORDINATOR
 from pipelines.errors import UsageError
 
 DESCRIPTION = """\
@@ -61,7 +62,7 @@ def register(subparsers: Any) -> None:
                    help="offsets.retention.minutes in ms (default: a quarter of the run, 15 min .. 7 days)")
     p.add_argument("--start-ms", type=int, default=None, help="simulated start time, epoch ms (default 2026-01-01)")
     p.add_argument("--partitions", type=int, default=50, help="__consumer_offsets partitions (default 50)")
-    p.add_argument("--coordinator", choices=("old", "new"), default="old",
+    p.add_argument("--coordinator", choices=("old", "new"), default=SIMULATED_COORDINATOR,
                    help="old: the Scala GroupCoordinator; new: the KIP-848 runtime's classic groups")
     p.add_argument("--offset-value-version", type=int, choices=(1, 2, 3), default=3)
     p.add_argument("--group-value-version", type=int, choices=(0, 1, 2, 3), default=3)
