@@ -453,7 +453,7 @@ class GroupLifecycle:
     group_id: str
     event_key: str
     event: str
-    generation: int
+    generation: int | None
     timestamp_ms: int | None
     observed: bool
     status: str
@@ -461,7 +461,7 @@ class GroupLifecycle:
     predicted_ms: int | None = None
     observed_ms: int | None = None
     group_tombstone: bool = False
-    offsets_remaining: int = 0
+    offsets_remaining: int | None = 0
     log_partition: int | None = None
     log_offset: int | None = None
 

@@ -178,6 +178,9 @@ class GroupSnapshot:
     #: first group record shows that phase was real (generation <= 1), dropped when it shows a
     #: compacted history (the "simple group" was a state compaction made, not the broker's)
     pending_contradictions: int = 0
+    #: the commit that created the group while it has had no group record (its creation events'
+    #: key): re-told as unknown when the first group record shows compaction removed its history
+    created_by_commit: tuple[int, int] | None = None
 
     # -- derived -----------------------------------------------------------------------------
     @property
@@ -274,6 +277,7 @@ _SNAPSHOT_FIELDS = (
     "unsupported_records", "last_offset_removal_ms", "predicted_expired", "predicted_death_ms", "tombstone_run",
     "predicted_removed", "predicted_death_restore", "settled", "settled_death_ms", "situation_since_ms",
     "first_position", "new_coordinator_seen", "predictions_contradicted", "pending_contradictions",
+    "created_by_commit",
 )  # fmt: skip
 if tuple(f.name for f in dataclasses.fields(GroupSnapshot)) != _SNAPSHOT_FIELDS:  # pragma: no cover
     raise RuntimeError("GroupSnapshot's fields changed: update _SNAPSHOT_FIELDS, _Work.freeze and new_snapshot")
@@ -285,7 +289,7 @@ def new_snapshot(group_id: str) -> GroupSnapshot:
     """The snapshot of a group before any record (it does not exist yet)."""
     return _new_group_snapshot(  # type: ignore[no-any-return]
         (group_id, _D, False, 0, None, None, None, None, (), False, None, None, None, _EMPTY_OFFSETS, None, None,
-         0, 0, None, _EMPTY_PREDICTED, None, (), _EMPTY_OFFSETS, None, _EMPTY_SETTLED, None, None, None, False, 0, 0)
+         0, 0, None, _EMPTY_PREDICTED, None, (), _EMPTY_OFFSETS, None, _EMPTY_SETTLED, None, None, None, False, 0, 0, None)
     )
 
 
@@ -416,6 +420,7 @@ class _Work:
     __slots__ = (
         "commit_events",
         "confirmed_death",
+        "created_by_commit",
         "coordinator",
         "coordinator_setting",
         "current_state_timestamp",
@@ -521,6 +526,7 @@ class _Work:
         self.first_position = s.first_position
         self.predictions_contradicted = s.predictions_contradicted
         self.pending_contradictions = s.pending_contradictions
+        self.created_by_commit = s.created_by_commit
         self.tombstone_run: list[tuple[str, int, int, int, int, int]] = list(s.tombstone_run)
         self.retention_ms = retention_ms
         self.rules = rules
@@ -573,6 +579,7 @@ class _Work:
                 self.new_coordinator_seen,
                 self.predictions_contradicted,
                 self.pending_contradictions,
+                self.created_by_commit,
             )
         )
 
@@ -763,6 +770,38 @@ class _Work:
 
     def offset_created_group(self, ts: int, pos: tuple[int, int]) -> None:
         self._create(ts, "offset_commit", pos, f"{pos[0]}:{pos[1]}:0")
+        if self.metadata_timestamp_ms is None:
+            self.created_by_commit = pos
+
+    def _history_compacted(self, pos: tuple[int, int], g_new: int) -> None:
+        """The first group record after offsets only, at a generation that cannot start a group:
+        a compacted capture (or one that began late) lost the group's earlier records. The group
+        the commits made is re-told (same keys) as what it is: a group that existed, its creation
+        and its state before this record unknown; nothing is invented in between."""
+        created = self.created_by_commit
+        self.created_by_commit = None
+        if created is None:
+            return
+        key = f"{created[0]}:{created[1]}:0"
+        if "state_transition" in self.kinds:
+            self.events.append(
+                _new_transition(
+                    (self.group_id, key, None, _STATE_VALUE[_E], None, None, "unknown", False,
+                     "history_compacted", created[0], created[1])
+                )
+            )
+        self._lifecycle(
+            "group_created",
+            event_key=key,
+            generation=None,
+            timestamp_ms=None,
+            observed=False,
+            status="unknown",
+            cause="history_compacted",
+            offsets_remaining=None,
+            log_partition=created[0],
+            log_offset=created[1],
+        )
 
     # -- expiry: the rules' predictions judged against the log --------------------------------
     def judge(self, ts: int) -> None:
@@ -1063,7 +1102,16 @@ class _Work:
             prev_gen = self.generation
 
         rb_cause: str | None = None
-        if (first_record and g_new > 1 and not self.log_start) or (prev_gen is not None and g_new < prev_gen):
+        compacted_prefix = (
+            not first_record and self.metadata_timestamp_ms is None and not history_known and self.exists
+        )
+        if compacted_prefix:
+            self._history_compacted(pos, g_new)
+            self.exists = False  # the commits' group was this one, its state unknown until now
+        if (
+            ((first_record or compacted_prefix) and g_new > 1 and not self.log_start)
+            or (prev_gen is not None and g_new < prev_gen)
+        ):
             # no history (a partial/compacted log) or a generation reset: load as Kafka does
             if self.exists and self.state is not _D:
                 self._transition(
@@ -1192,6 +1240,7 @@ class _Work:
                 self.predictions_contradicted += self.pending_contradictions
                 self.stats.predictions_contradicted += self.pending_contradictions
             self.pending_contradictions = 0
+        self.created_by_commit = None
         # materialise the record (Kafka's loadGroup)
         self.exists = True
         self.situation_since_ms = ts
@@ -2103,6 +2152,12 @@ def serialize_snapshot(s: GroupSnapshot) -> bytes:
     w.u(int(s.new_coordinator_seen))
     w.u(s.predictions_contradicted)
     w.u(s.pending_contradictions)
+    if s.created_by_commit is None:
+        w.u(0)
+    else:
+        w.u(1)
+        w.i(s.created_by_commit[0])
+        w.i(s.created_by_commit[1])
     return bytes(w.buf)
 
 
@@ -2213,6 +2268,7 @@ def deserialize_snapshot(data: bytes) -> GroupSnapshot:
         new_seen = False
         contradicted = 0
         pending = 0
+        created: tuple[int, int] | None = None
         if version >= 2:
             removed = _read_offsets(r)
             if r.u():
@@ -2226,6 +2282,7 @@ def deserialize_snapshot(data: bytes) -> GroupSnapshot:
             new_seen = bool(r.u())
             contradicted = r.u()
             pending = r.u()
+            created = (r.i(), r.i()) if r.u() else None
         elif predicted or death is not None:
             # a v1 snapshot's view had already removed its predictions (and their values are
             # gone): keep it as the fold, with nothing outstanding to confirm or withdraw
@@ -2264,4 +2321,5 @@ def deserialize_snapshot(data: bytes) -> GroupSnapshot:
         new_coordinator_seen=new_seen,
         predictions_contradicted=contradicted,
         pending_contradictions=pending,
+        created_by_commit=created,
     )

@@ -194,7 +194,8 @@ OFFSET_EXPIRATIONS = TableSpec(
         Column("offset", "bigint", True, "The removed committed offset."),
         Column("commit_timestamp", "timestamp", True, "Commit time of the removed commit."),
         Column("cause", "string", True, "retention | tombstone | group_deleted."),
-        Column("status", "string", True, "predicted | observed | confirmed."),
+        Column("status", "string", True,
+               "observed | confirmed (the tombstone of a predicted removal) | predicted (a forecast at as_of)."),
         Column("predicted_time", "timestamp", True,
                "When the rules make it due (base + retention, or expire_timestamp; not before the group "
                "entered its current state); the broker's next cleanup (within cleanup_interval_ms) removes it."),
@@ -216,7 +217,9 @@ GROUP_LIFECYCLE = TableSpec(
         Column("generation", "int", True, "Generation at the event."),
         Column("timestamp", "timestamp", True, "When (computed time for predictions)."),
         Column("observed", "boolean", True, "The log attests it."),
-        Column("status", "string", True, "observed | predicted | confirmed."),
+        Column("status", "string", True,
+               "observed | confirmed (the tombstone of a predicted deletion) | predicted (a forecast at as_of) | "
+               "unknown (a creation compaction removed: the group existed, its creation is not in the log)."),
         Column("cause", "string", True, "offset_commit, group_metadata, all_members_left, group_tombstone, offsets_expired."),
         Column("predicted_time", "timestamp", True, "Predicted death time."),
         Column("observed_time", "timestamp", True, "Time of the group tombstone in the log."),
