@@ -71,6 +71,7 @@ from typing import Any
 
 from coordinator_core import expiry as _expiry
 from coordinator_core.events import (
+    WITHDRAWN,
     Event,
     GroupLifecycle,
     GroupMember,
@@ -420,9 +421,9 @@ class _Work:
     __slots__ = (
         "commit_events",
         "confirmed_death",
-        "created_by_commit",
         "coordinator",
         "coordinator_setting",
+        "created_by_commit",
         "current_state_timestamp",
         "emitted_death",
         "emitted_exp",
@@ -625,6 +626,37 @@ class _Work:
         if "group_lifecycle" in self.kinds:
             self.events.append(GroupLifecycle(self.group_id, event=event, **kw))
 
+    def _deleted(
+        self,
+        key: str,
+        status: str,
+        cause: str,
+        *,
+        generation: int | None,
+        at: int | None,
+        predicted_ms: int | None = None,
+        observed_ms: int | None = None,
+        group_tombstone: bool = False,
+        offsets_remaining: int = 0,
+        pos: tuple[int, int] | None = None,
+    ) -> None:
+        """Tell the group's deletion: observed, confirmed, predicted (a forecast) or withdrawn."""
+        self._lifecycle(
+            "group_deleted",
+            event_key=key,
+            generation=generation,
+            timestamp_ms=at,
+            observed=status in ("observed", "confirmed"),
+            status=status,
+            cause=cause,
+            predicted_ms=predicted_ms,
+            observed_ms=observed_ms,
+            group_tombstone=group_tombstone,
+            offsets_remaining=offsets_remaining,
+            log_partition=None if pos is None else pos[0],
+            log_offset=None if pos is None else pos[1],
+        )
+
     def _create(self, ts: int, cause: str, pos: tuple[int, int] | None, key: str) -> None:
         """A new group object (Kafka: ``new GroupMetadata(groupId, Empty, time)``)."""
         self.exists = False
@@ -748,20 +780,9 @@ class _Work:
             _D, key=key + ":0", ts=ts, source="record", observed=False,
             cause="offsets_expired" if by_retention else "offsets_deleted", pos=pos,
         )
-        self._lifecycle(
-            "group_deleted",
-            event_key=key,
-            generation=self.generation,
-            timestamp_ms=ts,
-            observed=True,
-            status="confirmed" if by_retention else "observed",
-            cause="offsets_expired" if by_retention else "offsets_deleted",
-            predicted_ms=death if by_retention else None,
-            observed_ms=ts,
-            group_tombstone=False,
-            offsets_remaining=0,
-            log_partition=pos[0],
-            log_offset=pos[1],
+        self._deleted(
+            key, "confirmed" if by_retention else "observed", "offsets_expired" if by_retention else "offsets_deleted",
+            generation=self.generation, at=ts, predicted_ms=death if by_retention else None, observed_ms=ts, pos=pos,
         )
         self._drop_metadata()
         self.exists = False
@@ -913,17 +934,9 @@ class _Work:
             since = self.situation_since_ms
             death = plan.death_ms if since is None or since <= plan.death_ms else since
             self.stats.predicted_deaths += 1
-            self._lifecycle(
-                "group_deleted",
-                event_key=f"expiry:{plan.death_ms}",
-                generation=self.generation,
-                timestamp_ms=death,
-                observed=False,
-                status="predicted",
-                cause="offsets_expired",
-                predicted_ms=death,
-                group_tombstone=plan.group_tombstone,
-                offsets_remaining=0,
+            self._deleted(
+                f"expiry:{plan.death_ms}", "predicted", "offsets_expired", generation=self.generation, at=death,
+                predicted_ms=death, group_tombstone=plan.group_tombstone,
             )
             self.predicted_death_ms = plan.death_ms
             self.predicted_death_restore = (
@@ -936,16 +949,10 @@ class _Work:
         for tp, (off, cts, _pms) in self.emitted_exp.items():
             now = self.predicted_expired.get(tp)
             if now is None or now[:2] != (off, cts):
-                self._expiration(tp, off, cts, "retention", "withdrawn", None, None, None)
+                self._expiration(tp, off, cts, "retention", WITHDRAWN, None, None, None)
         if self.emitted_death is not None and self.emitted_death != self.predicted_death_ms:
-            self._lifecycle(
-                "group_deleted",
-                event_key=f"expiry:{self.emitted_death}",
-                generation=self.generation,
-                timestamp_ms=None,
-                observed=False,
-                status="withdrawn",
-                cause="offsets_expired",
+            self._deleted(
+                f"expiry:{self.emitted_death}", WITHDRAWN, "offsets_expired", generation=self.generation, at=None,
                 offsets_remaining=len(self.offsets),
             )
 
@@ -1014,20 +1021,10 @@ class _Work:
         self.settled_death_ms = None
         self.current_state_timestamp = None
         self.metadata_timestamp_ms = ts
-        self._lifecycle(
-            "group_deleted",
-            event_key=f"expiry:{p_ms}" if p_ms is not None else key,
-            generation=gen,
-            timestamp_ms=ts if p_ms is None else p_ms,
-            observed=True,
-            status=status,
-            cause="group_tombstone",
-            predicted_ms=p_ms,
-            observed_ms=ts,
-            group_tombstone=True,
-            offsets_remaining=len(self.offsets),
-            log_partition=pos[0],
-            log_offset=pos[1],
+        self._deleted(
+            f"expiry:{p_ms}" if p_ms is not None else key, status, "group_tombstone", generation=gen,
+            at=ts if p_ms is None else p_ms, predicted_ms=p_ms, observed_ms=ts, group_tombstone=True,
+            offsets_remaining=len(self.offsets), pos=pos,
         )
         # offsets tombstoned in the same batch (same timestamp) went with the group (DeleteGroups
         # or expiry cleanup): re-tell them with cause group_deleted unless predicted (same key)
