@@ -315,8 +315,10 @@ GROUP BY r.coordinator_partition
         "offsets_at_risk",
         "",  # built in Python with the core's expiry rules
         "Per committed offset: predicted expiry time under the configured retention and rule "
-        "set (coordinator_core.expiry), hours until expiry relative to as_of, and at_risk when "
-        "it expires within N hours (at_risk_hours, default 24).",
+        "set (coordinator_core.expiry), hours until expiry relative to as_of, at_risk when "
+        "it expires within N hours (at_risk_hours, default 24), and kept_past_due when it was due "
+        "before as_of and the log shows the broker kept it (its retention or rules differ from "
+        "the configured ones).",
         ("offsets_current", "group_state"),
     ),
     View(
@@ -395,8 +397,10 @@ def offsets_at_risk_df(spark: SparkSession, cfg: Config, *, at_risk_hours: float
         f"""
 SELECT d.*, a.as_of,
        round((unix_millis(d.predicted_expiry_timestamp) - unix_millis(a.as_of)) / 3600000.0, 3) AS hours_until_expiry,
-       coalesce(unix_millis(d.predicted_expiry_timestamp) - unix_millis(a.as_of) <= {float(at_risk_hours) * 3_600_000.0},
-                false) AS at_risk
+       coalesce(d.predicted_expiry_timestamp > a.as_of
+                AND unix_millis(d.predicted_expiry_timestamp) - unix_millis(a.as_of) <= {float(at_risk_hours) * 3_600_000.0},
+                false) AS at_risk,
+       coalesce(d.predicted_expiry_timestamp <= a.as_of, false) AS kept_past_due
 FROM _offsets_due d CROSS JOIN ({as_of}) a
 """
     )

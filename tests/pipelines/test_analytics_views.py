@@ -181,18 +181,21 @@ def test_offsets_at_risk_uses_the_cores_expiry_forecast(spark: Any, world: World
     from coordinator_core.replay import replay_groups
 
     retention = world.truth["retention_ms"]
-    snaps = replay_groups(world.records, retention_ms=retention, as_of_ms=max(r.timestamp_ms for r in world.records))
+    end = max(r.timestamp_ms for r in world.records)
+    snaps = replay_groups(world.records, retention_ms=retention, as_of_ms=end, log_end_ms=end)
     want = {}
     for gid, res in snaps.items():
         for (topic, part), due in offset_due_times(res.snapshot, retention).items():
             want[(gid, topic, part)] = due
     rows = _rows(spark, "SELECT group_id, topic, partition, unix_millis(predicted_expiry_timestamp) AS due, "
-                        "hours_until_expiry, at_risk FROM offsets_at_risk")
+                        "hours_until_expiry, at_risk, kept_past_due FROM offsets_at_risk")
     got = {(r["group_id"], r["topic"], r["partition"]): r["due"] for r in rows}
     assert got == want
     assert got  # (this seed's live groups are Stable consumers: their subscribed offsets never expire)
     for r in rows:  # retention is 15 min: whatever can expire is within 24 h
-        assert r["at_risk"] == (r["due"] is not None)
+        kept = r["due"] is not None and r["due"] <= end  # due, yet the log shows the broker kept it
+        assert r["kept_past_due"] == kept
+        assert r["at_risk"] == (r["due"] is not None and not kept)
 
 
 def _expected_lag(world: World) -> list[tuple[int, int, int | None]]:
