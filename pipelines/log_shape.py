@@ -16,65 +16,65 @@ if TYPE_CHECKING:
     from pipelines.tableio import TableIO
 
 
-def log_partitions(raw: DataFrame) -> DataFrame:
-    """``raw_records`` (positions unique) → the ``log_partitions`` rows."""
+def log_partitions(raw: DataFrame) -> list[dict[str, Any]]:
+    """``raw_records`` (positions unique) → the ``log_partitions`` rows (one per log partition:
+    small, on the driver). One aggregate job; a window job only over partitions with gaps."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    from schemas import get
-
-    spec = get("log_partitions")
-    stats = raw.groupBy(F.col("partition").alias("log_partition")).agg(
+    stats = raw.groupBy("partition").agg(
         F.count(F.lit(1)).alias("records"),
         F.min("offset").alias("first_offset"),
         F.max("offset").alias("last_offset"),
         F.min("timestamp").alias("first_timestamp"),
         F.max("timestamp").alias("last_timestamp"),
-    )
-    gappy = [
-        r["log_partition"]
-        for r in stats.where(F.col("last_offset") - F.col("first_offset") + 1 != F.col("records"))
-        .select("log_partition")
-        .collect()
-    ]
-    zero = F.lit(0).cast("bigint")
+    ).collect()
+    gappy = [r["partition"] for r in stats if r["last_offset"] - r["first_offset"] + 1 != r["records"]]
+    holes: dict[int, Any] = {}
     if gappy:
         w = Window.partitionBy("partition").orderBy("offset")
-        holes = (
+        for h in (
             raw.where(F.col("partition").isin(gappy))
             .select("partition", "offset", (F.col("offset") - F.lag("offset").over(w) - 1).alias("hole"))
             .where(F.col("hole") > 0)
-            .groupBy(F.col("partition").alias("log_partition"))
+            .groupBy("partition")
             .agg(
-                F.sum("hole").cast("bigint").alias("missing_offsets"),
-                F.count(F.lit(1)).cast("bigint").alias("gaps"),
-                F.max("hole").cast("bigint").alias("largest_gap"),
-                F.max("offset").alias("compacted_until"),
+                F.sum("hole").alias("missing"),
+                F.count(F.lit(1)).alias("gaps"),
+                F.max("hole").alias("largest"),
+                F.max("offset").alias("until"),
             )
-        )
-        out = stats.join(holes, "log_partition", "left")
-    else:
-        out = stats.select(
-            "*",
-            zero.alias("missing_offsets"),
-            zero.alias("gaps"),
-            zero.alias("largest_gap"),
-            F.lit(None).cast("bigint").alias("compacted_until"),
-        )
-    out = out.select(
-        F.col("log_partition").cast("int"),
-        F.col("records").cast("bigint"),
-        "first_offset",
-        "last_offset",
-        F.coalesce("missing_offsets", zero).alias("missing_offsets"),
-        F.coalesce("gaps", zero).alias("gaps"),
-        F.coalesce("largest_gap", zero).alias("largest_gap"),
-        (F.coalesce("largest_gap", zero) > 1).alias("compacted"),
-        "compacted_until",
-        "first_timestamp",
-        "last_timestamp",
-    )
-    return out.select(*spec.column_names)
+            .collect()
+        ):
+            holes[h["partition"]] = h
+    rows = []
+    for r in sorted(stats, key=lambda r: r["partition"]):
+        h = holes.get(r["partition"])
+        largest = 0 if h is None else int(h["largest"])
+        rows.append({
+            "log_partition": int(r["partition"]),
+            "records": int(r["records"]),
+            "first_offset": int(r["first_offset"]),
+            "last_offset": int(r["last_offset"]),
+            "missing_offsets": 0 if h is None else int(h["missing"]),
+            "gaps": 0 if h is None else int(h["gaps"]),
+            "largest_gap": largest,
+            "compacted": largest > 1,
+            "compacted_until": None if h is None else int(h["until"]),
+            "first_timestamp": r["first_timestamp"],
+            "last_timestamp": r["last_timestamp"],
+        })
+    return rows
+
+
+def rows_to_table(name: str, rows: list[dict[str, Any]]) -> Any:
+    """Collected rows of table ``name`` as an Arrow table of its declared schema."""
+    import pyarrow as pa
+
+    from schemas import get
+
+    schema = get(name).arrow_schema()
+    return pa.Table.from_pylist(rows, schema=schema) if rows else schema.empty_table()
 
 
 def compaction_note(io: TableIO, rows: list[Any]) -> str | None:

@@ -315,11 +315,14 @@ def run_batch(
                             union.unpersist()
                 st.detail = f"{n_gold} gold tables, as_of_ms={as_of[0] if as_of else None}"
                 # what the capture says about its own completeness (compaction), with the gold
-                from pipelines.log_shape import compaction_note, log_partitions
+                from pipelines.log_shape import compaction_note, log_partitions, rows_to_table
 
-                io.overwrite("log_partitions", log_partitions(io.read("raw_records")))
-                gold_written["log_partitions"] = "written"
-                note = compaction_note(io, [r.asDict() for r in io.read("log_partitions").collect()])
+                # one row per __consumer_offsets partition: a small current-state table, MERGEd from
+                # Arrow on the driver (no Spark write job), rows gone from the log deleted
+                shape = log_partitions(io.read("raw_records"))
+                wr = io.merge("log_partitions", rows_to_table("log_partitions", shape), delete_missing=True)
+                gold_written["log_partitions"] = "unchanged" if wr.skipped else "merged"
+                note = compaction_note(io, shape)
                 if note:
                     summary.warnings.append(note)
 

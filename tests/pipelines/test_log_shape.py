@@ -27,7 +27,7 @@ def test_log_partitions_equal_the_core_rule_on_compacted_and_whole_partitions(sp
             offsets = [o for o in offsets if o % 50 != 7]
         kept[part] = offsets
         log += [(b"k", b"v", part, o, 1_700_000_000_000 + o) for o in offsets]
-    rows = {r["log_partition"]: r.asDict() for r in log_partitions(raw_df(spark, log)).collect()}
+    rows = {r["log_partition"]: r for r in log_partitions(raw_df(spark, log))}
     assert set(rows) == set(kept)
     for part, offsets in kept.items():
         want = partition_shape(offsets)
