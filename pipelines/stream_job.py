@@ -1040,6 +1040,27 @@ def run(
     Available-now runs the replay query, then the quarantine query (two cores are better spent
     on one at a time); continuous mode runs both side by side.
     """
+    from pipelines.warehouse_lock import warehouse_lock
+
+    # one writer per warehouse: a batch (or a second stream) is refused while this runs
+    with warehouse_lock(cfg.paths.warehouse, "offsetlake stream") as lock:
+        cleaned = lock.cleanup.line()
+        if cleaned:
+            log.info("%s", cleaned)
+        return _run(spark, cfg, available_now=available_now, poll_seconds=poll_seconds, echo=echo,
+                    with_quarantine=with_quarantine, stopper=stopper)
+
+
+def _run(
+    spark: SparkSession,
+    cfg: Config,
+    *,
+    available_now: bool,
+    poll_seconds: float,
+    echo: Callable[[str], None] | None,
+    with_quarantine: bool,
+    stopper: Any | None,
+) -> ProgressRecorder:
     from pipelines.tableio import TableIO
 
     settings = settings_from_config(cfg)
@@ -1113,11 +1134,15 @@ def main(conf: Config, available_now: bool = False) -> int:
     # pandas' FutureWarning from inside pyspark's applyInPandasWithState serializer, once per
     # group and batch in the Python workers (they inherit this environment): noise, not ours.
     os.environ.setdefault("PYTHONWARNINGS", "ignore::FutureWarning")
+    from pipelines.warehouse_lock import warehouse_lock
+
     stopper = _Stopper()
     stopper.install()
-    spark = build_spark_from_config(conf, app_suffix="stream")
-    started = time.time()
-    recorder = run(spark, conf, available_now=available_now, stopper=stopper)
+    # the lock first: a refused stream starts no JVM (``run`` takes it again, re-entrantly)
+    with warehouse_lock(conf.paths.warehouse, "offsetlake stream"):
+        spark = build_spark_from_config(conf, app_suffix="stream")
+        started = time.time()
+        recorder = run(spark, conf, available_now=available_now, stopper=stopper)
     batches = [r for r in recorder.rows if r["query_name"] == REPLAY_QUERY]
     total = sum(r["input_rows"] for r in batches)
     log.info("stream finished: %d micro-batches, %d input rows, %.1fs%s", len(batches), total,

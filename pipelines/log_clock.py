@@ -1,0 +1,162 @@
+"""The log's clock: "now" for offset expiry when ``replay.as_of_ms`` is not set, robust to a
+record with an absurd timestamp.
+
+Rules:
+- The coordinator stamps its records (CREATE_TIME) with its own clock as it appends them, so
+  within one ``__consumer_offsets`` partition timestamps follow offsets, give or take clock
+  steps. A record whose timestamp is more than ``tolerance`` ahead of every later (non-outlier)
+  record of its partition is an *outlier*: the clock that wrote it was wrong, not the records
+  after it. The last record of a partition has no later record; it is an outlier when it is
+  more than ``tolerance`` ahead of the wall clock (a log cannot hold the future).
+- "Now" is the newest timestamp of the records that are not outliers. One record dated 9999
+  therefore cannot move it; the outliers are reported (position and timestamp) so the run says
+  what it ignored. Nothing is dropped: the records themselves are replayed as they are.
+- Cost: one column-pruned scan. Each task keeps only its *staircase* per partition — the rows
+  whose timestamp is at least every later row's of the same partition in the task (in ordered
+  data: the last row) — because a row with a later, newer row in its own task can be neither an
+  outlier nor the newest. The driver merges the staircases by offset and decides, walking from
+  the end of each partition backwards, against the newest later non-outlier. A row hidden
+  behind an outlier in its task can make "now" early by at most ``tolerance``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from pyspark.sql import DataFrame
+
+STAIR_DDL = "topic string, partition int, offset bigint, ts bigint"
+
+
+@dataclass(frozen=True)
+class Outlier:
+    """A record ignored by the log clock."""
+
+    topic: str
+    partition: int
+    offset: int
+    timestamp_ms: int
+
+
+@dataclass(frozen=True)
+class LogClock:
+    """The robust newest timestamp (ms; ``None`` for an empty log) and what it ignored."""
+
+    now_ms: int | None
+    newest_ms: int | None  # the plain maximum, outliers included
+    outliers: tuple[Outlier, ...]
+
+    def describe(self, limit: int = 3) -> str:
+        from datetime import UTC, datetime
+
+        def at(ms: int) -> str:
+            try:
+                return datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="seconds")
+            except (OverflowError, OSError, ValueError):
+                return f"{ms} ms"
+
+        shown = ", ".join(f"{o.topic}/{o.partition}@{o.offset} at {at(o.timestamp_ms)}" for o in self.outliers[:limit])
+        more = f" and {len(self.outliers) - limit} more" if len(self.outliers) > limit else ""
+        return (f"{len(self.outliers)} record(s) timestamped far ahead of their log partition ignored for "
+                f"the log clock ({shown}{more}); as_of_ms={self.now_ms}")
+
+
+def staircase(table: pa.Table) -> pa.RecordBatch:
+    """Per log partition of ``table`` (topic, partition, offset, timestamp[us] or ts ms): the
+    rows whose timestamp is >= every later row's (by offset). Rows with a null position or
+    timestamp are skipped."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if "ts" in table.column_names:
+        ts_col = table.column("ts").cast(pa.int64())
+    else:
+        ts_col = pc.divide(table.column("timestamp").cast(pa.timestamp("us")).cast(pa.int64()), 1000)
+    keep = pc.and_(pc.and_(pc.is_valid(table.column("partition")), pc.is_valid(table.column("offset"))),
+                   pc.and_(pc.is_valid(ts_col), pc.is_valid(table.column("topic"))))
+    topic = pc.filter(table.column("topic"), keep).combine_chunks().dictionary_encode()
+    codes = topic.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+    part = pc.filter(table.column("partition"), keep).to_numpy().astype(np.int64)
+    off = pc.filter(table.column("offset"), keep).to_numpy().astype(np.int64)
+    ts = pc.filter(ts_col, keep).to_numpy().astype(np.int64)
+    out: dict[str, list[Any]] = {"topic": [], "partition": [], "offset": [], "ts": []}
+    if len(off):
+        seg = codes * (1 << 32) + (part & 0xFFFFFFFF)
+        order = np.lexsort((off, seg))
+        seg, off, ts, codes, part = seg[order], off[order], ts[order], codes[order], part[order]
+        starts = np.flatnonzero(np.r_[True, seg[1:] != seg[:-1]])
+        ends = np.r_[starts[1:], len(seg)]
+        names = topic.dictionary.to_pylist()
+        for s, e in zip(starts, ends, strict=True):
+            rev = ts[s:e][::-1]
+            later = np.r_[np.iinfo(np.int64).min, np.maximum.accumulate(rev)[:-1]]
+            idx = np.flatnonzero(rev >= later)
+            rows = (e - 1) - idx  # back to forward positions
+            out["topic"].extend([names[codes[s]]] * len(rows))
+            out["partition"].extend(part[rows].tolist())
+            out["offset"].extend(off[rows].tolist())
+            out["ts"].extend(ts[rows].tolist())
+    return pa.RecordBatch.from_pydict({
+        "topic": pa.array(out["topic"], pa.string()), "partition": pa.array(out["partition"], pa.int32()),
+        "offset": pa.array(out["offset"], pa.int64()), "ts": pa.array(out["ts"], pa.int64())})
+
+
+def _task_staircase(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """mapInArrow body: this task's staircase rows."""
+    import pyarrow as pa
+
+    tables = [pa.Table.from_batches([b]) for b in batches if b.num_rows]
+    if tables:
+        yield staircase(pa.concat_tables(tables))
+
+
+def decide(rows: Iterable[tuple[str, int, int, int]], tolerance_ms: int, wall_ms: int | None = None) -> LogClock:
+    """The clock from staircase rows (topic, partition, offset, ts ms) of every task."""
+    wall = int(time.time() * 1000) if wall_ms is None else wall_ms
+    by_part: dict[tuple[str, int], list[tuple[int, int]]] = {}
+    newest: int | None = None
+    for topic, part, off, ts in rows:
+        by_part.setdefault((topic, part), []).append((off, ts))
+        newest = ts if newest is None else max(newest, ts)
+    now: int | None = None
+    outliers: list[Outlier] = []
+    for (topic, part), items in by_part.items():
+        items.sort()
+        later: int | None = None  # newest later non-outlier of this partition
+        for off, ts in reversed(items):
+            bound = (later if later is not None else wall) + tolerance_ms
+            if ts > bound:
+                outliers.append(Outlier(topic, part, off, ts))
+                continue
+            later = ts if later is None else max(later, ts)
+        if later is not None:
+            now = later if now is None else max(now, later)
+    outliers.sort(key=lambda o: (o.topic, o.partition, o.offset))
+    return LogClock(now, newest, tuple(outliers))
+
+
+def log_clock(raw: DataFrame, tolerance_ms: int, wall_ms: int | None = None) -> LogClock:
+    """The robust clock of a raw-records DataFrame (one column-pruned Spark pass)."""
+    rows = raw.select("topic", "partition", "offset", "timestamp").mapInArrow(_task_staircase, STAIR_DDL).collect()
+    return decide(((r["topic"], r["partition"], r["offset"], r["ts"]) for r in rows), tolerance_ms, wall_ms)
+
+
+def records_clock(records: Iterable[Any], tolerance_ms: int, wall_ms: int | None = None) -> LogClock:
+    """The same clock over ``RawRecord``-like objects (pure Python: the ``replay`` command)."""
+    import pyarrow as pa
+
+    recs = list(records)
+    table = pa.table({
+        "topic": pa.array([r.topic for r in recs], pa.string()),
+        "partition": pa.array([r.partition for r in recs], pa.int32()),
+        "offset": pa.array([r.offset for r in recs], pa.int64()),
+        "ts": pa.array([r.timestamp_ms for r in recs], pa.int64()),
+    })
+    st = staircase(table).to_pydict()
+    return decide(zip(st["topic"], st["partition"], st["offset"], st["ts"], strict=True), tolerance_ms, wall_ms)
