@@ -127,6 +127,7 @@ FAILURE_LOGGERS = (
     "org.apache.spark.sql.execution.datasources.FileFormatWriter",
     "org.apache.spark.sql.execution.streaming",
     "org.apache.spark.api.python",
+    "org.apache.spark.util.Utils",
 )
 
 

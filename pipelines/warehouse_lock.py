@@ -312,6 +312,8 @@ def clean_warehouse(root: str, before: float) -> CleanupReport:
                 with contextlib.suppress(OSError):
                     entry.unlink()
             report.staging_dirs += 1
+        with contextlib.suppress(OSError):
+            staging.rmdir()  # when empty
     if not base.is_dir():
         return report
     for table_dir in sorted(base.iterdir()):
