@@ -455,3 +455,56 @@ def test_secrets_referenced_from_the_environment_never_reach_output_logs_or_delt
         if path.is_file() and path.suffix in (".json", ".crc", ".yaml", ".log", ".lock", ""):
             texts.append(path.read_text(errors="replace"))
     assert all(SECRET not in t for t in texts)
+
+
+# --------------------------------------------------------------------------------------------
+# the stream never drops data silently
+
+
+@SPARK
+def test_stream_over_files_with_reversed_mtimes_gives_the_tables_of_ordered_files(
+    spark: Any, tmp_path: Path
+) -> None:
+    from pipelines import stream_job
+    from tests.pipelines.test_stream_job import (
+        DELAY_MS, assert_gold_equal, batch_gold, land, sample_log, stream_config)
+
+    records = sample_log(8, seed=5)
+    landing = tmp_path / "landing"
+    files = land(records, landing, rows_per_file=40)
+    assert len(files) >= 6
+    newest = int(max(f.stat().st_mtime for f in files))
+    for i, f in enumerate(files):  # the first records in the newest file, the last in the oldest
+        os.utime(f, (newest + len(files) - i, newest + len(files) - i))
+    cfg = stream_config(tmp_path)
+    recorder = stream_job.run(spark, cfg, available_now=True, with_quarantine=False, poll_seconds=0.5)
+    assert not recorder.dropped
+    watermark = max(r.timestamp_ms for r in records) - DELAY_MS
+    assert_gold_equal(spark, cfg, batch_gold(spark, landing, watermark))
+
+
+@SPARK
+def test_records_arriving_behind_the_watermark_fail_the_stream_counted_in_records(
+    spark: Any, tmp_path: Path
+) -> None:
+    from pipelines import stream_job
+    from pipelines.errors import DataLossError
+    from tests.pipelines.test_stream_job import land, sample_log, stream_config
+
+    records = sample_log(6, seed=9)
+    head, tail = records[:-12], records[-12:]
+    landing = tmp_path / "landing"
+    land(head, landing, rows_per_file=40)
+    cfg = stream_config(tmp_path)
+    stream_job.run(spark, cfg, available_now=True, with_quarantine=False, poll_seconds=0.5)
+    # the rest arrives later, stamped an hour before everything already processed
+    first_ts = min(r.timestamp_ms for r in head)
+    late = [r._replace(timestamp_ms=first_ts - 3_600_000 + i) for i, r in enumerate(tail)]
+    land(late, landing, rows_per_file=40)
+    with pytest.raises(DataLossError, match=r"stream: 12 records \(\d+ packs\) arrived later than the watermark"):
+        stream_job.run(spark, cfg, available_now=True, with_quarantine=False, poll_seconds=0.5)
+    # allowed by config: the run ends normally and says what it dropped
+    allowed = stream_config(tmp_path, allow_late_drops=True)
+    land([r._replace(offset=r.offset + 100_000) for r in late], landing, rows_per_file=40)
+    recorder = stream_job.run(spark, allowed, available_now=True, with_quarantine=False, poll_seconds=0.5)
+    assert sum(d[3] or 0 for d in recorder.dropped) == 12
