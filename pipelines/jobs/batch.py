@@ -15,7 +15,12 @@ Rules:
   missing. Current-state tables (group_state, offsets_current) are MERGEd (only changed rows are
   rewritten; rows absent from the rebuild are deleted); every other table is replaced in one
   commit of files written by the executors.
-- The summary asserts ``raw = decoded + quarantined + unsupported`` (a mismatch fails the job).
+- The summary asserts ``raw = decoded + quarantined + unsupported`` (a mismatch fails the job)
+  and reports ``read = new + duplicates + refused`` for the ingest (refused rows: bad or
+  conflicting positions, in ``ingest_quarantine``).
+- One writer per warehouse: the run holds ``pipelines.warehouse_lock`` throughout.
+- "Now" for expiry: ``replay.as_of_ms``, else the robust log clock (``pipelines.log_clock``): a
+  record far ahead of its partition's later records does not move it; the summary lists them.
 """
 
 from __future__ import annotations

@@ -467,7 +467,13 @@ def test_stream_over_files_with_reversed_mtimes_gives_the_tables_of_ordered_file
 ) -> None:
     from pipelines import stream_job
     from tests.pipelines.test_stream_job import (
-        DELAY_MS, assert_gold_equal, batch_gold, land, sample_log, stream_config)
+        DELAY_MS,
+        assert_gold_equal,
+        batch_gold,
+        land,
+        sample_log,
+        stream_config,
+    )
 
     records = sample_log(8, seed=5)
     landing = tmp_path / "landing"
