@@ -59,6 +59,8 @@ Rules:
   nothing, the quarantine query's appends are skipped by the txn).
 - Progress: one log line and one ``stream_progress`` row per micro-batch (raw records — the
   packed source counts them in its offsets —, rates, state rows/memory, watermark, duration).
+  Rows of batches committed just before a kill are rebuilt from the checkpoint's offset log on
+  the next start (``reconstruct_progress``).
   SIGTERM/SIGINT stop the queries cleanly (exit 0).
 """
 
@@ -74,6 +76,7 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pipelines.errors import UsageError
@@ -1076,6 +1079,61 @@ class ProgressRecorder:
             log.warning("stream_progress write failed: %s", exc)
 
 
+def _checkpoint_offsets(checkpoint: str, batch_id: int) -> tuple[dict[str, Any], list[Any]] | None:
+    """(metadata, source offsets) of a micro-batch from the checkpoint's offset log."""
+    try:
+        lines = (Path(checkpoint) / "offsets" / str(batch_id)).read_text().splitlines()
+        return json.loads(lines[1]), [json.loads(x) if x.strip() not in ("", "-") else None for x in lines[2:]]
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def reconstruct_progress(io: TableIO, query_name: str, checkpoint: str) -> int:
+    """Add the ``stream_progress`` rows of micro-batches the checkpoint committed but the table
+    misses (the job was killed between a batch's commit and its progress poll). Rebuilt from the
+    offset log: trigger time, watermark, sources and — for the packed landing source — the raw
+    records read; rates, duration and state sizes are unknown (null). Returns the rows added."""
+    from schemas.stream import STREAM_PROGRESS
+
+    local = _local_dir(checkpoint)
+    commits = Path(local) / "commits" if local else None
+    if commits is None or not commits.is_dir() or io.spark is None:
+        return 0
+    done = sorted(int(p.name) for p in commits.iterdir() if p.name.isdigit())
+    if not done or not io.exists(STREAM_PROGRESS.name):
+        return 0
+    have = {int(r["batch_id"]) for r in io.read(STREAM_PROGRESS.name).where(
+        f"query_name = '{query_name}'").select("batch_id").collect()}
+    rows = []
+    for bid in done:
+        if bid in have:
+            continue
+        cur = _checkpoint_offsets(str(local), bid)
+        if cur is None:
+            continue
+        meta, offsets = cur
+        prev = _checkpoint_offsets(str(local), bid - 1) if bid > 0 else None
+        end = offsets[0] if offsets else None
+        start = prev[1][0] if prev and prev[1] else None
+        records = None
+        if isinstance(end, dict) and "records" in end:
+            records = int(end["records"]) - (int(start["records"]) if isinstance(start, dict) else 0)
+        wm = int(meta.get("batchWatermarkMs") or 0)
+        rows.append({
+            "query_name": query_name, "batch_id": bid,
+            "timestamp": datetime.fromtimestamp(int(meta.get("batchTimestampMs") or 0) / 1000, UTC),
+            "input_rows": records, "input_rows_per_second": None, "processed_rows_per_second": None,
+            "batch_duration_ms": None, "state_rows": None, "state_memory_bytes": None,
+            "watermark": datetime.fromtimestamp(wm / 1000, UTC) if wm > 0 else None,
+            "sources": json.dumps([{"description": "reconstructed from the checkpoint", "startOffset": start,
+                                    "endOffset": end}]),
+        })
+    if rows:
+        io.merge(STREAM_PROGRESS.name, io.spark.createDataFrame(rows, STREAM_PROGRESS.spark_schema()))
+        log.info("stream_progress: %d micro-batch row(s) of %s rebuilt from the checkpoint", len(rows), query_name)
+    return len(rows)
+
+
 # =============================================================================================
 # Running
 # =============================================================================================
@@ -1214,6 +1272,10 @@ def _run(
     io = TableIO(cfg, spark)
     for name in (*settings.tables, "quarantine", "unsupported_records", "stream_progress"):
         io.ensure(name)
+    # micro-batches committed just before a kill, whose progress was never polled
+    for query, checkpoint in ((settings.query_name, settings.replay_checkpoint),
+                              (settings.quarantine_query_name, settings.quarantine_checkpoint)):
+        reconstruct_progress(io, query, checkpoint)
     packed_landing = settings.source == "landing" and settings.landing_reader == "python" and _local_dir(
         settings.landing) is not None
     recorder = ProgressRecorder(io, echo=echo,

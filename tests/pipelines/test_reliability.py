@@ -111,10 +111,12 @@ def test_a_second_writer_is_refused_with_one_line_naming_the_holder_and_a_dead_h
 @SPARK
 def test_two_batch_processes_at_once_never_both_write(tmp_path: Path) -> None:
     """Two real `offsetlake run batch` processes on one warehouse: one runs, the other is
-    refused with exit 2 and one line; raw_records holds every position once."""
+    refused with exit 2 and one line; raw_records holds every position once. The winner's input
+    repeats itself (the duplicate-dropping path): its stderr holds no Spark ERROR line."""
     conf = _conf_file(tmp_path, "spark:\n  master: local[1]\n")
     cfg = load_config(conf)
     write_raw_records(sample_records(4, seed=2), cfg.paths.landing)
+    write_raw_records(sample_records(4, seed=2)[:30], cfg.paths.landing)  # re-delivered
     env = dict(os.environ, PYSPARK_PYTHON=sys.executable, SPARK_LOCAL_IP="127.0.0.1")
     exe = str(Path(sys.executable).parent / "offsetlake")
     procs = [subprocess.Popen([exe, "run", "batch", "--conf", str(conf), "--json"], cwd=tmp_path, env=env,
@@ -123,7 +125,10 @@ def test_two_batch_processes_at_once_never_both_write(tmp_path: Path) -> None:
     codes = sorted(p.returncode for p in procs)
     assert codes == [0, 2], [r[1][-2000:] for r in results]
     loser = next(r for p, r in zip(procs, results, strict=True) if p.returncode == 2)
+    winner = next(r for p, r in zip(procs, results, strict=True) if p.returncode == 0)
     assert "is in use by pid" in _one_line(loser[1])
+    assert json.loads(winner[0][winner[0].index("{"):])["duplicates"] == 30
+    assert " ERROR " not in winner[1] and "Traceback" not in winner[1], winner[1][-3000:]
     from deltalake import DeltaTable
 
     raw = DeltaTable(cfg.table_path("raw_records")).to_pyarrow_table(columns=["partition", "offset"])
@@ -487,6 +492,22 @@ def test_stream_over_files_with_reversed_mtimes_gives_the_tables_of_ordered_file
     assert not recorder.dropped
     watermark = max(r.timestamp_ms for r in records) - DELAY_MS
     assert_gold_equal(spark, cfg, batch_gold(spark, landing, watermark))
+
+    # progress rows lost to a kill between a batch's commit and its poll are rebuilt on restart
+    from deltalake import DeltaTable
+
+    from pipelines.tableio import TableIO
+
+    io = TableIO(cfg, spark)
+    query = f"query_name = '{stream_job.REPLAY_QUERY}'"
+    n = io.read("stream_progress").where(query).count()
+    assert n >= 3
+    DeltaTable(io.path("stream_progress")).delete("batch_id >= 1")
+    stream_job.run(spark, cfg, available_now=True, with_quarantine=False, poll_seconds=0.5)  # nothing new
+    rows = io.read("stream_progress").where(query).collect()
+    ids = sorted(r["batch_id"] for r in rows)
+    assert ids == list(range(len(ids))) and len(ids) >= n  # (a no-data batch may follow)
+    assert sum(r["input_rows"] for r in rows) == len(records)
 
 
 @SPARK
