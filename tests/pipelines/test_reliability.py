@@ -304,12 +304,12 @@ def test_one_record_from_the_year_9999_does_not_move_now_for_every_group(tmp_pat
 
     clean, clean_io = build("clean", shifted)
     dirty, dirty_io = build("dirty", [*shifted, hostile])
-    assert dirty.clock_outliers == 1 and clean.clock_outliers == 0
-    assert any("ignored for the log clock" in w and "9999-12-31" in w for w in dirty.warnings)
     for name in gold_table_names():
         def content(io: Any, table: str = name) -> list[str]:
             return sorted(repr(sorted(r.items())) for r in _rows(io, table) if r.get("group_id") != "hostile-group")
         assert content(dirty_io) == content(clean_io), name
+    assert dirty.clock_outliers == 1 and clean.clock_outliers == 0
+    assert any("ignored for the log clock" in w and "9999-12-31" in w for w in dirty.warnings)
 
 
 # --------------------------------------------------------------------------------------------
@@ -447,6 +447,10 @@ def test_secrets_referenced_from_the_environment_never_reach_output_logs_or_delt
         "spark:\n  conf:\n    spark.hadoop.fs.s3a.secret.key: ${OFFSETLAKE_TEST_S3}\n"
         "kafka:\n  secrets:\n    sasl_username: ${OFFSETLAKE_TEST_PW}\n    sasl_password: ${OFFSETLAKE_TEST_PW}\n"))
     cfg = load_config(conf)
+    # the references are resolved where they are used (and only there)
+    from pipelines.config import spark_kafka_options
+
+    assert spark_kafka_options(cfg)["kafka.sasl.jaas.config"] == os.environ["OFFSETLAKE_TEST_JAAS"]
     write_raw_records(_valid(2), cfg.paths.landing)
     seen = []
     for argv in (["config", "--conf", str(conf)], ["config", "--conf", str(conf), "--check"],
@@ -455,6 +459,7 @@ def test_secrets_referenced_from_the_environment_never_reach_output_logs_or_delt
         assert rc == 0, err
         seen.append(out + err)
     assert "${OFFSETLAKE_TEST_JAAS}" in seen[0] and "${OFFSETLAKE_TEST_S3}" in seen[0]
+    assert spark.conf.get("spark.hadoop.fs.s3a.secret.key") == SECRET  # the session got the value
     texts = [*seen, caplog.text]
     for path in Path(cfg.paths.root).rglob("*"):
         if path.is_file() and path.suffix in (".json", ".crc", ".yaml", ".log", ".lock", ""):
@@ -489,9 +494,9 @@ def test_stream_over_files_with_reversed_mtimes_gives_the_tables_of_ordered_file
         os.utime(f, (newest + len(files) - i, newest + len(files) - i))
     cfg = stream_config(tmp_path)
     recorder = stream_job.run(spark, cfg, available_now=True, with_quarantine=False, poll_seconds=0.5)
-    assert not recorder.dropped
     watermark = max(r.timestamp_ms for r in records) - DELAY_MS
     assert_gold_equal(spark, cfg, batch_gold(spark, landing, watermark))
+    assert not recorder.dropped
 
     # progress rows lost to a kill between a batch's commit and its poll are rebuilt on restart
     from deltalake import DeltaTable
@@ -515,7 +520,7 @@ def test_records_arriving_behind_the_watermark_fail_the_stream_counted_in_record
     spark: Any, tmp_path: Path
 ) -> None:
     from pipelines import stream_job
-    from pipelines.errors import DataLossError
+    from pipelines.errors import UsageError
     from tests.pipelines.test_stream_job import land, sample_log, stream_config
 
     records = sample_log(6, seed=9)
@@ -528,7 +533,7 @@ def test_records_arriving_behind_the_watermark_fail_the_stream_counted_in_record
     first_ts = min(r.timestamp_ms for r in head)
     late = [r._replace(timestamp_ms=first_ts - 3_600_000 + i) for i, r in enumerate(tail)]
     land(late, landing, rows_per_file=40)
-    with pytest.raises(DataLossError, match=r"stream: 12 records \(\d+ packs\) arrived later than the watermark"):
+    with pytest.raises(UsageError, match=r"stream: 12 records \(\d+ packs\) arrived later than the watermark"):
         stream_job.run(spark, cfg, available_now=True, with_quarantine=False, poll_seconds=0.5)
     # allowed by config: the run ends normally and says what it dropped
     allowed = stream_config(tmp_path, allow_late_drops=True)
