@@ -12,6 +12,8 @@ Rules:
   and ``table``). A summary goes to stderr.
 - ``--as-of-ms T`` / ``--as-of-offset O``: the groups as they were at time T / log offset O
   (later records are ignored); with ``--retention-ms`` offsets expire as Kafka would at T.
+  Without ``--as-of-ms``, T is the robust log clock (``pipelines.log_clock``): a record far ahead
+  of its partition's later records does not move it (a warning names what was ignored).
 """
 
 from __future__ import annotations
@@ -49,6 +51,9 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument("--as-of-ms", type=int, metavar="T", help="the groups as they were at time T (epoch ms)")
     p.add_argument("--as-of-offset", type=int, metavar="O", help="ignore records after log offset O")
+    p.add_argument("--clock-outlier-ms", type=int, default=86_400_000, metavar="MS",
+                   help="without --as-of-ms, 'now' is the newest record time ignoring records more than MS "
+                        "ahead of every later record of their partition (default: one day)")
     p.add_argument(
         "--retention-ms",
         type=int,
@@ -107,8 +112,10 @@ def run(args: argparse.Namespace) -> int:
 
     records: list[LogRecord] = []
     total = corrupt = cut = 0
+    clock_rows: list[tuple[str, int, int, int]] = []  # every record's position and time
     for raw in read_raw_records(args.input):
         total += 1
+        clock_rows.append((raw.topic, raw.partition, raw.offset, raw.timestamp_ms))
         if (args.as_of_ms is not None and raw.timestamp_ms > args.as_of_ms) or (
             args.as_of_offset is not None and raw.offset > args.as_of_offset
         ):
@@ -127,11 +134,27 @@ def run(args: argparse.Namespace) -> int:
             continue
         records.append(LogRecord(raw.partition, raw.offset, raw.timestamp_ms, rec.key, rec.value))
 
+    as_of_ms = args.as_of_ms
+    clock_note = None
+    if as_of_ms is None and args.retention_ms is not None and clock_rows:
+        # "now" = the robust log clock: one record dated 9999 must not expire every group
+        import pyarrow as pa
+
+        from pipelines.log_clock import decide, staircase
+
+        topics, parts, offs, tss = zip(*clock_rows, strict=True)
+        st = staircase(pa.table({"topic": pa.array(topics, pa.string()), "partition": pa.array(parts, pa.int32()),
+                                 "offset": pa.array(offs, pa.int64()), "ts": pa.array(tss, pa.int64())})).to_pydict()
+        clock = decide(zip(st["topic"], st["partition"], st["offset"], st["ts"], strict=True),
+                       args.clock_outlier_ms)
+        if clock.outliers:
+            as_of_ms = clock.now_ms
+            clock_note = clock.describe()
     results = replay_groups(
         records,
         retention_ms=args.retention_ms,
         rules=args.rules,
-        as_of_ms=args.as_of_ms,
+        as_of_ms=as_of_ms,
         event_kinds=(kinds if kinds is not None else None) if args.events else (),
         assume_log_start=args.assume_log_start,
         coordinator=args.coordinator,
@@ -163,6 +186,8 @@ def run(args: argparse.Namespace) -> int:
     if args.events:
         extras.append(f"{n_events} events")
     print(summary + (f" ({', '.join(extras)})" if extras else ""), file=sys.stderr)
+    if clock_note:
+        print(f"warning: {clock_note}", file=sys.stderr)
     return 0
 
 

@@ -540,3 +540,28 @@ def test_records_arriving_behind_the_watermark_fail_the_stream_counted_in_record
     land([r._replace(offset=r.offset + 100_000) for r in late], landing, rows_per_file=40)
     recorder = stream_job.run(spark, allowed, available_now=True, with_quarantine=False, poll_seconds=0.5)
     assert sum(d[3] or 0 for d in recorder.dropped) == 12
+
+
+def test_the_replay_command_keeps_now_when_one_record_is_from_the_year_9999(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from coordinator_core.codec import encode_key, encode_value
+    from coordinator_core.records import OffsetCommitKey, OffsetCommitValue
+
+    good = sample_records(4, seed=6)
+    part = good[0].partition
+    top = max(r.offset for r in good if r.partition == part)
+    far = 253_402_300_799_000
+    hostile = RawRecord(encode_key(OffsetCommitKey("hostile-group", "t", 0)),
+                        encode_value(OffsetCommitValue(5, "", far, None, None, 3)), "__consumer_offsets",
+                        part, top + 1, far)
+    write_raw_records(good, tmp_path / "clean")
+    write_raw_records([*good, hostile], tmp_path / "dirty")
+    outputs = {}
+    for name in ("clean", "dirty"):
+        rc, out, err = _cli(["replay", "--input", str(tmp_path / name), "--retention-ms", "3600000"], capsys)
+        assert rc == 0, err
+        outputs[name] = sorted(ln for ln in out.splitlines() if '"hostile-group"' not in ln)
+        if name == "dirty":
+            assert "ignored for the log clock" in err
+    assert outputs["dirty"] == outputs["clean"]
