@@ -613,7 +613,9 @@ def _check_value(value: Any, tp: Any, meta: Mapping[str, Any], origin: str, path
                     f"{origin}: {path}.{k}: this key holds a secret: write it as an environment reference "
                     "like ${MY_SECRET}, never a literal value")
             if isinstance(v, (dict, list)) or v is None:
-                raise UsageError(f"{origin}: {path}.{k}: expected a scalar, got {_show(v)}")
+                # never echo a nested value: a dotted option key given with --set arrives nested
+                got = "a mapping" if isinstance(v, dict) else "a list" if isinstance(v, list) else "null"
+                raise UsageError(f"{origin}: {path}.{k}: expected a scalar, got {got}")
             out[k] = _check_value(v, val_tp, {}, origin, f"{path}.{k}")
         return out
     if origin_tp in (typing.Union, types.UnionType):
