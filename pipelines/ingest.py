@@ -29,9 +29,10 @@ Rules:
   topic/partition/offset, a partition outside 0..``offsets_topic.num_partitions``-1, or a
   position held by a copy with other bytes (key, value, timestamp or timestamp type) — one
   already in ``raw_records``, or another copy in the same input — goes to ``ingest_quarantine``
-  with the reason (and the other copy's bytes for a conflict), never into ``raw_records``. For
-  a conflict inside the input every copy is refused (which one is right is not knowable); a
-  copy already in ``raw_records`` stays. ``ingest_quarantine`` is keyed by a hash of the row, so
+  with the reason (and the other copy's bytes for a conflict), never into ``raw_records``. A
+  copy already in ``raw_records`` stays, and input copies equal to it are duplicates; at a
+  position new to ``raw_records`` that the input disagrees about, every copy is refused
+  (which one is right is not knowable). ``ingest_quarantine`` is keyed by a hash of the row, so
   a rerun adds nothing. Counts reconcile: read = new + identical duplicates + refused. The fast
   paths take a position range outside the configured partitions, a null position or any
   repeat as a reason to run the exact path, so they never admit such a row.
@@ -491,9 +492,23 @@ def validate_positions(incoming: DataFrame, existing: DataFrame | None, num_part
         *no_other, "source_file",
     )
     valid = incoming.where(~(null_pos | out_of_range | negative))
+    vs_raw = None
+    if existing is not None:
+        # a position raw_records holds: each input copy is a duplicate (same bytes) or refused
+        # with the committed copy as the other one (which stays)
+        ex = existing.select(*POSITION, *[F.col(c).alias(f"x_{c}") for c in _SAME_COLS], F.lit(True).alias("_x"))
+        joined = valid.join(ex, list(POSITION), "left")
+        vs_raw = joined.where(F.col("_x") & _differs("", "x_").isNotNull()).select(
+            *_RAW_COLS, F.lit("conflicting_duplicate").alias("reason"),
+            F.format_string("the copy already in raw_records has a different %s",
+                            _differs("", "x_")).alias("detail"),
+            F.col("x_key").alias("other_key"), F.col("x_value").alias("other_value"),
+            F.lit(True).alias("other_in_raw_records"), "source_file",
+        )
+        valid = joined.where(F.col("_x").isNull()).select(*incoming.columns)
+    # positions new to raw_records: one copy, or every copy refused when the input disagrees
     copies = valid.select(*_RAW_COLS).distinct()
     conflict_pos = copies.groupBy(*POSITION).count().where(F.col("count") > 1).select(*POSITION)
-    # every copy at a position the input itself disagrees about, with one other copy's bytes
     mine = valid.join(conflict_pos, list(POSITION), "left_semi").withColumn("_rid", F.monotonically_increasing_id())
     other = copies.join(conflict_pos, list(POSITION), "left_semi").select(
         *POSITION, *[F.col(c).alias(f"o_{c}") for c in _SAME_COLS])
@@ -507,24 +522,11 @@ def validate_positions(incoming: DataFrame, existing: DataFrame | None, num_part
         F.col("o.o_key").alias("other_key"), F.col("o.o_value").alias("other_value"),
         F.lit(False).alias("other_in_raw_records"), "source_file",
     )
-    single = copies.join(conflict_pos, list(POSITION), "left_anti")
+    new = copies.join(conflict_pos, list(POSITION), "left_anti")
     refused = bad.unionByName(in_input)
-    if existing is None:
-        return Validated(single, refused.select(*refused_cols))
-    ex = existing.select(*POSITION, *[F.col(c).alias(f"x_{c}") for c in _SAME_COLS], F.lit(True).alias("_x"))
-    joined = single.join(ex, list(POSITION), "left")
-    new = joined.where(F.col("_x").isNull()).select(*_RAW_COLS)
-    # the input's copies (all of them, with their files) at positions raw_records holds differently
-    clash = joined.where(F.col("_x") & _differs("", "x_").isNotNull()).select(
-        *POSITION, "x_key", "x_value", _differs("", "x_").alias("part"))
-    # (positions of ``single`` are not in conflict_pos: every input copy there is identical)
-    vs_raw = valid.join(clash, list(POSITION)).select(
-        *_RAW_COLS, F.lit("conflicting_duplicate").alias("reason"),
-        F.format_string("the copy already in raw_records has a different %s", F.col("part")).alias("detail"),
-        F.col("x_key").alias("other_key"), F.col("x_value").alias("other_value"),
-        F.lit(True).alias("other_in_raw_records"), "source_file",
-    )
-    return Validated(new, refused.unionByName(vs_raw).select(*refused_cols))
+    if vs_raw is not None:
+        refused = refused.unionByName(vs_raw)
+    return Validated(new, refused.select(*refused_cols))
 
 
 QUARANTINE_TABLE = "ingest_quarantine"

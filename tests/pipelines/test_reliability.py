@@ -209,12 +209,13 @@ def test_conflicting_duplicates_are_quarantined_with_both_copies_and_identical_o
     # a new position the input disagrees about (two copies), plus an identical re-delivery
     fresh_pos = target._replace(offset=99_999)
     twin = fresh_pos._replace(value=b"\x00\x03" + b"\x00" * 20)
-    write_raw_records([changed, good[0], fresh_pos], landing)
+    # (the committed copy re-delivered next to a changed one: a duplicate, not a conflict)
+    write_raw_records([changed, good[0], fresh_pos, target], landing)
     write_raw_records([twin], landing)
     summary = run_batch(cfg, spark, io=io)
-    assert summary.records_read == len(good) + 4
+    assert summary.records_read == len(good) + 5
     assert summary.records_new == 0 and summary.refused == 3
-    assert summary.records_read - summary.records_new - summary.refused == len(good) + 1  # identical copies
+    assert summary.records_read - summary.records_new - summary.refused == len(good) + 2  # identical copies
     raw = {(r["partition"], r["offset"]): bytes(r["value"]) for r in _rows(io, "raw_records") if r["value"] is not None}
     assert raw[(target.partition, target.offset)] == target.value  # the committed copy stays
     assert (target.partition, 99_999) not in raw
