@@ -153,8 +153,11 @@ class TableIO:
         directory is ``_staging/<run id>``), else one of its own."""
         from pipelines.warehouse_lock import current_run_id, new_run_id
 
+        held = current_run_id(self.warehouse)  # a TableIO may outlive one run (tests, quickstart)
+        if held is not None:
+            return held
         if self._run_id is None:
-            self._run_id = current_run_id(self.warehouse) or new_run_id()
+            self._run_id = new_run_id()
         return self._run_id
 
     # ---- locations and metadata -----------------------------------------------------------
