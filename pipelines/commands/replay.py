@@ -94,7 +94,7 @@ def run(args: argparse.Namespace) -> int:
     from coordinator_core.events import TABLE_BY_KIND
     from coordinator_core.records import LogRecord
     from coordinator_core.replay import replay_groups
-    from pipelines.raw_files import read_raw_records
+    from pipelines.raw_files import RawRecord, read_raw_records
 
     if args.retention_ms is not None and args.retention_ms <= 0:
         raise UsageError("--retention-ms must be a positive number of milliseconds")
@@ -138,15 +138,9 @@ def run(args: argparse.Namespace) -> int:
     clock_note = None
     if as_of_ms is None and args.retention_ms is not None and clock_rows:
         # "now" = the robust log clock: one record dated 9999 must not expire every group
-        import pyarrow as pa
+        from pipelines.log_clock import records_clock
 
-        from pipelines.log_clock import decide, staircase
-
-        topics, parts, offs, tss = zip(*clock_rows, strict=True)
-        st = staircase(pa.table({"topic": pa.array(topics, pa.string()), "partition": pa.array(parts, pa.int32()),
-                                 "offset": pa.array(offs, pa.int64()), "ts": pa.array(tss, pa.int64())})).to_pydict()
-        clock = decide(zip(st["topic"], st["partition"], st["offset"], st["ts"], strict=True),
-                       args.clock_outlier_ms)
+        clock = records_clock((RawRecord(b"", None, *row) for row in clock_rows), args.clock_outlier_ms)
         if clock.outliers:
             as_of_ms = clock.now_ms
             clock_note = clock.describe()

@@ -566,3 +566,38 @@ def test_the_replay_command_keeps_now_when_one_record_is_from_the_year_9999(
         if name == "dirty":
             assert "ignored for the log clock" in err
     assert outputs["dirty"] == outputs["clean"]
+
+
+def test_the_log_clock_ignores_records_far_ahead_but_not_records_far_behind_or_after_a_quiet_spell() -> None:
+    from pipelines.log_clock import decide, staircase
+
+    day, t0, wall = 86_400_000, 1_700_000_000_000, 1_800_000_000_000
+    far = 253_402_300_799_000
+
+    def clock(parts: dict[int, list[int]], tasks: int = 1) -> Any:
+        rows = [("__consumer_offsets", p, off, ts) for p, tss in parts.items() for off, ts in enumerate(tss)]
+        out = []
+        for k in range(tasks):  # the staircase of each task's slice, as Spark's tasks see them
+            mine = rows[k::tasks]
+            table = pa.table({"topic": [r[0] for r in mine], "partition": pa.array([r[1] for r in mine], pa.int32()),
+                              "offset": pa.array([r[2] for r in mine], pa.int64()),
+                              "ts": pa.array([r[3] for r in mine], pa.int64())})
+            st = staircase(table, day).to_pydict()
+            out += zip(st["topic"], st["partition"], st["offset"], st["ts"], st["prev_ts"], strict=True)
+        return decide(out, day, wall)
+
+    steady = [t0 + i * 1000 for i in range(50)]
+    for tasks in (1, 3):
+        assert clock({0: steady}, tasks).now_ms == steady[-1]
+        mid = clock({0: [*steady[:20], far, *steady[20:]]}, tasks)  # 9999 in the middle
+        assert (mid.now_ms, [o.offset for o in mid.outliers]) == (steady[-1], [20])
+        two = clock({0: [*steady[:20], far, far + 5, *steady[20:]]}, tasks)  # two in a row
+        assert (two.now_ms, len(two.outliers)) == (steady[-1], 2)
+        last = clock({0: [*steady, far], 1: steady}, tasks)  # the last record: beyond the wall clock
+        assert (last.now_ms, len(last.outliers)) == (steady[-1], 1)
+        reset = clock({0: [*steady, 0, -day]}, tasks)  # a clock reset behind: no false outlier
+        assert (reset.now_ms, reset.outliers) == (steady[-1], ())
+        ahead = clock({0: [*steady[:20], t0 + 30 * day, *steady[20:]]}, tasks)  # a month ahead, old log
+        assert (ahead.now_ms, len(ahead.outliers)) == (steady[-1], 1)
+        quiet = clock({0: [*steady, t0 + 30 * day]}, tasks)  # a month of silence, then a commit
+        assert (quiet.now_ms, quiet.outliers) == (t0 + 30 * day, ())
