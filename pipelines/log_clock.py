@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import DataFrame
 
-STAIR_DDL = "topic string, partition int, offset bigint, ts bigint, prev_ts bigint"
+STAIR_DDL = "topic string, partition int, offset bigint, ts bigint, prev_ts bigint, jump boolean"
 
 
 @dataclass(frozen=True)
@@ -94,7 +94,7 @@ def staircase(table: pa.Table, tolerance_ms: int | None = None) -> pa.RecordBatc
     part = pc.filter(table.column("partition"), keep).to_numpy().astype(np.int64)
     off = pc.filter(table.column("offset"), keep).to_numpy().astype(np.int64)
     ts = pc.filter(ts_col, keep).to_numpy().astype(np.int64)
-    out: dict[str, list[Any]] = {"topic": [], "partition": [], "offset": [], "ts": [], "prev_ts": []}
+    out: dict[str, list[Any]] = {"topic": [], "partition": [], "offset": [], "ts": [], "prev_ts": [], "jump": []}
     if len(off):
         seg = codes * (1 << 32) + (part & 0xFFFFFFFF)
         order = np.lexsort((off, seg))
@@ -121,10 +121,11 @@ def staircase(table: pa.Table, tolerance_ms: int | None = None) -> pa.RecordBatc
             out["offset"].extend(off[rows].tolist())
             out["ts"].extend(ts[rows].tolist())
             out["prev_ts"].extend(None if level[r - s] == lowest else int(level[r - s]) for r in rows.tolist())
+            out["jump"].extend(bool(jump[r - s]) for r in rows.tolist())
     return pa.RecordBatch.from_pydict({
         "topic": pa.array(out["topic"], pa.string()), "partition": pa.array(out["partition"], pa.int32()),
         "offset": pa.array(out["offset"], pa.int64()), "ts": pa.array(out["ts"], pa.int64()),
-        "prev_ts": pa.array(out["prev_ts"], pa.int64())})
+        "prev_ts": pa.array(out["prev_ts"], pa.int64()), "jump": pa.array(out["jump"], pa.bool_())})
 
 
 def _task_staircase(batches: Iterator[pa.RecordBatch], tolerance_ms: int) -> Iterator[pa.RecordBatch]:
@@ -136,20 +137,29 @@ def _task_staircase(batches: Iterator[pa.RecordBatch], tolerance_ms: int) -> Ite
         yield staircase(pa.concat_tables(tables), tolerance_ms)
 
 
-def decide(rows: Iterable[tuple[str, int, int, int, int | None]], tolerance_ms: int,
+def decide(rows: Iterable[tuple[str, int, int, int, int | None, bool]], tolerance_ms: int,
            wall_ms: int | None = None) -> LogClock:
-    """The clock from staircase rows (topic, partition, offset, ts ms, level ms or None) of
-    every task."""
+    """The clock from staircase rows (topic, partition, offset, ts ms, task-local level ms or
+    None, jump) of every task."""
     wall = int(time.time() * 1000) if wall_ms is None else wall_ms
-    by_part: dict[tuple[str, int], list[tuple[int, int, int | None]]] = {}
+    by_part: dict[tuple[str, int], list[tuple[int, int, int | None, bool]]] = {}
     newest: int | None = None
-    for topic, part, off, ts, prev in rows:
-        by_part.setdefault((topic, part), []).append((off, ts, prev))
+    for topic, part, off, ts, prev, jump in rows:
+        by_part.setdefault((topic, part), []).append((off, ts, prev, bool(jump)))
         newest = ts if newest is None else max(newest, ts)
     now: int | None = None
     outliers: list[Outlier] = []
-    for (topic, part), items in by_part.items():
-        items.sort()
+    for (topic, part), raw_items in by_part.items():
+        raw_items.sort()
+        # the level before each row across tasks: its task's, and the earlier rows of other
+        # tasks (a task's first row of a partition has no predecessor in the task)
+        items: list[tuple[int, int, int | None]] = []
+        running: int | None = None
+        for off, ts, prev, jump in raw_items:
+            levels = [v for v in (prev, running) if v is not None]
+            items.append((off, ts, max(levels) if levels else None))
+            if not jump:
+                running = ts if running is None else max(running, ts)
         later: int | None = None  # newest later non-outlier (not far behind) of this partition
         for off, ts, prev in reversed(items):
             bound = (later if later is not None else wall) + tolerance_ms
@@ -170,7 +180,7 @@ def log_clock(raw: DataFrame, tolerance_ms: int, wall_ms: int | None = None) -> 
         return _task_staircase(batches, tolerance_ms)
 
     rows = raw.select("topic", "partition", "offset", "timestamp").mapInArrow(fn, STAIR_DDL).collect()
-    return decide(((r["topic"], r["partition"], r["offset"], r["ts"], r["prev_ts"]) for r in rows),
+    return decide(((r["topic"], r["partition"], r["offset"], r["ts"], r["prev_ts"], r["jump"]) for r in rows),
                   tolerance_ms, wall_ms)
 
 
@@ -186,5 +196,5 @@ def records_clock(records: Iterable[Any], tolerance_ms: int, wall_ms: int | None
         "ts": pa.array([r.timestamp_ms for r in recs], pa.int64()),
     })
     st = staircase(table, tolerance_ms).to_pydict()
-    return decide(zip(st["topic"], st["partition"], st["offset"], st["ts"], st["prev_ts"], strict=True),
+    return decide(zip(st["topic"], st["partition"], st["offset"], st["ts"], st["prev_ts"], st["jump"], strict=True),
                   tolerance_ms, wall_ms)

@@ -583,10 +583,20 @@ def test_the_log_clock_ignores_records_far_ahead_but_not_records_far_behind_or_a
                               "offset": pa.array([r[2] for r in mine], pa.int64()),
                               "ts": pa.array([r[3] for r in mine], pa.int64())})
             st = staircase(table, day).to_pydict()
-            out += zip(st["topic"], st["partition"], st["offset"], st["ts"], st["prev_ts"], strict=True)
+            out += zip(st["topic"], st["partition"], st["offset"], st["ts"], st["prev_ts"], st["jump"], strict=True)
         return decide(out, day, wall)
 
     steady = [t0 + i * 1000 for i in range(50)]
+    # a task holding only a partition's tail of clock resets (another file) flags nothing
+    tail = [("__consumer_offsets", 0, off, ts) for off, ts in enumerate(steady)]
+    out = []
+    for part in (tail, [("__consumer_offsets", 0, 50, 0), ("__consumer_offsets", 0, 51, -day)]):
+        st = staircase(pa.table({"topic": [r[0] for r in part], "partition": pa.array([r[1] for r in part], pa.int32()),
+                                 "offset": pa.array([r[2] for r in part], pa.int64()),
+                                 "ts": pa.array([r[3] for r in part], pa.int64())}), day).to_pydict()
+        out += zip(st["topic"], st["partition"], st["offset"], st["ts"], st["prev_ts"], st["jump"], strict=True)
+    split = decide(out, day, wall)
+    assert (split.now_ms, split.outliers) == (steady[-1], ())
     for tasks in (1, 3):
         assert clock({0: steady}, tasks).now_ms == steady[-1]
         mid = clock({0: [*steady[:20], far, *steady[20:]]}, tasks)  # 9999 in the middle
