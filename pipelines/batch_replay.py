@@ -11,7 +11,7 @@ Rules:
   integer keys) and replays it.
 - The spool (the usual path): the decode pass, while it writes the decoded tables, also projects
   their rows and appends them to one Arrow IPC stream file (lz4) per bucket per task under
-  ``<warehouse>/_staging/replay_spool`` (``Spool``). Its commit lists the successful tasks'
+  ``<warehouse>/_staging/<run id>/replay_spool`` (``Spool``). Its commit lists the successful tasks'
   files in a manifest (the routed writer's side outputs). The replay is then one Spark stage:
   each task reads its buckets' files (``route_replay_spool``). No shuffle, no second read of
   the decoded tables; the newest record time (``as_of``) comes from the manifest.

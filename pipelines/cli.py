@@ -4,7 +4,11 @@ Rules:
 - Each module in ``pipelines/commands/`` exposes ``register(subparsers)`` which adds its
   subcommand(s) and sets ``func`` (a callable taking the parsed ``argparse.Namespace`` and
   returning an exit code). Modules are discovered, so adding a command touches no shared file.
-- Bad config or input: exit code 2 and one clear line on stderr (raise ``UsageError``).
+- Bad config or input: exit code 2 and one clear line on stderr (raise ``UsageError``). A
+  known failure class raised anywhere below (disk full, read-only warehouse, a corrupt or
+  mistyped input file: ``pipelines.errors.describe_failure``) is one line and exit 2 as well;
+  any other exception is one line and exit 1. ``--debug`` shows the trace instead (and keeps
+  Spark's own task-failure logs on).
 - Heavy imports (pyspark, pandas) happen inside the command, never at discovery time, so
   ``offsetlake --help`` and pure-Python commands start fast.
 """
@@ -13,12 +17,13 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import pkgutil
 import sys
 from collections.abc import Sequence
 
 from pipelines import commands as _commands_pkg
-from pipelines.errors import UsageError
+from pipelines.errors import DEBUG_ENV, UsageError, describe_failure, first_line
 
 EPILOG = """\
 typical session:
@@ -37,6 +42,8 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    parser.add_argument("--debug", action="store_true",
+                        help="show the full trace (and Spark's failure logs) when a command fails")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for info in sorted(pkgutil.iter_modules(_commands_pkg.__path__), key=lambda m: m.name):
         if info.name.startswith("_"):
@@ -55,6 +62,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if func is None:
         parser.print_help()
         return 2
+    debug = bool(getattr(args, "debug", False))
+    if debug:
+        os.environ[DEBUG_ENV] = "1"
     try:
         rc = func(args)
     except UsageError as exc:
@@ -65,6 +75,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return 0
+    except Exception as exc:
+        if debug:
+            raise
+        known = describe_failure(exc)
+        if known is not None:
+            print(f"offsetlake {args.command}: error: {known}", file=sys.stderr)
+            return 2
+        print(f"offsetlake {args.command}: failed: {first_line(exc)} (run with --debug for the trace)",
+              file=sys.stderr)
+        return 1
     return int(rc or 0)
 
 

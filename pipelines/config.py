@@ -9,8 +9,11 @@ Rules:
 - Every file is validated on its own before merging, so an error names the file that holds the bad
   value: ``UsageError("conf/local.yaml: replay.retention_ms: expected a positive integer, got
   'abc'")``. Unknown keys are errors too (with a "did you mean" hint).
-- Secrets (Kafka SASL/SSL passwords, anything under ``kafka.secrets``) may only be written as
-  ``${ENV_VAR}`` references. The loader stores the reference, never the value: ``Secret.reveal()``
+- Secrets (Kafka SASL/SSL passwords, anything under ``kafka.secrets``, and any entry of the
+  free-form option maps ``input.kafka_options`` / ``spark.conf`` whose key names a secret:
+  ``password``, ``secret``, ``jaas``, ``token``, ``credential``, ``...key``; ``SECRET_KEY_RE``)
+  may only be written as ``${ENV_VAR}`` references; a literal is refused without echoing it.
+  The loader stores the reference, never the value: ``Secret.reveal()``
   reads the environment at the moment of use, ``repr``/``redacted()`` show ``${ENV_VAR}`` only, so
   a secret cannot reach a log through the config object. ``${...}`` is NOT interpolated anywhere else.
 - Paths: ``paths.root`` resolves against the current working directory; the other ``paths.*`` and
@@ -40,6 +43,10 @@ DEFAULT_CONF = CONF_DIR / "local.yaml"
 CONF_ENV_VAR = "OFFSETLAKE_CONF"
 
 _ENV_REF = re.compile(r"^\$\{([A-Za-z_][A-Za-z0-9_]*)\}$")
+#: An option key that names a secret (matched case-insensitively on the whole key).
+SECRET_KEY_RE = re.compile(
+    r"(password|passwd|secret|jaas|token|credential|private[._-]?key|api[._-]?key|access[._-]?key|(^|[._])key$)",
+    re.IGNORECASE)
 _URI = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:/")
 
 
@@ -124,6 +131,7 @@ class InputConf:
     format: Literal["parquet", "json", "auto"] = _f("auto")
     path: str | None = _f(None, path=True)
     kafka_options: dict[str, str | int | bool] = _f({})  # noqa: RUF009
+    synthesize_positions: bool = _f(False)
 
 
 @dataclass(frozen=True)
@@ -178,6 +186,7 @@ class ReplayConf:
     as_of_ms: int | None = _f(None, "non_negative")
     coordinator: Literal["auto", "old", "new"] = _f("auto")
     cleanup_interval_ms: int = _f(600_000, "positive")
+    clock_outlier_ms: int = _f(86_400_000, "positive")
 
 
 @dataclass(frozen=True)
@@ -192,6 +201,7 @@ class StreamConf:
     timeout_mode: Literal["event_time", "processing_time"] = _f("event_time")
     landing_reader: Literal["python", "spark"] = _f("python")
     state_partitions: int | None = _f(None, "positive")
+    allow_late_drops: bool = _f(False)
 
 
 @dataclass(frozen=True)
@@ -594,8 +604,20 @@ def _check_value(value: Any, tp: Any, meta: Mapping[str, Any], origin: str, path
         for k, v in value.items():
             if not isinstance(k, str):
                 raise UsageError(f"{origin}: {path}: keys must be strings, got {_show(k)}")
+            if SECRET_KEY_RE.search(k):
+                if isinstance(v, Secret):
+                    out[k] = v
+                    continue
+                if isinstance(v, str) and (m := _ENV_REF.match(v.strip())):
+                    out[k] = Secret(m.group(1))
+                    continue
+                raise UsageError(
+                    f"{origin}: {path}.{k}: this key holds a secret: write it as an environment reference "
+                    "like ${MY_SECRET}, never a literal value")
             if isinstance(v, (dict, list)) or v is None:
-                raise UsageError(f"{origin}: {path}.{k}: expected a scalar, got {_show(v)}")
+                # never echo a nested value: a dotted option key given with --set arrives nested
+                got = "a mapping" if isinstance(v, dict) else "a list" if isinstance(v, list) else "null"
+                raise UsageError(f"{origin}: {path}.{k}: expected a scalar, got {got}")
             out[k] = _check_value(v, val_tp, {}, origin, f"{path}.{k}")
         return out
     if origin_tp in (typing.Union, types.UnionType):
@@ -662,6 +684,11 @@ def _finish(cfg: Config, origin: str) -> Config:
             f"{origin}: dq.session_timeout_min_ms: must not exceed dq.session_timeout_max_ms "
             f"({cfg.dq.session_timeout_min_ms} > {cfg.dq.session_timeout_max_ms})"
         )
+    sec = cfg.kafka.secrets
+    sasl = cfg.kafka.security.protocol.startswith("SASL") or cfg.kafka.security.sasl_mechanism is not None
+    if sasl and sec.sasl_password is not None and sec.sasl_username is None:
+        raise UsageError(f"{origin}: kafka.secrets.sasl_username: required when kafka.secrets.sasl_password "
+                         "is set (SASL authenticates a user name with the password)")
     if cfg.kafka.partitions is not None:
         bad = [p for p in cfg.kafka.partitions if not 0 <= p < cfg.offsets_topic.num_partitions]
         if bad:
@@ -688,6 +715,14 @@ def _to_plain(obj: Any, *, redact: bool = False) -> Any:
     if isinstance(obj, (list, tuple)):
         return [_to_plain(v, redact=redact) for v in obj]
     return obj
+
+
+def option_value(value: Any) -> str:
+    """A free-form option's value as a string for Spark/Kafka (a ``Secret`` revealed now: do
+    not log the result)."""
+    if isinstance(value, Secret):
+        return value.reveal()
+    return str(value).lower() if isinstance(value, bool) else str(value)
 
 
 def kafka_client_settings(cfg: Config) -> dict[str, str]:
@@ -742,7 +777,7 @@ def spark_kafka_options(cfg: Config) -> dict[str, str]:
         opts["kafka.ssl.truststore.location"] = k.security.ssl_ca_location
     if k.secrets.ssl_key_password is not None:
         opts["kafka.ssl.key.password"] = k.secrets.ssl_key_password.reveal()
-    opts.update({key: str(v).lower() if isinstance(v, bool) else str(v) for key, v in cfg.input.kafka_options.items()})
+    opts.update({key: option_value(v) for key, v in cfg.input.kafka_options.items()})
     return opts
 
 

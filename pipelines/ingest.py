@@ -25,6 +25,19 @@ Rules:
   duplicate and nothing already ingested: it is appended as it is, in the source's order. Any
   overlap takes the exact path (``dropDuplicates`` + anti-join, then sorted by position).
   Overlapping ranges are only a reason to check, never a reason to drop.
+- Positions are validated (the exact path below): a row with a null or missing
+  topic/partition/offset, a partition outside 0..``offsets_topic.num_partitions``-1, or a
+  position held by a copy with other bytes (key, value, timestamp or timestamp type) — one
+  already in ``raw_records``, or another copy in the same input — goes to ``ingest_quarantine``
+  with the reason (and the other copy's bytes for a conflict), never into ``raw_records``. A
+  copy already in ``raw_records`` stays, and input copies equal to it are duplicates; at a
+  position new to ``raw_records`` that the input disagrees about, every copy is refused
+  (which one is right is not knowable). ``ingest_quarantine`` is keyed by a hash of the row, so
+  a rerun adds nothing. Counts reconcile: read = new + identical duplicates + refused. The fast
+  paths take a position range outside the configured partitions, a null position or any
+  repeat as a reason to run the exact path, so they never admit such a row.
+- A landing Parquet file whose columns have the wrong types fails before anything is read,
+  with one line naming the file and the column (``check_landing_schemas``).
 - Sources (``input.source``):
     landing  Parquet files (Spark's file source, executors read in parallel) and/or JSON-lines
              captures (read with ``pipelines.raw_files`` on the driver: a debugging/interchange
@@ -76,10 +89,13 @@ class IngestResult:
     records_new: int  # rows appended to raw_records
     raw_total: int  # rows in raw_records afterwards
     raw_version: int  # raw_records' Delta version afterwards
+    quarantined: int = 0  # rows of the input refused (ingest_quarantine), this run
+    quarantine_reasons: tuple[tuple[str, int], ...] = ()  # (reason, rows)
 
     @property
     def duplicates(self) -> int:
-        return self.records_read - self.records_new
+        """Rows identical to a copy already ingested (or repeated identically in the input)."""
+        return self.records_read - self.records_new - self.quarantined
 
 
 def normalize(df: DataFrame, *, dedupe: bool = True) -> DataFrame:
@@ -318,9 +334,19 @@ def check_disjoint(side: list[dict[str, Any]], options: dict[str, Any]) -> str |
     """``commit_check`` of the copy: refuse when the files' position ranges (the routes' side
     outputs) repeat a position or overlap each other or raw_records' (``options["existing"]``)."""
     ranges = [PositionRange(**r) for r in [*side, *options.get("existing", [])]]
-    if ranges_disjoint(ranges):
+    if ranges_disjoint(ranges) and ranges_in_bounds(side, options.get("num_partitions")):
         return None
-    return "the input overlaps itself or raw_records"
+    return "the input overlaps itself or raw_records, or has positions outside the configured partitions"
+
+
+def ranges_in_bounds(ranges: Iterable[PositionRange | dict[str, Any]], num_partitions: int | None) -> bool:
+    """True when every range's log partition is in 0..num_partitions-1 (and its offsets >= 0)."""
+    for r in ranges:
+        part = r["partition"] if isinstance(r, dict) else r.partition
+        first = r["first"] if isinstance(r, dict) else r.first
+        if part is None or part < 0 or (num_partitions is not None and part >= num_partitions) or first < 0:
+            return False
+    return True
 
 
 def file_stamp(path: str) -> str:
@@ -378,6 +404,175 @@ def ranges_disjoint(ranges: Iterable[PositionRange]) -> bool:
 
 
 # --------------------------------------------------------------------------------------------
+# validation: landing file types, positions
+
+
+#: column → (accepts, expected) for a landing Parquet file's present columns (what Spark's
+#: reader with ``RAW_RECORDS``' schema, or the tasks' pyarrow cast, can take)
+def _type_rules() -> dict[str, tuple[Callable[[Any], bool], str]]:
+    import pyarrow as pa
+
+    def binary(t: Any) -> bool:
+        return bool(pa.types.is_binary(t) or pa.types.is_large_binary(t))
+
+    return {
+        "key": (binary, "binary"),
+        "value": (binary, "binary"),
+        "topic": (lambda t: pa.types.is_string(t) or pa.types.is_large_string(t), "string"),
+        "partition": (pa.types.is_integer, "an integer"),
+        "offset": (pa.types.is_integer, "an integer"),
+        "timestamp": (pa.types.is_timestamp, "a timestamp"),
+        "timestampType": (pa.types.is_integer, "an integer"),
+    }
+
+
+def check_landing_schemas(files: Iterable[str]) -> None:
+    """Raise ``UsageError`` naming the file and column when a landing Parquet file has a raw
+    column of the wrong type or no ``key`` column (footers only: nothing is read or written)."""
+    import pyarrow.parquet as pq
+
+    rules = _type_rules()
+    for f in files:
+        try:
+            schema = pq.read_schema(f)
+        except (OSError, ValueError) as exc:
+            raise UsageError(f"input: {f} is not a readable Parquet file ({exc}); "
+                             "move it out of the landing directory or re-capture it") from exc
+        if "key" not in schema.names:
+            raise UsageError(f"input: {f}: no 'key' column (columns: {', '.join(schema.names)})")
+        for name, (ok, expected) in rules.items():
+            if name in schema.names and not ok(schema.field(name).type):
+                raise UsageError(f"input: {f}: column '{name}' has type {schema.field(name).type}, expected {expected}")
+
+
+@dataclass
+class Validated:
+    """The exact path's split of an input: rows for ``raw_records`` (one per position, not yet
+    there) and refused rows (``ingest_quarantine`` shape without ``record_id``/``run_id``)."""
+
+    new: DataFrame
+    refused: DataFrame
+
+
+_RAW_COLS = RAW_RECORDS.column_names
+_SAME_COLS = ("key", "value", "timestamp", "timestampType")
+
+
+def _differs(a: str, b: str) -> Any:
+    """Column: the copies ``a`` and ``b`` differ in bytes (null-safe), as the first differing part."""
+    from pyspark.sql import functions as F
+
+    expr = F.lit(None).cast("string")
+    for c in reversed(_SAME_COLS):
+        expr = F.when(~F.col(f"{a}{c}").eqNullSafe(F.col(f"{b}{c}")), F.lit(c)).otherwise(expr)
+    return expr
+
+
+def validate_positions(incoming: DataFrame, existing: DataFrame | None, num_partitions: int) -> Validated:
+    """Split ``incoming`` (``RAW_RECORDS`` columns + ``source_file``) into new rows and refused
+    rows (see the module rules); ``existing`` is ``raw_records`` (or ``None`` when empty)."""
+    from pyspark.sql import functions as F
+
+    null_pos = F.col("topic").isNull() | F.col("partition").isNull() | F.col("offset").isNull()
+    out_of_range = (F.col("partition") < 0) | (F.col("partition") >= num_partitions)
+    negative = F.col("offset") < 0
+    null_detail = F.concat_ws(", ", *[F.when(F.col(c).isNull(), F.lit(f"{c} is null")) for c in POSITION])
+    refused_cols = [*_RAW_COLS, "reason", "detail", "other_key", "other_value", "other_in_raw_records",
+                    "source_file"]
+    no_other = [F.lit(None).cast("binary").alias("other_key"), F.lit(None).cast("binary").alias("other_value"),
+                F.lit(None).cast("boolean").alias("other_in_raw_records")]
+    bad = incoming.where(null_pos | out_of_range | negative).select(
+        *_RAW_COLS,
+        F.when(null_pos, F.lit("null_position")).when(out_of_range, F.lit("partition_out_of_range"))
+        .otherwise(F.lit("negative_offset")).alias("reason"),
+        F.when(null_pos, null_detail).when(
+            out_of_range, F.format_string(f"partition %d outside 0..{num_partitions - 1} "
+                                          "(offsets_topic.num_partitions)", F.col("partition")))
+        .otherwise(F.format_string("offset %d is negative", F.col("offset"))).alias("detail"),
+        *no_other, "source_file",
+    )
+    valid = incoming.where(~(null_pos | out_of_range | negative))
+    vs_raw = None
+    if existing is not None:
+        # a position raw_records holds: each input copy is a duplicate (same bytes) or refused
+        # with the committed copy as the other one (which stays)
+        ex = existing.select(*POSITION, *[F.col(c).alias(f"x_{c}") for c in _SAME_COLS], F.lit(True).alias("_x"))
+        joined = valid.join(ex, list(POSITION), "left")
+        vs_raw = joined.where(F.col("_x") & _differs("", "x_").isNotNull()).select(
+            *_RAW_COLS, F.lit("conflicting_duplicate").alias("reason"),
+            F.format_string("the copy already in raw_records has a different %s",
+                            _differs("", "x_")).alias("detail"),
+            F.col("x_key").alias("other_key"), F.col("x_value").alias("other_value"),
+            F.lit(True).alias("other_in_raw_records"), "source_file",
+        )
+        valid = joined.where(F.col("_x").isNull()).select(*incoming.columns)
+    # positions new to raw_records: one copy, or every copy refused when the input disagrees
+    copies = valid.select(*_RAW_COLS).distinct()
+    conflict_pos = copies.groupBy(*POSITION).count().where(F.col("count") > 1).select(*POSITION)
+    mine = valid.join(conflict_pos, list(POSITION), "left_semi").withColumn("_rid", F.monotonically_increasing_id())
+    other = copies.join(conflict_pos, list(POSITION), "left_semi").select(
+        *POSITION, *[F.col(c).alias(f"o_{c}") for c in _SAME_COLS])
+    paired = mine.join(other, list(POSITION)).where(_differs("", "o_").isNotNull())
+    in_input = paired.groupBy("_rid", *_RAW_COLS, "source_file").agg(
+        F.min(F.struct(*[F.col(f"o_{c}") for c in _SAME_COLS])).alias("o"),
+        F.first(_differs("", "o_")).alias("part"),
+    ).select(
+        *_RAW_COLS, F.lit("conflicting_duplicate").alias("reason"),
+        F.format_string("another copy in the input has a different %s", F.col("part")).alias("detail"),
+        F.col("o.o_key").alias("other_key"), F.col("o.o_value").alias("other_value"),
+        F.lit(False).alias("other_in_raw_records"), "source_file",
+    )
+    new = copies.join(conflict_pos, list(POSITION), "left_anti")
+    refused = bad.unionByName(in_input)
+    if vs_raw is not None:
+        refused = refused.unionByName(vs_raw)
+    return Validated(new, refused.select(*refused_cols))
+
+
+QUARANTINE_TABLE = "ingest_quarantine"
+
+
+def _with_ids(refused: DataFrame, run_id: str) -> DataFrame:
+    """``ingest_quarantine`` rows: identical refused rows of one file collapse into one (its
+    ``record_id`` is a hash of every column and the reason)."""
+    from pyspark.sql import functions as F
+
+    parts = [F.coalesce(F.hex(F.col(c)) if c in ("key", "value", "other_key", "other_value")
+                        else F.col(c).cast("string"), F.lit("\\N"))
+             for c in (*_RAW_COLS, "reason", "other_key", "other_value", "source_file")]
+    return refused.withColumn("record_id", F.sha2(F.concat_ws("|", *parts), 256)).withColumn(
+        "run_id", F.lit(run_id))
+
+
+def write_refused(io: TableIO, refused: DataFrame, run_id: str) -> tuple[int, tuple[tuple[str, int], ...]]:
+    """Append the refused rows not already in ``ingest_quarantine``; returns (refused rows of
+    this input, per-reason counts). Idempotent: a rerun over the same input appends nothing."""
+    from pyspark import StorageLevel
+    from pyspark.sql import functions as F
+
+    refused = refused.persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        counts = {r["reason"]: int(r["n"]) for r in refused.groupBy("reason").agg(F.count("*").alias("n")).collect()}
+        total = sum(counts.values())
+        if total:
+            io.ensure(QUARANTINE_TABLE)
+            rows = _with_ids(refused, run_id).dropDuplicates(["record_id"])
+            if io.count(QUARANTINE_TABLE):
+                rows = rows.join(io.read(QUARANTINE_TABLE).select("record_id"), "record_id", "left_anti")
+            rows = rows.persist(StorageLevel.MEMORY_AND_DISK)
+            try:
+                if rows.limit(1).count():
+                    io.append(QUARANTINE_TABLE, rows)
+            finally:
+                rows.unpersist()
+            log.warning("ingest: %d records refused into %s (%s)", total, QUARANTINE_TABLE,
+                        ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
+        return total, tuple(sorted(counts.items()))
+    finally:
+        refused.unpersist()
+
+
+# --------------------------------------------------------------------------------------------
 # sources
 
 
@@ -393,8 +588,9 @@ def _landing_files(path: str) -> tuple[list[str], list[str]]:
     return parquet, jsonl
 
 
-def read_landing(spark: SparkSession, path: str, fmt: str = "auto") -> DataFrame:
-    """Raw records from a landing directory (or one file) of Parquet and/or JSON-lines captures."""
+def read_landing(spark: SparkSession, path: str, fmt: str = "auto", *, positions: str = "required") -> DataFrame:
+    """Raw records from a landing directory (or one file) of Parquet and/or JSON-lines captures
+    (``positions``: JSON lines without partition/offset, ``pipelines.raw_files``)."""
     import pyarrow as pa
 
     from pipelines.raw_files import RAW_ARROW_SCHEMA, iter_raw_batches
@@ -411,7 +607,7 @@ def read_landing(spark: SparkSession, path: str, fmt: str = "auto") -> DataFrame
     if parquet:
         parts.append(spark.read.schema(schema).parquet(*parquet))
     if jsonl:
-        batches = [b for f in jsonl for b in iter_raw_batches(f)]
+        batches = [b for f in jsonl for b in iter_raw_batches(f, positions=positions)]
         table = pa.Table.from_batches(batches, schema=RAW_ARROW_SCHEMA)
         parts.append(spark.createDataFrame(table, schema=schema))
     if not parts:
@@ -457,7 +653,8 @@ def read_source(spark: SparkSession, cfg: Config, io: TableIO | None = None) -> 
     """The configured source as raw records, or ``None`` when the source IS ``raw_records``."""
     src = cfg.input.source
     if src == "landing":
-        return read_landing(spark, cfg.input.path or cfg.paths.landing, cfg.input.format)
+        return read_landing(spark, cfg.input.path or cfg.paths.landing, cfg.input.format,
+                            positions="synthesize" if cfg.input.synthesize_positions else "required")
     if src == "delta":
         path = cfg.input.path or cfg.table_path(RAW_TABLE)
         if os.path.normpath(path) == os.path.normpath(cfg.table_path(RAW_TABLE)):
@@ -482,6 +679,10 @@ def ingest(spark: SparkSession, cfg: Config, io: TableIO, source: DataFrame | No
         return IngestResult("raw_records", total, 0, total, io.version(RAW_TABLE) or 0)
     before = io.count(RAW_TABLE)
     known = ingested_files(io) if before and io.engine == "rust" else {}
+    landing = cfg.input.path or cfg.paths.landing
+    if cfg.input.source == "landing" and cfg.input.format != "json" and "://" not in landing:
+        # wrong column types fail here, naming file and column, before anything is read
+        check_landing_schemas([f for f in _landing_files(landing)[0] if not (known and file_stamp(f) in known)])
     files = landing_files_readable_by_tasks(cfg, known) if io.engine == "rust" else None
     metadata: dict[str, Any] = {}
     skipped_rows = 0
@@ -508,7 +709,8 @@ def ingest(spark: SparkSession, cfg: Config, io: TableIO, source: DataFrame | No
         read = sum(file_rows.values()) + skipped_rows
         n_new = read - skipped_rows
         options = {"min_copy_rows": max(1, cfg.delta.target_file_rows // 4),
-                   "existing": [asdict(r) for r in existing]}
+                   "existing": [asdict(r) for r in existing],
+                   "num_partitions": cfg.offsets_topic.num_partitions}
         try:
             io.write_routed([RAW_TABLE], spread(spark, [(f,) for f in files], "path string"),
                             "pipelines.ingest:route_copy_files", mode="append", route_options=options,
@@ -523,18 +725,26 @@ def ingest(spark: SparkSession, cfg: Config, io: TableIO, source: DataFrame | No
     else:
         incoming_ranges = position_ranges(incoming)
         read = sum(r.rows for r in incoming_ranges) + skipped_rows
-        if ranges_disjoint([*incoming_ranges, *existing]):
+        if ranges_disjoint([*incoming_ranges, *existing]) and ranges_in_bounds(
+                incoming_ranges, cfg.offsets_topic.num_partitions):
             # no duplicate inside the input, nothing already ingested: append as read (log order kept)
             n_new = read - skipped_rows
             if n_new:
                 io.append(RAW_TABLE, incoming)
             appended = True
+    refused, reasons = 0, ()
     if not appended:
-        log.info("ingest: input overlaps itself or raw_records; de-duplicating by position")
-        fresh = normalize(source)
-        if before:
-            fresh = new_records(fresh, io.read(RAW_TABLE))
-        fresh = fresh.persist(StorageLevel.MEMORY_AND_DISK)
+        log.info("ingest: input overlaps itself or raw_records (or has positions to check); "
+                 "validating and de-duplicating by position")
+        from pyspark.sql import functions as F
+
+        tagged = normalize(source, dedupe=False).withColumn(
+            "source_file", F.nullif(F.input_file_name(), F.lit("")))
+        split = validate_positions(tagged, io.read(RAW_TABLE) if before else None,
+                                   cfg.offsets_topic.num_partitions)
+        # refused rows first: a crash between the two writes repeats neither (both idempotent)
+        refused, reasons = write_refused(io, split.refused, io.run_id)
+        fresh = split.new.persist(StorageLevel.MEMORY_AND_DISK)
         try:
             n_new = fresh.count()
             if n_new:
@@ -545,4 +755,6 @@ def ingest(spark: SparkSession, cfg: Config, io: TableIO, source: DataFrame | No
     after = io.count(RAW_TABLE)
     if after != before + n_new:
         raise RuntimeError(f"raw_records: expected {before} + {n_new} rows after ingest, found {after}")
-    return IngestResult(cfg.input.source, read, n_new, after, io.version(RAW_TABLE) or 0)
+    if read < n_new + refused:
+        raise RuntimeError(f"ingest: {read} records read < {n_new} new + {refused} refused")
+    return IngestResult(cfg.input.source, read, n_new, after, io.version(RAW_TABLE) or 0, refused, reasons)

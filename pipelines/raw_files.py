@@ -8,8 +8,15 @@ Rules:
   continues the sequence after the highest existing number.
 - Readers accept a Parquet file, a JSON-lines file, or a directory of them (name order). JSON
   lines carry ``key``/``value`` as hex (default) or base64 (``"encoding": "base64"`` per line,
-  or auto-detected); ``partition``/``offset``/``timestamp`` are optional (defaults: 0, the line
-  number, 0). Bad input raises ``UsageError`` naming the file and line.
+  or auto-detected). Positions (``positions=``): ``required`` (what ingest uses) — a line
+  without ``partition`` or ``offset`` is an error naming file, line and field, because default
+  positions of two files would collide and one file's records would be dropped as duplicates;
+  ``synthesize`` (``input.synthesize_positions``) — a missing position is made up in a space of
+  its own per file, clearly marked: topic ``synthetic:<file name>``, partition 0 unless given,
+  offset = file mtime (ms) * 10^6 + line number, so two files never collide and files replay
+  in modification order; ``line`` (the pure-Python ``decode``/``replay`` commands, one file at a
+  time) — partition 0, offset = line number. ``timestamp`` defaults to 0. Bad input raises
+  ``UsageError`` naming the file and line.
 """
 
 from __future__ import annotations
@@ -252,7 +259,15 @@ def _timestamp_ms(value: Any, where: str) -> int:
     raise UsageError(f"{where}: 'timestamp' must be epoch milliseconds")
 
 
-def _read_jsonl(path: Path) -> Iterator[RawRecord]:
+#: ``positions=`` of the JSON-lines reader (see the module rules)
+POSITION_MODES = ("line", "required", "synthesize")
+SYNTHETIC_TOPIC_PREFIX = "synthetic:"
+
+
+def _read_jsonl(path: Path, positions: str = "line") -> Iterator[RawRecord]:
+    if positions not in POSITION_MODES:
+        raise ValueError(f"positions must be one of {POSITION_MODES}")
+    base = (path.stat().st_mtime_ns // 1_000_000) * 1_000_000 if positions == "synthesize" else 0
     with path.open("r", encoding="utf-8") as fh:
         for lineno, line in enumerate(fh, start=1):
             if not line.strip():
@@ -271,14 +286,25 @@ def _read_jsonl(path: Path) -> Iterator[RawRecord]:
             if key is None:
                 raise UsageError(f"{where}: 'key' is null (keys of __consumer_offsets are never null)")
             value = _decode_bytes(obj.get("value"), enc, where, "value")
+            topic = str(obj.get("topic", OFFSETS_TOPIC))
+            missing = [f for f in ("partition", "offset") if obj.get(f) is None]
+            if missing and positions == "required":
+                raise UsageError(
+                    f"{where}: no '{missing[0]}': every line needs its log position (partition and offset); "
+                    "set input.synthesize_positions: true to make up positions that cannot collide")
+            if missing and positions == "synthesize":
+                topic = SYNTHETIC_TOPIC_PREFIX + path.name
             try:
-                partition = int(obj.get("partition", 0))
-                offset = int(obj.get("offset", lineno - 1))
+                partition = int(obj["partition"]) if obj.get("partition") is not None else 0
+                if obj.get("offset") is not None:
+                    offset = int(obj["offset"])
+                else:
+                    offset = base + lineno - 1
                 ttype = int(obj.get("timestampType", obj.get("timestamp_type", 0)))
             except (TypeError, ValueError):
                 raise UsageError(f"{where}: 'partition', 'offset' and 'timestampType' must be integers") from None
             yield RawRecord(
-                key, value, str(obj.get("topic", OFFSETS_TOPIC)), partition, offset,
+                key, value, topic, partition, offset,
                 _timestamp_ms(obj.get("timestamp"), where), ttype,
             )
 
@@ -322,14 +348,17 @@ def _normalise_batch(batch: pa.RecordBatch, path: Path) -> pa.RecordBatch:
     return pa.RecordBatch.from_arrays(out, schema=RAW_ARROW_SCHEMA)
 
 
-def iter_raw_batches(path: str | os.PathLike[str], batch_rows: int = 65_536) -> Iterator[pa.RecordBatch]:
-    """Arrow batches in the raw-record schema from a file or a directory of files."""
+def iter_raw_batches(
+    path: str | os.PathLike[str], batch_rows: int = 65_536, *, positions: str = "line"
+) -> Iterator[pa.RecordBatch]:
+    """Arrow batches in the raw-record schema from a file or a directory of files
+    (``positions``: how JSON lines without a position are treated, see the module rules)."""
     for file in _input_files(Path(path)):
         if file.suffix == ".parquet":
             yield from _parquet_batches(file)
         else:
             chunk: list[RawRecord] = []
-            for rec in _read_jsonl(file):
+            for rec in _read_jsonl(file, positions):
                 chunk.append(rec)
                 if len(chunk) >= batch_rows:
                     yield records_to_batch(chunk)

@@ -6,6 +6,11 @@ Rules:
 - ``PYSPARK_PYTHON``/``PYSPARK_DRIVER_PYTHON`` are set to the running interpreter and
   ``SPARK_LOCAL_IP`` to 127.0.0.1 unless the caller already set them.
 - A missing Java gives one clear ``JavaNotFoundError`` line, not a Py4J stack trace.
+- Spark's own failure logs (a task's trace from the executor, the scheduler's "aborting job",
+  a data-source write "is aborting" — also printed on the normal path when an ingest commit
+  check refuses an overlapping input and the exact path takes over) are switched off: the
+  failure reaches the caller as an exception and the CLI prints it as one line. With
+  ``--debug`` (``OFFSETLAKE_DEBUG=1``) they stay on.
 - Delta's Spark classes are used only when their jars are on the classpath (``delta_available``);
   nothing here downloads jars.
 """
@@ -36,6 +41,9 @@ DEFAULT_CONF: dict[str, str] = {
     "spark.driver.memory": "3g",
     "spark.sql.adaptive.enabled": "true",
     "spark.python.worker.reuse": "true",
+    # Spark redacts matching option/conf values in plans, the UI and event logs (its default
+    # misses JAAS configs and credentials)
+    "spark.redaction.regex": "(?i)secret|password|passwd|token|access[.]?key|jaas|credential",
 }
 
 
@@ -105,7 +113,34 @@ def build_spark(
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(log_level)
+    if not os.environ.get("OFFSETLAKE_DEBUG"):
+        quiet_failure_logs(spark)
     return spark
+
+
+#: Loggers whose ERROR lines repeat a failure the driver re-raises (or a refusal it handles).
+FAILURE_LOGGERS = (
+    "org.apache.spark.executor.Executor",
+    "org.apache.spark.scheduler.TaskSetManager",
+    "org.apache.spark.scheduler.DAGScheduler",
+    "org.apache.spark.sql.execution.datasources.v2",
+    "org.apache.spark.sql.execution.datasources.FileFormatWriter",
+    "org.apache.spark.sql.execution.streaming",
+    "org.apache.spark.api.python",
+    "org.apache.spark.util.Utils",
+)
+
+
+def quiet_failure_logs(spark: SparkSession) -> None:
+    """Switch off ``FAILURE_LOGGERS`` (log4j2) for this JVM."""
+    try:
+        jvm = spark.sparkContext._jvm  # type: ignore[attr-defined]
+        level = jvm.org.apache.logging.log4j.Level.OFF  # type: ignore[union-attr]
+        configurator = jvm.org.apache.logging.log4j.core.config.Configurator  # type: ignore[union-attr]
+        for name in FAILURE_LOGGERS:
+            configurator.setLevel(name, level)
+    except Exception:  # a JVM without log4j2 core: keep Spark's defaults
+        return
 
 
 def delta_available(spark: SparkSession) -> bool:
@@ -140,6 +175,8 @@ def build_spark_from_config(cfg: Any, *, app_suffix: str | None = None) -> Spark
         extra["spark.sql.streaming.stateStore.providerClass"] = (
             "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
         )
-    extra.update({k: str(v).lower() if isinstance(v, bool) else v for k, v in cfg.spark.conf.items()})
+    from pipelines.config import option_value
+
+    extra.update({k: option_value(v) for k, v in cfg.spark.conf.items()})  # secrets revealed: never log
     name = cfg.spark.app_name + (f"-{app_suffix}" if app_suffix else "")
     return build_spark(name, master=cfg.spark.master, conf=extra, log_level=cfg.spark.log_level)

@@ -5,8 +5,10 @@ Run it either way (same code path):
     spark-submit pipelines/jobs/stream.py --conf conf/local.yaml [--available-now]
 
 Rules:
-- Source: the landing directory (Parquet raw-record files taken in modification-time, then name
-  order, which ``pipelines.raw_files.RawRecordWriter`` makes equal to log order;
+- Source: the landing directory (Parquet raw-record files; the packed Python reader takes them
+  in the order of what they hold — oldest record time, then name — whatever their modification
+  times; Spark's file source, ``stream.landing_reader: spark``, takes modification-time order,
+  which ``pipelines.raw_files.RawRecordWriter`` makes equal to log order;
   ``stream.max_files_per_trigger`` / ``max_bytes_per_trigger`` cap a micro-batch), or Kafka
   (``format("kafka")`` with the connector, else the jar-free ``offsetlake_kafka`` source).
 - Decode and pack before the shuffle: the batch job's vectorised decoder
@@ -33,9 +35,10 @@ Rules:
   ``next_expiry_ms``. Predicted events carry the computed due time, so the result does not
   depend on when the timer fired. Spark drops records older than the previous batch's
   watermark (the delay must cover the time skew between ``__consumer_offsets`` partitions in
-  the input order); such drops are logged from the progress (``numRowsDroppedByWatermark``,
-  counted in packs: a pack's event time is its newest record's, so it is dropped only when all
-  of its records are late).
+  the input order); such drops are counted from the progress (``numRowsDroppedByWatermark``
+  counts packs — a pack's event time is its newest record's, so it is dropped only when all of
+  its records are late —; the packed landing source's dropped records are counted exactly)
+  and FAIL the run (``DataLossError``, exit 2) unless ``stream.allow_late_drops`` is true.
 - Equality with the batch job: after ``--available-now`` ends, the gold tables equal the batch
   job's on the same input with ``replay.as_of_ms`` = the stream's final watermark (max record
   timestamp − delay): every group was replayed to its last record and every expiry due at or
@@ -56,6 +59,8 @@ Rules:
   nothing, the quarantine query's appends are skipped by the txn).
 - Progress: one log line and one ``stream_progress`` row per micro-batch (raw records — the
   packed source counts them in its offsets —, rates, state rows/memory, watermark, duration).
+  Rows of batches committed just before a kill are rebuilt from the checkpoint's offset log on
+  the next start (``reconstruct_progress``).
   SIGTERM/SIGINT stop the queries cleanly (exit 0).
 """
 
@@ -71,6 +76,7 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from coordinator_core.events import WITHDRAWN
@@ -134,6 +140,7 @@ class StreamSettings:
     cleanup_interval_ms: int = DEFAULT_CLEANUP_INTERVAL_MS
     landing_reader: str = "python"
     state_partitions: int | None = None
+    allow_late_drops: bool = False
 
     @property
     def app_id(self) -> str:
@@ -171,6 +178,7 @@ def settings_from_config(cfg: Config) -> StreamSettings:
         cleanup_interval_ms=cfg.replay.cleanup_interval_ms,
         landing_reader=cfg.stream.landing_reader,
         state_partitions=cfg.stream.state_partitions,
+        allow_late_drops=cfg.stream.allow_late_drops,
     )
 
 
@@ -436,6 +444,32 @@ def list_landing(path: str) -> list[tuple[int, str, int]]:
     return out
 
 
+def content_key(path: str) -> int:
+    """What a landing file holds, as an order key: its oldest record time (µs; from the
+    Parquet statistics of ``timestamp``, else the column itself). Files taken in this order
+    feed the watermark in log-time order whatever their modification times say."""
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    md = pq.read_metadata(path)
+    names = [md.schema.column(i).name for i in range(md.num_columns)]
+    if "timestamp" not in names or md.num_rows == 0:
+        return -(2**63)
+    idx = names.index("timestamp")
+    lows = []
+    for rg in range(md.num_row_groups):
+        st = md.row_group(rg).column(idx).statistics
+        if st is None or not st.has_min_max or md.row_group(rg).column(idx).physical_type != "INT64":
+            lows = []
+            break
+        lows.append(int(st.min_raw))
+    if lows:
+        return min(lows)
+    col = pq.read_table(path, columns=["timestamp"]).column(0)
+    low = pc.min(col.cast("int64") if col.type != "int64" else col).as_py()
+    return -(2**63) if low is None else int(low)
+
+
 class LandingPartition:
     """One task's files (picklable; the Python data source's InputPartition protocol)."""
 
@@ -448,11 +482,18 @@ class LandingPackedReader:
     input (``PACK_DDL``): each task reads its files with pyarrow, decodes and packs them
     (``pack_batches``) — the raw records never become JVM rows.
 
-    Offsets: ``{"files", "records", "mtime_ns", "name"}`` — files and raw records consumed so far
-    and the (modification time, name) of the last file taken; a batch takes the files after
-    ``start``'s key up to ``end``'s. Files must land in that order (``RawRecordWriter``: temp name
-    + rename, names and mtimes increasing); a file appearing later with an older key than the
-    last one taken is not read. ``records`` gives the progress its raw input count.
+    Order: files are taken by what they hold (``content_key``: oldest record time, then name),
+    not by modification time, so landing files whose mtimes do not follow the log (copied,
+    restored, re-captured) do not push the watermark past records still to come.
+
+    Offsets: ``{"files", "records", "key", "name", "seen_ns"}`` — files and raw records consumed
+    so far, the (content key, name) of the last file taken, and the newest modification time
+    of the files listed then. A file is taken when its (key, name) is above the last one's; a
+    file below it that appeared after that listing (mtime > ``seen_ns``) arrived late: it is
+    taken with the next batch (its records, older than the watermark, are then dropped by the
+    stateful operator — counted in records and failing the run unless
+    ``stream.allow_late_drops``, ``ProgressRecorder``). Offsets of older checkpoints
+    (``mtime_ns``/``name``) are read as before. ``records`` gives the progress its raw input count.
     """
 
     def __init__(self, options: dict[str, str]) -> None:
@@ -463,10 +504,33 @@ class LandingPackedReader:
         self.tasks = max(1, int(options.get("tasks") or 2))
         self.lenient = options.get("lenient", "false") == "true"
         self._target: tuple[int, str] | None = None
+        self._keys: dict[tuple[str, int, int], int] = {}
+
+    # -- listing ---------------------------------------------------------------------------
+    def _listing(self) -> list[tuple[int, str, int, int]]:
+        """(content key, name, bytes, mtime ns) of the complete files, in content order."""
+        out = []
+        for mtime, name, size in list_landing(self.path):
+            ident = (name, size, mtime)
+            key = self._keys.get(ident)
+            if key is None:
+                key = self._keys[ident] = content_key(os.path.join(self.path, name))
+            out.append((key, name, size, mtime))
+        out.sort()
+        return out
+
+    @staticmethod
+    def _taken(start: dict[str, Any]) -> Callable[[tuple[int, str, int, int]], bool]:
+        if "key" not in start:  # a checkpoint of the mtime-ordered reader
+            last_m = (int(start.get("mtime_ns", -1)), str(start.get("name", "")))
+            return lambda f: (f[3], f[1]) <= last_m
+        last = (int(start["key"]), str(start["name"]))
+        seen = int(start.get("seen_ns", -1))
+        return lambda f: (f[0], f[1]) <= last and f[3] <= seen
 
     # -- offsets ---------------------------------------------------------------------------
     def initialOffset(self) -> dict[str, Any]:
-        return {"files": 0, "records": 0, "mtime_ns": -1, "name": ""}
+        return {"files": 0, "records": 0, "key": -(2**63), "name": "", "seen_ns": -1}
 
     def getDefaultReadLimit(self) -> Any:
         from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxBytes, ReadMaxFiles
@@ -476,14 +540,14 @@ class LandingPackedReader:
         return ReadMaxFiles(self.max_files) if self.max_files else ReadAllAvailable()
 
     def prepareForTriggerAvailableNow(self) -> None:
-        files = list_landing(self.path)
-        self._target = (files[-1][0], files[-1][1]) if files else (-1, "")
+        files = self._listing()
+        self._target = (max(f[0] for f in files), max(f[3] for f in files)) if files else (-(2**63), -1)
 
-    def _after(self, start: dict[str, Any]) -> list[tuple[int, str, int]]:
-        key = (int(start["mtime_ns"]), str(start["name"]))
-        new = [f for f in list_landing(self.path) if (f[0], f[1]) > key]
-        if self._target is not None:
-            new = [f for f in new if (f[0], f[1]) <= self._target]
+    def _after(self, start: dict[str, Any]) -> list[tuple[int, str, int, int]]:
+        taken = self._taken(start)
+        new = [f for f in self._listing() if not taken(f)]
+        if self._target is not None:  # available-now: only what was there when it started
+            new = [f for f in new if f[3] <= self._target[1]]
         return new
 
     def latestOffset(self, start: dict[str, Any], limit: Any) -> dict[str, Any]:
@@ -491,6 +555,12 @@ class LandingPackedReader:
         from pyspark.sql.streaming.datasource import ReadMaxBytes, ReadMaxFiles
 
         new = self._after(start)
+        if "key" in start:
+            last = (int(start["key"]), str(start["name"]))
+            late = [f for f in new if (f[0], f[1]) <= last]  # arrived after newer data was taken
+            new = [f for f in new if (f[0], f[1]) > last]
+        else:
+            late = []
         if isinstance(limit, ReadMaxFiles):
             new = new[: max(1, limit.max_files)]
         elif isinstance(limit, ReadMaxBytes):
@@ -501,16 +571,26 @@ class LandingPackedReader:
                 taken.append(f)
                 size += f[2]
             new = taken
-        if not new:
+        batch = late + new
+        if not batch:
             return dict(start)
-        rows = sum(pq.read_metadata(os.path.join(self.path, f[1])).num_rows for f in new)
-        return {"files": int(start["files"]) + len(new), "records": int(start["records"]) + rows,
-                "mtime_ns": new[-1][0], "name": new[-1][1]}
+        if late:
+            log.warning("landing: %d file(s) arrived after newer files were processed: %s", len(late),
+                        ", ".join(f[1] for f in late[:5]))
+        rows = sum(pq.read_metadata(os.path.join(self.path, f[1])).num_rows for f in batch)
+        last_key = (int(start.get("key", -(2**63))), str(start.get("name", ""))) if "key" in start else None
+        top = max([(f[0], f[1]) for f in new] + ([last_key] if last_key else []))
+        # taken afterwards = (key, name) <= top and mtime <= seen: exactly the files taken before
+        # plus this batch (``new`` is a prefix of the pending files in content order; a file
+        # left out by the available-now target is newer than every file taken)
+        seen = max([int(start.get("seen_ns", -1)), *(f[3] for f in batch)])
+        return {"files": int(start["files"]) + len(batch), "records": int(start["records"]) + rows,
+                "key": top[0], "name": top[1], "seen_ns": seen}
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[LandingPartition]:
-        hi = (int(end["mtime_ns"]), str(end["name"]))
-        lo = (int(start["mtime_ns"]), str(start["name"]))
-        files = [f for f in list_landing(self.path) if lo < (f[0], f[1]) <= hi]
+        before = self._taken(start)
+        upto = self._taken(end)
+        files = [f for f in self._listing() if upto(f) and not before(f)]
         n = min(self.tasks, len(files))
         if n == 0:
             return []
@@ -907,15 +987,51 @@ def progress_line(row: dict[str, Any], dropped_late: int = 0) -> str:
     return line
 
 
+def late_records(landing: str, start: dict[str, Any], end: dict[str, Any], watermark_ms: int) -> tuple[int, int]:
+    """(records, packs) of a micro-batch of the packed landing source that the stateful
+    operator drops as late: the batch's files packed again exactly as its tasks did, packs
+    whose event time is at or before the batch's watermark (Spark keeps ``eventTime >
+    watermark``)."""
+    import pyarrow.parquet as pq
+
+    from pipelines.decode import INPUT_COLUMNS
+
+    reader = LandingPackedReader({"path": landing})
+    before, upto = reader._taken(start), reader._taken(end)
+    limit_us = watermark_ms * 1000
+    records = packs = 0
+    for f in reader._listing():
+        if not upto(f) or before(f):
+            continue
+        pf = pq.ParquetFile(os.path.join(landing, f[1]))
+        cols = [c for c in INPUT_COLUMNS if c in pf.schema_arrow.names and c != "topic"]
+        for packed in pack_batches(pf.iter_batches(batch_size=100_000, columns=cols)):
+            ts = packed.column("log_timestamp").cast("int64").to_pylist()
+            for i, t in enumerate(ts):
+                if t is not None and t <= limit_us:
+                    packs += 1
+                    records += unpack_replay_input([packed.column("records")[i].as_py()]).num_rows
+    return records, packs
+
+
 class ProgressRecorder:
     """Polls each query's ``recentProgress``; logs one line per new micro-batch and MERGEs the
-    rows into ``stream_progress`` (key (query_name, batch_id); txn version = newest batch id)."""
+    rows into ``stream_progress`` (key (query_name, batch_id); txn version = newest batch id).
 
-    def __init__(self, io: TableIO | None, *, echo: Callable[[str], None] | None = None) -> None:
+    Late data: Spark's ``numRowsDroppedByWatermark`` counts packs (one per group and raw batch);
+    for the packed landing source the dropped records are counted exactly (``late_records``)
+    and logged as ``DROPPED_LATE=<records>``; otherwise the line says ``DROPPED_LATE_PACKS``.
+    ``dropped`` accumulates them: the job fails on it unless ``stream.allow_late_drops``.
+    """
+
+    def __init__(self, io: TableIO | None, *, echo: Callable[[str], None] | None = None,
+                 landing: str | None = None) -> None:
         self.io = io
         self.echo = echo
+        self.landing = landing  # the packed landing source's directory (exact late counts)
         self.seen: dict[str, int] = {}
         self.rows: list[dict[str, Any]] = []
+        self.dropped: list[tuple[str, int, int, int | None]] = []  # (query, batch, packs, records)
 
     def poll(self, query: StreamingQuery, name: str) -> None:
         try:
@@ -930,7 +1046,12 @@ class ProgressRecorder:
                 continue
             row = progress_row(data, name)
             dropped = sum(int(o.get("numRowsDroppedByWatermark") or 0) for o in data.get("stateOperators") or [])
-            msg = progress_line(row, dropped)
+            msg = progress_line(row, 0)
+            if dropped:
+                records = self._late_records(data)
+                self.dropped.append((name, int(data["batchId"]), dropped, records))
+                msg += (f" DROPPED_LATE={records} records ({dropped} packs)" if records is not None
+                        else f" DROPPED_LATE_PACKS={dropped} (records not counted for this source)")
             (log.warning if dropped else log.info)(msg)
             if self.echo is not None:
                 self.echo(msg)
@@ -940,6 +1061,35 @@ class ProgressRecorder:
         if new:
             self.rows.extend(new)
             self._write(name, new)
+
+    def _late_records(self, progress: dict[str, Any]) -> int | None:
+        wm = _parse_time((progress.get("eventTime") or {}).get("watermark"))
+        sources = progress.get("sources") or []
+        if self.landing is None or wm is None or len(sources) != 1:
+            return None
+        try:
+            start, end = (json.loads(sources[0][k]) if isinstance(sources[0][k], str) else sources[0][k]
+                          for k in ("startOffset", "endOffset"))
+            if not isinstance(start, dict):  # the first batch starts at the initial offset
+                start = LandingPackedReader({"path": self.landing}).initialOffset()
+            if not isinstance(end, dict):
+                return None
+            return late_records(self.landing, start, end, int(wm.timestamp() * 1000))[0]
+        except Exception as exc:  # counting is best effort; the packs are still reported
+            log.warning("could not count the late records: %s", exc)
+            return None
+
+    def late_failure(self) -> str | None:
+        """The one-line refusal when records were dropped as late, else ``None``."""
+        if not self.dropped:
+            return None
+        packs = sum(d[2] for d in self.dropped)
+        known = [d[3] for d in self.dropped]
+        what = (f"{sum(k for k in known if k is not None)} records ({packs} packs)" if None not in known
+                else f"{packs} packs (at least {packs} records)")
+        batches = ", ".join(f"{q} batch {b}" for q, b, *_ in self.dropped[:3])
+        return (f"stream: {what} arrived later than the watermark and were dropped ({batches}); "
+                "raise stream.watermark_delay_ms, or set stream.allow_late_drops: true to accept the loss")
 
     def _write(self, name: str, rows: list[dict[str, Any]]) -> None:
         if self.io is None or self.io.spark is None:
@@ -954,6 +1104,61 @@ class ProgressRecorder:
                           txn_version=max(r["batch_id"] for r in rows))
         except Exception as exc:  # progress is observational: never fail the job for it
             log.warning("stream_progress write failed: %s", exc)
+
+
+def _checkpoint_offsets(checkpoint: str, batch_id: int) -> tuple[dict[str, Any], list[Any]] | None:
+    """(metadata, source offsets) of a micro-batch from the checkpoint's offset log."""
+    try:
+        lines = (Path(checkpoint) / "offsets" / str(batch_id)).read_text().splitlines()
+        return json.loads(lines[1]), [json.loads(x) if x.strip() not in ("", "-") else None for x in lines[2:]]
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def reconstruct_progress(io: TableIO, query_name: str, checkpoint: str) -> int:
+    """Add the ``stream_progress`` rows of micro-batches the checkpoint committed but the table
+    misses (the job was killed between a batch's commit and its progress poll). Rebuilt from the
+    offset log: trigger time, watermark, sources and — for the packed landing source — the raw
+    records read; rates, duration and state sizes are unknown (null). Returns the rows added."""
+    from schemas.stream import STREAM_PROGRESS
+
+    local = _local_dir(checkpoint)
+    commits = Path(local) / "commits" if local else None
+    if commits is None or not commits.is_dir() or io.spark is None:
+        return 0
+    done = sorted(int(p.name) for p in commits.iterdir() if p.name.isdigit())
+    if not done or not io.exists(STREAM_PROGRESS.name):
+        return 0
+    have = {int(r["batch_id"]) for r in io.read(STREAM_PROGRESS.name).where(
+        f"query_name = '{query_name}'").select("batch_id").collect()}
+    rows = []
+    for bid in done:
+        if bid in have:
+            continue
+        cur = _checkpoint_offsets(str(local), bid)
+        if cur is None:
+            continue
+        meta, offsets = cur
+        prev = _checkpoint_offsets(str(local), bid - 1) if bid > 0 else None
+        end = offsets[0] if offsets else None
+        start = prev[1][0] if prev and prev[1] else None
+        records = None
+        if isinstance(end, dict) and "records" in end:
+            records = int(end["records"]) - (int(start["records"]) if isinstance(start, dict) else 0)
+        wm = int(meta.get("batchWatermarkMs") or 0)
+        rows.append({
+            "query_name": query_name, "batch_id": bid,
+            "timestamp": datetime.fromtimestamp(int(meta.get("batchTimestampMs") or 0) / 1000, UTC),
+            "input_rows": records, "input_rows_per_second": None, "processed_rows_per_second": None,
+            "batch_duration_ms": None, "state_rows": None, "state_memory_bytes": None,
+            "watermark": datetime.fromtimestamp(wm / 1000, UTC) if wm > 0 else None,
+            "sources": json.dumps([{"description": "reconstructed from the checkpoint", "startOffset": start,
+                                    "endOffset": end}]),
+        })
+    if rows:
+        io.merge(STREAM_PROGRESS.name, io.spark.createDataFrame(rows, STREAM_PROGRESS.spark_schema()))
+        log.info("stream_progress: %d micro-batch row(s) of %s rebuilt from the checkpoint", len(rows), query_name)
+    return len(rows)
 
 
 # =============================================================================================
@@ -1067,13 +1272,41 @@ def run(
     Available-now runs the replay query, then the quarantine query (two cores are better spent
     on one at a time); continuous mode runs both side by side.
     """
+    from pipelines.warehouse_lock import warehouse_lock
+
+    # one writer per warehouse: a batch (or a second stream) is refused while this runs
+    with warehouse_lock(cfg.paths.warehouse, "offsetlake stream") as lock:
+        cleaned = lock.cleanup.line()
+        if cleaned:
+            log.info("%s", cleaned)
+        return _run(spark, cfg, available_now=available_now, poll_seconds=poll_seconds, echo=echo,
+                    with_quarantine=with_quarantine, stopper=stopper)
+
+
+def _run(
+    spark: SparkSession,
+    cfg: Config,
+    *,
+    available_now: bool,
+    poll_seconds: float,
+    echo: Callable[[str], None] | None,
+    with_quarantine: bool,
+    stopper: Any | None,
+) -> ProgressRecorder:
     from pipelines.tableio import TableIO
 
     settings = settings_from_config(cfg)
     io = TableIO(cfg, spark)
     for name in (*settings.tables, "quarantine", "unsupported_records", "stream_progress"):
         io.ensure(name)
-    recorder = ProgressRecorder(io, echo=echo)
+    # micro-batches committed just before a kill, whose progress was never polled
+    for query, checkpoint in ((settings.query_name, settings.replay_checkpoint),
+                              (settings.quarantine_query_name, settings.quarantine_checkpoint)):
+        reconstruct_progress(io, query, checkpoint)
+    packed_landing = settings.source == "landing" and settings.landing_reader == "python" and _local_dir(
+        settings.landing) is not None
+    recorder = ProgressRecorder(io, echo=echo,
+                                landing=os.path.abspath(_local_dir(settings.landing) or "") if packed_landing else None)
     stop = stopper if stopper is not None else _Stopper()
     starters: list[tuple[str, Callable[[], StreamingQuery]]] = [
         (settings.query_name,
@@ -1087,12 +1320,12 @@ def run(
         if stop.requested.is_set():
             break
         queries = [(name, start()) for name, start in stage]
-        _watch(queries, recorder, stop, poll_seconds)
+        _watch(queries, recorder, stop, poll_seconds, None if settings.allow_late_drops else recorder.late_failure)
     return recorder
 
 
 def _watch(queries: list[tuple[str, StreamingQuery]], recorder: ProgressRecorder, stop: Any,
-           poll_seconds: float) -> None:
+           poll_seconds: float, refuse: Callable[[], str | None] | None = None) -> None:
     """Poll progress until every query ended or a stop is requested; re-raise a query failure.
 
     A signal sent to the whole process group also reaches Spark's JVM, which then shuts down on
@@ -1103,6 +1336,10 @@ def _watch(queries: list[tuple[str, StreamingQuery]], recorder: ProgressRecorder
             active = [(n, q) for n, q in queries if q.isActive]
             for n, q in queries:
                 recorder.poll(q, n)
+            if refuse is not None and (reason := refuse()):
+                from pipelines.errors import DataLossError
+
+                raise DataLossError(reason)
             if not active:
                 break
             if stop.requested.is_set():
@@ -1113,11 +1350,15 @@ def _watch(queries: list[tuple[str, StreamingQuery]], recorder: ProgressRecorder
             active[0][1].awaitTermination(poll_seconds)
         for n, q in queries:
             recorder.poll(q, n)
+            if refuse is not None and (reason := refuse()):
+                from pipelines.errors import DataLossError
+
+                raise DataLossError(reason)
             exc = q.exception()
             if exc is not None and not stop.requested.is_set():
                 raise RuntimeError(f"streaming query {n} failed: {exc}") from None
     except Exception as exc:
-        if not stop.requested.is_set() or isinstance(exc, RuntimeError):
+        if not stop.requested.is_set() or isinstance(exc, (RuntimeError, UsageError)):
             raise
         log.warning("Spark went away while stopping (%s); exiting", type(exc).__name__)
     finally:
@@ -1140,11 +1381,15 @@ def main(conf: Config, available_now: bool = False) -> int:
     # pandas' FutureWarning from inside pyspark's applyInPandasWithState serializer, once per
     # group and batch in the Python workers (they inherit this environment): noise, not ours.
     os.environ.setdefault("PYTHONWARNINGS", "ignore::FutureWarning")
+    from pipelines.warehouse_lock import warehouse_lock
+
     stopper = _Stopper()
     stopper.install()
-    spark = build_spark_from_config(conf, app_suffix="stream")
-    started = time.time()
-    recorder = run(spark, conf, available_now=available_now, stopper=stopper)
+    # the lock first: a refused stream starts no JVM (``run`` takes it again, re-entrantly)
+    with warehouse_lock(conf.paths.warehouse, "offsetlake stream"):
+        spark = build_spark_from_config(conf, app_suffix="stream")
+        started = time.time()
+        recorder = run(spark, conf, available_now=available_now, stopper=stopper)
     batches = [r for r in recorder.rows if r["query_name"] == REPLAY_QUERY]
     total = sum(r["input_rows"] for r in batches)
     log.info("stream finished: %d micro-batches, %d input rows, %.1fs%s", len(batches), total,

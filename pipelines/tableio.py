@@ -145,6 +145,20 @@ class TableIO:
         self.engine: Engine = resolve_engine(engine or conf.delta.engine, spark)
         if self.engine == "rust" and spark is not None:
             delta_rs_sink.register(spark)
+        self._run_id: str | None = None
+
+    @property
+    def run_id(self) -> str:
+        """This run's id: the warehouse lock's when this process holds it (its staging
+        directory is ``_staging/<run id>``), else one of its own."""
+        from pipelines.warehouse_lock import current_run_id, new_run_id
+
+        held = current_run_id(self.warehouse)  # a TableIO may outlive one run (tests, quickstart)
+        if held is not None:
+            return held
+        if self._run_id is None:
+            self._run_id = new_run_id()
+        return self._run_id
 
     # ---- locations and metadata -----------------------------------------------------------
     def path(self, name: str) -> str:
@@ -532,10 +546,12 @@ class TableIO:
 
     # ---- staging (rust engine) ------------------------------------------------------------------
     def staging_path(self, name: str) -> str:
-        """Where a routed write stages ``name``'s rows (under the warehouse's ``_staging``)."""
+        """Where a routed write stages ``name``'s rows: ``_staging/<run id>/<name>`` under the
+        warehouse, so two runs never share a staging directory (``pipelines.warehouse_lock``
+        removes the ones a dead run left)."""
         from pipelines.config import join_path
 
-        return join_path(join_path(self.warehouse, "_staging"), name)
+        return join_path(join_path(join_path(self.warehouse, "_staging"), self.run_id), name)
 
     def _create_staging(self, name: str) -> None:
         from deltalake import DeltaTable
@@ -561,9 +577,11 @@ class TableIO:
         if filesystem.get_file_info(root).type != fs.FileType.NotFound:
             filesystem.delete_dir(root)
         parent = root.rsplit("/", 1)[0]
-        with contextlib.suppress(OSError):
-            if not filesystem.get_file_info(fs.FileSelector(parent, allow_not_found=True)):
-                filesystem.delete_dir(parent)
+        for _ in range(2):  # the run's directory, then ``_staging`` itself, when empty
+            with contextlib.suppress(OSError):
+                if not filesystem.get_file_info(fs.FileSelector(parent, allow_not_found=True)):
+                    filesystem.delete_dir(parent)
+            parent = parent.rsplit("/", 1)[0]
 
     # ---- reads ------------------------------------------------------------------------------
     def snapshot_files(self, name: str) -> list[str] | None:

@@ -26,4 +26,30 @@ RAW_RECORDS = TableSpec(
     mode="append",
 )
 
-TABLES = [RAW_RECORDS]
+INGEST_QUARANTINE = TableSpec(
+    name="ingest_quarantine",
+    doc="Input records refused at ingest because their position cannot be trusted: a null or "
+    "missing topic/partition/offset, a partition outside 0..`offsets_topic.num_partitions`-1, or "
+    "a position already held (in `raw_records` or elsewhere in the input) by a copy with different "
+    "bytes. Kept with their bytes (and, for a conflict, the other copy's) and the reason; never "
+    "in `raw_records`. Ingest reconciles: records read = new + identical duplicates + refused.",
+    columns=(
+        *RAW_RECORDS.columns,
+        Column("reason", "string", False,
+               "null_position | partition_out_of_range | conflicting_duplicate."),
+        Column("detail", "string", True, "What exactly: the null column, the partition and range, "
+               "or which part differs and from which copy."),
+        Column("other_key", "binary", True, "Conflicts: the key bytes of the other copy at this position."),
+        Column("other_value", "binary", True, "Conflicts: the value bytes of the other copy at this position."),
+        Column("other_in_raw_records", "boolean", True,
+               "Conflicts: true when the other copy is the one already in `raw_records` (it stays there)."),
+        Column("source_file", "string", True, "Input file the record came from, when known."),
+        Column("record_id", "string", False,
+               "Hash of the record's columns and reason: the idempotence key (a rerun adds nothing)."),
+        Column("run_id", "string", True, "Ingest run that refused it."),
+    ),
+    primary_key=("record_id",),
+    mode="append",
+)
+
+TABLES = [RAW_RECORDS, INGEST_QUARANTINE]

@@ -12,6 +12,8 @@ Rules:
   and ``table``). A summary goes to stderr.
 - ``--as-of-ms T`` / ``--as-of-offset O``: the groups as they were at time T / log offset O
   (later records are ignored); with ``--retention-ms`` offsets expire as Kafka would at T.
+  Without ``--as-of-ms``, T is the robust log clock (``pipelines.log_clock``): a record far ahead
+  of its partition's later records does not move it (a warning names what was ignored).
 """
 
 from __future__ import annotations
@@ -54,6 +56,9 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument("--as-of-ms", type=int, metavar="T", help="the groups as they were at time T (epoch ms)")
     p.add_argument("--as-of-offset", type=int, metavar="O", help="ignore records after log offset O")
+    p.add_argument("--clock-outlier-ms", type=int, default=86_400_000, metavar="MS",
+                   help="without --as-of-ms, 'now' is the newest record time ignoring records more than MS "
+                        "ahead of every later record of their partition (default: one day)")
     p.add_argument(
         "--retention-ms",
         type=int,
@@ -102,7 +107,7 @@ def run(args: argparse.Namespace) -> int:
     from coordinator_core.events import TABLE_BY_KIND
     from coordinator_core.records import LogRecord
     from coordinator_core.replay import replay_groups
-    from pipelines.raw_files import read_raw_records
+    from pipelines.raw_files import RawRecord, read_raw_records
 
     if args.retention_ms is not None and args.retention_ms <= 0:
         raise UsageError("--retention-ms must be a positive number of milliseconds")
@@ -120,8 +125,10 @@ def run(args: argparse.Namespace) -> int:
 
     records: list[LogRecord] = []
     total = corrupt = cut = 0
+    clock_rows: list[tuple[str, int, int, int]] = []  # every record's position and time
     for raw in read_raw_records(args.input):
         total += 1
+        clock_rows.append((raw.topic, raw.partition, raw.offset, raw.timestamp_ms))
         if (args.as_of_ms is not None and raw.timestamp_ms > args.as_of_ms) or (
             args.as_of_offset is not None and raw.offset > args.as_of_offset
         ):
@@ -143,9 +150,18 @@ def run(args: argparse.Namespace) -> int:
     if args.cleanup_interval_ms <= 0:
         raise UsageError(f"--cleanup-interval-ms must be positive, got {args.cleanup_interval_ms}")
     as_of_ms, log_end_ms = args.as_of_ms, None
+    clock_note = None
     if args.retention_ms is not None and records:
-        # the end of the log judges predictions (up to as_of: a later as_of is a forecast)
+        # "now" = the robust log clock: one record dated 9999 must not expire every group
         newest = max(r.timestamp_ms for r in records)
+        if as_of_ms is None and clock_rows:
+            from pipelines.log_clock import records_clock
+
+            clock = records_clock((RawRecord(b"", None, *row) for row in clock_rows), args.clock_outlier_ms)
+            if clock.outliers:
+                newest = clock.now_ms
+                clock_note = clock.describe()
+        # the end of the log judges predictions (up to as_of: a later as_of is a forecast)
         as_of_ms = newest if as_of_ms is None else as_of_ms
         log_end_ms = min(as_of_ms, newest)
     results = replay_groups(
@@ -186,6 +202,8 @@ def run(args: argparse.Namespace) -> int:
     if args.events:
         extras.append(f"{n_events} events")
     print(summary + (f" ({', '.join(extras)})" if extras else ""), file=sys.stderr)
+    if clock_note:
+        print(f"warning: {clock_note}", file=sys.stderr)
     return 0
 
 

@@ -15,7 +15,12 @@ Rules:
   missing. Current-state tables (group_state, offsets_current) are MERGEd (only changed rows are
   rewritten; rows absent from the rebuild are deleted); every other table is replaced in one
   commit of files written by the executors.
-- The summary asserts ``raw = decoded + quarantined + unsupported`` (a mismatch fails the job).
+- The summary asserts ``raw = decoded + quarantined + unsupported`` (a mismatch fails the job)
+  and reports ``read = new + duplicates + refused`` for the ingest (refused rows: bad or
+  conflicting positions, in ``ingest_quarantine``).
+- One writer per warehouse: the run holds ``pipelines.warehouse_lock`` throughout.
+- "Now" for expiry: ``replay.as_of_ms``, else the robust log clock (``pipelines.log_clock``): a
+  record far ahead of its partition's later records does not move it; the summary lists them.
 """
 
 from __future__ import annotations
@@ -47,6 +52,8 @@ DECODED_TABLES = ("offset_commits", "group_metadata", "unsupported_records", "qu
 # Current-state tables: one row per group / group-partition, MERGEd (collected on the driver on
 # the rust engine: small by construction). Every other table is replaced by executors' files.
 CURRENT_STATE_TABLES = ("group_state", "offsets_current")
+#: Ingest's refused input rows (bad or conflicting positions); listed in the summary when present.
+INGEST_QUARANTINE = "ingest_quarantine"
 # Stages, in order. ``--stage`` runs one (Airflow runs each as its own task); skipped stages
 # read what an earlier run committed (every stage is idempotent on the raw_records version).
 STAGES = ("ingest", "decode", "replay")
@@ -78,6 +85,8 @@ class BatchSummary:
     source: str = ""
     records_read: int = 0
     records_new: int = 0
+    refused: int = 0  # input rows refused at ingest (ingest_quarantine): bad or conflicting positions
+    refused_reasons: dict[str, int] = field(default_factory=dict)
     raw_total: int = 0
     raw_version: int = 0
     decoded: int = 0
@@ -86,6 +95,7 @@ class BatchSummary:
     quarantined: int = 0
     unsupported: int = 0
     groups: int = 0
+    clock_outliers: int = 0  # records ignored by the robust log clock (as_of_ms not set)
     tables: list[TableLine] = field(default_factory=list)
     stages: list[tuple[str, float]] = field(default_factory=list)
     wall_seconds: float = 0.0
@@ -98,9 +108,12 @@ class BatchSummary:
     def as_dict(self) -> dict[str, Any]:
         return {
             "source": self.source, "records_read": self.records_read, "records_new": self.records_new,
+            "refused": self.refused, "refused_reasons": dict(self.refused_reasons),
+            "duplicates": self.records_read - self.records_new - self.refused,
             "raw_total": self.raw_total, "raw_version": self.raw_version, "decoded": self.decoded,
             "offset_commits": self.offset_commits, "group_metadata": self.group_metadata,
             "quarantined": self.quarantined, "unsupported": self.unsupported, "groups": self.groups,
+            "clock_outliers": self.clock_outliers,
             "tables": {t.name: {"rows": t.rows, "version": t.version, "action": t.action} for t in self.tables},
             "stages": {name: round(sec, 3) for name, sec in self.stages},
             "wall_seconds": round(self.wall_seconds, 3), "reconciled": self.reconciled,
@@ -175,13 +188,36 @@ def run_batch(
     echo: Callable[[str], None] | None = None,
     stages: Sequence[str] = STAGES,
 ) -> BatchSummary:
-    """Run ingest → decode → replay → gold writes once (or only ``stages``); returns the summary."""
+    """Run ingest → decode → replay → gold writes once (or only ``stages``); returns the summary.
+
+    Holds the warehouse's writer lock throughout (``pipelines.warehouse_lock``): a second batch,
+    a batch during a stream or two replays are refused before anything is read.
+    """
+    from pipelines.warehouse_lock import warehouse_lock
+
+    say = echo or (lambda msg: log.info(msg))
+    with warehouse_lock(cfg.paths.warehouse, "offsetlake batch (" + "+".join(stages) + ")") as lock:
+        cleaned = lock.cleanup.line()
+        if cleaned:
+            say(f"[batch] {cleaned}")
+        if lock.took_over is not None:
+            say(f"[batch] took over the warehouse lock of {lock.took_over.describe()} (no longer running)")
+        return _run_batch(cfg, spark, io=io, say=say, stages=stages)
+
+
+def _run_batch(
+    cfg: Config,
+    spark: SparkSession,
+    *,
+    io: TableIO | None,
+    say: Callable[[str], None],
+    stages: Sequence[str],
+) -> BatchSummary:
     from pipelines import ingest as ingest_mod
     from pipelines.tableio import TableIO
 
     started = time.perf_counter()
     summary = BatchSummary()
-    say = echo or (lambda msg: log.info(msg))
     progress = _Progress(summary, say)
     io = io or TableIO(cfg, spark)
     say(f"[batch] delta engine: {io.engine}; warehouse: {cfg.paths.warehouse}")
@@ -197,9 +233,16 @@ def run_batch(
             summary.source = res.source
             summary.records_read = res.records_read
             summary.records_new = res.records_new
+            summary.refused = res.quarantined
+            summary.refused_reasons = dict(res.quarantine_reasons)
             summary.raw_total = res.raw_total
             summary.raw_version = res.raw_version
-            st.detail = f"{res.records_read} read, {res.records_new} new, raw_records {res.raw_total} rows (v{res.raw_version})"
+            st.detail = (f"{res.records_read} read, {res.records_new} new, {res.duplicates} duplicates, "
+                         f"{res.quarantined} refused, raw_records {res.raw_total} rows (v{res.raw_version})")
+            if res.quarantined:
+                summary.warnings.append(
+                    f"{res.quarantined} input records refused at ingest (ingest_quarantine: "
+                    + ", ".join(f"{k} {v}" for k, v in res.quarantine_reasons) + ")")
     raw_version = summary.raw_version
     decoded_changed = False
     gold_app = f"{GOLD_APP_PREFIX}-{replay_fingerprint(cfg)}"
@@ -276,13 +319,24 @@ def run_batch(
                 as_of: list[int | None] = []
                 n_gold = len(gold_table_names())
                 direct = None
+                as_of_ms = cfg.replay.as_of_ms
+                if as_of_ms is None:
+                    # "now" = the robust log clock: one absurd timestamp must not expire everything
+                    from pipelines.log_clock import log_clock
+
+                    clock = log_clock(io.read("raw_records"), cfg.replay.clock_outlier_ms)
+                    if clock.outliers:
+                        as_of_ms = clock.now_ms
+                        summary.clock_outliers = len(clock.outliers)
+                        summary.warnings.append(clock.describe())
+                        log.warning("replay: %s", clock.describe())
                 if io.engine == "rust":  # tasks read the decoded files and write the gold files
                     from pipelines.batch_replay import write_gold_from_files
 
                     direct = write_gold_from_files(
                         io, app_id=gold_app, version=raw_version, tables=gold_table_names(),
                         current_state=CURRENT_STATE_TABLES, retention_ms=cfg.replay.retention_ms,
-                        rules=cfg.replay.rules, coordinator=cfg.replay.coordinator, as_of_ms=cfg.replay.as_of_ms,
+                        rules=cfg.replay.rules, coordinator=cfg.replay.coordinator, as_of_ms=as_of_ms,
                         cleanup_interval_ms=cfg.replay.cleanup_interval_ms,
                         num_partitions=cfg.offsets_topic.num_partitions, on_as_of=as_of.append,
                         spool_manifest=spool[1] if spool else None,
@@ -297,7 +351,7 @@ def run_batch(
                         rules=cfg.replay.rules,
                         coordinator=cfg.replay.coordinator,
                         cleanup_interval_ms=cfg.replay.cleanup_interval_ms,
-                        as_of_ms=cfg.replay.as_of_ms,
+                        as_of_ms=as_of_ms,
                         unsupported_df=io.read("unsupported_records"),
                         tables=gold_table_names(),
                         num_partitions=cfg.offsets_topic.num_partitions,
@@ -328,13 +382,14 @@ def run_batch(
 
     # 4. summary -----------------------------------------------------------------------------
     with progress.stage("summary"):
-        for name in ("raw_records", *DECODED_TABLES, *gold_table_names(), "log_partitions"):
+        for name in ("raw_records", INGEST_QUARANTINE, *DECODED_TABLES, *gold_table_names(), "log_partitions"):
             if not io.exists(name):
                 continue
             action = gold_written.get(name)
             if action is None:
                 action = "written" if (name in DECODED_TABLES and decoded_changed) or (
-                    name == "raw_records" and summary.records_new) else "unchanged"
+                    name == "raw_records" and summary.records_new) or (
+                    name == INGEST_QUARANTINE and summary.refused) else "unchanged"
             summary.tables.append(TableLine(name, io.count(name), io.version(name), action))
         if io.exists("group_state"):
             summary.groups = io.count("group_state")
@@ -363,6 +418,9 @@ def render_summary(summary: BatchSummary, console: Any = None) -> None:
     head.add_column("value", justify="right")
     head.add_row("source", summary.source)
     head.add_row("records read / new", f"{summary.records_read:,} / {summary.records_new:,}")
+    dupes = summary.records_read - summary.records_new - summary.refused
+    head.add_row("read = new + duplicates + refused",
+                 f"{summary.records_read:,} = {summary.records_new:,} + {dupes:,} + {summary.refused:,}")
     head.add_row("raw_records", f"{summary.raw_total:,} (v{summary.raw_version})")
     head.add_row("decoded", f"{summary.decoded:,} ({summary.offset_commits:,} offset commits, "
                  f"{summary.group_metadata:,} group metadata)")
@@ -416,14 +474,17 @@ def run_from_args(args: Any) -> int:
 
     from pipelines.config import config_from_args
     from pipelines.spark_session import build_spark_from_config
+    from pipelines.warehouse_lock import warehouse_lock
 
     cfg = config_from_args(args)
     err = Console(stderr=True)
     err.print(f"[batch] config: {' + '.join(cfg.sources)}")
-    spark = build_spark_from_config(cfg, app_suffix="batch")
     stage = getattr(args, "stage", "all")
     stages = STAGES if stage in (None, "all") else (stage,)
-    summary = run_batch(cfg, spark, echo=lambda m: err.print(m, highlight=False), stages=stages)
+    # the lock first: a refused run starts no JVM (run_batch takes it again, re-entrantly)
+    with warehouse_lock(cfg.paths.warehouse, "offsetlake batch (" + "+".join(stages) + ")"):
+        spark = build_spark_from_config(cfg, app_suffix="batch")
+        summary = run_batch(cfg, spark, echo=lambda m: err.print(m, highlight=False), stages=stages)
     if getattr(args, "json", False):
         print(json.dumps(summary.as_dict(), indent=2))
     else:

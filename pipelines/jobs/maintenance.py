@@ -12,6 +12,7 @@ Rules:
   readers need them); ``--retention-hours`` overrides it for one run.
 - One table's failure does not stop the others; the job exits 1 if any table failed.
 - With ``delta.engine: rust`` no SparkSession is started (delta-rs does the work).
+- Holds the warehouse's writer lock (``pipelines.warehouse_lock``) while it runs.
 """
 
 from __future__ import annotations
@@ -112,12 +113,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         cfg = config_from_args(args)
         if args.retention_hours is not None and args.retention_hours < 0:
             raise UsageError("--retention-hours: expected a non-negative integer")
-        # delta-rs needs no SparkSession; auto/spark need one to find (or use) Delta's jars
-        spark = None if cfg.delta.engine == "rust" else build_spark_from_config(cfg, app_suffix="maintenance")
-        io = TableIO(cfg, spark)
-        tables = [t.strip() for t in args.tables.split(",") if t.strip()] if args.tables else None
-        results = maintain(io, tables, retention_hours=args.retention_hours, optimize=not args.no_optimize,
-                           vacuum=not args.no_vacuum, dry_run=args.dry_run)
+        from pipelines.warehouse_lock import warehouse_lock
+
+        # a writer like the jobs: never next to a batch or a stream (pipelines.warehouse_lock)
+        with warehouse_lock(cfg.paths.warehouse, "offsetlake maintenance"):
+            # delta-rs needs no SparkSession; auto/spark need one to find (or use) Delta's jars
+            spark = None if cfg.delta.engine == "rust" else build_spark_from_config(cfg, app_suffix="maintenance")
+            io = TableIO(cfg, spark)
+            tables = [t.strip() for t in args.tables.split(",") if t.strip()] if args.tables else None
+            results = maintain(io, tables, retention_hours=args.retention_hours, optimize=not args.no_optimize,
+                               vacuum=not args.no_vacuum, dry_run=args.dry_run)
     except UsageError as exc:
         print(f"maintenance: error: {exc}", file=sys.stderr)
         return 2

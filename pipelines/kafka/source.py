@@ -413,7 +413,9 @@ def kafka_source_options(cfg: Config, *, bootstrap_servers: str | None = None) -
     opts["startingOffsets"] = cfg.kafka.starting_offsets
     if cfg.kafka.partitions:
         opts["partitions"] = ",".join(str(p) for p in cfg.kafka.partitions)
-    opts.update({k: str(v) for k, v in cfg.input.kafka_options.items()})
+    from pipelines.config import option_value
+
+    opts.update({k: option_value(v) for k, v in cfg.input.kafka_options.items()})
     return opts
 
 

@@ -1,0 +1,333 @@
+"""One writer per warehouse: an exclusive lock, a staging area per run, and the cleanup of
+what a failed attempt left behind.
+
+Rules:
+- Every job that writes the warehouse's tables (``run batch`` and each of its stages, ``run
+  stream``, maintenance) holds ``<warehouse>/_offsetlake.lock`` for its whole run. The lock is
+  an ``flock`` on that file (``LOCK_EX | LOCK_NB``): the kernel releases it when the holder
+  exits in any way (SIGKILL included), so a lock left by a dead process is never an obstacle
+  and taking it over is safe by construction — there is no window in which two processes both
+  believe they hold it. The file's content names the holder (pid, host, start time, command,
+  run id) for the refusal message and is rewritten by each new holder; a dead holder's content
+  is reported as taken over.
+- A second writer is refused at once with one line naming the holder (``WarehouseBusyError``,
+  a ``UsageError``: exit 2). Nothing has been read or written at that point.
+- The lock is re-entrant within one process (a command that runs the batch job inside another
+  command takes it once); it does not serialise threads of one process.
+- Object-store warehouses (``s3://`` ...) have no portable file lock: the lock is skipped there
+  with a warning (one writer must be ensured by the scheduler, e.g. Airflow's max_active_runs).
+- Staging: each run stages under ``<warehouse>/_staging/<run id>``; on taking the lock the run
+  deletes every other run's staging directory (none of them can be live: their run held the
+  lock) and every *orphan* data file of the tables: a file under a Delta table's directory
+  that no action of the table's log (add or remove, JSON commits and checkpoints) mentions and
+  that is older than the lock. Such a file was written by an attempt that died before its
+  commit; no reader can ever see it. Files the log mentions are left alone (removed ones are
+  VACUUM's business, with its retention for time travel).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import socket
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote
+
+from pipelines.errors import UsageError
+
+log = logging.getLogger("offsetlake.lock")
+
+LOCK_FILE = "_offsetlake.lock"
+STAGING_DIR = "_staging"
+
+
+class WarehouseBusyError(UsageError):
+    """Another live process holds the warehouse's lock."""
+
+
+@dataclass(frozen=True)
+class Holder:
+    """Who holds (or held) a warehouse lock."""
+
+    pid: int
+    host: str
+    started: str  # ISO-8601 UTC
+    command: str
+    run_id: str
+
+    def describe(self) -> str:
+        return f"pid {self.pid} on {self.host} since {self.started} ({self.command})"
+
+
+@dataclass
+class CleanupReport:
+    """What taking the lock removed."""
+
+    staging_dirs: int = 0
+    orphan_files: int = 0
+    orphan_bytes: int = 0
+
+    def line(self) -> str | None:
+        if not (self.staging_dirs or self.orphan_files):
+            return None
+        return (f"removed {self.staging_dirs} leftover staging dir(s) and {self.orphan_files} orphan "
+                f"data file(s) ({self.orphan_bytes / 1e6:.1f} MB) of failed attempts")
+
+
+def new_run_id() -> str:
+    """A run id: UTC time + random suffix (sortable, unique)."""
+    return datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ") + "-" + uuid.uuid4().hex[:8]
+
+
+def _command() -> str:
+    argv = [os.path.basename(sys.argv[0] or "python"), *sys.argv[1:]]
+    text = " ".join(argv)
+    return text if len(text) <= 200 else text[:197] + "..."
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def read_holder(warehouse: str) -> Holder | None:
+    """The holder recorded in the warehouse's lock file (live or not), if any."""
+    try:
+        text = (Path(warehouse) / LOCK_FILE).read_text()
+        data = json.loads(text)
+        return Holder(int(data["pid"]), str(data["host"]), str(data["started"]), str(data["command"]),
+                      str(data.get("run_id", "")))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+# path -> [fd, depth, holder, cleanup report, previous holder taken over]
+_HELD: dict[str, list[Any]] = {}
+
+
+class WarehouseLock:
+    """The exclusive writer lock of one warehouse (see the module rules)."""
+
+    def __init__(self, warehouse: str, command: str | None = None, run_id: str | None = None) -> None:
+        self.warehouse = warehouse
+        self.local = "://" not in warehouse or warehouse.startswith("file:")
+        self.root = warehouse[len("file://"):] if warehouse.startswith("file://") else warehouse
+        self.path = os.path.abspath(os.path.join(self.root, LOCK_FILE))
+        self.command = command or _command()
+        self.run_id = run_id or new_run_id()
+        self.acquired_at = 0.0
+        self.cleanup = CleanupReport()
+        self.took_over: Holder | None = None
+
+    def acquire(self) -> WarehouseLock:
+        import fcntl
+
+        self.acquired_at = time.time()
+        if not self.local:
+            log.warning("warehouse %s is not a local path: no writer lock (ensure one writer yourself)",
+                        self.warehouse)
+            return self
+        held = _HELD.get(self.path)
+        if held is not None:  # re-entrant within this process
+            held[1] += 1
+            self.run_id = held[2].run_id
+            self.cleanup, self.took_over = held[3], held[4]
+            return self
+        os.makedirs(self.root, exist_ok=True)
+        try:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise UsageError(f"warehouse {self.root}: cannot open the lock file {self.path} "
+                             f"({exc.strerror or exc})") from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            holder = read_holder(self.root)
+            who = holder.describe() if holder else "another process (holder unknown)"
+            raise WarehouseBusyError(
+                f"warehouse {self.root} is in use by {who}; one writer at a time: wait for it to end "
+                f"or stop it (lock: {self.path})") from None
+        previous = read_holder(self.root)
+        if previous is not None and previous.pid != os.getpid():
+            # the kernel released the previous holder's lock: it is gone (or on another host
+            # whose lock was not shared, which a local path rules out)
+            same_host = previous.host == socket.gethostname()
+            if not same_host or not _pid_alive(previous.pid):
+                self.took_over = previous
+        holder = Holder(os.getpid(), socket.gethostname(), datetime.now(UTC).isoformat(timespec="seconds"),
+                        self.command, self.run_id)
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, json.dumps(asdict(holder)).encode(), 0)
+        os.fsync(fd)
+        entry: list[Any] = [fd, 1, holder, self.cleanup, self.took_over]
+        _HELD[self.path] = entry
+        if self.took_over is not None:
+            log.info("warehouse lock: took over from %s (no longer running)", self.took_over.describe())
+        try:
+            self.cleanup = entry[3] = clean_warehouse(self.root, before=self.acquired_at)
+        except BaseException:
+            self.release()
+            raise
+        return self
+
+    def release(self) -> None:
+        import fcntl
+
+        held = _HELD.get(self.path)
+        if held is None:
+            return
+        held[1] -= 1
+        if held[1] > 0:
+            return
+        del _HELD[self.path]
+        fd = held[0]
+        with contextlib.suppress(OSError):
+            os.ftruncate(fd, 0)  # nobody holds it now
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
+
+    def staging_root(self) -> str:
+        return os.path.join(self.root, STAGING_DIR, self.run_id)
+
+    def __enter__(self) -> WarehouseLock:
+        return self.acquire()
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+
+@contextlib.contextmanager
+def warehouse_lock(warehouse: str, command: str | None = None) -> Iterator[WarehouseLock]:
+    """Hold ``warehouse``'s writer lock for the block (re-entrant in one process)."""
+    lock = WarehouseLock(warehouse, command)
+    lock.acquire()
+    try:
+        yield lock
+    finally:
+        lock.release()
+
+
+def current_run_id(warehouse: str) -> str | None:
+    """The run id of this process's hold on ``warehouse``'s lock, if it holds it."""
+    root = warehouse[len("file://"):] if warehouse.startswith("file://") else warehouse
+    held = _HELD.get(os.path.abspath(os.path.join(root, LOCK_FILE)))
+    return None if held is None else str(held[2].run_id)
+
+
+# --------------------------------------------------------------------------------------------
+# cleanup
+
+
+def _log_paths(log_dir: Path) -> set[str] | None:
+    """Every data file path (relative, decoded) any add/remove action of the log mentions, or
+    ``None`` when the log cannot be read completely (then nothing is deleted)."""
+    paths: set[str] = set()
+    try:
+        entries = sorted(log_dir.iterdir())
+    except OSError:
+        return None
+    for entry in entries:
+        name = entry.name
+        try:
+            if name.endswith(".json") and name[:20].isdigit():
+                for line in entry.read_text().splitlines():
+                    if not line.strip():
+                        continue
+                    action = json.loads(line)
+                    for kind in ("add", "remove"):
+                        if kind in action and action[kind].get("path"):
+                            paths.add(unquote(action[kind]["path"]))
+            elif ".checkpoint" in name and name.endswith(".parquet"):
+                import pyarrow.parquet as pq
+
+                table = pq.read_table(entry, columns=[c for c in ("add", "remove")
+                                                      if c in pq.read_schema(entry).names])
+                for col in table.column_names:
+                    for item in table.column(col).to_pylist():
+                        if item and item.get("path"):
+                            paths.add(unquote(item["path"]))
+        except (OSError, ValueError, TypeError, AttributeError) as exc:
+            log.warning("cleanup: cannot read %s (%s): no orphan files removed from this table", entry, exc)
+            return None
+    return paths
+
+
+def orphan_files(table_dir: Path, before: float) -> list[Path]:
+    """Data files under a Delta table directory that its log never mentions, older than ``before``."""
+    known = _log_paths(table_dir / "_delta_log")
+    if known is None:
+        return []
+    root = table_dir.resolve().as_posix().rstrip("/") + "/"
+    for p in list(known):  # absolute paths (shallow clones, other writers) → relative when inside
+        local = p[len("file://"):] if p.startswith("file://") else p[len("file:"):] if p.startswith("file:") else p
+        if local.startswith(root):
+            known.add(local[len(root):])
+        elif "://" in p or p.startswith("/"):
+            known.add(p)
+    out = []
+    for dirpath, dirnames, filenames in os.walk(table_dir):
+        dirnames[:] = [d for d in dirnames if d != "_delta_log" and not d.startswith(".")]
+        for fname in filenames:
+            if not fname.endswith(".parquet"):
+                continue
+            full = Path(dirpath) / fname
+            rel = full.relative_to(table_dir).as_posix()
+            if rel in known:
+                continue
+            try:
+                if full.stat().st_mtime < before:
+                    out.append(full)
+            except FileNotFoundError:
+                continue
+    return out
+
+
+def clean_warehouse(root: str, before: float) -> CleanupReport:
+    """Remove other runs' staging directories and the tables' orphan files (lock held)."""
+    import shutil
+
+    report = CleanupReport()
+    base = Path(root)
+    staging = base / STAGING_DIR
+    if staging.is_dir():
+        for entry in staging.iterdir():
+            if entry.is_dir():
+                shutil.rmtree(entry, ignore_errors=True)
+            else:
+                with contextlib.suppress(OSError):
+                    entry.unlink()
+            report.staging_dirs += 1
+        with contextlib.suppress(OSError):
+            staging.rmdir()  # when empty
+    if not base.is_dir():
+        return report
+    for table_dir in sorted(base.iterdir()):
+        if not table_dir.is_dir() or table_dir.name.startswith(("_", ".")):
+            continue
+        if not (table_dir / "_delta_log").is_dir():
+            continue
+        for f in orphan_files(table_dir, before):
+            with contextlib.suppress(FileNotFoundError):
+                size = f.stat().st_size
+                f.unlink()
+                report.orphan_files += 1
+                report.orphan_bytes += size
+    line = report.line()
+    if line:
+        log.info("warehouse %s: %s", root, line)
+    return report
