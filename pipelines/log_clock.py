@@ -15,7 +15,9 @@ Rules:
 - "Now" is the newest timestamp of the records that are not outliers. One record dated 9999
   therefore cannot move it; the outliers are reported (position and timestamp) so the run says
   what it ignored. Nothing is dropped: the records themselves are replayed as they are.
-- Cost: one column-pruned scan. Each task keeps only its *staircase* per partition — the rows
+- Cost: on clean data none of its own: ``clock_from_stats`` decides from the per-partition
+  aggregate the batch job computes anyway (``pipelines.log_shape.partition_stats``). Otherwise
+  one column-pruned scan. Each task keeps only its *staircase* per partition — the rows
   whose timestamp is at least every later row's of the same partition in the task (in ordered
   data: the last row) — because a row with a later, newer row in its own task can be neither an
   outlier nor the newest; rows more than ``tolerance`` ahead of their predecessor are kept too
@@ -172,6 +174,22 @@ def decide(rows: Iterable[tuple[str, int, int, int, int | None, bool]], toleranc
             later = ts if later is None else max(later, ts)
     outliers.sort(key=lambda o: (o.topic, o.partition, o.offset))
     return LogClock(now, newest, tuple(outliers))
+
+
+def clock_from_stats(stats: Iterable[dict[str, Any]], tolerance_ms: int, wall_ms: int | None = None) -> LogClock | None:
+    """The clock from per-partition figures (``pipelines.log_shape.partition_stats``) when they
+    prove there is no outlier, else None (run ``log_clock``). Exact: when a partition's newest
+    timestamp is within ``tolerance`` of its last record's (a later record, or that record itself)
+    and the last record is not ahead of the wall clock, no record of it can be an outlier (none is
+    more than ``tolerance`` ahead of every later record), and "now" is the plain maximum."""
+    wall = int(time.time() * 1000) if wall_ms is None else wall_ms
+    now: int | None = None
+    for r in stats:
+        newest, last = int(r["newest_ms"]), int(r["last_record_ms"])
+        if last > wall + tolerance_ms or newest > last + tolerance_ms:
+            return None
+        now = newest if now is None else max(now, newest)
+    return LogClock(now, now, ())
 
 
 def log_clock(raw: DataFrame, tolerance_ms: int, wall_ms: int | None = None) -> LogClock:

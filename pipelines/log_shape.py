@@ -1,8 +1,9 @@
 """``log_partitions`` from ``raw_records``: ``coordinator_core.log_shape``'s rule, in Spark.
 
-Rules: one aggregate over (partition, offset, timestamp) gives each log partition's count and
-range; only partitions whose range is not full (offsets absent) pay for the window that finds
-the gaps (``offset - lag(offset) - 1``). A test holds the rows equal to
+Rules: one aggregate over (topic, partition, offset, timestamp) gives each log partition's count,
+range and clock figures (``partition_stats``, shared with the log clock's fast path); only
+partitions whose range is not full (offsets absent) pay for the window that finds the gaps
+(``offset - lag(offset) - 1``). A test holds the rows equal to
 ``coordinator_core.log_shape.partition_shape`` on the same offsets.
 """
 
@@ -16,25 +17,46 @@ if TYPE_CHECKING:
     from pipelines.tableio import TableIO
 
 
-def log_partitions(raw: DataFrame) -> list[dict[str, Any]]:
-    """``raw_records`` (positions unique) → the ``log_partitions`` rows (one per log partition:
-    small, on the driver). One aggregate job; a window job only over partitions with gaps."""
+#: the topic whose partitions ``log_partitions`` describes (raw_records may also hold rows of
+#: synthetic topics: ``input.synthesize_positions``)
+OFFSETS_TOPIC = "__consumer_offsets"
+
+
+def partition_stats(raw: DataFrame) -> list[dict[str, Any]]:
+    """One aggregate job over ``raw_records``: per (topic, partition) the record count, the offset
+    range, the oldest/newest timestamp and the timestamp of the last record (by offset). Shared
+    by ``log_partitions`` and the log clock's fast path (``pipelines.log_clock.clock_from_stats``)."""
+    from pyspark.sql import functions as F
+
+    ts = F.unix_millis("timestamp")
+    return [
+        r.asDict()
+        for r in raw.groupBy("topic", "partition").agg(
+            F.count(F.lit(1)).alias("records"),
+            F.min("offset").alias("first_offset"),
+            F.max("offset").alias("last_offset"),
+            F.min("timestamp").alias("first_timestamp"),
+            F.max("timestamp").alias("last_timestamp"),
+            F.max(ts).alias("newest_ms"),
+            F.max_by(ts, F.col("offset")).alias("last_record_ms"),
+        ).collect()
+    ]
+
+
+def log_partitions(raw: DataFrame, stats: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``raw_records`` (positions unique) and its ``partition_stats`` → the ``log_partitions``
+    rows (one per ``__consumer_offsets`` partition: small, on the driver). A window job runs only
+    over partitions whose offset range is not full."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    stats = raw.groupBy("partition").agg(
-        F.count(F.lit(1)).alias("records"),
-        F.min("offset").alias("first_offset"),
-        F.max("offset").alias("last_offset"),
-        F.min("timestamp").alias("first_timestamp"),
-        F.max("timestamp").alias("last_timestamp"),
-    ).collect()
-    gappy = [r["partition"] for r in stats if r["last_offset"] - r["first_offset"] + 1 != r["records"]]
+    mine = [r for r in stats if r["topic"] == OFFSETS_TOPIC]
+    gappy = [r["partition"] for r in mine if r["last_offset"] - r["first_offset"] + 1 != r["records"]]
     holes: dict[int, Any] = {}
     if gappy:
         w = Window.partitionBy("partition").orderBy("offset")
         for h in (
-            raw.where(F.col("partition").isin(gappy))
+            raw.where((F.col("topic") == OFFSETS_TOPIC) & F.col("partition").isin(gappy))
             .select("partition", "offset", (F.col("offset") - F.lag("offset").over(w) - 1).alias("hole"))
             .where(F.col("hole") > 0)
             .groupBy("partition")
@@ -48,7 +70,7 @@ def log_partitions(raw: DataFrame) -> list[dict[str, Any]]:
         ):
             holes[h["partition"]] = h
     rows = []
-    for r in sorted(stats, key=lambda r: r["partition"]):
+    for r in sorted(mine, key=lambda r: r["partition"]):
         h = holes.get(r["partition"])
         largest = 0 if h is None else int(h["largest"])
         rows.append({

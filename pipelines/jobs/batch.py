@@ -320,11 +320,22 @@ def _run_batch(
                 n_gold = len(gold_table_names())
                 direct = None
                 as_of_ms = cfg.replay.as_of_ms
+                # what the capture says about itself, in one aggregate: its clock, its compaction
+                from pipelines.log_shape import (
+                    compaction_note,
+                    log_partitions,
+                    partition_stats,
+                    rows_to_table,
+                )
+
+                raw = io.read("raw_records")
+                stats = partition_stats(raw)
                 if as_of_ms is None:
                     # "now" = the robust log clock: one absurd timestamp must not expire everything
-                    from pipelines.log_clock import log_clock
+                    from pipelines.log_clock import clock_from_stats, log_clock
 
-                    clock = log_clock(io.read("raw_records"), cfg.replay.clock_outlier_ms)
+                    clock = clock_from_stats(stats, cfg.replay.clock_outlier_ms) or log_clock(
+                        raw, cfg.replay.clock_outlier_ms)
                     if clock.outliers:
                         as_of_ms = clock.now_ms
                         summary.clock_outliers = len(clock.outliers)
@@ -368,12 +379,9 @@ def _run_batch(
                         if union is not None:
                             union.unpersist()
                 st.detail = f"{n_gold} gold tables, as_of_ms={as_of[0] if as_of else None}"
-                # what the capture says about its own completeness (compaction), with the gold
-                from pipelines.log_shape import compaction_note, log_partitions, rows_to_table
-
                 # one row per __consumer_offsets partition: a small current-state table, MERGEd from
                 # Arrow on the driver (no Spark write job), rows gone from the log deleted
-                shape = log_partitions(io.read("raw_records"))
+                shape = log_partitions(raw, stats)
                 wr = io.merge("log_partitions", rows_to_table("log_partitions", shape), delete_missing=True)
                 gold_written["log_partitions"] = "unchanged" if wr.skipped else "merged"
                 note = compaction_note(io, shape)

@@ -13,7 +13,7 @@ pytestmark = pytest.mark.spark
 
 
 def test_log_partitions_equal_the_core_rule_on_compacted_and_whole_partitions(spark: Any) -> None:
-    from pipelines.log_shape import log_partitions
+    from pipelines.log_shape import log_partitions, partition_stats
     from tests.pipelines.test_replay_job import raw_df
 
     rng = random.Random(7)
@@ -27,7 +27,8 @@ def test_log_partitions_equal_the_core_rule_on_compacted_and_whole_partitions(sp
             offsets = [o for o in offsets if o % 50 != 7]
         kept[part] = offsets
         log += [(b"k", b"v", part, o, 1_700_000_000_000 + o) for o in offsets]
-    rows = {r["log_partition"]: r for r in log_partitions(raw_df(spark, log))}
+    raw = raw_df(spark, log)
+    rows = {r["log_partition"]: r for r in log_partitions(raw, partition_stats(raw))}
     assert set(rows) == set(kept)
     for part, offsets in kept.items():
         want = partition_shape(offsets)
@@ -37,3 +38,21 @@ def test_log_partitions_equal_the_core_rule_on_compacted_and_whole_partitions(sp
             want.records, want.first_offset, want.last_offset, want.missing_offsets, want.gaps,
             want.largest_gap, want.compacted_until, want.compacted), part
     assert rows[1]["compacted"] and not rows[2]["compacted"] and rows[0]["compacted_until"] is None
+
+
+def test_the_clocks_fast_path_agrees_with_the_full_clock_and_steps_aside_for_outliers(spark: Any) -> None:
+    from pipelines.log_clock import clock_from_stats, log_clock
+    from pipelines.log_shape import partition_stats
+    from tests.pipelines.test_replay_job import raw_df
+
+    day = 86_400_000
+    t0 = 1_700_000_000_000
+    clean = [(b"k", b"v", p, o, t0 + 1000 * o + p) for p in range(3) for o in range(50)]
+    raw = raw_df(spark, clean)
+    fast = clock_from_stats(partition_stats(raw), day, wall_ms=t0 + day)
+    assert fast is not None and fast.now_ms == log_clock(raw, day, wall_ms=t0 + day).now_ms == t0 + 49_002
+    hostile = [*clean, (b"k", b"v", 1, 50, 253_402_300_799_000), (b"k", b"v", 1, 51, t0 + 51_000)]  # 9999
+    raw = raw_df(spark, hostile)
+    assert clock_from_stats(partition_stats(raw), day, wall_ms=t0 + day) is None
+    full = log_clock(raw, day, wall_ms=t0 + day)
+    assert full.now_ms == t0 + 51_000 and [o.offset for o in full.outliers] == [50]
