@@ -138,6 +138,13 @@ class GroupSnapshot:
     DescribeGroups answer for an unknown group) or was deleted; ``exists`` tells them apart from
     a live group. ``offsets`` maps (topic, partition) to (value, log_partition, log_offset,
     record_timestamp_ms). Members keep their subscription/assignment blobs.
+
+    The snapshot is the group *as of* the ``as_of_ms`` of the call that made it: the loader fold,
+    then one cleanup. What that cleanup removed is kept aside so the next call restores the fold:
+    ``predicted_removed`` (the offsets, whole) and ``predicted_death_restore`` (what the group
+    held before its forecast death); ``predicted_expired`` / ``predicted_death_ms`` are the
+    forecasts told (withdrawn by a later call that no longer makes them). ``settled`` /
+    ``settled_death_ms`` are predictions the log contradicted (the broker kept them).
     """
 
     group_id: str
