@@ -396,8 +396,9 @@ def spool_options(io: TableIO) -> tuple[dict[str, Any], str]:
             join_path(root, SPOOL_MANIFEST))
 
 
-def read_spool_manifest(path: str) -> list[dict[str, Any]] | None:
-    """The spool files the decode's successful tasks wrote, or ``None`` if there is no manifest."""
+def read_spool_manifest(path: str, kind: str | None = None) -> list[dict[str, Any]] | None:
+    """The spool files the decode's successful tasks wrote (``kind`` None), or their other side
+    entries of ``kind`` (``log_shape.STATS_KIND``); ``None`` if there is no manifest."""
     from pyarrow import fs
 
     from pipelines.delta_rs_sink import _filesystem
@@ -406,7 +407,7 @@ def read_spool_manifest(path: str) -> list[dict[str, Any]] | None:
     if filesystem.get_file_info(inner).type == fs.FileType.NotFound:
         return None
     with filesystem.open_input_stream(inner) as fh:
-        return list(json.loads(fh.read().decode()))
+        return [e for e in json.loads(fh.read().decode()) if e.get("kind") == kind]
 
 
 def read_spool(paths: Sequence[str]) -> pa.Table:

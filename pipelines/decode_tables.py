@@ -84,14 +84,33 @@ def route_decode(
     """``offsetlake_delta_rs_multi`` route over raw records: each batch of them → decoded rows
     (and, with a ``spool`` option, the replay input cut into buckets: ``batch_replay.Spool``)."""
     lenient = bool(options.get("lenient", False))
-    yield from _spooled(((decode_tables(b, lenient=lenient), b.num_rows) for b in batches), options)
+    stats = _stats_for(options)
+    yield from _spooled(((decode_tables(_seen(b, stats), lenient=lenient), b.num_rows) for b in batches), options,
+                        stats)
+
+
+def _stats_for(options: dict[str, Any]) -> Any:
+    """With a spool, the raw records' per-partition figures go beside it (``log_shape``)."""
+    if not options.get("spool"):
+        return None
+    from pipelines.log_shape import StatsAccumulator
+
+    return StatsAccumulator()
+
+
+def _seen(batch: pa.RecordBatch, stats: Any) -> pa.RecordBatch:
+    if stats is not None:
+        stats.add(batch)
+    return batch
 
 
 def _spooled(
-    decoded: Iterator[tuple[dict[str, pa.Table], int]], options: dict[str, Any]
+    decoded: Iterator[tuple[dict[str, pa.Table], int]], options: dict[str, Any], stats: Any = None
 ) -> Iterator[tuple[dict[str, pa.Table], int]]:
-    """Pass decoded batches on; when the options ask for it, also feed them to the replay spool."""
+    """Pass decoded batches on; when the options ask for it, also feed them to the replay spool
+    (and report the raw records' per-partition figures beside it)."""
     from pipelines.batch_replay import SOURCES, spool_for
+    from pipelines.delta_rs_sink import SIDE_KEY
 
     spool = spool_for(options)
     if spool is None:
@@ -108,6 +127,8 @@ def _spooled(
                 spool.add(name, tables[name])
         yield tables, consumed
     spool.close()
+    if stats is not None:
+        options[SIDE_KEY].extend(stats.entries())
 
 
 def route_decode_files(
@@ -120,14 +141,15 @@ def route_decode_files(
     from pipelines.file_tasks import parquet_batches
 
     lenient = bool(options.get("lenient", False))
+    stats = _stats_for(options)
 
     def decoded() -> Iterator[tuple[dict[str, pa.Table], int]]:
         for batch in batches:
             for path in batch.column("path").to_pylist():
                 for raw in parquet_batches(path, INPUT_COLUMNS):
-                    yield decode_tables(raw, lenient=lenient), raw.num_rows
+                    yield decode_tables(_seen(raw, stats), lenient=lenient), raw.num_rows
 
-    yield from _spooled(decoded(), options)
+    yield from _spooled(decoded(), options, stats)
 
 
 def write_decoded_tables(

@@ -43,6 +43,72 @@ def partition_stats(raw: DataFrame) -> list[dict[str, Any]]:
     ]
 
 
+class StatsAccumulator:
+    """``partition_stats``' figures over raw batches in a task (pyarrow/numpy, no Spark job): the
+    decode pass feeds it the raw records it reads anyway, and reports ``entries()`` beside its
+    spool (``STATS_KIND`` side outputs); ``combine`` merges the tasks' entries on the driver."""
+
+    def __init__(self) -> None:
+        self.by: dict[tuple[str, int], list[int]] = {}  # records, first, last, oldest, newest, last_ms
+
+    def add(self, batch: Any) -> None:
+        import numpy as np
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        if batch.num_rows == 0:
+            return
+        topics = batch.column("topic").to_numpy(zero_copy_only=False)
+        parts = batch.column("partition").to_numpy(zero_copy_only=False)
+        offs = batch.column("offset").to_numpy(zero_copy_only=False)
+        ts = pc.cast(pc.cast(batch.column("timestamp"), pa.timestamp("ms")), pa.int64()).to_numpy(zero_copy_only=False)
+        for topic in np.unique(topics):
+            in_topic = topics == topic
+            for part in np.unique(parts[in_topic]):
+                m = in_topic & (parts == part)
+                o, t = offs[m], ts[m]
+                i = int(np.argmax(o))
+                cur = [int(m.sum()), int(o.min()), int(o[i]), int(t.min()), int(t.max()), int(t[i])]
+                key = (str(topic), int(part))
+                prev = self.by.get(key)
+                if prev is None:
+                    self.by[key] = cur
+                    continue
+                last = cur[5] if cur[2] > prev[2] else prev[5]
+                self.by[key] = [prev[0] + cur[0], min(prev[1], cur[1]), max(prev[2], cur[2]),
+                                min(prev[3], cur[3]), max(prev[4], cur[4]), last]
+
+    def entries(self) -> list[dict[str, Any]]:
+        return [{"kind": STATS_KIND, "topic": t, "partition": p, "v": v} for (t, p), v in sorted(self.by.items())]
+
+
+#: side-output entry kind of ``StatsAccumulator`` (beside the spool's file entries)
+STATS_KIND = "partition_stats"
+
+
+def combine(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The tasks' ``StatsAccumulator`` entries → ``partition_stats`` rows (positions are unique in
+    ``raw_records``, so counts add up)."""
+    import datetime as dt
+
+    acc = StatsAccumulator()
+    for e in entries:
+        key, cur = (str(e["topic"]), int(e["partition"])), [int(x) for x in e["v"]]
+        prev = acc.by.get(key)
+        acc.by[key] = cur if prev is None else [
+            prev[0] + cur[0], min(prev[1], cur[1]), max(prev[2], cur[2]), min(prev[3], cur[3]),
+            max(prev[4], cur[4]), cur[5] if cur[2] > prev[2] else prev[5]]
+
+    def when(ms: int) -> dt.datetime:
+        return dt.datetime.fromtimestamp(ms / 1000, dt.UTC)
+
+    return [
+        {"topic": t, "partition": p, "records": v[0], "first_offset": v[1], "last_offset": v[2],
+         "first_timestamp": when(v[3]), "last_timestamp": when(v[4]), "newest_ms": v[4], "last_record_ms": v[5]}
+        for (t, p), v in sorted(acc.by.items())
+    ]
+
+
 def log_partitions(raw: DataFrame, stats: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """``raw_records`` (positions unique) and its ``partition_stats`` → the ``log_partitions``
     rows (one per ``__consumer_offsets`` partition: small, on the driver). A window job runs only
@@ -71,18 +137,18 @@ def log_partitions(raw: DataFrame, stats: list[dict[str, Any]]) -> list[dict[str
             holes[h["partition"]] = h
     rows = []
     for r in sorted(mine, key=lambda r: r["partition"]):
-        h = holes.get(r["partition"])
-        largest = 0 if h is None else int(h["largest"])
+        g = holes.get(r["partition"])
+        largest = 0 if g is None else int(g["largest"])
         rows.append({
             "log_partition": int(r["partition"]),
             "records": int(r["records"]),
             "first_offset": int(r["first_offset"]),
             "last_offset": int(r["last_offset"]),
-            "missing_offsets": 0 if h is None else int(h["missing"]),
-            "gaps": 0 if h is None else int(h["gaps"]),
+            "missing_offsets": 0 if g is None else int(g["missing"]),
+            "gaps": 0 if g is None else int(g["gaps"]),
             "largest_gap": largest,
             "compacted": largest > 1,
-            "compacted_until": None if h is None else int(h["until"]),
+            "compacted_until": None if g is None else int(g["until"]),
             "first_timestamp": r["first_timestamp"],
             "last_timestamp": r["last_timestamp"],
         })

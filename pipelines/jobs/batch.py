@@ -329,7 +329,12 @@ def _run_batch(
                 )
 
                 raw = io.read("raw_records")
-                stats = partition_stats(raw)
+                from pipelines.batch_replay import read_spool_manifest
+                from pipelines.log_shape import STATS_KIND, combine
+
+                # from the decode pass that read every raw record (with the spool), else one aggregate
+                beside = read_spool_manifest(spool[1], STATS_KIND) if spool else None
+                stats = combine(beside) if beside else partition_stats(raw)
                 if as_of_ms is None:
                     # "now" = the robust log clock: one absurd timestamp must not expire everything
                     from pipelines.log_clock import clock_from_stats, log_clock

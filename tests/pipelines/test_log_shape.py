@@ -56,3 +56,28 @@ def test_the_clocks_fast_path_agrees_with_the_full_clock_and_steps_aside_for_out
     assert clock_from_stats(partition_stats(raw), day, wall_ms=t0 + day) is None
     full = log_clock(raw, day, wall_ms=t0 + day)
     assert full.now_ms == t0 + 51_000 and [o.offset for o in full.outliers] == [50]
+
+
+def test_the_decode_passs_per_partition_figures_equal_the_aggregate(spark: Any) -> None:
+    """The figures the decode tasks report beside the spool (no Spark job) equal
+    ``partition_stats``' aggregate, whatever way the records are cut into batches and tasks."""
+    import pyarrow as pa
+
+    from pipelines.log_shape import StatsAccumulator, combine, partition_stats
+    from tests.pipelines.test_replay_job import raw_df
+
+    rng = random.Random(3)
+    t0 = 1_700_000_000_000
+    log = [(b"k", b"v", p, o, t0 + rng.randrange(10**7)) for p in range(4) for o in range(0, 3000, rng.choice((1, 2)))]
+    raw = raw_df(spark, log)
+    want = sorted(partition_stats(raw), key=lambda r: r["partition"])
+    table = raw.toArrow()
+    entries = []
+    for start in range(0, table.num_rows, 700):  # "tasks" of uneven shapes
+        acc = StatsAccumulator()
+        for b in table.slice(start, 700).to_batches(max_chunksize=250):
+            acc.add(pa.Table.from_batches([b]))
+        entries += acc.entries()
+    got = combine(entries)
+    keys = ("topic", "partition", "records", "first_offset", "last_offset", "newest_ms", "last_record_ms")
+    assert [{k: r[k] for k in keys} for r in got] == [{k: r[k] for k in keys} for r in want]
