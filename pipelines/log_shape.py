@@ -52,31 +52,37 @@ class StatsAccumulator:
         self.by: dict[tuple[str, int], list[int]] = {}  # records, first, last, oldest, newest, last_ms
 
     def add(self, batch: Any) -> None:
-        import numpy as np
         import pyarrow as pa
         import pyarrow.compute as pc
 
         if batch.num_rows == 0:
             return
-        topics = batch.column("topic").to_numpy(zero_copy_only=False)
-        parts = batch.column("partition").to_numpy(zero_copy_only=False)
-        offs = batch.column("offset").to_numpy(zero_copy_only=False)
-        ts = pc.cast(pc.cast(batch.column("timestamp"), pa.timestamp("ms")), pa.int64()).to_numpy(zero_copy_only=False)
-        for topic in np.unique(topics):
-            in_topic = topics == topic
-            for part in np.unique(parts[in_topic]):
-                m = in_topic & (parts == part)
-                o, t = offs[m], ts[m]
-                i = int(np.argmax(o))
-                cur = [int(m.sum()), int(o.min()), int(o[i]), int(t.min()), int(t.max()), int(t[i])]
-                key = (str(topic), int(part))
-                prev = self.by.get(key)
-                if prev is None:
-                    self.by[key] = cur
-                    continue
-                last = cur[5] if cur[2] > prev[2] else prev[5]
-                self.by[key] = [prev[0] + cur[0], min(prev[1], cur[1]), max(prev[2], cur[2]),
-                                min(prev[3], cur[3]), max(prev[4], cur[4]), last]
+        topics = batch.column("topic")
+        ts = pc.cast(pc.cast(batch.column("timestamp"), pa.timestamp("ms")), pa.int64())
+        t = pa.table({"partition": batch.column("partition"), "offset": batch.column("offset"), "ts": ts})
+        names = pc.unique(topics).to_pylist()  # one, __consumer_offsets, in practice
+        for topic in names:
+            self._add_topic(str(topic), t if len(names) == 1 else t.filter(pc.equal(topics, topic)))
+
+    def _add_topic(self, topic: str, t: Any) -> None:
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        agg = t.group_by(["partition"]).aggregate(
+            [("offset", "count"), ("offset", "min"), ("offset", "max"), ("ts", "min"), ("ts", "max")]
+        ).to_pylist()
+        # the timestamp of each partition's last record: from the few rows at a max offset
+        maxima = pa.array([r["offset_max"] for r in agg], pa.int64())
+        cand = t.filter(pc.is_in(t.column("offset"), value_set=maxima)).to_pydict()
+        last_ts = dict(zip(zip(cand["partition"], cand["offset"]), cand["ts"]))
+        for r in agg:
+            key = (topic, int(r["partition"]))
+            cur = [int(r["offset_count"]), int(r["offset_min"]), int(r["offset_max"]), int(r["ts_min"]),
+                   int(r["ts_max"]), int(last_ts[(r["partition"], r["offset_max"])])]
+            prev = self.by.get(key)
+            self.by[key] = cur if prev is None else [
+                prev[0] + cur[0], min(prev[1], cur[1]), max(prev[2], cur[2]), min(prev[3], cur[3]),
+                max(prev[4], cur[4]), cur[5] if cur[2] > prev[2] else prev[5]]
 
     def entries(self) -> list[dict[str, Any]]:
         return [{"kind": STATS_KIND, "topic": t, "partition": p, "v": v} for (t, p), v in sorted(self.by.items())]
