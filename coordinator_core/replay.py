@@ -2007,6 +2007,15 @@ class _Writer:
     def s(self, text: str | None) -> None:
         self.b(None if text is None else text.encode("utf-8"))
 
+    def opt_pos(self, p: tuple[int, int] | None) -> None:
+        """An optional (partition, offset): 0, or 1 and the two integers."""
+        if p is None:
+            self.u(0)
+        else:
+            self.u(1)
+            self.i(p[0])
+            self.i(p[1])
+
     def tagged(self, fields: tuple[tuple[int, bytes], ...]) -> None:
         self.u(len(fields))
         for tag, data in fields:
@@ -2067,6 +2076,9 @@ class _Reader:
     def rs(self) -> str:
         return self.rb().decode("utf-8")
 
+    def opt_pos(self) -> tuple[int, int] | None:
+        return (self.i(), self.i()) if self.u() else None
+
     def tagged(self) -> tuple[tuple[int, bytes], ...]:
         return tuple((self.u(), self.rb()) for _ in range(self.u()))
 
@@ -2102,12 +2114,7 @@ def serialize_snapshot(s: GroupSnapshot) -> bytes:
         for t in sorted(s.subscribed_topics):
             w.s(t)
     _write_offsets(w, s.offsets, s.last_timestamp_ms or 0)
-    if s.last_position is None:
-        w.u(0)
-    else:
-        w.u(1)
-        w.i(s.last_position[0])
-        w.i(s.last_position[1])
+    w.opt_pos(s.last_position)
     w.oi(s.last_timestamp_ms)
     w.u(s.records_applied)
     w.u(s.unsupported_records)
@@ -2147,21 +2154,11 @@ def serialize_snapshot(s: GroupSnapshot) -> bytes:
         w.i(due)
     w.oi(s.settled_death_ms)
     w.oi(s.situation_since_ms)
-    if s.first_position is None:
-        w.u(0)
-    else:
-        w.u(1)
-        w.i(s.first_position[0])
-        w.i(s.first_position[1])
+    w.opt_pos(s.first_position)
     w.u(int(s.new_coordinator_seen))
     w.u(s.predictions_contradicted)
     w.u(s.pending_contradictions)
-    if s.created_by_commit is None:
-        w.u(0)
-    else:
-        w.u(1)
-        w.i(s.created_by_commit[0])
-        w.i(s.created_by_commit[1])
+    w.opt_pos(s.created_by_commit)
     return bytes(w.buf)
 
 
@@ -2252,7 +2249,7 @@ def deserialize_snapshot(data: bytes) -> GroupSnapshot:
         n_subs = r.u()
         subs = None if n_subs == 0 else frozenset(r.rs() for _ in range(n_subs - 1))
         offsets = _read_offsets(r)
-        last_position = (r.i(), r.i()) if r.u() else None
+        last_position = r.opt_pos()
         last_ts = r.oi()
         applied = r.u()
         unsupported = r.u()
@@ -2282,11 +2279,11 @@ def deserialize_snapshot(data: bytes) -> GroupSnapshot:
                 settled[tp] = r.i()
             settled_death = r.oi()
             since = r.oi()
-            first = (r.i(), r.i()) if r.u() else None
+            first = r.opt_pos()
             new_seen = bool(r.u())
             contradicted = r.u()
             pending = r.u()
-            created = (r.i(), r.i()) if r.u() else None
+            created = r.opt_pos()
         elif predicted or death is not None:
             # a v1 snapshot's view had already removed its predictions (and their values are
             # gone): keep it as the fold, with nothing outstanding to confirm or withdraw

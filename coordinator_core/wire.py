@@ -812,13 +812,16 @@ def _read_struct(name: str, idx: int, element: Layout, nullable: bool) -> ReadSt
     return step
 
 
-def _write_struct(name: str, element: Layout, nullable: bool) -> WriteStep:
+def _write_struct(name: str, element: Layout, nullable: bool, absent: bytes = b"\xff") -> WriteStep:
+    """A (nullable) struct field: ``absent`` for None (int8 -1; a tagged struct's varint 0),
+    else 1 when nullable, then the struct."""
+
     def step(obj: Any, out: list[bytes]) -> None:
         v = getattr(obj, name)
         if v is None:
             if not nullable:
                 raise ValueError(f"non-nullable struct field {name} is None")
-            out.append(b"\xff")
+            out.append(absent)
             return
         if nullable:
             out.append(b"\x01")
@@ -879,18 +882,7 @@ def _read_tagged_struct(name: str, element: Layout, nullable: bool) -> ReadStep:
 
 
 def _write_tagged_struct(name: str, element: Layout, nullable: bool) -> WriteStep:
-    def step(obj: Any, out: list[bytes]) -> None:
-        v = getattr(obj, name)
-        if v is None:
-            if not nullable:
-                raise ValueError(f"non-nullable struct field {name} is None")
-            out.append(b"\x00")
-            return
-        if nullable:
-            out.append(b"\x01")
-        element.write(v, out)
-
-    return step
+    return _write_struct(name, element, nullable, absent=b"\x00")
 
 
 def _read_tagged_known(idx: int, known: list[_TaggedSpec]) -> ReadStep:
