@@ -47,6 +47,8 @@ import pyarrow.parquet as pq
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from bench.results import write_section  # noqa: E402
+
 BENCH_ROOT = Path("/tmp/offsetlake-bench")
 BASE_MS = 1_700_000_000_000
 STEP_MS = 7  # one record every 7 ms of log time: 10M records span ~19 hours
@@ -461,7 +463,7 @@ def main(argv: list[str] | None = None) -> int:
     text = render(results, base, args)
     print(text)
     if args.write_results:
-        write_section(REPO / "bench" / "RESULTS.md", "## batch (Spark, local[2])", text)
+        write_section("## batch (Spark, local[2])", text)
     return 0
 
 
@@ -619,18 +621,6 @@ def notes(results: list[SizeResult], base: dict[str, float]) -> list[str]:
         "a job in a fresh process (`offsetlake run batch`) pays it too.",
         "",
     ]
-
-
-def write_section(path: Path, header: str, text: str) -> None:
-    """Replace (or append) this section of RESULTS.md, leaving other sections alone."""
-    old = path.read_text() if path.exists() else "# Benchmark results\n"
-    start = old.find(header)
-    if start < 0:
-        new = old.rstrip("\n") + "\n\n" + text.rstrip("\n") + "\n"
-    else:
-        nxt = old.find("\n## ", start + len(header))
-        new = old[:start] + text.rstrip("\n") + "\n" + ("" if nxt < 0 else old[nxt:])
-    path.write_text(new)
 
 
 if __name__ == "__main__":

@@ -33,6 +33,7 @@ sys.path.insert(0, str(REPO))
 import pyarrow as pa  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
 
+from bench.results import write_section  # noqa: E402
 from pipelines.commands.quickstart import sample_records  # noqa: E402
 from pipelines.raw_files import RAW_ARROW_SCHEMA, records_to_batch, write_raw_records  # noqa: E402
 from pipelines.warehouse_lock import orphan_files  # noqa: E402
@@ -148,15 +149,7 @@ def main(argv: list[str] | None = None) -> int:
         text = "\n".join(lines)
         print(text)
         if args.write_results:
-            path = REPO / "bench" / "RESULTS.md"
-            current = path.read_text()
-            if SECTION in current:
-                head, rest = current.split(SECTION, 1)
-                nxt = rest.find("\n## ")
-                current = head + text + (rest[nxt + 1:] if nxt >= 0 else "")
-            else:
-                current = current.rstrip("\n") + "\n\n" + text
-            path.write_text(current)
+            write_section(SECTION, text)
         return 0 if ok else 1
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

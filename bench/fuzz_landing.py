@@ -40,6 +40,7 @@ sys.path.insert(0, str(REPO))
 import pyarrow as pa  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
 
+from bench.results import write_section  # noqa: E402
 from coordinator_core.codec import decode_key, decode_value, encode_value  # noqa: E402
 from coordinator_core.records import GroupMetadataKey  # noqa: E402
 from pipelines.commands.quickstart import sample_records  # noqa: E402
@@ -238,15 +239,7 @@ def main(argv: list[str] | None = None) -> int:
     text = "\n".join(lines)
     print(text)
     if args.write_results:
-        results = REPO / "bench" / "RESULTS.md"
-        current = results.read_text()
-        if SECTION in current:
-            head, rest = current.split(SECTION, 1)
-            nxt = rest.find("\n## ")
-            current = head + text + (rest[nxt + 1:] if nxt >= 0 else "")
-        else:
-            current = current.rstrip("\n") + "\n\n" + text
-        results.write_text(current)
+        write_section(SECTION, text)
     return 0 if ok else 1
 
 
