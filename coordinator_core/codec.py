@@ -346,16 +346,21 @@ def decode_value(key: RecordKey, data: Buffer | None, *, lenient: bool = False) 
     return _decode_modern_value(key.version, data)
 
 
+def _value_version(data: Buffer, record_type: int) -> int:
+    """A value's int16 version prefix (``CorruptRecordError`` when the bytes are shorter)."""
+    if len(data) < 2:
+        raise CorruptRecordError(
+            f"value needs a 2-byte version, got {len(data)} bytes", part="value", position=0,
+            record_type=record_type,
+        )
+    return int(_unpack16(data, 0)[0])
+
+
 def _decode_value(
     message: Message, layouts: dict[int, Layout], record_type: int, data: Buffer, lenient: bool
 ) -> RecordValue:
     end = len(data)
-    if end < 2:
-        raise CorruptRecordError(
-            f"value needs a 2-byte version, got {end} bytes", part="value", position=0,
-            record_type=record_type,
-        )
-    version = _unpack16(data, 0)[0]
+    version = _value_version(data, record_type)
     layout = layouts.get(version)
     if layout is None:
         if not lenient or version < 0:
@@ -370,12 +375,7 @@ def _decode_value(
 
 def _decode_modern_value(record_type: int, data: Buffer) -> RecordValue:
     end = len(data)
-    if end < 2:
-        raise CorruptRecordError(
-            f"value needs a 2-byte version, got {end} bytes", part="value", position=0,
-            record_type=record_type,
-        )
-    version = _unpack16(data, 0)[0]
+    version = _value_version(data, record_type)
     modern_type = MODERN_TYPES.get(record_type)
     if modern_type is None or version != 0:
         return UnknownValue(version=version, raw=bytes(data))
