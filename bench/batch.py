@@ -12,7 +12,7 @@ groups into /tmp/offsetlake-bench (never the repo), then measures in the same ru
               the same sample, one process;
 - decode:     Spark ``decode_union`` (one mapInArrow pass) written to Parquet (every column
               consumed; not a noop write, DESIGN §7);
-- end-to-end: ``pipelines.jobs.batch.run_batch`` (ingest into Delta raw_records, decode, the
+- end-to-end: ``pipelines.batch.job.run_batch`` (ingest into Delta raw_records, decode, the
               four decoded Delta tables, per-group replay, seven gold Delta tables; delta-rs);
 - peak RSS of the whole process tree (driver, JVM, Python workers), sampled every 0.2 s.
 
@@ -289,8 +289,8 @@ def core_baseline(path: Path, n: int) -> dict[str, float]:
     from coordinator_core.codec import decode_record
     from coordinator_core.records import LogRecord
     from coordinator_core.replay import replay_groups
-    from pipelines.decode import decode_batch, decode_offset_commits_arrow
-    from pipelines.replay_job import event_kinds_for
+    from pipelines.records.decode import decode_batch, decode_offset_commits_arrow
+    from pipelines.records.replay import event_kinds_for
     from schemas.gold import GOLD_TABLES
 
     batches = partition_sample(path, n)
@@ -371,7 +371,7 @@ def spark_scan(spark: Any, path: Path) -> tuple[float, int]:
 
 
 def spark_decode(spark: Any, path: Path, out: Path) -> float:
-    from pipelines.decode import decode_union
+    from pipelines.records.decode import decode_union
 
     if out.exists():
         shutil.rmtree(out)
@@ -382,7 +382,7 @@ def spark_decode(spark: Any, path: Path, out: Path) -> float:
 
 def end_to_end(spark: Any, path: Path, root: Path) -> tuple[float, dict[str, Any]]:
     from pipelines.config import config_from_dict
-    from pipelines.jobs.batch import run_batch
+    from pipelines.batch.job import run_batch
 
     if root.exists():
         shutil.rmtree(root)
@@ -573,7 +573,7 @@ def render(results: list[SizeResult], base: dict[str, float], args: argparse.Nam
                   "the sizes ran at different load averages, see the last column)."]
     lines += [
         "",
-        "End-to-end = `pipelines.jobs.batch.run_batch` on the delta-rs engine: ingest (one pass: the "
+        "End-to-end = `pipelines.batch.job.run_batch` on the delta-rs engine: ingest (one pass: the "
         "tasks copy the landing files into Delta `raw_records` — byte for byte when already in its "
         "schema — and report their offset ranges; committed only when nothing overlaps), decode (one "
         "pass: the tasks read `raw_records`' files, decode, write the four decoded Delta tables and spool "

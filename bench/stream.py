@@ -16,7 +16,7 @@ What is measured:
 4. Recovery: the last ``--holdback`` files are landed after the biggest run finished; the query
    restarts from its checkpoint; time from ``start()`` to the first committed batch is reported
    next to that batch's own duration.
-5. Baseline: the batch job's decode + replay (``replay_to_gold``) over the same files, collected
+5. Baseline: the batch job (``run_batch``: ingest, decode, replay, Delta tables) over the same files,
    (no Delta writes), records/s.
 
 The machine has 2 cores shared with other engineers: wall times include their load (the load
@@ -185,21 +185,15 @@ def run_stream(spark: Any, cfg: Any) -> tuple[list[dict[str, Any]], float]:
     return [r for r in rec.rows if r["query_name"] == stream_job.REPLAY_QUERY], wall
 
 
-def baseline_batch(spark: Any, landing: Path, retention_ms: int) -> tuple[int, float]:
-    from pyspark.sql import functions as F
+def baseline_batch(spark: Any, landing: Path, retention_ms: int, work: Path) -> tuple[int, float]:
+    """The batch job (``run batch``'s one path: ingest, decode, replay, Delta tables) over the same
+    landing files, in this session: (records, seconds)."""
+    from pipelines.batch.job import run_batch
 
-    from pipelines.decode import decode_raw
-    from pipelines.replay_job import replay_to_gold
-    from schemas.raw import RAW_RECORDS
-
-    raw = spark.read.schema(RAW_RECORDS.spark_schema()).parquet(str(landing))
-    n = raw.count()
+    cfg = make_config(work / "baseline-batch", landing, 1, retention_ms)
     t0 = time.perf_counter()
-    dec = decode_raw(raw)
-    gold = replay_to_gold(dec.offset_commits, dec.group_metadata, retention_ms=retention_ms,
-                          unsupported_df=dec.unsupported, persist=False)
-    gold["_union"].agg(F.count(F.lit(1)), F.sum(F.length("group_id"))).collect()
-    return n, time.perf_counter() - t0
+    summary = run_batch(cfg, spark)
+    return summary.raw_total, time.perf_counter() - t0
 
 
 def component_rate(groups: int, hours: float, seed: int, retention_ms: int, calls: int = 11) -> tuple[int, float]:
@@ -210,8 +204,8 @@ def component_rate(groups: int, hours: float, seed: int, retention_ms: int, call
 
     from coordinator_core.codec import decode_record
     from coordinator_core.generator import generate
-    from pipelines.gold import DEFAULT_TABLES
-    from pipelines.replay_job import REC_GROUP_METADATA, REC_OFFSET_COMMIT
+    from pipelines.records.gold import DEFAULT_TABLES
+    from pipelines.records.replay import REC_GROUP_METADATA, REC_OFFSET_COMMIT
     from pipelines.stream_job import GroupReplayer, _input_arrow_schema
 
     log = generate(groups, hours, seed=seed)
@@ -377,7 +371,7 @@ def main() -> int:
         sustained.append(res_s)
         print("sustained", res_s)
 
-    base_n, base_s = baseline_batch(spark, landing_all, retention)
+    base_n, base_s = baseline_batch(spark, landing_all, retention, work)
     base_rate = base_n / base_s
     print(f"baseline batch replay: {base_n} records in {base_s:.1f}s = {base_rate:.0f}/s")
     spark.stop()

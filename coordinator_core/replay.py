@@ -1771,7 +1771,7 @@ def replay_runs(
 
     A run is applied from its survivors when that is exact (see the comment above
     ``CommitRun``), else from ``run.expand()``. Build the items with ``compress_commit_runs`` or
-    a vectorised equivalent (``pipelines.replay_job``). ``counters`` (optional) tells how many
+    a vectorised equivalent (``pipelines.records.replay``). ``counters`` (optional) tells how many
     runs were compressed or expanded, and why.
     """
     return _replay(

@@ -12,7 +12,7 @@ Rules:
   ``stream.max_files_per_trigger`` / ``max_bytes_per_trigger`` cap a micro-batch), or Kafka
   (``format("kafka")`` with the connector, else the jar-free ``offsetlake_kafka`` source).
 - Decode and pack before the shuffle: the batch job's vectorised decoder
-  (``pipelines.decode.decode_batch``), the replay-input projection in Arrow
+  (``pipelines.records.decode.decode_batch``), the replay-input projection in Arrow
   (``replay_input_arrow``, equal to the batch's ``replay_input``), then ONE row per group and
   raw Arrow batch holding that group's rows as an Arrow IPC message (``pack_replay_input``):
   ``applyInPandasWithState`` converts its input to pandas row by row, so the per-record
@@ -25,7 +25,7 @@ Rules:
   records → their tables, Spark's file source). Each has its own checkpoint.
 - State: one row per group = (snapshot format version, ``serialize_snapshot`` bytes). The state
   schema never changes when the core evolves; ``deserialize_snapshot`` reads older formats.
-  Replay is ``pipelines.replay_job.replay_table`` (rows sorted by (partition, offset), runs of
+  Replay is ``pipelines.records.replay.replay_table`` (rows sorted by (partition, offset), runs of
   offset commits reduced with numpy, exactly the core's ``replay``; duplicates and overlaps are
   skipped by the snapshot's last applied position), never a re-implementation.
 - Time: ``withWatermark(log_timestamp, stream.watermark_delay_ms)`` and
@@ -149,7 +149,7 @@ class StreamSettings:
 
 def settings_from_config(cfg: Config) -> StreamSettings:
     """Validate and resolve the ``stream`` section (and what it uses of the others)."""
-    from pipelines.gold import DEFAULT_TABLES
+    from pipelines.records.gold import DEFAULT_TABLES
 
     if cfg.stream.timeout_mode != "event_time":
         raise UsageError(
@@ -211,7 +211,7 @@ OUTPUT_DDL = "records binary"
 
 
 def replay_input_arrow(union: pa.RecordBatch | pa.Table) -> pa.Table:
-    """Decode-union rows → replay-input rows (``pipelines.replay_job.REPLAY_INPUT_DDL``), in Arrow.
+    """Decode-union rows → replay-input rows (``pipelines.records.replay.REPLAY_INPUT_DDL``), in Arrow.
 
     The same projection as the batch job's ``replay_input`` (Spark SQL over the split decoded
     tables; ``tests/pipelines/test_stream_job.py`` proves both agree): offset commits, group
@@ -221,8 +221,8 @@ def replay_input_arrow(union: pa.RecordBatch | pa.Table) -> pa.Table:
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    from pipelines.decode import KIND_GROUP_METADATA, KIND_OFFSET_COMMIT, KIND_UNSUPPORTED
-    from pipelines.replay_job import REC_GROUP_METADATA, REC_OFFSET_COMMIT, REC_UNSUPPORTED
+    from pipelines.records.decode import KIND_GROUP_METADATA, KIND_OFFSET_COMMIT, KIND_UNSUPPORTED
+    from pipelines.records.replay import REC_GROUP_METADATA, REC_OFFSET_COMMIT, REC_UNSUPPORTED
 
     table = union if isinstance(union, pa.Table) else pa.Table.from_batches([union])
     kind = table.column("kind")
@@ -292,7 +292,7 @@ def pack_replay_input(table: pa.Table) -> pa.RecordBatch:
     import numpy as np
     import pyarrow as pa
 
-    from pipelines.replay_job import replay_order
+    from pipelines.records.replay import replay_order
 
     schema = pa.schema([("group_id", pa.string()), ("log_timestamp", pa.timestamp("us", tz="UTC")),
                         ("records", pa.binary())])
@@ -318,7 +318,7 @@ def gold_tables(rows: dict[str, list[dict[str, Any]]]) -> dict[str, pa.Table]:
     table per gold table (``schemas.gold`` columns) + ``DELETED_OFFSETS`` (offsets_current keys)."""
     import pyarrow as pa
 
-    from pipelines.gold import GOLD_SPECS, rows_to_arrow
+    from pipelines.records.gold import GOLD_SPECS, rows_to_arrow
 
     out: dict[str, pa.Table] = {}
     for name, table_rows in rows.items():
@@ -340,11 +340,11 @@ def gold_tables(rows: dict[str, list[dict[str, Any]]]) -> dict[str, pa.Table]:
 
 
 def gold_rows_to_union(rows: dict[str, list[dict[str, Any]]]) -> pa.Table:
-    """Changed gold rows → the long format (``pipelines.gold.GOLD_UNION_SCHEMA``; deletions of
+    """Changed gold rows → the long format (``pipelines.records.gold.GOLD_UNION_SCHEMA``; deletions of
     offsets as code ``OFFSETS_DELETE`` with only the key columns set)."""
     import pyarrow as pa
 
-    from pipelines.gold import GOLD_UNION_SCHEMA, to_union
+    from pipelines.records.gold import GOLD_UNION_SCHEMA, to_union
 
     parts = []
     for name, table in gold_tables(rows).items():
@@ -376,7 +376,7 @@ def pack_batches(batches: Iterator[pa.RecordBatch], *, lenient: bool = False) ->
     rows (one per group and raw batch)."""
     import pyarrow as pa
 
-    from pipelines.decode import UNION_SCHEMA, decode_batch
+    from pipelines.records.decode import UNION_SCHEMA, decode_batch
 
     for batch in batches:
         parts = decode_batch(batch, lenient=lenient)
@@ -398,7 +398,7 @@ def packed_replay_input(raw_df: DataFrame, *, lenient: bool = False) -> DataFram
     newest record time: the watermark (max event time − delay) is unchanged; a pack is dropped
     as late only when all of its records are (Spark drops whole rows).
     """
-    from pipelines.decode import INPUT_COLUMNS
+    from pipelines.records.decode import INPUT_COLUMNS
 
     # ``topic`` only fills the quarantine's raw_topic (the other query's business): not converted.
     cols = [c for c in INPUT_COLUMNS if c in raw_df.columns and c != "topic"]
@@ -605,7 +605,7 @@ class LandingPackedReader:
     def read(self, partition: LandingPartition) -> Iterator[pa.RecordBatch]:
         import pyarrow.parquet as pq
 
-        from pipelines.decode import INPUT_COLUMNS
+        from pipelines.records.decode import INPUT_COLUMNS
 
         for path in partition.paths:
             pf = pq.ParquetFile(path)
@@ -669,7 +669,7 @@ def read_packed_landing(spark: SparkSession, settings: StreamSettings) -> DataFr
 # The stateful function (runs in Python workers; pure apart from GroupState)
 # =============================================================================================
 def _input_arrow_schema() -> pa.Schema:
-    from pipelines.replay_job import replay_input_arrow_schema
+    from pipelines.records.replay import replay_input_arrow_schema
 
     return replay_input_arrow_schema()
 
@@ -692,7 +692,7 @@ def _dedupe_last(rows: list[dict[str, Any]], key: Sequence[str]) -> list[dict[st
 @dataclass(frozen=True)
 class GroupReplayer:
     """The ``applyInPandasWithState`` function: one group's new records (or its timer) → state
-    update + changed gold rows (``pipelines.gold`` long format). Picklable (a frozen dataclass).
+    update + changed gold rows (``pipelines.records.gold`` long format). Picklable (a frozen dataclass).
     """
 
     retention_ms: int | None
@@ -721,15 +721,15 @@ class GroupReplayer:
         import dataclasses
 
         from coordinator_core.replay import deserialize_snapshot, new_snapshot, serialize_snapshot
-        from pipelines.gold import GOLD_SPECS
-        from pipelines.replay_job import event_kinds_for, gold_rows, replay_table
+        from pipelines.records.gold import GOLD_SPECS
+        from pipelines.records.replay import event_kinds_for, gold_rows, replay_table
 
         before = deserialize_snapshot(snapshot_blob) if snapshot_blob is not None else new_snapshot(group_id)
         if records_table is None:
             records_table = _input_arrow_schema().empty_table()
         as_of = watermark_ms if (self.retention_ms is not None and watermark_ms > 0) else None
         # The bulk replay: sorts by (partition, offset), reduces offset-commit runs with numpy
-        # and gives exactly the core ``replay`` of every record (pipelines.replay_job).
+        # and gives exactly the core ``replay`` of every record (pipelines.records.replay).
         result = replay_table(
             before,
             records_table,
@@ -865,7 +865,7 @@ class GoldBatchWriter:
             elif name in APPEND_TABLES:
                 spark = self.io.spark
                 assert spark is not None
-                from pipelines.gold import GOLD_SPECS
+                from pipelines.records.gold import GOLD_SPECS
 
                 part = spark.createDataFrame(tables[name], GOLD_SPECS[name].spark_schema())
                 self.io.append(name, part, txn_app_id=self.app_id, txn_version=batch_id)
@@ -913,7 +913,7 @@ class QuarantineBatchWriter:
         self.app_id = APP_ID_PREFIX + settings.quarantine_query_name
 
     def __call__(self, batch_df: DataFrame, batch_id: int) -> None:
-        from pipelines.decode import split_union, union_spark_schema
+        from pipelines.records.decode import split_union, union_spark_schema
 
         spark = self.io.spark
         assert spark is not None
@@ -994,7 +994,7 @@ def late_records(landing: str, start: dict[str, Any], end: dict[str, Any], water
     watermark``)."""
     import pyarrow.parquet as pq
 
-    from pipelines.decode import INPUT_COLUMNS
+    from pipelines.records.decode import INPUT_COLUMNS
 
     reader = LandingPackedReader({"path": landing})
     before, upto = reader._taken(start), reader._taken(end)
@@ -1244,7 +1244,7 @@ def start_quarantine_query(
     """Source → decode → quarantined/unsupported records → ``foreachBatch`` appends."""
     from pyspark.sql import functions as F
 
-    from pipelines.decode import KIND_QUARANTINE, KIND_UNSUPPORTED, decode_union
+    from pipelines.records.decode import KIND_QUARANTINE, KIND_UNSUPPORTED, decode_union
 
     side = decode_union(read_raw_stream(spark, cfg, settings)).where(
         F.col("kind").isin(KIND_QUARANTINE, KIND_UNSUPPORTED)

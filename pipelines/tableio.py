@@ -353,7 +353,10 @@ class TableIO:
         before = {n: self.version(n) for n in names}
         replace = mode == "overwrite"
         marked = txn_app_id is not None and txn_version is not None
-        if marked and not staged and all(self._applied(n, txn_app_id, txn_version, replace) for n in names):  # type: ignore[arg-type]
+        # a pass that must write its side outputs runs even when the tables carry the marker already
+        # (their files are then deleted at the commit)
+        if marked and not staged and not side_manifest and all(
+                self._applied(n, txn_app_id, txn_version, replace) for n in names):  # type: ignore[arg-type]
             return {n: WriteResult(n, mode, before[n] or 0, True) for n in names}
         for n in staged:
             self._create_staging(n)

@@ -1,6 +1,6 @@
 """``offsetlake run batch|stream --conf FILE``: run a job (the same code spark-submit runs).
 
-Rules: ``run batch`` is ``pipelines/jobs/batch.py``; ``run stream`` calls
+Rules: ``run batch`` is ``pipelines/batch/job.py``; ``run stream`` calls
 ``pipelines.stream_job.main(conf, available_now=...)`` (imported lazily: it is optional).
 """
 
@@ -41,7 +41,7 @@ def register(subparsers: Any) -> None:
 
 
 def run_batch(args: argparse.Namespace) -> int:
-    from pipelines.jobs.batch import run_from_args
+    from pipelines.batch.job import run_from_args
 
     return run_from_args(args)
 

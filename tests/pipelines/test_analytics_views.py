@@ -40,8 +40,8 @@ def world(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> World:
 
     from pipelines.analytics.views import register_analytics_views
     from pipelines.commands.sql import register_views
-    from pipelines.gold import rows_to_arrow
-    from pipelines.jobs.batch import run_batch
+    from pipelines.records.gold import rows_to_arrow
+    from pipelines.batch.job import run_batch
     from pipelines.raw_files import RawRecord, write_raw_records
     from schemas import get as get_spec
 

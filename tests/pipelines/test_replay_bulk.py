@@ -25,7 +25,7 @@ from coordinator_core.replay import (
     replay,
     serialize_snapshot,
 )
-from pipelines.replay_job import (
+from pipelines.records.replay import (
     _items_by_group,
     default_max_span_ms,
     records_from_arrow,
@@ -150,12 +150,26 @@ def test_sorted_batches_bulk_equals_per_record_path(
     counters = RunCounters()
     bulk = pa.concat_tables(replay_sorted_batches(batches, retention_ms=retention_ms, as_of_ms=as_of,
                                                   counters=counters, rows_per_replay=per_replay))
-    old = pa.concat_tables(replay_sorted_batches(batches, retention_ms=retention_ms, as_of_ms=as_of, bulk=False))
+    old = _per_record(table, retention_ms=retention_ms, as_of_ms=as_of)
     assert bulk.num_rows == old.num_rows > 0
     assert bulk.schema == old.schema
     # the same rows; their order follows the conversion units (tables within a unit)
     assert sorted(map(repr, bulk.to_pylist())) == sorted(map(repr, old.to_pylist()))
     assert counters.compressed > 0
+
+
+def _per_record(table: pa.Table, *, retention_ms: int | None, as_of_ms: int | None) -> pa.Table:
+    """The reference: every row a ``LogRecord``, the core's ``replay`` once per group."""
+    from pipelines.records.gold import DEFAULT_TABLES, GOLD_SPECS, rows_to_arrow, to_union
+    from pipelines.records.replay import event_kinds_for, gold_rows
+
+    out: dict[str, list[dict[str, Any]]] = {t: [] for t in DEFAULT_TABLES}
+    for gid, part in _groups(table).items():
+        result = replay(new_snapshot(gid), records_from_arrow(part), retention_ms=retention_ms, as_of_ms=as_of_ms,
+                        event_kinds=event_kinds_for(DEFAULT_TABLES))
+        for name, rows in gold_rows(result, tables=DEFAULT_TABLES, retention_ms=retention_ms).items():
+            out[name].extend(rows)
+    return pa.concat_tables([to_union(n, rows_to_arrow(GOLD_SPECS[n], rs)) for n, rs in out.items() if rs])
 
 
 def test_default_span_is_a_quarter_of_the_retention() -> None:
@@ -202,7 +216,7 @@ def test_sorted_batches_leave_the_garbage_collector_as_they_found_it(story_input
 
 @pytest.mark.parametrize("seed", range(6))
 def test_replay_order_is_arrows_stable_sort_on_group_partition_offset(seed: int) -> None:
-    from pipelines.replay_job import replay_order
+    from pipelines.records.replay_input import replay_order
 
     rng = np.random.default_rng(seed)
     n = int(rng.integers(1, 3000))
@@ -227,7 +241,7 @@ def test_replay_order_is_arrows_stable_sort_on_group_partition_offset(seed: int)
 
 
 def test_group_buckets_are_a_stable_hash_spread_over_all_buckets() -> None:
-    from pipelines.batch_replay import bucket_of, string_hash64
+    from pipelines.records.replay_input import bucket_of, string_hash64
 
     names = ["", "a", "b", "ab", "ba", "g-1", "é-grp", "x" * 5000, None]
     arr = pa.array(names, pa.string())

@@ -58,47 +58,19 @@ def stream_config(root: Path, **stream: Any) -> Any:
 
 
 def batch_gold(spark: Any, landing: Path, as_of_ms: int) -> dict[str, Any]:
-    """The batch job's gold DataFrames over the landing files."""
-    from pipelines.decode import decode_raw
-    from pipelines.replay_job import replay_to_gold
+    """The gold tables the batch job's functions compute over the landing files (one row per key:
+    the replay keeps the last row per event key, as the stream's MERGE does)."""
     from schemas.raw import RAW_RECORDS
+    from tests.pipelines.pipeline_helpers import spark_gold
 
     raw = spark.read.schema(RAW_RECORDS.spark_schema()).parquet(str(landing))
-    dec = decode_raw(raw)
-    gold = replay_to_gold(dec.offset_commits, dec.group_metadata, retention_ms=RETENTION_MS,
-                          as_of_ms=as_of_ms, unsupported_df=dec.unsupported)
-    return last_per_key(gold["_union"])
-
-
-def last_per_key(union: Any) -> dict[str, Any]:
-    """The batch's gold rows with MERGE semantics: the last row per primary key wins.
-
-    The core re-tells an event under the same key when it learns more (offset tombstones
-    followed by the group tombstone become ``cause = group_deleted``); the streaming sink MERGEs
-    them, the batch job (which replaces its event tables) writes both rows — reported to the
-    batch owner. The long format keeps each group's event order within a partition, so a
-    monotonically increasing id orders a group's rows.
-    """
-    from pyspark.sql import Window
-    from pyspark.sql import functions as F
-
-    from pipelines.gold import DEFAULT_TABLES, GOLD_SPECS, UNION_CODES
-
-    seq = union.withColumn("_seq", F.monotonically_increasing_id())
-    out = {}
-    for name in DEFAULT_TABLES:
-        spec = GOLD_SPECS[name]
-        rows = seq.where(F.col("gold_table") == UNION_CODES[name])
-        w = Window.partitionBy(*spec.primary_key).orderBy(F.col("_seq").desc())
-        out[name] = (rows.withColumn("_n", F.row_number().over(w)).where("_n = 1")
-                     .select(*spec.column_names))
-    return out
+    return spark_gold(spark, raw, retention_ms=RETENTION_MS, as_of_ms=as_of_ms)
 
 
 def assert_gold_equal(spark: Any, cfg: Any, expected: dict[str, Any]) -> None:
     from chispa import assert_df_equality
 
-    from pipelines.gold import DEFAULT_TABLES
+    from pipelines.records.gold import DEFAULT_TABLES
     from pipelines.tableio import TableIO
 
     io = TableIO(cfg, spark)
@@ -133,18 +105,23 @@ def batch_reference(spark: Any, log_records: list[Any], tmp_path_factory: Any) -
 def test_arrow_replay_input_equals_the_batch_replay_input(spark: Any, batch_reference: Any) -> None:
     from chispa import assert_df_equality
 
-    from pipelines.decode import decode_union, split_union
-    from pipelines.replay_job import REPLAY_INPUT_DDL, replay_input
+    import pyarrow as pa
+
+    from pipelines.batch.decode import split_union_arrow
+    from pipelines.records import replay_input
+    from pipelines.records.decode import decode_union
     from pipelines.stream_job import replay_input_arrow
     from schemas.raw import RAW_RECORDS
+    from schemas.shapes import REPLAY_INPUT
 
     landing, _, _ = batch_reference
     raw = spark.read.schema(RAW_RECORDS.spark_schema()).parquet(str(landing))
-    union = decode_union(raw)
-    split = split_union(union)
-    want = replay_input(split.offset_commits, split.group_metadata, split.unsupported)
-    ddl = ", ".join(f"{n} {t}" for n, t in REPLAY_INPUT_DDL)
-    got = spark.createDataFrame(replay_input_arrow(union.toArrow()), ddl)
+    union = decode_union(raw).toArrow()
+    split = split_union_arrow(union)
+    ddl = REPLAY_INPUT.ddl()
+    want = spark.createDataFrame(pa.concat_tables(
+        [replay_input.project(n, split[n]) for n in replay_input.SOURCES if n in split]), ddl)
+    got = spark.createDataFrame(replay_input_arrow(union), ddl)
     assert got.count() == want.count() > 0
     assert_df_equality(got, want, ignore_row_order=True, ignore_nullable=True)
 
@@ -240,7 +217,7 @@ def test_split_calls_with_timers_equal_one_replay(log_records: list[Any]) -> Non
     from coordinator_core.codec import decode_record
     from coordinator_core.records import LogRecord
     from coordinator_core.replay import deserialize_snapshot, replay_groups
-    from pipelines.gold import DEFAULT_TABLES
+    from pipelines.records.gold import DEFAULT_TABLES
     from pipelines.stream_job import GroupReplayer
 
     fn = GroupReplayer(RETENTION_MS, "current", tuple(DEFAULT_TABLES), 50)
@@ -361,10 +338,9 @@ def test_stream_from_earliest_on_a_compacted_kafka4_capture_equals_batch(spark: 
     from coordinator_core.generator import generate
     from pipelines import stream_job
     from pipelines.config import config_from_dict
-    from pipelines.decode import decode_raw
     from pipelines.raw_files import RawRecord
-    from pipelines.replay_job import replay_to_gold
     from schemas.raw import RAW_RECORDS
+    from tests.pipelines.pipeline_helpers import spark_gold
 
     log = generate(groups=10, hours=1.0, seed=11, coordinator="new", compaction="cleaned",
                    retention_ms=10 * 60_000)
@@ -382,7 +358,4 @@ def test_stream_from_earliest_on_a_compacted_kafka4_capture_equals_batch(spark: 
     stream_job.run(spark, cfg, available_now=True, with_quarantine=False, poll_seconds=0.5)
     watermark = max(r.timestamp_ms for r in records) - DELAY_MS
     raw = spark.read.schema(RAW_RECORDS.spark_schema()).parquet(str(tmp_path / "landing"))
-    dec = decode_raw(raw)
-    gold = replay_to_gold(dec.offset_commits, dec.group_metadata, retention_ms=retention,
-                          as_of_ms=watermark, unsupported_df=dec.unsupported)
-    assert_gold_equal(spark, cfg, last_per_key(gold["_union"]))
+    assert_gold_equal(spark, cfg, spark_gold(spark, raw, retention_ms=retention, as_of_ms=watermark))

@@ -1,30 +1,21 @@
-"""Per-group replay of the decoded tables into the gold tables (batch: a full rebuild).
+"""Replay-input rows -> the core's replay -> gold rows, for the batch job and the stream.
 
 Rules:
-- All records of a group live in one ``__consumer_offsets`` partition, so grouping by
-  ``group_id`` and sorting by (coordinator_partition, log_offset) gives the total order the
-  core replay needs (DESIGN §1).
-- Per-group replay two ways, same rows: ``groupBy("group_id").applyInArrow`` (Spark 4's
-  Arrow-native twin of ``applyInPandas``: one Python call per group), or (default, faster)
-  ``repartition(group_id)`` + ``sortWithinPartitions(group_id, partition, offset)`` +
-  ``mapInArrow`` replaying every group of a batch in turn. Either way the Python side rebuilds
-  ``LogRecord``s from the decoded columns, calls ``coordinator_core.replay.replay`` once per
-  group and converts the snapshot and events with ``pipelines.gold`` — it never re-implements
-  a core rule.
-- One long-format output (``gold_table`` code + the union of the gold columns) is split into
-  one DataFrame per gold table.
+- The input is ``pipelines.records.replay_input`` rows; a group's rows in log order
+  (``replay_order``). The Python side rebuilds ``LogRecord``s from the columns, calls the
+  core's replay once per group and converts the snapshot and events with
+  ``pipelines.records.gold``: it never re-implements a core rule.
 - ``as_of_ms`` defaults to the largest record timestamp of the input (deterministic: the same
   input gives the same gold rows whenever it runs). Expiry runs only with ``retention_ms``.
-- Bulk path (default): most offset commits are superseded within their run (the commits
-  between two other records of a group); the runs of a whole Arrow batch are reduced with numpy
-  to their survivors (the run's first commit and the last per (topic, partition)) plus a
-  summary, only those rows become ``LogRecord``s, and ``coordinator_core.replay.replay_runs``
-  decides per run whether applying the survivors is exact (else it asks for all the run's rows).
-  ``replay_table`` is the one-group entry point (stream and batch); ``bulk=False`` keeps the
-  per-record path (every row a ``LogRecord``, ``replay``) as the reference.
-- Unsupported records (newer record types of the group, unknown value versions) can be passed
-  so the snapshot counts them exactly like the pure core does; they are decoded by the core
-  codec from their raw bytes.
+- Most offset commits are superseded within their run (the commits between two other records
+  of a group): the runs of a whole Arrow batch are reduced with numpy to their survivors (the
+  run's first commit and the last per (topic, partition)) plus a summary, only those rows become
+  ``LogRecord``s, and the core's ``replay_runs`` decides per run whether applying the survivors
+  is exact (else it asks for all the run's rows). ``replay_table`` is the one-group entry point
+  (the stream's state function); ``replay_sorted_batches`` replays many groups per batch (the
+  batch job's bucket tasks).
+- Unsupported records (newer record types of the group, unknown value versions) are replayed
+  from their raw bytes so the snapshot counts them exactly like the pure core does.
 """
 
 from __future__ import annotations
@@ -40,61 +31,27 @@ import pyarrow.compute as pc
 
 from coordinator_core.events import TABLE_BY_KIND, WITHDRAWN
 from coordinator_core.expiry import DEFAULT_CLEANUP_INTERVAL_MS, DEFAULT_COORDINATOR
-from pipelines.gold import DEFAULT_TABLES, GOLD_SPECS, GOLD_UNION_SCHEMA, UNION_CODES, rows_to_arrow, to_union
+from pipelines.records.gold import DEFAULT_TABLES, GOLD_SPECS, GOLD_UNION_SCHEMA, rows_to_arrow, to_union
+from pipelines.records.replay_input import (
+    REC_GROUP_METADATA,
+    REC_OFFSET_COMMIT,
+    REC_UNSUPPORTED,
+    as_numpy,
+    sorted_by_position,
+)
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
-
     from coordinator_core.records import LogRecord
     from coordinator_core.replay import GroupSnapshot, ReplayResult, RunCounters
 
-# record kinds in the replay input
-REC_OFFSET_COMMIT = 0
-REC_GROUP_METADATA = 1
-REC_UNSUPPORTED = 2
 
 # Tables that come from the snapshot rather than from events.
 SNAPSHOT_TABLES = ("group_state", "offsets_current")
 KINDS_BY_TABLE: dict[str, str] = {table: kind for kind, table in TABLE_BY_KIND.items()}
 
-REPLAY_MEMBER_DDL = (
-    "array<struct<member_id:string,group_instance_id:string,client_id:string,client_host:string,"
-    "rebalance_timeout:int,session_timeout:int,subscription:binary,assignment:binary>>"
-)
-
-# The replay input: one row per record of any kind (columns of the other kinds null).
-REPLAY_INPUT_DDL: tuple[tuple[str, str], ...] = (
-    ("group_id", "string"),
-    ("coordinator_partition", "int"),
-    ("log_offset", "bigint"),
-    ("log_timestamp_ms", "bigint"),
-    ("rec_kind", "tinyint"),
-    ("key_version", "int"),
-    ("is_tombstone", "boolean"),
-    ("value_version", "int"),
-    ("topic", "string"),
-    ("partition", "int"),
-    ("committed_offset", "bigint"),
-    ("leader_epoch", "int"),
-    ("metadata", "string"),
-    ("commit_timestamp_ms", "bigint"),
-    ("expire_timestamp_ms", "bigint"),
-    ("protocol_type", "string"),
-    ("generation", "int"),
-    ("protocol", "string"),
-    ("leader", "string"),
-    ("current_state_timestamp_ms", "bigint"),
-    ("members", REPLAY_MEMBER_DDL),
-    ("raw_key", "binary"),
-    ("raw_value", "binary"),
-)
 
 
-def replay_input_arrow_schema() -> pa.Schema:
-    """``REPLAY_INPUT_DDL`` as an Arrow schema (the batch's packed buckets and the stream's packs)."""
-    from schemas.base import parse_type, to_arrow_type
 
-    return pa.schema([pa.field(n, to_arrow_type(parse_type(t))) for n, t in REPLAY_INPUT_DDL])
 
 
 # =============================================================================================
@@ -152,7 +109,7 @@ def records_from_arrow(table: pa.Table, rows: Any = None) -> list[LogRecord]:
             return None, out_idx, out_idx
         return pa.array(rows[pos]), list(range(len(out_idx))), out_idx
 
-    kinds_np = _np(table.column("rec_kind"), REC_UNSUPPORTED)[rows]
+    kinds_np = as_numpy(table.column("rec_kind"), REC_UNSUPPORTED)[rows]
     group = col("group_id")
     part = col("coordinator_partition")
     off = col("log_offset")
@@ -193,7 +150,7 @@ def records_from_arrow(table: pa.Table, rows: Any = None) -> list[LogRecord]:
         )
         lists = table.column("members") if at is None else table.column("members").take(at)
         lists = lists.combine_chunks() if isinstance(lists, pa.ChunkedArray) else lists
-        counts = _np(pc.list_value_length(lists), 0).astype(np.int64)
+        counts = as_numpy(pc.list_value_length(lists), 0).astype(np.int64)
         bounds = np.concatenate(([0], np.cumsum(counts))).tolist()
         flat = lists.flatten()
         new_member = _fast(MemberMetadata)
@@ -251,45 +208,8 @@ def default_max_span_ms(retention_ms: int | None) -> int | None:
     return None if retention_ms is None else max(1, retention_ms // 4)
 
 
-def _np(col: Any, fill: Any) -> Any:
-    """A (chunked) Arrow column as a numpy array, nulls replaced by ``fill``."""
-    import numpy as np
-
-    arr = col.fill_null(fill) if col.null_count else col
-    if isinstance(arr, pa.ChunkedArray):
-        arr = arr.combine_chunks() if arr.num_chunks != 1 else arr.chunk(0)
-    return np.asarray(arr.to_numpy(zero_copy_only=False))
 
 
-def replay_order(table: pa.Table) -> Any:
-    """Row indices ordering ``table`` by (group_id, coordinator_partition, log_offset), stably.
-
-    The same order as Arrow's ``sort_indices`` on the three columns (nulls last), about 10x
-    cheaper: the group ids are ranked once per distinct value and the three keys packed into
-    one int64 when their ranges fit (a replay input always does), else ``numpy.lexsort``.
-    """
-    import numpy as np
-
-    n = table.num_rows
-    if n == 0:
-        return np.empty(0, np.int64)
-    groups = table.column("group_id")
-    groups = groups.combine_chunks() if isinstance(groups, pa.ChunkedArray) else groups
-    enc = groups.dictionary_encode()
-    distinct = len(enc.dictionary)
-    rank = np.empty(distinct + 1, np.int64)
-    rank[np.asarray(pc.sort_indices(enc.dictionary).to_numpy(zero_copy_only=False))] = np.arange(distinct)
-    rank[distinct] = distinct  # a null group sorts last
-    codes = rank[_np(enc.indices, distinct).astype(np.int64)]
-    part = _np(table.column("coordinator_partition"), 0).astype(np.int64)
-    off = _np(table.column("log_offset"), 0).astype(np.int64)
-    part = part - part.min()
-    off = off - off.min()
-    p_bits = int(part.max()).bit_length()
-    o_bits = int(off.max()).bit_length()
-    if distinct.bit_length() + p_bits + o_bits <= 62:
-        return np.argsort((codes << (p_bits + o_bits)) | (part << o_bits) | off, kind="stable")
-    return np.lexsort((off, part, codes))
 
 
 def _group_starts(table: pa.Table) -> Any:
@@ -300,7 +220,7 @@ def _group_starts(table: pa.Table) -> Any:
     if n == 0:
         return np.zeros(0, np.int64)
     g = table.column("group_id")
-    diff = _np(pc.not_equal(g.slice(1), g.slice(0, n - 1)), True)
+    diff = as_numpy(pc.not_equal(g.slice(1), g.slice(0, n - 1)), True)
     return np.concatenate(([0], np.flatnonzero(diff) + 1)).astype(np.int64)
 
 
@@ -313,11 +233,11 @@ def _commit_runs(table: pa.Table, starts: Any, max_span_ms: int | None) -> dict[
     import numpy as np
 
     n = table.num_rows
-    kind = _np(table.column("rec_kind"), REC_UNSUPPORTED)
-    tomb = _np(table.column("is_tombstone"), True).astype(bool)
-    part = _np(table.column("coordinator_partition"), 0).astype(np.int64)
-    off = _np(table.column("log_offset"), 0).astype(np.int64)
-    ts = _np(table.column("log_timestamp_ms"), 0).astype(np.int64)
+    kind = as_numpy(table.column("rec_kind"), REC_UNSUPPORTED)
+    tomb = as_numpy(table.column("is_tombstone"), True).astype(bool)
+    part = as_numpy(table.column("coordinator_partition"), 0).astype(np.int64)
+    off = as_numpy(table.column("log_offset"), 0).astype(np.int64)
+    ts = as_numpy(table.column("log_timestamp_ms"), 0).astype(np.int64)
     commit = (kind == REC_OFFSET_COMMIT) & ~tomb
     # row i continues the run of row i - 1: both commits of the same group, position increasing,
     # same time bucket
@@ -346,9 +266,9 @@ def _commit_runs(table: pa.Table, starts: Any, max_span_ms: int | None) -> dict[
     run_of = np.repeat(np.arange(len(rs)), length)
     rows = np.repeat(rs - np.cumsum(np.concatenate(([0], length[:-1]))), length) + np.arange(length.sum())
     topic = table.column("topic").take(pa.array(rows))
-    tidx = _np(pc.dictionary_encode(topic.combine_chunks() if isinstance(topic, pa.ChunkedArray) else topic)
+    tidx = as_numpy(pc.dictionary_encode(topic.combine_chunks() if isinstance(topic, pa.ChunkedArray) else topic)
                .indices, -1).astype(np.int64)
-    tpart = _np(table.column("partition").take(pa.array(rows)), 0).astype(np.int64)
+    tpart = as_numpy(table.column("partition").take(pa.array(rows)), 0).astype(np.int64)
     order = np.lexsort((rows, tpart, tidx, run_of))
     last = np.ones(len(order), bool)
     same = (run_of[order][1:] == run_of[order][:-1]) & (tidx[order][1:] == tidx[order][:-1]) & (
@@ -362,10 +282,10 @@ def _commit_runs(table: pa.Table, starts: Any, max_span_ms: int | None) -> dict[
     drop = nkept < length  # runs where something is dropped: compressed
     if not drop.any():
         return out
-    cts = _np(table.column("commit_timestamp_ms").take(pa.array(rows)), 0).astype(np.int64)
+    cts = as_numpy(table.column("commit_timestamp_ms").take(pa.array(rows)), 0).astype(np.int64)
     exp_col = table.column("expire_timestamp_ms").take(pa.array(rows))
-    has_exp = _np(exp_col.is_valid(), False).astype(bool)
-    exp = _np(exp_col, 0).astype(np.int64)
+    has_exp = as_numpy(exp_col.is_valid(), False).astype(bool)
+    exp = as_numpy(exp_col, 0).astype(np.int64)
     big = np.iinfo(np.int64).max
     min_cts = np.minimum.reduceat(np.where(has_exp, big, cts), run_pos)
     min_exp = np.minimum.reduceat(np.where(has_exp, exp, big), run_pos)
@@ -489,7 +409,7 @@ def replay_table(
     kinds = ALL_EVENT_KINDS if event_kinds is None else frozenset(event_kinds)
     items: list[Any] = []
     if table is not None and table.num_rows:
-        table = _sorted_by_position(table)
+        table = sorted_by_position(table)
         span = default_max_span_ms(retention_ms) if max_span_ms == -1 else max_span_ms
         # a few rows (a stream's micro-batch): the numpy reduction would cost more than it saves
         compress = "offset_commit" not in kinds and table.num_rows >= min_rows_to_compress
@@ -503,15 +423,6 @@ def replay_table(
     )
 
 
-def _sorted_by_position(table: pa.Table) -> pa.Table:
-    import numpy as np
-
-    part = _np(table.column("coordinator_partition"), 0).astype(np.int64)
-    off = _np(table.column("log_offset"), 0).astype(np.int64)
-    if len(part) < 2 or bool(np.all((part[1:] > part[:-1]) | ((part[1:] == part[:-1]) & (off[1:] >= off[:-1])))):
-        return table
-    order = pc.sort_indices(table, [("coordinator_partition", "ascending"), ("log_offset", "ascending")])
-    return table.take(order)
 
 
 def event_kinds_for(tables: Iterable[str]) -> tuple[str, ...]:
@@ -561,31 +472,6 @@ def gold_rows(
     return rows
 
 
-def _replay_one(
-    group_id: str,
-    records: list[LogRecord],
-    *,
-    retention_ms: int | None,
-    rules: str,
-    as_of_ms: int | None,
-    tables: Sequence[str],
-    num_partitions: int,
-    kinds: tuple[str, ...],
-    out: dict[str, list[dict[str, Any]]],
-    coordinator: str = DEFAULT_COORDINATOR,
-    cleanup_interval_ms: int = DEFAULT_CLEANUP_INTERVAL_MS,
-    log_end_ms: int | None = None,
-) -> None:
-    from coordinator_core.replay import new_snapshot, replay
-
-    result = replay(
-        new_snapshot(group_id), records, retention_ms=retention_ms, rules=rules, as_of_ms=as_of_ms,
-        event_kinds=kinds, coordinator=coordinator, cleanup_interval_ms=cleanup_interval_ms, log_end_ms=log_end_ms,
-    )
-    for name, rows in gold_rows(
-        result, tables=tables, retention_ms=retention_ms, rules=rules, num_partitions=num_partitions
-    ).items():
-        out[name].extend(rows)
 
 
 def _union_table(rows: dict[str, list[dict[str, Any]]]) -> pa.Table:
@@ -593,31 +479,6 @@ def _union_table(rows: dict[str, list[dict[str, Any]]]) -> pa.Table:
     return pa.concat_tables(parts) if parts else GOLD_UNION_SCHEMA.empty_table()
 
 
-def replay_group_arrow(
-    table: pa.Table,
-    *,
-    retention_ms: int | None = None,
-    rules: str = "current",
-    as_of_ms: int | None = None,
-    tables: Sequence[str] = DEFAULT_TABLES,
-    num_partitions: int = 50,
-    coordinator: str = DEFAULT_COORDINATOR,
-    cleanup_interval_ms: int = DEFAULT_CLEANUP_INTERVAL_MS,
-    log_end_ms: int | None = None,
-) -> pa.Table:
-    """The grouped function (``applyInArrow``): one group's rows -> gold rows (union schema),
-    replayed with ``replay_table`` (the bulk path)."""
-    from coordinator_core.replay import new_snapshot
-
-    if table.num_rows == 0:
-        return GOLD_UNION_SCHEMA.empty_table()
-    result = replay_table(
-        new_snapshot(table.column("group_id")[0].as_py()), table, retention_ms=retention_ms, rules=rules,
-        as_of_ms=as_of_ms, event_kinds=event_kinds_for(tables), coordinator=coordinator, cleanup_interval_ms=cleanup_interval_ms, log_end_ms=log_end_ms,
-    )
-    return _union_table(
-        gold_rows(result, tables=tables, retention_ms=retention_ms, rules=rules, num_partitions=num_partitions)
-    )
 
 
 def replay_sorted_batches(
@@ -631,7 +492,6 @@ def replay_sorted_batches(
     coordinator: str = DEFAULT_COORDINATOR,
     cleanup_interval_ms: int = DEFAULT_CLEANUP_INTERVAL_MS,
     log_end_ms: int | None = None,
-    bulk: bool = True,
     max_span_ms: int | None = -1,
     counters: RunCounters | None = None,
     rows_per_replay: int = 100_000,
@@ -654,12 +514,6 @@ def replay_sorted_batches(
     ``{gold table: its rows}`` dicts (no round trip through the union for a writer that writes
     each table itself).
     """
-    if not bulk:
-        yield from _replay_sorted_batches_per_record(
-            batches, retention_ms=retention_ms, rules=rules, as_of_ms=as_of_ms, tables=tables,
-            num_partitions=num_partitions, coordinator=coordinator, cleanup_interval_ms=cleanup_interval_ms, log_end_ms=log_end_ms,
-        )
-        return
     from coordinator_core.replay import new_snapshot, replay_runs
 
     kinds = event_kinds_for(tables)
@@ -700,7 +554,7 @@ def replay_sorted_batches(
         table = pa.Table.from_batches([batch]) if isinstance(batch, pa.RecordBatch) else batch
         gcol = table.column("group_id")
         tail_gid = gcol[-1].as_py()
-        other = np.flatnonzero(~_np(pc.equal(gcol, tail_gid), False).astype(bool))
+        other = np.flatnonzero(~as_numpy(pc.equal(gcol, tail_gid), False).astype(bool))
         cut = int(other[-1]) + 1 if len(other) else 0  # where the batch's last group begins
         if cut == 0 and tail_gid == pending_gid:
             pending.append(table)  # the carried group goes on through this whole batch
@@ -721,123 +575,13 @@ def replay_sorted_batches(
             yield out
 
 
-def _replay_sorted_batches_per_record(
-    batches: Iterable[pa.RecordBatch],
-    *,
-    retention_ms: int | None = None,
-    rules: str = "current",
-    as_of_ms: int | None = None,
-    tables: Sequence[str] = DEFAULT_TABLES,
-    num_partitions: int = 50,
-    coordinator: str = DEFAULT_COORDINATOR,
-    cleanup_interval_ms: int = DEFAULT_CLEANUP_INTERVAL_MS,
-    log_end_ms: int | None = None,
-) -> Iterator[pa.Table]:
-    """The per-record path of ``replay_sorted_batches`` (``bulk=False``): every row becomes a
-    ``LogRecord`` and each group is replayed with ``replay`` (the reference; kept for the bench)."""
-    kinds = event_kinds_for(tables)
-    carry_gid: str | None = None
-    carry: list[LogRecord] = []
-    opts = {"retention_ms": retention_ms, "rules": rules, "as_of_ms": as_of_ms, "tables": tables,
-            "num_partitions": num_partitions, "kinds": kinds, "coordinator": coordinator,
-            "cleanup_interval_ms": cleanup_interval_ms, "log_end_ms": log_end_ms}
-    for batch in batches:
-        if batch.num_rows == 0:
-            continue
-        table = pa.Table.from_batches([batch]) if isinstance(batch, pa.RecordBatch) else batch
-        records = records_from_arrow(table)
-        gids = table.column("group_id").to_pylist()
-        out: dict[str, list[dict[str, Any]]] = {t: [] for t in tables}
-        start = 0
-        n = len(gids)
-        while start < n:
-            gid = gids[start]
-            end = start + 1
-            while end < n and gids[end] == gid:
-                end += 1
-            if gid == carry_gid:
-                carry.extend(records[start:end])
-            else:
-                if carry_gid is not None:
-                    _replay_one(carry_gid, carry, out=out, **opts)  # type: ignore[arg-type]
-                carry_gid, carry = gid, records[start:end]
-            start = end
-        if any(out.values()):
-            yield _union_table(out)
-    if carry_gid is not None:
-        out = {t: [] for t in tables}
-        _replay_one(carry_gid, carry, out=out, **opts)  # type: ignore[arg-type]
-        yield _union_table(out)
 
 
 # =============================================================================================
 # Spark
 # =============================================================================================
-def _ms(col: str) -> Any:
-    from pyspark.sql import functions as F
-
-    return F.unix_millis(F.col(col))
 
 
-def replay_input(
-    offset_commits_df: DataFrame,
-    group_metadata_df: DataFrame,
-    unsupported_df: DataFrame | None = None,
-) -> DataFrame:
-    """The decoded tables as one replay-input DataFrame (``REPLAY_INPUT_DDL`` columns)."""
-    from pyspark.sql import functions as F
-
-    def shape(df: DataFrame, exprs: dict[str, Any]) -> DataFrame:
-        return df.select(*[
-            (exprs[name] if name in exprs else F.lit(None)).cast(ddl).alias(name) for name, ddl in REPLAY_INPUT_DDL
-        ])
-
-    common = {
-        "group_id": F.col("group_id"),
-        "coordinator_partition": F.col("coordinator_partition"),
-        "log_offset": F.col("log_offset"),
-        "log_timestamp_ms": _ms("log_timestamp"),
-        "key_version": F.col("key_version"),
-        "is_tombstone": F.col("is_tombstone"),
-        "value_version": F.col("value_version"),
-    }
-    oc = shape(offset_commits_df, {
-        **common,
-        "rec_kind": F.lit(REC_OFFSET_COMMIT),
-        "topic": F.col("topic"),
-        "partition": F.col("partition"),
-        "committed_offset": F.col("committed_offset"),
-        "leader_epoch": F.col("leader_epoch"),
-        "metadata": F.col("metadata"),
-        "commit_timestamp_ms": _ms("commit_timestamp"),
-        "expire_timestamp_ms": _ms("expire_timestamp"),
-    })
-    member_fields = ("member_id", "group_instance_id", "client_id", "client_host", "rebalance_timeout",
-                     "session_timeout", "subscription", "assignment")
-    gm = shape(group_metadata_df, {
-        **common,
-        "rec_kind": F.lit(REC_GROUP_METADATA),
-        "protocol_type": F.col("protocol_type"),
-        "generation": F.col("generation"),
-        "protocol": F.col("protocol"),
-        "leader": F.col("leader"),
-        "current_state_timestamp_ms": _ms("current_state_timestamp"),
-        "members": F.transform("members", lambda m: F.struct(*[m[f].alias(f) for f in member_fields])),
-    })
-    out = oc.unionByName(gm)
-    if unsupported_df is not None:
-        un = shape(unsupported_df.where(F.col("group_id").isNotNull()), {
-            "group_id": F.col("group_id"),
-            "coordinator_partition": F.col("partition"),
-            "log_offset": F.col("offset"),
-            "log_timestamp_ms": _ms("timestamp"),
-            "rec_kind": F.lit(REC_UNSUPPORTED),
-            "key_version": F.col("record_type"),
-            "raw_key": F.col("key"),
-            "raw_value": F.col("value"),
-        })
-        out = out.unionByName(un)
-    return out
 
 
 def as_of_and_log_end(
@@ -854,116 +598,9 @@ def as_of_and_log_end(
     return as_of_ms, log_end_ms
 
 
-def max_timestamp_ms(df: DataFrame, column: str = "log_timestamp_ms") -> int | None:
-    """Largest value of an epoch-ms column (the deterministic default ``as_of_ms``)."""
-    from pyspark.sql import functions as F
-
-    row = df.agg(F.max(column).alias("m")).collect()[0]
-    return None if row["m"] is None else int(row["m"])
 
 
-def gold_union_spark_schema() -> Any:
-    from pyspark.sql.pandas.types import from_arrow_schema
-
-    return from_arrow_schema(GOLD_UNION_SCHEMA)
 
 
-def split_gold(union: DataFrame, tables: Iterable[str] = DEFAULT_TABLES) -> dict[str, DataFrame]:
-    """Project the long-format replay output into one DataFrame per gold table."""
-    from pyspark.sql import functions as F
-
-    out = {}
-    for name in tables:
-        spec = GOLD_SPECS[name]
-        out[name] = union.where(F.col("gold_table") == UNION_CODES[name]).select(*spec.column_names)
-    return out
 
 
-def replay_to_gold(
-    offset_commits_df: DataFrame,
-    group_metadata_df: DataFrame,
-    *,
-    retention_ms: int | None = None,
-    rules: str = "current",
-    as_of_ms: int | None = None,
-    unsupported_df: DataFrame | None = None,
-    tables: Sequence[str] = DEFAULT_TABLES,
-    num_partitions: int = 50,
-    persist: bool = True,
-    on_as_of: Callable[[int | None], None] | None = None,
-    method: str = "sorted",
-    coordinator: str = DEFAULT_COORDINATOR,
-    cleanup_interval_ms: int = DEFAULT_CLEANUP_INTERVAL_MS,
-    log_end_ms: int | None = None,
-) -> dict[str, DataFrame]:
-    """Replay every group of the decoded tables and return the gold DataFrames.
-
-    Args:
-        offset_commits_df: ``offset_commits`` rows (``schemas.decoded``).
-        group_metadata_df: ``group_metadata`` rows.
-        retention_ms: offset retention for predicted expiry (None: only what the log says).
-        rules: expiry rule set (``coordinator_core.expiry.RULE_SETS``).
-        coordinator: whose group-deletion rule to predict (``old`` | ``new``, see
-            ``coordinator_core.expiry.COORDINATORS``).
-        as_of_ms: time to evaluate expiry at after the last record; default (with a
-            retention) the largest record timestamp of the input.
-        unsupported_df: ``unsupported_records`` rows, so group_state counts them like the core.
-        tables: gold tables to produce (default: ``schemas.gold.GOLD_TABLES``; add
-            ``offset_commits_replayed`` for one row per commit).
-        num_partitions: ``offsets.topic.num.partitions`` (group_state.coordinator_partition).
-        persist: persist the long-format output (MEMORY_AND_DISK) so writing the tables runs
-            the replay once; the caller may ``unpersist()`` any returned DataFrame's source
-            via ``result["_union"]``.
-        on_as_of: called with the ``as_of_ms`` actually used (for the job's report).
-        method: ``"sorted"`` (default): ``repartition(group_id)`` + ``sortWithinPartitions`` +
-            ``mapInArrow`` replaying many groups per Arrow batch; ``"grouped"``:
-            ``groupBy("group_id").applyInArrow`` (one Python call per group). Same rows; the
-            sorted path avoids the per-group Arrow round trip (see bench/RESULTS.md).
-
-    Returns:
-        ``{table name: DataFrame}`` with the columns of ``schemas.gold``; key ``"_union"`` holds
-        the long-format DataFrame they are projected from.
-    """
-    unknown = [t for t in tables if t not in GOLD_SPECS]
-    if unknown:
-        raise ValueError(f"unknown gold tables {unknown}; known: {sorted(GOLD_SPECS)}")
-    inp = replay_input(offset_commits_df, group_metadata_df, unsupported_df)
-    if retention_ms is not None:
-        as_of_ms, log_end_ms = as_of_and_log_end(as_of_ms, log_end_ms, max_timestamp_ms(inp))
-    if on_as_of is not None:
-        on_as_of(as_of_ms)
-    tables = tuple(tables)
-
-    opts: dict[str, Any] = {"retention_ms": retention_ms, "rules": rules, "as_of_ms": as_of_ms,
-                            "tables": tables, "num_partitions": num_partitions, "coordinator": coordinator,
-            "cleanup_interval_ms": cleanup_interval_ms, "log_end_ms": log_end_ms}
-    schema = gold_union_spark_schema()
-    if method == "grouped":
-
-        def grouped(table: pa.Table) -> pa.Table:
-            return replay_group_arrow(table, **opts)
-
-        union = inp.groupBy("group_id").applyInArrow(grouped, schema)
-    elif method == "sorted":
-
-        def sorted_map(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-            for table in replay_sorted_batches(batches, **opts):
-                yield from table.to_batches()
-
-        from pyspark.sql import functions as F
-
-        n = int(inp.sparkSession.conf.get("spark.sql.shuffle.partitions") or 4)
-        union = (
-            inp.repartition(n, F.col("group_id"))
-            .sortWithinPartitions("group_id", "coordinator_partition", "log_offset")
-            .mapInArrow(sorted_map, schema)
-        )
-    else:
-        raise ValueError(f"method must be 'sorted' or 'grouped', not {method!r}")
-    if persist:
-        from pyspark import StorageLevel
-
-        union = union.persist(StorageLevel.MEMORY_AND_DISK)
-    out = split_gold(union, tables)
-    out["_union"] = union
-    return out

@@ -62,8 +62,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pipelines.errors import UsageError
-from pipelines.file_tasks import parquet_batches, spread
+from pipelines.batch.file_tasks import parquet_batches, spread
 from schemas.raw import RAW_RECORDS
+from schemas.shapes import POSITION_RANGES
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -140,7 +141,6 @@ class PositionRange:
     repeats: bool  # some offset occurs twice within this task
 
 
-_RANGE_DDL = "topic string, partition int, first bigint, last bigint, rows bigint, repeats boolean"
 
 
 def _task_ranges(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -196,7 +196,7 @@ def position_ranges(df: DataFrame) -> list[PositionRange]:
 
     Reads only the three position columns (a column-pruned scan for Parquet sources).
     """
-    rows = df.select(*POSITION).mapInArrow(_task_ranges, _RANGE_DDL).collect()
+    rows = df.select(*POSITION).mapInArrow(_task_ranges, POSITION_RANGES.ddl()).collect()
     return [PositionRange(r["topic"], r["partition"], r["first"], r["last"], r["rows"], r["repeats"]) for r in rows]
 
 
@@ -713,9 +713,9 @@ def ingest(spark: SparkSession, cfg: Config, io: TableIO, source: DataFrame | No
                    "num_partitions": cfg.offsets_topic.num_partitions}
         try:
             io.write_routed([RAW_TABLE], spread(spark, [(f,) for f in files], "path string"),
-                            "pipelines.ingest:route_copy_files", mode="append", route_options=options,
+                            "pipelines.batch.ingest:route_copy_files", mode="append", route_options=options,
                             rows_equal_input=True, expected_rows=n_new, metadata=metadata,
-                            commit_check="pipelines.ingest:check_disjoint")
+                            commit_check="pipelines.batch.ingest:check_disjoint")
             appended = True
         except Exception as exc:  # the check's refusal comes back wrapped by Spark
             from pipelines.delta_rs_sink import COMMIT_REFUSED

@@ -1,17 +1,16 @@
-"""Decode raw records straight into the four decoded Delta tables in one pass (rust engine).
+"""The batch decode stage: raw_records' files -> the four decoded tables and the replay input, one pass.
 
 Rules:
-- The same decoder as ``pipelines.decode`` (``decode_batch``: the vectorised fast path plus the
-  core codec for everything else) and the same projection as ``split_union``, done in Arrow on
-  the executors: a raw batch goes in, the rows of ``offset_commits``, ``group_metadata``,
-  ``unsupported_records`` and ``quarantine`` come out and are written as Parquet files by the
-  same task (``pipelines.delta_rs_sink``'s ``offsetlake_delta_rs_multi``). Nothing is decoded
-  twice and no decoded row crosses back into the JVM.
+- Tasks read raw_records' snapshot files themselves (pyarrow, bounded batches) and decode them
+  with ``pipelines.records.decode`` (``decode_batch``: the vectorised fast path plus the core
+  codec for everything else); the rows of ``offset_commits``, ``group_metadata``,
+  ``unsupported_records`` and ``quarantine`` are written as Parquet files by the same task
+  (``TableIO.write_routed``). Nothing is decoded twice and no decoded row crosses the JVM.
+- The same pass writes the replay input, cut into buckets (``pipelines.batch.replay``), and the
+  raw records' per-partition figures (``pipelines.log_shape``) beside it.
 - Every raw record becomes exactly one row of exactly one table; the driver checks that the
   rows written add up to the rows read before committing anything (raw = decoded + quarantined
   + unsupported, enforced at the commit).
-- ``split_union_arrow`` is the Arrow twin of ``pipelines.decode.split_union``; a test keeps the
-  two equal.
 """
 
 from __future__ import annotations
@@ -26,8 +25,7 @@ if TYPE_CHECKING:
 
     from pipelines.tableio import TableIO, WriteResult
 
-ROUTE = "pipelines.decode_tables:route_decode"
-FILE_ROUTE = "pipelines.decode_tables:route_decode_files"
+FILE_ROUTE = "pipelines.batch.decode:route_decode_files"
 
 _RAW_NAMES = {
     "key": "raw_key", "value": "raw_value", "topic": "raw_topic", "partition": "coordinator_partition",
@@ -49,7 +47,7 @@ def split_union_arrow(union: pa.RecordBatch | pa.Table) -> dict[str, pa.Table]:
     import numpy as np
     import pyarrow as pa
 
-    from pipelines import decode
+    from pipelines.records import decode
 
     table = union if isinstance(union, pa.Table) else pa.Table.from_batches([union])
     kinds = table.column("kind").to_numpy()
@@ -69,7 +67,7 @@ def decode_tables(batch: pa.RecordBatch, *, lenient: bool = False) -> dict[str, 
     """One raw batch → the decoded tables' rows."""
     import pyarrow as pa
 
-    from pipelines.decode import decode_batch
+    from pipelines.records.decode import decode_batch
 
     parts: dict[str, list[pa.Table]] = {}
     for union in decode_batch(batch, lenient=lenient):
@@ -78,20 +76,11 @@ def decode_tables(batch: pa.RecordBatch, *, lenient: bool = False) -> dict[str, 
     return {name: pa.concat_tables(ts) if len(ts) > 1 else ts[0] for name, ts in parts.items()}
 
 
-def route_decode(
-    batches: Iterator[pa.RecordBatch], options: dict[str, Any]
-) -> Iterator[tuple[dict[str, pa.Table], int]]:
-    """``offsetlake_delta_rs_multi`` route over raw records: each batch of them → decoded rows
-    (and, with a ``spool`` option, the replay input cut into buckets: ``batch_replay.Spool``)."""
-    lenient = bool(options.get("lenient", False))
-    stats = _stats_for(options)
-    yield from _spooled(((decode_tables(_seen(b, stats), lenient=lenient), b.num_rows) for b in batches), options,
-                        stats)
 
 
 def _stats_for(options: dict[str, Any]) -> Any:
-    """With a spool, the raw records' per-partition figures go beside it (``log_shape``)."""
-    if not options.get("spool"):
+    """With the replay input, the raw records' per-partition figures go beside it (``log_shape``)."""
+    if not options.get("replay_input"):
         return None
     from pipelines.log_shape import StatsAccumulator
 
@@ -107,12 +96,13 @@ def _seen(batch: pa.RecordBatch, stats: Any) -> pa.RecordBatch:
 def _spooled(
     decoded: Iterator[tuple[dict[str, pa.Table], int]], options: dict[str, Any], stats: Any = None
 ) -> Iterator[tuple[dict[str, pa.Table], int]]:
-    """Pass decoded batches on; when the options ask for it, also feed them to the replay spool
-    (and report the raw records' per-partition figures beside it)."""
-    from pipelines.batch_replay import SOURCES, spool_for
+    """Pass decoded batches on; when the options ask for it, also feed them to the replay input's
+    bucket files (and report the raw records' per-partition figures beside them)."""
+    from pipelines.batch.replay import bucket_files_for
     from pipelines.delta_rs_sink import SIDE_KEY
+    from pipelines.records.replay_input import SOURCES
 
-    spool = spool_for(options)
+    spool = bucket_files_for(options)
     if spool is None:
         yield from decoded
         return
@@ -137,8 +127,8 @@ def route_decode_files(
     """``offsetlake_delta_rs_multi`` route over FILE PATHS (column ``path``) of raw_records'
     snapshot: each file is read with pyarrow in bounded batches and decoded (no row crosses
     the JVM)."""
-    from pipelines.decode import INPUT_COLUMNS
-    from pipelines.file_tasks import parquet_batches
+    from pipelines.records.decode import INPUT_COLUMNS
+    from pipelines.batch.file_tasks import parquet_batches
 
     lenient = bool(options.get("lenient", False))
     stats = _stats_for(options)
@@ -152,47 +142,32 @@ def route_decode_files(
     yield from _spooled(decoded(), options, stats)
 
 
-def write_decoded_tables(
-    io: TableIO, raw_df: Any, *, app_id: str, version: int, lenient: bool = False,
-    expected_rows: int | None = None, spool: tuple[dict[str, Any], str] | None = None,
-) -> dict[str, WriteResult]:
-    """Decode ``raw_df`` (raw records) into the four decoded tables in one pass (rust engine).
-
-    Raises:
-        Py4JJavaError / RuntimeError: the rows written do not add up to the rows read (or to
-            ``expected_rows``); nothing was committed.
-    """
-    from pipelines.decode import INPUT_COLUMNS
-
-    cols = [c for c in INPUT_COLUMNS if c in raw_df.columns]
-    return io.write_routed(
-        TABLES, raw_df.select(*cols), ROUTE, route_options=_route_options(lenient, spool), txn_app_id=app_id,
-        txn_version=version, rows_equal_input=True, expected_rows=expected_rows,
-        side_manifest=spool[1] if spool else None,
-    )
 
 
 def _route_options(lenient: bool, spool: tuple[dict[str, Any], str] | None) -> dict[str, Any]:
-    return {"lenient": lenient, **({"spool": spool[0]} if spool else {})}
+    return {"lenient": lenient, **({"replay_input": spool[0]} if spool else {})}
 
 
 def write_decoded_from_raw_table(
     io: TableIO, *, app_id: str, version: int, lenient: bool = False, expected_rows: int | None = None,
     spool: tuple[dict[str, Any], str] | None = None,
 ) -> dict[str, WriteResult]:
-    """Decode ``raw_records`` into the four decoded tables in one pass (rust engine).
+    """Decode ``raw_records`` into the four decoded tables in one pass, one Spark task per group of
+    raw_records' files. ``spool`` (``pipelines.batch.replay.new_replay_input``): the same pass
+    writes the replay input, and the commit lists it in the manifest (then the pass runs even when
+    the tables already carry the marker: only the replay input is new).
 
-    When the table's snapshot is its file list, the tasks read those files themselves (one
-    Spark task per group of files, pyarrow reads, no JVM row conversion); otherwise the rows
-    come through ``TableIO.read``. ``spool`` (``batch_replay.spool_options``): the same pass
-    also writes the replay input, cut into buckets, and the commit lists it in the manifest.
+    Raises:
+        UsageError: raw_records' snapshot is not its file list (deletion vectors, column mapping).
+        RuntimeError: the rows written do not add up to the rows read; nothing was committed.
     """
-    from pipelines.file_tasks import spread
+    from pipelines.batch.file_tasks import spread
+    from pipelines.errors import UsageError
 
     files = io.snapshot_files("raw_records")
     if files is None:
-        return write_decoded_tables(io, io.read("raw_records"), app_id=app_id, version=version,
-                                    lenient=lenient, expected_rows=expected_rows, spool=spool)
+        raise UsageError("raw_records uses deletion vectors or column mapping; offsetlake reads its files "
+                         "directly and needs a plain Delta table (rewrite it without those features)")
     return io.write_routed(
         TABLES, spread(io.spark, [(f,) for f in files], "path string"), FILE_ROUTE,
         route_options=_route_options(lenient, spool), txn_app_id=app_id, txn_version=version,
