@@ -725,30 +725,6 @@ def option_value(value: Any) -> str:
     return str(value).lower() if isinstance(value, bool) else str(value)
 
 
-def kafka_client_settings(cfg: Config) -> dict[str, str]:
-    """librdkafka/confluent-kafka settings from ``kafka.*`` with secrets revealed (do not log)."""
-    k = cfg.kafka
-    out: dict[str, str] = {"client.id": k.client_id, "security.protocol": k.security.protocol}
-    if k.bootstrap_servers:
-        out["bootstrap.servers"] = k.bootstrap_servers
-    if k.security.sasl_mechanism:
-        out["sasl.mechanism"] = k.security.sasl_mechanism
-    for key, value in (
-        ("ssl.ca.location", k.security.ssl_ca_location),
-        ("ssl.certificate.location", k.security.ssl_certificate_location),
-        ("ssl.key.location", k.security.ssl_key_location),
-    ):
-        if value:
-            out[key] = value
-    out["ssl.endpoint.identification.algorithm"] = k.security.ssl_endpoint_identification_algorithm
-    for key, secret in (
-        ("sasl.username", k.secrets.sasl_username),
-        ("sasl.password", k.secrets.sasl_password),
-        ("ssl.key.password", k.secrets.ssl_key_password),
-    ):
-        if secret is not None:
-            out[key] = secret.reveal()
-    return out
 
 
 def spark_kafka_options(cfg: Config) -> dict[str, str]:
@@ -797,7 +773,6 @@ __all__ = [
     "config_from_dict",
     "defaults_as_dict",
     "find_conf_file",
-    "kafka_client_settings",
     "load_config",
     "parse_set_option",
     "spark_kafka_options",

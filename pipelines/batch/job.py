@@ -40,7 +40,13 @@ from typing import TYPE_CHECKING, Any
 if __name__ == "__main__" and __package__ in (None, ""):  # spark-submit pipelines/batch/job.py
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
-from pipelines.batch.summary import BatchSummary, Progress, TableLine, render_summary  # noqa: E402
+from pipelines.batch.summary import (  # noqa: E402
+    BatchSummary,
+    Progress,
+    TableLine,
+    render_summary,
+    save_run_record,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -131,7 +137,10 @@ def run_batch(
             say(f"[batch] {cleaned}")
         if lock.took_over is not None:
             say(f"[batch] took over the warehouse lock of {lock.took_over.describe()} (no longer running)")
-        return _run_batch(cfg, spark, io=io, say=say, stages=stages)
+        summary = _run_batch(cfg, spark, io=io, say=say, stages=stages)
+        say("[batch] paths: " + "; ".join(f"{k}: {v}" for k, v in summary.paths.items()))
+        save_run_record(cfg.paths.warehouse, lock.run_id, summary)
+        return summary
 
 
 def _run_batch(

@@ -6,6 +6,9 @@ Rules:
 - ``stages`` holds (stage, seconds) in order and ``paths`` the one path each stage took
   (e.g. ``decode: routed raw_records files -> decoded tables + replay input``): the same on
   every entry point (CLI, spark-submit, Airflow, ``bench/batch.py``).
+- Every successful run leaves its summary as JSON in the warehouse
+  (``_runs/batch/<UTC time>-<run id>.json``, ``save_run_record``): what ran, how long each
+  stage took and which path it took, whichever scheduler started it.
 """
 
 from __future__ import annotations
@@ -138,3 +141,42 @@ def render_summary(summary: BatchSummary, console: Any = None) -> None:
     console.print(f"stages: {stages}")
     for w in summary.warnings:
         console.print(f"[yellow]warning:[/yellow] {w}")
+
+
+#: where the batch job keeps its run records, under the warehouse
+RUNS_DIR = "_runs/batch"
+
+
+def save_run_record(warehouse: str, run_id: str, summary: BatchSummary) -> str:
+    """Write ``summary`` as ``<warehouse>/_runs/batch/<UTC time>-<run id>.json``; its path."""
+    import json
+    from datetime import UTC, datetime
+
+    from pipelines.config import join_path
+    from pipelines.delta_rs_sink import _filesystem
+
+    name = datetime.now(UTC).strftime("%Y%m%dT%H%M%S") + f"-{run_id}.json"
+    path = join_path(join_path(warehouse, RUNS_DIR), name)
+    filesystem, inner = _filesystem(path)
+    filesystem.create_dir(inner.rsplit("/", 1)[0], recursive=True)
+    with filesystem.open_output_stream(inner) as out:
+        out.write(json.dumps(summary.as_dict(), indent=2).encode())
+    return path
+
+
+def run_records(warehouse: str) -> list[dict[str, Any]]:
+    """The batch job's run records in this warehouse, oldest first."""
+    import json
+
+    from pyarrow import fs
+
+    from pipelines.config import join_path
+    from pipelines.delta_rs_sink import _filesystem
+
+    filesystem, inner = _filesystem(join_path(warehouse, RUNS_DIR))
+    infos = filesystem.get_file_info(fs.FileSelector(inner, allow_not_found=True))
+    out = []
+    for info in sorted(infos, key=lambda i: i.path):
+        with filesystem.open_input_stream(info.path) as fh:
+            out.append(json.loads(fh.read().decode()))
+    return out

@@ -22,6 +22,9 @@ from pipelines.raw_files import RawRecord, write_raw_records  # noqa: E402
 from pipelines.tableio import TableIO  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
+#: the one path of the decode and replay stages, whatever runs the job (CLI, spark-submit, Airflow, bench)
+ONE_PATH = {"decode": "routed raw_records files -> decoded tables + replay input",
+            "replay": "replay input bucket files -> gold tables"}
 
 
 def _corrupt_record(records: list[RawRecord]) -> RawRecord:
@@ -120,6 +123,10 @@ def test_cli_run_batch_is_the_same_job(cfg: Config, spark: Any, tmp_path: Path, 
     assert summary["reconciled"] and summary["groups"] == 3
     assert summary["raw_total"] == summary["decoded"] + summary["quarantined"] + summary["unsupported"]
     assert summary["tables"]["group_state"]["rows"] == 3
+    assert {k: v for k, v in summary["paths"].items() if k != "ingest"} == ONE_PATH
+    from pipelines.batch.summary import run_records
+
+    assert [r["paths"] for r in run_records(cfg.paths.warehouse)] == [summary["paths"]]
 
     # the other commands read the same warehouse
     assert main(["tables", "--conf", str(conf), "--json"]) == 0
@@ -205,9 +212,7 @@ def test_every_gold_delta_table_equals_the_pure_core_replay(
     assert summary.reconciled and summary.quarantined == 1 and summary.unsupported == 1
     used = [r.getMessage() for r in caplog.records if r.getMessage().startswith("replay: ")]
     assert len(used) == 1 and used[0].endswith(f"buckets' files, {io.count('offset_commits') + io.count('group_metadata') + 1} rows")
-    assert summary.paths == {"ingest": f"{summary.source} -> raw_records",
-                             "decode": "routed raw_records files -> decoded tables + replay input",
-                             "replay": "replay input bucket files -> gold tables"}
+    assert summary.paths == {"ingest": f"{summary.source} -> raw_records", **ONE_PATH}
     assert not (Path(io.warehouse) / "_staging").exists()  # staged tables removed
     assert len(list((Path(io.warehouse) / "_replay_input").iterdir())) == 1  # this version's only
     expected = core_gold(log, retention_ms=3 * DAY, as_of_ms=max(ts for *_, ts in log))

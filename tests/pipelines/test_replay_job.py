@@ -279,26 +279,25 @@ def gold_from_job(spark: Any, tmp_path: Any, log: list[tuple[bytes, bytes | None
 
 
 @pytest.mark.spark
-@pytest.mark.parametrize("retention_ms", [None, 3 * DAY])
-def test_the_batch_jobs_gold_equals_pure_core_replay_per_group(spark: Any, tmp_path: Any, retention_ms: int | None) -> None:
+@pytest.mark.parametrize("retention_ms", [60_000, 3 * DAY])  # the job always has a retention
+def test_the_batch_jobs_gold_equals_pure_core_replay_per_group(spark: Any, tmp_path: Any, retention_ms: int) -> None:
     from chispa import assert_df_equality
 
     log = build_log()
     io = gold_from_job(spark, tmp_path, log, retention_ms=retention_ms)
     as_of = max(ts for *_, ts in log)
-    expected = core_gold(log, retention_ms=retention_ms, as_of_ms=as_of if retention_ms else None)
+    expected = core_gold(log, retention_ms=retention_ms, as_of_ms=as_of)
     for spec in GOLD_TABLES:
         got = io.read(spec.name)
         want = spark.createDataFrame(expected[spec.name].to_pylist(), spec.spark_schema())
         assert_df_equality(got, want, ignore_row_order=True, ignore_nullable=True, ignore_column_order=False)
     group_ids = {r["group_id"] for r in io.read("group_state").collect()}
     assert "" in group_ids and len(group_ids) == 14
-    if retention_ms:
-        # the rules ran: this log holds no cleanup tombstones, so what they had due mid-log is
-        # contradicted by the log (and counted), and only forecasts at its end are rows
-        judged = io.read("group_state").agg({"predictions_contradicted": "sum"}).collect()[0][0]
-        forecasts = io.read("offset_expirations").where("cause = 'retention'").count()
-        assert judged + forecasts > 0
+    # the rules ran: this log holds no cleanup tombstones, so what they had due mid-log is
+    # contradicted by the log (and counted), and only forecasts at its end are rows
+    judged = io.read("group_state").agg({"predictions_contradicted": "sum"}).collect()[0][0]
+    forecasts = io.read("offset_expirations").where("cause = 'retention'").count()
+    assert judged + forecasts > 0
 
 
 @pytest.mark.spark
