@@ -1,7 +1,8 @@
 """Shared wiring for the offsetlake DAGs: read ``conf/``, build SparkSubmitOperator tasks.
 
 Rules (DESIGN §2: no business logic in DAGs):
-- The DAGs only schedule the project's spark-submit entry scripts (``pipelines/jobs/*.py``);
+- The DAGs only schedule the project's spark-submit entry scripts (``pipelines/jobs/*.py``,
+  ``pipelines/stream/job.py``);
   every parameter comes from the config file named by ``$OFFSETLAKE_CONF`` (default
   ``conf/local.yaml``), loaded with ``pipelines.config`` (loading only).
 - The jobs get ``--conf <airflow.conf_path>`` (relative paths resolve against the repository
@@ -33,6 +34,7 @@ from typing import Any
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 JOBS_DIR = REPO_ROOT / "pipelines" / "jobs"
+STREAM_JOB = REPO_ROOT / "pipelines" / "stream" / "job.py"
 CONF_ENV_VAR = "OFFSETLAKE_CONF"
 DEFAULT_CONF = "conf/local.yaml"
 
@@ -126,7 +128,8 @@ def spark_job(
     args: Sequence[str] = (),
     **overrides: Any,
 ) -> Any:
-    """A SparkSubmitOperator running ``pipelines/jobs/<script>`` with the job args."""
+    """A SparkSubmitOperator running ``pipelines/jobs/<script>`` (or ``script``, an absolute path)
+    with the job args."""
     from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
     return SparkSubmitOperator(

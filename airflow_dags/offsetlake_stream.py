@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 
 from airflow.sdk import DAG
 
-from airflow_dags.common import default_args, load_settings, spark_job
+from airflow_dags.common import STREAM_JOB, default_args, load_settings, spark_job
 
 DAG_ID = "offsetlake_stream"
 settings = load_settings()
@@ -29,7 +29,7 @@ with DAG(
     tags=["offsetlake", "stream"],
     doc_md=__doc__,
 ) as dag:
-    stream = spark_job(settings, "stream_available_now", "stream.py", ["--available-now"])
+    stream = spark_job(settings, "stream_available_now", str(STREAM_JOB), ["--available-now"])
     dq = spark_job(
         settings, "dq", "dq.py",
         ["--suites", "stream", "--run-id", "{{ dag.dag_id }}:{{ run_id }}:{{ ti.try_number }}"],

@@ -135,7 +135,7 @@ def test_arrow_replay_input_equals_the_batch_replay_input(spark: Any, batch_refe
 
     from pipelines.decode import decode_union, split_union
     from pipelines.replay_job import REPLAY_INPUT_DDL, replay_input
-    from pipelines.stream_job import replay_input_arrow
+    from pipelines.stream.packing import replay_input_arrow
     from schemas.raw import RAW_RECORDS
 
     landing, _, _ = batch_reference
@@ -156,11 +156,11 @@ def test_packed_rows_unpack_to_each_groups_records_in_log_order(log_records: lis
 
     import pyarrow as pa
 
-    from pipelines.stream_job import pack_replay_input, unpack_replay_input
+    from pipelines.stream.packing import pack_replay_input, unpack_replay_input
 
     rows = _replay_input_table(_decoded(log_records)).to_pylist()
     random.Random(7).shuffle(rows)
-    from pipelines.stream_job import _input_arrow_schema
+    from pipelines.stream.packing import _input_arrow_schema
 
     table = pa.Table.from_pylist(rows, schema=_input_arrow_schema())
     packed = pack_replay_input(table).to_pylist()
@@ -190,7 +190,7 @@ def _decoded(raw: list[Any]) -> list[Any]:
 def test_stream_in_small_files_equals_batch_at_the_final_watermark(
     spark: Any, log_records: list[Any], batch_reference: Any, tmp_path: Path
 ) -> None:
-    from pipelines import stream_job
+    from pipelines.stream import job as stream_job
     from pipelines.tableio import TableIO
 
     _, gold, watermark = batch_reference
@@ -217,7 +217,7 @@ def test_same_file_landed_twice_and_overlapping_capture_change_nothing(
     spark: Any, log_records: list[Any], batch_reference: Any, tmp_path: Path, reader: str
 ) -> None:
     """Both landing readers (the packed Python source, Spark's file source + mapInArrow)."""
-    from pipelines import stream_job
+    from pipelines.stream import job as stream_job
 
     _, gold, _ = batch_reference
     landing = tmp_path / "landing"
@@ -241,7 +241,7 @@ def test_split_calls_with_timers_equal_one_replay(log_records: list[Any]) -> Non
     from coordinator_core.records import LogRecord
     from coordinator_core.replay import deserialize_snapshot, replay_groups
     from pipelines.gold import DEFAULT_TABLES
-    from pipelines.stream_job import GroupReplayer
+    from pipelines.stream.state import GroupReplayer
 
     fn = GroupReplayer(RETENTION_MS, "current", tuple(DEFAULT_TABLES), 50)
     logs = []
@@ -257,9 +257,9 @@ def test_split_calls_with_timers_equal_one_replay(log_records: list[Any]) -> Non
         for i in range(0, len(recs), 7):  # chunks of 7 records, watermark trailing by DELAY_MS
             chunk = recs[i:i + 7]
             table = _replay_input_table(chunk)
-            blob, _out, _nxt = fn.replay_call(group, blob, table, wm)
+            blob, _out, _nxt = fn.replay_rows(group, blob, table, wm)
             wm = max(wm, max(r.timestamp_ms for r in chunk) - DELAY_MS)
-        blob, _out, nxt = fn.replay_call(group, blob, None, as_of)
+        blob, _out, nxt = fn.replay_rows(group, blob, None, as_of)
         got = deserialize_snapshot(blob)
         assert got.offsets == result.snapshot.offsets, group
         assert got.state == result.snapshot.state, group
@@ -271,7 +271,7 @@ def _replay_input_table(records: list[Any]) -> Any:
     import pyarrow as pa
 
     from coordinator_core.records import GroupMetadataKey, OffsetCommitKey
-    from pipelines.stream_job import _input_arrow_schema
+    from pipelines.stream.packing import _input_arrow_schema
 
     rows = []
     for r in records:
@@ -316,7 +316,7 @@ def test_silent_empty_group_expires_only_when_the_watermark_passes_its_due_time(
     from chispa import assert_df_equality
     from pyspark.sql import functions as F
 
-    from pipelines import stream_job
+    from pipelines.stream import job as stream_job
     from pipelines.tableio import TableIO
 
     _, gold, _ = batch_reference
@@ -359,11 +359,11 @@ def test_stream_from_earliest_on_a_compacted_kafka4_capture_equals_batch(spark: 
     """Issue 13: a compacted capture written by Kafka 4's coordinator (idle partitions, offset-less
     groups, mass restarts), streamed from earliest in small files, gives the batch job's tables."""
     from coordinator_core.generator import generate
-    from pipelines import stream_job
     from pipelines.config import config_from_dict
     from pipelines.decode import decode_raw
     from pipelines.raw_files import RawRecord
     from pipelines.replay_job import replay_to_gold
+    from pipelines.stream import job as stream_job
     from schemas.raw import RAW_RECORDS
 
     log = generate(groups=10, hours=1.0, seed=11, coordinator="new", compaction="cleaned",

@@ -1,6 +1,6 @@
 """Crash recovery and shutdown of the streaming job, in a real subprocess.
 
-The job runs as ``python -m pipelines.jobs.stream`` (what spark-submit runs) with its own
+The job runs as ``python -m pipelines.stream.job`` (what spark-submit runs) with its own
 checkpoint. It is SIGKILLed (its whole process group: the Python driver and its JVM) once the
 checkpoint's ``commits/`` holds k micro-batches — usually in the middle of batch k's Delta
 writes — then restarted with ``--available-now``. The final gold tables must equal the batch
@@ -58,7 +58,7 @@ stream:
 
 
 def start_job(conf: Path, log: Path, *, available_now: bool) -> subprocess.Popen[bytes]:
-    cmd = [sys.executable, "-m", "pipelines.jobs.stream", "--conf", str(conf)]
+    cmd = [sys.executable, "-m", "pipelines.stream.job", "--conf", str(conf)]
     if available_now:
         cmd.append("--available-now")
     env = dict(os.environ, PYTHONWARNINGS="ignore")
