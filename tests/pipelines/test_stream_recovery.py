@@ -141,3 +141,18 @@ def test_sigterm_stops_the_continuous_job_cleanly(tmp_path: Path) -> None:
     assert rc == 0, text[-3000:]
     assert "stopped by signal" in text
     assert "offsetlake_stream_replay batch=0" in text  # one progress line per micro-batch
+
+
+def test_stream_job_script_refuses_a_bad_config_with_one_line_and_exit_2(tmp_path: Path) -> None:
+    """``spark-submit pipelines/stream/job.py`` runs the file as a script (no package, any working
+    directory): it imports the project and refuses a bad config before Spark starts."""
+    script = REPO / "pipelines" / "stream" / "job.py"
+    proc = subprocess.run(
+        [sys.executable, str(script), "--set", "input.source=delta"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=120,
+    )
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines() == [
+        "stream: error: input.source: delta is not supported by the streaming job; use landing or kafka"
+    ]
+    assert "Traceback" not in proc.stderr and proc.stdout == ""
