@@ -371,7 +371,7 @@ def spark_scan(spark: Any, path: Path) -> tuple[float, int]:
 
 
 def spark_decode(spark: Any, path: Path, out: Path) -> float:
-    from pipelines.records.decode import decode_union
+    from pipelines.stream.decode import decode_union
 
     if out.exists():
         shutil.rmtree(out)

@@ -205,7 +205,8 @@ def tree_cpu(root: int) -> float:
 
 
 def spark_passes(path: Path, rounds: int, before: ModuleType | None) -> dict[str, Any]:
-    from pipelines.records.decode import INPUT_COLUMNS, decode_union, union_spark_schema
+    from pipelines.records.decode import INPUT_COLUMNS
+    from pipelines.stream.decode import decode_union, union_spark_schema
     from pipelines.spark_session import build_spark
 
     spark = build_spark("bench-decoder", master="local[2]")

@@ -108,7 +108,7 @@ def run_sustained(spark: Any, files: list[Path], work: Path, rate: int, rows_per
 
     import pyarrow.parquet as pq
 
-    from pipelines import stream_job
+    from pipelines.stream import job as stream_job
 
     root = work / f"sustained-{rate}"
     landing = root / "landing"
@@ -177,7 +177,7 @@ def run_sustained(spark: Any, files: list[Path], work: Path, rate: int, rows_per
 
 
 def run_stream(spark: Any, cfg: Any) -> tuple[list[dict[str, Any]], float]:
-    from pipelines import stream_job
+    from pipelines.stream import job as stream_job
 
     t0 = time.perf_counter()
     rec = stream_job.run(spark, cfg, available_now=True, with_quarantine=False, poll_seconds=0.5)
@@ -197,7 +197,7 @@ def baseline_batch(spark: Any, landing: Path, retention_ms: int, work: Path) -> 
 
 
 def component_rate(groups: int, hours: float, seed: int, retention_ms: int, calls: int = 11) -> tuple[int, float]:
-    """CPU seconds of the stateful function's pure part (``GroupReplayer.replay_call``) over a
+    """CPU seconds of the stateful function's pure part (``GroupReplayer.replay_rows``) over a
     generated log, each group's records split into ``calls`` consecutive calls (state bytes
     carried across). Returns (records, CPU seconds)."""
     import pyarrow as pa
@@ -205,8 +205,9 @@ def component_rate(groups: int, hours: float, seed: int, retention_ms: int, call
     from coordinator_core.codec import decode_record
     from coordinator_core.generator import generate
     from pipelines.records.gold import DEFAULT_TABLES
-    from pipelines.records.replay import REC_GROUP_METADATA, REC_OFFSET_COMMIT
-    from pipelines.stream_job import GroupReplayer, _input_arrow_schema
+    from pipelines.records.replay_input import REC_GROUP_METADATA, REC_OFFSET_COMMIT
+    from pipelines.records.replay_input import schema as replay_input_schema
+    from pipelines.stream.state import GroupReplayer
 
     log = generate(groups, hours, seed=seed)
     rows: dict[str, list[dict[str, Any]]] = {}
@@ -235,7 +236,7 @@ def component_rate(groups: int, hours: float, seed: int, retention_ms: int, call
                                      "session_timeout": m.session_timeout, "subscription": m.subscription,
                                      "assignment": m.assignment} for m in val.members])
         rows.setdefault(key.group, []).append(row)
-    schema = _input_arrow_schema()
+    schema = replay_input_schema()
     tables = {
         g: [pa.Table.from_pylist(rs[i * len(rs) // calls:(i + 1) * len(rs) // calls], schema=schema)
             for i in range(calls)]
@@ -246,7 +247,7 @@ def component_rate(groups: int, hours: float, seed: int, retention_ms: int, call
     for g, ts in tables.items():
         blob = None
         for t in ts:
-            blob, _out, _nxt = fn.replay_call(g, blob, t, 0)
+            blob, _out, _nxt = fn.replay_rows(g, blob, t, 0)
     return sum(len(r) for r in rows.values()), time.process_time() - t0
 
 

@@ -138,4 +138,29 @@ CLOCK_STAIRS = TableSpec(
     ),
 )
 
-SHAPES = [REPLAY_INPUT, DECODE_UNION, DECODE_FAST, POSITION_RANGES, CLOCK_STAIRS]
+STREAM_PACK = TableSpec(
+    name="stream_pack",
+    doc="The stream's packed replay input: one row per (group, raw Arrow batch), the group's "
+    "replay-input rows as one Arrow IPC message; ``log_timestamp`` is its newest record's time.",
+    columns=(
+        Column("group_id", "string"),
+        Column("log_timestamp", "timestamp"),
+        Column("records", "binary"),
+    ),
+)
+
+STREAM_STATE = TableSpec(
+    name="stream_state",
+    doc="A group's state in the stream's state store: the core's snapshot bytes and their format "
+    "(never changes when the core evolves: the core reads older formats).",
+    columns=(Column("snapshot_format", "int"), Column("snapshot", "binary")),
+)
+
+STREAM_OUTPUT = TableSpec(
+    name="stream_output",
+    doc="What the stream's stateful function emits per group and call: its changed gold rows, pickled.",
+    columns=(Column("records", "binary"),),
+)
+
+SHAPES = [REPLAY_INPUT, DECODE_UNION, DECODE_FAST, POSITION_RANGES, CLOCK_STAIRS, STREAM_PACK, STREAM_STATE,
+          STREAM_OUTPUT]

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from schemas.decoded import GROUP_METADATA, OFFSET_COMMITS, QUARANTINE, UNSUPPORTED_RECORDS
+from pipelines.records.decode import TABLES, decode_tables
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -27,53 +27,10 @@ if TYPE_CHECKING:
 
 FILE_ROUTE = "pipelines.batch.decode:route_decode_files"
 
-_RAW_NAMES = {
-    "key": "raw_key", "value": "raw_value", "topic": "raw_topic", "partition": "coordinator_partition",
-    "offset": "log_offset", "timestamp": "log_timestamp",
-}
-# table -> (union kind, {table column: union column})
-_PROJECTIONS: dict[str, tuple[str, dict[str, str]]] = {
-    OFFSET_COMMITS.name: ("KIND_OFFSET_COMMIT", {}),
-    GROUP_METADATA.name: ("KIND_GROUP_METADATA", {}),
-    UNSUPPORTED_RECORDS.name: ("KIND_UNSUPPORTED", {**_RAW_NAMES, "reason": "error_message"}),
-    QUARANTINE.name: ("KIND_QUARANTINE", _RAW_NAMES),
-}
-TABLES = tuple(_PROJECTIONS)
-_SPECS = {s.name: s for s in (OFFSET_COMMITS, GROUP_METADATA, UNSUPPORTED_RECORDS, QUARANTINE)}
 
 
-def split_union_arrow(union: pa.RecordBatch | pa.Table) -> dict[str, pa.Table]:
-    """The decoded tables' rows of one union batch (Arrow, declared schemas; empty tables left out)."""
-    import numpy as np
-    import pyarrow as pa
-
-    from pipelines.records import decode
-
-    table = union if isinstance(union, pa.Table) else pa.Table.from_batches([union])
-    kinds = table.column("kind").to_numpy()
-    out: dict[str, pa.Table] = {}
-    for name, (kind_attr, renames) in _PROJECTIONS.items():
-        idx = np.flatnonzero(kinds == getattr(decode, kind_attr))
-        if not len(idx):
-            continue
-        part = table if len(idx) == table.num_rows else table.take(pa.array(idx, pa.int64()))
-        schema = _SPECS[name].arrow_schema()
-        cols = [part.column(renames.get(f.name, f.name)).cast(f.type) for f in schema]
-        out[name] = pa.Table.from_arrays(cols, schema=schema)
-    return out
 
 
-def decode_tables(batch: pa.RecordBatch, *, lenient: bool = False) -> dict[str, pa.Table]:
-    """One raw batch → the decoded tables' rows."""
-    import pyarrow as pa
-
-    from pipelines.records.decode import decode_batch
-
-    parts: dict[str, list[pa.Table]] = {}
-    for union in decode_batch(batch, lenient=lenient):
-        for name, rows in split_union_arrow(union).items():
-            parts.setdefault(name, []).append(rows)
-    return {name: pa.concat_tables(ts) if len(ts) > 1 else ts[0] for name, ts in parts.items()}
 
 
 

@@ -21,16 +21,15 @@ Rules:
   the rows equal ``slow_row``'s (``_members_rows``: every member parsed alone by the core).
 - Nothing is dropped: raw = offset_commits + group_metadata + unsupported + quarantine
   (the batch job checks it at its commit). Every row keeps its log position.
-- One ``mapInArrow`` pass emits a union-shaped batch (``kind`` column + the columns of every
-  output); ``split_union`` splits it with filters/projections. Only the raw columns the decoder
+- A decoded batch is union-shaped (``kind`` column + the columns of every output);
+  ``split_union_arrow`` cuts it into the decoded tables. Only the raw columns the decoder
   needs enter ``mapInArrow`` (DESIGN §7).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -52,13 +51,11 @@ from pipelines.records.decode_commits import decode_offset_commits_arrow
 from pipelines.records.decode_rows import GroupMetadataColumns, core_row, slow_row
 from schemas.decoded import GROUP_METADATA, OFFSET_COMMITS, QUARANTINE, UNSUPPORTED_RECORDS
 
-if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
 
 __all__ = [
     "INPUT_COLUMNS", "KIND_GROUP_METADATA", "KIND_NAMES", "KIND_OFFSET_COMMIT", "KIND_QUARANTINE",
-    "KIND_UNSUPPORTED", "MAX_ABS_MS", "UNION_SCHEMA", "DecodeResult", "decode_batch", "decode_batches",
-    "decode_offset_commits_arrow", "decode_union", "slow_row", "split_union", "union_spark_schema",
+    "KIND_UNSUPPORTED", "MAX_ABS_MS", "TABLES", "UNION_SCHEMA", "decode_batch", "decode_batches",
+    "decode_offset_commits_arrow", "decode_tables", "slow_row", "split_union_arrow",
 ]
 
 # =============================================================================================
@@ -169,75 +166,56 @@ def decode_batches(
 
 
 # =============================================================================================
-# Spark
+# The union -> the decoded tables (Arrow)
 # =============================================================================================
-@dataclass(frozen=True)
-class DecodeResult:
-    """The four decoded DataFrames plus the union they are projected from."""
-
-    offset_commits: DataFrame
-    group_metadata: DataFrame
-    unsupported: DataFrame
-    quarantine: DataFrame
-    union: DataFrame
-
-    def tables(self) -> dict[str, DataFrame]:
-        """The decoded tables by their ``schemas.decoded`` name."""
-        return {
-            OFFSET_COMMITS.name: self.offset_commits,
-            GROUP_METADATA.name: self.group_metadata,
-            UNSUPPORTED_RECORDS.name: self.unsupported,
-            QUARANTINE.name: self.quarantine,
-        }
+_KINDS = {"KIND_OFFSET_COMMIT": KIND_OFFSET_COMMIT, "KIND_GROUP_METADATA": KIND_GROUP_METADATA,
+          "KIND_UNSUPPORTED": KIND_UNSUPPORTED, "KIND_QUARANTINE": KIND_QUARANTINE}
+_RAW_NAMES = {
+    "key": "raw_key", "value": "raw_value", "topic": "raw_topic", "partition": "coordinator_partition",
+    "offset": "log_offset", "timestamp": "log_timestamp",
+}
 
 
-def union_spark_schema() -> Any:
-    """The Spark schema of the union output of the decode pass."""
-    from pyspark.sql.pandas.types import from_arrow_schema
-
-    return from_arrow_schema(UNION_SCHEMA)
-
-
-def decode_union(raw_df: DataFrame, *, lenient: bool = False) -> DataFrame:
-    """raw records (Spark's Kafka source schema) -> the union DataFrame (one mapInArrow pass)."""
-    cols = [c for c in INPUT_COLUMNS if c in raw_df.columns]
-    for needed in ("key", "value"):
-        if needed not in cols:
-            raise ValueError(f"raw records need a {needed!r} column; got {raw_df.columns}")
-
-    def fn(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        return decode_batches(batches, lenient=lenient)
-
-    return raw_df.select(*cols).mapInArrow(fn, union_spark_schema())
+# table -> (union kind, {table column: union column})
+_PROJECTIONS: dict[str, tuple[str, dict[str, str]]] = {
+    OFFSET_COMMITS.name: ("KIND_OFFSET_COMMIT", {}),
+    GROUP_METADATA.name: ("KIND_GROUP_METADATA", {}),
+    UNSUPPORTED_RECORDS.name: ("KIND_UNSUPPORTED", {**_RAW_NAMES, "reason": "error_message"}),
+    QUARANTINE.name: ("KIND_QUARANTINE", _RAW_NAMES),
+}
 
 
-def split_union(union: DataFrame) -> DecodeResult:
-    """Project the union DataFrame into the four decoded tables (``schemas.decoded``)."""
-    from pyspark.sql import functions as F
-
-    def project(kind: int, spec: Any, renames: dict[str, str]) -> DataFrame:
-        sel = []
-        for f in spec.spark_schema().fields:
-            src = renames.get(f.name, f.name)
-            sel.append(F.col(src).cast(f.dataType).alias(f.name))
-        return union.where(F.col("kind") == kind).select(*sel)
-
-    raw_names = {
-        "key": "raw_key", "value": "raw_value", "topic": "raw_topic", "partition": "coordinator_partition",
-        "offset": "log_offset", "timestamp": "log_timestamp",
-    }
-    return DecodeResult(
-        offset_commits=project(KIND_OFFSET_COMMIT, OFFSET_COMMITS, {}),
-        group_metadata=project(KIND_GROUP_METADATA, GROUP_METADATA, {}),
-        unsupported=project(KIND_UNSUPPORTED, UNSUPPORTED_RECORDS, {**raw_names, "reason": "error_message"}),
-        quarantine=project(KIND_QUARANTINE, QUARANTINE, raw_names),
-        union=union,
-    )
+TABLES = tuple(_PROJECTIONS)
 
 
+_SPECS = {s.name: s for s in (OFFSET_COMMITS, GROUP_METADATA, UNSUPPORTED_RECORDS, QUARANTINE)}
 
 
+def split_union_arrow(union: pa.RecordBatch | pa.Table) -> dict[str, pa.Table]:
+    """The decoded tables' rows of one union batch (Arrow, declared schemas; empty tables left out)."""
+    import numpy as np
+    import pyarrow as pa
+
+    table = union if isinstance(union, pa.Table) else pa.Table.from_batches([union])
+    kinds = table.column("kind").to_numpy()
+    out: dict[str, pa.Table] = {}
+    for name, (kind_attr, renames) in _PROJECTIONS.items():
+        idx = np.flatnonzero(kinds == _KINDS[kind_attr])
+        if not len(idx):
+            continue
+        part = table if len(idx) == table.num_rows else table.take(pa.array(idx, pa.int64()))
+        schema = _SPECS[name].arrow_schema()
+        cols = [part.column(renames.get(f.name, f.name)).cast(f.type) for f in schema]
+        out[name] = pa.Table.from_arrays(cols, schema=schema)
+    return out
 
 
+def decode_tables(batch: pa.RecordBatch, *, lenient: bool = False) -> dict[str, pa.Table]:
+    """One raw batch → the decoded tables' rows."""
+    import pyarrow as pa
 
-
+    parts: dict[str, list[pa.Table]] = {}
+    for union in decode_batch(batch, lenient=lenient):
+        for name, rows in split_union_arrow(union).items():
+            parts.setdefault(name, []).append(rows)
+    return {name: pa.concat_tables(ts) if len(ts) > 1 else ts[0] for name, ts in parts.items()}

@@ -5,13 +5,15 @@ Rules:
   commit, group metadata, unsupported with its raw bytes); the other kinds' columns are null.
 - Projection (``project``): rows of a decoded table (``schemas.decoded``) -> replay-input rows.
   The batch job's decode pass projects the tables it writes; the stream projects the decoded
-  union of its micro-batch (``project_union``, which splits the union into the same tables).
+  union of its raw batches (``project_union``: the same split into tables, then ``project``).
 - Order (``replay_order``): (group_id, coordinator_partition, log_offset). All records of a group
   live in one ``__consumer_offsets`` partition, so this is the log order the core replays.
 - Buckets (``bucket_of``): ``string_hash64(group_id) mod B`` (stable across processes and runs),
   so a group lives in exactly one bucket; ``cut`` splits rows by bucket.
-- Packing (``pack``/``unpack``): rows as one Arrow IPC stream message (lz4), the unit that
-  crosses Spark (the stream's per-group packs) and that the batch job's bucket files hold.
+- Packing (``pack_groups``/``unpack_group``): one row per group holding the group's rows, in log
+  order, as one Arrow IPC record-batch message: what crosses the stream's shuffle into
+  ``applyInPandasWithState`` (per-record columns would be converted to pandas row by row). The
+  batch job's bucket files are Arrow IPC streams of the same rows (``pipelines.batch.replay``).
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from schemas.shapes import REPLAY_INPUT
+from schemas.shapes import REPLAY_INPUT, STREAM_PACK
 
 # record kinds in the replay input (``rec_kind``)
 REC_OFFSET_COMMIT = 0
@@ -172,22 +174,6 @@ def bucket_of(group_ids: Any, buckets: int) -> Any:
     return per_group[enc.indices.to_numpy(zero_copy_only=False)]
 
 
-def pack(table: pa.Table) -> bytes:
-    """Replay-input rows as one Arrow IPC stream message (lz4)."""
-
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, table.schema, options=pa.ipc.IpcWriteOptions(compression="lz4")) as w:
-        w.write_table(table)
-    return bytes(sink.getvalue().to_pybytes())
-
-
-def unpack(blobs: Sequence[bytes]) -> pa.Table:
-    """The replay input rows of packed blobs (any order)."""
-
-    tables = [pa.ipc.open_stream(pa.py_buffer(b)).read_all() for b in blobs]
-    return pa.concat_tables(tables) if tables else schema().empty_table()
-
-
 def cut(table: pa.Table, buckets: int) -> Iterator[tuple[int, pa.Table, int]]:
     """Replay-input rows → (bucket, its rows in input order, newest record ms) per bucket present."""
 
@@ -253,3 +239,40 @@ def sorted_by_position(table: pa.Table) -> pa.Table:
         return table
     order = pc.sort_indices(table, [("coordinator_partition", "ascending"), ("log_offset", "ascending")])
     return table.take(order)
+
+
+def project_union(union: pa.RecordBatch | pa.Table) -> pa.Table:
+    """Decoded-union rows (``schemas.shapes.DECODE_UNION``) -> replay-input rows: the union split
+    into the decoded tables (``pipelines.records.decode.split_union_arrow``), each projected."""
+    from pipelines.records.decode import split_union_arrow
+
+    tables = split_union_arrow(union)
+    parts = [project(name, tables[name]) for name in SOURCES if name in tables]
+    return pa.concat_tables(parts) if parts else schema().empty_table()
+
+
+def pack_groups(table: pa.Table) -> pa.RecordBatch:
+    """Replay-input rows -> one packed row per group (``schemas.shapes.STREAM_PACK``): group_id,
+    its newest record time, its rows in log order as one Arrow IPC record-batch message."""
+    shape = STREAM_PACK.arrow_schema()
+    if table.num_rows == 0:
+        return pa.RecordBatch.from_pylist([], schema=shape)
+    order = pa.array(replay_order(table), pa.int64())
+    batch = table.take(order).combine_chunks().to_batches()[0]
+    ids = batch.column("group_id").dictionary_encode().indices.to_numpy(zero_copy_only=False)
+    starts = np.concatenate(([0], np.flatnonzero(ids[1:] != ids[:-1]) + 1))
+    ends = np.append(starts[1:], batch.num_rows)
+    ts = batch.column("log_timestamp_ms").to_numpy(zero_copy_only=False)
+    blobs = [batch.slice(int(s), int(e - s)).serialize().to_pybytes() for s, e in zip(starts, ends)]
+    return pa.RecordBatch.from_arrays(
+        [batch.column("group_id").take(pa.array(starts)),
+         pa.array(np.maximum.reduceat(ts, starts) * 1000, pa.int64()).cast(shape.field("log_timestamp").type),
+         pa.array(blobs, pa.binary())],
+        schema=shape,
+    )
+
+
+def unpack_group(blobs: Sequence[bytes]) -> pa.Table:
+    """The inverse of ``pack_groups`` for one group's packed rows (any order)."""
+    shape = schema()
+    return pa.Table.from_batches([pa.ipc.read_record_batch(pa.py_buffer(b), shape) for b in blobs], schema=shape)

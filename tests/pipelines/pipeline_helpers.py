@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from pipelines.records.decode import KIND_NAMES, DecodeResult, decode_union, split_union
+from pipelines.records.decode import KIND_NAMES
+from pipelines.stream.decode import DecodeResult, decode_union, split_union
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -117,7 +118,7 @@ def arrow_gold(
     **replay_options: Any,
 ) -> dict[str, pa.Table]:
     """The gold tables of raw records (``key, value, topic, partition, offset, timestamp``)."""
-    from pipelines.batch.decode import split_union_arrow
+    from pipelines.records.decode import split_union_arrow
     from pipelines.records import replay_input
     from pipelines.records.decode import decode_batch
     from pipelines.records.gold import DEFAULT_TABLES, GOLD_SPECS

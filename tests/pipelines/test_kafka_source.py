@@ -187,8 +187,8 @@ def test_stream_job_reading_kafka_equals_the_batch_replay_of_the_same_log(
     """``input.source: kafka`` + ``kafka.engine: python``: the streaming job's gold tables equal
     the batch replay of the same records read from landing files, at the stream's watermark."""
     stream_test = pytest.importorskip("tests.pipelines.test_stream_job")
-    from pipelines import stream_job
     from pipelines.config import config_from_dict
+    from pipelines.stream import job as stream_job
     from schemas.raw import RAW_RECORDS
     from tests.pipelines.pipeline_helpers import spark_gold
 

@@ -476,7 +476,7 @@ def test_secrets_referenced_from_the_environment_never_reach_output_logs_or_delt
 def test_stream_over_files_with_reversed_mtimes_gives_the_tables_of_ordered_files(
     spark: Any, tmp_path: Path
 ) -> None:
-    from pipelines import stream_job
+    from pipelines.stream import job as stream_job
     from tests.pipelines.test_stream_job import (
         DELAY_MS,
         assert_gold_equal,
@@ -520,8 +520,8 @@ def test_stream_over_files_with_reversed_mtimes_gives_the_tables_of_ordered_file
 def test_records_arriving_behind_the_watermark_fail_the_stream_counted_in_records(
     spark: Any, tmp_path: Path
 ) -> None:
-    from pipelines import stream_job
     from pipelines.errors import UsageError
+    from pipelines.stream import job as stream_job
     from tests.pipelines.test_stream_job import land, sample_log, stream_config
 
     records = sample_log(6, seed=9)

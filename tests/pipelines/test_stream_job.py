@@ -98,32 +98,6 @@ def batch_reference(spark: Any, log_records: list[Any], tmp_path_factory: Any) -
     return landing, gold, watermark
 
 
-# ---------------------------------------------------------------------------------------------
-# tests
-# ---------------------------------------------------------------------------------------------
-@pytest.mark.spark
-def test_arrow_replay_input_equals_the_batch_replay_input(spark: Any, batch_reference: Any) -> None:
-    from chispa import assert_df_equality
-
-    import pyarrow as pa
-
-    from pipelines.batch.decode import split_union_arrow
-    from pipelines.records import replay_input
-    from pipelines.records.decode import decode_union
-    from pipelines.stream_job import replay_input_arrow
-    from schemas.raw import RAW_RECORDS
-    from schemas.shapes import REPLAY_INPUT
-
-    landing, _, _ = batch_reference
-    raw = spark.read.schema(RAW_RECORDS.spark_schema()).parquet(str(landing))
-    union = decode_union(raw).toArrow()
-    split = split_union_arrow(union)
-    ddl = REPLAY_INPUT.ddl()
-    want = spark.createDataFrame(pa.concat_tables(
-        [replay_input.project(n, split[n]) for n in replay_input.SOURCES if n in split]), ddl)
-    got = spark.createDataFrame(replay_input_arrow(union), ddl)
-    assert got.count() == want.count() > 0
-    assert_df_equality(got, want, ignore_row_order=True, ignore_nullable=True)
 
 
 def test_packed_rows_unpack_to_each_groups_records_in_log_order(log_records: list[Any]) -> None:
@@ -133,18 +107,16 @@ def test_packed_rows_unpack_to_each_groups_records_in_log_order(log_records: lis
 
     import pyarrow as pa
 
-    from pipelines.stream_job import pack_replay_input, unpack_replay_input
+    from pipelines.records.replay_input import pack_groups, schema, unpack_group
 
     rows = _replay_input_table(_decoded(log_records)).to_pylist()
     random.Random(7).shuffle(rows)
-    from pipelines.stream_job import _input_arrow_schema
-
-    table = pa.Table.from_pylist(rows, schema=_input_arrow_schema())
-    packed = pack_replay_input(table).to_pylist()
+    table = pa.Table.from_pylist(rows, schema=schema())
+    packed = pack_groups(table).to_pylist()
     groups = {r["group_id"] for r in rows}
     assert sorted(p["group_id"] for p in packed) == sorted(groups)
     for p in packed:
-        got = unpack_replay_input([p["records"]]).to_pylist()
+        got = unpack_group([p["records"]]).to_pylist()
         want = sorted((r for r in rows if r["group_id"] == p["group_id"]),
                       key=lambda r: (r["coordinator_partition"], r["log_offset"]))
         assert got == want
@@ -167,7 +139,7 @@ def _decoded(raw: list[Any]) -> list[Any]:
 def test_stream_in_small_files_equals_batch_at_the_final_watermark(
     spark: Any, log_records: list[Any], batch_reference: Any, tmp_path: Path
 ) -> None:
-    from pipelines import stream_job
+    from pipelines.stream import job as stream_job
     from pipelines.tableio import TableIO
 
     _, gold, watermark = batch_reference
@@ -194,7 +166,7 @@ def test_same_file_landed_twice_and_overlapping_capture_change_nothing(
     spark: Any, log_records: list[Any], batch_reference: Any, tmp_path: Path, reader: str
 ) -> None:
     """Both landing readers (the packed Python source, Spark's file source + mapInArrow)."""
-    from pipelines import stream_job
+    from pipelines.stream import job as stream_job
 
     _, gold, _ = batch_reference
     landing = tmp_path / "landing"
@@ -218,7 +190,7 @@ def test_split_calls_with_timers_equal_one_replay(log_records: list[Any]) -> Non
     from coordinator_core.records import LogRecord
     from coordinator_core.replay import deserialize_snapshot, replay_groups
     from pipelines.records.gold import DEFAULT_TABLES
-    from pipelines.stream_job import GroupReplayer
+    from pipelines.stream.state import GroupReplayer
 
     fn = GroupReplayer(RETENTION_MS, "current", tuple(DEFAULT_TABLES), 50)
     logs = []
@@ -234,9 +206,9 @@ def test_split_calls_with_timers_equal_one_replay(log_records: list[Any]) -> Non
         for i in range(0, len(recs), 7):  # chunks of 7 records, watermark trailing by DELAY_MS
             chunk = recs[i:i + 7]
             table = _replay_input_table(chunk)
-            blob, _out, _nxt = fn.replay_call(group, blob, table, wm)
+            blob, _out, _nxt = fn.replay_rows(group, blob, table, wm)
             wm = max(wm, max(r.timestamp_ms for r in chunk) - DELAY_MS)
-        blob, _out, nxt = fn.replay_call(group, blob, None, as_of)
+        blob, _out, nxt = fn.replay_rows(group, blob, None, as_of)
         got = deserialize_snapshot(blob)
         assert got.offsets == result.snapshot.offsets, group
         assert got.state == result.snapshot.state, group
@@ -248,7 +220,7 @@ def _replay_input_table(records: list[Any]) -> Any:
     import pyarrow as pa
 
     from coordinator_core.records import GroupMetadataKey, OffsetCommitKey
-    from pipelines.stream_job import _input_arrow_schema
+    from pipelines.records.replay_input import schema as replay_input_schema
 
     rows = []
     for r in records:
@@ -280,7 +252,7 @@ def _replay_input_table(records: list[Any]) -> Any:
                     } for m in v.members],
                 )
         rows.append(row)
-    return pa.Table.from_pylist(rows, schema=_input_arrow_schema())
+    return pa.Table.from_pylist(rows, schema=replay_input_schema())
 
 
 @pytest.mark.spark
@@ -293,7 +265,7 @@ def test_silent_empty_group_expires_only_when_the_watermark_passes_its_due_time(
     from chispa import assert_df_equality
     from pyspark.sql import functions as F
 
-    from pipelines import stream_job
+    from pipelines.stream import job as stream_job
     from pipelines.tableio import TableIO
 
     _, gold, _ = batch_reference
@@ -336,9 +308,9 @@ def test_stream_from_earliest_on_a_compacted_kafka4_capture_equals_batch(spark: 
     """Issue 13: a compacted capture written by Kafka 4's coordinator (idle partitions, offset-less
     groups, mass restarts), streamed from earliest in small files, gives the batch job's tables."""
     from coordinator_core.generator import generate
-    from pipelines import stream_job
     from pipelines.config import config_from_dict
     from pipelines.raw_files import RawRecord
+    from pipelines.stream import job as stream_job
     from schemas.raw import RAW_RECORDS
     from tests.pipelines.pipeline_helpers import spark_gold
 
