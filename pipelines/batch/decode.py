@@ -84,8 +84,8 @@ def route_decode_files(
     """``offsetlake_delta_rs_multi`` route over FILE PATHS (column ``path``) of raw_records'
     snapshot: each file is read with pyarrow in bounded batches and decoded (no row crosses
     the JVM)."""
-    from pipelines.records.decode import INPUT_COLUMNS
     from pipelines.batch.file_tasks import parquet_batches
+    from pipelines.records.decode import INPUT_COLUMNS
 
     lenient = bool(options.get("lenient", False))
     stats = _stats_for(options)

@@ -52,19 +52,28 @@ Rules:
 from __future__ import annotations
 
 import contextlib
-import itertools
 import json
 import logging
 import os
-from collections.abc import Callable, Collection, Iterable, Iterator
-from dataclasses import asdict, dataclass
-from pathlib import Path
+from collections.abc import Callable, Collection, Iterator
+from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from pipelines.errors import UsageError
 from pipelines.batch.file_tasks import parquet_batches, spread
+from pipelines.batch.ingest_sources import check_landing_schemas, landing_files, read_source
+from pipelines.batch.positions import (
+    POSITION,
+    PositionRange,
+    position_ranges,
+    ranges_disjoint,
+    ranges_in_bounds,
+    table_ranges,
+    table_ranges_arrow,
+    validate_positions,
+    write_refused,
+)
+from pipelines.errors import UsageError
 from schemas.raw import RAW_RECORDS
-from schemas.shapes import POSITION_RANGES
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -75,10 +84,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-POSITION = ("topic", "partition", "offset")
 RAW_TABLE = RAW_RECORDS.name
 FILES_KEY = "offsetlake.landing_files"  # commit metadata: the landing files an ingest appended
-_JSON_SUFFIXES = {".json", ".jsonl", ".ndjson"}
 
 
 @dataclass(frozen=True)
@@ -129,75 +136,14 @@ def new_records(incoming: DataFrame, existing: DataFrame) -> DataFrame:
     return incoming.join(keys, on=list(POSITION), how="left_anti")
 
 
-@dataclass(frozen=True)
-class PositionRange:
-    """The positions one task of a scan saw in one log partition."""
-
-    topic: str
-    partition: int
-    first: int  # smallest offset
-    last: int  # largest offset
-    rows: int
-    repeats: bool  # some offset occurs twice within this task
 
 
 
 
-def _task_ranges(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """mapInArrow body: one row per log partition seen by this task (numpy over the positions)."""
-    import pyarrow as pa
-
-    tables = [pa.Table.from_batches([b]) for b in batches if b.num_rows]
-    if tables:
-        yield _table_ranges(pa.concat_tables(tables))
 
 
-def _table_ranges(t: pa.Table) -> pa.RecordBatch:
-    """Per log partition of ``t`` (topic, partition, offset columns): range, rows, repeats."""
-    import numpy as np
-    import pyarrow as pa
-
-    if any(t.column(c).null_count for c in POSITION):  # no position to compare: take the exact path
-        return pa.RecordBatch.from_pydict(
-            {"topic": [""], "partition": pa.array([-1], pa.int32()), "first": pa.array([0], pa.int64()),
-             "last": pa.array([0], pa.int64()), "rows": pa.array([t.num_rows], pa.int64()), "repeats": [True]})
-    topic = t.column("topic").combine_chunks().dictionary_encode()
-    codes = topic.indices.to_numpy(zero_copy_only=False).astype(np.int64)
-    part = t.column("partition").to_numpy().astype(np.int64)
-    off = t.column("offset").to_numpy().astype(np.int64)
-    seg = codes * (1 << 32) + (part & 0xFFFFFFFF)
-    # a stable sort by log partition keeps each partition's rows in file order; when every
-    # partition's offsets already increase there is no repeat and no second sort is needed
-    order = np.argsort(seg, kind="stable")
-    seg_s, off_s = seg[order], off[order]
-    starts = np.flatnonzero(np.r_[True, seg_s[1:] != seg_s[:-1]])
-    ends = np.r_[starts[1:], len(seg_s)]
-    inside = np.r_[False, seg_s[1:] == seg_s[:-1]]
-    if (off_s[1:][inside[1:]] <= off_s[:-1][inside[1:]]).any():
-        order = np.lexsort((off, seg))
-        seg_s, off_s = seg[order], off[order]
-    same = inside & np.r_[False, off_s[1:] == off_s[:-1]]
-    rep = np.add.reduceat(same.astype(np.int64), starts) > 0
-    firsts = np.minimum.reduceat(off_s, starts)
-    lasts = np.maximum.reduceat(off_s, starts)
-    first_rows = order[starts]
-    return pa.RecordBatch.from_pydict({
-        "topic": topic.dictionary.take(pa.array(codes[first_rows])),
-        "partition": pa.array(part[first_rows], pa.int32()),
-        "first": pa.array(firsts, pa.int64()),
-        "last": pa.array(lasts, pa.int64()),
-        "rows": pa.array(ends - starts, pa.int64()),
-        "repeats": pa.array(rep),
-    })
 
 
-def position_ranges(df: DataFrame) -> list[PositionRange]:
-    """Per task and log partition: the offset range, row count and in-task repeats of ``df``.
-
-    Reads only the three position columns (a column-pruned scan for Parquet sources).
-    """
-    rows = df.select(*POSITION).mapInArrow(_task_ranges, POSITION_RANGES.ddl()).collect()
-    return [PositionRange(r["topic"], r["partition"], r["first"], r["last"], r["rows"], r["repeats"]) for r in rows]
 
 
 # --------------------------------------------------------------------------------------------
@@ -257,7 +203,7 @@ def landing_files_readable_by_tasks(cfg: Config, known: Collection[str] = ()) ->
     path = cfg.input.path or cfg.paths.landing
     if "://" in path:
         return None
-    parquet, jsonl = _landing_files(path)
+    parquet, jsonl = landing_files(path)
     if jsonl and cfg.input.format != "parquet":
         return None
     if not parquet:
@@ -317,7 +263,7 @@ def route_copy_files(
                 t = pa.concat_tables(positions)
                 if "topic" not in t.column_names:
                     t = t.append_column("topic", pa.array(["__consumer_offsets"] * t.num_rows, pa.string()))
-                side.extend(_table_ranges(t.select(list(POSITION))).to_pylist())
+                side.extend(table_ranges_arrow(t.select(list(POSITION))).to_pylist())
 
 
 def _checked_batches(path: str) -> Iterator[pa.RecordBatch]:
@@ -339,14 +285,6 @@ def check_disjoint(side: list[dict[str, Any]], options: dict[str, Any]) -> str |
     return "the input overlaps itself or raw_records, or has positions outside the configured partitions"
 
 
-def ranges_in_bounds(ranges: Iterable[PositionRange | dict[str, Any]], num_partitions: int | None) -> bool:
-    """True when every range's log partition is in 0..num_partitions-1 (and its offsets >= 0)."""
-    for r in ranges:
-        part = r["partition"] if isinstance(r, dict) else r.partition
-        first = r["first"] if isinstance(r, dict) else r.first
-        if part is None or part < 0 or (num_partitions is not None and part >= num_partitions) or first < 0:
-            return False
-    return True
 
 
 def file_stamp(path: str) -> str:
@@ -378,289 +316,44 @@ def ingested_files(io: TableIO) -> dict[str, int]:
     return out
 
 
-def table_ranges(df: DataFrame) -> list[PositionRange]:
-    """One range per log partition of an existing table (an aggregate over two columns)."""
-    from pyspark.sql import functions as F
-
-    rows = df.groupBy("topic", "partition").agg(
-        F.min("offset").alias("first"), F.max("offset").alias("last"), F.count("*").alias("rows")
-    ).collect()
-    return [PositionRange(r["topic"], r["partition"], r["first"], r["last"], r["rows"], False) for r in rows]
 
 
-def ranges_disjoint(ranges: Iterable[PositionRange]) -> bool:
-    """True when no range repeats a position and no two ranges of one log partition overlap."""
-    by_part: dict[tuple[str, int], list[tuple[int, int]]] = {}
-    for r in ranges:
-        if r.repeats:
-            return False
-        by_part.setdefault((r.topic, r.partition), []).append((r.first, r.last))
-    for spans in by_part.values():
-        spans.sort()
-        for (_, prev_last), (first, _) in itertools.pairwise(spans):
-            if first <= prev_last:
-                return False
-    return True
 
 
 # --------------------------------------------------------------------------------------------
 # validation: landing file types, positions
 
 
-#: column → (accepts, expected) for a landing Parquet file's present columns (what Spark's
-#: reader with ``RAW_RECORDS``' schema, or the tasks' pyarrow cast, can take)
-def _type_rules() -> dict[str, tuple[Callable[[Any], bool], str]]:
-    import pyarrow as pa
-
-    def binary(t: Any) -> bool:
-        return bool(pa.types.is_binary(t) or pa.types.is_large_binary(t))
-
-    return {
-        "key": (binary, "binary"),
-        "value": (binary, "binary"),
-        "topic": (lambda t: pa.types.is_string(t) or pa.types.is_large_string(t), "string"),
-        "partition": (pa.types.is_integer, "an integer"),
-        "offset": (pa.types.is_integer, "an integer"),
-        "timestamp": (pa.types.is_timestamp, "a timestamp"),
-        "timestampType": (pa.types.is_integer, "an integer"),
-    }
 
 
-def check_landing_schemas(files: Iterable[str]) -> None:
-    """Raise ``UsageError`` naming the file and column when a landing Parquet file has a raw
-    column of the wrong type or no ``key`` column (footers only: nothing is read or written)."""
-    import pyarrow.parquet as pq
-
-    rules = _type_rules()
-    for f in files:
-        try:
-            schema = pq.read_schema(f)
-        except (OSError, ValueError) as exc:
-            raise UsageError(f"input: {f} is not a readable Parquet file ({exc}); "
-                             "move it out of the landing directory or re-capture it") from exc
-        if "key" not in schema.names:
-            raise UsageError(f"input: {f}: no 'key' column (columns: {', '.join(schema.names)})")
-        for name, (ok, expected) in rules.items():
-            if name in schema.names and not ok(schema.field(name).type):
-                raise UsageError(f"input: {f}: column '{name}' has type {schema.field(name).type}, expected {expected}")
 
 
-@dataclass
-class Validated:
-    """The exact path's split of an input: rows for ``raw_records`` (one per position, not yet
-    there) and refused rows (``ingest_quarantine`` shape without ``record_id``/``run_id``)."""
-
-    new: DataFrame
-    refused: DataFrame
 
 
-_RAW_COLS = RAW_RECORDS.column_names
-_SAME_COLS = ("key", "value", "timestamp", "timestampType")
 
 
-def _differs(a: str, b: str) -> Any:
-    """Column: the copies ``a`` and ``b`` differ in bytes (null-safe), as the first differing part."""
-    from pyspark.sql import functions as F
-
-    expr = F.lit(None).cast("string")
-    for c in reversed(_SAME_COLS):
-        expr = F.when(~F.col(f"{a}{c}").eqNullSafe(F.col(f"{b}{c}")), F.lit(c)).otherwise(expr)
-    return expr
 
 
-def validate_positions(incoming: DataFrame, existing: DataFrame | None, num_partitions: int) -> Validated:
-    """Split ``incoming`` (``RAW_RECORDS`` columns + ``source_file``) into new rows and refused
-    rows (see the module rules); ``existing`` is ``raw_records`` (or ``None`` when empty)."""
-    from pyspark.sql import functions as F
-
-    null_pos = F.col("topic").isNull() | F.col("partition").isNull() | F.col("offset").isNull()
-    out_of_range = (F.col("partition") < 0) | (F.col("partition") >= num_partitions)
-    negative = F.col("offset") < 0
-    null_detail = F.concat_ws(", ", *[F.when(F.col(c).isNull(), F.lit(f"{c} is null")) for c in POSITION])
-    refused_cols = [*_RAW_COLS, "reason", "detail", "other_key", "other_value", "other_in_raw_records",
-                    "source_file"]
-    no_other = [F.lit(None).cast("binary").alias("other_key"), F.lit(None).cast("binary").alias("other_value"),
-                F.lit(None).cast("boolean").alias("other_in_raw_records")]
-    bad = incoming.where(null_pos | out_of_range | negative).select(
-        *_RAW_COLS,
-        F.when(null_pos, F.lit("null_position")).when(out_of_range, F.lit("partition_out_of_range"))
-        .otherwise(F.lit("negative_offset")).alias("reason"),
-        F.when(null_pos, null_detail).when(
-            out_of_range, F.format_string(f"partition %d outside 0..{num_partitions - 1} "
-                                          "(offsets_topic.num_partitions)", F.col("partition")))
-        .otherwise(F.format_string("offset %d is negative", F.col("offset"))).alias("detail"),
-        *no_other, "source_file",
-    )
-    valid = incoming.where(~(null_pos | out_of_range | negative))
-    vs_raw = None
-    if existing is not None:
-        # a position raw_records holds: each input copy is a duplicate (same bytes) or refused
-        # with the committed copy as the other one (which stays)
-        ex = existing.select(*POSITION, *[F.col(c).alias(f"x_{c}") for c in _SAME_COLS], F.lit(True).alias("_x"))
-        joined = valid.join(ex, list(POSITION), "left")
-        vs_raw = joined.where(F.col("_x") & _differs("", "x_").isNotNull()).select(
-            *_RAW_COLS, F.lit("conflicting_duplicate").alias("reason"),
-            F.format_string("the copy already in raw_records has a different %s",
-                            _differs("", "x_")).alias("detail"),
-            F.col("x_key").alias("other_key"), F.col("x_value").alias("other_value"),
-            F.lit(True).alias("other_in_raw_records"), "source_file",
-        )
-        valid = joined.where(F.col("_x").isNull()).select(*incoming.columns)
-    # positions new to raw_records: one copy, or every copy refused when the input disagrees
-    copies = valid.select(*_RAW_COLS).distinct()
-    conflict_pos = copies.groupBy(*POSITION).count().where(F.col("count") > 1).select(*POSITION)
-    mine = valid.join(conflict_pos, list(POSITION), "left_semi").withColumn("_rid", F.monotonically_increasing_id())
-    other = copies.join(conflict_pos, list(POSITION), "left_semi").select(
-        *POSITION, *[F.col(c).alias(f"o_{c}") for c in _SAME_COLS])
-    paired = mine.join(other, list(POSITION)).where(_differs("", "o_").isNotNull())
-    in_input = paired.groupBy("_rid", *_RAW_COLS, "source_file").agg(
-        F.min(F.struct(*[F.col(f"o_{c}") for c in _SAME_COLS])).alias("o"),
-        F.first(_differs("", "o_")).alias("part"),
-    ).select(
-        *_RAW_COLS, F.lit("conflicting_duplicate").alias("reason"),
-        F.format_string("another copy in the input has a different %s", F.col("part")).alias("detail"),
-        F.col("o.o_key").alias("other_key"), F.col("o.o_value").alias("other_value"),
-        F.lit(False).alias("other_in_raw_records"), "source_file",
-    )
-    new = copies.join(conflict_pos, list(POSITION), "left_anti")
-    refused = bad.unionByName(in_input)
-    if vs_raw is not None:
-        refused = refused.unionByName(vs_raw)
-    return Validated(new, refused.select(*refused_cols))
 
 
-QUARANTINE_TABLE = "ingest_quarantine"
 
 
-def _with_ids(refused: DataFrame, run_id: str) -> DataFrame:
-    """``ingest_quarantine`` rows: identical refused rows of one file collapse into one (its
-    ``record_id`` is a hash of every column and the reason)."""
-    from pyspark.sql import functions as F
-
-    parts = [F.coalesce(F.hex(F.col(c)) if c in ("key", "value", "other_key", "other_value")
-                        else F.col(c).cast("string"), F.lit("\\N"))
-             for c in (*_RAW_COLS, "reason", "other_key", "other_value", "source_file")]
-    return refused.withColumn("record_id", F.sha2(F.concat_ws("|", *parts), 256)).withColumn(
-        "run_id", F.lit(run_id))
 
 
-def write_refused(io: TableIO, refused: DataFrame, run_id: str) -> tuple[int, tuple[tuple[str, int], ...]]:
-    """Append the refused rows not already in ``ingest_quarantine``; returns (refused rows of
-    this input, per-reason counts). Idempotent: a rerun over the same input appends nothing."""
-    from pyspark import StorageLevel
-    from pyspark.sql import functions as F
-
-    refused = refused.persist(StorageLevel.MEMORY_AND_DISK)
-    try:
-        counts = {r["reason"]: int(r["n"]) for r in refused.groupBy("reason").agg(F.count("*").alias("n")).collect()}
-        total = sum(counts.values())
-        if total:
-            io.ensure(QUARANTINE_TABLE)
-            rows = _with_ids(refused, run_id).dropDuplicates(["record_id"])
-            if io.count(QUARANTINE_TABLE):
-                rows = rows.join(io.read(QUARANTINE_TABLE).select("record_id"), "record_id", "left_anti")
-            rows = rows.persist(StorageLevel.MEMORY_AND_DISK)
-            try:
-                if rows.limit(1).count():
-                    io.append(QUARANTINE_TABLE, rows)
-            finally:
-                rows.unpersist()
-            log.warning("ingest: %d records refused into %s (%s)", total, QUARANTINE_TABLE,
-                        ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
-        return total, tuple(sorted(counts.items()))
-    finally:
-        refused.unpersist()
 
 
 # --------------------------------------------------------------------------------------------
 # sources
 
 
-def _landing_files(path: str) -> tuple[list[str], list[str]]:
-    p = Path(path)
-    if not p.exists():
-        raise UsageError(f"input: landing path {path} does not exist (generate data first: offsetlake generate)")
-    files = [p] if p.is_file() else sorted(
-        f for f in p.iterdir() if f.is_file() and not f.name.startswith((".", "_"))
-    )
-    parquet = [str(f) for f in files if f.suffix == ".parquet"]
-    jsonl = [str(f) for f in files if f.suffix in _JSON_SUFFIXES]
-    return parquet, jsonl
 
 
-def read_landing(spark: SparkSession, path: str, fmt: str = "auto", *, positions: str = "required") -> DataFrame:
-    """Raw records from a landing directory (or one file) of Parquet and/or JSON-lines captures
-    (``positions``: JSON lines without partition/offset, ``pipelines.raw_files``)."""
-    import pyarrow as pa
-
-    from pipelines.raw_files import RAW_ARROW_SCHEMA, iter_raw_batches
-
-    schema = RAW_RECORDS.spark_schema()
-    if "://" in path:  # object store: Spark lists it; only Parquet is supported there
-        return spark.read.schema(schema).option("pathGlobFilter", "*.parquet").parquet(path)
-    parquet, jsonl = _landing_files(path)
-    if fmt == "parquet":
-        jsonl = []
-    elif fmt == "json":
-        parquet = []
-    parts: list[DataFrame] = []
-    if parquet:
-        parts.append(spark.read.schema(schema).parquet(*parquet))
-    if jsonl:
-        batches = [b for f in jsonl for b in iter_raw_batches(f, positions=positions)]
-        table = pa.Table.from_batches(batches, schema=RAW_ARROW_SCHEMA)
-        parts.append(spark.createDataFrame(table, schema=schema))
-    if not parts:
-        log.warning("input: no %s files in %s", "raw-record" if fmt == "auto" else fmt, path)
-        return spark.createDataFrame([], schema)
-    out = parts[0]
-    for extra in parts[1:]:
-        out = out.unionByName(extra)
-    return out
 
 
-def read_delta_raw(spark: SparkSession, path: str) -> DataFrame:
-    """An existing raw_records Delta table at ``path`` (delta-rs snapshot → Spark Parquet read)."""
-    from deltalake import DeltaTable
-
-    if not DeltaTable.is_deltatable(path):
-        raise UsageError(f"input: {path} is not a Delta table")
-    files = DeltaTable(path).file_uris()
-    schema = RAW_RECORDS.spark_schema()
-    if not files:
-        return spark.createDataFrame([], schema)
-    return spark.read.schema(schema).parquet(*files)
 
 
-def read_kafka(spark: SparkSession, cfg: Config) -> DataFrame:
-    """A batch read of ``__consumer_offsets`` with Spark's Kafka source (earliest → latest)."""
-    from pipelines.config import spark_kafka_options
-    from pipelines.kafka.source import choose_engine, read_kafka_batch
-
-    if not cfg.kafka.bootstrap_servers:
-        raise UsageError("kafka.bootstrap_servers: required when input.source is kafka")
-    if choose_engine(spark, cfg.kafka.engine) == "python":  # no connector jar: confluent-kafka source
-        return read_kafka_batch(spark, cfg)
-    opts = spark_kafka_options(cfg)  # holds secrets: never log it
-    opts.setdefault("endingOffsets", "latest")
-    df = spark.read.format("kafka").options(**opts).load()
-    if cfg.kafka.partitions is not None:
-        df = df.where(df["partition"].isin(list(cfg.kafka.partitions)))
-    return df
 
 
-def read_source(spark: SparkSession, cfg: Config, io: TableIO | None = None) -> DataFrame | None:
-    """The configured source as raw records, or ``None`` when the source IS ``raw_records``."""
-    src = cfg.input.source
-    if src == "landing":
-        return read_landing(spark, cfg.input.path or cfg.paths.landing, cfg.input.format,
-                            positions="synthesize" if cfg.input.synthesize_positions else "required")
-    if src == "delta":
-        path = cfg.input.path or cfg.table_path(RAW_TABLE)
-        if os.path.normpath(path) == os.path.normpath(cfg.table_path(RAW_TABLE)):
-            return None
-        return read_delta_raw(spark, path)
-    return read_kafka(spark, cfg)
 
 
 # --------------------------------------------------------------------------------------------
@@ -668,9 +361,13 @@ def read_source(spark: SparkSession, cfg: Config, io: TableIO | None = None) -> 
 
 
 def ingest(spark: SparkSession, cfg: Config, io: TableIO, source: DataFrame | None = None) -> IngestResult:
-    """Append the new records of ``source`` (default: the configured input) to ``raw_records``."""
-    from pyspark import StorageLevel
+    """Append the new records of ``source`` (default: the configured input) to ``raw_records``.
 
+    Which way the rows go depends on the input's shape only (never on what started the job): a
+    local Parquet landing is appended by tasks that copy its files (``_append_routed``); other
+    sources through Spark's readers (``_append_checked``); either falls back to the exact
+    validation (``_append_exact``) when positions repeat, overlap or need checking.
+    """
     io.ensure(RAW_TABLE)
     if source is None:
         source = read_source(spark, cfg, io)
@@ -682,79 +379,117 @@ def ingest(spark: SparkSession, cfg: Config, io: TableIO, source: DataFrame | No
     landing = cfg.input.path or cfg.paths.landing
     if cfg.input.source == "landing" and cfg.input.format != "json" and "://" not in landing:
         # wrong column types fail here, naming file and column, before anything is read
-        check_landing_schemas([f for f in _landing_files(landing)[0] if not (known and file_stamp(f) in known)])
+        check_landing_schemas([f for f in landing_files(landing)[0] if not (known and file_stamp(f) in known)])
+    plan = _Plan(source=source)
     files = landing_files_readable_by_tasks(cfg, known) if io.engine == "rust" else None
-    metadata: dict[str, Any] = {}
-    skipped_rows = 0
-    if files is not None:
-        stamps = {f: file_stamp(f) for f in files}
-        fresh_files = [f for f in files if stamps[f] not in known]
-        skipped_rows = sum(known[stamps[f]] for f in files if stamps[f] in known)
-        if len(fresh_files) < len(files):
-            log.info("ingest: %d of %d landing files already ingested (same path, size, mtime): skipped",
-                     len(files) - len(fresh_files), len(files))
-        if not fresh_files:
-            return IngestResult(cfg.input.source, skipped_rows, 0, before, io.version(RAW_TABLE) or 0)
-        if len(fresh_files) < len(files):
-            source = spark.read.schema(RAW_RECORDS.spark_schema()).parquet(*fresh_files)
-        files = fresh_files
-        file_rows = {f: _file_rows(f) for f in files}  # footers, read once
-        metadata = {FILES_KEY: json.dumps({stamps[f]: file_rows[f] for f in files}, separators=(",", ":"))}
-    incoming = normalize(source, dedupe=False)
+    if files is not None and not _skip_ingested(spark, plan, files, known):
+        return IngestResult(cfg.input.source, plan.skipped_rows, 0, before, io.version(RAW_TABLE) or 0)
     existing = table_ranges(io.read(RAW_TABLE)) if before else []
-    appended = False
-    if files is not None:
-        # one pass: the tasks copy their files and report each file's position ranges; the
-        # commit goes through only when nothing repeats or overlaps (else: the exact path)
-        read = sum(file_rows.values()) + skipped_rows
-        n_new = read - skipped_rows
-        options = {"min_copy_rows": max(1, cfg.delta.target_file_rows // 4),
-                   "existing": [asdict(r) for r in existing],
-                   "num_partitions": cfg.offsets_topic.num_partitions}
-        try:
-            io.write_routed([RAW_TABLE], spread(spark, [(f,) for f in files], "path string"),
-                            "pipelines.batch.ingest:route_copy_files", mode="append", route_options=options,
-                            rows_equal_input=True, expected_rows=n_new, metadata=metadata,
-                            commit_check="pipelines.batch.ingest:check_disjoint")
-            appended = True
-        except Exception as exc:  # the check's refusal comes back wrapped by Spark
-            from pipelines.delta_rs_sink import COMMIT_REFUSED
-
-            if COMMIT_REFUSED not in str(exc):
-                raise
+    if plan.files is not None:
+        appended = _append_routed(spark, cfg, io, plan, existing)
     else:
-        incoming_ranges = position_ranges(incoming)
-        read = sum(r.rows for r in incoming_ranges) + skipped_rows
-        if ranges_disjoint([*incoming_ranges, *existing]) and ranges_in_bounds(
-                incoming_ranges, cfg.offsets_topic.num_partitions):
-            # no duplicate inside the input, nothing already ingested: append as read (log order kept)
-            n_new = read - skipped_rows
-            if n_new:
-                io.append(RAW_TABLE, incoming)
-            appended = True
+        appended = _append_checked(cfg, io, plan, existing)
     refused, reasons = 0, ()
     if not appended:
-        log.info("ingest: input overlaps itself or raw_records (or has positions to check); "
-                 "validating and de-duplicating by position")
-        from pyspark.sql import functions as F
-
-        tagged = normalize(source, dedupe=False).withColumn(
-            "source_file", F.nullif(F.input_file_name(), F.lit("")))
-        split = validate_positions(tagged, io.read(RAW_TABLE) if before else None,
-                                   cfg.offsets_topic.num_partitions)
-        # refused rows first: a crash between the two writes repeats neither (both idempotent)
-        refused, reasons = write_refused(io, split.refused, io.run_id)
-        fresh = split.new.persist(StorageLevel.MEMORY_AND_DISK)
-        try:
-            n_new = fresh.count()
-            if n_new:
-                # the shuffle scrambled the order: put files back in log-position order
-                io.append(RAW_TABLE, fresh.sortWithinPartitions(*POSITION), metadata=metadata)
-        finally:
-            fresh.unpersist()
+        refused, reasons = _append_exact(cfg, io, plan, has_rows=bool(before))
     after = io.count(RAW_TABLE)
-    if after != before + n_new:
-        raise RuntimeError(f"raw_records: expected {before} + {n_new} rows after ingest, found {after}")
-    if read < n_new + refused:
-        raise RuntimeError(f"ingest: {read} records read < {n_new} new + {refused} refused")
-    return IngestResult(cfg.input.source, read, n_new, after, io.version(RAW_TABLE) or 0, refused, reasons)
+    if after != before + plan.n_new:
+        raise RuntimeError(f"raw_records: expected {before} + {plan.n_new} rows after ingest, found {after}")
+    if plan.read < plan.n_new + refused:
+        raise RuntimeError(f"ingest: {plan.read} records read < {plan.n_new} new + {refused} refused")
+    return IngestResult(cfg.input.source, plan.read, plan.n_new, after, io.version(RAW_TABLE) or 0, refused,
+                        reasons)
+
+
+@dataclass
+class _Plan:
+    """What one ingest reads and how much of it is new (filled in as the steps learn it)."""
+
+    source: DataFrame
+    files: list[str] | None = None  # landing files the tasks copy (None: Spark's readers)
+    file_rows: dict[str, int] = field(default_factory=dict)
+    metadata: dict[str, Any] = field(default_factory=dict)
+    skipped_rows: int = 0  # rows of files an earlier ingest committed
+    read: int = 0
+    n_new: int = 0
+
+
+def _skip_ingested(spark: SparkSession, plan: _Plan, files: list[str], known: dict[str, int]) -> bool:
+    """Leave out the files an earlier ingest committed; False when none is left."""
+    stamps = {f: file_stamp(f) for f in files}
+    fresh = [f for f in files if stamps[f] not in known]
+    plan.skipped_rows = sum(known[stamps[f]] for f in files if stamps[f] in known)
+    if len(fresh) < len(files):
+        log.info("ingest: %d of %d landing files already ingested (same path, size, mtime): skipped",
+                 len(files) - len(fresh), len(files))
+    if not fresh:
+        return False
+    if len(fresh) < len(files):
+        plan.source = spark.read.schema(RAW_RECORDS.spark_schema()).parquet(*fresh)
+    plan.files = fresh
+    plan.file_rows = {f: _file_rows(f) for f in fresh}  # footers, read once
+    plan.metadata = {FILES_KEY: json.dumps({stamps[f]: plan.file_rows[f] for f in fresh}, separators=(",", ":"))}
+    return True
+
+
+def _append_routed(spark: SparkSession, cfg: Config, io: TableIO, plan: _Plan, existing: list[PositionRange]) -> bool:
+    """One pass: the tasks copy their files and report each file's position ranges; the commit
+    goes through only when nothing repeats or overlaps. False: refused (take the exact path)."""
+    assert plan.files is not None
+    plan.read = sum(plan.file_rows.values()) + plan.skipped_rows
+    plan.n_new = plan.read - plan.skipped_rows
+    options = {"min_copy_rows": max(1, cfg.delta.target_file_rows // 4),
+               "existing": [asdict(r) for r in existing],
+               "num_partitions": cfg.offsets_topic.num_partitions}
+    try:
+        io.write_routed([RAW_TABLE], spread(spark, [(f,) for f in plan.files], "path string"),
+                        "pipelines.batch.ingest:route_copy_files", mode="append", route_options=options,
+                        rows_equal_input=True, expected_rows=plan.n_new, metadata=plan.metadata,
+                        commit_check="pipelines.batch.ingest:check_disjoint")
+    except Exception as exc:  # the check's refusal comes back wrapped by Spark
+        from pipelines.delta_rs_sink import COMMIT_REFUSED
+
+        if COMMIT_REFUSED not in str(exc):
+            raise
+        return False
+    return True
+
+
+def _append_checked(cfg: Config, io: TableIO, plan: _Plan, existing: list[PositionRange]) -> bool:
+    """Through Spark's readers: one column-pruned pass proves the input holds no duplicate and
+    nothing already ingested, then it is appended as read (log order kept). False: take the
+    exact path."""
+    incoming = normalize(plan.source, dedupe=False)
+    incoming_ranges = position_ranges(incoming)
+    plan.read = sum(r.rows for r in incoming_ranges) + plan.skipped_rows
+    if not (ranges_disjoint([*incoming_ranges, *existing])
+            and ranges_in_bounds(incoming_ranges, cfg.offsets_topic.num_partitions)):
+        return False
+    plan.n_new = plan.read - plan.skipped_rows
+    if plan.n_new:
+        io.append(RAW_TABLE, incoming)
+    return True
+
+
+def _append_exact(cfg: Config, io: TableIO, plan: _Plan, *, has_rows: bool) -> tuple[int, tuple[tuple[str, int], ...]]:
+    """Validate every position, refuse the bad ones into ``ingest_quarantine``, de-duplicate and
+    append the rest sorted by position. Returns (refused rows, reasons)."""
+    from pyspark import StorageLevel
+    from pyspark.sql import functions as F
+
+    log.info("ingest: input overlaps itself or raw_records (or has positions to check); "
+             "validating and de-duplicating by position")
+    tagged = normalize(plan.source, dedupe=False).withColumn(
+        "source_file", F.nullif(F.input_file_name(), F.lit("")))
+    split = validate_positions(tagged, io.read(RAW_TABLE) if has_rows else None, cfg.offsets_topic.num_partitions)
+    # refused rows first: a crash between the two writes repeats neither (both idempotent)
+    refused, reasons = write_refused(io, split.refused, io.run_id)
+    fresh = split.new.persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        plan.n_new = fresh.count()
+        if plan.n_new:
+            # the shuffle scrambled the order: put files back in log-position order
+            io.append(RAW_TABLE, fresh.sortWithinPartitions(*POSITION), metadata=plan.metadata)
+    finally:
+        fresh.unpersist()
+    return refused, reasons
