@@ -30,7 +30,8 @@ Rules:
   ABORT, KIP-98 / Kafka's ``GroupMetadataManager`` loader) can use: nothing here applies
   transaction semantics.
 - Bad bytes are never fatal: a segment reader never raises on a file's content, only on a path
-  that does not exist or cannot be read (``UsageError``, one line).
+  that does not exist or cannot be read, or a file that does not start with a batch header
+  (no magic 0-2 at byte 16: a text ``.log``, an index file): ``UsageError``, one line.
 """
 
 from __future__ import annotations
@@ -200,6 +201,9 @@ def read_segment_file(path: Path) -> Iterator[SegmentRecord | SegmentProblem]:
     topic, partition = partition_of(path)
     name = str(path)
     for item in seg.iter_batches(data, decompress=decompress, crc32c_fn=crc32c):
+        if isinstance(item, seg.BadBatch) and item.position == 0 and item.stopped and item.magic not in (0, 1, 2):
+            # not one batch header at the start: this is no segment (a text log, an index file)
+            raise UsageError(f"{path}: not a Kafka log segment (no record batch at byte 0: {item.reason})")
         if isinstance(item, seg.BadBatch):
             yield SegmentProblem(name, topic, partition, item.position, item.length, item.reason, item.data,
                                  item.base_offset, item.magic)

@@ -157,3 +157,13 @@ def test_decode_strict_stops_at_a_bad_batch_with_one_line(tmp_path: Path, capsys
     _write_log_dir(tmp_path)
     rc, _, err = _cli(capsys, "decode", "--strict", "--input", str(tmp_path / "__consumer_offsets-7"))
     assert rc == 2 and len(err.strip().splitlines()) == 1 and "CRC-32C mismatch" in err
+
+
+def test_a_text_file_named_log_is_one_usage_error_not_a_quarantined_segment(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    log = tmp_path / "server.log"
+    log.write_text("[2026-11-23 19:00:00,000] INFO starting (kafka.server.KafkaServer)\n")
+    rc, lines, err = _cli(capsys, "decode", "--input", str(log))
+    assert rc == 2 and lines == [] and len(err.strip().splitlines()) == 1
+    assert "server.log: not a Kafka log segment" in err
