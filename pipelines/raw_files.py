@@ -341,7 +341,8 @@ def _read_records(path: Path, positions: str = "line") -> Iterator[RawRecord]:
     if path.suffix == ".log":  # a broker log segment (pipelines.segment_files)
         from pipelines.segment_files import raw_records
 
-        for fields in raw_records(path, require_partition=positions == "required"):
+        loose = SYNTHETIC_TOPIC_PREFIX + path.name if positions == "synthesize" else None
+        for fields in raw_records(path, require_partition=positions == "required", loose_topic=loose):
             yield RawRecord(*fields)
         return
     yield from _read_jsonl(path, positions)

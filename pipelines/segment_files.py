@@ -321,9 +321,11 @@ def segment_tables(path: str | os.PathLike[str]) -> tuple[pa.Table, pa.Table]:
 
 # ---------------------------------------------------------------------------------------------
 # the raw-record view (what pipelines.raw_files reads)
-def raw_records(path: Path, *, require_partition: bool = False) -> Iterator[tuple[bytes, bytes | None, str, int, int, int, int]]:
+def raw_records(path: Path, *, require_partition: bool = False, loose_topic: str | None = None
+                ) -> Iterator[tuple[bytes, bytes | None, str, int, int, int, int]]:
     """``(key, value, topic, partition, offset, timestamp_ms, timestamp_type)`` of the data
-    records of one segment file; control records and problems are logged (module rules)."""
+    records of one segment file; control records and problems are logged (module rules).
+    A segment outside a partition directory gets partition 0 and, if given, ``loose_topic``."""
     _topic, partition = partition_of(path)
     if partition is None and require_partition:
         raise UsageError(
@@ -338,7 +340,8 @@ def raw_records(path: Path, *, require_partition: bool = False) -> Iterator[tupl
         if item.control_type is not None:
             controls += 1
             continue
-        yield (item.key, item.value, item.topic, 0 if item.partition is None else item.partition,
+        yield (item.key, item.value, item.topic if partition is not None or loose_topic is None else loose_topic,
+               0 if item.partition is None else item.partition,
                item.offset, item.timestamp_ms, item.timestamp_type)
     if controls or problems:
         log.warning("%s: %d control records not passed on as data records, %d unreadable batches "

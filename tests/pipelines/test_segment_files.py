@@ -120,6 +120,8 @@ def test_a_segment_outside_its_partition_directory_is_refused_where_positions_ar
     with pytest.raises(UsageError, match="cannot tell the partition"):
         list(iter_raw_batches(loose, positions="required"))
     assert [r.partition for r in read_raw_records(loose)] == [0, 0]  # the one-file commands' line mode
+    synth = pa.Table.from_batches(list(iter_raw_batches(loose, positions="synthesize")))
+    assert set(synth.column("topic").to_pylist()) == {"synthetic:00000000000000000000.log"}
 
 
 def _cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, list[str], str]:
