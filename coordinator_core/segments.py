@@ -548,9 +548,16 @@ def _read_records(buf: bytes, pos: int, end: int, count: int, base_offset: int, 
             raise _Bad(f"record {i} of {count}: size {length} overruns the batch")
         try:
             pos += 1  # attributes: unused
-            ts_delta, pos = _varint(buf, pos, rec_end, 64)
-            off_delta, pos = _varint(buf, pos, rec_end)
-            klen, pos = _varint(buf, pos, rec_end)
+            if pos + 3 <= rec_end and buf[pos] < 0x80 and buf[pos + 1] < 0x80 and buf[pos + 2] < 0x80:
+                b0, b1, b2 = buf[pos], buf[pos + 1], buf[pos + 2]  # the common one-byte varints
+                ts_delta = (b0 >> 1) ^ -(b0 & 1)
+                off_delta = (b1 >> 1) ^ -(b1 & 1)
+                klen = (b2 >> 1) ^ -(b2 & 1)
+                pos += 3
+            else:
+                ts_delta, pos = _varint(buf, pos, rec_end, 64)
+                off_delta, pos = _varint(buf, pos, rec_end)
+                klen, pos = _varint(buf, pos, rec_end)
             if klen >= 0:
                 if pos + klen > rec_end:
                     raise _Bad("key overruns the record")
@@ -560,7 +567,12 @@ def _read_records(buf: bytes, pos: int, end: int, count: int, base_offset: int, 
                 key = None
             else:
                 raise _Bad(f"invalid key length {klen}")
-            vlen, pos = _varint(buf, pos, rec_end)
+            if pos < rec_end and buf[pos] < 0x80:
+                b0 = buf[pos]
+                vlen = (b0 >> 1) ^ -(b0 & 1)
+                pos += 1
+            else:
+                vlen, pos = _varint(buf, pos, rec_end)
             if vlen >= 0:
                 if pos + vlen > rec_end:
                     raise _Bad("value overruns the record")
@@ -570,7 +582,11 @@ def _read_records(buf: bytes, pos: int, end: int, count: int, base_offset: int, 
                 value = None
             else:
                 raise _Bad(f"invalid value length {vlen}")
-            nh, pos = _varint(buf, pos, rec_end)
+            if pos < rec_end and buf[pos] == 0:  # no headers: what the coordinator writes
+                nh = 0
+                pos += 1
+            else:
+                nh, pos = _varint(buf, pos, rec_end)
             headers: tuple[tuple[str, bytes | None], ...] = ()
             if nh:
                 if nh < 0:
