@@ -39,6 +39,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -114,15 +115,21 @@ def _decompress(codec: int, data: bytes, max_size: int) -> bytes:
     raise ValueError(f"codec {codec} is not a callback codec")
 
 
+_ZSTD = threading.local()
+
+
 def _unzstd(data: bytes) -> bytes:
     # zstandard, not cramjam: cramjam sets up a decoder per call (~40 us, 100x zstandard's), and
     # the coordinator writes one small zstd frame per commit. Kafka's zstd-jni stream writes no
     # content size, hence the decompression object; every frame must end (eof) or it is truncated.
-    import zstandard
+    dctx = getattr(_ZSTD, "dctx", None)
+    if dctx is None:  # one context per thread: making one costs ~20 us, zstandard's are not thread-safe
+        import zstandard
 
+        dctx = _ZSTD.dctx = zstandard.ZstdDecompressor()
     parts = []
     while True:
-        obj = zstandard.ZstdDecompressor().decompressobj()
+        obj = dctx.decompressobj()
         parts.append(obj.decompress(data))
         if not obj.eof:
             raise ValueError("truncated zstd frame")
