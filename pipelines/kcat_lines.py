@@ -2,11 +2,13 @@
 
 The accepted command line (one JSON object per record, one per line)::
 
-    kcat -C -b BROKER:9092 -t __consumer_offsets -J -e -o beginning -q > dump.jsonl
+    kcat -C -b BROKER:9092 -t __consumer_offsets -X isolation.level=read_uncommitted -J -e -o beginning -q > dump.jsonl
 
-(``-p N`` for one partition; ``-X isolation.level=read_committed``, librdkafka's default, makes
-the consumer skip aborted transactional commits and hold back open ones, as the coordinator's
-loader applies them.) Keep the file byte for byte as kcat wrote it.
+(``-p N`` for one partition.) ``read_uncommitted`` reads what ``offsetlake capture`` and Spark's
+Kafka source read (every offset commit, ``pipelines.kafka.client``); librdkafka's default,
+``read_committed``, would drop aborted transactional commits and stop at the last stable
+offset. Neither shows the COMMIT/ABORT markers: only segment files carry them
+(``pipelines.segment_files``). Keep the file byte for byte as kcat wrote it.
 
 Rules (facts from kcat's ``json.c`` with yajl):
 - kcat writes ``key`` and ``payload`` with ``yajl_gen_string`` over the raw bytes: ``"`` and

@@ -50,7 +50,7 @@ examples:
   offsetlake decode --format rich --key ... --value ...       # + parsed subscriptions, partition
   offsetlake decode --input capture.parquet > decoded.jsonl   # or a .jsonl file, or a directory
   offsetlake decode --input __consumer_offsets-7/00000000000000000000.log   # a broker segment
-  offsetlake decode --input dump.jsonl   # kcat -C -t __consumer_offsets -J -e > dump.jsonl
+  offsetlake decode --input dump.jsonl   # kcat -C -b B -t __consumer_offsets -J -e -q > dump.jsonl
 """
 
 
