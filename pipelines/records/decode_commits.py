@@ -139,6 +139,7 @@ def _be_view(data: np.ndarray, width: int) -> np.ndarray:
     return np.ndarray((len(data) - width + 1,), dtype=_BE[width], buffer=data, strides=(1,))
 
 
+# long: one vectorised pass over a chunk; splitting it would materialise its intermediate arrays twice
 def _scan_chunk(
     kdata: np.ndarray, kstart: np.ndarray, klen: np.ndarray, kvalid: np.ndarray,
     vdata: np.ndarray, vstart: np.ndarray, vlen: np.ndarray, vvalid: np.ndarray,
