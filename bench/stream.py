@@ -188,6 +188,7 @@ def run_stream(spark: Any, cfg: Any) -> tuple[list[dict[str, Any]], float]:
 def baseline_batch(spark: Any, landing: Path, retention_ms: int) -> tuple[int, float]:
     from pyspark.sql import functions as F
 
+    from coordinator_core.settings import ReplaySettings
     from pipelines.decode import decode_raw
     from pipelines.replay_job import replay_to_gold
     from schemas.raw import RAW_RECORDS
@@ -196,7 +197,7 @@ def baseline_batch(spark: Any, landing: Path, retention_ms: int) -> tuple[int, f
     n = raw.count()
     t0 = time.perf_counter()
     dec = decode_raw(raw)
-    gold = replay_to_gold(dec.offset_commits, dec.group_metadata, retention_ms=retention_ms,
+    gold = replay_to_gold(dec.offset_commits, dec.group_metadata, settings=ReplaySettings(retention_ms=retention_ms),
                           unsupported_df=dec.unsupported, persist=False)
     gold["_union"].agg(F.count(F.lit(1)), F.sum(F.length("group_id"))).collect()
     return n, time.perf_counter() - t0
@@ -210,6 +211,7 @@ def component_rate(groups: int, hours: float, seed: int, retention_ms: int, call
 
     from coordinator_core.codec import decode_record
     from coordinator_core.generator import generate
+    from coordinator_core.settings import ReplaySettings
     from pipelines.gold import DEFAULT_TABLES
     from pipelines.replay_job import REC_GROUP_METADATA, REC_OFFSET_COMMIT
     from pipelines.stream_job import GroupReplayer, _input_arrow_schema
@@ -247,7 +249,7 @@ def component_rate(groups: int, hours: float, seed: int, retention_ms: int, call
             for i in range(calls)]
         for g, rs in rows.items()
     }
-    fn = GroupReplayer(retention_ms, "current", tuple(DEFAULT_TABLES), 50)
+    fn = GroupReplayer(ReplaySettings(retention_ms=retention_ms, rules="current"), tuple(DEFAULT_TABLES), 50)
     t0 = time.process_time()
     for g, ts in tables.items():
         blob = None

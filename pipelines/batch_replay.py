@@ -34,7 +34,7 @@ import uuid
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
-from coordinator_core.expiry import DEFAULT_CLEANUP_INTERVAL_MS, DEFAULT_COORDINATOR
+from coordinator_core.settings import FACTS_ONLY, ReplaySettings
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -437,7 +437,8 @@ def route_replay_spool(
     from pipelines.replay_job import replay_sorted_batches
 
     tables = tuple(options["tables"])
-    opts = {k: options[k] for k in ("retention_ms", "rules", "as_of_ms", "num_partitions", "coordinator", "cleanup_interval_ms", "log_end_ms")}
+    opts = {k: options[k] for k in ("as_of_ms", "num_partitions", "log_end_ms")}
+    opts["settings"] = ReplaySettings.from_strings(**options["settings"])
     for batch in batches:
         for paths in batch.column("paths").to_pylist():
             rows = read_spool(json.loads(paths))
@@ -489,7 +490,8 @@ def route_replay(
     from pipelines.replay_job import replay_sorted_batches
 
     tables = tuple(options["tables"])
-    opts = {k: options[k] for k in ("retention_ms", "rules", "as_of_ms", "num_partitions", "coordinator", "cleanup_interval_ms", "log_end_ms")}
+    opts = {k: options[k] for k in ("as_of_ms", "num_partitions", "log_end_ms")}
+    opts["settings"] = ReplaySettings.from_strings(**options["settings"])
     for out in replay_buckets(batches, lambda bs: replay_sorted_batches(bs, tables=tables, as_tables=True, **opts)):
         yield out, 0
 
@@ -509,12 +511,9 @@ def write_gold_from_files(
     version: int,
     tables: Sequence[str],
     current_state: Sequence[str],
-    retention_ms: int | None = None,
-    rules: str = "current",
+    settings: ReplaySettings = FACTS_ONLY,
     as_of_ms: int | None = None,
     num_partitions: int = 50,
-    coordinator: str = DEFAULT_COORDINATOR,
-    cleanup_interval_ms: int = DEFAULT_CLEANUP_INTERVAL_MS,
     log_end_ms: int | None = None,
     on_as_of: Callable[[int | None], None] | None = None,
     spool_manifest: str | None = None,
@@ -538,9 +537,9 @@ def write_gold_from_files(
 
     spark = io.spark
     assert spark is not None
-    options = {"tables": list(tables), "retention_ms": retention_ms, "rules": rules, "as_of_ms": as_of_ms,
-               "num_partitions": num_partitions, "coordinator": coordinator,
-               "cleanup_interval_ms": cleanup_interval_ms, "log_end_ms": log_end_ms}
+    options = {"tables": list(tables), "settings": settings.as_strings(), "as_of_ms": as_of_ms,
+               "num_partitions": num_partitions,
+               "log_end_ms": log_end_ms}
     entries = read_spool_manifest(spool_manifest) if spool_manifest else None
     if entries is not None and not spool_covers(io, entries):
         log.warning("replay: the decode's spool does not cover the decoded tables; reading their files")
@@ -551,7 +550,7 @@ def write_gold_from_files(
         log.info("replay: from the decode's spool (%d files, %d rows)", len(entries),
                  sum(int(e["rows"]) for e in entries))
         try:
-            if retention_ms is not None:
+            if settings.retention_ms is not None:
                 options["as_of_ms"], options["log_end_ms"] = as_of_and_log_end(
                     as_of_ms, log_end_ms, max((int(e["max_ts"]) for e in entries), default=None))
             if on_as_of is not None:
@@ -573,7 +572,7 @@ def write_gold_from_files(
     log.info("replay: from the decoded tables' files (%d files)", len(files))
     packed = packed_input(io, files).persist(StorageLevel.MEMORY_AND_DISK)
     try:
-        if retention_ms is not None:
+        if settings.retention_ms is not None:
             row = packed.agg(F.max("max_ts").alias("m")).collect()[0]
             options["as_of_ms"], options["log_end_ms"] = as_of_and_log_end(
                 as_of_ms, log_end_ms, None if row["m"] is None else int(row["m"]))

@@ -14,7 +14,7 @@ Rules:
 - One long-format output (``gold_table`` code + the union of the gold columns) is split into
   one DataFrame per gold table.
 - ``as_of_ms`` defaults to the largest record timestamp of the input (deterministic: the same
-  input gives the same gold rows whenever it runs). Expiry runs only with ``retention_ms``.
+  input gives the same gold rows whenever it runs). Expiry runs only with ``settings.retention_ms``.
 - Bulk path (default): most offset commits are superseded within their run (the commits
   between two other records of a group); the runs of a whole Arrow batch are reduced with numpy
   to their survivors (the run's first commit and the last per (topic, partition)) plus a
@@ -39,7 +39,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from coordinator_core.events import TABLE_BY_KIND, WITHDRAWN
-from coordinator_core.expiry import DEFAULT_CLEANUP_INTERVAL_MS, DEFAULT_COORDINATOR
+from coordinator_core.settings import FACTS_ONLY, ReplaySettings
 from pipelines.gold import DEFAULT_TABLES, GOLD_SPECS, GOLD_UNION_SCHEMA, UNION_CODES, rows_to_arrow, to_union
 
 if TYPE_CHECKING:
@@ -445,12 +445,9 @@ def replay_table(
     snapshot: GroupSnapshot,
     table: pa.Table | None,
     *,
-    retention_ms: int | None = None,
-    rules: str = "current",
+    settings: ReplaySettings = FACTS_ONLY,
     as_of_ms: int | None = None,
     event_kinds: Collection[str] | None = None,
-    coordinator: str = DEFAULT_COORDINATOR,
-    cleanup_interval_ms: int = DEFAULT_CLEANUP_INTERVAL_MS,
     log_end_ms: int | None = None,
     assume_log_start: bool = False,
     max_span_ms: int | None = -1,
@@ -469,7 +466,7 @@ def replay_table(
         snapshot: the group's state before these rows (``new_snapshot(group_id)`` to rebuild).
         table: the group's rows, any order; rows at or below ``snapshot.last_position`` are
             duplicates and skipped. None or no rows: only the expiry at ``as_of_ms`` (a timer).
-        retention_ms, rules, as_of_ms, event_kinds, coordinator, assume_log_start: as
+        settings, as_of_ms, event_kinds, assume_log_start: as
             ``coordinator_core.replay.replay``.
         max_span_ms: longest record-time span of a compressed run (-1: ``default_max_span_ms``,
             None: no limit).
@@ -477,8 +474,8 @@ def replay_table(
         min_rows_to_compress: fewer rows are replayed as plain records (the reduction's fixed
             numpy cost is ~1 ms; same result either way).
 
-    The streaming job's call: ``replay_table(state, rows_of_the_micro_batch, retention_ms=R,
-    rules=..., as_of_ms=watermark, event_kinds=event_kinds_for(tables), coordinator=...)`` in
+    The streaming job's call: ``replay_table(state, rows_of_the_micro_batch, settings=...,
+    as_of_ms=watermark, event_kinds=event_kinds_for(tables))`` in
     place of ``replay(state, records_from_arrow(sorted rows), ...)``; ``table=None`` for a timer.
 
     Raises:
@@ -490,7 +487,7 @@ def replay_table(
     items: list[Any] = []
     if table is not None and table.num_rows:
         table = _sorted_by_position(table)
-        span = default_max_span_ms(retention_ms) if max_span_ms == -1 else max_span_ms
+        span = default_max_span_ms(settings.retention_ms) if max_span_ms == -1 else max_span_ms
         # a few rows (a stream's micro-batch): the numpy reduction would cost more than it saves
         compress = "offset_commit" not in kinds and table.num_rows >= min_rows_to_compress
         for gid, group_items in _items_by_group(table, compress=compress, max_span_ms=span):
@@ -498,8 +495,8 @@ def replay_table(
                 raise ValueError(f"rows of group {gid!r} given to the replay of group {snapshot.group_id!r}")
             items = group_items
     return replay_runs(
-        snapshot, items, retention_ms=retention_ms, rules=rules, as_of_ms=as_of_ms, event_kinds=kinds,
-        assume_log_start=assume_log_start, coordinator=coordinator, cleanup_interval_ms=cleanup_interval_ms, log_end_ms=log_end_ms, counters=counters,
+        snapshot, items, settings=settings, as_of_ms=as_of_ms, event_kinds=kinds,
+        assume_log_start=assume_log_start, log_end_ms=log_end_ms, counters=counters,
     )
 
 
@@ -523,8 +520,7 @@ def gold_rows(
     result: ReplayResult,
     *,
     tables: Sequence[str] = DEFAULT_TABLES,
-    retention_ms: int | None = None,
-    rules: str = "current",
+    settings: ReplaySettings = FACTS_ONLY,
     num_partitions: int = 50,
     keep_withdrawn: bool = False,
 ) -> dict[str, list[dict[str, Any]]]:
@@ -542,7 +538,7 @@ def gold_rows(
     snap = result.snapshot
     if "group_state" in rows:
         rows["group_state"].append(
-            snap.to_state_row(retention_ms=retention_ms, rules=rules, num_partitions=num_partitions)
+            snap.to_state_row(settings=settings, num_partitions=num_partitions)
         )
     if "offsets_current" in rows:
         rows["offsets_current"].extend(snap.offset_rows())
@@ -565,25 +561,22 @@ def _replay_one(
     group_id: str,
     records: list[LogRecord],
     *,
-    retention_ms: int | None,
-    rules: str,
+    settings: ReplaySettings,
     as_of_ms: int | None,
     tables: Sequence[str],
     num_partitions: int,
     kinds: tuple[str, ...],
     out: dict[str, list[dict[str, Any]]],
-    coordinator: str = DEFAULT_COORDINATOR,
-    cleanup_interval_ms: int = DEFAULT_CLEANUP_INTERVAL_MS,
     log_end_ms: int | None = None,
 ) -> None:
     from coordinator_core.replay import new_snapshot, replay
 
     result = replay(
-        new_snapshot(group_id), records, retention_ms=retention_ms, rules=rules, as_of_ms=as_of_ms,
-        event_kinds=kinds, coordinator=coordinator, cleanup_interval_ms=cleanup_interval_ms, log_end_ms=log_end_ms,
+        new_snapshot(group_id), records, settings=settings, as_of_ms=as_of_ms,
+        event_kinds=kinds, log_end_ms=log_end_ms,
     )
     for name, rows in gold_rows(
-        result, tables=tables, retention_ms=retention_ms, rules=rules, num_partitions=num_partitions
+        result, tables=tables, settings=settings, num_partitions=num_partitions
     ).items():
         out[name].extend(rows)
 
@@ -596,13 +589,10 @@ def _union_table(rows: dict[str, list[dict[str, Any]]]) -> pa.Table:
 def replay_group_arrow(
     table: pa.Table,
     *,
-    retention_ms: int | None = None,
-    rules: str = "current",
+    settings: ReplaySettings = FACTS_ONLY,
     as_of_ms: int | None = None,
     tables: Sequence[str] = DEFAULT_TABLES,
     num_partitions: int = 50,
-    coordinator: str = DEFAULT_COORDINATOR,
-    cleanup_interval_ms: int = DEFAULT_CLEANUP_INTERVAL_MS,
     log_end_ms: int | None = None,
 ) -> pa.Table:
     """The grouped function (``applyInArrow``): one group's rows -> gold rows (union schema),
@@ -612,24 +602,21 @@ def replay_group_arrow(
     if table.num_rows == 0:
         return GOLD_UNION_SCHEMA.empty_table()
     result = replay_table(
-        new_snapshot(table.column("group_id")[0].as_py()), table, retention_ms=retention_ms, rules=rules,
-        as_of_ms=as_of_ms, event_kinds=event_kinds_for(tables), coordinator=coordinator, cleanup_interval_ms=cleanup_interval_ms, log_end_ms=log_end_ms,
+        new_snapshot(table.column("group_id")[0].as_py()), table, settings=settings,
+        as_of_ms=as_of_ms, event_kinds=event_kinds_for(tables), log_end_ms=log_end_ms,
     )
     return _union_table(
-        gold_rows(result, tables=tables, retention_ms=retention_ms, rules=rules, num_partitions=num_partitions)
+        gold_rows(result, tables=tables, settings=settings, num_partitions=num_partitions)
     )
 
 
 def replay_sorted_batches(
     batches: Iterable[pa.RecordBatch],
     *,
-    retention_ms: int | None = None,
-    rules: str = "current",
+    settings: ReplaySettings = FACTS_ONLY,
     as_of_ms: int | None = None,
     tables: Sequence[str] = DEFAULT_TABLES,
     num_partitions: int = 50,
-    coordinator: str = DEFAULT_COORDINATOR,
-    cleanup_interval_ms: int = DEFAULT_CLEANUP_INTERVAL_MS,
     log_end_ms: int | None = None,
     bulk: bool = True,
     max_span_ms: int | None = -1,
@@ -656,15 +643,15 @@ def replay_sorted_batches(
     """
     if not bulk:
         yield from _replay_sorted_batches_per_record(
-            batches, retention_ms=retention_ms, rules=rules, as_of_ms=as_of_ms, tables=tables,
-            num_partitions=num_partitions, coordinator=coordinator, cleanup_interval_ms=cleanup_interval_ms, log_end_ms=log_end_ms,
+            batches, settings=settings, as_of_ms=as_of_ms, tables=tables,
+            num_partitions=num_partitions, log_end_ms=log_end_ms,
         )
         return
     from coordinator_core.replay import new_snapshot, replay_runs
 
     kinds = event_kinds_for(tables)
     compress = "offset_commit" not in kinds
-    span = default_max_span_ms(retention_ms) if max_span_ms == -1 else max_span_ms
+    span = default_max_span_ms(settings.retention_ms) if max_span_ms == -1 else max_span_ms
 
     def replay_complete(parts: list[pa.Table]) -> Any:
         work = pa.concat_tables(parts) if len(parts) > 1 else parts[0]
@@ -675,11 +662,11 @@ def replay_sorted_batches(
         with _gc_paused():
             for gid, items in _items_by_group(work, compress=compress, max_span_ms=span):
                 result = replay_runs(
-                    new_snapshot(gid), items, retention_ms=retention_ms, rules=rules, as_of_ms=as_of_ms,
-                    event_kinds=kinds, coordinator=coordinator, cleanup_interval_ms=cleanup_interval_ms, log_end_ms=log_end_ms, counters=counters,
+                    new_snapshot(gid), items, settings=settings, as_of_ms=as_of_ms,
+                    event_kinds=kinds, log_end_ms=log_end_ms, counters=counters,
                 )
                 for name, rows in gold_rows(
-                    result, tables=tables, retention_ms=retention_ms, rules=rules, num_partitions=num_partitions
+                    result, tables=tables, settings=settings, num_partitions=num_partitions
                 ).items():
                     out[name].extend(rows)
             if not any(out.values()):
@@ -724,13 +711,10 @@ def replay_sorted_batches(
 def _replay_sorted_batches_per_record(
     batches: Iterable[pa.RecordBatch],
     *,
-    retention_ms: int | None = None,
-    rules: str = "current",
+    settings: ReplaySettings = FACTS_ONLY,
     as_of_ms: int | None = None,
     tables: Sequence[str] = DEFAULT_TABLES,
     num_partitions: int = 50,
-    coordinator: str = DEFAULT_COORDINATOR,
-    cleanup_interval_ms: int = DEFAULT_CLEANUP_INTERVAL_MS,
     log_end_ms: int | None = None,
 ) -> Iterator[pa.Table]:
     """The per-record path of ``replay_sorted_batches`` (``bulk=False``): every row becomes a
@@ -738,9 +722,9 @@ def _replay_sorted_batches_per_record(
     kinds = event_kinds_for(tables)
     carry_gid: str | None = None
     carry: list[LogRecord] = []
-    opts = {"retention_ms": retention_ms, "rules": rules, "as_of_ms": as_of_ms, "tables": tables,
-            "num_partitions": num_partitions, "kinds": kinds, "coordinator": coordinator,
-            "cleanup_interval_ms": cleanup_interval_ms, "log_end_ms": log_end_ms}
+    opts = {"settings": settings, "as_of_ms": as_of_ms, "tables": tables,
+            "num_partitions": num_partitions, "kinds": kinds,
+            "log_end_ms": log_end_ms}
     for batch in batches:
         if batch.num_rows == 0:
             continue
@@ -883,8 +867,7 @@ def replay_to_gold(
     offset_commits_df: DataFrame,
     group_metadata_df: DataFrame,
     *,
-    retention_ms: int | None = None,
-    rules: str = "current",
+    settings: ReplaySettings = FACTS_ONLY,
     as_of_ms: int | None = None,
     unsupported_df: DataFrame | None = None,
     tables: Sequence[str] = DEFAULT_TABLES,
@@ -892,8 +875,6 @@ def replay_to_gold(
     persist: bool = True,
     on_as_of: Callable[[int | None], None] | None = None,
     method: str = "sorted",
-    coordinator: str = DEFAULT_COORDINATOR,
-    cleanup_interval_ms: int = DEFAULT_CLEANUP_INTERVAL_MS,
     log_end_ms: int | None = None,
 ) -> dict[str, DataFrame]:
     """Replay every group of the decoded tables and return the gold DataFrames.
@@ -901,10 +882,8 @@ def replay_to_gold(
     Args:
         offset_commits_df: ``offset_commits`` rows (``schemas.decoded``).
         group_metadata_df: ``group_metadata`` rows.
-        retention_ms: offset retention for predicted expiry (None: only what the log says).
-        rules: expiry rule set (``coordinator_core.expiry.RULE_SETS``).
-        coordinator: whose group-deletion rule to predict (``old`` | ``new``, see
-            ``coordinator_core.expiry.COORDINATORS``).
+        settings: the broker settings assumed (``coordinator_core.settings.ReplaySettings``;
+            ``FACTS_ONLY``: no retention, only what the log says).
         as_of_ms: time to evaluate expiry at after the last record; default (with a
             retention) the largest record timestamp of the input.
         unsupported_df: ``unsupported_records`` rows, so group_state counts them like the core.
@@ -928,15 +907,15 @@ def replay_to_gold(
     if unknown:
         raise ValueError(f"unknown gold tables {unknown}; known: {sorted(GOLD_SPECS)}")
     inp = replay_input(offset_commits_df, group_metadata_df, unsupported_df)
-    if retention_ms is not None:
+    if settings.retention_ms is not None:
         as_of_ms, log_end_ms = as_of_and_log_end(as_of_ms, log_end_ms, max_timestamp_ms(inp))
     if on_as_of is not None:
         on_as_of(as_of_ms)
     tables = tuple(tables)
 
-    opts: dict[str, Any] = {"retention_ms": retention_ms, "rules": rules, "as_of_ms": as_of_ms,
-                            "tables": tables, "num_partitions": num_partitions, "coordinator": coordinator,
-            "cleanup_interval_ms": cleanup_interval_ms, "log_end_ms": log_end_ms}
+    opts: dict[str, Any] = {"settings": settings, "as_of_ms": as_of_ms,
+                            "tables": tables, "num_partitions": num_partitions,
+            "log_end_ms": log_end_ms}
     schema = gold_union_spark_schema()
     if method == "grouped":
 

@@ -351,9 +351,7 @@ def _run_batch(
 
                     direct = write_gold_from_files(
                         io, app_id=gold_app, version=raw_version, tables=gold_table_names(),
-                        current_state=CURRENT_STATE_TABLES, retention_ms=cfg.replay.retention_ms,
-                        rules=cfg.replay.rules, coordinator=cfg.replay.coordinator, as_of_ms=as_of_ms,
-                        cleanup_interval_ms=cfg.replay.cleanup_interval_ms,
+                        current_state=CURRENT_STATE_TABLES, settings=cfg.replay.settings(), as_of_ms=as_of_ms,
                         num_partitions=cfg.offsets_topic.num_partitions, on_as_of=as_of.append,
                         spool_manifest=spool[1] if spool else None,
                     )
@@ -363,10 +361,7 @@ def _run_batch(
                     gold = replay_to_gold(
                         io.read("offset_commits"),
                         io.read("group_metadata"),
-                        retention_ms=cfg.replay.retention_ms,
-                        rules=cfg.replay.rules,
-                        coordinator=cfg.replay.coordinator,
-                        cleanup_interval_ms=cfg.replay.cleanup_interval_ms,
+                        settings=cfg.replay.settings(),
                         as_of_ms=as_of_ms,
                         unsupported_df=io.read("unsupported_records"),
                         tables=gold_table_names(),

@@ -16,6 +16,8 @@ from typing import Any
 
 import pytest
 
+from coordinator_core.settings import ReplaySettings
+
 pytest.importorskip("confluent_kafka")
 
 from pipelines.commands.quickstart import sample_records
@@ -203,7 +205,7 @@ def test_stream_job_reading_kafka_equals_the_batch_replay_of_the_same_log(
     watermark = max(r.timestamp_ms for r in records) - stream_test.DELAY_MS
     raw = spark.read.schema(RAW_RECORDS.spark_schema()).parquet(str(landing))
     dec = decode_raw(raw)
-    gold = replay_to_gold(dec.offset_commits, dec.group_metadata, retention_ms=stream_test.RETENTION_MS,
+    gold = replay_to_gold(dec.offset_commits, dec.group_metadata, settings=ReplaySettings(retention_ms=stream_test.RETENTION_MS),
                           as_of_ms=watermark, unsupported_df=dec.unsupported, num_partitions=MOCK_PARTITIONS)
     expected = stream_test.last_per_key(gold["_union"])
 

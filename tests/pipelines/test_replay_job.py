@@ -34,6 +34,7 @@ from coordinator_core.records import (
     TopicPartitions,
 )
 from coordinator_core.replay import new_snapshot, replay
+from coordinator_core.settings import ReplaySettings
 from pipelines.gold import GOLD_SPECS, GoldMappingError, column_mapping, rows_to_arrow
 from pipelines.replay_job import event_kinds_for, gold_rows, replay_to_gold
 from schemas.gold import GOLD_TABLES
@@ -153,9 +154,9 @@ def core_gold(log: list[tuple[bytes, bytes | None, int, int, int]], *, retention
     for gid, recs in sorted(by_group.items()):
         recs.sort(key=lambda r: r.position)
         # the job's as_of is the end of the log, and the end of the log judges predictions
-        result = replay(new_snapshot(gid), recs, retention_ms=retention_ms, as_of_ms=as_of_ms,
+        result = replay(new_snapshot(gid), recs, settings=ReplaySettings(retention_ms=retention_ms), as_of_ms=as_of_ms,
                         log_end_ms=as_of_ms, event_kinds=event_kinds_for(tables))
-        for name, rs in gold_rows(result, tables=tables, retention_ms=retention_ms).items():
+        for name, rs in gold_rows(result, tables=tables, settings=ReplaySettings(retention_ms=retention_ms)).items():
             rows[name].extend(rs)
     return {name: rows_to_arrow(GOLD_SPECS[name], rs) for name, rs in rows.items()}
 
@@ -191,10 +192,10 @@ def test_sorted_batches_replay_equals_one_call_per_group_across_batch_boundaries
                                             ("log_offset", "ascending")])
     table = table.take(order)
     per_group = pa.concat_tables(
-        replay_group_arrow(table.filter(pa.compute.equal(table["group_id"], g)), retention_ms=DAY)
+        replay_group_arrow(table.filter(pa.compute.equal(table["group_id"], g)), settings=ReplaySettings(retention_ms=DAY))
         for g in sorted(set(table["group_id"].to_pylist()))
     )
-    batched = pa.concat_tables(replay_sorted_batches(table.to_batches(max_chunksize=7), retention_ms=DAY))
+    batched = pa.concat_tables(replay_sorted_batches(table.to_batches(max_chunksize=7), settings=ReplaySettings(retention_ms=DAY)))
     assert batched.num_rows == per_group.num_rows > 0
     assert _sorted_rows(batched, ("gold_table", "group_id", "event_key", "topic", "partition")) == _sorted_rows(
         per_group, ("gold_table", "group_id", "event_key", "topic", "partition"))
@@ -263,7 +264,7 @@ def test_replay_to_gold_equals_pure_core_replay_per_group(spark: Any, retention_
     decoded = decode_raw(df)
     assert reconcile_counts(len(log), decoded).ok
     as_of = max(ts for *_, ts in log)
-    gold = replay_to_gold(decoded.offset_commits, decoded.group_metadata, retention_ms=retention_ms,
+    gold = replay_to_gold(decoded.offset_commits, decoded.group_metadata, settings=ReplaySettings(retention_ms=retention_ms),
                           unsupported_df=decoded.unsupported, method=method)
     expected = core_gold(log, retention_ms=retention_ms, as_of_ms=as_of if retention_ms else None)
     for spec in GOLD_TABLES:
@@ -288,7 +289,7 @@ def test_as_of_defaults_to_the_last_record_timestamp(spark: Any) -> None:
     log = build_log(n_groups=4, seed=3)
     decoded = decode_raw(raw_df(spark, log))
     seen: list[int | None] = []
-    gold = replay_to_gold(decoded.offset_commits, decoded.group_metadata, retention_ms=DAY, on_as_of=seen.append)
+    gold = replay_to_gold(decoded.offset_commits, decoded.group_metadata, settings=ReplaySettings(retention_ms=DAY), on_as_of=seen.append)
     assert seen == [max(ts for *_, ts in log if ts)]
     gold["_union"].unpersist()
 
@@ -308,7 +309,7 @@ def test_replay_to_gold_equals_pure_core_replay_on_a_simulator_generated_log(spa
     decoded = decode_raw(raw_df(spark, log))
     assert reconcile_counts(len(log), decoded).ok
     retention = 60_000
-    gold = replay_to_gold(decoded.offset_commits, decoded.group_metadata, retention_ms=retention,
+    gold = replay_to_gold(decoded.offset_commits, decoded.group_metadata, settings=ReplaySettings(retention_ms=retention),
                           unsupported_df=decoded.unsupported)
     expected = core_gold(log, retention_ms=retention, as_of_ms=max(generated.timestamps))
     assert expected["group_state"].num_rows == len(generated.truth["groups"])
@@ -333,15 +334,15 @@ def test_gold_rows_keep_one_row_per_event_key_the_later_one() -> None:
     log.empty(2, at=log.now + 60_000)
     log.offset_tombstone("t", 0, at=log.now + 60_000)  # DeleteGroups: the offsets, then the group
     log.group_tombstone(at=log.now)
-    result = replay(new_snapshot("g"), log.records, retention_ms=week)
+    result = replay(new_snapshot("g"), log.records, settings=ReplaySettings(retention_ms=week))
     keys = [e.to_row()["event_key"] for e in result.events if e.table == "offset_expirations"]
     assert len(keys) == 2 and len(set(keys)) == 1  # the core tells the tombstone, then group_deleted
-    rows = gold_rows(result, tables=("offset_expirations",), retention_ms=week)["offset_expirations"]
+    rows = gold_rows(result, tables=("offset_expirations",), settings=ReplaySettings(retention_ms=week))["offset_expirations"]
     assert len(rows) == 1
     assert rows[0]["cause"] == "group_deleted" and rows[0]["observed_ms"] == log.now
     # a forecast a later call withdrew (the group came back): its key has no row
-    first = replay(new_snapshot("g"), log.records[:3], retention_ms=week, as_of_ms=log.now + 2 * week)
-    later = replay(first.snapshot, [], retention_ms=week, as_of_ms=log.now + 2 * week,
+    first = replay(new_snapshot("g"), log.records[:3], settings=ReplaySettings(retention_ms=week), as_of_ms=log.now + 2 * week)
+    later = replay(first.snapshot, [], settings=ReplaySettings(retention_ms=week), as_of_ms=log.now + 2 * week,
                    log_end_ms=log.now + 2 * week)
     assert [e.to_row()["status"] for e in later.events if e.table == "offset_expirations"] == ["withdrawn"]
-    assert gold_rows(later, tables=("offset_expirations",), retention_ms=week)["offset_expirations"] == []
+    assert gold_rows(later, tables=("offset_expirations",), settings=ReplaySettings(retention_ms=week))["offset_expirations"] == []

@@ -15,6 +15,8 @@ from typing import Any
 
 import pytest
 
+from coordinator_core.settings import ReplaySettings
+
 RETENTION_MS = 20_000
 DELAY_MS = 5_000
 
@@ -65,7 +67,7 @@ def batch_gold(spark: Any, landing: Path, as_of_ms: int) -> dict[str, Any]:
 
     raw = spark.read.schema(RAW_RECORDS.spark_schema()).parquet(str(landing))
     dec = decode_raw(raw)
-    gold = replay_to_gold(dec.offset_commits, dec.group_metadata, retention_ms=RETENTION_MS,
+    gold = replay_to_gold(dec.offset_commits, dec.group_metadata, settings=ReplaySettings(retention_ms=RETENTION_MS),
                           as_of_ms=as_of_ms, unsupported_df=dec.unsupported)
     return last_per_key(gold["_union"])
 
@@ -243,13 +245,13 @@ def test_split_calls_with_timers_equal_one_replay(log_records: list[Any]) -> Non
     from pipelines.gold import DEFAULT_TABLES
     from pipelines.stream_job import GroupReplayer
 
-    fn = GroupReplayer(RETENTION_MS, "current", tuple(DEFAULT_TABLES), 50)
+    fn = GroupReplayer(ReplaySettings(retention_ms=RETENTION_MS, rules="current"), tuple(DEFAULT_TABLES), 50)
     logs = []
     for r in log_records:
         rec = decode_record(r.key, r.value)
         logs.append(LogRecord(r.partition, r.offset, r.timestamp_ms, rec.key, rec.value))
     as_of = max(r.timestamp_ms for r in logs) - DELAY_MS
-    want = replay_groups(logs, retention_ms=RETENTION_MS, as_of_ms=as_of)
+    want = replay_groups(logs, settings=ReplaySettings(retention_ms=RETENTION_MS), as_of_ms=as_of)
     for group, result in want.items():
         recs = [r for r in logs if r.key.group == group]
         blob = None
@@ -383,6 +385,6 @@ def test_stream_from_earliest_on_a_compacted_kafka4_capture_equals_batch(spark: 
     watermark = max(r.timestamp_ms for r in records) - DELAY_MS
     raw = spark.read.schema(RAW_RECORDS.spark_schema()).parquet(str(tmp_path / "landing"))
     dec = decode_raw(raw)
-    gold = replay_to_gold(dec.offset_commits, dec.group_metadata, retention_ms=retention,
+    gold = replay_to_gold(dec.offset_commits, dec.group_metadata, settings=ReplaySettings(retention_ms=retention),
                           as_of_ms=watermark, unsupported_df=dec.unsupported)
     assert_gold_equal(spark, cfg, last_per_key(gold["_union"]))
