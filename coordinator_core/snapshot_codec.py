@@ -256,6 +256,50 @@ def _read_offsets(r: _Reader) -> dict[TopicPartition, OffsetState]:
     return offsets
 
 
+def _read_members(r: _Reader) -> tuple[MemberMetadata, ...]:
+    members = []
+    for _ in range(r.u()):
+        member_id = r.rs()
+        iid = r.s()
+        client_id = r.rs()
+        client_host = r.rs()
+        session = r.i()
+        rebalance = r.oi()
+        sub = r.rb()
+        asg = r.rb()
+        members.append(
+            MemberMetadata(member_id, client_id, client_host, session, sub, asg, rebalance, iid, r.tagged())
+        )
+    return tuple(members)
+
+
+#: format v2's fields: the fold behind the view, the judged predictions, the group's history
+_V2 = tuple[
+    dict[TopicPartition, OffsetState],
+    DeathRestore | None,
+    dict[TopicPartition, int],
+    int | None,
+    int | None,
+    tuple[int, int] | None,
+    bool,
+    int,
+    int,
+    tuple[int, int] | None,
+]
+#: what a v1 snapshot reads as for them
+_V2_ABSENT: _V2 = ({}, None, {}, None, None, None, False, 0, 0, None)
+
+
+def _read_v2(r: _Reader) -> _V2:
+    removed = _read_offsets(r)
+    restore: DeathRestore | None = (r.oi(), r.s(), r.s(), r.s(), bool(r.u())) if r.u() else None
+    settled: dict[TopicPartition, int] = {}
+    for _ in range(r.u()):
+        tp = (r.rs(), r.i())
+        settled[tp] = r.i()
+    return (removed, restore, settled, r.oi(), r.oi(), r.opt_pos(), bool(r.u()), r.u(), r.u(), r.opt_pos())
+
+
 def deserialize_snapshot(data: bytes) -> GroupSnapshot:
     """Decode bytes from ``serialize_snapshot`` (any format version up to the current one).
 
@@ -279,21 +323,7 @@ def deserialize_snapshot(data: bytes) -> GroupSnapshot:
         protocol = r.s()
         leader = r.s()
         cst = r.oi()
-        members = []
-        for _ in range(r.u()):
-            member_id = r.rs()
-            iid = r.s()
-            client_id = r.rs()
-            client_host = r.rs()
-            session = r.i()
-            rebalance = r.oi()
-            sub = r.rb()
-            asg = r.rb()
-            members.append(
-                MemberMetadata(
-                    member_id, client_id, client_host, session, sub, asg, rebalance, iid, r.tagged()
-                )
-            )
+        members = _read_members(r)
         meta_ts = r.oi()
         state_ts = r.oi()
         n_subs = r.u()
@@ -310,31 +340,11 @@ def deserialize_snapshot(data: bytes) -> GroupSnapshot:
             predicted[tp] = (r.i(), r.i(), r.i())
         death = r.oi()
         run = tuple((r.rs(), r.i(), r.i(), r.i(), r.i(), r.i()) for _ in range(r.u()))
-        removed: dict[TopicPartition, OffsetState] = {}
-        restore: DeathRestore | None = None
-        settled: dict[TopicPartition, int] = {}
-        settled_death: int | None = None
-        since: int | None = None
-        first: tuple[int, int] | None = None
-        new_seen = False
-        contradicted = 0
-        pending = 0
-        created: tuple[int, int] | None = None
-        if version >= 2:
-            removed = _read_offsets(r)
-            if r.u():
-                restore = (r.oi(), r.s(), r.s(), r.s(), bool(r.u()))
-            for _ in range(r.u()):
-                tp = (r.rs(), r.i())
-                settled[tp] = r.i()
-            settled_death = r.oi()
-            since = r.oi()
-            first = r.opt_pos()
-            new_seen = bool(r.u())
-            contradicted = r.u()
-            pending = r.u()
-            created = r.opt_pos()
-        elif predicted or death is not None:
+        v2 = _read_v2(r) if version >= 2 else _V2_ABSENT
+        (removed, restore, settled, settled_death, since, first, new_seen, contradicted, pending, created) = (
+            v2
+        )
+        if version < 2 and (predicted or death is not None):
             # a v1 snapshot's view had already removed its predictions (and their values are
             # gone): keep it as the fold, with nothing outstanding to confirm or withdraw
             predicted, death = {}, None
@@ -349,7 +359,7 @@ def deserialize_snapshot(data: bytes) -> GroupSnapshot:
         protocol=protocol,
         leader=leader,
         current_state_timestamp=cst,
-        members=tuple(members),
+        members=members,
         has_metadata=bool(flags & 0x10),
         metadata_timestamp_ms=meta_ts,
         state_timestamp_ms=state_ts,
