@@ -49,15 +49,15 @@ def apply_offset_commit(
         offset_created_group(w, ts, (part, off))
         w.invalidate_expiry()
     offsets = w.offsets
-    prev = offsets.get(tp)
+    if w.commit_events:
+        prev = offsets.get(tp)
+        w.events.append(
+            OffsetCommitted(w.group_id, tp[0], tp[1], value, None if prev is None else prev[0], ts, part, off)
+        )
     offsets[tp] = (value, part, off, ts)
     settled = w.settled
     if settled and tp in settled:
         del settled[tp]
-    if w.commit_events:
-        w.events.append(
-            OffsetCommitted(w.group_id, tp[0], tp[1], value, None if prev is None else prev[0], ts, part, off)
-        )
     if w.next_check is not None:
         w.lower_next_check(value, tp[0])
 

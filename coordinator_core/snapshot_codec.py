@@ -34,8 +34,10 @@ from coordinator_core.wire import (
     WireError,
     append_compact_nullable_bytes,
     append_uvarlong,
+    append_varlong,
     read_compact_nullable_bytes,
     read_uvarlong,
+    read_varlong,
     unzigzag,
     zigzag,
 )
@@ -62,7 +64,7 @@ class _Writer:
         append_uvarlong(self.buf, n)
 
     def i(self, n: int) -> None:
-        append_uvarlong(self.buf, zigzag(n))
+        append_varlong(self.buf, n)
 
     def oi(self, n: int | None) -> None:
         append_uvarlong(self.buf, 0 if n is None else zigzag(n) + 1)
@@ -102,8 +104,8 @@ class _Reader:
         return n
 
     def i(self) -> int:
-        n, self.pos = read_uvarlong(self.data, self.pos, self.end)
-        return unzigzag(n)
+        n, self.pos = read_varlong(self.data, self.pos, self.end)
+        return n
 
     def oi(self) -> int | None:
         n, self.pos = read_uvarlong(self.data, self.pos, self.end)

@@ -232,6 +232,10 @@ def append_uvarlong(out: bytearray, value: int) -> None:
 
 def read_uvarlong(buf: Buffer, pos: int, end: int) -> tuple[int, int]:
     """Unsigned varint of at most 10 bytes (Kafka ``ByteUtils.readUnsignedVarlong``)."""
+    if pos < end:
+        b = buf[pos]
+        if b < 0x80:  # one byte: most lengths, flags and small counters
+            return b, pos + 1
     start = pos
     value = 0
     shift = 0
@@ -246,6 +250,17 @@ def read_uvarlong(buf: Buffer, pos: int, end: int) -> tuple[int, int]:
         shift += 7
         if shift > 63:
             raise WireError("unsigned varlong longer than 10 bytes", start)
+
+
+def append_varlong(out: bytearray, value: int) -> None:
+    """Append a signed varint, zigzag-encoded (Kafka ``ByteUtils.writeVarlong``)."""
+    append_uvarlong(out, (value << 1) if value >= 0 else ((-value) << 1) - 1)
+
+
+def read_varlong(buf: Buffer, pos: int, end: int) -> tuple[int, int]:
+    """The inverse of ``append_varlong`` (Kafka ``ByteUtils.readVarlong``)."""
+    n, pos = read_uvarlong(buf, pos, end)
+    return ((n >> 1) if not n & 1 else -((n + 1) >> 1)), pos
 
 
 def zigzag(value: int) -> int:
