@@ -242,19 +242,20 @@ def _write_offsets(w: _Writer, offsets: Mapping[TopicPartition, OffsetState], ba
 def _read_offsets(r: _Reader) -> dict[TopicPartition, OffsetState]:
     topics = [r.rs() for _ in range(r.u())]
     offsets: dict[TopicPartition, OffsetState] = {}
-    base = r.i()
-    for _ in range(r.u()):
-        topic = topics[r.u()]
-        partition = r.i()
-        off = r.i()
-        epoch = r.oi()
+    u, i, oi = r.u, r.i, r.oi  # bound once: a dozen reads per offset
+    base = i()
+    for _ in range(u()):
+        topic = topics[u()]
+        partition = i()
+        off = i()
+        epoch = oi()
         metadata = r.rs()
-        cts = base - r.i()
-        exp = r.oi()
-        vver = r.u()
+        cts = base - i()
+        exp = oi()
+        vver = u()
         tagged = r.tagged()
         value = OffsetCommitValue(off, metadata, cts, epoch, exp, vver, tagged)
-        offsets[(topic, partition)] = (value, r.i(), r.i(), cts + r.i())
+        offsets[(topic, partition)] = (value, i(), i(), cts + i())
     return offsets
 
 
@@ -302,7 +303,7 @@ def _read_v2(r: _Reader) -> _V2:
     return (removed, restore, settled, r.oi(), r.oi(), r.opt_pos(), bool(r.u()), r.u(), r.u(), r.opt_pos())
 
 
-def deserialize_snapshot(data: bytes) -> GroupSnapshot:
+def deserialize_snapshot(data: bytes) -> GroupSnapshot:  # long: one read per field, in the format's order
     """Decode bytes from ``serialize_snapshot`` (any format version up to the current one).
 
     Raises:
