@@ -44,6 +44,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from coordinator_core.settings import ReplaySettings
+
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
@@ -317,7 +319,7 @@ def core_baseline(path: Path, n: int) -> dict[str, float]:
         for k, v, p, o, t in rows:
             r = decode_record(k, v)
             recs.append(LogRecord(p, o, t, r.key, r.value))
-        res = replay_groups(recs, retention_ms=604_800_000, as_of_ms=max(r[4] for r in rows), event_kinds=kinds)
+        res = replay_groups(recs, settings=ReplaySettings(retention_ms=604_800_000), as_of_ms=max(r[4] for r in rows), event_kinds=kinds)
         return len(res)
 
     commit_rows = [(k, v) for k, v, *_ in rows if k[:2] in (b"\x00\x00", b"\x00\x01")]

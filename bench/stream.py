@@ -204,6 +204,7 @@ def component_rate(groups: int, hours: float, seed: int, retention_ms: int, call
 
     from coordinator_core.codec import decode_record
     from coordinator_core.generator import generate
+    from coordinator_core.settings import ReplaySettings
     from pipelines.records.gold import DEFAULT_TABLES
     from pipelines.records.replay_input import REC_GROUP_METADATA, REC_OFFSET_COMMIT
     from pipelines.records.replay_input import schema as replay_input_schema
@@ -242,7 +243,7 @@ def component_rate(groups: int, hours: float, seed: int, retention_ms: int, call
             for i in range(calls)]
         for g, rs in rows.items()
     }
-    fn = GroupReplayer(retention_ms, "current", tuple(DEFAULT_TABLES), 50)
+    fn = GroupReplayer(ReplaySettings(retention_ms=retention_ms, rules="current"), tuple(DEFAULT_TABLES), 50)
     t0 = time.process_time()
     for g, ts in tables.items():
         blob = None

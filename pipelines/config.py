@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from coordinator_core.settings import ReplaySettings
 from pipelines.errors import UsageError
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -187,6 +188,13 @@ class ReplayConf:
     coordinator: Literal["auto", "old", "new"] = _f("auto")
     cleanup_interval_ms: int = _f(600_000, "positive")
     clock_outlier_ms: int = _f(86_400_000, "positive")
+
+    def settings(self) -> ReplaySettings:
+        """The core's replay settings from this section (the one place they are built)."""
+        return ReplaySettings.from_strings(
+            retention_ms=self.retention_ms, rules=self.rules, coordinator=self.coordinator,
+            cleanup_interval_ms=self.cleanup_interval_ms,
+        )
 
 
 @dataclass(frozen=True)

@@ -181,11 +181,11 @@ def inspect_group(cfg: Config, group_id: str, as_of_ms: int | None = None) -> Gr
         raise UsageError(f"group {group_id!r} has no records in raw_records (partition {part}){hint}")
     retention = cfg.replay.retention_ms
     rules = cfg.replay.rules
+    settings = cfg.replay.settings()
     full = replay(new_snapshot(group_id), records, event_kinds=("state_transition", "rebalance"),
-                  coordinator=cfg.replay.coordinator)
+                  settings=settings.with_retention(None))
     t_end = records[-1].timestamp_ms if as_of_ms is None else as_of_ms
-    snap = snapshot_as_of(records, group_id=group_id, as_of_ms=t_end, retention_ms=retention, rules=rules,
-                          coordinator=cfg.replay.coordinator, cleanup_interval_ms=cfg.replay.cleanup_interval_ms)
+    snap = snapshot_as_of(records, group_id=group_id, as_of_ms=t_end, settings=settings)
     history = "complete as captured"
     if shape is not None and shape.compacted_until is not None and records[0].offset < shape.compacted_until:
         history = (
@@ -203,7 +203,7 @@ def inspect_group(cfg: Config, group_id: str, as_of_ms: int | None = None) -> Gr
         last = before[-1]
         if later or not (snap.state.value == "Dead" and last.to_state != "Dead"):
             state, inferred, since, generation = last.to_state, not last.observed, last.timestamp_ms, last.generation
-    row = snap.to_state_row(retention_ms=retention, rules=rules, num_partitions=cfg.offsets_topic.num_partitions)
+    row = snap.to_state_row(settings=settings, num_partitions=cfg.offsets_topic.num_partitions)
     members = []
     for m in row["members"]:
         parts = m.get("assigned_partitions")
@@ -218,7 +218,7 @@ def inspect_group(cfg: Config, group_id: str, as_of_ms: int | None = None) -> Gr
             "assigned_partitions": None if parts is None else [f"{p['topic']}-{p['partition']}" for p in parts],
         })
     ends = end_offsets_at(cfg, t_end)
-    due = offset_due_times(snap, retention, rules) if retention is not None else {}
+    due = offset_due_times(snap, retention, settings.rules) if retention is not None else {}
     offsets = []
     for o in snap.offset_rows():
         tp = (o["topic"], o["partition"])

@@ -257,8 +257,7 @@ def _replay(cfg: Config, io: TableIO, summary: BatchSummary, gold_written: dict[
     as_of: list[int | None] = []
     gold_written.update(replay.write_gold(
         io, manifest, app_id=gold_app, version=raw_version, tables=gold_table_names(),
-        current_state=CURRENT_STATE_TABLES, retention_ms=cfg.replay.retention_ms, rules=cfg.replay.rules,
-        coordinator=cfg.replay.coordinator, as_of_ms=as_of_ms, cleanup_interval_ms=cfg.replay.cleanup_interval_ms,
+        current_state=CURRENT_STATE_TABLES, settings=cfg.replay.settings(), as_of_ms=as_of_ms,
         num_partitions=cfg.offsets_topic.num_partitions, on_as_of=as_of.append,
     ))
     # one row per __consumer_offsets partition: a small current-state table, MERGEd from Arrow on

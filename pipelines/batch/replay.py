@@ -28,7 +28,7 @@ import uuid
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
-from coordinator_core.expiry import DEFAULT_CLEANUP_INTERVAL_MS, DEFAULT_COORDINATOR
+from coordinator_core.settings import FACTS_ONLY, ReplaySettings
 from pipelines.records import replay_input
 
 if TYPE_CHECKING:
@@ -237,8 +237,7 @@ def replay_bucket(table: pa.Table, replay: Callable[[list[pa.RecordBatch]], Iter
     yield from replay(table.take(order).to_batches(max_chunksize=65_536))
 
 
-_REPLAY_OPTIONS = ("retention_ms", "rules", "as_of_ms", "num_partitions", "coordinator", "cleanup_interval_ms",
-                   "log_end_ms")
+_REPLAY_OPTIONS = ("as_of_ms", "num_partitions", "log_end_ms")
 
 
 def route_replay(
@@ -249,7 +248,8 @@ def route_replay(
     from pipelines.records.replay import replay_sorted_batches
 
     tables = tuple(options["tables"])
-    opts = {k: options[k] for k in _REPLAY_OPTIONS}
+    opts: dict[str, Any] = {k: options[k] for k in _REPLAY_OPTIONS}
+    opts["settings"] = ReplaySettings.from_strings(**options["settings"])  # route options travel as JSON
     for batch in batches:
         for paths in batch.column("paths").to_pylist():
             rows = read_bucket(json.loads(paths))
@@ -273,12 +273,9 @@ def write_gold(
     version: int,
     tables: Sequence[str],
     current_state: Sequence[str],
-    retention_ms: int | None = None,
-    rules: str = "current",
+    settings: ReplaySettings = FACTS_ONLY,
     as_of_ms: int | None = None,
     num_partitions: int = 50,
-    coordinator: str = DEFAULT_COORDINATOR,
-    cleanup_interval_ms: int = DEFAULT_CLEANUP_INTERVAL_MS,
     log_end_ms: int | None = None,
     on_as_of: Callable[[int | None], None] | None = None,
 ) -> dict[str, str]:
@@ -300,14 +297,13 @@ def write_gold(
         raise RuntimeError(f"the replay input {manifest} does not hold the decoded tables' rows: run the decode "
                            "stage again")
     log.info("replay: %d buckets' files, %d rows", len(entries), sum(int(e["rows"]) for e in entries))
-    if retention_ms is not None:
+    if settings.retention_ms is not None:
         as_of_ms, log_end_ms = as_of_and_log_end(
             as_of_ms, log_end_ms, max((int(e["max_ts"]) for e in entries), default=None))
     if on_as_of is not None:
         on_as_of(as_of_ms)
-    options = {"tables": list(tables), "retention_ms": retention_ms, "rules": rules, "as_of_ms": as_of_ms,
-               "num_partitions": num_partitions, "coordinator": coordinator,
-               "cleanup_interval_ms": cleanup_interval_ms, "log_end_ms": log_end_ms}
+    options = {"tables": list(tables), "settings": settings.as_strings(), "as_of_ms": as_of_ms,
+               "num_partitions": num_partitions, "log_end_ms": log_end_ms}
     by_bucket: dict[int, list[str]] = {}
     weight: dict[int, int] = {}
     for e in entries:

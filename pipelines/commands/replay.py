@@ -111,6 +111,7 @@ def register(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from coordinator_core.events import TABLE_BY_KIND
     from coordinator_core.replay import replay_groups
+    from coordinator_core.settings import ReplaySettings
     from pipelines.raw_files import RawRecord, read_raw_records
 
     if args.retention_ms is not None and args.retention_ms <= 0:
@@ -135,16 +136,17 @@ def run(args: argparse.Namespace) -> int:
         # the end of the log judges predictions (up to as_of: a later as_of is a forecast)
         as_of_ms = newest if as_of_ms is None else as_of_ms
         log_end_ms = min(as_of_ms, newest)
+    settings = ReplaySettings.from_strings(
+        retention_ms=args.retention_ms, rules=args.rules, coordinator=args.coordinator,
+        cleanup_interval_ms=args.cleanup_interval_ms,
+    )
     results = replay_groups(
         records,
-        retention_ms=args.retention_ms,
-        rules=args.rules,
+        settings=settings,
         as_of_ms=as_of_ms,
         log_end_ms=log_end_ms,
-        cleanup_interval_ms=args.cleanup_interval_ms,
         event_kinds=(kinds if kinds is not None else None) if args.events else (),
         assume_log_start=args.assume_log_start,
-        coordinator=args.coordinator,
     )
     out = sys.stdout
     n_events = 0
@@ -158,9 +160,7 @@ def run(args: argparse.Namespace) -> int:
             snap = result.snapshot
             row = {"group": group_id}
             row.update(
-                snap.to_state_row(
-                    retention_ms=args.retention_ms, rules=args.rules, num_partitions=args.num_partitions
-                )
+                snap.to_state_row(settings=settings, num_partitions=args.num_partitions)
             )
             row["offsets"] = [{k: v for k, v in o.items() if k != "group_id"} for o in snap.offset_rows()]
             out.write(json.dumps(row, separators=(",", ":")) + "\n")

@@ -6,7 +6,7 @@ Rules:
   core's replay once per group and converts the snapshot and events with
   ``pipelines.records.gold``: it never re-implements a core rule.
 - ``as_of_ms`` defaults to the largest record timestamp of the input (deterministic: the same
-  input gives the same gold rows whenever it runs). Expiry runs only with ``retention_ms``.
+  input gives the same gold rows whenever it runs). Expiry runs only with ``settings.retention_ms``.
 - Most offset commits are superseded within their run (the commits between two other records
   of a group): the runs of a whole Arrow batch are reduced with numpy to their survivors (the
   run's first commit and the last per (topic, partition)) plus a summary, only those rows become
@@ -30,7 +30,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from coordinator_core.events import TABLE_BY_KIND, WITHDRAWN
-from coordinator_core.expiry import DEFAULT_CLEANUP_INTERVAL_MS, DEFAULT_COORDINATOR
+from coordinator_core.settings import FACTS_ONLY, ReplaySettings
 from pipelines.records.gold import DEFAULT_TABLES, GOLD_SPECS, GOLD_UNION_SCHEMA, rows_to_arrow, to_union
 from pipelines.records.replay_input import (
     REC_GROUP_METADATA,
@@ -365,12 +365,9 @@ def replay_table(
     snapshot: GroupSnapshot,
     table: pa.Table | None,
     *,
-    retention_ms: int | None = None,
-    rules: str = "current",
+    settings: ReplaySettings = FACTS_ONLY,
     as_of_ms: int | None = None,
     event_kinds: Collection[str] | None = None,
-    coordinator: str = DEFAULT_COORDINATOR,
-    cleanup_interval_ms: int = DEFAULT_CLEANUP_INTERVAL_MS,
     log_end_ms: int | None = None,
     assume_log_start: bool = False,
     max_span_ms: int | None = -1,
@@ -389,7 +386,7 @@ def replay_table(
         snapshot: the group's state before these rows (``new_snapshot(group_id)`` to rebuild).
         table: the group's rows, any order; rows at or below ``snapshot.last_position`` are
             duplicates and skipped. None or no rows: only the expiry at ``as_of_ms`` (a timer).
-        retention_ms, rules, as_of_ms, event_kinds, coordinator, assume_log_start: as
+        settings, as_of_ms, event_kinds, assume_log_start: as
             ``coordinator_core.replay.replay``.
         max_span_ms: longest record-time span of a compressed run (-1: ``default_max_span_ms``,
             None: no limit).
@@ -397,8 +394,8 @@ def replay_table(
         min_rows_to_compress: fewer rows are replayed as plain records (the reduction's fixed
             numpy cost is ~1 ms; same result either way).
 
-    The streaming job's call: ``replay_table(state, rows_of_the_micro_batch, retention_ms=R,
-    rules=..., as_of_ms=watermark, event_kinds=event_kinds_for(tables), coordinator=...)`` in
+    The streaming job's call: ``replay_table(state, rows_of_the_micro_batch, settings=...,
+    as_of_ms=watermark, event_kinds=event_kinds_for(tables))`` in
     place of ``replay(state, records_from_arrow(sorted rows), ...)``; ``table=None`` for a timer.
 
     Raises:
@@ -410,7 +407,7 @@ def replay_table(
     items: list[Any] = []
     if table is not None and table.num_rows:
         table = sorted_by_position(table)
-        span = default_max_span_ms(retention_ms) if max_span_ms == -1 else max_span_ms
+        span = default_max_span_ms(settings.retention_ms) if max_span_ms == -1 else max_span_ms
         # a few rows (a stream's micro-batch): the numpy reduction would cost more than it saves
         compress = "offset_commit" not in kinds and table.num_rows >= min_rows_to_compress
         for gid, group_items in _items_by_group(table, compress=compress, max_span_ms=span):
@@ -418,8 +415,8 @@ def replay_table(
                 raise ValueError(f"rows of group {gid!r} given to the replay of group {snapshot.group_id!r}")
             items = group_items
     return replay_runs(
-        snapshot, items, retention_ms=retention_ms, rules=rules, as_of_ms=as_of_ms, event_kinds=kinds,
-        assume_log_start=assume_log_start, coordinator=coordinator, cleanup_interval_ms=cleanup_interval_ms, log_end_ms=log_end_ms, counters=counters,
+        snapshot, items, settings=settings, as_of_ms=as_of_ms, event_kinds=kinds,
+        assume_log_start=assume_log_start, log_end_ms=log_end_ms, counters=counters,
     )
 
 
@@ -434,8 +431,7 @@ def gold_rows(
     result: ReplayResult,
     *,
     tables: Sequence[str] = DEFAULT_TABLES,
-    retention_ms: int | None = None,
-    rules: str = "current",
+    settings: ReplaySettings = FACTS_ONLY,
     num_partitions: int = 50,
     keep_withdrawn: bool = False,
 ) -> dict[str, list[dict[str, Any]]]:
@@ -453,7 +449,7 @@ def gold_rows(
     snap = result.snapshot
     if "group_state" in rows:
         rows["group_state"].append(
-            snap.to_state_row(retention_ms=retention_ms, rules=rules, num_partitions=num_partitions)
+            snap.to_state_row(settings=settings, num_partitions=num_partitions)
         )
     if "offsets_current" in rows:
         rows["offsets_current"].extend(snap.offset_rows())
@@ -484,13 +480,10 @@ def _union_table(rows: dict[str, list[dict[str, Any]]]) -> pa.Table:
 def replay_sorted_batches(
     batches: Iterable[pa.RecordBatch],
     *,
-    retention_ms: int | None = None,
-    rules: str = "current",
+    settings: ReplaySettings = FACTS_ONLY,
     as_of_ms: int | None = None,
     tables: Sequence[str] = DEFAULT_TABLES,
     num_partitions: int = 50,
-    coordinator: str = DEFAULT_COORDINATOR,
-    cleanup_interval_ms: int = DEFAULT_CLEANUP_INTERVAL_MS,
     log_end_ms: int | None = None,
     max_span_ms: int | None = -1,
     counters: RunCounters | None = None,
@@ -518,7 +511,7 @@ def replay_sorted_batches(
 
     kinds = event_kinds_for(tables)
     compress = "offset_commit" not in kinds
-    span = default_max_span_ms(retention_ms) if max_span_ms == -1 else max_span_ms
+    span = default_max_span_ms(settings.retention_ms) if max_span_ms == -1 else max_span_ms
 
     def replay_complete(parts: list[pa.Table]) -> Any:
         work = pa.concat_tables(parts) if len(parts) > 1 else parts[0]
@@ -529,11 +522,11 @@ def replay_sorted_batches(
         with _gc_paused():
             for gid, items in _items_by_group(work, compress=compress, max_span_ms=span):
                 result = replay_runs(
-                    new_snapshot(gid), items, retention_ms=retention_ms, rules=rules, as_of_ms=as_of_ms,
-                    event_kinds=kinds, coordinator=coordinator, cleanup_interval_ms=cleanup_interval_ms, log_end_ms=log_end_ms, counters=counters,
+                    new_snapshot(gid), items, settings=settings, as_of_ms=as_of_ms,
+                    event_kinds=kinds, log_end_ms=log_end_ms, counters=counters,
                 )
                 for name, rows in gold_rows(
-                    result, tables=tables, retention_ms=retention_ms, rules=rules, num_partitions=num_partitions
+                    result, tables=tables, settings=settings, num_partitions=num_partitions
                 ).items():
                     out[name].extend(rows)
             if not any(out.values()):

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from coordinator_core.expiry import DEFAULT_CLEANUP_INTERVAL_MS, DEFAULT_COORDINATOR
+from coordinator_core.settings import ReplaySettings
 from pipelines.errors import UsageError
 
 if TYPE_CHECKING:
@@ -37,14 +37,11 @@ class StreamSettings:
     max_bytes_per_trigger: int | None
     watermark_delay_ms: int
     trigger_interval: str
-    retention_ms: int | None
-    rules: str
+    replay: ReplaySettings
     num_partitions: int
     tables: tuple[str, ...]
     query_name: str = REPLAY_QUERY
     quarantine_query_name: str = QUARANTINE_QUERY
-    coordinator: str = DEFAULT_COORDINATOR
-    cleanup_interval_ms: int = DEFAULT_CLEANUP_INTERVAL_MS
     landing_reader: str = "python"
     state_partitions: int | None = None
     allow_late_drops: bool = False
@@ -77,12 +74,9 @@ def settings_from_config(cfg: Config) -> StreamSettings:
         max_bytes_per_trigger=cfg.stream.max_bytes_per_trigger,
         watermark_delay_ms=cfg.stream.watermark_delay_ms,
         trigger_interval=cfg.stream.trigger_interval,
-        retention_ms=cfg.replay.retention_ms,
-        rules=cfg.replay.rules,
+        replay=cfg.replay.settings(),
         num_partitions=cfg.offsets_topic.num_partitions,
         tables=tuple(DEFAULT_TABLES),
-        coordinator=cfg.replay.coordinator,
-        cleanup_interval_ms=cfg.replay.cleanup_interval_ms,
         landing_reader=cfg.stream.landing_reader,
         state_partitions=cfg.stream.state_partitions,
         allow_late_drops=cfg.stream.allow_late_drops,

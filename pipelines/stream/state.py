@@ -33,7 +33,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from coordinator_core.expiry import DEFAULT_CLEANUP_INTERVAL_MS, DEFAULT_COORDINATOR
+from coordinator_core.settings import ReplaySettings
 from pipelines.records import replay_input
 from schemas.shapes import STREAM_OUTPUT, STREAM_STATE
 
@@ -81,12 +81,9 @@ class GroupReplayer:
     frozen dataclass).
     """
 
-    retention_ms: int | None
-    rules: str
+    settings: ReplaySettings
     tables: tuple[str, ...]
     num_partitions: int
-    coordinator: str = DEFAULT_COORDINATOR
-    cleanup_interval_ms: int = DEFAULT_CLEANUP_INTERVAL_MS
 
     def replay_rows(
         self,
@@ -113,18 +110,15 @@ class GroupReplayer:
         before = deserialize_snapshot(snapshot_blob) if snapshot_blob is not None else new_snapshot(group_id)
         if records_table is None:
             records_table = replay_input.schema().empty_table()
-        as_of = watermark_ms if (self.retention_ms is not None and watermark_ms > 0) else None
+        as_of = watermark_ms if (self.settings.retention_ms is not None and watermark_ms > 0) else None
         # The bulk replay: sorts by (partition, offset), reduces offset-commit runs with numpy
         # and gives exactly the core ``replay`` of every record (pipelines.records.replay).
         result = replay_table(
             before,
             records_table,
-            retention_ms=self.retention_ms,
-            rules=self.rules,
+            settings=self.settings,
             as_of_ms=as_of,
             event_kinds=event_kinds_for(self.tables),
-            coordinator=self.coordinator,
-            cleanup_interval_ms=self.cleanup_interval_ms,
             log_end_ms=as_of,
         )
         after = result.snapshot
@@ -133,12 +127,12 @@ class GroupReplayer:
         removed = [tp for tp in before.offsets if tp not in after.offsets]
         view = dataclasses.replace(result, snapshot=dataclasses.replace(after, offsets=changed))
         by_table = gold_rows(
-            view, tables=self.tables, retention_ms=self.retention_ms, rules=self.rules,
+            view, tables=self.tables, settings=self.settings,
             num_partitions=self.num_partitions, keep_withdrawn=True,
         )
         if "group_state" in by_table:  # the state row must describe the whole snapshot
             by_table["group_state"] = [
-                after.to_state_row(retention_ms=self.retention_ms, rules=self.rules,
+                after.to_state_row(settings=self.settings,
                                    num_partitions=self.num_partitions)
             ]
         out: dict[str, list[dict[str, Any]]] = {}
@@ -148,7 +142,7 @@ class GroupReplayer:
                 out[name] = _dedupe_last(rows, key)
         if removed and "offsets_current" in self.tables:
             out[DELETED_OFFSETS] = [{"group_id": group_id, "topic": t, "partition": p} for t, p in removed]
-        nxt = after.next_judgment_ms(self.retention_ms, self.rules, self.cleanup_interval_ms)
+        nxt = after.next_judgment_ms(self.settings)
         return serialize_snapshot(after), out, nxt
 
     def __call__(
@@ -185,10 +179,7 @@ def stateful_replay(packed: DataFrame, settings: StreamSettings) -> DataFrame:
     ``groupBy(group_id).applyInPandasWithState`` → packed gold rows (``OUTPUT_DDL``)."""
     from pyspark.sql.streaming.state import GroupStateTimeout
 
-    fn = GroupReplayer(
-        settings.retention_ms, settings.rules, settings.tables, settings.num_partitions, settings.coordinator,
-        settings.cleanup_interval_ms,
-    )
+    fn = GroupReplayer(settings.replay, settings.tables, settings.num_partitions)
     return (
         packed.withWatermark("log_timestamp", f"{settings.watermark_delay_ms} milliseconds")
         .groupBy("group_id")

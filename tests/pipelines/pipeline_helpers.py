@@ -138,8 +138,11 @@ def arrow_gold(
         as_of_ms, log_end = as_of_and_log_end(as_of_ms, log_end, newest)
     ordered = inp.take(pa.array(replay_input.replay_order(inp), pa.int64()))
     out: dict[str, list[pa.Table]] = {n: [GOLD_SPECS[n].arrow_schema().empty_table()] for n in names}
+    from coordinator_core.settings import ReplaySettings
+
+    settings = ReplaySettings(retention_ms=retention_ms)
     for produced in replay_sorted_batches(
-        ordered.to_batches(), tables=names, as_tables=True, retention_ms=retention_ms, as_of_ms=as_of_ms,
+        ordered.to_batches(), tables=names, as_tables=True, settings=settings, as_of_ms=as_of_ms,
         log_end_ms=log_end, **replay_options,
     ):
         for name, rows in produced.items():

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+
 pytest.importorskip("confluent_kafka")
 
 from pipelines.commands.quickstart import sample_records

@@ -25,6 +25,7 @@ from coordinator_core.replay import (
     replay,
     serialize_snapshot,
 )
+from coordinator_core.settings import ReplaySettings
 from pipelines.records.replay import (
     _items_by_group,
     default_max_span_ms,
@@ -97,8 +98,8 @@ def test_replay_table_equals_replay_of_every_record(
     counters = RunCounters()
     for gid, part in _groups(table).items():
         as_of = pc.max(part["log_timestamp_ms"]).as_py() + DAY if retention_ms else None
-        kw: dict[str, Any] = {"retention_ms": retention_ms, "as_of_ms": as_of, "coordinator": coordinator,
-                              "event_kinds": NO_COMMIT_EVENTS}
+        kw: dict[str, Any] = {"settings": ReplaySettings(retention_ms=retention_ms, coordinator=coordinator),
+                              "as_of_ms": as_of, "event_kinds": NO_COMMIT_EVENTS}
         full = replay(new_snapshot(gid), records_from_arrow(part), **kw)
         # rows in any order: replay_table sorts them by position
         shuffled = part.take(pa.array(np.random.default_rng(1).permutation(part.num_rows)))
@@ -113,11 +114,11 @@ def test_replay_table_onto_a_snapshot_with_redelivered_rows_equals_replay(sim_in
     """The stream's call: state from earlier micro-batches, input overlapping what it applied."""
     for gid, part in _groups(sim_input).items():
         n = part.num_rows
-        first = replay(new_snapshot(gid), records_from_arrow(part.slice(0, n // 2)), retention_ms=20 * MINUTE)
+        first = replay(new_snapshot(gid), records_from_arrow(part.slice(0, n // 2)), settings=ReplaySettings(retention_ms=20 * MINUTE))
         state = deserialize_snapshot(serialize_snapshot(first.snapshot))
         again = part.slice(n // 4)
-        full = replay(state, records_from_arrow(again), retention_ms=20 * MINUTE, event_kinds=NO_COMMIT_EVENTS)
-        bulk = replay_table(state, again, retention_ms=20 * MINUTE, event_kinds=NO_COMMIT_EVENTS, min_rows_to_compress=0)
+        full = replay(state, records_from_arrow(again), settings=ReplaySettings(retention_ms=20 * MINUTE), event_kinds=NO_COMMIT_EVENTS)
+        bulk = replay_table(state, again, settings=ReplaySettings(retention_ms=20 * MINUTE), event_kinds=NO_COMMIT_EVENTS, min_rows_to_compress=0)
         assert serialize_snapshot(bulk.snapshot) == serialize_snapshot(full.snapshot)
         assert _rows(bulk) == _rows(full) and bulk.stats == full.stats
 
@@ -148,7 +149,7 @@ def test_sorted_batches_bulk_equals_per_record_path(
     batches = table.to_batches(max_chunksize=chunk)
     as_of = pc.max(table["log_timestamp_ms"]).as_py() if retention_ms else None
     counters = RunCounters()
-    bulk = pa.concat_tables(replay_sorted_batches(batches, retention_ms=retention_ms, as_of_ms=as_of,
+    bulk = pa.concat_tables(replay_sorted_batches(batches, settings=ReplaySettings(retention_ms=retention_ms), as_of_ms=as_of,
                                                   counters=counters, rows_per_replay=per_replay))
     old = _per_record(table, retention_ms=retention_ms, as_of_ms=as_of)
     assert bulk.num_rows == old.num_rows > 0
@@ -165,9 +166,10 @@ def _per_record(table: pa.Table, *, retention_ms: int | None, as_of_ms: int | No
 
     out: dict[str, list[dict[str, Any]]] = {t: [] for t in DEFAULT_TABLES}
     for gid, part in _groups(table).items():
-        result = replay(new_snapshot(gid), records_from_arrow(part), retention_ms=retention_ms, as_of_ms=as_of_ms,
+        settings = ReplaySettings(retention_ms=retention_ms)
+        result = replay(new_snapshot(gid), records_from_arrow(part), settings=settings, as_of_ms=as_of_ms,
                         event_kinds=event_kinds_for(DEFAULT_TABLES))
-        for name, rows in gold_rows(result, tables=DEFAULT_TABLES, retention_ms=retention_ms).items():
+        for name, rows in gold_rows(result, tables=DEFAULT_TABLES, settings=settings).items():
             out[name].extend(rows)
     return pa.concat_tables([to_union(n, rows_to_arrow(GOLD_SPECS[n], rs)) for n, rs in out.items() if rs])
 
@@ -182,9 +184,9 @@ def test_replay_table_without_rows_is_the_timer_call(sim_input: pa.Table) -> Non
     for gid, part in _groups(sim_input).items():
         state = replay(new_snapshot(gid), records_from_arrow(part)).snapshot
         later = pc.max(part["log_timestamp_ms"]).as_py() + DAY
-        want = replay(state, [], retention_ms=MINUTE, as_of_ms=later)
+        want = replay(state, [], settings=ReplaySettings(retention_ms=MINUTE), as_of_ms=later)
         for empty in (None, part.slice(0, 0)):
-            got = replay_table(state, empty, retention_ms=MINUTE, as_of_ms=later)
+            got = replay_table(state, empty, settings=ReplaySettings(retention_ms=MINUTE), as_of_ms=later)
             assert got.snapshot == want.snapshot and got.events == want.events
         expired += any(e.kind == "offset_expiration" for e in want.events)
     assert expired > 0

@@ -36,6 +36,7 @@ from coordinator_core.records import (
     TopicPartitions,
 )
 from coordinator_core.replay import new_snapshot, replay
+from coordinator_core.settings import ReplaySettings
 from pipelines.records.gold import GOLD_SPECS, GoldMappingError, column_mapping, rows_to_arrow
 from pipelines.records.replay import event_kinds_for, gold_rows
 from schemas.gold import GOLD_TABLES
@@ -155,9 +156,9 @@ def core_gold(log: list[tuple[bytes, bytes | None, int, int, int]], *, retention
     for gid, recs in sorted(by_group.items()):
         recs.sort(key=lambda r: r.position)
         # the job's as_of is the end of the log, and the end of the log judges predictions
-        result = replay(new_snapshot(gid), recs, retention_ms=retention_ms, as_of_ms=as_of_ms,
+        result = replay(new_snapshot(gid), recs, settings=ReplaySettings(retention_ms=retention_ms), as_of_ms=as_of_ms,
                         log_end_ms=as_of_ms, event_kinds=event_kinds_for(tables))
-        for name, rs in gold_rows(result, tables=tables, retention_ms=retention_ms).items():
+        for name, rs in gold_rows(result, tables=tables, settings=ReplaySettings(retention_ms=retention_ms)).items():
             rows[name].extend(rs)
     return {name: rows_to_arrow(GOLD_SPECS[name], rs) for name, rs in rows.items()}
 
@@ -190,9 +191,10 @@ def test_sorted_batches_replay_equals_one_call_per_group_across_batch_boundaries
     from pipelines.records.replay import replay_sorted_batches, replay_table
 
     def one_call(rows: pa.Table) -> pa.Table:  # the stream's entry point: one group per call
-        result = replay_table(new_snapshot(rows["group_id"][0].as_py()), rows, retention_ms=DAY)
+        settings = ReplaySettings(retention_ms=DAY)
+        result = replay_table(new_snapshot(rows["group_id"][0].as_py()), rows, settings=settings)
         return pa.concat_tables([to_union(n, rows_to_arrow(GOLD_SPECS[n], rs))
-                                 for n, rs in gold_rows(result, retention_ms=DAY).items() if rs])
+                                 for n, rs in gold_rows(result, settings=settings).items() if rs])
 
     log = build_log(n_groups=6, seed=5)
     table = replay_input_arrow(log)
@@ -203,7 +205,7 @@ def test_sorted_batches_replay_equals_one_call_per_group_across_batch_boundaries
         one_call(table.filter(pa.compute.equal(table["group_id"], g)))
         for g in sorted(set(table["group_id"].to_pylist()))
     )
-    batched = pa.concat_tables(replay_sorted_batches(table.to_batches(max_chunksize=7), retention_ms=DAY))
+    batched = pa.concat_tables(replay_sorted_batches(table.to_batches(max_chunksize=7), settings=ReplaySettings(retention_ms=DAY)))
     assert batched.num_rows == per_group.num_rows > 0
     assert _sorted_rows(batched, ("gold_table", "group_id", "event_key", "topic", "partition")) == _sorted_rows(
         per_group, ("gold_table", "group_id", "event_key", "topic", "partition"))
@@ -343,15 +345,15 @@ def test_gold_rows_keep_one_row_per_event_key_the_later_one() -> None:
     log.empty(2, at=log.now + 60_000)
     log.offset_tombstone("t", 0, at=log.now + 60_000)  # DeleteGroups: the offsets, then the group
     log.group_tombstone(at=log.now)
-    result = replay(new_snapshot("g"), log.records, retention_ms=week)
+    result = replay(new_snapshot("g"), log.records, settings=ReplaySettings(retention_ms=week))
     keys = [e.to_row()["event_key"] for e in result.events if e.table == "offset_expirations"]
     assert len(keys) == 2 and len(set(keys)) == 1  # the core tells the tombstone, then group_deleted
-    rows = gold_rows(result, tables=("offset_expirations",), retention_ms=week)["offset_expirations"]
+    rows = gold_rows(result, tables=("offset_expirations",), settings=ReplaySettings(retention_ms=week))["offset_expirations"]
     assert len(rows) == 1
     assert rows[0]["cause"] == "group_deleted" and rows[0]["observed_ms"] == log.now
     # a forecast a later call withdrew (the group came back): its key has no row
-    first = replay(new_snapshot("g"), log.records[:3], retention_ms=week, as_of_ms=log.now + 2 * week)
-    later = replay(first.snapshot, [], retention_ms=week, as_of_ms=log.now + 2 * week,
+    first = replay(new_snapshot("g"), log.records[:3], settings=ReplaySettings(retention_ms=week), as_of_ms=log.now + 2 * week)
+    later = replay(first.snapshot, [], settings=ReplaySettings(retention_ms=week), as_of_ms=log.now + 2 * week,
                    log_end_ms=log.now + 2 * week)
     assert [e.to_row()["status"] for e in later.events if e.table == "offset_expirations"] == ["withdrawn"]
-    assert gold_rows(later, tables=("offset_expirations",), retention_ms=week)["offset_expirations"] == []
+    assert gold_rows(later, tables=("offset_expirations",), settings=ReplaySettings(retention_ms=week))["offset_expirations"] == []

@@ -15,6 +15,8 @@ from typing import Any
 
 import pytest
 
+from coordinator_core.settings import ReplaySettings
+
 RETENTION_MS = 20_000
 DELAY_MS = 5_000
 
@@ -192,13 +194,13 @@ def test_split_calls_with_timers_equal_one_replay(log_records: list[Any]) -> Non
     from pipelines.records.gold import DEFAULT_TABLES
     from pipelines.stream.state import GroupReplayer
 
-    fn = GroupReplayer(RETENTION_MS, "current", tuple(DEFAULT_TABLES), 50)
+    fn = GroupReplayer(ReplaySettings(retention_ms=RETENTION_MS, rules="current"), tuple(DEFAULT_TABLES), 50)
     logs = []
     for r in log_records:
         rec = decode_record(r.key, r.value)
         logs.append(LogRecord(r.partition, r.offset, r.timestamp_ms, rec.key, rec.value))
     as_of = max(r.timestamp_ms for r in logs) - DELAY_MS
-    want = replay_groups(logs, retention_ms=RETENTION_MS, as_of_ms=as_of)
+    want = replay_groups(logs, settings=ReplaySettings(retention_ms=RETENTION_MS), as_of_ms=as_of)
     for group, result in want.items():
         recs = [r for r in logs if r.key.group == group]
         blob = None
