@@ -405,7 +405,8 @@ def per_record(table: Any, *, tables: Any, num_partitions: int, settings: Any, a
 
     from coordinator_core.replay import new_snapshot, replay
     from pipelines.records.gold import GOLD_SPECS, rows_to_arrow, to_union
-    from pipelines.records.replay import event_kinds_for, gold_rows, records_from_arrow
+    from pipelines.records.log_records import records_from_arrow
+    from pipelines.records.replay import event_kinds_for, gold_rows
 
     out: dict[str, list[dict[str, Any]]] = {t: [] for t in tables}
     gids = table.column("group_id").to_pylist()

@@ -26,13 +26,9 @@ from coordinator_core.replay import (
     serialize_snapshot,
 )
 from coordinator_core.settings import ReplaySettings
-from pipelines.records.replay import (
-    _items_by_group,
-    default_max_span_ms,
-    records_from_arrow,
-    replay_sorted_batches,
-    replay_table,
-)
+from pipelines.records.commit_runs import default_max_span_ms, items_by_group
+from pipelines.records.log_records import records_from_arrow
+from pipelines.records.replay import replay_sorted_batches, replay_table
 from tests.pipelines.test_replay_job import DAY, build_log, replay_input_arrow
 
 MINUTE = 60_000
@@ -68,7 +64,7 @@ def _rows(result: Any) -> list[dict[str, Any]]:
 @pytest.mark.parametrize("which", ["story_input", "sim_input"])
 def test_vectorised_reduction_equals_the_core_reducer(which: str, span: int | None, request: Any) -> None:
     table: pa.Table = request.getfixturevalue(which)
-    got = dict(_items_by_group(table, compress=True, max_span_ms=span))
+    got = dict(items_by_group(table, compress=True, max_span_ms=span))
     runs = 0
     for gid, part in _groups(table).items():
         want = compress_commit_runs(records_from_arrow(part), max_span_ms=span)
