@@ -326,7 +326,8 @@ def _read_jsonl(path: Path, positions: str = "line") -> Iterator[RawRecord]:
                     offset = int(obj["offset"])
                 else:
                     offset = base + lineno - 1
-                ttype = int(obj.get("timestampType", obj.get("timestamp_type", 0)))
+                declared: Any = obj.get("timestampType", obj.get("timestamp_type", 0))
+                ttype = int(declared)
             except (TypeError, ValueError):
                 raise UsageError(f"{where}: 'partition', 'offset' and 'timestampType' must be integers") from None
             if "value" not in obj:

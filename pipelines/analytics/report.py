@@ -69,7 +69,7 @@ def _fmt(ts: Any) -> str:
 
     if ts is None or (not isinstance(ts, (list, tuple)) and pd.isna(ts)):
         return "-"
-    return pd.Timestamp(ts).strftime("%Y-%m-%d %H:%M:%S")
+    return str(pd.Timestamp(ts).strftime("%Y-%m-%d %H:%M:%S"))
 
 
 def _lst(x: Any) -> list[Any]:

@@ -121,6 +121,7 @@ def write_decoded_from_raw_table(
     from pipelines.batch.file_tasks import spread
     from pipelines.errors import UsageError
 
+    assert io.spark is not None
     files = io.snapshot_files("raw_records")
     if files is None:
         raise UsageError("raw_records uses deletion vectors or column mapping; offsetlake reads its files "

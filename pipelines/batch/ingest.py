@@ -389,7 +389,8 @@ def ingest(spark: SparkSession, cfg: Config, io: TableIO, source: DataFrame | No
         appended = _append_routed(spark, cfg, io, plan, existing)
     else:
         appended = _append_checked(cfg, io, plan, existing)
-    refused, reasons = 0, ()
+    refused: int = 0
+    reasons: tuple[tuple[str, int], ...] = ()
     if not appended:
         refused, reasons = _append_exact(cfg, io, plan, has_rows=bool(before))
     after = io.count(RAW_TABLE)

@@ -53,7 +53,7 @@ def replay_tasks(spark: Any) -> int:
     """How many tasks replay the buckets: the shuffle partitions, at least
     ``REPLAY_TASKS_PER_CORE`` per core."""
     shuffle = int(spark.conf.get("spark.sql.shuffle.partitions") or 4)
-    return max(shuffle, REPLAY_TASKS_PER_CORE * spark.sparkContext.defaultParallelism)
+    return max(shuffle, REPLAY_TASKS_PER_CORE * int(spark.sparkContext.defaultParallelism))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -130,7 +130,7 @@ def run(args: argparse.Namespace) -> int:
             from pipelines.log_clock import records_clock
 
             clock = records_clock((RawRecord(b"", None, *row) for row in clock_rows), args.clock_outlier_ms)
-            if clock.outliers:
+            if clock.outliers and clock.now_ms is not None:
                 newest = clock.now_ms
                 clock_note = clock.describe()
         # the end of the log judges predictions (up to as_of: a later as_of is a forecast)

@@ -105,7 +105,7 @@ def _valid_utf8(arr: pa.Array) -> bool:
 def _non_ascii_rows(data: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     """Rows whose byte range holds any byte >= 0x80."""
     hi = np.concatenate([[0], np.cumsum(data >= 0x80, dtype=np.int64)])
-    return (hi[starts + lengths] - hi[starts]) > 0
+    return np.asarray((hi[starts + lengths] - hi[starts]) > 0)
 
 
 #: Rows per vectorised pass over the record bytes: the temporaries of a chunk stay in the CPU
@@ -198,7 +198,7 @@ def _scan_chunk(
         v4 = live & (vver == 4)
         has_v1, has_v4 = bool(v1.any()), bool(v4.any())
         expected = np.where(new_layout, 24, 20) + mlen
-    tail = 8  # bytes after the commit timestamp (v1: expire timestamp; v4: tagged fields)
+    tail: Any = 8  # bytes after the commit timestamp (v1: expire timestamp; v4: tagged fields)
     if has_v1:
         expected += np.where(v1, 8, 0)
     if has_v4:  # COMPACT_STRING: one varint byte 1..127 (0 = null), i.e. length + 1

@@ -127,10 +127,10 @@ def records_from_arrow(table: pa.Table, rows: Any = None) -> list[LogRecord]:
         members_all = [new_member((*f, ())) for f in zip(*fields, strict=True)] if fields else []
         gkeys: dict[tuple[Any, ...], GroupMetadataKey] = {}
         for j, i in zip(src, dst, strict=True):
-            kk = (group[i], kver[i])
-            gkey = gkeys.get(kk)
+            gk = (group[i], kver[i])
+            gkey = gkeys.get(gk)
             if gkey is None:
-                gkey = gkeys[kk] = GroupMetadataKey(group[i], kver[i])
+                gkey = gkeys[gk] = GroupMetadataKey(group[i], kver[i])
             gvalue = None
             if not tomb[i]:
                 gvalue = GroupMetadataValue(
