@@ -383,8 +383,8 @@ def spark_decode(spark: Any, path: Path, out: Path) -> float:
 
 
 def end_to_end(spark: Any, path: Path, root: Path) -> tuple[float, dict[str, Any]]:
-    from pipelines.config import config_from_dict
     from pipelines.batch.job import run_batch
+    from pipelines.config import config_from_dict
 
     if root.exists():
         shutil.rmtree(root)

@@ -206,8 +206,8 @@ def tree_cpu(root: int) -> float:
 
 def spark_passes(path: Path, rounds: int, before: ModuleType | None) -> dict[str, Any]:
     from pipelines.records.decode import INPUT_COLUMNS
-    from pipelines.stream.decode import decode_union, union_spark_schema
     from pipelines.spark_session import build_spark
+    from pipelines.stream.decode import decode_union, union_spark_schema
 
     spark = build_spark("bench-decoder", master="local[2]")
     raw = spark.read.parquet(str(path))
@@ -221,7 +221,7 @@ def spark_passes(path: Path, rounds: int, before: ModuleType | None) -> dict[str
         """Union-shaped output without decoding: kind + positions, every other column null."""
         import numpy as np
 
-        from pipelines.records.decode import UNION_SCHEMA, _nulls, _position_arrays  # noqa: PLC2701 (bench of internals)
+        from pipelines.records.decode import UNION_SCHEMA, _nulls, _position_arrays
 
         for b in batches:
             cols = {"kind": pa.array(np.zeros(b.num_rows, np.int8)), **_position_arrays(b, None)}

@@ -366,7 +366,7 @@ def write_replay_input(logs: dict[str, list[LogRecord]], path: str) -> None:
     from schemas.base import parse_type, to_arrow_type
     from schemas.shapes import REPLAY_INPUT
 
-    REPLAY_INPUT_DDL = [(c.name, c.type) for c in REPLAY_INPUT.columns]  # noqa: N806
+    REPLAY_INPUT_DDL = [(c.name, c.type) for c in REPLAY_INPUT.columns]
 
     recs = [r for rs in logs.values() for r in rs]
     batch = pa.RecordBatch.from_pydict({

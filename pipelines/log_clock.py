@@ -34,7 +34,6 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-
 from schemas.shapes import CLOCK_STAIRS
 
 if TYPE_CHECKING:

@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 if __name__ == "__main__" and __package__ in (None, ""):  # spark-submit pipelines/batch/job.py
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
-from pipelines.batch.summary import (  # noqa: E402
+from pipelines.batch.summary import (
     BatchSummary,
     Progress,
     TableLine,

@@ -252,9 +252,9 @@ def register(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from pipelines.config import load_config
     from pipelines.batch.job import run_batch
     from pipelines.batch.summary import render_summary
+    from pipelines.config import load_config
     from pipelines.spark_session import build_spark_from_config
 
     root = Path(args.dir).expanduser().resolve()

@@ -35,8 +35,7 @@ import numpy as np
 import pyarrow as pa
 
 from pipelines.records import decode_commits
-from pipelines.records.decode_commits import CommitColumns, np_array
-from pipelines.records.decode_common import TS as _TS
+from pipelines.records.decode_commits import CommitColumns, decode_offset_commits_arrow, np_array
 from pipelines.records.decode_common import (
     INPUT_COLUMNS,
     KIND_GROUP_METADATA,
@@ -47,10 +46,9 @@ from pipelines.records.decode_common import (
     MAX_ABS_MS,
     UNION_SCHEMA,
 )
-from pipelines.records.decode_commits import decode_offset_commits_arrow
+from pipelines.records.decode_common import TS as _TS
 from pipelines.records.decode_rows import GroupMetadataColumns, core_row, slow_row
 from schemas.decoded import GROUP_METADATA, OFFSET_COMMITS, QUARANTINE, UNSUPPORTED_RECORDS
-
 
 __all__ = [
     "INPUT_COLUMNS", "KIND_GROUP_METADATA", "KIND_NAMES", "KIND_OFFSET_COMMIT", "KIND_QUARANTINE",

@@ -12,13 +12,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 
-
 if TYPE_CHECKING:
 
     pass
 
 from pipelines.records.decode_common import FAST_SCHEMA, MAX_ABS_MS
 from pipelines.records.decode_common import TS as _TS
+
 
 # =============================================================================================
 # Vectorised offset-commit decoder (pure numpy/pyarrow)

@@ -40,8 +40,11 @@ from pipelines.records.decode_common import (
     KIND_UNSUPPORTED,
     MAX_ABS_MS,
     UNION_SCHEMA,
+)
+from pipelines.records.decode_common import (
     MEMBER_ARROW as _MEMBER_ARROW,
 )
+
 
 # =============================================================================================
 # The core codec: reference rows (used by the fallback and by the property test)

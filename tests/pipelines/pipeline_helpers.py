@@ -118,9 +118,8 @@ def arrow_gold(
     **replay_options: Any,
 ) -> dict[str, pa.Table]:
     """The gold tables of raw records (``key, value, topic, partition, offset, timestamp``)."""
-    from pipelines.records.decode import split_union_arrow
     from pipelines.records import replay_input
-    from pipelines.records.decode import decode_batch
+    from pipelines.records.decode import decode_batch, split_union_arrow
     from pipelines.records.gold import DEFAULT_TABLES, GOLD_SPECS
     from pipelines.records.replay import as_of_and_log_end, replay_sorted_batches
 

@@ -18,7 +18,7 @@ pytestmark = pytest.mark.spark
 from coordinator_core.codec import decode_record  # noqa: E402
 from coordinator_core.generator import generate  # noqa: E402
 from coordinator_core.records import LogRecord, OffsetCommitKey  # noqa: E402
-from coordinator_core.settings import ReplaySettings
+from coordinator_core.settings import ReplaySettings  # noqa: E402
 from pipelines.analytics.burrow import Commit, evaluate  # noqa: E402
 from pipelines.config import Config, load_config  # noqa: E402
 
@@ -40,10 +40,10 @@ def world(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> World:
     from deltalake import write_deltalake
 
     from pipelines.analytics.views import register_analytics_views
-    from pipelines.commands.sql import register_views
-    from pipelines.records.gold import rows_to_arrow
     from pipelines.batch.job import run_batch
+    from pipelines.commands.sql import register_views
     from pipelines.raw_files import RawRecord, write_raw_records
+    from pipelines.records.gold import rows_to_arrow
     from schemas import get as get_spec
 
     log = generate(6, 1.0, seed=SEED)

@@ -15,9 +15,9 @@ import pytest
 
 pytestmark = pytest.mark.spark
 
+from pipelines.batch.job import gold_table_names, run_batch  # noqa: E402
 from pipelines.commands.quickstart import sample_records  # noqa: E402
 from pipelines.config import Config, load_config  # noqa: E402
-from pipelines.batch.job import gold_table_names, run_batch  # noqa: E402
 from pipelines.raw_files import RawRecord, write_raw_records  # noqa: E402
 from pipelines.tableio import TableIO  # noqa: E402
 

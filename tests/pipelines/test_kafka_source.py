@@ -16,7 +16,6 @@ from typing import Any
 
 import pytest
 
-
 pytest.importorskip("confluent_kafka")
 
 from pipelines.commands.quickstart import sample_records

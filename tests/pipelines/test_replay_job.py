@@ -219,7 +219,7 @@ def replay_input_arrow(log: list[tuple[bytes, bytes | None, int, int, int]]) -> 
     from schemas.base import parse_type, to_arrow_type
     from schemas.shapes import REPLAY_INPUT
 
-    REPLAY_INPUT_DDL = [(c.name, c.type) for c in REPLAY_INPUT.columns]  # noqa: N806
+    REPLAY_INPUT_DDL = [(c.name, c.type) for c in REPLAY_INPUT.columns]
 
     batch = pa.RecordBatch.from_pydict({
         "key": pa.array([k for k, *_ in log], pa.binary()), "value": pa.array([v for _, v, *_ in log], pa.binary()),
