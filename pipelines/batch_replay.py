@@ -320,7 +320,7 @@ class Spool:
     """
 
     def __init__(self, root: str, buckets: int, side: list[dict[str, Any]]) -> None:
-        from pipelines.delta_rs_sink import _filesystem
+        from pipelines.tableio.uri import filesystem as _filesystem
 
         self.uri_root = root.rstrip("/")
         self.fs, self.root = _filesystem(root)
@@ -377,7 +377,7 @@ class Spool:
 
 def spool_for(options: dict[str, Any]) -> Spool | None:
     """The task's ``Spool`` when a routed write's options ask for one (``spool_options``)."""
-    from pipelines.delta_rs_sink import SIDE_KEY
+    from pipelines.tableio import SIDE_KEY
 
     spec = options.get("spool")
     if not spec:
@@ -401,7 +401,7 @@ def read_spool_manifest(path: str, kind: str | None = None) -> list[dict[str, An
     entries of ``kind`` (``log_shape.STATS_KIND``); ``None`` if there is no manifest."""
     from pyarrow import fs
 
-    from pipelines.delta_rs_sink import _filesystem
+    from pipelines.tableio.uri import filesystem as _filesystem
 
     filesystem, inner = _filesystem(path)
     if filesystem.get_file_info(inner).type == fs.FileType.NotFound:
@@ -414,7 +414,7 @@ def read_spool(paths: Sequence[str]) -> pa.Table:
     """The replay-input rows of spool files."""
     import pyarrow as pa
 
-    from pipelines.delta_rs_sink import _filesystem
+    from pipelines.tableio.uri import filesystem as _filesystem
 
     schema = input_schema()
     tables = []

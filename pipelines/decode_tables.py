@@ -5,7 +5,7 @@ Rules:
   core codec for everything else) and the same projection as ``split_union``, done in Arrow on
   the executors: a raw batch goes in, the rows of ``offset_commits``, ``group_metadata``,
   ``unsupported_records`` and ``quarantine`` come out and are written as Parquet files by the
-  same task (``pipelines.delta_rs_sink``'s ``offsetlake_delta_rs_multi``). Nothing is decoded
+  same task (``pipelines.tableio.rust_sink``'s ``offsetlake_delta_rs_multi``). Nothing is decoded
   twice and no decoded row crosses back into the JVM.
 - Every raw record becomes exactly one row of exactly one table; the driver checks that the
   rows written add up to the rows read before committing anything (raw = decoded + quarantined
@@ -110,7 +110,7 @@ def _spooled(
     """Pass decoded batches on; when the options ask for it, also feed them to the replay spool
     (and report the raw records' per-partition figures beside it)."""
     from pipelines.batch_replay import SOURCES, spool_for
-    from pipelines.delta_rs_sink import SIDE_KEY
+    from pipelines.tableio import SIDE_KEY
 
     spool = spool_for(options)
     if spool is None:

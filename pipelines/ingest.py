@@ -288,7 +288,7 @@ def route_copy_files(
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from pipelines.delta_rs_sink import SIDE_KEY, ParquetFileCopy, file_matches
+    from pipelines.tableio import SIDE_KEY, ParquetFileCopy, file_matches
 
     target = RAW_RECORDS.arrow_schema()
     min_copy = options.get("min_copy_rows")
@@ -621,11 +621,11 @@ def read_landing(spark: SparkSession, path: str, fmt: str = "auto", *, positions
 
 def read_delta_raw(spark: SparkSession, path: str) -> DataFrame:
     """An existing raw_records Delta table at ``path`` (delta-rs snapshot → Spark Parquet read)."""
-    from deltalake import DeltaTable
+    from pipelines.tableio import file_uris_at, is_table_at
 
-    if not DeltaTable.is_deltatable(path):
+    if not is_table_at(path):
         raise UsageError(f"input: {path} is not a Delta table")
-    files = DeltaTable(path).file_uris()
+    files = file_uris_at(path)
     schema = RAW_RECORDS.spark_schema()
     if not files:
         return spark.createDataFrame([], schema)
@@ -718,7 +718,7 @@ def ingest(spark: SparkSession, cfg: Config, io: TableIO, source: DataFrame | No
                             commit_check="pipelines.ingest:check_disjoint")
             appended = True
         except Exception as exc:  # the check's refusal comes back wrapped by Spark
-            from pipelines.delta_rs_sink import COMMIT_REFUSED
+            from pipelines.tableio import COMMIT_REFUSED
 
             if COMMIT_REFUSED not in str(exc):
                 raise

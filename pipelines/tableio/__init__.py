@@ -333,7 +333,7 @@ class TableIO:
             raise UsageError(f"table {name} does not exist at {self.path(name)} (run the batch job first)")
         return self._engine.read(self.path(name), get_spec(name), version)
 
-    def read_arrow(self, name: str, columns: list[str] | None = None, filter: Any = None,  # noqa: A002
+    def read_arrow(self, name: str, columns: list[str] | None = None, filter: Any = None,
                    version: int | None = None) -> pa.Table | None:
         """The table's rows on the driver as Arrow (delta-rs, no Spark): only ``columns``,
         ``filter`` (a ``pyarrow.dataset`` expression) pushed down; ``None`` when the table does
@@ -368,7 +368,7 @@ def column_names_at(location: str) -> list[str]:
     return deltars.column_names(location)
 
 
-def read_arrow_at(location: str, columns: list[str] | None = None, filter: Any = None,  # noqa: A002
+def read_arrow_at(location: str, columns: list[str] | None = None, filter: Any = None,
                   version: int | None = None) -> pa.Table:
     """The snapshot's rows at ``location`` as Arrow on the driver (``TableIO.read_arrow``)."""
     from pipelines.tableio import deltars

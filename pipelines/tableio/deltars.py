@@ -122,7 +122,7 @@ def create(uri: str, schema: pa.Schema, partition_by: list[str], *, name: str | 
                       partition_by=partition_by or None, name=name, description=description)
 
 
-def read_arrow(uri: str, columns: list[str] | None = None, filter: Any = None,  # noqa: A002
+def read_arrow(uri: str, columns: list[str] | None = None, filter: Any = None,
                version: int | None = None) -> pa.Table:
     """The snapshot's rows as Arrow (only ``columns``; ``filter``: a ``pyarrow.dataset``
     expression pushed down to the scan)."""

@@ -76,7 +76,7 @@ class SparkEngine:
             self.spark.conf.set(key, value)
         m = (
             self._table(uri).alias("t")
-            .merge(data.alias("s"), on)  # type: ignore[union-attr]
+            .merge(data.alias("s"), on)
             .whenMatchedUpdateAll(condition=changed)
             .whenNotMatchedInsertAll()
         )
