@@ -92,12 +92,12 @@ class TableIO:
         self._run_id: str | None = None
 
     def _make_engine(self) -> Engine:
+        """The engine ``resolve_engine`` chose (``spark`` only ever with a session)."""
         from pipelines.tableio.rust import RustEngine
         from pipelines.tableio.spark import SparkEngine
 
-        if self.spark is not None and self.engine == "spark":  # resolve_engine: spark needs a session
-            return SparkEngine(self.spark)
-        return RustEngine(self, self.spark)
+        engines: dict[EngineName, type[RustEngine] | type[SparkEngine]] = {"rust": RustEngine, "spark": SparkEngine}
+        return engines[self.engine](self, self.spark)
 
     @property
     def run_id(self) -> str:

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
 
+    from pipelines.tableio import TableIO
     from schemas import TableSpec
 
 
@@ -33,7 +34,9 @@ class SparkEngine:
     name: EngineName = "spark"
     checks_append_marker = False
 
-    def __init__(self, spark: SparkSession) -> None:
+    def __init__(self, io: TableIO, spark: SparkSession | None) -> None:
+        if spark is None:
+            raise ValueError("the spark engine needs a SparkSession")
         self.spark = spark
 
     def _table(self, uri: str) -> Any:
