@@ -45,7 +45,7 @@ from typing import Any
 
 from pipelines.errors import UsageError
 from pipelines.tableio.orphans import orphan_files
-from pipelines.tableio.uri import is_delta_table
+from pipelines.tableio.uri import is_delta_table, is_local, local_path
 
 log = logging.getLogger("offsetlake.lock")
 
@@ -127,8 +127,8 @@ class WarehouseLock:
 
     def __init__(self, warehouse: str, command: str | None = None, run_id: str | None = None) -> None:
         self.warehouse = warehouse
-        self.local = "://" not in warehouse or warehouse.startswith("file:")
-        self.root = warehouse[len("file://"):] if warehouse.startswith("file://") else warehouse
+        self.local = is_local(warehouse)
+        self.root = local_path(warehouse) if self.local else warehouse
         self.path = os.path.abspath(os.path.join(self.root, LOCK_FILE))
         self.command = command or _command()
         self.run_id = run_id or new_run_id()
@@ -227,7 +227,7 @@ def warehouse_lock(warehouse: str, command: str | None = None) -> Iterator[Wareh
 
 def current_run_id(warehouse: str) -> str | None:
     """The run id of this process's hold on ``warehouse``'s lock, if it holds it."""
-    root = warehouse[len("file://"):] if warehouse.startswith("file://") else warehouse
+    root = local_path(warehouse) if is_local(warehouse) else warehouse
     held = _HELD.get(os.path.abspath(os.path.join(root, LOCK_FILE)))
     return None if held is None else str(held[2].run_id)
 
