@@ -48,7 +48,6 @@ _ENV_REF = re.compile(r"^\$\{([A-Za-z_][A-Za-z0-9_]*)\}$")
 SECRET_KEY_RE = re.compile(
     r"(password|passwd|secret|jaas|token|credential|private[._-]?key|api[._-]?key|access[._-]?key|(^|[._])key$)",
     re.IGNORECASE)
-_URI = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:/")
 
 
 # --------------------------------------------------------------------------------------------
@@ -306,11 +305,16 @@ class Config:
 
 
 def join_path(base: str, name: str) -> str:
-    return base.rstrip("/") + "/" + name
+    """``<base>/<name>`` for local paths and URIs alike (``pipelines.tableio.uri.join``)."""
+    from pipelines.tableio.uri import join
+
+    return join(base, name)
 
 
 def _is_uri(value: str) -> bool:
-    return bool(_URI.match(value))
+    from pipelines.tableio.uri import is_uri
+
+    return is_uri(value)
 
 
 def _resolve_path(value: str, against: Path | str) -> str:

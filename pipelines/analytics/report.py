@@ -1,7 +1,7 @@
 """The HTML report: a cluster overview and one section per group, in ONE self-contained file.
 
 Rules:
-- Gold tables are read with delta-rs into pandas: they are small (one row per group, per
+- Gold tables are read on the driver (``TableIO.read_arrow``, delta-rs) into pandas: they are small (one row per group, per
   group-partition or per event), so no Spark is needed. ``offset_commits`` (the big decoded
   table) is read with only the columns the plots need, for the groups shown.
 - Per-group detail is capped (default: the 50 most active groups by records) unless ``groups``
@@ -53,12 +53,11 @@ nav{font-size:12px;line-height:1.8} nav a{margin-right:10px;color:#2563eb;text-d
 
 def _read(cfg: Config, name: str, columns: list[str] | None = None, filt: Any = None) -> pd.DataFrame | None:
     """A Delta table as pandas (delta-rs), or None when it does not exist."""
-    from deltalake import DeltaTable
+    from pipelines.tableio import TableIO
 
-    path = cfg.table_path(name)
-    if not Path(path, "_delta_log").exists():
+    table = TableIO(cfg, None, engine="rust").read_arrow(name, columns)
+    if table is None:
         return None
-    table = DeltaTable(path).to_pyarrow_dataset().to_table(columns=columns)
     if filt is not None:  # filtered after the read: pushdown of string predicates dropped rows (delta-rs stats)
         table = table.filter(filt)
     return table.to_pandas()
@@ -136,7 +135,7 @@ def build_report(cfg: Config, *, groups: list[str] | None = None, max_groups: in
 
     # ---- per-group sections -----------------------------------------------------------------
     detail_commits = None
-    if shown and Path(cfg.table_path("offset_commits"), "_delta_log").exists():
+    if shown:
         detail_commits = _read(cfg, "offset_commits", ["group_id", "topic", "partition", "commit_timestamp",
                                                        "committed_offset", "is_tombstone"],
                                pds.field("group_id").isin(shown))

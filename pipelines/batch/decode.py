@@ -56,8 +56,8 @@ def _spooled(
     """Pass decoded batches on; when the options ask for it, also feed them to the replay input's
     bucket files (and report the raw records' per-partition figures beside them)."""
     from pipelines.batch.replay import bucket_files_for
-    from pipelines.delta_rs_sink import SIDE_KEY
     from pipelines.records.replay_input import SOURCES
+    from pipelines.tableio import SIDE_KEY
 
     spool = bucket_files_for(options)
     if spool is None:

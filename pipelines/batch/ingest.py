@@ -234,7 +234,7 @@ def route_copy_files(
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from pipelines.delta_rs_sink import SIDE_KEY, ParquetFileCopy, file_matches
+    from pipelines.tableio import SIDE_KEY, ParquetFileCopy, file_matches
 
     target = RAW_RECORDS.arrow_schema()
     min_copy = options.get("min_copy_rows")
@@ -448,7 +448,7 @@ def _append_routed(spark: SparkSession, cfg: Config, io: TableIO, plan: _Plan, e
                         rows_equal_input=True, expected_rows=plan.n_new, metadata=plan.metadata,
                         commit_check="pipelines.batch.ingest:check_disjoint")
     except Exception as exc:  # the check's refusal comes back wrapped by Spark
-        from pipelines.delta_rs_sink import COMMIT_REFUSED
+        from pipelines.tableio import COMMIT_REFUSED
 
         if COMMIT_REFUSED not in str(exc):
             raise

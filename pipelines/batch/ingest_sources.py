@@ -77,11 +77,11 @@ def read_landing(spark: SparkSession, path: str, fmt: str = "auto", *, positions
 
 def read_delta_raw(spark: SparkSession, path: str) -> DataFrame:
     """An existing raw_records Delta table at ``path`` (delta-rs snapshot → Spark Parquet read)."""
-    from deltalake import DeltaTable
+    from pipelines.tableio import file_uris_at, is_table_at
 
-    if not DeltaTable.is_deltatable(path):
+    if not is_table_at(path):
         raise UsageError(f"input: {path} is not a Delta table")
-    files = DeltaTable(path).file_uris()
+    files = file_uris_at(path)
     schema = RAW_RECORDS.spark_schema()
     if not files:
         return spark.createDataFrame([], schema)

@@ -96,14 +96,7 @@ def replay_fingerprint(cfg: Config) -> str:
 
 
 def _all_applied(io: TableIO, names: Sequence[str], app_id: str, version: int) -> bool:
-    from pipelines.delta_rs_sink import already_applied
-
-    for name in names:
-        if not io.exists(name):
-            return False
-        if not already_applied(io._dt(name), app_id, version, require_latest=True):
-            return False
-    return True
+    return all(io.applied(name, app_id, version) for name in names)
 
 
 def _write_table(io: TableIO, name: str, df: DataFrame, app_id: str, version: int) -> WriteResult:

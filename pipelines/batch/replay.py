@@ -69,10 +69,10 @@ class BucketFiles:
     """
 
     def __init__(self, root: str, buckets: int, side: list[dict[str, Any]]) -> None:
-        from pipelines.delta_rs_sink import _filesystem
+        from pipelines.tableio.uri import filesystem
 
         self.uri_root = root.rstrip("/")
-        self.fs, self.root = _filesystem(root)
+        self.fs, self.root = filesystem(root)
         self.fs.create_dir(self.root, recursive=True)
         self.buckets = buckets
         self.side = side
@@ -126,7 +126,7 @@ class BucketFiles:
 
 def bucket_files_for(options: dict[str, Any]) -> BucketFiles | None:
     """The task's ``BucketFiles`` when a routed write's options ask for them (``new_replay_input``)."""
-    from pipelines.delta_rs_sink import SIDE_KEY
+    from pipelines.tableio import SIDE_KEY
 
     spec = options.get("replay_input")
     if not spec:
@@ -158,9 +158,9 @@ def _runs(io: TableIO) -> list[tuple[str, bool]]:
     """(directory, has a manifest) of every decode run's replay input."""
     from pyarrow import fs
 
-    from pipelines.delta_rs_sink import _filesystem
+    from pipelines.tableio.uri import filesystem
 
-    filesystem, inner = _filesystem(_root(io))
+    filesystem, inner = filesystem(_root(io))
     infos = filesystem.get_file_info(fs.FileSelector(inner, allow_not_found=True))
     out = []
     for info in sorted(infos, key=lambda i: i.path):
@@ -184,9 +184,9 @@ def current_replay_input(io: TableIO, raw_version: int) -> str | None:
 
 def drop_replay_inputs(io: TableIO, keep: str | None = None) -> int:
     """Delete every decode run's replay input but the one whose manifest is ``keep``."""
-    from pipelines.delta_rs_sink import _filesystem
+    from pipelines.tableio.uri import filesystem
 
-    filesystem, _ = _filesystem(_root(io))
+    filesystem, _ = filesystem(_root(io))
     keep_dir = keep.rsplit("/", 2)[-2] if keep else None
     dropped = 0
     for path, _complete in _runs(io):
@@ -199,9 +199,9 @@ def drop_replay_inputs(io: TableIO, keep: str | None = None) -> int:
 def read_manifest(path: str, kind: str | None = None) -> list[dict[str, Any]]:
     """The bucket files the decode's successful tasks wrote (``kind`` None), or their other side
     entries of ``kind`` (``log_shape.STATS_KIND``)."""
-    from pipelines.delta_rs_sink import _filesystem
+    from pipelines.tableio.uri import filesystem
 
-    filesystem, inner = _filesystem(path)
+    filesystem, inner = filesystem(path)
     with filesystem.open_input_stream(inner) as fh:
         return [e for e in json.loads(fh.read().decode()) if e.get("kind") == kind]
 
@@ -213,12 +213,12 @@ def read_bucket(paths: Sequence[str]) -> pa.Table:
     """The replay-input rows of one bucket's files."""
     import pyarrow as pa
 
-    from pipelines.delta_rs_sink import _filesystem
+    from pipelines.tableio.uri import filesystem
 
     schema = replay_input.schema()
     tables = []
     for path in paths:
-        filesystem, inner = _filesystem(path)
+        filesystem, inner = filesystem(path)
         with filesystem.open_input_stream(inner) as fh:
             part = pa.ipc.open_stream(fh).read_all()
         n = part.num_rows
