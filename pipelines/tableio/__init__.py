@@ -230,8 +230,9 @@ class TableIO:
         next), ``metadata``, ``side_manifest`` (where the commit lists what the routes wrote
         beside the tables under ``route_options[SIDE_KEY]``), ``commit_check``
         (``module:function``: may refuse the commit after seeing the side outputs; the error then
-        contains ``COMMIT_REFUSED``). Tables already carrying the marker are left alone. The
-        spark engine has no multi-table writer (``ValueError``): callers overwrite per table.
+        contains ``COMMIT_REFUSED``). Tables already carrying the marker are left alone. Both
+        engines run the same routes: the rust engine's tasks write the files themselves, the spark
+        engine writes each table from a persisted pass (``pipelines.tableio.routed``).
         """
         return self._engine.write_routed(list(names), df, route, **options)
 

@@ -8,8 +8,13 @@ Rules:
   ``userMetadata`` JSON, which ``deltars.latest_commit_info`` reads back.
 - MERGE is ``DeltaTable.merge``; a marked MERGE sets Delta's idempotent-DML SQL confs (Delta >=
   2.3) for that one statement.
-- This engine has no multi-table writer: ``write_routed`` is refused (callers overwrite table by
-  table).
+- A routed write (several tables in one pass) runs the same routes as the rust engine, as a
+  persisted ``mapInArrow`` pass (``pipelines.tableio.routed``); the driver makes the same checks
+  (counts, side outputs, ``commit_check``), writes the side manifest, then writes each table with
+  Spark's Delta (one commit per table, skipped when it carries the marker already; staged tables
+  unmarked under the staging path).
+- Snapshot files: delta-rs reads the table's log (any Delta table): the files are the snapshot
+  unless the table uses deletion vectors or column mapping.
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ class SparkEngine:
     def __init__(self, io: TableIO, spark: SparkSession | None) -> None:
         if spark is None:
             raise ValueError("the spark engine needs a SparkSession")
+        self.io = io
         self.spark = spark
 
     def _table(self, uri: str) -> Any:
@@ -104,10 +110,57 @@ class SparkEngine:
         return reader.load(uri).select(*spec.column_names)
 
     def snapshot_files(self, uri: str, spec: TableSpec) -> list[str] | None:
-        return None  # Spark's Delta has its own log semantics: readers use ``read``
+        if spec.partition_by or not deltars.is_table(uri):
+            return None
+        dt = deltars.open_table(uri)
+        return list(dt.file_uris()) if deltars.file_list_is_snapshot(dt) else None
 
     def write_routed(self, names: list[str], df: DataFrame, route: str, **options: Any) -> dict[str, WriteResult]:
-        raise ValueError("write_routed needs the rust engine (use overwrite per table on the spark engine)")
+        """``TableIO.write_routed`` (its docstring has the options) with Spark's Delta."""
+        from pipelines.tableio import uri as uris
+        from pipelines.tableio.base import COMMIT_REFUSED
+        from pipelines.tableio.routed import routed_frames
+        from pipelines.tableio.rust_sink import load_route
+        from schemas import get as get_spec
+
+        route_options: dict[str, Any] = options.get("route_options") or {}
+        txn_app_id, txn_version = options.get("txn_app_id"), options.get("txn_version")
+        mode: WriteMode = options.get("mode", "overwrite")
+        staged = set(options.get("staged", ()))
+        commit_check, side_manifest = options.get("commit_check"), options.get("side_manifest")
+
+        io = self.io
+        before = {n: io.version(n) for n in names}
+        out = routed_frames(df, route, route_options, list(names))
+        try:
+            problem = out.problem(rows_equal_input=bool(options.get("rows_equal_input")),
+                                  expected_rows=options.get("expected_rows"))
+            if problem is not None:
+                raise RuntimeError(f"count mismatch, nothing committed: {problem}")
+            refused = load_route(commit_check)(out.side, route_options) if commit_check else None
+            if refused:
+                raise RuntimeError(f"{COMMIT_REFUSED}: {refused}")
+            if side_manifest:  # saved before the tables are committed, as the rust engine does
+                filesystem, inner = uris.filesystem(side_manifest)
+                with filesystem.open_output_stream(inner) as fh:
+                    fh.write(json.dumps(out.side, separators=(",", ":")).encode())
+            results = {}
+            for name in names:
+                spec = get_spec(name)
+                if name in staged:
+                    io.drop_staged(name)
+                    self.write(io.staging_path(name), spec, out.frames[name], "overwrite", None, None, None)
+                    continue
+                marked = txn_app_id is not None and txn_version is not None
+                if marked and io.applied(name, txn_app_id, txn_version, latest=mode == "overwrite"):  # type: ignore[arg-type]
+                    results[name] = WriteResult(name, mode, before[name] or 0, True)
+                    continue
+                self.write(io.path(name), spec, out.frames[name], mode, txn_app_id, txn_version,
+                           options.get("metadata"))
+                results[name] = WriteResult(name, mode, io.version(name) or 0, False, out.rows_out[name])
+            return results
+        finally:
+            out.packed.unpersist()
 
     def optimize(self, uri: str) -> dict[str, Any]:
         self._table(uri).optimize().executeCompaction()
