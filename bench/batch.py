@@ -510,6 +510,10 @@ def run(sizes: list[int], args: argparse.Namespace) -> None:
         r.loadavg = (load_before + os.getloadavg()[0]) / 2
         r.command = ".venv/bin/python bench/batch.py " + " ".join(sys.argv[1:])
         assert r.summary.get("reconciled"), r.summary
+        # the job's own record of the path each stage took: the one the CLI and Airflow take
+        paths = r.summary.get("paths", {})
+        assert paths.get("decode") == "routed raw_records files -> decoded tables + replay input", paths
+        assert paths.get("replay") == "replay input bucket files -> gold tables", paths
         print(f"   scan {n / r.scan_s:,.0f}/s  decode {n / r.decode_s if r.decode_s else 0:,.0f}/s  "
               f"e2e {n / r.e2e_s:,.0f}/s  peak RSS {r.e2e_peak_rss / 2**30:.2f} GiB  stages {r.stages}", flush=True)
         _save(dataclasses.asdict(r), f"result-{n}.json")
