@@ -160,7 +160,7 @@ class WarehouseLock:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             os.close(fd)
-            holder = read_holder(self.root)
+            holder = _holder_soon(self.root)
             who = holder.describe() if holder else "another process (holder unknown)"
             raise WarehouseBusyError(
                 f"warehouse {self.root} is in use by {who}; one writer at a time: wait for it to end "
@@ -223,6 +223,19 @@ def warehouse_lock(warehouse: str, command: str | None = None) -> Iterator[Wareh
         yield lock
     finally:
         lock.release()
+
+
+def _holder_soon(root: str, wait_s: float = 2.0) -> Holder | None:
+    """The lock's holder; the holder writes its record just after taking the lock, so a refused
+    process that looks in between waits a moment for it rather than naming nobody."""
+    import time
+
+    deadline = time.monotonic() + wait_s
+    while True:
+        holder = read_holder(root)
+        if holder is not None or time.monotonic() >= deadline:
+            return holder
+        time.sleep(0.05)
 
 
 def current_run_id(warehouse: str) -> str | None:

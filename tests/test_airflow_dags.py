@@ -135,7 +135,7 @@ def test_a_relative_data_root_resolves_against_the_repository_not_the_cwd(
     monkeypatch.chdir(tmp_path)
     bag = _dagbag(monkeypatch, conf, tmp_path / "airflow")
 
-    args = bag.dags["offsetlake_batch"].get_task("ingest").application_args
+    args = bag.dags["offsetlake_batch"].get_task("batch").application_args
     assert args[3] == f"paths.root={REPO / 'relative-data'}"
 
 
