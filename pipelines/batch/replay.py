@@ -69,10 +69,10 @@ class BucketFiles:
     """
 
     def __init__(self, root: str, buckets: int, side: list[dict[str, Any]]) -> None:
-        from pipelines.tableio.uri import filesystem
+        from pipelines.tableio.uri import filesystem as filesystem_of
 
         self.uri_root = root.rstrip("/")
-        self.fs, self.root = filesystem(root)
+        self.fs, self.root = filesystem_of(root)
         self.fs.create_dir(self.root, recursive=True)
         self.buckets = buckets
         self.side = side
@@ -158,9 +158,9 @@ def _runs(io: TableIO) -> list[tuple[str, bool]]:
     """(directory, has a manifest) of every decode run's replay input."""
     from pyarrow import fs
 
-    from pipelines.tableio.uri import filesystem
+    from pipelines.tableio.uri import filesystem as filesystem_of
 
-    filesystem, inner = filesystem(_root(io))
+    filesystem, inner = filesystem_of(_root(io))
     infos = filesystem.get_file_info(fs.FileSelector(inner, allow_not_found=True))
     out = []
     for info in sorted(infos, key=lambda i: i.path):
@@ -184,9 +184,9 @@ def current_replay_input(io: TableIO, raw_version: int) -> str | None:
 
 def drop_replay_inputs(io: TableIO, keep: str | None = None) -> int:
     """Delete every decode run's replay input but the one whose manifest is ``keep``."""
-    from pipelines.tableio.uri import filesystem
+    from pipelines.tableio.uri import filesystem as filesystem_of
 
-    filesystem, _ = filesystem(_root(io))
+    filesystem, _ = filesystem_of(_root(io))
     keep_dir = keep.rsplit("/", 2)[-2] if keep else None
     dropped = 0
     for path, _complete in _runs(io):
@@ -199,9 +199,9 @@ def drop_replay_inputs(io: TableIO, keep: str | None = None) -> int:
 def read_manifest(path: str, kind: str | None = None) -> list[dict[str, Any]]:
     """The bucket files the decode's successful tasks wrote (``kind`` None), or their other side
     entries of ``kind`` (``log_shape.STATS_KIND``)."""
-    from pipelines.tableio.uri import filesystem
+    from pipelines.tableio.uri import filesystem as filesystem_of
 
-    filesystem, inner = filesystem(path)
+    filesystem, inner = filesystem_of(path)
     with filesystem.open_input_stream(inner) as fh:
         return [e for e in json.loads(fh.read().decode()) if e.get("kind") == kind]
 
@@ -213,12 +213,12 @@ def read_bucket(paths: Sequence[str]) -> pa.Table:
     """The replay-input rows of one bucket's files."""
     import pyarrow as pa
 
-    from pipelines.tableio.uri import filesystem
+    from pipelines.tableio.uri import filesystem as filesystem_of
 
     schema = replay_input.schema()
     tables = []
     for path in paths:
-        filesystem, inner = filesystem(path)
+        filesystem, inner = filesystem_of(path)
         with filesystem.open_input_stream(inner) as fh:
             part = pa.ipc.open_stream(fh).read_all()
         n = part.num_rows

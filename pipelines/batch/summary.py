@@ -153,11 +153,11 @@ def save_run_record(warehouse: str, run_id: str, summary: BatchSummary) -> str:
     from datetime import UTC, datetime
 
     from pipelines.config import join_path
-    from pipelines.tableio.uri import filesystem
+    from pipelines.tableio.uri import filesystem as filesystem_of
 
     name = datetime.now(UTC).strftime("%Y%m%dT%H%M%S") + f"-{run_id}.json"
     path = join_path(join_path(warehouse, RUNS_DIR), name)
-    filesystem, inner = filesystem(path)
+    filesystem, inner = filesystem_of(path)
     filesystem.create_dir(inner.rsplit("/", 1)[0], recursive=True)
     with filesystem.open_output_stream(inner) as out:
         out.write(json.dumps(summary.as_dict(), indent=2).encode())
@@ -171,9 +171,9 @@ def run_records(warehouse: str) -> list[dict[str, Any]]:
     from pyarrow import fs
 
     from pipelines.config import join_path
-    from pipelines.tableio.uri import filesystem
+    from pipelines.tableio.uri import filesystem as filesystem_of
 
-    filesystem, inner = filesystem(join_path(warehouse, RUNS_DIR))
+    filesystem, inner = filesystem_of(join_path(warehouse, RUNS_DIR))
     infos = filesystem.get_file_info(fs.FileSelector(inner, allow_not_found=True))
     out = []
     for info in sorted(infos, key=lambda i: i.path):
