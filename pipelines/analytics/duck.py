@@ -83,8 +83,10 @@ class DuckDBSession:
         if files:
             cols = ", ".join(f'"{c}"' for c in spec.column_names)
             listed = ", ".join("'" + _local(f).replace("'", "''") + "'" for f in files)
-            self.con.execute(f'CREATE OR REPLACE VIEW "{name}" AS SELECT {cols} '
-                             f"FROM read_parquet([{listed}], union_by_name = true)")
+            self.con.execute(
+                f'CREATE OR REPLACE VIEW "{name}" AS SELECT {cols} '
+                f"FROM read_parquet([{listed}], union_by_name = true)"
+            )
             return
         # not ``dataset()`` with DuckDB's filter pushdown: delta-rs turns a file's missing string
         # min/max into ``col >= null`` guarantees, so any pushed filter on a string column drops
