@@ -181,7 +181,7 @@ def _cli(
 ) -> subprocess.CompletedProcess[str]:
     """``offsetlake sql`` in a fresh process; ``no_java``: no Java on PATH or JAVA_HOME, so a
     JVM start fails (proof that DuckDB answered)."""
-    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, SPARK_LOCAL_IP="127.0.0.1")
+    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, SPARK_LOCAL_IP="127.0.0.1", PYTHONPATH=str(REPO))
     if no_java:
         env["JAVA_HOME"] = "/nonexistent"
         env["PATH"] = str(Path(sys.executable).parent)
@@ -287,12 +287,19 @@ def test_auto_lets_spark_answer_a_view_without_a_duckdb_form(
 
 
 def test_spark_leaves_no_spark_warehouse_in_the_working_directory(wh: Warehouse, tmp_path: Path) -> None:
-    proc = _cli(
-        wh, "--engine", "spark", "SELECT count(*) AS n FROM rebalances_daily", cwd=tmp_path, no_java=False
-    )
+    # SHOW TABLES opens Spark's session catalog, which creates the SQL warehouse directory
+    proc = _cli(wh, "--engine", "spark", "SHOW TABLES", cwd=tmp_path, no_java=False)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    assert proc.stdout.splitlines()[0] == "n"
+    assert proc.stdout.splitlines()[0].split("\t") == ["namespace", "tableName", "isTemporary"]
     assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+def test_a_local_spark_session_keeps_its_sql_warehouse_in_the_temp_directory(spark: Any) -> None:
+    import tempfile
+
+    where = spark.conf.get("spark.sql.warehouse.dir")
+    assert where.removeprefix("file:").startswith(tempfile.gettempdir())
+    assert not where.removeprefix("file:").startswith(os.getcwd())
 
 
 def test_the_shell_runs_statements_lists_tables_and_quits(wh: Warehouse) -> None:
@@ -301,7 +308,9 @@ def test_the_shell_runs_statements_lists_tables_and_quits(wh: Warehouse) -> None
 
     pid, fd = pty.fork()
     if pid == 0:  # the child: offsetlake sql on a terminal, no query
-        os.environ.update(JAVA_HOME="/nonexistent", PATH=str(Path(sys.executable).parent))
+        os.environ.update(
+            JAVA_HOME="/nonexistent", PATH=str(Path(sys.executable).parent), PYTHONPATH=str(REPO)
+        )
         os.execv(sys.executable, [sys.executable, "-m", "pipelines.cli", "sql", "--conf", str(wh.conf)])
     os.write(fd, b"SELECT 40 + 2\n  AS answer;\n\\d\nSELECT * FROM nope;\n\\q\n")
     out = b""
