@@ -73,7 +73,7 @@ def to_duckdb(tree_or_sql: Any) -> str:
         parent = lam.parent
         if not (isinstance(parent, exp.Transform) or _is_fn(parent, "list_transform")):
             raise NoDuckDBForm(
-                f"uses a higher-order function DuckDB has no form of ({parent.sql('spark')[:60]})"
+                f"uses a higher-order function DuckDB has no form of ({(parent or lam).sql('spark')[:60]})"
             )
     for win in list(tree.find_all(exp.Window)):
         _keep_ignore_nulls(win)
