@@ -9,8 +9,9 @@ Rules:
   names and, for a view, what the view reads (``views.view_closure``). ``SELECT 1`` registers
   nothing.
 - A view's DuckDB form is its one Spark SQL definition (``views.view_sql``) transpiled by
-  ``pipelines.analytics.transpile``; a view without a faithful form (lambdas, Python-built:
-  ``views.PYTHON_VIEWS``) raises ``NoDuckDBForm`` and Spark answers it.
+  ``pipelines.analytics.transpile``; a view without a faithful form raises ``NoDuckDBForm`` and
+  Spark answers it. A view with a Python step (``views.PYTHON_VIEWS``: ``offsets_at_risk``) runs
+  the same pieces: its SQL transpiled, its Python function on the driver (``offsets_due_arrow``).
 - A declared table the warehouse does not hold yet is, when a VIEW reads it, an empty table with
   its declared schema (the Spark path's rule, ``views.register_analytics_views``).
 - Session time zone UTC (as Spark's ``spark.sql.session.timeZone``); DuckDB's spill directory is
@@ -72,6 +73,11 @@ class DuckDBSession:
             self._registered.add(name)
         for v in views:
             if v in forms:
+                if v == "offsets_at_risk":  # its Python step first (views.PYTHON_VIEWS)
+                    from pipelines.analytics.views import AT_RISK_JOIN_SQL
+
+                    joined = self.query(to_duckdb(AT_RISK_JOIN_SQL))
+                    self.con.register("_offsets_due", offsets_due_arrow(joined, self.cfg))
                 self.con.execute(f'CREATE OR REPLACE VIEW "{v}" AS {forms[v]}')
                 self._registered.add(v)
 
@@ -115,14 +121,41 @@ def _local(file_uri: str) -> str:
 
 def view_form(name: str, cfg: Config, *, replayed_commits: bool) -> str:
     """The DuckDB SQL of analytics view ``name`` (raises ``NoDuckDBForm``)."""
-    from pipelines.analytics.views import PYTHON_VIEWS, view_sql
+    from pipelines.analytics.views import PYTHON_VIEWS, at_risk_sql, view_sql
 
-    if name in PYTHON_VIEWS:
+    if name in PYTHON_VIEWS and name != "offsets_at_risk":
         raise NoDuckDBForm(f"view {name} {PYTHON_VIEWS[name][0]}")
     try:
+        if name == "offsets_at_risk":  # over _offsets_due, the Python step's output (register)
+            return to_duckdb(at_risk_sql(cfg))
         return to_duckdb(view_sql(name, cfg, replayed_commits=replayed_commits))
     except NoDuckDBForm as exc:
         raise NoDuckDBForm(f"view {name} {exc}") from None
+
+
+def offsets_due_arrow(joined: pa.Table, cfg: Config) -> pa.Table:
+    """``_offsets_due`` from ``views.AT_RISK_JOIN_SQL``'s rows on the driver: the grouped function
+    Spark runs per group (``views.due_times_fn``: the core's expiry rules), group by group."""
+    import pandas as pd
+    import pyarrow as pa
+
+    from pipelines.analytics.views import AT_RISK_SCHEMA, DUE_COLUMNS, due_times_fn
+
+    types = {
+        "string": pa.string(),
+        "int": pa.int32(),
+        "bigint": pa.int64(),
+        "timestamp": pa.timestamp("us", "UTC"),
+    }
+    schema = pa.schema([(n, types[t]) for n, t in (f.strip().split(" ") for f in AT_RISK_SCHEMA.split(","))])
+    pdf = joined.to_pandas()
+    if cfg.replay.retention_ms is None or pdf.empty:
+        out = pdf[list(DUE_COLUMNS)].copy()
+        out["predicted_expiry_timestamp"] = pd.NaT
+    else:
+        fn = due_times_fn(int(cfg.replay.retention_ms), cfg.replay.rules)
+        out = pd.concat([fn(g) for _, g in pdf.groupby("group_id", sort=False)], ignore_index=True)
+    return pa.Table.from_pandas(out, schema=schema, preserve_index=False)
 
 
 def _arrow(rel: Any) -> pa.Table:

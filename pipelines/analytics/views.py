@@ -331,7 +331,7 @@ GROUP BY r.coordinator_partition
 
 VIEW_NAMES = [v.name for v in VIEWS]
 
-_AT_RISK_SCHEMA = (
+AT_RISK_SCHEMA = (
     "group_id string, topic string, partition int, offset bigint, commit_timestamp timestamp, "
     "expire_timestamp timestamp, state string, predicted_expiry_timestamp timestamp"
 )
@@ -352,7 +352,7 @@ def _table_exists_as_view(spark: SparkSession, name: str) -> bool:
     return bool(spark.catalog.tableExists(name))
 
 
-def _due_times_fn(retention_ms: int, rules: str) -> Any:
+def due_times_fn(retention_ms: int, rules: str) -> Any:
     """Grouped function: one group's offsets (+ its state columns) -> predicted expiry per offset."""
 
     def fn(pdf: Any) -> Any:
@@ -373,37 +373,41 @@ def _due_times_fn(retention_ms: int, rules: str) -> Any:
     return fn
 
 
+#: ``offsets_at_risk``'s input: each committed offset with its group's state columns
+AT_RISK_JOIN_SQL = (
+    "SELECT o.group_id, o.topic, o.partition, o.offset, o.commit_timestamp, o.expire_timestamp, "
+    "s.state, s.generation, s.protocol_type, s.current_state_timestamp, s.state_timestamp, s.subscribed_topics "
+    "FROM offsets_current o JOIN group_state s ON s.group_id = o.group_id"
+)
+DUE_COLUMNS = ("group_id", "topic", "partition", "offset", "commit_timestamp", "expire_timestamp", "state")
+
+
 def offsets_at_risk_df(spark: SparkSession, cfg: Config, *, at_risk_hours: float = 24) -> DataFrame:
     """The ``offsets_at_risk`` DataFrame (needs the ``offsets_current`` and ``group_state`` views)."""
     from pyspark.sql import functions as F
 
     retention = cfg.replay.retention_ms
-    rules = cfg.replay.rules
-    joined = spark.sql(
-        "SELECT o.group_id, o.topic, o.partition, o.offset, o.commit_timestamp, o.expire_timestamp, "
-        "s.state, s.generation, s.protocol_type, s.current_state_timestamp, s.state_timestamp, s.subscribed_topics "
-        "FROM offsets_current o JOIN group_state s ON s.group_id = o.group_id"
-    )
+    joined = spark.sql(AT_RISK_JOIN_SQL)
     if retention is None:
-        due = joined.select(
-            "group_id", "topic", "partition", "offset", "commit_timestamp", "expire_timestamp", "state",
-            F.lit(None).cast("timestamp").alias("predicted_expiry_timestamp"),
-        )
+        due = joined.select(*DUE_COLUMNS, F.lit(None).cast("timestamp").alias("predicted_expiry_timestamp"))
     else:
-        due = joined.groupBy("group_id").applyInPandas(_due_times_fn(int(retention), rules), _AT_RISK_SCHEMA)
-    as_of = _as_of_sql(cfg)
+        due = joined.groupBy("group_id").applyInPandas(due_times_fn(int(retention), cfg.replay.rules),
+                                                       AT_RISK_SCHEMA)
     due.createOrReplaceTempView("_offsets_due")
-    return spark.sql(
-        f"""
+    return spark.sql(at_risk_sql(cfg, at_risk_hours=at_risk_hours))
+
+
+def at_risk_sql(cfg: Config, *, at_risk_hours: float = 24) -> str:
+    """``offsets_at_risk`` over ``_offsets_due`` (each offset's predicted expiry) and ``as_of``."""
+    return f"""
 SELECT d.*, a.as_of,
        round((unix_millis(d.predicted_expiry_timestamp) - unix_millis(a.as_of)) / 3600000.0, 3) AS hours_until_expiry,
        coalesce(d.predicted_expiry_timestamp > a.as_of
                 AND unix_millis(d.predicted_expiry_timestamp) - unix_millis(a.as_of) <= {float(at_risk_hours) * 3_600_000.0},
                 false) AS at_risk,
        coalesce(d.predicted_expiry_timestamp <= a.as_of, false) AS kept_past_due
-FROM _offsets_due d CROSS JOIN ({as_of}) a
+FROM _offsets_due d CROSS JOIN ({_as_of_sql(cfg)}) a
 """
-    )
 
 
 def _as_of_sql(cfg: Config) -> str:
@@ -506,7 +510,9 @@ def register_analytics_views(
     return names
 
 
-#: views computed in Python, with no SQL text an engine could run: name -> (why, tables read)
+#: views with a Python step between SQL statements: name -> (the step, tables read). Engines run
+#: the same pieces: ``offsets_at_risk`` = ``AT_RISK_JOIN_SQL`` -> ``due_times_fn`` per group ->
+#: ``_offsets_due`` -> ``at_risk_sql`` (Spark: applyInPandas; DuckDB: ``duck.offsets_due_arrow``)
 PYTHON_VIEWS: dict[str, tuple[str, tuple[str, ...]]] = {
     "offsets_at_risk": ("computes expiry times with the core (coordinator_core.expiry) in a pandas function",
                         ("offsets_current", "group_state")),

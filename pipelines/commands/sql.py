@@ -6,9 +6,9 @@ Rules:
   (``group_state``, ``offsets_current``, ...), views after ``pipelines.analytics.views``; both
   are read through ``pipelines.tableio`` (the current snapshot). DuckDB gets the statement and
   the views it reads transpiled by ``pipelines.analytics.transpile``.
-- ``--engine auto`` (default) picks DuckDB unless: the statement or a view it reads has no
-  faithful DuckDB form (lambdas, views computed in Python) — Spark answers, with a one-line note
-  on stderr; the warehouse is not a local path (a cluster's object store: Spark carries its
+- ``--engine auto`` (default) picks DuckDB unless: the statement has no faithful DuckDB form
+  (e.g. a higher-order function the transpiler does not carry; every analytics view has one) —
+  Spark answers, with a one-line note on stderr; the warehouse is not a local path (a cluster's object store: Spark carries its
   credentials); or the tables it reads (views expanded) hold more than ``--duckdb-max-mb``
   (default 4096) MiB of data files in their current snapshots. ``--verbose`` says on stderr
   which engine answered and why.
