@@ -59,7 +59,7 @@ def register(subparsers: Any) -> None:
             "DuckDB answers without a JVM unless the query needs Spark (--engine auto; see the module docs).\n"
             "No query: an interactive shell on a terminal, else the query is read from stdin.\n"
             "examples:\n"
-            "  offsetlake sql \"SELECT state, count(*) FROM group_state GROUP BY state\"\n"
+            '  offsetlake sql "SELECT state, count(*) FROM group_state GROUP BY state"\n'
             "  offsetlake sql --format csv \"SELECT * FROM offsets_current WHERE group_id = 'orders'\"\n"
             "  offsetlake sql                      (shell: \\d lists tables, \\q quits)"
         ),
@@ -67,14 +67,30 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument("query", nargs="?", help="a Spark SQL statement (none: shell, or read from stdin)")
     add_conf_arguments(p)
-    p.add_argument("--engine", choices=["auto", "duckdb", "spark"], default="auto",
-                   help="who answers (default: %(default)s = DuckDB unless the query needs Spark)")
-    p.add_argument("--format", choices=["table", "tsv", "csv", "json"], default=None,
-                   help="output format (default: table on a terminal, else tsv)")
-    p.add_argument("--limit", type=int, default=None,
-                   help=f"rows to print (default: {TABLE_LIMIT} for table, all otherwise; 0 = all)")
-    p.add_argument("--duckdb-max-mb", type=int, default=DEFAULT_DUCKDB_MAX_MB,
-                   help="auto: Spark answers when the tables read hold more MiB than this (default: %(default)s)")
+    p.add_argument(
+        "--engine",
+        choices=["auto", "duckdb", "spark"],
+        default="auto",
+        help="who answers (default: %(default)s = DuckDB unless the query needs Spark)",
+    )
+    p.add_argument(
+        "--format",
+        choices=["table", "tsv", "csv", "json"],
+        default=None,
+        help="output format (default: table on a terminal, else tsv)",
+    )
+    p.add_argument(
+        "--limit",
+        type=int,
+        default=None,
+        help=f"rows to print (default: {TABLE_LIMIT} for table, all otherwise; 0 = all)",
+    )
+    p.add_argument(
+        "--duckdb-max-mb",
+        type=int,
+        default=DEFAULT_DUCKDB_MAX_MB,
+        help="auto: Spark answers when the tables read hold more MiB than this (default: %(default)s)",
+    )
     p.add_argument("--verbose", "-v", action="store_true", help="say on stderr which engine answered and why")
     p.set_defaults(func=run)
 
@@ -202,7 +218,9 @@ class Session:
         except SqlSyntaxError as exc:
             if self.engine == "spark":
                 return Plan("spark", None, reason="forced")
-            raise UsageError(f"query failed: {exc} (valid Spark SQL sqlglot cannot read: --engine spark)") from None
+            raise UsageError(
+                f"query failed: {exc} (valid Spark SQL sqlglot cannot read: --engine spark)"
+            ) from None
         direct = referenced_tables(tree)
         for name in direct:
             if name not in VIEW_NAMES and name not in self.tables:
@@ -226,9 +244,11 @@ class Session:
                 return Plan("spark", closure, reason="the warehouse is not a local path")
             size = sum(self.io.size_bytes(t) for t in closure if t in self.tables)
             if size > self.max_bytes:
-                return Plan("spark", closure, reason=f"the tables read hold {size >> 20} MiB > --duckdb-max-mb "
-                                                     f"{self.max_bytes >> 20}")
-        return Plan("duckdb", closure, duck_sql, reason="forced" if self.engine == "duckdb" else "small local tables")
+                mib = f"{size / 2**20:.1f} MiB > --duckdb-max-mb {self.max_bytes >> 20}"
+                return Plan("spark", closure, reason=f"the tables read hold {mib}")
+        return Plan(
+            "duckdb", closure, duck_sql, reason="forced" if self.engine == "duckdb" else "small local tables"
+        )
 
     def _unknown(self, name: str) -> str:
         from schemas import TABLES
@@ -272,8 +292,9 @@ class Session:
         return self._spark
 
 
-def open_session(cfg: Config, *, engine: str = "auto", max_mb: int = DEFAULT_DUCKDB_MAX_MB,
-                 verbose: bool = False) -> Session:
+def open_session(
+    cfg: Config, *, engine: str = "auto", max_mb: int = DEFAULT_DUCKDB_MAX_MB, verbose: bool = False
+) -> Session:
     """A session over ``cfg``'s warehouse; a warehouse without Delta tables is an error."""
     from pipelines.tableio import TableIO
     from schemas import TABLES
@@ -281,7 +302,9 @@ def open_session(cfg: Config, *, engine: str = "auto", max_mb: int = DEFAULT_DUC
     io = TableIO(cfg, None, engine="rust")  # metadata and Arrow reads only: no Spark needed
     tables = [t for t in io.list_tables() if t in TABLES]
     if not tables:
-        raise UsageError(f"no Delta tables under {cfg.paths.warehouse} (run: offsetlake run batch --conf ...)")
+        raise UsageError(
+            f"no Delta tables under {cfg.paths.warehouse} (run: offsetlake run batch --conf ...)"
+        )
     return Session(cfg, io, engine, max_mb << 20, verbose, tables)
 
 
@@ -401,8 +424,11 @@ def shell(session: Session, fmt: str, limit: int | None) -> int:
 
     with contextlib.suppress(ImportError):  # platforms without readline keep plain input()
         import readline  # noqa: F401  (line editing and history for input())
-    print("offsetlake sql: Spark SQL over the warehouse; end statements with ';' or an empty line, "
-          "\\d lists tables and views, \\q quits", file=sys.stderr)
+    print(
+        "offsetlake sql: Spark SQL over the warehouse; end statements with ';' or an empty line, "
+        "\\d lists tables and views, \\q quits",
+        file=sys.stderr,
+    )
     buf: list[str] = []
     while True:
         try:

@@ -273,6 +273,20 @@ def test_auto_lets_spark_answer_a_query_without_a_duckdb_form(
     assert "note: Spark answers: uses a higher-order function" in out.err and "engine: spark" in out.err
 
 
+def test_auto_gives_tables_over_the_size_limit_to_spark(
+    spark: Any, wh: Warehouse, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from pipelines.cli import main
+
+    base = ["sql", "--conf", str(wh.conf), "--format", "json", "--verbose", "--duckdb-max-mb", "0"]
+    assert main([*base, "SELECT count(*) AS n FROM group_state"]) == 0
+    out = capsys.readouterr()
+    assert "engine: spark (the tables read hold 0." in out.err and " MiB > --duckdb-max-mb 0)" in out.err
+    assert json.loads(out.out)["n"] > 0
+    assert main([*base, "SELECT 1 AS one"]) == 0  # reads no table: nothing too big
+    assert "engine: duckdb" in capsys.readouterr().err
+
+
 def test_spark_leaves_no_spark_warehouse_in_the_working_directory(wh: Warehouse, tmp_path: Path) -> None:
     # SHOW TABLES opens Spark's session catalog, which creates the SQL warehouse directory
     proc = _cli(wh, "--engine", "spark", "SHOW TABLES", cwd=tmp_path, no_java=False)
