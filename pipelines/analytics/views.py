@@ -6,6 +6,9 @@ Rules:
   required table that does not exist yet (``partition_end_offsets`` before the first
   ``capture-end-offsets``) is registered as an EMPTY DataFrame with its declared schema, so a
   query never fails for a missing table, it returns no rows.
+- One definition per view: ``view_sql`` (Spark SQL) is what Spark registers and what DuckDB runs
+  after ``pipelines.analytics.transpile`` (``pipelines.analytics.duck``); ``view_closure`` (the
+  views and tables a view reads, parsed from that SQL) registers only what a query needs.
 - What counts as a rebalance: a ``rebalances`` row with ``cause`` in ``new_generation``,
   ``ended_empty`` or ``first_record`` (a generation change). ``static_member_rejoined`` rows are
   KIP-345 static members back with a new member id WITHOUT a rebalance: counted separately, as
