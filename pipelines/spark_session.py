@@ -11,6 +11,10 @@ Rules:
   check refuses an overlapping input and the exact path takes over) are switched off: the
   failure reaches the caller as an exception and the CLI prints it as one line. With
   ``--debug`` (``OFFSETLAKE_DEBUG=1``) they stay on.
+- The embedded path (a local master) keeps Spark's SQL warehouse out of the working directory:
+  ``spark.sql.warehouse.dir`` defaults to ``offsetlake-spark-warehouse-<uid>`` under the system
+  temp directory (Spark's own default, ``./spark-warehouse``, littered wherever a command ran);
+  a cluster's (spark-submit's) setting, or one in the config, is left alone.
 - Delta's Spark classes are used only when their jars are on the classpath (``delta_available``);
   nothing here downloads jars.
 """
@@ -80,6 +84,13 @@ def prepare_environment() -> None:
     os.environ.setdefault("PYARROW_IGNORE_TIMEZONE", "1")
 
 
+def local_sql_warehouse() -> str:
+    """Where a local session keeps Spark's SQL warehouse (module rules): never the working directory."""
+    import tempfile
+
+    return os.path.join(tempfile.gettempdir(), f"offsetlake-spark-warehouse-{os.getuid()}")
+
+
 def build_spark(
     app_name: str = "offsetlake",
     master: str | None = None,
@@ -106,8 +117,12 @@ def build_spark(
     elif "spark.master" not in os.environ.get("SPARK_SUBMIT_OPTS", "") and not os.environ.get(
         "SPARK_ENV_LOADED"
     ):
-        builder = builder.master(os.environ.get("OFFSETLAKE_SPARK_MASTER", "local[*]"))
+        master = os.environ.get("OFFSETLAKE_SPARK_MASTER", "local[*]")
+        builder = builder.master(master)
+    local = master is not None and master.startswith("local")
     merged = dict(DEFAULT_CONF)
+    if local:
+        merged["spark.sql.warehouse.dir"] = local_sql_warehouse()
     merged.update({k: str(v) for k, v in (conf or {}).items()})
     for key, value in merged.items():
         builder = builder.config(key, value)

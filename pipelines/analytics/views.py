@@ -6,6 +6,9 @@ Rules:
   required table that does not exist yet (``partition_end_offsets`` before the first
   ``capture-end-offsets``) is registered as an EMPTY DataFrame with its declared schema, so a
   query never fails for a missing table, it returns no rows.
+- One definition per view: ``view_sql`` (Spark SQL) is what Spark registers and what DuckDB runs
+  after ``pipelines.analytics.transpile`` (``pipelines.analytics.duck``); ``view_closure`` (the
+  views and tables a view reads, parsed from that SQL) registers only what a query needs.
 - What counts as a rebalance: a ``rebalances`` row with ``cause`` in ``new_generation``,
   ``ended_empty`` or ``first_record`` (a generation change). ``static_member_rejoined`` rows are
   KIP-345 static members back with a new member id WITHOUT a rebalance: counted separately, as
@@ -331,7 +334,7 @@ GROUP BY r.coordinator_partition
 
 VIEW_NAMES = [v.name for v in VIEWS]
 
-_AT_RISK_SCHEMA = (
+AT_RISK_SCHEMA = (
     "group_id string, topic string, partition int, offset bigint, commit_timestamp timestamp, "
     "expire_timestamp timestamp, state string, predicted_expiry_timestamp timestamp"
 )
@@ -352,7 +355,7 @@ def _table_exists_as_view(spark: SparkSession, name: str) -> bool:
     return bool(spark.catalog.tableExists(name))
 
 
-def _due_times_fn(retention_ms: int, rules: str) -> Any:
+def due_times_fn(retention_ms: int, rules: str) -> Any:
     """Grouped function: one group's offsets (+ its state columns) -> predicted expiry per offset."""
 
     def fn(pdf: Any) -> Any:
@@ -373,37 +376,41 @@ def _due_times_fn(retention_ms: int, rules: str) -> Any:
     return fn
 
 
+#: ``offsets_at_risk``'s input: each committed offset with its group's state columns
+AT_RISK_JOIN_SQL = (
+    "SELECT o.group_id, o.topic, o.partition, o.offset, o.commit_timestamp, o.expire_timestamp, "
+    "s.state, s.generation, s.protocol_type, s.current_state_timestamp, s.state_timestamp, s.subscribed_topics "
+    "FROM offsets_current o JOIN group_state s ON s.group_id = o.group_id"
+)
+DUE_COLUMNS = ("group_id", "topic", "partition", "offset", "commit_timestamp", "expire_timestamp", "state")
+
+
 def offsets_at_risk_df(spark: SparkSession, cfg: Config, *, at_risk_hours: float = 24) -> DataFrame:
     """The ``offsets_at_risk`` DataFrame (needs the ``offsets_current`` and ``group_state`` views)."""
     from pyspark.sql import functions as F
 
     retention = cfg.replay.retention_ms
-    rules = cfg.replay.rules
-    joined = spark.sql(
-        "SELECT o.group_id, o.topic, o.partition, o.offset, o.commit_timestamp, o.expire_timestamp, "
-        "s.state, s.generation, s.protocol_type, s.current_state_timestamp, s.state_timestamp, s.subscribed_topics "
-        "FROM offsets_current o JOIN group_state s ON s.group_id = o.group_id"
-    )
+    joined = spark.sql(AT_RISK_JOIN_SQL)
     if retention is None:
-        due = joined.select(
-            "group_id", "topic", "partition", "offset", "commit_timestamp", "expire_timestamp", "state",
-            F.lit(None).cast("timestamp").alias("predicted_expiry_timestamp"),
-        )
+        due = joined.select(*DUE_COLUMNS, F.lit(None).cast("timestamp").alias("predicted_expiry_timestamp"))
     else:
-        due = joined.groupBy("group_id").applyInPandas(_due_times_fn(int(retention), rules), _AT_RISK_SCHEMA)
-    as_of = _as_of_sql(cfg)
+        due = joined.groupBy("group_id").applyInPandas(due_times_fn(int(retention), cfg.replay.rules),
+                                                       AT_RISK_SCHEMA)
     due.createOrReplaceTempView("_offsets_due")
-    return spark.sql(
-        f"""
+    return spark.sql(at_risk_sql(cfg, at_risk_hours=at_risk_hours))
+
+
+def at_risk_sql(cfg: Config, *, at_risk_hours: float = 24) -> str:
+    """``offsets_at_risk`` over ``_offsets_due`` (each offset's predicted expiry) and ``as_of``."""
+    return f"""
 SELECT d.*, a.as_of,
        round((unix_millis(d.predicted_expiry_timestamp) - unix_millis(a.as_of)) / 3600000.0, 3) AS hours_until_expiry,
        coalesce(d.predicted_expiry_timestamp > a.as_of
                 AND unix_millis(d.predicted_expiry_timestamp) - unix_millis(a.as_of) <= {float(at_risk_hours) * 3_600_000.0},
                 false) AS at_risk,
        coalesce(d.predicted_expiry_timestamp <= a.as_of, false) AS kept_past_due
-FROM _offsets_due d CROSS JOIN ({as_of}) a
+FROM _offsets_due d CROSS JOIN ({_as_of_sql(cfg)}) a
 """
-    )
 
 
 def _as_of_sql(cfg: Config) -> str:
@@ -422,10 +429,14 @@ def partition_status_at(spark: SparkSession, at: Any, *, window: int = 10) -> Da
     offset (else the last commit's own lag). Needs the ``consumer_lag`` and
     ``partition_end_offsets`` views (``register_analytics_views``).
     """
+    return spark.sql(partition_status_at_sql(at, window=window))
+
+
+def partition_status_at_sql(at: Any, *, window: int = 10) -> str:
+    """The Spark SQL of ``partition_status_at`` (reads ``consumer_lag`` and ``partition_end_offsets``)."""
     t_sql = _time_sql(at)
     status = burrow_status_sql("win", "t_ms", "current_lag")
-    return spark.sql(
-        f"""
+    return f"""
 WITH tt AS (SELECT {t_sql} AS at_time),
 c AS (
   SELECT l.*, row_number() OVER (PARTITION BY group_id, topic, partition
@@ -449,7 +460,6 @@ SELECT group_id, topic, partition, at_time, size(win) AS window_commits,
        current_lag, {status} AS status
 FROM j
 """
-    )
 
 
 def _time_sql(at: Any) -> str:
@@ -470,8 +480,10 @@ def register_analytics_views(
     *,
     at_risk_hours: float = 24,
     burrow_window: int = 10,
+    only: set[str] | None = None,
 ) -> list[str]:
-    """Register every analytics view (and empty stand-ins for missing tables); returns view names."""
+    """Register every analytics view (or those in ``only``, which must hold the views they read;
+    ``view_closure``) and empty stand-ins for missing tables; returns view names."""
     from pipelines.tableio import TableIO
 
     if isinstance(cfg_or_io, TableIO):
@@ -480,16 +492,47 @@ def register_analytics_views(
         cfg = cfg_or_io
         io = TableIO(cfg, spark)
     needed = {t for v in VIEWS for t in v.requires} | {"offset_commits", "group_state", "offsets_current"}
+    if only is not None:
+        needed = {t for t in needed if t in only} | {t for v in VIEWS if v.name in only for t in v.requires}
     for name in sorted(needed):
         if not _table_exists_as_view(spark, name) or not io.exists(name):
             _ensure_table(spark, io, name)
+    replayed = io.exists("offset_commits_replayed")
+    if replayed:
+        _ensure_table(spark, io, "offset_commits_replayed")
     names = []
     for v in VIEWS:
-        if v.name == "analytics_commits":
-            df = _commits_df(spark, io)
-        elif v.name == "partition_status":
-            df = spark.sql(
-                f"""
+        if only is not None and v.name not in only:
+            continue
+        if v.name == "offsets_at_risk":
+            df = offsets_at_risk_df(spark, cfg, at_risk_hours=at_risk_hours)
+        else:
+            df = spark.sql(view_sql(v.name, cfg, replayed_commits=replayed, burrow_window=burrow_window))
+        df.createOrReplaceTempView(v.name)
+        names.append(v.name)
+    return names
+
+
+#: views with a Python step between SQL statements: name -> (the step, tables read). Engines run
+#: the same pieces: ``offsets_at_risk`` = ``AT_RISK_JOIN_SQL`` -> ``due_times_fn`` per group ->
+#: ``_offsets_due`` -> ``at_risk_sql`` (Spark: applyInPandas; DuckDB: ``duck.offsets_due_arrow``)
+PYTHON_VIEWS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "offsets_at_risk": ("computes expiry times with the core (coordinator_core.expiry) in a pandas function",
+                        ("offsets_current", "group_state")),
+}
+
+
+def view_sql(name: str, cfg: Config, *, replayed_commits: bool, burrow_window: int = 10) -> str:
+    """The one Spark SQL definition of view ``name`` (``PYTHON_VIEWS`` have none: KeyError).
+
+    ``replayed_commits``: whether ``offset_commits_replayed`` exists (``analytics_commits``
+    reads it then, else ``offset_commits``)."""
+    if name in PYTHON_VIEWS:
+        raise KeyError(f"view {name} is computed in Python: {PYTHON_VIEWS[name][0]}")
+    if name == "analytics_commits":
+        return _commits_sql(replayed_commits)
+    if name == "partition_status":
+        return f"""
 WITH w AS (
   SELECT group_id, topic, partition, offset, commit_timestamp, log_partition, log_offset, lag_offsets, lag_ms,
          collect_list({_WIN_STRUCT}) OVER (PARTITION BY group_id, topic, partition
@@ -501,32 +544,44 @@ SELECT group_id, topic, partition, offset, commit_timestamp, log_partition, log_
        {burrow_status_sql('win', 'unix_millis(commit_timestamp)', 'lag_offsets')} AS status
 FROM w
 """
-            )
-        elif v.name == "offsets_at_risk":
-            df = offsets_at_risk_df(spark, cfg, at_risk_hours=at_risk_hours)
-        elif v.name == "partition_status_now":
-            as_of = cfg.replay.as_of_ms
-            at = int(as_of) if as_of is not None else f"({_as_of_sql(cfg)})"
-            df = partition_status_at(spark, at, window=burrow_window)
-        else:
-            df = spark.sql(v.sql)
-        df.createOrReplaceTempView(v.name)
-        names.append(v.name)
-    return names
+    if name == "partition_status_now":
+        as_of = cfg.replay.as_of_ms
+        at = int(as_of) if as_of is not None else f"({_as_of_sql(cfg)})"
+        return partition_status_at_sql(at, window=burrow_window)
+    return next(v.sql for v in VIEWS if v.name == name)
 
 
-def _commits_df(spark: SparkSession, io: TableIO) -> DataFrame:
-    if io.exists("offset_commits_replayed"):
-        _ensure_table(spark, io, "offset_commits_replayed")
-        return spark.sql(
-            "SELECT group_id, topic, partition, offset, commit_timestamp, log_partition, log_offset, timestamp "
-            "FROM offset_commits_replayed"
-        )
-    return spark.sql(
-        "SELECT group_id, topic, partition, committed_offset AS offset, commit_timestamp, "
-        "coordinator_partition AS log_partition, log_offset, log_timestamp AS timestamp "
-        "FROM offset_commits WHERE NOT is_tombstone"
-    )
+def view_inputs(name: str, cfg: Config, *, replayed_commits: bool) -> list[str]:
+    """The tables and views view ``name`` reads (from its SQL, parsed; ``PYTHON_VIEWS`` declare theirs)."""
+    from pipelines.analytics.transpile import parse, referenced_tables
+
+    if name in PYTHON_VIEWS:
+        return list(PYTHON_VIEWS[name][1])
+    return referenced_tables(parse(view_sql(name, cfg, replayed_commits=replayed_commits)))
+
+
+def view_closure(names: list[str], cfg: Config, *, replayed_commits: bool) -> list[str]:
+    """``names`` plus every view and table they read, transitively; views in ``VIEWS`` order
+    (each after the views it reads), then tables (sorted)."""
+    seen: set[str] = set()
+    todo = list(names)
+    while todo:
+        n = todo.pop()
+        if n in seen:
+            continue
+        seen.add(n)
+        if n in VIEW_NAMES:
+            todo += view_inputs(n, cfg, replayed_commits=replayed_commits)
+    return [v for v in VIEW_NAMES if v in seen] + sorted(seen - set(VIEW_NAMES))
+
+
+def _commits_sql(replayed: bool) -> str:
+    if replayed:
+        return ("SELECT group_id, topic, partition, offset, commit_timestamp, log_partition, log_offset, timestamp "
+                "FROM offset_commits_replayed")
+    return ("SELECT group_id, topic, partition, committed_offset AS offset, commit_timestamp, "
+            "coordinator_partition AS log_partition, log_offset, log_timestamp AS timestamp "
+            "FROM offset_commits WHERE NOT is_tombstone")
 
 
 def view_docs() -> list[tuple[str, str]]:

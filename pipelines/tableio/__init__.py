@@ -15,7 +15,9 @@ Rules:
   that marker. MERGE only rewrites rows whose values changed, so a MERGE of identical data
   commits nothing and leaves the table version unchanged.
 - Reading back: ``read(name)`` respects the current snapshot on both engines; ``read_arrow``
-  reads the snapshot on the driver with delta-rs (reports, ``inspect``, the end-offsets feed).
+  reads the snapshot on the driver with delta-rs (reports, ``inspect``, the end-offsets feed);
+  ``snapshot_files`` + ``size_bytes`` let a driver-side engine scan the snapshot itself
+  (``offsetlake sql`` on DuckDB).
 - Table metadata (version, txn, history, row counts) is read with delta-rs on both engines
   (``deltars``): it reads any Delta table's log without a Spark job.
 - Nothing outside this package imports ``deltalake`` or ``delta`` (``tests/test_architecture.py``).
@@ -342,6 +344,12 @@ class TableIO:
         if not self.exists(name):
             return None
         return read_arrow_at(self.path(name), columns, filter, version)
+
+    def size_bytes(self, name: str) -> int:
+        """Bytes of the table's current data files (from the log; 0 when it does not exist)."""
+        from pipelines.tableio import deltars
+
+        return deltars.size_bytes(self.path(name)) if self.exists(name) else 0
 
     # ---- maintenance --------------------------------------------------------------------------
     def optimize(self, name: str) -> dict[str, Any]:

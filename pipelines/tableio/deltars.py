@@ -130,6 +130,15 @@ def read_arrow(uri: str, columns: list[str] | None = None, filter: Any = None,
     return dataset.to_table(columns=columns, filter=filter)
 
 
+def size_bytes(uri: str) -> int:
+    """Bytes of the snapshot's data files, from the log's add actions (no listing, no scan)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    sizes = pa.table(open_table(uri).get_add_actions(flatten=True)).column("size_bytes")
+    return int(pc.sum(sizes).as_py() or 0)
+
+
 def write_arrow(uri: str, table: pa.Table, mode: str = "append") -> None:
     """Append (or overwrite with) an Arrow table on the driver; the table is created on first use."""
     from deltalake import write_deltalake
