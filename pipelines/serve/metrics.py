@@ -1,0 +1,345 @@
+"""Prometheus metrics of the warehouse, read-only from its Delta tables (no Spark).
+
+Rules:
+- Everything is read through ``pipelines.analytics.duck.DuckDBSession`` (DuckDB over
+  ``TableIO.snapshot_files`` / ``read_arrow``); the queries are Spark SQL run through
+  ``pipelines.analytics.transpile`` like ``offsetlake sql``. Views are the analytics views' one
+  definition (``partition_status_now`` for Burrow statuses, ``offsets_at_risk`` for due times).
+  A declared table the warehouse does not hold yet (``partition_end_offsets`` before the first
+  sample) reads as empty: its metrics are absent, never zero.
+- "Now" is the warehouse's ``as_of`` (``replay.as_of_ms``, else the last record time in
+  ``group_state``: ``views._as_of_sql``), never the wall clock: the rebalance window ends there.
+- Lag now (per partition) = newest ``partition_end_offsets`` sample of the topic-partition minus
+  the committed offset in ``offsets_current``, floored at 0 like ``consumer_lag``; the sample
+  may be newer than ``as_of`` (a live sampler runs after the last batch). Computed here, not from
+  ``consumer_lag`` (that view is lag at each commit, from samples at or before it). Lag in time
+  = ``sampled_at - committed_record_timestamp`` of the group's newest own sample, when known.
+- Names follow kafka-lag-exporter (``kafka_consumergroup_group_lag``, ``..._max_lag``,
+  ``..._sum_lag``, ``..._lag_seconds``, ``kafka_partition_latest_offset``) with labels
+  ``cluster_name``, ``group``, ``topic``, ``partition``; states one-hot with a ``state`` label as
+  kminion does. What only offsetlake knows is ``kafka_consumergroup_group_rebalance*``,
+  ``..._offset_expiry_timestamp_seconds`` and ``..._deletion_timestamp_seconds``. README
+  "Monitoring" documents each family.
+- Group status is Burrow's roll-up (``core/internal/evaluator/caching.go``): ERR when any
+  partition is STOP, STALL or REWIND, else WARN when any is WARN, else OK; UNKNOWN when no
+  partition has a known status (our partitions are UNKNOWN without lag samples).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pipelines.tableio import TableIO
+
+GROUP_STATES = ("Empty", "PreparingRebalance", "CompletingRebalance", "Stable", "Dead")
+#: the tables whose Delta versions key the cache (what the queries below read)
+SOURCE_TABLES = (
+    "group_state",
+    "offsets_current",
+    "partition_end_offsets",
+    "rebalances",
+    "group_lifecycle",
+    "offset_commits",
+    "offset_commits_replayed",
+)
+READS = [
+    "group_state",
+    "offsets_current",
+    "partition_end_offsets",
+    "rebalances",
+    "group_lifecycle",
+    "partition_status_now",
+    "offsets_at_risk",
+    "consumer_lag",
+]
+DEFAULT_WINDOW_S = 3600.0
+BURROW_WINDOW = 10
+
+_LAG_NOW_SQL = """
+WITH e AS (
+  SELECT topic, partition, max_by(log_end_offset, sampled_at) AS log_end_offset, max(sampled_at) AS sampled_at
+  FROM partition_end_offsets GROUP BY topic, partition),
+t AS (
+  SELECT group_id, topic, partition,
+         max_by(unix_millis(sampled_at) - unix_millis(committed_record_timestamp), sampled_at) AS lag_ms
+  FROM partition_end_offsets WHERE group_id IS NOT NULL GROUP BY group_id, topic, partition)
+SELECT o.group_id, o.topic, o.partition, o.offset, unix_millis(o.commit_timestamp) AS commit_ms,
+       e.log_end_offset, unix_millis(e.sampled_at) AS sampled_ms,
+       CASE WHEN e.log_end_offset IS NULL THEN NULL ELSE greatest(e.log_end_offset - o.offset, 0) END AS lag,
+       t.lag_ms
+FROM offsets_current o
+LEFT JOIN e ON e.topic = o.topic AND e.partition = o.partition
+LEFT JOIN t ON t.group_id = o.group_id AND t.topic = o.topic AND t.partition = o.partition
+"""
+
+#: the first and last commit of each partition's Burrow window (the last BURROW_WINDOW commits at
+#: or before as_of, ``views.partition_status_at_sql``'s order): Burrow's ``start`` / ``end``
+_WINDOW_ENDS_SQL = """
+WITH c AS (
+  SELECT group_id, topic, partition, offset, unix_millis(commit_timestamp) AS t, lag_offsets,
+         row_number() OVER (PARTITION BY group_id, topic, partition
+                            ORDER BY commit_timestamp DESC, log_partition DESC, log_offset DESC) AS rn,
+         count(*) OVER (PARTITION BY group_id, topic, partition) AS n
+  FROM consumer_lag WHERE commit_timestamp <= timestamp_millis({as_of}))
+SELECT group_id, topic, partition, offset, t, lag_offsets, rn = 1 AS is_end
+FROM c WHERE rn = 1 OR rn = least(n, {window})
+"""
+
+
+@dataclass
+class Snapshot:
+    """What the tables say, collected once (the cache holds one)."""
+
+    as_of_ms: int | None
+    groups: list[dict[str, Any]]
+    partitions: list[dict[str, Any]]  # offsets_current + lag now + Burrow status + window ends
+    rebalances: dict[str, tuple[int, int]]  # group -> (rebalances, total ms) in the window
+    expiries: list[dict[str, Any]]  # offsets that will expire: group, topic, partition, due_ms, at_risk
+    deletions: dict[str, int]  # group -> predicted deletion time (ms)
+    window_s: float
+    versions: tuple[int | None, ...] = field(default=())
+
+
+def table_versions(io: TableIO) -> tuple[int | None, ...]:
+    """The Delta versions of ``SOURCE_TABLES`` (``None``: absent): the cache key."""
+    return tuple(io.version(t) for t in SOURCE_TABLES)
+
+
+def collect(io: TableIO, *, window_s: float = DEFAULT_WINDOW_S) -> Snapshot:
+    """Query the warehouse once (DuckDB) and return the ``Snapshot``."""
+    from pipelines.analytics.duck import DuckDBSession
+    from pipelines.analytics.transpile import to_duckdb
+    from pipelines.analytics.views import REBALANCE_CAUSES, _as_of_sql, view_closure
+    from pipelines.errors import UsageError
+
+    if not io.exists("group_state"):
+        raise UsageError(f"no group_state table under {io.warehouse} (run: offsetlake run batch --conf ...)")
+    versions = table_versions(io)
+    s = DuckDBSession(io)
+    s.register(view_closure(READS, io.conf, replayed_commits=s.replayed_commits))
+
+    def rows(spark_sql: str) -> list[dict[str, Any]]:
+        return list(s.query(to_duckdb(spark_sql)).to_pylist())
+
+    as_of_rows = rows(f"SELECT unix_millis(as_of) AS ms FROM ({_as_of_sql(io.conf)}) a")
+    as_of = as_of_rows[0]["ms"] if as_of_rows else None
+    groups = rows(
+        "SELECT group_id, state, member_count, generation, protocol_type, protocol FROM group_state ORDER BY group_id"
+    )
+    parts = {(r["group_id"], r["topic"], r["partition"]): r for r in rows(_LAG_NOW_SQL)}
+    at = int(as_of) if as_of is not None else 0
+    for r in rows(
+        "SELECT group_id, topic, partition, status, current_lag, window_commits FROM partition_status_now"
+    ):
+        key = (r["group_id"], r["topic"], r["partition"])
+        if key in parts:
+            parts[key].update(status=r["status"], window_commits=r["window_commits"])
+    for r in rows(_WINDOW_ENDS_SQL.format(as_of=at, window=BURROW_WINDOW)):
+        key = (r["group_id"], r["topic"], r["partition"])
+        if key in parts:
+            end = {"offset": r["offset"], "timestamp": r["t"], "lag": r["lag_offsets"]}
+            parts[key]["end" if r["is_end"] else "start"] = end
+            parts[key].setdefault("start", end)  # a one-commit window starts where it ends
+    causes = ", ".join(f"'{c}'" for c in REBALANCE_CAUSES)
+    since = at - int(window_s * 1000)
+    rebalances = {
+        r["group_id"]: (int(r["n"]), int(r["ms"]))
+        for r in rows(
+            "SELECT group_id, count(*) AS n, coalesce(sum(duration_ms), 0) AS ms FROM rebalances "
+            f"WHERE cause IN ({causes}) AND end_time > timestamp_millis({since}) "
+            f"AND end_time <= timestamp_millis({at}) GROUP BY group_id"
+        )
+    }
+    expiries = rows(
+        "SELECT group_id, topic, partition, unix_millis(predicted_expiry_timestamp) AS due_ms, at_risk "
+        "FROM offsets_at_risk WHERE predicted_expiry_timestamp IS NOT NULL AND NOT kept_past_due "
+        "ORDER BY group_id, topic, partition"
+    )
+    deletions = {
+        r["group_id"]: int(r["ms"])
+        for r in rows(
+            "SELECT group_id, min(unix_millis(predicted_time)) AS ms FROM group_lifecycle "
+            "WHERE event = 'group_deleted' AND status = 'predicted' AND predicted_time IS NOT NULL "
+            "GROUP BY group_id"
+        )
+    }
+    return Snapshot(
+        as_of_ms=as_of,
+        groups=groups,
+        partitions=[parts[k] for k in sorted(parts)],
+        rebalances=rebalances,
+        expiries=expiries,
+        deletions=deletions,
+        window_s=window_s,
+        versions=versions,
+    )
+
+
+def group_status(statuses: Iterable[str | None]) -> str:
+    """Burrow's group status from its partitions' statuses (module rules)."""
+    known = [s for s in statuses if s and s != "UNKNOWN"]
+    if not known:
+        return "UNKNOWN"
+    if any(s in ("STOP", "STALL", "REWIND") for s in known):
+        return "ERR"
+    return "WARN" if "WARN" in known else "OK"
+
+
+# ---- exposition ---------------------------------------------------------------------------------
+Sample = tuple[dict[str, Any], float]
+
+
+def escape_label(value: Any) -> str:
+    """A label value in the text format: backslash, double quote and newline escaped."""
+    return str(value).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def _help(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("\n", "\\n")
+
+
+def _value(v: float) -> str:
+    if math.isnan(v):
+        return "NaN"
+    if math.isinf(v):
+        return "+Inf" if v > 0 else "-Inf"
+    return str(int(v)) if float(v).is_integer() and abs(v) < 2**53 else repr(float(v))
+
+
+def family(name: str, kind: str, doc: str, samples: Iterable[Sample]) -> str:
+    """One metric family: ``# HELP``, ``# TYPE`` and its samples."""
+    out = [f"# HELP {name} {_help(doc)}", f"# TYPE {name} {kind}"]
+    for labels, v in samples:
+        inner = ",".join(f'{k}="{escape_label(val)}"' for k, val in labels.items())
+        out.append(f"{name}{{{inner}}} {_value(float(v))}" if inner else f"{name} {_value(float(v))}")
+    return "\n".join(out) + "\n"
+
+
+#: every family (all gauges) and its HELP text, in exposition order (README "Monitoring" lists them)
+FAMILIES: dict[str, str] = {
+    "offsetlake_as_of_timestamp_seconds": "The warehouse's now: replay.as_of_ms, else the last record time in group_state.",
+    "kafka_consumergroup_groups": "Consumer groups per state (group_state).",
+    "kafka_consumergroup_group_state": "1 for the group's current state, 0 for the others (one-hot over the state label).",
+    "kafka_consumergroup_group_members": "Current members of the group.",
+    "kafka_consumergroup_group_generation": "Current generation id of the group.",
+    "kafka_consumergroup_group_offset": "Committed offset per partition (offsets_current).",
+    "kafka_partition_latest_offset": "Log end offset of the partition: its newest partition_end_offsets sample.",
+    "kafka_consumergroup_group_lag": "Lag in offsets per partition: newest end-offset sample - committed offset, floored at 0.",
+    "kafka_consumergroup_group_max_lag": "Largest partition lag of the group (offsets).",
+    "kafka_consumergroup_group_sum_lag": "Total lag of the group (offsets).",
+    "kafka_consumergroup_group_lag_seconds": "Lag in time per partition: sampled_at - timestamp of the record at the "
+    "committed offset (the group's newest own sample; absent when unknown).",
+    "kafka_consumergroup_group_max_lag_seconds": "Largest partition time lag of the group.",
+    "kafka_consumergroup_partition_status": "Burrow status of the partition at as_of (partition_status_now), value 1.",
+    "kafka_consumergroup_group_status": "Burrow's group status rolled up from its partitions (OK, WARN, ERR; "
+    "UNKNOWN without lag), value 1.",
+    "kafka_consumergroup_rebalance_window_seconds": "Length of the window the rebalance metrics count over, ending at as_of.",
+    "kafka_consumergroup_group_rebalances": "Rebalances (generation changes) that ended in the window.",
+    "kafka_consumergroup_group_rebalance_seconds": "Total duration of the rebalances that ended in the window "
+    "(estimated start to end).",
+    "kafka_consumergroup_offset_expiry_timestamp_seconds": "Predicted expiry time of a committed offset that will expire "
+    "(offsets_at_risk: the core's expiry rules).",
+    "kafka_consumergroup_group_offsets_at_risk": "Offsets of the group predicted to expire within 24 h of as_of "
+    "(offsets_at_risk.at_risk).",
+    "kafka_consumergroup_group_deletion_timestamp_seconds": "Predicted deletion time of the group (group_lifecycle, "
+    "status predicted).",
+}
+
+
+def render(snap: Snapshot, cluster: str) -> str:
+    """The Prometheus text exposition (format 0.0.4) of ``snap``."""
+    c = {"cluster_name": cluster}
+    samples = {**_group_samples(snap, c), **_partition_samples(snap, c)}
+    return "".join(family(n, "gauge", doc, samples.get(n, [])) for n, doc in FAMILIES.items())
+
+
+def _group_samples(snap: Snapshot, c: dict[str, Any]) -> dict[str, list[Sample]]:
+    groups = snap.groups
+    statuses: dict[str, list[str | None]] = {}
+    for p in snap.partitions:
+        statuses.setdefault(p["group_id"], []).append(p.get("status"))
+    at_risk: dict[str, int] = {}
+    for e in snap.expiries:
+        at_risk[e["group_id"]] = at_risk.get(e["group_id"], 0) + (1 if e["at_risk"] else 0)
+
+    def gl(g: str) -> dict[str, Any]:
+        return {**c, "group": g}
+
+    def rebalances(g: str, i: int) -> float:
+        return snap.rebalances.get(g, (0, 0))[i]
+
+    return {
+        "offsetlake_as_of_timestamp_seconds": [(c, snap.as_of_ms / 1000)]
+        if snap.as_of_ms is not None
+        else [],
+        "kafka_consumergroup_groups": [
+            ({**c, "state": s}, sum(1 for g in groups if g["state"] == s)) for s in GROUP_STATES
+        ],
+        "kafka_consumergroup_group_state": [
+            ({**gl(g["group_id"]), "state": s}, 1 if g["state"] == s else 0)
+            for g in groups
+            for s in GROUP_STATES
+        ],
+        "kafka_consumergroup_group_members": [(gl(g["group_id"]), g["member_count"] or 0) for g in groups],
+        "kafka_consumergroup_group_generation": [
+            (gl(g["group_id"]), g["generation"]) for g in groups if g["generation"] is not None
+        ],
+        "kafka_consumergroup_group_status": [
+            ({**gl(g), "status": group_status(st)}, 1) for g, st in sorted(statuses.items())
+        ],
+        "kafka_consumergroup_rebalance_window_seconds": [(c, snap.window_s)],
+        "kafka_consumergroup_group_rebalances": [
+            (gl(g["group_id"]), rebalances(g["group_id"], 0)) for g in groups
+        ],
+        "kafka_consumergroup_group_rebalance_seconds": [
+            (gl(g["group_id"]), rebalances(g["group_id"], 1) / 1000) for g in groups
+        ],
+        "kafka_consumergroup_group_offsets_at_risk": [(gl(g), n) for g, n in sorted(at_risk.items())],
+        "kafka_consumergroup_group_deletion_timestamp_seconds": [
+            (gl(g), ms / 1000) for g, ms in sorted(snap.deletions.items())
+        ],
+    }
+
+
+def _partition_samples(snap: Snapshot, c: dict[str, Any]) -> dict[str, list[Sample]]:
+    parts = snap.partitions
+    lagged = [p for p in parts if p.get("lag") is not None]
+    timed = [p for p in parts if p.get("lag_ms") is not None]
+    by_group: dict[str, list[int]] = {}
+    for p in lagged:
+        by_group.setdefault(p["group_id"], []).append(p["lag"])
+    by_group_t: dict[str, list[int]] = {}
+    for p in timed:
+        by_group_t.setdefault(p["group_id"], []).append(p["lag_ms"])
+    ends = {(p["topic"], p["partition"]): p["log_end_offset"] for p in lagged}
+
+    def pl(p: dict[str, Any]) -> dict[str, Any]:
+        return {**c, "group": p["group_id"], "topic": p["topic"], "partition": p["partition"]}
+
+    return {
+        "kafka_consumergroup_group_offset": [(pl(p), p["offset"]) for p in parts if p["offset"] is not None],
+        "kafka_partition_latest_offset": [
+            ({**c, "topic": t, "partition": n}, end) for (t, n), end in sorted(ends.items())
+        ],
+        "kafka_consumergroup_group_lag": [(pl(p), p["lag"]) for p in lagged],
+        "kafka_consumergroup_group_max_lag": [
+            ({**c, "group": g}, max(v)) for g, v in sorted(by_group.items())
+        ],
+        "kafka_consumergroup_group_sum_lag": [
+            ({**c, "group": g}, sum(v)) for g, v in sorted(by_group.items())
+        ],
+        "kafka_consumergroup_group_lag_seconds": [(pl(p), p["lag_ms"] / 1000) for p in timed],
+        "kafka_consumergroup_group_max_lag_seconds": [
+            ({**c, "group": g}, max(v) / 1000) for g, v in sorted(by_group_t.items())
+        ],
+        "kafka_consumergroup_partition_status": [
+            ({**pl(p), "status": p["status"]}, 1) for p in parts if p.get("status")
+        ],
+        "kafka_consumergroup_offset_expiry_timestamp_seconds": [
+            (pl(e), e["due_ms"] / 1000) for e in snap.expiries
+        ],
+    }
