@@ -162,6 +162,9 @@ class Handler(BaseHTTPRequestHandler):
 
 class OffsetlakeServer(ThreadingHTTPServer):
     daemon_threads = True
+    # socketserver's default listen backlog is 5: a burst of scrapers/clients past it has its SYNs
+    # dropped and retried by TCP after 1 s, 3 s (measured: p95 2.2 s for 100 concurrent GETs)
+    request_queue_size = 128
 
     def __init__(self, address: tuple[str, int], cache: SnapshotCache, *, verbose: bool = False) -> None:
         super().__init__(address, Handler)
