@@ -301,6 +301,16 @@ def test_label_values_are_escaped_so_the_exposition_parses_back() -> None:
     assert fams["kafka_consumergroup_group_members"] == [({"group": odd}, 3.0)]
 
 
+def test_every_metric_family_is_documented_in_the_readme_monitoring_section() -> None:
+    from pipelines.serve.metrics import FAMILIES
+
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    section = readme[readme.index("### Monitoring") : readme.index("## Analytics views")]
+    for name in FAMILIES:
+        short = "`..." + name[len("kafka_consumergroup_group") :] + "`" if name.endswith("_sum_lag") else None
+        assert f"`{name}`" in section or (short and short in section), name
+
+
 # ---- the HTTP face ------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def server(wh: Warehouse) -> Iterator[Any]:
