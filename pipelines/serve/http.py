@@ -4,7 +4,7 @@ Rules:
 - ``GET /metrics``: ``pipelines.serve.metrics.render`` (Prometheus text format 0.0.4).
   ``GET /v3/kafka/<cluster>/consumer/<group>/status``: Burrow's consumer-status JSON (``error``,
   ``message``, ``status`` with ``cluster``, ``group``, ``status``, ``complete``, ``partitions``
-  (topic, partition, status, start/end commit of the window, current_lag), ``partition_count``,
+  (topic, partition, owner = client host, client_id, member_id of the current assignment, status, start/end commit of the window, current_lag), ``partition_count``,
   ``maxlag``, ``totallag``; ``request``); an unknown cluster or group is 404 with
   ``error: true`` as Burrow answers. ``GET /healthz``: 200 with the as_of time and table versions.
   Anything else is 404; methods other than GET/HEAD are 405. Nothing is ever written.
@@ -72,6 +72,9 @@ def burrow_status(snap: metrics.Snapshot, cluster: str, group: str) -> dict[str,
             {
                 "topic": p["topic"],
                 "partition": p["partition"],
+                "owner": (p.get("owner") or {}).get("client_host"),
+                "client_id": (p.get("owner") or {}).get("client_id"),
+                "member_id": (p.get("owner") or {}).get("member_id"),
                 "status": p.get("status") or "UNKNOWN",
                 "start": _commit(p.get("start")),
                 "end": _commit(p.get("end")),

@@ -12,11 +12,13 @@ Rules:
 - Lag now (per partition) = newest ``partition_end_offsets`` sample of the topic-partition minus
   the committed offset in ``offsets_current``, floored at 0 like ``consumer_lag``; the sample
   may be newer than ``as_of`` (a live sampler runs after the last batch). Computed here, not from
-  ``consumer_lag`` (that view is lag at each commit, from samples at or before it). Lag in time
+  ``consumer_lag`` (that view is lag at each commit, from samples at or before it). A committed
+  offset above the log end (topic recreated or truncated) is flagged by its own gauge. Lag in time
   = ``sampled_at - committed_record_timestamp`` of the group's newest own sample, when known.
 - Names follow kafka-lag-exporter (``kafka_consumergroup_group_lag``, ``..._max_lag``,
   ``..._sum_lag``, ``..._lag_seconds``, ``kafka_partition_latest_offset``) with labels
-  ``cluster_name``, ``group``, ``topic``, ``partition``; states one-hot with a ``state`` label as
+  ``cluster_name``, ``group``, ``topic``, ``partition`` (no member labels: a rebalance would
+  start new series); states one-hot with a ``state`` label as
   kminion does. What only offsetlake knows is ``kafka_consumergroup_group_rebalance*``,
   ``..._offset_expiry_timestamp_seconds`` and ``..._deletion_timestamp_seconds``. README
   "Monitoring" documents each family.
@@ -128,9 +130,19 @@ def collect(io: TableIO, *, window_s: float = DEFAULT_WINDOW_S) -> Snapshot:
     as_of_rows = rows(f"SELECT unix_millis(as_of) AS ms FROM ({_as_of_sql(io.conf)}) a")
     as_of = as_of_rows[0]["ms"] if as_of_rows else None
     groups = rows(
-        "SELECT group_id, state, member_count, generation, protocol_type, protocol FROM group_state ORDER BY group_id"
+        "SELECT group_id, state, member_count, generation, protocol_type, protocol, members FROM group_state "
+        "ORDER BY group_id"
     )
+    owners = {  # (group, topic, partition) -> the member assigned it in the current generation
+        (g["group_id"], a["topic"], a["partition"]): m
+        for g in groups
+        for m in g.pop("members") or []
+        for a in m.get("assigned_partitions") or []
+    }
     parts = {(r["group_id"], r["topic"], r["partition"]): r for r in rows(_LAG_NOW_SQL)}
+    for key, p in parts.items():
+        m = owners.get(key)
+        p["owner"] = None if m is None else {k: m[k] for k in ("member_id", "client_id", "client_host")}
     at = int(as_of) if as_of is not None else 0
     for r in rows(
         "SELECT group_id, topic, partition, status, current_lag, window_commits FROM partition_status_now"
@@ -228,6 +240,8 @@ FAMILIES: dict[str, str] = {
     "kafka_consumergroup_group_generation": "Current generation id of the group.",
     "kafka_consumergroup_group_offset": "Committed offset per partition (offsets_current).",
     "kafka_partition_latest_offset": "Log end offset of the partition: its newest partition_end_offsets sample.",
+    "kafka_consumergroup_group_offset_ahead_of_end": "Committed offset - log end offset when the committed offset "
+    "is above the log end (topic recreated or truncated; lag reads 0 then).",
     "kafka_consumergroup_group_lag": "Lag in offsets per partition: newest end-offset sample - committed offset, floored at 0.",
     "kafka_consumergroup_group_max_lag": "Largest partition lag of the group (offsets).",
     "kafka_consumergroup_group_sum_lag": "Total lag of the group (offsets).",
@@ -324,6 +338,9 @@ def _partition_samples(snap: Snapshot, c: dict[str, Any]) -> dict[str, list[Samp
         "kafka_consumergroup_group_offset": [(pl(p), p["offset"]) for p in parts if p["offset"] is not None],
         "kafka_partition_latest_offset": [
             ({**c, "topic": t, "partition": n}, end) for (t, n), end in sorted(ends.items())
+        ],
+        "kafka_consumergroup_group_offset_ahead_of_end": [
+            (pl(p), p["offset"] - p["log_end_offset"]) for p in lagged if p["offset"] > p["log_end_offset"]
         ],
         "kafka_consumergroup_group_lag": [(pl(p), p["lag"]) for p in lagged],
         "kafka_consumergroup_group_max_lag": [

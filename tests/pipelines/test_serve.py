@@ -35,6 +35,7 @@ from pipelines.config import Config, load_config  # noqa: E402
 REPO = Path(__file__).resolve().parents[2]
 RETENTION_MS = 10_000  # short: the sample has a group due for deletion and offsets at risk at as_of
 PICKED_LAG = 42
+AHEAD_BY = 3
 
 
 class Warehouse:
@@ -42,6 +43,7 @@ class Warehouse:
     conf: Path
     picked: tuple[str, str, int]  # (group, topic, partition) with lag PICKED_LAG now
     picked_end: int
+    ahead: tuple[str, str, int]  # (group, topic, partition) committed AHEAD_BY above its log end now
 
 
 def _ms(t: dt.datetime) -> int:
@@ -115,13 +117,15 @@ def wh(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Warehouse:
     as_of = max(state["last_timestamp"].to_pylist())
     # a partition only one group consumes (the lag of a shared topic-partition is every group's)
     owners = Counter((r["topic"], r["partition"]) for r in current.to_pylist())
-    pick = next(
+    stable = {g["group_id"] for g in state.to_pylist() if g["state"] == "Stable"}
+    pick, ahead = [
         r
         for r in sorted(current.to_pylist(), key=lambda r: (r["group_id"], r["topic"], r["partition"]))
-        if owners[(r["topic"], r["partition"])] == 1
-    )
+        if owners[(r["topic"], r["partition"])] == 1 and r["group_id"] in stable
+    ][:2]
     w.picked = (pick["group_id"], pick["topic"], pick["partition"])
     w.picked_end = pick["offset"] + PICKED_LAG
+    w.ahead = (ahead["group_id"], ahead["topic"], ahead["partition"])
     _append_samples(
         w.cfg,
         [
@@ -132,7 +136,13 @@ def wh(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Warehouse:
                 w.picked_end,
                 pick["group_id"],
                 lag_ms=2500,
-            )
+            ),
+            _sample(
+                as_of + dt.timedelta(minutes=1),
+                ahead["topic"],
+                ahead["partition"],
+                ahead["offset"] - AHEAD_BY,
+            ),
         ],
     )
     return w
@@ -227,6 +237,12 @@ def test_lag_is_the_newest_end_offset_minus_the_committed_offset(wh: Warehouse, 
     }
     got = {(lab["group"], lab["topic"], lab["partition"]): v for lab, v in lag}
     assert got == want and len(got) > 10
+    g, t, p = wh.ahead  # committed above the log end: lag 0, flagged by its own gauge, only there
+    assert got[(g, t, str(p))] == 0
+    assert [
+        (lab["group"], lab["topic"], lab["partition"], v)
+        for lab, v in exposition["kafka_consumergroup_group_offset_ahead_of_end"]
+    ] == [(g, t, str(p), AHEAD_BY)]
     per_group: dict[str, list[int]] = {}
     for (g, _, _), v in want.items():
         per_group.setdefault(g, []).append(v)
@@ -372,6 +388,18 @@ def test_serve_answers_metrics_burrow_status_and_healthz(wh: Warehouse, server: 
     part = next(p for p in st["partitions"] if (p["topic"], p["partition"]) == (topic, partition))
     assert part["status"] == burrow.evaluate(window, as_of, 5) != "UNKNOWN"
     assert part["end"]["offset"] == commits[-1]["committed_offset"]
+    owner = next(
+        m
+        for g in io.read_arrow("group_state").to_pylist()
+        if g["group_id"] == group
+        for m in g["members"]
+        if {"topic": topic, "partition": partition} in m["assigned_partitions"]
+    )
+    assert (part["owner"], part["client_id"], part["member_id"]) == (
+        owner["client_host"],
+        owner["client_id"],
+        owner["member_id"],
+    )
     assert part["start"]["offset"] == commits[0]["committed_offset"]
     want_group = (
         {"OK": "OK", "WARN": "WARN"}.get(part["status"], "ERR") if len(st["partitions"]) == 1 else None
