@@ -11,14 +11,15 @@ The warehouse is the quickstart's (``offsetlake quickstart`` builds it under
 
 Usage:
     .venv/bin/python bench/serve.py [--conf offsetlake-data/quickstart/quickstart.yaml]
-        [--requests 100] [--concurrency 100] [--build] [--json]
+        [--requests 100] [--concurrency 100] [--runs 1] [--build] [--json] [--write]
+
+``--write`` replaces the ``## serve`` section of ``bench/RESULTS.md`` with every run's figures.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import socket
 import statistics
 import subprocess
@@ -27,6 +28,7 @@ import threading
 import time
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_CONF = Path("offsetlake-data/quickstart/quickstart.yaml")
@@ -99,18 +101,33 @@ def main() -> int:
     parser.add_argument(
         "--build", action="store_true", help="run offsetlake quickstart first when --conf is missing"
     )
+    parser.add_argument(
+        "--runs", type=int, default=1, help="servers started and measured, one after the other"
+    )
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--write", action="store_true", help="write the ## serve section of bench/RESULTS.md")
     args = parser.parse_args()
     if not args.conf.exists():
         if not args.build:
             raise SystemExit(f"{args.conf} not found (run offsetlake quickstart, or pass --build)")
         subprocess.run([*offsetlake(), "quickstart", "--dir", str(args.conf.parent)], check=True)
+    results = [measure(args) for _ in range(args.runs)]
+    for result in results:
+        if args.json:
+            print(json.dumps(result))
+        else:
+            print("  ".join(f"{k} {v}" for k, v in result.items()))
+    if args.write:
+        write(args, results)
+    return 0
+
+
+def measure(args: argparse.Namespace) -> dict[str, Any]:
+    """One server started, warmed by one request, then one burst; its figures."""
     port = free_port()
     url = f"http://127.0.0.1:{port}/metrics"
-    env = dict(os.environ)
     proc = subprocess.Popen(
         [*offsetlake(), "serve", "--conf", str(args.conf), "--port", str(port), "--cache-seconds", "5"],
-        env=env,
         stderr=subprocess.DEVNULL,
     )
     try:
@@ -124,7 +141,7 @@ def main() -> int:
         raise SystemExit("answers differ between requests")
     ms = sorted(x * 1000 for x in lat)
     q = statistics.quantiles(ms, n=100, method="inclusive")
-    result = {
+    return {
         "requests": len(ms),
         "concurrency": args.concurrency,
         "bytes": len(body),
@@ -134,12 +151,28 @@ def main() -> int:
         "p95_ms": round(q[94], 1),
         "max_ms": round(ms[-1], 1),
     }
-    if args.json:
-        print(json.dumps(result))
-    else:
-        for k, v in result.items():
-            print(f"{k:12} {v}")
-    return 0
+
+
+def write(args: argparse.Namespace, results: list[dict[str, Any]]) -> None:
+    sys.path.insert(0, str(REPO / "bench"))
+    from results import write_section
+
+    cols = list(results[0])
+    lines = [
+        "## serve (offsetlake serve, GET /metrics)",
+        "",
+        f"`.venv/bin/python bench/serve.py --conf {args.conf} --requests {args.requests} "
+        f"--concurrency {args.concurrency} --runs {args.runs} --write` on the quickstart warehouse "
+        "(`offsetlake quickstart`: 12 groups, 1 h; here with one end-offset sample per consumed "
+        "partition appended, so the lag series exist), 2-core machine shared with other jobs. Each run starts a server, "
+        "warms its cache with one request (`cold_ms`: the snapshot computed with DuckDB), then "
+        "sends the burst; latency is per request (connect to full body). Target: p95 < 100 ms.",
+        "",
+        "| " + " | ".join(cols) + " |",
+        "|" + "---|" * len(cols),
+        *("| " + " | ".join(str(r[c]) for c in cols) + " |" for r in results),
+    ]
+    write_section("## serve ", "\n".join(lines))
 
 
 if __name__ == "__main__":
