@@ -44,20 +44,29 @@ class SnapshotCache:
         self._lock = threading.Lock()
         self._snap: metrics.Snapshot | None = None
         self._text = ""
+        self._body = b""  # the text encoded once per snapshot, not per request
         self._checked = 0.0
         self.computations = 0
 
+    def body(self) -> bytes:
+        """The exposition as UTF-8 bytes (``get``'s text, encoded once per snapshot)."""
+        return self._current()[2]
+
     def get(self) -> tuple[metrics.Snapshot, str]:
+        snap, text, _ = self._current()
+        return snap, text
+
+    def _current(self) -> tuple[metrics.Snapshot, str, bytes]:
         with self._lock:
             now = time.monotonic()
-            if self._snap is not None and now - self._checked < self.ttl_s:
-                return self._snap, self._text
-            if self._snap is None or metrics.table_versions(self.io) != self._snap.versions:
-                snap = metrics.collect(self.io, window_s=self.window_s)
-                self._snap, self._text = snap, metrics.render(snap, self.cluster)
-                self.computations += 1
-            self._checked = time.monotonic()
-            return self._snap, self._text
+            if self._snap is None or now - self._checked >= self.ttl_s:
+                if self._snap is None or metrics.table_versions(self.io) != self._snap.versions:
+                    snap = metrics.collect(self.io, window_s=self.window_s)
+                    text = metrics.render(snap, self.cluster)
+                    self._snap, self._text, self._body = snap, text, text.encode()
+                    self.computations += 1
+                self._checked = time.monotonic()
+            return self._snap, self._text, self._body
 
 
 def burrow_status(snap: metrics.Snapshot, cluster: str, group: str) -> dict[str, Any] | None:
@@ -115,8 +124,7 @@ class Handler(BaseHTTPRequestHandler):
         path = self.path.split("?", 1)[0]
         try:
             if path == "/metrics":
-                _, text = self.server.cache.get()
-                return self._send(200, text.encode(), CONTENT_TYPE_METRICS)
+                return self._send(200, self.server.cache.body(), CONTENT_TYPE_METRICS)
             if path == "/healthz":
                 snap, _ = self.server.cache.get()
                 return self._json(
