@@ -66,8 +66,11 @@ WITH e AS (
   SELECT topic, partition, max_by(log_end_offset, sampled_at) AS log_end_offset, max(sampled_at) AS sampled_at
   FROM partition_end_offsets GROUP BY topic, partition),
 t AS (
+  -- the newest sample's time lag even when it is null (caught up): max_by over a struct, since
+  -- DuckDB's arg_max skips null values where Spark's max_by keeps them
   SELECT group_id, topic, partition,
-         max_by(unix_millis(sampled_at) - unix_millis(committed_record_timestamp), sampled_at) AS lag_ms
+         max_by(named_struct('v', unix_millis(sampled_at) - unix_millis(committed_record_timestamp)),
+                sampled_at).v AS lag_ms
   FROM partition_end_offsets WHERE group_id IS NOT NULL GROUP BY group_id, topic, partition)
 SELECT o.group_id, o.topic, o.partition, o.offset, unix_millis(o.commit_timestamp) AS commit_ms,
        e.log_end_offset, unix_millis(e.sampled_at) AS sampled_ms,

@@ -440,15 +440,28 @@ def test_the_cache_recomputes_only_when_a_table_version_changes(wh: Warehouse, t
     assert cache.computations == 1 and again is first
     group, topic, partition = wh.picked
     late = dt.datetime.now(dt.UTC)
-    _append_samples(wh.cfg, [_sample(late, topic, partition, wh.picked_end + 100)])
+    # the group's newest own sample: 100 more behind in offsets, caught up in time (no record timestamp)
+    _append_samples(wh.cfg, [_sample(late, topic, partition, wh.picked_end + 100, group)])
     try:
         _, text = cache.get()
         assert cache.computations == 2
-        assert _one(
-            _parse(text)["kafka_consumergroup_group_lag"], group=group, topic=topic, partition=partition
-        ) == (PICKED_LAG + 100)
-    finally:  # the module's other tests expect lag PICKED_LAG: a sample back at the picked end
-        _append_samples(wh.cfg, [_sample(late + dt.timedelta(seconds=1), topic, partition, wh.picked_end)])
+        fams = _parse(text)
+        assert _one(fams["kafka_consumergroup_group_lag"], group=group, topic=topic, partition=partition) == (
+            PICKED_LAG + 100
+        )
+        assert (
+            not [  # the older sample's 2.5 s is not the lag now
+                v
+                for lab, v in fams["kafka_consumergroup_group_lag_seconds"]
+                if (lab["topic"], lab["partition"]) == (topic, str(partition))
+            ]
+        )
+    finally:  # the module's other tests expect lag PICKED_LAG and 2.5 s: a sample as the fixture's
+        _append_samples(
+            wh.cfg,
+            [_sample(late + dt.timedelta(seconds=1), topic, partition, wh.picked_end, group, lag_ms=2500)],
+        )
+    assert cache.get()[1] != text and cache.computations == 3
 
 
 # ---- the CLI ------------------------------------------------------------------------------------
