@@ -496,6 +496,29 @@ def test_a_missing_warehouse_is_one_line_and_exit_2(tmp_path: Path) -> None:
         assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "no group_state table" in proc.stderr
 
 
+def test_a_busy_port_an_unwritable_out_file_and_a_bad_window_are_one_line_and_exit_2(
+    wh: Warehouse, tmp_path: Path
+) -> None:
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        cases = {
+            "Address already in use": ("serve", "--port", str(busy.getsockname()[1])),
+            f"cannot write {tmp_path}/missing/x.prom": (
+                "metrics",
+                "--out",
+                str(tmp_path / "missing" / "x.prom"),
+            ),
+            "--window-seconds must be > 0": ("metrics", "--window-seconds", "0"),
+        }
+        for message, (cmd, *rest) in cases.items():
+            proc = _cli(cmd, "--conf", str(wh.conf), *rest)
+            assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and message in proc.stderr, (
+                proc.stderr
+            )
+    assert not (tmp_path / "missing").exists()
+
+
 # ---- a real Prometheus scraping offsetlake serve ------------------------------------------------
 def _free_port() -> int:
     with socket.socket() as s:
