@@ -5,7 +5,9 @@ Rules:
   are the values in ``conf/base.yaml`` (a test keeps the two equal). Nothing else defines keys.
 - Loading order: ``conf/base.yaml`` (from the repo's ``conf/`` directory), then the overlay's
   ``extends:`` chain (paths relative to the overlay), then the overlay, then ``--set`` style
-  overrides. Mappings merge key by key; lists and scalars replace.
+  overrides. A chain that ends without ``extends:`` continues with ``conf/local.yaml`` (the
+  embedded default: user overlays and ``quickstart.yaml`` inherit its Spark settings); an overlay
+  that wants only ``base.yaml`` says ``extends: base.yaml`` (``conf/cluster.example.yaml``). Mappings merge key by key; lists and scalars replace.
 - Every file is validated on its own before merging, so an error names the file that holds the bad
   value: ``UsageError("conf/local.yaml: replay.retention_ms: expected a positive integer, got
   'abc'")``. Unknown keys are errors too (with a "did you mean" hint).
@@ -195,7 +197,10 @@ def _chain(path: Path) -> list[Path]:
         data = _read_yaml(current, _display(current))
         parent = data.get("extends")
         if parent is None:
-            current = None
+            # an overlay without ``extends:`` extends the embedded default (local.yaml's Spark
+            # and Delta settings); ``extends: base.yaml`` starts from the bare defaults instead
+            default = DEFAULT_CONF.resolve()
+            current = default if current not in (default, BASE_CONF.resolve()) and default.is_file() else None
         elif not isinstance(parent, str) or not parent:
             raise UsageError(f"{_display(current)}: extends: expected a file path, got {show(parent)}")
         else:

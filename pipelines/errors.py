@@ -58,10 +58,15 @@ def describe_failure(exc: BaseException) -> str | None:
 
     cur: BaseException | None = exc
     while cur is not None:  # a plain OSError carries errno and path
-        if isinstance(cur, OSError) and cur.errno in (errno.ENOSPC, errno.EROFS, errno.EACCES):
-            what = {errno.ENOSPC: "disk full (ENOSPC): no space left on the device",
-                    errno.EROFS: "read-only file system (EROFS): cannot write",
-                    errno.EACCES: "permission denied (EACCES): cannot write"}[cur.errno]
+        known = {errno.ENOSPC: "disk full (ENOSPC): no space left on the device",
+                 errno.EROFS: "read-only file system (EROFS): cannot write",
+                 errno.EACCES: "permission denied (EACCES): cannot write",
+                 # a path given for a directory names a file (``--out notes.txt``), or the reverse
+                 errno.EEXIST: "a file is in the way (EEXIST): expected a directory at",
+                 errno.ENOTDIR: "not a directory (ENOTDIR):",
+                 errno.EISDIR: "is a directory (EISDIR), expected a file:"}
+        if isinstance(cur, OSError) and cur.errno in known:
+            what = known[cur.errno]
             return f"{what} {cur.filename}" if cur.filename else what
         cur = cur.__cause__
     text = _exc_text(exc)

@@ -139,6 +139,22 @@ def test_a_relative_data_root_resolves_against_the_repository_not_the_cwd(
     assert args[3] == f"paths.root={REPO / 'relative-data'}"
 
 
+def test_the_jobs_get_the_overlay_named_by_offsetlake_conf(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    # a user's overlay without an airflow section, named relative to the working directory:
+    # before, the DAGs failed to find it (resolved against the repository) or, found, gave the
+    # jobs --conf conf/local.yaml (airflow.conf_path's default) and local.yaml's warehouse
+    (tmp_path / "my.yaml").write_text(f"paths:\n  root: {tmp_path / 'mine'}\n")
+    monkeypatch.chdir(tmp_path)
+    bag = _dagbag(monkeypatch, Path("my.yaml"), tmp_path / "airflow")
+
+    assert bag.import_errors == {}
+    for dag in bag.dags.values():
+        for task in dag.tasks:
+            assert task.application_args[:4] == ["--conf", str(tmp_path / "my.yaml"), "--set",
+                                                 f"paths.root={tmp_path / 'mine'}"], task.task_id
+            assert task.env_vars["OFFSETLAKE_CONF"] == str(tmp_path / "my.yaml")
+
+
 # ---- end to end with dag.test() ---------------------------------------------------------------
 def _corrupt_record(landing: Path) -> None:
     """Append one record whose value is truncated mid-struct (decode quarantines it)."""

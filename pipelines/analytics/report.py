@@ -389,8 +389,8 @@ def write_report(cfg: Config, out: str | Path, *, groups: list[str] | None = Non
                  max_groups: int = DEFAULT_MAX_GROUPS) -> Path:
     """Build the report and write it to ``out``; returns the path."""
     path = Path(out)
+    text = build_report(cfg, groups=groups, max_groups=max_groups)  # first: a refusal creates no directory
     path.parent.mkdir(parents=True, exist_ok=True)
-    text = build_report(cfg, groups=groups, max_groups=max_groups)
     tmp = path.with_suffix(path.suffix + ".tmp")
     tmp.write_text(text, encoding="utf-8")
     tmp.replace(path)

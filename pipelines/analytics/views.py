@@ -86,8 +86,10 @@ _WIN_STRUCT = "named_struct('t', unix_millis(commit_timestamp), 'lo', log_offset
 
 
 def _rebalances_per(unit: str) -> str:
+    # a day is a DATE (of the session time zone, UTC); an hour stays the hour's start timestamp
+    bucket = "CAST(end_time AS DATE)" if unit == "DAY" else f"date_trunc('{unit}', end_time)"
     return f"""
-SELECT group_id, date_trunc('{unit}', end_time) AS {unit.lower()},
+SELECT group_id, {bucket} AS {unit.lower()},
        count(*) AS rebalances,
        sum(duration_ms) AS total_duration_ms,
        CAST(avg(duration_ms) AS bigint) AS avg_duration_ms,
@@ -98,7 +100,7 @@ SELECT group_id, date_trunc('{unit}', end_time) AS {unit.lower()},
        sum({_n('`left`')}) AS members_left,
        count_if(ended_empty) AS ended_empty
 FROM rebalances WHERE {_IS_REBALANCE}
-GROUP BY group_id, date_trunc('{unit}', end_time)
+GROUP BY group_id, {bucket}
 """
 
 

@@ -32,6 +32,14 @@ if TYPE_CHECKING:
     from pipelines.config import Config
     from pipelines.tableio import TableIO
 
+def check_input(cfg: Config) -> None:
+    """Refuse a local landing path that does not exist (``landing_files``' error) before a job
+    starts Spark or takes the warehouse lock; object stores are listed by Spark later."""
+    path = cfg.input.path or cfg.paths.landing
+    if cfg.input.source == "landing" and "://" not in path:
+        landing_files(path)
+
+
 def landing_files(path: str) -> tuple[list[str], list[str]]:
     p = Path(path)
     if not p.exists():

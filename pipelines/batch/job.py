@@ -64,7 +64,7 @@ DECODED_TABLES = ("offset_commits", "group_metadata", "unsupported_records", "qu
 CURRENT_STATE_TABLES = ("group_state", "offsets_current")
 #: Ingest's refused input rows (bad or conflicting positions); listed in the summary when present.
 INGEST_QUARANTINE = "ingest_quarantine"
-# Stages, in order. ``--stage`` runs one (Airflow runs each as its own task); skipped stages
+# Stages, in order. ``--stage`` runs one (``offsetlake run batch --stage replay``); skipped stages
 # read what an earlier run committed (every stage is idempotent on the raw_records version).
 STAGES = ("ingest", "decode", "replay")
 
@@ -294,20 +294,26 @@ def _table_lines(io: TableIO, summary: BatchSummary, gold_written: dict[str, str
         summary.groups = io.count("group_state")
 
 
+def add_batch_arguments(parser: Any) -> None:
+    """The job's options, shared by ``spark-submit pipelines/batch/job.py`` and ``offsetlake run batch``."""
+    from pipelines.config import add_conf_arguments
+
+    add_conf_arguments(parser)
+    parser.add_argument("--json", action="store_true", help="print the summary as JSON instead of tables")
+    parser.add_argument("--stage", choices=[*STAGES, "all"], default="all",
+                        help="run one stage only; the others read what an earlier run committed (default: all)")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point for ``spark-submit pipelines/batch/job.py --conf ...`` and ``offsetlake run batch``."""
     import argparse
 
-    from pipelines.config import add_conf_arguments
     from pipelines.errors import UsageError
 
     parser = argparse.ArgumentParser(
         prog="batch.py", description="offsetlake batch job: ingest, decode, replay into Delta tables."
     )
-    add_conf_arguments(parser)
-    parser.add_argument("--json", action="store_true", help="print the summary as JSON instead of tables")
-    parser.add_argument("--stage", choices=[*STAGES, "all"], default="all",
-                        help="run one stage only (Airflow runs each as its own task); default: all")
+    add_batch_arguments(parser)
     args = parser.parse_args(argv)
     try:
         return run_from_args(args)
@@ -321,14 +327,26 @@ def run_from_args(args: Any) -> int:
     from rich.console import Console
 
     from pipelines.config import config_from_args
+    from pipelines.errors import UsageError
     from pipelines.spark_session import build_spark_from_config
     from pipelines.warehouse_lock import warehouse_lock
 
     cfg = config_from_args(args)
     err = Console(stderr=True)
-    err.print(f"[batch] config: {' + '.join(cfg.sources)}")
     stage = getattr(args, "stage", "all")
     stages = STAGES if stage in (None, "all") else (stage,)
+    # what is known without Spark is refused before a JVM starts or a lock file is left behind
+    if "ingest" in stages:
+        from pipelines.batch.ingest_sources import check_input
+
+        check_input(cfg)
+    else:
+        from pipelines.tableio import TableIO
+
+        if not TableIO(cfg, None, engine="rust").exists("raw_records"):
+            raise UsageError(f"no raw_records table under {cfg.paths.warehouse}: run the ingest stage first "
+                             "(offsetlake run batch --stage ingest)")
+    err.print(f"[batch] config: {' + '.join(cfg.sources)}")
     # the lock first: a refused run starts no JVM (run_batch takes it again, re-entrantly)
     with warehouse_lock(cfg.paths.warehouse, "offsetlake batch (" + "+".join(stages) + ")"):
         spark = build_spark_from_config(cfg, app_suffix="batch")

@@ -258,9 +258,6 @@ def run(args: argparse.Namespace) -> int:
     from pipelines.spark_session import build_spark_from_config
 
     root = Path(args.dir).expanduser().resolve()
-    if args.fresh and root.exists():
-        shutil.rmtree(root)
-    root.mkdir(parents=True, exist_ok=True)
     if args.retention_ms <= 0:
         raise UsageError("--retention-ms: expected a positive integer")
     cfg = load_config(
@@ -278,6 +275,10 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--groups: expected a positive integer")
     if hours <= 0:
         raise UsageError("--hours: expected a positive number")
+    # after every check: a refused quickstart leaves no directory behind
+    if args.fresh and root.exists():
+        shutil.rmtree(root)
+    root.mkdir(parents=True, exist_ok=True)
     import sys
 
     # piped or captured output gets a width that fits group ids instead of rich's 80 columns

@@ -2,6 +2,7 @@
 
 Rules: metadata only — read from each table's Delta log with delta-rs (row counts are the sum
 of the files' ``numRecords``), so it needs no SparkSession and answers in well under a second.
+A warehouse that does not exist is an error (exit 2); an existing one without tables says so.
 """
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ import argparse
 import json
 from datetime import UTC, datetime
 from typing import Any
+
+from pipelines.errors import UsageError
 
 
 def register(subparsers: Any) -> None:
@@ -56,6 +59,10 @@ def run(args: argparse.Namespace) -> int:
     from pipelines.config import config_from_args
 
     cfg = config_from_args(args)
+    from pipelines.tableio import uri
+
+    if not uri.exists(cfg.paths.warehouse):
+        raise UsageError(f"no warehouse at {cfg.paths.warehouse} (run: offsetlake run batch, or offsetlake quickstart)")
     rows = table_rows(cfg)
     if args.json:
         print(json.dumps(rows, indent=2))

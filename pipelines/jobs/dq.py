@@ -8,7 +8,8 @@ Rules:
 - ``main`` only wires config, Spark and output; the suites and their evaluation live in
   ``pipelines.quality``.
 - Exit code 0 when every blocking expectation held, 1 when one failed (so spark-submit, and
-  the Airflow task running it, fail), 2 on bad config or input.
+  the Airflow task running it, fail), 2 on bad config or input (a warehouse without any table
+  is refused before Spark starts).
 """
 
 from __future__ import annotations
@@ -56,6 +57,10 @@ def run_from_args(args: Any) -> int:
         select_suites(args.suites)
     except ValueError as exc:
         raise UsageError(f"--suites: {exc}") from None
+    from pipelines.tableio import TableIO
+
+    if not TableIO(cfg, None, engine="rust").list_tables():  # nothing to check: say so without a JVM
+        raise UsageError(f"no Delta tables under {cfg.paths.warehouse} (run: offsetlake run batch)")
     spark = build_spark_from_config(cfg, app_suffix="dq")
     report = run_quality(
         cfg,

@@ -262,3 +262,14 @@ def test_report_is_self_contained_with_a_section_per_group(world: World, tmp_pat
     assert text.count("plotly.js") >= 1 and len(text) > 1_000_000  # plotly.js inlined
     one = write_report(world.cfg, tmp_path / "one.html", groups=[live[0]])
     assert one.read_text().count('class="group"') == 1
+
+
+def test_rebalances_daily_day_is_a_date_in_utc(spark: Any, world: World) -> None:
+    from pyspark.sql.types import DateType
+
+    assert isinstance(spark.table("rebalances_daily").schema["day"].dataType, DateType)
+    # every day's count is the count of that UTC day's hours
+    per_day = {(r["group_id"], r["day"]): r["rebalances"] for r in _rows(spark, "SELECT * FROM rebalances_daily")}
+    by_hours = _rows(spark, "SELECT group_id, to_date(hour) AS d, sum(rebalances) AS n FROM rebalances_hourly "
+                            "GROUP BY group_id, to_date(hour)")
+    assert per_day and per_day == {(r["group_id"], r["d"]): r["n"] for r in by_hours}
