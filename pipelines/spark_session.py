@@ -98,7 +98,6 @@ def prepare_environment() -> None:
 
 def local_sql_warehouse() -> str:
     """Where a local session keeps Spark's SQL warehouse (module rules): never the working directory."""
-    import tempfile
 
     return os.path.join(tempfile.gettempdir(), f"offsetlake-spark-warehouse-{os.getuid()}")
 
