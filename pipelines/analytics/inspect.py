@@ -107,7 +107,7 @@ def read_group_records(cfg: Config, group_id: str) -> tuple[int, list[LogRecord]
             bad += 1
             continue
         if rec.key.group == group_id:
-            out.append(LogRecord(part, off, t, rec.key, rec.value))
+            out.append(LogRecord(part, off, 0 if t is None else t, rec.key, rec.value))  # as the replay input
     return part, out, bad, shape
 
 
@@ -126,7 +126,7 @@ def end_offsets_at(cfg: Config, at_ms: int | None) -> dict[tuple[str, int], tupl
     out: dict[tuple[str, int], tuple[int, int]] = {}
     for s, topic, p, leo in zip(ms, t.column("topic").to_pylist(), t.column("partition").to_pylist(),
                                 t.column("log_end_offset").to_pylist()):
-        if at_ms is not None and s > at_ms:
+        if s is None or (at_ms is not None and s > at_ms):
             continue
         prev = out.get((topic, p))
         if prev is None or s >= prev[1]:

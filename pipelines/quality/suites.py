@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from great_expectations.expectations.expectation import Expectation
     from pyspark.sql import DataFrame
 
-    from pipelines.config import DqConf
+    from pipelines.config_sections import DqConf
 
 #: Kafka's classic group states (``ClassicGroupState`` / ``GroupState.scala``).
 GROUP_STATES = ("Empty", "PreparingRebalance", "CompletingRebalance", "Stable", "Dead")
