@@ -1,0 +1,758 @@
+"""A Kafka 4 consumer group (KIP-848) as the broker's loader rebuilds it from its records.
+
+Facts from apache/kafka's group-coordinator module (4.0-4.x): ``GroupMetadataManager.replay``
+for ConsumerGroupMetadata (3), PartitionMetadata (4), MemberMetadata (5), TargetAssignment-
+Metadata (6), TargetAssignmentMember (7), CurrentMemberAssignment (8), RegularExpression (16)
+and the classic GroupMetadata (2); ``ConsumerGroup``, ``ModernGroup``, ``ConsumerGroupMember``.
+
+Rules:
+- One fold per group id, fed each record once, in log order (the replay loop owns positions
+  and duplicates). Keys/values are ``coordinator_core.modern_records`` objects
+  (``decode_record(..., modern=True)``); ``None`` is a tombstone.
+- A value record creates the consumer group when none exists, or when the group is a *simple*
+  classic group (no protocol type, Empty: ``getOrMaybeCreatePersistedConsumerGroup``). A
+  tombstone never creates one: a tombstone for a missing group or member is ignored.
+- Members: a MemberMetadata value sets the subscription part (instance id, rack, client id/host,
+  subscribed names - sorted, as Kafka sorts them -, regex, rebalance timeout, server assignor,
+  classic member metadata); a CurrentMemberAssignment value sets member epoch, previous epoch,
+  member state and the assigned/pending-revocation partitions. A member first seen through
+  either record starts from Kafka's defaults (epoch 0, previous epoch -1, STABLE, nothing
+  subscribed). A CurrentMemberAssignment tombstone sets both epochs to -1 and empties the
+  partitions (the member stays); the MemberMetadata tombstone removes it.
+- Group epoch and target assignment epoch start at 0; a TargetAssignmentMetadata tombstone sets
+  the latter to -1; the ConsumerGroupMetadata tombstone removes the group (state Dead).
+- State (``ConsumerGroup.maybeUpdateGroupState``): Empty without members; Assigning when the
+  group epoch is ahead of the target assignment epoch; Reconciling while a member is not
+  STABLE at the target assignment epoch (``isReconciledTo``); else Stable.
+- Subscribed topics (``ModernGroup.subscribedTopicNames``, ``isSubscribedToTopic``): the union
+  of the members' subscribed names and of the topics of the resolved regular expressions
+  (a resolved regex counts until its tombstone, whoever subscribes to it).
+- Offset expiry (``OffsetMetadataManager.cleanupExpiredOffsets``, ``ConsumerGroup.
+  offsetExpirationCondition``): in every state, an offset of a subscribed topic never expires;
+  any other expires at ``commit_timestamp + retention`` (an explicit v1 expire timestamp
+  instead). Never the Empty-state ``current_state_timestamp`` base of classic groups. The
+  cleanup deletes an Empty group once it holds no offsets (``maybeDeleteGroup``) writing
+  ``deletion_records``: current assignments, target assignments, the target assignment epoch,
+  member subscriptions, resolved regexes, subscription metadata, group epoch - in that order
+  (``ConsumerGroup.createGroupTombstoneRecords``); DeleteGroups writes the offset tombstones
+  first, then the same.
+- Classic <-> consumer (online upgrade/downgrade): Kafka writes the old group's tombstones and
+  the new group's records in one batch (``convertToConsumerGroup``: GroupMetadata tombstone,
+  then MemberMetadata*, ConsumerGroupMetadata(epoch = classic generation), TargetAssignment-
+  Member*, TargetAssignmentMetadata, CurrentMemberAssignment*; ``convertToClassicGroup``:
+  ``deletion_records`` then a GroupMetadata value with generation = group epoch). The fold
+  follows the group across: a GroupMetadata value replaces the consumer group (type
+  ``classic``), a GroupMetadata tombstone removes whatever group exists (Kafka's
+  ``removeGroup``), and the change is told as a ``ProtocolConversion`` when the removal and
+  the creation share a timestamp. Offsets are not the fold's: Kafka keeps them across.
+- Records Kafka's loader refuses (``IllegalStateException``: a member tombstone before its
+  assignment tombstones, a group tombstone with members, a consumer record for a non-simple
+  classic group, a partition owned twice) are applied as the records intend and told as a
+  ``ConsumerAnomaly``; nothing raises.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from types import MappingProxyType
+from typing import Any, Final, Literal, TypeAlias
+
+from coordinator_core import expiry as _expiry
+from coordinator_core.consumer_group_events import (
+    ConsumerAnomaly,
+    ConsumerEvent,
+    ConsumerRebalance,
+    ConsumerStateChange,
+    ProtocolConversion,
+)
+from coordinator_core.events import MemberPartition
+from coordinator_core.modern_records import (
+    MODERN_MEMBER_STATES,
+    ClassicMemberMetadata,
+    ConsumerGroupCurrentMemberAssignmentValue,
+    ConsumerGroupMemberMetadataValue,
+    ConsumerGroupMetadataValue,
+    ConsumerGroupPartitionMetadataValue,
+    ConsumerGroupRegularExpressionValue,
+    ConsumerGroupTargetAssignmentMemberValue,
+    ConsumerGroupTargetAssignmentMetadataValue,
+    GroupKey,
+    GroupMemberKey,
+    RegularExpressionKey,
+    TopicIdPartitions,
+)
+from coordinator_core.records import (
+    GroupMetadataValue,
+    LogRecord,
+    OffsetCommitKey,
+    OffsetCommitValue,
+    Record,
+    record_type_name,
+)
+from coordinator_core.state import GroupState
+
+#: ``group.consumer.assignors`` default: uniform first (Kafka 4.0 ``GroupCoordinatorConfig``).
+DEFAULT_CONSUMER_ASSIGNOR: Final = "uniform"
+#: ``ConsumerGroupHeartbeatRequest.LEAVE_GROUP_MEMBER_EPOCH`` (also what a tombstone sets).
+LEAVE_GROUP_MEMBER_EPOCH: Final = -1
+#: a static member leaving temporarily (``LEAVE_GROUP_STATIC_MEMBER_EPOCH``): no epoch bump.
+LEAVE_GROUP_STATIC_MEMBER_EPOCH: Final = -2
+CONSUMER_RECORD_TYPES: Final = frozenset({3, 4, 5, 6, 7, 8, 16})
+
+GroupType: TypeAlias = Literal["classic", "consumer"]
+#: ``((topic_id, (partition, ...)), ...)``, sorted: a member's partitions (Kafka's Map<Uuid, Set<Integer>>).
+Assignment: TypeAlias = tuple[tuple[str, tuple[int, ...]], ...]
+TopicIdPartition: TypeAlias = tuple[str, int]
+
+
+class ConsumerGroupState(StrEnum):
+    """``ConsumerGroup.ConsumerGroupState``; the value is Kafka's name."""
+
+    EMPTY = "Empty"
+    ASSIGNING = "Assigning"
+    RECONCILING = "Reconciling"
+    STABLE = "Stable"
+    DEAD = "Dead"
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerMember:
+    """``ConsumerGroupMember``: ``state`` is the MemberState name (STABLE, UNREVOKED_PARTITIONS,
+    UNRELEASED_PARTITIONS, UNKNOWN); ``subscribed_topic_regex`` is None when absent or empty."""
+
+    member_id: str
+    instance_id: str | None = None
+    rack_id: str | None = None
+    client_id: str = ""
+    client_host: str = ""
+    subscribed_topic_names: tuple[str, ...] = ()
+    subscribed_topic_regex: str | None = None
+    rebalance_timeout_ms: int | None = None
+    server_assignor: str | None = None
+    classic_member_metadata: ClassicMemberMetadata | None = None
+    member_epoch: int = 0
+    previous_member_epoch: int = -1
+    state: str = "STABLE"
+    assigned_partitions: Assignment = ()
+    partitions_pending_revocation: Assignment = ()
+
+    @property
+    def uses_classic_protocol(self) -> bool:
+        """A member of a consumer group still speaking JoinGroup/SyncGroup (KIP-848 upgrade)."""
+        return self.classic_member_metadata is not None
+
+    def is_reconciled_to(self, target_assignment_epoch: int) -> bool:
+        return self.state == "STABLE" and self.member_epoch == target_assignment_epoch
+
+
+@dataclass(frozen=True, slots=True)
+class ResolvedRegex:
+    """A ConsumerGroupRegularExpression value: the topics the regex matched, at which metadata
+    image version, when (``ResolvedRegularExpression``)."""
+
+    topics: tuple[str, ...]
+    image_version: int
+    timestamp_ms: int
+
+
+
+
+def _frozen_map() -> Mapping[Any, Any]:
+    return MappingProxyType({})
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupSnapshot:
+    """One group id as the fold left it: an immutable value (``ConsumerGroupFold.snapshot``).
+
+    ``group_type`` is ``consumer`` for a live consumer group, ``classic`` when a GroupMetadata
+    value replaced it (or came first), None when no group record exists (never, or removed;
+    ``deleted`` tells a removed consumer group). The fields after ``last_timestamp_ms`` are
+    the fold's bookkeeping (rebalance and conversion tracking), kept so a fold resumed from a
+    snapshot continues exactly as one pass would.
+    """
+
+    group_id: str
+    group_type: GroupType | None = None
+    deleted: bool = False
+    group_epoch: int = 0
+    target_assignment_epoch: int = 0
+    metadata_hash: int = 0
+    members: Mapping[str, ConsumerMember] = field(default_factory=_frozen_map)
+    target_assignment: Mapping[str, Assignment] = field(default_factory=_frozen_map)
+    resolved_regexes: Mapping[str, ResolvedRegex] = field(default_factory=_frozen_map)
+    topic_names: Mapping[str, str] = field(default_factory=_frozen_map)
+    subscribed_topics: frozenset[str] = frozenset()
+    has_subscription_metadata: bool = False
+    created_ms: int | None = None
+    state_timestamp_ms: int | None = None
+    classic_generation: int | None = None
+    classic_protocol_type: str | None = None
+    classic_members: int = 0
+    last_timestamp_ms: int | None = None
+    epoch_known: bool = False
+    converted_from_classic: bool = False
+    epoch_members: Mapping[str, str | None] = field(default_factory=_frozen_map)
+    installed_target: Mapping[str, Assignment] = field(default_factory=_frozen_map)
+    pending_rebalance: ConsumerRebalance | None = None
+    removed_type: GroupType | None = None
+    removed_ms: int | None = None
+    removed_generation: int | None = None
+
+    @property
+    def exists(self) -> bool:
+        return self.group_type == "consumer"
+
+    @property
+    def state(self) -> ConsumerGroupState:
+        """Kafka's state; Dead when this is not (or no longer) a consumer group."""
+        if self.group_type != "consumer":
+            return ConsumerGroupState.DEAD
+        return derive_state(self.members.values(), self.group_epoch, self.target_assignment_epoch)
+
+    def is_subscribed_to_topic(self, topic: str) -> bool:
+        return topic in self.subscribed_topics
+
+    @property
+    def static_members(self) -> Mapping[str, str]:
+        """instance id -> member id (``ConsumerGroup.staticMembers``)."""
+        return {m.instance_id: m.member_id for m in self.members.values() if m.instance_id is not None}
+
+    @property
+    def preferred_server_assignor(self) -> str | None:
+        """The server assignor most members chose (``preferredServerAssignor``); ties: the first
+        by name (Kafka's pick then depends on hash-map order)."""
+        return preferred_assignor(self.members.values())
+
+    @property
+    def assignor(self) -> str:
+        return self.preferred_server_assignor or DEFAULT_CONSUMER_ASSIGNOR
+
+    @property
+    def num_classic_protocol_members(self) -> int:
+        return sum(1 for m in self.members.values() if m.uses_classic_protocol)
+
+    def topic_label(self, topic_id: str) -> str:
+        """The topic's name when a record named it (ConsumerGroupPartitionMetadata), else its id."""
+        return self.topic_names.get(topic_id, topic_id)
+
+
+def derive_state(
+    members: Iterable[ConsumerMember], group_epoch: int, target_assignment_epoch: int
+) -> ConsumerGroupState:
+    """``ConsumerGroup.maybeUpdateGroupState``."""
+    ms = list(members)
+    if not ms:
+        return ConsumerGroupState.EMPTY
+    if group_epoch > target_assignment_epoch:
+        return ConsumerGroupState.ASSIGNING
+    if all(m.is_reconciled_to(target_assignment_epoch) for m in ms):
+        return ConsumerGroupState.STABLE
+    return ConsumerGroupState.RECONCILING
+
+
+def preferred_assignor(members: Iterable[ConsumerMember]) -> str | None:
+    counts: dict[str, int] = {}
+    for m in members:
+        if m.server_assignor is not None:
+            counts[m.server_assignor] = counts.get(m.server_assignor, 0) + 1
+    if not counts:
+        return None
+    return min(counts, key=lambda name: (-counts[name], name))
+
+
+def _assignment(tps: Iterable[TopicIdPartitions]) -> Assignment:
+    merged: dict[str, set[int]] = {}
+    for tp in tps:
+        merged.setdefault(tp.topic_id, set()).update(tp.partitions)
+    return tuple((tid, tuple(sorted(ps))) for tid, ps in sorted(merged.items()) if ps)
+
+
+def _pairs(a: Assignment) -> Iterable[TopicIdPartition]:
+    for tid, ps in a:
+        for p in ps:
+            yield (tid, p)
+
+
+def _position(r: LogRecord) -> str:
+    return f"{r.partition}:{r.offset}"
+
+
+class ConsumerGroupFold:
+    """The mutable working state of one group id; ``apply`` one record at a time, ``snapshot``
+    freezes it. ``ConsumerGroupFold(group_id, snapshot)`` resumes from a snapshot."""
+
+    def __init__(self, group_id: str, snapshot: ConsumerGroupSnapshot | None = None) -> None:
+        s = snapshot if snapshot is not None else ConsumerGroupSnapshot(group_id)
+        self.group_id = group_id
+        self.group_type: GroupType | None = s.group_type
+        self.deleted = s.deleted
+        self.group_epoch = s.group_epoch
+        self.target_epoch = s.target_assignment_epoch
+        self.metadata_hash = s.metadata_hash
+        self.members: dict[str, ConsumerMember] = dict(s.members)
+        self.target: dict[str, Assignment] = dict(s.target_assignment)
+        self.regexes: dict[str, ResolvedRegex] = dict(s.resolved_regexes)
+        self.topic_names: dict[str, str] = dict(s.topic_names)
+        self.has_subscription_metadata = s.has_subscription_metadata
+        self.created_ms = s.created_ms
+        self.state_timestamp_ms = s.state_timestamp_ms
+        self.classic_generation = s.classic_generation
+        self.classic_protocol_type = s.classic_protocol_type
+        self.classic_members = s.classic_members
+        self.last_timestamp_ms = s.last_timestamp_ms
+        self.epoch_known = s.epoch_known
+        self.converted_from_classic = s.converted_from_classic
+        self.epoch_members: dict[str, str | None] = dict(s.epoch_members)
+        self.installed_target: dict[str, Assignment] = dict(s.installed_target)
+        self.pending: ConsumerRebalance | None = s.pending_rebalance
+        self.removed_type: GroupType | None = s.removed_type
+        self.removed_ms = s.removed_ms
+        self.removed_generation = s.removed_generation
+        # derived indexes, rebuilt rather than stored: topic -> subscription count
+        # (ModernGroup.subscribedTopicNames) and partition -> owner (ConsumerGroup.currentPartitionEpoch)
+        self._counts: dict[str, int] = {}
+        self._owners: dict[TopicIdPartition, str] = {}
+        for m in self.members.values():
+            self._count(m.subscribed_topic_names, 1)
+            for tp in (*_pairs(m.assigned_partitions), *_pairs(m.partitions_pending_revocation)):
+                self._owners[tp] = m.member_id
+        for rx in self.regexes.values():
+            self._count(rx.topics, 1)
+        self._events: list[ConsumerEvent] = []
+        self._record: LogRecord | None = None
+
+    # -- freezing --------------------------------------------------------------------------
+    def snapshot(self) -> ConsumerGroupSnapshot:
+        return ConsumerGroupSnapshot(
+            group_id=self.group_id,
+            group_type=self.group_type,
+            deleted=self.deleted,
+            group_epoch=self.group_epoch,
+            target_assignment_epoch=self.target_epoch,
+            metadata_hash=self.metadata_hash,
+            members=MappingProxyType(dict(sorted(self.members.items()))),
+            target_assignment=MappingProxyType(dict(sorted(self.target.items()))),
+            resolved_regexes=MappingProxyType(dict(sorted(self.regexes.items()))),
+            topic_names=MappingProxyType(dict(sorted(self.topic_names.items()))),
+            subscribed_topics=frozenset(self._counts),
+            has_subscription_metadata=self.has_subscription_metadata,
+            created_ms=self.created_ms,
+            state_timestamp_ms=self.state_timestamp_ms,
+            classic_generation=self.classic_generation,
+            classic_protocol_type=self.classic_protocol_type,
+            classic_members=self.classic_members,
+            last_timestamp_ms=self.last_timestamp_ms,
+            epoch_known=self.epoch_known,
+            converted_from_classic=self.converted_from_classic,
+            epoch_members=MappingProxyType(dict(sorted(self.epoch_members.items()))),
+            installed_target=MappingProxyType(dict(sorted(self.installed_target.items()))),
+            pending_rebalance=self.pending,
+            removed_type=self.removed_type,
+            removed_ms=self.removed_ms,
+            removed_generation=self.removed_generation,
+        )
+
+    @property
+    def state(self) -> ConsumerGroupState:
+        if self.group_type != "consumer":
+            return ConsumerGroupState.DEAD
+        return derive_state(self.members.values(), self.group_epoch, self.target_epoch)
+
+    # -- the loop --------------------------------------------------------------------------
+    def apply(self, record: LogRecord) -> list[ConsumerEvent]:
+        """Apply one record of this group (types 2, 3-8, 16); returns the events it tells.
+
+        Raises:
+            ValueError: a record of another group or of a type the fold does not handle.
+        """
+        handler = HANDLERS.get(record.key.version)
+        if handler is None or record.group != self.group_id:
+            raise ValueError(
+                f"consumer-group fold of {self.group_id!r} cannot apply "
+                f"{record_type_name(record.key.version)} of group {record.group!r}"
+            )
+        self._events = []
+        self._record = record
+        before_type, before = self.group_type, self.state
+        handler(self, record)
+        after = self.state
+        if after is not before or (before_type != "consumer" and self.group_type == "consumer"):
+            if before_type == "consumer" or self.group_type == "consumer":
+                self._events.append(ConsumerStateChange(
+                    self.group_id, _position(record), None if before_type != "consumer" else before.value,
+                    after.value, self.group_epoch, self.target_epoch, record.timestamp_ms,
+                    record_type_name(record.key.version),
+                ))
+            self.state_timestamp_ms = record.timestamp_ms
+        self.last_timestamp_ms = record.timestamp_ms
+        return self._events
+
+    def _anomaly(self, reason: str, detail: str) -> None:
+        r = self._record
+        assert r is not None
+        self._events.append(ConsumerAnomaly(self.group_id, _position(r), reason, detail, r.timestamp_ms))
+
+    def _count(self, topics: Iterable[str], delta: int) -> None:
+        counts = self._counts
+        for t in topics:
+            n = counts.get(t, 0) + delta
+            if n > 0:
+                counts[t] = n
+            else:
+                counts.pop(t, None)
+
+    def _consumer_group(self, record: LogRecord, create: bool) -> bool:
+        """``getOrMaybeCreatePersistedConsumerGroup``: True when the record applies to a
+        consumer group (created if ``create``)."""
+        if self.group_type == "consumer":
+            return True
+        if self.group_type == "classic":
+            simple = not self.classic_protocol_type and self.classic_members == 0
+            if not simple:
+                self._anomaly("not_a_consumer_group", f"Group {self.group_id} is not a consumer group")
+            if not create:
+                return False
+            if simple:  # replaced, not converted: a simple group only holds offsets
+                self.group_type = None
+            else:
+                self._remove(record, "classic")
+        elif not create:
+            return False
+        self._create(record)
+        return True
+
+    def _create(self, record: LogRecord) -> None:
+        ts = record.timestamp_ms
+        converted = self.removed_type == "classic" and self.removed_ms == ts
+        self.group_type, self.deleted = "consumer", False
+        self.group_epoch = self.target_epoch = self.metadata_hash = 0
+        self.members, self.target, self.regexes = {}, {}, {}
+        self._counts, self._owners = {}, {}
+        self.has_subscription_metadata = False
+        self.created_ms, self.epoch_known, self.converted_from_classic = ts, False, converted
+        self.epoch_members, self.installed_target, self.pending = {}, {}, None
+        self.classic_generation, self.classic_protocol_type, self.classic_members = None, None, 0
+        if converted:
+            self._events.append(ProtocolConversion(
+                self.group_id, _position(record), "classic", "consumer", self.removed_generation, 0, ts))
+
+    def _remove(self, record: LogRecord, kind: GroupType) -> None:
+        self.removed_type, self.removed_ms = kind, record.timestamp_ms
+        self.removed_generation = self.group_epoch if kind == "consumer" else self.classic_generation
+        if kind == "consumer":
+            self.deleted = True
+            self.members, self.target, self.regexes = {}, {}, {}
+            self._counts, self._owners = {}, {}
+            self.epoch_members, self.installed_target, self.pending = {}, {}, None
+        self.group_type = None
+
+    # -- members ---------------------------------------------------------------------------
+    def _update_member(self, old: ConsumerMember | None, new: ConsumerMember | None) -> None:
+        """``ConsumerGroup.updateMember`` / ``removeMember``: subscription counts and partition
+        ownership (``maybeUpdatePartitionEpoch``, whose conflicts Kafka refuses)."""
+        owners = self._owners
+        if old is not None:
+            self._count(old.subscribed_topic_names, -1)
+            for tp in (*_pairs(old.assigned_partitions), *_pairs(old.partitions_pending_revocation)):
+                if owners.get(tp) == old.member_id:
+                    del owners[tp]
+            del self.members[old.member_id]
+        if new is not None:
+            self._count(new.subscribed_topic_names, 1)
+            for tp in (*_pairs(new.assigned_partitions), *_pairs(new.partitions_pending_revocation)):
+                owner = owners.get(tp)
+                if owner is not None and owner != new.member_id:
+                    self._anomaly("partition_owned_twice", (
+                        f"Cannot set the epoch of {tp[0]}-{tp[1]} to {new.member_epoch} because the "
+                        f"partition is still owned by member {owner}"))
+                owners[tp] = new.member_id
+            self.members[new.member_id] = new
+
+    # -- rebalances ------------------------------------------------------------------------
+    def _bump(self, record: LogRecord, epoch: int) -> None:
+        previous = self.group_epoch if self.epoch_known else None
+        self.group_epoch, self.epoch_known = epoch, True
+        if previous is not None and epoch == previous:
+            return
+        before = self.epoch_members
+        after = {m.member_id: m.instance_id for m in self.members.values()}
+        old_ids = {i or mid for mid, i in before.items()}
+        new_ids = {i or mid for mid, i in after.items()}
+        back = sorted(i for mid, i in after.items() if i is not None and i in old_ids and mid not in before)
+        joined = tuple(sorted(mid for mid, i in after.items() if (i or mid) not in old_ids))
+        left = tuple(sorted(mid for mid, i in before.items() if (i or mid) not in new_ids))
+        if previous is None:
+            cause = "converted_from_classic" if self.converted_from_classic else "group_created"
+        elif joined and left:
+            cause = "members_changed"
+        else:
+            cause = "members_joined" if joined else "members_left" if left else "subscription_or_metadata"
+        self.pending = ConsumerRebalance(
+            self.group_id, _position(record), epoch, previous, record.timestamp_ms, len(before), len(after),
+            joined, left, tuple(back), preferred_assignor(self.members.values()) or DEFAULT_CONSUMER_ASSIGNOR,
+            cause,
+        )
+        self.epoch_members = after
+        self._events.append(self.pending)
+
+    def _install_target(self, record: LogRecord, epoch: int) -> None:
+        pending = self.pending
+        if pending is not None and pending.group_epoch == epoch:
+            before = {tp: mid for mid, a in self.installed_target.items() for tp in _pairs(a)}
+            after = {tp: mid for mid, a in self.target.items() for tp in _pairs(a)}
+            label = self.topic_names.get
+            gained: list[MemberPartition] = sorted(
+                (mid, label(tp[0], tp[0]), tp[1]) for tp, mid in after.items() if before.get(tp) != mid)
+            lost: list[MemberPartition] = sorted(
+                (mid, label(tp[0], tp[0]), tp[1]) for tp, mid in before.items() if after.get(tp) != mid)
+            moved = sum(1 for tp, mid in after.items() if tp in before and before[tp] != mid)
+            self._events.append(dataclasses.replace(
+                pending, assignment_epoch=epoch, assigned_ms=record.timestamp_ms, partitions_moved=moved,
+                partitions_gained=tuple(gained), partitions_lost=tuple(lost)))
+            self.pending = None
+        self.installed_target = dict(self.target)
+
+
+# ---------------------------------------------------------------------------------------------
+# One handler per record type (GroupMetadataManager.replay overloads)
+# ---------------------------------------------------------------------------------------------
+def _on_group_metadata(f: ConsumerGroupFold, r: LogRecord) -> None:
+    """GroupMetadata (2): a value puts a classic group in place of any group; a tombstone
+    removes any group (``removeGroup``)."""
+    value = r.value
+    if value is None:
+        if f.group_type == "consumer":
+            f._anomaly("group_metadata_tombstone_removed_consumer_group",
+                       f"A GroupMetadata tombstone removed consumer group {f.group_id}")
+        if f.group_type is not None:
+            f._remove(r, f.group_type)
+        return
+    assert isinstance(value, GroupMetadataValue)
+    converted = f.group_type == "consumer" or (f.removed_type == "consumer" and f.removed_ms == r.timestamp_ms)
+    if f.group_type == "consumer":
+        f._remove(r, "consumer")
+    if converted:
+        f._events.append(ProtocolConversion(
+            f.group_id, _position(r), "consumer", "classic", value.generation, len(value.members), r.timestamp_ms))
+    f.group_type = "classic"
+    f.classic_generation, f.classic_protocol_type = value.generation, value.protocol_type
+    f.classic_members = len(value.members)
+
+
+def _on_group_epoch(f: ConsumerGroupFold, r: LogRecord) -> None:
+    value = r.value
+    if value is None:
+        if not f._consumer_group(r, create=False):
+            return
+        if f.members or f.target or f.target_epoch != -1:
+            f._anomaly("group_tombstone_not_empty", (
+                f"Received a tombstone record to delete group {f.group_id} but the group still has "
+                f"{len(f.members)} members, {len(f.target)} target assignments, assignment epoch {f.target_epoch}"))
+        f._remove(r, "consumer")
+        return
+    assert isinstance(value, ConsumerGroupMetadataValue)
+    f._consumer_group(r, create=True)
+    f.metadata_hash = value.metadata_hash
+    f._bump(r, value.epoch)
+
+
+def _on_partition_metadata(f: ConsumerGroupFold, r: LogRecord) -> None:
+    value = r.value
+    if not f._consumer_group(r, create=value is not None):
+        return
+    f.has_subscription_metadata = value is not None
+    if isinstance(value, ConsumerGroupPartitionMetadataValue):
+        for t in value.topics:  # a topic id names one topic forever: keep what was learned
+            f.topic_names[t.topic_id] = t.topic_name
+
+
+def _on_member_metadata(f: ConsumerGroupFold, r: LogRecord) -> None:
+    key, value = r.key, r.value
+    assert isinstance(key, GroupMemberKey)
+    if not f._consumer_group(r, create=value is not None):
+        return
+    old = f.members.get(key.member_id)
+    if value is None:
+        if old is None:
+            return
+        if old.member_epoch != LEAVE_GROUP_MEMBER_EPOCH:
+            f._anomaly("member_tombstone_before_assignment_tombstone", (
+                f"Received a tombstone record to delete member {key.member_id} but did not receive "
+                "ConsumerGroupCurrentMemberAssignmentValue tombstone."))
+        if key.member_id in f.target:
+            f._anomaly("member_tombstone_before_target_tombstone", (
+                f"Received a tombstone record to delete member {key.member_id} but did not receive "
+                "ConsumerGroupTargetAssignmentMetadataValue tombstone."))
+        f._update_member(old, None)
+        return
+    assert isinstance(value, ConsumerGroupMemberMetadataValue)
+    new = dataclasses.replace(
+        old if old is not None else ConsumerMember(key.member_id),
+        instance_id=value.instance_id, rack_id=value.rack_id, client_id=value.client_id,
+        client_host=value.client_host, subscribed_topic_names=tuple(sorted(value.subscribed_topic_names)),
+        subscribed_topic_regex=value.subscribed_topic_regex or None,
+        rebalance_timeout_ms=value.rebalance_timeout_ms, server_assignor=value.server_assignor,
+        classic_member_metadata=value.classic_member_metadata,
+    )
+    f._update_member(old, new)
+
+
+def _on_target_metadata(f: ConsumerGroupFold, r: LogRecord) -> None:
+    value = r.value
+    if not f._consumer_group(r, create=value is not None):
+        return
+    if value is None:
+        if f.target:
+            f._anomaly("target_epoch_tombstone_not_empty", (
+                f"Received a tombstone record to delete target assignment of {f.group_id} but the "
+                f"assignment still has {len(f.target)} members."))
+        f.target_epoch = -1
+        return
+    assert isinstance(value, ConsumerGroupTargetAssignmentMetadataValue)
+    f.target_epoch = value.assignment_epoch
+    f._install_target(r, value.assignment_epoch)
+
+
+def _on_target_member(f: ConsumerGroupFold, r: LogRecord) -> None:
+    key, value = r.key, r.value
+    assert isinstance(key, GroupMemberKey)
+    if not f._consumer_group(r, create=value is not None):
+        return
+    if value is None:
+        f.target.pop(key.member_id, None)
+        return
+    assert isinstance(value, ConsumerGroupTargetAssignmentMemberValue)
+    f.target[key.member_id] = _assignment(value.topic_partitions)
+
+
+def _on_current_assignment(f: ConsumerGroupFold, r: LogRecord) -> None:
+    key, value = r.key, r.value
+    assert isinstance(key, GroupMemberKey)
+    if not f._consumer_group(r, create=value is not None):
+        return
+    old = f.members.get(key.member_id)
+    if value is None:
+        if old is not None:
+            f._update_member(old, dataclasses.replace(
+                old, member_epoch=LEAVE_GROUP_MEMBER_EPOCH, previous_member_epoch=LEAVE_GROUP_MEMBER_EPOCH,
+                assigned_partitions=(), partitions_pending_revocation=()))
+        return
+    assert isinstance(value, ConsumerGroupCurrentMemberAssignmentValue)
+    f._update_member(old, dataclasses.replace(
+        old if old is not None else ConsumerMember(key.member_id),
+        member_epoch=value.member_epoch, previous_member_epoch=value.previous_member_epoch,
+        state=MODERN_MEMBER_STATES.get(value.state, "UNKNOWN"),
+        assigned_partitions=_assignment(value.assigned_partitions),
+        partitions_pending_revocation=_assignment(value.partitions_pending_revocation),
+    ))
+
+
+def _on_regular_expression(f: ConsumerGroupFold, r: LogRecord) -> None:
+    key, value = r.key, r.value
+    assert isinstance(key, RegularExpressionKey)
+    if not f._consumer_group(r, create=value is not None):
+        return
+    old = f.regexes.pop(key.regular_expression, None)
+    if old is not None:
+        f._count(old.topics, -1)
+    if value is not None:
+        assert isinstance(value, ConsumerGroupRegularExpressionValue)
+        new = ResolvedRegex(tuple(sorted(set(value.topics))), value.image_version, value.timestamp)
+        f.regexes[key.regular_expression] = new
+        f._count(new.topics, 1)
+
+
+HANDLERS: Final[Mapping[int, Callable[[ConsumerGroupFold, LogRecord], None]]] = MappingProxyType({
+    2: _on_group_metadata,
+    3: _on_group_epoch,
+    4: _on_partition_metadata,
+    5: _on_member_metadata,
+    6: _on_target_metadata,
+    7: _on_target_member,
+    8: _on_current_assignment,
+    16: _on_regular_expression,
+})
+
+
+def fold(group_id: str, records: Iterable[LogRecord],
+         snapshot: ConsumerGroupSnapshot | None = None) -> tuple[ConsumerGroupSnapshot, list[ConsumerEvent]]:
+    """Fold ``records`` (one group, log order) from ``snapshot``; the snapshot and the events."""
+    f = ConsumerGroupFold(group_id, snapshot)
+    events: list[ConsumerEvent] = []
+    for r in records:
+        events.extend(f.apply(r))
+    return f.snapshot(), events
+
+
+# ---------------------------------------------------------------------------------------------
+# What Kafka writes: deletion, and the offset expiry rule
+# ---------------------------------------------------------------------------------------------
+def deletion_records(group: ConsumerGroupSnapshot) -> list[Record]:
+    """``ConsumerGroup.createGroupTombstoneRecords``: the tombstones deleting this consumer group
+    (DeleteGroups after its offset tombstones, the cleanup of an Empty group without offsets,
+    a downgrade before the classic GroupMetadata value)."""
+    gid = group.group_id
+    members = list(group.members)
+    out = [Record(GroupMemberKey(gid, m, 8), None) for m in members]
+    out += [Record(GroupMemberKey(gid, m, 7), None) for m in members]
+    out.append(Record(GroupKey(gid, 6), None))
+    out += [Record(GroupMemberKey(gid, m, 5), None) for m in members]
+    out += [Record(RegularExpressionKey(gid, rx), None) for rx in group.resolved_regexes]
+    out += [Record(GroupKey(gid, 4), None), Record(GroupKey(gid, 3), None)]
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class _ExpiryView:
+    """The slice of ``expiry.GroupView`` the unsubscribed-topics rule reads."""
+
+    group_id: str
+    subscribed_topics: frozenset[str]
+    state: GroupState = GroupState.STABLE
+    generation: int = 0
+    protocol_type: str | None = _expiry.CONSUMER_PROTOCOL_TYPE
+    current_state_timestamp: int | None = None
+    state_timestamp_ms: int | None = None
+    offsets: Mapping[tuple[str, int], _expiry.OffsetState] = field(default_factory=_frozen_map)
+    last_offset_removal_ms: int | None = None
+
+
+def offset_due_ms(group: ConsumerGroupSnapshot, value: OffsetCommitValue, topic: str,
+                  retention_ms: int) -> int | None:
+    """When Kafka's cleanup removes this offset of a consumer group (None: never, as things
+    stand): the unsubscribed-topics rule of ``coordinator_core.expiry`` in every state."""
+    if group.group_type != "consumer":
+        raise ValueError(f"group {group.group_id!r} is not a consumer group")
+    view = _ExpiryView(group.group_id, group.subscribed_topics)
+    return _expiry.due_ms(value, topic, _expiry.SIT_UNSUBSCRIBED, retention_ms, view)
+
+
+@dataclass(frozen=True, slots=True)
+class CleanupPlan:
+    """What ``GroupCoordinatorShard.cleanupGroupMetadata`` writes for one consumer group at
+    ``now_ms``: offset tombstones (key order), then the group's ``deletion_records`` when it is
+    Empty and no offset is left (``maybeDeleteGroup``)."""
+
+    expired: tuple[tuple[tuple[str, int], int], ...]
+    records: tuple[Record, ...]
+    group_deleted: bool
+
+
+def plan_cleanup(group: ConsumerGroupSnapshot, offsets: Mapping[tuple[str, int], OffsetCommitValue],
+                 now_ms: int, retention_ms: int) -> CleanupPlan:
+    expired = []
+    for tp in sorted(offsets):
+        due = offset_due_ms(group, offsets[tp], tp[0], retention_ms)
+        if due is not None and due <= now_ms:
+            expired.append((tp, due))
+    out = [Record(OffsetCommitKey(group.group_id, t, p), None) for (t, p), _ in expired]
+    dies = len(expired) == len(offsets) and group.state is ConsumerGroupState.EMPTY
+    if dies:
+        out += deletion_records(group)
+    return CleanupPlan(tuple(expired), tuple(out), dies)
+
+

@@ -1,0 +1,469 @@
+"""The fold of a Kafka 4 consumer group (``coordinator_core.consumer_group``), on records encoded
+to the bytes a broker writes (``consumer_group_log``). Each scenario follows a test of Kafka's
+own suite (``GroupMetadataManagerTest``, ``ConsumerGroupTest``, ``OffsetMetadataManagerTest``,
+named in the docstrings): the record sequence that test asserts, then the state Kafka's loader
+rebuilds from it."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from coordinator_core.consumer_group import (
+    DEFAULT_CONSUMER_ASSIGNOR,
+    ConsumerGroupFold,
+    ConsumerGroupState,
+    deletion_records,
+    fold,
+    offset_due_ms,
+    plan_cleanup,
+)
+from coordinator_core.consumer_group_events import (
+    ConsumerAnomaly,
+    ConsumerRebalance,
+    ConsumerStateChange,
+    ProtocolConversion,
+)
+from coordinator_core.records import OffsetCommitKey, OffsetCommitValue
+from tests.coordinator_core.consumer_group_log import (
+    UNRELEASED,
+    UNREVOKED,
+    ConsumerGroupLog,
+    topic_id,
+)
+
+FOO, BAR = topic_id("foo"), topic_id("bar")
+
+
+def _of(events: list, cls: type) -> list:
+    return [e for e in events if isinstance(e, cls)]
+
+
+def _two_stable_members(log: ConsumerGroupLog) -> None:
+    """m1 alone at epoch 1 (foo 0-5), then m2 joins and both reconcile at epoch 2."""
+    log.join_first("m1", {"foo": range(6)}, assignor="range")
+    log.batch()  # m2's first heartbeat: new target assignment at epoch 2
+    log.member("m2", ["foo"], assignor="range")
+    log.group_epoch(2)
+    log.target("m1", {"foo": [0, 1, 2]})
+    log.target("m2", {"foo": [3, 4, 5]})
+    log.target_epoch(2)
+    log.current("m2", 2, 0, {}, state=UNRELEASED)
+    log.batch()  # m1 heartbeats: must revoke 3-5 first (stays at epoch 1)
+    log.current("m1", 1, 0, {"foo": [0, 1, 2]}, state=UNREVOKED, revoking={"foo": [3, 4, 5]})
+    log.batch()  # m1 acknowledges the revocation
+    log.current("m1", 2, 1, {"foo": [0, 1, 2]})
+    log.batch()  # m2 gets the released partitions
+    log.current("m2", 2, 0, {"foo": [3, 4, 5]})
+
+
+# ---------------------------------------------------------------------------------------------
+# Join, reconciliation, states
+# ---------------------------------------------------------------------------------------------
+def test_first_member_join_is_stable_at_epoch_1() -> None:
+    """GroupMetadataManagerTest.testMemberJoinsEmptyConsumerGroup: member subscription,
+    subscription metadata, epoch 1, target assignment, target epoch 1, current assignment."""
+    log = ConsumerGroupLog()
+    log.join_first("m1", {"foo": range(6), "bar": range(3)}, assignor="range")
+    snap, events = fold("cg", log.records)
+
+    assert snap.group_type == "consumer" and snap.state is ConsumerGroupState.STABLE
+    assert (snap.group_epoch, snap.target_assignment_epoch) == (1, 1)
+    m = snap.members["m1"]
+    assert (m.member_epoch, m.previous_member_epoch, m.state) == (1, 0, "STABLE")
+    assert m.assigned_partitions == tuple(sorted([(FOO, (0, 1, 2, 3, 4, 5)), (BAR, (0, 1, 2))]))
+    assert m.subscribed_topic_names == ("bar", "foo")  # Kafka sorts them
+    assert m.server_assignor == "range" and snap.assignor == "range"
+    assert snap.subscribed_topics == {"foo", "bar"}
+    assert snap.topic_label(FOO) == "foo"
+    # the states Kafka's replay walks through, record by record
+    assert [(e.from_state, e.to_state) for e in _of(events, ConsumerStateChange)] == [
+        (None, "Stable"), ("Stable", "Assigning"), ("Assigning", "Reconciling"), ("Reconciling", "Stable")]
+    rebalances = _of(events, ConsumerRebalance)
+    assert [r.assignment_epoch for r in rebalances] == [None, 1]  # told at the bump, completed at 6
+    done = rebalances[-1]
+    assert (done.group_epoch, done.previous_group_epoch, done.cause) == (1, None, "group_created")
+    assert done.joined == ("m1",) and done.partitions_moved == 0
+    assert len(done.partitions_gained) == 9 and done.event_key == rebalances[0].event_key
+
+
+def test_second_member_join_reconciles_through_revocation_to_stable() -> None:
+    """GroupMetadataManagerTest.testReconciliationProcess / ConsumerGroupTest.testGroupState:
+    the group is Reconciling while a member revokes (UNREVOKED_PARTITIONS) or waits for
+    released partitions (UNRELEASED_PARTITIONS), Stable once all are STABLE at the target epoch."""
+    log = ConsumerGroupLog()
+    _two_stable_members(log)
+    f = ConsumerGroupFold("cg")
+    states = []
+    for r in log.records:
+        f.apply(r)
+        states.append(f.state)
+    # m2 at epoch 0 is not reconciled; the bump makes the group Assigning until the target
+    # epoch, then it reconciles until m2 holds 3-5
+    assert states[6:] == [ConsumerGroupState.RECONCILING, ConsumerGroupState.ASSIGNING,
+                          ConsumerGroupState.ASSIGNING, ConsumerGroupState.ASSIGNING,
+                          ConsumerGroupState.RECONCILING, ConsumerGroupState.RECONCILING,
+                          ConsumerGroupState.RECONCILING, ConsumerGroupState.RECONCILING,
+                          ConsumerGroupState.STABLE]
+    snap = f.snapshot()
+    assert snap.members["m2"].assigned_partitions == ((FOO, (3, 4, 5)),)
+    assert snap.members["m1"].partitions_pending_revocation == ()
+    assert snap.members["m1"].previous_member_epoch == 1
+
+
+def test_second_member_join_rebalance_moves_three_partitions() -> None:
+    """The epoch-2 bump is a rebalance: m2 joined, foo 3-5 moved from m1 to m2 (targets)."""
+    log = ConsumerGroupLog()
+    _two_stable_members(log)
+    _, events = fold("cg", log.records)
+    r = [e for e in _of(events, ConsumerRebalance) if e.group_epoch == 2]
+    assert [e.assignment_epoch for e in r] == [None, 2]
+    done = r[-1]
+    assert (done.previous_group_epoch, done.joined, done.left, done.cause) == (1, ("m2",), (), "members_joined")
+    assert (done.members_before, done.members_after, done.assignor) == (1, 2, "range")
+    assert done.partitions_moved == 3
+    assert done.partitions_gained == tuple(("m2", "foo", p) for p in (3, 4, 5))
+    assert done.partitions_lost == tuple(("m1", "foo", p) for p in (3, 4, 5))
+    assert not _of(events, ConsumerAnomaly)
+
+
+def test_group_state_follows_kafka_group_state_test() -> None:
+    """ConsumerGroupTest.testGroupState, as records: members at epoch 1 with group epoch 1 and
+    target epoch 0 -> Assigning; target epoch 2 -> Reconciling; both STABLE at 2 -> Stable;
+    both removed -> Empty."""
+    log = ConsumerGroupLog()
+    log.current("member1", 1, 0)
+    log.group_epoch(1)
+    seen = [ConsumerGroupFold("cg")]
+    f = seen[0]
+    for r in log.records:
+        f.apply(r)
+    assert f.state is ConsumerGroupState.ASSIGNING
+    for r in (log.current("member2", 1, 0), log.group_epoch(2)):
+        f.apply(r)
+    assert f.state is ConsumerGroupState.ASSIGNING
+    f.apply(log.target_epoch(2))
+    assert f.state is ConsumerGroupState.RECONCILING
+    f.apply(log.current("member1", 2, 1))
+    assert f.state is ConsumerGroupState.RECONCILING
+    f.apply(log.current("member2", 2, 1, state=UNREVOKED))
+    assert f.state is ConsumerGroupState.RECONCILING
+    f.apply(log.current("member2", 2, 1))
+    assert f.state is ConsumerGroupState.STABLE
+    for m in ("member1", "member2"):
+        f.apply(log.current_tombstone(m))
+        f.apply(log.member_tombstone(m))
+    assert f.state is ConsumerGroupState.EMPTY and f.snapshot().exists  # Empty, not Dead
+
+
+# ---------------------------------------------------------------------------------------------
+# Members leaving, static members
+# ---------------------------------------------------------------------------------------------
+def test_member_leaving_bumps_epoch_and_survivor_takes_its_partitions() -> None:
+    """GroupMetadataManagerTest.testLeavingMemberBumpsGroupEpoch: current assignment, target
+    assignment and subscription tombstones, then epoch + 1 (Assigning until the new target)."""
+    log = ConsumerGroupLog()
+    _two_stable_members(log)
+    log.batch()
+    log.leave("m2")
+    snap, _ = fold("cg", log.records)
+    assert snap.state is ConsumerGroupState.ASSIGNING and list(snap.members) == ["m1"]
+    log.batch()
+    log.target("m1", {"foo": range(6)})
+    log.target_epoch(3)
+    log.current("m1", 3, 2, {"foo": range(6)})
+    snap, events = fold("cg", log.records)
+    assert snap.state is ConsumerGroupState.STABLE and snap.group_epoch == 3
+    done = [e for e in _of(events, ConsumerRebalance) if e.group_epoch == 3][-1]
+    assert (done.left, done.joined, done.cause, done.partitions_moved) == (("m2",), (), "members_left", 3)
+    assert not _of(events, ConsumerAnomaly)
+
+
+def test_static_member_rejoining_with_new_id_is_no_rebalance() -> None:
+    """GroupMetadataManagerTest.testNoGroupEpochBumpWhenStaticMemberTemporarilyLeaves and
+    testStaticMemberGetsBackAssignmentUponRejoin: epoch -2 (no bump; the group reconciles while
+    the member is away), then the old member's tombstones and the new member id copying its
+    assignment, still at epoch 1."""
+    log = ConsumerGroupLog()
+    log.member("m1", ["foo"], instance="i1")
+    log.group_epoch(1)
+    log.target("m1", {"foo": [0, 1]})
+    log.target_epoch(1)
+    log.current("m1", 1, 0, {"foo": [0, 1]})
+    log.batch()
+    log.current("m1", -2, 0, {"foo": [0, 1]})  # LEAVE_GROUP_STATIC_MEMBER_EPOCH
+    away, _ = fold("cg", log.records)
+    assert away.state is ConsumerGroupState.RECONCILING and away.group_epoch == 1
+    log.batch()
+    log.current_tombstone("m1")
+    log.target_tombstone("m1")
+    log.member_tombstone("m1")
+    log.member("m1b", ["foo"], instance="i1")
+    log.target("m1b", {"foo": [0, 1]})
+    log.current("m1b", 0, 0, {"foo": [0, 1]})
+    log.current("m1b", 1, 0, {"foo": [0, 1]})
+    snap, events = fold("cg", log.records)
+    assert snap.state is ConsumerGroupState.STABLE and snap.group_epoch == 1
+    assert snap.static_members == {"i1": "m1b"} and list(snap.members) == ["m1b"]
+    assert len(_of(events, ConsumerRebalance)) == 2  # only epoch 1, told twice
+    assert not _of(events, ConsumerAnomaly)
+
+
+# ---------------------------------------------------------------------------------------------
+# Regular expressions, subscribed topics, offset expiry
+# ---------------------------------------------------------------------------------------------
+def test_regex_resolved_topics_are_subscribed_until_the_regex_tombstone() -> None:
+    """ConsumerGroupTest.testUpdateAndRemoveRegularExpression: a resolved regex counts its topics
+    once, on top of the members' names; GroupMetadataManager.replay(ConsumerGroupRegularExpression)."""
+    log = ConsumerGroupLog()
+    log.member("member1", ["foo", "bar", "zar"])
+    log.member("member2", ["foo", "bar"])
+    log.member("member3", regex="foo.*")
+    log.regex("foo.*", ["foo", "foobar"])
+    snap, _ = fold("cg", log.records)
+    assert snap.subscribed_topics == {"foo", "bar", "zar", "foobar"}
+    assert snap.members["member3"].subscribed_topic_regex == "foo.*"
+    log.regex("foo.*", ["foo"])  # re-resolved: foobar is gone
+    snap, _ = fold("cg", log.records)
+    assert snap.subscribed_topics == {"foo", "bar", "zar"}
+    log.regex("foobar", ["foobar"])
+    log.regex_tombstone("foo.*")
+    snap, _ = fold("cg", log.records)
+    assert snap.subscribed_topics == {"foo", "bar", "zar", "foobar"}
+    assert list(snap.resolved_regexes) == ["foobar"]
+    for m in ("member1", "member2"):
+        log.current_tombstone(m)
+        log.member_tombstone(m)
+    log.regex_tombstone("foobar")
+    snap, _ = fold("cg", log.records)
+    assert snap.subscribed_topics == frozenset() and snap.is_subscribed_to_topic("foo") is False
+
+
+def test_offsets_of_subscribed_topics_never_expire_others_at_commit_plus_retention() -> None:
+    """OffsetMetadataManagerTest.testCleanupExpiredOffsets with ConsumerGroupTest.
+    testOffsetExpirationCondition / testIsSubscribedToTopic: subscribed topics are skipped, the
+    others expire at commit timestamp + retention, and the group is kept (not Empty)."""
+    log = ConsumerGroupLog()
+    log.join_first("m1", {"firstTopic": [0]})
+    snap, _ = fold("cg", log.records)
+    retention = 60_000
+    commit = log.now
+    offsets = {
+        ("firstTopic", 0): OffsetCommitValue(100, "", commit),
+        ("secondTopic", 0): OffsetCommitValue(100, "", commit),
+        ("secondTopic", 1): OffsetCommitValue(100, "", commit + 500),
+    }
+    assert offset_due_ms(snap, offsets[("firstTopic", 0)], "firstTopic", retention) is None
+    assert offset_due_ms(snap, offsets[("secondTopic", 0)], "secondTopic", retention) == commit + retention
+    plan = plan_cleanup(snap, offsets, commit + retention, retention)
+    assert plan.expired == ((("secondTopic", 0), commit + retention),)
+    assert [r.key for r in plan.records] == [OffsetCommitKey("cg", "secondTopic", 0)]
+    assert not plan.group_deleted
+    plan = plan_cleanup(snap, offsets, commit + 10 * retention, retention)
+    assert [tp for tp, _ in plan.expired] == [("secondTopic", 0), ("secondTopic", 1)]
+
+
+def test_empty_consumer_group_expires_at_commit_base_then_is_deleted_with_kafka_tombstones() -> None:
+    """GroupCoordinatorShardTest.testCleanupGroupMetadata, GroupMetadataManagerTest.
+    testConsumerGroupMaybeDelete: an Empty group's offsets expire at commit + retention (never
+    the classic Empty-state base); with none left the group's tombstones follow: target
+    assignment epoch, resolved regexes, subscription metadata, group epoch."""
+    log = ConsumerGroupLog()
+    log.join_first("m1", {"foo": [0]})
+    log.regex("orders-.*", ["orders-eu"])
+    log.batch()
+    log.leave("m1")
+    snap, _ = fold("cg", log.records)
+    assert snap.state is ConsumerGroupState.EMPTY
+    assert snap.subscribed_topics == {"orders-eu"}  # until its regex tombstone
+    commit = log.now - 5_000
+    offsets = {("foo", 0): OffsetCommitValue(7, "", commit), ("orders-eu", 0): OffsetCommitValue(9, "", commit)}
+    plan = plan_cleanup(snap, offsets, commit + 1_000, 1_000)
+    assert not plan.group_deleted and [tp for tp, _ in plan.expired] == [("foo", 0)]
+    tombstones = deletion_records(snap)
+    assert [(r.key.version, r.value) for r in tombstones] == [(6, None), (16, None), (4, None), (3, None)]
+    assert plan_cleanup(snap, {}, commit, 1_000).records == tuple(tombstones)
+    log.batch()
+    for r in tombstones:
+        log.add(r.key, r.value)
+    dead, events = fold("cg", log.records)
+    assert dead.state is ConsumerGroupState.DEAD and dead.deleted and dead.group_type is None
+    assert not _of(events, ConsumerAnomaly)
+    assert _of(events, ConsumerStateChange)[-1].to_state == "Dead"
+
+
+def test_deletion_of_group_with_members_replays_without_anomaly() -> None:
+    """GroupMetadataManagerTest.testLastConsumerProtocolMemberLeavingConsumerGroup (the tombstone
+    half): current assignments, target assignments, target epoch, subscriptions, subscription
+    metadata, group epoch - the order GroupMetadataManager.replay accepts."""
+    log = ConsumerGroupLog()
+    _two_stable_members(log)
+    snap, _ = fold("cg", log.records)
+    keys = [(r.key.version, getattr(r.key, "member_id", None)) for r in deletion_records(snap)]
+    assert keys == [(8, "m1"), (8, "m2"), (7, "m1"), (7, "m2"), (6, None), (5, "m1"), (5, "m2"),
+                    (4, None), (3, None)]
+    log.batch()
+    for r in deletion_records(snap):
+        log.add(r.key, r.value)
+    dead, events = fold("cg", log.records)
+    assert dead.deleted and not _of(events, ConsumerAnomaly)
+
+
+# ---------------------------------------------------------------------------------------------
+# Online upgrade / downgrade
+# ---------------------------------------------------------------------------------------------
+def _upgraded(log: ConsumerGroupLog) -> None:
+    """GroupMetadataManagerTest.testConsumerGroupHeartbeatWithStableClassicGroup at generation 5:
+    GroupMetadata tombstone, the converted member (classic protocol, epoch = generation),
+    epoch 5, its target, target epoch 5, its assignment; then the joining member bumps to 6."""
+    log.classic_group(5, {"m1": {"foo": [0], "bar": [0]}})
+    log.batch()
+    log.classic_tombstone()
+    log.member("m1", ["bar", "foo"], assignor=None, classic_protocols=["range"])
+    log.group_epoch(5)
+    log.target("m1", {"foo": [0], "bar": [0]})
+    log.target_epoch(5)
+    log.current("m1", 5, 5, {"foo": [0], "bar": [0]})
+    log.member("m2", ["bar", "foo"], assignor="range")
+    log.partition_metadata({"foo": 1, "bar": 1})
+    log.group_epoch(6)
+    log.target("m2", {"bar": [0]})
+    log.target("m1", {"foo": [0]})
+    log.target_epoch(6)
+    log.current("m2", 6, 0, {}, state=UNRELEASED)
+
+
+def test_classic_group_upgraded_online_is_one_consumer_group() -> None:
+    log = ConsumerGroupLog()
+    _upgraded(log)
+    snap, events = fold("cg", log.records)
+    conv = _of(events, ProtocolConversion)
+    assert [(c.from_type, c.to_type, c.generation) for c in conv] == [("classic", "consumer", 5)]
+    assert snap.group_type == "consumer" and snap.state is ConsumerGroupState.RECONCILING
+    assert snap.group_epoch == 6 and snap.num_classic_protocol_members == 1
+    causes = [e.cause for e in _of(events, ConsumerRebalance) if e.assignment_epoch is not None]
+    assert causes == ["converted_from_classic", "members_joined"]
+    assert not _of(events, ConsumerAnomaly)
+
+
+def test_consumer_group_downgraded_online_becomes_classic_with_its_epoch() -> None:
+    """GroupMetadataManagerTest.testLastConsumerProtocolMemberLeavingConsumerGroup: the last
+    consumer-protocol member leaves; Kafka writes the group's tombstones and a GroupMetadata value
+    whose generation is the group epoch, in one batch."""
+    log = ConsumerGroupLog()
+    _upgraded(log)
+    snap, _ = fold("cg", log.records)
+    log.batch()
+    for r in deletion_records(snap):
+        log.add(r.key, r.value)
+    log.classic_group(snap.group_epoch, {"m1": {"foo": [0]}})
+    after, events = fold("cg", log.records)
+    conv = _of(events, ProtocolConversion)
+    assert [(c.from_type, c.to_type, c.generation, c.members) for c in conv][-1] == ("consumer", "classic", 6, 1)
+    assert after.group_type == "classic" and after.classic_generation == 6
+    assert after.state is ConsumerGroupState.DEAD and not after.members
+    assert not _of(events, ConsumerAnomaly)
+
+
+def test_consumer_records_for_a_non_simple_classic_group_are_an_anomaly_but_convert() -> None:
+    """getOrMaybeCreatePersistedConsumerGroup: Kafka's loader refuses a consumer record for a
+    classic group that has a protocol type (no GroupMetadata tombstone first)."""
+    log = ConsumerGroupLog()
+    log.classic_group(3, {"m1": {"foo": [0]}})
+    log.batch()
+    log.member("m9", ["foo"])
+    snap, events = fold("cg", log.records)
+    assert [a.reason for a in _of(events, ConsumerAnomaly)] == ["not_a_consumer_group"]
+    assert snap.group_type == "consumer" and list(snap.members) == ["m9"]
+
+
+def test_simple_classic_group_is_replaced_silently() -> None:
+    """getOrMaybeCreatePersistedConsumerGroup: a simple classic group (no protocol type, Empty)
+    is replaced by the consumer group without complaint."""
+    log = ConsumerGroupLog()
+    log.classic_group(0, {}, protocol_type="")
+    log.batch()
+    log.join_first("m1", {"foo": [0]})
+    snap, events = fold("cg", log.records)
+    assert snap.state is ConsumerGroupState.STABLE and not _of(events, ConsumerAnomaly)
+    assert not _of(events, ProtocolConversion)  # not in one batch: a new group, not a conversion
+
+
+# ---------------------------------------------------------------------------------------------
+# Records Kafka's loader refuses; the fold's contract
+# ---------------------------------------------------------------------------------------------
+def test_member_tombstone_before_its_assignment_tombstones_is_an_anomaly() -> None:
+    """GroupMetadataManager.replay(ConsumerGroupMemberMetadata tombstone): IllegalStateException
+    unless the current assignment (epoch -1) and target assignment tombstones came first."""
+    log = ConsumerGroupLog()
+    log.join_first("m1", {"foo": [0]})
+    log.batch()
+    log.member_tombstone("m1")
+    snap, events = fold("cg", log.records)
+    assert [a.reason for a in _of(events, ConsumerAnomaly)] == [
+        "member_tombstone_before_assignment_tombstone", "member_tombstone_before_target_tombstone"]
+    assert not snap.members and snap.state is ConsumerGroupState.EMPTY
+
+
+def test_group_tombstone_with_members_is_an_anomaly_and_removes_the_group() -> None:
+    log = ConsumerGroupLog()
+    log.join_first("m1", {"foo": [0]})
+    log.batch()
+    log.group_epoch_tombstone()
+    snap, events = fold("cg", log.records)
+    assert [a.reason for a in _of(events, ConsumerAnomaly)] == ["group_tombstone_not_empty"]
+    assert snap.deleted and snap.state is ConsumerGroupState.DEAD
+
+
+def test_partition_owned_by_two_members_is_an_anomaly() -> None:
+    """ConsumerGroup.addPartitionEpochs: IllegalStateException when a partition is still owned."""
+    log = ConsumerGroupLog()
+    log.current("m1", 1, 0, {"foo": [0, 1]})
+    log.current("m2", 1, 0, {"foo": [1]})
+    _, events = fold("cg", log.records)
+    assert [a.reason for a in _of(events, ConsumerAnomaly)] == ["partition_owned_twice"]
+
+
+def test_tombstones_for_a_missing_group_or_member_are_ignored() -> None:
+    log = ConsumerGroupLog()
+    log.current_tombstone("ghost")
+    log.member_tombstone("ghost")
+    log.group_epoch_tombstone()
+    snap, events = fold("cg", log.records)
+    assert snap.group_type is None and not snap.deleted and events == []
+
+
+def test_record_of_another_group_is_refused() -> None:
+    log = ConsumerGroupLog(group="other")
+    with pytest.raises(ValueError, match="cannot apply ConsumerGroupMemberMetadata of group 'other'"):
+        ConsumerGroupFold("cg").apply(log.member("m1", ["foo"]))
+    with pytest.raises(ValueError, match="OffsetCommit"):
+        ConsumerGroupFold("other").apply(log.commit("foo", 0, 1))
+
+
+def test_fold_resumed_from_any_split_equals_one_pass() -> None:
+    """Snapshots carry the fold's bookkeeping: folding a log in two chunks (any cut) gives the
+    same snapshot and the same events as one pass."""
+    log = ConsumerGroupLog()
+    _upgraded(log)
+    log.batch()
+    log.current("m1", 6, 5, {"foo": [0]})
+    log.current("m2", 6, 0, {"bar": [0]})
+    log.batch()
+    log.leave("m2")
+    whole, whole_events = fold("cg", log.records)
+    for cut in range(len(log.records) + 1):
+        first, ev1 = fold("cg", log.records[:cut])
+        second, ev2 = fold("cg", log.records[cut:], first)
+        assert second == whole, cut
+        assert ev1 + ev2 == whole_events, cut
+
+
+def test_consumer_group_with_members_is_never_dead_nor_assignorless() -> None:
+    log = ConsumerGroupLog()
+    log.member("m1", ["foo"], assignor=None)
+    snap, _ = fold("cg", log.records)
+    assert snap.exists and snap.state is not ConsumerGroupState.DEAD
+    assert snap.assignor == DEFAULT_CONSUMER_ASSIGNOR and snap.preferred_server_assignor is None
+    assert dataclasses.replace(snap, group_type=None).state is ConsumerGroupState.DEAD
