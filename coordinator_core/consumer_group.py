@@ -1,17 +1,22 @@
-"""A Kafka 4 consumer group (KIP-848) as the broker's loader rebuilds it from its records.
+"""The fold of one Kafka 4 consumer group (KIP-848): its records, in log order, into a
+``ConsumerGroupSnapshot`` (``coordinator_core.consumer_group_model``), telling what happened
+(``coordinator_core.consumer_group_events``).
 
 Facts from apache/kafka's group-coordinator module (4.0-4.x): ``GroupMetadataManager.replay``
 for ConsumerGroupMetadata (3), PartitionMetadata (4), MemberMetadata (5), TargetAssignment-
 Metadata (6), TargetAssignmentMember (7), CurrentMemberAssignment (8), RegularExpression (16)
-and the classic GroupMetadata (2); ``ConsumerGroup``, ``ModernGroup``, ``ConsumerGroupMember``.
+and the classic GroupMetadata (2); ``getOrMaybeCreatePersistedConsumerGroup``,
+``ConsumerGroup.updateMember``/``removeMember``, ``ConsumerGroupMember.Builder.updateWith``,
+``convertToConsumerGroup``/``convertToClassicGroup``.
 
 Rules:
 - One fold per group id, fed each record once, in log order (the replay loop owns positions
-  and duplicates). Keys/values are ``coordinator_core.modern_records`` objects
-  (``decode_record(..., modern=True)``); ``None`` is a tombstone.
+  and duplicates); one handler per record type (``HANDLERS``). Keys/values are
+  ``coordinator_core.modern_records`` objects (``decode_record(..., modern=True)``); ``None``
+  is a tombstone.
 - A value record creates the consumer group when none exists, or when the group is a *simple*
-  classic group (no protocol type, Empty: ``getOrMaybeCreatePersistedConsumerGroup``). A
-  tombstone never creates one: a tombstone for a missing group or member is ignored.
+  classic group (no protocol type, Empty), which it replaces. A tombstone never creates one: a
+  tombstone for a missing group or member is ignored.
 - Members: a MemberMetadata value sets the subscription part (instance id, rack, client id/host,
   subscribed names - sorted, as Kafka sorts them -, regex, rebalance timeout, server assignor,
   classic member metadata); a CurrentMemberAssignment value sets member epoch, previous epoch,
@@ -21,30 +26,22 @@ Rules:
   partitions (the member stays); the MemberMetadata tombstone removes it.
 - Group epoch and target assignment epoch start at 0; a TargetAssignmentMetadata tombstone sets
   the latter to -1; the ConsumerGroupMetadata tombstone removes the group (state Dead).
-- State (``ConsumerGroup.maybeUpdateGroupState``): Empty without members; Assigning when the
-  group epoch is ahead of the target assignment epoch; Reconciling while a member is not
-  STABLE at the target assignment epoch (``isReconciledTo``); else Stable.
-- Subscribed topics (``ModernGroup.subscribedTopicNames``, ``isSubscribedToTopic``): the union
-  of the members' subscribed names and of the topics of the resolved regular expressions
-  (a resolved regex counts until its tombstone, whoever subscribes to it).
-- Offset expiry (``OffsetMetadataManager.cleanupExpiredOffsets``, ``ConsumerGroup.
-  offsetExpirationCondition``): in every state, an offset of a subscribed topic never expires;
-  any other expires at ``commit_timestamp + retention`` (an explicit v1 expire timestamp
-  instead). Never the Empty-state ``current_state_timestamp`` base of classic groups. The
-  cleanup deletes an Empty group once it holds no offsets (``maybeDeleteGroup``) writing
-  ``deletion_records``: current assignments, target assignments, the target assignment epoch,
-  member subscriptions, resolved regexes, subscription metadata, group epoch - in that order
-  (``ConsumerGroup.createGroupTombstoneRecords``); DeleteGroups writes the offset tombstones
-  first, then the same.
+  PartitionMetadata (Kafka 4.0 subscription metadata) only names topic ids (kept: an id names
+  one topic forever).
+- Rebalances: each new group epoch is a ``ConsumerRebalance`` (members in/out since the last
+  bump, the preferred assignor), completed under the same key when the target assignment of
+  that epoch is installed (TargetAssignmentMetadata with that epoch: the partitions moved
+  between the previous and the new target assignment).
 - Classic <-> consumer (online upgrade/downgrade): Kafka writes the old group's tombstones and
   the new group's records in one batch (``convertToConsumerGroup``: GroupMetadata tombstone,
   then MemberMetadata*, ConsumerGroupMetadata(epoch = classic generation), TargetAssignment-
   Member*, TargetAssignmentMetadata, CurrentMemberAssignment*; ``convertToClassicGroup``:
   ``deletion_records`` then a GroupMetadata value with generation = group epoch). The fold
-  follows the group across: a GroupMetadata value replaces the consumer group (type
+  follows the group id across: a GroupMetadata value replaces the consumer group (type
   ``classic``), a GroupMetadata tombstone removes whatever group exists (Kafka's
   ``removeGroup``), and the change is told as a ``ProtocolConversion`` when the removal and
-  the creation share a timestamp. Offsets are not the fold's: Kafka keeps them across.
+  the creation share a timestamp (one write). The offsets are not the fold's: Kafka keeps them
+  across (``OffsetMetadataManager`` stores them by group id, whatever the group's type).
 - Records Kafka's loader refuses (``IllegalStateException``: a member tombstone before its
   assignment tombstones, a group tombstone with members, a consumer record for a non-simple
   classic group, a partition owned twice) are applied as the records intend and told as a
@@ -55,12 +52,9 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
-from enum import StrEnum
 from types import MappingProxyType
-from typing import Any, Final, Literal, TypeAlias
+from typing import Final
 
-from coordinator_core import expiry as _expiry
 from coordinator_core.consumer_group_events import (
     ConsumerAnomaly,
     ConsumerEvent,
@@ -68,10 +62,27 @@ from coordinator_core.consumer_group_events import (
     ConsumerStateChange,
     ProtocolConversion,
 )
+from coordinator_core.consumer_group_model import (
+    DEFAULT_CONSUMER_ASSIGNOR,
+    LEAVE_GROUP_MEMBER_EPOCH,
+    Assignment,
+    CleanupPlan,
+    ConsumerGroupSnapshot,
+    ConsumerGroupState,
+    ConsumerMember,
+    GroupType,
+    ResolvedRegex,
+    TopicIdPartition,
+    deletion_records,
+    derive_state,
+    offset_due_ms,
+    pairs,
+    plan_cleanup,
+    preferred_assignor,
+)
 from coordinator_core.events import MemberPartition
 from coordinator_core.modern_records import (
     MODERN_MEMBER_STATES,
-    ClassicMemberMetadata,
     ConsumerGroupCurrentMemberAssignmentValue,
     ConsumerGroupMemberMetadataValue,
     ConsumerGroupMetadataValue,
@@ -79,189 +90,17 @@ from coordinator_core.modern_records import (
     ConsumerGroupRegularExpressionValue,
     ConsumerGroupTargetAssignmentMemberValue,
     ConsumerGroupTargetAssignmentMetadataValue,
-    GroupKey,
     GroupMemberKey,
     RegularExpressionKey,
     TopicIdPartitions,
 )
-from coordinator_core.records import (
-    GroupMetadataValue,
-    LogRecord,
-    OffsetCommitKey,
-    OffsetCommitValue,
-    Record,
-    record_type_name,
-)
-from coordinator_core.state import GroupState
+from coordinator_core.records import GroupMetadataValue, LogRecord, record_type_name
 
-#: ``group.consumer.assignors`` default: uniform first (Kafka 4.0 ``GroupCoordinatorConfig``).
-DEFAULT_CONSUMER_ASSIGNOR: Final = "uniform"
-#: ``ConsumerGroupHeartbeatRequest.LEAVE_GROUP_MEMBER_EPOCH`` (also what a tombstone sets).
-LEAVE_GROUP_MEMBER_EPOCH: Final = -1
-#: a static member leaving temporarily (``LEAVE_GROUP_STATIC_MEMBER_EPOCH``): no epoch bump.
-LEAVE_GROUP_STATIC_MEMBER_EPOCH: Final = -2
-CONSUMER_RECORD_TYPES: Final = frozenset({3, 4, 5, 6, 7, 8, 16})
-
-GroupType: TypeAlias = Literal["classic", "consumer"]
-#: ``((topic_id, (partition, ...)), ...)``, sorted: a member's partitions (Kafka's Map<Uuid, Set<Integer>>).
-Assignment: TypeAlias = tuple[tuple[str, tuple[int, ...]], ...]
-TopicIdPartition: TypeAlias = tuple[str, int]
-
-
-class ConsumerGroupState(StrEnum):
-    """``ConsumerGroup.ConsumerGroupState``; the value is Kafka's name."""
-
-    EMPTY = "Empty"
-    ASSIGNING = "Assigning"
-    RECONCILING = "Reconciling"
-    STABLE = "Stable"
-    DEAD = "Dead"
-
-
-@dataclass(frozen=True, slots=True)
-class ConsumerMember:
-    """``ConsumerGroupMember``: ``state`` is the MemberState name (STABLE, UNREVOKED_PARTITIONS,
-    UNRELEASED_PARTITIONS, UNKNOWN); ``subscribed_topic_regex`` is None when absent or empty."""
-
-    member_id: str
-    instance_id: str | None = None
-    rack_id: str | None = None
-    client_id: str = ""
-    client_host: str = ""
-    subscribed_topic_names: tuple[str, ...] = ()
-    subscribed_topic_regex: str | None = None
-    rebalance_timeout_ms: int | None = None
-    server_assignor: str | None = None
-    classic_member_metadata: ClassicMemberMetadata | None = None
-    member_epoch: int = 0
-    previous_member_epoch: int = -1
-    state: str = "STABLE"
-    assigned_partitions: Assignment = ()
-    partitions_pending_revocation: Assignment = ()
-
-    @property
-    def uses_classic_protocol(self) -> bool:
-        """A member of a consumer group still speaking JoinGroup/SyncGroup (KIP-848 upgrade)."""
-        return self.classic_member_metadata is not None
-
-    def is_reconciled_to(self, target_assignment_epoch: int) -> bool:
-        return self.state == "STABLE" and self.member_epoch == target_assignment_epoch
-
-
-@dataclass(frozen=True, slots=True)
-class ResolvedRegex:
-    """A ConsumerGroupRegularExpression value: the topics the regex matched, at which metadata
-    image version, when (``ResolvedRegularExpression``)."""
-
-    topics: tuple[str, ...]
-    image_version: int
-    timestamp_ms: int
-
-
-
-
-def _frozen_map() -> Mapping[Any, Any]:
-    return MappingProxyType({})
-
-
-@dataclass(frozen=True, slots=True)
-class ConsumerGroupSnapshot:
-    """One group id as the fold left it: an immutable value (``ConsumerGroupFold.snapshot``).
-
-    ``group_type`` is ``consumer`` for a live consumer group, ``classic`` when a GroupMetadata
-    value replaced it (or came first), None when no group record exists (never, or removed;
-    ``deleted`` tells a removed consumer group). The fields after ``last_timestamp_ms`` are
-    the fold's bookkeeping (rebalance and conversion tracking), kept so a fold resumed from a
-    snapshot continues exactly as one pass would.
-    """
-
-    group_id: str
-    group_type: GroupType | None = None
-    deleted: bool = False
-    group_epoch: int = 0
-    target_assignment_epoch: int = 0
-    metadata_hash: int = 0
-    members: Mapping[str, ConsumerMember] = field(default_factory=_frozen_map)
-    target_assignment: Mapping[str, Assignment] = field(default_factory=_frozen_map)
-    resolved_regexes: Mapping[str, ResolvedRegex] = field(default_factory=_frozen_map)
-    topic_names: Mapping[str, str] = field(default_factory=_frozen_map)
-    subscribed_topics: frozenset[str] = frozenset()
-    has_subscription_metadata: bool = False
-    created_ms: int | None = None
-    state_timestamp_ms: int | None = None
-    classic_generation: int | None = None
-    classic_protocol_type: str | None = None
-    classic_members: int = 0
-    last_timestamp_ms: int | None = None
-    epoch_known: bool = False
-    converted_from_classic: bool = False
-    epoch_members: Mapping[str, str | None] = field(default_factory=_frozen_map)
-    installed_target: Mapping[str, Assignment] = field(default_factory=_frozen_map)
-    pending_rebalance: ConsumerRebalance | None = None
-    removed_type: GroupType | None = None
-    removed_ms: int | None = None
-    removed_generation: int | None = None
-
-    @property
-    def exists(self) -> bool:
-        return self.group_type == "consumer"
-
-    @property
-    def state(self) -> ConsumerGroupState:
-        """Kafka's state; Dead when this is not (or no longer) a consumer group."""
-        if self.group_type != "consumer":
-            return ConsumerGroupState.DEAD
-        return derive_state(self.members.values(), self.group_epoch, self.target_assignment_epoch)
-
-    def is_subscribed_to_topic(self, topic: str) -> bool:
-        return topic in self.subscribed_topics
-
-    @property
-    def static_members(self) -> Mapping[str, str]:
-        """instance id -> member id (``ConsumerGroup.staticMembers``)."""
-        return {m.instance_id: m.member_id for m in self.members.values() if m.instance_id is not None}
-
-    @property
-    def preferred_server_assignor(self) -> str | None:
-        """The server assignor most members chose (``preferredServerAssignor``); ties: the first
-        by name (Kafka's pick then depends on hash-map order)."""
-        return preferred_assignor(self.members.values())
-
-    @property
-    def assignor(self) -> str:
-        return self.preferred_server_assignor or DEFAULT_CONSUMER_ASSIGNOR
-
-    @property
-    def num_classic_protocol_members(self) -> int:
-        return sum(1 for m in self.members.values() if m.uses_classic_protocol)
-
-    def topic_label(self, topic_id: str) -> str:
-        """The topic's name when a record named it (ConsumerGroupPartitionMetadata), else its id."""
-        return self.topic_names.get(topic_id, topic_id)
-
-
-def derive_state(
-    members: Iterable[ConsumerMember], group_epoch: int, target_assignment_epoch: int
-) -> ConsumerGroupState:
-    """``ConsumerGroup.maybeUpdateGroupState``."""
-    ms = list(members)
-    if not ms:
-        return ConsumerGroupState.EMPTY
-    if group_epoch > target_assignment_epoch:
-        return ConsumerGroupState.ASSIGNING
-    if all(m.is_reconciled_to(target_assignment_epoch) for m in ms):
-        return ConsumerGroupState.STABLE
-    return ConsumerGroupState.RECONCILING
-
-
-def preferred_assignor(members: Iterable[ConsumerMember]) -> str | None:
-    counts: dict[str, int] = {}
-    for m in members:
-        if m.server_assignor is not None:
-            counts[m.server_assignor] = counts.get(m.server_assignor, 0) + 1
-    if not counts:
-        return None
-    return min(counts, key=lambda name: (-counts[name], name))
+__all__ = [  # the fold, and the model it builds (one import point)
+    "DEFAULT_CONSUMER_ASSIGNOR", "HANDLERS", "Assignment", "CleanupPlan", "ConsumerGroupFold",
+    "ConsumerGroupSnapshot", "ConsumerGroupState", "ConsumerMember", "ResolvedRegex",
+    "deletion_records", "derive_state", "fold", "offset_due_ms", "plan_cleanup",
+]
 
 
 def _assignment(tps: Iterable[TopicIdPartitions]) -> Assignment:
@@ -269,12 +108,6 @@ def _assignment(tps: Iterable[TopicIdPartitions]) -> Assignment:
     for tp in tps:
         merged.setdefault(tp.topic_id, set()).update(tp.partitions)
     return tuple((tid, tuple(sorted(ps))) for tid, ps in sorted(merged.items()) if ps)
-
-
-def _pairs(a: Assignment) -> Iterable[TopicIdPartition]:
-    for tid, ps in a:
-        for p in ps:
-            yield (tid, p)
 
 
 def _position(r: LogRecord) -> str:
@@ -318,7 +151,7 @@ class ConsumerGroupFold:
         self._owners: dict[TopicIdPartition, str] = {}
         for m in self.members.values():
             self._count(m.subscribed_topic_names, 1)
-            for tp in (*_pairs(m.assigned_partitions), *_pairs(m.partitions_pending_revocation)):
+            for tp in (*pairs(m.assigned_partitions), *pairs(m.partitions_pending_revocation)):
                 self._owners[tp] = m.member_id
         for rx in self.regexes.values():
             self._count(rx.topics, 1)
@@ -457,13 +290,13 @@ class ConsumerGroupFold:
         owners = self._owners
         if old is not None:
             self._count(old.subscribed_topic_names, -1)
-            for tp in (*_pairs(old.assigned_partitions), *_pairs(old.partitions_pending_revocation)):
+            for tp in (*pairs(old.assigned_partitions), *pairs(old.partitions_pending_revocation)):
                 if owners.get(tp) == old.member_id:
                     del owners[tp]
             del self.members[old.member_id]
         if new is not None:
             self._count(new.subscribed_topic_names, 1)
-            for tp in (*_pairs(new.assigned_partitions), *_pairs(new.partitions_pending_revocation)):
+            for tp in (*pairs(new.assigned_partitions), *pairs(new.partitions_pending_revocation)):
                 owner = owners.get(tp)
                 if owner is not None and owner != new.member_id:
                     self._anomaly("partition_owned_twice", (
@@ -502,8 +335,8 @@ class ConsumerGroupFold:
     def _install_target(self, record: LogRecord, epoch: int) -> None:
         pending = self.pending
         if pending is not None and pending.group_epoch == epoch:
-            before = {tp: mid for mid, a in self.installed_target.items() for tp in _pairs(a)}
-            after = {tp: mid for mid, a in self.target.items() for tp in _pairs(a)}
+            before = {tp: mid for mid, a in self.installed_target.items() for tp in pairs(a)}
+            after = {tp: mid for mid, a in self.target.items() for tp in pairs(a)}
             label = self.topic_names.get
             gained: list[MemberPartition] = sorted(
                 (mid, label(tp[0], tp[0]), tp[1]) for tp, mid in after.items() if before.get(tp) != mid)
@@ -686,73 +519,5 @@ def fold(group_id: str, records: Iterable[LogRecord],
     for r in records:
         events.extend(f.apply(r))
     return f.snapshot(), events
-
-
-# ---------------------------------------------------------------------------------------------
-# What Kafka writes: deletion, and the offset expiry rule
-# ---------------------------------------------------------------------------------------------
-def deletion_records(group: ConsumerGroupSnapshot) -> list[Record]:
-    """``ConsumerGroup.createGroupTombstoneRecords``: the tombstones deleting this consumer group
-    (DeleteGroups after its offset tombstones, the cleanup of an Empty group without offsets,
-    a downgrade before the classic GroupMetadata value)."""
-    gid = group.group_id
-    members = list(group.members)
-    out = [Record(GroupMemberKey(gid, m, 8), None) for m in members]
-    out += [Record(GroupMemberKey(gid, m, 7), None) for m in members]
-    out.append(Record(GroupKey(gid, 6), None))
-    out += [Record(GroupMemberKey(gid, m, 5), None) for m in members]
-    out += [Record(RegularExpressionKey(gid, rx), None) for rx in group.resolved_regexes]
-    out += [Record(GroupKey(gid, 4), None), Record(GroupKey(gid, 3), None)]
-    return out
-
-
-@dataclass(frozen=True, slots=True)
-class _ExpiryView:
-    """The slice of ``expiry.GroupView`` the unsubscribed-topics rule reads."""
-
-    group_id: str
-    subscribed_topics: frozenset[str]
-    state: GroupState = GroupState.STABLE
-    generation: int = 0
-    protocol_type: str | None = _expiry.CONSUMER_PROTOCOL_TYPE
-    current_state_timestamp: int | None = None
-    state_timestamp_ms: int | None = None
-    offsets: Mapping[tuple[str, int], _expiry.OffsetState] = field(default_factory=_frozen_map)
-    last_offset_removal_ms: int | None = None
-
-
-def offset_due_ms(group: ConsumerGroupSnapshot, value: OffsetCommitValue, topic: str,
-                  retention_ms: int) -> int | None:
-    """When Kafka's cleanup removes this offset of a consumer group (None: never, as things
-    stand): the unsubscribed-topics rule of ``coordinator_core.expiry`` in every state."""
-    if group.group_type != "consumer":
-        raise ValueError(f"group {group.group_id!r} is not a consumer group")
-    view = _ExpiryView(group.group_id, group.subscribed_topics)
-    return _expiry.due_ms(value, topic, _expiry.SIT_UNSUBSCRIBED, retention_ms, view)
-
-
-@dataclass(frozen=True, slots=True)
-class CleanupPlan:
-    """What ``GroupCoordinatorShard.cleanupGroupMetadata`` writes for one consumer group at
-    ``now_ms``: offset tombstones (key order), then the group's ``deletion_records`` when it is
-    Empty and no offset is left (``maybeDeleteGroup``)."""
-
-    expired: tuple[tuple[tuple[str, int], int], ...]
-    records: tuple[Record, ...]
-    group_deleted: bool
-
-
-def plan_cleanup(group: ConsumerGroupSnapshot, offsets: Mapping[tuple[str, int], OffsetCommitValue],
-                 now_ms: int, retention_ms: int) -> CleanupPlan:
-    expired = []
-    for tp in sorted(offsets):
-        due = offset_due_ms(group, offsets[tp], tp[0], retention_ms)
-        if due is not None and due <= now_ms:
-            expired.append((tp, due))
-    out = [Record(OffsetCommitKey(group.group_id, t, p), None) for (t, p), _ in expired]
-    dies = len(expired) == len(offsets) and group.state is ConsumerGroupState.EMPTY
-    if dies:
-        out += deletion_records(group)
-    return CleanupPlan(tuple(expired), tuple(out), dies)
 
 
