@@ -467,3 +467,117 @@ def test_consumer_group_with_members_is_never_dead_nor_assignorless() -> None:
     assert snap.exists and snap.state is not ConsumerGroupState.DEAD
     assert snap.assignor == DEFAULT_CONSUMER_ASSIGNOR and snap.preferred_server_assignor is None
     assert dataclasses.replace(snap, group_type=None).state is ConsumerGroupState.DEAD
+
+
+# ---------------------------------------------------------------------------------------------
+# More of Kafka's scenarios
+# ---------------------------------------------------------------------------------------------
+def test_static_member_rejoining_with_new_subscription_is_a_rebalance_of_the_same_member() -> None:
+    """GroupMetadataManagerTest.testStaticMemberRejoinsWithNewSubscribedTopics: the replaced
+    member's tombstones, the copy under the new member id, then its new subscription bumps the
+    epoch - the instance id came back, nobody joined or left."""
+    log = ConsumerGroupLog()
+    log.member("m1", ["foo"], instance="i1")
+    log.group_epoch(10)
+    log.target("m1", {"foo": [0, 1]})
+    log.target_epoch(10)
+    log.current("m1", 10, 9, {"foo": [0, 1]})
+    log.batch()
+    log.current("m1", -2, 9, {"foo": [0, 1]})
+    log.batch()
+    log.current_tombstone("m1")
+    log.target_tombstone("m1")
+    log.member_tombstone("m1")
+    log.member("m1b", ["foo"], instance="i1")
+    log.target("m1b", {"foo": [0, 1]})
+    log.current("m1b", 0, 0, {"foo": [0, 1]})
+    log.member("m1b", ["foo", "bar"], instance="i1")
+    log.partition_metadata({"foo": 2, "bar": 1})
+    log.group_epoch(11)
+    log.target("m1b", {"foo": [0, 1], "bar": [0]})
+    log.target_epoch(11)
+    log.current("m1b", 11, 0, {"foo": [0, 1], "bar": [0]})
+    snap, events = fold("cg", log.records)
+    done = [e for e in _of(events, ConsumerRebalance) if e.group_epoch == 11][-1]
+    assert (done.joined, done.left, done.static_rejoined) == ((), (), ("i1",))
+    assert done.cause == "subscription_or_metadata" and done.partitions_moved == 2
+    assert snap.state is ConsumerGroupState.STABLE and snap.subscribed_topics == {"foo", "bar"}
+    assert snap.members["m1b"].subscribed_topic_names == ("bar", "foo")
+
+
+def test_empty_classic_group_converted_by_a_heartbeat_is_one_group() -> None:
+    """GroupMetadataManagerTest.testConsumerGroupHeartbeatWithEmptyClassicGroup: the empty
+    classic group's tombstone and the new consumer group's records in one write."""
+    log = ConsumerGroupLog()
+    log.classic_group(0, {}, protocol_type="")
+    log.batch()
+    log.classic_tombstone()
+    log.join_first("m1", {"foo": [0], "bar": [0]})
+    snap, events = fold("cg", log.records)
+    conv = _of(events, ProtocolConversion)
+    assert [(c.from_type, c.to_type, c.generation) for c in conv] == [("classic", "consumer", 0)]
+    assert snap.state is ConsumerGroupState.STABLE and not _of(events, ConsumerAnomaly)
+
+
+def test_classic_join_to_empty_consumer_group_converts_it_back() -> None:
+    """GroupMetadataManagerTest.testClassicGroupJoinWithEmptyConsumerGroup: the empty consumer
+    group's tombstones (target epoch, subscription metadata, group epoch), then the classic
+    group's empty GroupMetadata record, in one write."""
+    log = ConsumerGroupLog()
+    log.join_first("m1", {"foo": [0]})
+    log.batch()
+    log.leave("m1")
+    snap, _ = fold("cg", log.records)
+    log.batch()
+    for r in deletion_records(snap):
+        log.add(r.key, r.value)
+    log.classic_group(0, {}, protocol_type="")
+    after, events = fold("cg", log.records)
+    assert [(c.from_type, c.to_type) for c in _of(events, ProtocolConversion)] == [("consumer", "classic")]
+    assert after.group_type == "classic" and not _of(events, ConsumerAnomaly)
+
+
+def test_group_deleted_then_recreated_later_is_not_a_conversion() -> None:
+    """DeleteGroups writes the tombstones in one write; a consumer group created by a later
+    heartbeat is a new group, not an upgrade (the conversion is one write)."""
+    log = ConsumerGroupLog()
+    log.classic_group(4, {})
+    log.batch()
+    log.classic_tombstone()
+    log.batch(60_000)
+    log.join_first("m1", {"foo": [0]})
+    snap, events = fold("cg", log.records)
+    assert not _of(events, ProtocolConversion) and snap.state is ConsumerGroupState.STABLE
+    assert [e.cause for e in _of(events, ConsumerRebalance)][-1] == "group_created"
+
+
+def test_group_tombstone_before_target_epoch_tombstone_is_an_anomaly() -> None:
+    """GroupMetadataManager.replay(ConsumerGroupMetadata tombstone): the target assignment epoch
+    must be -1 (its tombstone replayed) even when no member is left."""
+    log = ConsumerGroupLog()
+    log.join_first("m1", {"foo": [0]})
+    log.batch()
+    log.leave("m1")
+    log.batch()
+    log.group_epoch_tombstone()
+    _, events = fold("cg", log.records)
+    assert [a.reason for a in _of(events, ConsumerAnomaly)] == ["group_tombstone_not_empty"]
+
+
+def test_stable_group_whose_offsets_all_expire_is_not_deleted() -> None:
+    """GroupMetadataManager.maybeDeleteGroup deletes only an Empty group: a Stable group whose
+    only offsets (an unsubscribed topic) expired keeps living."""
+    log = ConsumerGroupLog()
+    log.join_first("m1", {"foo": [0]})
+    snap, _ = fold("cg", log.records)
+    plan = plan_cleanup(snap, {("gone", 0): OffsetCommitValue(1, "", 0)}, 10_000, 1_000)
+    assert plan.expired == ((("gone", 0), 1_000),) and not plan.group_deleted
+    assert [r.key.version for r in plan.records] == [1]
+
+
+def test_member_subscription_names_are_sorted_as_kafka_sorts_them() -> None:
+    """ConsumerGroupMember.Builder.setSubscribedTopicNames sorts the names."""
+    log = ConsumerGroupLog()
+    log.member("m1", ["zeta", "alpha", "mid"])
+    snap, _ = fold("cg", log.records)
+    assert snap.members["m1"].subscribed_topic_names == ("alpha", "mid", "zeta")
