@@ -12,10 +12,10 @@ The scenario methods (``join``, ``leave``, ...) write the record sequences that
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Mapping, Sequence
 
 from coordinator_core.codec import decode_record, encode_record
+from coordinator_core.consumer_group_writer import topic_id_for as topic_id
 from coordinator_core.consumer_protocol import encode_assignment, encode_subscription
 from coordinator_core.modern_records import (
     ClassicMemberMetadata,
@@ -48,15 +48,9 @@ from coordinator_core.records import (
     Subscription,
     TopicPartitions,
 )
-from coordinator_core.wire import uuid_to_str
 
 T0 = 1_760_000_000_000
 STABLE, UNREVOKED, UNRELEASED = 0, 1, 2
-
-
-def topic_id(name: str) -> str:
-    """A stable Kafka topic id (``Uuid.toString()``) for a topic name."""
-    return uuid_to_str(hashlib.sha256(name.encode()).digest()[:16])
 
 
 Parts = Mapping[str, Sequence[int]]  # topic name -> partitions
@@ -88,6 +82,11 @@ class ConsumerGroupLog:
         r = LogRecord(self.partition, len(self.records), self.now, decoded.key, decoded.value)
         self.records.append(r)
         return r
+
+    def write(self, records: Sequence[Record], advance_ms: int = 1_000) -> list[LogRecord]:
+        """One coordinator write (a ``ConsumerGroupWriter`` batch), as bytes, ``advance_ms`` later."""
+        self.batch(advance_ms)
+        return [self.add(r.key, r.value) for r in records]
 
     def since(self, mark: int) -> list[LogRecord]:
         return self.records[mark:]
