@@ -29,9 +29,10 @@ Rules:
   PartitionMetadata (Kafka 4.0 subscription metadata) only names topic ids (kept: an id names
   one topic forever).
 - Rebalances: each new group epoch is a ``ConsumerRebalance`` (members in/out since the last
-  bump, the preferred assignor), completed under the same key when the target assignment of
+  bump, the preferred assignor), told again under the same key when the target assignment of
   that epoch is installed (TargetAssignmentMetadata with that epoch: the partitions moved
-  between the previous and the new target assignment).
+  between the previous and the new target assignment), and when the group is Stable at that
+  epoch (``reconciled_ms``).
 - Classic <-> consumer (online upgrade/downgrade): Kafka writes the old group's tombstones and
   the new group's records in one batch (``convertToConsumerGroup``: GroupMetadata tombstone,
   then MemberMetadata*, ConsumerGroupMetadata(epoch = classic generation), TargetAssignment-
@@ -213,6 +214,11 @@ class ConsumerGroupFold:
         before_type, before = self.group_type, self.state
         handler(self, record)
         after = self.state
+        pending = self.pending
+        if (after is ConsumerGroupState.STABLE and pending is not None
+                and pending.assignment_epoch == self.target_epoch == pending.group_epoch):
+            self._events.append(dataclasses.replace(pending, reconciled_ms=record.timestamp_ms))
+            self.pending = None
         if after is not before or (before_type != "consumer" and self.group_type == "consumer"):
             if before_type == "consumer" or self.group_type == "consumer":
                 self._events.append(ConsumerStateChange(
@@ -334,7 +340,7 @@ class ConsumerGroupFold:
 
     def _install_target(self, record: LogRecord, epoch: int) -> None:
         pending = self.pending
-        if pending is not None and pending.group_epoch == epoch:
+        if pending is not None and pending.group_epoch == epoch and pending.assignment_epoch is None:
             before = {tp: mid for mid, a in self.installed_target.items() for tp in pairs(a)}
             after = {tp: mid for mid, a in self.target.items() for tp in pairs(a)}
             label = self.topic_names.get
@@ -343,10 +349,10 @@ class ConsumerGroupFold:
             lost: list[MemberPartition] = sorted(
                 (mid, label(tp[0], tp[0]), tp[1]) for tp, mid in before.items() if after.get(tp) != mid)
             moved = sum(1 for tp, mid in after.items() if tp in before and before[tp] != mid)
-            self._events.append(dataclasses.replace(
+            self.pending = dataclasses.replace(
                 pending, assignment_epoch=epoch, assigned_ms=record.timestamp_ms, partitions_moved=moved,
-                partitions_gained=tuple(gained), partitions_lost=tuple(lost)))
-            self.pending = None
+                partitions_gained=tuple(gained), partitions_lost=tuple(lost))
+            self._events.append(self.pending)
         self.installed_target = dict(self.target)
 
 

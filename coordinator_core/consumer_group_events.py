@@ -4,8 +4,8 @@ Rules (shared with ``coordinator_core.events``):
 - Every event is a frozen, slotted dataclass with ``group_id`` and an ``event_key`` that is the
   position of the record that told it (``<partition>:<offset>``), so re-delivered input gives the
   same keys and a later event with the same key supersedes the earlier one (MERGE in event
-  order). A rebalance is told twice under one key: at the group-epoch bump (target assignment
-  not yet known) and again when the target assignment of that epoch is installed.
+  order). A rebalance is told up to three times under one key: at the group-epoch bump, when
+  the target assignment of that epoch is installed, when the group is Stable at that epoch.
 - Times are epoch milliseconds (the records' timestamps); ``None`` means unknown.
 - Topics in assignments are Kafka topic ids (``Uuid.toString()``); ``topic`` columns carry the
   topic name when a ConsumerGroupPartitionMetadata record (Kafka 4.0) named it, else the id.
@@ -49,7 +49,9 @@ class ConsumerRebalance:
     ``partitions_moved`` counts partitions in both the previous and the new target assignment
     with a different owner; gained/lost are per member. They are known only when
     ``assignment_epoch`` is set; a bump superseded by the next one before any target assignment
-    keeps them unknown.
+    keeps them unknown. ``reconciled_ms`` is when the group became Stable at this epoch (every
+    member STABLE at the target epoch): the rebalance's end, told a third time under the same
+    key; None while members reconcile, or when the next bump came first.
     """
 
     kind: ClassVar[str] = "consumer_rebalance"
@@ -71,6 +73,7 @@ class ConsumerRebalance:
     partitions_moved: int | None = None
     partitions_gained: tuple[MemberPartition, ...] = ()
     partitions_lost: tuple[MemberPartition, ...] = ()
+    reconciled_ms: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -248,12 +248,15 @@ class ConsumerGroupWriter:
         target = self.target.get(m.member_id, frozenset())
         if m.state == STABLE and m.epoch == self.target_epoch:
             return
+        base = m.epoch
         if m.state == UNREVOKED_PARTITIONS:
             m.revoking = frozenset()  # revoked: this heartbeat acknowledges it
+            base = m.epoch + 1  # CurrentAssignmentBuilder: computeNextAssignment(memberEpoch + 1)
         retained = m.assigned & target
         revoke = m.assigned - target
-        if revoke:
-            m.previous_epoch, m.state, m.assigned, m.revoking = m.epoch, UNREVOKED_PARTITIONS, retained, revoke
+        if revoke:  # updateMemberEpoch(base): previous = current epoch
+            m.previous_epoch, m.epoch = m.epoch, base
+            m.state, m.assigned, m.revoking = UNREVOKED_PARTITIONS, retained, revoke
             return
         held = {tp for o in self.members.values() if o is not m for tp in (*o.assigned, *o.revoking)}
         free = {tp for tp in target - retained if tp not in held}

@@ -40,6 +40,14 @@ def _of(events: list, cls: type) -> list:
     return [e for e in events if isinstance(e, cls)]
 
 
+def _rebalances(events: list) -> list[ConsumerRebalance]:
+    """The rebalances as a MERGE on ``event_key`` leaves them: the last telling of each."""
+    last: dict[str, ConsumerRebalance] = {}
+    for e in _of(events, ConsumerRebalance):
+        last[e.event_key] = e
+    return list(last.values())
+
+
 def _two_stable_members(log: ConsumerGroupLog) -> None:
     """m1 alone at epoch 1 (foo 0-5), then m2 joins and both reconcile at epoch 2."""
     log.join_first("m1", {"foo": range(6)}, assignor="range")
@@ -81,7 +89,9 @@ def test_first_member_join_is_stable_at_epoch_1() -> None:
     assert [(e.from_state, e.to_state) for e in _of(events, ConsumerStateChange)] == [
         (None, "Stable"), ("Stable", "Assigning"), ("Assigning", "Reconciling"), ("Reconciling", "Stable")]
     rebalances = _of(events, ConsumerRebalance)
-    assert [r.assignment_epoch for r in rebalances] == [None, 1]  # told at the bump, completed at 6
+    # told at the bump, again at the target epoch (6), again when Stable (the last 8)
+    assert [r.assignment_epoch for r in rebalances] == [None, 1, 1]
+    assert [r.reconciled_ms for r in rebalances] == [None, None, log.records[-1].timestamp_ms]
     done = rebalances[-1]
     assert (done.group_epoch, done.previous_group_epoch, done.cause) == (1, None, "group_created")
     assert done.joined == ("m1",) and done.partitions_moved == 0
@@ -118,8 +128,9 @@ def test_second_member_join_rebalance_moves_three_partitions() -> None:
     _two_stable_members(log)
     _, events = fold("cg", log.records)
     r = [e for e in _of(events, ConsumerRebalance) if e.group_epoch == 2]
-    assert [e.assignment_epoch for e in r] == [None, 2]
+    assert [e.assignment_epoch for e in r] == [None, 2, 2]
     done = r[-1]
+    assert done.reconciled_ms == log.records[-1].timestamp_ms > done.assigned_ms > done.timestamp_ms - 1
     assert (done.previous_group_epoch, done.joined, done.left, done.cause) == (1, ("m2",), (), "members_joined")
     assert (done.members_before, done.members_after, done.assignor) == (1, 2, "range")
     assert done.partitions_moved == 3
@@ -206,7 +217,7 @@ def test_static_member_rejoining_with_new_id_is_no_rebalance() -> None:
     snap, events = fold("cg", log.records)
     assert snap.state is ConsumerGroupState.STABLE and snap.group_epoch == 1
     assert snap.static_members == {"i1": "m1b"} and list(snap.members) == ["m1b"]
-    assert len(_of(events, ConsumerRebalance)) == 2  # only epoch 1, told twice
+    assert [r.group_epoch for r in _rebalances(events)] == [1]  # no bump: still epoch 1's rebalance
     assert not _of(events, ConsumerAnomaly)
 
 
@@ -342,8 +353,8 @@ def test_classic_group_upgraded_online_is_one_consumer_group() -> None:
     assert [(c.from_type, c.to_type, c.generation) for c in conv] == [("classic", "consumer", 5)]
     assert snap.group_type == "consumer" and snap.state is ConsumerGroupState.RECONCILING
     assert snap.group_epoch == 6 and snap.num_classic_protocol_members == 1
-    causes = [e.cause for e in _of(events, ConsumerRebalance) if e.assignment_epoch is not None]
-    assert causes == ["converted_from_classic", "members_joined"]
+    causes = [(e.cause, e.reconciled_ms is not None) for e in _rebalances(events)]
+    assert causes == [("converted_from_classic", True), ("members_joined", False)]  # m2 waits for bar-0
     assert not _of(events, ConsumerAnomaly)
 
 
