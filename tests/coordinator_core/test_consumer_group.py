@@ -592,3 +592,58 @@ def test_member_subscription_names_are_sorted_as_kafka_sorts_them() -> None:
     log.member("m1", ["zeta", "alpha", "mid"])
     snap, _ = fold("cg", log.records)
     assert snap.members["m1"].subscribed_topic_names == ("alpha", "mid", "zeta")
+
+
+def test_regex_subscription_life_keeps_matched_topics_from_expiring_until_member_leaves() -> None:
+    """A regex member's life: its subscription (regex, no names) and first epoch; the asynchronous
+    resolution (ConsumerGroupRegularExpression) with an epoch bump; the new target; then the
+    leave, where Kafka tombstones the now unused regex before the bump
+    (``consumerGroupFenceMembers`` -> ``maybeDeleteResolvedRegularExpressions``)."""
+    log = ConsumerGroupLog()
+    log.member("m1", regex="orders-.*")
+    log.group_epoch(1)
+    log.target("m1", {})
+    log.target_epoch(1)
+    log.current("m1", 1, 0)
+    joined, _ = fold("cg", log.records)
+    assert joined.state is ConsumerGroupState.STABLE and joined.subscribed_topics == frozenset()
+    log.batch()
+    log.regex("orders-.*", ["orders-eu", "orders-us"])
+    log.group_epoch(2)
+    log.batch()
+    log.target("m1", {"orders-eu": [0], "orders-us": [0, 1]})
+    log.target_epoch(2)
+    log.current("m1", 2, 1, {"orders-eu": [0], "orders-us": [0, 1]})
+    snap, events = fold("cg", log.records)
+    assert snap.state is ConsumerGroupState.STABLE and snap.subscribed_topics == {"orders-eu", "orders-us"}
+    commit = OffsetCommitValue(5, "", log.now)
+    assert offset_due_ms(snap, commit, "orders-eu", 1_000) is None
+    assert offset_due_ms(snap, commit, "payments", 1_000) == log.now + 1_000
+    assert _rebalances(events)[-1].cause == "subscription_or_metadata"
+    log.batch()
+    log.current_tombstone("m1")
+    log.target_tombstone("m1")
+    log.member_tombstone("m1")
+    log.regex_tombstone("orders-.*")
+    log.group_epoch(3)
+    empty, events = fold("cg", log.records)
+    assert empty.state is ConsumerGroupState.EMPTY and empty.subscribed_topics == frozenset()
+    assert offset_due_ms(empty, commit, "orders-eu", 1_000) == commit.commit_timestamp + 1_000
+    assert _rebalances(events)[-1].left == ("m1",) and not _of(events, ConsumerAnomaly)
+
+
+def test_kafka_41_replaces_subscription_metadata_by_hash_and_keeps_topic_names() -> None:
+    """GroupMetadataManager.replay(ConsumerGroupPartitionMetadata): Kafka 4.1+ tombstones the 4.0
+    subscription metadata at the next heartbeat and carries a MetadataHash in the group epoch
+    record (KIP-1101); topic ids learned from the 4.0 record still name the topics."""
+    log = ConsumerGroupLog()
+    log.join_first("m1", {"foo": [0, 1]})
+    log.batch()
+    log.partition_metadata_tombstone()
+    log.group_epoch(2, metadata_hash=0x5EED)
+    log.target_epoch(2)
+    log.current("m1", 2, 1, {"foo": [0, 1]})
+    snap, events = fold("cg", log.records)
+    assert not snap.has_subscription_metadata and snap.metadata_hash == 0x5EED
+    assert snap.topic_label(FOO) == "foo" and snap.state is ConsumerGroupState.STABLE
+    assert _rebalances(events)[-1].partitions_moved == 0 and not _of(events, ConsumerAnomaly)
