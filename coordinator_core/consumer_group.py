@@ -81,7 +81,7 @@ from coordinator_core.consumer_group_model import (
     plan_cleanup,
     preferred_assignor,
 )
-from coordinator_core.events import MemberPartition
+from coordinator_core.events import GroupMember, MemberPartition
 from coordinator_core.modern_records import (
     MODERN_MEMBER_STATES,
     ConsumerGroupCurrentMemberAssignmentValue,
@@ -98,10 +98,14 @@ from coordinator_core.modern_records import (
 from coordinator_core.records import GroupMetadataValue, LogRecord, record_type_name
 
 __all__ = [  # the fold, and the model it builds (one import point)
-    "DEFAULT_CONSUMER_ASSIGNOR", "HANDLERS", "Assignment", "CleanupPlan", "ConsumerGroupFold",
-    "ConsumerGroupSnapshot", "ConsumerGroupState", "ConsumerMember", "ResolvedRegex",
-    "deletion_records", "derive_state", "fold", "offset_due_ms", "plan_cleanup",
+    "DEFAULT_CONSUMER_ASSIGNOR", "DEFAULT_SESSION_TIMEOUT_MS", "HANDLERS", "Assignment", "CleanupPlan",
+    "ConsumerGroupFold", "ConsumerGroupSnapshot", "ConsumerGroupState", "ConsumerMember", "ResolvedRegex",
+    "deletion_records", "derive_state", "fold", "member_events", "offset_due_ms", "plan_cleanup",
 ]
+
+#: ``group.consumer.session.timeout.ms`` default: a consumer-protocol member's session timeout is
+#: the group's (a config, not in the records); a classic-protocol member's is in its metadata.
+DEFAULT_SESSION_TIMEOUT_MS: Final = 45_000
 
 
 def _assignment(tps: Iterable[TopicIdPartitions]) -> Assignment:
@@ -141,6 +145,7 @@ class ConsumerGroupFold:
         self.epoch_known = s.epoch_known
         self.converted_from_classic = s.converted_from_classic
         self.epoch_members: dict[str, str | None] = dict(s.epoch_members)
+        self.last_bump_ms, self.last_assignor = s.last_bump_ms, s.last_assignor
         self.installed_target: dict[str, Assignment] = dict(s.installed_target)
         self.pending: ConsumerRebalance | None = s.pending_rebalance
         self.removed_type: GroupType | None = s.removed_type
@@ -183,6 +188,8 @@ class ConsumerGroupFold:
             epoch_known=self.epoch_known,
             converted_from_classic=self.converted_from_classic,
             epoch_members=MappingProxyType(dict(sorted(self.epoch_members.items()))),
+            last_bump_ms=self.last_bump_ms,
+            last_assignor=self.last_assignor,
             installed_target=MappingProxyType(dict(sorted(self.installed_target.items()))),
             pending_rebalance=self.pending,
             removed_type=self.removed_type,
@@ -274,6 +281,7 @@ class ConsumerGroupFold:
         self.has_subscription_metadata = False
         self.created_ms, self.epoch_known, self.converted_from_classic = ts, False, converted
         self.epoch_members, self.installed_target, self.pending = {}, {}, None
+        self.last_bump_ms, self.last_assignor = None, None
         self.classic_generation, self.classic_protocol_type, self.classic_members = None, None, 0
         if converted:
             self._events.append(ProtocolConversion(
@@ -330,12 +338,14 @@ class ConsumerGroupFold:
             cause = "members_changed"
         else:
             cause = "members_joined" if joined else "members_left" if left else "subscription_or_metadata"
+        assignor = preferred_assignor(self.members.values()) or DEFAULT_CONSUMER_ASSIGNOR
+        ts = record.timestamp_ms
         self.pending = ConsumerRebalance(
-            self.group_id, _position(record), epoch, previous, record.timestamp_ms, len(before), len(after),
-            joined, left, tuple(back), preferred_assignor(self.members.values()) or DEFAULT_CONSUMER_ASSIGNOR,
-            cause,
+            self.group_id, _position(record), epoch, previous, ts, len(before), len(after),
+            joined, left, tuple(back), assignor, cause, self.last_assignor,
+            None if self.last_bump_ms is None else ts - self.last_bump_ms,
         )
-        self.epoch_members = after
+        self.epoch_members, self.last_bump_ms, self.last_assignor = after, ts, assignor
         self._events.append(self.pending)
 
     def _install_target(self, record: LogRecord, epoch: int) -> None:
@@ -527,3 +537,28 @@ def fold(group_id: str, records: Iterable[LogRecord],
     return f.snapshot(), events
 
 
+
+
+def member_events(group: ConsumerGroupSnapshot, log_partition: int, log_offset: int,
+                  timestamp_ms: int) -> list[GroupMember]:
+    """The ``group_members`` rows of a consumer group as it stands (columns of
+    ``events.GroupMember``): generation = the member epoch, protocol = its server assignor,
+    subscribed topics = its names, or the topics its resolved regex matched; assigned partitions
+    by topic name when known (else topic id); key ``<partition>:<offset>:<member id>``."""
+    out = []
+    for mid, m in group.members.items():
+        classic = m.classic_member_metadata
+        topics = m.subscribed_topic_names
+        if m.subscribed_topic_regex is not None:
+            rx = group.resolved_regexes.get(m.subscribed_topic_regex)
+            topics = tuple(sorted({*topics, *(rx.topics if rx is not None else ())}))
+        out.append(GroupMember(
+            group_id=group.group_id, event_key=f"{log_partition}:{log_offset}:{mid}", generation=m.member_epoch,
+            member_id=mid, group_instance_id=m.instance_id, client_id=m.client_id, client_host=m.client_host,
+            session_timeout=classic.session_timeout_ms if classic is not None else DEFAULT_SESSION_TIMEOUT_MS,
+            rebalance_timeout=m.rebalance_timeout_ms if m.rebalance_timeout_ms is not None else -1,
+            is_leader=False, protocol=m.server_assignor, subscribed_topics=topics,
+            assigned_partitions=tuple((group.topic_label(t), p) for t, p in pairs(m.assigned_partitions)),
+            timestamp_ms=timestamp_ms, log_partition=log_partition, log_offset=log_offset,
+        ))
+    return out

@@ -148,6 +148,8 @@ class ConsumerGroupSnapshot:
     epoch_known: bool = False
     converted_from_classic: bool = False
     epoch_members: Mapping[str, str | None] = field(default_factory=_frozen_map)
+    last_bump_ms: int | None = None
+    last_assignor: str | None = None
     installed_target: Mapping[str, Assignment] = field(default_factory=_frozen_map)
     pending_rebalance: ConsumerRebalance | None = None
     removed_type: GroupType | None = None

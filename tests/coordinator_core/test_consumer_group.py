@@ -12,10 +12,12 @@ import pytest
 
 from coordinator_core.consumer_group import (
     DEFAULT_CONSUMER_ASSIGNOR,
+    DEFAULT_SESSION_TIMEOUT_MS,
     ConsumerGroupFold,
     ConsumerGroupState,
     deletion_records,
     fold,
+    member_events,
     offset_due_ms,
     plan_cleanup,
 )
@@ -24,6 +26,8 @@ from coordinator_core.consumer_group_events import (
     ConsumerRebalance,
     ConsumerStateChange,
     ProtocolConversion,
+    as_rebalance,
+    as_transition,
 )
 from coordinator_core.records import OffsetCommitKey, OffsetCommitValue
 from tests.coordinator_core.consumer_group_log import (
@@ -647,3 +651,46 @@ def test_kafka_41_replaces_subscription_metadata_by_hash_and_keeps_topic_names()
     assert not snap.has_subscription_metadata and snap.metadata_hash == 0x5EED
     assert snap.topic_label(FOO) == "foo" and snap.state is ConsumerGroupState.STABLE
     assert _rebalances(events)[-1].partitions_moved == 0 and not _of(events, ConsumerAnomaly)
+
+
+# ---------------------------------------------------------------------------------------------
+# Gold rows (the existing tables' columns)
+# ---------------------------------------------------------------------------------------------
+def test_consumer_rebalance_row_is_the_epoch_bump_to_stable() -> None:
+    log = ConsumerGroupLog()
+    _two_stable_members(log)
+    _, events = fold("cg", log.records)
+    first, second = _rebalances(events)
+    row = as_rebalance(second).to_row()
+    bump = next(r for r in log.records if r.key.version == 3 and r.value.epoch == 2)
+    assert (row["generation"], row["previous_generation"], row["skipped_generations"]) == (2, 1, 0)
+    assert (row["start_ms"], row["end_ms"]) == (bump.timestamp_ms, log.records[-1].timestamp_ms)
+    assert row["since_previous_ms"] == bump.timestamp_ms - first.timestamp_ms
+    assert (row["protocol_type"], row["protocol"], row["previous_protocol"]) == ("consumer", "range", "range")
+    assert (row["joined"], row["left"], row["partitions_moved"], row["ended_empty"]) == (["m2"], [], 3, False)
+    assert row["partitions_gained"][0] == {"member_id": "m2", "topic": "foo", "partition": 3}
+    assert (row["log_partition"], row["log_offset"], row["event_key"]) == (0, bump.offset, f"0:{bump.offset}")
+
+
+def test_consumer_state_change_row_is_an_observed_transition() -> None:
+    log = ConsumerGroupLog()
+    log.join_first("m1", {"foo": [0]})
+    _, events = fold("cg", log.records)
+    rows = [as_transition(e).to_row() for e in _of(events, ConsumerStateChange)]
+    assert [(r["from_state"], r["to_state"], r["generation"]) for r in rows][-1] == ("Reconciling", "Stable", 1)
+    assert all(r["observed"] and r["timestamp_source"] == "record" for r in rows)
+    assert rows[-1]["event_key"] == f"0:{log.records[-1].offset}:0"
+
+
+def test_consumer_member_rows_carry_epochs_assignments_and_regex_topics() -> None:
+    log = ConsumerGroupLog()
+    log.join_first("m1", {"foo": [0, 1]})
+    log.member("m2", regex="orders-.*", instance="i2", classic_protocols=["range"])
+    log.regex("orders-.*", ["orders-eu"])
+    snap, _ = fold("cg", log.records)
+    rows = {r.member_id: r.to_row() for r in member_events(snap, 0, 99, log.now)}
+    m1, m2 = rows["m1"], rows["m2"]
+    assert (m1["generation"], m1["session_timeout"], m1["rebalance_timeout"]) == (1, DEFAULT_SESSION_TIMEOUT_MS, 45_000)
+    assert m1["assigned_partitions"] == [{"topic": "foo", "partition": 0}, {"topic": "foo", "partition": 1}]
+    assert (m2["generation"], m2["group_instance_id"], m2["session_timeout"]) == (0, "i2", 10_000)
+    assert m2["subscribed_topics"] == ["orders-eu"] and m2["event_key"] == "0:99:m2"
