@@ -163,6 +163,7 @@ class ConsumerGroupFold:
             self._count(rx.topics, 1)
         self._events: list[ConsumerEvent] = []
         self._record: LogRecord | None = None
+        self._state = self.state  # as of the last record: one derivation per record
 
     # -- freezing --------------------------------------------------------------------------
     def snapshot(self) -> ConsumerGroupSnapshot:
@@ -218,9 +219,9 @@ class ConsumerGroupFold:
             )
         self._events = []
         self._record = record
-        before_type, before = self.group_type, self.state
+        before_type, before = self.group_type, self._state
         handler(self, record)
-        after = self.state
+        after = self._state = self.state
         pending = self.pending
         if (after is ConsumerGroupState.STABLE and pending is not None
                 and pending.assignment_epoch == self.target_epoch == pending.group_epoch):
@@ -300,23 +301,31 @@ class ConsumerGroupFold:
     # -- members ---------------------------------------------------------------------------
     def _update_member(self, old: ConsumerMember | None, new: ConsumerMember | None) -> None:
         """``ConsumerGroup.updateMember`` / ``removeMember``: subscription counts and partition
-        ownership (``maybeUpdatePartitionEpoch``, whose conflicts Kafka refuses)."""
+        ownership (``maybeUpdatePartitionEpoch``, whose conflicts Kafka refuses). A record that
+        leaves the subscription (or the partitions) unchanged skips that part."""
         owners = self._owners
+        same_topics = old is not None and new is not None and old.subscribed_topic_names == new.subscribed_topic_names
+        same_parts = (old is not None and new is not None and old.assigned_partitions == new.assigned_partitions
+                      and old.partitions_pending_revocation == new.partitions_pending_revocation)
         if old is not None:
-            self._count(old.subscribed_topic_names, -1)
-            for tp in (*pairs(old.assigned_partitions), *pairs(old.partitions_pending_revocation)):
-                if owners.get(tp) == old.member_id:
-                    del owners[tp]
+            if not same_topics:
+                self._count(old.subscribed_topic_names, -1)
+            if not same_parts:
+                for tp in (*pairs(old.assigned_partitions), *pairs(old.partitions_pending_revocation)):
+                    if owners.get(tp) == old.member_id:
+                        del owners[tp]
             del self.members[old.member_id]
         if new is not None:
-            self._count(new.subscribed_topic_names, 1)
-            for tp in (*pairs(new.assigned_partitions), *pairs(new.partitions_pending_revocation)):
-                owner = owners.get(tp)
-                if owner is not None and owner != new.member_id:
-                    self._anomaly("partition_owned_twice", (
-                        f"Cannot set the epoch of {tp[0]}-{tp[1]} to {new.member_epoch} because the "
-                        f"partition is still owned by member {owner}"))
-                owners[tp] = new.member_id
+            if not same_topics:
+                self._count(new.subscribed_topic_names, 1)
+            if not same_parts:
+                for tp in (*pairs(new.assigned_partitions), *pairs(new.partitions_pending_revocation)):
+                    owner = owners.get(tp)
+                    if owner is not None and owner != new.member_id:
+                        self._anomaly("partition_owned_twice", (
+                            f"Cannot set the epoch of {tp[0]}-{tp[1]} to {new.member_epoch} because the "
+                            f"partition is still owned by member {owner}"))
+                    owners[tp] = new.member_id
             self.members[new.member_id] = new
 
     # -- rebalances ------------------------------------------------------------------------
