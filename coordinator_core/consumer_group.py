@@ -16,7 +16,9 @@ Rules:
   is a tombstone.
 - A value record creates the consumer group when none exists, or when the group is a *simple*
   classic group (no protocol type, Empty), which it replaces. A tombstone never creates one: a
-  tombstone for a missing group or member is ignored.
+  tombstone for a missing group or member is ignored. (Kafka also replaces a simple classic
+  group on a consumer *tombstone*, leaving an empty consumer group; no writer produces that
+  sequence, and the fold ignores such a tombstone.)
 - Members: a MemberMetadata value sets the subscription part (instance id, rack, client id/host,
   subscribed names - sorted, as Kafka sorts them -, regex, rebalance timeout, server assignor,
   classic member metadata); a CurrentMemberAssignment value sets member epoch, previous epoch,
