@@ -78,6 +78,8 @@ from coordinator_core.consumer_group_model import (
     TopicIdPartition,
     deletion_records,
     derive_state,
+    dump_snapshot,
+    load_snapshot,
     offset_due_ms,
     pairs,
     plan_cleanup,
@@ -102,7 +104,8 @@ from coordinator_core.records import GroupMetadataValue, LogRecord, record_type_
 __all__ = [  # the fold, and the model it builds (one import point)
     "DEFAULT_CONSUMER_ASSIGNOR", "DEFAULT_SESSION_TIMEOUT_MS", "HANDLERS", "Assignment", "CleanupPlan",
     "ConsumerGroupFold", "ConsumerGroupSnapshot", "ConsumerGroupState", "ConsumerMember", "ResolvedRegex",
-    "deletion_records", "derive_state", "fold", "member_events", "offset_due_ms", "plan_cleanup",
+    "deletion_records", "derive_state", "dump_snapshot", "fold", "load_snapshot", "member_events",
+    "offset_due_ms", "plan_cleanup",
 ]
 
 #: ``group.consumer.session.timeout.ms`` default: a consumer-protocol member's session timeout is

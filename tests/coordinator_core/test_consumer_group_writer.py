@@ -7,7 +7,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from coordinator_core.consumer_group import ConsumerGroupState, fold
+from coordinator_core.consumer_group import ConsumerGroupState, dump_snapshot, fold, load_snapshot
 from coordinator_core.consumer_group_events import ConsumerAnomaly, ConsumerRebalance, ProtocolConversion
 from coordinator_core.consumer_group_writer import UNRELEASED_PARTITIONS, ConsumerGroupWriter, topic_id_for
 from tests.coordinator_core.consumer_group_log import ConsumerGroupLog
@@ -116,6 +116,7 @@ def test_any_written_life_folds_without_anomaly_and_matches_the_writer(steps: li
                 log.write(b)
         snap, events = fold("cg", log.records)
         assert not [e for e in events if isinstance(e, ConsumerAnomaly)]
+        assert load_snapshot(dump_snapshot(snap)) == snap
         assert set(snap.members) == set(w.members)
         if w.members:
             assert snap.state is not ConsumerGroupState.DEAD and snap.group_epoch == w.group_epoch
