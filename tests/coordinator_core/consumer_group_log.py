@@ -192,3 +192,31 @@ class ConsumerGroupLog:
         self.member_tombstone(member_id)
         self.group_epoch(self.epoch + 1)
         return self.since(mark)
+
+
+def kafka4_consumer_group_life(group: str = "cg", *, t0: int = T0) -> ConsumerGroupLog:
+    """A Kafka 4 consumer group's log, bytes as a broker writes them, with its offset commits:
+    a classic group (generation 3) upgraded online, a consumer-protocol member joining, both
+    reconciled and committing (``orders`` subscribed, ``audit`` committed once and no longer
+    subscribed), the classic-protocol member leaving, the rest reconciled and committing."""
+    from coordinator_core.consumer_group_writer import ConsumerGroupWriter
+
+    log = ConsumerGroupLog(group, t0=t0)
+    w = ConsumerGroupWriter(group, {"orders": 4, "audit": 1})
+    log.classic_group(3, {"c1": {"orders": range(4), "audit": [0]}})
+    log.commit("audit", 0, 10)
+    log.write(w.upgrade_from_classic(3, {"c1": (["orders", "audit"], frozenset(
+        {("orders", p) for p in range(4)} | {("audit", 0)}))}))
+    log.write(w.join("m2", ["orders"]))
+    for b in w.reconcile():
+        log.write(b)
+    log.batch()
+    for p in range(4):
+        log.commit("orders", p, 100 + p)
+    log.write(w.leave("c1"))
+    for b in w.reconcile():
+        log.write(b)
+    log.batch(60_000)
+    for p in range(4):
+        log.commit("orders", p, 200 + p)
+    return log

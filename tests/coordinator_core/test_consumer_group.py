@@ -36,6 +36,7 @@ from tests.coordinator_core.consumer_group_log import (
     UNRELEASED,
     UNREVOKED,
     ConsumerGroupLog,
+    kafka4_consumer_group_life,
     topic_id,
 )
 
@@ -707,3 +708,22 @@ def test_consumer_member_rows_carry_epochs_assignments_and_regex_topics() -> Non
     assert m1["assigned_partitions"] == [{"topic": "foo", "partition": 0}, {"topic": "foo", "partition": 1}]
     assert (m2["generation"], m2["group_instance_id"], m2["session_timeout"]) == (0, "i2", 10_000)
     assert m2["subscribed_topics"] == ["orders-eu"] and m2["event_key"] == "0:99:m2"
+
+
+def test_upgraded_group_life_keeps_subscribed_offsets_and_expires_the_dropped_topic() -> None:
+    """A whole Kafka 4 life (``kafka4_consumer_group_life``): the group records fold to one
+    Stable consumer group at epoch 5; of its offsets only the topic no member subscribes to any
+    more (audit) is due, at its commit time + retention."""
+    log = kafka4_consumer_group_life()
+    group_records = [r for r in log.records if r.key.version not in (0, 1)]
+    offsets = {(r.key.topic, r.key.partition): r.value for r in log.records if r.key.version in (0, 1)}
+    snap, events = fold("cg", group_records)
+    assert (snap.state, snap.group_epoch, list(snap.members)) == (ConsumerGroupState.STABLE, 5, ["m2"])
+    assert [(c.from_type, c.to_type, c.generation) for c in _of(events, ProtocolConversion)] == [
+        ("classic", "consumer", 3)]
+    day = 86_400_000
+    dues = {tp: offset_due_ms(snap, v, tp[0], day) for tp, v in offsets.items()}
+    assert dues[("audit", 0)] == offsets[("audit", 0)].commit_timestamp + day
+    assert all(dues[("orders", p)] is None for p in range(4))
+    plan = plan_cleanup(snap, offsets, log.now + 2 * day, day)
+    assert [tp for tp, _ in plan.expired] == [("audit", 0)] and not plan.group_deleted
