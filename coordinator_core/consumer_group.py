@@ -11,7 +11,8 @@ and the classic GroupMetadata (2); ``getOrMaybeCreatePersistedConsumerGroup``,
 
 Rules:
 - One fold per group id, fed each record once, in log order (the replay loop owns positions
-  and duplicates); one handler per record type (``HANDLERS``). Keys/values are
+  and duplicates); one handler per record type (``HANDLERS``,
+  ``coordinator_core.consumer_group_handlers``); gold rows in ``consumer_group_rows``. Keys/values are
   ``coordinator_core.modern_records`` objects (``decode_record(..., modern=True)``); ``None``
   is a tombstone.
 - A value record creates the consumer group when none exists, or when the group is a *simple*
@@ -54,9 +55,8 @@ Rules:
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable
 from types import MappingProxyType
-from typing import Final
 
 from coordinator_core.consumer_group_events import (
     ConsumerAnomaly,
@@ -65,9 +65,9 @@ from coordinator_core.consumer_group_events import (
     ConsumerStateChange,
     ProtocolConversion,
 )
+from coordinator_core.consumer_group_handlers import HANDLERS, record_position
 from coordinator_core.consumer_group_model import (
     DEFAULT_CONSUMER_ASSIGNOR,
-    LEAVE_GROUP_MEMBER_EPOCH,
     Assignment,
     CleanupPlan,
     ConsumerGroupSnapshot,
@@ -85,43 +85,37 @@ from coordinator_core.consumer_group_model import (
     plan_cleanup,
     preferred_assignor,
 )
-from coordinator_core.events import GroupMember, MemberPartition
-from coordinator_core.modern_records import (
-    MODERN_MEMBER_STATES,
-    ConsumerGroupCurrentMemberAssignmentValue,
-    ConsumerGroupMemberMetadataValue,
-    ConsumerGroupMetadataValue,
-    ConsumerGroupPartitionMetadataValue,
-    ConsumerGroupRegularExpressionValue,
-    ConsumerGroupTargetAssignmentMemberValue,
-    ConsumerGroupTargetAssignmentMetadataValue,
-    GroupMemberKey,
-    RegularExpressionKey,
-    TopicIdPartitions,
+from coordinator_core.consumer_group_rows import (
+    DEFAULT_SESSION_TIMEOUT_MS,
+    as_rebalance,
+    as_transition,
+    member_events,
 )
-from coordinator_core.records import GroupMetadataValue, LogRecord, record_type_name
+from coordinator_core.events import MemberPartition
+from coordinator_core.records import LogRecord, record_type_name
 
 __all__ = [  # the fold, and the model it builds (one import point)
-    "DEFAULT_CONSUMER_ASSIGNOR", "DEFAULT_SESSION_TIMEOUT_MS", "HANDLERS", "Assignment", "CleanupPlan",
-    "ConsumerGroupFold", "ConsumerGroupSnapshot", "ConsumerGroupState", "ConsumerMember", "ResolvedRegex",
-    "deletion_records", "derive_state", "dump_snapshot", "fold", "load_snapshot", "member_events",
-    "offset_due_ms", "plan_cleanup",
+    "DEFAULT_CONSUMER_ASSIGNOR",
+    "DEFAULT_SESSION_TIMEOUT_MS",
+    "HANDLERS",
+    "Assignment",
+    "CleanupPlan",
+    "ConsumerGroupFold",
+    "ConsumerGroupSnapshot",
+    "ConsumerGroupState",
+    "ConsumerMember",
+    "ResolvedRegex",
+    "as_rebalance",
+    "as_transition",
+    "deletion_records",
+    "derive_state",
+    "dump_snapshot",
+    "fold",
+    "load_snapshot",
+    "member_events",
+    "offset_due_ms",
+    "plan_cleanup",
 ]
-
-#: ``group.consumer.session.timeout.ms`` default: a consumer-protocol member's session timeout is
-#: the group's (a config, not in the records); a classic-protocol member's is in its metadata.
-DEFAULT_SESSION_TIMEOUT_MS: Final = 45_000
-
-
-def _assignment(tps: Iterable[TopicIdPartitions]) -> Assignment:
-    merged: dict[str, set[int]] = {}
-    for tp in tps:
-        merged.setdefault(tp.topic_id, set()).update(tp.partitions)
-    return tuple((tid, tuple(sorted(ps))) for tid, ps in sorted(merged.items()) if ps)
-
-
-def _position(r: LogRecord) -> str:
-    return f"{r.partition}:{r.offset}"
 
 
 class ConsumerGroupFold:
@@ -161,11 +155,11 @@ class ConsumerGroupFold:
         self._counts: dict[str, int] = {}
         self._owners: dict[TopicIdPartition, str] = {}
         for m in self.members.values():
-            self._count(m.subscribed_topic_names, 1)
+            self.count(m.subscribed_topic_names, 1)
             for tp in (*pairs(m.assigned_partitions), *pairs(m.partitions_pending_revocation)):
                 self._owners[tp] = m.member_id
         for rx in self.regexes.values():
-            self._count(rx.topics, 1)
+            self.count(rx.topics, 1)
         self._events: list[ConsumerEvent] = []
         self._record: LogRecord | None = None
         self._state = self.state  # as of the last record: one derivation per record
@@ -228,27 +222,42 @@ class ConsumerGroupFold:
         handler(self, record)
         after = self._state = self.state
         pending = self.pending
-        if (after is ConsumerGroupState.STABLE and pending is not None
-                and pending.assignment_epoch == self.target_epoch == pending.group_epoch):
-            self._events.append(dataclasses.replace(pending, reconciled_ms=record.timestamp_ms))
+        if (
+            after is ConsumerGroupState.STABLE
+            and pending is not None
+            and pending.assignment_epoch == self.target_epoch == pending.group_epoch
+        ):
+            self.tell(dataclasses.replace(pending, reconciled_ms=record.timestamp_ms))
             self.pending = None
         if after is not before or (before_type != "consumer" and self.group_type == "consumer"):
             if before_type == "consumer" or self.group_type == "consumer":
-                self._events.append(ConsumerStateChange(
-                    self.group_id, _position(record), None if before_type != "consumer" else before.value,
-                    after.value, self.group_epoch, self.target_epoch, record.timestamp_ms,
-                    record_type_name(record.key.version),
-                ))
+                self.tell(
+                    ConsumerStateChange(
+                        self.group_id,
+                        record_position(record),
+                        None if before_type != "consumer" else before.value,
+                        after.value,
+                        self.group_epoch,
+                        self.target_epoch,
+                        record.timestamp_ms,
+                        record_type_name(record.key.version),
+                    )
+                )
             self.state_timestamp_ms = record.timestamp_ms
         self.last_timestamp_ms = record.timestamp_ms
         return self._events
 
-    def _anomaly(self, reason: str, detail: str) -> None:
+    # -- the handlers' API (coordinator_core.consumer_group_handlers) -------------------------
+    def tell(self, event: ConsumerEvent) -> None:
+        """Add an event to what the current record tells."""
+        self._events.append(event)
+
+    def anomaly(self, reason: str, detail: str) -> None:
         r = self._record
         assert r is not None
-        self._events.append(ConsumerAnomaly(self.group_id, _position(r), reason, detail, r.timestamp_ms))
+        self.tell(ConsumerAnomaly(self.group_id, record_position(r), reason, detail, r.timestamp_ms))
 
-    def _count(self, topics: Iterable[str], delta: int) -> None:
+    def count(self, topics: Iterable[str], delta: int) -> None:
         counts = self._counts
         for t in topics:
             n = counts.get(t, 0) + delta
@@ -257,7 +266,7 @@ class ConsumerGroupFold:
             else:
                 counts.pop(t, None)
 
-    def _consumer_group(self, record: LogRecord, create: bool) -> bool:
+    def consumer_group(self, record: LogRecord, create: bool) -> bool:
         """``getOrMaybeCreatePersistedConsumerGroup``: True when the record applies to a
         consumer group (created if ``create``)."""
         if self.group_type == "consumer":
@@ -265,19 +274,19 @@ class ConsumerGroupFold:
         if self.group_type == "classic":
             simple = not self.classic_protocol_type and self.classic_members == 0
             if not simple:
-                self._anomaly("not_a_consumer_group", f"Group {self.group_id} is not a consumer group")
+                self.anomaly("not_a_consumer_group", f"Group {self.group_id} is not a consumer group")
             if not create:
                 return False
             if simple:  # replaced, not converted: a simple group only holds offsets
                 self.group_type = None
             else:
-                self._remove(record, "classic")
+                self.remove(record, "classic")
         elif not create:
             return False
-        self._create(record)
+        self.create(record)
         return True
 
-    def _create(self, record: LogRecord) -> None:
+    def create(self, record: LogRecord) -> None:
         ts = record.timestamp_ms
         converted = self.removed_type == "classic" and self.removed_ms == ts
         self.group_type, self.deleted = "consumer", False
@@ -290,10 +299,19 @@ class ConsumerGroupFold:
         self.last_bump_ms, self.last_assignor = None, None
         self.classic_generation, self.classic_protocol_type, self.classic_members = None, None, 0
         if converted:
-            self._events.append(ProtocolConversion(
-                self.group_id, _position(record), "classic", "consumer", self.removed_generation, 0, ts))
+            self.tell(
+                ProtocolConversion(
+                    self.group_id,
+                    record_position(record),
+                    "classic",
+                    "consumer",
+                    self.removed_generation,
+                    0,
+                    ts,
+                )
+            )
 
-    def _remove(self, record: LogRecord, kind: GroupType) -> None:
+    def remove(self, record: LogRecord, kind: GroupType) -> None:
         self.removed_type, self.removed_ms = kind, record.timestamp_ms
         self.removed_generation = self.group_epoch if kind == "consumer" else self.classic_generation
         if kind == "consumer":
@@ -304,17 +322,23 @@ class ConsumerGroupFold:
         self.group_type = None
 
     # -- members ---------------------------------------------------------------------------
-    def _update_member(self, old: ConsumerMember | None, new: ConsumerMember | None) -> None:
+    def update_member(self, old: ConsumerMember | None, new: ConsumerMember | None) -> None:
         """``ConsumerGroup.updateMember`` / ``removeMember``: subscription counts and partition
         ownership (``maybeUpdatePartitionEpoch``, whose conflicts Kafka refuses). A record that
         leaves the subscription (or the partitions) unchanged skips that part."""
         owners = self._owners
-        same_topics = old is not None and new is not None and old.subscribed_topic_names == new.subscribed_topic_names
-        same_parts = (old is not None and new is not None and old.assigned_partitions == new.assigned_partitions
-                      and old.partitions_pending_revocation == new.partitions_pending_revocation)
+        same_topics = (
+            old is not None and new is not None and old.subscribed_topic_names == new.subscribed_topic_names
+        )
+        same_parts = (
+            old is not None
+            and new is not None
+            and old.assigned_partitions == new.assigned_partitions
+            and old.partitions_pending_revocation == new.partitions_pending_revocation
+        )
         if old is not None:
             if not same_topics:
-                self._count(old.subscribed_topic_names, -1)
+                self.count(old.subscribed_topic_names, -1)
             if not same_parts:
                 for tp in (*pairs(old.assigned_partitions), *pairs(old.partitions_pending_revocation)):
                     if owners.get(tp) == old.member_id:
@@ -322,19 +346,23 @@ class ConsumerGroupFold:
             del self.members[old.member_id]
         if new is not None:
             if not same_topics:
-                self._count(new.subscribed_topic_names, 1)
+                self.count(new.subscribed_topic_names, 1)
             if not same_parts:
                 for tp in (*pairs(new.assigned_partitions), *pairs(new.partitions_pending_revocation)):
                     owner = owners.get(tp)
                     if owner is not None and owner != new.member_id:
-                        self._anomaly("partition_owned_twice", (
-                            f"Cannot set the epoch of {tp[0]}-{tp[1]} to {new.member_epoch} because the "
-                            f"partition is still owned by member {owner}"))
+                        self.anomaly(
+                            "partition_owned_twice",
+                            (
+                                f"Cannot set the epoch of {tp[0]}-{tp[1]} to {new.member_epoch} because the "
+                                f"partition is still owned by member {owner}"
+                            ),
+                        )
                     owners[tp] = new.member_id
             self.members[new.member_id] = new
 
     # -- rebalances ------------------------------------------------------------------------
-    def _bump(self, record: LogRecord, epoch: int) -> None:
+    def bump(self, record: LogRecord, epoch: int) -> None:
         previous = self.group_epoch if self.epoch_known else None
         self.group_epoch, self.epoch_known = epoch, True
         if previous is not None and epoch == previous:
@@ -355,224 +383,55 @@ class ConsumerGroupFold:
         assignor = preferred_assignor(self.members.values()) or DEFAULT_CONSUMER_ASSIGNOR
         ts = record.timestamp_ms
         self.pending = ConsumerRebalance(
-            self.group_id, _position(record), epoch, previous, ts, len(before), len(after),
-            joined, left, tuple(back), assignor, cause, self.last_assignor,
+            self.group_id,
+            record_position(record),
+            epoch,
+            previous,
+            ts,
+            len(before),
+            len(after),
+            joined,
+            left,
+            tuple(back),
+            assignor,
+            cause,
+            self.last_assignor,
             None if self.last_bump_ms is None else ts - self.last_bump_ms,
         )
         self.epoch_members, self.last_bump_ms, self.last_assignor = after, ts, assignor
-        self._events.append(self.pending)
+        self.tell(self.pending)
 
-    def _install_target(self, record: LogRecord, epoch: int) -> None:
+    def install_target(self, record: LogRecord, epoch: int) -> None:
         pending = self.pending
         if pending is not None and pending.group_epoch == epoch and pending.assignment_epoch is None:
             before = {tp: mid for mid, a in self.installed_target.items() for tp in pairs(a)}
             after = {tp: mid for mid, a in self.target.items() for tp in pairs(a)}
             label = self.topic_names.get
             gained: list[MemberPartition] = sorted(
-                (mid, label(tp[0], tp[0]), tp[1]) for tp, mid in after.items() if before.get(tp) != mid)
+                (mid, label(tp[0], tp[0]), tp[1]) for tp, mid in after.items() if before.get(tp) != mid
+            )
             lost: list[MemberPartition] = sorted(
-                (mid, label(tp[0], tp[0]), tp[1]) for tp, mid in before.items() if after.get(tp) != mid)
+                (mid, label(tp[0], tp[0]), tp[1]) for tp, mid in before.items() if after.get(tp) != mid
+            )
             moved = sum(1 for tp, mid in after.items() if tp in before and before[tp] != mid)
             self.pending = dataclasses.replace(
-                pending, assignment_epoch=epoch, assigned_ms=record.timestamp_ms, partitions_moved=moved,
-                partitions_gained=tuple(gained), partitions_lost=tuple(lost))
-            self._events.append(self.pending)
+                pending,
+                assignment_epoch=epoch,
+                assigned_ms=record.timestamp_ms,
+                partitions_moved=moved,
+                partitions_gained=tuple(gained),
+                partitions_lost=tuple(lost),
+            )
+            self.tell(self.pending)
         self.installed_target = dict(self.target)
 
 
-# ---------------------------------------------------------------------------------------------
-# One handler per record type (GroupMetadataManager.replay overloads)
-# ---------------------------------------------------------------------------------------------
-def _on_group_metadata(f: ConsumerGroupFold, r: LogRecord) -> None:
-    """GroupMetadata (2): a value puts a classic group in place of any group; a tombstone
-    removes any group (``removeGroup``)."""
-    value = r.value
-    if value is None:
-        if f.group_type == "consumer":
-            f._anomaly("group_metadata_tombstone_removed_consumer_group",
-                       f"A GroupMetadata tombstone removed consumer group {f.group_id}")
-        if f.group_type is not None:
-            f._remove(r, f.group_type)
-        return
-    assert isinstance(value, GroupMetadataValue)
-    converted = f.group_type == "consumer" or (f.removed_type == "consumer" and f.removed_ms == r.timestamp_ms)
-    if f.group_type == "consumer":
-        f._remove(r, "consumer")
-    if converted:
-        f._events.append(ProtocolConversion(
-            f.group_id, _position(r), "consumer", "classic", value.generation, len(value.members), r.timestamp_ms))
-    f.group_type = "classic"
-    f.classic_generation, f.classic_protocol_type = value.generation, value.protocol_type
-    f.classic_members = len(value.members)
-
-
-def _on_group_epoch(f: ConsumerGroupFold, r: LogRecord) -> None:
-    value = r.value
-    if value is None:
-        if not f._consumer_group(r, create=False):
-            return
-        if f.members or f.target or f.target_epoch != -1:
-            f._anomaly("group_tombstone_not_empty", (
-                f"Received a tombstone record to delete group {f.group_id} but the group still has "
-                f"{len(f.members)} members, {len(f.target)} target assignments, assignment epoch {f.target_epoch}"))
-        f._remove(r, "consumer")
-        return
-    assert isinstance(value, ConsumerGroupMetadataValue)
-    f._consumer_group(r, create=True)
-    f.metadata_hash = value.metadata_hash
-    f._bump(r, value.epoch)
-
-
-def _on_partition_metadata(f: ConsumerGroupFold, r: LogRecord) -> None:
-    value = r.value
-    if not f._consumer_group(r, create=value is not None):
-        return
-    f.has_subscription_metadata = value is not None
-    if isinstance(value, ConsumerGroupPartitionMetadataValue):
-        for t in value.topics:  # a topic id names one topic forever: keep what was learned
-            f.topic_names[t.topic_id] = t.topic_name
-
-
-def _on_member_metadata(f: ConsumerGroupFold, r: LogRecord) -> None:
-    key, value = r.key, r.value
-    assert isinstance(key, GroupMemberKey)
-    if not f._consumer_group(r, create=value is not None):
-        return
-    old = f.members.get(key.member_id)
-    if value is None:
-        if old is None:
-            return
-        if old.member_epoch != LEAVE_GROUP_MEMBER_EPOCH:
-            f._anomaly("member_tombstone_before_assignment_tombstone", (
-                f"Received a tombstone record to delete member {key.member_id} but did not receive "
-                "ConsumerGroupCurrentMemberAssignmentValue tombstone."))
-        if key.member_id in f.target:
-            f._anomaly("member_tombstone_before_target_tombstone", (
-                f"Received a tombstone record to delete member {key.member_id} but did not receive "
-                "ConsumerGroupTargetAssignmentMetadataValue tombstone."))
-        f._update_member(old, None)
-        return
-    assert isinstance(value, ConsumerGroupMemberMetadataValue)
-    new = dataclasses.replace(
-        old if old is not None else ConsumerMember(key.member_id),
-        instance_id=value.instance_id, rack_id=value.rack_id, client_id=value.client_id,
-        client_host=value.client_host, subscribed_topic_names=tuple(sorted(value.subscribed_topic_names)),
-        subscribed_topic_regex=value.subscribed_topic_regex or None,
-        rebalance_timeout_ms=value.rebalance_timeout_ms, server_assignor=value.server_assignor,
-        classic_member_metadata=value.classic_member_metadata,
-    )
-    f._update_member(old, new)
-
-
-def _on_target_metadata(f: ConsumerGroupFold, r: LogRecord) -> None:
-    value = r.value
-    if not f._consumer_group(r, create=value is not None):
-        return
-    if value is None:
-        if f.target:
-            f._anomaly("target_epoch_tombstone_not_empty", (
-                f"Received a tombstone record to delete target assignment of {f.group_id} but the "
-                f"assignment still has {len(f.target)} members."))
-        f.target_epoch = -1
-        return
-    assert isinstance(value, ConsumerGroupTargetAssignmentMetadataValue)
-    f.target_epoch = value.assignment_epoch
-    f._install_target(r, value.assignment_epoch)
-
-
-def _on_target_member(f: ConsumerGroupFold, r: LogRecord) -> None:
-    key, value = r.key, r.value
-    assert isinstance(key, GroupMemberKey)
-    if not f._consumer_group(r, create=value is not None):
-        return
-    if value is None:
-        f.target.pop(key.member_id, None)
-        return
-    assert isinstance(value, ConsumerGroupTargetAssignmentMemberValue)
-    f.target[key.member_id] = _assignment(value.topic_partitions)
-
-
-def _on_current_assignment(f: ConsumerGroupFold, r: LogRecord) -> None:
-    key, value = r.key, r.value
-    assert isinstance(key, GroupMemberKey)
-    if not f._consumer_group(r, create=value is not None):
-        return
-    old = f.members.get(key.member_id)
-    if value is None:
-        if old is not None:
-            f._update_member(old, dataclasses.replace(
-                old, member_epoch=LEAVE_GROUP_MEMBER_EPOCH, previous_member_epoch=LEAVE_GROUP_MEMBER_EPOCH,
-                assigned_partitions=(), partitions_pending_revocation=()))
-        return
-    assert isinstance(value, ConsumerGroupCurrentMemberAssignmentValue)
-    f._update_member(old, dataclasses.replace(
-        old if old is not None else ConsumerMember(key.member_id),
-        member_epoch=value.member_epoch, previous_member_epoch=value.previous_member_epoch,
-        state=MODERN_MEMBER_STATES.get(value.state, "UNKNOWN"),
-        assigned_partitions=_assignment(value.assigned_partitions),
-        partitions_pending_revocation=_assignment(value.partitions_pending_revocation),
-    ))
-
-
-def _on_regular_expression(f: ConsumerGroupFold, r: LogRecord) -> None:
-    key, value = r.key, r.value
-    assert isinstance(key, RegularExpressionKey)
-    if not f._consumer_group(r, create=value is not None):
-        return
-    old = f.regexes.pop(key.regular_expression, None)
-    if old is not None:
-        f._count(old.topics, -1)
-    if value is not None:
-        assert isinstance(value, ConsumerGroupRegularExpressionValue)
-        new = ResolvedRegex(tuple(sorted(set(value.topics))), value.image_version, value.timestamp)
-        f.regexes[key.regular_expression] = new
-        f._count(new.topics, 1)
-
-
-HANDLERS: Final[Mapping[int, Callable[[ConsumerGroupFold, LogRecord], None]]] = MappingProxyType({
-    2: _on_group_metadata,
-    3: _on_group_epoch,
-    4: _on_partition_metadata,
-    5: _on_member_metadata,
-    6: _on_target_metadata,
-    7: _on_target_member,
-    8: _on_current_assignment,
-    16: _on_regular_expression,
-})
-
-
-def fold(group_id: str, records: Iterable[LogRecord],
-         snapshot: ConsumerGroupSnapshot | None = None) -> tuple[ConsumerGroupSnapshot, list[ConsumerEvent]]:
+def fold(
+    group_id: str, records: Iterable[LogRecord], snapshot: ConsumerGroupSnapshot | None = None
+) -> tuple[ConsumerGroupSnapshot, list[ConsumerEvent]]:
     """Fold ``records`` (one group, log order) from ``snapshot``; the snapshot and the events."""
     f = ConsumerGroupFold(group_id, snapshot)
     events: list[ConsumerEvent] = []
     for r in records:
         events.extend(f.apply(r))
     return f.snapshot(), events
-
-
-
-
-def member_events(group: ConsumerGroupSnapshot, log_partition: int, log_offset: int,
-                  timestamp_ms: int) -> list[GroupMember]:
-    """The ``group_members`` rows of a consumer group as it stands (columns of
-    ``events.GroupMember``): generation = the member epoch, protocol = its server assignor,
-    subscribed topics = its names, or the topics its resolved regex matched; assigned partitions
-    by topic name when known (else topic id); key ``<partition>:<offset>:<member id>``."""
-    out = []
-    for mid, m in group.members.items():
-        classic = m.classic_member_metadata
-        topics = m.subscribed_topic_names
-        if m.subscribed_topic_regex is not None:
-            rx = group.resolved_regexes.get(m.subscribed_topic_regex)
-            topics = tuple(sorted({*topics, *(rx.topics if rx is not None else ())}))
-        out.append(GroupMember(
-            group_id=group.group_id, event_key=f"{log_partition}:{log_offset}:{mid}", generation=m.member_epoch,
-            member_id=mid, group_instance_id=m.instance_id, client_id=m.client_id, client_host=m.client_host,
-            session_timeout=classic.session_timeout_ms if classic is not None else DEFAULT_SESSION_TIMEOUT_MS,
-            rebalance_timeout=m.rebalance_timeout_ms if m.rebalance_timeout_ms is not None else -1,
-            is_leader=False, protocol=m.server_assignor, subscribed_topics=topics,
-            assigned_partitions=tuple((group.topic_label(t), p) for t, p in pairs(m.assigned_partitions)),
-            timestamp_ms=timestamp_ms, log_partition=log_partition, log_offset=log_offset,
-        ))
-    return out

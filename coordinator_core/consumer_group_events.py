@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from coordinator_core.events import MemberPartition, Rebalance, StateTransition
+from coordinator_core.events import MemberPartition
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,41 +113,3 @@ class ConsumerAnomaly:
 
 
 ConsumerEvent = ConsumerStateChange | ConsumerRebalance | ProtocolConversion | ConsumerAnomaly
-
-
-def _position(event_key: str) -> tuple[int, int]:
-    part, off = event_key.split(":")[:2]
-    return int(part), int(off)
-
-
-def as_rebalance(r: ConsumerRebalance) -> Rebalance:
-    """The ``rebalances`` row of a consumer-group rebalance (columns of ``events.Rebalance``):
-    generation = group epoch, protocol = the server assignor, no leader; it starts at the bump
-    and ends when the group is Stable at the epoch (else at the target assignment, else at the
-    bump); ``join_completed_ms`` is when the target assignment was installed."""
-    part, off = _position(r.event_key)
-    end = r.reconciled_ms if r.reconciled_ms is not None else r.assigned_ms
-    return Rebalance(
-        group_id=r.group_id, event_key=r.event_key, generation=r.group_epoch,
-        previous_generation=r.previous_group_epoch,
-        skipped_generations=None if r.previous_group_epoch is None else r.group_epoch - r.previous_group_epoch - 1,
-        start_ms=r.timestamp_ms, end_ms=end if end is not None else r.timestamp_ms,
-        join_completed_ms=r.assigned_ms, since_previous_ms=r.since_previous_ms,
-        members_before=r.members_before, members_after=r.members_after, joined=r.joined, left=r.left,
-        static_rejoined=r.static_rejoined, leader=None, previous_leader=None, protocol_type="consumer",
-        protocol=r.assignor, previous_protocol=r.previous_assignor, assignment_known=r.assignment_epoch is not None,
-        partitions_moved=r.partitions_moved, partitions_gained=r.partitions_gained,
-        partitions_lost=r.partitions_lost, ended_empty=r.members_after == 0, cause=r.cause,
-        log_partition=part, log_offset=off,
-    )
-
-
-def as_transition(c: ConsumerStateChange) -> StateTransition:
-    """The ``group_transitions`` row of a consumer-group state change: observed (the record
-    made it), generation = group epoch, key ``<partition>:<offset>:0``."""
-    part, off = _position(c.event_key)
-    return StateTransition(
-        group_id=c.group_id, event_key=f"{c.event_key}:0", from_state=c.from_state, to_state=c.to_state,
-        generation=c.group_epoch, timestamp_ms=c.timestamp_ms, timestamp_source="record", observed=True,
-        cause=c.cause, log_partition=part, log_offset=off,
-    )

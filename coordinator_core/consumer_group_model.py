@@ -113,8 +113,6 @@ class ResolvedRegex:
     timestamp_ms: int
 
 
-
-
 def _frozen_map() -> Mapping[Any, Any]:
     return MappingProxyType({})
 
@@ -261,8 +259,9 @@ class _ExpiryView:
     last_offset_removal_ms: int | None = None
 
 
-def offset_due_ms(group: ConsumerGroupSnapshot, value: OffsetCommitValue, topic: str,
-                  retention_ms: int) -> int | None:
+def offset_due_ms(
+    group: ConsumerGroupSnapshot, value: OffsetCommitValue, topic: str, retention_ms: int
+) -> int | None:
     """When Kafka's cleanup removes this offset of a consumer group (None: never, as things
     stand): the unsubscribed-topics rule of ``coordinator_core.expiry`` in every state."""
     if group.group_type != "consumer":
@@ -282,8 +281,12 @@ class CleanupPlan:
     group_deleted: bool
 
 
-def plan_cleanup(group: ConsumerGroupSnapshot, offsets: Mapping[tuple[str, int], OffsetCommitValue],
-                 now_ms: int, retention_ms: int) -> CleanupPlan:
+def plan_cleanup(
+    group: ConsumerGroupSnapshot,
+    offsets: Mapping[tuple[str, int], OffsetCommitValue],
+    now_ms: int,
+    retention_ms: int,
+) -> CleanupPlan:
     expired = []
     for tp in sorted(offsets):
         due = offset_due_ms(group, offsets[tp], tp[0], retention_ms)
@@ -296,8 +299,6 @@ def plan_cleanup(group: ConsumerGroupSnapshot, offsets: Mapping[tuple[str, int],
     return CleanupPlan(tuple(expired), tuple(out), dies)
 
 
-
-
 # ---------------------------------------------------------------------------------------------
 # Serialized form (for the replay's snapshot codec and streaming state)
 # ---------------------------------------------------------------------------------------------
@@ -307,19 +308,53 @@ SNAPSHOT_DUMP_VERSION: Final = 1
 
 def _member_to_list(m: ConsumerMember) -> list[Any]:
     c = m.classic_member_metadata
-    classic = None if c is None else [c.session_timeout_ms, [[p.name, p.metadata.hex()] for p in c.supported_protocols]]
-    return [m.member_id, m.instance_id, m.rack_id, m.client_id, m.client_host, list(m.subscribed_topic_names),
-            m.subscribed_topic_regex, m.rebalance_timeout_ms, m.server_assignor, classic, m.member_epoch,
-            m.previous_member_epoch, m.state, _assignment_to_list(m.assigned_partitions),
-            _assignment_to_list(m.partitions_pending_revocation)]
+    classic = (
+        None
+        if c is None
+        else [c.session_timeout_ms, [[p.name, p.metadata.hex()] for p in c.supported_protocols]]
+    )
+    return [
+        m.member_id,
+        m.instance_id,
+        m.rack_id,
+        m.client_id,
+        m.client_host,
+        list(m.subscribed_topic_names),
+        m.subscribed_topic_regex,
+        m.rebalance_timeout_ms,
+        m.server_assignor,
+        classic,
+        m.member_epoch,
+        m.previous_member_epoch,
+        m.state,
+        _assignment_to_list(m.assigned_partitions),
+        _assignment_to_list(m.partitions_pending_revocation),
+    ]
 
 
 def _member_from_list(v: list[Any]) -> ConsumerMember:
     classic = None
     if v[9] is not None:
-        classic = ClassicMemberMetadata(v[9][0], tuple(ClassicProtocol(n, bytes.fromhex(b)) for n, b in v[9][1]))
-    return ConsumerMember(v[0], v[1], v[2], v[3], v[4], tuple(v[5]), v[6], v[7], v[8], classic, v[10], v[11], v[12],
-                          _assignment_from_list(v[13]), _assignment_from_list(v[14]))
+        classic = ClassicMemberMetadata(
+            v[9][0], tuple(ClassicProtocol(n, bytes.fromhex(b)) for n, b in v[9][1])
+        )
+    return ConsumerMember(
+        v[0],
+        v[1],
+        v[2],
+        v[3],
+        v[4],
+        tuple(v[5]),
+        v[6],
+        v[7],
+        v[8],
+        classic,
+        v[10],
+        v[11],
+        v[12],
+        _assignment_from_list(v[13]),
+        _assignment_from_list(v[14]),
+    )
 
 
 def _assignment_to_list(a: Assignment) -> list[Any]:
@@ -333,9 +368,18 @@ def _assignment_from_list(v: list[Any]) -> Assignment:
 def _rebalance_to_list(r: ConsumerRebalance | None) -> list[Any] | None:
     if r is None:
         return None
-    return [[f.name, list(map(list, v)) if f.name in ("partitions_gained", "partitions_lost") else
-             list(v) if isinstance(v, tuple) else v]
-            for f in dataclasses.fields(r) for v in (getattr(r, f.name),)]
+    return [
+        [
+            f.name,
+            list(map(list, v))
+            if f.name in ("partitions_gained", "partitions_lost")
+            else list(v)
+            if isinstance(v, tuple)
+            else v,
+        ]
+        for f in dataclasses.fields(r)
+        for v in (getattr(r, f.name),)
+    ]
 
 
 def _rebalance_from_list(v: list[Any] | None) -> ConsumerRebalance | None:
@@ -354,18 +398,38 @@ def _rebalance_from_list(v: list[Any] | None) -> ConsumerRebalance | None:
 def dump_snapshot(s: ConsumerGroupSnapshot) -> bytes:
     """``s`` as bytes (a version byte, then compact JSON); ``load_snapshot`` inverts it exactly."""
     doc = [
-        s.group_id, s.group_type, s.deleted, s.group_epoch, s.target_assignment_epoch, s.metadata_hash,
+        s.group_id,
+        s.group_type,
+        s.deleted,
+        s.group_epoch,
+        s.target_assignment_epoch,
+        s.metadata_hash,
         [_member_to_list(m) for m in s.members.values()],
         [[mid, _assignment_to_list(a)] for mid, a in s.target_assignment.items()],
         [[rx, list(r.topics), r.image_version, r.timestamp_ms] for rx, r in s.resolved_regexes.items()],
-        [[t, n] for t, n in s.topic_names.items()], sorted(s.subscribed_topics), s.has_subscription_metadata,
-        s.created_ms, s.state_timestamp_ms, s.classic_generation, s.classic_protocol_type, s.classic_members,
-        s.last_timestamp_ms, s.epoch_known, s.converted_from_classic, [[k, v] for k, v in s.epoch_members.items()],
-        s.last_bump_ms, s.last_assignor,
+        [[t, n] for t, n in s.topic_names.items()],
+        sorted(s.subscribed_topics),
+        s.has_subscription_metadata,
+        s.created_ms,
+        s.state_timestamp_ms,
+        s.classic_generation,
+        s.classic_protocol_type,
+        s.classic_members,
+        s.last_timestamp_ms,
+        s.epoch_known,
+        s.converted_from_classic,
+        [[k, v] for k, v in s.epoch_members.items()],
+        s.last_bump_ms,
+        s.last_assignor,
         [[mid, _assignment_to_list(a)] for mid, a in s.installed_target.items()],
-        _rebalance_to_list(s.pending_rebalance), s.removed_type, s.removed_ms, s.removed_generation,
+        _rebalance_to_list(s.pending_rebalance),
+        s.removed_type,
+        s.removed_ms,
+        s.removed_generation,
     ]
-    return bytes([SNAPSHOT_DUMP_VERSION]) + json.dumps(doc, separators=(",", ":"), ensure_ascii=False).encode()
+    return (
+        bytes([SNAPSHOT_DUMP_VERSION]) + json.dumps(doc, separators=(",", ":"), ensure_ascii=False).encode()
+    )
 
 
 def load_snapshot(data: bytes) -> ConsumerGroupSnapshot:
@@ -379,15 +443,32 @@ def load_snapshot(data: bytes) -> ConsumerGroupSnapshot:
     d = json.loads(data[1:].decode())
     members = {m.member_id: m for m in map(_member_from_list, d[6])}
     return ConsumerGroupSnapshot(
-        group_id=d[0], group_type=d[1], deleted=d[2], group_epoch=d[3], target_assignment_epoch=d[4],
-        metadata_hash=d[5], members=MappingProxyType(members),
+        group_id=d[0],
+        group_type=d[1],
+        deleted=d[2],
+        group_epoch=d[3],
+        target_assignment_epoch=d[4],
+        metadata_hash=d[5],
+        members=MappingProxyType(members),
         target_assignment=MappingProxyType({mid: _assignment_from_list(a) for mid, a in d[7]}),
         resolved_regexes=MappingProxyType({rx: ResolvedRegex(tuple(t), v, ts) for rx, t, v, ts in d[8]}),
-        topic_names=MappingProxyType(dict(d[9])), subscribed_topics=frozenset(d[10]),
-        has_subscription_metadata=d[11], created_ms=d[12], state_timestamp_ms=d[13], classic_generation=d[14],
-        classic_protocol_type=d[15], classic_members=d[16], last_timestamp_ms=d[17], epoch_known=d[18],
-        converted_from_classic=d[19], epoch_members=MappingProxyType(dict(d[20])), last_bump_ms=d[21],
-        last_assignor=d[22], installed_target=MappingProxyType({mid: _assignment_from_list(a) for mid, a in d[23]}),
-        pending_rebalance=_rebalance_from_list(d[24]), removed_type=d[25], removed_ms=d[26],
+        topic_names=MappingProxyType(dict(d[9])),
+        subscribed_topics=frozenset(d[10]),
+        has_subscription_metadata=d[11],
+        created_ms=d[12],
+        state_timestamp_ms=d[13],
+        classic_generation=d[14],
+        classic_protocol_type=d[15],
+        classic_members=d[16],
+        last_timestamp_ms=d[17],
+        epoch_known=d[18],
+        converted_from_classic=d[19],
+        epoch_members=MappingProxyType(dict(d[20])),
+        last_bump_ms=d[21],
+        last_assignor=d[22],
+        installed_target=MappingProxyType({mid: _assignment_from_list(a) for mid, a in d[23]}),
+        pending_rebalance=_rebalance_from_list(d[24]),
+        removed_type=d[25],
+        removed_ms=d[26],
         removed_generation=d[27],
     )

@@ -103,8 +103,14 @@ class ConsumerGroupWriter:
     _subscribed: frozenset[str] = frozenset()
 
     # -- events ----------------------------------------------------------------------------
-    def join(self, member_id: str, topics: Sequence[str], *, instance_id: str | None = None,
-             assignor: str | None = "uniform") -> list[Record]:
+    def join(
+        self,
+        member_id: str,
+        topics: Sequence[str],
+        *,
+        instance_id: str | None = None,
+        assignor: str | None = "uniform",
+    ) -> list[Record]:
         """A new member's first heartbeat (member epoch 0)."""
         if member_id in self.members:
             raise ValueError(f"member {member_id!r} is already in group {self.group_id!r}")
@@ -146,22 +152,36 @@ class ConsumerGroupWriter:
 
     def delete(self) -> list[Record]:
         """The group's tombstones (``createGroupTombstoneRecords``)."""
-        snap = ConsumerGroupSnapshot(self.group_id, members=MappingProxyType(
-            {mid: ConsumerMember(mid) for mid in self.members}))
+        snap = ConsumerGroupSnapshot(
+            self.group_id, members=MappingProxyType({mid: ConsumerMember(mid) for mid in self.members})
+        )
         self.members.clear()
         self.target.clear()
         self.group_epoch, self.target_epoch, self._subscribed = 0, -1, frozenset()
         return deletion_records(snap)
 
-    def upgrade_from_classic(self, generation: int, members: Mapping[str, tuple[Sequence[str], Partitions]],
-                             protocol: str = "range") -> list[Record]:
+    def upgrade_from_classic(
+        self,
+        generation: int,
+        members: Mapping[str, tuple[Sequence[str], Partitions]],
+        protocol: str = "range",
+    ) -> list[Record]:
         """``convertToConsumerGroup``: the classic group's tombstone, then each member (classic
         protocol, epoch = generation, STABLE with its classic assignment), the group epoch, the
         targets and target epoch (= the assignments), the current assignments."""
         out = [Record(GroupMetadataKey(self.group_id), None)]
         for mid, (topics, assigned) in sorted(members.items()):
-            m = _Member(mid, tuple(sorted(topics)), None, None, (protocol,), generation, generation,
-                        STABLE, frozenset(assigned))
+            m = _Member(
+                mid,
+                tuple(sorted(topics)),
+                None,
+                None,
+                (protocol,),
+                generation,
+                generation,
+                STABLE,
+                frozenset(assigned),
+            )
             self.members[mid] = m
             self.target[mid] = m.assigned
             out.append(self._member_record(m))
@@ -180,16 +200,31 @@ class ConsumerGroupWriter:
         topics = {mid: m.topics for mid, m in self.members.items()}
         out = self.delete()
         ms = tuple(
-            MemberMetadata(mid, f"client-{mid}", "/127.0.0.1", 45_000,
-                           encode_subscription(Subscription(topics[mid])),
-                           encode_assignment(Assignment(tuple(
-                               TopicPartitions(t, tuple(sorted(p for tt, p in assignments[mid] if tt == t)))
-                               for t in sorted({t for t, _ in assignments[mid]})))),
-                           rebalance_timeout=45_000)
-            for mid in sorted(assignments))
+            MemberMetadata(
+                mid,
+                f"client-{mid}",
+                "/127.0.0.1",
+                45_000,
+                encode_subscription(Subscription(topics[mid])),
+                encode_assignment(
+                    Assignment(
+                        tuple(
+                            TopicPartitions(t, tuple(sorted(p for tt, p in assignments[mid] if tt == t)))
+                            for t in sorted({t for t, _ in assignments[mid]})
+                        )
+                    )
+                ),
+                rebalance_timeout=45_000,
+            )
+            for mid in sorted(assignments)
+        )
         leader = ms[0].member_id if ms else None
-        out.append(Record(GroupMetadataKey(self.group_id), GroupMetadataValue(
-            "consumer", generation, protocol if ms else None, leader, ms, None)))
+        out.append(
+            Record(
+                GroupMetadataKey(self.group_id),
+                GroupMetadataValue("consumer", generation, protocol if ms else None, leader, ms, None),
+            )
+        )
         return out
 
     # -- internals -------------------------------------------------------------------------
@@ -206,41 +241,78 @@ class ConsumerGroupWriter:
         classic = None
         if m.classic_protocols is not None:
             sub = encode_subscription(Subscription(m.topics))
-            classic = ClassicMemberMetadata(45_000, tuple(ClassicProtocol(p, sub) for p in m.classic_protocols))
-        return Record(GroupMemberKey(self.group_id, m.member_id, 5), ConsumerGroupMemberMetadataValue(
-            instance_id=m.instance_id, rack_id=None, client_id=f"client-{m.member_id}", client_host="/127.0.0.1",
-            subscribed_topic_names=m.topics, subscribed_topic_regex=None, server_assignor=m.assignor,
-            rebalance_timeout_ms=45_000, classic_member_metadata=classic))
+            classic = ClassicMemberMetadata(
+                45_000, tuple(ClassicProtocol(p, sub) for p in m.classic_protocols)
+            )
+        return Record(
+            GroupMemberKey(self.group_id, m.member_id, 5),
+            ConsumerGroupMemberMetadataValue(
+                instance_id=m.instance_id,
+                rack_id=None,
+                client_id=f"client-{m.member_id}",
+                client_host="/127.0.0.1",
+                subscribed_topic_names=m.topics,
+                subscribed_topic_regex=None,
+                server_assignor=m.assignor,
+                rebalance_timeout_ms=45_000,
+                classic_member_metadata=classic,
+            ),
+        )
 
     def _target_record(self, member_id: str) -> Record:
-        return Record(GroupMemberKey(self.group_id, member_id, 7),
-                      ConsumerGroupTargetAssignmentMemberValue(self._tps(self.target.get(member_id, frozenset()))))
+        return Record(
+            GroupMemberKey(self.group_id, member_id, 7),
+            ConsumerGroupTargetAssignmentMemberValue(self._tps(self.target.get(member_id, frozenset()))),
+        )
 
     def _current_record(self, m: _Member) -> Record:
-        return Record(GroupMemberKey(self.group_id, m.member_id, 8), ConsumerGroupCurrentMemberAssignmentValue(
-            m.epoch, m.previous_epoch, m.state, self._tps(m.assigned), self._tps(m.revoking)))
+        return Record(
+            GroupMemberKey(self.group_id, m.member_id, 8),
+            ConsumerGroupCurrentMemberAssignmentValue(
+                m.epoch, m.previous_epoch, m.state, self._tps(m.assigned), self._tps(m.revoking)
+            ),
+        )
 
     def _bump(self) -> list[Record]:
         out: list[Record] = []
-        subscribed = frozenset(t for m in self.members.values() for t in m.topics if t in self.partitions_per_topic)
+        subscribed = frozenset(
+            t for m in self.members.values() for t in m.topics if t in self.partitions_per_topic
+        )
         if subscribed != self._subscribed and self.subscription_metadata:
-            out.append(Record(GroupKey(self.group_id, 4), ConsumerGroupPartitionMetadataValue(tuple(
-                TopicMetadata(self._tid(t), t, self.partitions_per_topic[t],
-                              tuple(PartitionMetadata(p, ()) for p in range(self.partitions_per_topic[t])))
-                for t in sorted(subscribed)))))
+            out.append(
+                Record(
+                    GroupKey(self.group_id, 4),
+                    ConsumerGroupPartitionMetadataValue(
+                        tuple(
+                            TopicMetadata(
+                                self._tid(t),
+                                t,
+                                self.partitions_per_topic[t],
+                                tuple(PartitionMetadata(p, ()) for p in range(self.partitions_per_topic[t])),
+                            )
+                            for t in sorted(subscribed)
+                        )
+                    ),
+                )
+            )
         self._subscribed = subscribed
         self.group_epoch += 1
         out.append(Record(GroupKey(self.group_id, 3), ConsumerGroupMetadataValue(self.group_epoch)))
         return out
 
     def _new_target(self) -> list[Record]:
-        subs = {mid: MemberSubscription(m.topics, group_instance_id=m.instance_id) for mid, m in self.members.items()}
+        subs = {
+            mid: MemberSubscription(m.topics, group_instance_id=m.instance_id)
+            for mid, m in self.members.items()
+        }
         new = {mid: frozenset(tps) for mid, tps in range_assign(self.partitions_per_topic, subs).items()}
         changed = sorted(mid for mid in new if new[mid] != self.target.get(mid))
         self.target = new
         self.target_epoch = self.group_epoch
         out = [self._target_record(mid) for mid in changed]
-        out.append(Record(GroupKey(self.group_id, 6), ConsumerGroupTargetAssignmentMetadataValue(self.target_epoch)))
+        out.append(
+            Record(GroupKey(self.group_id, 6), ConsumerGroupTargetAssignmentMetadataValue(self.target_epoch))
+        )
         return out
 
     def _reconcile(self, m: _Member) -> None:

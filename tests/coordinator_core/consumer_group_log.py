@@ -92,17 +92,36 @@ class ConsumerGroupLog:
         return self.records[mark:]
 
     # -- one record each (GroupCoordinatorRecordHelpers) ---------------------------------------
-    def member(self, member_id: str, topics: Sequence[str] = (), *, regex: str | None = None,
-               instance: str | None = None, rack: str | None = None, assignor: str | None = "uniform",
-               classic_protocols: Sequence[str] | None = None, rebalance_timeout_ms: int = 45_000) -> LogRecord:
+    def member(
+        self,
+        member_id: str,
+        topics: Sequence[str] = (),
+        *,
+        regex: str | None = None,
+        instance: str | None = None,
+        rack: str | None = None,
+        assignor: str | None = "uniform",
+        classic_protocols: Sequence[str] | None = None,
+        rebalance_timeout_ms: int = 45_000,
+    ) -> LogRecord:
         classic = None
         if classic_protocols is not None:
             sub = encode_subscription(Subscription(tuple(sorted(topics))))
             classic = ClassicMemberMetadata(10_000, tuple(ClassicProtocol(p, sub) for p in classic_protocols))
-        return self.add(GroupMemberKey(self.group, member_id, 5), ConsumerGroupMemberMetadataValue(
-            instance_id=instance, rack_id=rack, client_id=f"client-{member_id}", client_host="/10.0.0.7",
-            subscribed_topic_names=tuple(topics), subscribed_topic_regex=regex, server_assignor=assignor,
-            rebalance_timeout_ms=rebalance_timeout_ms, classic_member_metadata=classic))
+        return self.add(
+            GroupMemberKey(self.group, member_id, 5),
+            ConsumerGroupMemberMetadataValue(
+                instance_id=instance,
+                rack_id=rack,
+                client_id=f"client-{member_id}",
+                client_host="/10.0.0.7",
+                subscribed_topic_names=tuple(topics),
+                subscribed_topic_regex=regex,
+                server_assignor=assignor,
+                rebalance_timeout_ms=rebalance_timeout_ms,
+                classic_member_metadata=classic,
+            ),
+        )
 
     def member_tombstone(self, member_id: str) -> LogRecord:
         return self.add(GroupMemberKey(self.group, member_id, 5), None)
@@ -115,15 +134,23 @@ class ConsumerGroupLog:
         return self.add(GroupKey(self.group, 3), None)
 
     def partition_metadata(self, topics: Mapping[str, int]) -> LogRecord:
-        return self.add(GroupKey(self.group, 4), ConsumerGroupPartitionMetadataValue(tuple(
-            TopicMetadata(topic_id(t), t, n, tuple(PartitionMetadata(p, ()) for p in range(n)))
-            for t, n in sorted(topics.items()))))
+        return self.add(
+            GroupKey(self.group, 4),
+            ConsumerGroupPartitionMetadataValue(
+                tuple(
+                    TopicMetadata(topic_id(t), t, n, tuple(PartitionMetadata(p, ()) for p in range(n)))
+                    for t, n in sorted(topics.items())
+                )
+            ),
+        )
 
     def partition_metadata_tombstone(self) -> LogRecord:
         return self.add(GroupKey(self.group, 4), None)
 
     def target(self, member_id: str, parts: Parts) -> LogRecord:
-        return self.add(GroupMemberKey(self.group, member_id, 7), ConsumerGroupTargetAssignmentMemberValue(tps(parts)))
+        return self.add(
+            GroupMemberKey(self.group, member_id, 7), ConsumerGroupTargetAssignmentMemberValue(tps(parts))
+        )
 
     def target_tombstone(self, member_id: str) -> LogRecord:
         return self.add(GroupMemberKey(self.group, member_id, 7), None)
@@ -134,43 +161,80 @@ class ConsumerGroupLog:
     def target_epoch_tombstone(self) -> LogRecord:
         return self.add(GroupKey(self.group, 6), None)
 
-    def current(self, member_id: str, epoch: int, previous: int, parts: Parts | None = None, *,
-                state: int = STABLE, revoking: Parts | None = None) -> LogRecord:
-        return self.add(GroupMemberKey(self.group, member_id, 8), ConsumerGroupCurrentMemberAssignmentValue(
-            epoch, previous, state, tps(parts), tps(revoking)))
+    def current(
+        self,
+        member_id: str,
+        epoch: int,
+        previous: int,
+        parts: Parts | None = None,
+        *,
+        state: int = STABLE,
+        revoking: Parts | None = None,
+    ) -> LogRecord:
+        return self.add(
+            GroupMemberKey(self.group, member_id, 8),
+            ConsumerGroupCurrentMemberAssignmentValue(epoch, previous, state, tps(parts), tps(revoking)),
+        )
 
     def current_tombstone(self, member_id: str) -> LogRecord:
         return self.add(GroupMemberKey(self.group, member_id, 8), None)
 
     def regex(self, regex: str, topics: Sequence[str], image_version: int = 7) -> LogRecord:
-        return self.add(RegularExpressionKey(self.group, regex),
-                        ConsumerGroupRegularExpressionValue(tuple(topics), image_version, self.now))
+        return self.add(
+            RegularExpressionKey(self.group, regex),
+            ConsumerGroupRegularExpressionValue(tuple(topics), image_version, self.now),
+        )
 
     def regex_tombstone(self, regex: str) -> LogRecord:
         return self.add(RegularExpressionKey(self.group, regex), None)
 
     def commit(self, topic: str, partition: int, offset: int) -> LogRecord:
-        return self.add(OffsetCommitKey(self.group, topic, partition), OffsetCommitValue(offset, "", self.now))
+        return self.add(
+            OffsetCommitKey(self.group, topic, partition), OffsetCommitValue(offset, "", self.now)
+        )
 
-    def classic_group(self, generation: int, members: Mapping[str, Parts], *, protocol: str = "range",
-                      protocol_type: str = "consumer", leader: str | None = None) -> LogRecord:
+    def classic_group(
+        self,
+        generation: int,
+        members: Mapping[str, Parts],
+        *,
+        protocol: str = "range",
+        protocol_type: str = "consumer",
+        leader: str | None = None,
+    ) -> LogRecord:
         ms = tuple(
-            MemberMetadata(mid, f"client-{mid}", "/10.0.0.7", 10_000,
-                           encode_subscription(Subscription(tuple(sorted(parts)))),
-                           encode_assignment(Assignment(tuple(
-                               TopicPartitions(t, tuple(ps)) for t, ps in sorted(parts.items())))),
-                           rebalance_timeout=45_000)
-            for mid, parts in sorted(members.items()))
+            MemberMetadata(
+                mid,
+                f"client-{mid}",
+                "/10.0.0.7",
+                10_000,
+                encode_subscription(Subscription(tuple(sorted(parts)))),
+                encode_assignment(
+                    Assignment(tuple(TopicPartitions(t, tuple(ps)) for t, ps in sorted(parts.items())))
+                ),
+                rebalance_timeout=45_000,
+            )
+            for mid, parts in sorted(members.items())
+        )
         first = leader if leader is not None else (ms[0].member_id if ms else None)
-        return self.add(GroupMetadataKey(self.group), GroupMetadataValue(
-            protocol_type, generation, protocol if ms else None, first, ms, self.now))
+        return self.add(
+            GroupMetadataKey(self.group),
+            GroupMetadataValue(protocol_type, generation, protocol if ms else None, first, ms, self.now),
+        )
 
     def classic_tombstone(self) -> LogRecord:
         return self.add(GroupMetadataKey(self.group), None)
 
     # -- scenarios (the sequences GroupMetadataManagerTest asserts) ----------------------------
-    def join_first(self, member_id: str, parts: Parts, *, topics: Sequence[str] | None = None,
-                   assignor: str = "uniform", partition_counts: Mapping[str, int] | None = None) -> list[LogRecord]:
+    def join_first(
+        self,
+        member_id: str,
+        parts: Parts,
+        *,
+        topics: Sequence[str] | None = None,
+        assignor: str = "uniform",
+        partition_counts: Mapping[str, int] | None = None,
+    ) -> list[LogRecord]:
         """``testMemberJoinsEmptyConsumerGroup``: member subscription, subscription metadata,
         epoch 1, target assignment, target epoch 1, current assignment (epoch 1, STABLE)."""
         mark = len(self.records)
@@ -205,8 +269,11 @@ def kafka4_consumer_group_life(group: str = "cg", *, t0: int = T0) -> ConsumerGr
     w = ConsumerGroupWriter(group, {"orders": 4, "audit": 1})
     log.classic_group(3, {"c1": {"orders": range(4), "audit": [0]}})
     log.commit("audit", 0, 10)
-    log.write(w.upgrade_from_classic(3, {"c1": (["orders", "audit"], frozenset(
-        {("orders", p) for p in range(4)} | {("audit", 0)}))}))
+    log.write(
+        w.upgrade_from_classic(
+            3, {"c1": (["orders", "audit"], frozenset({("orders", p) for p in range(4)} | {("audit", 0)}))}
+        )
+    )
     log.write(w.join("m2", ["orders"]))
     for b in w.reconcile():
         log.write(b)

@@ -15,6 +15,8 @@ from coordinator_core.consumer_group import (
     DEFAULT_SESSION_TIMEOUT_MS,
     ConsumerGroupFold,
     ConsumerGroupState,
+    as_rebalance,
+    as_transition,
     deletion_records,
     dump_snapshot,
     fold,
@@ -28,8 +30,6 @@ from coordinator_core.consumer_group_events import (
     ConsumerRebalance,
     ConsumerStateChange,
     ProtocolConversion,
-    as_rebalance,
-    as_transition,
 )
 from coordinator_core.records import OffsetCommitKey, OffsetCommitValue
 from tests.coordinator_core.consumer_group_log import (
@@ -94,7 +94,11 @@ def test_first_member_join_is_stable_at_epoch_1() -> None:
     assert snap.topic_label(FOO) == "foo"
     # the states Kafka's replay walks through, record by record
     assert [(e.from_state, e.to_state) for e in _of(events, ConsumerStateChange)] == [
-        (None, "Stable"), ("Stable", "Assigning"), ("Assigning", "Reconciling"), ("Reconciling", "Stable")]
+        (None, "Stable"),
+        ("Stable", "Assigning"),
+        ("Assigning", "Reconciling"),
+        ("Reconciling", "Stable"),
+    ]
     rebalances = _of(events, ConsumerRebalance)
     # told at the bump, again at the target epoch (6), again when Stable (the last 8)
     assert [r.assignment_epoch for r in rebalances] == [None, 1, 1]
@@ -118,11 +122,17 @@ def test_second_member_join_reconciles_through_revocation_to_stable() -> None:
         states.append(f.state)
     # m2 at epoch 0 is not reconciled; the bump makes the group Assigning until the target
     # epoch, then it reconciles until m2 holds 3-5
-    assert states[6:] == [ConsumerGroupState.RECONCILING, ConsumerGroupState.ASSIGNING,
-                          ConsumerGroupState.ASSIGNING, ConsumerGroupState.ASSIGNING,
-                          ConsumerGroupState.RECONCILING, ConsumerGroupState.RECONCILING,
-                          ConsumerGroupState.RECONCILING, ConsumerGroupState.RECONCILING,
-                          ConsumerGroupState.STABLE]
+    assert states[6:] == [
+        ConsumerGroupState.RECONCILING,
+        ConsumerGroupState.ASSIGNING,
+        ConsumerGroupState.ASSIGNING,
+        ConsumerGroupState.ASSIGNING,
+        ConsumerGroupState.RECONCILING,
+        ConsumerGroupState.RECONCILING,
+        ConsumerGroupState.RECONCILING,
+        ConsumerGroupState.RECONCILING,
+        ConsumerGroupState.STABLE,
+    ]
     snap = f.snapshot()
     assert snap.members["m2"].assigned_partitions == ((FOO, (3, 4, 5)),)
     assert snap.members["m1"].partitions_pending_revocation == ()
@@ -138,7 +148,12 @@ def test_second_member_join_rebalance_moves_three_partitions() -> None:
     assert [e.assignment_epoch for e in r] == [None, 2, 2]
     done = r[-1]
     assert done.reconciled_ms == log.records[-1].timestamp_ms > done.assigned_ms > done.timestamp_ms - 1
-    assert (done.previous_group_epoch, done.joined, done.left, done.cause) == (1, ("m2",), (), "members_joined")
+    assert (done.previous_group_epoch, done.joined, done.left, done.cause) == (
+        1,
+        ("m2",),
+        (),
+        "members_joined",
+    )
     assert (done.members_before, done.members_after, done.assignor) == (1, 2, "range")
     assert done.partitions_moved == 3
     assert done.partitions_gained == tuple(("m2", "foo", p) for p in (3, 4, 5))
@@ -296,7 +311,10 @@ def test_empty_consumer_group_expires_at_commit_base_then_is_deleted_with_kafka_
     assert snap.state is ConsumerGroupState.EMPTY
     assert snap.subscribed_topics == {"orders-eu"}  # until its regex tombstone
     commit = log.now - 5_000
-    offsets = {("foo", 0): OffsetCommitValue(7, "", commit), ("orders-eu", 0): OffsetCommitValue(9, "", commit)}
+    offsets = {
+        ("foo", 0): OffsetCommitValue(7, "", commit),
+        ("orders-eu", 0): OffsetCommitValue(9, "", commit),
+    }
     plan = plan_cleanup(snap, offsets, commit + 1_000, 1_000)
     assert not plan.group_deleted and [tp for tp, _ in plan.expired] == [("foo", 0)]
     tombstones = deletion_records(snap)
@@ -319,8 +337,17 @@ def test_deletion_of_group_with_members_replays_without_anomaly() -> None:
     _two_stable_members(log)
     snap, _ = fold("cg", log.records)
     keys = [(r.key.version, getattr(r.key, "member_id", None)) for r in deletion_records(snap)]
-    assert keys == [(8, "m1"), (8, "m2"), (7, "m1"), (7, "m2"), (6, None), (5, "m1"), (5, "m2"),
-                    (4, None), (3, None)]
+    assert keys == [
+        (8, "m1"),
+        (8, "m2"),
+        (7, "m1"),
+        (7, "m2"),
+        (6, None),
+        (5, "m1"),
+        (5, "m2"),
+        (4, None),
+        (3, None),
+    ]
     log.batch()
     for r in deletion_records(snap):
         log.add(r.key, r.value)
@@ -378,7 +405,12 @@ def test_consumer_group_downgraded_online_becomes_classic_with_its_epoch() -> No
     log.classic_group(snap.group_epoch, {"m1": {"foo": [0]}})
     after, events = fold("cg", log.records)
     conv = _of(events, ProtocolConversion)
-    assert [(c.from_type, c.to_type, c.generation, c.members) for c in conv][-1] == ("consumer", "classic", 6, 1)
+    assert [(c.from_type, c.to_type, c.generation, c.members) for c in conv][-1] == (
+        "consumer",
+        "classic",
+        6,
+        1,
+    )
     assert after.group_type == "classic" and after.classic_generation == 6
     assert after.state is ConsumerGroupState.DEAD and not after.members
     assert not _of(events, ConsumerAnomaly)
@@ -420,7 +452,9 @@ def test_member_tombstone_before_its_assignment_tombstones_is_an_anomaly() -> No
     log.member_tombstone("m1")
     snap, events = fold("cg", log.records)
     assert [a.reason for a in _of(events, ConsumerAnomaly)] == [
-        "member_tombstone_before_assignment_tombstone", "member_tombstone_before_target_tombstone"]
+        "member_tombstone_before_assignment_tombstone",
+        "member_tombstone_before_target_tombstone",
+    ]
     assert not snap.members and snap.state is ConsumerGroupState.EMPTY
 
 
@@ -691,7 +725,11 @@ def test_consumer_state_change_row_is_an_observed_transition() -> None:
     log.join_first("m1", {"foo": [0]})
     _, events = fold("cg", log.records)
     rows = [as_transition(e).to_row() for e in _of(events, ConsumerStateChange)]
-    assert [(r["from_state"], r["to_state"], r["generation"]) for r in rows][-1] == ("Reconciling", "Stable", 1)
+    assert [(r["from_state"], r["to_state"], r["generation"]) for r in rows][-1] == (
+        "Reconciling",
+        "Stable",
+        1,
+    )
     assert all(r["observed"] and r["timestamp_source"] == "record" for r in rows)
     assert rows[-1]["event_key"] == f"0:{log.records[-1].offset}:0"
 
@@ -704,7 +742,11 @@ def test_consumer_member_rows_carry_epochs_assignments_and_regex_topics() -> Non
     snap, _ = fold("cg", log.records)
     rows = {r.member_id: r.to_row() for r in member_events(snap, 0, 99, log.now)}
     m1, m2 = rows["m1"], rows["m2"]
-    assert (m1["generation"], m1["session_timeout"], m1["rebalance_timeout"]) == (1, DEFAULT_SESSION_TIMEOUT_MS, 45_000)
+    assert (m1["generation"], m1["session_timeout"], m1["rebalance_timeout"]) == (
+        1,
+        DEFAULT_SESSION_TIMEOUT_MS,
+        45_000,
+    )
     assert m1["assigned_partitions"] == [{"topic": "foo", "partition": 0}, {"topic": "foo", "partition": 1}]
     assert (m2["generation"], m2["group_instance_id"], m2["session_timeout"]) == (0, "i2", 10_000)
     assert m2["subscribed_topics"] == ["orders-eu"] and m2["event_key"] == "0:99:m2"
@@ -720,7 +762,8 @@ def test_upgraded_group_life_keeps_subscribed_offsets_and_expires_the_dropped_to
     snap, events = fold("cg", group_records)
     assert (snap.state, snap.group_epoch, list(snap.members)) == (ConsumerGroupState.STABLE, 5, ["m2"])
     assert [(c.from_type, c.to_type, c.generation) for c in _of(events, ProtocolConversion)] == [
-        ("classic", "consumer", 3)]
+        ("classic", "consumer", 3)
+    ]
     day = 86_400_000
     dues = {tp: offset_due_ms(snap, v, tp[0], day) for tp, v in offsets.items()}
     assert dues[("audit", 0)] == offsets[("audit", 0)].commit_timestamp + day

@@ -39,9 +39,10 @@ def test_second_join_waits_for_released_partitions() -> None:
     batches = w.reconcile()
     # m1 revokes (UNREVOKED, epoch kept); m2 still waits (CurrentAssignmentBuilder's
     # updateMemberEpoch(target) makes its previous epoch 2); m1 reaches epoch 2; m2 takes 3-5
-    assert [[(r.key.member_id, r.value.state, r.value.member_epoch, r.value.previous_member_epoch)
-             for r in b] for b in batches] == [
-        [("m1", 1, 1, 1)], [("m2", 2, 2, 2)], [("m1", 0, 2, 1)], [("m2", 0, 2, 2)]]
+    assert [
+        [(r.key.member_id, r.value.state, r.value.member_epoch, r.value.previous_member_epoch) for r in b]
+        for b in batches
+    ] == [[("m1", 1, 1, 1)], [("m2", 2, 2, 2)], [("m1", 0, 2, 1)], [("m2", 0, 2, 2)]]
 
 
 def test_leave_writes_tombstones_then_bump() -> None:
@@ -62,7 +63,9 @@ def test_written_life_folds_back_to_the_writers_group() -> None:
     for b in w.reconcile():
         log.write(b)
     snap, events = fold("cg", log.records)
-    assert snap.state is ConsumerGroupState.STABLE and not [e for e in events if isinstance(e, ConsumerAnomaly)]
+    assert snap.state is ConsumerGroupState.STABLE and not [
+        e for e in events if isinstance(e, ConsumerAnomaly)
+    ]
     foo = topic_id_for("foo")
     assert snap.members["m2"].assigned_partitions == ((foo, (3, 4, 5)),)
     moved = [e for e in events if isinstance(e, ConsumerRebalance) and e.assignment_epoch == 2]
@@ -89,8 +92,12 @@ def test_upgrade_then_downgrade_written_are_two_conversions() -> None:
 
 
 _step = st.one_of(
-    st.tuples(st.just("join"), st.sampled_from(["a", "b", "c", "d"]),
-              st.sampled_from([("foo",), ("bar",), ("foo", "bar")]), st.sampled_from([None, "i1", "i2"])),
+    st.tuples(
+        st.just("join"),
+        st.sampled_from(["a", "b", "c", "d"]),
+        st.sampled_from([("foo",), ("bar",), ("foo", "bar")]),
+        st.sampled_from([None, "i1", "i2"]),
+    ),
     st.tuples(st.just("leave"), st.sampled_from(["a", "b", "c", "d"]), st.just(()), st.just(None)),
     st.tuples(st.just("heartbeat"), st.sampled_from(["a", "b", "c", "d"]), st.just(()), st.just(None)),
     st.tuples(st.just("reconcile"), st.just(""), st.just(()), st.just(None)),
