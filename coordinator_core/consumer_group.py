@@ -319,6 +319,8 @@ class ConsumerGroupFold:
             self.members, self.target, self.regexes = {}, {}, {}
             self._counts, self._owners = {}, {}
             self.epoch_members, self.installed_target, self.pending = {}, {}, None
+        else:
+            self.classic_generation, self.classic_protocol_type, self.classic_members = None, None, 0
         self.group_type = None
 
     # -- members ---------------------------------------------------------------------------
