@@ -1,7 +1,8 @@
 """Shared wiring for the offsetlake DAGs: read ``conf/``, build SparkSubmitOperator tasks.
 
 Rules (DESIGN §2: no business logic in DAGs):
-- The DAGs only schedule the project's spark-submit entry scripts (``pipelines/jobs/*.py``);
+- The DAGs only schedule the project's spark-submit entry scripts (``pipelines/batch/job.py``,
+  ``pipelines/stream/job.py``, ``pipelines/jobs/*.py``): the same code ``offsetlake run`` runs;
   every parameter comes from the config file named by ``$OFFSETLAKE_CONF`` (default
   ``conf/local.yaml``), loaded with ``pipelines.config`` (loading only).
 - The jobs get ``--conf <airflow.conf_path>`` (relative paths resolve against the repository
@@ -32,7 +33,6 @@ from pathlib import Path
 from typing import Any
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-JOBS_DIR = REPO_ROOT / "pipelines" / "jobs"
 CONF_ENV_VAR = "OFFSETLAKE_CONF"
 DEFAULT_CONF = "conf/local.yaml"
 
@@ -126,12 +126,13 @@ def spark_job(
     args: Sequence[str] = (),
     **overrides: Any,
 ) -> Any:
-    """A SparkSubmitOperator running ``pipelines/jobs/<script>`` with the job args."""
+    """A SparkSubmitOperator running the entry script ``script`` (relative to the repository,
+    e.g. ``pipelines/batch/job.py``) with the job args."""
     from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
     return SparkSubmitOperator(
         task_id=task_id,
-        application=str(JOBS_DIR / script),
+        application=str(REPO_ROOT / script),
         application_args=job_args(settings, *args),
         conn_id=settings.spark_conn_id,
         spark_binary=settings.spark_binary,

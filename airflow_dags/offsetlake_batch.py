@@ -1,7 +1,11 @@
-"""offsetlake_batch: ingest → decode → replay → dq → Delta maintenance, on a schedule.
+"""offsetlake_batch: the batch job (ingest → decode → replay) → dq → Delta maintenance, on a schedule.
 
-Every task is a spark-submit of a ``pipelines/jobs/`` script with the config from ``conf/``
-(see ``airflow_dags/common.py`` and ``airflow_dags/README.md``); no business logic here.
+Every task is a spark-submit of the project's entry scripts with the config from ``conf/`` (see
+``airflow_dags/common.py`` and ``airflow_dags/README.md``); no business logic here. The batch job
+is ONE task, exactly what ``offsetlake run batch`` and ``bench/batch.py`` run: one JVM start for
+the three stages, and the decode pass hands the replay its input by bucket on the one path
+(``pipelines/batch/replay.py``). A retry reruns the job, which skips every stage already
+committed for the same raw_records version, so retry granularity is not lost.
 Schedule: ``airflow.batch_schedule``; retries: ``airflow.retries`` (dq: none); run and task
 timeouts: ``airflow.sla_minutes``. A failed blocking data-quality check fails the ``dq`` task,
 skips maintenance and fails the run.
@@ -30,14 +34,12 @@ with DAG(
     tags=["offsetlake", "batch"],
     doc_md=__doc__,
 ) as dag:
-    ingest = spark_job(settings, "ingest", "batch.py", ["--stage", "ingest"])
-    decode = spark_job(settings, "decode", "batch.py", ["--stage", "decode"])
-    replay = spark_job(settings, "replay", "batch.py", ["--stage", "replay"])
+    batch = spark_job(settings, "batch", "pipelines/batch/job.py")
     dq = spark_job(
-        settings, "dq", "dq.py",
+        settings, "dq", "pipelines/jobs/dq.py",
         ["--suites", "batch", "--run-id", "{{ dag.dag_id }}:{{ run_id }}:{{ ti.try_number }}"],
         retries=0,  # a failed expectation is deterministic: retrying cannot fix the data
     )
-    maintenance = spark_job(settings, "maintenance", "maintenance.py")
+    maintenance = spark_job(settings, "maintenance", "pipelines/jobs/maintenance.py")
 
-    ingest >> decode >> replay >> dq >> maintenance
+    batch >> dq >> maintenance

@@ -29,9 +29,9 @@ with DAG(
     tags=["offsetlake", "stream"],
     doc_md=__doc__,
 ) as dag:
-    stream = spark_job(settings, "stream_available_now", "stream.py", ["--available-now"])
+    stream = spark_job(settings, "stream_available_now", "pipelines/stream/job.py", ["--available-now"])
     dq = spark_job(
-        settings, "dq", "dq.py",
+        settings, "dq", "pipelines/jobs/dq.py",
         ["--suites", "stream", "--run-id", "{{ dag.dag_id }}:{{ run_id }}:{{ ti.try_number }}"],
         retries=0,
     )

@@ -12,7 +12,7 @@ groups into /tmp/offsetlake-bench (never the repo), then measures in the same ru
               the same sample, one process;
 - decode:     Spark ``decode_union`` (one mapInArrow pass) written to Parquet (every column
               consumed; not a noop write, DESIGN §7);
-- end-to-end: ``pipelines.jobs.batch.run_batch`` (ingest into Delta raw_records, decode, the
+- end-to-end: ``pipelines.batch.job.run_batch`` (ingest into Delta raw_records, decode, the
               four decoded Delta tables, per-group replay, seven gold Delta tables; delta-rs);
 - peak RSS of the whole process tree (driver, JVM, Python workers), sampled every 0.2 s.
 
@@ -43,6 +43,8 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
+
+from coordinator_core.settings import ReplaySettings
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -289,8 +291,8 @@ def core_baseline(path: Path, n: int) -> dict[str, float]:
     from coordinator_core.codec import decode_record
     from coordinator_core.records import LogRecord
     from coordinator_core.replay import replay_groups
-    from pipelines.decode import decode_batch, decode_offset_commits_arrow
-    from pipelines.replay_job import event_kinds_for
+    from pipelines.records.decode import decode_batch, decode_offset_commits_arrow
+    from pipelines.records.replay import event_kinds_for
     from schemas.gold import GOLD_TABLES
 
     batches = partition_sample(path, n)
@@ -317,7 +319,7 @@ def core_baseline(path: Path, n: int) -> dict[str, float]:
         for k, v, p, o, t in rows:
             r = decode_record(k, v)
             recs.append(LogRecord(p, o, t, r.key, r.value))
-        res = replay_groups(recs, retention_ms=604_800_000, as_of_ms=max(r[4] for r in rows), event_kinds=kinds)
+        res = replay_groups(recs, settings=ReplaySettings(retention_ms=604_800_000), as_of_ms=max(r[4] for r in rows), event_kinds=kinds)
         return len(res)
 
     commit_rows = [(k, v) for k, v, *_ in rows if k[:2] in (b"\x00\x00", b"\x00\x01")]
@@ -371,7 +373,7 @@ def spark_scan(spark: Any, path: Path) -> tuple[float, int]:
 
 
 def spark_decode(spark: Any, path: Path, out: Path) -> float:
-    from pipelines.decode import decode_union
+    from pipelines.stream.decode import decode_union
 
     if out.exists():
         shutil.rmtree(out)
@@ -381,8 +383,8 @@ def spark_decode(spark: Any, path: Path, out: Path) -> float:
 
 
 def end_to_end(spark: Any, path: Path, root: Path) -> tuple[float, dict[str, Any]]:
+    from pipelines.batch.job import run_batch
     from pipelines.config import config_from_dict
-    from pipelines.jobs.batch import run_batch
 
     if root.exists():
         shutil.rmtree(root)
@@ -508,6 +510,10 @@ def run(sizes: list[int], args: argparse.Namespace) -> None:
         r.loadavg = (load_before + os.getloadavg()[0]) / 2
         r.command = ".venv/bin/python bench/batch.py " + " ".join(sys.argv[1:])
         assert r.summary.get("reconciled"), r.summary
+        # the job's own record of the path each stage took: the one the CLI and Airflow take
+        paths = r.summary.get("paths", {})
+        assert paths.get("decode") == "routed raw_records files -> decoded tables + replay input", paths
+        assert paths.get("replay") == "replay input bucket files -> gold tables", paths
         print(f"   scan {n / r.scan_s:,.0f}/s  decode {n / r.decode_s if r.decode_s else 0:,.0f}/s  "
               f"e2e {n / r.e2e_s:,.0f}/s  peak RSS {r.e2e_peak_rss / 2**30:.2f} GiB  stages {r.stages}", flush=True)
         _save(dataclasses.asdict(r), f"result-{n}.json")
@@ -573,7 +579,7 @@ def render(results: list[SizeResult], base: dict[str, float], args: argparse.Nam
                   "the sizes ran at different load averages, see the last column)."]
     lines += [
         "",
-        "End-to-end = `pipelines.jobs.batch.run_batch` on the delta-rs engine: ingest (one pass: the "
+        "End-to-end = `pipelines.batch.job.run_batch` on the delta-rs engine: ingest (one pass: the "
         "tasks copy the landing files into Delta `raw_records` — byte for byte when already in its "
         "schema — and report their offset ranges; committed only when nothing overlaps), decode (one "
         "pass: the tasks read `raw_records`' files, decode, write the four decoded Delta tables and spool "

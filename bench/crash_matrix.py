@@ -36,7 +36,8 @@ import pyarrow.parquet as pq  # noqa: E402
 from bench.results import write_section  # noqa: E402
 from pipelines.commands.quickstart import sample_records  # noqa: E402
 from pipelines.raw_files import RAW_ARROW_SCHEMA, records_to_batch, write_raw_records  # noqa: E402
-from pipelines.warehouse_lock import orphan_files  # noqa: E402
+from pipelines.tableio import is_table_at  # noqa: E402
+from pipelines.tableio.orphans import orphan_files  # noqa: E402
 
 SECTION = "## crash at every commit (batch job)"
 ENV = dict(os.environ, SPARK_LOCAL_IP="127.0.0.1", PYSPARK_PYTHON=sys.executable)
@@ -60,13 +61,13 @@ def commits(warehouse: Path) -> int:
 
 
 def table_hashes(warehouse: Path) -> dict[str, str]:
-    from deltalake import DeltaTable
+    from pipelines.tableio import read_arrow_at
 
     out = {}
     for d in sorted(warehouse.iterdir()):
-        if not (d / "_delta_log").is_dir():
+        if not is_table_at(str(d)):
             continue
-        t = DeltaTable(str(d)).to_pyarrow_table()
+        t = read_arrow_at(str(d))
         if "run_id" in t.column_names and d.name == "ingest_quarantine":
             t = t.drop(["run_id"])
         cols = [c.cast(pa.int64()) if pa.types.is_timestamp(c.type) else c for c in t.columns]
@@ -126,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
             wh = conf.parent / "data" / "warehouse"
             same = rc2 == 0 and table_hashes(wh) == want
             leftovers = (wh / "_staging").exists() or any(
-                orphan_files(d, time.time()) for d in wh.iterdir() if (d / "_delta_log").is_dir())
+                orphan_files(d, time.time()) for d in wh.iterdir() if is_table_at(str(d)))
             diff = "" if same else ", ".join(k for k, v in table_hashes(wh).items() if want.get(k) != v)
             results.append((n, killed, same and not leftovers, diff or ("leftovers" if leftovers else "")))
             print(f"kill after commit {n}/{total}: killed={killed} rerun exit={rc2} "

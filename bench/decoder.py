@@ -1,4 +1,4 @@
-"""Decoder benchmark: the vectorised decoder (``pipelines.decode``) vs. the core codec.
+"""Decoder benchmark: the vectorised decoder (``pipelines.records.decode``) vs. the core codec.
 
 Same run, same records, one process, CPU time (``time.process_time``); the contenders run in
 interleaved rounds (the machine is shared: 2 cores, other engineers' jobs) and the best and the
@@ -11,7 +11,7 @@ median round are reported:
   10,000: what ``mapInArrow`` hands the decoder) and as one batch;
 - ``decode_batch`` (fast path + core fallback + union batch) on the group-metadata records and
   on all records, same batches;
-- with ``--before REV``: the same vectorised contenders from ``pipelines/decode.py`` at git
+- with ``--before REV``: the same vectorised contenders from ``pipelines/records/decode.py`` at git
   revision REV (loaded from ``git show``), so before/after ratios come from one run.
 
 With ``--spark``: on the same file, Spark local[2] (one SparkSession,
@@ -58,10 +58,10 @@ COLUMNS = ["key", "value", "topic", "partition", "offset", "timestamp"]
 
 
 def load_before(rev: str) -> ModuleType:
-    """``pipelines/decode.py`` at git revision ``rev`` as module ``offsetlake_decode_before``
+    """``pipelines/records/decode.py`` at git revision ``rev`` as module ``offsetlake_decode_before``
     (written under SCRATCH, which is put on PYTHONPATH so Spark's Python workers import it)."""
     src = subprocess.run(
-        ["git", "-C", str(REPO), "show", f"{rev}:pipelines/decode.py"], check=True, capture_output=True, text=True
+        ["git", "-C", str(REPO), "show", f"{rev}:pipelines/records/decode.py"], check=True, capture_output=True, text=True
     ).stdout
     SCRATCH.mkdir(parents=True, exist_ok=True)
     path = SCRATCH / "offsetlake_decode_before.py"
@@ -84,7 +84,7 @@ def cpu(fn: Callable[[], Any]) -> float:
 
 def single_process(path: Path, rows: int | None, rounds: int, batch_rows: int, before: ModuleType | None) -> dict[str, Any]:
     from coordinator_core.codec import decode_record
-    from pipelines import decode as after
+    from pipelines.records import decode as after
 
     table = pq.read_table(path, columns=COLUMNS)
     if rows is not None:
@@ -205,8 +205,9 @@ def tree_cpu(root: int) -> float:
 
 
 def spark_passes(path: Path, rounds: int, before: ModuleType | None) -> dict[str, Any]:
-    from pipelines.decode import INPUT_COLUMNS, decode_union, union_spark_schema
+    from pipelines.records.decode import INPUT_COLUMNS
     from pipelines.spark_session import build_spark
+    from pipelines.stream.decode import decode_union, union_spark_schema
 
     spark = build_spark("bench-decoder", master="local[2]")
     raw = spark.read.parquet(str(path))
@@ -220,7 +221,7 @@ def spark_passes(path: Path, rounds: int, before: ModuleType | None) -> dict[str
         """Union-shaped output without decoding: kind + positions, every other column null."""
         import numpy as np
 
-        from pipelines.decode import UNION_SCHEMA, _nulls, _position_arrays
+        from pipelines.records.decode import UNION_SCHEMA, _nulls, _position_arrays
 
         for b in batches:
             cols = {"kind": pa.array(np.zeros(b.num_rows, np.int8)), **_position_arrays(b, None)}
@@ -366,7 +367,7 @@ def main() -> int:
     ap.add_argument("--rows", type=int, default=None, help="only the first N records")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--batch-rows", type=int, default=10_000)
-    ap.add_argument("--before", default=None, help="git revision of pipelines/decode.py to compare with")
+    ap.add_argument("--before", default=None, help="git revision of pipelines/records/decode.py to compare with")
     ap.add_argument("--spark", action="store_true", help="also time the Spark decode_union pass")
     ap.add_argument("--spark-rounds", type=int, default=3)
     ap.add_argument("--spark-only", action="store_true", help="only the Spark passes (prints them)")

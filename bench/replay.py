@@ -8,7 +8,7 @@ What it measures (one core, records already decoded — the codec has its own be
 - snapshot serialisation / deserialisation, bytes and memory per group;
 - ``--bulk``: the bulk path (``compress_commit_runs`` + ``replay_runs``: a run of offset commits
   applied from its survivors when that is exact) against ``replay`` on the same records;
-- ``--arrow PATH``: the pipeline's batch replay stage (``pipelines.replay_job.
+- ``--arrow PATH``: the pipeline's batch replay stage (``pipelines.records.replay.
   replay_sorted_batches``) on a replay-input Parquet file sorted by (group, partition, offset),
   bulk path vs the per-record path (``bulk=False``) in the same run, with a stage breakdown and
   a row-for-row equality check (``--arrow generate`` builds that input from this log).
@@ -56,6 +56,7 @@ from coordinator_core.replay import (
     replay,
     serialize_snapshot,
 )
+from coordinator_core.settings import ReplaySettings
 
 WEEK = 7 * 86_400_000
 T0 = 1_767_225_600_000
@@ -228,7 +229,7 @@ def main(argv: list[str] | None = None) -> int:
         for gid, recs in logs.items():
             end = recs[-1].timestamp_ms if retention is not None else None
             out[gid] = replay(
-                new_snapshot(gid), recs, event_kinds=kinds, retention_ms=retention, as_of_ms=end
+                new_snapshot(gid), recs, event_kinds=kinds, settings=ReplaySettings(retention_ms=retention), as_of_ms=end
             ).snapshot
         return out
 
@@ -314,7 +315,7 @@ def bulk_bench(logs: dict[str, list[LogRecord]], total: int, base_s: float, repe
 
     def full() -> list[Any]:
         return [
-            replay(new_snapshot(g), recs, event_kinds=BULK_KINDS, retention_ms=WEEK, as_of_ms=recs[-1].timestamp_ms)
+            replay(new_snapshot(g), recs, event_kinds=BULK_KINDS, settings=ReplaySettings(retention_ms=WEEK), as_of_ms=recs[-1].timestamp_ms)
             for g, recs in logs.items()
         ]
 
@@ -326,7 +327,7 @@ def bulk_bench(logs: dict[str, list[LogRecord]], total: int, base_s: float, repe
     def bulk(items: list[Any]) -> list[Any]:
         return [
             replay_runs(
-                new_snapshot(g), its, event_kinds=BULK_KINDS, retention_ms=WEEK,
+                new_snapshot(g), its, event_kinds=BULK_KINDS, settings=ReplaySettings(retention_ms=WEEK),
                 as_of_ms=recs[-1].timestamp_ms, counters=counters,
             )
             for (g, recs), its in zip(logs.items(), items, strict=True)
@@ -354,16 +355,18 @@ def bulk_bench(logs: dict[str, list[LogRecord]], total: int, base_s: float, repe
 
 def write_replay_input(logs: dict[str, list[LogRecord]], path: str) -> None:
     """This log as the pipeline's replay input (``REPLAY_INPUT_DDL``), sorted by group and
-    position: encoded with the core codec, decoded by ``pipelines.decode`` (numpy)."""
+    position: encoded with the core codec, decoded by ``pipelines.records.decode`` (numpy)."""
     import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
     from coordinator_core.codec import encode_key, encode_value
-    from pipelines.decode import UNION_SCHEMA, decode_batch
-    from pipelines.replay_job import REPLAY_INPUT_DDL
+    from pipelines.records.decode import UNION_SCHEMA, decode_batch
     from schemas.base import parse_type, to_arrow_type
+    from schemas.shapes import REPLAY_INPUT
+
+    REPLAY_INPUT_DDL = [(c.name, c.type) for c in REPLAY_INPUT.columns]
 
     recs = [r for rs in logs.values() for r in rs]
     batch = pa.RecordBatch.from_pydict({
@@ -395,6 +398,31 @@ def write_replay_input(logs: dict[str, list[LogRecord]], path: str) -> None:
     print(f"\nwrote the replay input of this log ({t.num_rows:,} rows) to {path}")
 
 
+def per_record(table: Any, *, tables: Any, num_partitions: int, settings: Any, as_of_ms: int | None) -> Any:
+    """The reference the bulk path is timed against: every row a ``LogRecord``, the core's
+    ``replay`` once per group, the same gold conversion."""
+    import pyarrow as pa
+
+    from coordinator_core.replay import new_snapshot, replay
+    from pipelines.records.gold import GOLD_SPECS, rows_to_arrow, to_union
+    from pipelines.records.log_records import records_from_arrow
+    from pipelines.records.replay import event_kinds_for, gold_rows
+
+    out: dict[str, list[dict[str, Any]]] = {t: [] for t in tables}
+    gids = table.column("group_id").to_pylist()
+    start = 0
+    while start < len(gids):
+        end = start
+        while end < len(gids) and gids[end] == gids[start]:
+            end += 1
+        result = replay(new_snapshot(gids[start]), records_from_arrow(table.slice(start, end - start)),
+                        settings=settings, as_of_ms=as_of_ms, event_kinds=event_kinds_for(tables))
+        for name, rows in gold_rows(result, tables=tables, settings=settings, num_partitions=num_partitions).items():
+            out[name].extend(rows)
+        start = end
+    return pa.concat_tables([to_union(n, rows_to_arrow(GOLD_SPECS[n], rs)) for n, rs in out.items() if rs])
+
+
 def arrow_bench(path: str, batch_rows: int, repeat: int) -> int:
     """The pipeline's replay stage on Arrow batches: bulk vs per-record, same run, same rows."""
     import pyarrow as pa
@@ -402,8 +430,8 @@ def arrow_bench(path: str, batch_rows: int, repeat: int) -> int:
     import pyarrow.parquet as pq
 
     from coordinator_core.replay import RunCounters, replay_runs
-    from pipelines import replay_job as rj
-    from pipelines.gold import DEFAULT_TABLES
+    from pipelines.records import replay as rj
+    from pipelines.records.gold import DEFAULT_TABLES
 
     table = pq.read_table(path)
     batches = table.to_batches(max_chunksize=batch_rows)
@@ -411,12 +439,12 @@ def arrow_bench(path: str, batch_rows: int, repeat: int) -> int:
     commits = pc.sum(pc.and_(pc.equal(table["rec_kind"], 0), pc.invert(table["is_tombstone"]))).as_py()
     groups = len(pc.unique(table["group_id"]))
     as_of = pc.max(table["log_timestamp_ms"]).as_py()
-    opts: dict[str, Any] = {"retention_ms": WEEK, "rules": "current", "as_of_ms": as_of, "tables": DEFAULT_TABLES,
-                            "num_partitions": 50, "coordinator": "new"}
+    opts: dict[str, Any] = {"settings": ReplaySettings(retention_ms=WEEK, coordinator="new"), "as_of_ms": as_of,
+                            "tables": DEFAULT_TABLES, "num_partitions": 50}
     print(f"{path}: {n:,} rows, {groups:,} groups, {commits:,} offset commits; batches of {batch_rows:,} rows")
 
     counters = RunCounters()
-    old_s, old = _timed(lambda: pa.concat_tables(rj.replay_sorted_batches(batches, bulk=False, **opts)), repeat)
+    old_s, old = _timed(lambda: per_record(table, **opts), repeat)
     new_s, new = _timed(
         lambda: pa.concat_tables(rj.replay_sorted_batches(batches, counters=counters, **opts)), repeat
     )
@@ -437,17 +465,15 @@ def arrow_bench(path: str, batch_rows: int, repeat: int) -> int:
             items = list(rj._items_by_group(work, compress=bulk, max_span_ms=span))
             t1 = time.process_time()
             res = [
-                replay_runs(new_snapshot(g), its, retention_ms=WEEK, as_of_ms=as_of, event_kinds=kinds,
-                            coordinator="new")
+                replay_runs(new_snapshot(g), its, settings=ReplaySettings(retention_ms=WEEK, coordinator="new"), as_of_ms=as_of, event_kinds=kinds)
                 if bulk
-                else replay(new_snapshot(g), its, retention_ms=WEEK, as_of_ms=as_of, event_kinds=kinds,
-                            coordinator="new")
+                else replay(new_snapshot(g), its, settings=ReplaySettings(retention_ms=WEEK, coordinator="new"), as_of_ms=as_of, event_kinds=kinds)
                 for g, its in items
             ]
             t2 = time.process_time()
             out: dict[str, list[dict[str, Any]]] = {name: [] for name in DEFAULT_TABLES}
             for r in res:
-                for name, rows in rj.gold_rows(r, tables=DEFAULT_TABLES, retention_ms=WEEK).items():
+                for name, rows in rj.gold_rows(r, tables=DEFAULT_TABLES, settings=ReplaySettings(retention_ms=WEEK)).items():
                     out[name].extend(rows)
             rj._union_table(out)
             t3 = time.process_time()

@@ -16,7 +16,7 @@ What is measured:
 4. Recovery: the last ``--holdback`` files are landed after the biggest run finished; the query
    restarts from its checkpoint; time from ``start()`` to the first committed batch is reported
    next to that batch's own duration.
-5. Baseline: the batch job's decode + replay (``replay_to_gold``) over the same files, collected
+5. Baseline: the batch job (``run_batch``: ingest, decode, replay, Delta tables) over the same files,
    (no Delta writes), records/s.
 
 The machine has 2 cores shared with other engineers: wall times include their load (the load
@@ -108,7 +108,7 @@ def run_sustained(spark: Any, files: list[Path], work: Path, rate: int, rows_per
 
     import pyarrow.parquet as pq
 
-    from pipelines import stream_job
+    from pipelines.stream import job as stream_job
 
     root = work / f"sustained-{rate}"
     landing = root / "landing"
@@ -177,7 +177,7 @@ def run_sustained(spark: Any, files: list[Path], work: Path, rate: int, rows_per
 
 
 def run_stream(spark: Any, cfg: Any) -> tuple[list[dict[str, Any]], float]:
-    from pipelines import stream_job
+    from pipelines.stream import job as stream_job
 
     t0 = time.perf_counter()
     rec = stream_job.run(spark, cfg, available_now=True, with_quarantine=False, poll_seconds=0.5)
@@ -185,34 +185,30 @@ def run_stream(spark: Any, cfg: Any) -> tuple[list[dict[str, Any]], float]:
     return [r for r in rec.rows if r["query_name"] == stream_job.REPLAY_QUERY], wall
 
 
-def baseline_batch(spark: Any, landing: Path, retention_ms: int) -> tuple[int, float]:
-    from pyspark.sql import functions as F
+def baseline_batch(spark: Any, landing: Path, retention_ms: int, work: Path) -> tuple[int, float]:
+    """The batch job (``run batch``'s one path: ingest, decode, replay, Delta tables) over the same
+    landing files, in this session: (records, seconds)."""
+    from pipelines.batch.job import run_batch
 
-    from pipelines.decode import decode_raw
-    from pipelines.replay_job import replay_to_gold
-    from schemas.raw import RAW_RECORDS
-
-    raw = spark.read.schema(RAW_RECORDS.spark_schema()).parquet(str(landing))
-    n = raw.count()
+    cfg = make_config(work / "baseline-batch", landing, 1, retention_ms)
     t0 = time.perf_counter()
-    dec = decode_raw(raw)
-    gold = replay_to_gold(dec.offset_commits, dec.group_metadata, retention_ms=retention_ms,
-                          unsupported_df=dec.unsupported, persist=False)
-    gold["_union"].agg(F.count(F.lit(1)), F.sum(F.length("group_id"))).collect()
-    return n, time.perf_counter() - t0
+    summary = run_batch(cfg, spark)
+    return summary.raw_total, time.perf_counter() - t0
 
 
 def component_rate(groups: int, hours: float, seed: int, retention_ms: int, calls: int = 11) -> tuple[int, float]:
-    """CPU seconds of the stateful function's pure part (``GroupReplayer.replay_call``) over a
+    """CPU seconds of the stateful function's pure part (``GroupReplayer.replay_rows``) over a
     generated log, each group's records split into ``calls`` consecutive calls (state bytes
     carried across). Returns (records, CPU seconds)."""
     import pyarrow as pa
 
     from coordinator_core.codec import decode_record
     from coordinator_core.generator import generate
-    from pipelines.gold import DEFAULT_TABLES
-    from pipelines.replay_job import REC_GROUP_METADATA, REC_OFFSET_COMMIT
-    from pipelines.stream_job import GroupReplayer, _input_arrow_schema
+    from coordinator_core.settings import ReplaySettings
+    from pipelines.records.gold import DEFAULT_TABLES
+    from pipelines.records.replay_input import REC_GROUP_METADATA, REC_OFFSET_COMMIT
+    from pipelines.records.replay_input import schema as replay_input_schema
+    from pipelines.stream.state import GroupReplayer
 
     log = generate(groups, hours, seed=seed)
     rows: dict[str, list[dict[str, Any]]] = {}
@@ -241,18 +237,18 @@ def component_rate(groups: int, hours: float, seed: int, retention_ms: int, call
                                      "session_timeout": m.session_timeout, "subscription": m.subscription,
                                      "assignment": m.assignment} for m in val.members])
         rows.setdefault(key.group, []).append(row)
-    schema = _input_arrow_schema()
+    schema = replay_input_schema()
     tables = {
         g: [pa.Table.from_pylist(rs[i * len(rs) // calls:(i + 1) * len(rs) // calls], schema=schema)
             for i in range(calls)]
         for g, rs in rows.items()
     }
-    fn = GroupReplayer(retention_ms, "current", tuple(DEFAULT_TABLES), 50)
+    fn = GroupReplayer(ReplaySettings(retention_ms=retention_ms, rules="current"), tuple(DEFAULT_TABLES), 50)
     t0 = time.process_time()
     for g, ts in tables.items():
         blob = None
         for t in ts:
-            blob, _out, _nxt = fn.replay_call(g, blob, t, 0)
+            blob, _out, _nxt = fn.replay_rows(g, blob, t, 0)
     return sum(len(r) for r in rows.values()), time.process_time() - t0
 
 
@@ -377,7 +373,7 @@ def main() -> int:
         sustained.append(res_s)
         print("sustained", res_s)
 
-    base_n, base_s = baseline_batch(spark, landing_all, retention)
+    base_n, base_s = baseline_batch(spark, landing_all, retention, work)
     base_rate = base_n / base_s
     print(f"baseline batch replay: {base_n} records in {base_s:.1f}s = {base_rate:.0f}/s")
     spark.stop()

@@ -5,8 +5,9 @@ schema, ~70-byte keys/values), local[2]:
 
 - baseline: ``df.write.parquet`` — Spark's native Parquet writer, no Delta log (the floor);
 - tableio.append: executors write Parquet via the Python data source, the driver makes one
-  delta-rs commit (``pipelines.delta_rs_sink``) — the path every large table takes;
-- driver funnel: ``df.toArrow()`` + ``deltalake.write_deltalake`` — what the module avoids;
+  delta-rs commit (``pipelines.tableio.rust_sink``) — the path every large table takes;
+- driver funnel: ``df.toArrow()`` + a driver-side delta-rs write (``tableio.append_arrow_at``,
+  ``write_deltalake``) — what the package avoids for large tables;
 - tableio.merge: a MERGE of 10% changed + 10% new rows of a current-state-sized table (delta-rs),
   and the same MERGE again (no changes: no commit).
 
@@ -48,14 +49,13 @@ def main() -> int:
     ap.add_argument("--write-results", action="store_true")
     args = ap.parse_args()
 
-    from deltalake import write_deltalake
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
     import schemas
     from pipelines.config import load_config
     from pipelines.spark_session import build_spark
-    from pipelines.tableio import TableIO
+    from pipelines.tableio import TableIO, append_arrow_at
     from schemas.base import Column, TableSpec
     from schemas.raw import RAW_RECORDS
 
@@ -107,7 +107,7 @@ def main() -> int:
     funnel = ROOT / "funnel"
     schema = RAW_RECORDS.arrow_schema()
     results.append(("driver funnel: toArrow() + write_deltalake", n,
-                    _timed(lambda: write_deltalake(str(funnel), df.toArrow().cast(schema), mode="overwrite"),
+                    _timed(lambda: append_arrow_at(str(funnel), df.toArrow().cast(schema), mode="overwrite"),
                            args.repeat, reset_dir(funnel))))
     rss["funnel"] = rss_mb()
 

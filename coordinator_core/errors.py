@@ -61,29 +61,7 @@ class CorruptRecordError(CoordinatorError):
 def _rebuild_corrupt(
     reason: str, part: Part, position: int, record_type: int | None, version: int | None
 ) -> CorruptRecordError:
-    return CorruptRecordError(
-        reason, part=part, position=position, record_type=record_type, version=version
-    )
-
-
-class UnknownRecordTypeError(CoordinatorError):
-    """A key version (record type) this decoder does not materialise (3-24 or beyond).
-
-    Decoders normally *return* an ``UnknownKey`` instead of raising; this error exists for
-    callers that ask for strictness (``strict=True``)."""
-
-    def __init__(self, record_type: int) -> None:
-        self.record_type = record_type
-        super().__init__(f"unknown record type (key version) {record_type}")
-
-
-class UnknownVersionError(CoordinatorError):
-    """A value version outside the known range (e.g. OffsetCommitValue v5) in strict mode."""
-
-    def __init__(self, record_type: int, version: int) -> None:
-        self.record_type = record_type
-        self.version = version
-        super().__init__(f"unknown value version {version} for record type {record_type}")
+    return CorruptRecordError(reason, part=part, position=position, record_type=record_type, version=version)
 
 
 class IllegalStateTransitionError(CoordinatorError):

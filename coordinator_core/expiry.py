@@ -49,27 +49,28 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from coordinator_core.records import GroupMetadataKey, OffsetCommitKey, OffsetCommitValue, Record
+from coordinator_core.settings import (
+    DEFAULT_CLEANUP_INTERVAL_MS as DEFAULT_CLEANUP_INTERVAL_MS,
+)
+from coordinator_core.settings import Coordinator, ExpiryRules, parse_choice
 from coordinator_core.state import GroupState
 
-RULE_SETS: tuple[str, ...] = ("current", "2.4-3.1", "2.1-2.3", "pre-2.1")
+RULE_SETS: tuple[str, ...] = tuple(r.value for r in ExpiryRules)
 
 #: Which group coordinator's deletion rule to predict (spec §4.3, §8.3): the old Scala
 #: ``GroupCoordinator`` writes a group tombstone only when ``generation > 0``; the new
 #: ``group-coordinator`` module (Kafka 4.0's only one) writes it for any Empty classic group.
-COORDINATORS: tuple[str, ...] = ("old", "new")
+COORDINATORS: tuple[str, ...] = (Coordinator.OLD.value, Coordinator.NEW.value)
 #: What the replay accepts: ``auto`` takes ``new`` for a group whose own records show the new
 #: coordinator wrote them (a generation-0 group-metadata record: the empty-group record Kafka 4
 #: writes when a classic group is created), else ``old``.
-REPLAY_COORDINATORS: tuple[str, ...] = ("auto", *COORDINATORS)
+REPLAY_COORDINATORS: tuple[str, ...] = tuple(c.value for c in Coordinator)
 #: The one default of the whole project for reading a log (config, CLI, replay API) ...
-DEFAULT_COORDINATOR = "auto"
+DEFAULT_COORDINATOR = Coordinator.AUTO
 #: ... and for writing a sample cluster's: the generator, ``offsetlake generate`` and the
 #: quickstart model Kafka 4's coordinator, the only one in Kafka 4.0+ (the protocol scenarios,
 #: the book's walkthroughs, keep the classic coordinator they describe).
-SIMULATED_COORDINATOR = "new"
-
-#: ``offsets.retention.check.interval.ms`` default (Kafka's ``OffsetConfig``).
-DEFAULT_CLEANUP_INTERVAL_MS = 600_000
+SIMULATED_COORDINATOR = Coordinator.NEW
 #: How late a cleanup run may be before its absence counts as evidence (timer drift, a busy
 #: broker): a minute, or half the interval when that is shorter.
 CLEANUP_SLACK_MS = 60_000
@@ -127,11 +128,9 @@ class ExpiryPlan:
     group_tombstone: bool
 
 
-def check_rules(rules: str) -> str:
-    """Return ``rules`` if it names a rule set, else raise ``ValueError``."""
-    if rules not in RULE_SETS:
-        raise ValueError(f"unknown expiry rule set {rules!r}; choose one of {', '.join(RULE_SETS)}")
-    return rules
+def check_rules(rules: str) -> ExpiryRules:
+    """``rules`` as an ``ExpiryRules`` if it names a rule set, else raise ``ValueError``."""
+    return parse_choice(ExpiryRules, rules, "expiry rule set")
 
 
 # Situations: how every offset of the group is judged.
@@ -145,9 +144,14 @@ SIT_UNSUBSCRIBED = _UNSUBSCRIBED
 SIT_ALL_BASE_COMMIT = _ALL_BASE_COMMIT
 
 
-def situation(group: GroupView, rules: str) -> int:
+_PRE_2_1 = ExpiryRules.PRE_2_1
+_CURRENT = ExpiryRules.CURRENT
+_V2_4 = ExpiryRules.V2_4_TO_3_1
+
+
+def situation(group: GroupView, rules: ExpiryRules) -> int:
     """Classify the group for the expiry rules (an opaque small int used by ``due_ms``)."""
-    if rules == "pre-2.1":
+    if rules == _PRE_2_1:
         return _PRE_21
     state = group.state
     ptype = group.protocol_type
@@ -157,9 +161,9 @@ def situation(group: GroupView, rules: str) -> int:
     if state is _EMPTY:
         return _ALL_BASE_STATE
     if ptype == CONSUMER_PROTOCOL_TYPE and group.subscribed_topics is not None:
-        if rules == "current" and state is _STABLE:
+        if rules == _CURRENT and state is _STABLE:
             return _UNSUBSCRIBED
-        if rules == "2.4-3.1":
+        if rules == _V2_4:
             return _UNSUBSCRIBED
     return _NONE
 
@@ -218,7 +222,7 @@ def min_due_ms(
     return best
 
 
-def _death_base(group: GroupView) -> int | None:
+def death_base(group: GroupView) -> int | None:
     became = group.state_timestamp_ms
     removed = group.last_offset_removal_ms
     if became is None:
@@ -228,13 +232,13 @@ def _death_base(group: GroupView) -> int | None:
     return max(became, removed)
 
 
-def check_coordinator(coordinator: str, *, allow_auto: bool = False) -> str:
-    """Return ``coordinator`` if it is ``old`` or ``new`` (or ``auto`` where allowed), else raise
-    ``ValueError``."""
+def check_coordinator(coordinator: str, *, allow_auto: bool = False) -> Coordinator:
+    """``coordinator`` as a ``Coordinator`` if it is ``old`` or ``new`` (or ``auto`` where
+    allowed), else raise ``ValueError``."""
     allowed = REPLAY_COORDINATORS if allow_auto else COORDINATORS
     if coordinator not in allowed:
         raise ValueError(f"unknown coordinator {coordinator!r}; choose one of {', '.join(allowed)}")
-    return coordinator
+    return Coordinator(coordinator)
 
 
 def judgment_delay_ms(cleanup_interval_ms: int) -> int:
@@ -246,8 +250,8 @@ def plan_expiry(
     group: GroupView,
     now_ms: int,
     retention_ms: int,
-    rules: str = "current",
-    coordinator: str = "old",
+    rules: ExpiryRules = ExpiryRules.CURRENT,
+    coordinator: Coordinator = Coordinator.OLD,
     settled: Mapping[tuple[str, int], int] | None = None,
     settled_death_ms: int | None = None,
 ) -> ExpiryPlan:
@@ -265,8 +269,8 @@ def plan_expiry(
     Returns:
         The plan; empty when nothing is due.
     """
-    check_rules(rules)
-    check_coordinator(coordinator)
+    rules = check_rules(rules)
+    coordinator = check_coordinator(coordinator)
     sit = situation(group, rules)
     expired: list[tuple[tuple[str, int], int]] = []
     offsets = group.offsets
@@ -278,7 +282,7 @@ def plan_expiry(
     dies = group.state is _EMPTY and len(expired) == len(offsets)
     death_ms: int | None = None
     if dies:
-        base = _death_base(group)
+        base = death_base(group)
         dues = [d for _, d in expired]
         if base is not None:
             dues.append(base)
@@ -292,14 +296,14 @@ def plan_expiry(
             dies, death_ms = False, None
     if dies and death_ms is not None and death_ms == settled_death_ms:
         dies, death_ms = False, None
-    tombstone = dies and (coordinator == "new" or group.generation > 0)
+    tombstone = dies and (coordinator == Coordinator.NEW or group.generation > 0)
     return ExpiryPlan(tuple(expired), dies, death_ms, tombstone)
 
 
 def next_expiry_ms(
     group: GroupView,
     retention_ms: int | None,
-    rules: str = "current",
+    rules: ExpiryRules = ExpiryRules.CURRENT,
     settled: Mapping[tuple[str, int], int] | None = None,
     settled_death_ms: int | None = None,
 ) -> int | None:
@@ -309,11 +313,11 @@ def next_expiry_ms(
     record changes the group (or ``retention_ms`` is None). Settled (contradicted) predictions
     are left out: the broker kept them.
     """
-    check_rules(rules)
+    rules = check_rules(rules)
     if retention_ms is None:
         return None
     if group.state is _EMPTY and not group.offsets:
-        base = _death_base(group)
+        base = death_base(group)
         death = base if base is not None else -1
         if settled_death_ms is not None and death == settled_death_ms:
             return None
@@ -330,7 +334,11 @@ def next_expiry_ms(
 
 
 def expire_offsets(
-    snapshot: GroupView, now_ms: int, retention_ms: int, rules: str = "current", coordinator: str = "old"
+    snapshot: GroupView,
+    now_ms: int,
+    retention_ms: int,
+    rules: ExpiryRules = ExpiryRules.CURRENT,
+    coordinator: Coordinator = Coordinator.OLD,
 ) -> list[Record]:
     """The tombstones Kafka would write at ``now_ms``: offset tombstones in key order, then the
     group tombstone if the group dies (old coordinator: only with ``generation > 0``,
@@ -343,15 +351,46 @@ def expire_offsets(
 
 
 def offset_due_times(
-    group: GroupView, retention_ms: int, rules: str = "current"
+    group: GroupView, retention_ms: int, rules: ExpiryRules = ExpiryRules.CURRENT
 ) -> dict[tuple[str, int], int | None]:
     """Each held offset's expiry time as the group stands (None = cannot expire as things stand).
 
     The same ``due_ms`` the cleanup uses, for forecasts (``offsets_at_risk``, ``inspect``): a
     later record (a member leaving, a new commit) can change it.
     """
-    check_rules(rules)
+    rules = check_rules(rules)
     sit = situation(group, rules)
     return {
         tp: due_ms(entry[0], tp[0], sit, retention_ms, group) for tp, entry in sorted(group.offsets.items())
     }
+
+
+class BulkFold(Protocol):
+    """What the commit-run fast path (``coordinator_core.commit_runs``) may ask of a replay's
+    working state (``coordinator_core.group_fold.GroupFold``), and nothing more.
+
+    A run of offset commits may be applied from its survivors only when no expiry judgment can
+    fall inside it (see ``commit_runs``): that question is the decider's, so the fold answers it
+    (``quiet_through``) with its own state, and the run path never reads or writes that state.
+    """
+
+    @property
+    def emits_commit_events(self) -> bool:
+        """Whether every commit is told (``offset_commit`` events): then no run is compressed."""
+        ...
+
+    @property
+    def last_position(self) -> tuple[int, int] | None:
+        """The last applied (partition, offset) when the call began."""
+        ...
+
+    def quiet_through(
+        self, t_max: int, min_commit_timestamp_ms: int | None, min_expire_timestamp_ms: int | None
+    ) -> bool:
+        """True when nothing of the group, nor any commit of a run known by these aggregates, can
+        be due or judged up to ``t_max`` (may tighten the fold's own lower bounds)."""
+        ...
+
+    def skip_commits(self, n: int) -> None:
+        """Count ``n`` commits of a compressed run applied then replaced (never seen one by one)."""
+        ...

@@ -219,6 +219,82 @@ def write_tagged_fields(fields: Sequence[tuple[int, bytes]]) -> bytes:
 
 
 # ---------------------------------------------------------------------------------------------
+# 64-bit varints and compact nullable bytes (``ByteUtils.writeUnsignedVarlong`` /
+# ``writeVarlong``, ``COMPACT_NULLABLE_BYTES``): the snapshot codec's integers are timestamps
+# ---------------------------------------------------------------------------------------------
+def append_uvarlong(out: bytearray, value: int) -> None:
+    """Append an unsigned varint of any size below 2**70 (no range check: the caller's values)."""
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+
+
+def read_uvarlong(buf: Buffer, pos: int, end: int) -> tuple[int, int]:
+    """Unsigned varint of at most 10 bytes (Kafka ``ByteUtils.readUnsignedVarlong``)."""
+    if pos < end:
+        b = buf[pos]
+        if b < 0x80:  # one byte: most lengths, flags and small counters
+            return b, pos + 1
+    start = pos
+    value = 0
+    shift = 0
+    while True:
+        if pos >= end:
+            raise WireError("truncated unsigned varlong", start)
+        b = buf[pos]
+        pos += 1
+        value |= (b & 0x7F) << shift
+        if b < 0x80:
+            return value, pos
+        shift += 7
+        if shift > 63:
+            raise WireError("unsigned varlong longer than 10 bytes", start)
+
+
+def append_varlong(out: bytearray, value: int) -> None:
+    """Append a signed varint, zigzag-encoded (Kafka ``ByteUtils.writeVarlong``)."""
+    append_uvarlong(out, (value << 1) if value >= 0 else ((-value) << 1) - 1)
+
+
+def read_varlong(buf: Buffer, pos: int, end: int) -> tuple[int, int]:
+    """The inverse of ``append_varlong`` (Kafka ``ByteUtils.readVarlong``)."""
+    n, pos = read_uvarlong(buf, pos, end)
+    return ((n >> 1) if not n & 1 else -((n + 1) >> 1)), pos
+
+
+def zigzag(value: int) -> int:
+    """Signed to unsigned, small magnitudes small (Kafka ``ByteUtils.writeVarlong``)."""
+    return (value << 1) if value >= 0 else ((-value) << 1) - 1
+
+
+def unzigzag(value: int) -> int:
+    """The inverse of ``zigzag``."""
+    return (value >> 1) if not value & 1 else -((value + 1) >> 1)
+
+
+def append_compact_nullable_bytes(out: bytearray, data: bytes | None) -> None:
+    """``uvarint(len + 1)`` then the bytes; ``0`` is null (``COMPACT_NULLABLE_BYTES``)."""
+    if data is None:
+        out.append(0)
+    else:
+        append_uvarlong(out, len(data) + 1)
+        out += data
+
+
+def read_compact_nullable_bytes(buf: Buffer, pos: int, end: int) -> tuple[bytes | None, int]:
+    """The inverse of ``append_compact_nullable_bytes``."""
+    start = pos
+    n, pos = read_uvarlong(buf, pos, end)
+    if n == 0:
+        return None, pos
+    stop = pos + n - 1
+    if stop > end:
+        raise WireError(f"compact bytes of length {n - 1} exceed the {end - pos} bytes left", start)
+    return bytes(buf[pos:stop]), stop
+
+
+# ---------------------------------------------------------------------------------------------
 # Compiled layouts
 # ---------------------------------------------------------------------------------------------
 class Layout:
@@ -229,7 +305,18 @@ class Layout:
     index, and calls the dataclass positionally: the cheapest construction Python offers.
     """
 
-    __slots__ = ("build", "cls", "fast_read", "fields", "flexible", "message", "read_steps", "template", "version", "write_steps")
+    __slots__ = (
+        "build",
+        "cls",
+        "fast_read",
+        "fields",
+        "flexible",
+        "message",
+        "read_steps",
+        "template",
+        "version",
+        "write_steps",
+    )
 
     def __init__(
         self,
@@ -373,8 +460,13 @@ def _compile_struct(
                 i += 1
                 run.append(untagged[i])
             read_steps.append(_read_fixed(run, [index[r.name] for r in run]))
-            plan.append(("fixed", ">" + "".join(_FIXED_CODES[r.type] for r in run),
-                         tuple((index[r.name], r.sentinel) for r in run)))
+            plan.append(
+                (
+                    "fixed",
+                    ">" + "".join(_FIXED_CODES[r.type] for r in run),
+                    tuple((index[r.name], r.sentinel) for r in run),
+                )
+            )
             write_steps.append(_write_fixed(run))
         elif f.type == "string":
             read_steps.append(_read_string(f.name, idx, nullable, flexible))
@@ -392,7 +484,10 @@ def _compile_struct(
         i += 1
     if flexible:
         if tagged:
-            known = [_tagged_spec(message, f, index[f.name], template[index[f.name]], version, builders) for f in tagged]
+            known = [
+                _tagged_spec(message, f, index[f.name], template[index[f.name]], version, builders)
+                for f in tagged
+            ]
             read_steps.append(_read_tagged_known(index["tagged_fields"], known))
             write_steps.append(_write_tagged_known(known))
             plan.append(("other", (index["tagged_fields"], *(k.idx for k in known))))
@@ -419,12 +514,16 @@ def _field_steps(
     if f.type == "uuid":
         return _read_uuid(f.name, idx), _write_uuid(f.name)
     if f.type in _INT_ARRAY_CODES or f.type == "[]string":
-        return (_read_array(f.name, idx, f.type, None, flexible, nullable),
-                _write_array(f.name, f.type, None, flexible, nullable))
+        return (
+            _read_array(f.name, idx, f.type, None, flexible, nullable),
+            _write_array(f.name, f.type, None, flexible, nullable),
+        )
     if f.struct_name is not None:
         element = _compile_struct(message, f.struct_name, f.fields, version, flexible, builders)
-        return (_read_array(f.name, idx, f.type, element, flexible, nullable),
-                _write_array(f.name, f.type, element, flexible, nullable))
+        return (
+            _read_array(f.name, idx, f.type, element, flexible, nullable),
+            _write_array(f.name, f.type, element, flexible, nullable),
+        )
     if f.single_struct_name is not None:
         element = _compile_struct(message, f.single_struct_name, f.fields, version, flexible, builders)
         return _read_struct(f.name, idx, element, nullable), _write_struct(f.name, element, nullable)
@@ -473,12 +572,18 @@ def _fuse(layout: Layout, plan: list[tuple[Any, ...]]) -> Callable[[Buffer, int,
         elif kind in ("string", "bytes") and not flexible:
             i = entry[1]
             width, unpack = (2, "_u16") if kind == "string" else (4, "_u32")
-            value = f"str(buf[pos + {width}:_e], 'utf-8')" if kind == "string" else f"bytes(buf[pos + {width}:_e])"
+            value = (
+                f"str(buf[pos + {width}:_e], 'utf-8')"
+                if kind == "string"
+                else f"bytes(buf[pos + {width}:_e])"
+            )
             body += indent([f"if pos + {width} <= end:"], 1)
             body += indent([f"_l = {unpack}(buf, pos)[0]", f"_e = pos + {width} + _l"], 2)
             body += indent(["if _l >= 0 and _e <= end:"], 2)
             if kind == "string":
-                body += indent(["try:", f"    v{i} = {value}", "    pos = _e", "except UnicodeDecodeError:"], 3)
+                body += indent(
+                    ["try:", f"    v{i} = {value}", "    pos = _e", "except UnicodeDecodeError:"], 3
+                )
                 body += indent(slow(k, (i,)), 4)
             else:
                 body += indent([f"v{i} = {value}", "pos = _e"], 3)
@@ -702,7 +807,9 @@ def _read_array(
         if int_code is not None:
             code, width = int_code
             if n * width > left:
-                raise WireError(f"array field {name}: {n} {type_[2:]} elements exceed the {left} bytes left", start)
+                raise WireError(
+                    f"array field {name}: {n} {type_[2:]} elements exceed the {left} bytes left", start
+                )
             vals[idx] = struct.unpack_from(f">{n}{code}", buf, pos)
             return pos + width * n
         items: list[Any] = []
@@ -857,7 +964,10 @@ def _tagged_spec(
         read, write = _read_bytes(f.name, 0, nullable, True), _write_bytes(f.name, nullable, True)
     elif f.single_struct_name is not None:
         element = _compile_struct(message, f.single_struct_name, f.fields, version, True, builders)
-        read, write = _read_tagged_struct(f.name, element, nullable), _write_tagged_struct(f.name, element, nullable)
+        read, write = (
+            _read_tagged_struct(f.name, element, nullable),
+            _write_tagged_struct(f.name, element, nullable),
+        )
     else:
         read, write = _field_steps(message, f, 0, version, True, nullable, builders)
     return _TaggedSpec(f.tag, f.name, idx, default, read, write)
@@ -874,7 +984,9 @@ def _read_tagged_struct(name: str, element: Layout, nullable: bool) -> ReadStep:
                 vals[0] = None
                 return pos
             if marker != 1:
-                raise WireError(f"tagged struct field {name} has presence varint {marker} (Kafka writes 0 or 1)", start)
+                raise WireError(
+                    f"tagged struct field {name} has presence varint {marker} (Kafka writes 0 or 1)", start
+                )
         vals[0], pos = element.read(buf, pos, end)
         return pos
 
@@ -908,7 +1020,9 @@ def _read_tagged_known(idx: int, known: list[_TaggedSpec]) -> ReadStep:
             size_pos = pos
             size, pos = read_uvarint(buf, pos, end)
             if size > end - pos:
-                raise WireError(f"tagged field {tag} size {size} exceeds the {end - pos} bytes left", size_pos)
+                raise WireError(
+                    f"tagged field {tag} size {size} exceeds the {end - pos} bytes left", size_pos
+                )
             e = pos + size
             spec = by_tag.get(tag)
             if spec is None:
@@ -916,7 +1030,10 @@ def _read_tagged_known(idx: int, known: list[_TaggedSpec]) -> ReadStep:
             else:
                 after = spec.read(buf, pos, e, scratch)
                 if after != e:
-                    raise WireError(f"tagged field {spec.name} (tag {tag}) left {e - after} of its {size} bytes unread", after)
+                    raise WireError(
+                        f"tagged field {spec.name} (tag {tag}) left {e - after} of its {size} bytes unread",
+                        after,
+                    )
                 vals[spec.idx] = scratch[0]
             pos = e
         vals[idx] = tuple(unknown)

@@ -24,16 +24,37 @@ Rules:
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import os
-import re
-import types
 import typing
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
+from pipelines.config_sections import (
+    AirflowConf,
+    DeltaConf,
+    DqConf,
+    GenerateConf,
+    InputConf,
+    KafkaConf,
+    OffsetsTopicConf,
+    PathsConf,
+    ReplayConf,
+    ReportConf,
+    Secret,
+    SparkConf,
+    StreamConf,
+)
+from pipelines.config_validation import (
+    deep_merge,
+    dotted_to_nested,
+    fields_of,
+    hints_of,
+    show,
+    to_plain,
+    validated_partial,
+)
 from pipelines.errors import UsageError
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -42,207 +63,6 @@ BASE_CONF = CONF_DIR / "base.yaml"
 DEFAULT_CONF = CONF_DIR / "local.yaml"
 CONF_ENV_VAR = "OFFSETLAKE_CONF"
 
-_ENV_REF = re.compile(r"^\$\{([A-Za-z_][A-Za-z0-9_]*)\}$")
-#: An option key that names a secret (matched case-insensitively on the whole key).
-SECRET_KEY_RE = re.compile(
-    r"(password|passwd|secret|jaas|token|credential|private[._-]?key|api[._-]?key|access[._-]?key|(^|[._])key$)",
-    re.IGNORECASE)
-_URI = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:/")
-
-
-# --------------------------------------------------------------------------------------------
-# secrets
-
-
-@dataclass(frozen=True, slots=True)
-class Secret:
-    """A reference to an environment variable holding a secret; the value is never stored."""
-
-    env_var: str
-
-    def reveal(self) -> str:
-        """Read the secret from the environment now; a missing variable is a ``UsageError``."""
-        value = os.environ.get(self.env_var)
-        if value is None:
-            raise UsageError(f"secret ${{{self.env_var}}} is referenced by the config but not set")
-        return value
-
-    def is_set(self) -> bool:
-        return self.env_var in os.environ
-
-    def __repr__(self) -> str:
-        return f"Secret(${{{self.env_var}}})"
-
-    __str__ = __repr__
-
-
-# --------------------------------------------------------------------------------------------
-# field helpers: metadata carries the human description used in error messages
-
-
-def _f(default: Any, check: str | None = None, *, secret: bool = False, path: bool = False) -> Any:
-    meta = {"check": check, "secret": secret, "path": path}
-    if isinstance(default, (dict, list)):
-        template: dict[str, Any] | list[Any] = default
-        return field(default_factory=lambda: template.copy(), metadata=meta)
-    return field(default=default, metadata=meta)
-
-
-# --------------------------------------------------------------------------------------------
-# sections (defaults == conf/base.yaml)
-
-
-@dataclass(frozen=True)
-class PathsConf:
-    """Where data lives. ``root`` is relative to the CWD, the others to ``root``."""
-
-    root: str = _f("offsetlake-data", path=True)
-    landing: str = _f("landing", path=True)
-    warehouse: str = _f("warehouse", path=True)
-    checkpoints: str = _f("checkpoints", path=True)
-    reports: str = _f("reports", path=True)
-    dq_docs: str = _f("dq_docs", path=True)
-
-
-@dataclass(frozen=True)
-class SparkConf:
-    """The SparkSession: ``master: null`` = ``local[*]``, or whatever spark-submit was given."""
-
-    master: str | None = _f(None)
-    app_name: str = _f("offsetlake", "non_empty")
-    log_level: Literal["ERROR", "WARN", "INFO", "DEBUG"] = _f("WARN")
-    conf: dict[str, str | int | float | bool] = _f({})  # noqa: RUF009
-
-
-@dataclass(frozen=True)
-class DeltaConf:
-    """Delta table IO: ``auto`` = Spark's Delta when its jars load, else delta-rs (``rust``)."""
-
-    engine: Literal["auto", "spark", "rust"] = _f("auto")
-    target_file_rows: int = _f(1_000_000, "positive")
-    vacuum_retention_hours: int = _f(168, "non_negative")
-
-
-@dataclass(frozen=True)
-class InputConf:
-    """Where raw records come from: a landing directory, the raw_records table, or Kafka."""
-
-    source: Literal["landing", "delta", "kafka"] = _f("landing")
-    format: Literal["parquet", "json", "auto"] = _f("auto")
-    path: str | None = _f(None, path=True)
-    kafka_options: dict[str, str | int | bool] = _f({})  # noqa: RUF009
-    synthesize_positions: bool = _f(False)
-
-
-@dataclass(frozen=True)
-class KafkaSecurityConf:
-    """Kafka client security (librdkafka / Kafka client names); passwords via ``kafka.secrets``."""
-
-    protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = _f("PLAINTEXT")
-    sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER"] | None = _f(None)
-    ssl_ca_location: str | None = _f(None)
-    ssl_certificate_location: str | None = _f(None)
-    ssl_key_location: str | None = _f(None)
-    ssl_endpoint_identification_algorithm: Literal["https", "none"] = _f("https")
-
-
-@dataclass(frozen=True)
-class KafkaSecretsConf:
-    """Secrets: only ``${ENV_VAR}`` references are accepted; values are read at use time."""
-
-    sasl_username: Secret | None = _f(None, secret=True)  # noqa: RUF009
-    sasl_password: Secret | None = _f(None, secret=True)  # noqa: RUF009
-    ssl_key_password: Secret | None = _f(None, secret=True)  # noqa: RUF009
-
-
-@dataclass(frozen=True)
-class KafkaConf:
-    """A live Kafka cluster: ``engine`` jvm = Spark's format("kafka"), python = confluent-kafka."""
-
-    engine: Literal["auto", "jvm", "python"] = _f("auto")
-    bootstrap_servers: str | None = _f(None)
-    topic: str = _f("__consumer_offsets", "non_empty")
-    partitions: list[int] | None = _f(None)  # noqa: RUF009
-    starting_offsets: Literal["earliest", "latest"] = _f("earliest")
-    client_id: str = _f("offsetlake", "non_empty")
-    poll_timeout_ms: int = _f(1000, "positive")
-    security: KafkaSecurityConf = field(default_factory=KafkaSecurityConf)
-    secrets: KafkaSecretsConf = field(default_factory=KafkaSecretsConf)
-
-
-@dataclass(frozen=True)
-class OffsetsTopicConf:
-    """``__consumer_offsets`` itself (broker setting ``offsets.topic.num.partitions``)."""
-
-    num_partitions: int = _f(50, "positive")
-
-
-@dataclass(frozen=True)
-class ReplayConf:
-    """Replay rules: ``offsets.retention.minutes`` in ms, the Kafka rule set, a fixed ``as_of``."""
-
-    retention_ms: int = _f(604_800_000, "positive")
-    rules: Literal["current", "2.4-3.1", "2.1-2.3", "pre-2.1"] = _f("current")
-    as_of_ms: int | None = _f(None, "non_negative")
-    coordinator: Literal["auto", "old", "new"] = _f("auto")
-    cleanup_interval_ms: int = _f(600_000, "positive")
-    clock_outlier_ms: int = _f(86_400_000, "positive")
-
-
-@dataclass(frozen=True)
-class StreamConf:
-    """The streaming job (applyInPandasWithState, event-time timeouts, foreachBatch MERGE)."""
-
-    trigger_interval: str = _f("30 seconds", "non_empty")
-    max_files_per_trigger: int = _f(100, "positive")
-    max_bytes_per_trigger: int | None = _f(None, "positive")
-    watermark_delay_ms: int = _f(60_000, "non_negative")
-    state_store: Literal["rocksdb", "hdfs"] = _f("rocksdb")
-    timeout_mode: Literal["event_time", "processing_time"] = _f("event_time")
-    landing_reader: Literal["python", "spark"] = _f("python")
-    state_partitions: int | None = _f(None, "positive")
-    allow_late_drops: bool = _f(False)
-
-
-@dataclass(frozen=True)
-class DqConf:
-    """Data quality: thresholds and which expectations block the pipeline."""
-
-    quarantine_max_fraction: float = _f(0.01, "fraction")
-    session_timeout_min_ms: int = _f(6_000, "positive")
-    session_timeout_max_ms: int = _f(1_800_000, "positive")
-    blocking: list[str] = _f([])  # noqa: RUF009
-    results_table: str = _f("dq_results", "non_empty")
-
-
-@dataclass(frozen=True)
-class AirflowConf:
-    """How the DAGs schedule the jobs (they call spark-submit / the CLI with ``conf_path``)."""
-
-    batch_schedule: str = _f("@daily", "non_empty")
-    stream_schedule_minutes: int = _f(15, "positive")
-    conf_path: str = _f("conf/local.yaml", "non_empty")
-    spark_conn_id: str = _f("spark_default", "non_empty")
-    retries: int = _f(2, "non_negative")
-    sla_minutes: int = _f(60, "positive")
-
-
-@dataclass(frozen=True)
-class ReportConf:
-    """HTML reports: ``out: null`` = ``paths.reports``."""
-
-    out: str | None = _f(None, path=True)
-
-
-@dataclass(frozen=True)
-class GenerateConf:
-    """The simulator behind ``offsetlake generate`` / ``quickstart``."""
-
-    groups: int = _f(20, "positive")
-    hours: float = _f(2.0, "positive")
-    seed: int = _f(7)
-    retention_ms: int = _f(604_800_000, "positive")
-    coordinator: Literal["old", "new"] = _f("new")
 
 
 @dataclass(frozen=True)
@@ -278,17 +98,17 @@ class Config:
 
     def to_dict(self) -> dict[str, Any]:
         """Plain data (secrets as their ``${ENV_VAR}`` reference, never the value)."""
-        return typing.cast(dict[str, Any], _to_plain(self))
+        return typing.cast(dict[str, Any], to_plain(self))
 
     def redacted(self) -> dict[str, Any]:
         """A printable view: secrets appear as ``${ENV_VAR}`` (set) or ``${ENV_VAR} (unset)``."""
-        return typing.cast(dict[str, Any], _to_plain(self, redact=True))
+        return typing.cast(dict[str, Any], to_plain(self, redact=True))
 
     def with_overrides(self, overrides: Mapping[str, Any], origin: str = "overrides") -> Config:
         """A new validated Config with dotted-key overrides (``{"replay.retention_ms": 1000}``)."""
         raw = self.to_dict()
         raw.pop("sources", None)
-        raw = _deep_merge(raw, _validated_partial(_dotted_to_nested(overrides), origin))
+        raw = deep_merge(raw, validated_partial(dotted_to_nested(overrides), origin, Config))
         cfg: Config = _build(raw, origin)
         return dataclasses.replace(cfg, sources=(*self.sources, origin))
 
@@ -298,11 +118,16 @@ class Config:
 
 
 def join_path(base: str, name: str) -> str:
-    return base.rstrip("/") + "/" + name
+    """``<base>/<name>`` for local paths and URIs alike (``pipelines.tableio.uri.join``)."""
+    from pipelines.tableio.uri import join
+
+    return join(base, name)
 
 
 def _is_uri(value: str) -> bool:
-    return bool(_URI.match(value))
+    from pipelines.tableio.uri import is_uri
+
+    return is_uri(value)
 
 
 def _resolve_path(value: str, against: Path | str) -> str:
@@ -333,7 +158,7 @@ def _read_yaml(path: Path, origin: str) -> dict[str, Any]:
     if data is None:
         return {}
     if not isinstance(data, dict):
-        raise UsageError(f"{origin}: expected a mapping of sections at the top level, got {_show(data)}")
+        raise UsageError(f"{origin}: expected a mapping of sections at the top level, got {show(data)}")
     return data
 
 
@@ -372,7 +197,7 @@ def _chain(path: Path) -> list[Path]:
         if parent is None:
             current = None
         elif not isinstance(parent, str) or not parent:
-            raise UsageError(f"{_display(current)}: extends: expected a file path, got {_show(parent)}")
+            raise UsageError(f"{_display(current)}: extends: expected a file path, got {show(parent)}")
         else:
             candidate = (current.parent / parent).resolve()
             if not candidate.is_file():
@@ -404,10 +229,10 @@ def load_config(
         origin = _display(file)
         data = _read_yaml(file, origin)
         data.pop("extends", None)
-        merged = _deep_merge(merged, _validated_partial(data, origin))
+        merged = deep_merge(merged, validated_partial(data, origin, Config))
     sources = [_display(f) for f in chain]
     if overrides:
-        merged = _deep_merge(merged, _validated_partial(_dotted_to_nested(overrides), "overrides"))
+        merged = deep_merge(merged, validated_partial(dotted_to_nested(overrides), "overrides", Config))
         sources.append("overrides")
     cfg: Config = _build(merged, sources[-1])
     return dataclasses.replace(cfg, sources=tuple(sources))
@@ -415,7 +240,7 @@ def load_config(
 
 def config_from_dict(data: Mapping[str, Any], origin: str = "<dict>") -> Config:
     """Validate a nested mapping on top of the defaults (tests, programmatic use)."""
-    cfg: Config = _build(_validated_partial(dict(data), origin), origin)
+    cfg: Config = _build(validated_partial(dict(data), origin, Config), origin)
     return cfg
 
 
@@ -461,197 +286,29 @@ def config_from_args(args: Any) -> Config:
 # validation
 
 
-def _show(value: Any) -> str:
-    if isinstance(value, str):
-        return repr(value)
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, dict):
-        return "a mapping"
-    if isinstance(value, list):
-        return "a list"
-    return repr(value)
 
 
-def _dotted_to_nested(overrides: Mapping[str, Any]) -> dict[str, Any]:
-    nested: dict[str, Any] = {}
-    for key, value in overrides.items():
-        parts = key.split(".")
-        node = nested
-        for part in parts[:-1]:
-            node = node.setdefault(part, {})
-            if not isinstance(node, dict):
-                raise UsageError(f"overrides: {key}: conflicts with another override")
-        node[parts[-1]] = value
-    return nested
 
 
-def _deep_merge(a: dict[str, Any], b: Mapping[str, Any]) -> dict[str, Any]:
-    out = dict(a)
-    for key, value in b.items():
-        if isinstance(value, dict) and isinstance(out.get(key), dict):
-            out[key] = _deep_merge(out[key], value)
-        else:
-            out[key] = value
-    return out
 
 
-def _fields(cls: type) -> dict[str, dataclasses.Field[Any]]:
-    return {
-        f.name: f for f in dataclasses.fields(cls) if not f.metadata.get("internal")
-    }
 
 
-_HINTS: dict[type, dict[str, Any]] = {}
 
 
-def _hints(cls: type) -> dict[str, Any]:
-    if cls not in _HINTS:
-        _HINTS[cls] = typing.get_type_hints(cls)
-    return _HINTS[cls]
 
 
-def _validated_partial(data: Any, origin: str, cls: type = Config, prefix: str = "") -> dict[str, Any]:
-    """Check types/values of the keys present in ``data`` (missing keys keep their defaults)."""
-    where = prefix.rstrip(".") or "(top level)"
-    if not isinstance(data, dict):
-        raise UsageError(f"{origin}: {where}: expected a mapping, got {_show(data)}")
-    fields = _fields(cls)
-    hints = _hints(cls)
-    out: dict[str, Any] = {}
-    for key, value in data.items():
-        path = f"{prefix}{key}"
-        if not isinstance(key, str) or key not in fields:
-            hint = difflib.get_close_matches(str(key), list(fields), n=1)
-            more = f" (did you mean '{prefix}{hint[0]}'?)" if hint else f" (known: {', '.join(fields)})"
-            raise UsageError(f"{origin}: {path}: unknown key{more}")
-        f = fields[key]
-        tp = hints[key]
-        if dataclasses.is_dataclass(tp):
-            out[key] = _validated_partial(value, origin, tp, f"{path}.")  # type: ignore[arg-type]
-        else:
-            out[key] = _check_value(value, tp, f.metadata, origin, path)
-    return out
 
 
-def _check_value(value: Any, tp: Any, meta: Mapping[str, Any], origin: str, path: str) -> Any:
-    def fail(expected: str) -> UsageError:
-        return UsageError(f"{origin}: {path}: expected {expected}, got {_show(value)}")
-
-    if meta.get("secret"):
-        if value is None:
-            return None
-        if isinstance(value, Secret):
-            return value
-        if isinstance(value, str) and (m := _ENV_REF.match(value.strip())):
-            return Secret(m.group(1))
-        raise UsageError(
-            f"{origin}: {path}: secrets must be an environment reference like ${{KAFKA_SASL_PASSWORD}}, "
-            "never a literal value"
-        )
-    optional = False
-    origin_tp = typing.get_origin(tp)
-    if origin_tp in (typing.Union, types.UnionType):
-        args = [a for a in typing.get_args(tp) if a is not type(None)]
-        optional = len(args) < len(typing.get_args(tp))
-        tp = args[0] if len(args) == 1 else typing.Union[tuple(args)]  # noqa: UP007
-        origin_tp = typing.get_origin(tp)
-    if value is None:
-        if optional:
-            return None
-        raise fail(_describe(tp, meta))
-    check = meta.get("check")
-    if origin_tp is Literal:
-        choices = typing.get_args(tp)
-        if value not in choices:
-            raise fail("one of " + " | ".join(str(c) for c in choices))
-        return value
-    if tp is bool:
-        if not isinstance(value, bool):
-            raise fail("true or false")
-        return value
-    if tp is int:
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise fail(_describe(tp, meta))
-        if (check == "positive" and value <= 0) or (check == "non_negative" and value < 0):
-            raise fail(_describe(tp, meta))
-        return value
-    if tp is float:
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise fail(_describe(tp, meta))
-        v = float(value)
-        if (check == "positive" and v <= 0) or (check == "fraction" and not 0.0 <= v <= 1.0):
-            raise fail(_describe(tp, meta))
-        return v
-    if tp is str:
-        if not isinstance(value, str):
-            raise fail(_describe(tp, meta))
-        if check == "non_empty" and not value.strip():
-            raise fail(_describe(tp, meta))
-        return value
-    if origin_tp is list:
-        (item_tp,) = typing.get_args(tp)
-        if not isinstance(value, list):
-            raise fail(f"a list of {_describe(item_tp, {})}")
-        return [_check_value(v, item_tp, {}, origin, f"{path}[{i}]") for i, v in enumerate(value)]
-    if origin_tp is dict:
-        _, val_tp = typing.get_args(tp)
-        if not isinstance(value, dict):
-            raise fail("a mapping")
-        out = {}
-        for k, v in value.items():
-            if not isinstance(k, str):
-                raise UsageError(f"{origin}: {path}: keys must be strings, got {_show(k)}")
-            if SECRET_KEY_RE.search(k):
-                if isinstance(v, Secret):
-                    out[k] = v
-                    continue
-                if isinstance(v, str) and (m := _ENV_REF.match(v.strip())):
-                    out[k] = Secret(m.group(1))
-                    continue
-                raise UsageError(
-                    f"{origin}: {path}.{k}: this key holds a secret: write it as an environment reference "
-                    "like ${MY_SECRET}, never a literal value")
-            if isinstance(v, (dict, list)) or v is None:
-                # never echo a nested value: a dotted option key given with --set arrives nested
-                got = "a mapping" if isinstance(v, dict) else "a list" if isinstance(v, list) else "null"
-                raise UsageError(f"{origin}: {path}.{k}: expected a scalar, got {got}")
-            out[k] = _check_value(v, val_tp, {}, origin, f"{path}.{k}")
-        return out
-    if origin_tp in (typing.Union, types.UnionType):
-        for alt in typing.get_args(tp):
-            try:
-                return _check_value(value, alt, meta, origin, path)
-            except UsageError:
-                continue
-        raise fail(" or ".join(_describe(a, {}) for a in typing.get_args(tp)))
-    raise fail(str(tp))  # pragma: no cover - a field type the validator does not know
 
 
-def _describe(tp: Any, meta: Mapping[str, Any]) -> str:
-    check = meta.get("check")
-    if tp is int:
-        return {"positive": "a positive integer", "non_negative": "a non-negative integer"}.get(
-            check or "", "an integer"
-        )
-    if tp is float:
-        return {"positive": "a positive number", "fraction": "a number between 0 and 1"}.get(
-            check or "", "a number"
-        )
-    if tp is str:
-        return "a non-empty string" if check == "non_empty" else "a string"
-    if tp is bool:
-        return "true or false"
-    return getattr(tp, "__name__", str(tp))
 
 
 def _build(raw: Mapping[str, Any], origin: str, cls: type = Config, prefix: str = "") -> Any:
     """Instantiate the dataclasses from validated data; resolve paths; cross-field checks."""
     kwargs: dict[str, Any] = {}
-    hints = _hints(cls)
-    for name in _fields(cls):
+    hints = hints_of(cls)
+    for name in fields_of(cls):
         if name not in raw:
             continue
         tp = hints[name]
@@ -699,22 +356,6 @@ def _finish(cfg: Config, origin: str) -> Config:
     return dataclasses.replace(cfg, paths=paths, report=report, input=inp)
 
 
-def _to_plain(obj: Any, *, redact: bool = False) -> Any:
-    if isinstance(obj, Secret):
-        if redact and not obj.is_set():
-            return f"${{{obj.env_var}}} (unset)"
-        return f"${{{obj.env_var}}}"
-    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return {
-            f.name: _to_plain(getattr(obj, f.name), redact=redact)
-            for f in dataclasses.fields(obj)
-            if not f.metadata.get("internal")
-        }
-    if isinstance(obj, dict):
-        return {k: _to_plain(v, redact=redact) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_to_plain(v, redact=redact) for v in obj]
-    return obj
 
 
 def option_value(value: Any) -> str:
@@ -725,30 +366,6 @@ def option_value(value: Any) -> str:
     return str(value).lower() if isinstance(value, bool) else str(value)
 
 
-def kafka_client_settings(cfg: Config) -> dict[str, str]:
-    """librdkafka/confluent-kafka settings from ``kafka.*`` with secrets revealed (do not log)."""
-    k = cfg.kafka
-    out: dict[str, str] = {"client.id": k.client_id, "security.protocol": k.security.protocol}
-    if k.bootstrap_servers:
-        out["bootstrap.servers"] = k.bootstrap_servers
-    if k.security.sasl_mechanism:
-        out["sasl.mechanism"] = k.security.sasl_mechanism
-    for key, value in (
-        ("ssl.ca.location", k.security.ssl_ca_location),
-        ("ssl.certificate.location", k.security.ssl_certificate_location),
-        ("ssl.key.location", k.security.ssl_key_location),
-    ):
-        if value:
-            out[key] = value
-    out["ssl.endpoint.identification.algorithm"] = k.security.ssl_endpoint_identification_algorithm
-    for key, secret in (
-        ("sasl.username", k.secrets.sasl_username),
-        ("sasl.password", k.secrets.sasl_password),
-        ("ssl.key.password", k.secrets.ssl_key_password),
-    ):
-        if secret is not None:
-            out[key] = secret.reveal()
-    return out
 
 
 def spark_kafka_options(cfg: Config) -> dict[str, str]:
@@ -783,7 +400,7 @@ def spark_kafka_options(cfg: Config) -> dict[str, str]:
 
 def defaults_as_dict() -> dict[str, Any]:
     """The declared defaults as plain data (what ``conf/base.yaml`` must spell out)."""
-    return typing.cast(dict[str, Any], _to_plain(Config()))
+    return typing.cast(dict[str, Any], to_plain(Config()))
 
 
 __all__ = [
@@ -797,7 +414,6 @@ __all__ = [
     "config_from_dict",
     "defaults_as_dict",
     "find_conf_file",
-    "kafka_client_settings",
     "load_config",
     "parse_set_option",
     "spark_kafka_options",

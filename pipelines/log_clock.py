@@ -34,11 +34,12 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from schemas.shapes import CLOCK_STAIRS
+
 if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import DataFrame
 
-STAIR_DDL = "topic string, partition int, offset bigint, ts bigint, prev_ts bigint, jump boolean"
 
 
 @dataclass(frozen=True)
@@ -197,7 +198,7 @@ def log_clock(raw: DataFrame, tolerance_ms: int, wall_ms: int | None = None) -> 
     def fn(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         return _task_staircase(batches, tolerance_ms)
 
-    rows = raw.select("topic", "partition", "offset", "timestamp").mapInArrow(fn, STAIR_DDL).collect()
+    rows = raw.select("topic", "partition", "offset", "timestamp").mapInArrow(fn, CLOCK_STAIRS.ddl()).collect()
     return decide(((r["topic"], r["partition"], r["offset"], r["ts"], r["prev_ts"], r["jump"]) for r in rows),
                   tolerance_ms, wall_ms)
 

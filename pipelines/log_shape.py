@@ -22,25 +22,6 @@ if TYPE_CHECKING:
 OFFSETS_TOPIC = "__consumer_offsets"
 
 
-def partition_stats(raw: DataFrame) -> list[dict[str, Any]]:
-    """One aggregate job over ``raw_records``: per (topic, partition) the record count, the offset
-    range, the oldest/newest timestamp and the timestamp of the last record (by offset). Shared
-    by ``log_partitions`` and the log clock's fast path (``pipelines.log_clock.clock_from_stats``)."""
-    from pyspark.sql import functions as F
-
-    ts = F.unix_millis("timestamp")
-    return [
-        r.asDict()
-        for r in raw.groupBy("topic", "partition").agg(
-            F.count(F.lit(1)).alias("records"),
-            F.min("offset").alias("first_offset"),
-            F.max("offset").alias("last_offset"),
-            F.min("timestamp").alias("first_timestamp"),
-            F.max("timestamp").alias("last_timestamp"),
-            F.max(ts).alias("newest_ms"),
-            F.max_by(ts, F.col("offset")).alias("last_record_ms"),
-        ).collect()
-    ]
 
 
 class StatsAccumulator:

@@ -17,6 +17,14 @@ Rules:
   in modification order; ``line`` (the pure-Python ``decode``/``replay`` commands, one file at a
   time) — partition 0, offset = line number. ``timestamp`` defaults to 0. Bad input raises
   ``UsageError`` naming the file and line.
+- JSON-lines fields are checked: a line with a field this reader does not know, or without
+  ``key`` and ``value`` (``null`` for a tombstone, never implied), is an error naming the line
+  and the field. A line with ``payload`` is kcat's ``-J`` envelope (``pipelines.kcat_lines``).
+  Lines are read as bytes (each byte one character, then text fields re-read as UTF-8), so a
+  kcat key/payload comes back byte for byte and a binary or text file is a one-line error.
+- Broker log segments (``.log`` files, ``<topic>-<N>`` partition directories, a directory of
+  them; ``pipelines.segment_files``) are read as their data records; their partition comes
+  from the directory name (``positions="required"``: a segment outside one is an error).
 """
 
 from __future__ import annotations
@@ -202,6 +210,8 @@ def write_raw_records(
 # Reading
 # ---------------------------------------------------------------------------------------------
 def _input_files(path: Path) -> list[Path]:
+    from pipelines.segment_files import segment_files
+
     if not path.exists():
         raise UsageError(f"{path}: no such file or directory")
     if path.is_dir():
@@ -210,7 +220,7 @@ def _input_files(path: Path) -> list[Path]:
             if p.is_file() and not p.name.startswith((".", "_"))
             and p.suffix in {".parquet", ".jsonl", ".json", ".ndjson"}
         )
-        return files
+        return files + segment_files(path)
     return [path]
 
 
@@ -259,6 +269,9 @@ def _timestamp_ms(value: Any, where: str) -> int:
     raise UsageError(f"{where}: 'timestamp' must be epoch milliseconds")
 
 
+#: the fields of our JSON lines (anything else on a line is an error, see the module rules)
+_JSONL_FIELDS = frozenset({"key", "value", "encoding", "topic", "partition", "offset", "timestamp",
+                           "timestampType", "timestamp_type"})
 #: ``positions=`` of the JSON-lines reader (see the module rules)
 POSITION_MODES = ("line", "required", "synthesize")
 SYNTHETIC_TOPIC_PREFIX = "synthetic:"
@@ -268,17 +281,30 @@ def _read_jsonl(path: Path, positions: str = "line") -> Iterator[RawRecord]:
     if positions not in POSITION_MODES:
         raise ValueError(f"positions must be one of {POSITION_MODES}")
     base = (path.stat().st_mtime_ns // 1_000_000) * 1_000_000 if positions == "synthesize" else 0
-    with path.open("r", encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, start=1):
+    from pipelines.kcat_lines import is_kcat_line, kcat_fields, text
+
+    with path.open("rb") as fh:  # bytes: kcat -J lines carry raw bytes (pipelines.kcat_lines)
+        for lineno, raw_line in enumerate(fh, start=1):
+            line = raw_line.decode("latin-1")
             if not line.strip():
                 continue
             where = f"{path}:{lineno}"
             try:
                 obj = json.loads(line)
             except json.JSONDecodeError as exc:
-                raise UsageError(f"{where}: not valid JSON ({exc.msg})") from None
+                raise UsageError(f"{where}: not valid JSON ({exc.msg}): input files are JSON lines (our fields or "
+                                 "kcat -J), Parquet or broker .log segments; console-consumer text is not accepted"
+                                 ) from None
             if not isinstance(obj, dict) or "key" not in obj:
                 raise UsageError(f"{where}: each line must be an object with at least 'key'")
+            if is_kcat_line(obj):
+                yield RawRecord(*kcat_fields(obj, where))
+                continue
+            unknown = sorted(set(obj) - _JSONL_FIELDS)
+            if unknown:
+                raise UsageError(f"{where}: unknown field '{unknown[0]}' (a line has key, value and optionally "
+                                 "encoding, topic, partition, offset, timestamp, timestampType; kcat -J lines "
+                                 "have payload)")
             enc = obj.get("encoding")
             if enc not in (None, "hex", "base64"):
                 raise UsageError(f"{where}: 'encoding' must be 'hex' or 'base64'")
@@ -286,7 +312,7 @@ def _read_jsonl(path: Path, positions: str = "line") -> Iterator[RawRecord]:
             if key is None:
                 raise UsageError(f"{where}: 'key' is null (keys of __consumer_offsets are never null)")
             value = _decode_bytes(obj.get("value"), enc, where, "value")
-            topic = str(obj.get("topic", OFFSETS_TOPIC))
+            topic = text(str(obj.get("topic", OFFSETS_TOPIC)))
             missing = [f for f in ("partition", "offset") if obj.get(f) is None]
             if missing and positions == "required":
                 raise UsageError(
@@ -300,13 +326,27 @@ def _read_jsonl(path: Path, positions: str = "line") -> Iterator[RawRecord]:
                     offset = int(obj["offset"])
                 else:
                     offset = base + lineno - 1
-                ttype = int(obj.get("timestampType", obj.get("timestamp_type", 0)))
+                declared: Any = obj.get("timestampType", obj.get("timestamp_type", 0))
+                ttype = int(declared)
             except (TypeError, ValueError):
                 raise UsageError(f"{where}: 'partition', 'offset' and 'timestampType' must be integers") from None
+            if "value" not in obj:
+                raise UsageError(f"{where}: no 'value' (write \"value\": null for a tombstone)")
             yield RawRecord(
                 key, value, topic, partition, offset,
                 _timestamp_ms(obj.get("timestamp"), where), ttype,
             )
+
+
+def _read_records(path: Path, positions: str = "line") -> Iterator[RawRecord]:
+    if path.suffix == ".log":  # a broker log segment (pipelines.segment_files)
+        from pipelines.segment_files import raw_records
+
+        loose = SYNTHETIC_TOPIC_PREFIX + path.name if positions == "synthesize" else None
+        for fields in raw_records(path, require_partition=positions == "required", loose_topic=loose):
+            yield RawRecord(*fields)
+        return
+    yield from _read_jsonl(path, positions)
 
 
 def _parquet_batches(path: Path) -> Iterator[pa.RecordBatch]:
@@ -358,7 +398,7 @@ def iter_raw_batches(
             yield from _parquet_batches(file)
         else:
             chunk: list[RawRecord] = []
-            for rec in _read_jsonl(file, positions):
+            for rec in _read_records(file, positions):
                 chunk.append(rec)
                 if len(chunk) >= batch_rows:
                     yield records_to_batch(chunk)
@@ -371,7 +411,7 @@ def read_raw_records(path: str | os.PathLike[str]) -> Iterator[RawRecord]:
     """``RawRecord``s from a Parquet file, a JSON-lines file or a directory of them."""
     for file in _input_files(Path(path)):
         if file.suffix != ".parquet":
-            yield from _read_jsonl(file)
+            yield from _read_records(file)
             continue
         for batch in _parquet_batches(file):
             cols = batch.to_pydict()

@@ -134,7 +134,7 @@ FAILURE_LOGGERS = (
 def quiet_failure_logs(spark: SparkSession) -> None:
     """Switch off ``FAILURE_LOGGERS`` (log4j2) for this JVM."""
     try:
-        jvm = spark.sparkContext._jvm  # type: ignore[attr-defined]
+        jvm = spark.sparkContext._jvm
         level = jvm.org.apache.logging.log4j.Level.OFF  # type: ignore[union-attr]
         configurator = jvm.org.apache.logging.log4j.core.config.Configurator  # type: ignore[union-attr]
         for name in FAILURE_LOGGERS:
@@ -146,7 +146,7 @@ def quiet_failure_logs(spark: SparkSession) -> None:
 def delta_available(spark: SparkSession) -> bool:
     """True when Delta Lake's Spark classes are on the classpath (the cluster path)."""
     try:
-        jvm = spark.sparkContext._jvm  # type: ignore[attr-defined]
+        jvm = spark.sparkContext._jvm
         jvm.java.lang.Class.forName("io.delta.tables.DeltaTable")  # type: ignore[union-attr]
         return True
     except Exception:
@@ -156,7 +156,7 @@ def delta_available(spark: SparkSession) -> bool:
 def kafka_connector_available(spark: SparkSession) -> bool:
     """True when Spark's Kafka source (spark-sql-kafka) is on the classpath."""
     try:
-        jvm = spark.sparkContext._jvm  # type: ignore[attr-defined]
+        jvm = spark.sparkContext._jvm
         jvm.java.lang.Class.forName(  # type: ignore[union-attr]
             "org.apache.spark.sql.kafka010.KafkaSourceProvider"
         )

@@ -22,7 +22,9 @@ Rules:
   that no action of the table's log (add or remove, JSON commits and checkpoints) mentions and
   that is older than the lock. Such a file was written by an attempt that died before its
   commit; no reader can ever see it. Files the log mentions are left alone (removed ones are
-  VACUUM's business, with its retention for time travel).
+  VACUUM's business, with its retention for time travel). Which files a table's log mentions
+  is ``pipelines.tableio.orphans``' business (Delta-log knowledge stays in ``tableio``); this
+  module only walks the local warehouse it holds the lock of.
 """
 
 from __future__ import annotations
@@ -40,9 +42,10 @@ from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote
 
 from pipelines.errors import UsageError
+from pipelines.tableio.orphans import orphan_files
+from pipelines.tableio.uri import is_delta_table, is_local, local_path
 
 log = logging.getLogger("offsetlake.lock")
 
@@ -124,8 +127,8 @@ class WarehouseLock:
 
     def __init__(self, warehouse: str, command: str | None = None, run_id: str | None = None) -> None:
         self.warehouse = warehouse
-        self.local = "://" not in warehouse or warehouse.startswith("file:")
-        self.root = warehouse[len("file://"):] if warehouse.startswith("file://") else warehouse
+        self.local = is_local(warehouse)
+        self.root = local_path(warehouse) if self.local else warehouse
         self.path = os.path.abspath(os.path.join(self.root, LOCK_FILE))
         self.command = command or _command()
         self.run_id = run_id or new_run_id()
@@ -157,7 +160,7 @@ class WarehouseLock:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             os.close(fd)
-            holder = read_holder(self.root)
+            holder = _holder_soon(self.root)
             who = holder.describe() if holder else "another process (holder unknown)"
             raise WarehouseBusyError(
                 f"warehouse {self.root} is in use by {who}; one writer at a time: wait for it to end "
@@ -222,79 +225,28 @@ def warehouse_lock(warehouse: str, command: str | None = None) -> Iterator[Wareh
         lock.release()
 
 
+def _holder_soon(root: str, wait_s: float = 2.0) -> Holder | None:
+    """The lock's holder; the holder writes its record just after taking the lock, so a refused
+    process that looks in between waits a moment for it rather than naming nobody."""
+    import time
+
+    deadline = time.monotonic() + wait_s
+    while True:
+        holder = read_holder(root)
+        if holder is not None or time.monotonic() >= deadline:
+            return holder
+        time.sleep(0.05)
+
+
 def current_run_id(warehouse: str) -> str | None:
     """The run id of this process's hold on ``warehouse``'s lock, if it holds it."""
-    root = warehouse[len("file://"):] if warehouse.startswith("file://") else warehouse
+    root = local_path(warehouse) if is_local(warehouse) else warehouse
     held = _HELD.get(os.path.abspath(os.path.join(root, LOCK_FILE)))
     return None if held is None else str(held[2].run_id)
 
 
 # --------------------------------------------------------------------------------------------
 # cleanup
-
-
-def _log_paths(log_dir: Path) -> set[str] | None:
-    """Every data file path (relative, decoded) any add/remove action of the log mentions, or
-    ``None`` when the log cannot be read completely (then nothing is deleted)."""
-    paths: set[str] = set()
-    try:
-        entries = sorted(log_dir.iterdir())
-    except OSError:
-        return None
-    for entry in entries:
-        name = entry.name
-        try:
-            if name.endswith(".json") and name[:20].isdigit():
-                for line in entry.read_text().splitlines():
-                    if not line.strip():
-                        continue
-                    action = json.loads(line)
-                    for kind in ("add", "remove"):
-                        if kind in action and action[kind].get("path"):
-                            paths.add(unquote(action[kind]["path"]))
-            elif ".checkpoint" in name and name.endswith(".parquet"):
-                import pyarrow.parquet as pq
-
-                table = pq.read_table(entry, columns=[c for c in ("add", "remove")
-                                                      if c in pq.read_schema(entry).names])
-                for col in table.column_names:
-                    for item in table.column(col).to_pylist():
-                        if item and item.get("path"):
-                            paths.add(unquote(item["path"]))
-        except (OSError, ValueError, TypeError, AttributeError) as exc:
-            log.warning("cleanup: cannot read %s (%s): no orphan files removed from this table", entry, exc)
-            return None
-    return paths
-
-
-def orphan_files(table_dir: Path, before: float) -> list[Path]:
-    """Data files under a Delta table directory that its log never mentions, older than ``before``."""
-    known = _log_paths(table_dir / "_delta_log")
-    if known is None:
-        return []
-    root = table_dir.resolve().as_posix().rstrip("/") + "/"
-    for p in list(known):  # absolute paths (shallow clones, other writers) → relative when inside
-        local = p[len("file://"):] if p.startswith("file://") else p[len("file:"):] if p.startswith("file:") else p
-        if local.startswith(root):
-            known.add(local[len(root):])
-        elif "://" in p or p.startswith("/"):
-            known.add(p)
-    out = []
-    for dirpath, dirnames, filenames in os.walk(table_dir):
-        dirnames[:] = [d for d in dirnames if d != "_delta_log" and not d.startswith(".")]
-        for fname in filenames:
-            if not fname.endswith(".parquet"):
-                continue
-            full = Path(dirpath) / fname
-            rel = full.relative_to(table_dir).as_posix()
-            if rel in known:
-                continue
-            try:
-                if full.stat().st_mtime < before:
-                    out.append(full)
-            except FileNotFoundError:
-                continue
-    return out
 
 
 def clean_warehouse(root: str, before: float) -> CleanupReport:
@@ -319,7 +271,7 @@ def clean_warehouse(root: str, before: float) -> CleanupReport:
     for table_dir in sorted(base.iterdir()):
         if not table_dir.is_dir() or table_dir.name.startswith(("_", ".")):
             continue
-        if not (table_dir / "_delta_log").is_dir():
+        if not is_delta_table(str(table_dir)):
             continue
         for f in orphan_files(table_dir, before):
             with contextlib.suppress(FileNotFoundError):

@@ -1,4 +1,4 @@
-"""Decoded (silver) tables: what ``pipelines.decode`` makes of ``raw_records``.
+"""Decoded (silver) tables: what ``pipelines.records.decode`` makes of ``raw_records``.
 
 Rules:
 - Every raw record lands in exactly one of ``offset_commits``, ``group_metadata``,

@@ -4,7 +4,7 @@ Rules:
 - Columns are the keys of the core's rows (``GroupSnapshot.to_state_row()`` /
   ``offset_rows()`` and each event's ``to_row()``, documented in ``coordinator_core.events``)
   with Kafka's field names. The only change is the type of time points: the core's epoch-ms
-  ints become TIMESTAMP columns (UTC) named by one rule, applied by ``pipelines.gold``:
+  ints become TIMESTAMP columns (UTC) named by one rule, applied by ``pipelines.records.gold``:
   ``X_timestamp`` keeps its name (commit_timestamp, expire_timestamp,
   current_state_timestamp), ``timestamp_ms`` -> ``timestamp``, ``X_timestamp_ms`` ->
   ``X_timestamp``, other ``X_ms`` -> ``X_time``. Durations (``duration_ms``, ``cadence_ms``,

@@ -1,4 +1,4 @@
-"""``stream_progress``: one row per micro-batch of the streaming replay (``pipelines.stream_job``).
+"""``stream_progress``: one row per micro-batch of the streaming replay (``pipelines.stream``).
 
 Rules:
 - Written by the streaming job only, one row per (query_name, batch_id), MERGEd on that key

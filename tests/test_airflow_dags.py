@@ -25,9 +25,7 @@ REPO = Path(__file__).resolve().parents[1]
 DAGS = REPO / "airflow_dags"
 BIN = Path(sys.executable).parent
 
-BATCH_EDGES = {
-    ("ingest", "decode"), ("decode", "replay"), ("replay", "dq"), ("dq", "maintenance"),
-}
+BATCH_EDGES = {("batch", "dq"), ("dq", "maintenance")}
 STREAM_EDGES = {("stream_available_now", "dq")}
 
 RUN_DAG = """
@@ -121,8 +119,9 @@ def test_dag_parameters_are_rendered_from_the_config(monkeypatch: pytest.MonkeyP
             assert task.application_args[:4] == ["--conf", str(conf), "--set", f"paths.root={root}"]
             assert task.retries == (0 if task.task_id == "dq" else 3)
             assert task.env_vars["PYSPARK_PYTHON"] == sys.executable
-    stages = [batch.get_task(t).application_args[4:] for t in ("ingest", "decode", "replay")]
-    assert stages == [["--stage", "ingest"], ["--stage", "decode"], ["--stage", "replay"]]
+    # one task runs the whole batch job, as ``offsetlake run batch`` does
+    assert batch.get_task("batch").application_args[4:] == []
+    assert batch.get_task("batch").application.endswith("pipelines/batch/job.py")
     assert batch.get_task("dq").application_args[4:6] == ["--suites", "batch"]
     assert stream.get_task("dq").application_args[4:6] == ["--suites", "stream"]
     assert stream.get_task("stream_available_now").application_args[4:] == ["--available-now"]
@@ -136,7 +135,7 @@ def test_a_relative_data_root_resolves_against_the_repository_not_the_cwd(
     monkeypatch.chdir(tmp_path)
     bag = _dagbag(monkeypatch, conf, tmp_path / "airflow")
 
-    args = bag.dags["offsetlake_batch"].get_task("ingest").application_args
+    args = bag.dags["offsetlake_batch"].get_task("batch").application_args
     assert args[3] == f"paths.root={REPO / 'relative-data'}"
 
 
@@ -215,6 +214,12 @@ def test_offsetlake_batch_runs_end_to_end_and_a_failed_dq_fails_the_run(
     assert {r["run_id"].split(":")[0] for r in results} == {"offsetlake_batch"}
     assert all(r["success"] for r in results if r["blocking"])
     assert (root / "dq_docs" / "index.html").is_file()
+    # the task ran the job's one path: its run record names the same path per stage as the CLI's
+    from pipelines.batch.summary import run_records
+    from tests.pipelines.test_batch_job import ONE_PATH
+
+    (record,) = run_records(str(warehouse))
+    assert {k: v for k, v in record["paths"].items() if k != "ingest"} == ONE_PATH
 
     # Same warehouse, no quarantine allowed: the dq task fails, maintenance does not run,
     # and the DAG run fails.

@@ -14,6 +14,7 @@ from typing import Any
 
 from coordinator_core.expiry import OffsetState, offset_due_times
 from coordinator_core.records import OffsetCommitValue
+from coordinator_core.settings import ExpiryRules
 from coordinator_core.state import GroupState
 
 
@@ -47,7 +48,7 @@ class _GoldGroup:
 
 
 def due_times(state: Mapping[str, Any], offsets: Iterable[Mapping[str, Any]], retention_ms: int,
-              rules: str = "current") -> dict[tuple[str, int], int | None]:
+              rules: ExpiryRules | str = ExpiryRules.CURRENT) -> dict[tuple[str, int], int | None]:
     """(topic, partition) -> expiry time in ms (None = cannot expire as the group stands)."""
     subs = state.get("subscribed_topics")
     ptype = state.get("protocol_type")
@@ -65,4 +66,4 @@ def due_times(state: Mapping[str, Any], offsets: Iterable[Mapping[str, Any]], re
         value = OffsetCommitValue(int(o["offset"]), "", to_ms(o["commit_timestamp"]) or 0,
                                   expire_timestamp=to_ms(o.get("expire_timestamp")))
         group.offsets[(str(o["topic"]), int(o["partition"]))] = (value, 0, 0, 0)
-    return offset_due_times(group, retention_ms, rules)
+    return offset_due_times(group, retention_ms, ExpiryRules(rules))

@@ -24,7 +24,6 @@ from __future__ import annotations
 import datetime as dt
 import difflib
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pipelines.errors import UsageError
@@ -33,6 +32,7 @@ if TYPE_CHECKING:
     from coordinator_core.log_shape import PartitionShape
     from coordinator_core.records import LogRecord
     from pipelines.config import Config
+    from pipelines.tableio import TableIO
 
 RECENT = 10
 
@@ -68,6 +68,13 @@ def _ms(col: Any) -> list[int | None]:
     return pc.cast(pc.cast(col, pa.timestamp("ms", "UTC")), pa.int64()).to_pylist()  # type: ignore[no-any-return]
 
 
+def _io(cfg: Config) -> TableIO:
+    """Driver-side reads (delta-rs, no Spark) of the warehouse's tables."""
+    from pipelines.tableio import TableIO
+
+    return TableIO(cfg, None, engine="rust")
+
+
 def read_group_records(cfg: Config, group_id: str) -> tuple[int, list[LogRecord], int, PartitionShape | None]:
     """G's records from ``raw_records`` (its coordinator partition only), in log order.
 
@@ -75,7 +82,6 @@ def read_group_records(cfg: Config, group_id: str) -> tuple[int, list[LogRecord]
     where its compacted part ends).
     """
     import pyarrow.dataset as ds
-    from deltalake import DeltaTable
 
     from coordinator_core.codec import decode_record
     from coordinator_core.errors import CoordinatorError
@@ -84,12 +90,10 @@ def read_group_records(cfg: Config, group_id: str) -> tuple[int, list[LogRecord]
     from coordinator_core.records import LogRecord
 
     part = partition_for(group_id, cfg.offsets_topic.num_partitions)
-    path = cfg.table_path("raw_records")
-    if not Path(path, "_delta_log").exists():
+    table = _io(cfg).read_arrow("raw_records", ["key", "value", "partition", "offset", "timestamp"],
+                                ds.field("partition") == part)
+    if table is None:
         raise UsageError(f"no raw_records table under {cfg.paths.warehouse} (run: offsetlake run batch)")
-    dataset = DeltaTable(path).to_pyarrow_dataset()
-    table = dataset.to_table(columns=["key", "value", "partition", "offset", "timestamp"],
-                             filter=ds.field("partition") == part)
     table = table.sort_by([("offset", "ascending")])
     shape = partition_shape(table.column("offset").to_pylist()) if table.num_rows else None
     ts = _ms(table.column("timestamp"))
@@ -109,22 +113,15 @@ def read_group_records(cfg: Config, group_id: str) -> tuple[int, list[LogRecord]
 
 def known_groups(cfg: Config) -> list[str]:
     """Group ids in ``group_state`` (for close-match suggestions); empty when absent."""
-    from deltalake import DeltaTable
-
-    path = cfg.table_path("group_state")
-    if not Path(path, "_delta_log").exists():
-        return []
-    return sorted(DeltaTable(path).to_pyarrow_table(columns=["group_id"]).column("group_id").to_pylist())
+    table = _io(cfg).read_arrow("group_state", ["group_id"])
+    return [] if table is None else sorted(table.column("group_id").to_pylist())
 
 
 def end_offsets_at(cfg: Config, at_ms: int | None) -> dict[tuple[str, int], tuple[int, int]]:
     """(topic, partition) -> (log_end_offset, sampled_at ms) of the latest sample at or before T."""
-    from deltalake import DeltaTable
-
-    path = cfg.table_path("partition_end_offsets")
-    if not Path(path, "_delta_log").exists():
+    t = _io(cfg).read_arrow("partition_end_offsets", ["sampled_at", "topic", "partition", "log_end_offset"])
+    if t is None:
         return {}
-    t = DeltaTable(path).to_pyarrow_table(columns=["sampled_at", "topic", "partition", "log_end_offset"])
     ms = _ms(t.column("sampled_at"))
     out: dict[tuple[str, int], tuple[int, int]] = {}
     for s, topic, p, leo in zip(ms, t.column("topic").to_pylist(), t.column("partition").to_pylist(),
@@ -181,11 +178,11 @@ def inspect_group(cfg: Config, group_id: str, as_of_ms: int | None = None) -> Gr
         raise UsageError(f"group {group_id!r} has no records in raw_records (partition {part}){hint}")
     retention = cfg.replay.retention_ms
     rules = cfg.replay.rules
+    settings = cfg.replay.settings()
     full = replay(new_snapshot(group_id), records, event_kinds=("state_transition", "rebalance"),
-                  coordinator=cfg.replay.coordinator)
+                  settings=settings.with_retention(None))
     t_end = records[-1].timestamp_ms if as_of_ms is None else as_of_ms
-    snap = snapshot_as_of(records, group_id=group_id, as_of_ms=t_end, retention_ms=retention, rules=rules,
-                          coordinator=cfg.replay.coordinator, cleanup_interval_ms=cfg.replay.cleanup_interval_ms)
+    snap = snapshot_as_of(records, group_id=group_id, as_of_ms=t_end, settings=settings)
     history = "complete as captured"
     if shape is not None and shape.compacted_until is not None and records[0].offset < shape.compacted_until:
         history = (
@@ -203,7 +200,7 @@ def inspect_group(cfg: Config, group_id: str, as_of_ms: int | None = None) -> Gr
         last = before[-1]
         if later or not (snap.state.value == "Dead" and last.to_state != "Dead"):
             state, inferred, since, generation = last.to_state, not last.observed, last.timestamp_ms, last.generation
-    row = snap.to_state_row(retention_ms=retention, rules=rules, num_partitions=cfg.offsets_topic.num_partitions)
+    row = snap.to_state_row(settings=settings, num_partitions=cfg.offsets_topic.num_partitions)
     members = []
     for m in row["members"]:
         parts = m.get("assigned_partitions")
@@ -218,7 +215,7 @@ def inspect_group(cfg: Config, group_id: str, as_of_ms: int | None = None) -> Gr
             "assigned_partitions": None if parts is None else [f"{p['topic']}-{p['partition']}" for p in parts],
         })
     ends = end_offsets_at(cfg, t_end)
-    due = offset_due_times(snap, retention, rules) if retention is not None else {}
+    due = offset_due_times(snap, retention, settings.rules) if retention is not None else {}
     offsets = []
     for o in snap.offset_rows():
         tp = (o["topic"], o["partition"])

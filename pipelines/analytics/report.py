@@ -1,7 +1,7 @@
 """The HTML report: a cluster overview and one section per group, in ONE self-contained file.
 
 Rules:
-- Gold tables are read with delta-rs into pandas: they are small (one row per group, per
+- Gold tables are read on the driver (``TableIO.read_arrow``, delta-rs) into pandas: they are small (one row per group, per
   group-partition or per event), so no Spark is needed. ``offset_commits`` (the big decoded
   table) is read with only the columns the plots need, for the groups shown.
 - Per-group detail is capped (default: the 50 most active groups by records) unless ``groups``
@@ -53,12 +53,11 @@ nav{font-size:12px;line-height:1.8} nav a{margin-right:10px;color:#2563eb;text-d
 
 def _read(cfg: Config, name: str, columns: list[str] | None = None, filt: Any = None) -> pd.DataFrame | None:
     """A Delta table as pandas (delta-rs), or None when it does not exist."""
-    from deltalake import DeltaTable
+    from pipelines.tableio import TableIO
 
-    path = cfg.table_path(name)
-    if not Path(path, "_delta_log").exists():
+    table = TableIO(cfg, None, engine="rust").read_arrow(name, columns)
+    if table is None:
         return None
-    table = DeltaTable(path).to_pyarrow_dataset().to_table(columns=columns)
     if filt is not None:  # filtered after the read: pushdown of string predicates dropped rows (delta-rs stats)
         table = table.filter(filt)
     return table.to_pandas()
@@ -69,7 +68,7 @@ def _fmt(ts: Any) -> str:
 
     if ts is None or (not isinstance(ts, (list, tuple)) and pd.isna(ts)):
         return "-"
-    return pd.Timestamp(ts).strftime("%Y-%m-%d %H:%M:%S")
+    return str(pd.Timestamp(ts).strftime("%Y-%m-%d %H:%M:%S"))
 
 
 def _lst(x: Any) -> list[Any]:
@@ -108,8 +107,6 @@ class _Figures:
 def build_report(cfg: Config, *, groups: list[str] | None = None, max_groups: int = DEFAULT_MAX_GROUPS) -> str:
     """The report's HTML (see the module rules)."""
     import pandas as pd
-    import plotly.express as px
-    import plotly.graph_objects as go
     import pyarrow.dataset as pds
 
     state = _read(cfg, "group_state")
@@ -127,70 +124,18 @@ def build_report(cfg: Config, *, groups: list[str] | None = None, max_groups: in
     gm = _read(cfg, "group_metadata", ["coordinator_partition", "group_id"])
     figs = _Figures()
     rebal = rebal if rebal is not None else pd.DataFrame(columns=["group_id", "cause", "end_time", "duration_ms"])
-    is_reb = rebal["cause"].isin(["new_generation", "ended_empty", "first_record"])
-
-    # ---- activity and which groups get a section ------------------------------------------
-    activity = pd.Series(0, index=state["group_id"], dtype="int64")
-    if load is not None and not load.empty:
-        activity = activity.add(load.groupby("group_id").size(), fill_value=0)
-    if groups:
-        shown = [g for g in groups if g in set(state["group_id"])]
-    else:
-        shown = list(activity.sort_values(ascending=False).index[:max_groups])
+    shown = _shown_groups(state, load, groups, max_groups)
 
     now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
-    parts: list[str] = []
     n_groups = len(state)
-    kpis = [
-        (f"{n_groups:,}", "groups"),
-        (f"{int((state['state'] == 'Stable').sum()):,}", "Stable"),
-        (f"{int(is_reb.sum()):,}", "rebalances"),
-        (f"{rebal.loc[is_reb, 'duration_ms'].fillna(0).sum() / 60000:,.1f}", "rebalance minutes (upper bound)"),
-        (f"{0 if offsets is None else len(offsets):,}", "committed offsets"),
-        (f"{0 if load is None else len(load):,}", "offset-commit records"),
-    ]
-    parts.append('<section id="overview"><h2>Cluster overview</h2><div class="kpis">'
-                 + "".join(f'<div class="kpi"><b>{v}</b><span>{k}</span></div>' for v, k in kpis) + "</div>")
-    by_state = state.groupby("state").size().reset_index(name="groups")
-    f1 = px.bar(by_state, x="state", y="groups", color="state", color_discrete_map=STATE_COLORS, title="Groups by state")
-    f1.update_layout(showlegend=False)
-    top = rebal[is_reb].groupby("group_id").agg(rebalances=("cause", "size"),
-                                                 minutes=("duration_ms", lambda s: s.fillna(0).sum() / 60000))
-    top = top.sort_values("rebalances", ascending=False).head(15).reset_index()
-    f2 = px.bar(top, x="rebalances", y="group_id", orientation="h", title="Top rebalancing groups",
-                hover_data=["minutes"])
-    f2.update_layout(yaxis={"autorange": "reversed", "title": None})
-    parts.append('<div class="grid">' + figs.html(f1) + figs.html(f2) + "</div>")
-    reb_t = rebal[is_reb & rebal["end_time"].notna()].copy()
-    if not reb_t.empty:
-        reb_t["hour"] = pd.to_datetime(reb_t["end_time"]).dt.floor("h")
-        per_hour = reb_t.groupby("hour").agg(minutes=("duration_ms", lambda s: s.fillna(0).sum() / 60000),
-                                             rebalances=("cause", "size")).reset_index()
-        f3 = px.bar(per_hour, x="hour", y="minutes", hover_data=["rebalances"], title="Rebalance minutes per hour")
-        f3.update_traces(width=3_600_000 * 0.8, offset=3_600_000 * 0.1)
-        f3.update_xaxes(range=[per_hour["hour"].min() - pd.Timedelta(hours=1), per_hour["hour"].max() + pd.Timedelta(hours=2)],
-                        tickformat="%b %d %H:%M")
-    else:
-        f3 = go.Figure().update_layout(title="Rebalance minutes per hour (no rebalances)")
-    if load is not None and not load.empty:
-        both = pd.concat([load[["coordinator_partition", "group_id"]], gm[["coordinator_partition", "group_id"]]]
-                         if gm is not None else [load[["coordinator_partition", "group_id"]]])
-        cl = both.groupby("coordinator_partition").agg(records=("group_id", "size"), groups=("group_id", "nunique"))
-        cl = cl.reset_index().sort_values("records", ascending=False)
-        cl["partition"] = cl["coordinator_partition"].astype(str)
-        f4 = px.bar(cl, x="partition", y="records", hover_data=["groups"],
-                    title="Coordinator load: records per __consumer_offsets partition")
-        f4.update_xaxes(type="category")
-    else:
-        f4 = go.Figure().update_layout(title="Coordinator load (no offset commits)")
-    parts.append('<div class="grid">' + figs.html(f3) + figs.html(f4) + "</div>")
-    nav = "".join(f'<a href="#g-{html.escape(g)}">{html.escape(g)}</a>' for g in shown)
     capped = "" if groups or len(state) <= max_groups else f" (top {max_groups} of {n_groups} by records)"
+    parts = [_overview(state, rebal, offsets, load, gm, figs)]
+    nav = "".join(f'<a href="#g-{html.escape(g)}">{html.escape(g)}</a>' for g in shown)
     parts.append(f"<h3>Groups in this report{capped}</h3><nav>{nav}</nav></section>")
 
     # ---- per-group sections -----------------------------------------------------------------
     detail_commits = None
-    if shown and Path(cfg.table_path("offset_commits"), "_delta_log").exists():
+    if shown:
         detail_commits = _read(cfg, "offset_commits", ["group_id", "topic", "partition", "commit_timestamp",
                                                        "committed_offset", "is_tombstone"],
                                pds.field("group_id").isin(shown))
@@ -205,13 +150,97 @@ def build_report(cfg: Config, *, groups: list[str] | None = None, max_groups: in
     )
 
 
-def _group_section(g: str, cfg: Config, state: pd.DataFrame, rebal: pd.DataFrame, trans: pd.DataFrame | None,
-                   members: pd.DataFrame | None, offsets: pd.DataFrame | None, expir: pd.DataFrame | None,
-                   commits: pd.DataFrame | None, figs: _Figures) -> str:
+def _is_rebalance(rebal: pd.DataFrame) -> pd.Series:
+    """Rows of ``rebalances`` that are rebalances (not the other causes the table records)."""
+    return rebal["cause"].isin(["new_generation", "ended_empty", "first_record"])
+
+
+def _shown_groups(state: pd.DataFrame, load: pd.DataFrame | None, groups: list[str] | None,
+                  max_groups: int) -> list[str]:
+    """The groups that get a section: ``groups`` (those that exist), else the most active by records."""
+    import pandas as pd
+
+    activity = pd.Series(0, index=state["group_id"], dtype="int64")
+    if load is not None and not load.empty:
+        activity = activity.add(load.groupby("group_id").size(), fill_value=0)
+    if groups:
+        return [g for g in groups if g in set(state["group_id"])]
+    return list(activity.sort_values(ascending=False).index[:max_groups])
+
+
+def _overview(state: pd.DataFrame, rebal: pd.DataFrame, offsets: pd.DataFrame | None,
+              load: pd.DataFrame | None, gm: pd.DataFrame | None, figs: _Figures) -> str:
+    """The cluster overview: KPIs and four figures (the section is closed by the caller's nav)."""
+    import plotly.express as px
+
+    is_reb = _is_rebalance(rebal)
+    kpis = [
+        (f"{len(state):,}", "groups"),
+        (f"{int((state['state'] == 'Stable').sum()):,}", "Stable"),
+        (f"{int(is_reb.sum()):,}", "rebalances"),
+        (f"{rebal.loc[is_reb, 'duration_ms'].fillna(0).sum() / 60000:,.1f}", "rebalance minutes (upper bound)"),
+        (f"{0 if offsets is None else len(offsets):,}", "committed offsets"),
+        (f"{0 if load is None else len(load):,}", "offset-commit records"),
+    ]
+    parts = ['<section id="overview"><h2>Cluster overview</h2><div class="kpis">'
+             + "".join(f'<div class="kpi"><b>{v}</b><span>{k}</span></div>' for v, k in kpis) + "</div>"]
+    by_state = state.groupby("state").size().reset_index(name="groups")
+    f1 = px.bar(by_state, x="state", y="groups", color="state", color_discrete_map=STATE_COLORS, title="Groups by state")
+    f1.update_layout(showlegend=False)
+    top = rebal[is_reb].groupby("group_id").agg(rebalances=("cause", "size"),
+                                                 minutes=("duration_ms", lambda s: s.fillna(0).sum() / 60000))
+    top = top.sort_values("rebalances", ascending=False).head(15).reset_index()
+    f2 = px.bar(top, x="rebalances", y="group_id", orientation="h", title="Top rebalancing groups",
+                hover_data=["minutes"])
+    f2.update_layout(yaxis={"autorange": "reversed", "title": None})
+    parts.append('<div class="grid">' + figs.html(f1) + figs.html(f2) + "</div>")
+    f3 = _rebalance_minutes_figure(rebal, is_reb)
+    f4 = _coordinator_load_figure(load, gm)
+    parts.append('<div class="grid">' + figs.html(f3) + figs.html(f4) + "</div>")
+    return "".join(parts)
+
+
+def _rebalance_minutes_figure(rebal: pd.DataFrame, is_reb: pd.Series) -> Any:
+    """Rebalance minutes per hour (bars one hour wide)."""
     import pandas as pd
     import plotly.express as px
     import plotly.graph_objects as go
 
+    reb_t = rebal[is_reb & rebal["end_time"].notna()].copy()
+    if reb_t.empty:
+        return go.Figure().update_layout(title="Rebalance minutes per hour (no rebalances)")
+    reb_t["hour"] = pd.to_datetime(reb_t["end_time"]).dt.floor("h")
+    per_hour = reb_t.groupby("hour").agg(minutes=("duration_ms", lambda s: s.fillna(0).sum() / 60000),
+                                         rebalances=("cause", "size")).reset_index()
+    f3 = px.bar(per_hour, x="hour", y="minutes", hover_data=["rebalances"], title="Rebalance minutes per hour")
+    f3.update_traces(width=3_600_000 * 0.8, offset=3_600_000 * 0.1)
+    f3.update_xaxes(range=[per_hour["hour"].min() - pd.Timedelta(hours=1), per_hour["hour"].max() + pd.Timedelta(hours=2)],
+                    tickformat="%b %d %H:%M")
+    return f3
+
+
+def _coordinator_load_figure(load: pd.DataFrame | None, gm: pd.DataFrame | None) -> Any:
+    """Records (offset commits + group metadata) per ``__consumer_offsets`` partition."""
+    import pandas as pd
+    import plotly.express as px
+    import plotly.graph_objects as go
+
+    if load is None or load.empty:
+        return go.Figure().update_layout(title="Coordinator load (no offset commits)")
+    both = pd.concat([load[["coordinator_partition", "group_id"]], gm[["coordinator_partition", "group_id"]]]
+                     if gm is not None else [load[["coordinator_partition", "group_id"]]])
+    cl = both.groupby("coordinator_partition").agg(records=("group_id", "size"), groups=("group_id", "nunique"))
+    cl = cl.reset_index().sort_values("records", ascending=False)
+    cl["partition"] = cl["coordinator_partition"].astype(str)
+    f4 = px.bar(cl, x="partition", y="records", hover_data=["groups"],
+                title="Coordinator load: records per __consumer_offsets partition")
+    f4.update_xaxes(type="category")
+    return f4
+
+
+def _group_section(g: str, cfg: Config, state: pd.DataFrame, rebal: pd.DataFrame, trans: pd.DataFrame | None,
+                   members: pd.DataFrame | None, offsets: pd.DataFrame | None, expir: pd.DataFrame | None,
+                   commits: pd.DataFrame | None, figs: _Figures) -> str:
     st = state[state["group_id"] == g].iloc[0]
     color = STATE_COLORS.get(st["state"], "#607d8b")
     head = (f'<section id="g-{html.escape(g)}" class="group"><h2>{html.escape(g)} '
@@ -220,75 +249,114 @@ def _group_section(g: str, cfg: Config, state: pd.DataFrame, rebal: pd.DataFrame
             f'{html.escape(str(st["protocol"] or "-"))} · {st["member_count"]} members · {st["offset_count"]} offsets · '
             f'coordinator partition {st["coordinator_partition"]} · last record {_fmt(st["last_timestamp"])}</p>')
     out = [head]
-    end = st["last_timestamp"]
     # timeline of states (Gantt-like) with generation labels
-    t = trans[trans["group_id"] == g].sort_values(["timestamp", "log_partition", "log_offset"]) if trans is not None else None
-    if t is not None and not t.empty and t["timestamp"].notna().any():
-        t = t[t["timestamp"].notna()].copy()
-        t["finish"] = t["timestamp"].shift(-1).fillna(end)
-        t = t[t["finish"] >= t["timestamp"]]
-        t["kind"] = t["observed"].map({True: "observed", False: "inferred"})
-        t["label"] = "gen " + t["generation"].astype(str)
-        zero = t["finish"] == t["timestamp"]
-        t.loc[zero, "finish"] = t.loc[zero, "timestamp"] + pd.Timedelta(milliseconds=500)
-        f = px.timeline(t, x_start="timestamp", x_end="finish", y="to_state", color="to_state",
-                        color_discrete_map=STATE_COLORS, hover_data=["generation", "kind", "cause"],
-                        title="State timeline (inferred spans are hindsight from the next record)",
-                        category_orders={"to_state": list(STATE_COLORS)})
-        f.update_layout(showlegend=False, yaxis_title=None)
-        out.append(figs.html(f, 260))
+    timeline = _state_timeline(g, trans, st["last_timestamp"], figs)
+    if timeline is not None:
+        out.append(timeline)
     r = rebal[rebal["group_id"] == g].sort_values("end_time")
-    row = []
-    if not r.empty:
-        r2 = r.copy()
-        r2["joined_n"] = r2["joined"].map(lambda x: 0 if x is None else len(x))
-        r2["left_n"] = -r2["left"].map(lambda x: 0 if x is None else len(x))
-        r2["at"] = "gen " + r2["generation"].astype(str) + " · " + pd.to_datetime(r2["end_time"]).dt.strftime("%m-%d %H:%M")
-        r2["static_n"] = r2["static_rejoined"].map(lambda x: len(_lst(x)))
-        fm = go.Figure([go.Bar(x=r2["at"], y=r2["joined_n"], name="joined", marker_color="#2563eb"),
-                        go.Bar(x=r2["at"], y=r2["left_n"], name="left", marker_color="#dc2626"),
-                        go.Bar(x=r2["at"], y=r2["static_n"], name="static rejoin (no rebalance)", marker_color="#7c3aed")])
-        fm.update_layout(title="Members joining / leaving per rebalance", barmode="relative",
-                         legend={"orientation": "h", "y": -0.25})
-        fm.update_xaxes(type="category")
-        rr = r2[r2["cause"].isin(["new_generation", "ended_empty", "first_record"])]
-        fd = px.bar(rr, x=rr["generation"].astype(str), y=rr["duration_ms"].fillna(0) / 1000,
-                    hover_data=["cause", "partitions_moved"], title="Rebalance duration (s, upper bound) per generation",
-                    labels={"x": "generation", "y": "seconds"})
-        fd.update_xaxes(type="category")
-        row += [figs.html(fm, 280), figs.html(fd, 280)]
-    if commits is not None:
-        c = commits[(commits["group_id"] == g) & (~commits["is_tombstone"])].copy()
-        if not c.empty:
-            c["tp"] = c["topic"] + "-" + c["partition"].astype(str)
-            c["minute"] = pd.to_datetime(c["commit_timestamp"]).dt.floor("min")
-            per = c.groupby(["tp", "minute"]).size().rename("commits").reset_index()
-            keep = per.groupby("tp")["commits"].sum().sort_values(ascending=False).index[:30]
-            grid = per[per["tp"].isin(keep)].pivot(index="tp", columns="minute", values="commits").fillna(0)
-            grid = grid.reindex(sorted(grid.index, key=lambda x: (x.rsplit("-", 1)[0], int(x.rsplit("-", 1)[1]))))
-            fc = go.Figure(go.Heatmap(z=grid.values, x=list(grid.columns), y=list(grid.index), colorscale="Blues",
-                                      colorbar={"title": "commits"}))
-            fc.update_layout(title=f"Commits per minute, top {len(grid)} partitions")
-            row.append(figs.html(fc, 280))
+    row = _member_change_figures(r, figs) if not r.empty else []
+    heatmap = _commits_heatmap(g, commits, figs) if commits is not None else None
+    if heatmap is not None:
+        row.append(heatmap)
     if row:
         out.append('<div class="grid">' + "".join(row) + "</div>")
     # members now, expiry forecast, rebalance table
     if members is not None and st["member_count"]:
-        cur = pd.DataFrame([{"member_id": m["member_id"], "instance": m["group_instance_id"], "client_id": m["client_id"],
-                             "host": m["client_host"], "assigned": ", ".join(f"{p['topic']}-{p['partition']}"
-                                                                                for p in _lst(m["assigned_partitions"]))}
-                            for m in _lst(st["members"])])
-        out.append("<h3>Current members</h3>" + _table(cur))
+        out.append("<h3>Current members</h3>" + _members_table(st))
     if not r.empty:
-        show = r[["generation", "start_time", "end_time", "duration_ms", "cause", "partitions_moved", "protocol"]].copy()
-        show["partitions_moved"] = show["partitions_moved"].astype("Int64")
-        show["duration_ms"] = show["duration_ms"].astype("Int64")
-        show["joined"] = r["joined"].map(lambda x: ", ".join(x) if x is not None else "")
-        show["left"] = r["left"].map(lambda x: ", ".join(x) if x is not None else "")
-        out.append("<h3>Rebalances (latest 15)</h3>" + _table(show.tail(15).iloc[::-1]))
+        out.append("<h3>Rebalances (latest 15)</h3>" + _rebalances_table(r))
     out.append("<h3>Expiry forecast</h3>" + _expiry_table(g, cfg, st, offsets, expir))
     out.append("</section>")
     return "".join(out)
+
+
+def _state_timeline(g: str, trans: pd.DataFrame | None, end: Any, figs: _Figures) -> str | None:
+    """The group's states over time from ``group_transitions`` (None when it has none timed)."""
+    import pandas as pd
+    import plotly.express as px
+
+    t = trans[trans["group_id"] == g].sort_values(["timestamp", "log_partition", "log_offset"]) if trans is not None else None
+    if t is None or t.empty or not t["timestamp"].notna().any():
+        return None
+    t = t[t["timestamp"].notna()].copy()
+    t["finish"] = t["timestamp"].shift(-1).fillna(end)
+    t = t[t["finish"] >= t["timestamp"]]
+    t["kind"] = t["observed"].map({True: "observed", False: "inferred"})
+    t["label"] = "gen " + t["generation"].astype(str)
+    zero = t["finish"] == t["timestamp"]
+    t.loc[zero, "finish"] = t.loc[zero, "timestamp"] + pd.Timedelta(milliseconds=500)
+    f = px.timeline(t, x_start="timestamp", x_end="finish", y="to_state", color="to_state",
+                    color_discrete_map=STATE_COLORS, hover_data=["generation", "kind", "cause"],
+                    title="State timeline (inferred spans are hindsight from the next record)",
+                    category_orders={"to_state": list(STATE_COLORS)})
+    f.update_layout(showlegend=False, yaxis_title=None)
+    return figs.html(f, 260)
+
+
+def _member_change_figures(r: pd.DataFrame, figs: _Figures) -> list[str]:
+    """Members joining/leaving per rebalance and rebalance durations, from the group's rebalances."""
+    import pandas as pd
+    import plotly.express as px
+    import plotly.graph_objects as go
+
+    r2 = r.copy()
+    r2["joined_n"] = r2["joined"].map(lambda x: 0 if x is None else len(x))
+    r2["left_n"] = -r2["left"].map(lambda x: 0 if x is None else len(x))
+    r2["at"] = "gen " + r2["generation"].astype(str) + " · " + pd.to_datetime(r2["end_time"]).dt.strftime("%m-%d %H:%M")
+    r2["static_n"] = r2["static_rejoined"].map(lambda x: len(_lst(x)))
+    fm = go.Figure([go.Bar(x=r2["at"], y=r2["joined_n"], name="joined", marker_color="#2563eb"),
+                    go.Bar(x=r2["at"], y=r2["left_n"], name="left", marker_color="#dc2626"),
+                    go.Bar(x=r2["at"], y=r2["static_n"], name="static rejoin (no rebalance)", marker_color="#7c3aed")])
+    fm.update_layout(title="Members joining / leaving per rebalance", barmode="relative",
+                     legend={"orientation": "h", "y": -0.25})
+    fm.update_xaxes(type="category")
+    rr = r2[_is_rebalance(r2)]
+    fd = px.bar(rr, x=rr["generation"].astype(str), y=rr["duration_ms"].fillna(0) / 1000,
+                hover_data=["cause", "partitions_moved"], title="Rebalance duration (s, upper bound) per generation",
+                labels={"x": "generation", "y": "seconds"})
+    fd.update_xaxes(type="category")
+    return [figs.html(fm, 280), figs.html(fd, 280)]
+
+
+def _commits_heatmap(g: str, commits: pd.DataFrame, figs: _Figures) -> str | None:
+    """Commits per minute of the group's 30 busiest partitions (None without commits)."""
+    import pandas as pd
+    import plotly.graph_objects as go
+
+    c = commits[(commits["group_id"] == g) & (~commits["is_tombstone"])].copy()
+    if c.empty:
+        return None
+    c["tp"] = c["topic"] + "-" + c["partition"].astype(str)
+    c["minute"] = pd.to_datetime(c["commit_timestamp"]).dt.floor("min")
+    per = c.groupby(["tp", "minute"]).size().rename("commits").reset_index()
+    keep = per.groupby("tp")["commits"].sum().sort_values(ascending=False).index[:30]
+    grid = per[per["tp"].isin(keep)].pivot(index="tp", columns="minute", values="commits").fillna(0)
+    grid = grid.reindex(sorted(grid.index, key=lambda x: (x.rsplit("-", 1)[0], int(x.rsplit("-", 1)[1]))))
+    fc = go.Figure(go.Heatmap(z=grid.values, x=list(grid.columns), y=list(grid.index), colorscale="Blues",
+                              colorbar={"title": "commits"}))
+    fc.update_layout(title=f"Commits per minute, top {len(grid)} partitions")
+    return figs.html(fc, 280)
+
+
+def _members_table(st: Any) -> str:
+    """The group's current members (from its ``group_state`` row) and their assignments."""
+    import pandas as pd
+
+    cur = pd.DataFrame([{"member_id": m["member_id"], "instance": m["group_instance_id"], "client_id": m["client_id"],
+                         "host": m["client_host"], "assigned": ", ".join(f"{p['topic']}-{p['partition']}"
+                                                                            for p in _lst(m["assigned_partitions"]))}
+                        for m in _lst(st["members"])])
+    return _table(cur)
+
+
+def _rebalances_table(r: pd.DataFrame) -> str:
+    """The group's latest 15 rebalances, newest first."""
+    show = r[["generation", "start_time", "end_time", "duration_ms", "cause", "partitions_moved", "protocol"]].copy()
+    show["partitions_moved"] = show["partitions_moved"].astype("Int64")
+    show["duration_ms"] = show["duration_ms"].astype("Int64")
+    show["joined"] = r["joined"].map(lambda x: ", ".join(x) if x is not None else "")
+    show["left"] = r["left"].map(lambda x: ", ".join(x) if x is not None else "")
+    return _table(show.tail(15).iloc[::-1])
 
 
 def _expiry_table(g: str, cfg: Config, st: Any, offsets: pd.DataFrame | None, expir: pd.DataFrame | None) -> str:

@@ -20,7 +20,15 @@ Rules:
   modern one but whose bytes are not that type's key (e.g. a group key written with version
   10, as Kafka 3.x's formatter tests do) is shown as before (``"data":"unknown"``; ``rich`` adds
   ``modernKeyError``); a modern key with a corrupt value is a corrupt record.
-- Bad input (bad hex, corrupt single record, unreadable file): exit code 2, one line on stderr.
+- ``--input`` also reads broker log segments (``00000000000000000000.log``, a
+  ``__consumer_offsets-N`` directory, or a directory of them; ``pipelines.segment_files``):
+  data records print as above (``rich`` adds ``segment``: file, batch position, producer
+  id/epoch, transactional flag); a control record prints as ``{"control": {...}}`` (COMMIT/ABORT
+  with the producer id/epoch and coordinator epoch) and an unreadable batch (CRC mismatch, codec
+  failure, truncated tail) as ``{"error": {"class": "BadBatch", ...}, "dataHex": ...}`` with its
+  file, byte position and length; decoding goes on (``--strict``: exit 2 at the first).
+- Bad input (bad hex, corrupt single record, unreadable file, a text or binary file that is
+  none of these formats): exit code 2, one line on stderr.
 """
 
 from __future__ import annotations
@@ -41,6 +49,8 @@ examples:
   offsetlake decode --key 0002000867726f75702d6964            # a group tombstone
   offsetlake decode --format rich --key ... --value ...       # + parsed subscriptions, partition
   offsetlake decode --input capture.parquet > decoded.jsonl   # or a .jsonl file, or a directory
+  offsetlake decode --input __consumer_offsets-7/00000000000000000000.log   # a broker segment
+  offsetlake decode --input dump.jsonl   # kcat -C -b B -t __consumer_offsets -J -e -q > dump.jsonl
 """
 
 
@@ -56,7 +66,8 @@ def register(subparsers: Any) -> None:
     src.add_argument(
         "--input",
         metavar="FILE",
-        help="JSON lines (key/value hex or base64), Parquet (binary key/value) or a directory of them",
+        help="JSON lines (key/value hex or base64, or kcat -J), Parquet (binary key/value), broker .log "
+        "segments, or a directory of them",
     )
     p.add_argument("--value", metavar="HEX", help="the record value as hex; omit for a tombstone")
     p.add_argument(
@@ -160,26 +171,49 @@ def _error_json(exc: Any, key: bytes, value: bytes | None) -> dict[str, Any]:
 
 
 def _decode_file(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
     from coordinator_core.errors import CorruptRecordError
-    from pipelines.raw_files import read_raw_records
+    from pipelines.raw_files import _input_files, read_raw_records
+    from pipelines.segment_files import SegmentProblem, SegmentRecord, read_segment_file, segment_json
 
     out = sys.stdout
-    total = corrupt = 0
-    for raw in read_raw_records(args.input):
-        total += 1
-        try:
-            decoded = _decode(raw.key, raw.value, args.lenient)
-        except CorruptRecordError as exc:
-            corrupt += 1
-            if args.strict:
-                raise UsageError(f"record {total} (partition {raw.partition}, offset {raw.offset}): {exc}") from None
-            obj = _error_json(exc, raw.key, raw.value)
-        else:
-            obj = _render_decoded(decoded, args.format, args.num_partitions)
-        if args.format == "rich" or "error" in obj:
-            obj["position"] = {"partition": raw.partition, "offset": raw.offset, "timestamp": raw.timestamp_ms}
-        out.write(_dump(obj) + "\n")
-    print(f"decoded {total} records ({corrupt} corrupt)", file=sys.stderr)
+    total = corrupt = controls = problems = 0
+    for file in _input_files(Path(args.input)):
+        # broker log segments: control records and unreadable batches get lines of their own
+        items = read_segment_file(file) if file.suffix == ".log" else read_raw_records(file)
+        for raw in items:
+            seg_info = None
+            if isinstance(raw, SegmentProblem | SegmentRecord):
+                shown = segment_json(raw)
+                if shown is not None:
+                    if isinstance(raw, SegmentProblem):
+                        problems += 1
+                        if args.strict:
+                            raise UsageError(f"{raw.source_file}: byte {raw.position}: {raw.reason}")
+                    else:
+                        controls += 1
+                    out.write(_dump(shown) + "\n")
+                    continue
+                assert isinstance(raw, SegmentRecord)
+                seg_info = segment_json(raw, data=True)
+            total += 1
+            try:
+                decoded = _decode(raw.key, raw.value, args.lenient)
+            except CorruptRecordError as exc:
+                corrupt += 1
+                if args.strict:
+                    raise UsageError(f"record {total} (partition {raw.partition}, offset {raw.offset}): {exc}") from None
+                obj = _error_json(exc, raw.key, raw.value)
+            else:
+                obj = _render_decoded(decoded, args.format, args.num_partitions)
+            if args.format == "rich" or "error" in obj:
+                obj["position"] = {"partition": raw.partition, "offset": raw.offset, "timestamp": raw.timestamp_ms}
+                if seg_info is not None:
+                    obj["segment"] = seg_info
+            out.write(_dump(obj) + "\n")
+    extra = f", {controls} control records, {problems} unreadable batches" if controls or problems else ""
+    print(f"decoded {total} records ({corrupt} corrupt{extra})", file=sys.stderr)
     return 0
 
 

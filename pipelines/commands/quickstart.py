@@ -13,7 +13,7 @@ Rules:
   ``--world plain`` turns them off. ``--compaction cleaned`` reads the log as a capture from
   ``earliest`` of the compacted topic would (the summary then says which groups' history starts
   inside the compacted part).
-- The batch job is the real one (``pipelines.jobs.batch.run_batch``); the three example queries
+- The batch job is the real one (``pipelines.batch.job.run_batch``); the three example queries
   are printed with their SQL and their results.
 """
 
@@ -252,8 +252,9 @@ def register(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
+    from pipelines.batch.job import run_batch
+    from pipelines.batch.summary import render_summary
     from pipelines.config import load_config
-    from pipelines.jobs.batch import render_summary, run_batch
     from pipelines.spark_session import build_spark_from_config
 
     root = Path(args.dir).expanduser().resolve()

@@ -21,9 +21,16 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from pipelines.errors import UsageError
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    from coordinator_core.records import LogRecord
+    from pipelines.raw_files import RawRecord
 
 DESCRIPTION = """\
 Replay __consumer_offsets records into each group's state (Kafka's loader rules) and print
@@ -102,50 +109,15 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from coordinator_core.codec import decode_record
-    from coordinator_core.errors import CorruptRecordError
     from coordinator_core.events import TABLE_BY_KIND
-    from coordinator_core.records import LogRecord
     from coordinator_core.replay import replay_groups
+    from coordinator_core.settings import ReplaySettings
     from pipelines.raw_files import RawRecord, read_raw_records
 
     if args.retention_ms is not None and args.retention_ms <= 0:
         raise UsageError("--retention-ms must be a positive number of milliseconds")
-    kinds: frozenset[str] | None = None
-    if args.kinds:
-        if not args.events:
-            raise UsageError("--kinds goes with --events")
-        kinds = frozenset(k.strip() for k in args.kinds.split(",") if k.strip())
-        unknown = kinds - set(TABLE_BY_KIND)
-        if unknown:
-            raise UsageError(
-                f"unknown event kind(s) {sorted(unknown)}; known: {', '.join(sorted(TABLE_BY_KIND))}"
-            )
-    wanted = set(args.group) if args.group else None
-
-    records: list[LogRecord] = []
-    total = corrupt = cut = 0
-    clock_rows: list[tuple[str, int, int, int]] = []  # every record's position and time
-    for raw in read_raw_records(args.input):
-        total += 1
-        clock_rows.append((raw.topic, raw.partition, raw.offset, raw.timestamp_ms))
-        if (args.as_of_ms is not None and raw.timestamp_ms > args.as_of_ms) or (
-            args.as_of_offset is not None and raw.offset > args.as_of_offset
-        ):
-            cut += 1
-            continue
-        try:
-            rec = decode_record(raw.key, raw.value)
-        except CorruptRecordError as exc:
-            if args.strict:
-                raise UsageError(
-                    f"record {total} (partition {raw.partition}, offset {raw.offset}): {exc}"
-                ) from None
-            corrupt += 1
-            continue
-        if wanted is not None and rec.key.group not in wanted:
-            continue
-        records.append(LogRecord(raw.partition, raw.offset, raw.timestamp_ms, rec.key, rec.value))
+    kinds = _event_kinds(args)
+    records, clock_rows, counts = _read_input(read_raw_records(args.input), args)
 
     if args.cleanup_interval_ms <= 0:
         raise UsageError(f"--cleanup-interval-ms must be positive, got {args.cleanup_interval_ms}")
@@ -158,22 +130,23 @@ def run(args: argparse.Namespace) -> int:
             from pipelines.log_clock import records_clock
 
             clock = records_clock((RawRecord(b"", None, *row) for row in clock_rows), args.clock_outlier_ms)
-            if clock.outliers:
+            if clock.outliers and clock.now_ms is not None:
                 newest = clock.now_ms
                 clock_note = clock.describe()
         # the end of the log judges predictions (up to as_of: a later as_of is a forecast)
         as_of_ms = newest if as_of_ms is None else as_of_ms
         log_end_ms = min(as_of_ms, newest)
+    settings = ReplaySettings.from_strings(
+        retention_ms=args.retention_ms, rules=args.rules, coordinator=args.coordinator,
+        cleanup_interval_ms=args.cleanup_interval_ms,
+    )
     results = replay_groups(
         records,
-        retention_ms=args.retention_ms,
-        rules=args.rules,
+        settings=settings,
         as_of_ms=as_of_ms,
         log_end_ms=log_end_ms,
-        cleanup_interval_ms=args.cleanup_interval_ms,
         event_kinds=(kinds if kinds is not None else None) if args.events else (),
         assume_log_start=args.assume_log_start,
-        coordinator=args.coordinator,
     )
     out = sys.stdout
     n_events = 0
@@ -187,24 +160,96 @@ def run(args: argparse.Namespace) -> int:
             snap = result.snapshot
             row = {"group": group_id}
             row.update(
-                snap.to_state_row(
-                    retention_ms=args.retention_ms, rules=args.rules, num_partitions=args.num_partitions
-                )
+                snap.to_state_row(settings=settings, num_partitions=args.num_partitions)
             )
             row["offsets"] = [{k: v for k, v in o.items() if k != "group_id"} for o in snap.offset_rows()]
             out.write(json.dumps(row, separators=(",", ":")) + "\n")
-    summary = f"replayed {len(records)} of {total} records into {len(results)} groups"
+    _print_summary(args, len(records), counts, len(results), n_events, clock_note)
+    return 0
+
+
+def _event_kinds(args: argparse.Namespace) -> frozenset[str] | None:
+    """The ``--kinds`` asked for (``None`` = all), checked against the known event kinds."""
+    from coordinator_core.events import TABLE_BY_KIND
+
+    kinds: frozenset[str] | None = None
+    if args.kinds:
+        if not args.events:
+            raise UsageError("--kinds goes with --events")
+        kinds = frozenset(k.strip() for k in args.kinds.split(",") if k.strip())
+        unknown = kinds - set(TABLE_BY_KIND)
+        if unknown:
+            raise UsageError(
+                f"unknown event kind(s) {sorted(unknown)}; known: {', '.join(sorted(TABLE_BY_KIND))}"
+            )
+    return kinds
+
+
+@dataclass
+class _ReadCounts:
+    """What reading the input saw and skipped (for the summary line)."""
+
+    total: int = 0
+    corrupt: int = 0
+    cut: int = 0
+
+
+def _read_input(
+    raws: Iterable[RawRecord], args: argparse.Namespace
+) -> tuple[list[LogRecord], list[tuple[str, int, int, int]], _ReadCounts]:
+    """Decode the input records into the ones to replay (the as-of cut and ``--group`` applied).
+
+    Returns:
+        The records, every record's (topic, partition, offset, timestamp) for the log clock
+        (records after the cut included), and the counts.
+    """
+    from coordinator_core.codec import decode_record
+    from coordinator_core.errors import CorruptRecordError
+    from coordinator_core.records import LogRecord
+
+    wanted = set(args.group) if args.group else None
+    records: list[LogRecord] = []
+    counts = _ReadCounts()
+    clock_rows: list[tuple[str, int, int, int]] = []  # every record's position and time
+    for raw in raws:
+        counts.total += 1
+        clock_rows.append((raw.topic, raw.partition, raw.offset, raw.timestamp_ms))
+        if (args.as_of_ms is not None and raw.timestamp_ms > args.as_of_ms) or (
+            args.as_of_offset is not None and raw.offset > args.as_of_offset
+        ):
+            counts.cut += 1
+            continue
+        try:
+            rec = decode_record(raw.key, raw.value)
+        except CorruptRecordError as exc:
+            if args.strict:
+                raise UsageError(
+                    f"record {counts.total} (partition {raw.partition}, offset {raw.offset}): {exc}"
+                ) from None
+            counts.corrupt += 1
+            continue
+        if wanted is not None and rec.key.group not in wanted:
+            continue
+        records.append(LogRecord(raw.partition, raw.offset, raw.timestamp_ms, rec.key, rec.value))
+    return records, clock_rows, counts
+
+
+def _print_summary(
+    args: argparse.Namespace, n_records: int, counts: _ReadCounts, n_groups: int, n_events: int,
+    clock_note: str | None,
+) -> None:
+    """The summary line (and the log clock's warning) on stderr."""
+    summary = f"replayed {n_records} of {counts.total} records into {n_groups} groups"
     extras = []
-    if corrupt:
-        extras.append(f"{corrupt} corrupt skipped")
-    if cut:
-        extras.append(f"{cut} after the as-of cut")
+    if counts.corrupt:
+        extras.append(f"{counts.corrupt} corrupt skipped")
+    if counts.cut:
+        extras.append(f"{counts.cut} after the as-of cut")
     if args.events:
         extras.append(f"{n_events} events")
     print(summary + (f" ({', '.join(extras)})" if extras else ""), file=sys.stderr)
     if clock_note:
         print(f"warning: {clock_note}", file=sys.stderr)
-    return 0
 
 
 __all__ = ["register", "run"]

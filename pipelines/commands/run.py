@@ -1,7 +1,7 @@
 """``offsetlake run batch|stream --conf FILE``: run a job (the same code spark-submit runs).
 
-Rules: ``run batch`` is ``pipelines/jobs/batch.py``; ``run stream`` calls
-``pipelines.stream_job.main(conf, available_now=...)`` (imported lazily: it is optional).
+Rules: ``run batch`` is ``pipelines/batch/job.py``; ``run stream`` calls
+``pipelines.stream.job.run_job(conf, available_now=...)`` (imported lazily: it is optional).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ def register(subparsers: Any) -> None:
 
     p = subparsers.add_parser(
         "run",
-        help="run the batch or streaming job (same code as spark-submit pipelines/jobs/*.py)",
+        help="run the batch or streaming job (same code as spark-submit runs)",
         description=(
             "Run a job with a config overlay (conf/base.yaml is always loaded first).\n"
             "examples:\n"
@@ -41,7 +41,7 @@ def register(subparsers: Any) -> None:
 
 
 def run_batch(args: argparse.Namespace) -> int:
-    from pipelines.jobs.batch import run_from_args
+    from pipelines.batch.job import run_from_args
 
     return run_from_args(args)
 
@@ -53,8 +53,8 @@ def run_stream(args: argparse.Namespace) -> int:
     import importlib
 
     try:
-        stream_job = importlib.import_module("pipelines.stream_job")
+        stream_job = importlib.import_module("pipelines.stream.job")
     except ImportError as exc:
         raise UsageError(f"the streaming job is not available in this build ({exc})") from None
-    rc = stream_job.main(cfg, available_now=args.available_now)
+    rc = stream_job.run_job(cfg, available_now=args.available_now)
     return int(rc or 0)

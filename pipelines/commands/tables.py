@@ -33,16 +33,15 @@ def table_rows(cfg: Any) -> list[dict[str, Any]]:
     io = TableIO(cfg, None, engine="rust")
     out = []
     for name in io.list_tables():
-        dt = io._dt(name)
-        hist = dt.history(1)
-        last = hist[0] if hist else {}
+        info = io.describe(name)
+        last = info.last_commit
         ts = last.get("timestamp")
         spec = TABLES.get(name)
         out.append({
             "table": name,
-            "rows": int(dt.count()),
-            "version": int(dt.version()),
-            "files": len(dt.file_uris()),
+            "rows": info.rows,
+            "version": info.version,
+            "files": info.files,
             "last_commit": datetime.fromtimestamp(ts / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S") if ts else None,
             "operation": last.get("operation"),
             "doc": (spec.doc.split(". ")[0].rstrip(".") + ".") if spec and spec.doc else "",

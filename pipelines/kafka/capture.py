@@ -281,173 +281,281 @@ def capture(
     mode, ts_ms = parse_start(start)
     t0 = time.monotonic()
 
-    state = CaptureState.load(spath, settings.topic)
+    state, recovered = _load_state(spath, settings.topic, out, note)
+    consumer = _open_consumer(ck, settings, connect_timeout_s)
+    stop = stop_event or threading.Event()
+    restore = _install_signal_handlers(stop)
+    writer = RawRecordWriter(out, rows_per_file=max(rows_per_file, 1), prefix=FILE_PREFIX)
+    limits = _Limits(until_end, rows_per_file, flush_interval_s, max_records, max_rate,
+                     connect_timeout_s, stall_timeout_s, fetch_batch)
+    try:
+        run = _Capture(ck, consumer, settings, state, spath, writer, limits, stop, note, progress, t0)
+        run.start(partitions, mode, ts_ms)
+        run.fetch_until_done()
+        run.flush()
+        return run.result(recovered)
+    finally:
+        restore()
+        consumer.close()
+
+
+def _load_state(
+    spath: Path, topic: str, out: Path, note: Callable[[str], None]
+) -> tuple[CaptureState, list[Path]]:
+    """The saved state with files written after it folded in (saved again if there were any)."""
+    state = CaptureState.load(spath, topic)
     recovered = reconcile_state(state, out)
     if recovered:
         note(f"recovered {len(recovered)} file(s) written after the last saved state")
         state.save(spath)
+    return state, recovered
 
-    consumer = ck.Consumer(
-        settings.consumer_conf(
-            **{
-                "socket.timeout.ms": max(1000, int(connect_timeout_s * 1000)),
-                "socket.connection.setup.timeout.ms": max(1000, int(connect_timeout_s * 1000)),
-            }
-        )
-    )
-    stop = stop_event or threading.Event()
-    restore = _install_signal_handlers(stop)
-    writer = RawRecordWriter(out, rows_per_file=max(rows_per_file, 1), prefix=FILE_PREFIX)
-    files: list[Path] = []
-    total = 0
-    try:
-        parts = topic_partitions(consumer, settings, connect_timeout_s, partitions)
-        marks = watermarks(consumer, settings.topic, parts, connect_timeout_s)
-        unknown = [p for p in parts if p not in state.next_offsets]
-        starts = _resolve_start(consumer, settings, unknown, mode, ts_ms, marks, connect_timeout_s) if unknown else {}
+
+def _open_consumer(ck: Any, settings: KafkaSettings, connect_timeout_s: float) -> Any:
+    """A consumer whose requests time out within ``connect_timeout_s``."""
+    timeout_ms = max(1000, int(connect_timeout_s * 1000))
+    conf = {"socket.timeout.ms": timeout_ms, "socket.connection.setup.timeout.ms": timeout_ms}
+    return ck.Consumer(settings.consumer_conf(**conf))
+
+
+@dataclass(frozen=True)
+class _Limits:
+    """The knobs of one ``capture`` run (see its arguments)."""
+
+    until_end: bool
+    rows_per_file: int
+    flush_interval_s: float
+    max_records: int | None
+    max_rate: float | None
+    connect_timeout_s: float
+    stall_timeout_s: float
+    fetch_batch: int
+
+
+class _Capture:
+    """One ``capture`` run: the consumer's position per partition and what is buffered.
+
+    ``position`` is the next offset to read; ``pending_next`` the offsets read since the last
+    flush (they reach ``state`` only in ``flush``, after the data file is renamed, so a crash
+    never saves offsets whose records are not on disk); ``high`` the log end as last seen;
+    ``target`` the end sampled at start (``--until-end`` stops there); ``done`` the partitions
+    that reached it (paused).
+    """
+
+    def __init__(
+        self, ck: Any, consumer: Any, settings: KafkaSettings, state: CaptureState, spath: Path,
+        writer: RawRecordWriter, limits: _Limits, stop: threading.Event,
+        note: Callable[[str], None], progress: ProgressFn | None, t0: float,
+    ) -> None:
+        self.ck, self.consumer, self.settings = ck, consumer, settings
+        self.state, self.spath, self.writer = state, spath, writer
+        self.limits, self.stop, self.note, self.progress, self.t0 = limits, stop, note, progress, t0
+        self.files: list[Path] = []
+        self.total = 0
+        self.parts: list[int] = []
+        self.position: dict[int, int] = {}
+        self.target: dict[int, int] = {}
+        self.high: dict[int, int] = {}
+        self.done: set[int] = set()
+        self.pending_next: dict[int, int] = {}
+        self.builder = MessageBatchBuilder(settings.topic)
+        self.last_flush = time.monotonic()
+        self.last_progress = time.monotonic()
+
+    # -- start ------------------------------------------------------------------------------
+    def start(self, partitions: list[int] | None, mode: str, ts_ms: int | None) -> None:
+        """Find the partitions and their start offsets; assign the ones with work to do."""
+        consumer, settings, timeout_s = self.consumer, self.settings, self.limits.connect_timeout_s
+        parts = topic_partitions(consumer, settings, timeout_s, partitions)
+        marks = watermarks(consumer, settings.topic, parts, timeout_s)
+        unknown = [p for p in parts if p not in self.state.next_offsets]
+        starts = _resolve_start(consumer, settings, unknown, mode, ts_ms, marks, timeout_s) if unknown else {}
+        self.parts = parts
+        self.position = self._start_positions(marks, starts)
+        self.target = {p: marks[p][1] for p in parts}
+        self.done = {p for p in parts if self.limits.until_end and self.position[p] >= self.target[p]}
+        for p in parts:  # a partition first seen in this run is part of the state from now on
+            self.state.next_offsets.setdefault(p, self.position[p])
+        active = [p for p in parts if p not in self.done]
+        if active:
+            consumer.assign([self.ck.TopicPartition(settings.topic, p, self.position[p]) for p in active])
+        self.last_flush = time.monotonic()
+        self.last_progress = time.monotonic()
+        self.high = dict(self.target)
+
+    def _start_positions(self, marks: dict[int, tuple[int, int]], starts: dict[int, int]) -> dict[int, int]:
+        """Saved offset, else the ``--from`` start; never below the log start (noted as lost)."""
         position: dict[int, int] = {}
-        for p in parts:
-            pos = state.next_offsets.get(p, starts.get(p, marks[p][0]))
+        for p in self.parts:
+            pos = self.state.next_offsets.get(p, starts.get(p, marks[p][0]))
             if pos < marks[p][0]:
-                note(
-                    f"{settings.topic}-{p}: offsets {pos}..{marks[p][0] - 1} were deleted by the broker "
+                self.note(
+                    f"{self.settings.topic}-{p}: offsets {pos}..{marks[p][0] - 1} were deleted by the broker "
                     "(retention/compaction) before they were captured"
                 )
                 pos = marks[p][0]
             position[p] = pos
-        target = {p: marks[p][1] for p in parts}
-        done: set[int] = {p for p in parts if until_end and position[p] >= target[p]}
-        for p in parts:  # a partition first seen in this run is part of the state from now on
-            state.next_offsets.setdefault(p, position[p])
-        active = [p for p in parts if p not in done]
-        if active:
-            consumer.assign([ck.TopicPartition(settings.topic, p, position[p]) for p in active])
+        return position
 
-        builder = MessageBatchBuilder(settings.topic)
-        pending_next: dict[int, int] = {}
-        last_flush = time.monotonic()
-        last_progress = time.monotonic()
-        high = dict(target)
-
-        def flush() -> None:
-            nonlocal last_flush
-            if len(builder):
-                before = len(writer.files)
-                writer.write_batch(builder.to_batch())
-                writer.flush()
-                new = writer.files[before:]
-                files.extend(new)
-                if new:
-                    state.last_file = new[-1].name
-                builder.clear()
-            if pending_next:
-                for p, o in pending_next.items():
-                    state.next_offsets[p] = max(state.next_offsets.get(p, 0), o)
-                pending_next.clear()
-                state.save(spath)
-            last_flush = time.monotonic()
-
-        def lag_now() -> int:
-            return sum(max(0, high[p] - max(position[p], pending_next.get(p, 0))) for p in parts)
-
-        while len(done) < len(parts) and not stop.is_set():
-            if max_records is not None and total >= max_records:
+    # -- the fetch loop ---------------------------------------------------------------------
+    def fetch_until_done(self) -> None:
+        """Fetch until every partition is done, ``max_records`` is reached or a stop is asked."""
+        limits = self.limits
+        while len(self.done) < len(self.parts) and not self.stop.is_set():
+            if limits.max_records is not None and self.total >= limits.max_records:
                 break
-            # never buffer past a file's worth: every file but the last of a run is full
-            want = max(1, min(fetch_batch, rows_per_file - len(builder)))
-            if max_records is not None:
-                want = min(want, max_records - total)
-            if until_end:  # consume() returns once it has `want` messages: never ask for more than is left
-                want = max(1, min(want, sum(max(0, target[p] - position[p]) for p in parts if p not in done)))
-            if max_rate:
-                want = max(1, min(want, int(max_rate / 10) or 1))
-            msgs = consumer.consume(num_messages=want, timeout=0.5)
-            got = 0
-            last: dict[int, int] = {}  # partition -> last offset kept from this fetch
-            keep = builder.append
-            for m in msgs:
-                err = m.error()
-                if err is not None:
-                    p = m.partition()
-                    if err.code() == ck.KafkaError._PARTITION_EOF:
-                        # The log end at this moment; offsets below it without a record are
-                        # transaction markers or compacted away: nothing left to read there.
-                        eof_at = m.offset()
-                        if eof_at > position.get(p, 0):
-                            position[p] = eof_at
-                            pending_next[p] = max(pending_next.get(p, 0), eof_at)
-                        high[p] = max(high.get(p, 0), eof_at)
-                        if until_end and position[p] >= target[p] and p not in done:
-                            done.add(p)
-                            consumer.pause([ck.TopicPartition(settings.topic, p)])
-                        last_progress = time.monotonic()
-                        continue
-                    if err.fatal() or err.code() in (
-                        ck.KafkaError.TOPIC_AUTHORIZATION_FAILED,
-                        ck.KafkaError._UNKNOWN_PARTITION,
-                        ck.KafkaError.UNKNOWN_TOPIC_OR_PART,
-                    ):
-                        raise KafkaUnavailableError(f"reading {settings.topic}: {err.str()}")
-                    continue  # transient (broker down, ...): librdkafka retries; stall timer decides
-                p = m.partition()
-                off = m.offset()
-                if until_end and off >= target[p]:
-                    # beyond the end sampled at start: left for the next run
-                    if p not in done:
-                        done.add(p)
-                        consumer.pause([ck.TopicPartition(settings.topic, p)])
-                    continue
-                keep(m)
-                last[p] = off
-                got += 1
-            for p, off in last.items():
-                position[p] = max(position[p], off + 1)
-                pending_next[p] = max(pending_next.get(p, 0), off + 1)
-                high[p] = max(high[p], off + 1)
-                if until_end and position[p] >= target[p] and p not in done:
-                    done.add(p)
-                    consumer.pause([ck.TopicPartition(settings.topic, p)])
-            total += got
+            msgs = self.consumer.consume(num_messages=self._fetch_size(), timeout=0.5)
+            got = self._take(msgs)
+            self.total += got
             now = time.monotonic()
             if got:
-                last_progress = now
+                self.last_progress = now
             # --until-end writes full files only (and the rest at the end); a follower also
             # writes what it has every flush_interval_s so new records land promptly
-            if len(builder) >= rows_per_file or (
-                not until_end and (len(builder) or pending_next) and now - last_flush >= flush_interval_s
+            if len(self.builder) >= limits.rows_per_file or (
+                not limits.until_end
+                and (len(self.builder) or self.pending_next)
+                and now - self.last_flush >= limits.flush_interval_s
             ):
-                flush()
+                self.flush()
             if not got and not msgs:
-                if not until_end:
-                    last_progress = now  # idle at the end of the log is normal when following
-                    for p, (_, hi) in watermarks(consumer, settings.topic, parts, 1.0, cached=True).items():
-                        high[p] = max(high[p], hi)
-                elif now - last_progress > stall_timeout_s:
-                    raise KafkaUnavailableError(
-                        f"no data from {settings.bootstrap_servers} for {stall_timeout_s:g}s while "
-                        f"{lag_now()} records behind the end"
-                    )
-            if progress is not None:
-                progress(total, lag_now())
-            if max_rate and got:
-                ahead = total / max_rate - (time.monotonic() - t0)
-                if ahead > 0:
-                    stop.wait(ahead)
-        flush()
-        final_lag = {p: max(0, high[p] - state.next_offsets.get(p, 0)) for p in parts}
-        if progress is not None:
-            progress(total, sum(final_lag.values()))
+                self._idle(now)
+            if self.progress is not None:
+                self.progress(self.total, self.lag_now())
+            if limits.max_rate and got:
+                self._throttle(limits.max_rate)
+
+    def _fetch_size(self) -> int:
+        """How many messages the next ``consume()`` may return."""
+        limits = self.limits
+        # never buffer past a file's worth: every file but the last of a run is full
+        want = max(1, min(limits.fetch_batch, limits.rows_per_file - len(self.builder)))
+        if limits.max_records is not None:
+            want = min(want, limits.max_records - self.total)
+        if limits.until_end:  # consume() returns once it has `want` messages: never ask for more than is left
+            left = sum(max(0, self.target[p] - self.position[p]) for p in self.parts if p not in self.done)
+            want = max(1, min(want, left))
+        if limits.max_rate:
+            want = max(1, min(want, int(limits.max_rate / 10) or 1))
+        return want
+
+    def _take(self, msgs: list[Any]) -> int:
+        """Buffer the records of one fetch, handle its error events; returns the records kept."""
+        until_end, target = self.limits.until_end, self.target
+        got = 0
+        last: dict[int, int] = {}  # partition -> last offset kept from this fetch
+        keep = self.builder.append
+        for m in msgs:
+            err = m.error()
+            if err is not None:
+                self._on_error(m, err)
+                continue
+            p = m.partition()
+            off = m.offset()
+            if until_end and off >= target[p]:
+                # beyond the end sampled at start: left for the next run
+                self._finish(p)
+                continue
+            keep(m)
+            last[p] = off
+            got += 1
+        for p, off in last.items():
+            self._advance(p, off + 1)
+            self.high[p] = max(self.high[p], off + 1)
+            if until_end and self.position[p] >= target[p]:
+                self._finish(p)
+        return got
+
+    def _on_error(self, m: Any, err: Any) -> None:
+        """A partition EOF moves the position; a fatal error raises; anything else is retried."""
+        ck = self.ck
+        p = m.partition()
+        if err.code() == ck.KafkaError._PARTITION_EOF:
+            # The log end at this moment; offsets below it without a record are
+            # transaction markers or compacted away: nothing left to read there.
+            eof_at = m.offset()
+            if eof_at > self.position.get(p, 0):
+                self._advance(p, eof_at)
+            self.high[p] = max(self.high.get(p, 0), eof_at)
+            if self.limits.until_end and self.position[p] >= self.target[p]:
+                self._finish(p)
+            self.last_progress = time.monotonic()
+            return
+        if err.fatal() or err.code() in (
+            ck.KafkaError.TOPIC_AUTHORIZATION_FAILED,
+            ck.KafkaError._UNKNOWN_PARTITION,
+            ck.KafkaError.UNKNOWN_TOPIC_OR_PART,
+        ):
+            raise KafkaUnavailableError(f"reading {self.settings.topic}: {err.str()}")
+        # transient (broker down, ...): librdkafka retries; stall timer decides
+
+    def _advance(self, p: int, next_offset: int) -> None:
+        """Partition ``p`` has been read up to ``next_offset`` (saved at the next flush)."""
+        self.position[p] = max(self.position.get(p, 0), next_offset)
+        self.pending_next[p] = max(self.pending_next.get(p, 0), next_offset)
+
+    def _finish(self, p: int) -> None:
+        """Partition ``p`` reached the end sampled at start: stop fetching it."""
+        if p not in self.done:
+            self.done.add(p)
+            self.consumer.pause([self.ck.TopicPartition(self.settings.topic, p)])
+
+    def _idle(self, now: float) -> None:
+        """An empty fetch: a follower refreshes the log end; ``--until-end`` checks for a stall."""
+        if not self.limits.until_end:
+            self.last_progress = now  # idle at the end of the log is normal when following
+            marks = watermarks(self.consumer, self.settings.topic, self.parts, 1.0, cached=True)
+            for p, (_, hi) in marks.items():
+                self.high[p] = max(self.high[p], hi)
+        elif now - self.last_progress > self.limits.stall_timeout_s:
+            raise KafkaUnavailableError(
+                f"no data from {self.settings.bootstrap_servers} for {self.limits.stall_timeout_s:g}s while "
+                f"{self.lag_now()} records behind the end"
+            )
+
+    def _throttle(self, max_rate: float) -> None:
+        """Sleep (interruptibly) while ahead of ``max_rate`` records/s."""
+        ahead = self.total / max_rate - (time.monotonic() - self.t0)
+        if ahead > 0:
+            self.stop.wait(ahead)
+
+    # -- flush and result -------------------------------------------------------------------
+    def flush(self) -> None:
+        """Write the buffered records, then (and only then) save the offsets they cover."""
+        if len(self.builder):
+            before = len(self.writer.files)
+            self.writer.write_batch(self.builder.to_batch())
+            self.writer.flush()
+            new = self.writer.files[before:]
+            self.files.extend(new)
+            if new:
+                self.state.last_file = new[-1].name
+            self.builder.clear()
+        if self.pending_next:
+            for p, o in self.pending_next.items():
+                self.state.next_offsets[p] = max(self.state.next_offsets.get(p, 0), o)
+            self.pending_next.clear()
+            self.state.save(self.spath)
+        self.last_flush = time.monotonic()
+
+    def lag_now(self) -> int:
+        """Records between what was read and the log end as last seen."""
+        position, pending = self.position, self.pending_next
+        return sum(max(0, self.high[p] - max(position[p], pending.get(p, 0))) for p in self.parts)
+
+    def result(self, recovered: list[Path]) -> CaptureResult:
+        """The run's summary (after the last ``flush``); reports the final lag to ``progress``."""
+        final_lag = {p: max(0, self.high[p] - self.state.next_offsets.get(p, 0)) for p in self.parts}
+        if self.progress is not None:
+            self.progress(self.total, sum(final_lag.values()))
         return CaptureResult(
-            records=total,
-            files=files,
-            next_offsets=dict(state.next_offsets),
+            records=self.total,
+            files=self.files,
+            next_offsets=dict(self.state.next_offsets),
             lag=final_lag,
-            seconds=time.monotonic() - t0,
+            seconds=time.monotonic() - self.t0,
             recovered_files=recovered,
         )
-    finally:
-        restore()
-        consumer.close()
 
 
 def _install_signal_handlers(stop: threading.Event) -> Callable[[], None]:

@@ -7,7 +7,8 @@ Rules:
 - "Where cheap": the timestamp of the record at each distinct committed offset is fetched with
   ONE consumer assigned to all those positions, reading one record each, bounded by a timeout;
   whatever did not arrive stays null. A caught-up group (committed == end) has no such record.
-- Samples are appended with delta-rs (``write_deltalake``): no Spark, no jars; the schema is
+- Samples are appended from the driver (``pipelines.tableio.append_arrow_at``, delta-rs): no
+  Spark, no jars; the schema is
   ``schemas.end_offsets.PARTITION_END_OFFSETS``. Time is read once per sample (``sampled_at``).
 """
 
@@ -15,7 +16,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Sequence
-from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -34,18 +34,15 @@ Committed = tuple[str, str, int, int]  # (group_id, topic, partition, committed 
 
 def read_committed(table_path: str) -> list[Committed]:
     """(group_id, topic, partition, offset) rows of an ``offsets_current`` Delta table."""
-    from deltalake import DeltaTable
-    from deltalake.exceptions import TableNotFoundError
+    from pipelines.tableio import column_names_at, is_table_at, read_arrow_at
 
-    try:
-        dt = DeltaTable(table_path)
-    except TableNotFoundError:
-        raise UsageError(f"{table_path}: no Delta table there (run the batch job first)") from None
-    names = {f.name for f in dt.schema().fields}
+    if not is_table_at(table_path):
+        raise UsageError(f"{table_path}: no Delta table there (run the batch job first)")
+    names = set(column_names_at(table_path))
     need = {"group_id", "topic", "partition", "offset"}
     if not need <= names:
         raise UsageError(f"{table_path}: expected columns {sorted(need)}, found {sorted(names)}")
-    table = dt.to_pyarrow_table(columns=["group_id", "topic", "partition", "offset"])
+    table = read_arrow_at(table_path, columns=["group_id", "topic", "partition", "offset"])
     rows = table.to_pylist()
     return [
         (r["group_id"], r["topic"], int(r["partition"]), int(r["offset"]))
@@ -190,11 +187,9 @@ def _row(
 
 def append_samples(table_path: str, table: pa.Table) -> None:
     """Append a sample to the Delta table (created on first use) with delta-rs."""
-    from deltalake import write_deltalake
+    from pipelines.tableio import append_arrow_at
 
-    if "://" not in table_path:
-        Path(table_path).mkdir(parents=True, exist_ok=True)
-    write_deltalake(table_path, table, mode="append")
+    append_arrow_at(table_path, table)
 
 
 def run_sampler(

@@ -276,7 +276,6 @@ def run_quality(
         ValueError: an unknown suite name.
     """
     from great_expectations.core.run_identifier import RunIdentifier
-    from pyspark.sql import functions as F
 
     from pipelines.tableio import TableIO
 
@@ -293,53 +292,79 @@ def run_quality(
     context = _new_context(docs_dir)
     datasource = context.data_sources.add_spark(name="offsetlake")
     run_identifier = RunIdentifier(run_name=report.run_id, run_time=now)
-    generation_ok: bool | None = None
 
     for suite in chosen:
         missing = [t for t in suite.tables if t not in frames]
         if missing:
-            report.outcomes.append(
-                Outcome(suite.name, suite.name, "tables_present", "table_exists",
-                        _json({"tables": list(suite.tables)}), True, False,
-                        _json({"missing": missing, "warehouse": conf.paths.warehouse}))
-            )
+            report.outcomes.append(_tables_missing(suite, missing, conf))
             continue
         for target in suite.targets:
-            df = target.build(frames, baseline)
-            row: dict[str, Any] | None = None
-            if target.summary:
-                collected = df.collect()
-                row = collected[0].asDict() if collected else {}
-                df = spark.createDataFrame(collected, df.schema)
+            df, row = _target_frame(spark, target, frames, baseline)
             log.info("dq: validating %s", target.name)
             outcomes = _validate(context, datasource, suite, target, df, row, conf, run_identifier)
             report.outcomes.extend(outcomes)
-            for o in outcomes:
-                if o.expectation == "generation_not_decreasing":
-                    generation_ok = o.success
 
     if docs_dir is not None:
         os.makedirs(docs_dir, exist_ok=True)
         context.build_data_docs()
         report.docs_index = os.path.join(docs_dir, "index.html")
-
     if write_results and report.outcomes:
-        from schemas.dq import DQ_RESULTS
-
-        name = _results_table(conf.dq.results_table)
-        rows = report.rows()
-        df = spark.createDataFrame([tuple(r[c] for c in DQ_RESULTS.column_names) for r in rows],
-                                   DQ_RESULTS.spark_schema())
-        io.append(name, df)
-        report.results_table = name
-
-    if update_baseline and generation_ok and "group_state" in frames:
-        gs = frames["group_state"].select(
-            "group_id", F.col("generation").cast("int").alias("generation"), "state",
-            F.lit(report.run_id).alias("run_id"),
-        )
-        io.overwrite(BASELINE_TABLE, gs)
+        report.results_table = _write_results(conf, spark, io, report)
+    if update_baseline and _generation_ok(report.outcomes) and "group_state" in frames:
+        _save_baseline(io, frames["group_state"], report.run_id)
     return report
+
+
+def _tables_missing(suite: Suite, missing: list[str], conf: Config) -> Outcome:
+    """The failed, blocking ``tables_present`` row of a suite whose tables are missing."""
+    return Outcome(suite.name, suite.name, "tables_present", "table_exists",
+                   _json({"tables": list(suite.tables)}), True, False,
+                   _json({"missing": missing, "warehouse": conf.paths.warehouse}))
+
+
+def _target_frame(
+    spark: SparkSession, target: Target, frames: LazyFrames, baseline: Baseline
+) -> tuple[DataFrame, dict[str, Any] | None]:
+    """The target's dataframe, and for a summary target its one row (collected once)."""
+    df = target.build(frames, baseline)
+    row: dict[str, Any] | None = None
+    if target.summary:
+        collected = df.collect()
+        row = collected[0].asDict() if collected else {}
+        df = spark.createDataFrame(collected, df.schema)
+    return df, row
+
+
+def _generation_ok(outcomes: list[Outcome]) -> bool | None:
+    """The (last) ``generation_not_decreasing`` result; ``None`` when it did not run."""
+    generation_ok: bool | None = None
+    for o in outcomes:
+        if o.expectation == "generation_not_decreasing":
+            generation_ok = o.success
+    return generation_ok
+
+
+def _write_results(conf: Config, spark: SparkSession, io: TableIO, report: DqReport) -> str:
+    """Append the outcomes to ``dq.results_table`` (one commit); returns the table's name."""
+    from schemas.dq import DQ_RESULTS
+
+    name = _results_table(conf.dq.results_table)
+    rows = report.rows()
+    df = spark.createDataFrame([tuple(r[c] for c in DQ_RESULTS.column_names) for r in rows],
+                               DQ_RESULTS.spark_schema())
+    io.append(name, df)
+    return name
+
+
+def _save_baseline(io: TableIO, group_state: DataFrame, run_id: str) -> None:
+    """Replace the group-generation baseline with this run's ``group_state``."""
+    from pyspark.sql import functions as F
+
+    gs = group_state.select(
+        "group_id", F.col("generation").cast("int").alias("generation"), "state",
+        F.lit(run_id).alias("run_id"),
+    )
+    io.overwrite(BASELINE_TABLE, gs)
 
 
 def _results_table(name: str) -> str:

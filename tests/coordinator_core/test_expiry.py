@@ -8,6 +8,7 @@ from coordinator_core.events import Event, GroupLifecycle, OffsetExpiration, Sta
 from coordinator_core.expiry import RULE_SETS, expire_offsets, next_expiry_ms, plan_expiry
 from coordinator_core.records import GroupMetadataKey, LogRecord, OffsetCommitKey
 from coordinator_core.replay import GroupSnapshot, new_snapshot, replay
+from coordinator_core.settings import ReplaySettings
 from coordinator_core.state import GroupState
 from tests.coordinator_core.replay_builders import GroupLog, member
 
@@ -166,7 +167,7 @@ def test_a_group_back_after_its_due_time_with_no_tombstone_was_never_expired() -
     log = _empty_group_with_offsets()
     empty_at = log.now
     log.commit("other", 0, 1, at=empty_at + 30 * DAY)
-    result = replay(new_snapshot("g"), log.records, retention_ms=WEEK)
+    result = replay(new_snapshot("g"), log.records, settings=ReplaySettings(retention_ms=WEEK))
     assert [e for e in result.events if isinstance(e, OffsetExpiration)] == []
     assert not [e for e in result.events if isinstance(e, GroupLifecycle) and e.event == "group_deleted"]
     assert not [e for e in result.events if isinstance(e, StateTransition) and e.to_state == "Dead"]
@@ -185,7 +186,7 @@ def test_replay_with_retention_forecasts_expiry_at_the_end_of_the_log() -> None:
     log = _empty_group_with_offsets()
     empty_at = log.now
     as_of = empty_at + WEEK + 60_000
-    result = replay(new_snapshot("g"), log.records, retention_ms=WEEK, as_of_ms=as_of, log_end_ms=as_of)
+    result = replay(new_snapshot("g"), log.records, settings=ReplaySettings(retention_ms=WEEK), as_of_ms=as_of, log_end_ms=as_of)
     exps = [e for e in result.events if isinstance(e, OffsetExpiration)]
     assert [(e.topic, e.partition, e.predicted_ms, e.status) for e in exps] == [
         ("t", 0, empty_at + WEEK, "predicted"),
@@ -206,7 +207,7 @@ def test_the_end_of_the_log_contradicts_a_removal_whose_cleanup_it_reaches_past(
     log = _empty_group_with_offsets()
     empty_at = log.now
     end = empty_at + WEEK + 3 * 600_000  # three cleanups after the due time, no tombstone
-    result = replay(new_snapshot("g"), log.records, retention_ms=WEEK, as_of_ms=end, log_end_ms=end)
+    result = replay(new_snapshot("g"), log.records, settings=ReplaySettings(retention_ms=WEEK), as_of_ms=end, log_end_ms=end)
     assert [e for e in result.events if isinstance(e, (OffsetExpiration,))] == []
     snap = result.snapshot
     assert (snap.state, snap.offset_count, snap.predictions_contradicted) == (GroupState.EMPTY, 2, 2)
@@ -216,7 +217,7 @@ def test_predicted_tombstones_equal_replaying_the_deciders_records() -> None:
     log = _empty_group_with_offsets()
     base = _snap(log)
     now = log.now + 2 * WEEK
-    predicted = replay(base, [], retention_ms=WEEK, as_of_ms=now).snapshot
+    predicted = replay(base, [], settings=ReplaySettings(retention_ms=WEEK), as_of_ms=now).snapshot
     tomb = [LogRecord(7, 1000 + i, now, r.key, None) for i, r in enumerate(expire_offsets(base, now, WEEK))]
     applied = replay(base, tomb).snapshot
     assert (predicted.state, dict(predicted.offsets), predicted.has_metadata) == (
@@ -233,7 +234,7 @@ def test_observed_tombstone_after_a_prediction_carries_both_times() -> None:
     log.offset_tombstone("t", 0, at=observed_at)
     log.offset_tombstone("t", 1, at=observed_at)
     log.group_tombstone(at=observed_at)
-    result = replay(new_snapshot("g"), log.records, retention_ms=WEEK)
+    result = replay(new_snapshot("g"), log.records, settings=ReplaySettings(retention_ms=WEEK))
     final = {e.event_key: e for e in result.events if isinstance(e, OffsetExpiration)}
     assert {(e.status, e.cause, e.predicted_ms, e.observed_ms) for e in final.values()} == {
         ("confirmed", "retention", empty_at + WEEK, observed_at)
@@ -259,9 +260,9 @@ def test_expiry_at_an_earlier_watermark_and_later_equals_once_at_the_end() -> No
     log.commit("t", 2, 1, at=log.now + 3 * DAY)
     snap = _snap(log)
     end = log.now + 30 * DAY
-    once = replay(snap, [], retention_ms=WEEK, as_of_ms=end)
-    w1 = replay(snap, [], retention_ms=WEEK, as_of_ms=log.now + 2 * DAY)
-    w2 = replay(w1.snapshot, [], retention_ms=WEEK, as_of_ms=end)
+    once = replay(snap, [], settings=ReplaySettings(retention_ms=WEEK), as_of_ms=end)
+    w1 = replay(snap, [], settings=ReplaySettings(retention_ms=WEEK), as_of_ms=log.now + 2 * DAY)
+    w2 = replay(w1.snapshot, [], settings=ReplaySettings(retention_ms=WEEK), as_of_ms=end)
     # a later event with the same key replaces an earlier one (the tables MERGE on it): a
     # forecast is told again by every call that still makes it
     def final(events: list[Event]) -> dict[tuple[str, str], dict[str, object]]:
@@ -278,8 +279,8 @@ def test_next_expiry_drives_the_timer() -> None:
     snap = _snap(log)
     t1 = next_expiry_ms(snap, WEEK)
     assert t1 == log.records[0].timestamp_ms + WEEK
-    assert snap.next_expiry_ms(WEEK) == t1
-    after = replay(snap, [], retention_ms=WEEK, as_of_ms=t1).snapshot
+    assert snap.next_expiry_ms(ReplaySettings(retention_ms=WEEK)) == t1
+    after = replay(snap, [], settings=ReplaySettings(retention_ms=WEEK), as_of_ms=t1).snapshot
     assert after.offset_count == 1
     assert next_expiry_ms(after, WEEK) == log.now + WEEK
     assert next_expiry_ms(snap, None) is None
@@ -300,7 +301,7 @@ def test_new_coordinator_also_tombstones_a_generation_zero_group_when_it_dies() 
         "OffsetCommitKey", "GroupMetadataKey",
     ]
     deaths = [
-        e for e in replay(new_snapshot("g"), log.records, retention_ms=WEEK, as_of_ms=at, coordinator="new").events
+        e for e in replay(new_snapshot("g"), log.records, settings=ReplaySettings(retention_ms=WEEK, coordinator="new"), as_of_ms=at).events
         if isinstance(e, GroupLifecycle) and e.event == "group_deleted"
     ]
     assert len(deaths) == 1 and deaths[0].group_tombstone
@@ -308,4 +309,4 @@ def test_new_coordinator_also_tombstones_a_generation_zero_group_when_it_dies() 
 
 def test_unknown_coordinator_is_rejected() -> None:
     with pytest.raises(ValueError, match="coordinator"):
-        replay(new_snapshot("g"), [], retention_ms=WEEK, coordinator="newest")
+        replay(new_snapshot("g"), [], settings=ReplaySettings(retention_ms=WEEK, coordinator="newest"))

@@ -25,6 +25,7 @@ from coordinator_core.replay import (
     serialize_snapshot,
     snapshot_as_of,
 )
+from coordinator_core.settings import ReplaySettings
 from coordinator_core.state import GroupState
 from tests.coordinator_core.replay_builders import GroupLog, member
 
@@ -83,7 +84,7 @@ def test_group_tombstone_makes_the_group_dead_and_keeps_its_offsets() -> None:
     log.commit("t", 0, 5)
     log.empty(2)
     log.group_tombstone()
-    result = replay(new_snapshot("g"), log.records, coordinator="new")
+    result = replay(new_snapshot("g"), log.records, settings=ReplaySettings(retention_ms=None, coordinator="new"))
     snap = result.snapshot
     assert snap.state is GroupState.DEAD
     assert not snap.has_metadata and snap.protocol_type is None and snap.members == ()
@@ -101,7 +102,7 @@ def test_kafka3_loads_offsets_that_outlive_their_group_tombstone_as_an_empty_gen
     log.commit("t", 0, 5)
     log.empty(2)
     log.group_tombstone()
-    result = replay(new_snapshot("g"), log.records, coordinator="old")
+    result = replay(new_snapshot("g"), log.records, settings=ReplaySettings(retention_ms=None, coordinator="old"))
     snap = result.snapshot
     assert (snap.state, snap.exists, snap.generation, snap.protocol_type) == (GroupState.EMPTY, True, 0, None)
     assert snap.offset("t", 0) is not None
@@ -386,7 +387,7 @@ def test_event_kinds_can_be_selected() -> None:
 
 
 def test_every_event_row_has_group_id_and_event_key() -> None:
-    result = replay(new_snapshot("g"), _busy_log().records, retention_ms=1000, as_of_ms=10**13)
+    result = replay(new_snapshot("g"), _busy_log().records, settings=ReplaySettings(retention_ms=1000), as_of_ms=10**13)
     kinds = {e.kind for e in result.events}
     assert kinds == set(EVENT_TYPES)
     for e in result.events:
@@ -416,7 +417,7 @@ def test_replay_never_changes_its_input_snapshot() -> None:
 def test_serialisation_round_trips_with_a_leading_format_version() -> None:
     log = _busy_log()
     log.unknown(9)
-    snap = replay(new_snapshot("g"), log.records, retention_ms=1000, as_of_ms=log.now + 10**9).snapshot
+    snap = replay(new_snapshot("g"), log.records, settings=ReplaySettings(retention_ms=1000), as_of_ms=log.now + 10**9).snapshot
     mid = replay(new_snapshot("g"), log.records[:4]).snapshot
     for s in (new_snapshot("g"), mid, snap):
         data = serialize_snapshot(s)
@@ -455,7 +456,7 @@ def test_as_of_time_and_offset_give_the_group_as_it_was() -> None:
 
 def test_state_row_has_the_group_state_columns() -> None:
     snap = replay(new_snapshot("g"), _busy_log().records).snapshot
-    row = snap.to_state_row(retention_ms=7 * 86_400_000)
+    row = snap.to_state_row(settings=ReplaySettings(retention_ms=7 * 86_400_000))
     assert row["state"] == "Empty" and row["generation"] == 3 and row["member_count"] == 0
     assert row["offset_count"] == 1 and row["last_log_offset"] == 106 and row["last_log_partition"] == 7
     assert row["next_expiry_ms"] == row["current_state_timestamp"] + 7 * 86_400_000
@@ -512,7 +513,7 @@ def _golden_snapshot() -> GroupSnapshot:
     log.commit("t", 0, 42, at=log.now + 1000)
     log.commit("u", 1, 7, expire=log.now + 5000)  # unsubscribed topic: predicted to expire
     log.unknown(5)
-    return replay(new_snapshot("golden"), log.records, retention_ms=10_000, as_of_ms=log.now + 6000).snapshot
+    return replay(new_snapshot("golden"), log.records, settings=ReplaySettings(retention_ms=10_000), as_of_ms=log.now + 6000).snapshot
 
 
 def test_snapshot_format_v1_bytes_are_still_readable() -> None:

@@ -33,6 +33,7 @@ from coordinator_core.replay import (
     replay_runs,
     serialize_snapshot,
 )
+from coordinator_core.settings import ReplaySettings
 from tests.coordinator_core.replay_builders import GroupLog, member
 
 MINUTE = 60_000
@@ -52,9 +53,17 @@ def assert_same(full: ReplayResult, bulk: ReplayResult) -> None:
     assert bulk.stats.as_dict() == full.stats.as_dict()
 
 
+def settings_kw(kw: dict[str, Any]) -> dict[str, Any]:
+    """The replay keywords with the broker settings among them folded into ``settings=``."""
+    keys = ("retention_ms", "rules", "coordinator", "cleanup_interval_ms")
+    given = {k: kw[k] for k in keys if k in kw}
+    return {**{k: v for k, v in kw.items() if k not in keys}, "settings": ReplaySettings(**{"retention_ms": None, **given})}
+
+
 def both(
     snapshot: GroupSnapshot, records: list[LogRecord], *, max_span_ms: int | None = None, **kw: Any
 ) -> tuple[ReplayResult, ReplayResult, RunCounters]:
+    kw = settings_kw(kw)
     full = replay(snapshot, records, **kw)
     counters = RunCounters()
     bulk = replay_runs(snapshot, compress_commit_runs(records, max_span_ms=max_span_ms), counters=counters, **kw)
@@ -162,7 +171,7 @@ def test_compressed_replay_onto_an_existing_snapshot_with_overlapping_input_equa
     it (duplicates, possibly in the middle of a run) before new records."""
     cut %= len(records) + 1
     start = cut - back % (cut + 1)
-    before = replay(new_snapshot("g"), records[:cut], event_kinds=NO_COMMIT_EVENTS, **opts).snapshot
+    before = replay(new_snapshot("g"), records[:cut], event_kinds=NO_COMMIT_EVENTS, **settings_kw(opts)).snapshot
     before = deserialize_snapshot(serialize_snapshot(before))
     end = max((r.timestamp_ms for r in records), default=0)
     full, _, _ = both(before, records[start:], as_of_ms=end, event_kinds=NO_COMMIT_EVENTS, **opts)
@@ -292,7 +301,7 @@ def test_a_run_that_creates_the_group_tells_it_at_the_first_commit() -> None:
 
 def test_a_run_redelivered_onto_a_snapshot_that_holds_part_of_it_is_replayed_record_by_record() -> None:
     log = _stable_burst(48 * HOUR)
-    before = replay(new_snapshot("g"), log.records[:10], retention_ms=48 * HOUR).snapshot
+    before = replay(new_snapshot("g"), log.records[:10], settings=ReplaySettings(retention_ms=48 * HOUR)).snapshot
     _, _, counters = both(before, log.records[5:], retention_ms=48 * HOUR, event_kinds=NO_COMMIT_EVENTS)
     assert counters.expanded_by_reason == {"duplicates": 1}
 
@@ -323,6 +332,7 @@ def test_generator_log_compressed_equals_full(
         as_of = recs[-1].timestamp_ms + HOUR
         kw: dict[str, Any] = {"retention_ms": retention_ms, "as_of_ms": as_of if retention_ms else None,
                               "coordinator": coordinator, "event_kinds": NO_COMMIT_EVENTS, "assume_log_start": True}
+        kw = settings_kw(kw)
         full = replay(new_snapshot(gid), recs, **kw)
         bulk = replay_runs(new_snapshot(gid), compress_commit_runs(recs, max_span_ms=MINUTE), counters=total, **kw)
         assert_same(full, bulk)
@@ -350,18 +360,19 @@ def test_replay_runs_of_plain_records_is_replay() -> None:
     log = _stable_burst(None, n=5)
     log.offset_tombstone("t", 0)
     assert all(not isinstance(r.key, OffsetCommitKey) or True for r in log.records)
-    full = replay(new_snapshot("g"), log.records, retention_ms=HOUR)
-    assert_same(full, replay_runs(new_snapshot("g"), log.records, retention_ms=HOUR))
+    full = replay(new_snapshot("g"), log.records, settings=ReplaySettings(retention_ms=HOUR))
+    assert_same(full, replay_runs(new_snapshot("g"), log.records, settings=ReplaySettings(retention_ms=HOUR)))
 
 
 def test_the_working_state_freezes_every_field_in_place() -> None:
-    """``_Work.freeze`` and ``new_snapshot`` fill the snapshot's slots positionally: every field
+    """``GroupFold.freeze`` and ``new_snapshot`` fill the snapshot's slots positionally: every field
     must land where it belongs (distinct values everywhere)."""
     import dataclasses
     from types import MappingProxyType
 
+    from coordinator_core.group_fold import GroupFold
     from coordinator_core.records import OffsetCommitValue
-    from coordinator_core.replay import _Work
+    from coordinator_core.settings import FACTS_ONLY
     from coordinator_core.state import GroupState
 
     s = GroupSnapshot(
@@ -373,7 +384,7 @@ def test_the_working_state_freezes_every_field_in_place() -> None:
         tombstone_run=(("t", 2, 1, 2, 3, 4),), settled=MappingProxyType({("t", 0): 15}), settled_death_ms=16,
         situation_since_ms=17, first_position=(7, 1), new_coordinator_seen=True, predictions_contradicted=18,
     )  # the view's forecast fields are recomputed by every call that has an as_of (finish)
-    frozen = _Work(s, None, "current", frozenset()).freeze()
+    frozen = GroupFold(s, FACTS_ONLY, frozenset()).freeze()
     for f in dataclasses.fields(GroupSnapshot):
         assert getattr(frozen, f.name) == getattr(s, f.name), f.name
     fresh = new_snapshot("x")

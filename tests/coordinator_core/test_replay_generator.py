@@ -19,6 +19,7 @@ from coordinator_core.events import GroupLifecycle, OffsetExpiration, StateTrans
 from coordinator_core.generator import generate
 from coordinator_core.records import LogRecord
 from coordinator_core.replay import ReplayResult, replay_groups
+from coordinator_core.settings import ReplaySettings
 
 pytestmark = pytest.mark.slow
 
@@ -75,7 +76,7 @@ def test_expiry_predictions_agree_with_the_logs_tombstones(
     retention = truth["retention_ms"]
     interval = truth["config"]["retention_check_interval_ms"]
     out: dict[str, ReplayResult] = replay_groups(
-        records, assume_log_start=True, retention_ms=retention, as_of_ms=truth["end_ms"]
+        records, assume_log_start=True, settings=ReplaySettings(retention_ms=retention), as_of_ms=truth["end_ms"]
     )
     confirmed = 0
     deleted_topics = {(d["topic"], d["time_ms"]) for d in truth.get("deleted_topics", [])}

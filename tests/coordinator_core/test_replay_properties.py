@@ -17,6 +17,7 @@ from coordinator_core.replay import (
     replay,
     serialize_snapshot,
 )
+from coordinator_core.settings import ReplaySettings
 from tests.coordinator_core.replay_builders import GroupLog, member
 
 HOUR = 3_600_000
@@ -104,7 +105,7 @@ def _stream(
         later = [c for c in chunks[i + 1 :] if c]
         watermark = later[0][0].timestamp_ms if later else end_ms
         r = replay(
-            deserialize_snapshot(state), chunk, retention_ms=retention, as_of_ms=watermark,
+            deserialize_snapshot(state), chunk, settings=ReplaySettings(retention_ms=retention), as_of_ms=watermark,
             log_end_ms=watermark if with_log_end else None,
         )
         results.append(r)
@@ -129,7 +130,7 @@ def test_with_expiry_timers_one_pass_equals_any_split(
     end = (records[-1].timestamp_ms if records else 0) + extra_hours * HOUR
     for with_log_end in (False, True):
         once = replay(
-            new_snapshot("g"), records, retention_ms=RETENTION, as_of_ms=end,
+            new_snapshot("g"), records, settings=ReplaySettings(retention_ms=RETENTION), as_of_ms=end,
             log_end_ms=end if with_log_end else None,
         )
         snap, parts = _stream(records, cuts, RETENTION, end, with_log_end)
@@ -142,7 +143,7 @@ def test_with_expiry_timers_one_pass_equals_any_split(
 @settings(max_examples=100, deadline=None)
 @given(group_logs(), st.lists(st.tuples(st.integers(0, 100), st.integers(0, 100)), max_size=4))
 def test_duplicates_change_nothing(records: list[LogRecord], redeliveries: list[tuple[int, int]]) -> None:
-    once = replay(new_snapshot("g"), records, retention_ms=RETENTION)
+    once = replay(new_snapshot("g"), records, settings=ReplaySettings(retention_ms=RETENTION))
     # at-least-once: earlier ranges are delivered again, interleaved with new data
     n = len(records)
     fed: list[LogRecord] = []
@@ -154,7 +155,7 @@ def test_duplicates_change_nothing(records: list[LogRecord], redeliveries: list[
         lo = b % (pos + 1)
         fed.extend(records[lo:pos])
     fed.extend(records[pos:])
-    again = replay(new_snapshot("g"), fed, retention_ms=RETENTION)
+    again = replay(new_snapshot("g"), fed, settings=ReplaySettings(retention_ms=RETENTION))
     assert again.snapshot == once.snapshot
     assert _rows([again]) == _rows([once])
-    assert replay(once.snapshot, records, retention_ms=RETENTION).events == []
+    assert replay(once.snapshot, records, settings=ReplaySettings(retention_ms=RETENTION)).events == []

@@ -12,6 +12,7 @@ from coordinator_core.consumer_protocol import subscribed_topics_v0
 from coordinator_core.events import GroupLifecycle, OffsetExpiration, StateTransition
 from coordinator_core.log_shape import partition_shape
 from coordinator_core.replay import group_subscribed_topics, new_snapshot, replay
+from coordinator_core.settings import ReplaySettings
 from coordinator_core.state import GroupState
 from tests.coordinator_core.replay_builders import GroupLog, member
 
@@ -44,7 +45,7 @@ def test_a_compacted_capture_keeps_a_stable_groups_idle_partition_offsets() -> N
     log.advance(30 * DAY).stable(57, [member("m1", topics=["t"], assigned={"t": [0, 1, 2]})])
     log.advance(MINUTE).commit("t", 0, 9000)
     end = log.now + HOUR
-    result = replay(new_snapshot("g"), log.records, retention_ms=WEEK, as_of_ms=end, log_end_ms=end)
+    result = replay(new_snapshot("g"), log.records, settings=ReplaySettings(retention_ms=WEEK), as_of_ms=end, log_end_ms=end)
     assert _expirations(result.events) == []
     assert _deaths(result.events) == [] and _dead_edges(result.events) == []
     snap = result.snapshot
@@ -60,7 +61,7 @@ def test_kafka4_classic_group_creation_record_is_a_creation_not_a_predicted_deat
     log.advance(3_000).stable(1, [member("m1", assigned={"t": [0]})])
     log.advance(MINUTE).commit("t", 0, 1)
     end = log.now + HOUR
-    result = replay(new_snapshot("g"), log.records, retention_ms=WEEK, as_of_ms=end, log_end_ms=end)
+    result = replay(new_snapshot("g"), log.records, settings=ReplaySettings(retention_ms=WEEK), as_of_ms=end, log_end_ms=end)
     assert _deaths(result.events) == [] and _dead_edges(result.events) == []
     created = [e for e in result.events if isinstance(e, GroupLifecycle) and e.event == "group_created"]
     assert len(created) == 1
@@ -74,7 +75,7 @@ def test_kafka4_deletes_an_abandoned_empty_classic_group_at_its_next_cleanup() -
     log = GroupLog()
     log.empty(0)
     log.group_tombstone(at=log.now + 7 * MINUTE)
-    result = replay(new_snapshot("g"), log.records, retention_ms=WEEK)
+    result = replay(new_snapshot("g"), log.records, settings=ReplaySettings(retention_ms=WEEK))
     (death,) = _deaths(result.events)
     assert (death.status, death.cause, death.observed_ms) == ("confirmed", "group_tombstone", log.now)
 
@@ -89,7 +90,7 @@ def test_an_offsetless_group_whose_members_all_restart_within_seconds_is_never_r
         log.advance(HOUR).empty(gen)
         log.advance(4_000).stable(gen + 1, [member(f"m{gen}a"), member(f"m{gen}b")])
     end = log.now + HOUR
-    result = replay(new_snapshot("g"), log.records, retention_ms=WEEK, as_of_ms=end, log_end_ms=end)
+    result = replay(new_snapshot("g"), log.records, settings=ReplaySettings(retention_ms=WEEK), as_of_ms=end, log_end_ms=end)
     assert _deaths(result.events) == [] and _dead_edges(result.events) == []
     assert result.snapshot.state is GroupState.STABLE and result.snapshot.exists
 
@@ -101,7 +102,7 @@ def test_offsets_due_while_the_group_was_empty_are_not_expired_when_it_came_back
     log.empty(2, at=log.now + MINUTE)
     # due one retention later; the group is back 20 minutes after that, no tombstone in between
     log.stable(3, [member("m2", assigned={"t": [0]})], at=log.now + WEEK + 20 * MINUTE)
-    result = replay(new_snapshot("g"), log.records, retention_ms=WEEK)
+    result = replay(new_snapshot("g"), log.records, settings=ReplaySettings(retention_ms=WEEK))
     assert _expirations(result.events) == [] and _deaths(result.events) == []
     assert result.snapshot.offset("t", 0) is not None
     assert result.stats.predictions_contradicted == 1
@@ -114,7 +115,7 @@ def test_a_record_inside_the_cleanup_window_does_not_contradict_the_prediction()
     log.commit("a", 0, 1)
     log.commit("b", 0, 1, at=log.now + WEEK + 3 * MINUTE)
     log.offset_tombstone("a", 0, at=log.now + 5 * MINUTE)
-    result = replay(new_snapshot("g"), log.records, retention_ms=WEEK)
+    result = replay(new_snapshot("g"), log.records, settings=ReplaySettings(retention_ms=WEEK))
     (exp,) = _expirations(result.events)
     assert (exp.status, exp.cause, exp.predicted_ms) == ("confirmed", "retention", log.records[0].timestamp_ms + WEEK)
 
@@ -123,7 +124,7 @@ def test_a_tombstone_after_the_cleanup_window_is_another_removal_not_the_predict
     log = GroupLog()
     log.commit("a", 0, 1)
     log.offset_tombstone("a", 0, at=log.now + WEEK + 3 * HOUR)  # e.g. kafka-consumer-groups --delete-offsets
-    result = replay(new_snapshot("g"), log.records, retention_ms=WEEK)
+    result = replay(new_snapshot("g"), log.records, settings=ReplaySettings(retention_ms=WEEK))
     (exp,) = _expirations(result.events)
     assert (exp.status, exp.cause, exp.predicted_ms) == ("observed", "tombstone", None)
 
@@ -132,12 +133,12 @@ def test_kafka3_deletes_a_simple_group_with_its_last_offset_and_writes_no_group_
     log = GroupLog()
     log.commit("t", 0, 1)
     log.offset_tombstone("t", 0, at=log.now + WEEK + 4 * MINUTE)  # the retention cleanup
-    old = replay(new_snapshot("g"), log.records, retention_ms=WEEK, coordinator="old")
+    old = replay(new_snapshot("g"), log.records, settings=ReplaySettings(retention_ms=WEEK, coordinator="old"))
     (death,) = _deaths(old.events)
     assert (death.status, death.group_tombstone, death.observed_ms) == ("confirmed", False, log.now)
     assert (old.snapshot.state, old.snapshot.exists) == (GroupState.DEAD, False)
     # Kafka 4 keeps the Empty group until its cleanup writes the group tombstone
-    new = replay(new_snapshot("g"), log.records, retention_ms=WEEK, coordinator="new")
+    new = replay(new_snapshot("g"), log.records, settings=ReplaySettings(retention_ms=WEEK, coordinator="new"))
     assert _deaths(new.events) == []
     assert (new.snapshot.state, new.snapshot.exists) == (GroupState.EMPTY, True)
 
@@ -150,7 +151,7 @@ def test_kafka3_topic_deletion_that_empties_an_empty_simple_group_deletes_it_in_
     log.commit("gone", 1, 1)
     log.offset_tombstone("gone", 0, at=log.now + HOUR)
     log.offset_tombstone("gone", 1)
-    result = replay(new_snapshot("g"), log.records, coordinator="old")
+    result = replay(new_snapshot("g"), log.records, settings=ReplaySettings(retention_ms=None, coordinator="old"))
     (death,) = _deaths(result.events)
     assert (death.status, death.cause, death.timestamp_ms) == ("observed", "offsets_deleted", log.now)
     assert not result.snapshot.exists
@@ -195,17 +196,17 @@ def test_a_forecast_is_withdrawn_by_a_later_call_when_the_group_comes_back() -> 
     log.commit("t", 0, 5)
     log.empty(2, at=log.now + MINUTE)
     due = log.now + WEEK
-    first = replay(new_snapshot("g"), log.records, retention_ms=WEEK, as_of_ms=due + MINUTE, log_end_ms=due + MINUTE)
+    first = replay(new_snapshot("g"), log.records, settings=ReplaySettings(retention_ms=WEEK), as_of_ms=due + MINUTE, log_end_ms=due + MINUTE)
     assert [e.status for e in _expirations(first.events)] == ["predicted"]
     assert first.snapshot.state is GroupState.DEAD  # the view as of T: one cleanup at T
     back = GroupLog(first_offset=200, start_ms=due + 30 * MINUTE)
     back.stable(3, [member("m2", assigned={"t": [0]})])
-    later = replay(first.snapshot, back.records, retention_ms=WEEK, as_of_ms=back.now, log_end_ms=back.now)
+    later = replay(first.snapshot, back.records, settings=ReplaySettings(retention_ms=WEEK), as_of_ms=back.now, log_end_ms=back.now)
     assert [e.status for e in _expirations(later.events)] == ["withdrawn"]
     assert [e.status for e in _deaths(later.events)] == ["withdrawn"]
     assert later.snapshot.state is GroupState.STABLE and later.snapshot.offset("t", 0) is not None
     # one pass over the same records tells neither
-    once = replay(new_snapshot("g"), log.records + back.records, retention_ms=WEEK, as_of_ms=back.now,
+    once = replay(new_snapshot("g"), log.records + back.records, settings=ReplaySettings(retention_ms=WEEK), as_of_ms=back.now,
                   log_end_ms=back.now)
     assert _expirations(once.events) == [] and _deaths(once.events) == []
     assert once.snapshot == later.snapshot
@@ -246,11 +247,11 @@ def test_contradictions_judged_on_a_state_compaction_made_are_not_counted() -> N
     log = GroupLog()
     log.commit("t", 2, 40)
     log.advance(3 * WEEK).stable(13, [member("m1", topics=["t"], assigned={"t": [2]})])
-    assert replay(new_snapshot("g"), log.records, retention_ms=WEEK).snapshot.to_state_row()[
+    assert replay(new_snapshot("g"), log.records, settings=ReplaySettings(retention_ms=WEEK)).snapshot.to_state_row()[
         "predictions_contradicted"] == 0
     # the same commit before a first group record at generation 1 was a real simple-group phase
     real = GroupLog()
     real.commit("t", 2, 40)
     real.advance(3 * WEEK).stable(1, [member("m1", topics=["t"], assigned={"t": [2]})])
-    assert replay(new_snapshot("g"), real.records, retention_ms=WEEK).snapshot.to_state_row()[
+    assert replay(new_snapshot("g"), real.records, settings=ReplaySettings(retention_ms=WEEK)).snapshot.to_state_row()[
         "predictions_contradicted"] == 1

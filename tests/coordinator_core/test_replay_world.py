@@ -16,6 +16,7 @@ from coordinator_core.events import GroupLifecycle, StateTransition
 from coordinator_core.generator import generate
 from coordinator_core.records import LogRecord
 from coordinator_core.replay import ReplayResult, replay_groups
+from coordinator_core.settings import ReplaySettings
 
 pytestmark = pytest.mark.slow
 
@@ -33,8 +34,7 @@ def _replay(coordinator: str, compaction: str, seed: int) -> tuple[dict[str, Rep
         records.append(LogRecord(p, o, ts, rec.key, rec.value))
     t = log.truth
     end = t["end_ms"]
-    out = replay_groups(records, retention_ms=t["retention_ms"], as_of_ms=end, log_end_ms=end,
-                        cleanup_interval_ms=t["retention_checks"]["interval_ms"])
+    out = replay_groups(records, settings=ReplaySettings(retention_ms=t["retention_ms"], cleanup_interval_ms=t["retention_checks"]["interval_ms"]), as_of_ms=end, log_end_ms=end)
     return out, t
 
 

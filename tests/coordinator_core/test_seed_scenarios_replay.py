@@ -20,6 +20,7 @@ import pytest
 
 from coordinator_core.events import GroupLifecycle, Rebalance, StateTransition
 from coordinator_core.replay import ReplayResult, new_snapshot, replay, replay_groups
+from coordinator_core.settings import ReplaySettings
 from coordinator_core.state import GroupState
 from tests.coordinator_core.replay_builders import GroupLog, member
 
@@ -87,7 +88,7 @@ def test_three_consumers_at_once_one_rebalance_two_generations() -> None:
     assert _states(result)[-2:] == ["PreparingRebalance", "Empty"]
     assert (result.snapshot.state, result.snapshot.generation) == (GroupState.EMPTY, 3)
     # with no offsets the cleanup removes the group (Empty -> Dead)
-    dead = replay(result.snapshot, [], retention_ms=7 * 86_400_000, as_of_ms=log.now + 600_000)
+    dead = replay(result.snapshot, [], settings=ReplaySettings(retention_ms=7 * 86_400_000), as_of_ms=log.now + 600_000)
     assert dead.snapshot.state is GroupState.DEAD
 
 
@@ -163,7 +164,7 @@ def test_offsets_of_an_unknown_group_create_an_empty_group_that_dies_with_its_la
     snap = result.snapshot
     assert (snap.state, snap.protocol_type, snap.generation) == (GroupState.EMPTY, None, 0)
     week = 7 * 86_400_000
-    expired = replay(snap, [], retention_ms=week, as_of_ms=log.now + week)
+    expired = replay(snap, [], settings=ReplaySettings(retention_ms=week), as_of_ms=log.now + week)
     assert expired.snapshot.state is GroupState.DEAD and expired.snapshot.offset_count == 0
     (death,) = [e for e in expired.events if isinstance(e, GroupLifecycle) and e.event == "group_deleted"]
     assert not death.group_tombstone  # generation 0: "only using Kafka for offset storage"

@@ -18,6 +18,7 @@ pytestmark = pytest.mark.spark
 from coordinator_core.codec import decode_record  # noqa: E402
 from coordinator_core.generator import generate  # noqa: E402
 from coordinator_core.records import LogRecord, OffsetCommitKey  # noqa: E402
+from coordinator_core.settings import ReplaySettings  # noqa: E402
 from pipelines.analytics.burrow import Commit, evaluate  # noqa: E402
 from pipelines.config import Config, load_config  # noqa: E402
 
@@ -39,10 +40,10 @@ def world(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> World:
     from deltalake import write_deltalake
 
     from pipelines.analytics.views import register_analytics_views
+    from pipelines.batch.job import run_batch
     from pipelines.commands.sql import register_views
-    from pipelines.gold import rows_to_arrow
-    from pipelines.jobs.batch import run_batch
     from pipelines.raw_files import RawRecord, write_raw_records
+    from pipelines.records.gold import rows_to_arrow
     from schemas import get as get_spec
 
     log = generate(6, 1.0, seed=SEED)
@@ -182,7 +183,7 @@ def test_offsets_at_risk_uses_the_cores_expiry_forecast(spark: Any, world: World
 
     retention = world.truth["retention_ms"]
     end = max(r.timestamp_ms for r in world.records)
-    snaps = replay_groups(world.records, retention_ms=retention, as_of_ms=end, log_end_ms=end)
+    snaps = replay_groups(world.records, settings=ReplaySettings(retention_ms=retention), as_of_ms=end, log_end_ms=end)
     want = {}
     for gid, res in snaps.items():
         for (topic, part), due in offset_due_times(res.snapshot, retention).items():

@@ -15,13 +15,16 @@ import pytest
 
 pytestmark = pytest.mark.spark
 
+from pipelines.batch.job import gold_table_names, run_batch  # noqa: E402
 from pipelines.commands.quickstart import sample_records  # noqa: E402
 from pipelines.config import Config, load_config  # noqa: E402
-from pipelines.jobs.batch import gold_table_names, run_batch  # noqa: E402
 from pipelines.raw_files import RawRecord, write_raw_records  # noqa: E402
 from pipelines.tableio import TableIO  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
+#: the one path of the decode and replay stages, whatever runs the job (CLI, spark-submit, Airflow, bench)
+ONE_PATH = {"decode": "routed raw_records files -> decoded tables + replay input",
+            "replay": "replay input bucket files -> gold tables"}
 
 
 def _corrupt_record(records: list[RawRecord]) -> RawRecord:
@@ -120,6 +123,10 @@ def test_cli_run_batch_is_the_same_job(cfg: Config, spark: Any, tmp_path: Path, 
     assert summary["reconciled"] and summary["groups"] == 3
     assert summary["raw_total"] == summary["decoded"] + summary["quarantined"] + summary["unsupported"]
     assert summary["tables"]["group_state"]["rows"] == 3
+    assert {k: v for k, v in summary["paths"].items() if k != "ingest"} == ONE_PATH
+    from pipelines.batch.summary import run_records
+
+    assert [r["paths"] for r in run_records(cfg.paths.warehouse)] == [summary["paths"]]
 
     # the other commands read the same warehouse
     assert main(["tables", "--conf", str(conf), "--json"]) == 0
@@ -155,7 +162,7 @@ def test_spark_submit_runs_the_batch_script(tmp_path: Path) -> None:
                SPARK_LOCAL_IP="127.0.0.1")
     proc = subprocess.run(
         [str(spark_submit), "--master", "local[1]", "--driver-memory", "1g",
-         str(REPO / "pipelines" / "jobs" / "batch.py"), "--conf", str(conf), "--json"],
+         str(REPO / "pipelines" / "batch" / "job.py"), "--conf", str(conf), "--json"],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -175,13 +182,14 @@ def test_replay_stage_refuses_decoded_tables_behind_raw_records(cfg: Config, spa
         run_batch(cfg, spark, io=io, stages=("replay",))
 
 
-@pytest.mark.parametrize("replay_input", ["spool", "files"])
+@pytest.mark.parametrize("replay_input", ["one run", "stage by stage"])
 def test_every_gold_delta_table_equals_the_pure_core_replay(
     tmp_path: Path, spark: Any, replay_input: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     """What the job COMMITS (event tables in one routed pass, current-state tables MERGEd) equals
-    the pure core's rows for the same log, table by table — whether the replay reads the spool
-    the decode pass wrote (one run) or the decoded tables' files (replay run on its own)."""
+    the pure core's rows for the same log, table by table — on the one path, whether the stages
+    run in one process or one by one (as separate tasks would): the replay reads the replay input
+    the decode pass wrote either way."""
     import logging
 
     from chispa import assert_df_equality
@@ -194,7 +202,7 @@ def test_every_gold_delta_table_equals_the_pure_core_replay(
                                  "replay.rules": "current", "replay.coordinator": "old"})
     write_raw_records([RawRecord(k, v, "__consumer_offsets", p, o, ts) for k, v, p, o, ts in log], cfg.paths.landing)
     io = TableIO(cfg, spark)
-    caplog.set_level(logging.INFO, logger="pipelines.batch_replay")
+    caplog.set_level(logging.INFO, logger="pipelines.batch.replay")
     if replay_input == "spool":
         summary = run_batch(cfg, spark, io=io)
     else:
@@ -202,10 +210,11 @@ def test_every_gold_delta_table_equals_the_pure_core_replay(
         summary = run_batch(cfg, spark, io=io, stages=("replay",))
         summary = run_batch(cfg, spark, io=io, stages=("ingest", "decode", "replay"))  # all up to date
     assert summary.reconciled and summary.quarantined == 1 and summary.unsupported == 1
-    used = [r.getMessage() for r in caplog.records if r.getMessage().startswith("replay: from")]
-    assert len(used) == 1 and used[0].startswith(
-        "replay: from the decode's spool" if replay_input == "spool" else "replay: from the decoded tables' files")
-    assert not (Path(io.warehouse) / "_staging").exists()  # spool and staged tables removed
+    used = [r.getMessage() for r in caplog.records if r.getMessage().startswith("replay: ")]
+    assert len(used) == 1 and used[0].endswith(f"buckets' files, {io.count('offset_commits') + io.count('group_metadata') + 1} rows")
+    assert summary.paths == {"ingest": f"{summary.source} -> raw_records", **ONE_PATH}
+    assert not (Path(io.warehouse) / "_staging").exists()  # staged tables removed
+    assert len(list((Path(io.warehouse) / "_replay_input").iterdir())) == 1  # this version's only
     expected = core_gold(log, retention_ms=3 * DAY, as_of_ms=max(ts for *_, ts in log))
     for spec in GOLD_TABLES:
         want = spark.createDataFrame(expected[spec.name].to_pylist(), spec.spark_schema())

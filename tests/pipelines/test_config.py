@@ -13,9 +13,9 @@ from pipelines.config import (
     Secret,
     config_from_dict,
     defaults_as_dict,
-    kafka_client_settings,
     load_config,
     parse_set_option,
+    spark_kafka_options,
 )
 from pipelines.errors import UsageError
 
@@ -134,11 +134,11 @@ def test_secret_is_read_from_environment_and_never_shown(monkeypatch: pytest.Mon
     assert "s3cr3t-value" not in str(cfg.redacted())
     assert cfg.redacted()["kafka"]["secrets"]["sasl_username"] == "${OL_TEST_USER} (unset)"
     with pytest.raises(UsageError, match=r"\$\{OL_TEST_USER\}"):
-        kafka_client_settings(cfg)
+        spark_kafka_options(cfg)
     monkeypatch.setenv("OL_TEST_USER", "alice")
-    settings = kafka_client_settings(cfg)
-    assert settings["sasl.password"] == "s3cr3t-value"
-    assert settings["sasl.username"] == "alice"
+    jaas = spark_kafka_options(cfg)["kafka.sasl.jaas.config"]
+    assert 'password="s3cr3t-value"' in jaas
+    assert 'username="alice"' in jaas
 
 
 def test_env_references_are_not_interpolated_outside_secrets(monkeypatch: pytest.MonkeyPatch) -> None:

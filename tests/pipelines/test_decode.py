@@ -138,7 +138,7 @@ def expected_tables(rows: list[tuple[bytes | None, bytes | None]]) -> dict[str, 
 def test_decoded_tables_equal_the_core_codec(spark: Any) -> None:
     from chispa import assert_df_equality
 
-    from pipelines.decode import decode_raw, reconcile_counts
+    from tests.pipelines.pipeline_helpers import decode_raw, reconcile_counts
 
     rows = sample_log()
     result = decode_raw(raw_df(spark, rows))
@@ -160,7 +160,7 @@ def test_decoded_tables_equal_the_core_codec(spark: Any) -> None:
 
 
 def test_corrupt_records_are_quarantined_with_bytes_position_and_error(spark: Any) -> None:
-    from pipelines.decode import decode_raw
+    from tests.pipelines.pipeline_helpers import decode_raw
 
     rows = sample_log()
     want = expected_tables(rows)["q"]
@@ -176,7 +176,7 @@ def test_corrupt_records_are_quarantined_with_bytes_position_and_error(spark: An
 
 
 def test_reconciliation_reports_a_mismatch(spark: Any) -> None:
-    from pipelines.decode import decode_raw, reconcile_counts
+    from tests.pipelines.pipeline_helpers import decode_raw, reconcile_counts
 
     rows = sample_log()
     result = decode_raw(raw_df(spark, rows))

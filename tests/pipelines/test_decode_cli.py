@@ -150,3 +150,34 @@ def test_a_key_of_a_modern_type_that_is_not_that_types_key_is_shown_as_unknown_w
     obj = json.loads(out)
     assert rc == 0 and obj["key"] == {"version": 10, "data": "unknown"} and obj["groupType"] == "share"
     assert "corrupt key (record type 10" in obj["modernKeyError"] and "member_id" in obj["modernKeyError"]
+
+
+KCAT_DUMP = Path(__file__).parent / "vectors" / "kcat" / "consumer_offsets_J.jsonl"
+
+
+def test_decode_of_a_kcat_json_dump_prints_the_records_not_tombstones(capsys: pytest.CaptureFixture[str]) -> None:
+    rc, out, err = _run(capsys, "decode", "--input", str(KCAT_DUMP))
+    objs = [json.loads(line) for line in out.splitlines()]
+    assert rc == 0 and len(objs) == 4
+    assert objs[0]["key"]["data"] == {"group": 'g-"q\\b\n', "topic": "orders", "partition": 0}
+    assert objs[0]["value"]["data"]["offset"] == 42
+    assert objs[1]["value"]["data"]["metadata"] == "é€"
+    assert objs[2]["value"] is None  # the one real tombstone
+    assert "error" in objs[3] and objs[3]["valueHex"] == "0003" + bytes(range(256)).hex()
+    assert "decoded 4 records (1 corrupt)" in err
+
+
+@pytest.mark.parametrize(
+    "content",
+    [b"\x00\x01\x00\x01g\x00\x01t\x00\x00\x00\x00\t\x00\x03\xff\xfe\x80*\n",  # console-consumer output
+     b"offsetlake notes\nnot a capture at all\n"],
+    ids=["console-consumer", "text"],
+)
+def test_decode_of_a_text_or_console_consumer_file_exits_2_with_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], content: bytes
+) -> None:
+    path = tmp_path / "dump.txt"
+    path.write_bytes(content)
+    rc, out, err = _run(capsys, "decode", "--input", str(path))
+    assert rc == 2 and out == "" and len(err.strip().splitlines()) == 1
+    assert "dump.txt:1: not valid JSON" in err and "Traceback" not in err

@@ -10,14 +10,14 @@ import pytest
 
 pytestmark = pytest.mark.spark
 
+from pipelines.batch.decode import TABLES, write_decoded_from_raw_table  # noqa: E402
+from pipelines.batch.ingest import ingest  # noqa: E402
 from pipelines.commands.quickstart import sample_records  # noqa: E402
 from pipelines.config import Config, load_config  # noqa: E402
-from pipelines.decode import decode_raw  # noqa: E402
-from pipelines.decode_tables import TABLES, write_decoded_from_raw_table, write_decoded_tables  # noqa: E402
-from pipelines.ingest import ingest  # noqa: E402
 from pipelines.raw_files import RawRecord, write_raw_records  # noqa: E402
 from pipelines.tableio import TableIO, conform  # noqa: E402
 from schemas import get as get_spec  # noqa: E402
+from tests.pipelines.pipeline_helpers import decode_raw  # noqa: E402
 
 
 @pytest.fixture
@@ -43,17 +43,13 @@ def _rows(df: Any) -> list[str]:
     return sorted(repr(sorted(r.asDict(recursive=True).items())) for r in df.collect())
 
 
-@pytest.mark.parametrize("reader", ["rows", "files"])
-def test_one_pass_decode_writes_what_the_dataframe_path_computes(cfg: Config, spark: Any, reader: str) -> None:
+def test_one_pass_decode_writes_what_the_dataframe_path_computes(cfg: Config, spark: Any) -> None:
     write_raw_records(_mixed_log(), cfg.paths.landing, rows_per_file=40)  # several raw_records files
     io = TableIO(cfg, spark)
     ingest(spark, cfg, io)
     raw = io.read("raw_records")
-    if reader == "rows":
-        results = write_decoded_tables(io, raw, app_id="t", version=1, expected_rows=io.count("raw_records"))
-    else:
-        assert len(io.snapshot_files("raw_records") or []) > 1
-        results = write_decoded_from_raw_table(io, app_id="t", version=1, expected_rows=io.count("raw_records"))
+    assert len(io.snapshot_files("raw_records") or []) > 1
+    results = write_decoded_from_raw_table(io, app_id="t", version=1, expected_rows=io.count("raw_records"))
     assert all(not r.skipped for r in results.values())
     expected = decode_raw(raw).tables()
     for name in TABLES:
@@ -62,7 +58,7 @@ def test_one_pass_decode_writes_what_the_dataframe_path_computes(cfg: Config, sp
     assert sum(io.count(n) for n in TABLES) == io.count("raw_records")
     # the same marker again: nothing is written, no version moves
     versions = {n: io.version(n) for n in TABLES}
-    again = write_decoded_tables(io, raw, app_id="t", version=1)
+    again = write_decoded_from_raw_table(io, app_id="t", version=1)
     assert all(r.skipped for r in again.values())
     assert {n: io.version(n) for n in TABLES} == versions
 
@@ -71,13 +67,13 @@ def test_a_count_mismatch_commits_nothing(cfg: Config, spark: Any) -> None:
     write_raw_records(sample_records(3, seed=2), cfg.paths.landing)
     io = TableIO(cfg, spark)
     ingest(spark, cfg, io)
-    from pipelines.batch_replay import read_spool_manifest, spool_options
+    from pipelines.batch.replay import current_replay_input, new_replay_input
 
-    spool = spool_options(io)
+    spool = new_replay_input(io, 1)
     with pytest.raises(Exception, match="count mismatch, nothing committed"):
         write_decoded_from_raw_table(io, app_id="t", version=1, expected_rows=io.count("raw_records") + 1,
                                      spool=spool)
-    assert read_spool_manifest(spool[1]) is None  # the replay never trusts this pass's spool
+    assert current_replay_input(io, 1) is None  # the replay never trusts this pass's files
     assert all(io.count(n) == 0 for n in TABLES)
     leftovers = [p for n in TABLES for p in Path(io.path(n)).glob("*.parquet")]
     assert leftovers == []

@@ -37,15 +37,15 @@ from coordinator_core.records import (
     Subscription,
     TopicPartitions,
 )
-from pipelines.decode import (
+from pipelines.records.decode import (
     KIND_OFFSET_COMMIT,
     MAX_ABS_MS,
     UNION_SCHEMA,
     decode_batch,
     decode_offset_commits_arrow,
-    offset_commit_fields,
     slow_row,
 )
+from pipelines.records.decode_rows import offset_commit_fields
 
 INT64 = st.integers(-(2**63), 2**63 - 1)
 INT32 = st.integers(-(2**31), 2**31 - 1)
@@ -301,7 +301,7 @@ def test_group_metadata_with_shared_member_blobs_equals_the_core(
 @given(st.data())
 def test_fast_assignment_reader_agrees_with_the_core_or_defers(data: st.DataObject) -> None:
     from coordinator_core.consumer_protocol import parse_member_blobs
-    from pipelines.decode import _FALLBACK, _fast_assigned_partitions
+    from pipelines.records.decode_rows import _FALLBACK, _fast_assigned_partitions
 
     real = encode_assignment(Assignment(data.draw(TOPIC_PARTITIONS), data.draw(st.one_of(st.none(), st.binary(max_size=4))),
                                         version=data.draw(st.integers(0, 5))))
@@ -336,18 +336,18 @@ def test_same_blob_in_consumer_and_other_protocol_groups_is_parsed_per_protocol(
 
 
 def test_batches_larger_than_a_chunk_decode_every_row() -> None:
-    from pipelines import decode
+    from pipelines.records import decode_commits
 
     rows = [(encode_key(OffsetCommitKey(f"g{i % 7}", "t", i)), encode_value(OffsetCommitValue(i, "", i, version=3)))
             for i in range(2_500)]
     rows[1_234] = (b"\x00\x01\x00", None)  # corrupt: quarantined
-    old = decode.CHUNK_ROWS
-    decode.CHUNK_ROWS = 1_000
+    old = decode_commits.CHUNK_ROWS
+    decode_commits.CHUNK_ROWS = 1_000
     try:
         fast, ok = decode_offset_commits_arrow(batch_of(rows))
         union = pa.Table.from_batches(decode_batch(batch_of(rows)), schema=UNION_SCHEMA)
     finally:
-        decode.CHUNK_ROWS = old
+        decode_commits.CHUNK_ROWS = old
     assert int(ok.sum()) == fast.num_rows == 2_499 and not ok[1_234]
     assert fast.column("committed_offset").to_pylist() == [i for i in range(2_500) if i != 1_234]
     assert sorted(union.column("log_offset").to_pylist()) == list(range(2_500))

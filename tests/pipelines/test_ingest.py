@@ -12,9 +12,10 @@ import pytest
 
 pytestmark = pytest.mark.spark
 
+from pipelines.batch.ingest import ingest, normalize  # noqa: E402
+from pipelines.batch.ingest_sources import read_landing  # noqa: E402
 from pipelines.config import Config, load_config  # noqa: E402
 from pipelines.errors import UsageError  # noqa: E402
-from pipelines.ingest import ingest, normalize, read_landing  # noqa: E402
 from pipelines.raw_files import RawRecord, write_raw_records  # noqa: E402
 from pipelines.tableio import TableIO  # noqa: E402
 
@@ -171,7 +172,7 @@ def test_input_without_duplicates_is_appended_in_source_order(cfg: Config, spark
 
 
 def test_position_ranges_report_repeats_and_overlaps(spark: Any) -> None:
-    from pipelines.ingest import PositionRange, position_ranges, ranges_disjoint
+    from pipelines.batch.positions import PositionRange, position_ranges, ranges_disjoint
 
     df = spark.createDataFrame(
         [("t", 0, 5), ("t", 0, 6), ("t", 1, 5), ("t", 0, 5)], "topic string, partition int, offset bigint"

@@ -46,7 +46,7 @@ def warehouse(tmp_path_factory: pytest.TempPathFactory) -> tuple[Config, dict[st
     from coordinator_core.codec import decode_record
     from coordinator_core.records import LogRecord
     from coordinator_core.replay import replay_groups
-    from pipelines.gold import GOLD_SPECS, rows_to_arrow
+    from pipelines.records.gold import GOLD_SPECS, rows_to_arrow
 
     recs = []
     for k, v, p, o, ts in zip(log.keys, log.values, log.partitions, log.offsets, log.timestamps, strict=True):

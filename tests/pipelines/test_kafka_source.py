@@ -146,7 +146,7 @@ def test_batch_read_honours_starting_and_ending_offsets(
 def test_batch_job_from_kafka_builds_the_same_delta_tables_as_from_landing_files(
     spark: Any, cluster: MockKafkaCluster, offsets_topic: str, records: list[RawRecord], tmp_path: Path
 ) -> None:
-    batch = pytest.importorskip("pipelines.jobs.batch")
+    batch = pytest.importorskip("pipelines.batch.job")
     from pipelines.config import config_from_dict
     from pipelines.tableio import TableIO
 
@@ -187,11 +187,10 @@ def test_stream_job_reading_kafka_equals_the_batch_replay_of_the_same_log(
     """``input.source: kafka`` + ``kafka.engine: python``: the streaming job's gold tables equal
     the batch replay of the same records read from landing files, at the stream's watermark."""
     stream_test = pytest.importorskip("tests.pipelines.test_stream_job")
-    from pipelines import stream_job
     from pipelines.config import config_from_dict
-    from pipelines.decode import decode_raw
-    from pipelines.replay_job import replay_to_gold
+    from pipelines.stream import job as stream_job
     from schemas.raw import RAW_RECORDS
+    from tests.pipelines.pipeline_helpers import spark_gold
 
     records = sample_records(8, seed=13, num_partitions=MOCK_PARTITIONS)
     topic = f"offsets-stream-{uuid.uuid4().hex[:8]}"
@@ -202,10 +201,8 @@ def test_stream_job_reading_kafka_equals_the_batch_replay_of_the_same_log(
     write_raw_records(records, landing)
     watermark = max(r.timestamp_ms for r in records) - stream_test.DELAY_MS
     raw = spark.read.schema(RAW_RECORDS.spark_schema()).parquet(str(landing))
-    dec = decode_raw(raw)
-    gold = replay_to_gold(dec.offset_commits, dec.group_metadata, retention_ms=stream_test.RETENTION_MS,
-                          as_of_ms=watermark, unsupported_df=dec.unsupported, num_partitions=MOCK_PARTITIONS)
-    expected = stream_test.last_per_key(gold["_union"])
+    expected = spark_gold(spark, raw, retention_ms=stream_test.RETENTION_MS, as_of_ms=watermark,
+                          num_partitions=MOCK_PARTITIONS)
 
     cfg = config_from_dict({
         "paths": {"root": str(tmp_path / "stream")},

@@ -13,7 +13,8 @@ pytestmark = pytest.mark.spark
 
 
 def test_log_partitions_equal_the_core_rule_on_compacted_and_whole_partitions(spark: Any) -> None:
-    from pipelines.log_shape import log_partitions, partition_stats
+    from pipelines.log_shape import log_partitions
+    from tests.pipelines.pipeline_helpers import partition_stats
     from tests.pipelines.test_replay_job import raw_df
 
     rng = random.Random(7)
@@ -42,7 +43,7 @@ def test_log_partitions_equal_the_core_rule_on_compacted_and_whole_partitions(sp
 
 def test_the_clocks_fast_path_agrees_with_the_full_clock_and_steps_aside_for_outliers(spark: Any) -> None:
     from pipelines.log_clock import clock_from_stats, log_clock
-    from pipelines.log_shape import partition_stats
+    from tests.pipelines.pipeline_helpers import partition_stats
     from tests.pipelines.test_replay_job import raw_df
 
     day = 86_400_000
@@ -63,7 +64,8 @@ def test_the_decode_passs_per_partition_figures_equal_the_aggregate(spark: Any) 
     ``partition_stats``' aggregate, whatever way the records are cut into batches and tasks."""
     import pyarrow as pa
 
-    from pipelines.log_shape import StatsAccumulator, combine, partition_stats
+    from pipelines.log_shape import StatsAccumulator, combine
+    from tests.pipelines.pipeline_helpers import partition_stats
     from tests.pipelines.test_replay_job import raw_df
 
     rng = random.Random(3)

@@ -88,3 +88,88 @@ def test_missing_input_and_non_parquet_files_are_usage_errors(tmp_path: Path) ->
     bogus.write_bytes(b"not parquet at all")
     with pytest.raises(UsageError, match="not a readable Parquet"):
         list(read_raw_records(bogus))
+
+
+# ---------------------------------------------------------------------------------------------
+# kcat -J dumps and field checks (issue 18)
+
+KCAT_DUMP = Path(__file__).parent / "vectors" / "kcat" / "consumer_offsets_J.jsonl"
+
+
+def _kcat_expected() -> list[RawRecord]:
+    # what make_consumer_offsets_J.py produced; kcat wrote it with -J (real output, see that script)
+    from coordinator_core.codec import encode_key, encode_value
+    from coordinator_core.records import GroupMetadataKey, OffsetCommitKey, OffsetCommitValue
+
+    t0 = 1_700_000_000_000
+    kv = [
+        (encode_key(OffsetCommitKey('g-"q\\b\n', "orders", 0)), encode_value(OffsetCommitValue(42, "", t0, leader_epoch=3, version=3))),
+        (encode_key(OffsetCommitKey("billing", "orders", 1)), encode_value(OffsetCommitValue(7, "é€", t0 + 1, version=1, expire_timestamp=None))),
+        (encode_key(GroupMetadataKey("billing")), None),
+        (encode_key(OffsetCommitKey("bin", "t", 2)), bytes([0, 3]) + bytes(range(256))),
+    ]
+    return [RawRecord(k, v, "__consumer_offsets", 0, i, t0 + i, 0) for i, (k, v) in enumerate(kv)]
+
+
+def test_a_real_kcat_json_dump_is_read_byte_for_byte() -> None:
+    assert b"\xff" in KCAT_DUMP.read_bytes()  # kcat writes bytes >= 0x80 raw: the file is not UTF-8
+    assert list(read_raw_records(KCAT_DUMP)) == _kcat_expected()
+    assert sum(b.num_rows for b in iter_raw_batches(KCAT_DUMP, positions="required")) == 4
+
+
+def _kcat_line(**fields: object) -> bytes:
+    obj: dict[str, object] = {"topic": "__consumer_offsets", "partition": 1, "offset": 9, "tstype": "logappend",
+                              "ts": 1_700_000_000_000, "broker": 1, "key": "\u0000\u0002\u0000\u0001g", "payload": None}
+    obj.update(fields)
+    return json.dumps({k: v for k, v in obj.items() if v is not ...}).encode() + b"\n"
+
+
+def test_kcat_log_append_time_and_tombstones_are_kept(tmp_path: Path) -> None:
+    path = tmp_path / "kcat.jsonl"
+    path.write_bytes(_kcat_line())
+    assert list(read_raw_records(path)) == [RawRecord(b"\x00\x02\x00\x01g", None, "__consumer_offsets", 1, 9,
+                                                      1_700_000_000_000, 1)]
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"key_schema_id": 3}, ":2: unknown field 'key_schema_id'"),
+        ({"ts": ...}, ":2: kcat -J line without 'ts'"),
+        ({"partition": ...}, ":2: kcat -J line without 'partition'"),
+        ({"key": None}, ":2: kcat 'key' is null"),
+        ({"payload": "\u00003\ufffd"}, ":2: kcat 'payload' has the character U\\+FFFD"),
+        ({"tstype": "unknown"}, ":2: kcat 'tstype' must be"),
+        ({"headers": ["h", "v"]}, ":2: kcat 'headers' is not empty"),
+    ],
+)
+def test_a_kcat_line_with_unknown_or_missing_fields_is_an_error_naming_line_and_field(
+    tmp_path: Path, fields: dict[str, object], message: str
+) -> None:
+    path = tmp_path / "kcat.jsonl"
+    path.write_bytes(_kcat_line() + _kcat_line(**fields))
+    with pytest.raises(UsageError, match=message):
+        list(read_raw_records(path))
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        ('{"key": "0002000167", "vlaue": "00", "partition": 0, "offset": 0}', "unknown field 'vlaue'"),
+        ('{"key": "0002000167", "partition": 0, "offset": 0}', "no 'value'"),
+    ],
+)
+def test_our_json_lines_refuse_unknown_fields_and_an_implied_tombstone(tmp_path: Path, line: str, message: str) -> None:
+    path = tmp_path / "in.jsonl"
+    path.write_text(line + "\n")
+    with pytest.raises(UsageError, match=message) as err:
+        list(read_raw_records(path))
+    assert "in.jsonl:1" in str(err.value)
+
+
+def test_binary_and_console_consumer_text_are_a_one_line_usage_error(tmp_path: Path) -> None:
+    path = tmp_path / "console.txt"
+    path.write_bytes(b"\x00\x01\x00\x01g\x00\x01t\x00\x00\x00\x00\t\x00\x03\xff\xfe\x80*\n")
+    with pytest.raises(UsageError, match=r"console\.txt:1: not valid JSON") as err:
+        list(read_raw_records(path))
+    assert "\n" not in str(err.value)

@@ -92,7 +92,7 @@ def test_a_second_writer_is_refused_with_one_line_naming_the_holder_and_a_dead_h
             rc, _, err = _cli([*job, "--conf", str(conf)], capsys)
             line = _one_line(err)
             assert rc == 2 and f"pid {holder.pid}" in line and "offsetlake stream" in line, err
-        from pipelines.jobs.batch import run_batch
+        from pipelines.batch.job import run_batch
         from pipelines.warehouse_lock import WarehouseBusyError
 
         with pytest.raises(WarehouseBusyError):  # the replay stage alone as well
@@ -148,7 +148,7 @@ def _valid(n_groups: int = 3, seed: int = 4) -> list[RawRecord]:
 def test_bad_positions_are_refused_into_ingest_quarantine_and_never_poison_raw_records(
     cfg: Config, spark: Any
 ) -> None:
-    from pipelines.jobs.batch import run_batch
+    from pipelines.batch.job import run_batch
     from pipelines.tableio import TableIO
 
     good = _valid()
@@ -195,7 +195,7 @@ def test_bad_positions_are_refused_into_ingest_quarantine_and_never_poison_raw_r
 def test_conflicting_duplicates_are_quarantined_with_both_copies_and_identical_ones_counted(
     cfg: Config, spark: Any
 ) -> None:
-    from pipelines.jobs.batch import run_batch
+    from pipelines.batch.job import run_batch
     from pipelines.tableio import TableIO
 
     good = _valid()
@@ -284,7 +284,7 @@ def test_a_parquet_file_with_a_wrong_column_type_fails_with_one_line_naming_file
 def test_one_record_from_the_year_9999_does_not_move_now_for_every_group(tmp_path: Path, spark: Any) -> None:
     from coordinator_core.codec import encode_key, encode_value
     from coordinator_core.records import OffsetCommitKey, OffsetCommitValue
-    from pipelines.jobs.batch import gold_table_names, run_batch
+    from pipelines.batch.job import gold_table_names, run_batch
     from pipelines.tableio import TableIO
 
     good = sample_records(6, seed=3, start_ms=int(time.time() * 1000) - 30 * 86_400_000)
@@ -321,7 +321,7 @@ def test_one_record_from_the_year_9999_does_not_move_now_for_every_group(tmp_pat
 def test_leftover_staging_and_orphan_files_of_a_failed_attempt_are_removed_by_the_next_run(
     cfg: Config, spark: Any
 ) -> None:
-    from pipelines.jobs.batch import run_batch
+    from pipelines.batch.job import run_batch
     from pipelines.tableio import TableIO
 
     write_raw_records(_valid(), cfg.paths.landing)
@@ -476,7 +476,7 @@ def test_secrets_referenced_from_the_environment_never_reach_output_logs_or_delt
 def test_stream_over_files_with_reversed_mtimes_gives_the_tables_of_ordered_files(
     spark: Any, tmp_path: Path
 ) -> None:
-    from pipelines import stream_job
+    from pipelines.stream import job as stream_job
     from tests.pipelines.test_stream_job import (
         DELAY_MS,
         assert_gold_equal,
@@ -520,8 +520,8 @@ def test_stream_over_files_with_reversed_mtimes_gives_the_tables_of_ordered_file
 def test_records_arriving_behind_the_watermark_fail_the_stream_counted_in_records(
     spark: Any, tmp_path: Path
 ) -> None:
-    from pipelines import stream_job
     from pipelines.errors import UsageError
+    from pipelines.stream import job as stream_job
     from tests.pipelines.test_stream_job import land, sample_log, stream_config
 
     records = sample_log(6, seed=9)

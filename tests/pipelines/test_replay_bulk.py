@@ -25,13 +25,10 @@ from coordinator_core.replay import (
     replay,
     serialize_snapshot,
 )
-from pipelines.replay_job import (
-    _items_by_group,
-    default_max_span_ms,
-    records_from_arrow,
-    replay_sorted_batches,
-    replay_table,
-)
+from coordinator_core.settings import ReplaySettings
+from pipelines.records.commit_runs import default_max_span_ms, items_by_group
+from pipelines.records.log_records import records_from_arrow
+from pipelines.records.replay import replay_sorted_batches, replay_table
 from tests.pipelines.test_replay_job import DAY, build_log, replay_input_arrow
 
 MINUTE = 60_000
@@ -67,7 +64,7 @@ def _rows(result: Any) -> list[dict[str, Any]]:
 @pytest.mark.parametrize("which", ["story_input", "sim_input"])
 def test_vectorised_reduction_equals_the_core_reducer(which: str, span: int | None, request: Any) -> None:
     table: pa.Table = request.getfixturevalue(which)
-    got = dict(_items_by_group(table, compress=True, max_span_ms=span))
+    got = dict(items_by_group(table, compress=True, max_span_ms=span))
     runs = 0
     for gid, part in _groups(table).items():
         want = compress_commit_runs(records_from_arrow(part), max_span_ms=span)
@@ -97,8 +94,8 @@ def test_replay_table_equals_replay_of_every_record(
     counters = RunCounters()
     for gid, part in _groups(table).items():
         as_of = pc.max(part["log_timestamp_ms"]).as_py() + DAY if retention_ms else None
-        kw: dict[str, Any] = {"retention_ms": retention_ms, "as_of_ms": as_of, "coordinator": coordinator,
-                              "event_kinds": NO_COMMIT_EVENTS}
+        kw: dict[str, Any] = {"settings": ReplaySettings(retention_ms=retention_ms, coordinator=coordinator),
+                              "as_of_ms": as_of, "event_kinds": NO_COMMIT_EVENTS}
         full = replay(new_snapshot(gid), records_from_arrow(part), **kw)
         # rows in any order: replay_table sorts them by position
         shuffled = part.take(pa.array(np.random.default_rng(1).permutation(part.num_rows)))
@@ -113,11 +110,11 @@ def test_replay_table_onto_a_snapshot_with_redelivered_rows_equals_replay(sim_in
     """The stream's call: state from earlier micro-batches, input overlapping what it applied."""
     for gid, part in _groups(sim_input).items():
         n = part.num_rows
-        first = replay(new_snapshot(gid), records_from_arrow(part.slice(0, n // 2)), retention_ms=20 * MINUTE)
+        first = replay(new_snapshot(gid), records_from_arrow(part.slice(0, n // 2)), settings=ReplaySettings(retention_ms=20 * MINUTE))
         state = deserialize_snapshot(serialize_snapshot(first.snapshot))
         again = part.slice(n // 4)
-        full = replay(state, records_from_arrow(again), retention_ms=20 * MINUTE, event_kinds=NO_COMMIT_EVENTS)
-        bulk = replay_table(state, again, retention_ms=20 * MINUTE, event_kinds=NO_COMMIT_EVENTS, min_rows_to_compress=0)
+        full = replay(state, records_from_arrow(again), settings=ReplaySettings(retention_ms=20 * MINUTE), event_kinds=NO_COMMIT_EVENTS)
+        bulk = replay_table(state, again, settings=ReplaySettings(retention_ms=20 * MINUTE), event_kinds=NO_COMMIT_EVENTS, min_rows_to_compress=0)
         assert serialize_snapshot(bulk.snapshot) == serialize_snapshot(full.snapshot)
         assert _rows(bulk) == _rows(full) and bulk.stats == full.stats
 
@@ -148,14 +145,29 @@ def test_sorted_batches_bulk_equals_per_record_path(
     batches = table.to_batches(max_chunksize=chunk)
     as_of = pc.max(table["log_timestamp_ms"]).as_py() if retention_ms else None
     counters = RunCounters()
-    bulk = pa.concat_tables(replay_sorted_batches(batches, retention_ms=retention_ms, as_of_ms=as_of,
+    bulk = pa.concat_tables(replay_sorted_batches(batches, settings=ReplaySettings(retention_ms=retention_ms), as_of_ms=as_of,
                                                   counters=counters, rows_per_replay=per_replay))
-    old = pa.concat_tables(replay_sorted_batches(batches, retention_ms=retention_ms, as_of_ms=as_of, bulk=False))
+    old = _per_record(table, retention_ms=retention_ms, as_of_ms=as_of)
     assert bulk.num_rows == old.num_rows > 0
     assert bulk.schema == old.schema
     # the same rows; their order follows the conversion units (tables within a unit)
     assert sorted(map(repr, bulk.to_pylist())) == sorted(map(repr, old.to_pylist()))
     assert counters.compressed > 0
+
+
+def _per_record(table: pa.Table, *, retention_ms: int | None, as_of_ms: int | None) -> pa.Table:
+    """The reference: every row a ``LogRecord``, the core's ``replay`` once per group."""
+    from pipelines.records.gold import DEFAULT_TABLES, GOLD_SPECS, rows_to_arrow, to_union
+    from pipelines.records.replay import event_kinds_for, gold_rows
+
+    out: dict[str, list[dict[str, Any]]] = {t: [] for t in DEFAULT_TABLES}
+    for gid, part in _groups(table).items():
+        settings = ReplaySettings(retention_ms=retention_ms)
+        result = replay(new_snapshot(gid), records_from_arrow(part), settings=settings, as_of_ms=as_of_ms,
+                        event_kinds=event_kinds_for(DEFAULT_TABLES))
+        for name, rows in gold_rows(result, tables=DEFAULT_TABLES, settings=settings).items():
+            out[name].extend(rows)
+    return pa.concat_tables([to_union(n, rows_to_arrow(GOLD_SPECS[n], rs)) for n, rs in out.items() if rs])
 
 
 def test_default_span_is_a_quarter_of_the_retention() -> None:
@@ -168,9 +180,9 @@ def test_replay_table_without_rows_is_the_timer_call(sim_input: pa.Table) -> Non
     for gid, part in _groups(sim_input).items():
         state = replay(new_snapshot(gid), records_from_arrow(part)).snapshot
         later = pc.max(part["log_timestamp_ms"]).as_py() + DAY
-        want = replay(state, [], retention_ms=MINUTE, as_of_ms=later)
+        want = replay(state, [], settings=ReplaySettings(retention_ms=MINUTE), as_of_ms=later)
         for empty in (None, part.slice(0, 0)):
-            got = replay_table(state, empty, retention_ms=MINUTE, as_of_ms=later)
+            got = replay_table(state, empty, settings=ReplaySettings(retention_ms=MINUTE), as_of_ms=later)
             assert got.snapshot == want.snapshot and got.events == want.events
         expired += any(e.kind == "offset_expiration" for e in want.events)
     assert expired > 0
@@ -202,7 +214,7 @@ def test_sorted_batches_leave_the_garbage_collector_as_they_found_it(story_input
 
 @pytest.mark.parametrize("seed", range(6))
 def test_replay_order_is_arrows_stable_sort_on_group_partition_offset(seed: int) -> None:
-    from pipelines.replay_job import replay_order
+    from pipelines.records.replay_input import replay_order
 
     rng = np.random.default_rng(seed)
     n = int(rng.integers(1, 3000))
@@ -227,7 +239,7 @@ def test_replay_order_is_arrows_stable_sort_on_group_partition_offset(seed: int)
 
 
 def test_group_buckets_are_a_stable_hash_spread_over_all_buckets() -> None:
-    from pipelines.batch_replay import bucket_of, string_hash64
+    from pipelines.records.replay_input import bucket_of, string_hash64
 
     names = ["", "a", "b", "ab", "ba", "g-1", "é-grp", "x" * 5000, None]
     arr = pa.array(names, pa.string())

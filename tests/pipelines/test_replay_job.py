@@ -1,10 +1,12 @@
-"""replay_to_gold: a group's gold rows equal what the pure core replay returns for it.
+"""The replay of the records functions and of the batch job: a group's gold rows equal what the
+pure core replay returns for it.
 
 A multi-group log (consumer groups that rebalance, empty out and die; simple groups that only
 commit; a connect group; offset/group tombstones; newer record types; a corrupt record) is
-encoded with the core codec, decoded by ``pipelines.decode`` in Spark and replayed per group
-by ``pipelines.replay_job``; the expected rows come from decoding the same bytes with the core
-codec and calling ``coordinator_core.replay`` per group, converted by the same column rule.
+encoded with the core codec, run through the batch job (``pipelines.batch.job``: decode,
+replay input, replay by bucket, Delta tables); the expected rows come from decoding the same
+bytes with the core codec and calling ``coordinator_core.replay`` per group, converted by the
+same column rule.
 """
 
 from __future__ import annotations
@@ -34,8 +36,9 @@ from coordinator_core.records import (
     TopicPartitions,
 )
 from coordinator_core.replay import new_snapshot, replay
-from pipelines.gold import GOLD_SPECS, GoldMappingError, column_mapping, rows_to_arrow
-from pipelines.replay_job import event_kinds_for, gold_rows, replay_to_gold
+from coordinator_core.settings import ReplaySettings
+from pipelines.records.gold import GOLD_SPECS, GoldMappingError, column_mapping, rows_to_arrow
+from pipelines.records.replay import event_kinds_for, gold_rows
 from schemas.gold import GOLD_TABLES
 
 BASE_MS = 1_700_000_000_000
@@ -153,9 +156,9 @@ def core_gold(log: list[tuple[bytes, bytes | None, int, int, int]], *, retention
     for gid, recs in sorted(by_group.items()):
         recs.sort(key=lambda r: r.position)
         # the job's as_of is the end of the log, and the end of the log judges predictions
-        result = replay(new_snapshot(gid), recs, retention_ms=retention_ms, as_of_ms=as_of_ms,
+        result = replay(new_snapshot(gid), recs, settings=ReplaySettings(retention_ms=retention_ms), as_of_ms=as_of_ms,
                         log_end_ms=as_of_ms, event_kinds=event_kinds_for(tables))
-        for name, rs in gold_rows(result, tables=tables, retention_ms=retention_ms).items():
+        for name, rs in gold_rows(result, tables=tables, settings=ReplaySettings(retention_ms=retention_ms)).items():
             rows[name].extend(rs)
     return {name: rows_to_arrow(GOLD_SPECS[name], rs) for name, rs in rows.items()}
 
@@ -183,7 +186,15 @@ def test_every_core_row_key_maps_to_exactly_one_gold_column() -> None:
 
 def test_sorted_batches_replay_equals_one_call_per_group_across_batch_boundaries() -> None:
     """The tail group of a batch continues in the next batch: still one replay per group."""
-    from pipelines.replay_job import replay_group_arrow, replay_sorted_batches
+    from coordinator_core.replay import new_snapshot
+    from pipelines.records.gold import GOLD_SPECS, to_union
+    from pipelines.records.replay import replay_sorted_batches, replay_table
+
+    def one_call(rows: pa.Table) -> pa.Table:  # the stream's entry point: one group per call
+        settings = ReplaySettings(retention_ms=DAY)
+        result = replay_table(new_snapshot(rows["group_id"][0].as_py()), rows, settings=settings)
+        return pa.concat_tables([to_union(n, rows_to_arrow(GOLD_SPECS[n], rs))
+                                 for n, rs in gold_rows(result, settings=settings).items() if rs])
 
     log = build_log(n_groups=6, seed=5)
     table = replay_input_arrow(log)
@@ -191,22 +202,24 @@ def test_sorted_batches_replay_equals_one_call_per_group_across_batch_boundaries
                                             ("log_offset", "ascending")])
     table = table.take(order)
     per_group = pa.concat_tables(
-        replay_group_arrow(table.filter(pa.compute.equal(table["group_id"], g)), retention_ms=DAY)
+        one_call(table.filter(pa.compute.equal(table["group_id"], g)))
         for g in sorted(set(table["group_id"].to_pylist()))
     )
-    batched = pa.concat_tables(replay_sorted_batches(table.to_batches(max_chunksize=7), retention_ms=DAY))
+    batched = pa.concat_tables(replay_sorted_batches(table.to_batches(max_chunksize=7), settings=ReplaySettings(retention_ms=DAY)))
     assert batched.num_rows == per_group.num_rows > 0
     assert _sorted_rows(batched, ("gold_table", "group_id", "event_key", "topic", "partition")) == _sorted_rows(
         per_group, ("gold_table", "group_id", "event_key", "topic", "partition"))
 
 
 def replay_input_arrow(log: list[tuple[bytes, bytes | None, int, int, int]]) -> pa.Table:
-    """The replay input (``REPLAY_INPUT_DDL`` columns) of a log, built without Spark."""
+    """The replay input (``schemas.shapes.REPLAY_INPUT``) of a log, built without Spark."""
     import numpy as np
 
-    from pipelines.decode import UNION_SCHEMA, decode_batch
-    from pipelines.replay_job import REPLAY_INPUT_DDL
+    from pipelines.records.decode import UNION_SCHEMA, decode_batch
     from schemas.base import parse_type, to_arrow_type
+    from schemas.shapes import REPLAY_INPUT
+
+    REPLAY_INPUT_DDL = [(c.name, c.type) for c in REPLAY_INPUT.columns]
 
     batch = pa.RecordBatch.from_pydict({
         "key": pa.array([k for k, *_ in log], pa.binary()), "value": pa.array([v for _, v, *_ in log], pa.binary()),
@@ -251,71 +264,70 @@ def test_time_points_become_timestamps_of_the_same_instant() -> None:
 # ---------------------------------------------------------------------------------------------
 # Spark
 # ---------------------------------------------------------------------------------------------
+def gold_from_job(spark: Any, tmp_path: Any, log: list[tuple[bytes, bytes | None, int, int, int]], *,
+                  retention_ms: int | None, echo: Any = None) -> Any:
+    """Run the batch job (``run batch``'s path) over ``log`` landed as one file; its TableIO."""
+    from pipelines.batch.job import run_batch
+    from pipelines.config import load_config
+    from pipelines.raw_files import RawRecord, write_raw_records
+    from pipelines.tableio import TableIO
+
+    cfg = load_config(overrides={"paths.root": str(tmp_path), "replay.retention_ms": retention_ms,
+                                 "replay.coordinator": "old"})
+    write_raw_records([RawRecord(k, v, "__consumer_offsets", p, o, ts) for k, v, p, o, ts in log], cfg.paths.landing)
+    io = TableIO(cfg, spark)
+    assert run_batch(cfg, spark, io=io, echo=echo).reconciled
+    return io
+
+
 @pytest.mark.spark
-@pytest.mark.parametrize(("retention_ms", "method"), [(None, "sorted"), (3 * DAY, "sorted"), (3 * DAY, "grouped")])
-def test_replay_to_gold_equals_pure_core_replay_per_group(spark: Any, retention_ms: int | None, method: str) -> None:
+@pytest.mark.parametrize("retention_ms", [60_000, 3 * DAY])  # the job always has a retention
+def test_the_batch_jobs_gold_equals_pure_core_replay_per_group(spark: Any, tmp_path: Any, retention_ms: int) -> None:
     from chispa import assert_df_equality
 
-    from pipelines.decode import decode_raw, reconcile_counts
-
     log = build_log()
-    df = raw_df(spark, log)
-    decoded = decode_raw(df)
-    assert reconcile_counts(len(log), decoded).ok
+    io = gold_from_job(spark, tmp_path, log, retention_ms=retention_ms)
     as_of = max(ts for *_, ts in log)
-    gold = replay_to_gold(decoded.offset_commits, decoded.group_metadata, retention_ms=retention_ms,
-                          unsupported_df=decoded.unsupported, method=method)
-    expected = core_gold(log, retention_ms=retention_ms, as_of_ms=as_of if retention_ms else None)
+    expected = core_gold(log, retention_ms=retention_ms, as_of_ms=as_of)
     for spec in GOLD_TABLES:
-        got = gold[spec.name]
+        got = io.read(spec.name)
         want = spark.createDataFrame(expected[spec.name].to_pylist(), spec.spark_schema())
         assert_df_equality(got, want, ignore_row_order=True, ignore_nullable=True, ignore_column_order=False)
-    group_ids = {r["group_id"] for r in gold["group_state"].collect()}
+    group_ids = {r["group_id"] for r in io.read("group_state").collect()}
     assert "" in group_ids and len(group_ids) == 14
-    if retention_ms:
-        # the rules ran: this log holds no cleanup tombstones, so what they had due mid-log is
-        # contradicted by the log (and counted), and only forecasts at its end are rows
-        judged = gold["group_state"].agg({"predictions_contradicted": "sum"}).collect()[0][0]
-        forecasts = gold["offset_expirations"].where("cause = 'retention'").count()
-        assert judged + forecasts > 0
-    gold["_union"].unpersist()
+    # the rules ran: this log holds no cleanup tombstones, so what they had due mid-log is
+    # contradicted by the log (and counted), and only forecasts at its end are rows
+    judged = io.read("group_state").agg({"predictions_contradicted": "sum"}).collect()[0][0]
+    forecasts = io.read("offset_expirations").where("cause = 'retention'").count()
+    assert judged + forecasts > 0
 
 
 @pytest.mark.spark
-def test_as_of_defaults_to_the_last_record_timestamp(spark: Any) -> None:
-    from pipelines.decode import decode_raw
-
+def test_as_of_defaults_to_the_last_record_timestamp(spark: Any, tmp_path: Any) -> None:
     log = build_log(n_groups=4, seed=3)
-    decoded = decode_raw(raw_df(spark, log))
-    seen: list[int | None] = []
-    gold = replay_to_gold(decoded.offset_commits, decoded.group_metadata, retention_ms=DAY, on_as_of=seen.append)
-    assert seen == [max(ts for *_, ts in log if ts)]
-    gold["_union"].unpersist()
+    said: list[str] = []
+    gold_from_job(spark, tmp_path, log, retention_ms=DAY, echo=said.append)
+    assert any(f"as_of_ms={max(ts for *_, ts in log if ts)}" in line for line in said if "replay done" in line)
 
 
 @pytest.mark.spark
-def test_replay_to_gold_equals_pure_core_replay_on_a_simulator_generated_log(spark: Any) -> None:
+def test_the_batch_jobs_gold_equals_pure_core_replay_on_a_simulator_generated_log(spark: Any, tmp_path: Any) -> None:
     """The simulator's realistic log (rebalances, static members, simple/ephemeral/connect groups,
-    expiry tombstones): Spark's gold rows == the pure core's, table by table."""
+    expiry tombstones): the job's gold rows == the pure core's, table by table."""
     from chispa import assert_df_equality
 
     from coordinator_core.generator import generate
-    from pipelines.decode import decode_raw, reconcile_counts
 
     generated = generate(16, 0.05, seed=5)
     log = list(zip(generated.keys, generated.values, generated.partitions, generated.offsets, generated.timestamps))
     assert len({p for _, _, p, _, _ in log}) > 5
-    decoded = decode_raw(raw_df(spark, log))
-    assert reconcile_counts(len(log), decoded).ok
     retention = 60_000
-    gold = replay_to_gold(decoded.offset_commits, decoded.group_metadata, retention_ms=retention,
-                          unsupported_df=decoded.unsupported)
+    io = gold_from_job(spark, tmp_path, log, retention_ms=retention)
     expected = core_gold(log, retention_ms=retention, as_of_ms=max(generated.timestamps))
     assert expected["group_state"].num_rows == len(generated.truth["groups"])
     for spec in GOLD_TABLES:
         want = spark.createDataFrame(expected[spec.name].to_pylist(), spec.spark_schema())
-        assert_df_equality(gold[spec.name], want, ignore_row_order=True, ignore_nullable=True)
-    gold["_union"].unpersist()
+        assert_df_equality(io.read(spec.name), want, ignore_row_order=True, ignore_nullable=True)
 
 
 def test_gold_rows_keep_one_row_per_event_key_the_later_one() -> None:
@@ -323,7 +335,7 @@ def test_gold_rows_keep_one_row_per_event_key_the_later_one() -> None:
     (DeleteGroups) is ONE offset_expirations row (the later one), as the streaming MERGE leaves it
     — never two rows for one key. A withdrawn forecast is no row."""
     from coordinator_core.replay import new_snapshot, replay
-    from pipelines.replay_job import gold_rows
+    from pipelines.records.replay import gold_rows
     from tests.coordinator_core.replay_builders import GroupLog, member
 
     week = 7 * 86_400_000
@@ -333,15 +345,15 @@ def test_gold_rows_keep_one_row_per_event_key_the_later_one() -> None:
     log.empty(2, at=log.now + 60_000)
     log.offset_tombstone("t", 0, at=log.now + 60_000)  # DeleteGroups: the offsets, then the group
     log.group_tombstone(at=log.now)
-    result = replay(new_snapshot("g"), log.records, retention_ms=week)
+    result = replay(new_snapshot("g"), log.records, settings=ReplaySettings(retention_ms=week))
     keys = [e.to_row()["event_key"] for e in result.events if e.table == "offset_expirations"]
     assert len(keys) == 2 and len(set(keys)) == 1  # the core tells the tombstone, then group_deleted
-    rows = gold_rows(result, tables=("offset_expirations",), retention_ms=week)["offset_expirations"]
+    rows = gold_rows(result, tables=("offset_expirations",), settings=ReplaySettings(retention_ms=week))["offset_expirations"]
     assert len(rows) == 1
     assert rows[0]["cause"] == "group_deleted" and rows[0]["observed_ms"] == log.now
     # a forecast a later call withdrew (the group came back): its key has no row
-    first = replay(new_snapshot("g"), log.records[:3], retention_ms=week, as_of_ms=log.now + 2 * week)
-    later = replay(first.snapshot, [], retention_ms=week, as_of_ms=log.now + 2 * week,
+    first = replay(new_snapshot("g"), log.records[:3], settings=ReplaySettings(retention_ms=week), as_of_ms=log.now + 2 * week)
+    later = replay(first.snapshot, [], settings=ReplaySettings(retention_ms=week), as_of_ms=log.now + 2 * week,
                    log_end_ms=log.now + 2 * week)
     assert [e.to_row()["status"] for e in later.events if e.table == "offset_expirations"] == ["withdrawn"]
-    assert gold_rows(later, tables=("offset_expirations",), retention_ms=week)["offset_expirations"] == []
+    assert gold_rows(later, tables=("offset_expirations",), settings=ReplaySettings(retention_ms=week))["offset_expirations"] == []

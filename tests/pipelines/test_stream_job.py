@@ -15,6 +15,8 @@ from typing import Any
 
 import pytest
 
+from coordinator_core.settings import ReplaySettings
+
 RETENTION_MS = 20_000
 DELAY_MS = 5_000
 
@@ -58,47 +60,19 @@ def stream_config(root: Path, **stream: Any) -> Any:
 
 
 def batch_gold(spark: Any, landing: Path, as_of_ms: int) -> dict[str, Any]:
-    """The batch job's gold DataFrames over the landing files."""
-    from pipelines.decode import decode_raw
-    from pipelines.replay_job import replay_to_gold
+    """The gold tables the batch job's functions compute over the landing files (one row per key:
+    the replay keeps the last row per event key, as the stream's MERGE does)."""
     from schemas.raw import RAW_RECORDS
+    from tests.pipelines.pipeline_helpers import spark_gold
 
     raw = spark.read.schema(RAW_RECORDS.spark_schema()).parquet(str(landing))
-    dec = decode_raw(raw)
-    gold = replay_to_gold(dec.offset_commits, dec.group_metadata, retention_ms=RETENTION_MS,
-                          as_of_ms=as_of_ms, unsupported_df=dec.unsupported)
-    return last_per_key(gold["_union"])
-
-
-def last_per_key(union: Any) -> dict[str, Any]:
-    """The batch's gold rows with MERGE semantics: the last row per primary key wins.
-
-    The core re-tells an event under the same key when it learns more (offset tombstones
-    followed by the group tombstone become ``cause = group_deleted``); the streaming sink MERGEs
-    them, the batch job (which replaces its event tables) writes both rows — reported to the
-    batch owner. The long format keeps each group's event order within a partition, so a
-    monotonically increasing id orders a group's rows.
-    """
-    from pyspark.sql import Window
-    from pyspark.sql import functions as F
-
-    from pipelines.gold import DEFAULT_TABLES, GOLD_SPECS, UNION_CODES
-
-    seq = union.withColumn("_seq", F.monotonically_increasing_id())
-    out = {}
-    for name in DEFAULT_TABLES:
-        spec = GOLD_SPECS[name]
-        rows = seq.where(F.col("gold_table") == UNION_CODES[name])
-        w = Window.partitionBy(*spec.primary_key).orderBy(F.col("_seq").desc())
-        out[name] = (rows.withColumn("_n", F.row_number().over(w)).where("_n = 1")
-                     .select(*spec.column_names))
-    return out
+    return spark_gold(spark, raw, retention_ms=RETENTION_MS, as_of_ms=as_of_ms)
 
 
 def assert_gold_equal(spark: Any, cfg: Any, expected: dict[str, Any]) -> None:
     from chispa import assert_df_equality
 
-    from pipelines.gold import DEFAULT_TABLES
+    from pipelines.records.gold import DEFAULT_TABLES
     from pipelines.tableio import TableIO
 
     io = TableIO(cfg, spark)
@@ -126,27 +100,6 @@ def batch_reference(spark: Any, log_records: list[Any], tmp_path_factory: Any) -
     return landing, gold, watermark
 
 
-# ---------------------------------------------------------------------------------------------
-# tests
-# ---------------------------------------------------------------------------------------------
-@pytest.mark.spark
-def test_arrow_replay_input_equals_the_batch_replay_input(spark: Any, batch_reference: Any) -> None:
-    from chispa import assert_df_equality
-
-    from pipelines.decode import decode_union, split_union
-    from pipelines.replay_job import REPLAY_INPUT_DDL, replay_input
-    from pipelines.stream_job import replay_input_arrow
-    from schemas.raw import RAW_RECORDS
-
-    landing, _, _ = batch_reference
-    raw = spark.read.schema(RAW_RECORDS.spark_schema()).parquet(str(landing))
-    union = decode_union(raw)
-    split = split_union(union)
-    want = replay_input(split.offset_commits, split.group_metadata, split.unsupported)
-    ddl = ", ".join(f"{n} {t}" for n, t in REPLAY_INPUT_DDL)
-    got = spark.createDataFrame(replay_input_arrow(union.toArrow()), ddl)
-    assert got.count() == want.count() > 0
-    assert_df_equality(got, want, ignore_row_order=True, ignore_nullable=True)
 
 
 def test_packed_rows_unpack_to_each_groups_records_in_log_order(log_records: list[Any]) -> None:
@@ -156,18 +109,16 @@ def test_packed_rows_unpack_to_each_groups_records_in_log_order(log_records: lis
 
     import pyarrow as pa
 
-    from pipelines.stream_job import pack_replay_input, unpack_replay_input
+    from pipelines.records.replay_input import pack_groups, schema, unpack_group
 
     rows = _replay_input_table(_decoded(log_records)).to_pylist()
     random.Random(7).shuffle(rows)
-    from pipelines.stream_job import _input_arrow_schema
-
-    table = pa.Table.from_pylist(rows, schema=_input_arrow_schema())
-    packed = pack_replay_input(table).to_pylist()
+    table = pa.Table.from_pylist(rows, schema=schema())
+    packed = pack_groups(table).to_pylist()
     groups = {r["group_id"] for r in rows}
     assert sorted(p["group_id"] for p in packed) == sorted(groups)
     for p in packed:
-        got = unpack_replay_input([p["records"]]).to_pylist()
+        got = unpack_group([p["records"]]).to_pylist()
         want = sorted((r for r in rows if r["group_id"] == p["group_id"]),
                       key=lambda r: (r["coordinator_partition"], r["log_offset"]))
         assert got == want
@@ -190,7 +141,7 @@ def _decoded(raw: list[Any]) -> list[Any]:
 def test_stream_in_small_files_equals_batch_at_the_final_watermark(
     spark: Any, log_records: list[Any], batch_reference: Any, tmp_path: Path
 ) -> None:
-    from pipelines import stream_job
+    from pipelines.stream import job as stream_job
     from pipelines.tableio import TableIO
 
     _, gold, watermark = batch_reference
@@ -217,7 +168,7 @@ def test_same_file_landed_twice_and_overlapping_capture_change_nothing(
     spark: Any, log_records: list[Any], batch_reference: Any, tmp_path: Path, reader: str
 ) -> None:
     """Both landing readers (the packed Python source, Spark's file source + mapInArrow)."""
-    from pipelines import stream_job
+    from pipelines.stream import job as stream_job
 
     _, gold, _ = batch_reference
     landing = tmp_path / "landing"
@@ -240,16 +191,16 @@ def test_split_calls_with_timers_equal_one_replay(log_records: list[Any]) -> Non
     from coordinator_core.codec import decode_record
     from coordinator_core.records import LogRecord
     from coordinator_core.replay import deserialize_snapshot, replay_groups
-    from pipelines.gold import DEFAULT_TABLES
-    from pipelines.stream_job import GroupReplayer
+    from pipelines.records.gold import DEFAULT_TABLES
+    from pipelines.stream.state import GroupReplayer
 
-    fn = GroupReplayer(RETENTION_MS, "current", tuple(DEFAULT_TABLES), 50)
+    fn = GroupReplayer(ReplaySettings(retention_ms=RETENTION_MS, rules="current"), tuple(DEFAULT_TABLES), 50)
     logs = []
     for r in log_records:
         rec = decode_record(r.key, r.value)
         logs.append(LogRecord(r.partition, r.offset, r.timestamp_ms, rec.key, rec.value))
     as_of = max(r.timestamp_ms for r in logs) - DELAY_MS
-    want = replay_groups(logs, retention_ms=RETENTION_MS, as_of_ms=as_of)
+    want = replay_groups(logs, settings=ReplaySettings(retention_ms=RETENTION_MS), as_of_ms=as_of)
     for group, result in want.items():
         recs = [r for r in logs if r.key.group == group]
         blob = None
@@ -257,9 +208,9 @@ def test_split_calls_with_timers_equal_one_replay(log_records: list[Any]) -> Non
         for i in range(0, len(recs), 7):  # chunks of 7 records, watermark trailing by DELAY_MS
             chunk = recs[i:i + 7]
             table = _replay_input_table(chunk)
-            blob, _out, _nxt = fn.replay_call(group, blob, table, wm)
+            blob, _out, _nxt = fn.replay_rows(group, blob, table, wm)
             wm = max(wm, max(r.timestamp_ms for r in chunk) - DELAY_MS)
-        blob, _out, nxt = fn.replay_call(group, blob, None, as_of)
+        blob, _out, nxt = fn.replay_rows(group, blob, None, as_of)
         got = deserialize_snapshot(blob)
         assert got.offsets == result.snapshot.offsets, group
         assert got.state == result.snapshot.state, group
@@ -271,7 +222,7 @@ def _replay_input_table(records: list[Any]) -> Any:
     import pyarrow as pa
 
     from coordinator_core.records import GroupMetadataKey, OffsetCommitKey
-    from pipelines.stream_job import _input_arrow_schema
+    from pipelines.records.replay_input import schema as replay_input_schema
 
     rows = []
     for r in records:
@@ -303,7 +254,7 @@ def _replay_input_table(records: list[Any]) -> Any:
                     } for m in v.members],
                 )
         rows.append(row)
-    return pa.Table.from_pylist(rows, schema=_input_arrow_schema())
+    return pa.Table.from_pylist(rows, schema=replay_input_schema())
 
 
 @pytest.mark.spark
@@ -316,7 +267,7 @@ def test_silent_empty_group_expires_only_when_the_watermark_passes_its_due_time(
     from chispa import assert_df_equality
     from pyspark.sql import functions as F
 
-    from pipelines import stream_job
+    from pipelines.stream import job as stream_job
     from pipelines.tableio import TableIO
 
     _, gold, _ = batch_reference
@@ -359,12 +310,11 @@ def test_stream_from_earliest_on_a_compacted_kafka4_capture_equals_batch(spark: 
     """Issue 13: a compacted capture written by Kafka 4's coordinator (idle partitions, offset-less
     groups, mass restarts), streamed from earliest in small files, gives the batch job's tables."""
     from coordinator_core.generator import generate
-    from pipelines import stream_job
     from pipelines.config import config_from_dict
-    from pipelines.decode import decode_raw
     from pipelines.raw_files import RawRecord
-    from pipelines.replay_job import replay_to_gold
+    from pipelines.stream import job as stream_job
     from schemas.raw import RAW_RECORDS
+    from tests.pipelines.pipeline_helpers import spark_gold
 
     log = generate(groups=10, hours=1.0, seed=11, coordinator="new", compaction="cleaned",
                    retention_ms=10 * 60_000)
@@ -382,7 +332,4 @@ def test_stream_from_earliest_on_a_compacted_kafka4_capture_equals_batch(spark: 
     stream_job.run(spark, cfg, available_now=True, with_quarantine=False, poll_seconds=0.5)
     watermark = max(r.timestamp_ms for r in records) - DELAY_MS
     raw = spark.read.schema(RAW_RECORDS.spark_schema()).parquet(str(tmp_path / "landing"))
-    dec = decode_raw(raw)
-    gold = replay_to_gold(dec.offset_commits, dec.group_metadata, retention_ms=retention,
-                          as_of_ms=watermark, unsupported_df=dec.unsupported)
-    assert_gold_equal(spark, cfg, last_per_key(gold["_union"]))
+    assert_gold_equal(spark, cfg, spark_gold(spark, raw, retention_ms=retention, as_of_ms=watermark))

@@ -2,7 +2,7 @@
 
 Rules:
 - The core (``GroupSnapshot.to_state_row()``/``offset_rows()``, each event's ``to_row()``)
-  decides every value; this module only converts. Batch (``pipelines.replay_job``) and
+  decides every value; this module only converts. Batch (``pipelines.records.replay``) and
   streaming use it, so both write identical rows.
 - Column mapping (``schemas.gold``): a non-timestamp column takes the core key of the same
   name. A TIMESTAMP column takes, in order, the core key of the same name (``*_timestamp``),

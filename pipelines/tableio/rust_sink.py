@@ -1,13 +1,15 @@
-"""A Spark Python data source that writes Delta tables with delta-rs: executors write, the driver commits.
+"""The rust engine's Spark Python data sources: executors write Parquet, the driver commits with delta-rs.
 
 Rules:
+- Registered under ``offsetlake_delta_rs`` / ``offsetlake_delta_rs_multi`` (``register``); Spark
+  pickles the writer classes by module path, so executors import this module.
 - ``df.write.format("offsetlake_delta_rs")`` hands each Spark task an iterator of Arrow batches
   (``DataSourceArrowWriter``). The task writes Parquet files straight into the table directory
   (rolling at ``target_file_rows``) and returns a commit message listing them (path, size, row
   count, stats). Nothing funnels through the driver.
-- The driver's ``commit()`` makes ONE Delta commit per Spark write with ``deltalake``'s
+- The driver's ``commit()`` makes ONE Delta commit per Spark write (``deltars.commit_files``:
   ``DeltaTable.create_write_transaction`` (append or overwrite; overwrite removes the previous files
-  logically). A Delta ``txn`` action (app id, version) and ``offsetlake.*`` commit-info keys record
+  logically)). A Delta ``txn`` action (app id, version) and ``offsetlake.*`` commit-info keys record
   the idempotency marker. If the marker is already present at commit time (a retried batch racing a
   finished one), the new files are deleted and nothing is committed.
 - ``abort()`` (a task failed) deletes the files the successful tasks wrote; a crashed job leaves
@@ -41,6 +43,10 @@ from urllib.parse import quote
 
 from pyspark.sql.datasource import DataSource, DataSourceArrowWriter, WriterCommitMessage
 
+from pipelines.tableio.base import COMMIT_REFUSED, SIDE_KEY
+from pipelines.tableio.deltars import commit_files
+from pipelines.tableio.uri import filesystem
+
 if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import SparkSession
@@ -48,8 +54,6 @@ if TYPE_CHECKING:
 
 FORMAT_NAME = "offsetlake_delta_rs"
 MULTI_FORMAT_NAME = "offsetlake_delta_rs_multi"
-MARKER_APP = "offsetlake.txn_app_id"
-MARKER_VERSION = "offsetlake.txn_version"
 NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"
 
 
@@ -65,16 +69,6 @@ def decode_schema(text: str) -> pa.Schema:
     import pyarrow as pa
 
     return pa.ipc.read_schema(pa.py_buffer(base64.b64decode(text)))
-
-
-def _filesystem(table_uri: str) -> tuple[Any, str]:
-    """A pyarrow filesystem and the path inside it for a table URI or a local path."""
-    from pyarrow import fs
-
-    if "://" in table_uri:
-        filesystem, path = fs.FileSystem.from_uri(table_uri)
-        return filesystem, path.rstrip("/")
-    return fs.LocalFileSystem(), table_uri.rstrip("/")
 
 
 def _integer_stats(table: pa.Table) -> tuple[dict[str, Any], dict[str, Any], dict[str, int]]:
@@ -176,7 +170,7 @@ class _TaskWriter:
     """Writes one task's batches into rolling Parquet files (one open file per partition value)."""
 
     def __init__(self, table_uri: str, schema: pa.Schema, partition_by: list[str], target_rows: int) -> None:
-        self.fs, self.root = _filesystem(table_uri)
+        self.fs, self.root = filesystem(table_uri)
         self.schema = schema
         self.partition_by = partition_by
         self.data_schema = self._data_schema()
@@ -268,7 +262,7 @@ class _TaskWriter:
 
         if self.partition_by:
             raise ValueError("a Parquet file can only be adopted by an unpartitioned table")
-        src_fs, src_inner = _filesystem(src)
+        src_fs, src_inner = filesystem(src)
         with src_fs.open_input_file(src_inner) as fh:
             meta = pq.ParquetFile(fh).metadata
         if meta.num_rows == 0:
@@ -347,58 +341,10 @@ def delete_files(table_uri: str, files: list[FileAdd]) -> None:
     """Remove files a task wrote that will never be committed."""
     from urllib.parse import unquote
 
-    filesystem, root = _filesystem(table_uri)
+    fs_, root = filesystem(table_uri)
     for f in files:
         with contextlib.suppress(OSError):
-            filesystem.delete_file(f"{root}/{unquote(f.path)}")
-
-
-def commit_files(
-    table_uri: str,
-    files: list[FileAdd],
-    *,
-    schema: pa.Schema,
-    partition_by: list[str],
-    overwrite: bool,
-    app_id: str | None,
-    txn_version: int | None,
-    require_latest: bool,
-    metadata: dict[str, Any],
-) -> bool:
-    """ONE Delta commit adding ``files`` (append or overwrite) with the idempotency marker.
-
-    Returns False (and deletes ``files``) when the marker is already applied, True otherwise.
-    """
-    from deltalake import CommitProperties, DeltaTable, Transaction
-    from deltalake.transaction import AddAction
-
-    marked = app_id is not None and txn_version is not None
-    if not files and not marked and not overwrite:
-        return True  # an empty unmarked append would only bump the version
-    dt = DeltaTable(table_uri)
-    if app_id is not None and txn_version is not None and already_applied(
-        dt, app_id, txn_version, require_latest=require_latest
-    ):
-        delete_files(table_uri, files)
-        return False
-    adds: list[Any] = [
-        AddAction(f.path, f.size, f.partition_values, f.modification_time, True, f.stats) for f in files
-    ]
-    custom = dict(metadata)
-    custom["offsetlake.rows"] = sum(f.num_records for f in files)
-    txns = []
-    if app_id is not None and txn_version is not None:
-        custom[MARKER_APP] = app_id
-        custom[MARKER_VERSION] = txn_version
-        txns.append(Transaction(app_id, txn_version))
-    dt.create_write_transaction(
-        adds,
-        mode="overwrite" if overwrite else "append",
-        schema=schema,
-        partition_by=partition_by or None,
-        commit_properties=CommitProperties(custom_metadata=custom, app_transactions=txns or None),
-    )
-    return True
+            fs_.delete_file(f"{root}/{unquote(f.path)}")
 
 
 # --------------------------------------------------------------------------------------------
@@ -414,10 +360,6 @@ class MultiCommitMessage(WriterCommitMessage):
     side: list[dict[str, Any]] = field(default_factory=list)
 
 
-#: route-options key under which a task's route finds its side-output list (``side_manifest``)
-SIDE_KEY = "_side_outputs"
-#: the message of a commit a ``commit_check`` refused (nothing was committed)
-COMMIT_REFUSED = "offsetlake: commit refused"
 
 
 def load_route(spec: str) -> Any:
@@ -517,8 +459,8 @@ class DeltaRsMultiWriter(DataSourceArrowWriter):
                 raise RuntimeError(f"{COMMIT_REFUSED}: {refused}")
         if self.side_manifest:
             # saved before the tables are committed
-            filesystem, inner = _filesystem(self.side_manifest)
-            with filesystem.open_output_stream(inner) as out:
+            fs_, inner = filesystem(self.side_manifest)
+            with fs_.open_output_stream(inner) as out:
                 out.write(json.dumps(side, separators=(",", ":")).encode())
         for t in self.tables:
             marked = t.get("marked", True)
@@ -556,35 +498,6 @@ class DeltaRsDataSource(DataSource):
 
     def writer(self, schema: StructType, overwrite: bool) -> DeltaRsArrowWriter:
         return DeltaRsArrowWriter(dict(self.options), overwrite)
-
-
-# --------------------------------------------------------------------------------------------
-# markers
-
-
-def latest_commit_info(dt: Any) -> dict[str, Any]:
-    """The latest commitInfo; Spark-Delta's ``userMetadata`` JSON is merged in (same markers)."""
-    hist = dt.history(1)
-    info = dict(hist[0]) if hist else {}
-    user = info.get("userMetadata")
-    if isinstance(user, str) and user.startswith("{"):
-        with contextlib.suppress(ValueError):
-            info.update(json.loads(user))
-    return info
-
-
-def already_applied(dt: Any, app_id: str, version: int, *, require_latest: bool = False) -> bool:
-    """True when ``dt`` already holds the write (app_id, version).
-
-    Appends use the Delta ``txn`` action (``txn.version >= version``: Delta's idempotent-write
-    rule). Replacing writes (overwrite, full-rebuild MERGE) require the table's LATEST commit to
-    carry exactly this marker, so a table rewritten since (other app id or version) is rewritten.
-    """
-    if require_latest:
-        info = latest_commit_info(dt)
-        return bool(info.get(MARKER_APP) == app_id and str(info.get(MARKER_VERSION)) == str(version))
-    recorded = dt.transaction_version(app_id)
-    return recorded is not None and recorded >= version
 
 
 _REGISTERED: set[int] = set()

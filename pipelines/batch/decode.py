@@ -1,0 +1,133 @@
+"""The batch decode stage: raw_records' files -> the four decoded tables and the replay input, one pass.
+
+Rules:
+- Tasks read raw_records' snapshot files themselves (pyarrow, bounded batches) and decode them
+  with ``pipelines.records.decode`` (``decode_batch``: the vectorised fast path plus the core
+  codec for everything else); the rows of ``offset_commits``, ``group_metadata``,
+  ``unsupported_records`` and ``quarantine`` are written as Parquet files by the same task
+  (``TableIO.write_routed``). Nothing is decoded twice and no decoded row crosses the JVM.
+- The same pass writes the replay input, cut into buckets (``pipelines.batch.replay``), and the
+  raw records' per-partition figures (``pipelines.log_shape``) beside it.
+- Every raw record becomes exactly one row of exactly one table; the driver checks that the
+  rows written add up to the rows read before committing anything (raw = decoded + quarantined
+  + unsupported, enforced at the commit).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+from pipelines.records.decode import TABLES, decode_tables
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from pipelines.tableio import TableIO, WriteResult
+
+FILE_ROUTE = "pipelines.batch.decode:route_decode_files"
+
+
+
+
+
+
+
+
+
+def _stats_for(options: dict[str, Any]) -> Any:
+    """With the replay input, the raw records' per-partition figures go beside it (``log_shape``)."""
+    if not options.get("replay_input"):
+        return None
+    from pipelines.log_shape import StatsAccumulator
+
+    return StatsAccumulator()
+
+
+def _seen(batch: pa.RecordBatch, stats: Any) -> pa.RecordBatch:
+    if stats is not None:
+        stats.add(batch)
+    return batch
+
+
+def _spooled(
+    decoded: Iterator[tuple[dict[str, pa.Table], int]], options: dict[str, Any], stats: Any = None
+) -> Iterator[tuple[dict[str, pa.Table], int]]:
+    """Pass decoded batches on; when the options ask for it, also feed them to the replay input's
+    bucket files (and report the raw records' per-partition figures beside them)."""
+    from pipelines.batch.replay import bucket_files_for
+    from pipelines.records.replay_input import SOURCES
+    from pipelines.tableio import SIDE_KEY
+
+    spool = bucket_files_for(options)
+    if spool is None:
+        yield from decoded
+        return
+    from schemas import get as get_spec
+
+    for tables, consumed in decoded:
+        for name in SOURCES:
+            if name in tables:
+                # cast once to the declared schema: the spool and the table writer share it
+                spec = get_spec(name)
+                tables[name] = tables[name].select(list(spec.column_names)).cast(spec.arrow_schema())
+                spool.add(name, tables[name])
+        yield tables, consumed
+    spool.close()
+    if stats is not None:
+        options[SIDE_KEY].extend(stats.entries())
+
+
+def route_decode_files(
+    batches: Iterator[pa.RecordBatch], options: dict[str, Any]
+) -> Iterator[tuple[dict[str, pa.Table], int]]:
+    """``offsetlake_delta_rs_multi`` route over FILE PATHS (column ``path``) of raw_records'
+    snapshot: each file is read with pyarrow in bounded batches and decoded (no row crosses
+    the JVM)."""
+    from pipelines.batch.file_tasks import parquet_batches
+    from pipelines.records.decode import INPUT_COLUMNS
+
+    lenient = bool(options.get("lenient", False))
+    stats = _stats_for(options)
+
+    def decoded() -> Iterator[tuple[dict[str, pa.Table], int]]:
+        for batch in batches:
+            for path in batch.column("path").to_pylist():
+                for raw in parquet_batches(path, INPUT_COLUMNS):
+                    yield decode_tables(_seen(raw, stats), lenient=lenient), raw.num_rows
+
+    yield from _spooled(decoded(), options, stats)
+
+
+
+
+def _route_options(lenient: bool, spool: tuple[dict[str, Any], str] | None) -> dict[str, Any]:
+    return {"lenient": lenient, **({"replay_input": spool[0]} if spool else {})}
+
+
+def write_decoded_from_raw_table(
+    io: TableIO, *, app_id: str, version: int, lenient: bool = False, expected_rows: int | None = None,
+    spool: tuple[dict[str, Any], str] | None = None,
+) -> dict[str, WriteResult]:
+    """Decode ``raw_records`` into the four decoded tables in one pass, one Spark task per group of
+    raw_records' files. ``spool`` (``pipelines.batch.replay.new_replay_input``): the same pass
+    writes the replay input, and the commit lists it in the manifest (then the pass runs even when
+    the tables already carry the marker: only the replay input is new).
+
+    Raises:
+        UsageError: raw_records' snapshot is not its file list (deletion vectors, column mapping).
+        RuntimeError: the rows written do not add up to the rows read; nothing was committed.
+    """
+    from pipelines.batch.file_tasks import spread
+    from pipelines.errors import UsageError
+
+    assert io.spark is not None
+    files = io.snapshot_files("raw_records")
+    if files is None:
+        raise UsageError("raw_records uses deletion vectors or column mapping; offsetlake reads its files "
+                         "directly and needs a plain Delta table (rewrite it without those features)")
+    return io.write_routed(
+        TABLES, spread(io.spark, [(f,) for f in files], "path string"), FILE_ROUTE,
+        route_options=_route_options(lenient, spool), txn_app_id=app_id, txn_version=version,
+        rows_equal_input=True, expected_rows=expected_rows, side_manifest=spool[1] if spool else None,
+    )

@@ -1,0 +1,160 @@
+"""Ingest's sources: landing files (Parquet, JSON lines), a Delta table, Kafka -> raw-record rows.
+
+Rules (``input.source``):
+- landing: Parquet files (Spark's file source, executors read in parallel) and/or JSON-lines
+  captures (read with ``pipelines.raw_files`` on the driver: a debugging/interchange format,
+  small by nature). ``input.format: auto`` picks by file extension. A Parquet file whose columns
+  have the wrong types fails before anything is read, with one line naming the file and the
+  column (``check_landing_schemas``).
+- delta: an existing ``raw_records`` Delta table (``input.path``).
+- kafka: ``format("kafka")`` when the spark-sql-kafka jar is on the classpath, else
+  ``format("offsetlake_kafka")`` (confluent-kafka, ``kafka.engine``).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pipelines.errors import UsageError
+from schemas.raw import RAW_RECORDS
+
+log = logging.getLogger("pipelines.batch.ingest")
+RAW_TABLE = RAW_RECORDS.name
+_JSON_SUFFIXES = {".json", ".jsonl", ".ndjson"}
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+    from pipelines.config import Config
+    from pipelines.tableio import TableIO
+
+def landing_files(path: str) -> tuple[list[str], list[str]]:
+    p = Path(path)
+    if not p.exists():
+        raise UsageError(f"input: landing path {path} does not exist (generate data first: offsetlake generate)")
+    files = [p] if p.is_file() else sorted(
+        f for f in p.iterdir() if f.is_file() and not f.name.startswith((".", "_"))
+    )
+    parquet = [str(f) for f in files if f.suffix == ".parquet"]
+    jsonl = [str(f) for f in files if f.suffix in _JSON_SUFFIXES]
+    return parquet, jsonl
+
+
+def read_landing(spark: SparkSession, path: str, fmt: str = "auto", *, positions: str = "required") -> DataFrame:
+    """Raw records from a landing directory (or one file) of Parquet and/or JSON-lines captures
+    (``positions``: JSON lines without partition/offset, ``pipelines.raw_files``)."""
+    import pyarrow as pa
+
+    from pipelines.raw_files import RAW_ARROW_SCHEMA, iter_raw_batches
+
+    schema = RAW_RECORDS.spark_schema()
+    if "://" in path:  # object store: Spark lists it; only Parquet is supported there
+        return spark.read.schema(schema).option("pathGlobFilter", "*.parquet").parquet(path)
+    parquet, jsonl = landing_files(path)
+    if fmt == "parquet":
+        jsonl = []
+    elif fmt == "json":
+        parquet = []
+    parts: list[DataFrame] = []
+    if parquet:
+        parts.append(spark.read.schema(schema).parquet(*parquet))
+    if jsonl:
+        batches = [b for f in jsonl for b in iter_raw_batches(f, positions=positions)]
+        table = pa.Table.from_batches(batches, schema=RAW_ARROW_SCHEMA)
+        parts.append(spark.createDataFrame(table, schema=schema))
+    if not parts:
+        log.warning("input: no %s files in %s", "raw-record" if fmt == "auto" else fmt, path)
+        return spark.createDataFrame([], schema)
+    out = parts[0]
+    for extra in parts[1:]:
+        out = out.unionByName(extra)
+    return out
+
+
+def read_delta_raw(spark: SparkSession, path: str) -> DataFrame:
+    """An existing raw_records Delta table at ``path`` (delta-rs snapshot → Spark Parquet read)."""
+    from pipelines.tableio import file_uris_at, is_table_at
+
+    if not is_table_at(path):
+        raise UsageError(f"input: {path} is not a Delta table")
+    files = file_uris_at(path)
+    schema = RAW_RECORDS.spark_schema()
+    if not files:
+        return spark.createDataFrame([], schema)
+    return spark.read.schema(schema).parquet(*files)
+
+
+def read_kafka(spark: SparkSession, cfg: Config) -> DataFrame:
+    """A batch read of ``__consumer_offsets`` with Spark's Kafka source (earliest → latest)."""
+    from pipelines.config import spark_kafka_options
+    from pipelines.kafka.source import choose_engine, read_kafka_batch
+
+    if not cfg.kafka.bootstrap_servers:
+        raise UsageError("kafka.bootstrap_servers: required when input.source is kafka")
+    if choose_engine(spark, cfg.kafka.engine) == "python":  # no connector jar: confluent-kafka source
+        return read_kafka_batch(spark, cfg)
+    opts = spark_kafka_options(cfg)  # holds secrets: never log it
+    opts.setdefault("endingOffsets", "latest")
+    df = spark.read.format("kafka").options(**opts).load()
+    if cfg.kafka.partitions is not None:
+        df = df.where(df["partition"].isin(list(cfg.kafka.partitions)))
+    return df
+
+
+def read_source(spark: SparkSession, cfg: Config, io: TableIO | None = None) -> DataFrame | None:
+    """The configured source as raw records, or ``None`` when the source IS ``raw_records``."""
+    src = cfg.input.source
+    if src == "landing":
+        return read_landing(spark, cfg.input.path or cfg.paths.landing, cfg.input.format,
+                            positions="synthesize" if cfg.input.synthesize_positions else "required")
+    if src == "delta":
+        path = cfg.input.path or cfg.table_path(RAW_TABLE)
+        if os.path.normpath(path) == os.path.normpath(cfg.table_path(RAW_TABLE)):
+            return None
+        return read_delta_raw(spark, path)
+    return read_kafka(spark, cfg)
+
+
+#: column → (accepts, expected) for a landing Parquet file's present columns (what Spark's
+#: reader with ``RAW_RECORDS``' schema, or the tasks' pyarrow cast, can take)
+def _type_rules() -> dict[str, tuple[Callable[[Any], bool], str]]:
+    import pyarrow as pa
+
+    def binary(t: Any) -> bool:
+        return bool(pa.types.is_binary(t) or pa.types.is_large_binary(t))
+
+    return {
+        "key": (binary, "binary"),
+        "value": (binary, "binary"),
+        "topic": (lambda t: pa.types.is_string(t) or pa.types.is_large_string(t), "string"),
+        "partition": (pa.types.is_integer, "an integer"),
+        "offset": (pa.types.is_integer, "an integer"),
+        "timestamp": (pa.types.is_timestamp, "a timestamp"),
+        "timestampType": (pa.types.is_integer, "an integer"),
+    }
+
+
+def check_landing_schemas(files: Iterable[str]) -> None:
+    """Raise ``UsageError`` naming the file and column when a landing Parquet file has a raw
+    column of the wrong type or no ``key`` column (footers only: nothing is read or written)."""
+    import pyarrow.parquet as pq
+
+    rules = _type_rules()
+    for f in files:
+        try:
+            schema = pq.read_schema(f)
+        except (OSError, ValueError) as exc:
+            raise UsageError(f"input: {f} is not a readable Parquet file ({exc}); "
+                             "move it out of the landing directory or re-capture it") from exc
+        if "key" not in schema.names:
+            raise UsageError(f"input: {f}: no 'key' column (columns: {', '.join(schema.names)})")
+        for name, (ok, expected) in rules.items():
+            if name in schema.names and not ok(schema.field(name).type):
+                raise UsageError(f"input: {f}: column '{name}' has type {schema.field(name).type}, expected {expected}")
+
+
+

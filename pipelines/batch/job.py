@@ -1,0 +1,344 @@
+"""The batch job: ingest → decode → replay → Delta tables, with progress and a final summary.
+
+Run it any way, the same code path (the summary's ``paths`` say which path each stage took):
+    offsetlake run batch --conf conf/local.yaml
+    spark-submit pipelines/batch/job.py --conf conf/local.yaml
+    the Airflow DAG ``offsetlake_batch`` (one task runs all three stages) and ``bench/batch.py``
+
+Rules:
+- One path per stage: ingest (``pipelines.batch.ingest``), decode (``pipelines.batch.decode``:
+  one routed pass writes the decoded tables and the replay input), replay
+  (``pipelines.batch.replay``: tasks replay the replay input's buckets and write the gold
+  tables). Every table write goes through ``pipelines.tableio`` (its engine decides how files
+  land: delta-rs embedded, or Spark's Delta on a cluster).
+- Batch = full rebuild from ``raw_records`` at one Delta version. Every derived table is written
+  with the marker (app id, raw_records version); the gold app id also carries a fingerprint of the
+  replay settings. A rerun over the same input therefore finds every table already at its marker
+  and changes nothing (not even the table versions); a retried crash finishes only what is
+  missing. Current-state tables (group_state, offsets_current) are MERGEd (only changed rows are
+  rewritten; rows absent from the rebuild are deleted); every other table is replaced in one
+  commit of files written by the executors.
+- The summary asserts ``raw = decoded + quarantined + unsupported`` (a mismatch fails the job)
+  and reports ``read = new + duplicates + refused`` for the ingest (refused rows: bad or
+  conflicting positions, in ``ingest_quarantine``).
+- One writer per warehouse: the run holds ``pipelines.warehouse_lock`` throughout.
+- "Now" for expiry: ``replay.as_of_ms``, else the robust log clock (``pipelines.log_clock``): a
+  record far ahead of its partition's later records does not move it; the summary lists them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import sys
+import time
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+if __name__ == "__main__" and __package__ in (None, ""):  # spark-submit pipelines/batch/job.py
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+
+from pipelines.batch.summary import (
+    BatchSummary,
+    Progress,
+    TableLine,
+    render_summary,
+    save_run_record,
+)
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+    from pipelines.config import Config
+    from pipelines.tableio import TableIO, WriteResult
+
+log = logging.getLogger("offsetlake.batch")
+
+DECODE_APP_ID = "offsetlake-batch-decode"
+GOLD_APP_PREFIX = "offsetlake-batch-gold"
+DECODED_TABLES = ("offset_commits", "group_metadata", "unsupported_records", "quarantine")
+# Current-state tables: one row per group / group-partition, MERGEd (collected on the driver on
+# the rust engine: small by construction). Every other table is replaced by executors' files.
+CURRENT_STATE_TABLES = ("group_state", "offsets_current")
+#: Ingest's refused input rows (bad or conflicting positions); listed in the summary when present.
+INGEST_QUARANTINE = "ingest_quarantine"
+# Stages, in order. ``--stage`` runs one (Airflow runs each as its own task); skipped stages
+# read what an earlier run committed (every stage is idempotent on the raw_records version).
+STAGES = ("ingest", "decode", "replay")
+
+
+def gold_table_names() -> tuple[str, ...]:
+    """The gold tables the batch job builds (``schemas.gold.GOLD_TABLES``)."""
+    try:
+        from schemas.gold import GOLD_TABLES
+    except ImportError:
+        return ()
+    return tuple(t.name for t in GOLD_TABLES)
+
+
+
+
+
+
+
+
+
+
+def replay_fingerprint(cfg: Config) -> str:
+    """Short hash of the settings the gold tables depend on (part of the gold app id)."""
+    payload = {
+        "replay": cfg.to_dict()["replay"],
+        "num_partitions": cfg.offsets_topic.num_partitions,
+    }
+    return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:12]
+
+
+def _all_applied(io: TableIO, names: Sequence[str], app_id: str, version: int) -> bool:
+    return all(io.applied(name, app_id, version) for name in names)
+
+
+def _write_table(io: TableIO, name: str, df: DataFrame, app_id: str, version: int) -> WriteResult:
+    from schemas import get as get_spec
+
+    if name in CURRENT_STATE_TABLES:
+        return io.merge(name, df, get_spec(name).primary_key, delete_missing=True, txn_app_id=app_id,
+                        txn_version=version)
+    return io.overwrite(name, df, txn_app_id=app_id, txn_version=version)
+
+
+def run_batch(
+    cfg: Config,
+    spark: SparkSession,
+    *,
+    io: TableIO | None = None,
+    echo: Callable[[str], None] | None = None,
+    stages: Sequence[str] = STAGES,
+) -> BatchSummary:
+    """Run ingest → decode → replay → gold writes once (or only ``stages``); returns the summary.
+
+    Holds the warehouse's writer lock throughout (``pipelines.warehouse_lock``): a second batch,
+    a batch during a stream or two replays are refused before anything is read.
+    """
+    from pipelines.warehouse_lock import warehouse_lock
+
+    say = echo or (lambda msg: log.info(msg))
+    with warehouse_lock(cfg.paths.warehouse, "offsetlake batch (" + "+".join(stages) + ")") as lock:
+        cleaned = lock.cleanup.line()
+        if cleaned:
+            say(f"[batch] {cleaned}")
+        if lock.took_over is not None:
+            say(f"[batch] took over the warehouse lock of {lock.took_over.describe()} (no longer running)")
+        summary = _run_batch(cfg, spark, io=io, say=say, stages=stages)
+        say("[batch] paths: " + "; ".join(f"{k}: {v}" for k, v in summary.paths.items()))
+        save_run_record(cfg.paths.warehouse, lock.run_id, summary)
+        return summary
+
+
+def _run_batch(
+    cfg: Config,
+    spark: SparkSession,
+    *,
+    io: TableIO | None,
+    say: Callable[[str], None],
+    stages: Sequence[str],
+) -> BatchSummary:
+    from pipelines.tableio import TableIO
+
+    started = time.perf_counter()
+    summary = BatchSummary()
+    progress = Progress(summary, say)
+    io = io or TableIO(cfg, spark)
+    say(f"[batch] delta engine: {io.engine}; warehouse: {cfg.paths.warehouse}")
+    with progress.stage("ingest") as st:
+        st.detail = _ingest(cfg, spark, io, summary) if "ingest" in stages else _raw_only(io, summary)
+    with progress.stage("decode") as st:
+        st.detail, decoded_changed = _decode(io, summary) if "decode" in stages else ("not this stage", False)
+        summary.offset_commits = io.count("offset_commits")
+        summary.group_metadata = io.count("group_metadata")
+        summary.decoded = summary.offset_commits + summary.group_metadata
+        summary.quarantined = io.count("quarantine")
+        summary.unsupported = io.count("unsupported_records")
+    gold_written: dict[str, str] = {}
+    with progress.stage("replay") as st:
+        st.detail = _replay(cfg, io, summary, gold_written) if "replay" in stages else "not this stage"
+    with progress.stage("summary"):
+        _table_lines(io, summary, gold_written, decoded_changed)
+    summary.wall_seconds = time.perf_counter() - started
+    if summary.raw_total and summary.quarantined / summary.raw_total > cfg.dq.quarantine_max_fraction:
+        summary.warnings.append(
+            f"quarantine holds {summary.quarantined / summary.raw_total:.2%} of raw records "
+            f"(dq.quarantine_max_fraction {cfg.dq.quarantine_max_fraction:.2%})"
+        )
+    if "decode" in stages and not summary.reconciled:
+        raise RuntimeError(
+            f"count mismatch: raw {summary.raw_total} != decoded {summary.decoded} + quarantined "
+            f"{summary.quarantined} + unsupported {summary.unsupported}"
+        )
+    return summary
+
+
+def _raw_only(io: TableIO, summary: BatchSummary) -> str:
+    summary.raw_total = io.count("raw_records")
+    summary.raw_version = io.version("raw_records") or 0
+    return f"not this stage; raw_records {summary.raw_total} rows (v{summary.raw_version})"
+
+
+def _ingest(cfg: Config, spark: SparkSession, io: TableIO, summary: BatchSummary) -> str:
+    """Landing files -> raw_records (``pipelines.batch.ingest``)."""
+    from pipelines.batch import ingest as ingest_mod
+
+    res = ingest_mod.ingest(spark, cfg, io)
+    summary.paths["ingest"] = f"{res.source} -> raw_records"
+    summary.source = res.source
+    summary.records_read = res.records_read
+    summary.records_new = res.records_new
+    summary.refused = res.quarantined
+    summary.refused_reasons = dict(res.quarantine_reasons)
+    summary.raw_total = res.raw_total
+    summary.raw_version = res.raw_version
+    if res.quarantined:
+        summary.warnings.append(
+            f"{res.quarantined} input records refused at ingest (ingest_quarantine: "
+            + ", ".join(f"{k} {v}" for k, v in res.quarantine_reasons) + ")")
+    return (f"{res.records_read} read, {res.records_new} new, {res.duplicates} duplicates, "
+            f"{res.quarantined} refused, raw_records {res.raw_total} rows (v{res.raw_version})")
+
+
+def _decode(io: TableIO, summary: BatchSummary) -> tuple[str, bool]:
+    """raw_records -> the decoded tables and the replay input, one routed pass (full rebuild at
+    this raw_records version). Returns (detail, whether a decoded table changed)."""
+    from pipelines.batch import replay
+    from pipelines.batch.decode import write_decoded_from_raw_table
+
+    raw_version = summary.raw_version
+    summary.paths["decode"] = "routed raw_records files -> decoded tables + replay input"
+    if _all_applied(io, DECODED_TABLES, DECODE_APP_ID, raw_version) and replay.current_replay_input(
+            io, raw_version):
+        return f"up to date with raw_records v{raw_version}", False
+    spool = replay.new_replay_input(io, raw_version)
+    try:
+        results = write_decoded_from_raw_table(
+            io, app_id=DECODE_APP_ID, version=raw_version, expected_rows=summary.raw_total, spool=spool)
+    except BaseException:
+        replay.drop_replay_inputs(io, keep=replay.current_replay_input(io, raw_version))
+        raise
+    replay.drop_replay_inputs(io, keep=spool[1])  # older versions' replay inputs
+    changed = any(not wr.skipped for wr in results.values())
+    return ", ".join(f"{name} {io.count(name)}" for name in DECODED_TABLES), changed
+
+
+def _replay(cfg: Config, io: TableIO, summary: BatchSummary, gold_written: dict[str, str]) -> str:
+    """The replay input -> the gold tables, and the log's shape -> ``log_partitions``."""
+    from pipelines.batch import replay
+    from pipelines.errors import UsageError
+    from pipelines.log_shape import STATS_KIND, combine, compaction_note, log_partitions, rows_to_table
+
+    raw_version = summary.raw_version
+    gold_app = f"{GOLD_APP_PREFIX}-{replay_fingerprint(cfg)}"
+    summary.paths["replay"] = "replay input bucket files -> gold tables"
+    if _all_applied(io, gold_table_names(), gold_app, raw_version):
+        return f"up to date with raw_records v{raw_version}"
+    manifest = replay.current_replay_input(io, raw_version)
+    if manifest is None or not _all_applied(io, DECODED_TABLES, DECODE_APP_ID, raw_version):
+        # gold is marked with the raw_records version: never build it from stale decoded tables
+        raise UsageError(f"the decoded tables are not at raw_records v{raw_version}: run the decode stage first")
+    # what the capture says about itself, from the decode pass that read every raw record
+    stats = combine(replay.read_manifest(manifest, STATS_KIND))
+    as_of_ms = cfg.replay.as_of_ms if cfg.replay.as_of_ms is not None else _log_clock(cfg, io, stats, summary)
+    as_of: list[int | None] = []
+    gold_written.update(replay.write_gold(
+        io, manifest, app_id=gold_app, version=raw_version, tables=gold_table_names(),
+        current_state=CURRENT_STATE_TABLES, settings=cfg.replay.settings(), as_of_ms=as_of_ms,
+        num_partitions=cfg.offsets_topic.num_partitions, on_as_of=as_of.append,
+    ))
+    # one row per __consumer_offsets partition: a small current-state table, MERGEd from Arrow on
+    # the driver (no Spark write job), rows gone from the log deleted
+    shape = log_partitions(io.read("raw_records"), stats)
+    wr = io.merge("log_partitions", rows_to_table("log_partitions", shape), delete_missing=True)
+    gold_written["log_partitions"] = "unchanged" if wr.skipped else "merged"
+    note = compaction_note(io, shape)
+    if note:
+        summary.warnings.append(note)
+    return f"{len(gold_table_names())} gold tables, as_of_ms={as_of[0] if as_of else None}"
+
+
+def _log_clock(cfg: Config, io: TableIO, stats: Any, summary: BatchSummary) -> int | None:
+    """"Now" = the robust log clock: one absurd timestamp must not expire everything. ``None``
+    (the replay's default: the newest record) unless some records are ahead of the clock. The
+    per-partition figures prove most logs clean; otherwise one Spark pass finds the outliers."""
+    from pipelines.log_clock import clock_from_stats, log_clock
+
+    tolerance = cfg.replay.clock_outlier_ms
+    clock = clock_from_stats(stats, tolerance) or log_clock(io.read("raw_records"), tolerance)
+    if not clock.outliers:
+        return None
+    summary.clock_outliers = len(clock.outliers)
+    summary.warnings.append(clock.describe())
+    log.warning("replay: %s", clock.describe())
+    return clock.now_ms
+
+
+def _table_lines(io: TableIO, summary: BatchSummary, gold_written: dict[str, str], decoded_changed: bool) -> None:
+    for name in ("raw_records", INGEST_QUARANTINE, *DECODED_TABLES, *gold_table_names(), "log_partitions"):
+        if not io.exists(name):
+            continue
+        action = gold_written.get(name)
+        if action is None:
+            action = "written" if (name in DECODED_TABLES and decoded_changed) or (
+                name == "raw_records" and summary.records_new) or (
+                name == INGEST_QUARANTINE and summary.refused) else "unchanged"
+        summary.tables.append(TableLine(name, io.count(name), io.version(name), action))
+    if io.exists("group_state"):
+        summary.groups = io.count("group_state")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point for ``spark-submit pipelines/batch/job.py --conf ...`` and ``offsetlake run batch``."""
+    import argparse
+
+    from pipelines.config import add_conf_arguments
+    from pipelines.errors import UsageError
+
+    parser = argparse.ArgumentParser(
+        prog="batch.py", description="offsetlake batch job: ingest, decode, replay into Delta tables."
+    )
+    add_conf_arguments(parser)
+    parser.add_argument("--json", action="store_true", help="print the summary as JSON instead of tables")
+    parser.add_argument("--stage", choices=[*STAGES, "all"], default="all",
+                        help="run one stage only (Airflow runs each as its own task); default: all")
+    args = parser.parse_args(argv)
+    try:
+        return run_from_args(args)
+    except UsageError as exc:
+        print(f"batch: error: {exc}", file=sys.stderr)
+        return 2
+
+
+def run_from_args(args: Any) -> int:
+    """Shared by ``main`` and ``offsetlake run batch``: load config, build Spark, run, print."""
+    from rich.console import Console
+
+    from pipelines.config import config_from_args
+    from pipelines.spark_session import build_spark_from_config
+    from pipelines.warehouse_lock import warehouse_lock
+
+    cfg = config_from_args(args)
+    err = Console(stderr=True)
+    err.print(f"[batch] config: {' + '.join(cfg.sources)}")
+    stage = getattr(args, "stage", "all")
+    stages = STAGES if stage in (None, "all") else (stage,)
+    # the lock first: a refused run starts no JVM (run_batch takes it again, re-entrantly)
+    with warehouse_lock(cfg.paths.warehouse, "offsetlake batch (" + "+".join(stages) + ")"):
+        spark = build_spark_from_config(cfg, app_suffix="batch")
+        summary = run_batch(cfg, spark, echo=lambda m: err.print(m, highlight=False), stages=stages)
+    if getattr(args, "json", False):
+        print(json.dumps(summary.as_dict(), indent=2))
+    else:
+        render_summary(summary)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

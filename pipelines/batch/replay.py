@@ -1,0 +1,335 @@
+"""The batch replay stage: the decode pass writes the replay input by bucket, tasks replay buckets.
+
+Rules:
+- The replay input (``pipelines.records.replay_input``) is part of the decode stage's output:
+  the decode pass, while it writes the decoded tables, projects their rows and appends them to
+  one Arrow IPC stream file (lz4) per (bucket, table) per task (``BucketFiles``) under
+  ``<warehouse>/_replay_input/v<raw_records version>-<run>/``. The commit lists the successful
+  tasks' files in that directory's manifest (the routed writer's side outputs), before the
+  tables are committed, together with the raw records' per-partition figures
+  (``pipelines.log_shape``). The replay input of a raw_records version is complete when its
+  manifest exists; the decode stage keeps one (the newest) and deletes the others.
+- Buckets: ``bucket = string_hash64(group_id) mod B`` (B = 4 per replay task, ``replay_tasks``,
+  fixed by the decode), so a group lives in exactly one bucket. The replay is one Spark stage:
+  each task reads whole buckets' files, sorts each by (group_id, coordinator_partition,
+  log_offset) (``replay_order``) and replays it (``replay_sorted_batches``, the core's bulk
+  path). No shuffle, no second read of the decoded tables; the newest record time comes from the
+  manifest. The same path whether decode and replay run in one process or not.
+- The replaying tasks write the gold tables' files themselves (``TableIO.write_routed``). Event
+  tables are replaced with the job's marker; the current-state tables are staged and MERGEd by
+  the driver (only changed rows rewritten, rows gone from the rebuild deleted).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any
+
+from coordinator_core.settings import FACTS_ONLY, ReplaySettings
+from pipelines.records import replay_input
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from pyspark.sql import DataFrame
+
+    from pipelines.tableio import TableIO
+
+log = logging.getLogger(__name__)
+
+BUCKETS_PER_REPLAY_TASK = 4
+#: replay tasks per core at least (measured at 10M records on 2 cores: 4 per core was slower)
+REPLAY_TASKS_PER_CORE = 2
+#: the replay input's directory under the warehouse (one subdirectory per decode run)
+REPLAY_INPUT_DIR = "_replay_input"
+MANIFEST = "_manifest.json"
+#: rows a task buffers per (bucket, source) before writing them as one record batch
+BATCH_ROWS = 32_768
+
+
+def replay_tasks(spark: Any) -> int:
+    """How many tasks replay the buckets: the shuffle partitions, at least
+    ``REPLAY_TASKS_PER_CORE`` per core."""
+    shuffle = int(spark.conf.get("spark.sql.shuffle.partitions") or 4)
+    return max(shuffle, REPLAY_TASKS_PER_CORE * int(spark.sparkContext.defaultParallelism))
+
+
+# ---------------------------------------------------------------------------------------------
+# Written by the decode pass
+# ---------------------------------------------------------------------------------------------
+class BucketFiles:
+    """One decode task's replay input cut into buckets: one Arrow IPC stream file (lz4) per
+    (bucket, source table).
+
+    The decode pass feeds it the decoded tables' rows (``add``) while it writes them. ``close``
+    lists the files in ``side`` (the routed writer's side outputs: only successful tasks' files
+    reach the manifest).
+    """
+
+    def __init__(self, root: str, buckets: int, side: list[dict[str, Any]]) -> None:
+        from pipelines.tableio.uri import filesystem as filesystem_of
+
+        self.uri_root = root.rstrip("/")
+        self.fs, self.root = filesystem_of(root)
+        self.fs.create_dir(self.root, recursive=True)
+        self.buckets = buckets
+        self.side = side
+        self.tag = uuid.uuid4().hex
+        # (bucket, source) -> [stream, writer, file name, rows, newest ms, buffered slices, their rows]
+        self.open: dict[tuple[int, str], list[Any]] = {}
+
+    def add(self, source: str, decoded: pa.Table) -> None:
+        """Rows of decoded table ``source`` (its declared schema) → the buckets' files."""
+        import pyarrow as pa
+
+        if decoded.num_rows == 0:
+            return
+        table = replay_input.project(source, decoded)
+        # only the columns this source fills: the rest are null for its rows (``read_bucket``)
+        table = table.select(list(replay_input.SOURCE_COLUMNS[source]))
+        for b, rows, newest in replay_input.cut(table, self.buckets):
+            key = (b, source)
+            entry = self.open.get(key)
+            if entry is None:
+                name = f"b{b:05d}-{source}-{self.tag}.arrows"
+                stream = self.fs.open_output_stream(f"{self.root}/{name}")
+                writer = pa.ipc.new_stream(stream, rows.schema, options=pa.ipc.IpcWriteOptions(compression="lz4"))
+                entry = self.open[key] = [stream, writer, name, 0, newest, [], 0]
+            entry[5].append(rows)
+            entry[6] += rows.num_rows
+            entry[3] += rows.num_rows
+            entry[4] = max(entry[4], newest)
+            if entry[6] >= BATCH_ROWS:
+                self._flush(entry)
+
+    @staticmethod
+    def _flush(entry: list[Any]) -> None:
+        """Write a (bucket, source)'s buffered slices as ONE record batch (few large batches:
+        less per-batch IPC and compression overhead, fewer chunks for the replay to sort)."""
+        import pyarrow as pa
+
+        if entry[5]:
+            entry[1].write_table(pa.concat_tables(entry[5]).combine_chunks())
+            entry[5], entry[6] = [], 0
+
+    def close(self) -> None:
+        for (b, _), entry in sorted(self.open.items()):
+            self._flush(entry)
+            stream, writer, name, rows, newest = entry[:5]
+            writer.close()
+            stream.close()
+            self.side.append({"bucket": b, "path": f"{self.uri_root}/{name}", "rows": rows, "max_ts": newest})
+        self.open.clear()
+
+
+def bucket_files_for(options: dict[str, Any]) -> BucketFiles | None:
+    """The task's ``BucketFiles`` when a routed write's options ask for them (``new_replay_input``)."""
+    from pipelines.tableio import SIDE_KEY
+
+    spec = options.get("replay_input")
+    if not spec:
+        return None
+    return BucketFiles(spec["root"], int(spec["buckets"]), options[SIDE_KEY])
+
+
+def _root(io: TableIO) -> str:
+    from pipelines.config import join_path
+
+    return join_path(io.warehouse, REPLAY_INPUT_DIR)
+
+
+def _prefix(raw_version: int) -> str:
+    return f"v{raw_version:010d}-"
+
+
+def new_replay_input(io: TableIO, raw_version: int) -> tuple[dict[str, Any], str]:
+    """A fresh directory for the decode pass's replay input: (route option, manifest path)."""
+    from pipelines.config import join_path
+
+    assert io.spark is not None
+    root = join_path(_root(io), _prefix(raw_version) + uuid.uuid4().hex[:12])
+    return ({"root": root, "buckets": BUCKETS_PER_REPLAY_TASK * replay_tasks(io.spark)},
+            join_path(root, MANIFEST))
+
+
+def _runs(io: TableIO) -> list[tuple[str, bool]]:
+    """(directory, has a manifest) of every decode run's replay input."""
+    from pyarrow import fs
+
+    from pipelines.tableio.uri import filesystem as filesystem_of
+
+    filesystem, inner = filesystem_of(_root(io))
+    infos = filesystem.get_file_info(fs.FileSelector(inner, allow_not_found=True))
+    out = []
+    for info in sorted(infos, key=lambda i: i.path):
+        if info.type == fs.FileType.Directory:
+            has = filesystem.get_file_info(f"{info.path}/{MANIFEST}").type != fs.FileType.NotFound
+            out.append((info.path, has))
+    return out
+
+
+def current_replay_input(io: TableIO, raw_version: int) -> str | None:
+    """The manifest of a complete replay input of raw_records ``raw_version``, else ``None``.
+
+    Decoding is deterministic, so any complete run of that version holds the same rows."""
+    from pipelines.config import join_path
+
+    for path, complete in _runs(io):
+        if complete and path.rsplit("/", 1)[-1].startswith(_prefix(raw_version)):
+            return join_path(_root(io), path.rsplit("/", 1)[-1] + "/" + MANIFEST)
+    return None
+
+
+def drop_replay_inputs(io: TableIO, keep: str | None = None) -> int:
+    """Delete every decode run's replay input but the one whose manifest is ``keep``."""
+    from pipelines.tableio.uri import filesystem as filesystem_of
+
+    filesystem, _ = filesystem_of(_root(io))
+    keep_dir = keep.rsplit("/", 2)[-2] if keep else None
+    dropped = 0
+    for path, _complete in _runs(io):
+        if path.rsplit("/", 1)[-1] != keep_dir:
+            filesystem.delete_dir(path)
+            dropped += 1
+    return dropped
+
+
+def read_manifest(path: str, kind: str | None = None) -> list[dict[str, Any]]:
+    """The bucket files the decode's successful tasks wrote (``kind`` None), or their other side
+    entries of ``kind`` (``log_shape.STATS_KIND``)."""
+    from pipelines.tableio.uri import filesystem as filesystem_of
+
+    filesystem, inner = filesystem_of(path)
+    with filesystem.open_input_stream(inner) as fh:
+        return [e for e in json.loads(fh.read().decode()) if e.get("kind") == kind]
+
+
+# ---------------------------------------------------------------------------------------------
+# Read by the replay tasks
+# ---------------------------------------------------------------------------------------------
+def read_bucket(paths: Sequence[str]) -> pa.Table:
+    """The replay-input rows of one bucket's files."""
+    import pyarrow as pa
+
+    from pipelines.tableio.uri import filesystem as filesystem_of
+
+    schema = replay_input.schema()
+    tables = []
+    for path in paths:
+        filesystem, inner = filesystem_of(path)
+        with filesystem.open_input_stream(inner) as fh:
+            part = pa.ipc.open_stream(fh).read_all()
+        n = part.num_rows
+        names = set(part.column_names)
+        tables.append(pa.Table.from_arrays(
+            [part.column(f.name) if f.name in names else pa.nulls(n, f.type) for f in schema], schema=schema))
+    return pa.concat_tables(tables) if tables else schema.empty_table()
+
+
+def replay_bucket(table: pa.Table, replay: Callable[[list[pa.RecordBatch]], Iterator[Any]]) -> Iterator[Any]:
+    """One bucket's replay-input rows (any order) → ``replay``'s outputs over them sorted by
+    (group_id, coordinator_partition, log_offset)."""
+    import pyarrow as pa
+
+    order = pa.array(replay_input.replay_order(table), pa.int64())
+    yield from replay(table.take(order).to_batches(max_chunksize=65_536))
+
+
+_REPLAY_OPTIONS = ("as_of_ms", "num_partitions", "log_end_ms")
+
+
+def route_replay(
+    batches: Iterator[pa.RecordBatch], options: dict[str, Any]
+) -> Iterator[tuple[dict[str, pa.Table], int]]:
+    """``TableIO.write_routed`` route over (bucket, its files as JSON) rows: each bucket's rows
+    read, sorted, replayed; the task writes the gold files."""
+    from pipelines.records.replay import replay_sorted_batches
+
+    tables = tuple(options["tables"])
+    opts: dict[str, Any] = {k: options[k] for k in _REPLAY_OPTIONS}
+    opts["settings"] = ReplaySettings.from_strings(**options["settings"])  # route options travel as JSON
+    for batch in batches:
+        for paths in batch.column("paths").to_pylist():
+            rows = read_bucket(json.loads(paths))
+            for out in replay_bucket(rows, lambda bs: replay_sorted_batches(bs, tables=tables, as_tables=True, **opts)):
+                yield out, 0
+
+
+def covers(io: TableIO, entries: Sequence[dict[str, Any]]) -> bool:
+    """True when the replay input holds as many rows as it can have: every offset commit and
+    group-metadata record, plus at most every unsupported record (those with a group)."""
+    rows = sum(int(e["rows"]) for e in entries)
+    base = io.count("offset_commits") + io.count("group_metadata")
+    return base <= rows <= base + io.count("unsupported_records")
+
+
+def write_gold(
+    io: TableIO,
+    manifest: str,
+    *,
+    app_id: str,
+    version: int,
+    tables: Sequence[str],
+    current_state: Sequence[str],
+    settings: ReplaySettings = FACTS_ONLY,
+    as_of_ms: int | None = None,
+    num_partitions: int = 50,
+    log_end_ms: int | None = None,
+    on_as_of: Callable[[int | None], None] | None = None,
+) -> dict[str, str]:
+    """Replay the replay input of ``manifest`` and write the gold tables.
+
+    One Spark stage: each task reads its buckets' files, replays them and writes the gold files.
+    Returns ``{table: written | merged | unchanged}``.
+
+    Raises:
+        RuntimeError: the replay input does not hold the decoded tables' rows (decode again).
+    """
+    from pipelines.batch.file_tasks import spread
+    from pipelines.records.replay import as_of_and_log_end
+
+    spark = io.spark
+    assert spark is not None
+    entries = read_manifest(manifest)
+    if not covers(io, entries):
+        raise RuntimeError(f"the replay input {manifest} does not hold the decoded tables' rows: run the decode "
+                           "stage again")
+    log.info("replay: %d buckets' files, %d rows", len(entries), sum(int(e["rows"]) for e in entries))
+    if settings.retention_ms is not None:
+        as_of_ms, log_end_ms = as_of_and_log_end(
+            as_of_ms, log_end_ms, max((int(e["max_ts"]) for e in entries), default=None))
+    if on_as_of is not None:
+        on_as_of(as_of_ms)
+    options = {"tables": list(tables), "settings": settings.as_strings(), "as_of_ms": as_of_ms,
+               "num_partitions": num_partitions, "log_end_ms": log_end_ms}
+    by_bucket: dict[int, list[str]] = {}
+    weight: dict[int, int] = {}
+    for e in entries:
+        by_bucket.setdefault(int(e["bucket"]), []).append(str(e["path"]))
+        weight[int(e["bucket"])] = weight.get(int(e["bucket"]), 0) + int(e["rows"])
+    work = spread(spark, [(b, json.dumps(ps)) for b, ps in sorted(by_bucket.items())],
+                  "bucket int, paths string", weights=[weight[b] for b in sorted(by_bucket)])
+    return _write_gold(io, work, "pipelines.batch.replay:route_replay", options, app_id, version, tables,
+                       current_state)
+
+
+def _write_gold(
+    io: TableIO, work: DataFrame, route: str, options: dict[str, Any], app_id: str, version: int,
+    tables: Sequence[str], current_state: Sequence[str],
+) -> dict[str, str]:
+    from schemas import get as get_spec
+
+    staged = [t for t in tables if t in current_state]
+    results = io.write_routed(list(tables), work, route, route_options=options, txn_app_id=app_id,
+                              txn_version=version, staged=staged)
+    out = {name: "unchanged" if wr.skipped else "written" for name, wr in results.items()}
+    for name in staged:
+        try:
+            wr = io.merge(name, io.read_staged(name), get_spec(name).primary_key, delete_missing=True,
+                          txn_app_id=app_id, txn_version=version)
+        finally:
+            io.drop_staged(name)
+        out[name] = "unchanged" if wr.skipped else "merged"
+    return out

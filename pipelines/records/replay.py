@@ -1,0 +1,321 @@
+"""Replay-input rows -> the core's replay -> gold rows, for the batch job and the stream.
+
+Rules:
+- The input is ``pipelines.records.replay_input`` rows; a group's rows in log order
+  (``replay_order``). The Python side rebuilds ``LogRecord``s from the columns, calls the
+  core's replay once per group and converts the snapshot and events with
+  ``pipelines.records.gold``: it never re-implements a core rule.
+- ``as_of_ms`` defaults to the largest record timestamp of the input (deterministic: the same
+  input gives the same gold rows whenever it runs). Expiry runs only with ``settings.retention_ms``.
+- Most offset commits are superseded within their run (the commits between two other records
+  of a group): the runs of a whole Arrow batch are reduced with numpy to their survivors (the
+  run's first commit and the last per (topic, partition)) plus a summary, only those rows become
+  ``LogRecord``s, and the core's ``replay_runs`` decides per run whether applying the survivors
+  is exact (else it asks for all the run's rows). ``replay_table`` is the one-group entry point
+  (the stream's state function); ``replay_sorted_batches`` replays many groups per batch (the
+  batch job's bucket tasks).
+- Unsupported records (newer record types of the group, unknown value versions) are replayed
+  from their raw bytes so the snapshot counts them exactly like the pure core does.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+from collections.abc import Collection, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from coordinator_core.events import TABLE_BY_KIND, WITHDRAWN
+from coordinator_core.settings import FACTS_ONLY, ReplaySettings
+from pipelines.records.commit_runs import MIN_ROWS_TO_COMPRESS, default_max_span_ms, items_by_group
+from pipelines.records.gold import DEFAULT_TABLES, GOLD_SPECS, GOLD_UNION_SCHEMA, rows_to_arrow, to_union
+from pipelines.records.replay_input import (
+    as_numpy,
+    sorted_by_position,
+)
+
+if TYPE_CHECKING:
+    from coordinator_core.replay import GroupSnapshot, ReplayResult, RunCounters
+
+
+# Tables that come from the snapshot rather than from events.
+SNAPSHOT_TABLES = ("group_state", "offsets_current")
+KINDS_BY_TABLE: dict[str, str] = {table: kind for kind, table in TABLE_BY_KIND.items()}
+
+
+
+
+
+
+# =============================================================================================
+# Pure part (no Spark): Arrow rows of one group -> LogRecords -> core replay -> gold rows
+# =============================================================================================
+
+
+
+
+# =============================================================================================
+# Bulk path: runs of offset commits reduced with numpy, replayed with ``replay_runs``
+# =============================================================================================
+@contextlib.contextmanager
+def _gc_paused() -> Iterator[None]:
+    """Pause Python's cyclic garbage collector (restored to its previous state on exit)."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+def replay_table(
+    snapshot: GroupSnapshot,
+    table: pa.Table | None,
+    *,
+    settings: ReplaySettings = FACTS_ONLY,
+    as_of_ms: int | None = None,
+    event_kinds: Collection[str] | None = None,
+    log_end_ms: int | None = None,
+    assume_log_start: bool = False,
+    max_span_ms: int | None = -1,
+    counters: RunCounters | None = None,
+    min_rows_to_compress: int = MIN_ROWS_TO_COMPRESS,
+) -> ReplayResult:
+    """Replay one group's replay-input rows (``REPLAY_INPUT_DDL`` columns) onto ``snapshot``.
+
+    The same result as ``replay(snapshot, records_from_arrow(sorted rows), ...)``: the rows are
+    put in (coordinator_partition, log_offset) order if they are not, runs of offset commits are
+    reduced with numpy to their survivors plus a summary, and ``replay_runs`` applies each run
+    from its survivors when that is exact (else from all its rows). With ``event_kinds``
+    including ``offset_commit`` every record is replayed one by one.
+
+    Args:
+        snapshot: the group's state before these rows (``new_snapshot(group_id)`` to rebuild).
+        table: the group's rows, any order; rows at or below ``snapshot.last_position`` are
+            duplicates and skipped. None or no rows: only the expiry at ``as_of_ms`` (a timer).
+        settings, as_of_ms, event_kinds, assume_log_start: as
+            ``coordinator_core.replay.replay``.
+        max_span_ms: longest record-time span of a compressed run (-1: ``default_max_span_ms``,
+            None: no limit).
+        counters: accumulates how many runs were compressed or expanded.
+        min_rows_to_compress: fewer rows are replayed as plain records (the reduction's fixed
+            numpy cost is ~1 ms; same result either way).
+
+    The streaming job's call: ``replay_table(state, rows_of_the_micro_batch, settings=...,
+    as_of_ms=watermark, event_kinds=event_kinds_for(tables))`` in
+    place of ``replay(state, records_from_arrow(sorted rows), ...)``; ``table=None`` for a timer.
+
+    Raises:
+        ValueError: rows of another group than ``snapshot.group_id``.
+    """
+    from coordinator_core.replay import ALL_EVENT_KINDS, replay_runs
+
+    kinds = ALL_EVENT_KINDS if event_kinds is None else frozenset(event_kinds)
+    items: list[Any] = []
+    if table is not None and table.num_rows:
+        table = sorted_by_position(table)
+        span = default_max_span_ms(settings.retention_ms) if max_span_ms == -1 else max_span_ms
+        # a few rows (a stream's micro-batch): the numpy reduction would cost more than it saves
+        compress = "offset_commit" not in kinds and table.num_rows >= min_rows_to_compress
+        for gid, group_items in items_by_group(table, compress=compress, max_span_ms=span):
+            if gid != snapshot.group_id:
+                raise ValueError(f"rows of group {gid!r} given to the replay of group {snapshot.group_id!r}")
+            items = group_items
+    return replay_runs(
+        snapshot, items, settings=settings, as_of_ms=as_of_ms, event_kinds=kinds,
+        assume_log_start=assume_log_start, log_end_ms=log_end_ms, counters=counters,
+    )
+
+
+
+
+def event_kinds_for(tables: Iterable[str]) -> tuple[str, ...]:
+    """The core event kinds needed to produce ``tables`` (fewer kinds = faster replay)."""
+    return tuple(sorted(KINDS_BY_TABLE[t] for t in tables if t in KINDS_BY_TABLE))
+
+
+def gold_rows(
+    result: ReplayResult,
+    *,
+    tables: Sequence[str] = DEFAULT_TABLES,
+    settings: ReplaySettings = FACTS_ONLY,
+    num_partitions: int = 50,
+    keep_withdrawn: bool = False,
+) -> dict[str, list[dict[str, Any]]]:
+    """The core's rows of one replayed group, by gold table.
+
+    Event rows are keyed by ``(group_id, event_key)`` and the core's contract is that a later
+    event with the same key replaces the earlier one (a predicted expiry later confirmed by the
+    log's tombstone, an offset tombstone re-emitted as ``group_deleted``). The streaming job gets
+    that from its MERGE; here the last row per key is kept, so batch and stream write the same
+    rows and the tables never hold two rows for one key. A forecast an earlier replay call told
+    and this one withdrew (status ``withdrawn``) is no row at all; ``keep_withdrawn`` keeps it so
+    that the streaming sink deletes its key.
+    """
+    rows: dict[str, list[dict[str, Any]]] = {t: [] for t in tables}
+    snap = result.snapshot
+    if "group_state" in rows:
+        rows["group_state"].append(
+            snap.to_state_row(settings=settings, num_partitions=num_partitions)
+        )
+    if "offsets_current" in rows:
+        rows["offsets_current"].extend(snap.offset_rows())
+    keyed: dict[str, dict[str, dict[str, Any]]] = {}
+    for event in result.events:
+        if event.table not in rows:
+            continue
+        row = event.to_row()
+        bucket = keyed.setdefault(event.table, {})
+        bucket.pop(row["event_key"], None)  # re-insert: the later row wins and keeps log order
+        bucket[row["event_key"]] = row
+    for table, by_key in keyed.items():
+        rows[table].extend(
+            r for r in by_key.values() if keep_withdrawn or r.get("status") != WITHDRAWN
+        )
+    return rows
+
+
+
+
+def _union_table(rows: dict[str, list[dict[str, Any]]]) -> pa.Table:
+    parts = [to_union(name, rows_to_arrow(GOLD_SPECS[name], rs)) for name, rs in rows.items() if rs]
+    return pa.concat_tables(parts) if parts else GOLD_UNION_SCHEMA.empty_table()
+
+
+
+
+def replay_sorted_batches(
+    batches: Iterable[pa.RecordBatch],
+    *,
+    settings: ReplaySettings = FACTS_ONLY,
+    as_of_ms: int | None = None,
+    tables: Sequence[str] = DEFAULT_TABLES,
+    num_partitions: int = 50,
+    log_end_ms: int | None = None,
+    max_span_ms: int | None = -1,
+    counters: RunCounters | None = None,
+    rows_per_replay: int = 100_000,
+    as_tables: bool = False,
+) -> Iterator[Any]:
+    """Replay rows sorted by (group_id, coordinator_partition, log_offset), many groups per batch.
+
+    A group's rows are contiguous (they may span batches; the tail group of a batch is carried,
+    as Arrow rows, into the next) and each group is replayed once. Complete groups are collected
+    until ``rows_per_replay`` input rows, then the runs of offset commits of all of them are
+    reduced with numpy at once, each group is replayed with ``replay_runs`` (see
+    ``replay_table``) and their gold rows are converted in one go (fewer, larger conversions:
+    the per-conversion cost is fixed). The rows equal the core's ``replay`` of every record, one
+    group at a time (the tests compare them).
+
+    Yields union-schema tables (``GOLD_UNION_SCHEMA``), or with ``as_tables`` ``{gold table: its
+    rows}`` dicts (no round trip through the union for a writer that writes each table itself).
+    """
+    kinds = event_kinds_for(tables)
+    span = default_max_span_ms(settings.retention_ms) if max_span_ms == -1 else max_span_ms
+    for parts in _complete_groups(batches, rows_per_replay):
+        out = _replay_complete(
+            pa.concat_tables(parts) if len(parts) > 1 else parts[0], settings=settings, as_of_ms=as_of_ms,
+            tables=tables, kinds=kinds, span=span, num_partitions=num_partitions, log_end_ms=log_end_ms,
+            counters=counters,
+        )
+        if any(out.values()):
+            yield ({name: rows_to_arrow(GOLD_SPECS[name], rs) for name, rs in out.items() if rs} if as_tables
+                   else _union_table(out))
+
+
+def _complete_groups(batches: Iterable[pa.RecordBatch], rows_per_replay: int) -> Iterator[list[pa.Table]]:
+    """Batches of rows sorted by group -> lists of slices holding only complete groups, at least
+    ``rows_per_replay`` rows each (the last list: whatever is left)."""
+    import numpy as np
+
+    pending: list[pa.Table] = []  # the last group seen, maybe not complete yet
+    pending_gid: str | None = None
+    ready: list[pa.Table] = []  # complete groups not replayed yet
+    ready_rows = 0
+    for batch in batches:
+        if batch.num_rows == 0:
+            continue
+        table = pa.Table.from_batches([batch]) if isinstance(batch, pa.RecordBatch) else batch
+        gcol = table.column("group_id")
+        tail_gid = gcol[-1].as_py()
+        other = np.flatnonzero(~as_numpy(pc.equal(gcol, tail_gid), False).astype(bool))
+        cut = int(other[-1]) + 1 if len(other) else 0  # where the batch's last group begins
+        if cut == 0 and tail_gid == pending_gid:
+            pending.append(table)  # the carried group goes on through this whole batch
+            continue
+        done = pending + ([table.slice(0, cut)] if cut else [])
+        pending, pending_gid = [table.slice(cut)], tail_gid
+        ready.extend(done)
+        ready_rows += sum(t.num_rows for t in done)
+        if ready_rows >= rows_per_replay:
+            yield ready
+            ready, ready_rows = [], 0
+    ready.extend(pending)
+    if ready:
+        yield ready
+
+
+def _replay_complete(
+    work: pa.Table, *, settings: ReplaySettings, as_of_ms: int | None, tables: Sequence[str],
+    kinds: tuple[str, ...], span: int | None, num_partitions: int, log_end_ms: int | None,
+    counters: RunCounters | None,
+) -> dict[str, list[dict[str, Any]]]:
+    """Complete groups' rows -> their gold rows, by table."""
+    from coordinator_core.replay import new_snapshot, replay_runs
+
+    out: dict[str, list[dict[str, Any]]] = {t: [] for t in tables}
+    # the replay builds ~100k short-lived acyclic objects per batch (freed by reference counting):
+    # the cyclic collector's passes over them cost ~15 %, so it pauses for the batch (never
+    # across a ``yield``); anything cyclic is collected once it resumes
+    with _gc_paused():
+        for gid, items in items_by_group(work, compress="offset_commit" not in kinds, max_span_ms=span):
+            result = replay_runs(new_snapshot(gid), items, settings=settings, as_of_ms=as_of_ms,
+                                 event_kinds=kinds, log_end_ms=log_end_ms, counters=counters)
+            for name, rows in gold_rows(result, tables=tables, settings=settings,
+                                        num_partitions=num_partitions).items():
+                out[name].extend(rows)
+    return out
+
+
+
+
+
+
+def as_of_and_log_end(
+    as_of_ms: int | None, log_end_ms: int | None, newest_ms: int | None
+) -> tuple[int | None, int | None]:
+    """The batch replay's "now" and evidence horizon: ``as_of`` defaults to the newest record;
+    the end of the log judges predictions up to ``min(as_of, newest record)`` (a forecast at a
+    later ``as_of`` is not contradicted by a log that does not reach it; the stream's watermark
+    plays both parts)."""
+    if as_of_ms is None:
+        as_of_ms = newest_ms
+    if log_end_ms is None and newest_ms is not None:
+        log_end_ms = newest_ms if as_of_ms is None else min(as_of_ms, newest_ms)
+    return as_of_ms, log_end_ms
+
+
+
+
+
+
+
+

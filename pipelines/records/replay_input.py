@@ -1,0 +1,278 @@
+"""The replay input: one projection, one order, one packing, for the batch job and the stream.
+
+Rules:
+- Shape: ``schemas.shapes.REPLAY_INPUT``, one row per record of a group of any kind (offset
+  commit, group metadata, unsupported with its raw bytes); the other kinds' columns are null.
+- Projection (``project``): rows of a decoded table (``schemas.decoded``) -> replay-input rows.
+  The batch job's decode pass projects the tables it writes; the stream projects the decoded
+  union of its raw batches (``project_union``: the same split into tables, then ``project``).
+- Order (``replay_order``): (group_id, coordinator_partition, log_offset). All records of a group
+  live in one ``__consumer_offsets`` partition, so this is the log order the core replays.
+- Buckets (``bucket_of``): ``string_hash64(group_id) mod B`` (stable across processes and runs),
+  so a group lives in exactly one bucket; ``cut`` splits rows by bucket.
+- Packing (``pack_groups``/``unpack_group``): one row per group holding the group's rows, in log
+  order, as one Arrow IPC record-batch message: what crosses the stream's shuffle into
+  ``applyInPandasWithState`` (per-record columns would be converted to pandas row by row). The
+  batch job's bucket files are Arrow IPC streams of the same rows (``pipelines.batch.replay``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from schemas.shapes import REPLAY_INPUT, STREAM_PACK
+
+# record kinds in the replay input (``rec_kind``)
+REC_OFFSET_COMMIT = 0
+REC_GROUP_METADATA = 1
+REC_UNSUPPORTED = 2
+#: the decoded tables the replay reads, in the order their rows are projected
+SOURCES = ("offset_commits", "group_metadata", "unsupported_records")
+_MEMBER_FIELDS = ("member_id", "group_instance_id", "client_id", "client_host", "rebalance_timeout",
+                  "session_timeout", "subscription", "assignment")
+
+
+def schema() -> pa.Schema:
+    """The replay input in Arrow (``schemas.shapes.REPLAY_INPUT``)."""
+    return REPLAY_INPUT.arrow_schema()
+
+
+def _ms(arr: Any) -> Any:
+    """timestamp[us] → epoch ms (decoded timestamps come from ms: the division is exact)."""
+
+    return pc.divide(arr.cast(pa.int64()), 1000)
+
+
+def _members(arr: Any, target: pa.DataType) -> Any:
+    """The decoded members list keeps only the replay's 8 fields (Spark's ``transform`` twin)."""
+
+    arr = arr.combine_chunks() if isinstance(arr, pa.ChunkedArray) else arr
+    values = arr.values
+    struct = pa.StructArray.from_arrays(
+        [values.field(f) for f in _MEMBER_FIELDS], fields=list(target.value_type),
+        mask=values.is_null() if values.null_count else None,
+    )
+    offsets = arr.offsets
+    if arr.offset:  # a sliced list: rebase
+        offsets = pc.subtract(offsets, offsets[0])
+        struct = struct.slice(arr.offsets[0].as_py(), len(struct))
+    return pa.ListArray.from_arrays(offsets, struct, type=target, mask=arr.is_null() if arr.null_count else None)
+
+
+def project(source: str, batch: pa.RecordBatch | pa.Table) -> pa.Table:
+    """Rows of decoded table ``source`` (``schemas.decoded``) → replay-input rows."""
+
+    t = batch if isinstance(batch, pa.Table) else pa.Table.from_batches([batch])
+    shape = schema()
+    n = t.num_rows
+    if source == "unsupported_records":
+        t = t.filter(pc.is_valid(t.column("group_id")))
+        n = t.num_rows
+        cols: dict[str, Any] = {
+            "group_id": t.column("group_id"), "coordinator_partition": t.column("partition"),
+            "log_offset": t.column("offset"), "log_timestamp_ms": _ms(t.column("timestamp")),
+            "rec_kind": pa.array([REC_UNSUPPORTED] * n, pa.int8()), "key_version": t.column("record_type"),
+            "raw_key": t.column("key"), "raw_value": t.column("value"),
+        }
+    else:
+        cols = {name: t.column(name) for name in (
+            "group_id", "coordinator_partition", "log_offset", "key_version", "is_tombstone", "value_version")}
+        cols["log_timestamp_ms"] = _ms(t.column("log_timestamp"))
+        if source == "offset_commits":
+            cols["rec_kind"] = pa.array([REC_OFFSET_COMMIT] * n, pa.int8())
+            for name in ("topic", "partition", "committed_offset", "leader_epoch", "metadata"):
+                cols[name] = t.column(name)
+            cols["commit_timestamp_ms"] = _ms(t.column("commit_timestamp"))
+            cols["expire_timestamp_ms"] = _ms(t.column("expire_timestamp"))
+        else:
+            cols["rec_kind"] = pa.array([REC_GROUP_METADATA] * n, pa.int8())
+            for name in ("protocol_type", "generation", "protocol", "leader"):
+                cols[name] = t.column(name)
+            cols["current_state_timestamp_ms"] = _ms(t.column("current_state_timestamp"))
+            cols["members"] = _members(t.column("members"), shape.field("members").type)
+    arrays = [cols[f.name].cast(f.type) if f.name in cols else pa.nulls(n, f.type) for f in shape]
+    return pa.Table.from_arrays(arrays, schema=shape)
+
+
+#: the replay-input columns each decoded table fills (the others are null for its rows)
+_BASE_COLUMNS = ("group_id", "coordinator_partition", "log_offset", "log_timestamp_ms", "rec_kind", "key_version",
+                 "is_tombstone", "value_version")
+
+
+SOURCE_COLUMNS = {
+    "offset_commits": (*_BASE_COLUMNS, "topic", "partition", "committed_offset", "leader_epoch", "metadata",
+                       "commit_timestamp_ms", "expire_timestamp_ms"),
+    "group_metadata": (*_BASE_COLUMNS, "protocol_type", "generation", "protocol", "leader",
+                       "current_state_timestamp_ms", "members"),
+    "unsupported_records": (*_BASE_COLUMNS, "raw_key", "raw_value"),
+}
+
+
+_FNV_PRIME = 0x100000001B3
+
+
+_POWERS: list[Any] = []
+
+
+def _powers(n: int) -> Any:
+    """``_FNV_PRIME ** i`` mod 2^64 for i < n (uint64; cached, grown by doubling)."""
+
+    if not _POWERS or len(_POWERS[0]) < n:
+        m = max(n, 2 * len(_POWERS[0]) if _POWERS else 256)
+        p = np.full(m, _FNV_PRIME, np.uint64)
+        p[0] = 1
+        with np.errstate(over="ignore"):
+            _POWERS[:] = [np.cumprod(p, dtype=np.uint64)]
+    return _POWERS[0]
+
+
+def string_hash64(strings: Any) -> Any:
+    """A 64-bit hash of each string's UTF-8 bytes, vectorised (numpy over the Arrow buffers).
+
+    A polynomial hash (``sum(byte_i * P^i)`` mod 2^64, plus the length) passed through
+    MurmurHash3's finaliser: the same value in every process and run (no Python ``hash``
+    randomisation). Nulls hash as the empty string.
+    """
+
+    arr = strings.combine_chunks() if isinstance(strings, pa.ChunkedArray) else strings
+    if arr.null_count:
+        arr = pc.fill_null(arr, "")
+    arr = arr.cast(pa.large_string())
+    n = len(arr)
+    offsets = np.frombuffer(arr.buffers()[1], dtype=np.int64)[arr.offset: arr.offset + n + 1]
+    lengths = np.diff(offsets).astype(np.int64)
+    h = lengths.astype(np.uint64)
+    first, last = int(offsets[0]), int(offsets[-1])
+    if last > first:
+        data = np.frombuffer(arr.buffers()[2], dtype=np.uint8)[first:last].astype(np.uint64)
+        starts = offsets[:-1] - first
+        pos = np.arange(last - first, dtype=np.int64) - np.repeat(starts, lengths)
+        with np.errstate(over="ignore"):
+            prod = data * _powers(int(lengths.max()))[pos]
+            nonempty = lengths > 0
+            h[nonempty] += np.add.reduceat(prod, starts[nonempty])
+    with np.errstate(over="ignore"):
+        h ^= h >> np.uint64(33)
+        h *= np.uint64(0xFF51AFD7ED558CCD)
+        h ^= h >> np.uint64(33)
+        h *= np.uint64(0xC4CEB9FE1A85EC53)
+        h ^= h >> np.uint64(33)
+    return h
+
+
+def bucket_of(group_ids: Any, buckets: int) -> Any:
+    """``string_hash64(group id) mod buckets`` per row (hashed once per distinct group)."""
+
+    enc = group_ids.combine_chunks().dictionary_encode() if isinstance(group_ids, pa.ChunkedArray) \
+        else group_ids.dictionary_encode()
+    per_group = (string_hash64(enc.dictionary) % np.uint64(buckets)).astype(np.int32)
+    return per_group[enc.indices.to_numpy(zero_copy_only=False)]
+
+
+def cut(table: pa.Table, buckets: int) -> Iterator[tuple[int, pa.Table, int]]:
+    """Replay-input rows → (bucket, its rows in input order, newest record ms) per bucket present."""
+
+    if table.num_rows == 0:
+        return
+    per_row = bucket_of(table.column("group_id"), buckets)
+    order = np.argsort(per_row, kind="stable")
+    b_sorted = per_row[order]
+    starts = np.flatnonzero(np.r_[True, b_sorted[1:] != b_sorted[:-1]])
+    ends = np.r_[starts[1:], len(order)]
+    ts = table.column("log_timestamp_ms").to_numpy(zero_copy_only=False)[order]
+    newest = np.maximum.reduceat(ts, starts).tolist()
+    # one gather for all buckets, then zero-copy slices (a take per bucket costs per call)
+    by_bucket = table.take(pa.array(order, pa.int64()))
+    for s, e, m in zip(starts.tolist(), ends.tolist(), newest, strict=True):
+        yield int(b_sorted[s]), by_bucket.slice(s, e - s), int(m)
+
+
+def as_numpy(col: Any, fill: Any) -> Any:
+    """A (chunked) Arrow column as a numpy array, nulls replaced by ``fill``."""
+
+    arr = col.fill_null(fill) if col.null_count else col
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks() if arr.num_chunks != 1 else arr.chunk(0)
+    return np.asarray(arr.to_numpy(zero_copy_only=False))
+
+
+def replay_order(table: pa.Table) -> Any:
+    """Row indices ordering ``table`` by (group_id, coordinator_partition, log_offset), stably.
+
+    The same order as Arrow's ``sort_indices`` on the three columns (nulls last), about 10x
+    cheaper: the group ids are ranked once per distinct value and the three keys packed into
+    one int64 when their ranges fit (a replay input always does), else ``numpy.lexsort``.
+    """
+
+    n = table.num_rows
+    if n == 0:
+        return np.empty(0, np.int64)
+    groups = table.column("group_id")
+    groups = groups.combine_chunks() if isinstance(groups, pa.ChunkedArray) else groups
+    enc = groups.dictionary_encode()
+    distinct = len(enc.dictionary)
+    rank = np.empty(distinct + 1, np.int64)
+    rank[np.asarray(pc.sort_indices(enc.dictionary).to_numpy(zero_copy_only=False))] = np.arange(distinct)
+    rank[distinct] = distinct  # a null group sorts last
+    codes = rank[as_numpy(enc.indices, distinct).astype(np.int64)]
+    part = as_numpy(table.column("coordinator_partition"), 0).astype(np.int64)
+    off = as_numpy(table.column("log_offset"), 0).astype(np.int64)
+    part = part - part.min()
+    off = off - off.min()
+    p_bits = int(part.max()).bit_length()
+    o_bits = int(off.max()).bit_length()
+    if distinct.bit_length() + p_bits + o_bits <= 62:
+        return np.argsort((codes << (p_bits + o_bits)) | (part << o_bits) | off, kind="stable")
+    return np.lexsort((off, part, codes))
+
+
+def sorted_by_position(table: pa.Table) -> pa.Table:
+
+    part = as_numpy(table.column("coordinator_partition"), 0).astype(np.int64)
+    off = as_numpy(table.column("log_offset"), 0).astype(np.int64)
+    if len(part) < 2 or bool(np.all((part[1:] > part[:-1]) | ((part[1:] == part[:-1]) & (off[1:] >= off[:-1])))):
+        return table
+    order = pc.sort_indices(table, [("coordinator_partition", "ascending"), ("log_offset", "ascending")])
+    return table.take(order)
+
+
+def project_union(union: pa.RecordBatch | pa.Table) -> pa.Table:
+    """Decoded-union rows (``schemas.shapes.DECODE_UNION``) -> replay-input rows: the union split
+    into the decoded tables (``pipelines.records.decode.split_union_arrow``), each projected."""
+    from pipelines.records.decode import split_union_arrow
+
+    tables = split_union_arrow(union)
+    parts = [project(name, tables[name]) for name in SOURCES if name in tables]
+    return pa.concat_tables(parts) if parts else schema().empty_table()
+
+
+def pack_groups(table: pa.Table) -> pa.RecordBatch:
+    """Replay-input rows -> one packed row per group (``schemas.shapes.STREAM_PACK``): group_id,
+    its newest record time, its rows in log order as one Arrow IPC record-batch message."""
+    shape = STREAM_PACK.arrow_schema()
+    if table.num_rows == 0:
+        return pa.RecordBatch.from_pylist([], schema=shape)
+    order = pa.array(replay_order(table), pa.int64())
+    batch = table.take(order).combine_chunks().to_batches()[0]
+    ids = batch.column("group_id").dictionary_encode().indices.to_numpy(zero_copy_only=False)
+    starts = np.concatenate(([0], np.flatnonzero(ids[1:] != ids[:-1]) + 1))
+    ends = np.append(starts[1:], batch.num_rows)
+    ts = batch.column("log_timestamp_ms").to_numpy(zero_copy_only=False)
+    blobs = [batch.slice(int(s), int(e - s)).serialize().to_pybytes() for s, e in zip(starts, ends)]
+    return pa.RecordBatch.from_arrays(
+        [batch.column("group_id").take(pa.array(starts)),
+         pa.array(np.maximum.reduceat(ts, starts) * 1000, pa.int64()).cast(shape.field("log_timestamp").type),
+         pa.array(blobs, pa.binary())],
+        schema=shape,
+    )
+
+
+def unpack_group(blobs: Sequence[bytes]) -> pa.Table:
+    """The inverse of ``pack_groups`` for one group's packed rows (any order)."""
+    shape = schema()
+    return pa.Table.from_batches([pa.ipc.read_record_batch(pa.py_buffer(b), shape) for b in blobs], schema=shape)

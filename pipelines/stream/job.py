@@ -1,0 +1,316 @@
+"""The streaming job: lifecycle of the two streaming queries, and its CLI / spark-submit entry.
+
+Run it either way (same code path):
+    offsetlake run stream --conf conf/local.yaml [--available-now]
+    spark-submit pipelines/stream/job.py --conf conf/local.yaml [--available-now]
+    python -m pipelines.stream.job --conf conf/local.yaml [--available-now]
+
+Rules:
+- Two queries read the source, each with its own checkpoint: ``replay`` (offset commits, group
+  metadata and unsupported records of a known group → packed replay input → the stateful
+  function → the gold tables) and ``quarantine`` (quarantined and unsupported records → their
+  tables, Spark's file source). Available-now runs one after the other (two cores are better
+  spent on one at a time); continuous mode runs both side by side.
+- Continuous by default (``stream.trigger_interval``); ``--available-now`` processes what is
+  there and stops (what Airflow schedules). SIGTERM/SIGINT stop the queries cleanly (exit 0);
+  bad config exits 2 with one line, before Spark starts; records dropped as late fail the run
+  (``DataLossError``) unless ``stream.allow_late_drops``.
+- One writer per warehouse: the run holds ``pipelines.warehouse_lock`` throughout.
+- The stateful query runs with its own state settings (``state_conf``): one state-store
+  partition per core and RocksDB changelog checkpointing, unless ``spark.conf`` sets them.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+if __name__ == "__main__" and __package__ in (None, ""):  # spark-submit pipelines/stream/job.py
+    # the repository root instead of this directory (its modules would shadow top-level names)
+    _here = os.path.dirname(os.path.abspath(__file__))
+    sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _here]
+    sys.path.insert(0, os.path.dirname(os.path.dirname(_here)))
+
+from pipelines.errors import UsageError
+from pipelines.stream.packing import packed_replay_input
+from pipelines.stream.progress import ProgressRecorder, reconstruct_progress
+from pipelines.stream.settings import REPLAY_QUERY, StreamSettings, settings_from_config
+from pipelines.stream.sinks import GoldBatchWriter, QuarantineBatchWriter
+from pipelines.stream.source import local_dir, read_packed_landing, read_raw_stream, uses_packed_landing
+from pipelines.stream.state import stateful_replay
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+    from pyspark.sql.streaming.query import StreamingQuery
+    from pyspark.sql.streaming.readwriter import DataStreamWriter
+
+    from pipelines.config import Config
+    from pipelines.tableio import TableIO
+
+log = logging.getLogger("offsetlake.stream")
+
+
+class _Stopper:
+    """SIGTERM/SIGINT → stop the queries at the next poll, exit 0."""
+
+    def __init__(self) -> None:
+        self.requested = threading.Event()
+        self.signal: int | None = None
+
+    def install(self) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            return
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, self._handle)
+
+    def _handle(self, signum: int, _frame: Any) -> None:
+        self.signal = signum
+        self.requested.set()
+
+
+def _trigger(writer: DataStreamWriter, settings: StreamSettings, available_now: bool) -> DataStreamWriter:
+    if available_now:
+        return writer.trigger(availableNow=True)
+    return writer.trigger(processingTime=settings.trigger_interval)
+
+
+def start_replay_query(
+    spark: SparkSession, cfg: Config, io: TableIO, settings: StreamSettings, *, available_now: bool
+) -> StreamingQuery:
+    """Source → decode → stateful replay → ``foreachBatch`` gold writes."""
+    if uses_packed_landing(settings):
+        packed = read_packed_landing(spark, settings)
+    else:
+        packed = packed_replay_input(read_raw_stream(spark, cfg, settings))
+    gold = stateful_replay(packed, settings)
+    writer = (
+        gold.writeStream.queryName(settings.query_name)
+        .outputMode("update")
+        .option("checkpointLocation", settings.replay_checkpoint)
+        .foreachBatch(GoldBatchWriter(io, settings))
+    )
+    # The query runs on a clone of the session's conf taken at start(): set these for it only.
+    user = set(cfg.spark.conf) - {"spark.sql.shuffle.partitions"}
+    saved = {}
+    for key, value in state_conf(spark, settings.state_partitions).items():
+        if key not in user:
+            saved[key] = spark.conf.get(key, None)
+            spark.conf.set(key, value)
+    try:
+        return _trigger(writer, settings, available_now).start()
+    finally:
+        for key, old in saved.items():
+            if old is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, old)
+
+
+def state_conf(spark: SparkSession, partitions: int | None = None) -> dict[str, str]:
+    """Settings of the stateful query (the second one unless ``spark.conf`` sets it):
+
+    - state partitions = ``stream.state_partitions``, default the cores Spark has
+      (``defaultParallelism``): one state-store partition per core, each committing once per
+      micro-batch (not ``spark.sql.shuffle.partitions``, sized for the batch job's shuffles).
+      Spark keeps the number a checkpoint was created with: only a new checkpoint uses it.
+    - RocksDB changelog checkpointing: a commit writes the batch's changes instead of uploading a
+      snapshot of the store (snapshots are made in the background); either way a restart reads
+      the checkpoint (Spark converts between the two formats).
+    """
+    cores = partitions or max(1, int(spark.sparkContext.defaultParallelism))
+    return {
+        "spark.sql.shuffle.partitions": str(cores),
+        "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
+    }
+
+
+def start_quarantine_query(
+    spark: SparkSession, cfg: Config, io: TableIO, settings: StreamSettings, *, available_now: bool
+) -> StreamingQuery:
+    """Source → decode → quarantined/unsupported records → ``foreachBatch`` appends."""
+    from pyspark.sql import functions as F
+
+    from pipelines.records.decode import KIND_QUARANTINE, KIND_UNSUPPORTED
+    from pipelines.stream.decode import decode_union
+
+    side = decode_union(read_raw_stream(spark, cfg, settings)).where(
+        F.col("kind").isin(KIND_QUARANTINE, KIND_UNSUPPORTED)
+    )
+    writer = (
+        side.writeStream.queryName(settings.quarantine_query_name)
+        .option("checkpointLocation", settings.quarantine_checkpoint)
+        .foreachBatch(QuarantineBatchWriter(io, settings))
+    )
+    return _trigger(writer, settings, available_now).start()
+
+
+def run(
+    spark: SparkSession,
+    cfg: Config,
+    *,
+    available_now: bool,
+    poll_seconds: float = 1.0,
+    echo: Callable[[str], None] | None = None,
+    with_quarantine: bool = True,
+    stopper: Any | None = None,
+) -> ProgressRecorder:
+    """Run the streaming job on ``spark`` until it ends (available-now) or is stopped.
+
+    Available-now runs the replay query, then the quarantine query (two cores are better spent
+    on one at a time); continuous mode runs both side by side.
+    """
+    from pipelines.warehouse_lock import warehouse_lock
+
+    # one writer per warehouse: a batch (or a second stream) is refused while this runs
+    with warehouse_lock(cfg.paths.warehouse, "offsetlake stream") as lock:
+        cleaned = lock.cleanup.line()
+        if cleaned:
+            log.info("%s", cleaned)
+        return _run(spark, cfg, available_now=available_now, poll_seconds=poll_seconds, echo=echo,
+                    with_quarantine=with_quarantine, stopper=stopper)
+
+
+def _run(
+    spark: SparkSession,
+    cfg: Config,
+    *,
+    available_now: bool,
+    poll_seconds: float,
+    echo: Callable[[str], None] | None,
+    with_quarantine: bool,
+    stopper: Any | None,
+) -> ProgressRecorder:
+    from pipelines.tableio import TableIO
+
+    settings = settings_from_config(cfg)
+    io = TableIO(cfg, spark)
+    for name in (*settings.tables, "quarantine", "unsupported_records", "stream_progress"):
+        io.ensure(name)
+    # micro-batches committed just before a kill, whose progress was never polled
+    for query, checkpoint in ((settings.query_name, settings.replay_checkpoint),
+                              (settings.quarantine_query_name, settings.quarantine_checkpoint)):
+        reconstruct_progress(io, query, checkpoint)
+    landing = local_dir(settings.landing) if uses_packed_landing(settings) else None
+    recorder = ProgressRecorder(io, echo=echo, landing=os.path.abspath(landing) if landing is not None else None)
+    stop = stopper if stopper is not None else _Stopper()
+    starters: list[tuple[str, Callable[[], StreamingQuery]]] = [
+        (settings.query_name,
+         lambda: start_replay_query(spark, cfg, io, settings, available_now=available_now)),
+    ]
+    if with_quarantine:
+        starters.append((settings.quarantine_query_name,
+                         lambda: start_quarantine_query(spark, cfg, io, settings, available_now=available_now)))
+    stages = [[s] for s in starters] if available_now else [starters]
+    for stage in stages:
+        if stop.requested.is_set():
+            break
+        queries = [(name, start()) for name, start in stage]
+        _watch(queries, recorder, stop, poll_seconds, None if settings.allow_late_drops else recorder.late_failure)
+    return recorder
+
+
+def _watch(queries: list[tuple[str, StreamingQuery]], recorder: ProgressRecorder, stop: Any,
+           poll_seconds: float, refuse: Callable[[], str | None] | None = None) -> None:
+    """Poll progress until every query ended or a stop is requested; re-raise a query failure.
+
+    A signal sent to the whole process group also reaches Spark's JVM, which then shuts down on
+    its own: Py4J errors after a stop request are an orderly exit, not a failure.
+    """
+    try:
+        while True:
+            active = [(n, q) for n, q in queries if q.isActive]
+            for n, q in queries:
+                recorder.poll(q, n)
+            if refuse is not None and (reason := refuse()):
+                from pipelines.errors import DataLossError
+
+                raise DataLossError(reason)
+            if not active:
+                break
+            if stop.requested.is_set():
+                log.info("stop requested (signal %s): stopping the queries", getattr(stop, "signal", None))
+                for _n, q in active:
+                    q.stop()
+                break
+            # pyspark's stub says int; it takes float seconds (converted to ms)
+            active[0][1].awaitTermination(poll_seconds)  # type: ignore[arg-type]
+        for n, q in queries:
+            recorder.poll(q, n)
+            if refuse is not None and (reason := refuse()):
+                from pipelines.errors import DataLossError
+
+                raise DataLossError(reason)
+            exc = q.exception()
+            if exc is not None and not stop.requested.is_set():
+                raise RuntimeError(f"streaming query {n} failed: {exc}") from None
+    except Exception as exc:
+        if not stop.requested.is_set() or isinstance(exc, (RuntimeError, UsageError)):
+            raise
+        log.warning("Spark went away while stopping (%s); exiting", type(exc).__name__)
+    finally:
+        for _n, q in queries:
+            try:
+                if q.isActive:
+                    q.stop()
+            except Exception:
+                if not stop.requested.is_set():
+                    raise
+
+
+def run_job(conf: Config, available_now: bool = False) -> int:
+    """Run the streaming job with ``conf`` (builds Spark); ``offsetlake run stream`` and ``main``."""
+    from pipelines.spark_session import build_spark_from_config
+
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    log.setLevel(logging.INFO)
+    settings_from_config(conf)  # validate before starting Spark
+    # pandas' FutureWarning from inside pyspark's applyInPandasWithState serializer, once per
+    # group and batch in the Python workers (they inherit this environment): noise, not ours.
+    os.environ.setdefault("PYTHONWARNINGS", "ignore::FutureWarning")
+    from pipelines.warehouse_lock import warehouse_lock
+
+    stopper = _Stopper()
+    stopper.install()
+    # the lock first: a refused stream starts no JVM (``run`` takes it again, re-entrantly)
+    with warehouse_lock(conf.paths.warehouse, "offsetlake stream"):
+        spark = build_spark_from_config(conf, app_suffix="stream")
+        started = time.time()
+        recorder = run(spark, conf, available_now=available_now, stopper=stopper)
+    batches = [r for r in recorder.rows if r["query_name"] == REPLAY_QUERY]
+    total = sum(r["input_rows"] for r in batches)
+    log.info("stream finished: %d micro-batches, %d input rows, %.1fs%s", len(batches), total,
+             time.time() - started, " (stopped by signal)" if stopper.requested.is_set() else "")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``spark-submit pipelines/stream/job.py``: parse ``--conf``/``--set``/
+    ``--available-now`` and run the streaming job."""
+    import argparse
+
+    from pipelines.config import add_conf_arguments, config_from_args
+
+    parser = argparse.ArgumentParser(
+        prog="stream",
+        description="offsetlake streaming replay: raw records → decode → per-group state → Delta tables.",
+    )
+    add_conf_arguments(parser)
+    parser.add_argument("--available-now", action="store_true",
+                        help="process everything available, then stop (trigger availableNow)")
+    args = parser.parse_args(argv)
+    try:
+        cfg = config_from_args(args)
+        return run_job(cfg, available_now=args.available_now)
+    except UsageError as exc:
+        print(f"stream: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,71 @@
+"""The replay input the streaming job feeds its stateful function: raw batches → decode → replay
+input → ONE packed row per group and raw Arrow batch.
+
+Rules:
+- Decode and pack before the shuffle, with the functions the batch job uses: the vectorised
+  decoder (``pipelines.records.decode.decode_batch``), the one replay-input projection
+  (``replay_input.project_union``) and packing (``replay_input.pack_groups``): one row per group
+  and raw Arrow batch holding that group's rows as an Arrow IPC message, because
+  ``applyInPandasWithState`` converts its input to pandas row by row, so the per-record columns
+  must not cross it. Spark's file/Kafka source feeds one ``mapInArrow`` doing this
+  (``packed_replay_input``); the packed landing source (``pipelines.stream.source``) calls the
+  same ``pack_batches`` in its tasks.
+- A pack's ``log_timestamp`` is its newest record's time: the watermark (max event time − delay)
+  is unchanged, and a pack is dropped as late only when all of its records are.
+- Inside a pack the rows are in log order (``replay_input.replay_order``); ``unpack_group`` is the
+  exact inverse.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from pipelines.records import replay_input
+from schemas.shapes import STREAM_PACK
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from pyspark.sql import DataFrame
+
+
+#: The packed replay input: one row per (group, input Arrow batch) — see ``pack_batches``.
+PACK_DDL = STREAM_PACK.ddl()
+
+
+def pack_batches(batches: Iterator[pa.RecordBatch], *, lenient: bool = False) -> Iterator[pa.RecordBatch]:
+    """The ``mapInArrow`` function of the replay query: raw batches → decode → replay input → packed
+    rows (one per group and raw batch)."""
+    import pyarrow as pa
+
+    from pipelines.records.decode import UNION_SCHEMA, decode_batch
+
+    for batch in batches:
+        parts = decode_batch(batch, lenient=lenient)
+        if not parts:
+            continue
+        packed = replay_input.pack_groups(replay_input.project_union(pa.Table.from_batches(parts, schema=UNION_SCHEMA)))
+        if packed.num_rows:
+            yield packed
+
+
+def packed_replay_input(raw_df: DataFrame, *, lenient: bool = False) -> DataFrame:
+    """Raw records → packed replay input (``PACK_DDL``), in ONE ``mapInArrow`` pass.
+
+    Why packed: ``applyInPandasWithState`` hands its input to Python as pandas; converting ~25
+    decoded columns (a nested ``members`` array among them) to pandas and back to Arrow per
+    record cost more than the replay itself. Packed, a group's records of one raw batch cross
+    as one Arrow IPC message (one bytes object), and a micro-batch of N records gives at most
+    groups × raw batches rows to shuffle, sort and convert. ``log_timestamp`` is the pack's
+    newest record time: the watermark (max event time − delay) is unchanged; a pack is dropped
+    as late only when all of its records are (Spark drops whole rows).
+    """
+    from pipelines.records.decode import INPUT_COLUMNS
+
+    # ``topic`` only fills the quarantine's raw_topic (the other query's business): not converted.
+    cols = [c for c in INPUT_COLUMNS if c in raw_df.columns and c != "topic"]
+
+    def fn(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        return pack_batches(batches, lenient=lenient)
+
+    return raw_df.select(*cols).mapInArrow(fn, PACK_DDL)

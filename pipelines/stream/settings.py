@@ -1,0 +1,84 @@
+"""The streaming job's settings: the ``stream`` section of the config (and what it uses of the
+others), validated and resolved once into a frozen ``StreamSettings``.
+
+Rules:
+- Refused with one line (``UsageError``, exit 2) before Spark starts: processing-time timeouts
+  (offset expiry is event time, and processing-time timeouts never end under
+  ``trigger(availableNow)``), JSON landing files, and a Delta input.
+- Query names and the Delta txn app ids derived from them (``offsetlake-stream-<query>``) are
+  registered names: existing checkpoints and Delta txns depend on them; they never change.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from coordinator_core.settings import ReplaySettings
+from pipelines.errors import UsageError
+
+if TYPE_CHECKING:
+    from pipelines.config import Config
+
+REPLAY_QUERY = "offsetlake_stream_replay"
+QUARANTINE_QUERY = "offsetlake_stream_quarantine"
+APP_ID_PREFIX = "offsetlake-stream-"
+
+
+@dataclass(frozen=True)
+class StreamSettings:
+    """What the streaming job needs from the config, resolved once."""
+
+    source: str
+    landing: str
+    replay_checkpoint: str
+    quarantine_checkpoint: str
+    max_files_per_trigger: int
+    max_bytes_per_trigger: int | None
+    watermark_delay_ms: int
+    trigger_interval: str
+    replay: ReplaySettings
+    num_partitions: int
+    tables: tuple[str, ...]
+    query_name: str = REPLAY_QUERY
+    quarantine_query_name: str = QUARANTINE_QUERY
+    landing_reader: str = "python"
+    state_partitions: int | None = None
+    allow_late_drops: bool = False
+
+    @property
+    def app_id(self) -> str:
+        return APP_ID_PREFIX + self.query_name
+
+
+def settings_from_config(cfg: Config) -> StreamSettings:
+    """Validate and resolve the ``stream`` section (and what it uses of the others)."""
+    from pipelines.records.gold import DEFAULT_TABLES
+
+    if cfg.stream.timeout_mode != "event_time":
+        raise UsageError(
+            "stream.timeout_mode: processing_time is not supported by the streaming replay (offset "
+            "expiry is event time, and processing-time timeouts never end under --available-now); "
+            "use event_time"
+        )
+    if cfg.input.source == "landing" and cfg.input.format == "json":
+        raise UsageError("input.format: json landing files are not supported by the streaming job; use parquet")
+    if cfg.input.source == "delta":
+        raise UsageError("input.source: delta is not supported by the streaming job; use landing or kafka")
+    return StreamSettings(
+        source=cfg.input.source,
+        landing=cfg.input.path or cfg.paths.landing,
+        replay_checkpoint=cfg.checkpoint_path("stream_replay"),
+        quarantine_checkpoint=cfg.checkpoint_path("stream_quarantine"),
+        max_files_per_trigger=cfg.stream.max_files_per_trigger,
+        max_bytes_per_trigger=cfg.stream.max_bytes_per_trigger,
+        watermark_delay_ms=cfg.stream.watermark_delay_ms,
+        trigger_interval=cfg.stream.trigger_interval,
+        replay=cfg.replay.settings(),
+        num_partitions=cfg.offsets_topic.num_partitions,
+        tables=tuple(DEFAULT_TABLES),
+        landing_reader=cfg.stream.landing_reader,
+        state_partitions=cfg.stream.state_partitions,
+        allow_late_drops=cfg.stream.allow_late_drops,
+    )
+

@@ -1,0 +1,314 @@
+"""The streaming job's sources: the raw-record stream (landing directory or Kafka) and the packed
+landing source, a Python data source that emits the packed replay input straight from files.
+
+Rules:
+- Source: the landing directory (Parquet raw-record files; the packed Python reader takes them
+  in the order of what they hold — oldest record time, then name — whatever their modification
+  times; Spark's file source, ``stream.landing_reader: spark``, takes modification-time order,
+  which ``pipelines.raw_files.RawRecordWriter`` makes equal to log order;
+  ``stream.max_files_per_trigger`` / ``max_bytes_per_trigger`` cap a micro-batch), or Kafka
+  (``format("kafka")`` with the connector, else the jar-free ``offsetlake_kafka`` source).
+- With ``stream.landing_reader: python`` (default, local landing directories) the tasks of a
+  Python data source (``LandingPackedReader``, registered as ``offsetlake_landing_packed``: a
+  registered name, checkpoints depend on it) read the files with pyarrow and emit the packs
+  (``pipelines.stream.packing.pack_batches``) — the raw records never become JVM rows; its
+  offsets count the raw records read, which gives the progress its input count.
+- Only complete files are data: hidden/temp files (``.name.tmp``, ``_SUCCESS``) are skipped, so
+  writers land a file by temp name + rename.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
+
+from pipelines.stream.packing import PACK_DDL, pack_batches
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from pyspark.sql import DataFrame, SparkSession
+
+    from pipelines.config import Config
+    from pipelines.stream.settings import StreamSettings
+
+log = logging.getLogger("offsetlake.stream")
+
+LANDING_SOURCE_NAME = "offsetlake_landing_packed"
+
+
+def read_raw_stream(spark: SparkSession, cfg: Config, settings: StreamSettings) -> DataFrame:
+    """The raw-record stream (Spark's Kafka source schema) from the landing directory or Kafka."""
+    if settings.source == "kafka":
+        from pipelines.kafka.source import read_kafka_stream
+
+        return read_kafka_stream(spark, cfg)
+    from schemas.raw import RAW_RECORDS
+
+    reader = spark.readStream.schema(RAW_RECORDS.spark_schema())
+    if settings.max_bytes_per_trigger is not None:
+        reader = reader.option("maxBytesPerTrigger", str(settings.max_bytes_per_trigger))
+    else:
+        reader = reader.option("maxFilesPerTrigger", str(settings.max_files_per_trigger))
+    # Hidden temp files (.name.tmp) are ignored by the file source; only complete files count.
+    return reader.option("pathGlobFilter", "*.parquet").parquet(settings.landing)
+
+
+def local_dir(path: str) -> str | None:
+    """The local directory behind ``path`` (plain or ``file:`` URI), else None."""
+    if path.startswith("file://"):
+        path = path[len("file://"):]
+    elif path.startswith("file:"):
+        path = path[len("file:"):]
+    elif "://" in path:
+        return None
+    return path
+
+
+def uses_packed_landing(settings: StreamSettings) -> bool:
+    """Whether the replay query reads the landing directory with the packed Python source
+    (``stream.landing_reader: python`` over a local directory), else Spark's file/Kafka source."""
+    return settings.source == "landing" and settings.landing_reader == "python" and local_dir(
+        settings.landing) is not None
+
+
+def list_landing(path: str) -> list[tuple[int, str, int]]:
+    """Complete raw-record files of the landing directory as (mtime ns, name, bytes), in the
+    order Spark's file source takes them (modification time, then name); hidden/temp files
+    (``.name.tmp``, ``_SUCCESS``) are not data."""
+    out = []
+    try:
+        entries = list(os.scandir(path))
+    except FileNotFoundError:
+        return []
+    for e in entries:
+        if e.name.startswith((".", "_")) or not e.name.endswith(".parquet") or not e.is_file():
+            continue
+        st = e.stat()
+        out.append((st.st_mtime_ns, e.name, st.st_size))
+    out.sort()
+    return out
+
+
+def content_key(path: str) -> int:
+    """What a landing file holds, as an order key: its oldest record time (µs; from the
+    Parquet statistics of ``timestamp``, else the column itself). Files taken in this order
+    feed the watermark in log-time order whatever their modification times say."""
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    md = pq.read_metadata(path)
+    names = [md.schema.column(i).name for i in range(md.num_columns)]
+    if "timestamp" not in names or md.num_rows == 0:
+        return -(2**63)
+    idx = names.index("timestamp")
+    lows: list[int] = []
+    for rg in range(md.num_row_groups):
+        st = md.row_group(rg).column(idx).statistics
+        if st is None or not st.has_min_max or md.row_group(rg).column(idx).physical_type != "INT64":
+            lows = []
+            break
+        lows.append(int(st.min_raw))
+    if lows:
+        return min(lows)
+    col = pq.read_table(path, columns=["timestamp"]).column(0)
+    low = pc.min(col.cast("int64") if col.type != "int64" else col).as_py()
+    return -(2**63) if low is None else int(low)
+
+
+class LandingPartition:
+    """One task's files (picklable; the Python data source's InputPartition protocol)."""
+
+    def __init__(self, paths: list[str]) -> None:
+        self.paths = paths
+
+
+class LandingPackedReader:
+    """``DataSourceStreamReader`` over the landing directory whose rows are the packed replay
+    input (``PACK_DDL``): each task reads its files with pyarrow, decodes and packs them
+    (``pack_batches``) — the raw records never become JVM rows.
+
+    Order: files are taken by what they hold (``content_key``: oldest record time, then name),
+    not by modification time, so landing files whose mtimes do not follow the log (copied,
+    restored, re-captured) do not push the watermark past records still to come.
+
+    Offsets: ``{"files", "records", "key", "name", "seen_ns"}`` — files and raw records consumed
+    so far, the (content key, name) of the last file taken, and the newest modification time
+    of the files listed then. A file is taken when its (key, name) is above the last one's; a
+    file below it that appeared after that listing (mtime > ``seen_ns``) arrived late: it is
+    taken with the next batch (its records, older than the watermark, are then dropped by the
+    stateful operator — counted in records and failing the run unless
+    ``stream.allow_late_drops``, ``ProgressRecorder``). Offsets of older checkpoints
+    (``mtime_ns``/``name``) are read as before. ``records`` gives the progress its raw input count.
+    """
+
+    def __init__(self, options: dict[str, str]) -> None:
+        options = {k.lower(): v for k, v in options.items()}  # Spark passes option names lowercased
+        self.path = options["path"]
+        self.max_files = int(options.get("maxfilespertrigger") or 0) or None
+        self.max_bytes = int(options.get("maxbytespertrigger") or 0) or None
+        self.tasks = max(1, int(options.get("tasks") or 2))
+        self.lenient = options.get("lenient", "false") == "true"
+        self._target: tuple[int, int] | None = None  # available-now: (newest content key, newest mtime)
+        self._keys: dict[tuple[str, int, int], int] = {}
+
+    # -- listing ---------------------------------------------------------------------------
+    def _listing(self) -> list[tuple[int, str, int, int]]:
+        """(content key, name, bytes, mtime ns) of the complete files, in content order."""
+        out = []
+        for mtime, name, size in list_landing(self.path):
+            ident = (name, size, mtime)
+            key = self._keys.get(ident)
+            if key is None:
+                key = self._keys[ident] = content_key(os.path.join(self.path, name))
+            out.append((key, name, size, mtime))
+        out.sort()
+        return out
+
+    @staticmethod
+    def _taken(start: dict[str, Any]) -> Callable[[tuple[int, str, int, int]], bool]:
+        if "key" not in start:  # a checkpoint of the mtime-ordered reader
+            last_m = (int(start.get("mtime_ns", -1)), str(start.get("name", "")))
+            return lambda f: (f[3], f[1]) <= last_m
+        last = (int(start["key"]), str(start["name"]))
+        seen = int(start.get("seen_ns", -1))
+        return lambda f: (f[0], f[1]) <= last and f[3] <= seen
+
+    # -- offsets ---------------------------------------------------------------------------
+    def initialOffset(self) -> dict[str, Any]:
+        return {"files": 0, "records": 0, "key": -(2**63), "name": "", "seen_ns": -1}
+
+    def getDefaultReadLimit(self) -> Any:
+        from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxBytes, ReadMaxFiles
+
+        if self.max_bytes:
+            return ReadMaxBytes(self.max_bytes)
+        return ReadMaxFiles(self.max_files) if self.max_files else ReadAllAvailable()
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        files = self._listing()
+        self._target = (max(f[0] for f in files), max(f[3] for f in files)) if files else (-(2**63), -1)
+
+    def _after(self, start: dict[str, Any]) -> list[tuple[int, str, int, int]]:
+        taken = self._taken(start)
+        new = [f for f in self._listing() if not taken(f)]
+        if self._target is not None:  # available-now: only what was there when it started
+            new = [f for f in new if f[3] <= self._target[1]]
+        return new
+
+    def latestOffset(self, start: dict[str, Any], limit: Any) -> dict[str, Any]:
+        import pyarrow.parquet as pq
+        from pyspark.sql.streaming.datasource import ReadMaxBytes, ReadMaxFiles
+
+        new = self._after(start)
+        if "key" in start:
+            last = (int(start["key"]), str(start["name"]))
+            late = [f for f in new if (f[0], f[1]) <= last]  # arrived after newer data was taken
+            new = [f for f in new if (f[0], f[1]) > last]
+        else:
+            late = []
+        if isinstance(limit, ReadMaxFiles):
+            new = new[: max(1, limit.max_files)]
+        elif isinstance(limit, ReadMaxBytes):
+            taken: list[tuple[int, str, int, int]] = []
+            size = 0
+            for f in new:
+                if taken and size + f[2] > limit.max_bytes:
+                    break
+                taken.append(f)
+                size += f[2]
+            new = taken
+        batch = late + new
+        if not batch:
+            return dict(start)
+        if late:
+            log.warning("landing: %d file(s) arrived after newer files were processed: %s", len(late),
+                        ", ".join(f[1] for f in late[:5]))
+        rows = sum(pq.read_metadata(os.path.join(self.path, f[1])).num_rows for f in batch)
+        last_key = (int(start.get("key", -(2**63))), str(start.get("name", ""))) if "key" in start else None
+        top = max([(f[0], f[1]) for f in new] + ([last_key] if last_key else []))
+        # taken afterwards = (key, name) <= top and mtime <= seen: exactly the files taken before
+        # plus this batch (``new`` is a prefix of the pending files in content order; a file
+        # left out by the available-now target is newer than every file taken)
+        seen = max([int(start.get("seen_ns", -1)), *(f[3] for f in batch)])
+        return {"files": int(start["files"]) + len(batch), "records": int(start["records"]) + rows,
+                "key": top[0], "name": top[1], "seen_ns": seen}
+
+    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[LandingPartition]:
+        before = self._taken(start)
+        upto = self._taken(end)
+        files = [f for f in self._listing() if upto(f) and not before(f)]
+        n = min(self.tasks, len(files))
+        if n == 0:
+            return []
+        # balance bytes over the tasks (largest first onto the lightest task), keep log order inside
+        loads: list[list[Any]] = [[0, i, []] for i in range(n)]  # [bytes, task, file indexes]
+        for idx, f in sorted(enumerate(files), key=lambda x: -x[1][2]):
+            slot = min(loads, key=lambda s: (s[0], s[1]))
+            slot[0] += f[2]
+            slot[2].append(idx)
+        return [LandingPartition([os.path.join(self.path, files[i][1]) for i in sorted(s[2])]) for s in loads]
+
+    def read(self, partition: LandingPartition) -> Iterator[pa.RecordBatch]:
+        import pyarrow.parquet as pq
+
+        from pipelines.records.decode import INPUT_COLUMNS
+
+        for path in partition.paths:
+            pf = pq.ParquetFile(path)
+            cols = [c for c in INPUT_COLUMNS if c in pf.schema_arrow.names and c != "topic"]
+            yield from pack_batches(pf.iter_batches(batch_size=100_000, columns=cols), lenient=self.lenient)
+
+    def commit(self, end: dict[str, Any]) -> None:
+        """Nothing to do: Spark's checkpoint journals the offsets."""
+
+    def stop(self) -> None:
+        """Nothing to release."""
+
+
+def _landing_source_classes() -> tuple[type, type]:
+    """(DataSource, DataSourceStreamReader) classes, built on first use (pyspark imported late)."""
+    global _LANDING_CLASSES
+    if _LANDING_CLASSES is None:
+        from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+        from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow
+
+        class _Partition(LandingPartition, InputPartition):
+            pass
+
+        # type: ignore: ``read`` takes our LandingPartition (pyspark's stub says any InputPartition)
+        class _Reader(LandingPackedReader, DataSourceStreamReader, SupportsTriggerAvailableNow):  # type: ignore[misc]
+            def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[Any]:
+                return [_Partition(p.paths) for p in LandingPackedReader.partitions(self, start, end)]
+
+        class _Source(DataSource):
+            @classmethod
+            def name(cls) -> str:
+                return LANDING_SOURCE_NAME
+
+            def schema(self) -> str:
+                return PACK_DDL
+
+            def streamReader(self, schema: Any) -> Any:
+                return _Reader(dict(self.options))
+
+        _LANDING_CLASSES = (_Source, _Reader)
+    return _LANDING_CLASSES
+
+
+_LANDING_CLASSES: tuple[type, type] | None = None
+
+
+def read_packed_landing(spark: SparkSession, settings: StreamSettings) -> DataFrame:
+    """The packed replay input straight from the landing directory (``LandingPackedReader``)."""
+    source, _ = _landing_source_classes()
+    spark.dataSource.register(source)
+    path = local_dir(settings.landing)
+    assert path is not None
+    reader = spark.readStream.format(LANDING_SOURCE_NAME).option("path", os.path.abspath(path))
+    if settings.max_bytes_per_trigger is not None:
+        reader = reader.option("maxBytesPerTrigger", str(settings.max_bytes_per_trigger))
+    else:
+        reader = reader.option("maxFilesPerTrigger", str(settings.max_files_per_trigger))
+    return reader.load()

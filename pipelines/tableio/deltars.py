@@ -1,0 +1,208 @@
+"""delta-rs on the driver: a table's log, its markers, Arrow reads and writes, one commit.
+
+Rules:
+- With ``rust_sink`` this is the only module that imports ``deltalake`` (the architecture test
+  holds everything outside ``pipelines/tableio/`` to it). Both engines read metadata here: a
+  Delta log is a Delta log whoever wrote it, and delta-rs reads it without a Spark job.
+- Every function takes a table location (``uri``: a local path or a URI, ``tableio.uri``);
+  none takes a table name: names and the warehouse are ``TableIO``'s business.
+- Idempotence markers. A marked write records a Delta ``txn`` action (app id, version) and the
+  ``offsetlake.txn_app_id``/``offsetlake.txn_version`` commit-info keys (Spark's Delta writes
+  them as the ``userMetadata`` JSON; ``latest_commit_info`` merges both spellings).
+  ``already_applied``: appends follow Delta's ``txn`` rule (recorded version >= version);
+  replacing writes need the LATEST commit to carry exactly the marker.
+- Arrow reads go through the snapshot (``to_pyarrow_dataset``), never a directory listing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from typing import TYPE_CHECKING, Any
+
+from pipelines.tableio import uri as uris
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from pipelines.tableio.rust_sink import FileAdd
+
+MARKER_APP = "offsetlake.txn_app_id"
+MARKER_VERSION = "offsetlake.txn_version"
+ROWS_KEY = "offsetlake.rows"  # commit info: rows a routed/sink commit added
+#: reader features a snapshot's file list does not capture (rows hidden or columns renamed)
+_FILE_LIST_BREAKERS = {"deletionVectors", "columnMapping"}
+
+
+def open_table(uri: str, version: int | None = None) -> Any:
+    """The ``deltalake.DeltaTable`` at ``uri`` (at ``version``)."""
+    from deltalake import DeltaTable
+
+    return DeltaTable(uris.for_delta_rs(uri), version=version)
+
+
+def is_table(uri: str) -> bool:
+    """True when a Delta table is at ``uri`` (delta-rs asks the location's object store)."""
+    from deltalake import DeltaTable
+
+    return bool(DeltaTable.is_deltatable(uris.for_delta_rs(uri)))
+
+
+def column_names(uri: str) -> list[str]:
+    """The column names of the table at ``uri``."""
+    return [f.name for f in open_table(uri).schema().fields]
+
+
+def marker(app_id: str | None, version: int | None, extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Commit-info keys of a write: ``extra`` plus the idempotency marker when there is one."""
+    out: dict[str, Any] = dict(extra or {})
+    if app_id is not None:
+        out[MARKER_APP] = app_id
+        out[MARKER_VERSION] = version
+    return out
+
+
+def commit_properties(app_id: str | None, version: int | None, extra: dict[str, Any] | None = None) -> Any:
+    """delta-rs ``CommitProperties`` carrying the marker (and a ``txn`` action), or ``None``."""
+    from deltalake import CommitProperties, Transaction
+
+    if app_id is None or version is None:
+        return CommitProperties(custom_metadata=dict(extra)) if extra else None
+    return CommitProperties(custom_metadata=marker(app_id, version, extra),
+                            app_transactions=[Transaction(app_id, version)])
+
+
+def latest_commit_info(dt: Any) -> dict[str, Any]:
+    """The latest commitInfo; Spark-Delta's ``userMetadata`` JSON is merged in (same markers)."""
+    hist = dt.history(1)
+    info = dict(hist[0]) if hist else {}
+    user = info.get("userMetadata")
+    if isinstance(user, str) and user.startswith("{"):
+        with contextlib.suppress(ValueError):
+            info.update(json.loads(user))
+    return info
+
+
+def rows_of_latest_commit(uri: str) -> int | None:
+    """The rows the latest commit added, when a sink commit recorded them."""
+    info = latest_commit_info(open_table(uri))
+    return int(info[ROWS_KEY]) if ROWS_KEY in info else None
+
+
+def already_applied(dt: Any, app_id: str, version: int, *, require_latest: bool = False) -> bool:
+    """True when ``dt`` already holds the write (app_id, version) (module rules)."""
+    if require_latest:
+        info = latest_commit_info(dt)
+        return bool(info.get(MARKER_APP) == app_id and str(info.get(MARKER_VERSION)) == str(version))
+    recorded = dt.transaction_version(app_id)
+    return recorded is not None and recorded >= version
+
+
+def file_list_is_snapshot(dt: Any) -> bool:
+    """False when the snapshot needs more than its file list (deletion vectors, column mapping)."""
+    proto = dt.protocol()
+    return not (proto.min_reader_version >= 2 or set(proto.reader_features or ()) & _FILE_LIST_BREAKERS)
+
+
+def reader_features(dt: Any) -> list[str]:
+    return list(dt.protocol().reader_features or ())
+
+
+def file_uris(uri: str, version: int | None = None) -> list[str]:
+    """The data files of the snapshot at ``uri`` (full URIs)."""
+    return list(open_table(uri, version).file_uris())
+
+
+def create(uri: str, schema: pa.Schema, partition_by: list[str], *, name: str | None = None,
+           description: str | None = None, mode: str = "error") -> None:
+    """An empty table with ``schema`` (``mode="ignore"``: leave an existing one alone)."""
+    from deltalake import DeltaTable
+
+    DeltaTable.create(uris.for_delta_rs(uri), schema=schema, mode=mode,  # type: ignore[arg-type]
+                      partition_by=partition_by or None, name=name, description=description)
+
+
+def read_arrow(uri: str, columns: list[str] | None = None, filter: Any = None,
+               version: int | None = None) -> pa.Table:
+    """The snapshot's rows as Arrow (only ``columns``; ``filter``: a ``pyarrow.dataset``
+    expression pushed down to the scan)."""
+    dataset = open_table(uri, version).to_pyarrow_dataset()
+    return dataset.to_table(columns=columns, filter=filter)
+
+
+def write_arrow(uri: str, table: pa.Table, mode: str = "append") -> None:
+    """Append (or overwrite with) an Arrow table on the driver; the table is created on first use."""
+    from deltalake import write_deltalake
+
+    if uris.is_local(uri):
+        import os
+
+        os.makedirs(uris.local_path(uri), exist_ok=True)
+    write_deltalake(uris.for_delta_rs(uri), table, mode=mode)  # type: ignore[call-overload]
+
+
+def merge_arrow(uri: str, source: pa.Table, *, on: str, changed: str | None, delete_missing: bool,
+                app_id: str | None, version: int | None) -> dict[str, Any]:
+    """MERGE an Arrow source into the table: update rows where ``changed``, insert new ones,
+    delete target rows absent from the source when ``delete_missing``; the merge metrics."""
+    builder = open_table(uri).merge(source, predicate=on, source_alias="s", target_alias="t",
+                                    commit_properties=commit_properties(app_id, version))
+    builder = builder.when_matched_update_all(predicate=changed).when_not_matched_insert_all()
+    if delete_missing:
+        builder = builder.when_not_matched_by_source_delete()
+    return dict(builder.execute())
+
+
+def delete_matching(uri: str, keys: pa.Table, *, on: str, app_id: str | None, version: int | None) -> int:
+    """Delete the target rows matching ``keys`` (a MERGE with only a delete clause); rows deleted."""
+    metrics = (
+        open_table(uri).merge(keys, predicate=on, source_alias="s", target_alias="t",
+                              commit_properties=commit_properties(app_id, version))
+        .when_matched_delete()
+        .execute()
+    )
+    return int(metrics.get("num_target_rows_deleted", 0))
+
+
+def commit_files(uri: str, files: list[FileAdd], *, schema: pa.Schema, partition_by: list[str],
+                 overwrite: bool, app_id: str | None, txn_version: int | None, require_latest: bool,
+                 metadata: dict[str, Any]) -> bool:
+    """ONE Delta commit adding ``files`` (append or overwrite) with the idempotency marker.
+
+    Returns False (and deletes ``files``) when the marker is already applied, True otherwise.
+    """
+    from deltalake.transaction import AddAction
+
+    from pipelines.tableio.rust_sink import delete_files
+
+    marked = app_id is not None and txn_version is not None
+    if not files and not marked and not overwrite:
+        return True  # an empty unmarked append would only bump the version
+    dt = open_table(uri)
+    if app_id is not None and txn_version is not None and already_applied(
+        dt, app_id, txn_version, require_latest=require_latest
+    ):
+        delete_files(uri, files)
+        return False
+    adds: list[Any] = [
+        AddAction(f.path, f.size, f.partition_values, f.modification_time, True, f.stats) for f in files
+    ]
+    extra = dict(metadata)
+    extra[ROWS_KEY] = sum(f.num_records for f in files)
+    dt.create_write_transaction(
+        adds,
+        mode="overwrite" if overwrite else "append",
+        schema=schema,
+        partition_by=partition_by or None,
+        commit_properties=commit_properties(app_id, txn_version, extra),
+    )
+    return True
+
+
+def optimize(uri: str) -> dict[str, Any]:
+    return dict(open_table(uri).optimize.compact())
+
+
+def vacuum(uri: str, retention_hours: int, *, dry_run: bool) -> list[str]:
+    return list(open_table(uri).vacuum(retention_hours=retention_hours, dry_run=dry_run,
+                                       enforce_retention_duration=False))

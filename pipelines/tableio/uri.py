@@ -1,0 +1,126 @@
+"""Table and file locations as URIs: local paths, ``file://``, ``s3://``/``s3a://``, ``abfs(s)://``, ``gs://``.
+
+Rules:
+- A location is a string. It is a URI when it starts with ``<scheme>:/`` (``is_uri``); anything
+  else is a local path. Nothing here builds a ``pathlib.Path`` from a URI: ``Path("s3a://b/t")``
+  collapses the ``//`` and never exists locally.
+- ``join`` appends path segments with ``/`` (no separator doubled, the scheme and authority
+  kept): the one way the project makes ``<warehouse>/<table>`` and the paths under a table.
+- Two readers of a location, two spellings. delta-rs (``object_store``) reads ``s3``, ``s3a``,
+  ``abfs``, ``abfss``, ``az``, ``gs``, ``file`` and local paths as they are (``for_delta_rs``).
+  pyarrow's ``FileSystem.from_uri`` knows ``s3``, ``gs``/``gcs``, ``abfs``/``abfss``, ``hdfs``,
+  ``file``, but not Hadoop's ``s3a``/``s3n`` (they name the same S3 objects): ``for_pyarrow``
+  rewrites those to ``s3``.
+- ``filesystem`` resolves a location to (pyarrow filesystem, path inside it); ``exists`` and
+  ``is_delta_table`` ask that filesystem, so they answer for object stores too. Building an
+  object-store filesystem may contact the store (S3 region lookup): only these two functions
+  and ``filesystem`` do I/O; the rest is string handling.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+#: ``<scheme>:/``: a URI (Windows drive letters are one character and not supported as schemes)
+_URI = re.compile(r"^(?P<scheme>[A-Za-z][A-Za-z0-9+.-]+):/")
+#: Hadoop's S3 connectors' schemes: the same objects as ``s3://`` for pyarrow
+_S3_ALIASES = ("s3a", "s3n")
+DELTA_LOG = "_delta_log"
+
+
+def scheme(location: str) -> str | None:
+    """The URI scheme in lower case (``"s3a"``), or ``None`` for a local path."""
+    m = _URI.match(location)
+    return m.group("scheme").lower() if m else None
+
+
+def is_uri(location: str) -> bool:
+    """True for ``<scheme>:/...`` (``file:///x``, ``s3a://b/x``), False for a local path."""
+    return scheme(location) is not None
+
+
+def is_local(location: str) -> bool:
+    """A local path or a ``file:`` URI."""
+    return scheme(location) in (None, "file")
+
+
+def local_path(location: str) -> str:
+    """The local path of a local location (``file:///x`` → ``/x``); a ValueError otherwise."""
+    from urllib.parse import unquote, urlparse
+
+    s = scheme(location)
+    if s is None:
+        return location
+    if s != "file":
+        raise ValueError(f"{location}: not a local path")
+    return unquote(urlparse(location).path)
+
+
+def join(base: str, *parts: str) -> str:
+    """``base`` with ``parts`` appended, ``/``-separated: ``join("s3a://b/wh/", "t")`` →
+    ``"s3a://b/wh/t"``; ``join("/data/wh", "_staging", "r1")`` → ``"/data/wh/_staging/r1"``."""
+    stripped = base.rstrip("/")
+    if not stripped:
+        out = "/" if base else ""
+    elif stripped.endswith(":"):  # "file:///" would lose its root: keep it
+        out = base
+    else:
+        out = stripped
+    for part in parts:
+        piece = part.strip("/")
+        if not piece:
+            continue
+        out = out + piece if out.endswith("/") else out + "/" + piece
+    return out
+
+
+def parent(location: str) -> str:
+    """The location one segment up (``s3a://b/wh/t`` → ``s3a://b/wh``)."""
+    head, _, _ = location.rstrip("/").rpartition("/")
+    return head
+
+
+def for_delta_rs(location: str) -> str:
+    """The spelling delta-rs expects: ``object_store`` parses every scheme above as it is."""
+    return location
+
+
+def for_pyarrow(location: str) -> str:
+    """The spelling ``pyarrow.fs.FileSystem.from_uri`` accepts: ``s3a://``/``s3n://`` → ``s3://``."""
+    s = scheme(location)
+    if s in _S3_ALIASES:
+        return "s3" + location[len(s):]
+    return location
+
+
+def filesystem(location: str) -> tuple[Any, str]:
+    """(pyarrow filesystem, path inside it) of a location; a local path keeps its form."""
+    from pyarrow import fs
+
+    if is_uri(location):
+        filesystem_, path = fs.FileSystem.from_uri(for_pyarrow(location))
+        return filesystem_, path.rstrip("/") or path
+    return fs.LocalFileSystem(), location.rstrip("/") or location
+
+
+def exists(location: str) -> bool:
+    """True when a file or directory is at ``location`` (asks its filesystem)."""
+    from pyarrow import fs
+
+    filesystem_, path = filesystem(location)
+    try:
+        return bool(filesystem_.get_file_info(path).type != fs.FileType.NotFound)
+    except (FileNotFoundError, PermissionError):
+        return False
+
+
+def is_delta_table(table_uri: str) -> bool:
+    """True when ``table_uri`` has a Delta log directory (``_delta_log``), on any filesystem."""
+    from pyarrow import fs
+
+    filesystem_, path = filesystem(join(table_uri, DELTA_LOG))
+    try:
+        return bool(filesystem_.get_file_info(path).type == fs.FileType.Directory)
+    except (FileNotFoundError, PermissionError):
+        return False
