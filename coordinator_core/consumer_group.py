@@ -198,6 +198,11 @@ class ConsumerGroupFold:
         )
 
     @property
+    def subscribed_topics(self) -> Iterable[str]:
+        """The topics the group subscribes to (``ModernGroup.subscribedTopicNames``)."""
+        return self._counts.keys()
+
+    @property
     def state(self) -> ConsumerGroupState:
         if self.group_type != "consumer":
             return ConsumerGroupState.DEAD

@@ -257,6 +257,7 @@ class _ExpiryView:
     state_timestamp_ms: int | None = None
     offsets: Mapping[tuple[str, int], _expiry.OffsetState] = field(default_factory=_frozen_map)
     last_offset_removal_ms: int | None = None
+    group_type: str = "consumer"
 
 
 def offset_due_ms(

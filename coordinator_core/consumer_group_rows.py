@@ -15,7 +15,7 @@ Rules:
 
 from __future__ import annotations
 
-from typing import Final
+from typing import Any, Final
 
 from coordinator_core.consumer_group_events import ConsumerRebalance, ConsumerStateChange
 from coordinator_core.consumer_group_model import ConsumerGroupSnapshot, pairs
@@ -127,3 +127,24 @@ def member_events(
             )
         )
     return out
+
+
+def member_structs(group: ConsumerGroupSnapshot) -> list[dict[str, Any]]:
+    """The ``members`` column of a consumer group's ``group_state`` row: the same struct as a
+    classic member's (``snapshot._member_struct``), from ``member_events``."""
+    return [
+        {
+            "member_id": m.member_id,
+            "group_instance_id": m.group_instance_id,
+            "client_id": m.client_id,
+            "client_host": m.client_host,
+            "session_timeout": m.session_timeout,
+            "rebalance_timeout": m.rebalance_timeout,
+            "is_leader": False,
+            "subscribed_topics": None if m.subscribed_topics is None else sorted(m.subscribed_topics),
+            "assigned_partitions": None
+            if m.assigned_partitions is None
+            else [{"topic": t, "partition": p} for t, p in sorted(m.assigned_partitions)],
+        }
+        for m in member_events(group, 0, 0, 0)
+    ]
