@@ -27,7 +27,12 @@ def test_kafka4_log_replays_as_a_live_consumer_group() -> None:
     assert snap.group_type == "consumer" and snap.exists and snap.state is not GroupState.DEAD
     assert snap.protocol_type == "consumer" and snap.unsupported_records == 0
     row = snap.to_state_row(settings=SETTINGS)
-    assert (row["state"], row["generation"], row["protocol"], row["member_count"]) == ("Stable", 5, "uniform", 1)
+    assert (row["state"], row["generation"], row["protocol"], row["member_count"]) == (
+        "Stable",
+        5,
+        "uniform",
+        1,
+    )
     assert row["members"][0]["member_id"] == "m2" and row["subscribed_topics"] == ["orders"]
     assert [m["topic"] for m in row["members"][0]["assigned_partitions"]] == ["orders"] * 4
     assert len(snap.offsets) == 5
@@ -56,6 +61,9 @@ def test_empty_consumer_group_expires_by_commit_time_and_then_dies() -> None:
     log.commit("orders", 0, 7)
     commit_ms = log.now
     log.write(w.leave("m1"), advance_ms=DAY // 2)
+    empty = replay(new_snapshot("cg"), log.records, settings=SETTINGS).snapshot
+    assert (empty.group_type, empty.to_state_row()["state"], empty.generation) == ("consumer", "Empty", 2)
+    assert empty.state_timestamp_ms == log.now  # Empty since the leave, yet the base is the commit
     result = replay(new_snapshot("cg"), log.records, settings=SETTINGS, as_of_ms=log.now + 2 * DAY)
     gone = [e for e in result.events if isinstance(e, OffsetExpiration) and e.status == "predicted"]
     assert [(e.topic, e.predicted_ms) for e in gone] == [("orders", commit_ms + DAY)]
@@ -78,6 +86,7 @@ def test_consumer_group_rebalances_and_states_are_gold_rows() -> None:
 def test_consumer_group_snapshot_survives_the_codec_and_any_split() -> None:
     log = kafka4_consumer_group_life()
     whole = replay(new_snapshot("cg"), log.records, settings=SETTINGS).snapshot
+    assert whole.group_type == "consumer" and whole.consumer is not None
     assert deserialize_snapshot(serialize_snapshot(whole)) == whole
     for cut in range(0, len(log.records) + 1, 3):
         first = replay(new_snapshot("cg"), log.records[:cut], settings=SETTINGS).snapshot
