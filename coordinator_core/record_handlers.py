@@ -13,6 +13,12 @@ Rules (Kafka's loader, ``GroupMetadataManager.doLoadGroupsAndOffsets`` and the n
   Stable, none: Empty); the transitions between (PreparingRebalance, CompletingRebalance, skipped
   generations) are inferred and told ``observed=False``; a compacted log's first record is
   taken as it is, with no invented history.
+- Consumer-group records (Kafka 4, KIP-848): the group's ``consumer_group`` fold applies them
+  (one handler per type there); a live consumer group is mirrored into the classic fields
+  (Empty or Stable, generation = group epoch, protocol = assignor, subscribed topics, no
+  classic members) so the expiry decider and the rows read one group; its deletion (its
+  tombstones) takes the group tombstone's path; its events become the gold rows
+  (``consumer_group_rows``).
 """
 
 from __future__ import annotations
