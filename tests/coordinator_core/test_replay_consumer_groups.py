@@ -109,3 +109,18 @@ def test_downgraded_group_is_classic_again_with_its_epoch_as_generation() -> Non
     snap = replay(new_snapshot("cg"), log.records).snapshot
     assert snap.group_type == "classic" and snap.state is GroupState.STABLE and snap.generation == 6
     assert snap.to_state_row()["state"] == "Stable" and snap.protocol == "range"
+
+
+def test_consumer_group_keeps_kafka4_expiry_rule_whatever_the_classic_rule_set() -> None:
+    """Consumer groups exist only on Kafka 4 brokers: the classic rule sets (here KIP-211's,
+    under which a Stable group expires nothing, and pre-2.1's, under which everything expires)
+    do not apply to them - the unsubscribed topic still expires, the subscribed ones do not."""
+    log = kafka4_consumer_group_life()
+    audit = next(r for r in log.records if r.key.version == 1 and r.key.topic == "audit")
+    for rules in ("2.1-2.3", "pre-2.1"):
+        settings = ReplaySettings(retention_ms=DAY, rules=rules)
+        result = replay(new_snapshot("cg"), log.records, settings=settings, as_of_ms=log.now + 30 * DAY)
+        gone = [e for e in result.events if isinstance(e, OffsetExpiration) and e.status == "predicted"]
+        assert [(e.topic, e.predicted_ms) for e in gone] == [("audit", audit.value.commit_timestamp + DAY)], (
+            rules
+        )
