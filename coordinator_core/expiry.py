@@ -23,6 +23,10 @@ Rules:
   offset only; it never makes an ineligible offset expire (except under pre-2.1).
 - ``subscribed_topics`` (consumer protocol, each member's subscription parsed as v0) unknown
   means nothing of a Stable consumer group expires.
+- A Kafka 4 consumer group (``group_type`` ``consumer``, KIP-848; ``coordinator_core.
+  consumer_group``) follows its own rule whatever the rule set: in every state but Dead, the
+  offsets of topics it subscribes to (members' names and resolved regexes) never expire, the
+  others at ``commit_timestamp + retention`` (never the Empty-state base of classic groups).
 - Group death (``cleanupGroupMetadata``): after the removal, an Empty group without offsets
   becomes Dead; the old coordinator writes a group tombstone only when ``generation > 0``. A
   group the log itself left Empty without offsets dies at the first cleanup strictly after
@@ -109,6 +113,8 @@ class GroupView(Protocol):
     def offsets(self) -> Mapping[tuple[str, int], OffsetState]: ...
     @property
     def last_offset_removal_ms(self) -> int | None: ...
+    @property
+    def group_type(self) -> str: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,9 +157,13 @@ _V2_4 = ExpiryRules.V2_4_TO_3_1
 
 def situation(group: GroupView, rules: ExpiryRules) -> int:
     """Classify the group for the expiry rules (an opaque small int used by ``due_ms``)."""
+    state = group.state
+    if group.group_type == "consumer" and state is not _DEAD:
+        # Kafka 4 consumer group (KIP-848): its own rule in every state, whatever rule set the
+        # classic groups follow (ConsumerGroup.offsetExpirationCondition + isSubscribedToTopic)
+        return _UNSUBSCRIBED
     if rules == _PRE_2_1:
         return _PRE_21
-    state = group.state
     ptype = group.protocol_type
     if state is _DEAD or not ptype:
         # no protocol type: a simple group; a Dead group keeping offsets loads as one
