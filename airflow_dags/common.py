@@ -122,13 +122,7 @@ def job_args(settings: DagSettings, *extra: str) -> list[str]:
     return ["--conf", settings.job_conf, "--set", f"paths.root={settings.data_root}", *extra]
 
 
-def spark_job(
-    settings: DagSettings,
-    task_id: str,
-    script: str,
-    args: Sequence[str] = (),
-    **overrides: Any,
-) -> Any:
+def spark_job(settings: DagSettings, task_id: str, script: str, args: Sequence[str] = (), **overrides: Any) -> Any:
     """A SparkSubmitOperator running the entry script ``script`` (relative to the repository,
     e.g. ``pipelines/batch/job.py``) with the job args."""
     from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator

@@ -85,12 +85,7 @@ from coordinator_core.consumer_group_model import (
     plan_cleanup,
     preferred_assignor,
 )
-from coordinator_core.consumer_group_rows import (
-    DEFAULT_SESSION_TIMEOUT_MS,
-    as_rebalance,
-    as_transition,
-    member_events,
-)
+from coordinator_core.consumer_group_rows import DEFAULT_SESSION_TIMEOUT_MS, as_rebalance, as_transition, member_events
 from coordinator_core.events import MemberPartition
 from coordinator_core.records import LogRecord, record_type_name
 
@@ -306,13 +301,7 @@ class ConsumerGroupFold:
         if converted:
             self.tell(
                 ProtocolConversion(
-                    self.group_id,
-                    record_position(record),
-                    "classic",
-                    "consumer",
-                    self.removed_generation,
-                    0,
-                    ts,
+                    self.group_id, record_position(record), "classic", "consumer", self.removed_generation, 0, ts
                 )
             )
 
@@ -334,9 +323,7 @@ class ConsumerGroupFold:
         ownership (``maybeUpdatePartitionEpoch``, whose conflicts Kafka refuses). A record that
         leaves the subscription (or the partitions) unchanged skips that part."""
         owners = self._owners
-        same_topics = (
-            old is not None and new is not None and old.subscribed_topic_names == new.subscribed_topic_names
-        )
+        same_topics = old is not None and new is not None and old.subscribed_topic_names == new.subscribed_topic_names
         same_parts = (
             old is not None
             and new is not None

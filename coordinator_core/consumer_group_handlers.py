@@ -16,12 +16,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Final
 
 from coordinator_core.consumer_group_events import ProtocolConversion
-from coordinator_core.consumer_group_model import (
-    LEAVE_GROUP_MEMBER_EPOCH,
-    Assignment,
-    ConsumerMember,
-    ResolvedRegex,
-)
+from coordinator_core.consumer_group_model import LEAVE_GROUP_MEMBER_EPOCH, Assignment, ConsumerMember, ResolvedRegex
 from coordinator_core.modern_records import (
     MODERN_MEMBER_STATES,
     ConsumerGroupCurrentMemberAssignmentValue,
@@ -67,9 +62,7 @@ def _on_group_metadata(f: ConsumerGroupFold, r: LogRecord) -> None:
             f.remove(r, f.group_type)
         return
     assert isinstance(value, GroupMetadataValue)
-    converted = f.group_type == "consumer" or (
-        f.removed_type == "consumer" and f.removed_ms == r.timestamp_ms
-    )
+    converted = f.group_type == "consumer" or (f.removed_type == "consumer" and f.removed_ms == r.timestamp_ms)
     if f.group_type == "consumer":
         f.remove(r, "consumer")
     if converted:

@@ -260,9 +260,7 @@ class _ExpiryView:
     group_type: str = "consumer"
 
 
-def offset_due_ms(
-    group: ConsumerGroupSnapshot, value: OffsetCommitValue, topic: str, retention_ms: int
-) -> int | None:
+def offset_due_ms(group: ConsumerGroupSnapshot, value: OffsetCommitValue, topic: str, retention_ms: int) -> int | None:
     """When Kafka's cleanup removes this offset of a consumer group (None: never, as things
     stand): the unsubscribed-topics rule of ``coordinator_core.expiry`` in every state."""
     if group.group_type != "consumer":
@@ -283,10 +281,7 @@ class CleanupPlan:
 
 
 def plan_cleanup(
-    group: ConsumerGroupSnapshot,
-    offsets: Mapping[tuple[str, int], OffsetCommitValue],
-    now_ms: int,
-    retention_ms: int,
+    group: ConsumerGroupSnapshot, offsets: Mapping[tuple[str, int], OffsetCommitValue], now_ms: int, retention_ms: int
 ) -> CleanupPlan:
     expired = []
     for tp in sorted(offsets):
@@ -309,11 +304,7 @@ SNAPSHOT_DUMP_VERSION: Final = 1
 
 def _member_to_list(m: ConsumerMember) -> list[Any]:
     c = m.classic_member_metadata
-    classic = (
-        None
-        if c is None
-        else [c.session_timeout_ms, [[p.name, p.metadata.hex()] for p in c.supported_protocols]]
-    )
+    classic = None if c is None else [c.session_timeout_ms, [[p.name, p.metadata.hex()] for p in c.supported_protocols]]
     return [
         m.member_id,
         m.instance_id,
@@ -336,9 +327,7 @@ def _member_to_list(m: ConsumerMember) -> list[Any]:
 def _member_from_list(v: list[Any]) -> ConsumerMember:
     classic = None
     if v[9] is not None:
-        classic = ClassicMemberMetadata(
-            v[9][0], tuple(ClassicProtocol(n, bytes.fromhex(b)) for n, b in v[9][1])
-        )
+        classic = ClassicMemberMetadata(v[9][0], tuple(ClassicProtocol(n, bytes.fromhex(b)) for n, b in v[9][1]))
     return ConsumerMember(
         v[0],
         v[1],
@@ -428,9 +417,7 @@ def dump_snapshot(s: ConsumerGroupSnapshot) -> bytes:
         s.removed_ms,
         s.removed_generation,
     ]
-    return (
-        bytes([SNAPSHOT_DUMP_VERSION]) + json.dumps(doc, separators=(",", ":"), ensure_ascii=False).encode()
-    )
+    return bytes([SNAPSHOT_DUMP_VERSION]) + json.dumps(doc, separators=(",", ":"), ensure_ascii=False).encode()
 
 
 def load_snapshot(data: bytes) -> ConsumerGroupSnapshot:

@@ -43,9 +43,7 @@ def as_rebalance(r: ConsumerRebalance) -> Rebalance:
         event_key=r.event_key,
         generation=r.group_epoch,
         previous_generation=r.previous_group_epoch,
-        skipped_generations=None
-        if r.previous_group_epoch is None
-        else r.group_epoch - r.previous_group_epoch - 1,
+        skipped_generations=None if r.previous_group_epoch is None else r.group_epoch - r.previous_group_epoch - 1,
         start_ms=r.timestamp_ms,
         end_ms=end if end is not None else r.timestamp_ms,
         join_completed_ms=r.assigned_ms,
@@ -113,9 +111,7 @@ def member_events(
                 group_instance_id=m.instance_id,
                 client_id=m.client_id,
                 client_host=m.client_host,
-                session_timeout=classic.session_timeout_ms
-                if classic is not None
-                else DEFAULT_SESSION_TIMEOUT_MS,
+                session_timeout=classic.session_timeout_ms if classic is not None else DEFAULT_SESSION_TIMEOUT_MS,
                 rebalance_timeout=m.rebalance_timeout_ms if m.rebalance_timeout_ms is not None else -1,
                 is_leader=False,
                 protocol=m.server_assignor,

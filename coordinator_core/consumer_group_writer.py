@@ -104,12 +104,7 @@ class ConsumerGroupWriter:
 
     # -- events ----------------------------------------------------------------------------
     def join(
-        self,
-        member_id: str,
-        topics: Sequence[str],
-        *,
-        instance_id: str | None = None,
-        assignor: str | None = "uniform",
+        self, member_id: str, topics: Sequence[str], *, instance_id: str | None = None, assignor: str | None = "uniform"
     ) -> list[Record]:
         """A new member's first heartbeat (member epoch 0)."""
         if member_id in self.members:
@@ -161,10 +156,7 @@ class ConsumerGroupWriter:
         return deletion_records(snap)
 
     def upgrade_from_classic(
-        self,
-        generation: int,
-        members: Mapping[str, tuple[Sequence[str], Partitions]],
-        protocol: str = "range",
+        self, generation: int, members: Mapping[str, tuple[Sequence[str], Partitions]], protocol: str = "range"
     ) -> list[Record]:
         """``convertToConsumerGroup``: the classic group's tombstone, then each member (classic
         protocol, epoch = generation, STABLE with its classic assignment), the group epoch, the
@@ -172,15 +164,7 @@ class ConsumerGroupWriter:
         out = [Record(GroupMetadataKey(self.group_id), None)]
         for mid, (topics, assigned) in sorted(members.items()):
             m = _Member(
-                mid,
-                tuple(sorted(topics)),
-                None,
-                None,
-                (protocol,),
-                generation,
-                generation,
-                STABLE,
-                frozenset(assigned),
+                mid, tuple(sorted(topics)), None, None, (protocol,), generation, generation, STABLE, frozenset(assigned)
             )
             self.members[mid] = m
             self.target[mid] = m.assigned
@@ -241,9 +225,7 @@ class ConsumerGroupWriter:
         classic = None
         if m.classic_protocols is not None:
             sub = encode_subscription(Subscription(m.topics))
-            classic = ClassicMemberMetadata(
-                45_000, tuple(ClassicProtocol(p, sub) for p in m.classic_protocols)
-            )
+            classic = ClassicMemberMetadata(45_000, tuple(ClassicProtocol(p, sub) for p in m.classic_protocols))
         return Record(
             GroupMemberKey(self.group_id, m.member_id, 5),
             ConsumerGroupMemberMetadataValue(
@@ -275,9 +257,7 @@ class ConsumerGroupWriter:
 
     def _bump(self) -> list[Record]:
         out: list[Record] = []
-        subscribed = frozenset(
-            t for m in self.members.values() for t in m.topics if t in self.partitions_per_topic
-        )
+        subscribed = frozenset(t for m in self.members.values() for t in m.topics if t in self.partitions_per_topic)
         if subscribed != self._subscribed and self.subscription_metadata:
             out.append(
                 Record(
@@ -301,18 +281,13 @@ class ConsumerGroupWriter:
         return out
 
     def _new_target(self) -> list[Record]:
-        subs = {
-            mid: MemberSubscription(m.topics, group_instance_id=m.instance_id)
-            for mid, m in self.members.items()
-        }
+        subs = {mid: MemberSubscription(m.topics, group_instance_id=m.instance_id) for mid, m in self.members.items()}
         new = {mid: frozenset(tps) for mid, tps in range_assign(self.partitions_per_topic, subs).items()}
         changed = sorted(mid for mid in new if new[mid] != self.target.get(mid))
         self.target = new
         self.target_epoch = self.group_epoch
         out = [self._target_record(mid) for mid in changed]
-        out.append(
-            Record(GroupKey(self.group_id, 6), ConsumerGroupTargetAssignmentMetadataValue(self.target_epoch))
-        )
+        out.append(Record(GroupKey(self.group_id, 6), ConsumerGroupTargetAssignmentMetadataValue(self.target_epoch)))
         return out
 
     def _reconcile(self, m: _Member) -> None:

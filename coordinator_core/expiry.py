@@ -53,9 +53,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from coordinator_core.records import GroupMetadataKey, OffsetCommitKey, OffsetCommitValue, Record
-from coordinator_core.settings import (
-    DEFAULT_CLEANUP_INTERVAL_MS as DEFAULT_CLEANUP_INTERVAL_MS,
-)
+from coordinator_core.settings import DEFAULT_CLEANUP_INTERVAL_MS as DEFAULT_CLEANUP_INTERVAL_MS
 from coordinator_core.settings import Coordinator, ExpiryRules, parse_choice
 from coordinator_core.state import GroupState
 
@@ -178,13 +176,7 @@ def situation(group: GroupView, rules: ExpiryRules) -> int:
     return _NONE
 
 
-def due_ms(
-    value: OffsetCommitValue,
-    topic: str,
-    sit: int,
-    retention_ms: int,
-    group: GroupView,
-) -> int | None:
+def due_ms(value: OffsetCommitValue, topic: str, sit: int, retention_ms: int, group: GroupView) -> int | None:
     """The time at which one offset expires in situation ``sit``, or None (never, as things stand)."""
     if sit == _NONE:
         return _NEVER
@@ -370,9 +362,7 @@ def offset_due_times(
     """
     rules = check_rules(rules)
     sit = situation(group, rules)
-    return {
-        tp: due_ms(entry[0], tp[0], sit, retention_ms, group) for tp, entry in sorted(group.offsets.items())
-    }
+    return {tp: due_ms(entry[0], tp[0], sit, retention_ms, group) for tp, entry in sorted(group.offsets.items())}
 
 
 class BulkFold(Protocol):

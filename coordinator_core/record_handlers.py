@@ -213,15 +213,11 @@ def apply_group_tombstone(w: GroupFold, ts: int, pos: tuple[int, int]) -> None:
     gen = w.generation
     p_ms: int | None = None
     if w.retention_ms is not None and w.exists and w.state is _E and not w.offsets:
-        plan = _expiry.plan_expiry(
-            w, ts, w.retention_ms, w.rules, w.coordinator, w.settled, w.settled_death_ms
-        )
+        plan = _expiry.plan_expiry(w, ts, w.retention_ms, w.rules, w.coordinator, w.settled, w.settled_death_ms)
         if plan.group_dies:
             p_ms = plan.death_ms
     if w.exists and w.state is not _D:
-        w.transition(
-            _D, key=key + ":0", ts=ts, source="record", observed=True, cause="group_tombstone", pos=pos
-        )
+        w.transition(_D, key=key + ":0", ts=ts, source="record", observed=True, cause="group_tombstone", pos=pos)
     status = "observed" if p_ms is None else "confirmed"
     if p_ms is not None and w.emitted_death == p_ms:
         w.emitted_death = None  # this call's row has the same key and replaces it
@@ -303,9 +299,7 @@ def apply_group_metadata(w: GroupFold, v: GroupMetadataValue, ts: int, pos: tupl
         (f"{base}:{n}" for n in itertools.count()),
     )  # fmt: skip
     prev = Before(w.members, w.leader, w.protocol, w.protocol_type, w.metadata_timestamp_ms)
-    first_record = (
-        not w.exists and w.metadata_timestamp_ms is None and w.state_timestamp_ms is None and not w.offsets
-    )
+    first_record = not w.exists and w.metadata_timestamp_ms is None and w.state_timestamp_ms is None and not w.offsets
     history_known = v.generation <= 1 or w.log_start
     prev_gen = _generation_before(w, v.generation, first_record, history_known)
     compacted_prefix = not first_record and w.metadata_timestamp_ms is None and not history_known and w.exists
@@ -350,13 +344,7 @@ def _reload(w: GroupFold, r: _Record) -> str | None:
     """No history (a partial/compacted log) or a generation reset: load as Kafka does."""
     if w.exists and w.state is not _D:
         w.transition(
-            _D,
-            key=next(r.keys),
-            ts=r.ts,
-            source="record",
-            observed=False,
-            cause="generation_reset",
-            pos=r.pos,
+            _D, key=next(r.keys), ts=r.ts, source="record", observed=False, cause="generation_reset", pos=r.pos
         )
     w.exists = False
     observed_source = "current_state_timestamp" if r.v.current_state_timestamp is not None else "record"
@@ -373,16 +361,11 @@ def _new_generation(w: GroupFold, r: _Record, prev_gen: int | None, prev: Before
     each skipped generation, then the join's end (Stable with members, else Empty)."""
     g_new = r.v.generation
     g_from = prev_gen if prev_gen is not None else 0
-    start_est = start_estimate(
-        r.v.members or prev.members, r.end_join, prev.metadata_timestamp_ms, not prev.members
-    )
+    start_est = start_estimate(r.v.members or prev.members, r.end_join, prev.metadata_timestamp_ms, not prev.members)
     if not w.exists or w.state is _D:
         # Kafka creates the group object (Empty) at the first JoinGroup
         w.create(
-            r.end_join if not r.has_members and g_new == g_from else start_est,
-            "group_metadata",
-            r.pos,
-            next(r.keys),
+            r.end_join if not r.has_members and g_new == g_from else start_est, "group_metadata", r.pos, next(r.keys)
         )
     if not r.has_members and g_new == g_from:
         return None  # the new coordinator's "empty group" record at creation

@@ -86,13 +86,7 @@ from coordinator_core.record_handlers import (
     apply_offset_commit,
     apply_offset_tombstone,
 )
-from coordinator_core.records import (
-    GroupMetadataKey,
-    GroupMetadataValue,
-    LogRecord,
-    OffsetCommitKey,
-    OffsetCommitValue,
-)
+from coordinator_core.records import GroupMetadataKey, GroupMetadataValue, LogRecord, OffsetCommitKey, OffsetCommitValue
 from coordinator_core.settings import FACTS_ONLY, ReplaySettings
 from coordinator_core.snapshot import (
     SNAPSHOT_FORMAT_VERSION,
@@ -357,10 +351,4 @@ def snapshot_as_of(
         kept.append(rec)
     if group_id is None:
         raise ValueError("snapshot_as_of needs a group_id when there are no records")
-    return replay(
-        new_snapshot(group_id),
-        kept,
-        settings=settings,
-        as_of_ms=as_of_ms,
-        event_kinds=(),
-    ).snapshot
+    return replay(new_snapshot(group_id), kept, settings=settings, as_of_ms=as_of_ms, event_kinds=()).snapshot

@@ -85,9 +85,7 @@ class GroupSnapshot:
     records_applied: int = 0
     unsupported_records: int = 0
     last_offset_removal_ms: int | None = None
-    predicted_expired: Mapping[TopicPartition, PredictedExpiry] = field(
-        default_factory=lambda: EMPTY_PREDICTED
-    )
+    predicted_expired: Mapping[TopicPartition, PredictedExpiry] = field(default_factory=lambda: EMPTY_PREDICTED)
     predicted_death_ms: int | None = None
     tombstone_run: tuple[tuple[str, int, int, int, int, int], ...] = ()
     # format v2: the loader fold behind the as-of view, and the judged predictions
@@ -131,9 +129,7 @@ class GroupSnapshot:
     def next_expiry_ms(self, settings: ReplaySettings) -> int | None:
         """When the rules next remove something from the group as it stands (as of its
         ``as_of``), leaving out what the log showed the broker kept (None: no retention set)."""
-        return _expiry.next_expiry_ms(
-            self, settings.retention_ms, settings.rules, self.settled, self.settled_death_ms
-        )
+        return _expiry.next_expiry_ms(self, settings.retention_ms, settings.rules, self.settled, self.settled_death_ms)
 
     def next_judgment_ms(self, settings: ReplaySettings) -> int | None:
         """The next time a replay with no new record changes what it says of the group: a
@@ -145,12 +141,7 @@ class GroupSnapshot:
 
         return GroupFold(self, settings, frozenset()).next_timer(self)
 
-    def to_state_row(
-        self,
-        *,
-        settings: ReplaySettings = FACTS_ONLY,
-        num_partitions: int = 50,
-    ) -> dict[str, Any]:
+    def to_state_row(self, *, settings: ReplaySettings = FACTS_ONLY, num_partitions: int = 50) -> dict[str, Any]:
         """The ``group_state`` row (see ``coordinator_core.events`` for the columns); a live
         consumer group's state is Kafka's consumer-group state (Empty, Assigning, Reconciling,
         Stable) and its members are its consumer members."""
@@ -220,9 +211,7 @@ _SNAPSHOT_FIELDS = (
     "created_by_commit", "group_type", "consumer",
 )  # fmt: skip
 if tuple(f.name for f in dataclasses.fields(GroupSnapshot)) != _SNAPSHOT_FIELDS:  # pragma: no cover
-    raise RuntimeError(
-        "GroupSnapshot's fields changed: update _SNAPSHOT_FIELDS, GroupFold.freeze and new_snapshot"
-    )
+    raise RuntimeError("GroupSnapshot's fields changed: update _SNAPSHOT_FIELDS, GroupFold.freeze and new_snapshot")
 # a snapshot is built once per group and replay call: the slot-filling constructor (wire)
 new_group_snapshot = fast_constructor(GroupSnapshot)
 

@@ -279,9 +279,7 @@ def _read_members(r: _Reader) -> tuple[MemberMetadata, ...]:
         rebalance = r.oi()
         sub = r.rb()
         asg = r.rb()
-        members.append(
-            MemberMetadata(member_id, client_id, client_host, session, sub, asg, rebalance, iid, r.tagged())
-        )
+        members.append(MemberMetadata(member_id, client_id, client_host, session, sub, asg, rebalance, iid, r.tagged()))
     return tuple(members)
 
 
@@ -322,9 +320,7 @@ def deserialize_snapshot(data: bytes) -> GroupSnapshot:  # long: one read per fi
         raise ValueError("empty snapshot bytes")
     version = data[0]
     if version < 1 or version > SNAPSHOT_FORMAT_VERSION:
-        raise ValueError(
-            f"snapshot format version {version} is not supported (max {SNAPSHOT_FORMAT_VERSION})"
-        )
+        raise ValueError(f"snapshot format version {version} is not supported (max {SNAPSHOT_FORMAT_VERSION})")
     r = _Reader(data, 1)
     try:
         group_id = r.rs()
@@ -353,9 +349,7 @@ def deserialize_snapshot(data: bytes) -> GroupSnapshot:  # long: one read per fi
         death = r.oi()
         run = tuple((r.rs(), r.i(), r.i(), r.i(), r.i(), r.i()) for _ in range(r.u()))
         v2 = _read_v2(r) if version >= 2 else _V2_ABSENT
-        (removed, restore, settled, settled_death, since, first, new_seen, contradicted, pending, created) = (
-            v2
-        )
+        (removed, restore, settled, settled_death, since, first, new_seen, contradicted, pending, created) = v2
         group_type, consumer = "classic", None
         if version >= 2 and r.pos < r.end:  # the Kafka 4 tail
             group_type = r.rs()

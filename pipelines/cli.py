@@ -65,8 +65,9 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--debug", action="store_true",
-                        help="show the full trace (and Spark's failure logs) when a command fails")
+    parser.add_argument(
+        "--debug", action="store_true", help="show the full trace (and Spark's failure logs) when a command fails"
+    )
     parser.add_argument("--version", action="version", version=f"offsetlake {distribution_version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for info in sorted(pkgutil.iter_modules(_commands_pkg.__path__), key=lambda m: m.name):
@@ -106,8 +107,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if known is not None:
             print(f"offsetlake {args.command}: error: {known}", file=sys.stderr)
             return 2
-        print(f"offsetlake {args.command}: failed: {first_line(exc)} (run with --debug for the trace)",
-              file=sys.stderr)
+        print(f"offsetlake {args.command}: failed: {first_line(exc)} (run with --debug for the trace)", file=sys.stderr)
         return 1
     return int(rc or 0)
 

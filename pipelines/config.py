@@ -66,7 +66,6 @@ DEFAULT_CONF = CONF_DIR / "local.yaml"
 CONF_ENV_VAR = "OFFSETLAKE_CONF"
 
 
-
 @dataclass(frozen=True)
 class Config:
     """The whole validated configuration (see ``conf/base.yaml`` for every key's meaning)."""
@@ -215,11 +214,7 @@ def _chain(path: Path) -> list[Path]:
     return chain
 
 
-def load_config(
-    path: str | Path | None = None,
-    *,
-    overrides: Mapping[str, Any] | None = None,
-) -> Config:
+def load_config(path: str | Path | None = None, *, overrides: Mapping[str, Any] | None = None) -> Config:
     """Load ``conf/base.yaml`` + the overlay at ``path`` (default: ``$OFFSETLAKE_CONF`` or
     ``conf/local.yaml``), then dotted-key ``overrides``; validate; resolve paths.
 
@@ -291,24 +286,6 @@ def config_from_args(args: Any) -> Config:
 # validation
 
 
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
 def _build(raw: Mapping[str, Any], origin: str, cls: type = Config, prefix: str = "") -> Any:
     """Instantiate the dataclasses from validated data; resolve paths; cross-field checks."""
     kwargs: dict[str, Any] = {}
@@ -349,8 +326,10 @@ def _finish(cfg: Config, origin: str) -> Config:
     sec = cfg.kafka.secrets
     sasl = cfg.kafka.security.protocol.startswith("SASL") or cfg.kafka.security.sasl_mechanism is not None
     if sasl and sec.sasl_password is not None and sec.sasl_username is None:
-        raise UsageError(f"{origin}: kafka.secrets.sasl_username: required when kafka.secrets.sasl_password "
-                         "is set (SASL authenticates a user name with the password)")
+        raise UsageError(
+            f"{origin}: kafka.secrets.sasl_username: required when kafka.secrets.sasl_password "
+            "is set (SASL authenticates a user name with the password)"
+        )
     if cfg.kafka.partitions is not None:
         bad = [p for p in cfg.kafka.partitions if not 0 <= p < cfg.offsets_topic.num_partitions]
         if bad:
@@ -361,16 +340,12 @@ def _finish(cfg: Config, origin: str) -> Config:
     return dataclasses.replace(cfg, paths=paths, report=report, input=inp)
 
 
-
-
 def option_value(value: Any) -> str:
     """A free-form option's value as a string for Spark/Kafka (a ``Secret`` revealed now: do
     not log the result)."""
     if isinstance(value, Secret):
         return value.reveal()
     return str(value).lower() if isinstance(value, bool) else str(value)
-
-
 
 
 def spark_kafka_options(cfg: Config) -> dict[str, str]:

@@ -144,7 +144,9 @@ class ReplayConf:
     def settings(self) -> ReplaySettings:
         """The core's replay settings from this section (the one place they are built)."""
         return ReplaySettings.from_strings(
-            retention_ms=self.retention_ms, rules=self.rules, coordinator=self.coordinator,
+            retention_ms=self.retention_ms,
+            rules=self.rules,
+            coordinator=self.coordinator,
             cleanup_interval_ms=self.cleanup_interval_ms,
         )
 

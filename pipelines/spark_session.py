@@ -45,8 +45,7 @@ DEFAULT_CONF: dict[str, str] = {
     "spark.sql.shuffle.partitions": "4",
     "spark.sql.execution.arrow.pyspark.enabled": "true",
     "spark.sql.execution.arrow.maxRecordsPerBatch": "100000",
-    "spark.sql.streaming.stateStore.providerClass":
-        "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
+    "spark.sql.streaming.stateStore.providerClass": "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
     "spark.ui.enabled": "false",
     "spark.ui.showConsoleProgress": "false",
     "spark.driver.memory": "3g",
@@ -125,9 +124,7 @@ def build_spark(
     builder = SparkSession.builder.appName(app_name)
     if master is not None:
         builder = builder.master(master)
-    elif "spark.master" not in os.environ.get("SPARK_SUBMIT_OPTS", "") and not os.environ.get(
-        "SPARK_ENV_LOADED"
-    ):
+    elif "spark.master" not in os.environ.get("SPARK_SUBMIT_OPTS", "") and not os.environ.get("SPARK_ENV_LOADED"):
         master = os.environ.get("OFFSETLAKE_SPARK_MASTER", "local[*]")
         builder = builder.master(master)
     local = master is not None and master.startswith("local")
@@ -137,7 +134,8 @@ def build_spark(
     merged.update({k: str(v) for k, v in (conf or {}).items()})
     # our log4j2 configuration first: a user's extraJavaOptions still apply (and may override it)
     merged["spark.driver.extraJavaOptions"] = " ".join(
-        o for o in (f"-Dlog4j2.configurationFile={LOG4J2_CONF}", merged.get("spark.driver.extraJavaOptions")) if o)
+        o for o in (f"-Dlog4j2.configurationFile={LOG4J2_CONF}", merged.get("spark.driver.extraJavaOptions")) if o
+    )
     for key, value in merged.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()

@@ -33,12 +33,7 @@ def _env() -> dict[str, str]:
 
 def offsetlake(*args: str, cwd: Path, timeout: float = 300) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "pipelines", *args],
-        cwd=cwd,
-        env=_env(),
-        capture_output=True,
-        text=True,
-        timeout=timeout,
+        [sys.executable, "-m", "pipelines", *args], cwd=cwd, env=_env(), capture_output=True, text=True, timeout=timeout
     )
 
 
@@ -117,10 +112,7 @@ CASES: list[tuple[str, list[str]]] = [
     ("run batch bad --stage", ["run", "batch", "--stage", "bogus"]),
     ("run batch missing --conf file", ["run", "batch", "--conf", "missing.yaml"]),
     ("run batch missing landing", ["run", "batch", "--conf", "{nowhere}"]),
-    (
-        "run batch --stage replay without raw_records",
-        ["run", "batch", "--stage", "replay", "--conf", "{nowhere}"],
-    ),
+    ("run batch --stage replay without raw_records", ["run", "batch", "--stage", "replay", "--conf", "{nowhere}"]),
     ("run batch bad --set", ["run", "batch", "--set", "replay.retention_ms=abc", "--conf", "{nowhere}"]),
     ("run stream missing landing", ["run", "stream", "--available-now", "--conf", "{nowhere}"]),
     ("config missing file", ["config", "--conf", "missing.yaml"]),
@@ -142,10 +134,7 @@ CASES: list[tuple[str, list[str]]] = [
     ("replay non-integer flag", ["replay", "--input", "{notes}", "--as-of-ms", "soon"]),
     ("generate non-integer --groups", ["generate", "--groups", "abc", "--hours", "1", "--out", "{out}"]),
     ("generate --groups 0", ["generate", "--groups", "0", "--hours", "1", "--out", "{out}"]),
-    (
-        "generate --out is a file",
-        ["generate", "--groups", "1", "--hours", "0.1", "--out", "{notes}", "--quiet"],
-    ),
+    ("generate --out is a file", ["generate", "--groups", "1", "--hours", "0.1", "--out", "{notes}", "--quiet"]),
     ("simulate without scenario", ["simulate"]),
     ("simulate unknown scenario", ["simulate", "no-such-scenario"]),
     ("simulate a text file", ["simulate", "{notes}"]),
@@ -204,9 +193,7 @@ def test_inspect_of_an_unknown_group_never_aborts_at_exit(inputs: dict[str, Path
     # shut down: "terminate called without an active exception", exit 134, in ~2-7% of runs
     # (more under load). 24 runs, 4 at a time, each reading all of a raw_records table of ~20 files.
     def one(_: int) -> subprocess.CompletedProcess[str]:
-        return offsetlake(
-            "inspect", "group", "does-not-exist", "--conf", str(inputs["wh"]), cwd=inputs["dir"]
-        )
+        return offsetlake("inspect", "group", "does-not-exist", "--conf", str(inputs["wh"]), cwd=inputs["dir"])
 
     with ThreadPoolExecutor(max_workers=4) as pool:
         procs = list(pool.map(one, range(24)))
@@ -231,11 +218,7 @@ def test_a_process_exiting_right_after_a_table_read_never_aborts(inputs: dict[st
 
     def one(_: int) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            [sys.executable, "-c", READ_AND_EXIT, table],
-            env=_env(),
-            capture_output=True,
-            text=True,
-            timeout=120,
+            [sys.executable, "-c", READ_AND_EXIT, table], env=_env(), capture_output=True, text=True, timeout=120
         )
 
     with ThreadPoolExecutor(max_workers=4) as pool:
@@ -271,26 +254,14 @@ def test_run_batch_one_stage_per_process_builds_the_tables_quietly(tmp_path: Pat
     cwd.mkdir()
     landing = tmp_path / "data" / "landing"
     proc = offsetlake(
-        "generate",
-        "--groups",
-        "4",
-        "--hours",
-        "0.2",
-        "--seed",
-        "5",
-        "--out",
-        str(landing),
-        "--quiet",
-        cwd=cwd,
+        "generate", "--groups", "4", "--hours", "0.2", "--seed", "5", "--out", str(landing), "--quiet", cwd=cwd
     )
     assert proc.returncode == 0, proc.stderr
     conf = tmp_path / "my.yaml"  # no extends: the embedded defaults (local.yaml) apply
     conf.write_text(f"paths:\n  root: {tmp_path / 'data'}\n")
     warehouse = tmp_path / "data" / "warehouse"
     for stage in ("ingest", "decode", "replay"):
-        proc = offsetlake(
-            "run", "batch", "--stage", stage, "--conf", str(conf), "--json", cwd=cwd, timeout=600
-        )
+        proc = offsetlake("run", "batch", "--stage", stage, "--conf", str(conf), "--json", cwd=cwd, timeout=600)
         assert proc.returncode == 0, proc.stderr[-3000:]
         summary = json.loads(proc.stdout)
         assert (warehouse / "group_state").exists() == (stage == "replay"), stage

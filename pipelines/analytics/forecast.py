@@ -52,8 +52,12 @@ class _GoldGroup:
 _CONSUMER_ONLY_STATES = frozenset({"Assigning", "Reconciling"})
 
 
-def due_times(state: Mapping[str, Any], offsets: Iterable[Mapping[str, Any]], retention_ms: int,
-              rules: ExpiryRules | str = ExpiryRules.CURRENT) -> dict[tuple[str, int], int | None]:
+def due_times(
+    state: Mapping[str, Any],
+    offsets: Iterable[Mapping[str, Any]],
+    retention_ms: int,
+    rules: ExpiryRules | str = ExpiryRules.CURRENT,
+) -> dict[tuple[str, int], int | None]:
     """(topic, partition) -> expiry time in ms (None = cannot expire as the group stands)."""
     subs = state.get("subscribed_topics")
     ptype = state.get("protocol_type")
@@ -70,7 +74,8 @@ def due_times(state: Mapping[str, Any], offsets: Iterable[Mapping[str, Any]], re
         subscribed_topics=None if subs is None or isinstance(subs, float) else frozenset(subs),
     )
     for o in offsets:
-        value = OffsetCommitValue(int(o["offset"]), "", to_ms(o["commit_timestamp"]) or 0,
-                                  expire_timestamp=to_ms(o.get("expire_timestamp")))
+        value = OffsetCommitValue(
+            int(o["offset"]), "", to_ms(o["commit_timestamp"]) or 0, expire_timestamp=to_ms(o.get("expire_timestamp"))
+        )
         group.offsets[(str(o["topic"]), int(o["partition"]))] = (value, 0, 0, 0)
     return offset_due_times(group, retention_ms, ExpiryRules(rules))

@@ -36,8 +36,9 @@ def register(subparsers: Any) -> None:
     b.set_defaults(func=run_batch)
     s = sub.add_parser("stream", help="the streaming replay (Structured Streaming, state store, MERGE into Delta)")
     add_conf_arguments(s)
-    s.add_argument("--available-now", action="store_true",
-                   help="process everything available, then stop (trigger availableNow)")
+    s.add_argument(
+        "--available-now", action="store_true", help="process everything available, then stop (trigger availableNow)"
+    )
     s.set_defaults(func=run_stream)
 
 

@@ -39,8 +39,9 @@ def add_dq_arguments(parser: Any) -> None:
     )
     parser.add_argument("--run-id", default=None, help="id recorded in dq_results (default: dq-<UTC time>-<random>)")
     parser.add_argument("--no-docs", action="store_true", help="do not rebuild the GX data docs (paths.dq_docs)")
-    parser.add_argument("--no-record", action="store_true",
-                        help="do not append to dq_results nor update the generation baseline")
+    parser.add_argument(
+        "--no-record", action="store_true", help="do not append to dq_results nor update the generation baseline"
+    )
     parser.add_argument("--json", action="store_true", help="print the outcomes as JSON instead of a table")
 
 
@@ -72,8 +73,12 @@ def run_from_args(args: Any) -> int:
         build_docs=not args.no_docs,
     )
     if args.json:
-        print(json.dumps({"run_id": report.run_id, "success": report.success,
-                          "outcomes": [o.__dict__ for o in report.outcomes]}, indent=2))
+        print(
+            json.dumps(
+                {"run_id": report.run_id, "success": report.success, "outcomes": [o.__dict__ for o in report.outcomes]},
+                indent=2,
+            )
+        )
     else:
         print(format_summary(report))
         if report.results_table:
@@ -81,8 +86,10 @@ def run_from_args(args: Any) -> int:
         if report.docs_index:
             print(f"data docs: {report.docs_index}")
     for o in report.blocking_failures:
-        print(f"dq: blocking expectation failed: {o.suite}.{o.expectation} ({o.target}) observed {o.observed_value}",
-              file=sys.stderr)
+        print(
+            f"dq: blocking expectation failed: {o.suite}.{o.expectation} ({o.target}) observed {o.observed_value}",
+            file=sys.stderr,
+        )
     return 0 if report.success else 1
 
 

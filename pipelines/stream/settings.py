@@ -87,4 +87,3 @@ def settings_from_config(cfg: Config) -> StreamSettings:
         state_partitions=cfg.stream.state_partitions,
         allow_late_drops=cfg.stream.allow_late_drops,
     )
-

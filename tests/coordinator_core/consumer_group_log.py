@@ -148,9 +148,7 @@ class ConsumerGroupLog:
         return self.add(GroupKey(self.group, 4), None)
 
     def target(self, member_id: str, parts: Parts) -> LogRecord:
-        return self.add(
-            GroupMemberKey(self.group, member_id, 7), ConsumerGroupTargetAssignmentMemberValue(tps(parts))
-        )
+        return self.add(GroupMemberKey(self.group, member_id, 7), ConsumerGroupTargetAssignmentMemberValue(tps(parts)))
 
     def target_tombstone(self, member_id: str) -> LogRecord:
         return self.add(GroupMemberKey(self.group, member_id, 7), None)
@@ -189,9 +187,7 @@ class ConsumerGroupLog:
         return self.add(RegularExpressionKey(self.group, regex), None)
 
     def commit(self, topic: str, partition: int, offset: int) -> LogRecord:
-        return self.add(
-            OffsetCommitKey(self.group, topic, partition), OffsetCommitValue(offset, "", self.now)
-        )
+        return self.add(OffsetCommitKey(self.group, topic, partition), OffsetCommitValue(offset, "", self.now))
 
     def classic_group(
         self,
@@ -209,9 +205,7 @@ class ConsumerGroupLog:
                 "/10.0.0.7",
                 10_000,
                 encode_subscription(Subscription(tuple(sorted(parts)))),
-                encode_assignment(
-                    Assignment(tuple(TopicPartitions(t, tuple(ps)) for t, ps in sorted(parts.items())))
-                ),
+                encode_assignment(Assignment(tuple(TopicPartitions(t, tuple(ps)) for t, ps in sorted(parts.items())))),
                 rebalance_timeout=45_000,
             )
             for mid, parts in sorted(members.items())

@@ -148,12 +148,7 @@ def test_second_member_join_rebalance_moves_three_partitions() -> None:
     assert [e.assignment_epoch for e in r] == [None, 2, 2]
     done = r[-1]
     assert done.reconciled_ms == log.records[-1].timestamp_ms > done.assigned_ms > done.timestamp_ms - 1
-    assert (done.previous_group_epoch, done.joined, done.left, done.cause) == (
-        1,
-        ("m2",),
-        (),
-        "members_joined",
-    )
+    assert (done.previous_group_epoch, done.joined, done.left, done.cause) == (1, ("m2",), (), "members_joined")
     assert (done.members_before, done.members_after, done.assignor) == (1, 2, "range")
     assert done.partitions_moved == 3
     assert done.partitions_gained == tuple(("m2", "foo", p) for p in (3, 4, 5))
@@ -311,10 +306,7 @@ def test_empty_consumer_group_expires_at_commit_base_then_is_deleted_with_kafka_
     assert snap.state is ConsumerGroupState.EMPTY
     assert snap.subscribed_topics == {"orders-eu"}  # until its regex tombstone
     commit = log.now - 5_000
-    offsets = {
-        ("foo", 0): OffsetCommitValue(7, "", commit),
-        ("orders-eu", 0): OffsetCommitValue(9, "", commit),
-    }
+    offsets = {("foo", 0): OffsetCommitValue(7, "", commit), ("orders-eu", 0): OffsetCommitValue(9, "", commit)}
     plan = plan_cleanup(snap, offsets, commit + 1_000, 1_000)
     assert not plan.group_deleted and [tp for tp, _ in plan.expired] == [("foo", 0)]
     tombstones = deletion_records(snap)
@@ -337,17 +329,7 @@ def test_deletion_of_group_with_members_replays_without_anomaly() -> None:
     _two_stable_members(log)
     snap, _ = fold("cg", log.records)
     keys = [(r.key.version, getattr(r.key, "member_id", None)) for r in deletion_records(snap)]
-    assert keys == [
-        (8, "m1"),
-        (8, "m2"),
-        (7, "m1"),
-        (7, "m2"),
-        (6, None),
-        (5, "m1"),
-        (5, "m2"),
-        (4, None),
-        (3, None),
-    ]
+    assert keys == [(8, "m1"), (8, "m2"), (7, "m1"), (7, "m2"), (6, None), (5, "m1"), (5, "m2"), (4, None), (3, None)]
     log.batch()
     for r in deletion_records(snap):
         log.add(r.key, r.value)
@@ -405,12 +387,7 @@ def test_consumer_group_downgraded_online_becomes_classic_with_its_epoch() -> No
     log.classic_group(snap.group_epoch, {"m1": {"foo": [0]}})
     after, events = fold("cg", log.records)
     conv = _of(events, ProtocolConversion)
-    assert [(c.from_type, c.to_type, c.generation, c.members) for c in conv][-1] == (
-        "consumer",
-        "classic",
-        6,
-        1,
-    )
+    assert [(c.from_type, c.to_type, c.generation, c.members) for c in conv][-1] == ("consumer", "classic", 6, 1)
     assert after.group_type == "classic" and after.classic_generation == 6
     assert after.state is ConsumerGroupState.DEAD and not after.members
     assert not _of(events, ConsumerAnomaly)
@@ -725,11 +702,7 @@ def test_consumer_state_change_row_is_an_observed_transition() -> None:
     log.join_first("m1", {"foo": [0]})
     _, events = fold("cg", log.records)
     rows = [as_transition(e).to_row() for e in _of(events, ConsumerStateChange)]
-    assert [(r["from_state"], r["to_state"], r["generation"]) for r in rows][-1] == (
-        "Reconciling",
-        "Stable",
-        1,
-    )
+    assert [(r["from_state"], r["to_state"], r["generation"]) for r in rows][-1] == ("Reconciling", "Stable", 1)
     assert all(r["observed"] and r["timestamp_source"] == "record" for r in rows)
     assert rows[-1]["event_key"] == f"0:{log.records[-1].offset}:0"
 
@@ -742,11 +715,7 @@ def test_consumer_member_rows_carry_epochs_assignments_and_regex_topics() -> Non
     snap, _ = fold("cg", log.records)
     rows = {r.member_id: r.to_row() for r in member_events(snap, 0, 99, log.now)}
     m1, m2 = rows["m1"], rows["m2"]
-    assert (m1["generation"], m1["session_timeout"], m1["rebalance_timeout"]) == (
-        1,
-        DEFAULT_SESSION_TIMEOUT_MS,
-        45_000,
-    )
+    assert (m1["generation"], m1["session_timeout"], m1["rebalance_timeout"]) == (1, DEFAULT_SESSION_TIMEOUT_MS, 45_000)
     assert m1["assigned_partitions"] == [{"topic": "foo", "partition": 0}, {"topic": "foo", "partition": 1}]
     assert (m2["generation"], m2["group_instance_id"], m2["session_timeout"]) == (0, "i2", 10_000)
     assert m2["subscribed_topics"] == ["orders-eu"] and m2["event_key"] == "0:99:m2"

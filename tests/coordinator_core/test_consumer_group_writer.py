@@ -63,9 +63,7 @@ def test_written_life_folds_back_to_the_writers_group() -> None:
     for b in w.reconcile():
         log.write(b)
     snap, events = fold("cg", log.records)
-    assert snap.state is ConsumerGroupState.STABLE and not [
-        e for e in events if isinstance(e, ConsumerAnomaly)
-    ]
+    assert snap.state is ConsumerGroupState.STABLE and not [e for e in events if isinstance(e, ConsumerAnomaly)]
     foo = topic_id_for("foo")
     assert snap.members["m2"].assigned_partitions == ((foo, (3, 4, 5)),)
     moved = [e for e in events if isinstance(e, ConsumerRebalance) and e.assignment_epoch == 2]

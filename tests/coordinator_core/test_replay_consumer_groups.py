@@ -6,13 +6,7 @@ from __future__ import annotations
 
 from coordinator_core.consumer_group_writer import ConsumerGroupWriter
 from coordinator_core.events import GroupLifecycle, OffsetExpiration, Rebalance, StateTransition
-from coordinator_core.replay import (
-    ReplaySettings,
-    deserialize_snapshot,
-    new_snapshot,
-    replay,
-    serialize_snapshot,
-)
+from coordinator_core.replay import ReplaySettings, deserialize_snapshot, new_snapshot, replay, serialize_snapshot
 from coordinator_core.state import GroupState
 from tests.coordinator_core.consumer_group_log import ConsumerGroupLog, kafka4_consumer_group_life
 
@@ -27,12 +21,7 @@ def test_kafka4_log_replays_as_a_live_consumer_group() -> None:
     assert snap.group_type == "consumer" and snap.exists and snap.state is not GroupState.DEAD
     assert snap.protocol_type == "consumer" and snap.unsupported_records == 0
     row = snap.to_state_row(settings=SETTINGS)
-    assert (row["state"], row["generation"], row["protocol"], row["member_count"]) == (
-        "Stable",
-        5,
-        "uniform",
-        1,
-    )
+    assert (row["state"], row["generation"], row["protocol"], row["member_count"]) == ("Stable", 5, "uniform", 1)
     assert row["members"][0]["member_id"] == "m2" and row["subscribed_topics"] == ["orders"]
     assert [m["topic"] for m in row["members"][0]["assigned_partitions"]] == ["orders"] * 4
     assert len(snap.offsets) == 5
@@ -121,6 +110,4 @@ def test_consumer_group_keeps_kafka4_expiry_rule_whatever_the_classic_rule_set()
         settings = ReplaySettings(retention_ms=DAY, rules=rules)
         result = replay(new_snapshot("cg"), log.records, settings=settings, as_of_ms=log.now + 30 * DAY)
         gone = [e for e in result.events if isinstance(e, OffsetExpiration) and e.status == "predicted"]
-        assert [(e.topic, e.predicted_ms) for e in gone] == [("audit", audit.value.commit_timestamp + DAY)], (
-            rules
-        )
+        assert [(e.topic, e.predicted_ms) for e in gone] == [("audit", audit.value.commit_timestamp + DAY)], rules
