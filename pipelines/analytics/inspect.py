@@ -23,8 +23,8 @@ from __future__ import annotations
 
 import datetime as dt
 import difflib
-from dataclasses import dataclass, field
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from pipelines.errors import UsageError
