@@ -4,10 +4,11 @@ Rules (DESIGN §2: no business logic in DAGs):
 - The DAGs only schedule the project's spark-submit entry scripts (``pipelines/batch/job.py``,
   ``pipelines/stream/job.py``, ``pipelines/jobs/*.py``): the same code ``offsetlake run`` runs;
   every parameter comes from the config file named by ``$OFFSETLAKE_CONF`` (default
-  ``conf/local.yaml``), loaded with ``pipelines.config`` (loading only).
-- The jobs get ``--conf <airflow.conf_path>`` (relative paths resolve against the repository
-  root) and ``--set paths.root=<absolute root>``: the Airflow worker's working directory must not
-  decide where the tables are.
+  ``conf/local.yaml``; a relative name is found as the CLI finds ``--conf``: in the working
+  directory, else in the repository), loaded with ``pipelines.config`` (loading only).
+- The jobs get ``--conf <that same file>`` (or ``airflow.conf_path`` when the overlay sets it;
+  relative to the repository root) and ``--set paths.root=<absolute root>``: the Airflow
+  worker's working directory must not decide where the tables are.
 - Spark connection: ``airflow.spark_conn_id`` (default ``spark_default``); ``spark-submit`` is
   the one installed next to the interpreter running Airflow (the same environment), else the
   one on ``PATH``. ``PYSPARK_PYTHON`` is that interpreter, so the driver and executors import
@@ -79,12 +80,14 @@ def spark_submit_binary() -> str:
 
 def load_settings() -> DagSettings:
     """Load ``$OFFSETLAKE_CONF`` (relative to the repo root) and the job config it points at."""
-    from pipelines.config import load_config
+    from pipelines.config import find_conf_file, load_config
 
-    conf_file = _abs(os.environ.get(CONF_ENV_VAR) or DEFAULT_CONF)
+    # as the CLI finds --conf: relative to the working directory, else to the repository
+    conf_file = str(find_conf_file(os.environ.get(CONF_ENV_VAR) or DEFAULT_CONF))
     with _cwd(REPO_ROOT):  # relative paths.* resolve against the repo, not the worker's CWD
         conf = load_config(conf_file)
-        job_conf = _abs(conf.airflow.conf_path)
+        # the jobs run with the overlay the DAGs were configured from, unless it names another
+        job_conf = _abs(conf.airflow.conf_path) if conf.airflow.conf_path else conf_file
         data_root = load_config(job_conf).paths.root if job_conf != conf_file else conf.paths.root
     a = conf.airflow
     return DagSettings(
@@ -119,13 +122,7 @@ def job_args(settings: DagSettings, *extra: str) -> list[str]:
     return ["--conf", settings.job_conf, "--set", f"paths.root={settings.data_root}", *extra]
 
 
-def spark_job(
-    settings: DagSettings,
-    task_id: str,
-    script: str,
-    args: Sequence[str] = (),
-    **overrides: Any,
-) -> Any:
+def spark_job(settings: DagSettings, task_id: str, script: str, args: Sequence[str] = (), **overrides: Any) -> Any:
     """A SparkSubmitOperator running the entry script ``script`` (relative to the repository,
     e.g. ``pipelines/batch/job.py``) with the job args."""
     from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator

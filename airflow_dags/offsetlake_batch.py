@@ -36,7 +36,9 @@ with DAG(
 ) as dag:
     batch = spark_job(settings, "batch", "pipelines/batch/job.py")
     dq = spark_job(
-        settings, "dq", "pipelines/jobs/dq.py",
+        settings,
+        "dq",
+        "pipelines/jobs/dq.py",
         ["--suites", "batch", "--run-id", "{{ dag.dag_id }}:{{ run_id }}:{{ ti.try_number }}"],
         retries=0,  # a failed expectation is deterministic: retrying cannot fix the data
     )

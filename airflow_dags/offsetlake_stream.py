@@ -31,7 +31,9 @@ with DAG(
 ) as dag:
     stream = spark_job(settings, "stream_available_now", "pipelines/stream/job.py", ["--available-now"])
     dq = spark_job(
-        settings, "dq", "pipelines/jobs/dq.py",
+        settings,
+        "dq",
+        "pipelines/jobs/dq.py",
         ["--suites", "stream", "--run-id", "{{ dag.dag_id }}:{{ run_id }}:{{ ti.try_number }}"],
         retries=0,
     )

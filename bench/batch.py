@@ -75,13 +75,7 @@ def _group_setup(rng: np.random.Generator, n_groups: int) -> tuple[list[str], np
     from coordinator_core.codec import encode_key
     from coordinator_core.consumer_protocol import encode_assignment, encode_subscription
     from coordinator_core.partitioner import partition_for
-    from coordinator_core.records import (
-        Assignment,
-        MemberMetadata,
-        OffsetCommitKey,
-        Subscription,
-        TopicPartitions,
-    )
+    from coordinator_core.records import Assignment, MemberMetadata, OffsetCommitKey, Subscription, TopicPartitions
 
     gids = [f"bench-consumer-group-{g:06d}" for g in range(n_groups)]
     parts = np.array([partition_for(g) for g in gids], dtype=np.int32)
@@ -97,8 +91,17 @@ def _group_setup(rng: np.random.Generator, n_groups: int) -> tuple[list[str], np
         for m in range(n_mem):
             mine = tuple(range(m, n_tp, n_mem))
             asg = encode_assignment(Assignment((TopicPartitions(topic, mine),) if mine else ()))
-            ms.append(MemberMetadata(f"consumer-{m}-{g:06d}-5f1d2c", f"consumer-{m}", f"/10.1.{g % 250}.{m}",
-                                     45_000, sub, asg, rebalance_timeout=300_000))
+            ms.append(
+                MemberMetadata(
+                    f"consumer-{m}-{g:06d}-5f1d2c",
+                    f"consumer-{m}",
+                    f"/10.1.{g % 250}.{m}",
+                    45_000,
+                    sub,
+                    asg,
+                    rebalance_timeout=300_000,
+                )
+            )
         members.append(tuple(ms))
     return gids, parts, keys, members
 
@@ -165,9 +168,13 @@ def generate_log(out_dir: Path, n_records: int, n_groups: int, seed: int = 7, ch
             empty = not first[r] and u[r] < 0.0005
             members = () if empty else gmembers[g]
             value = GroupMetadataValue(
-                "consumer", int(generation[g]), None if empty else "range",
-                None if empty else members[0].member_id, members,
-                current_state_timestamp=int(ts_ms[r]) - 1500, version=3,
+                "consumer",
+                int(generation[g]),
+                None if empty else "range",
+                None if empty else members[0].member_id,
+                members,
+                current_state_timestamp=int(ts_ms[r]) - 1500,
+                version=3,
             )
             other_keys[r] = encode_key(GroupMetadataKey(gids[g]))
             other_vals[r] = encode_value(value)
@@ -184,8 +191,13 @@ def generate_log(out_dir: Path, n_records: int, n_groups: int, seed: int = 7, ch
         next_off += np.bincount(part, minlength=64)
         batch = pa.RecordBatch.from_arrays(
             [
-                keys, values, pa.array(["__consumer_offsets"] * n), pa.array(part), pa.array(log_off),
-                pa.array(ts_ms * 1000, pa.timestamp("us", tz="UTC")), pa.array(np.zeros(n, np.int32)),
+                keys,
+                values,
+                pa.array(["__consumer_offsets"] * n),
+                pa.array(part),
+                pa.array(log_off),
+                pa.array(ts_ms * 1000, pa.timestamp("us", tz="UTC")),
+                pa.array(np.zeros(n, np.int32)),
             ],
             schema=schema,
         )
@@ -300,8 +312,11 @@ def core_baseline(path: Path, n: int) -> dict[str, float]:
         (k, v, p, o, t // 1000)
         for b in batches
         for k, v, p, o, t in zip(
-            b.column("key").to_pylist(), b.column("value").to_pylist(), b.column("partition").to_pylist(),
-            b.column("offset").to_pylist(), b.column("timestamp").cast(pa.int64()).to_pylist(),
+            b.column("key").to_pylist(),
+            b.column("value").to_pylist(),
+            b.column("partition").to_pylist(),
+            b.column("offset").to_pylist(),
+            b.column("timestamp").cast(pa.int64()).to_pylist(),
         )
     ]
     total = len(rows)
@@ -319,12 +334,17 @@ def core_baseline(path: Path, n: int) -> dict[str, float]:
         for k, v, p, o, t in rows:
             r = decode_record(k, v)
             recs.append(LogRecord(p, o, t, r.key, r.value))
-        res = replay_groups(recs, settings=ReplaySettings(retention_ms=604_800_000), as_of_ms=max(r[4] for r in rows), event_kinds=kinds)
+        res = replay_groups(
+            recs, settings=ReplaySettings(retention_ms=604_800_000), as_of_ms=max(r[4] for r in rows), event_kinds=kinds
+        )
         return len(res)
 
     commit_rows = [(k, v) for k, v, *_ in rows if k[:2] in (b"\x00\x00", b"\x00\x01")]
     commits = pa.RecordBatch.from_pydict(
-        {"key": pa.array([k for k, _ in commit_rows], pa.binary()), "value": pa.array([v for _, v in commit_rows], pa.binary())}
+        {
+            "key": pa.array([k for k, _ in commit_rows], pa.binary()),
+            "value": pa.array([v for _, v in commit_rows], pa.binary()),
+        }
     )
 
     def codec_commits() -> int:
@@ -341,8 +361,12 @@ def core_baseline(path: Path, n: int) -> dict[str, float]:
     # The machine is shared: interleave the contenders and keep each one's best round.
     best: dict[str, float] = {}
     for _ in range(5):
-        for name, fn in (("codec", codec_only), ("codec_commits", codec_commits),
-                         ("fast_commits", vectorised_commits), ("decode_batch", vectorised_full)):
+        for name, fn in (
+            ("codec", codec_only),
+            ("codec_commits", codec_commits),
+            ("fast_commits", vectorised_commits),
+            ("decode_batch", vectorised_full),
+        ):
             t, _ = timed(fn)
             best[name] = min(best.get(name, float("inf")), t)
     t_replay, groups = timed(codec_and_replay)
@@ -362,10 +386,17 @@ def spark_scan(spark: Any, path: Path) -> tuple[float, int]:
     from pyspark.sql import functions as F
 
     def run() -> int:
-        row = spark.read.parquet(str(path)).agg(
-            F.count(F.lit(1)).alias("n"),
-            (F.sum(F.length("key").cast("bigint")) + F.sum(F.coalesce(F.length("value"), F.lit(0)).cast("bigint"))).alias("b"),
-        ).collect()[0]
+        row = (
+            spark.read.parquet(str(path))
+            .agg(
+                F.count(F.lit(1)).alias("n"),
+                (
+                    F.sum(F.length("key").cast("bigint"))
+                    + F.sum(F.coalesce(F.length("value"), F.lit(0)).cast("bigint"))
+                ).alias("b"),
+            )
+            .collect()[0]
+        )
         return int(row["n"])
 
     run()  # warm-up (JIT, file listing)
@@ -457,8 +488,15 @@ def main(argv: list[str] | None = None) -> int:
         run(sizes, args)
     base = _load("baseline.json")
     saved = [_load(f"result-{n}.json") for n in sizes]
-    results = [SizeResult(records=d["records"], gen=GenStats(**d["gen"]), **{k: v for k, v in d.items()
-               if k not in ("records", "gen")}) for d in saved if d]
+    results = [
+        SizeResult(
+            records=d["records"],
+            gen=GenStats(**d["gen"]),
+            **{k: v for k, v in d.items() if k not in ("records", "gen")},
+        )
+        for d in saved
+        if d
+    ]
     if base is None or not results:
         print("nothing to render (run without --render-only first)")
         return 1
@@ -514,8 +552,11 @@ def run(sizes: list[int], args: argparse.Namespace) -> None:
         paths = r.summary.get("paths", {})
         assert paths.get("decode") == "routed raw_records files -> decoded tables + replay input", paths
         assert paths.get("replay") == "replay input bucket files -> gold tables", paths
-        print(f"   scan {n / r.scan_s:,.0f}/s  decode {n / r.decode_s if r.decode_s else 0:,.0f}/s  "
-              f"e2e {n / r.e2e_s:,.0f}/s  peak RSS {r.e2e_peak_rss / 2**30:.2f} GiB  stages {r.stages}", flush=True)
+        print(
+            f"   scan {n / r.scan_s:,.0f}/s  decode {n / r.decode_s if r.decode_s else 0:,.0f}/s  "
+            f"e2e {n / r.e2e_s:,.0f}/s  peak RSS {r.e2e_peak_rss / 2**30:.2f} GiB  stages {r.stages}",
+            flush=True,
+        )
         _save(dataclasses.asdict(r), f"result-{n}.json")
     spark.stop()
 
@@ -529,7 +570,8 @@ def render(results: list[SizeResult], base: dict[str, float], args: argparse.Nam
         "",
         "Commands (render with "
         f"`.venv/bin/python bench/batch.py --sizes {args.sizes} --render-only --write-results`): "
-        + "; ".join(f"`{c}`" for c in cmds) + f". Data in {BENCH_ROOT}, never in the repo.",
+        + "; ".join(f"`{c}`" for c in cmds)
+        + f". Data in {BENCH_ROOT}, never in the repo.",
         f"Machine: {os.cpu_count()} cores, Python {platform.python_version()}, Spark local[2], "
         "delta-rs engine; the load average during each measurement is reported (the machine is shared; "
         "runs at load 10+ gave several times lower absolute numbers); ratios within one table were "
@@ -575,8 +617,11 @@ def render(results: list[SizeResult], base: dict[str, float], args: argparse.Nam
     if len(results) >= 2:
         small, big = results[0], results[-1]
         ratio = (big.e2e_s / big.records) / (small.e2e_s / small.records)
-        lines += ["", f"Cost per record at {big.records:,} / at {small.records:,}: **{ratio:.2f}×** (target ≤ 1.2×; "
-                  "the sizes ran at different load averages, see the last column)."]
+        lines += [
+            "",
+            f"Cost per record at {big.records:,} / at {small.records:,}: **{ratio:.2f}×** (target ≤ 1.2×; "
+            "the sizes ran at different load averages, see the last column).",
+        ]
     lines += [
         "",
         "End-to-end = `pipelines.batch.job.run_batch` on the delta-rs engine: ingest (one pass: the "
@@ -616,7 +661,8 @@ def notes(results: list[SizeResult], base: dict[str, float]) -> list[str]:
         "best of 5 interleaved rounds, one process; `bench/decoder.py` has the decoder's own section).",
         f"- End-to-end ≥ 500k records/s on 2 cores: **{met(e2e_best >= 500_000)}** (best {e2e_best:,.0f}/s; the "
         f"plain-scan floor measured in the same run: {scan_range} records/s). Stage shares — "
-        + "; ".join(shares) + ".",
+        + "; ".join(shares)
+        + ".",
         f"- Cost per record at the largest size within 1.2× of the smallest: {cost or 'one size only'}.",
         "- The baseline row is the pure core (decode + replay) in one process; `e2e vs baseline` compares the "
         "whole Spark job (2 cores, with Delta writes) to it.",

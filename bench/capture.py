@@ -46,8 +46,13 @@ def _spark_stream(
         reader = reader.schema(schema)
     df = reader.load(src) if src else reader.load()
     t = time.perf_counter()
-    q = (df.writeStream.format("parquet").option("path", str(sink)).option("checkpointLocation", str(ckpt))
-         .trigger(availableNow=True).start())
+    q = (
+        df.writeStream.format("parquet")
+        .option("path", str(sink))
+        .option("checkpointLocation", str(ckpt))
+        .trigger(availableNow=True)
+        .start()
+    )
     q.awaitTermination()
     secs = time.perf_counter() - t
     rows = sum(p["numInputRows"] for p in q.recentProgress)
@@ -56,11 +61,19 @@ def _spark_stream(
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--records", type=int, default=200_000,
-                    help="records to produce (the mock keeps ~50k per partition: at most ~200k)")
+    ap.add_argument(
+        "--records",
+        type=int,
+        default=200_000,
+        help="records to produce (the mock keeps ~50k per partition: at most ~200k)",
+    )
     ap.add_argument("--work", default="/tmp/kafka-bench")
-    ap.add_argument("--max-records-per-partition", type=int, default=25_000,
-                    help="split Kafka partitions into Spark tasks of at most this many offsets")
+    ap.add_argument(
+        "--max-records-per-partition",
+        type=int,
+        default=25_000,
+        help="split Kafka partitions into Spark tasks of at most this many offsets",
+    )
     args = ap.parse_args()
 
     from pipelines.kafka.capture import capture
@@ -92,24 +105,38 @@ def main() -> int:
         probe.close()
         kept = sum(hi - lo for lo, hi in marks.values())
         if kept != args.records:
-            print(f"the mock cluster kept {kept:,} of {args.records:,} records (it drops old segments "
-                  "of large partitions): use --records 200000 or fewer", file=sys.stderr)
+            print(
+                f"the mock cluster kept {kept:,} of {args.records:,} records (it drops old segments "
+                "of large partitions): use --records 200000 or fewer",
+                file=sys.stderr,
+            )
             return 2
         res = capture(settings, work / "landing", until_end=True, rows_per_file=250_000)
         results.append(("capture -> Parquet (confluent-kafka, 1 process)", res.records, res.seconds))
 
-        spark = build_spark("bench-capture", master="local[2]",
-                            conf={"spark.sql.shuffle.partitions": "2"}, log_level="ERROR")
+        spark = build_spark(
+            "bench-capture", master="local[2]", conf={"spark.sql.shuffle.partitions": "2"}, log_level="ERROR"
+        )
         register_kafka_source(spark)
-        kopts = {"kafka.bootstrap.servers": mc.bootstrap_servers,
-                 "maxRecordsPerPartition": str(args.max_records_per_partition)}
+        kopts = {
+            "kafka.bootstrap.servers": mc.bootstrap_servers,
+            "maxRecordsPerPartition": str(args.max_records_per_partition),
+        }
         # warm-up: start the Python workers once, outside the timings
         spark.read.format(SOURCE_NAME).options(**kopts).option(
-            "endingOffsets", '{"__consumer_offsets": {"0": 10, "1": 10, "2": 10, "3": 10}}').load().count()
+            "endingOffsets", '{"__consumer_offsets": {"0": 10, "1": 10, "2": 10, "3": 10}}'
+        ).load().count()
         spark.read.parquet(str(work / "landing")).limit(10).count()
 
-        rows, secs = _spark_stream(spark, "parquet", {}, RAW_RECORDS.spark_schema(), str(work / "landing"),
-                                   work / "sink-files", work / "ckpt-files")
+        rows, secs = _spark_stream(
+            spark,
+            "parquet",
+            {},
+            RAW_RECORDS.spark_schema(),
+            str(work / "landing"),
+            work / "sink-files",
+            work / "ckpt-files",
+        )
         results.append(("baseline: Spark file source (captured Parquet) -> Parquet, availableNow", rows, secs))
         rows, secs = _spark_stream(spark, SOURCE_NAME, kopts, None, None, work / "sink-kafka", work / "ckpt-kafka")
         results.append(("offsetlake_kafka stream (Python data source) -> Parquet, availableNow", rows, secs))

@@ -79,8 +79,14 @@ def table_hashes(warehouse: Path) -> dict[str, str]:
 def run(conf: Path, kill_at: int | None, timeout: float = 600) -> tuple[int | None, bool]:
     """(exit code or None when killed, whether it was killed)."""
     wh = conf.parent / "data" / "warehouse"
-    proc = subprocess.Popen([EXE, "run", "batch", "--conf", str(conf), "--json"], cwd=conf.parent, env=ENV,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    proc = subprocess.Popen(
+        [EXE, "run", "batch", "--conf", str(conf), "--json"],
+        cwd=conf.parent,
+        env=ENV,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     deadline = time.monotonic() + timeout
     while proc.poll() is None:
         if kill_at is not None and wh.is_dir() and commits(wh) >= kill_at:
@@ -127,23 +133,30 @@ def main(argv: list[str] | None = None) -> int:
             wh = conf.parent / "data" / "warehouse"
             same = rc2 == 0 and table_hashes(wh) == want
             leftovers = (wh / "_staging").exists() or any(
-                orphan_files(d, time.time()) for d in wh.iterdir() if is_table_at(str(d)))
+                orphan_files(d, time.time()) for d in wh.iterdir() if is_table_at(str(d))
+            )
             diff = "" if same else ", ".join(k for k, v in table_hashes(wh).items() if want.get(k) != v)
             results.append((n, killed, same and not leftovers, diff or ("leftovers" if leftovers else "")))
-            print(f"kill after commit {n}/{total}: killed={killed} rerun exit={rc2} "
-                  f"{'identical' if same else 'DIFFERENT ' + diff}{' LEFTOVERS' if leftovers else ''}", flush=True)
+            print(
+                f"kill after commit {n}/{total}: killed={killed} rerun exit={rc2} "
+                f"{'identical' if same else 'DIFFERENT ' + diff}{' LEFTOVERS' if leftovers else ''}",
+                flush=True,
+            )
             shutil.rmtree(conf.parent, ignore_errors=True)
         ok = all(r[2] for r in results)
         lines = [
-            SECTION, "",
+            SECTION,
+            "",
             f"`.venv/bin/python bench/crash_matrix.py --groups {args.groups} --write-results` (local[2]; "
-            f"{len(want)} tables, {total} commits in a clean run).", "",
+            f"{len(want)} tables, {total} commits in a clean run).",
+            "",
             "| kill points | killed before finishing | reruns identical to the clean run (every table) "
             "| staging or orphan files left |",
             "|---|---|---|---|",
             f"| {len(results)} (after each commit 1..{len(results)}) | {sum(r[1] for r in results)} | "
             f"{sum(r[2] for r in results)} / {len(results)} | "
-            f"{sum(1 for r in results if r[3] == 'leftovers')} |", "",
+            f"{sum(1 for r in results if r[3] == 'leftovers')} |",
+            "",
             *(f"- commit {n}: {d}" for n, _, good, d in results if not good),
             "",
         ]

@@ -31,11 +31,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from coordinator_core.codec import decode_record, encode_key, encode_record, encode_value  # noqa: E402
-from coordinator_core.consumer_protocol import (  # noqa: E402
-    encode_assignment,
-    encode_subscription,
-    parse_member_blobs,
-)
+from coordinator_core.consumer_protocol import encode_assignment, encode_subscription, parse_member_blobs  # noqa: E402
 from coordinator_core.records import (  # noqa: E402
     Assignment,
     GroupMetadataKey,
@@ -66,7 +62,9 @@ def gen_offset_commits(n: int, seed: int = 1) -> list[tuple[bytes, bytes | None]
         elif r < 0.10:
             value = encode_value(OffsetCommitValue(i * 7, "", ts, expire_timestamp=ts + 604_800_000, version=1))
         else:
-            value = encode_value(OffsetCommitValue(i * 7, "", ts, leader_epoch=rng.randrange(-1, 20) or None, version=3))
+            value = encode_value(
+                OffsetCommitValue(i * 7, "", ts, leader_epoch=rng.randrange(-1, 20) or None, version=3)
+            )
         out.append((key, value))
     return out
 
@@ -81,19 +79,30 @@ def gen_group_metadata(n: int, seed: int = 2) -> list[tuple[bytes, bytes | None]
         members = []
         for m in range(n_members):
             mid = f"consumer-{i}-{m}-2f0c9a7e-5b1d-4c4e-9d5e-{m:012d}"
-            sub = Subscription(topics=subscribed, user_data=None, version=1,
-                               owned_partitions=(TopicPartitions(subscribed[0], (m,)),))
+            sub = Subscription(
+                topics=subscribed, user_data=None, version=1, owned_partitions=(TopicPartitions(subscribed[0], (m,)),)
+            )
             asg = Assignment(tuple(TopicPartitions(t, (m, m + n_members)) for t in subscribed), version=1)
             members.append(
                 MemberMetadata(
-                    member_id=mid, client_id=f"consumer-{i}", client_host=f"/10.0.{m % 256}.{i % 256}",
-                    session_timeout=45_000, subscription=encode_subscription(sub), assignment=encode_assignment(asg),
-                    rebalance_timeout=300_000, group_instance_id=None,
+                    member_id=mid,
+                    client_id=f"consumer-{i}",
+                    client_host=f"/10.0.{m % 256}.{i % 256}",
+                    session_timeout=45_000,
+                    subscription=encode_subscription(sub),
+                    assignment=encode_assignment(asg),
+                    rebalance_timeout=300_000,
+                    group_instance_id=None,
                 )
             )
         value = GroupMetadataValue(
-            "consumer", rng.randint(1, 500), "range", members[0].member_id, members=tuple(members),
-            current_state_timestamp=1_700_000_000_000 + i, version=3,
+            "consumer",
+            rng.randint(1, 500),
+            "range",
+            members[0].member_id,
+            members=tuple(members),
+            current_state_timestamp=1_700_000_000_000 + i,
+            version=3,
         )
         out.append((encode_key(GroupMetadataKey(f"service-{i:06d}")), encode_value(value)))
     return out
@@ -186,7 +195,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     decoded = []  # free memory before the group benchmark
     t_grp, gdecoded = _time(lambda: decode_all(groups), args.repeat)
     rows.append(("decode_record, group metadata v3 (1-50 members, blobs kept as bytes)", len(groups), t_grp, grp_bytes))
-    members = [(r.value.protocol_type, m) for r in gdecoded if isinstance(r.value, GroupMetadataValue) for m in r.value.members]
+    members = [
+        (r.value.protocol_type, m) for r in gdecoded if isinstance(r.value, GroupMetadataValue) for m in r.value.members
+    ]
     n_members = len(members)
     gdecoded = []
     members = members[: args.blob_members]

@@ -61,7 +61,10 @@ def load_before(rev: str) -> ModuleType:
     """``pipelines/records/decode.py`` at git revision ``rev`` as module ``offsetlake_decode_before``
     (written under SCRATCH, which is put on PYTHONPATH so Spark's Python workers import it)."""
     src = subprocess.run(
-        ["git", "-C", str(REPO), "show", f"{rev}:pipelines/records/decode.py"], check=True, capture_output=True, text=True
+        ["git", "-C", str(REPO), "show", f"{rev}:pipelines/records/decode.py"],
+        check=True,
+        capture_output=True,
+        text=True,
     ).stdout
     SCRATCH.mkdir(parents=True, exist_ok=True)
     path = SCRATCH / "offsetlake_decode_before.py"
@@ -82,7 +85,9 @@ def cpu(fn: Callable[[], Any]) -> float:
     return time.process_time() - t
 
 
-def single_process(path: Path, rows: int | None, rounds: int, batch_rows: int, before: ModuleType | None) -> dict[str, Any]:
+def single_process(
+    path: Path, rows: int | None, rounds: int, batch_rows: int, before: ModuleType | None
+) -> dict[str, Any]:
     from coordinator_core.codec import decode_record
     from pipelines.records import decode as after
 
@@ -297,10 +302,20 @@ def render(res: dict[str, Any], spark: dict[str, Any] | None, command: str, path
 
     nc, ng, na = res["commits"], res["group_metadata"], res["records"]
     row("core codec `decode_record`, offset commits", "core_commits", base_c, nc)
-    row(f"**`decode_offset_commits_arrow`**, same commits, {res['batch_rows']:,}-row batches", "fast_batches", base_c, nc)
+    row(
+        f"**`decode_offset_commits_arrow`**, same commits, {res['batch_rows']:,}-row batches",
+        "fast_batches",
+        base_c,
+        nc,
+    )
     row("`decode_offset_commits_arrow`, same commits, one batch", "fast_one", base_c, nc)
     if have_before:
-        row(f"before: `decode_offset_commits_arrow`, {res['batch_rows']:,}-row batches", "before_fast_batches", base_c, nc)
+        row(
+            f"before: `decode_offset_commits_arrow`, {res['batch_rows']:,}-row batches",
+            "before_fast_batches",
+            base_c,
+            nc,
+        )
         row("before: `decode_offset_commits_arrow`, one batch", "before_fast_one", base_c, nc)
     row("core codec `decode_record`, group metadata", "core_gm", base_g, ng)
     row("`decode_batch`, same group metadata", "full_gm", base_g, ng)

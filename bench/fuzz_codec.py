@@ -41,7 +41,14 @@ from coordinator_core.records import GroupMetadataValue  # noqa: E402
 from tests.coordinator_core import strategies as S  # noqa: E402
 
 SECTION = "## fuzz (core codec)"
-ABSURD = [b"\x7f\xff\xff\xff", b"\xff\xff", b"\x7f\xff", b"\x80\x00\x00\x00", b"\xff\xff\xff\xff\x0f", b"\xff\xff\xff\xfe"]
+ABSURD = [
+    b"\x7f\xff\xff\xff",
+    b"\xff\xff",
+    b"\x7f\xff",
+    b"\x80\x00\x00\x00",
+    b"\xff\xff\xff\xff\x0f",
+    b"\xff\xff\xff\xfe",
+]
 VECTORS = REPO.parent / "shared" / "spec" / "vectors"
 
 
@@ -61,7 +68,9 @@ def collect_seeds(n: int, modern: bool = False) -> list[tuple[bytes, bytes | Non
     for name in ("kafka_formatter_tests.json", "konsumer_offsets_real.json", "burrow.json", "franz.json"):
         for v in json.loads((VECTORS / name).read_text()):
             if v.get("key_hex"):
-                seeds.append((bytes.fromhex(v["key_hex"]), bytes.fromhex(v["value_hex"]) if v.get("value_hex") else None))
+                seeds.append(
+                    (bytes.fromhex(v["key_hex"]), bytes.fromhex(v["value_hex"]) if v.get("value_hex") else None)
+                )
     if modern:
         for path in sorted((REPO / "tests" / "coordinator_core" / "vectors" / "kip848").glob("*.json")):
             for c in json.loads(path.read_text())["cases"]:
@@ -168,7 +177,9 @@ def run(cases: int, seed: int, n_seeds: int, modern: bool = False) -> dict[str, 
         except Exception:  # anything else is a finding
             outcomes["NON-TYPED ERROR"] += 1
             if len(failures) < 10:
-                failures.append(f"key={key.hex()} value={None if value is None else value.hex()}\n{traceback.format_exc()}")
+                failures.append(
+                    f"key={key.hex()} value={None if value is None else value.hex()}\n{traceback.format_exc()}"
+                )
         took = time.perf_counter() - c0
         if took > slowest:
             slowest, slowest_case = took, f"{where}:{kind} key={key.hex()[:80]} value={(value or b'').hex()[:80]}"
@@ -186,8 +197,17 @@ def run(cases: int, seed: int, n_seeds: int, modern: bool = False) -> dict[str, 
                 decode_record(key, value, modern=modern)
     retimed_ms = (time.perf_counter() - r0) / 100 * 1e3
     return {
-        "cases": cases, "seeds": len(seeds), "blobs": len(blobs), "seed_seconds": seed_s, "seconds": elapsed, "slowest_ms": slowest * 1e3, "slowest_case": slowest_case, "retimed_ms": retimed_ms,
-        "outcomes": dict(outcomes), "kinds": dict(kinds), "failures": failures,
+        "cases": cases,
+        "seeds": len(seeds),
+        "blobs": len(blobs),
+        "seed_seconds": seed_s,
+        "seconds": elapsed,
+        "slowest_ms": slowest * 1e3,
+        "slowest_case": slowest_case,
+        "retimed_ms": retimed_ms,
+        "outcomes": dict(outcomes),
+        "kinds": dict(kinds),
+        "failures": failures,
     }
 
 
@@ -202,7 +222,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--cases", type=int, default=100_000)
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--seeds", type=int, default=2_000, help="valid records drawn from the strategies")
-    ap.add_argument("--modern", action="store_true", help="add Kafka 4's modern group records (decode_record(modern=True))")
+    ap.add_argument(
+        "--modern", action="store_true", help="add Kafka 4's modern group records (decode_record(modern=True))"
+    )
     ap.add_argument("--write-results", action="store_true")
     args = ap.parse_args(argv)
     res = run(args.cases, args.seed, args.seeds, args.modern)
@@ -213,7 +235,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         SECTION if not args.modern else SECTION.replace(")", ", with Kafka 4 modern group records)"),
         "",
         f"Command: `.venv/bin/python bench/fuzz_codec.py --cases {args.cases} --seed {args.seed} --seeds {args.seeds}"
-        + (" --modern" if args.modern else "") + " --write-results`",
+        + (" --modern" if args.modern else "")
+        + " --write-results`",
         "",
         f"{res['cases']:,} mutated/truncated cases from {res['seeds']:,} valid records (every record type and "
         f"version, from `tests/coordinator_core/strategies.py` + the golden vectors; {res['blobs']:,} valid "
@@ -221,8 +244,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"(shared 2-core machine); slowest case {res['slowest_ms']:.1f} ms, the same case re-timed: "
         f"{res['retimed_ms']:.3f} ms (the first timing was scheduler noise, not a slow path).",
         "",
-        f"**{non_typed} non-typed errors.** Outcomes: "
-        + ", ".join(f"{k}: {v:,}" for k, v in sorted(outcomes.items())),
+        f"**{non_typed} non-typed errors.** Outcomes: " + ", ".join(f"{k}: {v:,}" for k, v in sorted(outcomes.items())),
         "",
         "Mutations: " + ", ".join(f"{k} {v:,}" for k, v in sorted(res["kinds"].items())),  # type: ignore[attr-defined]
         "",

@@ -64,8 +64,9 @@ def build_base(landing: Path, groups: int, seed: int) -> list[RawRecord]:
     return base
 
 
-def build_round(landing: Path, rng: random.Random, base: list[RawRecord], seed: int, *,
-                jumps: bool = True) -> dict[str, int]:
+def build_round(
+    landing: Path, rng: random.Random, base: list[RawRecord], seed: int, *, jumps: bool = True
+) -> dict[str, int]:
     """Add one round's hostile files to a landing whose base log is committed; returns the
     expected counts of the next run."""
     top = {p: max((r.offset for r in base if r.partition == p), default=-1) for p in range(50)}
@@ -83,8 +84,14 @@ def build_round(landing: Path, rng: random.Random, base: list[RawRecord], seed: 
             kind = "ts9999"
         src = rng.choice(base)
         if kind == "random":
-            rec = RawRecord(rng.randbytes(rng.randint(0, 40)), rng.choice([None, rng.randbytes(rng.randint(0, 80))]),
-                            "__consumer_offsets", p, fresh(p), src.timestamp_ms)
+            rec = RawRecord(
+                rng.randbytes(rng.randint(0, 40)),
+                rng.choice([None, rng.randbytes(rng.randint(0, 80))]),
+                "__consumer_offsets",
+                p,
+                fresh(p),
+                src.timestamp_ms,
+            )
         elif kind == "truncated" and src.value:
             rec = src._replace(value=src.value[: rng.randrange(len(src.value))], partition=p, offset=fresh(p))
         elif kind == "generation":
@@ -125,14 +132,20 @@ def build_round(landing: Path, rng: random.Random, base: list[RawRecord], seed: 
     cols = {n: t.column(n) for n in RAW_ARROW_SCHEMA.names}
     choice = [rng.choice(["offset", "partition", "topic", "range"]) for _ in range(n_bad)]
     cols["offset"] = pa.array([None if c == "offset" else 900_000 + i for i, c in enumerate(choice)], pa.int64())
-    cols["partition"] = pa.array([None if c == "partition" else (2_147_483_647 if c == "range" else 3)
-                                  for c in choice], pa.int32())
+    cols["partition"] = pa.array(
+        [None if c == "partition" else (2_147_483_647 if c == "range" else 3) for c in choice], pa.int32()
+    )
     cols["topic"] = pa.array([None if c == "topic" else "__consumer_offsets" for c in choice], pa.string())
     pq.write_table(pa.table(cols), landing / f"hostile-{seed:04d}.parquet")
     refused += n_bad
     read = len(base) + len(added) + len(identical) + len(conflicts) + len(pairs) + n_bad
-    return {"read": read, "new": len(added), "raw": len(base) + len(added), "refused": refused,
-            "far": sum(r.timestamp_ms == FAR for r in added)}
+    return {
+        "read": read,
+        "new": len(added),
+        "raw": len(base) + len(added),
+        "refused": refused,
+        "far": sum(r.timestamp_ms == FAR for r in added),
+    }
 
 
 def run_batch(conf: Path, timeout: float) -> tuple[dict[str, Any] | None, str, float, int | None]:
@@ -140,14 +153,20 @@ def run_batch(conf: Path, timeout: float) -> tuple[dict[str, Any] | None, str, f
     env = dict(os.environ, PYSPARK_PYTHON=sys.executable, SPARK_LOCAL_IP="127.0.0.1")
     start = time.perf_counter()
     try:
-        proc = subprocess.run([str(exe), "run", "batch", "--conf", str(conf), "--json"], capture_output=True,
-                              text=True, timeout=timeout, env=env, cwd=conf.parent)
+        proc = subprocess.run(
+            [str(exe), "run", "batch", "--conf", str(conf), "--json"],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env=env,
+            cwd=conf.parent,
+        )
     except subprocess.TimeoutExpired:
         return None, "TIMEOUT (hang)", time.perf_counter() - start, None
     took = time.perf_counter() - start
     if proc.returncode != 0:
         return None, proc.stderr[-2000:], took, proc.returncode
-    return json.loads(proc.stdout[proc.stdout.index("{"):]), proc.stderr, took, 0
+    return json.loads(proc.stdout[proc.stdout.index("{") :]), proc.stderr, took, 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -157,9 +176,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=11)
     ap.add_argument("--timeout", type=float, default=600.0)
     ap.add_argument("--write-results", action="store_true")
-    ap.add_argument("--no-generation-jumps", action="store_true",
-                    help="leave out the absurd generations (the core replay steps through every skipped "
-                         "generation until issue 19 item 5 is fixed there: such a run does not end)")
+    ap.add_argument(
+        "--no-generation-jumps",
+        action="store_true",
+        help="leave out the absurd generations (the core replay steps through every skipped "
+        "generation until issue 19 item 5 is fixed there: such a run does not end)",
+    )
     args = ap.parse_args(argv)
     rng = random.Random(args.seed)
     totals = {"read": 0, "raw": 0, "decoded": 0, "quarantined": 0, "unsupported": 0, "refused": 0, "outliers": 0}
@@ -175,7 +197,9 @@ def main(argv: list[str] | None = None) -> int:
             first, err, took0, rc = run_batch(conf, args.timeout)
             times.append(took0)
             if first is None or first["raw_total"] != len(base):
-                failures.append(f"round {rnd}: base run: exit {rc}: {err.strip().splitlines()[-1] if err.strip() else ''}")
+                failures.append(
+                    f"round {rnd}: base run: exit {rc}: {err.strip().splitlines()[-1] if err.strip() else ''}"
+                )
                 continue
             expect = build_round(root / "data" / "landing", rng, base, seed, jumps=not args.no_generation_jumps)
             summary, err, took, rc = run_batch(conf, args.timeout)
@@ -188,11 +212,11 @@ def main(argv: list[str] | None = None) -> int:
                 "read": summary["records_read"] == expect["read"],
                 "new": summary["records_new"] == expect["new"] and summary["raw_total"] == expect["raw"],
                 "refused": summary["refused"] == expect["refused"],
-                "read = new + duplicates + refused": summary["records_read"] == summary["records_new"]
-                + summary["duplicates"] + summary["refused"],
+                "read = new + duplicates + refused": summary["records_read"]
+                == summary["records_new"] + summary["duplicates"] + summary["refused"],
                 "clock outliers = the records dated 9999": summary.get("clock_outliers") == expect["far"],
-                "ingest_quarantine holds every refused row":
-                    summary["tables"].get("ingest_quarantine", {}).get("rows") == expect["refused"],
+                "ingest_quarantine holds every refused row": summary["tables"].get("ingest_quarantine", {}).get("rows")
+                == expect["refused"],
             }
             again, _, took2, _ = run_batch(conf, args.timeout)
             times.append(took2)
@@ -202,31 +226,44 @@ def main(argv: list[str] | None = None) -> int:
                 checks["rerun reconciles"] = again["reconciled"]
             bad = [k for k, ok in checks.items() if not ok]
             if bad:
-                failures.append(f"round {rnd}: {', '.join(bad)} (expected {expect}, got read {summary['records_read']} "
-                                f"new {summary['records_new']} refused {summary['refused']})")
-            for k, v in (("read", summary["records_read"]), ("raw", summary["raw_total"]),
-                         ("decoded", summary["decoded"]), ("quarantined", summary["quarantined"]),
-                         ("unsupported", summary["unsupported"]), ("refused", summary["refused"]),
-                         ("outliers", summary.get("clock_outliers", 0))):
+                failures.append(
+                    f"round {rnd}: {', '.join(bad)} (expected {expect}, got read {summary['records_read']} "
+                    f"new {summary['records_new']} refused {summary['refused']})"
+                )
+            for k, v in (
+                ("read", summary["records_read"]),
+                ("raw", summary["raw_total"]),
+                ("decoded", summary["decoded"]),
+                ("quarantined", summary["quarantined"]),
+                ("unsupported", summary["unsupported"]),
+                ("refused", summary["refused"]),
+                ("outliers", summary.get("clock_outliers", 0)),
+            ):
                 totals[k] += int(v)
-            print(f"round {rnd}: read {summary['records_read']} raw {summary['raw_total']} = decoded "
-                  f"{summary['decoded']} + quarantined {summary['quarantined']} + unsupported "
-                  f"{summary['unsupported']}; refused {summary['refused']}; clock outliers "
-                  f"{summary.get('clock_outliers', 0)}; {took:.1f}s + rerun {took2:.1f}s; "
-                  f"{'OK' if not bad else 'FAIL ' + ', '.join(bad)}", flush=True)
+            print(
+                f"round {rnd}: read {summary['records_read']} raw {summary['raw_total']} = decoded "
+                f"{summary['decoded']} + quarantined {summary['quarantined']} + unsupported "
+                f"{summary['unsupported']}; refused {summary['refused']}; clock outliers "
+                f"{summary.get('clock_outliers', 0)}; {took:.1f}s + rerun {took2:.1f}s; "
+                f"{'OK' if not bad else 'FAIL ' + ', '.join(bad)}",
+                flush=True,
+            )
     ok = not failures
     lines = [
-        SECTION, "",
+        SECTION,
+        "",
         f"`.venv/bin/python bench/fuzz_landing.py --rounds {args.rounds} --groups {args.groups} "
         f"--seed {args.seed}{' --no-generation-jumps' if args.no_generation_jumps else ''} --write-results` (local[2], each run a fresh `offsetlake run batch --json` "
         f"process with a {args.timeout:.0f} s timeout; per round: the base log, then the hostile files, "
-        f"then a rerun).", "",
+        f"then a rerun).",
+        "",
         "| rounds | records read | raw_records | decoded | quarantined | unsupported | refused at ingest "
         "| clock outliers | slowest run | result |",
         "|---|---|---|---|---|---|---|---|---|---|",
         f"| {args.rounds} | {totals['read']:,} | {totals['raw']:,} | {totals['decoded']:,} | "
         f"{totals['quarantined']:,} | {totals['unsupported']:,} | {totals['refused']:,} | {totals['outliers']} | "
-        f"{max(times) if times else 0:.1f} s | {'every check held, no hang' if ok else 'FAILED'} |", "",
+        f"{max(times) if times else 0:.1f} s | {'every check held, no hang' if ok else 'FAILED'} |",
+        "",
         "Hostile input per round (after the base log is committed): random-byte records, truncated values, absurd timestamps (9999, 0, "
         f"negative){'' if args.no_generation_jumps else ' and generations (0x7fffffff, 10^9, 0)'} at fresh positions; 15 identical re-deliveries "
         "and 15 copies of committed positions with one byte flipped; 5 positions with two different new "

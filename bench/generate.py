@@ -77,8 +77,10 @@ def main() -> int:
         shutil.rmtree(out, ignore_errors=True)
     load1 = os.getloadavg()[0]
 
-    cmd = (f".venv/bin/python bench/generate.py --groups {args.groups} --hours {args.hours:g} "
-           f"--ratio-groups {args.ratio_groups} --ratio-hours {args.ratio_hours:g} --seed {args.seed}")
+    cmd = (
+        f".venv/bin/python bench/generate.py --groups {args.groups} --hours {args.hours:g} "
+        f"--ratio-groups {args.ratio_groups} --ratio-hours {args.ratio_hours:g} --seed {args.seed}"
+    )
     lines = [
         SECTION,
         "",
@@ -114,7 +116,7 @@ def main() -> int:
         if SECTION in old:
             start = old.index(SECTION)
             nxt = old.find("\n## ", start + len(SECTION))
-            old = old[:start] + (old[nxt + 1:] if nxt != -1 else "")
+            old = old[:start] + (old[nxt + 1 :] if nxt != -1 else "")
         results.write_text(old.rstrip("\n") + "\n\n" + text, encoding="utf-8")
     return 0
 

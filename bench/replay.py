@@ -49,13 +49,7 @@ from coordinator_core.records import (
     Subscription,
     TopicPartitions,
 )
-from coordinator_core.replay import (
-    GroupSnapshot,
-    deserialize_snapshot,
-    new_snapshot,
-    replay,
-    serialize_snapshot,
-)
+from coordinator_core.replay import GroupSnapshot, deserialize_snapshot, new_snapshot, replay, serialize_snapshot
 from coordinator_core.settings import ReplaySettings
 
 WEEK = 7 * 86_400_000
@@ -100,9 +94,7 @@ def _members(
     return tuple(out)
 
 
-def generate(
-    records: int, groups: int, seed: int, rebalance_every: int
-) -> tuple[dict[str, list[LogRecord]], int]:
+def generate(records: int, groups: int, seed: int, rebalance_every: int) -> tuple[dict[str, list[LogRecord]], int]:
     """Per-group record lists (log order) and the total number of records."""
     rng = random.Random(seed)
     per_group = max(4, records // groups)
@@ -118,9 +110,7 @@ def generate(
             recs.append(LogRecord(part, next_offset[part], ts, key, value))
             next_offset[part] += 1
 
-        topics = [
-            (f"topic-{rng.randrange(200)}", rng.choice((1, 3, 6, 12))) for _ in range(rng.choice((1, 1, 2)))
-        ]
+        topics = [(f"topic-{rng.randrange(200)}", rng.choice((1, 3, 6, 12))) for _ in range(rng.choice((1, 1, 2)))]
         tps = [(t, p) for t, n in topics for p in range(n)]
         static = rng.random() < 0.15
         now = T0 + rng.randrange(3_600_000)
@@ -185,9 +175,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--records", type=int, default=1_000_000)
     ap.add_argument("--groups", type=int, default=10_000)
     ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument(
-        "--rebalance-every", type=int, default=2_000, help="mean records of a group between rebalances"
-    )
+    ap.add_argument("--rebalance-every", type=int, default=2_000, help="mean records of a group between rebalances")
     ap.add_argument("--repeat", type=int, default=2, help="best of N")
     ap.add_argument("--bulk", action="store_true", help="also measure replay_runs over compressed runs")
     ap.add_argument("--bulk-only", action="store_true", help="only the bulk-path comparisons")
@@ -204,9 +192,7 @@ def main(argv: list[str] | None = None) -> int:
     t = time.perf_counter()
     logs, total = generate(args.records, args.groups, args.seed, args.rebalance_every)
     gen_s = time.perf_counter() - t
-    commits = sum(
-        1 for recs in logs.values() for r in recs if type(r.key) is OffsetCommitKey and r.value is not None
-    )
+    commits = sum(1 for recs in logs.values() for r in recs if type(r.key) is OffsetCommitKey and r.value is not None)
     meta = sum(1 for recs in logs.values() for r in recs if type(r.key) is GroupMetadataKey)
     print(
         f"generated {total:,} records over {len(logs):,} groups in {gen_s:.1f}s "
@@ -229,7 +215,11 @@ def main(argv: list[str] | None = None) -> int:
         for gid, recs in logs.items():
             end = recs[-1].timestamp_ms if retention is not None else None
             out[gid] = replay(
-                new_snapshot(gid), recs, event_kinds=kinds, settings=ReplaySettings(retention_ms=retention), as_of_ms=end
+                new_snapshot(gid),
+                recs,
+                event_kinds=kinds,
+                settings=ReplaySettings(retention_ms=retention),
+                as_of_ms=end,
             ).snapshot
         return out
 
@@ -315,7 +305,13 @@ def bulk_bench(logs: dict[str, list[LogRecord]], total: int, base_s: float, repe
 
     def full() -> list[Any]:
         return [
-            replay(new_snapshot(g), recs, event_kinds=BULK_KINDS, settings=ReplaySettings(retention_ms=WEEK), as_of_ms=recs[-1].timestamp_ms)
+            replay(
+                new_snapshot(g),
+                recs,
+                event_kinds=BULK_KINDS,
+                settings=ReplaySettings(retention_ms=WEEK),
+                as_of_ms=recs[-1].timestamp_ms,
+            )
             for g, recs in logs.items()
         ]
 
@@ -327,8 +323,12 @@ def bulk_bench(logs: dict[str, list[LogRecord]], total: int, base_s: float, repe
     def bulk(items: list[Any]) -> list[Any]:
         return [
             replay_runs(
-                new_snapshot(g), its, event_kinds=BULK_KINDS, settings=ReplaySettings(retention_ms=WEEK),
-                as_of_ms=recs[-1].timestamp_ms, counters=counters,
+                new_snapshot(g),
+                its,
+                event_kinds=BULK_KINDS,
+                settings=ReplaySettings(retention_ms=WEEK),
+                as_of_ms=recs[-1].timestamp_ms,
+                counters=counters,
             )
             for (g, recs), its in zip(logs.items(), items, strict=True)
         ]
@@ -347,10 +347,12 @@ def bulk_bench(logs: dict[str, list[LogRecord]], total: int, base_s: float, repe
         ("reducer + replay_runs", red_s + bulk_s),
     ):
         print(f"{name:52s} {secs:8.2f} {total / secs:12,.0f} {full_s / secs:9.1f}x")
-    print(f"runs {counters.runs // repeat:,}, compressed {counters.compressed // repeat:,}, "
-          f"expanded {counters.expanded // repeat:,} "
-          f"{ {k: v // repeat for k, v in counters.expanded_by_reason.items()} }, "
-          f"commits skipped {counters.commits_skipped // repeat:,} (baseline loop {base_s:.2f}s)")
+    print(
+        f"runs {counters.runs // repeat:,}, compressed {counters.compressed // repeat:,}, "
+        f"expanded {counters.expanded // repeat:,} "
+        f"{ {k: v // repeat for k, v in counters.expanded_by_reason.items()} }, "
+        f"commits skipped {counters.commits_skipped // repeat:,} (baseline loop {base_s:.2f}s)"
+    )
 
 
 def write_replay_input(logs: dict[str, list[LogRecord]], path: str) -> None:
@@ -369,31 +371,49 @@ def write_replay_input(logs: dict[str, list[LogRecord]], path: str) -> None:
     REPLAY_INPUT_DDL = [(c.name, c.type) for c in REPLAY_INPUT.columns]
 
     recs = [r for rs in logs.values() for r in rs]
-    batch = pa.RecordBatch.from_pydict({
-        "key": pa.array([encode_key(r.key) for r in recs], pa.binary()),
-        "value": pa.array([None if r.value is None else encode_value(r.value) for r in recs], pa.binary()),
-        "partition": pa.array(np.array([r.partition for r in recs], np.int32)),
-        "offset": pa.array([r.offset for r in recs], pa.int64()),
-        "timestamp": pa.array([r.timestamp_ms * 1000 for r in recs], pa.timestamp("us", tz="UTC")),
-    })
+    batch = pa.RecordBatch.from_pydict(
+        {
+            "key": pa.array([encode_key(r.key) for r in recs], pa.binary()),
+            "value": pa.array([None if r.value is None else encode_value(r.value) for r in recs], pa.binary()),
+            "partition": pa.array(np.array([r.partition for r in recs], np.int32)),
+            "offset": pa.array([r.offset for r in recs], pa.int64()),
+            "timestamp": pa.array([r.timestamp_ms * 1000 for r in recs], pa.timestamp("us", tz="UTC")),
+        }
+    )
     u = pa.Table.from_batches(decode_batch(batch), schema=UNION_SCHEMA)
     u = u.filter(pc.less_equal(u["kind"], 1))
 
     def ms(c: str) -> Any:
         return pc.divide(u[c].cast(pa.int64()), 1000)
 
-    fields = ("member_id", "group_instance_id", "client_id", "client_host", "rebalance_timeout",
-              "session_timeout", "subscription", "assignment")
+    fields = (
+        "member_id",
+        "group_instance_id",
+        "client_id",
+        "client_host",
+        "rebalance_timeout",
+        "session_timeout",
+        "subscription",
+        "assignment",
+    )
     members = pa.array(
         [None if m is None else [{k: x[k] for k in fields} for x in m] for m in u["members"].to_pylist()],
         to_arrow_type(parse_type(dict(REPLAY_INPUT_DDL)["members"])),
     )
-    cols = {"log_timestamp_ms": ms("log_timestamp"), "rec_kind": u["kind"],
-            "commit_timestamp_ms": ms("commit_timestamp"), "expire_timestamp_ms": ms("expire_timestamp"),
-            "current_state_timestamp_ms": ms("current_state_timestamp"), "members": members}
+    cols = {
+        "log_timestamp_ms": ms("log_timestamp"),
+        "rec_kind": u["kind"],
+        "commit_timestamp_ms": ms("commit_timestamp"),
+        "expire_timestamp_ms": ms("expire_timestamp"),
+        "current_state_timestamp_ms": ms("current_state_timestamp"),
+        "members": members,
+    }
     t = pa.table({name: cols[name] if name in cols else u[name] for name, _ in REPLAY_INPUT_DDL})
-    t = t.take(pc.sort_indices(t, [("group_id", "ascending"), ("coordinator_partition", "ascending"),
-                                   ("log_offset", "ascending")]))
+    t = t.take(
+        pc.sort_indices(
+            t, [("group_id", "ascending"), ("coordinator_partition", "ascending"), ("log_offset", "ascending")]
+        )
+    )
     pq.write_table(t, path)
     print(f"\nwrote the replay input of this log ({t.num_rows:,} rows) to {path}")
 
@@ -415,8 +435,13 @@ def per_record(table: Any, *, tables: Any, num_partitions: int, settings: Any, a
         end = start
         while end < len(gids) and gids[end] == gids[start]:
             end += 1
-        result = replay(new_snapshot(gids[start]), records_from_arrow(table.slice(start, end - start)),
-                        settings=settings, as_of_ms=as_of_ms, event_kinds=event_kinds_for(tables))
+        result = replay(
+            new_snapshot(gids[start]),
+            records_from_arrow(table.slice(start, end - start)),
+            settings=settings,
+            as_of_ms=as_of_ms,
+            event_kinds=event_kinds_for(tables),
+        )
         for name, rows in gold_rows(result, tables=tables, settings=settings, num_partitions=num_partitions).items():
             out[name].extend(rows)
         start = end
@@ -439,15 +464,17 @@ def arrow_bench(path: str, batch_rows: int, repeat: int) -> int:
     commits = pc.sum(pc.and_(pc.equal(table["rec_kind"], 0), pc.invert(table["is_tombstone"]))).as_py()
     groups = len(pc.unique(table["group_id"]))
     as_of = pc.max(table["log_timestamp_ms"]).as_py()
-    opts: dict[str, Any] = {"settings": ReplaySettings(retention_ms=WEEK, coordinator="new"), "as_of_ms": as_of,
-                            "tables": DEFAULT_TABLES, "num_partitions": 50}
+    opts: dict[str, Any] = {
+        "settings": ReplaySettings(retention_ms=WEEK, coordinator="new"),
+        "as_of_ms": as_of,
+        "tables": DEFAULT_TABLES,
+        "num_partitions": 50,
+    }
     print(f"{path}: {n:,} rows, {groups:,} groups, {commits:,} offset commits; batches of {batch_rows:,} rows")
 
     counters = RunCounters()
     old_s, old = _timed(lambda: per_record(table, **opts), repeat)
-    new_s, new = _timed(
-        lambda: pa.concat_tables(rj.replay_sorted_batches(batches, counters=counters, **opts)), repeat
-    )
+    new_s, new = _timed(lambda: pa.concat_tables(rj.replay_sorted_batches(batches, counters=counters, **opts)), repeat)
     assert new.schema == old.schema and new.num_rows == old.num_rows
     # the same rows (their order follows the conversion units)
     assert sorted(map(repr, new.to_pylist())) == sorted(map(repr, old.to_pylist())), "bulk rows differ"
@@ -465,15 +492,29 @@ def arrow_bench(path: str, batch_rows: int, repeat: int) -> int:
             items = list(rj._items_by_group(work, compress=bulk, max_span_ms=span))
             t1 = time.process_time()
             res = [
-                replay_runs(new_snapshot(g), its, settings=ReplaySettings(retention_ms=WEEK, coordinator="new"), as_of_ms=as_of, event_kinds=kinds)
+                replay_runs(
+                    new_snapshot(g),
+                    its,
+                    settings=ReplaySettings(retention_ms=WEEK, coordinator="new"),
+                    as_of_ms=as_of,
+                    event_kinds=kinds,
+                )
                 if bulk
-                else replay(new_snapshot(g), its, settings=ReplaySettings(retention_ms=WEEK, coordinator="new"), as_of_ms=as_of, event_kinds=kinds)
+                else replay(
+                    new_snapshot(g),
+                    its,
+                    settings=ReplaySettings(retention_ms=WEEK, coordinator="new"),
+                    as_of_ms=as_of,
+                    event_kinds=kinds,
+                )
                 for g, its in items
             ]
             t2 = time.process_time()
             out: dict[str, list[dict[str, Any]]] = {name: [] for name in DEFAULT_TABLES}
             for r in res:
-                for name, rows in rj.gold_rows(r, tables=DEFAULT_TABLES, settings=ReplaySettings(retention_ms=WEEK)).items():
+                for name, rows in rj.gold_rows(
+                    r, tables=DEFAULT_TABLES, settings=ReplaySettings(retention_ms=WEEK)
+                ).items():
                     out[name].extend(rows)
             rj._union_table(out)
             t3 = time.process_time()
@@ -491,10 +532,12 @@ def arrow_bench(path: str, batch_rows: int, repeat: int) -> int:
     a = stage["rows -> records/items"][0] + stage["core replay"][0]
     b = stage["rows -> records/items"][1] + stage["core replay"][1]
     print(f"{'  rows -> replayed (no gold)':34s} {a:11.2f} {b:8.2f} {a / b:6.1f}x")
-    print(f"runs {counters.runs // repeat:,}: compressed {counters.compressed // repeat:,}, expanded "
-          f"{counters.expanded // repeat:,} {({k: v // repeat for k, v in counters.expanded_by_reason.items()})}; "
-          f"commits skipped "
-          f"{counters.commits_skipped // repeat:,} of {commits:,}")
+    print(
+        f"runs {counters.runs // repeat:,}: compressed {counters.compressed // repeat:,}, expanded "
+        f"{counters.expanded // repeat:,} { ({k: v // repeat for k, v in counters.expanded_by_reason.items()}) }; "
+        f"commits skipped "
+        f"{counters.commits_skipped // repeat:,} of {commits:,}"
+    )
     return 0
 
 

@@ -44,8 +44,9 @@ def _records(n: int, seed: int = 18) -> list[S.Record]:
     for i in range(n):
         g = rng.choice(groups)
         key = encode_key(OffsetCommitKey(g, f"topic-{rng.randrange(40)}", rng.randrange(64)))
-        value = encode_value(OffsetCommitValue(rng.randrange(10**9), "", T0 + i, leader_epoch=rng.randrange(9),
-                                               version=3))
+        value = encode_value(
+            OffsetCommitValue(rng.randrange(10**9), "", T0 + i, leader_epoch=rng.randrange(9), version=3)
+        )
         out.append(S.Record(i, T0 + i, key, value))
     return out
 
@@ -53,7 +54,7 @@ def _records(n: int, seed: int = 18) -> list[S.Record]:
 def _write_segment(records: list[S.Record], codec: int, per_batch: int, path: Path) -> int:
     with path.open("wb") as fh:
         for i in range(0, len(records), per_batch):
-            fh.write(S.encode_batch_v2(records[i:i + per_batch], codec=codec, compress=compress))
+            fh.write(S.encode_batch_v2(records[i : i + per_batch], codec=codec, compress=compress))
     return path.stat().st_size
 
 
@@ -101,15 +102,32 @@ def main() -> None:
             seg_path = part / f"{codec:020d}.log"
             sizes[f"segment({name})"] = _write_segment(recs, codec, args.per_batch, seg_path)
             data = seg_path.read_bytes()
-            _time(f"segment {name} core", n, lambda d=data: sum(
-                len(b.records) for b in S.iter_batches(d, decompress=decompress)), results)  # type: ignore[misc]
-            _time(f"segment {name} core+C crc", n, lambda d=data: sum(
-                len(b.records) for b in S.iter_batches(d, decompress=decompress, crc32c_fn=crc32c)), results)  # type: ignore[misc]
+            _time(
+                f"segment {name} core",
+                n,
+                lambda d=data: sum(len(b.records) for b in S.iter_batches(d, decompress=decompress)),
+                results,
+            )  # type: ignore[misc]
+            _time(
+                f"segment {name} core+C crc",
+                n,
+                lambda d=data: sum(len(b.records) for b in S.iter_batches(d, decompress=decompress, crc32c_fn=crc32c)),
+                results,
+            )  # type: ignore[misc]
             _time(f"segment {name} rows", n, lambda p=seg_path: sum(1 for _ in read_segment_file(p)), results)  # type: ignore[misc]
             _time(f"segment {name} raw_records", n, lambda p=seg_path: sum(1 for _ in read_raw_records(p)), results)  # type: ignore[misc]
             seg_path.unlink()
-    print(json.dumps({"records": n, "per_batch": args.per_batch, "records_per_s": {k: round(v) for k, v in results.items()},
-                      "bytes": sizes}, indent=1))
+    print(
+        json.dumps(
+            {
+                "records": n,
+                "per_batch": args.per_batch,
+                "records_per_s": {k: round(v) for k, v in results.items()},
+                "bytes": sizes,
+            },
+            indent=1,
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -59,9 +59,7 @@ def main() -> int:
     parser.add_argument("--conf", type=Path, default=DEFAULT_CONF)
     parser.add_argument("--engines", default="duckdb,spark")
     parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument(
-        "--build", action="store_true", help="run offsetlake quickstart when the conf is missing"
-    )
+    parser.add_argument("--build", action="store_true", help="run offsetlake quickstart when the conf is missing")
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
     args = parser.parse_args()
     if not args.conf.exists():

@@ -87,22 +87,42 @@ def tree_cpu_seconds() -> float:
     return total
 
 
-def make_config(root: Path, landing: Path, files_per_trigger: int, retention_ms: int,
-                reader: str = "python", trigger: str = "30 seconds") -> Any:
+def make_config(
+    root: Path,
+    landing: Path,
+    files_per_trigger: int,
+    retention_ms: int,
+    reader: str = "python",
+    trigger: str = "30 seconds",
+) -> Any:
     from pipelines.config import config_from_dict
 
-    return config_from_dict({
-        "paths": {"root": str(root)},
-        "input": {"path": str(landing)},
-        "delta": {"engine": "rust"},
-        "replay": {"retention_ms": retention_ms},
-        "stream": {"max_files_per_trigger": files_per_trigger, "watermark_delay_ms": 60_000,
-                   "landing_reader": reader, "trigger_interval": trigger},
-    })
+    return config_from_dict(
+        {
+            "paths": {"root": str(root)},
+            "input": {"path": str(landing)},
+            "delta": {"engine": "rust"},
+            "replay": {"retention_ms": retention_ms},
+            "stream": {
+                "max_files_per_trigger": files_per_trigger,
+                "watermark_delay_ms": 60_000,
+                "landing_reader": reader,
+                "trigger_interval": trigger,
+            },
+        }
+    )
 
 
-def run_sustained(spark: Any, files: list[Path], work: Path, rate: int, rows_per_file: int, trigger: str,
-                  duration: float, retention: int) -> dict[str, Any]:
+def run_sustained(
+    spark: Any,
+    files: list[Path],
+    work: Path,
+    rate: int,
+    rows_per_file: int,
+    trigger: str,
+    duration: float,
+    retention: int,
+) -> dict[str, Any]:
     """Land files at ``rate`` records/s while the job runs continuously; stop after ``duration``."""
     import threading
 
@@ -143,8 +163,7 @@ def run_sustained(spark: Any, files: list[Path], work: Path, rate: int, rows_per
     t0 = time.perf_counter()
     prod.start()
     timer.start()
-    rec = stream_job.run(spark, cfg, available_now=False, with_quarantine=False, poll_seconds=0.5,
-                         stopper=stopper)
+    rec = stream_job.run(spark, cfg, available_now=False, with_quarantine=False, poll_seconds=0.5, stopper=stopper)
     wall = time.perf_counter() - t0
     stop.set()
     timer.cancel()
@@ -167,11 +186,22 @@ def run_sustained(spark: Any, files: list[Path], work: Path, rate: int, rows_per
             lat.append(done - t_landed)
     landing_s = (landed[-1][0] - landed[0][0]) if len(landed) > 1 else 0.0
     return {
-        "rate": rate, "trigger": trigger, "duration_s": wall, "landed": n_landed, "processed": n_done,
-        "backlog": n_landed - n_done, "batches": len(rows), "landing_s": landing_s,
-        "files_landed": len(landed), "files_done": len(lat),
-        "p50_s": percentile(steady, 0.5), "p95_s": percentile(steady, 0.95), "max_s": max(steady or [0.0]),
-        "e2e_p50_s": percentile(lat, 0.5), "e2e_p95_s": percentile(lat, 0.95), "e2e_max_s": max(lat or [0.0]),
+        "rate": rate,
+        "trigger": trigger,
+        "duration_s": wall,
+        "landed": n_landed,
+        "processed": n_done,
+        "backlog": n_landed - n_done,
+        "batches": len(rows),
+        "landing_s": landing_s,
+        "files_landed": len(landed),
+        "files_done": len(lat),
+        "p50_s": percentile(steady, 0.5),
+        "p95_s": percentile(steady, 0.95),
+        "max_s": max(steady or [0.0]),
+        "e2e_p50_s": percentile(lat, 0.5),
+        "e2e_p95_s": percentile(lat, 0.95),
+        "e2e_max_s": max(lat or [0.0]),
         "processed_per_s": n_done / wall,
     }
 
@@ -217,30 +247,56 @@ def component_rate(groups: int, hours: float, seed: int, retention_ms: int, call
         key, val = rec.key, rec.value
         if key.group is None:
             continue
-        row: dict[str, Any] = {"group_id": key.group, "coordinator_partition": p, "log_offset": o,
-                               "log_timestamp_ms": t, "is_tombstone": val is None, "key_version": key.version}
+        row: dict[str, Any] = {
+            "group_id": key.group,
+            "coordinator_partition": p,
+            "log_offset": o,
+            "log_timestamp_ms": t,
+            "is_tombstone": val is None,
+            "key_version": key.version,
+        }
         if hasattr(key, "topic"):
             row.update(rec_kind=REC_OFFSET_COMMIT, topic=key.topic, partition=key.partition)
             if val is not None:
-                row.update(value_version=val.version, committed_offset=val.offset, leader_epoch=val.leader_epoch,
-                           metadata=val.metadata, commit_timestamp_ms=val.commit_timestamp,
-                           expire_timestamp_ms=val.expire_timestamp)
+                row.update(
+                    value_version=val.version,
+                    committed_offset=val.offset,
+                    leader_epoch=val.leader_epoch,
+                    metadata=val.metadata,
+                    commit_timestamp_ms=val.commit_timestamp,
+                    expire_timestamp_ms=val.expire_timestamp,
+                )
         else:
             row.update(rec_kind=REC_GROUP_METADATA)
             if val is not None:
-                row.update(value_version=val.version, protocol_type=val.protocol_type, generation=val.generation,
-                           protocol=val.protocol, leader=val.leader,
-                           current_state_timestamp_ms=val.current_state_timestamp,
-                           members=[{"member_id": m.member_id, "group_instance_id": m.group_instance_id,
-                                     "client_id": m.client_id, "client_host": m.client_host,
-                                     "rebalance_timeout": m.rebalance_timeout,
-                                     "session_timeout": m.session_timeout, "subscription": m.subscription,
-                                     "assignment": m.assignment} for m in val.members])
+                row.update(
+                    value_version=val.version,
+                    protocol_type=val.protocol_type,
+                    generation=val.generation,
+                    protocol=val.protocol,
+                    leader=val.leader,
+                    current_state_timestamp_ms=val.current_state_timestamp,
+                    members=[
+                        {
+                            "member_id": m.member_id,
+                            "group_instance_id": m.group_instance_id,
+                            "client_id": m.client_id,
+                            "client_host": m.client_host,
+                            "rebalance_timeout": m.rebalance_timeout,
+                            "session_timeout": m.session_timeout,
+                            "subscription": m.subscription,
+                            "assignment": m.assignment,
+                        }
+                        for m in val.members
+                    ],
+                )
         rows.setdefault(key.group, []).append(row)
     schema = replay_input_schema()
     tables = {
-        g: [pa.Table.from_pylist(rs[i * len(rs) // calls:(i + 1) * len(rs) // calls], schema=schema)
-            for i in range(calls)]
+        g: [
+            pa.Table.from_pylist(rs[i * len(rs) // calls : (i + 1) * len(rs) // calls], schema=schema)
+            for i in range(calls)
+        ]
         for g, rs in rows.items()
     }
     fn = GroupReplayer(ReplaySettings(retention_ms=retention_ms, rules="current"), tuple(DEFAULT_TABLES), 50)
@@ -263,13 +319,15 @@ def main() -> int:
     ap.add_argument("--rates", default="", help="sustained input rates, records/s (comma separated)")
     ap.add_argument("--trigger", default="5 seconds", help="trigger interval of the sustained runs")
     ap.add_argument("--duration", type=float, default=60.0, help="seconds per sustained run")
-    ap.add_argument("--reader", default="python", choices=["python", "spark"],
-                    help="stream.landing_reader of the backlog runs")
+    ap.add_argument(
+        "--reader", default="python", choices=["python", "spark"], help="stream.landing_reader of the backlog runs"
+    )
     ap.add_argument("--retention-ms", type=int, default=None, help="default: the generator's")
     ap.add_argument("--work", default=None, help="scratch directory (default: a temp dir, removed)")
     ap.add_argument("--write-results", action="store_true")
-    ap.add_argument("--component-only", action="store_true",
-                    help="only the stateful function's pure part (CPU time, no Spark)")
+    ap.add_argument(
+        "--component-only", action="store_true", help="only the stateful function's pure part (CPU time, no Spark)"
+    )
     args = ap.parse_args()
     if args.component_only:
         n, cpu = component_rate(args.groups, args.hours, args.seed, args.retention_ms or 900_000)
@@ -283,8 +341,9 @@ def main() -> int:
     shutil.rmtree(work, ignore_errors=True)
     landing_all = work / "generated"
     t0 = time.perf_counter()
-    n_total = write_generated(landing_all, groups=args.groups, hours=args.hours, seed=args.seed,
-                              rows_per_file=args.rows_per_file)
+    n_total = write_generated(
+        landing_all, groups=args.groups, hours=args.hours, seed=args.seed, rows_per_file=args.rows_per_file
+    )
     gen_s = time.perf_counter() - t0
     files = sorted(landing_all.glob("*.parquet"))
     import json
@@ -296,8 +355,9 @@ def main() -> int:
     retention = retention or 3_600_000
     print(f"generated {n_total} records in {len(files)} files ({gen_s:.0f}s); retention_ms={retention}")
 
-    spark = build_spark("bench-stream", master="local[2]", conf={"spark.sql.shuffle.partitions": "2"},
-                        log_level="ERROR")
+    spark = build_spark(
+        "bench-stream", master="local[2]", conf={"spark.sql.shuffle.partitions": "2"}, log_level="ERROR"
+    )
     load = os.getloadavg()[0]
     results: list[dict[str, Any]] = []
     rates = [int(x) for x in args.files_per_trigger.split(",")]
@@ -335,8 +395,11 @@ def main() -> int:
             "wall_s": wall,
             "records_per_s": n_in / wall,
             "records_per_s_in_batches": n_in / max(1e-9, sum(durs)),
-            "records_per_s_steady": (sum(r["input_rows"] for r in data[1:]) / max(1e-9, sum(durs[1:]))
-                                     if len(data) > 1 else n_in / max(1e-9, sum(durs))),
+            "records_per_s_steady": (
+                sum(r["input_rows"] for r in data[1:]) / max(1e-9, sum(durs[1:]))
+                if len(data) > 1
+                else n_in / max(1e-9, sum(durs))
+            ),
             "records_per_cpu_s": n_in / cpu if cpu else float("nan"),
             "p50_s": percentile(steady, 0.5),
             "p95_s": percentile(steady, 0.95),
@@ -348,7 +411,7 @@ def main() -> int:
         results.append(res)
         print(res)
         if i == len(rates) - 1 and args.holdback:
-            for f in files[len(files) - args.holdback:]:
+            for f in files[len(files) - args.holdback :]:
                 shutil.copy(f, landing / f.name)
             set_mtimes(landing)
             t1 = time.perf_counter()
@@ -382,14 +445,17 @@ def main() -> int:
 
     cmd = "`.venv/bin/python bench/stream.py " + shlex.join(sys.argv[1:]) + "`"
     lines = [
-        SECTION, "",
-        f"Command: {cmd}", "",
+        SECTION,
+        "",
+        f"Command: {cmd}",
+        "",
         f"Log: `coordinator_core.generator` {args.groups} groups × {args.hours} h (seed {args.seed}) = "
         f"{n_total:,} records in {len(files)} files of {args.rows_per_file:,} rows; retention {retention} ms; "
         f"watermark delay 60 s; RocksDB state store; delta-rs MERGE sink; 2 shuffle partitions. "
         f"Machine: 2 cores shared with other engineers (1-min load average at start: {load:.1f}), so "
         "wall times include their load; the ratio to the batch replay measured in the same run is the "
-        "comparable number.", "",
+        "comparable number.",
+        "",
         "| files/trigger | rows/batch | batches | records/s (wall) | records/s (steady batches) | "
         "records per CPU s | ratio to batch | "
         "p50 batch s | p95 batch s | first batch s | state rows | state B/group (RocksDB est.) | "
@@ -451,7 +517,7 @@ def write_section(path: Path, text: str) -> None:
         new = old.rstrip("\n") + "\n\n" + text
     else:
         end = old.find("\n## ", start + len(SECTION))
-        new = old[:start] + text + ("" if end < 0 else old[end + 1:])
+        new = old[:start] + text + ("" if end < 0 else old[end + 1 :])
     path.write_text(new, encoding="utf-8")
 
 

@@ -60,18 +60,27 @@ def main() -> int:
     from schemas.raw import RAW_RECORDS
 
     shutil.rmtree(ROOT, ignore_errors=True)
-    spark = build_spark("bench-tableio", master="local[2]",
-                        conf={"spark.sql.shuffle.partitions": "4", "spark.default.parallelism": "4"},
-                        log_level="ERROR")
+    spark = build_spark(
+        "bench-tableio",
+        master="local[2]",
+        conf={"spark.sql.shuffle.partitions": "4", "spark.default.parallelism": "4"},
+        log_level="ERROR",
+    )
     cfg = load_config(overrides={"paths.root": str(ROOT)})
     n = args.rows
     df = (
         spark.range(n, numPartitions=4)
         .select(
-            F.concat(F.lit(b"\x00\x01\x00\x10group-"), F.lpad((F.col("id") % 5000).cast("string"), 6, "0").cast("binary"),
-                     F.lit(b"\x00\x0ctopic-events"), F.lit(b"\x00\x00\x00\x03")).alias("key"),
+            F.concat(
+                F.lit(b"\x00\x01\x00\x10group-"),
+                F.lpad((F.col("id") % 5000).cast("string"), 6, "0").cast("binary"),
+                F.lit(b"\x00\x0ctopic-events"),
+                F.lit(b"\x00\x00\x00\x03"),
+            ).alias("key"),
             F.when(F.col("id") % 100 == 0, F.lit(None).cast("binary"))
-            .otherwise(F.concat(F.lit(b"\x00\x03"), F.sha2(F.col("id").cast("string"), 256).substr(1, 24).cast("binary")))
+            .otherwise(
+                F.concat(F.lit(b"\x00\x03"), F.sha2(F.col("id").cast("string"), 256).substr(1, 24).cast("binary"))
+            )
             .alias("value"),
             F.lit("__consumer_offsets").alias("topic"),
             (F.col("id") % 50).cast("int").alias("partition"),
@@ -94,33 +103,57 @@ def main() -> int:
         return lambda: shutil.rmtree(p, ignore_errors=True)
 
     base = ROOT / "plain-parquet"
-    results.append(("baseline: df.write.parquet (Spark, no Delta log)", n,
-                    _timed(lambda: df.write.mode("overwrite").parquet(str(base)), args.repeat)))
+    results.append(
+        (
+            "baseline: df.write.parquet (Spark, no Delta log)",
+            n,
+            _timed(lambda: df.write.mode("overwrite").parquet(str(base)), args.repeat),
+        )
+    )
 
     io = TableIO(cfg, spark)
     raw_path = Path(io.path(RAW_RECORDS.name))
-    results.append(("tableio.append: executors write, one delta-rs commit", n,
-                    _timed(lambda: io.append(RAW_RECORDS.name, df), args.repeat, reset_dir(raw_path))))
+    results.append(
+        (
+            "tableio.append: executors write, one delta-rs commit",
+            n,
+            _timed(lambda: io.append(RAW_RECORDS.name, df), args.repeat, reset_dir(raw_path)),
+        )
+    )
     assert io.count(RAW_RECORDS.name) == n
     rss["append"] = rss_mb()
 
     funnel = ROOT / "funnel"
     schema = RAW_RECORDS.arrow_schema()
-    results.append(("driver funnel: toArrow() + write_deltalake", n,
-                    _timed(lambda: append_arrow_at(str(funnel), df.toArrow().cast(schema), mode="overwrite"),
-                           args.repeat, reset_dir(funnel))))
+    results.append(
+        (
+            "driver funnel: toArrow() + write_deltalake",
+            n,
+            _timed(
+                lambda: append_arrow_at(str(funnel), df.toArrow().cast(schema), mode="overwrite"),
+                args.repeat,
+                reset_dir(funnel),
+            ),
+        )
+    )
     rss["funnel"] = rss_mb()
 
     # MERGE of a current-state-sized table
-    spec = TableSpec("bench_state", (Column("k", "string", False), Column("v", "bigint"), Column("t", "string")),
-                     primary_key=("k",), mode="merge")
+    spec = TableSpec(
+        "bench_state",
+        (Column("k", "string", False), Column("v", "bigint"), Column("t", "string")),
+        primary_key=("k",),
+        mode="merge",
+    )
     schemas.TABLES[spec.name] = spec
     m = args.merge_rows
-    first = spark.range(m).select(F.format_string("g%07d", "id").alias("k"), F.col("id").alias("v"),
-                                  F.lit("x").alias("t"))
+    first = spark.range(m).select(
+        F.format_string("g%07d", "id").alias("k"), F.col("id").alias("v"), F.lit("x").alias("t")
+    )
     io.merge(spec.name, first)
     change = spark.range(int(m * 0.9), int(m * 1.1)).select(
-        F.format_string("g%07d", "id").alias("k"), (F.col("id") + 1).alias("v"), F.lit("y").alias("t"))
+        F.format_string("g%07d", "id").alias("k"), (F.col("id") + 1).alias("v"), F.lit("y").alias("t")
+    )
     t0 = time.perf_counter()
     io.merge(spec.name, change)
     merge_s = time.perf_counter() - t0
@@ -129,7 +162,9 @@ def main() -> int:
     res = io.merge(spec.name, change)
     noop_s = time.perf_counter() - t0
     assert res.skipped and io.version(spec.name) == v
-    results.append((f"tableio.merge: {int(m * 0.1):,} changed + {int(m * 0.1):,} new into {m:,} rows", int(m * 0.2), merge_s))
+    results.append(
+        (f"tableio.merge: {int(m * 0.1):,} changed + {int(m * 0.1):,} new into {m:,} rows", int(m * 0.2), merge_s)
+    )
     results.append(("tableio.merge again (nothing changed: no commit)", int(m * 0.2), noop_s))
 
     baseline = results[0][2]
@@ -138,8 +173,10 @@ def main() -> int:
         ratio = f"{baseline / sec:.2f}x" if rows == n else "-"
         lines.append(f"| {name} | {rows:,} | {sec:.2f} | {rows / sec:,.0f} | {ratio} |")
     table = "\n".join(lines)
-    rss_line = (f"Driver Python process peak RSS: {rss['start']:.0f} MB after building the data, "
-                f"{rss['append']:.0f} MB after tableio.append, {rss['funnel']:.0f} MB after the driver funnel.")
+    rss_line = (
+        f"Driver Python process peak RSS: {rss['start']:.0f} MB after building the data, "
+        f"{rss['append']:.0f} MB after tableio.append, {rss['funnel']:.0f} MB after the driver funnel."
+    )
     print(table)
     print(rss_line)
     if args.write_results:

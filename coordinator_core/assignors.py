@@ -229,7 +229,7 @@ def decode_sticky_user_data(data: bytes | None) -> tuple[tuple[TopicPartition, .
             (n,) = take(">h")
             if n < 0 or pos + n > len(data):
                 raise ValueError("bad topic")
-            topic = data[pos:pos + n].decode()
+            topic = data[pos : pos + n].decode()
             pos += n
             (count,) = take(">i")
             parts.extend((topic, q) for q in take(f">{max(count, 0)}i"))
@@ -265,8 +265,7 @@ def member_data(protocol: str, sub: Subscription) -> MemberSubscription:
     if protocol == "cooperative-sticky" and sub.generation_id is None:
         coop_gen: int | None = None
         if sub.user_data is not None:
-            coop_gen = (struct.unpack(">i", sub.user_data[:4])[0] if len(sub.user_data) >= 4
-                        else DEFAULT_GENERATION)
+            coop_gen = struct.unpack(">i", sub.user_data[:4])[0] if len(sub.user_data) >= 4 else DEFAULT_GENERATION
         return MemberSubscription(sub.topics, owned, None, coop_gen, sub_gen)
     return MemberSubscription(sub.topics, owned, None, sub.generation_id, sub_gen)
 
@@ -327,8 +326,9 @@ def abstract_sticky_assign(
                 prev_owner[tp] = m
                 continue
             o = subscriptions[other]
-            other_generation = _gen(o.subscription_generation if o.subscription_generation is not None
-                                    else o.generation)
+            other_generation = _gen(
+                o.subscription_generation if o.subscription_generation is not None else o.generation
+            )
             if generation == other_generation:
                 multiple.add(tp)
                 _remove_first(owned[other], tp)
@@ -342,8 +342,9 @@ def abstract_sticky_assign(
     return _general(ppt, members, owned, subscriptions, max_generation)
 
 
-def _constrained(ppt: Mapping[str, int], members: list[str], owned: dict[str, list[TopicPartition]],
-                 multiple: set[TopicPartition]) -> StickyResult:
+def _constrained(
+    ppt: Mapping[str, int], members: list[str], owned: dict[str, list[TopicPartition]], multiple: set[TopicPartition]
+) -> StickyResult:
     total = sum(ppt.values())
     n = len(members)
     min_quota, max_quota = total // n, -(-total // n)
@@ -411,12 +412,15 @@ def _constrained(ppt: Mapping[str, int], members: list[str], owned: dict[str, li
             over += 1
     if under:
         if over != expected_over:
-            raise RuntimeError("We haven't reached the expected number of members with more than the minQuota "
-                               "partitions, but no more partitions to be assigned")
+            raise RuntimeError(
+                "We haven't reached the expected number of members with more than the minQuota "
+                "partitions, but no more partitions to be assigned"
+            )
         for m in under:
             if len(assignment[m]) != min_quota:
-                raise RuntimeError(f"Consumer: [{m}] doesn't reach minQuota partitions, and no more partitions "
-                                   "to be assigned")
+                raise RuntimeError(
+                    f"Consumer: [{m}] doesn't reach minQuota partitions, and no more partitions to be assigned"
+                )
     return StickyResult(assignment, transferring)
 
 
@@ -459,8 +463,13 @@ class _Movements:
         return tp if reverse is None else reverse.first()
 
 
-def _general(ppt: Mapping[str, int], members: list[str], owned: dict[str, list[TopicPartition]],
-             subscriptions: Mapping[str, MemberSubscription], max_generation: int) -> StickyResult:
+def _general(
+    ppt: Mapping[str, int],
+    members: list[str],
+    owned: dict[str, list[TopicPartition]],
+    subscriptions: Mapping[str, MemberSubscription],
+    max_generation: int,
+) -> StickyResult:
     current: dict[str, list[TopicPartition]] = {m: list(owned[m]) for m in members}
     topic_consumers: dict[str, list[str]] = {t: [] for t in ppt}
     consumer_topics: dict[str, list[str]] = {}
@@ -528,7 +537,7 @@ def _general(ppt: Mapping[str, int], members: list[str], owned: dict[str, list[T
 
     def score(a: Mapping[str, list[TopicPartition]]) -> int:
         sizes = [len(v) for v in a.values()]
-        return sum(abs(x - y) for i, x in enumerate(sizes) for y in sizes[i + 1:])
+        return sum(abs(x - y) for i, x in enumerate(sizes) for y in sizes[i + 1 :])
 
     movements = _Movements()
 
@@ -559,8 +568,12 @@ def _general(ppt: Mapping[str, int], members: list[str], owned: dict[str, list[T
                 # Kafka does not check that the previous owner still subscribes to the topic (its
                 # memberData may list partitions of a topic it dropped); an assignment must be
                 # valid, so that owner is skipped here.
-                if before is not None and before[0] in current and tp[0] in consumer_topics[before[0]] and \
-                        len(current[consumer]) > len(current[before[0]]) + 1:
+                if (
+                    before is not None
+                    and before[0] in current
+                    and tp[0] in consumer_topics[before[0]]
+                    and len(current[consumer]) > len(current[before[0]]) + 1
+                ):
                     reassign(tp, before[0])
                     performed = modified = True
                     continue

@@ -65,16 +65,7 @@ from coordinator_core.records import (
     UnknownKey,
     UnknownValue,
 )
-from coordinator_core.wire import (
-    Buffer,
-    Builder,
-    Field,
-    Layout,
-    Message,
-    WireError,
-    compile_layout,
-    fast_constructor,
-)
+from coordinator_core.wire import Buffer, Builder, Field, Layout, Message, WireError, compile_layout, fast_constructor
 
 __all__ = [
     "GROUP_METADATA_KEY",
@@ -233,9 +224,7 @@ def value_layout(message: Message, version: int) -> Layout:
 
 
 def _corrupt(exc: WireError, part: Part, record_type: int | None, version: int | None) -> CorruptRecordError:
-    return CorruptRecordError(
-        exc.reason, part=part, position=exc.position, record_type=record_type, version=version
-    )
+    return CorruptRecordError(exc.reason, part=part, position=exc.position, record_type=record_type, version=version)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -270,8 +259,7 @@ def decode_key(data: Buffer, *, modern: bool = False) -> RecordKey:
         raise _corrupt(exc, "key", version, version) from None
     if pos != end:
         raise CorruptRecordError(
-            f"{end - pos} trailing bytes after the key", part="key", position=pos,
-            record_type=version, version=version,
+            f"{end - pos} trailing bytes after the key", part="key", position=pos, record_type=version, version=version
         )
     return key  # type: ignore[no-any-return]
 
@@ -350,8 +338,7 @@ def _value_version(data: Buffer, record_type: int) -> int:
     """A value's int16 version prefix (``CorruptRecordError`` when the bytes are shorter)."""
     if len(data) < 2:
         raise CorruptRecordError(
-            f"value needs a 2-byte version, got {len(data)} bytes", part="value", position=0,
-            record_type=record_type,
+            f"value needs a 2-byte version, got {len(data)} bytes", part="value", position=0, record_type=record_type
         )
     return int(_unpack16(data, 0)[0])
 

@@ -102,9 +102,7 @@ def _run_unsafe(fold: BulkFold, run: CommitRun, last: tuple[int, int] | None) ->
     return None
 
 
-def unroll(
-    items: Iterable[LogRecord | CommitRun], fold: BulkFold, counters: RunCounters
-) -> Iterator[LogRecord]:
+def unroll(items: Iterable[LogRecord | CommitRun], fold: BulkFold, counters: RunCounters) -> Iterator[LogRecord]:
     """The records the replay applies one by one: a safe run's survivors, an unsafe run's
     records. Lazy: a run is judged after every record before it has been applied."""
     last = fold.last_position  # the running maximum of positions (= the replay loop's ``last``)
@@ -198,10 +196,7 @@ def compress_commit_runs(
             if run and (
                 prev is None
                 or pos <= prev
-                or (
-                    max_span_ms is not None
-                    and rec.timestamp_ms // max_span_ms != run[-1].timestamp_ms // max_span_ms
-                )
+                or (max_span_ms is not None and rec.timestamp_ms // max_span_ms != run[-1].timestamp_ms // max_span_ms)
             ):
                 flush()
                 run = []

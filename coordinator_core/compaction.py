@@ -52,9 +52,7 @@ class CompactionResult:
 
 
 def compact(
-    records: Iterable[Record],
-    cleaner_points: Mapping[int, int],
-    delete_retention_ms: int = DEFAULT_DELETE_RETENTION_MS,
+    records: Iterable[Record], cleaner_points: Mapping[int, int], delete_retention_ms: int = DEFAULT_DELETE_RETENTION_MS
 ) -> CompactionResult:
     """Apply one cleaning state to a log (see the module rules).
 
@@ -98,8 +96,9 @@ def compact(
     return result
 
 
-def cleaner_points_for_dirty_ratio(counts: Mapping[int, int], first_offsets: Mapping[int, int],
-                                   dirty_ratio: float) -> dict[int, int]:
+def cleaner_points_for_dirty_ratio(
+    counts: Mapping[int, int], first_offsets: Mapping[int, int], dirty_ratio: float
+) -> dict[int, int]:
     """Cleaner points that leave the last ``dirty_ratio`` of each partition's records dirty.
 
     ``counts[p]`` records starting at ``first_offsets[p]`` (dense, as written); ratio 0 cleans

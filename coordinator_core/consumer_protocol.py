@@ -46,10 +46,7 @@ __all__ = [
 
 CONSUMER_PROTOCOL_TYPE: Final = "consumer"
 
-_TOPIC_PARTITION: Final = (
-    Field("topic", "topic", "string"),
-    Field("partitions", "partitions", "[]int32"),
-)
+_TOPIC_PARTITION: Final = (Field("topic", "topic", "string"), Field("partitions", "partitions", "[]int32"))
 
 SUBSCRIPTION: Final = Message(
     "ConsumerProtocolSubscription",
@@ -139,9 +136,7 @@ def decode_subscription_tolerant(data: Buffer) -> tuple[Subscription, str | None
                 f"({first_error.reason}); read the version-{lower} fields, later fields defaulted"
             )
             return sub, note
-    raise CorruptRecordError(
-        first_error.reason, part="subscription", position=first_error.position, version=version
-    )
+    raise CorruptRecordError(first_error.reason, part="subscription", position=first_error.position, version=version)
 
 
 def decode_subscription(data: Buffer) -> Subscription:

@@ -31,13 +31,7 @@ class CorruptRecordError(CoordinatorError):
     """
 
     def __init__(
-        self,
-        reason: str,
-        *,
-        part: Part,
-        position: int,
-        record_type: int | None = None,
-        version: int | None = None,
+        self, reason: str, *, part: Part, position: int, record_type: int | None = None, version: int | None = None
     ) -> None:
         self.reason = reason
         self.part: Part = part
@@ -52,10 +46,7 @@ class CorruptRecordError(CoordinatorError):
         return f"corrupt {self.part} (record type {rt}, version {ver}) at byte {self.position}: {self.reason}"
 
     def __reduce__(self) -> tuple[object, ...]:  # picklable across Spark workers
-        return (
-            _rebuild_corrupt,
-            (self.reason, self.part, self.position, self.record_type, self.version),
-        )
+        return (_rebuild_corrupt, (self.reason, self.part, self.position, self.record_type, self.version))
 
 
 def _rebuild_corrupt(

@@ -504,9 +504,7 @@ def _fast_frozen_init(cls: type) -> None:
     cls.__init__ = init  # type: ignore[misc]
 
 
-Event: TypeAlias = (
-    StateTransition | Rebalance | GroupMember | OffsetCommitted | OffsetExpiration | GroupLifecycle
-)
+Event: TypeAlias = StateTransition | Rebalance | GroupMember | OffsetCommitted | OffsetExpiration | GroupLifecycle
 
 for _cls in (StateTransition, Rebalance, GroupMember, OffsetCommitted, OffsetExpiration, GroupLifecycle):
     _fast_frozen_init(_cls)

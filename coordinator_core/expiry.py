@@ -23,6 +23,10 @@ Rules:
   offset only; it never makes an ineligible offset expire (except under pre-2.1).
 - ``subscribed_topics`` (consumer protocol, each member's subscription parsed as v0) unknown
   means nothing of a Stable consumer group expires.
+- A Kafka 4 consumer group (``group_type`` ``consumer``, KIP-848; ``coordinator_core.
+  consumer_group``) follows its own rule whatever the rule set: in every state but Dead, the
+  offsets of topics it subscribes to (members' names and resolved regexes) never expire, the
+  others at ``commit_timestamp + retention`` (never the Empty-state base of classic groups).
 - Group death (``cleanupGroupMetadata``): after the removal, an Empty group without offsets
   becomes Dead; the old coordinator writes a group tombstone only when ``generation > 0``. A
   group the log itself left Empty without offsets dies at the first cleanup strictly after
@@ -49,9 +53,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from coordinator_core.records import GroupMetadataKey, OffsetCommitKey, OffsetCommitValue, Record
-from coordinator_core.settings import (
-    DEFAULT_CLEANUP_INTERVAL_MS as DEFAULT_CLEANUP_INTERVAL_MS,
-)
+from coordinator_core.settings import DEFAULT_CLEANUP_INTERVAL_MS as DEFAULT_CLEANUP_INTERVAL_MS
 from coordinator_core.settings import Coordinator, ExpiryRules, parse_choice
 from coordinator_core.state import GroupState
 
@@ -109,6 +111,8 @@ class GroupView(Protocol):
     def offsets(self) -> Mapping[tuple[str, int], OffsetState]: ...
     @property
     def last_offset_removal_ms(self) -> int | None: ...
+    @property
+    def group_type(self) -> str: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,9 +155,13 @@ _V2_4 = ExpiryRules.V2_4_TO_3_1
 
 def situation(group: GroupView, rules: ExpiryRules) -> int:
     """Classify the group for the expiry rules (an opaque small int used by ``due_ms``)."""
+    state = group.state
+    if group.group_type == "consumer" and state is not _DEAD:
+        # Kafka 4 consumer group (KIP-848): its own rule in every state, whatever rule set the
+        # classic groups follow (ConsumerGroup.offsetExpirationCondition + isSubscribedToTopic)
+        return _UNSUBSCRIBED
     if rules == _PRE_2_1:
         return _PRE_21
-    state = group.state
     ptype = group.protocol_type
     if state is _DEAD or not ptype:
         # no protocol type: a simple group; a Dead group keeping offsets loads as one
@@ -168,13 +176,7 @@ def situation(group: GroupView, rules: ExpiryRules) -> int:
     return _NONE
 
 
-def due_ms(
-    value: OffsetCommitValue,
-    topic: str,
-    sit: int,
-    retention_ms: int,
-    group: GroupView,
-) -> int | None:
+def due_ms(value: OffsetCommitValue, topic: str, sit: int, retention_ms: int, group: GroupView) -> int | None:
     """The time at which one offset expires in situation ``sit``, or None (never, as things stand)."""
     if sit == _NONE:
         return _NEVER
@@ -360,9 +362,7 @@ def offset_due_times(
     """
     rules = check_rules(rules)
     sit = situation(group, rules)
-    return {
-        tp: due_ms(entry[0], tp[0], sit, retention_ms, group) for tp, entry in sorted(group.offsets.items())
-    }
+    return {tp: due_ms(entry[0], tp[0], sit, retention_ms, group) for tp, entry in sorted(group.offsets.items())}
 
 
 class BulkFold(Protocol):

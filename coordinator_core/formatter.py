@@ -131,7 +131,10 @@ def _value_json(value: RecordValue | None, raw_value_of_unknown_key: bool) -> di
             except CorruptRecordError:
                 decoded = None
             if isinstance(decoded, OffsetCommitValue):
-                return {"version": value.version, "data": message_to_json(OFFSET_COMMIT_VALUE, decoded, decoded.version)}
+                return {
+                    "version": value.version,
+                    "data": message_to_json(OFFSET_COMMIT_VALUE, decoded, decoded.version),
+                }
         return {"version": value.version, "data": UNKNOWN}
     if not 0 <= value.version <= HIGHEST_VALUE_VERSION:
         return {"version": value.version, "data": UNKNOWN}
@@ -149,10 +152,7 @@ def _modern_json(key: GroupKey | GroupMemberKey | RegularExpressionKey, value: R
         value_json = {"version": 0, "data": message_to_json(VALUE_TYPE_BY_CLASS[type(value)].value_message, value, 0)}
     else:
         value_json = {"version": getattr(value, "version", None), "data": UNKNOWN}
-    return {
-        "key": {"type": key.version, "data": message_to_json(modern_type.key_message, key, 0)},
-        "value": value_json,
-    }
+    return {"key": {"type": key.version, "data": message_to_json(modern_type.key_message, key, 0)}, "value": value_json}
 
 
 def to_kafka_json(record: Record) -> dict[str, Any]:

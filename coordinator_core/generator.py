@@ -59,11 +59,29 @@ HOUR = 3_600_000
 MINUTE = 60_000
 
 KINDS = (("app", 0.40), ("static", 0.13), ("simple", 0.13), ("ephemeral", 0.29), ("connect", 0.05))
-SERVICES = ("orders", "payments", "billing", "search", "inventory", "shipping", "fraud", "analytics",
-            "notifications", "users", "pricing", "ledger")
+SERVICES = (
+    "orders",
+    "payments",
+    "billing",
+    "search",
+    "inventory",
+    "shipping",
+    "fraud",
+    "analytics",
+    "notifications",
+    "users",
+    "pricing",
+    "ledger",
+)
 TOPIC_WORDS = ("clicks", "orders", "payments", "audit", "metrics", "logs", "users", "events", "cdc", "alerts")
-ASSIGNORS = (("range",), ("range",), ("roundrobin",), ("sticky",), ("cooperative-sticky",),
-             ("cooperative-sticky", "range"))
+ASSIGNORS = (
+    ("range",),
+    ("range",),
+    ("roundrobin",),
+    ("sticky",),
+    ("cooperative-sticky",),
+    ("cooperative-sticky", "range"),
+)
 JOIN_VERSIONS = ((3, 0), (5, 1), (7, 1), (7, 1), (9, 3))  # (JoinGroup version, subscription version)
 
 ProgressFn = Callable[[int, int, int], None]
@@ -146,8 +164,13 @@ class LogGenerator:
             raise ValueError(f"coordinator must be 'old' or 'new', got {config.coordinator!r}")
         if config.compaction not in ("none", "cleaned"):
             raise ValueError(f"compaction must be 'none' or 'cleaned', got {config.compaction!r}")
-        for name in ("idle_partitions", "commit_changed_only", "offsetless_groups", "mass_restarts",
-                     "compaction_dirty_ratio"):
+        for name in (
+            "idle_partitions",
+            "commit_changed_only",
+            "offsetless_groups",
+            "mass_restarts",
+            "compaction_dirty_ratio",
+        ):
             if not 0.0 <= getattr(config, name) <= 1.0:
                 raise ValueError(f"{name} must be within 0..1, got {getattr(config, name)}")
         if config.delete_retention_ms < 0:
@@ -174,8 +197,16 @@ class LogGenerator:
         self.topics: dict[str, int] = {}
         self.rates: dict[str, float] = {}
         self._make_topics()
-        self.sim = Simulator(coord, self.topics, log=self.log, trace=False, seed=config.seed,
-                             start_ms=self.start, topic_rates=self.rates, drop_ok_commit_responses=True)
+        self.sim = Simulator(
+            coord,
+            self.topics,
+            log=self.log,
+            trace=False,
+            seed=config.seed,
+            start_ms=self.start,
+            topic_rates=self.rates,
+            drop_ok_commit_responses=True,
+        )
         self.plans: dict[str, GroupPlan] = {}
         self.deleted_topics: list[tuple[str, int]] = []
         self.failovers: list[tuple[int, int, int]] = []  # (time, partition, load_ms)
@@ -392,8 +423,14 @@ class LogGenerator:
         rng = self.rng
         plan.assignors = ("default",)
         n = rng.choice((1, 2, 3))
-        common = {"session_timeout_ms": 10_000, "heartbeat_interval_ms": 3_000, "versions": (5, 0),
-                  "protocol_type": "connect", "enable_auto_commit": False, "connectors": rng.randint(1, 8)}
+        common = {
+            "session_timeout_ms": 10_000,
+            "heartbeat_interval_ms": 3_000,
+            "versions": (5, 0),
+            "protocol_type": "connect",
+            "enable_auto_commit": False,
+            "connectors": rng.randint(1, 8),
+        }
         names = [self._client(plan, k, **common) for k in range(n)]
         t0 = self._at(0.0, 0.1)
         for k, name in enumerate(names):
@@ -413,8 +450,14 @@ class LogGenerator:
         topic = rng.choice(topic_names)
         plan.topics = (topic,)
         parts = tuple((topic, q) for q in range(self.topics[topic]))
-        name = self._client(plan, 0, group_management=False, assigned_partitions=parts,
-                            auto_commit_interval_ms=rng.choice((10_000, 30_000, 60_000)), leader_epoch=None)
+        name = self._client(
+            plan,
+            0,
+            group_management=False,
+            assigned_partitions=parts,
+            auto_commit_interval_ms=rng.choice((10_000, 30_000, 60_000)),
+            leader_epoch=None,
+        )
         self._do(self._at(0.0, 0.3), name, "start")
         if rng.random() < 0.4:
             t = self._at(0.3, 0.7)
@@ -472,8 +515,13 @@ class LogGenerator:
         cleaned = self._compact(whole)
         limit = self.cfg.chunk_records
         for i in range(0, len(cleaned), limit):
-            yield Chunk(cleaned.keys[i:i + limit], cleaned.values[i:i + limit], cleaned.partitions[i:i + limit],
-                        cleaned.offsets[i:i + limit], cleaned.timestamps[i:i + limit])
+            yield Chunk(
+                cleaned.keys[i : i + limit],
+                cleaned.values[i : i + limit],
+                cleaned.partitions[i : i + limit],
+                cleaned.offsets[i : i + limit],
+                cleaned.timestamps[i : i + limit],
+            )
 
     def _compact(self, whole: Chunk) -> Chunk:
         """What the log cleaner leaves (``coordinator_core.compaction``), and the truth about it."""
@@ -485,8 +533,11 @@ class LogGenerator:
             counts[part] = counts.get(part, 0) + 1
             firsts.setdefault(part, off)
         points = cleaner_points_for_dirty_ratio(counts, firsts, self.cfg.compaction_dirty_ratio)
-        result = compact(zip(whole.partitions, whole.offsets, whole.keys, whole.values, whole.timestamps),
-                         points, self.cfg.delete_retention_ms)
+        result = compact(
+            zip(whole.partitions, whole.offsets, whole.keys, whole.values, whole.timestamps),
+            points,
+            self.cfg.delete_retention_ms,
+        )
         removed = set(result.removed)
         tomb_removed = set(result.removed_tombstones)
         by_group: dict[str, list[int]] = {}
@@ -548,8 +599,13 @@ class LogGenerator:
 
         records, log.records = log.records, []
         values: list[bytes | None] = [codec.encode_value(r.value) for r in records]
-        return Chunk([codec.encode_key(r.key) for r in records], values, [r.partition for r in records],
-                     [r.offset for r in records], [r.timestamp_ms for r in records])
+        return Chunk(
+            [codec.encode_key(r.key) for r in records],
+            values,
+            [r.partition for r in records],
+            [r.offset for r in records],
+            [r.timestamp_ms for r in records],
+        )
 
     def truth(self) -> dict[str, Any]:
         """What the simulator knows about every group (JSON-ready)."""
@@ -558,8 +614,9 @@ class LogGenerator:
         deleted = {g: t for t, g in coord.deleted_groups}
         deaths: dict[str, list[dict[str, Any]]] = {}
         for t, dead, cause, generation, tombstone in coord.deaths:
-            deaths.setdefault(dead, []).append({"time_ms": t, "cause": cause, "generation": generation,
-                                                "group_tombstone": tombstone})
+            deaths.setdefault(dead, []).append(
+                {"time_ms": t, "cause": cause, "generation": generation, "group_tombstone": tombstone}
+            )
         groups: dict[str, Any] = {}
         for gid, plan in sorted(self.plans.items()):
             h = coord.history.get(gid)
@@ -607,15 +664,17 @@ class LogGenerator:
             "topics": {t: {"partitions": n, "messages_per_sec": self.rates[t]} for t, n in sorted(self.topics.items())},
             "deleted_topics": [{"topic": t, "time_ms": at} for t, at in self.deleted_topics],
             "failovers": [{"time_ms": t, "partition": q, "load_ms": d} for t, q, d in self.failovers],
-            "idle_partitions": [{"topic": tp[0], "partition": tp[1], "idle_since_ms": at}
-                                for tp, at in sorted(self.idle.items())],
+            "idle_partitions": [
+                {"topic": tp[0], "partition": tp[1], "idle_since_ms": at} for tp, at in sorted(self.idle.items())
+            ],
             # the broker's retention checks per __consumer_offsets partition: from ``from_ms`` on
             # they run at ``first_run_ms + k * interval_ms`` (a failover moves a partition)
             "retention_checks": {
                 "interval_ms": self.cfg.retention_check_interval_ms,
                 "coordinator": self.cfg.coordinator,
-                "partitions": {str(q): [{"from_ms": a, "first_run_ms": b} for a, b in schedule.get(q, [])]
-                               for q in used},
+                "partitions": {
+                    str(q): [{"from_ms": a, "first_run_ms": b} for a, b in schedule.get(q, [])] for q in used
+                },
             },
             "compaction": self._compaction_truth or {"mode": "none"},
             "groups": groups,

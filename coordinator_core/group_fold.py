@@ -27,6 +27,7 @@ from types import MappingProxyType
 from typing import Any
 
 from coordinator_core import expiry as _expiry
+from coordinator_core.consumer_group import ConsumerGroupFold
 from coordinator_core.events import WITHDRAWN, Event, GroupLifecycle, OffsetExpiration, StateTransition
 from coordinator_core.records import MemberMetadata, OffsetCommitValue
 from coordinator_core.settings import Coordinator, ReplaySettings
@@ -90,11 +91,11 @@ class GroupFold:
     """Mutable working copy of a snapshot, private to one ``replay`` call (see the module rules)."""
 
     __slots__ = (
-        "commit_events", "confirmed_death", "coordinator", "coordinator_setting", "created_by_commit",
+        "commit_events", "confirmed_death", "consumer", "coordinator", "coordinator_setting", "created_by_commit",
         "current_state_timestamp", "emitted_death", "emitted_exp", "events", "exists", "first_position",
         "generation", "grace", "group_id", "has_metadata", "kinds", "last_offset_removal_ms",
         "last_position", "last_timestamp_ms", "leader", "log_start", "members", "metadata_timestamp_ms",
-        "new_coordinator_seen", "next_check", "offsets", "pending_contradictions", "predicted_death_ms",
+        "new_coordinator_seen", "next_check", "offsets", "other_type", "pending_contradictions", "predicted_death_ms",
         "predicted_death_restore", "predicted_expired", "predicted_removed", "predictions_contradicted",
         "protocol", "protocol_type", "rb_cache", "records_applied", "retention_ms", "rules", "settled",
         "settled_death_ms", "sit", "situation_since_ms", "skipped_commits", "state", "state_timestamp_ms",
@@ -154,6 +155,9 @@ class GroupFold:
         self.pending_contradictions = s.pending_contradictions
         self.created_by_commit = s.created_by_commit
         self.tombstone_run: list[tuple[str, int, int, int, int, int]] = list(s.tombstone_run)
+        # Kafka 4 group types: the consumer group's own fold (KIP-848), share/streams seen
+        self.consumer = None if s.consumer is None else ConsumerGroupFold(s.group_id, s.consumer)
+        self.other_type = s.group_type if s.group_type in ("share", "streams") else None
         self.retention_ms = retention_ms
         self.rules = settings.rules
         self.kinds = kinds
@@ -212,8 +216,18 @@ class GroupFold:
                 self.predictions_contradicted,
                 self.pending_contradictions,
                 self.created_by_commit,
+                self.group_type,
+                None if self.consumer is None else self.consumer.snapshot(),
             )
         )
+
+    @property
+    def group_type(self) -> str:
+        """classic, consumer (a live KIP-848 group), share or streams (records seen)."""
+        c = self.consumer
+        if c is not None and c.group_type == "consumer":
+            return "consumer"
+        return self.other_type or "classic"
 
     # -- events ------------------------------------------------------------------------------
     def transition(

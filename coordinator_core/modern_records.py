@@ -69,7 +69,9 @@ STREAMS_GROUP_TOPOLOGY: Final = 23
 
 # The kind of group a record type belongs to (types recognised but never final included).
 GROUP_TYPE_BY_RECORD_TYPE: Final[dict[int, str]] = {
-    0: "classic", 1: "classic", 2: "classic",
+    0: "classic",
+    1: "classic",
+    2: "classic",
     **{t: "consumer" for t in (3, 4, 5, 6, 7, 8, 16)},
     **{t: "share" for t in range(9, 16)},
     **{t: "streams" for t in range(17, 25)},
@@ -78,10 +80,16 @@ GROUP_TYPE_BY_RECORD_TYPE: Final[dict[int, str]] = {
 # MemberState ids written in CurrentMemberAssignment.State (org.apache.kafka.coordinator.group.
 # modern.MemberState for consumer and share groups, ...group.streams.MemberState for streams).
 MODERN_MEMBER_STATES: Final[dict[int, str]] = {
-    0: "STABLE", 1: "UNREVOKED_PARTITIONS", 2: "UNRELEASED_PARTITIONS", 127: "UNKNOWN",
+    0: "STABLE",
+    1: "UNREVOKED_PARTITIONS",
+    2: "UNRELEASED_PARTITIONS",
+    127: "UNKNOWN",
 }
 STREAMS_MEMBER_STATES: Final[dict[int, str]] = {
-    1: "STABLE", 2: "UNREVOKED_TASKS", 3: "UNRELEASED_TASKS", 127: "UNKNOWN",
+    1: "STABLE",
+    2: "UNREVOKED_TASKS",
+    3: "UNRELEASED_TASKS",
+    127: "UNKNOWN",
 }
 
 
@@ -465,13 +473,22 @@ ModernValue: TypeAlias = (
 _NULLABLE: Final = "0+"
 
 
-def _f(kafka_name: str, type_: str, *, nullable: bool = False, sentinel: int | None = None,
-       fields: tuple[Field, ...] = (), tag: int | None = None, name: str | None = None) -> Field:
+def _f(
+    kafka_name: str,
+    type_: str,
+    *,
+    nullable: bool = False,
+    sentinel: int | None = None,
+    fields: tuple[Field, ...] = (),
+    tag: int | None = None,
+    name: str | None = None,
+) -> Field:
     """A field from its Kafka name: snake_case attribute, camelCase JSON name (Kafka's
     ``camelCaseName``: the first letter lowered)."""
     snake = name or re.sub(r"(?<!^)(?=[A-Z])", "_", kafka_name).lower()
-    return Field(snake, kafka_name[0].lower() + kafka_name[1:], type_, "0+",
-                 _NULLABLE if nullable else "", sentinel, fields, tag)
+    return Field(
+        snake, kafka_name[0].lower() + kafka_name[1:], type_, "0+", _NULLABLE if nullable else "", sentinel, fields, tag
+    )
 
 
 def _value(name: str, *fields: Field) -> Message:
@@ -494,21 +511,20 @@ _STREAMS_TOPIC_INFO: Final = (
 )
 
 CONSUMER_GROUP_METADATA_VALUE: Final = _value(
-    "ConsumerGroupMetadataValue",
-    _f("Epoch", "int32"),
-    _f("MetadataHash", "int64", tag=0),
+    "ConsumerGroupMetadataValue", _f("Epoch", "int32"), _f("MetadataHash", "int64", tag=0)
 )
 CONSUMER_GROUP_PARTITION_METADATA_VALUE: Final = _value(
     "ConsumerGroupPartitionMetadataValue",
-    _f("Topics", "[]TopicMetadata", fields=(
-        _f("TopicId", "uuid"),
-        _f("TopicName", "string"),
-        _f("NumPartitions", "int32"),
-        _f("PartitionMetadata", "[]PartitionMetadata", fields=(
-            _f("Partition", "int32"),
-            _f("Racks", "[]string"),
-        )),
-    )),
+    _f(
+        "Topics",
+        "[]TopicMetadata",
+        fields=(
+            _f("TopicId", "uuid"),
+            _f("TopicName", "string"),
+            _f("NumPartitions", "int32"),
+            _f("PartitionMetadata", "[]PartitionMetadata", fields=(_f("Partition", "int32"), _f("Racks", "[]string"))),
+        ),
+    ),
 )
 CONSUMER_GROUP_MEMBER_METADATA_VALUE: Final = _value(
     "ConsumerGroupMemberMetadataValue",
@@ -520,13 +536,16 @@ CONSUMER_GROUP_MEMBER_METADATA_VALUE: Final = _value(
     _f("SubscribedTopicRegex", "string", nullable=True),
     _f("RebalanceTimeoutMs", "int32", sentinel=-1),
     _f("ServerAssignor", "string", nullable=True),
-    _f("ClassicMemberMetadata", "ClassicMemberMetadata", nullable=True, tag=0, fields=(
-        _f("SessionTimeoutMs", "int32"),
-        _f("SupportedProtocols", "[]ClassicProtocol", fields=(
-            _f("Name", "string"),
-            _f("Metadata", "bytes"),
-        )),
-    )),
+    _f(
+        "ClassicMemberMetadata",
+        "ClassicMemberMetadata",
+        nullable=True,
+        tag=0,
+        fields=(
+            _f("SessionTimeoutMs", "int32"),
+            _f("SupportedProtocols", "[]ClassicProtocol", fields=(_f("Name", "string"), _f("Metadata", "bytes"))),
+        ),
+    ),
 )
 CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA_VALUE: Final = _value(
     "ConsumerGroupTargetAssignmentMetadataValue",
@@ -534,8 +553,7 @@ CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA_VALUE: Final = _value(
     _f("AssignmentTimestamp", "int64", tag=0),
 )
 CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER_VALUE: Final = _value(
-    "ConsumerGroupTargetAssignmentMemberValue",
-    _f("TopicPartitions", "[]TopicPartition", fields=_TOPIC_PARTITION),
+    "ConsumerGroupTargetAssignmentMemberValue", _f("TopicPartitions", "[]TopicPartition", fields=_TOPIC_PARTITION)
 )
 CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT_VALUE: Final = _value(
     "ConsumerGroupCurrentMemberAssignmentValue",
@@ -558,19 +576,12 @@ SHARE_GROUP_MEMBER_METADATA_VALUE: Final = _value(
     _f("ClientHost", "string"),
     _f("SubscribedTopicNames", "[]string"),
 )
-SHARE_GROUP_METADATA_VALUE: Final = _value(
-    "ShareGroupMetadataValue",
-    _f("Epoch", "int32"),
-    _f("MetadataHash", "int64"),
-)
+SHARE_GROUP_METADATA_VALUE: Final = _value("ShareGroupMetadataValue", _f("Epoch", "int32"), _f("MetadataHash", "int64"))
 SHARE_GROUP_TARGET_ASSIGNMENT_METADATA_VALUE: Final = _value(
-    "ShareGroupTargetAssignmentMetadataValue",
-    _f("AssignmentEpoch", "int32"),
-    _f("AssignmentTimestamp", "int64", tag=0),
+    "ShareGroupTargetAssignmentMetadataValue", _f("AssignmentEpoch", "int32"), _f("AssignmentTimestamp", "int64", tag=0)
 )
 SHARE_GROUP_TARGET_ASSIGNMENT_MEMBER_VALUE: Final = _value(
-    "ShareGroupTargetAssignmentMemberValue",
-    _f("TopicPartitions", "[]TopicPartition", fields=_TOPIC_PARTITION),
+    "ShareGroupTargetAssignmentMemberValue", _f("TopicPartitions", "[]TopicPartition", fields=_TOPIC_PARTITION)
 )
 SHARE_GROUP_CURRENT_MEMBER_ASSIGNMENT_VALUE: Final = _value(
     "ShareGroupCurrentMemberAssignmentValue",
@@ -624,26 +635,40 @@ STREAMS_GROUP_CURRENT_MEMBER_ASSIGNMENT_VALUE: Final = _value(
     _f("State", "int8"),
     *(
         _f(name, "[]TaskIds", fields=_TASK_IDS_WITH_EPOCHS)
-        for name in ("ActiveTasks", "StandbyTasks", "WarmupTasks", "ActiveTasksPendingRevocation",
-                     "StandbyTasksPendingRevocation", "WarmupTasksPendingRevocation")
+        for name in (
+            "ActiveTasks",
+            "StandbyTasks",
+            "WarmupTasks",
+            "ActiveTasksPendingRevocation",
+            "StandbyTasksPendingRevocation",
+            "WarmupTasksPendingRevocation",
+        )
     ),
 )
 STREAMS_GROUP_TOPOLOGY_VALUE: Final = _value(
     "StreamsGroupTopologyValue",
     _f("Epoch", "int32"),
-    _f("Subtopologies", "[]Subtopology", fields=(
-        _f("SubtopologyId", "string"),
-        _f("SourceTopics", "[]string"),
-        _f("SourceTopicRegex", "[]string"),
-        _f("StateChangelogTopics", "[]TopicInfo", fields=_STREAMS_TOPIC_INFO),
-        _f("RepartitionSinkTopics", "[]string"),
-        _f("RepartitionSourceTopics", "[]TopicInfo", fields=_STREAMS_TOPIC_INFO),
-        _f("CopartitionGroups", "[]CopartitionGroup", fields=(
-            _f("SourceTopics", "[]int16"),
-            _f("SourceTopicRegex", "[]int16"),
-            _f("RepartitionSourceTopics", "[]int16"),
-        )),
-    )),
+    _f(
+        "Subtopologies",
+        "[]Subtopology",
+        fields=(
+            _f("SubtopologyId", "string"),
+            _f("SourceTopics", "[]string"),
+            _f("SourceTopicRegex", "[]string"),
+            _f("StateChangelogTopics", "[]TopicInfo", fields=_STREAMS_TOPIC_INFO),
+            _f("RepartitionSinkTopics", "[]string"),
+            _f("RepartitionSourceTopics", "[]TopicInfo", fields=_STREAMS_TOPIC_INFO),
+            _f(
+                "CopartitionGroups",
+                "[]CopartitionGroup",
+                fields=(
+                    _f("SourceTopics", "[]int16"),
+                    _f("SourceTopicRegex", "[]int16"),
+                    _f("RepartitionSourceTopics", "[]int16"),
+                ),
+            ),
+        ),
+    ),
 )
 
 # Key layouts: GroupId (+ MemberId / RegularExpression), plain STRINGs (non-flexible).
@@ -652,8 +677,7 @@ GROUP_MEMBER_KEY: Final = Message(
     "GroupMemberKey", "0", "none", (_f("GroupId", "string", name="group"), _f("MemberId", "string"))
 )
 REGULAR_EXPRESSION_KEY: Final = Message(
-    "RegularExpressionKey", "0", "none",
-    (_f("GroupId", "string", name="group"), _f("RegularExpression", "string")),
+    "RegularExpressionKey", "0", "none", (_f("GroupId", "string", name="group"), _f("RegularExpression", "string"))
 )
 
 
@@ -716,7 +740,9 @@ _SPECS: Final[tuple[tuple[int, Message, Message, type[Any]], ...]] = (
 )
 
 _KEY_CLASSES: Final[dict[str, type[Any]]] = {
-    "GroupKey": GroupKey, "GroupMemberKey": GroupMemberKey, "RegularExpressionKey": RegularExpressionKey,
+    "GroupKey": GroupKey,
+    "GroupMemberKey": GroupMemberKey,
+    "RegularExpressionKey": RegularExpressionKey,
 }
 
 

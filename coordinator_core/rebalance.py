@@ -20,13 +20,7 @@ from typing import TYPE_CHECKING, NamedTuple
 from coordinator_core import expiry as _expiry
 from coordinator_core.events import GroupMember, Rebalance
 from coordinator_core.records import GroupMetadataValue, MemberMetadata
-from coordinator_core.snapshot import (
-    TopicPartition,
-    assigned_of,
-    member_identity,
-    sorted_assigned_of,
-    sorted_topics_of,
-)
+from coordinator_core.snapshot import TopicPartition, assigned_of, member_identity, sorted_assigned_of, sorted_topics_of
 from coordinator_core.wire import fast_constructor
 
 if TYPE_CHECKING:
@@ -52,9 +46,7 @@ class Before(NamedTuple):
     metadata_timestamp_ms: int | None
 
 
-def start_estimate(
-    members: Sequence[MemberMetadata], end_join: int, prev_meta_ts: int | None, from_empty: bool
-) -> int:
+def start_estimate(members: Sequence[MemberMetadata], end_join: int, prev_meta_ts: int | None, from_empty: bool) -> int:
     """Earliest possible start of a rebalance: the join phase lasts at most the largest
     rebalance timeout (DelayedJoin). From Empty, ``InitialDelayedJoin`` waits
     ``group.initial.rebalance.delay.ms`` and re-arms (by at most that delay) only while new members
@@ -72,10 +64,7 @@ def start_estimate(
 
 
 def _assignment_diff(
-    before: dict[str, MemberMetadata],
-    after: dict[str, MemberMetadata],
-    a_before: Assignments,
-    a_after: Assignments,
+    before: dict[str, MemberMetadata], after: dict[str, MemberMetadata], a_before: Assignments, a_after: Assignments
 ) -> tuple[int, list[tuple[str, str, int]], list[tuple[str, str, int]]]:
     """(partitions that changed owner, (member, topic, partition) gained, and lost)."""
     gained: list[tuple[str, str, int]] = []
@@ -154,9 +143,7 @@ def rebalance_event(
     elif cause == "static_member_rejoined":
         start = ts
     else:
-        start = start_estimate(
-            v.members or prev.members, end_join, prev.metadata_timestamp_ms, not prev.members
-        )
+        start = start_estimate(v.members or prev.members, end_join, prev.metadata_timestamp_ms, not prev.members)
     skipped: int | None = None
     if prev_gen is not None and v.generation >= prev_gen:
         skipped = max(0, v.generation - prev_gen - 1)

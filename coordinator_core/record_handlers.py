@@ -13,6 +13,12 @@ Rules (Kafka's loader, ``GroupMetadataManager.doLoadGroupsAndOffsets`` and the n
   Stable, none: Empty); the transitions between (PreparingRebalance, CompletingRebalance, skipped
   generations) are inferred and told ``observed=False``; a compacted log's first record is
   taken as it is, with no invented history.
+- Consumer-group records (Kafka 4, KIP-848): the group's ``consumer_group`` fold applies them
+  (one handler per type there); a live consumer group is mirrored into the classic fields
+  (Empty or Stable, generation = group epoch, protocol = assignor, subscribed topics, no
+  classic members) so the expiry decider and the rows read one group; its deletion (its
+  tombstones) takes the group tombstone's path; its events become the gold rows
+  (``consumer_group_rows``).
 """
 
 from __future__ import annotations
@@ -22,10 +28,20 @@ from collections.abc import Iterator
 from typing import NamedTuple
 
 from coordinator_core import expiry as _expiry
+from coordinator_core.consumer_group import (
+    DEFAULT_CONSUMER_ASSIGNOR,
+    ConsumerGroupFold,
+    ConsumerGroupState,
+    as_rebalance,
+    as_transition,
+    member_events,
+)
+from coordinator_core.consumer_group_events import ConsumerRebalance, ConsumerStateChange
+from coordinator_core.consumer_group_model import preferred_assignor
 from coordinator_core.events import OffsetCommitted, OffsetExpiration
 from coordinator_core.group_fold import STATE_VALUE, GroupFold, new_transition
 from coordinator_core.rebalance import Before, rebalance_event, start_estimate, tell_members
-from coordinator_core.records import GroupMetadataValue, OffsetCommitValue
+from coordinator_core.records import GroupMetadataValue, LogRecord, OffsetCommitValue
 from coordinator_core.settings import Coordinator
 from coordinator_core.snapshot import TopicPartition, group_subscribed_topics
 from coordinator_core.state import GroupState
@@ -197,15 +213,11 @@ def apply_group_tombstone(w: GroupFold, ts: int, pos: tuple[int, int]) -> None:
     gen = w.generation
     p_ms: int | None = None
     if w.retention_ms is not None and w.exists and w.state is _E and not w.offsets:
-        plan = _expiry.plan_expiry(
-            w, ts, w.retention_ms, w.rules, w.coordinator, w.settled, w.settled_death_ms
-        )
+        plan = _expiry.plan_expiry(w, ts, w.retention_ms, w.rules, w.coordinator, w.settled, w.settled_death_ms)
         if plan.group_dies:
             p_ms = plan.death_ms
     if w.exists and w.state is not _D:
-        w.transition(
-            _D, key=key + ":0", ts=ts, source="record", observed=True, cause="group_tombstone", pos=pos
-        )
+        w.transition(_D, key=key + ":0", ts=ts, source="record", observed=True, cause="group_tombstone", pos=pos)
     status = "observed" if p_ms is None else "confirmed"
     if p_ms is not None and w.emitted_death == p_ms:
         w.emitted_death = None  # this call's row has the same key and replaces it
@@ -287,9 +299,7 @@ def apply_group_metadata(w: GroupFold, v: GroupMetadataValue, ts: int, pos: tupl
         (f"{base}:{n}" for n in itertools.count()),
     )  # fmt: skip
     prev = Before(w.members, w.leader, w.protocol, w.protocol_type, w.metadata_timestamp_ms)
-    first_record = (
-        not w.exists and w.metadata_timestamp_ms is None and w.state_timestamp_ms is None and not w.offsets
-    )
+    first_record = not w.exists and w.metadata_timestamp_ms is None and w.state_timestamp_ms is None and not w.offsets
     history_known = v.generation <= 1 or w.log_start
     prev_gen = _generation_before(w, v.generation, first_record, history_known)
     compacted_prefix = not first_record and w.metadata_timestamp_ms is None and not history_known and w.exists
@@ -334,13 +344,7 @@ def _reload(w: GroupFold, r: _Record) -> str | None:
     """No history (a partial/compacted log) or a generation reset: load as Kafka does."""
     if w.exists and w.state is not _D:
         w.transition(
-            _D,
-            key=next(r.keys),
-            ts=r.ts,
-            source="record",
-            observed=False,
-            cause="generation_reset",
-            pos=r.pos,
+            _D, key=next(r.keys), ts=r.ts, source="record", observed=False, cause="generation_reset", pos=r.pos
         )
     w.exists = False
     observed_source = "current_state_timestamp" if r.v.current_state_timestamp is not None else "record"
@@ -357,16 +361,11 @@ def _new_generation(w: GroupFold, r: _Record, prev_gen: int | None, prev: Before
     each skipped generation, then the join's end (Stable with members, else Empty)."""
     g_new = r.v.generation
     g_from = prev_gen if prev_gen is not None else 0
-    start_est = start_estimate(
-        r.v.members or prev.members, r.end_join, prev.metadata_timestamp_ms, not prev.members
-    )
+    start_est = start_estimate(r.v.members or prev.members, r.end_join, prev.metadata_timestamp_ms, not prev.members)
     if not w.exists or w.state is _D:
         # Kafka creates the group object (Empty) at the first JoinGroup
         w.create(
-            r.end_join if not r.has_members and g_new == g_from else start_est,
-            "group_metadata",
-            r.pos,
-            next(r.keys),
+            r.end_join if not r.has_members and g_new == g_from else start_est, "group_metadata", r.pos, next(r.keys)
         )
     if not r.has_members and g_new == g_from:
         return None  # the new coordinator's "empty group" record at creation
@@ -464,3 +463,74 @@ def _materialise(w: GroupFold, r: _Record) -> None:
         w.state_timestamp_ms = r.end_join
     w.subscribed_topics = group_subscribed_topics(ptype, v.members, v.protocol)
     w.invalidate_expiry()
+
+
+# ---------------------------------------------------------------------------------------------
+# Kafka 4 consumer groups (KIP-848): their records go to the group's consumer fold
+# ---------------------------------------------------------------------------------------------
+def apply_consumer_record(w: GroupFold, rec: LogRecord) -> None:
+    """A consumer-group record (types 3-8, 16; ``coordinator_core.consumer_group`` has one
+    handler per type), or a GroupMetadata record of a group that has been a consumer group (an
+    online upgrade/downgrade: the fold follows the group across). The classic fields mirror a
+    live consumer group (``mirror_consumer``); its deletion is the group tombstone's path."""
+    f = w.consumer
+    if f is None:
+        f = w.consumer = _consumer_fold_from_classic(w, rec.timestamp_ms)
+    was_live = f.group_type == "consumer"
+    told = f.apply(rec)
+    ts, pos = rec.timestamp_ms, (rec.partition, rec.offset)
+    if rec.key.version != 2:
+        w.stats.group_records += 1
+        w.new_coordinator_seen = True  # only Kafka 4's group coordinator writes these
+        if w.coordinator_setting is Coordinator.AUTO:
+            w.coordinator = Coordinator.NEW
+    if f.group_type == "consumer":
+        mirror_consumer(w, f, ts)
+    elif was_live and rec.key.version != 2:
+        apply_group_tombstone(w, ts, pos)  # the consumer group's tombstones removed it
+    kinds = w.kinds
+    for e in told:
+        if isinstance(e, ConsumerStateChange):
+            if "state_transition" in kinds and e.to_state != "Dead":  # Dead: the tombstone's row
+                w.events.append(as_transition(e))
+        elif isinstance(e, ConsumerRebalance):
+            if "rebalance" in kinds:
+                w.events.append(as_rebalance(e))
+            if "group_member" in kinds and e.reconciled_ms is not None:
+                w.events.extend(member_events(f.snapshot(), pos[0], pos[1], ts))
+
+
+def mirror_consumer(w: GroupFold, f: ConsumerGroupFold, ts: int) -> None:
+    """The classic fields of a live consumer group, which the expiry decider and the state row
+    read: Empty or Stable (any other consumer state is a live, non-empty group), generation =
+    group epoch, protocol = the preferred assignor, the subscribed topics; no classic members."""
+    state = _E if f.state is ConsumerGroupState.EMPTY else _S
+    if not w.exists or w.state is not state:
+        w.situation_since_ms = ts
+    w.exists = True
+    w.state = state
+    w.generation = f.group_epoch
+    w.protocol_type = _expiry.CONSUMER_PROTOCOL_TYPE
+    w.protocol = preferred_assignor(f.members.values()) or DEFAULT_CONSUMER_ASSIGNOR
+    w.leader = None
+    w.members = ()
+    w.has_metadata = True
+    w.subscribed_topics = frozenset(f.subscribed_topics)
+    w.current_state_timestamp = None
+    w.state_timestamp_ms = f.state_timestamp_ms
+    w.metadata_timestamp_ms = ts
+    w.invalidate_expiry()
+
+
+def _consumer_fold_from_classic(w: GroupFold, ts: int) -> ConsumerGroupFold:
+    """The consumer fold of a group first seen as classic: it knows the classic group (live, or
+    removed by a tombstone in this very write), so the upgrade's records are told as one
+    group's conversion. (The removed group's generation is the new group's first epoch.)"""
+    f = ConsumerGroupFold(w.group_id)
+    if w.exists and w.state is not _D and w.has_metadata:
+        f.group_type = "classic"
+        f.classic_generation, f.classic_protocol_type = w.generation, w.protocol_type or ""
+        f.classic_members = len(w.members)
+    elif not w.has_metadata and w.metadata_timestamp_ms == ts:
+        f.removed_type, f.removed_ms = "classic", ts
+    return f

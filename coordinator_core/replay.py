@@ -11,8 +11,13 @@ Rules (Kafka's loader, ``GroupMetadataManager.doLoadGroupsAndOffsets`` and the n
   for what Kafka 3 then loads).
 - Offsets for a group with no metadata record create a simple group: Empty, no protocol type,
   generation 0 (``OffsetMetadataManager.replay`` auto-creates it; the old loader at the end).
-- Unsupported record types (key versions 3-24 and beyond) and offset values of unknown
-  versions are counted (``unsupported_records``) and skipped, never fatal (KIP-915).
+- Kafka 4 consumer groups (KIP-848, record types 3-8 and 16 decoded with ``modern=True``) are
+  folded by the group's ``coordinator_core.consumer_group`` fold, one handler per record type;
+  the classic fields mirror the live consumer group (``record_handlers.mirror_consumer``), its
+  offsets follow the consumer rule (``expiry``), and a group converted between the protocols is
+  one group across the change. Other record types (share/streams groups, undecoded modern
+  types, key versions beyond) and offset values of unknown versions are counted
+  (``unsupported_records``) and skipped, never fatal (KIP-915).
 - Idempotent: the snapshot remembers the last applied (partition, offset); a record at or below
   it is a duplicate and skipped. Replaying the same input twice, or overlapping inputs, changes
   nothing, and one pass over a log equals any split of it into consecutive chunks.
@@ -73,19 +78,15 @@ from dataclasses import dataclass
 from coordinator_core.commit_runs import CommitRun, RunCounters, compress_commit_runs, unroll
 from coordinator_core.events import Event
 from coordinator_core.group_fold import ALL_EVENT_KINDS, GroupFold, ReplayStats
+from coordinator_core.modern_records import GroupKey, GroupMemberKey, RegularExpressionKey, group_type
 from coordinator_core.record_handlers import (
+    apply_consumer_record,
     apply_group_metadata,
     apply_group_tombstone,
     apply_offset_commit,
     apply_offset_tombstone,
 )
-from coordinator_core.records import (
-    GroupMetadataKey,
-    GroupMetadataValue,
-    LogRecord,
-    OffsetCommitKey,
-    OffsetCommitValue,
-)
+from coordinator_core.records import GroupMetadataKey, GroupMetadataValue, LogRecord, OffsetCommitKey, OffsetCommitValue
 from coordinator_core.settings import FACTS_ONLY, ReplaySettings
 from coordinator_core.snapshot import (
     SNAPSHOT_FORMAT_VERSION,
@@ -97,6 +98,11 @@ from coordinator_core.snapshot import (
     new_snapshot,
 )
 from coordinator_core.snapshot_codec import deserialize_snapshot, serialize_snapshot
+
+#: keys of the consumer-group records (``decode_record(..., modern=True)``): folded by the group's
+#: ``coordinator_core.consumer_group`` fold; decoded without ``modern`` they stay unsupported
+CONSUMER_RECORD_TYPES = frozenset({3, 4, 5, 6, 7, 8, 16})
+_CONSUMER_KEYS = (GroupKey, GroupMemberKey, RegularExpressionKey)
 
 __all__ = [
     "ALL_EVENT_KINDS",
@@ -241,7 +247,14 @@ def _fold(w: GroupFold, records: Iterable[LogRecord]) -> ReplayStats:
             else:
                 w.unsupported_records += 1
                 stats.unsupported_skipped += 1
+            if w.consumer is not None and (value is None or type(value) is GroupMetadataValue):
+                apply_consumer_record(w, rec)  # the group has been a consumer group: one group across
+        elif key.version in CONSUMER_RECORD_TYPES and isinstance(key, _CONSUMER_KEYS):
+            apply_consumer_record(w, rec)
         else:
+            kind = group_type(key.version)
+            if kind == "share" or kind == "streams":
+                w.other_type = kind  # counted, not folded
             w.unsupported_records += 1
             stats.unsupported_skipped += 1
         if w.tombstone_run and (value is not None or type(key) is not OffsetCommitKey):
@@ -338,10 +351,4 @@ def snapshot_as_of(
         kept.append(rec)
     if group_id is None:
         raise ValueError("snapshot_as_of needs a group_id when there are no records")
-    return replay(
-        new_snapshot(group_id),
-        kept,
-        settings=settings,
-        as_of_ms=as_of_ms,
-        event_kinds=(),
-    ).snapshot
+    return replay(new_snapshot(group_id), kept, settings=settings, as_of_ms=as_of_ms, event_kinds=()).snapshot

@@ -22,6 +22,8 @@ from types import MappingProxyType
 from typing import Any
 
 from coordinator_core import expiry as _expiry
+from coordinator_core.consumer_group_model import ConsumerGroupSnapshot
+from coordinator_core.consumer_group_rows import member_structs as consumer_member_structs
 from coordinator_core.partitioner import partition_for
 from coordinator_core.records import MemberMetadata, OffsetCommitValue
 from coordinator_core.settings import FACTS_ONLY, ReplaySettings
@@ -83,9 +85,7 @@ class GroupSnapshot:
     records_applied: int = 0
     unsupported_records: int = 0
     last_offset_removal_ms: int | None = None
-    predicted_expired: Mapping[TopicPartition, PredictedExpiry] = field(
-        default_factory=lambda: EMPTY_PREDICTED
-    )
+    predicted_expired: Mapping[TopicPartition, PredictedExpiry] = field(default_factory=lambda: EMPTY_PREDICTED)
     predicted_death_ms: int | None = None
     tombstone_run: tuple[tuple[str, int, int, int, int, int], ...] = ()
     # format v2: the loader fold behind the as-of view, and the judged predictions
@@ -106,6 +106,11 @@ class GroupSnapshot:
     #: the commit that created the group while it has had no group record (its creation events'
     #: key): re-told as unknown when the first group record shows compaction removed its history
     created_by_commit: tuple[int, int] | None = None
+    # format v3: Kafka 4 group types. ``group_type``: classic, consumer (KIP-848, then the classic
+    # fields above mirror ``consumer``: state Empty/Stable, generation = group epoch, protocol =
+    # assignor, subscribed topics), share or streams (their records are counted, not folded)
+    group_type: str = "classic"
+    consumer: ConsumerGroupSnapshot | None = None
 
     # -- derived -----------------------------------------------------------------------------
     @property
@@ -124,9 +129,7 @@ class GroupSnapshot:
     def next_expiry_ms(self, settings: ReplaySettings) -> int | None:
         """When the rules next remove something from the group as it stands (as of its
         ``as_of``), leaving out what the log showed the broker kept (None: no retention set)."""
-        return _expiry.next_expiry_ms(
-            self, settings.retention_ms, settings.rules, self.settled, self.settled_death_ms
-        )
+        return _expiry.next_expiry_ms(self, settings.retention_ms, settings.rules, self.settled, self.settled_death_ms)
 
     def next_judgment_ms(self, settings: ReplaySettings) -> int | None:
         """The next time a replay with no new record changes what it says of the group: a
@@ -138,18 +141,21 @@ class GroupSnapshot:
 
         return GroupFold(self, settings, frozenset()).next_timer(self)
 
-    def to_state_row(
-        self,
-        *,
-        settings: ReplaySettings = FACTS_ONLY,
-        num_partitions: int = 50,
-    ) -> dict[str, Any]:
-        """The ``group_state`` row (see ``coordinator_core.events`` for the columns)."""
+    def to_state_row(self, *, settings: ReplaySettings = FACTS_ONLY, num_partitions: int = 50) -> dict[str, Any]:
+        """The ``group_state`` row (see ``coordinator_core.events`` for the columns); a live
+        consumer group's state is Kafka's consumer-group state (Empty, Assigning, Reconciling,
+        Stable) and its members are its consumer members."""
         last = self.last_position
+        c = self.consumer
+        if c is not None and c.group_type == "consumer":
+            state, members = c.state.value, consumer_member_structs(c)
+        else:
+            state = self.state.value
+            members = [_member_struct(m, self.leader, self.protocol_type) for m in self.members]
         return {
             "group_id": self.group_id,
             "coordinator_partition": partition_for(self.group_id, num_partitions),
-            "state": self.state.value,
+            "state": state,
             "exists": self.exists,
             "generation": self.generation,
             "protocol_type": self.protocol_type,
@@ -157,8 +163,8 @@ class GroupSnapshot:
             "leader": self.leader,
             "current_state_timestamp": self.current_state_timestamp,
             "state_timestamp_ms": self.state_timestamp_ms,
-            "members": [_member_struct(m, self.leader, self.protocol_type) for m in self.members],
-            "member_count": len(self.members),
+            "members": members,
+            "member_count": len(members),
             "offset_count": len(self.offsets),
             "subscribed_topics": None if self.subscribed_topics is None else sorted(self.subscribed_topics),
             "last_log_partition": None if last is None else last[0],
@@ -202,12 +208,10 @@ _SNAPSHOT_FIELDS = (
     "unsupported_records", "last_offset_removal_ms", "predicted_expired", "predicted_death_ms", "tombstone_run",
     "predicted_removed", "predicted_death_restore", "settled", "settled_death_ms", "situation_since_ms",
     "first_position", "new_coordinator_seen", "predictions_contradicted", "pending_contradictions",
-    "created_by_commit",
+    "created_by_commit", "group_type", "consumer",
 )  # fmt: skip
 if tuple(f.name for f in dataclasses.fields(GroupSnapshot)) != _SNAPSHOT_FIELDS:  # pragma: no cover
-    raise RuntimeError(
-        "GroupSnapshot's fields changed: update _SNAPSHOT_FIELDS, GroupFold.freeze and new_snapshot"
-    )
+    raise RuntimeError("GroupSnapshot's fields changed: update _SNAPSHOT_FIELDS, GroupFold.freeze and new_snapshot")
 # a snapshot is built once per group and replay call: the slot-filling constructor (wire)
 new_group_snapshot = fast_constructor(GroupSnapshot)
 
@@ -247,6 +251,8 @@ def new_snapshot(group_id: str) -> GroupSnapshot:
             False,
             0,
             0,
+            None,
+            "classic",
             None,
         )
     )

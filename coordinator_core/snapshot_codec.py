@@ -4,7 +4,10 @@ Rules:
 - Layout v1: one format-version byte, then the fields of ``GroupSnapshot`` in declaration order.
   Integers are zigzag varints; optional values add 1 (0 = None); strings/bytes are
   ``uvarint(len + 1) + data`` (0 = None, Kafka's ``COMPACT_NULLABLE_BYTES``); offsets use a
-  topic table. v2 appends the fold behind the as-of view and the judged predictions.
+  topic table. v2 appends the fold behind the as-of view and the judged predictions, then
+  (only for a group that is not plain classic, so classic bytes stay v2's exactly) the Kafka 4
+  tail: the group type and the consumer group's fold (``consumer_group_model.dump_snapshot``);
+  a reader that stops before the tail reads the group as classic.
 - A reader reads every format version up to ``SNAPSHOT_FORMAT_VERSION``; new versions may only
   append fields. Format v1 and v2 bytes are frozen (the golden test): the encoding must not change.
 - Every primitive is ``coordinator_core.wire``'s (varlongs, zigzag, compact bytes): there is no
@@ -17,6 +20,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from types import MappingProxyType
 
+from coordinator_core.consumer_group_model import dump_snapshot as dump_consumer_snapshot
+from coordinator_core.consumer_group_model import load_snapshot as load_consumer_snapshot
 from coordinator_core.records import MemberMetadata, OffsetCommitValue
 from coordinator_core.snapshot import (
     EMPTY_OFFSETS,
@@ -211,6 +216,10 @@ def serialize_snapshot(s: GroupSnapshot) -> bytes:
     w.u(s.predictions_contradicted)
     w.u(s.pending_contradictions)
     w.opt_pos(s.created_by_commit)
+    if s.group_type != "classic" or s.consumer is not None:
+        # the Kafka 4 tail (optional, so a classic group's bytes are v2's exactly)
+        w.s(s.group_type)
+        w.b(None if s.consumer is None else dump_consumer_snapshot(s.consumer))
     return bytes(w.buf)
 
 
@@ -270,9 +279,7 @@ def _read_members(r: _Reader) -> tuple[MemberMetadata, ...]:
         rebalance = r.oi()
         sub = r.rb()
         asg = r.rb()
-        members.append(
-            MemberMetadata(member_id, client_id, client_host, session, sub, asg, rebalance, iid, r.tagged())
-        )
+        members.append(MemberMetadata(member_id, client_id, client_host, session, sub, asg, rebalance, iid, r.tagged()))
     return tuple(members)
 
 
@@ -313,9 +320,7 @@ def deserialize_snapshot(data: bytes) -> GroupSnapshot:  # long: one read per fi
         raise ValueError("empty snapshot bytes")
     version = data[0]
     if version < 1 or version > SNAPSHOT_FORMAT_VERSION:
-        raise ValueError(
-            f"snapshot format version {version} is not supported (max {SNAPSHOT_FORMAT_VERSION})"
-        )
+        raise ValueError(f"snapshot format version {version} is not supported (max {SNAPSHOT_FORMAT_VERSION})")
     r = _Reader(data, 1)
     try:
         group_id = r.rs()
@@ -344,14 +349,17 @@ def deserialize_snapshot(data: bytes) -> GroupSnapshot:  # long: one read per fi
         death = r.oi()
         run = tuple((r.rs(), r.i(), r.i(), r.i(), r.i(), r.i()) for _ in range(r.u()))
         v2 = _read_v2(r) if version >= 2 else _V2_ABSENT
-        (removed, restore, settled, settled_death, since, first, new_seen, contradicted, pending, created) = (
-            v2
-        )
+        (removed, restore, settled, settled_death, since, first, new_seen, contradicted, pending, created) = v2
+        group_type, consumer = "classic", None
+        if version >= 2 and r.pos < r.end:  # the Kafka 4 tail
+            group_type = r.rs()
+            blob = r.b()
+            consumer = None if blob is None else load_consumer_snapshot(blob)
         if version < 2 and (predicted or death is not None):
             # a v1 snapshot's view had already removed its predictions (and their values are
             # gone): keep it as the fold, with nothing outstanding to confirm or withdraw
             predicted, death = {}, None
-    except (IndexError, UnicodeDecodeError, WireError) as exc:
+    except (IndexError, UnicodeDecodeError, WireError, KeyError, TypeError) as exc:
         raise ValueError(f"corrupt snapshot bytes: {exc}") from exc
     return GroupSnapshot(
         group_id=group_id,
@@ -386,4 +394,6 @@ def deserialize_snapshot(data: bytes) -> GroupSnapshot:  # long: one read per fi
         predictions_contradicted=contradicted,
         pending_contradictions=pending,
         created_by_commit=created,
+        group_type=group_type,
+        consumer=consumer,
     )

@@ -485,8 +485,7 @@ def _compile_struct(
     if flexible:
         if tagged:
             known = [
-                _tagged_spec(message, f, index[f.name], template[index[f.name]], version, builders)
-                for f in tagged
+                _tagged_spec(message, f, index[f.name], template[index[f.name]], version, builders) for f in tagged
             ]
             read_steps.append(_read_tagged_known(index["tagged_fields"], known))
             write_steps.append(_write_tagged_known(known))
@@ -501,13 +500,7 @@ def _compile_struct(
 
 
 def _field_steps(
-    message: Message,
-    f: Field,
-    idx: int,
-    version: int,
-    flexible: bool,
-    nullable: bool,
-    builders: dict[str, Builder],
+    message: Message, f: Field, idx: int, version: int, flexible: bool, nullable: bool, builders: dict[str, Builder]
 ) -> tuple[ReadStep, WriteStep]:
     """Read/write steps of a uuid, array or struct field (everything but fixed ints and
     strings/bytes, which have their own fast paths)."""
@@ -572,18 +565,12 @@ def _fuse(layout: Layout, plan: list[tuple[Any, ...]]) -> Callable[[Buffer, int,
         elif kind in ("string", "bytes") and not flexible:
             i = entry[1]
             width, unpack = (2, "_u16") if kind == "string" else (4, "_u32")
-            value = (
-                f"str(buf[pos + {width}:_e], 'utf-8')"
-                if kind == "string"
-                else f"bytes(buf[pos + {width}:_e])"
-            )
+            value = f"str(buf[pos + {width}:_e], 'utf-8')" if kind == "string" else f"bytes(buf[pos + {width}:_e])"
             body += indent([f"if pos + {width} <= end:"], 1)
             body += indent([f"_l = {unpack}(buf, pos)[0]", f"_e = pos + {width} + _l"], 2)
             body += indent(["if _l >= 0 and _e <= end:"], 2)
             if kind == "string":
-                body += indent(
-                    ["try:", f"    v{i} = {value}", "    pos = _e", "except UnicodeDecodeError:"], 3
-                )
+                body += indent(["try:", f"    v{i} = {value}", "    pos = _e", "except UnicodeDecodeError:"], 3)
                 body += indent(slow(k, (i,)), 4)
             else:
                 body += indent([f"v{i} = {value}", "pos = _e"], 3)
@@ -807,9 +794,7 @@ def _read_array(
         if int_code is not None:
             code, width = int_code
             if n * width > left:
-                raise WireError(
-                    f"array field {name}: {n} {type_[2:]} elements exceed the {left} bytes left", start
-                )
+                raise WireError(f"array field {name}: {n} {type_[2:]} elements exceed the {left} bytes left", start)
             vals[idx] = struct.unpack_from(f">{n}{code}", buf, pos)
             return pos + width * n
         items: list[Any] = []
@@ -829,9 +814,7 @@ def _read_array(
     return step
 
 
-def _write_array(
-    name: str, type_: str, element: Layout | None, flexible: bool, nullable: bool = False
-) -> WriteStep:
+def _write_array(name: str, type_: str, element: Layout | None, flexible: bool, nullable: bool = False) -> WriteStep:
     int_code = _INT_ARRAY_CODES.get(type_)
 
     def step(obj: Any, out: list[bytes]) -> None:
@@ -964,10 +947,7 @@ def _tagged_spec(
         read, write = _read_bytes(f.name, 0, nullable, True), _write_bytes(f.name, nullable, True)
     elif f.single_struct_name is not None:
         element = _compile_struct(message, f.single_struct_name, f.fields, version, True, builders)
-        read, write = (
-            _read_tagged_struct(f.name, element, nullable),
-            _write_tagged_struct(f.name, element, nullable),
-        )
+        read, write = (_read_tagged_struct(f.name, element, nullable), _write_tagged_struct(f.name, element, nullable))
     else:
         read, write = _field_steps(message, f, 0, version, True, nullable, builders)
     return _TaggedSpec(f.tag, f.name, idx, default, read, write)
@@ -984,9 +964,7 @@ def _read_tagged_struct(name: str, element: Layout, nullable: bool) -> ReadStep:
                 vals[0] = None
                 return pos
             if marker != 1:
-                raise WireError(
-                    f"tagged struct field {name} has presence varint {marker} (Kafka writes 0 or 1)", start
-                )
+                raise WireError(f"tagged struct field {name} has presence varint {marker} (Kafka writes 0 or 1)", start)
         vals[0], pos = element.read(buf, pos, end)
         return pos
 
@@ -1020,9 +998,7 @@ def _read_tagged_known(idx: int, known: list[_TaggedSpec]) -> ReadStep:
             size_pos = pos
             size, pos = read_uvarint(buf, pos, end)
             if size > end - pos:
-                raise WireError(
-                    f"tagged field {tag} size {size} exceeds the {end - pos} bytes left", size_pos
-                )
+                raise WireError(f"tagged field {tag} size {size} exceeds the {end - pos} bytes left", size_pos)
             e = pos + size
             spec = by_tag.get(tag)
             if spec is None:
@@ -1031,8 +1007,7 @@ def _read_tagged_known(idx: int, known: list[_TaggedSpec]) -> ReadStep:
                 after = spec.read(buf, pos, e, scratch)
                 if after != e:
                     raise WireError(
-                        f"tagged field {spec.name} (tag {tag}) left {e - after} of its {size} bytes unread",
-                        after,
+                        f"tagged field {spec.name} (tag {tag}) left {e - after} of its {size} bytes unread", after
                     )
                 vals[spec.idx] = scratch[0]
             pos = e

@@ -5,7 +5,9 @@ Rules:
   are the values in ``conf/base.yaml`` (a test keeps the two equal). Nothing else defines keys.
 - Loading order: ``conf/base.yaml`` (from the repo's ``conf/`` directory), then the overlay's
   ``extends:`` chain (paths relative to the overlay), then the overlay, then ``--set`` style
-  overrides. Mappings merge key by key; lists and scalars replace.
+  overrides. A chain that ends without ``extends:`` continues with ``conf/local.yaml`` (the
+  embedded default: user overlays and ``quickstart.yaml`` inherit its Spark settings); an overlay
+  that wants only ``base.yaml`` says ``extends: base.yaml`` (``conf/cluster.example.yaml``). Mappings merge key by key; lists and scalars replace.
 - Every file is validated on its own before merging, so an error names the file that holds the bad
   value: ``UsageError("conf/local.yaml: replay.retention_ms: expected a positive integer, got
   'abc'")``. Unknown keys are errors too (with a "did you mean" hint).
@@ -62,7 +64,6 @@ CONF_DIR = REPO_ROOT / "conf"
 BASE_CONF = CONF_DIR / "base.yaml"
 DEFAULT_CONF = CONF_DIR / "local.yaml"
 CONF_ENV_VAR = "OFFSETLAKE_CONF"
-
 
 
 @dataclass(frozen=True)
@@ -195,7 +196,10 @@ def _chain(path: Path) -> list[Path]:
         data = _read_yaml(current, _display(current))
         parent = data.get("extends")
         if parent is None:
-            current = None
+            # an overlay without ``extends:`` extends the embedded default (local.yaml's Spark
+            # and Delta settings); ``extends: base.yaml`` starts from the bare defaults instead
+            default = DEFAULT_CONF.resolve()
+            current = default if current not in (default, BASE_CONF.resolve()) and default.is_file() else None
         elif not isinstance(parent, str) or not parent:
             raise UsageError(f"{_display(current)}: extends: expected a file path, got {show(parent)}")
         else:
@@ -210,11 +214,7 @@ def _chain(path: Path) -> list[Path]:
     return chain
 
 
-def load_config(
-    path: str | Path | None = None,
-    *,
-    overrides: Mapping[str, Any] | None = None,
-) -> Config:
+def load_config(path: str | Path | None = None, *, overrides: Mapping[str, Any] | None = None) -> Config:
     """Load ``conf/base.yaml`` + the overlay at ``path`` (default: ``$OFFSETLAKE_CONF`` or
     ``conf/local.yaml``), then dotted-key ``overrides``; validate; resolve paths.
 
@@ -286,24 +286,6 @@ def config_from_args(args: Any) -> Config:
 # validation
 
 
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
 def _build(raw: Mapping[str, Any], origin: str, cls: type = Config, prefix: str = "") -> Any:
     """Instantiate the dataclasses from validated data; resolve paths; cross-field checks."""
     kwargs: dict[str, Any] = {}
@@ -344,8 +326,10 @@ def _finish(cfg: Config, origin: str) -> Config:
     sec = cfg.kafka.secrets
     sasl = cfg.kafka.security.protocol.startswith("SASL") or cfg.kafka.security.sasl_mechanism is not None
     if sasl and sec.sasl_password is not None and sec.sasl_username is None:
-        raise UsageError(f"{origin}: kafka.secrets.sasl_username: required when kafka.secrets.sasl_password "
-                         "is set (SASL authenticates a user name with the password)")
+        raise UsageError(
+            f"{origin}: kafka.secrets.sasl_username: required when kafka.secrets.sasl_password "
+            "is set (SASL authenticates a user name with the password)"
+        )
     if cfg.kafka.partitions is not None:
         bad = [p for p in cfg.kafka.partitions if not 0 <= p < cfg.offsets_topic.num_partitions]
         if bad:
@@ -356,16 +340,12 @@ def _finish(cfg: Config, origin: str) -> Config:
     return dataclasses.replace(cfg, paths=paths, report=report, input=inp)
 
 
-
-
 def option_value(value: Any) -> str:
     """A free-form option's value as a string for Spark/Kafka (a ``Secret`` revealed now: do
     not log the result)."""
     if isinstance(value, Secret):
         return value.reveal()
     return str(value).lower() if isinstance(value, bool) else str(value)
-
-
 
 
 def spark_kafka_options(cfg: Config) -> dict[str, str]:

@@ -144,7 +144,9 @@ class ReplayConf:
     def settings(self) -> ReplaySettings:
         """The core's replay settings from this section (the one place they are built)."""
         return ReplaySettings.from_strings(
-            retention_ms=self.retention_ms, rules=self.rules, coordinator=self.coordinator,
+            retention_ms=self.retention_ms,
+            rules=self.rules,
+            coordinator=self.coordinator,
             cleanup_interval_ms=self.cleanup_interval_ms,
         )
 
@@ -177,11 +179,12 @@ class DqConf:
 
 @dataclass(frozen=True)
 class AirflowConf:
-    """How the DAGs schedule the jobs (they call spark-submit / the CLI with ``conf_path``)."""
+    """How the DAGs schedule the jobs: spark-submit with ``--conf <conf_path>``; ``conf_path:
+    null`` = the overlay the DAGs were configured from (``$OFFSETLAKE_CONF``)."""
 
     batch_schedule: str = _f("@daily", "non_empty")
     stream_schedule_minutes: int = _f(15, "positive")
-    conf_path: str = _f("conf/local.yaml", "non_empty")
+    conf_path: str | None = _f(None)
     spark_conn_id: str = _f("spark_default", "non_empty")
     retries: int = _f(2, "non_negative")
     sla_minutes: int = _f(60, "positive")

@@ -60,9 +60,7 @@ def deep_merge(a: dict[str, Any], b: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def fields_of(cls: type) -> dict[str, dataclasses.Field[Any]]:
-    return {
-        f.name: f for f in dataclasses.fields(cls) if not f.metadata.get("internal")
-    }
+    return {f.name: f for f in dataclasses.fields(cls) if not f.metadata.get("internal")}
 
 
 _HINTS: dict[type, dict[str, Any]] = {}
@@ -160,8 +158,12 @@ def _scalar(value: Any, tp: type, meta: Mapping[str, Any], origin: str, path: st
             raise _fail(origin, path, value, "true or false")
         return value
     if tp is int:
-        if isinstance(value, bool) or not isinstance(value, int) or (check == "positive" and value <= 0) or (
-                check == "non_negative" and value < 0):
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, int)
+            or (check == "positive" and value <= 0)
+            or (check == "non_negative" and value < 0)
+        ):
             raise _fail(origin, path, value, describe(tp, meta))
         return value
     if tp is float:
@@ -192,7 +194,8 @@ def _mapping(value: Any, val_tp: Any, origin: str, path: str) -> dict[str, Any]:
                 continue
             raise UsageError(
                 f"{origin}: {path}.{k}: this key holds a secret: write it as an environment reference "
-                "like ${MY_SECRET}, never a literal value")
+                "like ${MY_SECRET}, never a literal value"
+            )
         if isinstance(v, (dict, list)) or v is None:
             # never echo a nested value: a dotted option key given with --set arrives nested
             got = "a mapping" if isinstance(v, dict) else "a list" if isinstance(v, list) else "null"
@@ -208,9 +211,7 @@ def describe(tp: Any, meta: Mapping[str, Any]) -> str:
             check or "", "an integer"
         )
     if tp is float:
-        return {"positive": "a positive number", "fraction": "a number between 0 and 1"}.get(
-            check or "", "a number"
-        )
+        return {"positive": "a positive number", "fraction": "a number between 0 and 1"}.get(check or "", "a number")
     if tp is str:
         return "a non-empty string" if check == "non_empty" else "a string"
     if tp is bool:
@@ -239,8 +240,8 @@ def to_plain(obj: Any, *, redact: bool = False) -> Any:
 #: An option key that names a secret (matched case-insensitively on the whole key).
 SECRET_KEY_RE = re.compile(
     r"(password|passwd|secret|jaas|token|credential|private[._-]?key|api[._-]?key|access[._-]?key|(^|[._])key$)",
-    re.IGNORECASE)
+    re.IGNORECASE,
+)
 
 
 _ENV_REF = re.compile(r"^\$\{([A-Za-z_][A-Za-z0-9_]*)\}$")
-

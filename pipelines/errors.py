@@ -24,12 +24,18 @@ DEBUG_ENV = "OFFSETLAKE_DEBUG"
 
 _PATTERNS: list[tuple[str, str]] = [
     # (regex over the whole exception text, one-line template; {0}.. are the groups)
-    (r"(\S+?\.parquet): unreadable landing Parquet file \(([^\n)]*)",
-     "input: {0}: unreadable Parquet file (corrupt page or footer: {1})"),
-    (r"Parquet column cannot be converted in file (\S+?)\.? Column: \[([^\]]+)\], Expected: (\S+), Found: (\S+)",
-     "input: {0}: column {1} has type {3}, expected {2}"),
-    (r"(?:FAILED_READ_FILE|Encountered error while reading file) (\S+?)\.?\s",
-     "input: {0}: the file could not be read (corrupt or not Parquet)"),
+    (
+        r"(\S+?\.parquet): unreadable landing Parquet file \(([^\n)]*)",
+        "input: {0}: unreadable Parquet file (corrupt page or footer: {1})",
+    ),
+    (
+        r"Parquet column cannot be converted in file (\S+?)\.? Column: \[([^\]]+)\], Expected: (\S+), Found: (\S+)",
+        "input: {0}: column {1} has type {3}, expected {2}",
+    ),
+    (
+        r"(?:FAILED_READ_FILE|Encountered error while reading file) (\S+?)\.?\s",
+        "input: {0}: the file could not be read (corrupt or not Parquet)",
+    ),
     (r"No space left on device(?:[^\n]*?(/[^\s'\"]+))?", "disk full (ENOSPC): no space left on the device{0}"),
     (r"Read-only file system(?:[^\n]*?(/[^\s'\"]+))?", "read-only file system (EROFS): cannot write{0}"),
     (r"Permission denied(?:[^\n]*?(/[^\s'\"]+))?", "permission denied (EACCES): cannot write{0}"),
@@ -58,10 +64,17 @@ def describe_failure(exc: BaseException) -> str | None:
 
     cur: BaseException | None = exc
     while cur is not None:  # a plain OSError carries errno and path
-        if isinstance(cur, OSError) and cur.errno in (errno.ENOSPC, errno.EROFS, errno.EACCES):
-            what = {errno.ENOSPC: "disk full (ENOSPC): no space left on the device",
-                    errno.EROFS: "read-only file system (EROFS): cannot write",
-                    errno.EACCES: "permission denied (EACCES): cannot write"}[cur.errno]
+        known = {
+            errno.ENOSPC: "disk full (ENOSPC): no space left on the device",
+            errno.EROFS: "read-only file system (EROFS): cannot write",
+            errno.EACCES: "permission denied (EACCES): cannot write",
+            # a path given for a directory names a file (``--out notes.txt``), or the reverse
+            errno.EEXIST: "a file is in the way (EEXIST): expected a directory at",
+            errno.ENOTDIR: "not a directory (ENOTDIR):",
+            errno.EISDIR: "is a directory (EISDIR), expected a file:",
+        }
+        if isinstance(cur, OSError) and cur.errno in known:
+            what = known[cur.errno]
             return f"{what} {cur.filename}" if cur.filename else what
         cur = cur.__cause__
     text = _exc_text(exc)

@@ -59,15 +59,18 @@ def text(value: str) -> str:
 
 def _raw(value: Any, where: str, field: str) -> bytes:
     if not isinstance(value, str):
-        raise UsageError(f"{where}: kcat '{field}' must be a string (the record's bytes), got {type(value).__name__}; "
-                         "run kcat without -s deserializers")
+        raise UsageError(
+            f"{where}: kcat '{field}' must be a string (the record's bytes), got {type(value).__name__}; "
+            "run kcat without -s deserializers"
+        )
     try:
         return value.encode("latin-1")
     except UnicodeEncodeError as exc:
         ch = value[exc.start]
         raise UsageError(
             f"{where}: kcat '{field}' has the character U+{ord(ch):04X}, which kcat -J never writes for a byte: "
-            "the file was re-encoded after kcat wrote it; keep kcat's output byte for byte") from None
+            "the file was re-encoded after kcat wrote it; keep kcat's output byte for byte"
+        ) from None
 
 
 def _int(obj: dict[str, Any], field: str, where: str) -> int:
@@ -84,7 +87,8 @@ def kcat_fields(obj: dict[str, Any], where: str) -> tuple[bytes, bytes | None, s
     if unknown:
         raise UsageError(
             f"{where}: unknown field '{unknown[0]}' in a kcat -J line (accepted: {', '.join(sorted(KCAT_FIELDS))}; "
-            "key_error/payload_error/*_schema_id come from kcat -s deserializers, run kcat without -s)")
+            "key_error/payload_error/*_schema_id come from kcat -s deserializers, run kcat without -s)"
+        )
     for field in KCAT_REQUIRED:
         if field not in obj:
             raise UsageError(f"{where}: kcat -J line without '{field}' (every record needs it)")
@@ -99,10 +103,19 @@ def kcat_fields(obj: dict[str, Any], where: str) -> tuple[bytes, bytes | None, s
         raise UsageError(f"{where}: kcat 'tstype' must be 'create' or 'logappend', got {tstype!r}")
     headers = obj.get("headers")
     if headers:
-        raise UsageError(f"{where}: kcat 'headers' is not empty: __consumer_offsets records carry none "
-                         "and offsetlake would not keep them")
-    return (key, value, text(obj["topic"]), _int(obj, "partition", where), _int(obj, "offset", where),
-            _int(obj, "ts", where), _TSTYPES[tstype])
+        raise UsageError(
+            f"{where}: kcat 'headers' is not empty: __consumer_offsets records carry none "
+            "and offsetlake would not keep them"
+        )
+    return (
+        key,
+        value,
+        text(obj["topic"]),
+        _int(obj, "partition", where),
+        _int(obj, "offset", where),
+        _int(obj, "ts", where),
+        _TSTYPES[tstype],
+    )
 
 
 __all__ = ["KCAT_FIELDS", "KCAT_REQUIRED", "is_kcat_line", "kcat_fields", "text"]

@@ -41,7 +41,6 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
 
-
 @dataclass(frozen=True)
 class Outlier:
     """A record ignored by the log clock."""
@@ -71,8 +70,10 @@ class LogClock:
 
         shown = ", ".join(f"{o.topic}/{o.partition}@{o.offset} at {at(o.timestamp_ms)}" for o in self.outliers[:limit])
         more = f" and {len(self.outliers) - limit} more" if len(self.outliers) > limit else ""
-        return (f"{len(self.outliers)} record(s) timestamped far ahead of their log partition ignored for "
-                f"the log clock ({shown}{more}); as_of_ms={self.now_ms}")
+        return (
+            f"{len(self.outliers)} record(s) timestamped far ahead of their log partition ignored for "
+            f"the log clock ({shown}{more}); as_of_ms={self.now_ms}"
+        )
 
 
 def staircase(table: pa.Table, tolerance_ms: int | None = None) -> pa.RecordBatch:
@@ -90,8 +91,10 @@ def staircase(table: pa.Table, tolerance_ms: int | None = None) -> pa.RecordBatc
         ts_col = table.column("ts").cast(pa.int64())
     else:
         ts_col = pc.divide(table.column("timestamp").cast(pa.timestamp("us")).cast(pa.int64()), 1000)
-    keep = pc.and_(pc.and_(pc.is_valid(table.column("partition")), pc.is_valid(table.column("offset"))),
-                   pc.and_(pc.is_valid(ts_col), pc.is_valid(table.column("topic"))))
+    keep = pc.and_(
+        pc.and_(pc.is_valid(table.column("partition")), pc.is_valid(table.column("offset"))),
+        pc.and_(pc.is_valid(ts_col), pc.is_valid(table.column("topic"))),
+    )
     topic = pc.filter(table.column("topic"), keep).combine_chunks().dictionary_encode()
     codes = topic.indices.to_numpy(zero_copy_only=False).astype(np.int64)
     part = pc.filter(table.column("partition"), keep).to_numpy().astype(np.int64)
@@ -125,10 +128,16 @@ def staircase(table: pa.Table, tolerance_ms: int | None = None) -> pa.RecordBatc
             out["ts"].extend(ts[rows].tolist())
             out["prev_ts"].extend(None if level[r - s] == lowest else int(level[r - s]) for r in rows.tolist())
             out["jump"].extend(bool(jump[r - s]) for r in rows.tolist())
-    return pa.RecordBatch.from_pydict({
-        "topic": pa.array(out["topic"], pa.string()), "partition": pa.array(out["partition"], pa.int32()),
-        "offset": pa.array(out["offset"], pa.int64()), "ts": pa.array(out["ts"], pa.int64()),
-        "prev_ts": pa.array(out["prev_ts"], pa.int64()), "jump": pa.array(out["jump"], pa.bool_())})
+    return pa.RecordBatch.from_pydict(
+        {
+            "topic": pa.array(out["topic"], pa.string()),
+            "partition": pa.array(out["partition"], pa.int32()),
+            "offset": pa.array(out["offset"], pa.int64()),
+            "ts": pa.array(out["ts"], pa.int64()),
+            "prev_ts": pa.array(out["prev_ts"], pa.int64()),
+            "jump": pa.array(out["jump"], pa.bool_()),
+        }
+    )
 
 
 def _task_staircase(batches: Iterator[pa.RecordBatch], tolerance_ms: int) -> Iterator[pa.RecordBatch]:
@@ -140,8 +149,9 @@ def _task_staircase(batches: Iterator[pa.RecordBatch], tolerance_ms: int) -> Ite
         yield staircase(pa.concat_tables(tables), tolerance_ms)
 
 
-def decide(rows: Iterable[tuple[str, int, int, int, int | None, bool]], tolerance_ms: int,
-           wall_ms: int | None = None) -> LogClock:
+def decide(
+    rows: Iterable[tuple[str, int, int, int, int | None, bool]], tolerance_ms: int, wall_ms: int | None = None
+) -> LogClock:
     """The clock from staircase rows (topic, partition, offset, ts ms, task-local level ms or
     None, jump) of every task."""
     wall = int(time.time() * 1000) if wall_ms is None else wall_ms
@@ -195,12 +205,16 @@ def clock_from_stats(stats: Iterable[dict[str, Any]], tolerance_ms: int, wall_ms
 
 def log_clock(raw: DataFrame, tolerance_ms: int, wall_ms: int | None = None) -> LogClock:
     """The robust clock of a raw-records DataFrame (one column-pruned Spark pass)."""
+
     def fn(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         return _task_staircase(batches, tolerance_ms)
 
     rows = raw.select("topic", "partition", "offset", "timestamp").mapInArrow(fn, CLOCK_STAIRS.ddl()).collect()
-    return decide(((r["topic"], r["partition"], r["offset"], r["ts"], r["prev_ts"], r["jump"]) for r in rows),
-                  tolerance_ms, wall_ms)
+    return decide(
+        ((r["topic"], r["partition"], r["offset"], r["ts"], r["prev_ts"], r["jump"]) for r in rows),
+        tolerance_ms,
+        wall_ms,
+    )
 
 
 def records_clock(records: Iterable[Any], tolerance_ms: int, wall_ms: int | None = None) -> LogClock:
@@ -208,12 +222,17 @@ def records_clock(records: Iterable[Any], tolerance_ms: int, wall_ms: int | None
     import pyarrow as pa
 
     recs = list(records)
-    table = pa.table({
-        "topic": pa.array([r.topic for r in recs], pa.string()),
-        "partition": pa.array([r.partition for r in recs], pa.int32()),
-        "offset": pa.array([r.offset for r in recs], pa.int64()),
-        "ts": pa.array([r.timestamp_ms for r in recs], pa.int64()),
-    })
+    table = pa.table(
+        {
+            "topic": pa.array([r.topic for r in recs], pa.string()),
+            "partition": pa.array([r.partition for r in recs], pa.int32()),
+            "offset": pa.array([r.offset for r in recs], pa.int64()),
+            "ts": pa.array([r.timestamp_ms for r in recs], pa.int64()),
+        }
+    )
     st = staircase(table, tolerance_ms).to_pydict()
-    return decide(zip(st["topic"], st["partition"], st["offset"], st["ts"], st["prev_ts"], st["jump"], strict=True),
-                  tolerance_ms, wall_ms)
+    return decide(
+        zip(st["topic"], st["partition"], st["offset"], st["ts"], st["prev_ts"], st["jump"], strict=True),
+        tolerance_ms,
+        wall_ms,
+    )

@@ -22,8 +22,6 @@ if TYPE_CHECKING:
 OFFSETS_TOPIC = "__consumer_offsets"
 
 
-
-
 class StatsAccumulator:
     """``partition_stats``' figures over raw batches in a task (pyarrow/numpy, no Spark job): the
     decode pass feeds it the raw records it reads anyway, and reports ``entries()`` beside its
@@ -49,21 +47,38 @@ class StatsAccumulator:
         import pyarrow as pa
         import pyarrow.compute as pc
 
-        agg = t.group_by(["partition"]).aggregate(
-            [("offset", "count"), ("offset", "min"), ("offset", "max"), ("ts", "min"), ("ts", "max")]
-        ).to_pylist()
+        agg = (
+            t.group_by(["partition"])
+            .aggregate([("offset", "count"), ("offset", "min"), ("offset", "max"), ("ts", "min"), ("ts", "max")])
+            .to_pylist()
+        )
         # the timestamp of each partition's last record: from the few rows at a max offset
         maxima = pa.array([r["offset_max"] for r in agg], pa.int64())
         cand = t.filter(pc.is_in(t.column("offset"), value_set=maxima)).to_pydict()
         last_ts = dict(zip(zip(cand["partition"], cand["offset"]), cand["ts"]))
         for r in agg:
             key = (topic, int(r["partition"]))
-            cur = [int(r["offset_count"]), int(r["offset_min"]), int(r["offset_max"]), int(r["ts_min"]),
-                   int(r["ts_max"]), int(last_ts[(r["partition"], r["offset_max"])])]
+            cur = [
+                int(r["offset_count"]),
+                int(r["offset_min"]),
+                int(r["offset_max"]),
+                int(r["ts_min"]),
+                int(r["ts_max"]),
+                int(last_ts[(r["partition"], r["offset_max"])]),
+            ]
             prev = self.by.get(key)
-            self.by[key] = cur if prev is None else [
-                prev[0] + cur[0], min(prev[1], cur[1]), max(prev[2], cur[2]), min(prev[3], cur[3]),
-                max(prev[4], cur[4]), cur[5] if cur[2] > prev[2] else prev[5]]
+            self.by[key] = (
+                cur
+                if prev is None
+                else [
+                    prev[0] + cur[0],
+                    min(prev[1], cur[1]),
+                    max(prev[2], cur[2]),
+                    min(prev[3], cur[3]),
+                    max(prev[4], cur[4]),
+                    cur[5] if cur[2] > prev[2] else prev[5],
+                ]
+            )
 
     def entries(self) -> list[dict[str, Any]]:
         return [{"kind": STATS_KIND, "topic": t, "partition": p, "v": v} for (t, p), v in sorted(self.by.items())]
@@ -82,16 +97,34 @@ def combine(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for e in entries:
         key, cur = (str(e["topic"]), int(e["partition"])), [int(x) for x in e["v"]]
         prev = acc.by.get(key)
-        acc.by[key] = cur if prev is None else [
-            prev[0] + cur[0], min(prev[1], cur[1]), max(prev[2], cur[2]), min(prev[3], cur[3]),
-            max(prev[4], cur[4]), cur[5] if cur[2] > prev[2] else prev[5]]
+        acc.by[key] = (
+            cur
+            if prev is None
+            else [
+                prev[0] + cur[0],
+                min(prev[1], cur[1]),
+                max(prev[2], cur[2]),
+                min(prev[3], cur[3]),
+                max(prev[4], cur[4]),
+                cur[5] if cur[2] > prev[2] else prev[5],
+            ]
+        )
 
     def when(ms: int) -> dt.datetime:
         return dt.datetime.fromtimestamp(ms / 1000, dt.UTC)
 
     return [
-        {"topic": t, "partition": p, "records": v[0], "first_offset": v[1], "last_offset": v[2],
-         "first_timestamp": when(v[3]), "last_timestamp": when(v[4]), "newest_ms": v[4], "last_record_ms": v[5]}
+        {
+            "topic": t,
+            "partition": p,
+            "records": v[0],
+            "first_offset": v[1],
+            "last_offset": v[2],
+            "first_timestamp": when(v[3]),
+            "last_timestamp": when(v[4]),
+            "newest_ms": v[4],
+            "last_record_ms": v[5],
+        }
         for (t, p), v in sorted(acc.by.items())
     ]
 
@@ -126,19 +159,21 @@ def log_partitions(raw: DataFrame, stats: list[dict[str, Any]]) -> list[dict[str
     for r in sorted(mine, key=lambda r: r["partition"]):
         g = holes.get(r["partition"])
         largest = 0 if g is None else int(g["largest"])
-        rows.append({
-            "log_partition": int(r["partition"]),
-            "records": int(r["records"]),
-            "first_offset": int(r["first_offset"]),
-            "last_offset": int(r["last_offset"]),
-            "missing_offsets": 0 if g is None else int(g["missing"]),
-            "gaps": 0 if g is None else int(g["gaps"]),
-            "largest_gap": largest,
-            "compacted": largest > 1,
-            "compacted_until": None if g is None else int(g["until"]),
-            "first_timestamp": r["first_timestamp"],
-            "last_timestamp": r["last_timestamp"],
-        })
+        rows.append(
+            {
+                "log_partition": int(r["partition"]),
+                "records": int(r["records"]),
+                "first_offset": int(r["first_offset"]),
+                "last_offset": int(r["last_offset"]),
+                "missing_offsets": 0 if g is None else int(g["missing"]),
+                "gaps": 0 if g is None else int(g["gaps"]),
+                "largest_gap": largest,
+                "compacted": largest > 1,
+                "compacted_until": None if g is None else int(g["until"]),
+                "first_timestamp": r["first_timestamp"],
+                "last_timestamp": r["last_timestamp"],
+            }
+        )
     return rows
 
 
@@ -168,8 +203,10 @@ def compaction_note(io: TableIO, rows: list[Any]) -> str | None:
         assert spark is not None
         cut = spark.createDataFrame(list(until.items()), "coordinator_partition int, compacted_until bigint")
         affected = (
-            io.read("group_state").join(cut, "coordinator_partition")
-            .where(F.col("first_log_offset") < F.col("compacted_until")).count()
+            io.read("group_state")
+            .join(cut, "coordinator_partition")
+            .where(F.col("first_log_offset") < F.col("compacted_until"))
+            .count()
         )
     parts = ", ".join(str(r["log_partition"]) for r in sorted(compacted, key=lambda r: r["log_partition"]))
     return (

@@ -216,8 +216,10 @@ def _input_files(path: Path) -> list[Path]:
         raise UsageError(f"{path}: no such file or directory")
     if path.is_dir():
         files = sorted(
-            p for p in path.iterdir()
-            if p.is_file() and not p.name.startswith((".", "_"))
+            p
+            for p in path.iterdir()
+            if p.is_file()
+            and not p.name.startswith((".", "_"))
             and p.suffix in {".parquet", ".jsonl", ".json", ".ndjson"}
         )
         return files + segment_files(path)
@@ -270,8 +272,9 @@ def _timestamp_ms(value: Any, where: str) -> int:
 
 
 #: the fields of our JSON lines (anything else on a line is an error, see the module rules)
-_JSONL_FIELDS = frozenset({"key", "value", "encoding", "topic", "partition", "offset", "timestamp",
-                           "timestampType", "timestamp_type"})
+_JSONL_FIELDS = frozenset(
+    {"key", "value", "encoding", "topic", "partition", "offset", "timestamp", "timestampType", "timestamp_type"}
+)
 #: ``positions=`` of the JSON-lines reader (see the module rules)
 POSITION_MODES = ("line", "required", "synthesize")
 SYNTHETIC_TOPIC_PREFIX = "synthetic:"
@@ -292,9 +295,10 @@ def _read_jsonl(path: Path, positions: str = "line") -> Iterator[RawRecord]:
             try:
                 obj = json.loads(line)
             except json.JSONDecodeError as exc:
-                raise UsageError(f"{where}: not valid JSON ({exc.msg}): input files are JSON lines (our fields or "
-                                 "kcat -J), Parquet or broker .log segments; console-consumer text is not accepted"
-                                 ) from None
+                raise UsageError(
+                    f"{where}: not valid JSON ({exc.msg}): input files are JSON lines (our fields or "
+                    "kcat -J), Parquet or broker .log segments; console-consumer text is not accepted"
+                ) from None
             if not isinstance(obj, dict) or "key" not in obj:
                 raise UsageError(f"{where}: each line must be an object with at least 'key'")
             if is_kcat_line(obj):
@@ -302,9 +306,11 @@ def _read_jsonl(path: Path, positions: str = "line") -> Iterator[RawRecord]:
                 continue
             unknown = sorted(set(obj) - _JSONL_FIELDS)
             if unknown:
-                raise UsageError(f"{where}: unknown field '{unknown[0]}' (a line has key, value and optionally "
-                                 "encoding, topic, partition, offset, timestamp, timestampType; kcat -J lines "
-                                 "have payload)")
+                raise UsageError(
+                    f"{where}: unknown field '{unknown[0]}' (a line has key, value and optionally "
+                    "encoding, topic, partition, offset, timestamp, timestampType; kcat -J lines "
+                    "have payload)"
+                )
             enc = obj.get("encoding")
             if enc not in (None, "hex", "base64"):
                 raise UsageError(f"{where}: 'encoding' must be 'hex' or 'base64'")
@@ -317,7 +323,8 @@ def _read_jsonl(path: Path, positions: str = "line") -> Iterator[RawRecord]:
             if missing and positions == "required":
                 raise UsageError(
                     f"{where}: no '{missing[0]}': every line needs its log position (partition and offset); "
-                    "set input.synthesize_positions: true to make up positions that cannot collide")
+                    "set input.synthesize_positions: true to make up positions that cannot collide"
+                )
             if missing and positions == "synthesize":
                 topic = SYNTHETIC_TOPIC_PREFIX + path.name
             try:
@@ -332,10 +339,7 @@ def _read_jsonl(path: Path, positions: str = "line") -> Iterator[RawRecord]:
                 raise UsageError(f"{where}: 'partition', 'offset' and 'timestampType' must be integers") from None
             if "value" not in obj:
                 raise UsageError(f"{where}: no 'value' (write \"value\": null for a tombstone)")
-            yield RawRecord(
-                key, value, topic, partition, offset,
-                _timestamp_ms(obj.get("timestamp"), where), ttype,
-            )
+            yield RawRecord(key, value, topic, partition, offset, _timestamp_ms(obj.get("timestamp"), where), ttype)
 
 
 def _read_records(path: Path, positions: str = "line") -> Iterator[RawRecord]:
@@ -373,7 +377,9 @@ def _normalise_batch(batch: pa.RecordBatch, path: Path) -> pa.RecordBatch:
                     col = col.cast(pa.int64()).cast(pa.timestamp("ms", tz="UTC"))
                 col = col.cast(field.type)
             except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
-                raise UsageError(f"{path}: column {field.name!r} has type {col.type}, expected {field.type} ({exc})") from None
+                raise UsageError(
+                    f"{path}: column {field.name!r} has type {col.type}, expected {field.type} ({exc})"
+                ) from None
         elif field.name == "topic":
             col = pa.array([OFFSETS_TOPIC] * n, pa.string())
         elif field.name in ("partition", "timestampType"):
@@ -418,6 +424,11 @@ def read_raw_records(path: str | os.PathLike[str]) -> Iterator[RawRecord]:
             ts = batch.column("timestamp").cast(pa.int64()).to_pylist()
             for i in range(batch.num_rows):
                 yield RawRecord(
-                    cols["key"][i], cols["value"][i], cols["topic"][i], cols["partition"][i],
-                    cols["offset"][i], (ts[i] or 0) // 1000, cols["timestampType"][i] or 0,
+                    cols["key"][i],
+                    cols["value"][i],
+                    cols["topic"][i],
+                    cols["partition"][i],
+                    cols["offset"][i],
+                    (ts[i] or 0) // 1000,
+                    cols["timestampType"][i] or 0,
                 )

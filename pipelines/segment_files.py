@@ -179,8 +179,16 @@ def partition_of(path: Path) -> tuple[str, int | None]:
 
 def is_segment_dir(path: Path) -> bool:
     """A ``<topic>-<N>`` directory holding at least one segment file."""
-    return path.is_dir() and _PARTITION_DIR.match(path.name) is not None and any(
-        _SEGMENT_NAME.match(p.name) for p in path.iterdir())
+    return (
+        path.is_dir()
+        and _PARTITION_DIR.match(path.name) is not None
+        and any(_SEGMENT_NAME.match(p.name) for p in path.iterdir())
+    )
+
+
+def _dir_order(d: Path) -> tuple[str, int]:
+    m = _PARTITION_DIR.match(d.name)
+    return ("", -1) if m is None else (m.group("topic"), int(m.group("partition")))
 
 
 def segment_files(path: str | os.PathLike[str]) -> list[Path]:
@@ -191,9 +199,7 @@ def segment_files(path: str | os.PathLike[str]) -> list[Path]:
     if p.is_file():
         return [p]
     own = sorted(f for f in p.iterdir() if f.is_file() and _SEGMENT_NAME.match(f.name))
-    dirs = sorted((d for d in p.iterdir() if is_segment_dir(d)),
-                  key=lambda d: (_PARTITION_DIR.match(d.name).group("topic"),  # type: ignore[union-attr]
-                                 int(_PARTITION_DIR.match(d.name).group("partition"))))  # type: ignore[union-attr]
+    dirs = sorted((d for d in p.iterdir() if is_segment_dir(d)), key=_dir_order)
     return own + [f for d in dirs for f in sorted(d.iterdir()) if f.is_file() and _SEGMENT_NAME.match(f.name)]
 
 
@@ -212,24 +218,48 @@ def read_segment_file(path: Path) -> Iterator[SegmentRecord | SegmentProblem]:
             # not one batch header at the start: this is no segment (a text log, an index file)
             raise UsageError(f"{path}: not a Kafka log segment (no record batch at byte 0: {item.reason})")
         if isinstance(item, seg.BadBatch):
-            yield SegmentProblem(name, topic, partition, item.position, item.length, item.reason, item.data,
-                                 item.base_offset, item.magic)
+            yield SegmentProblem(
+                name, topic, partition, item.position, item.length, item.reason, item.data, item.base_offset, item.magic
+            )
             continue
         b = item
         for r in b.records:
             if r.key is None and r.control is None:
                 # every __consumer_offsets record has a key (Kafka's loader fails on a null key)
-                yield SegmentProblem(name, topic, partition, b.position, b.size,
-                                     f"record at offset {r.offset} has a null key", r.value or b"",
-                                     b.base_offset, b.magic, r.offset)
+                yield SegmentProblem(
+                    name,
+                    topic,
+                    partition,
+                    b.position,
+                    b.size,
+                    f"record at offset {r.offset} has a null key",
+                    r.value or b"",
+                    b.base_offset,
+                    b.magic,
+                    r.offset,
+                )
                 continue
             c = r.control
             assert r.key is not None  # a control record without a key is a bad batch (core)
             yield SegmentRecord(
-                r.key, r.value, topic, partition, r.offset, r.timestamp_ms, b.timestamp_type,
-                b.producer_id, b.producer_epoch, b.base_sequence, b.is_transactional,
-                None if c is None else c.type, None if c is None else c.coordinator_epoch,
-                b.magic, b.codec, r.headers, name, b.position,
+                r.key,
+                r.value,
+                topic,
+                partition,
+                r.offset,
+                r.timestamp_ms,
+                b.timestamp_type,
+                b.producer_id,
+                b.producer_epoch,
+                b.base_sequence,
+                b.is_transactional,
+                None if c is None else c.type,
+                None if c is None else c.coordinator_epoch,
+                b.magic,
+                b.codec,
+                r.headers,
+                name,
+                b.position,
             )
 
 
@@ -244,21 +274,39 @@ def segment_json(item: SegmentRecord | SegmentProblem, data: bool = False) -> di
     record, which is decoded like any other); ``data=True``: a data record's segment facts."""
     if isinstance(item, SegmentProblem):
         return {
-            "error": {"class": "BadBatch", "message": item.reason, "file": item.source_file,
-                      "position": item.position, "length": item.length, "partition": item.partition,
-                      "baseOffset": item.base_offset, "offset": item.offset, "magic": item.magic},
+            "error": {
+                "class": "BadBatch",
+                "message": item.reason,
+                "file": item.source_file,
+                "position": item.position,
+                "length": item.length,
+                "partition": item.partition,
+                "baseOffset": item.base_offset,
+                "offset": item.offset,
+                "magic": item.magic,
+            },
             "dataHex": item.data.hex(),
         }
-    facts = {"file": item.source_file, "batchPosition": item.batch_position, "magic": item.magic,
-             "codec": seg.CODEC_NAMES[item.codec], "producerId": item.producer_id,
-             "producerEpoch": item.producer_epoch, "baseSequence": item.base_sequence,
-             "transactional": item.is_transactional}
+    facts = {
+        "file": item.source_file,
+        "batchPosition": item.batch_position,
+        "magic": item.magic,
+        "codec": seg.CODEC_NAMES[item.codec],
+        "producerId": item.producer_id,
+        "producerEpoch": item.producer_epoch,
+        "baseSequence": item.base_sequence,
+        "transactional": item.is_transactional,
+    }
     if item.control_type is None:
         return facts if data else None
     return {
-        "control": {"type": item.control_name, "typeId": item.control_type,
-                    "coordinatorEpoch": item.coordinator_epoch, "producerId": item.producer_id,
-                    "producerEpoch": item.producer_epoch},
+        "control": {
+            "type": item.control_name,
+            "typeId": item.control_type,
+            "coordinatorEpoch": item.coordinator_epoch,
+            "producerId": item.producer_id,
+            "producerEpoch": item.producer_epoch,
+        },
         "position": {"partition": item.partition, "offset": item.offset, "timestamp": item.timestamp_ms},
         "segment": facts,
         "keyHex": item.key.hex(),
@@ -268,20 +316,43 @@ def segment_json(item: SegmentRecord | SegmentProblem, data: bool = False) -> di
 
 # ---------------------------------------------------------------------------------------------
 # Arrow
-SEGMENT_RECORDS_SCHEMA = pa.schema([
-    ("key", pa.binary()), ("value", pa.binary()), ("topic", pa.string()), ("partition", pa.int32()),
-    ("offset", pa.int64()), ("timestamp", pa.timestamp("us", tz="UTC")), ("timestampType", pa.int32()),
-    ("producer_id", pa.int64()), ("producer_epoch", pa.int32()), ("base_sequence", pa.int32()),
-    ("is_transactional", pa.bool_()), ("control_type", pa.int32()), ("control_name", pa.string()),
-    ("coordinator_epoch", pa.int32()), ("magic", pa.int8()), ("codec", pa.string()),
-    ("source_file", pa.string()), ("batch_position", pa.int64()),
-])
+SEGMENT_RECORDS_SCHEMA = pa.schema(
+    [
+        ("key", pa.binary()),
+        ("value", pa.binary()),
+        ("topic", pa.string()),
+        ("partition", pa.int32()),
+        ("offset", pa.int64()),
+        ("timestamp", pa.timestamp("us", tz="UTC")),
+        ("timestampType", pa.int32()),
+        ("producer_id", pa.int64()),
+        ("producer_epoch", pa.int32()),
+        ("base_sequence", pa.int32()),
+        ("is_transactional", pa.bool_()),
+        ("control_type", pa.int32()),
+        ("control_name", pa.string()),
+        ("coordinator_epoch", pa.int32()),
+        ("magic", pa.int8()),
+        ("codec", pa.string()),
+        ("source_file", pa.string()),
+        ("batch_position", pa.int64()),
+    ]
+)
 
-SEGMENT_PROBLEMS_SCHEMA = pa.schema([
-    ("source_file", pa.string()), ("topic", pa.string()), ("partition", pa.int32()),
-    ("position", pa.int64()), ("length", pa.int64()), ("base_offset", pa.int64()), ("offset", pa.int64()),
-    ("magic", pa.int8()), ("reason", pa.string()), ("data", pa.binary()),
-])
+SEGMENT_PROBLEMS_SCHEMA = pa.schema(
+    [
+        ("source_file", pa.string()),
+        ("topic", pa.string()),
+        ("partition", pa.int32()),
+        ("position", pa.int64()),
+        ("length", pa.int64()),
+        ("base_offset", pa.int64()),
+        ("offset", pa.int64()),
+        ("magic", pa.int8()),
+        ("reason", pa.string()),
+        ("data", pa.binary()),
+    ]
+)
 
 
 def segment_tables(path: str | os.PathLike[str]) -> tuple[pa.Table, pa.Table]:
@@ -290,46 +361,53 @@ def segment_tables(path: str | os.PathLike[str]) -> tuple[pa.Table, pa.Table]:
     probs: list[SegmentProblem] = []
     for item in read_segment_items(path):
         (probs if isinstance(item, SegmentProblem) else recs).append(item)  # type: ignore[arg-type]
-    records = pa.table({
-        "key": pa.array([r.key for r in recs], pa.binary()),
-        "value": pa.array([r.value for r in recs], pa.binary()),
-        "topic": pa.array([r.topic for r in recs], pa.string()),
-        "partition": pa.array([r.partition for r in recs], pa.int32()),
-        "offset": pa.array([r.offset for r in recs], pa.int64()),
-        # v0 messages have no timestamp (-1): kept as -1 ms, as Kafka reports NO_TIMESTAMP
-        "timestamp": pa.array([r.timestamp_ms * 1000 for r in recs], pa.int64()).cast(pa.timestamp("us", tz="UTC")),
-        "timestampType": pa.array([r.timestamp_type for r in recs], pa.int32()),
-        "producer_id": pa.array([r.producer_id for r in recs], pa.int64()),
-        "producer_epoch": pa.array([r.producer_epoch for r in recs], pa.int32()),
-        "base_sequence": pa.array([r.base_sequence for r in recs], pa.int32()),
-        "is_transactional": pa.array([r.is_transactional for r in recs], pa.bool_()),
-        "control_type": pa.array([r.control_type for r in recs], pa.int32()),
-        "control_name": pa.array([r.control_name for r in recs], pa.string()),
-        "coordinator_epoch": pa.array([r.coordinator_epoch for r in recs], pa.int32()),
-        "magic": pa.array([r.magic for r in recs], pa.int8()),
-        "codec": pa.array([seg.CODEC_NAMES[r.codec] for r in recs], pa.string()),
-        "source_file": pa.array([r.source_file for r in recs], pa.string()),
-        "batch_position": pa.array([r.batch_position for r in recs], pa.int64()),
-    }, schema=SEGMENT_RECORDS_SCHEMA)
-    problems = pa.table({
-        "source_file": pa.array([p.source_file for p in probs], pa.string()),
-        "topic": pa.array([p.topic for p in probs], pa.string()),
-        "partition": pa.array([p.partition for p in probs], pa.int32()),
-        "position": pa.array([p.position for p in probs], pa.int64()),
-        "length": pa.array([p.length for p in probs], pa.int64()),
-        "base_offset": pa.array([p.base_offset for p in probs], pa.int64()),
-        "offset": pa.array([p.offset for p in probs], pa.int64()),
-        "magic": pa.array([p.magic for p in probs], pa.int8()),
-        "reason": pa.array([p.reason for p in probs], pa.string()),
-        "data": pa.array([p.data for p in probs], pa.binary()),
-    }, schema=SEGMENT_PROBLEMS_SCHEMA)
+    records = pa.table(
+        {
+            "key": pa.array([r.key for r in recs], pa.binary()),
+            "value": pa.array([r.value for r in recs], pa.binary()),
+            "topic": pa.array([r.topic for r in recs], pa.string()),
+            "partition": pa.array([r.partition for r in recs], pa.int32()),
+            "offset": pa.array([r.offset for r in recs], pa.int64()),
+            # v0 messages have no timestamp (-1): kept as -1 ms, as Kafka reports NO_TIMESTAMP
+            "timestamp": pa.array([r.timestamp_ms * 1000 for r in recs], pa.int64()).cast(pa.timestamp("us", tz="UTC")),
+            "timestampType": pa.array([r.timestamp_type for r in recs], pa.int32()),
+            "producer_id": pa.array([r.producer_id for r in recs], pa.int64()),
+            "producer_epoch": pa.array([r.producer_epoch for r in recs], pa.int32()),
+            "base_sequence": pa.array([r.base_sequence for r in recs], pa.int32()),
+            "is_transactional": pa.array([r.is_transactional for r in recs], pa.bool_()),
+            "control_type": pa.array([r.control_type for r in recs], pa.int32()),
+            "control_name": pa.array([r.control_name for r in recs], pa.string()),
+            "coordinator_epoch": pa.array([r.coordinator_epoch for r in recs], pa.int32()),
+            "magic": pa.array([r.magic for r in recs], pa.int8()),
+            "codec": pa.array([seg.CODEC_NAMES[r.codec] for r in recs], pa.string()),
+            "source_file": pa.array([r.source_file for r in recs], pa.string()),
+            "batch_position": pa.array([r.batch_position for r in recs], pa.int64()),
+        },
+        schema=SEGMENT_RECORDS_SCHEMA,
+    )
+    problems = pa.table(
+        {
+            "source_file": pa.array([p.source_file for p in probs], pa.string()),
+            "topic": pa.array([p.topic for p in probs], pa.string()),
+            "partition": pa.array([p.partition for p in probs], pa.int32()),
+            "position": pa.array([p.position for p in probs], pa.int64()),
+            "length": pa.array([p.length for p in probs], pa.int64()),
+            "base_offset": pa.array([p.base_offset for p in probs], pa.int64()),
+            "offset": pa.array([p.offset for p in probs], pa.int64()),
+            "magic": pa.array([p.magic for p in probs], pa.int8()),
+            "reason": pa.array([p.reason for p in probs], pa.string()),
+            "data": pa.array([p.data for p in probs], pa.binary()),
+        },
+        schema=SEGMENT_PROBLEMS_SCHEMA,
+    )
     return records, problems
 
 
 # ---------------------------------------------------------------------------------------------
 # the raw-record view (what pipelines.raw_files reads)
-def raw_records(path: Path, *, require_partition: bool = False, loose_topic: str | None = None
-                ) -> Iterator[tuple[bytes, bytes | None, str, int, int, int, int]]:
+def raw_records(
+    path: Path, *, require_partition: bool = False, loose_topic: str | None = None
+) -> Iterator[tuple[bytes, bytes | None, str, int, int, int, int]]:
     """``(key, value, topic, partition, offset, timestamp_ms, timestamp_type)`` of the data
     records of one segment file; control records and problems are logged (module rules).
     A segment outside a partition directory gets partition 0 and, if given, ``loose_topic``."""
@@ -337,7 +415,8 @@ def raw_records(path: Path, *, require_partition: bool = False, loose_topic: str
     if partition is None and require_partition:
         raise UsageError(
             f"{path}: cannot tell the partition of this segment: keep it in its directory "
-            f"(e.g. {OFFSETS_TOPIC}-7/{path.name}) so its records get their log positions")
+            f"(e.g. {OFFSETS_TOPIC}-7/{path.name}) so its records get their log positions"
+        )
     controls = problems = 0
     for item in read_segment_file(path):
         if isinstance(item, SegmentProblem):
@@ -347,16 +426,40 @@ def raw_records(path: Path, *, require_partition: bool = False, loose_topic: str
         if item.control_type is not None:
             controls += 1
             continue
-        yield (item.key, item.value, item.topic if partition is not None or loose_topic is None else loose_topic,
-               0 if item.partition is None else item.partition,
-               item.offset, item.timestamp_ms, item.timestamp_type)
+        yield (
+            item.key,
+            item.value,
+            item.topic if partition is not None or loose_topic is None else loose_topic,
+            0 if item.partition is None else item.partition,
+            item.offset,
+            item.timestamp_ms,
+            item.timestamp_type,
+        )
     if controls or problems:
-        log.warning("%s: %d control records not passed on as data records, %d unreadable batches "
-                    "(offsetlake decode --input %s shows them)", path, controls, problems, path)
+        log.warning(
+            "%s: %d control records not passed on as data records, %d unreadable batches "
+            "(offsetlake decode --input %s shows them)",
+            path,
+            controls,
+            problems,
+            path,
+        )
 
 
 __all__ = [
-    "SEGMENT_PROBLEMS_SCHEMA", "SEGMENT_RECORDS_SCHEMA", "SEGMENT_SUFFIX", "SegmentProblem", "SegmentRecord",
-    "compress", "decompress", "is_segment_dir", "partition_of", "raw_records", "read_segment_file",
-    "read_segment_items", "segment_files", "segment_json", "segment_tables",
+    "SEGMENT_PROBLEMS_SCHEMA",
+    "SEGMENT_RECORDS_SCHEMA",
+    "SEGMENT_SUFFIX",
+    "SegmentProblem",
+    "SegmentRecord",
+    "compress",
+    "decompress",
+    "is_segment_dir",
+    "partition_of",
+    "raw_records",
+    "read_segment_file",
+    "read_segment_items",
+    "segment_files",
+    "segment_json",
+    "segment_tables",
 ]

@@ -11,6 +11,12 @@ Rules:
   check refuses an overlapping input and the exact path takes over) are switched off: the
   failure reaches the caller as an exception and the CLI prints it as one line. With
   ``--debug`` (``OFFSETLAKE_DEBUG=1``) they stay on.
+- The driver JVM logs through ``pipelines/log4j2.properties`` (``-Dlog4j2.configurationFile``
+  in ``spark.driver.extraJavaOptions``, before the user's own options): no start-up notices, no
+  NativeCodeLoader warning, errors shown. It applies when this process starts the JVM; under
+  ``spark-submit`` the submitter's logging stands. The JVM's own "WARNING: Using incubator
+  modules" line (Spark's launcher always adds ``--add-modules=jdk.incubator.vector``) is printed
+  by Java's module system, not by log4j, and stays.
 - The embedded path (a local master) keeps Spark's SQL warehouse out of the working directory:
   ``spark.sql.warehouse.dir`` defaults to ``offsetlake-spark-warehouse-<uid>`` under the system
   temp directory (Spark's own default, ``./spark-warehouse``, littered wherever a command ran);
@@ -25,6 +31,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -38,8 +45,7 @@ DEFAULT_CONF: dict[str, str] = {
     "spark.sql.shuffle.partitions": "4",
     "spark.sql.execution.arrow.pyspark.enabled": "true",
     "spark.sql.execution.arrow.maxRecordsPerBatch": "100000",
-    "spark.sql.streaming.stateStore.providerClass":
-        "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
+    "spark.sql.streaming.stateStore.providerClass": "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
     "spark.ui.enabled": "false",
     "spark.ui.showConsoleProgress": "false",
     "spark.driver.memory": "3g",
@@ -49,6 +55,11 @@ DEFAULT_CONF: dict[str, str] = {
     # misses JAAS configs and credentials)
     "spark.redaction.regex": "(?i)secret|password|passwd|token|access[.]?key|jaas|credential",
 }
+
+
+#: the driver JVM's log4j2 configuration (shipped in the package): Spark's defaults without the
+#: start-up notices and Hadoop's NativeCodeLoader warning (errors still shown)
+LOG4J2_CONF = os.path.join(os.path.dirname(os.path.abspath(__file__)), "log4j2.properties")
 
 
 def _java_binary() -> str | None:
@@ -86,7 +97,6 @@ def prepare_environment() -> None:
 
 def local_sql_warehouse() -> str:
     """Where a local session keeps Spark's SQL warehouse (module rules): never the working directory."""
-    import tempfile
 
     return os.path.join(tempfile.gettempdir(), f"offsetlake-spark-warehouse-{os.getuid()}")
 
@@ -114,9 +124,7 @@ def build_spark(
     builder = SparkSession.builder.appName(app_name)
     if master is not None:
         builder = builder.master(master)
-    elif "spark.master" not in os.environ.get("SPARK_SUBMIT_OPTS", "") and not os.environ.get(
-        "SPARK_ENV_LOADED"
-    ):
+    elif "spark.master" not in os.environ.get("SPARK_SUBMIT_OPTS", "") and not os.environ.get("SPARK_ENV_LOADED"):
         master = os.environ.get("OFFSETLAKE_SPARK_MASTER", "local[*]")
         builder = builder.master(master)
     local = master is not None and master.startswith("local")
@@ -124,6 +132,10 @@ def build_spark(
     if local:
         merged["spark.sql.warehouse.dir"] = local_sql_warehouse()
     merged.update({k: str(v) for k, v in (conf or {}).items()})
+    # our log4j2 configuration first: a user's extraJavaOptions still apply (and may override it)
+    merged["spark.driver.extraJavaOptions"] = " ".join(
+        o for o in (f"-Dlog4j2.configurationFile={LOG4J2_CONF}", merged.get("spark.driver.extraJavaOptions")) if o
+    )
     for key, value in merged.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()

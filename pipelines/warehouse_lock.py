@@ -82,8 +82,10 @@ class CleanupReport:
     def line(self) -> str | None:
         if not (self.staging_dirs or self.orphan_files):
             return None
-        return (f"removed {self.staging_dirs} leftover staging dir(s) and {self.orphan_files} orphan "
-                f"data file(s) ({self.orphan_bytes / 1e6:.1f} MB) of failed attempts")
+        return (
+            f"removed {self.staging_dirs} leftover staging dir(s) and {self.orphan_files} orphan "
+            f"data file(s) ({self.orphan_bytes / 1e6:.1f} MB) of failed attempts"
+        )
 
 
 def new_run_id() -> str:
@@ -112,8 +114,9 @@ def read_holder(warehouse: str) -> Holder | None:
     try:
         text = (Path(warehouse) / LOCK_FILE).read_text()
         data = json.loads(text)
-        return Holder(int(data["pid"]), str(data["host"]), str(data["started"]), str(data["command"]),
-                      str(data.get("run_id", "")))
+        return Holder(
+            int(data["pid"]), str(data["host"]), str(data["started"]), str(data["command"]), str(data.get("run_id", ""))
+        )
     except (OSError, ValueError, KeyError, TypeError):
         return None
 
@@ -141,8 +144,7 @@ class WarehouseLock:
 
         self.acquired_at = time.time()
         if not self.local:
-            log.warning("warehouse %s is not a local path: no writer lock (ensure one writer yourself)",
-                        self.warehouse)
+            log.warning("warehouse %s is not a local path: no writer lock (ensure one writer yourself)", self.warehouse)
             return self
         held = _HELD.get(self.path)
         if held is not None:  # re-entrant within this process
@@ -154,8 +156,9 @@ class WarehouseLock:
         try:
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         except OSError as exc:
-            raise UsageError(f"warehouse {self.root}: cannot open the lock file {self.path} "
-                             f"({exc.strerror or exc})") from None
+            raise UsageError(
+                f"warehouse {self.root}: cannot open the lock file {self.path} ({exc.strerror or exc})"
+            ) from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -164,7 +167,8 @@ class WarehouseLock:
             who = holder.describe() if holder else "another process (holder unknown)"
             raise WarehouseBusyError(
                 f"warehouse {self.root} is in use by {who}; one writer at a time: wait for it to end "
-                f"or stop it (lock: {self.path})") from None
+                f"or stop it (lock: {self.path})"
+            ) from None
         previous = read_holder(self.root)
         if previous is not None and previous.pid != os.getpid():
             # the kernel released the previous holder's lock: it is gone (or on another host
@@ -172,8 +176,13 @@ class WarehouseLock:
             same_host = previous.host == socket.gethostname()
             if not same_host or not _pid_alive(previous.pid):
                 self.took_over = previous
-        holder = Holder(os.getpid(), socket.gethostname(), datetime.now(UTC).isoformat(timespec="seconds"),
-                        self.command, self.run_id)
+        holder = Holder(
+            os.getpid(),
+            socket.gethostname(),
+            datetime.now(UTC).isoformat(timespec="seconds"),
+            self.command,
+            self.run_id,
+        )
         os.ftruncate(fd, 0)
         os.pwrite(fd, json.dumps(asdict(holder)).encode(), 0)
         os.fsync(fd)

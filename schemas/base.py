@@ -22,8 +22,17 @@ if TYPE_CHECKING:
 WriteMode = Literal["append", "merge", "overwrite"]
 
 _PRIMITIVES = {
-    "string", "binary", "boolean", "tinyint", "smallint", "int", "bigint",
-    "float", "double", "date", "timestamp",
+    "string",
+    "binary",
+    "boolean",
+    "tinyint",
+    "smallint",
+    "int",
+    "bigint",
+    "float",
+    "double",
+    "date",
+    "timestamp",
 }
 
 
@@ -78,16 +87,12 @@ class TableSpec:
     def spark_schema(self) -> StructType:
         from pyspark.sql.types import StructField, StructType
 
-        return StructType(
-            [StructField(c.name, to_spark_type(parse_type(c.type)), c.nullable) for c in self.columns]
-        )
+        return StructType([StructField(c.name, to_spark_type(parse_type(c.type)), c.nullable) for c in self.columns])
 
     def arrow_schema(self) -> pa.Schema:
         import pyarrow as pa
 
-        return pa.schema(
-            [pa.field(c.name, to_arrow_type(parse_type(c.type)), c.nullable) for c in self.columns]
-        )
+        return pa.schema([pa.field(c.name, to_arrow_type(parse_type(c.type)), c.nullable) for c in self.columns])
 
     def markdown(self) -> str:
         """A Markdown section documenting the table (used for the README's table reference)."""
@@ -183,10 +188,17 @@ def to_spark_type(t: ParsedType) -> DataType:
     kind = t[0]
     if kind == "prim":
         return {
-            "string": T.StringType(), "binary": T.BinaryType(), "boolean": T.BooleanType(),
-            "tinyint": T.ByteType(), "smallint": T.ShortType(), "int": T.IntegerType(),
-            "bigint": T.LongType(), "float": T.FloatType(), "double": T.DoubleType(),
-            "date": T.DateType(), "timestamp": T.TimestampType(),
+            "string": T.StringType(),
+            "binary": T.BinaryType(),
+            "boolean": T.BooleanType(),
+            "tinyint": T.ByteType(),
+            "smallint": T.ShortType(),
+            "int": T.IntegerType(),
+            "bigint": T.LongType(),
+            "float": T.FloatType(),
+            "double": T.DoubleType(),
+            "date": T.DateType(),
+            "timestamp": T.TimestampType(),
         }[t[1]]
     if kind == "array":
         return T.ArrayType(to_spark_type(t[1]), True)
@@ -201,10 +213,17 @@ def to_arrow_type(t: ParsedType) -> pa.DataType:
     kind = t[0]
     if kind == "prim":
         return {
-            "string": pa.string(), "binary": pa.binary(), "boolean": pa.bool_(),
-            "tinyint": pa.int8(), "smallint": pa.int16(), "int": pa.int32(),
-            "bigint": pa.int64(), "float": pa.float32(), "double": pa.float64(),
-            "date": pa.date32(), "timestamp": pa.timestamp("us", tz="UTC"),
+            "string": pa.string(),
+            "binary": pa.binary(),
+            "boolean": pa.bool_(),
+            "tinyint": pa.int8(),
+            "smallint": pa.int16(),
+            "int": pa.int32(),
+            "bigint": pa.int64(),
+            "float": pa.float32(),
+            "double": pa.float64(),
+            "date": pa.date32(),
+            "timestamp": pa.timestamp("us", tz="UTC"),
         }[t[1]]
     if kind == "array":
         return pa.list_(to_arrow_type(t[1]))

@@ -25,8 +25,12 @@ MEMBER_TYPE = (
 )
 
 _POSITION = (
-    Column("coordinator_partition", "int", False,
-           "`__consumer_offsets` partition the record was read from (the group's coordinator partition)."),
+    Column(
+        "coordinator_partition",
+        "int",
+        False,
+        "`__consumer_offsets` partition the record was read from (the group's coordinator partition).",
+    ),
     Column("log_offset", "bigint", False, "Offset of the record in that partition."),
     Column("log_timestamp", "timestamp", True, "Record timestamp (CREATE_TIME, the coordinator's clock), UTC."),
 )
@@ -42,15 +46,25 @@ OFFSET_COMMITS = TableSpec(
         Column("topic", "string", False, "Committed topic (OffsetCommitKey.topic)."),
         Column("partition", "int", False, "Committed partition (OffsetCommitKey.partition)."),
         Column("key_version", "int", False, "Key version: 0 (0.8.2) or 1 (every broker since 0.9)."),
-        Column("is_tombstone", "boolean", False,
-               "True when the value is null: the offset was deleted (expiry, OffsetDelete, DeleteGroups, topic deletion)."),
+        Column(
+            "is_tombstone",
+            "boolean",
+            False,
+            "True when the value is null: the offset was deleted (expiry, OffsetDelete, DeleteGroups, topic deletion).",
+        ),
         Column("value_version", "int", True, "OffsetCommitValue version 0-4; null for a tombstone."),
         Column("committed_offset", "bigint", True, "OffsetCommitValue.offset: the committed offset."),
         Column("leader_epoch", "int", True, "OffsetCommitValue.leader_epoch (v3+); null when absent or -1."),
-        Column("metadata", "string", True, "OffsetCommitValue.metadata: client-supplied string (\"\" when none)."),
-        Column("commit_timestamp", "timestamp", True, "OffsetCommitValue.commit_timestamp (broker time of the commit)."),
-        Column("expire_timestamp", "timestamp", True,
-               "OffsetCommitValue.expire_timestamp (v1 only); null when absent or -1."),
+        Column("metadata", "string", True, 'OffsetCommitValue.metadata: client-supplied string ("" when none).'),
+        Column(
+            "commit_timestamp", "timestamp", True, "OffsetCommitValue.commit_timestamp (broker time of the commit)."
+        ),
+        Column(
+            "expire_timestamp",
+            "timestamp",
+            True,
+            "OffsetCommitValue.expire_timestamp (v1 only); null when absent or -1.",
+        ),
     ),
     primary_key=("coordinator_partition", "log_offset"),
     mode="append",
@@ -67,17 +81,25 @@ GROUP_METADATA = TableSpec(
         Column("key_version", "int", False, "Key version (always 2)."),
         Column("is_tombstone", "boolean", False, "True when the value is null: the group's metadata was deleted."),
         Column("value_version", "int", True, "GroupMetadataValue version 0-4; null for a tombstone."),
-        Column("protocol_type", "string", True, "GroupMetadataValue.protocol_type (\"consumer\", \"connect\", \"\" = none)."),
+        Column("protocol_type", "string", True, 'GroupMetadataValue.protocol_type ("consumer", "connect", "" = none).'),
         Column("generation", "int", True, "GroupMetadataValue.generation (generation id)."),
         Column("protocol", "string", True, "Selected protocol (assignor name); null for an Empty group."),
         Column("leader", "string", True, "Leader member id; null for an Empty group."),
-        Column("current_state_timestamp", "timestamp", True,
-               "GroupMetadataValue.current_state_timestamp (v2+); null when absent or -1."),
+        Column(
+            "current_state_timestamp",
+            "timestamp",
+            True,
+            "GroupMetadataValue.current_state_timestamp (v2+); null when absent or -1.",
+        ),
         Column("member_count", "int", True, "Number of members (0 = the group is Empty)."),
-        Column("members", f"array<{MEMBER_TYPE}>", True,
-               "Members (MemberMetadata): ids, client, timeouts (rebalance_timeout null when absent/-1), "
-               "raw subscription/assignment bytes, parsed subscribed topics and assigned partitions "
-               "(null when not parseable or protocol type is not consumer)."),
+        Column(
+            "members",
+            f"array<{MEMBER_TYPE}>",
+            True,
+            "Members (MemberMetadata): ids, client, timeouts (rebalance_timeout null when absent/-1), "
+            "raw subscription/assignment bytes, parsed subscribed topics and assigned partitions "
+            "(null when not parseable or protocol type is not consumer).",
+        ),
     ),
     primary_key=("coordinator_partition", "log_offset"),
     mode="append",
@@ -98,8 +120,12 @@ QUARANTINE = TableSpec(
     "and why decoding failed. Never dropped; counted in the decode reconciliation.",
     columns=(
         *_RAW,
-        Column("error_class", "string", False,
-               "Error class, e.g. `CorruptRecordError` (from coordinator_core.errors) or `ValueOutOfRange`."),
+        Column(
+            "error_class",
+            "string",
+            False,
+            "Error class, e.g. `CorruptRecordError` (from coordinator_core.errors) or `ValueOutOfRange`.",
+        ),
         Column("error_message", "string", True, "Human-readable message of the error."),
         Column("part", "string", True, "Part that failed: key, value, subscription or assignment."),
         Column("byte_position", "int", True, "Byte offset inside that part where reading failed."),

@@ -22,12 +22,24 @@ DQ_RESULTS = TableSpec(
     columns=(
         Column("run_id", "string", False, "Quality run id (UTC time + random suffix, or the Airflow run id)."),
         Column("run_timestamp", "timestamp", False, "When the run started, UTC."),
-        Column("suite", "string", False, "Suite name: a table (`raw_records`, `group_state`, ...) or `reconciliation`."),
-        Column("target", "string", False,
-               "What was validated: the table itself or a derived frame (`group_metadata.members`, `quarantine.summary`)."),
-        Column("expectation", "string", False,
-               "Stable check name within the suite (e.g. `offset_unique`); `dq.blocking` refers to `suite.expectation`."),
-        Column("expectation_type", "string", False, "Great Expectations type, e.g. `expect_column_values_to_be_unique`."),
+        Column(
+            "suite", "string", False, "Suite name: a table (`raw_records`, `group_state`, ...) or `reconciliation`."
+        ),
+        Column(
+            "target",
+            "string",
+            False,
+            "What was validated: the table itself or a derived frame (`group_metadata.members`, `quarantine.summary`).",
+        ),
+        Column(
+            "expectation",
+            "string",
+            False,
+            "Stable check name within the suite (e.g. `offset_unique`); `dq.blocking` refers to `suite.expectation`.",
+        ),
+        Column(
+            "expectation_type", "string", False, "Great Expectations type, e.g. `expect_column_values_to_be_unique`."
+        ),
         Column("kwargs", "string", True, "The expectation's arguments as JSON (columns, bounds, value sets)."),
         Column("blocking", "boolean", False, "True when a failure of this expectation fails the quality gate."),
         Column("success", "boolean", False, "True when the expectation held."),

@@ -30,12 +30,19 @@ STATE_MEMBER_TYPE = (
 
 _GROUP = Column("group_id", "string", False, "Consumer group id.")
 _EVENT_KEY = Column(
-    "event_key", "string", False,
+    "event_key",
+    "string",
+    False,
     "Deterministic event id within the group (`<partition>:<offset>[:<seq>]` for events told by a "
     "record, computed time for predictions); MERGE key with group_id.",
 )
 _LOG_POS = (
-    Column("log_partition", "int", True, "`__consumer_offsets` partition of the record that told it (null for predictions)."),
+    Column(
+        "log_partition",
+        "int",
+        True,
+        "`__consumer_offsets` partition of the record that told it (null for predictions).",
+    ),
     Column("log_offset", "bigint", True, "Offset of that record (null for predictions)."),
 )
 
@@ -53,25 +60,50 @@ GROUP_STATE = TableSpec(
         Column("protocol_type", "string", True, "Protocol type (consumer, connect, ...); null = simple group."),
         Column("protocol", "string", True, "Selected protocol (assignor)."),
         Column("leader", "string", True, "Leader member id."),
-        Column("current_state_timestamp", "timestamp", True, "GroupMetadataValue.current_state_timestamp of the last group record."),
-        Column("state_timestamp", "timestamp", True, "When the group entered its current state (as far as the log tells)."),
+        Column(
+            "current_state_timestamp",
+            "timestamp",
+            True,
+            "GroupMetadataValue.current_state_timestamp of the last group record.",
+        ),
+        Column(
+            "state_timestamp", "timestamp", True, "When the group entered its current state (as far as the log tells)."
+        ),
         Column("members", f"array<{STATE_MEMBER_TYPE}>", True, "Current members (same fields as group_members)."),
         Column("member_count", "int", True, "Number of current members."),
         Column("offset_count", "int", True, "Number of committed offsets held."),
-        Column("subscribed_topics", "array<string>", True,
-               "Union of the members' subscribed topics (consumer protocol v0 parse); null when unknown."),
+        Column(
+            "subscribed_topics",
+            "array<string>",
+            True,
+            "Union of the members' subscribed topics (consumer protocol v0 parse); null when unknown.",
+        ),
         Column("last_log_partition", "int", True, "Partition of the last record applied (idempotence watermark)."),
-        Column("last_log_offset", "bigint", True, "Offset of the last record applied; records at or below are duplicates."),
+        Column(
+            "last_log_offset", "bigint", True, "Offset of the last record applied; records at or below are duplicates."
+        ),
         Column("last_timestamp", "timestamp", True, "Timestamp of the last record applied."),
-        Column("next_expiry_time", "timestamp", True, "When the next offset would expire under the rules (null = never)."),
+        Column(
+            "next_expiry_time", "timestamp", True, "When the next offset would expire under the rules (null = never)."
+        ),
         Column("records_applied", "bigint", True, "Records replayed into this state."),
-        Column("unsupported_records", "bigint", True, "Records of this group skipped as unsupported (newer record types)."),
-        Column("first_log_offset", "bigint", True,
-               "Offset of the group's first record in the input: its history before that is unknown "
-               "(a compacted capture keeps only each key's latest record)."),
-        Column("predictions_contradicted", "bigint", True,
-               "Offset expiries the rules predicted and the log contradicted (the broker's cleanup passed "
-               "with no tombstone): a sign that replay.retention_ms or replay.rules differ from the broker's."),
+        Column(
+            "unsupported_records", "bigint", True, "Records of this group skipped as unsupported (newer record types)."
+        ),
+        Column(
+            "first_log_offset",
+            "bigint",
+            True,
+            "Offset of the group's first record in the input: its history before that is unknown "
+            "(a compacted capture keeps only each key's latest record).",
+        ),
+        Column(
+            "predictions_contradicted",
+            "bigint",
+            True,
+            "Offset expiries the rules predicted and the log contradicted (the broker's cleanup passed "
+            "with no tombstone): a sign that replay.retention_ms or replay.rules differ from the broker's.",
+        ),
         Column("format_version", "int", True, "Version of the snapshot format."),
     ),
     primary_key=("group_id",),
@@ -89,9 +121,13 @@ GROUP_TRANSITIONS = TableSpec(
         Column("to_state", "string", False, "State after."),
         Column("generation", "int", True, "Generation during/after the transition."),
         Column("timestamp", "timestamp", True, "When; null when unknown (skipped generations)."),
-        Column("timestamp_source", "string", True, "record | current_state_timestamp | estimate | predicted | unknown."),
+        Column(
+            "timestamp_source", "string", True, "record | current_state_timestamp | estimate | predicted | unknown."
+        ),
         Column("observed", "boolean", True, "True when the log attests it, false when inferred."),
-        Column("cause", "string", True, "Why (rebalance_started, join_completed, sync_completed, all_members_left, ...)."),
+        Column(
+            "cause", "string", True, "Why (rebalance_started, join_completed, sync_completed, all_members_left, ...)."
+        ),
         *_LOG_POS,
     ),
     primary_key=("group_id", "event_key"),
@@ -117,7 +153,9 @@ REBALANCES = TableSpec(
         Column("members_after", "int", True, "Members after."),
         Column("joined", "array<string>", True, "Members that joined (group_instance_id if set, else member_id)."),
         Column("left", "array<string>", True, "Members that left."),
-        Column("static_rejoined", "array<string>", True, "Static members (group_instance_id) back with a new member id."),
+        Column(
+            "static_rejoined", "array<string>", True, "Static members (group_instance_id) back with a new member id."
+        ),
         Column("leader", "string", True, "Leader member id after."),
         Column("previous_leader", "string", True, "Leader member id before."),
         Column("leader_changed", "boolean", True, "Leader differs."),
@@ -149,10 +187,17 @@ GROUP_MEMBERS = TableSpec(
         Column("client_id", "string", True, "Client id."),
         Column("client_host", "string", True, "Client host."),
         Column("session_timeout", "int", True, "Session timeout (ms)."),
-        Column("rebalance_timeout", "int", True, "Kafka's effective rebalance timeout (ms; session timeout when absent)."),
+        Column(
+            "rebalance_timeout", "int", True, "Kafka's effective rebalance timeout (ms; session timeout when absent)."
+        ),
         Column("is_leader", "boolean", True, "The member is the group leader."),
         Column("protocol", "string", True, "Assignor of the generation."),
-        Column("subscribed_topics", "array<string>", True, "Subscribed topics (null when the subscription cannot be parsed)."),
+        Column(
+            "subscribed_topics",
+            "array<string>",
+            True,
+            "Subscribed topics (null when the subscription cannot be parsed).",
+        ),
         Column("assigned_partitions", TOPIC_PARTITIONS, True, "Assigned partitions (null when unparseable)."),
         Column("timestamp", "timestamp", True, "Timestamp of the group-metadata record."),
         *_LOG_POS,
@@ -194,11 +239,19 @@ OFFSET_EXPIRATIONS = TableSpec(
         Column("offset", "bigint", True, "The removed committed offset."),
         Column("commit_timestamp", "timestamp", True, "Commit time of the removed commit."),
         Column("cause", "string", True, "retention | tombstone | group_deleted."),
-        Column("status", "string", True,
-               "observed | confirmed (the tombstone of a predicted removal) | predicted (a forecast at as_of)."),
-        Column("predicted_time", "timestamp", True,
-               "When the rules make it due (base + retention, or expire_timestamp; not before the group "
-               "entered its current state); the broker's next cleanup (within cleanup_interval_ms) removes it."),
+        Column(
+            "status",
+            "string",
+            True,
+            "observed | confirmed (the tombstone of a predicted removal) | predicted (a forecast at as_of).",
+        ),
+        Column(
+            "predicted_time",
+            "timestamp",
+            True,
+            "When the rules make it due (base + retention, or expire_timestamp; not before the group "
+            "entered its current state); the broker's next cleanup (within cleanup_interval_ms) removes it.",
+        ),
         Column("observed_time", "timestamp", True, "Timestamp of the tombstone in the log."),
         Column("rules", "string", True, "Expiry rule set used for the prediction."),
         *_LOG_POS,
@@ -217,10 +270,19 @@ GROUP_LIFECYCLE = TableSpec(
         Column("generation", "int", True, "Generation at the event."),
         Column("timestamp", "timestamp", True, "When (computed time for predictions)."),
         Column("observed", "boolean", True, "The log attests it."),
-        Column("status", "string", True,
-               "observed | confirmed (the tombstone of a predicted deletion) | predicted (a forecast at as_of) | "
-               "unknown (a creation compaction removed: the group existed, its creation is not in the log)."),
-        Column("cause", "string", True, "offset_commit, group_metadata, all_members_left, group_tombstone, offsets_expired."),
+        Column(
+            "status",
+            "string",
+            True,
+            "observed | confirmed (the tombstone of a predicted deletion) | predicted (a forecast at as_of) | "
+            "unknown (a creation compaction removed: the group existed, its creation is not in the log).",
+        ),
+        Column(
+            "cause",
+            "string",
+            True,
+            "offset_commit, group_metadata, all_members_left, group_tombstone, offsets_expired.",
+        ),
         Column("predicted_time", "timestamp", True, "Predicted death time."),
         Column("observed_time", "timestamp", True, "Time of the group tombstone in the log."),
         Column("group_tombstone", "boolean", True, "A group tombstone was observed / Kafka would write one."),
@@ -258,7 +320,14 @@ OFFSET_COMMITS_REPLAYED = TableSpec(
 )
 
 #: The gold tables the batch replay writes by default, in write order.
-GOLD_TABLES = (GROUP_STATE, GROUP_TRANSITIONS, REBALANCES, GROUP_MEMBERS, OFFSETS_CURRENT,
-               OFFSET_EXPIRATIONS, GROUP_LIFECYCLE)
+GOLD_TABLES = (
+    GROUP_STATE,
+    GROUP_TRANSITIONS,
+    REBALANCES,
+    GROUP_MEMBERS,
+    OFFSETS_CURRENT,
+    OFFSET_EXPIRATIONS,
+    GROUP_LIFECYCLE,
+)
 
 TABLES = [*GOLD_TABLES, OFFSET_COMMITS_REPLAYED]

@@ -23,9 +23,15 @@ LOG_PARTITIONS = TableSpec(
         Column("missing_offsets", "bigint", False, "Offsets between first and last that the capture lacks."),
         Column("gaps", "bigint", False, "Runs of missing offsets."),
         Column("largest_gap", "bigint", False, "The longest run of missing offsets (1 = a transaction marker)."),
-        Column("compacted", "boolean", False, "A gap longer than a transaction marker: the log cleaner removed records."),
-        Column("compacted_until", "bigint", True,
-               "First offset after the last gap: history before it may be incomplete (null: no gap)."),
+        Column(
+            "compacted", "boolean", False, "A gap longer than a transaction marker: the log cleaner removed records."
+        ),
+        Column(
+            "compacted_until",
+            "bigint",
+            True,
+            "First offset after the last gap: history before it may be incomplete (null: no gap).",
+        ),
         Column("first_timestamp", "timestamp", True, "Timestamp of the oldest record captured."),
         Column("last_timestamp", "timestamp", True, "Timestamp of the newest record captured."),
     ),

@@ -142,11 +142,7 @@ STREAM_PACK = TableSpec(
     name="stream_pack",
     doc="The stream's packed replay input: one row per (group, raw Arrow batch), the group's "
     "replay-input rows as one Arrow IPC message; ``log_timestamp`` is its newest record's time.",
-    columns=(
-        Column("group_id", "string"),
-        Column("log_timestamp", "timestamp"),
-        Column("records", "binary"),
-    ),
+    columns=(Column("group_id", "string"), Column("log_timestamp", "timestamp"), Column("records", "binary")),
 )
 
 STREAM_STATE = TableSpec(
@@ -162,5 +158,13 @@ STREAM_OUTPUT = TableSpec(
     columns=(Column("records", "binary"),),
 )
 
-SHAPES = [REPLAY_INPUT, DECODE_UNION, DECODE_FAST, POSITION_RANGES, CLOCK_STAIRS, STREAM_PACK, STREAM_STATE,
-          STREAM_OUTPUT]
+SHAPES = [
+    REPLAY_INPUT,
+    DECODE_UNION,
+    DECODE_FAST,
+    POSITION_RANGES,
+    CLOCK_STAIRS,
+    STREAM_PACK,
+    STREAM_STATE,
+    STREAM_OUTPUT,
+]

@@ -20,16 +20,25 @@ STREAM_PROGRESS = TableSpec(
     "size, watermark, duration), taken from Spark's StreamingQueryProgress.",
     columns=(
         Column("query_name", "string", False, "Streaming query name (`stream` section of the config)."),
-        Column("batch_id", "bigint", False, "Micro-batch id (Spark's batchId; also the Delta txn version of its writes)."),
+        Column(
+            "batch_id", "bigint", False, "Micro-batch id (Spark's batchId; also the Delta txn version of its writes)."
+        ),
         Column("timestamp", "timestamp", False, "When the micro-batch started (trigger time), UTC."),
         Column("input_rows", "bigint", True, "Raw records read in this micro-batch (all sources)."),
         Column("input_rows_per_second", "double", True, "Input rate: rows / time since the previous trigger."),
         Column("processed_rows_per_second", "double", True, "Processing rate: rows / batch duration."),
         Column("batch_duration_ms", "bigint", True, "Wall time of the micro-batch (triggerExecution), ms."),
         Column("state_rows", "bigint", True, "Groups held in the state store after the batch."),
-        Column("state_memory_bytes", "bigint", True, "State store memory used after the batch (RocksDB: its estimate), bytes."),
+        Column(
+            "state_memory_bytes",
+            "bigint",
+            True,
+            "State store memory used after the batch (RocksDB: its estimate), bytes.",
+        ),
         Column("watermark", "timestamp", True, "Event-time watermark of the batch (drives offset expiry)."),
-        Column("sources", "string", True, "JSON array of the sources' progress (description, start/end offsets, rows)."),
+        Column(
+            "sources", "string", True, "JSON array of the sources' progress (description, start/end offsets, rows)."
+        ),
     ),
     primary_key=("query_name", "batch_id"),
     mode="merge",

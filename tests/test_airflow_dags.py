@@ -59,8 +59,9 @@ def _write_conf(path: Path, root: Path, **sections: dict[str, Any]) -> Path:
     data: dict[str, Any] = {
         "paths": {"root": str(root)},
         "delta": {"engine": "rust", "vacuum_retention_hours": 0},
-        "spark": {"conf": {"spark.sql.shuffle.partitions": 2, "spark.default.parallelism": 2,
-                           "spark.driver.memory": "1g"}},
+        "spark": {
+            "conf": {"spark.sql.shuffle.partitions": 2, "spark.default.parallelism": 2, "spark.driver.memory": "1g"}
+        },
         "airflow": {"conf_path": str(path)},
     }
     for key, value in sections.items():
@@ -82,9 +83,7 @@ def _edges(dag: Any) -> set[tuple[str, str]]:
     return {(t.task_id, d) for t in dag.tasks for d in t.downstream_task_ids}
 
 
-def test_dagbag_loads_every_dag_with_the_expected_task_graph(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
+def test_dagbag_loads_every_dag_with_the_expected_task_graph(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     conf = _write_conf(tmp_path / "conf.yaml", tmp_path / "data")
     bag = _dagbag(monkeypatch, conf, tmp_path / "airflow")
 
@@ -102,9 +101,15 @@ def test_dagbag_loads_every_dag_with_the_expected_task_graph(
 def test_dag_parameters_are_rendered_from_the_config(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     root = tmp_path / "data"
     conf = _write_conf(
-        tmp_path / "conf.yaml", root,
-        airflow={"batch_schedule": "30 2 * * *", "stream_schedule_minutes": 7, "spark_conn_id": "spark_test",
-                 "retries": 3, "sla_minutes": 45},
+        tmp_path / "conf.yaml",
+        root,
+        airflow={
+            "batch_schedule": "30 2 * * *",
+            "stream_schedule_minutes": 7,
+            "spark_conn_id": "spark_test",
+            "retries": 3,
+            "sla_minutes": 45,
+        },
     )
     bag = _dagbag(monkeypatch, conf, tmp_path / "airflow")
     batch, stream = bag.dags["offsetlake_batch"], bag.dags["offsetlake_stream"]
@@ -139,6 +144,26 @@ def test_a_relative_data_root_resolves_against_the_repository_not_the_cwd(
     assert args[3] == f"paths.root={REPO / 'relative-data'}"
 
 
+def test_the_jobs_get_the_overlay_named_by_offsetlake_conf(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    # a user's overlay without an airflow section, named relative to the working directory:
+    # before, the DAGs failed to find it (resolved against the repository) or, found, gave the
+    # jobs --conf conf/local.yaml (airflow.conf_path's default) and local.yaml's warehouse
+    (tmp_path / "my.yaml").write_text(f"paths:\n  root: {tmp_path / 'mine'}\n")
+    monkeypatch.chdir(tmp_path)
+    bag = _dagbag(monkeypatch, Path("my.yaml"), tmp_path / "airflow")
+
+    assert bag.import_errors == {}
+    for dag in bag.dags.values():
+        for task in dag.tasks:
+            assert task.application_args[:4] == [
+                "--conf",
+                str(tmp_path / "my.yaml"),
+                "--set",
+                f"paths.root={tmp_path / 'mine'}",
+            ], task.task_id
+            assert task.env_vars["OFFSETLAKE_CONF"] == str(tmp_path / "my.yaml")
+
+
 # ---- end to end with dag.test() ---------------------------------------------------------------
 def _corrupt_record(landing: Path) -> None:
     """Append one record whose value is truncated mid-struct (decode quarantines it)."""
@@ -160,29 +185,37 @@ def _corrupt_record(landing: Path) -> None:
 def airflow_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     home = tmp_path_factory.mktemp("airflow_home")
     env = dict(os.environ)
-    env.update({
-        "AIRFLOW_HOME": str(home),
-        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-        "AIRFLOW__CORE__DAGS_FOLDER": str(DAGS),
-        "AIRFLOW__CORE__UNIT_TEST_MODE": "False",
-        "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": "local[2]"}),
-        "PATH": f"{BIN}{os.pathsep}{env.get('PATH', '')}",
-        "PYSPARK_PYTHON": sys.executable,
-        "SPARK_LOCAL_IP": "127.0.0.1",
-    })
-    migrate = subprocess.run([str(BIN / "airflow"), "db", "migrate"], env=env, capture_output=True, text=True,
-                             timeout=600)
+    env.update(
+        {
+            "AIRFLOW_HOME": str(home),
+            "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+            "AIRFLOW__CORE__DAGS_FOLDER": str(DAGS),
+            "AIRFLOW__CORE__UNIT_TEST_MODE": "False",
+            "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": "local[2]"}),
+            "PATH": f"{BIN}{os.pathsep}{env.get('PATH', '')}",
+            "PYSPARK_PYTHON": sys.executable,
+            "SPARK_LOCAL_IP": "127.0.0.1",
+        }
+    )
+    migrate = subprocess.run(
+        [str(BIN / "airflow"), "db", "migrate"], env=env, capture_output=True, text=True, timeout=600
+    )
     assert migrate.returncode == 0, migrate.stderr[-3000:]
     return env
 
 
 def _dag_test(env: dict[str, str], conf: Path, dag_id: str, tasks: str = "") -> dict[str, Any]:
     run_env = dict(env, OFFSETLAKE_CONF=str(conf))
-    proc = subprocess.run([sys.executable, "-c", RUN_DAG, dag_id, tasks, str(DAGS)], env=run_env,
-                          capture_output=True, text=True, timeout=2400)
+    proc = subprocess.run(
+        [sys.executable, "-c", RUN_DAG, dag_id, tasks, str(DAGS)],
+        env=run_env,
+        capture_output=True,
+        text=True,
+        timeout=2400,
+    )
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
     assert proc.returncode == 0 and lines, (proc.stdout[-4000:], proc.stderr[-6000:])
-    return dict(json.loads(lines[-1][len("RESULT "):]))
+    return dict(json.loads(lines[-1][len("RESULT ") :]))
 
 
 @pytest.mark.slow
@@ -205,9 +238,18 @@ def test_offsetlake_batch_runs_end_to_end_and_a_failed_dq_fails_the_run(
     assert result["state"] == "success", result
     assert set(result["tasks"].values()) == {"success"}, result
     warehouse = root / "warehouse"
-    counts = {name: DeltaTable(str(warehouse / name)).count()
-              for name in ("raw_records", "offset_commits", "group_metadata", "quarantine",
-                           "group_state", "offsets_current", "dq_results")}
+    counts = {
+        name: DeltaTable(str(warehouse / name)).count()
+        for name in (
+            "raw_records",
+            "offset_commits",
+            "group_metadata",
+            "quarantine",
+            "group_state",
+            "offsets_current",
+            "dq_results",
+        )
+    }
     assert counts["raw_records"] == n + 1 and counts["quarantine"] == 1, counts
     assert all(v > 0 for v in counts.values()), counts
     results = DeltaTable(str(warehouse / "dq_results")).to_pyarrow_table().to_pylist()

@@ -30,7 +30,11 @@ def test_core_and_every_submodule_import_only_the_standard_library() -> None:
     assert "coordinator_core.codec" in submodules and "coordinator_core.wire" in submodules
     out = subprocess.run(
         [sys.executable, "-I", "-c", f"import sys; sys.path.insert(0, {str(REPO)!r})\n" + _PROBE],
-        capture_output=True, text=True, check=True, cwd=REPO, timeout=120,
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=REPO,
+        timeout=120,
     )
     top_level = json.loads(out.stdout.strip().splitlines()[-1])
     outside = [m for m in top_level if m not in sys.stdlib_module_names and m != "coordinator_core"]
@@ -66,15 +70,21 @@ def test_nothing_outside_the_tableio_package_imports_deltalake_or_delta() -> Non
             if _SEAM in path.parents:
                 continue
             checked += 1
-            offenders += [f"{path.relative_to(REPO)}:{line}: {mod}" for line, mod in _imported_modules(path)
-                          if mod.split(".")[0] in _DELTA_MODULES]
+            offenders += [
+                f"{path.relative_to(REPO)}:{line}: {mod}"
+                for line, mod in _imported_modules(path)
+                if mod.split(".")[0] in _DELTA_MODULES
+            ]
     assert checked > 50  # the walk found the code
     assert offenders == [], "import Delta only inside pipelines/tableio/:\n" + "\n".join(offenders)
 
 
 def test_the_tableio_package_is_where_delta_is_imported() -> None:
-    inside = {path.name for path in _SEAM.glob("*.py")
-              if any(mod.split(".")[0] in _DELTA_MODULES for _, mod in _imported_modules(path))}
+    inside = {
+        path.name
+        for path in _SEAM.glob("*.py")
+        if any(mod.split(".")[0] in _DELTA_MODULES for _, mod in _imported_modules(path))
+    }
     assert inside == {"deltars.py", "spark.py"}  # delta-rs on the driver; Spark's Delta
 
 
@@ -84,7 +94,9 @@ def test_table_io_does_not_branch_on_its_engine() -> None:
     tree = ast.parse((_SEAM / "__init__.py").read_text(encoding="utf-8"))
     cls = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "TableIO")
     branches = [
-        n.lineno for n in ast.walk(cls) if isinstance(n, ast.Compare)
+        n.lineno
+        for n in ast.walk(cls)
+        if isinstance(n, ast.Compare)
         and any(isinstance(side, ast.Attribute) and side.attr == "engine" for side in (n.left, *n.comparators))
     ]
     assert branches == [], f"TableIO compares its engine at lines {branches}: put the difference in an engine"

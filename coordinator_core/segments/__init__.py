@@ -74,12 +74,7 @@ from coordinator_core.segments.format import (
 )
 from coordinator_core.segments.framing import frame
 from coordinator_core.segments.reader import iter_batches, iter_records
-from coordinator_core.segments.writer import (
-    control_record,
-    encode_batch_v2,
-    encode_control_batch,
-    encode_legacy,
-)
+from coordinator_core.segments.writer import control_record, encode_batch_v2, encode_control_batch, encode_legacy
 
 __all__ = [
     "CODEC_GZIP",

@@ -36,8 +36,16 @@ def crc32c(data: bytes | bytearray | memoryview, crc: int = 0) -> int:
     if whole:
         for (word,) in _Q8.iter_unpack(mv[:whole]):
             x = word ^ crc
-            crc = (t7[x & 0xFF] ^ t6[(x >> 8) & 0xFF] ^ t5[(x >> 16) & 0xFF] ^ t4[(x >> 24) & 0xFF]
-                   ^ t3[(x >> 32) & 0xFF] ^ t2[(x >> 40) & 0xFF] ^ t1[(x >> 48) & 0xFF] ^ t0[x >> 56])
+            crc = (
+                t7[x & 0xFF]
+                ^ t6[(x >> 8) & 0xFF]
+                ^ t5[(x >> 16) & 0xFF]
+                ^ t4[(x >> 24) & 0xFF]
+                ^ t3[(x >> 32) & 0xFF]
+                ^ t2[(x >> 40) & 0xFF]
+                ^ t1[(x >> 48) & 0xFF]
+                ^ t0[x >> 56]
+            )
     for i in range(whole, n):
         crc = t0[(crc ^ mv[i]) & 0xFF] ^ (crc >> 8)
     return crc ^ 0xFFFFFFFF
@@ -84,5 +92,3 @@ def xxh32(data: bytes, seed: int = 0) -> int:
     h = h * _P3 & _M32
     h ^= h >> 16
     return h
-
-

@@ -24,8 +24,13 @@ NO_TIMESTAMP = -1
 CONTROL_ABORT = 0
 CONTROL_COMMIT = 1
 CONTROL_TYPE_NAMES = {
-    0: "ABORT", 1: "COMMIT", 2: "LEADER_CHANGE", 3: "SNAPSHOT_HEADER", 4: "SNAPSHOT_FOOTER",
-    5: "KRAFT_VERSION", 6: "KRAFT_VOTERS",
+    0: "ABORT",
+    1: "COMMIT",
+    2: "LEADER_CHANGE",
+    3: "SNAPSHOT_HEADER",
+    4: "SNAPSHOT_FOOTER",
+    5: "KRAFT_VERSION",
+    6: "KRAFT_VOTERS",
 }
 
 LOG_OVERHEAD = 12  # baseOffset int64 + length int32 (Kafka's Records.LOG_OVERHEAD)
@@ -151,5 +156,3 @@ def _write_varint(out: bytearray, n: int) -> None:
         out.append((z & 0x7F) | 0x80)
         z >>= 7
     out.append(z)
-
-

@@ -68,7 +68,7 @@ def _unsnappy(data: bytes, decompress: Decompress | None) -> bytes:
         pos += 4
         if n < 0 or pos + n > len(data):
             raise _Bad(f"snappy: xerial block of {n} bytes overruns the data")
-        out.append(_call(decompress, CODEC_SNAPPY, data[pos:pos + n], 0))
+        out.append(_call(decompress, CODEC_SNAPPY, data[pos : pos + n], 0))
         pos += n
     return b"".join(out)
 
@@ -105,7 +105,7 @@ def _unlz4(data: bytes, decompress: Decompress | None, magic: int) -> bytes:
         n &= 0x7FFFFFFF
         if n > block_max or pos + n > len(data):
             raise _Bad(f"lz4: block of {n} bytes overruns the frame or the block size")
-        block = data[pos:pos + n]
+        block = data[pos : pos + n]
         pos += n
         if flg & 0x10:
             if pos + 4 > len(data):
@@ -141,7 +141,7 @@ def frame(codec: int, data: bytes, compress: Compress | None, magic: int = 2) ->
     if codec == CODEC_SNAPPY:
         out = bytearray(_XERIAL_HEADER.pack(_XERIAL_MAGIC, 1, 1))
         for i in range(0, len(data), _XERIAL_BLOCK):
-            block = bytes(compress(CODEC_SNAPPY, data[i:i + _XERIAL_BLOCK]))
+            block = bytes(compress(CODEC_SNAPPY, data[i : i + _XERIAL_BLOCK]))
             out += _I32.pack(len(block)) + block
         return bytes(out)
     if codec == CODEC_LZ4:
@@ -150,7 +150,7 @@ def frame(codec: int, data: bytes, compress: Compress | None, magic: int = 2) ->
         out = bytearray(header)
         out.append((xxh32(hashed) >> 8) & 0xFF)
         for i in range(0, len(data), 1 << 16):
-            chunk = data[i:i + (1 << 16)]
+            chunk = data[i : i + (1 << 16)]
             block = bytes(compress(CODEC_LZ4, chunk))
             if len(block) >= len(chunk):  # incompressible: stored raw, high bit set
                 out += struct.pack("<I", len(chunk) | 0x80000000) + chunk
@@ -161,5 +161,3 @@ def frame(codec: int, data: bytes, compress: Compress | None, magic: int = 2) ->
     if codec == CODEC_ZSTD:
         return bytes(compress(CODEC_ZSTD, data))
     raise ValueError(f"unknown compression codec {codec}")
-
-

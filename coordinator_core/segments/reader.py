@@ -61,17 +61,28 @@ def iter_batches(
     while pos < n:
         left = n - pos
         if left < LOG_OVERHEAD + 5:
-            yield BadBatch(position + pos, left, f"truncated: {left} bytes left, less than a batch header",
-                           data[pos:], stopped=True)
+            yield BadBatch(
+                position + pos,
+                left,
+                f"truncated: {left} bytes left, less than a batch header",
+                data[pos:],
+                stopped=True,
+            )
             return
         base_offset, length = struct.unpack_from(">qi", data, pos)
         magic = data[pos + 16]
         size = LOG_OVERHEAD + length
         plausible, why = _plausible_header(data, pos)
         if plausible and size > left:
-            yield BadBatch(position + pos, left,
-                           f"truncated: batch of {size} bytes but only {left} left in the data",
-                           data[pos:], magic=magic, base_offset=base_offset, stopped=True)
+            yield BadBatch(
+                position + pos,
+                left,
+                f"truncated: batch of {size} bytes but only {left} left in the data",
+                data[pos:],
+                magic=magic,
+                base_offset=base_offset,
+                stopped=True,
+            )
             return
         try:
             if not plausible:
@@ -84,13 +95,20 @@ def iter_batches(
             # the length field is outside every CRC: go on only if it leads to the end of the
             # data or to something that looks like the next batch header
             nxt = pos + size
-            trusted = length >= min(_LEGACY_MIN_SIZE.values()) and nxt <= n and (
-                nxt == n or _plausible_header(data, nxt)[0])
+            trusted = (
+                length >= min(_LEGACY_MIN_SIZE.values()) and nxt <= n and (nxt == n or _plausible_header(data, nxt)[0])
+            )
             if not trusted:
-                yield BadBatch(position + pos, left,
-                               f"stopped: {exc}; the batch length {length} cannot be trusted "
-                               f"(it leads to no batch header), the rest of the data is not read",
-                               data[pos:], magic=magic, base_offset=base_offset, stopped=True)
+                yield BadBatch(
+                    position + pos,
+                    left,
+                    f"stopped: {exc}; the batch length {length} cannot be trusted "
+                    f"(it leads to no batch header), the rest of the data is not read",
+                    data[pos:],
+                    magic=magic,
+                    base_offset=base_offset,
+                    stopped=True,
+                )
                 return
             yield BadBatch(position + pos, size, str(exc), data[pos:nxt], magic=magic, base_offset=base_offset)
         pos += size
@@ -110,13 +128,33 @@ def _plausible_header(data: bytes, pos: int) -> tuple[bool, str]:
     return True, ""
 
 
-def _read_v2(data: bytes, pos: int, size: int, decompress: Decompress | None, check_crc: bool,
-             crc_fn: Callable[[bytes], int], position: int) -> RecordBatch:
-    (base_offset, _length, leader_epoch, magic, crc, attrs, last_delta, base_ts, max_ts,
-     producer_id, producer_epoch, base_seq, count) = _V2.unpack_from(data, pos)
+def _read_v2(
+    data: bytes,
+    pos: int,
+    size: int,
+    decompress: Decompress | None,
+    check_crc: bool,
+    crc_fn: Callable[[bytes], int],
+    position: int,
+) -> RecordBatch:
+    (
+        base_offset,
+        _length,
+        leader_epoch,
+        magic,
+        crc,
+        attrs,
+        last_delta,
+        base_ts,
+        max_ts,
+        producer_id,
+        producer_epoch,
+        base_seq,
+        count,
+    ) = _V2.unpack_from(data, pos)
     end = pos + size
     if check_crc:
-        actual = crc_fn(data[pos + 21:end])
+        actual = crc_fn(data[pos + 21 : end])
         if actual != crc:
             raise _Bad(f"CRC-32C mismatch: stored {crc:#010x}, computed {actual:#010x}")
     codec = attrs & _ATTR_CODEC
@@ -133,18 +171,30 @@ def _read_v2(data: bytes, pos: int, size: int, decompress: Decompress | None, ch
     else:
         records = _read_records(data, body_start, end, count, base_offset, base_ts, ts_type, max_ts, control)
     return RecordBatch(
-        position=position + pos, size=size, magic=magic, base_offset=base_offset,
-        last_offset=base_offset + last_delta, codec=codec, timestamp_type=ts_type,
-        records=records, crc=crc, partition_leader_epoch=leader_epoch,
-        is_transactional=bool(attrs & _ATTR_TRANSACTIONAL), is_control=control,
-        base_timestamp=base_ts, max_timestamp=max_ts,
+        position=position + pos,
+        size=size,
+        magic=magic,
+        base_offset=base_offset,
+        last_offset=base_offset + last_delta,
+        codec=codec,
+        timestamp_type=ts_type,
+        records=records,
+        crc=crc,
+        partition_leader_epoch=leader_epoch,
+        is_transactional=bool(attrs & _ATTR_TRANSACTIONAL),
+        is_control=control,
+        base_timestamp=base_ts,
+        max_timestamp=max_ts,
         delete_horizon_ms=base_ts if attrs & _ATTR_DELETE_HORIZON else None,
-        producer_id=producer_id, producer_epoch=producer_epoch, base_sequence=base_seq,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        base_sequence=base_seq,
     )
 
 
-def _read_records(buf: bytes, pos: int, end: int, count: int, base_offset: int, base_ts: int,
-                  ts_type: int, max_ts: int, control: bool) -> tuple[Record, ...]:
+def _read_records(
+    buf: bytes, pos: int, end: int, count: int, base_offset: int, base_ts: int, ts_type: int, max_ts: int, control: bool
+) -> tuple[Record, ...]:
     out: list[Record] = []
     append = out.append
     log_append = ts_type == LOG_APPEND_TIME
@@ -176,7 +226,7 @@ def _read_records(buf: bytes, pos: int, end: int, count: int, base_offset: int, 
             if klen >= 0:
                 if pos + klen > rec_end:
                     raise _Bad("key overruns the record")
-                key: bytes | None = buf[pos:pos + klen]
+                key: bytes | None = buf[pos : pos + klen]
                 pos += klen
             elif klen == -1:
                 key = None
@@ -191,7 +241,7 @@ def _read_records(buf: bytes, pos: int, end: int, count: int, base_offset: int, 
             if vlen >= 0:
                 if pos + vlen > rec_end:
                     raise _Bad("value overruns the record")
-                value: bytes | None = buf[pos:pos + vlen]
+                value: bytes | None = buf[pos : pos + vlen]
                 pos += vlen
             elif vlen == -1:
                 value = None
@@ -212,7 +262,7 @@ def _read_records(buf: bytes, pos: int, end: int, count: int, base_offset: int, 
                     if hk < 0 or pos + hk > rec_end:
                         raise _Bad(f"invalid header key length {hk}")
                     try:
-                        hkey = buf[pos:pos + hk].decode("utf-8")
+                        hkey = buf[pos : pos + hk].decode("utf-8")
                     except UnicodeDecodeError:
                         raise _Bad("header key is not UTF-8") from None
                     pos += hk
@@ -220,7 +270,7 @@ def _read_records(buf: bytes, pos: int, end: int, count: int, base_offset: int, 
                     if hv >= 0:
                         if pos + hv > rec_end:
                             raise _Bad("header value overruns the record")
-                        hval: bytes | None = buf[pos:pos + hv]
+                        hval: bytes | None = buf[pos : pos + hv]
                         pos += hv
                     elif hv == -1:
                         hval = None
@@ -233,8 +283,9 @@ def _read_records(buf: bytes, pos: int, end: int, count: int, base_offset: int, 
         except _Bad as exc:
             raise _Bad(f"record {i} of {count}: {exc}") from None
         marker = _control_marker(key, value) if control else None
-        append(Record(base_offset + off_delta, max_ts if log_append else base_ts + ts_delta,
-                      key, value, headers, marker))
+        append(
+            Record(base_offset + off_delta, max_ts if log_append else base_ts + ts_delta, key, value, headers, marker)
+        )
     if pos != end:
         raise _Bad(f"{end - pos} bytes left after the {count} declared records (incorrect declared batch size)")
     return tuple(out)
@@ -256,14 +307,25 @@ def _control_marker(key: bytes | None, value: bytes | None) -> ControlMarker:
     return ControlMarker(ctype, version, vversion, epoch)
 
 
-def _read_legacy(data: bytes, pos: int, size: int, magic: int, decompress: Decompress | None,
-                 check_crc: bool, position: int) -> RecordBatch:
+def _read_legacy(
+    data: bytes, pos: int, size: int, magic: int, decompress: Decompress | None, check_crc: bool, position: int
+) -> RecordBatch:
     offset, crc, codec, ts_type, ts, key, value = _legacy_message(data, pos, size, magic, check_crc)
     if codec == CODEC_NONE:
         rec = Record(offset, ts, key, value)
-        return RecordBatch(position=position + pos, size=size, magic=magic, base_offset=offset,
-                           last_offset=offset, codec=codec, timestamp_type=ts_type, records=(rec,),
-                           crc=crc, base_timestamp=ts, max_timestamp=ts)
+        return RecordBatch(
+            position=position + pos,
+            size=size,
+            magic=magic,
+            base_offset=offset,
+            last_offset=offset,
+            codec=codec,
+            timestamp_type=ts_type,
+            records=(rec,),
+            crc=crc,
+            base_timestamp=ts,
+            max_timestamp=ts,
+        )
     if codec > CODEC_LZ4:
         raise _Bad(f"compression codec {codec} is not valid for magic {magic}")
     if value is None:
@@ -296,17 +358,28 @@ def _read_legacy(data: bytes, pos: int, size: int, magic: int, decompress: Decom
         Record(ioff + shift, ts if ts_type == LOG_APPEND_TIME else its, ikey, ivalue)
         for ioff, its, _c, ikey, ivalue in inner
     )
-    return RecordBatch(position=position + pos, size=size, magic=magic, base_offset=recs[0].offset,
-                       last_offset=recs[-1].offset, codec=codec, timestamp_type=ts_type, records=recs,
-                       crc=crc, base_timestamp=ts, max_timestamp=ts)
+    return RecordBatch(
+        position=position + pos,
+        size=size,
+        magic=magic,
+        base_offset=recs[0].offset,
+        last_offset=recs[-1].offset,
+        codec=codec,
+        timestamp_type=ts_type,
+        records=recs,
+        crc=crc,
+        base_timestamp=ts,
+        max_timestamp=ts,
+    )
 
 
-def _legacy_message(buf: bytes, pos: int, size: int, magic: int, check_crc: bool
-                    ) -> tuple[int, int, int, int, int, bytes | None, bytes | None]:
+def _legacy_message(
+    buf: bytes, pos: int, size: int, magic: int, check_crc: bool
+) -> tuple[int, int, int, int, int, bytes | None, bytes | None]:
     end = pos + size
     offset, _size, crc, _magic, attrs = _LEGACY.unpack_from(buf, pos)
     if check_crc:
-        actual = zlib.crc32(buf[pos + 16:end])
+        actual = zlib.crc32(buf[pos + 16 : end])
         if actual != crc:
             raise _Bad(f"CRC-32 mismatch: stored {crc:#010x}, computed {actual:#010x}")
     p = pos + 18
@@ -327,7 +400,7 @@ def _legacy_message(buf: bytes, pos: int, size: int, magic: int, check_crc: bool
             continue
         if ln < 0 or p + ln > end:
             raise _Bad(f"{what} length {ln} overruns the message")
-        fields.append(buf[p:p + ln])
+        fields.append(buf[p : p + ln])
         p += ln
     if p != end:
         raise _Bad(f"{end - p} bytes after the value (size does not match the fields)")
@@ -342,5 +415,3 @@ def iter_records(data: bytes, **kwargs: object) -> Iterator[tuple[RecordBatch, R
         else:
             for rec in item.records:
                 yield item, rec
-
-

@@ -83,14 +83,21 @@ def encode_batch_v2(
         _write_varint(body, len(rec))
         body += rec
     payload = frame(codec, bytes(body), compress) if codec else bytes(body)
-    attrs = (codec | (_ATTR_TIMESTAMP_TYPE if timestamp_type == LOG_APPEND_TIME else 0)
-             | (_ATTR_TRANSACTIONAL if transactional else 0) | (_ATTR_CONTROL if control else 0)
-             | (_ATTR_DELETE_HORIZON if delete_horizon_ms is not None else 0))
-    after_crc = struct.pack(">hiqqqhii", attrs, last - base, base_ts, max_ts, producer_id,
-                            producer_epoch, base_sequence, len(records)) + payload
+    attrs = (
+        codec
+        | (_ATTR_TIMESTAMP_TYPE if timestamp_type == LOG_APPEND_TIME else 0)
+        | (_ATTR_TRANSACTIONAL if transactional else 0)
+        | (_ATTR_CONTROL if control else 0)
+        | (_ATTR_DELETE_HORIZON if delete_horizon_ms is not None else 0)
+    )
+    after_crc = (
+        struct.pack(
+            ">hiqqqhii", attrs, last - base, base_ts, max_ts, producer_id, producer_epoch, base_sequence, len(records)
+        )
+        + payload
+    )
     length = 4 + 1 + 4 + len(after_crc)
-    return (struct.pack(">qiibI", base, length, partition_leader_epoch, 2, crc32c(after_crc))
-            + after_crc)
+    return struct.pack(">qiibI", base, length, partition_leader_epoch, 2, crc32c(after_crc)) + after_crc
 
 
 def control_record(control_type: int, offset: int, timestamp_ms: int, coordinator_epoch: int = 0) -> Record:
@@ -101,20 +108,33 @@ def control_record(control_type: int, offset: int, timestamp_ms: int, coordinato
 
 
 def encode_control_batch(
-    control_type: int, *, offset: int, timestamp_ms: int, producer_id: int, producer_epoch: int,
-    coordinator_epoch: int = 0, partition_leader_epoch: int = 0,
+    control_type: int,
+    *,
+    offset: int,
+    timestamp_ms: int,
+    producer_id: int,
+    producer_epoch: int,
+    coordinator_epoch: int = 0,
+    partition_leader_epoch: int = 0,
 ) -> bytes:
     """A COMMIT or ABORT marker batch: one control record, transactional + control flags,
     the transaction's producer id/epoch and base sequence -1 (the marker is outside the
     producer's sequence)."""
     rec = control_record(control_type, offset, timestamp_ms, coordinator_epoch)
-    return encode_batch_v2([rec], transactional=True, control=True, producer_id=producer_id,
-                           producer_epoch=producer_epoch, base_sequence=-1,
-                           partition_leader_epoch=partition_leader_epoch)
+    return encode_batch_v2(
+        [rec],
+        transactional=True,
+        control=True,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        base_sequence=-1,
+        partition_leader_epoch=partition_leader_epoch,
+    )
 
 
-def _legacy_message_bytes(offset: int, magic: int, attrs: int, timestamp_ms: int,
-                          key: bytes | None, value: bytes | None) -> bytes:
+def _legacy_message_bytes(
+    offset: int, magic: int, attrs: int, timestamp_ms: int, key: bytes | None, value: bytes | None
+) -> bytes:
     body = struct.pack(">bb", magic, attrs)
     if magic == 1:
         body += _I64.pack(timestamp_ms)
@@ -139,16 +159,14 @@ def encode_legacy(
         raise ValueError("legacy magic is 0 or 1")
     ts_bit = _ATTR_TIMESTAMP_TYPE if (magic == 1 and timestamp_type == LOG_APPEND_TIME) else 0
     if codec == CODEC_NONE:
-        return b"".join(_legacy_message_bytes(r.offset, magic, ts_bit, r.timestamp_ms, r.key, r.value)
-                        for r in records)
+        return b"".join(_legacy_message_bytes(r.offset, magic, ts_bit, r.timestamp_ms, r.key, r.value) for r in records)
     if not records:
         raise ValueError("a compressed wrapper needs at least one record")
     first = records[0].offset
     inner = b"".join(
         _legacy_message_bytes(r.offset - first if magic == 1 else r.offset, magic, 0, r.timestamp_ms, r.key, r.value)
-        for r in records)
+        for r in records
+    )
     wrapped = frame(codec, inner, compress, magic)
     ts = wrapper_timestamp if wrapper_timestamp is not None else max(r.timestamp_ms for r in records)
     return _legacy_message_bytes(records[-1].offset, magic, codec | ts_bit, ts, None, wrapped)
-
-

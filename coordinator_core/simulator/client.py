@@ -171,8 +171,17 @@ class ConsumerClient:
 
     # ------------------------------------------------------------------------------------------
     def _trace(self, api: str, detail: str | None = None, error: str | None = None) -> None:
-        self.rt.trace(TraceEvent(self.rt.now, self.cfg.group_id, "client", member=self.member_id or None,
-                                 api=api, detail=f"{self.name}: {detail}" if detail else self.name, error=error))
+        self.rt.trace(
+            TraceEvent(
+                self.rt.now,
+                self.cfg.group_id,
+                "client",
+                member=self.member_id or None,
+                api=api,
+                detail=f"{self.name}: {detail}" if detail else self.name,
+                error=error,
+            )
+        )
 
     def _send(self, req: p.Request) -> None:
         delay = self.cfg.network_delay_ms
@@ -310,13 +319,15 @@ class ConsumerClient:
             user_data = encode_sticky_user_data(self.sticky_assignment, self.sticky_generation)
         elif protocol == "cooperative-sticky":
             user_data = encode_cooperative_user_data(self.cooperative_generation)
-        return encode_subscription(Subscription(
-            topics=tuple(sorted(self.cfg.topics)),
-            user_data=user_data,
-            owned_partitions=owned if v >= 1 else (),
-            generation_id=self.generation if v >= 2 else None,
-            version=v,
-        ))
+        return encode_subscription(
+            Subscription(
+                topics=tuple(sorted(self.cfg.topics)),
+                user_data=user_data,
+                owned_partitions=owned if v >= 1 else (),
+                generation_id=self.generation if v >= 2 else None,
+                version=v,
+            )
+        )
 
     def join_request(self) -> p.JoinGroupRequest:
         connect = self.cfg.protocol_type == "connect"
@@ -327,7 +338,8 @@ class ConsumerClient:
             rebalance_timeout_ms=self.cfg.max_poll_interval_ms,
             protocol_type=self.cfg.protocol_type,
             # one metadata blob per assignor, each with that assignor's user data
-            protocols=(("default", self._metadata()),) if connect
+            protocols=(("default", self._metadata()),)
+            if connect
             else tuple((a, self._metadata(a)) for a in self.cfg.assignors),
             group_instance_id=self.cfg.group_instance_id,
             client_id=self.cfg.client_id,
@@ -381,21 +393,34 @@ class ConsumerClient:
         assignments: tuple[tuple[str, bytes], ...] = ()
         if resp.leader == self.member_id and resp.members and not resp.skip_assignment:
             assignments = self._compute_assignment(resp)
-        self._send(p.SyncGroupRequest(self.cfg.group_id, self.generation, self.member_id, assignments,
-                                      self.cfg.group_instance_id, self.cfg.protocol_type, resp.protocol_name,
-                                      endpoint=self.conn))
+        self._send(
+            p.SyncGroupRequest(
+                self.cfg.group_id,
+                self.generation,
+                self.member_id,
+                assignments,
+                self.cfg.group_instance_id,
+                self.cfg.protocol_type,
+                resp.protocol_name,
+                endpoint=self.conn,
+            )
+        )
 
     def send_heartbeat(self) -> None:
-        self._send(p.HeartbeatRequest(self.cfg.group_id, self.generation, self.member_id,
-                                      self.cfg.group_instance_id, endpoint=self.conn))
+        self._send(
+            p.HeartbeatRequest(
+                self.cfg.group_id, self.generation, self.member_id, self.cfg.group_instance_id, endpoint=self.conn
+            )
+        )
 
     def send_fetch(self) -> None:
         """Manual step: OffsetFetch for the whole group."""
         self._send(p.OffsetFetchRequest(self.cfg.group_id, endpoint=self.conn))
 
     def send_leave(self) -> None:
-        self._send(p.LeaveGroupRequest(self.cfg.group_id, ((self.member_id, self.cfg.group_instance_id),),
-                                       endpoint=self.conn))
+        self._send(
+            p.LeaveGroupRequest(self.cfg.group_id, ((self.member_id, self.cfg.group_instance_id),), endpoint=self.conn)
+        )
 
     def commit(self) -> None:
         """Commit the positions of the assigned partitions (OffsetCommit)."""
@@ -403,8 +428,10 @@ class ConsumerClient:
             return
         cache = self._commit_cache
         if cache[0] is not self.assignment:
-            cache = self._commit_cache = (self.assignment, [(tp, self.rt.rate_per_ms(tp), self.rt.elapsed_cap(tp))
-                                                            for tp in sorted(self.assignment)])
+            cache = self._commit_cache = (
+                self.assignment,
+                [(tp, self.rt.rate_per_ms(tp), self.rt.elapsed_cap(tp)) for tp in sorted(self.assignment)],
+            )
         elapsed = max(self.rt.now - self.rt.start_ms, 0)
         meta = self.cfg.commit_metadata
         epoch = self.cfg.leader_epoch
@@ -420,8 +447,11 @@ class ConsumerClient:
         managed = cfg.group_management
         member, generation = (self.member_id, self.generation) if managed else ("", -1)
         instance = cfg.group_instance_id if managed else None
-        if (not cfg.network_delay_ms and not self.delay_next
-                and self.rt.commit(cfg.group_id, member, generation, instance, offsets, self.conn)):
+        if (
+            not cfg.network_delay_ms
+            and not self.delay_next
+            and self.rt.commit(cfg.group_id, member, generation, instance, offsets, self.conn)
+        ):
             return
         self._send(p.OffsetCommitRequest(cfg.group_id, member, generation, offsets, instance, endpoint=self.conn))
 
@@ -436,8 +466,9 @@ class ConsumerClient:
             except Exception:
                 s = Subscription(())
             md = member_data(protocol, s)
-            subs[jm.member_id] = MemberSubscription(md.topics, md.owned_partitions, jm.group_instance_id,
-                                                    md.generation, md.subscription_generation)
+            subs[jm.member_id] = MemberSubscription(
+                md.topics, md.owned_partitions, jm.group_instance_id, md.generation, md.subscription_generation
+            )
         topics = {t: n for t, n in self.rt.topics.items() if n > 0}
         result = assign(protocol, topics, subs)
         out = []
@@ -445,8 +476,10 @@ class ConsumerClient:
             by_topic: dict[str, list[int]] = {}
             for t, part in tps:
                 by_topic.setdefault(t, []).append(part)
-            a = Assignment(tuple(TopicPartitions(t, tuple(ps)) for t, ps in sorted(by_topic.items())),
-                           version=min(self.cfg.subscription_version, 3))
+            a = Assignment(
+                tuple(TopicPartitions(t, tuple(ps)) for t, ps in sorted(by_topic.items())),
+                version=min(self.cfg.subscription_version, 3),
+            )
             out.append((mid, encode_assignment(a)))
         return tuple(out)
 
@@ -458,8 +491,13 @@ class ConsumerClient:
         out = []
         for i, mid in enumerate(members):
             mine = [f"connector-{c}".encode() for c in range(self.cfg.connectors) if c % len(members) == i]
-            body = [struct.pack(">hhh", 0, 0, len(leader)), leader, struct.pack(">h", len(url)), url,
-                    struct.pack(">qi", 0, len(mine))]
+            body = [
+                struct.pack(">hhh", 0, 0, len(leader)),
+                leader,
+                struct.pack(">h", len(url)),
+                url,
+                struct.pack(">qi", 0, len(mine)),
+            ]
             for name in mine:
                 body.append(struct.pack(">h", len(name)) + name + struct.pack(">ii", 1, 0))
             out.append((mid, b"".join(body)))
@@ -485,7 +523,9 @@ class ConsumerClient:
         elif isinstance(response, p.HeartbeatResponse):
             self._on_heartbeat(response)
         elif isinstance(response, p.OffsetCommitResponse) and response.error in (
-            p.UNKNOWN_MEMBER_ID, p.ILLEGAL_GENERATION, p.FENCED_INSTANCE_ID
+            p.UNKNOWN_MEMBER_ID,
+            p.ILLEGAL_GENERATION,
+            p.FENCED_INSTANCE_ID,
         ):
             self._on_member_error(response.error)
 
@@ -532,8 +572,10 @@ class ConsumerClient:
         if self.cfg.commit_changed_only:
             # the fetched committed offset is where the previous owner stopped: nothing consumed yet
             now = self.rt.now
-            self._committed = {tp: self._committed.get(tp, self.rt.position(tp, now)) if tp in old
-                               else self.rt.position(tp, now) for tp in new}
+            self._committed = {
+                tp: self._committed.get(tp, self.rt.position(tp, now)) if tp in old else self.rt.position(tp, now)
+                for tp in new
+            }
         self.assignment = sorted(new)
         self.needs_join_prepare = True  # the join completed: the next rebalance prepares again
         # ConsumerCoordinator.onJoinComplete → the selected assignor's onAssignment

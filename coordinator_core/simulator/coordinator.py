@@ -38,13 +38,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Final, Protocol
 
-from coordinator_core.records import (
-    GroupMetadataKey,
-    GroupMetadataValue,
-    LogRecord,
-    MemberMetadata,
-    OffsetCommitKey,
-)
+from coordinator_core.records import GroupMetadataKey, GroupMetadataValue, LogRecord, MemberMetadata, OffsetCommitKey
 from coordinator_core.simulator import protocol as p
 from coordinator_core.simulator.log import RecordLog
 from coordinator_core.simulator.trace import TraceEvent
@@ -288,8 +282,14 @@ class Coordinator:
     def _transition(self, g: Group, target: str) -> None:
         _check_transition(g.group_id, GroupState(g.state), GroupState(target))  # raises on an illegal edge
         if self.tracing:
-            self._trace(g.group_id, "transition", from_state=g.state, to_state=target, generation=g.generation,
-                        cause=self._cause_text())
+            self._trace(
+                g.group_id,
+                "transition",
+                from_state=g.state,
+                to_state=target,
+                generation=g.generation,
+                cause=self._cause_text(),
+            )
         h = self._history(g.group_id)
         h.transitions += 1
         if target == STABLE:
@@ -311,8 +311,14 @@ class Coordinator:
 
     def _respond(self, g_id: str, endpoint: p.Endpoint | None, resp: p.Response, member: str | None) -> None:
         if self.tracing:
-            self._trace(g_id, "response", api=resp.api, error=resp.error, member=member,
-                        generation=getattr(resp, "generation_id", None))
+            self._trace(
+                g_id,
+                "response",
+                api=resp.api,
+                error=resp.error,
+                member=member,
+                generation=getattr(resp, "generation_id", None),
+            )
         self.rt.respond(endpoint, resp, g_id)
 
     def _generate_member_id(self, client_id: str, instance_id: str | None) -> str:
@@ -324,8 +330,9 @@ class Coordinator:
         self.groups[group_id] = g
         if self.cfg.coordinator == "new":
             # GroupCoordinatorRecordHelpers.newEmptyGroupMetadataRecord (spec §4.2)
-            self._append_group_value(g, GroupMetadataValue("", 0, None, None, (), self.rt.now,
-                                                           version=self.cfg.group_value_version))
+            self._append_group_value(
+                g, GroupMetadataValue("", 0, None, None, (), self.rt.now, version=self.cfg.group_value_version)
+            )
         return g
 
     def _is_loading(self, group_id: str) -> bool:
@@ -344,8 +351,13 @@ class Coordinator:
         self.log.append(self.rt.now, GroupMetadataKey(g.group_id), value)
         g.stored = value
         self._history(g.group_id).group_records += 1
-        self._trace(g.group_id, "record", api="GroupMetadata", generation=g.generation,
-                    detail="tombstone" if value is None else f"members={len(value.members)}")
+        self._trace(
+            g.group_id,
+            "record",
+            api="GroupMetadata",
+            generation=g.generation,
+            detail="tombstone" if value is None else f"members={len(value.members)}",
+        )
 
     def _store_group(self, g: Group, assignment: dict[str, bytes]) -> None:
         v = self.cfg.group_value_version
@@ -373,16 +385,18 @@ class Coordinator:
         )
         self._append_group_value(g, value)
 
-    def _store_offsets(self, g: Group, offsets: tuple[tuple[tuple[str, int], int, str, int | None], ...],
-                       retention_ms: int | None) -> None:
+    def _store_offsets(
+        self, g: Group, offsets: tuple[tuple[tuple[str, int], int, str, int | None], ...], retention_ms: int | None
+    ) -> None:
         now = self.rt.now
         version = self.cfg.offset_value_version
         expire: int | None = None
         if self.cfg.expiry_rules == "pre-2.1":
             # 0.9 - 2.0 brokers: v1 always, expire = commit time + (request or broker) retention
             version = 1
-            expire = now + (retention_ms if retention_ms is not None and retention_ms >= 0
-                            else self.cfg.offsets_retention_ms)
+            expire = now + (
+                retention_ms if retention_ms is not None and retention_ms >= 0 else self.cfg.offsets_retention_ms
+            )
         elif retention_ms is not None and retention_ms >= 0:
             version = 1  # spec §4.5: an explicit retention makes the broker write v1
             expire = now + retention_ms
@@ -570,7 +584,9 @@ class Coordinator:
 
     def _member_list(self, g: Group) -> tuple[p.JoinedMember, ...]:
         assert g.protocol is not None
-        return tuple(p.JoinedMember(m.member_id, m.group_instance_id, m.metadata(g.protocol)) for m in g.members.values())
+        return tuple(
+            p.JoinedMember(m.member_id, m.group_instance_id, m.metadata(g.protocol)) for m in g.members.values()
+        )
 
     def _maybe_elect_new_joined_leader(self, g: Group) -> bool:
         if g.leader is None:
@@ -659,8 +675,16 @@ class Coordinator:
             self._check_join(g)
 
     def _add_member_and_rebalance(self, g: Group, req: p.JoinGroupRequest, member_id: str) -> None:
-        m = Member(member_id, req.group_instance_id, req.client_id, req.client_host, req.session_timeout_ms,
-                   req.rebalance_timeout_ms, req.protocol_type, req.protocols)
+        m = Member(
+            member_id,
+            req.group_instance_id,
+            req.client_id,
+            req.client_host,
+            req.session_timeout_ms,
+            req.rebalance_timeout_ms,
+            req.protocol_type,
+            req.protocols,
+        )
         m.is_new = True
         if g.state == PREPARING and g.generation == 0:
             g.new_member_added = True
@@ -701,9 +725,14 @@ class Coordinator:
         if self.tracing:
             gid = req.group_ids[0] if isinstance(req, p.DeleteGroupsRequest) else req.group_id
             member = getattr(req, "member_id", None)
-            self._trace(gid, "request", api=req.api, member=member or None,
-                        generation=getattr(req, "generation_id", None),
-                        detail=req.endpoint.name if req.endpoint is not None else None)
+            self._trace(
+                gid,
+                "request",
+                api=req.api,
+                member=member or None,
+                generation=getattr(req, "generation_id", None),
+                detail=req.endpoint.name if req.endpoint is not None else None,
+            )
         self._handlers[type(req)](req)
 
     def _handle_join(self, req: p.JoinGroupRequest) -> None:
@@ -711,7 +740,9 @@ class Coordinator:
         if self._is_loading(gid):
             self._respond(gid, req.endpoint, p.JoinGroupResponse(p.COORDINATOR_LOAD_IN_PROGRESS, req.member_id), None)
             return
-        if not (self.cfg.group_min_session_timeout_ms <= req.session_timeout_ms <= self.cfg.group_max_session_timeout_ms):
+        if not (
+            self.cfg.group_min_session_timeout_ms <= req.session_timeout_ms <= self.cfg.group_max_session_timeout_ms
+        ):
             self._respond(gid, req.endpoint, p.JoinGroupResponse(p.INVALID_SESSION_TIMEOUT, req.member_id), None)
             return
         unknown = req.member_id == ""
@@ -819,8 +850,12 @@ class Coordinator:
             self._update_member_and_rebalance(g, m, req)
         elif g.state == COMPLETING:
             if m.matches(req.protocols):
-                self._respond(gid, req.endpoint, self._current_generation_response(g, m.member_id,
-                              with_members=g.leader == m.member_id), m.member_id)
+                self._respond(
+                    gid,
+                    req.endpoint,
+                    self._current_generation_response(g, m.member_id, with_members=g.leader == m.member_id),
+                    m.member_id,
+                )
             else:
                 self._update_member_and_rebalance(g, m, req)
         elif g.state == STABLE:
@@ -886,8 +921,9 @@ class Coordinator:
         else:  # Stable: answer directly with the stored assignment
             g.pending_sync.discard(req.member_id)
             m = g.members[req.member_id]
-            self._respond(gid, req.endpoint, p.SyncGroupResponse(p.NONE, m.assignment, g.protocol_type, g.protocol),
-                          req.member_id)
+            self._respond(
+                gid, req.endpoint, p.SyncGroupResponse(p.NONE, m.assignment, g.protocol_type, g.protocol), req.member_id
+            )
             self._schedule_expiry(g, m, m.session_timeout)
 
     def _handle_heartbeat(self, req: p.HeartbeatRequest) -> None:
@@ -919,7 +955,12 @@ class Coordinator:
         gid = req.group_id
         g = self.groups.get(gid)
         if g is None:
-            self._respond(gid, req.endpoint, p.LeaveGroupResponse(p.NONE, tuple((mid, p.UNKNOWN_MEMBER_ID) for mid, _ in req.members)), None)
+            self._respond(
+                gid,
+                req.endpoint,
+                p.LeaveGroupResponse(p.NONE, tuple((mid, p.UNKNOWN_MEMBER_ID) for mid, _ in req.members)),
+                None,
+            )
             return
         if g.state == DEAD:
             self._respond(gid, req.endpoint, p.LeaveGroupResponse(p.COORDINATOR_NOT_AVAILABLE), None)
@@ -949,8 +990,15 @@ class Coordinator:
         self._respond(gid, req.endpoint, p.LeaveGroupResponse(first_err, tuple(errors)), None)
 
     def _handle_commit(self, req: p.OffsetCommitRequest) -> None:
-        self._commit(req.group_id, req.member_id, req.generation_id, req.group_instance_id, req.offsets,
-                     req.retention_time_ms, req.endpoint)
+        self._commit(
+            req.group_id,
+            req.member_id,
+            req.generation_id,
+            req.group_instance_id,
+            req.offsets,
+            req.retention_time_ms,
+            req.endpoint,
+        )
 
     def commit_offsets(
         self,
@@ -964,8 +1012,14 @@ class Coordinator:
         """OffsetCommit without building a request object (the generator's fast lane, same rules)."""
         self._cause = "OffsetCommit"
         if self.tracing:
-            self._trace(group_id, "request", api="OffsetCommit", member=member_id or None, generation=generation_id,
-                        detail=endpoint.name if endpoint is not None else None)
+            self._trace(
+                group_id,
+                "request",
+                api="OffsetCommit",
+                member=member_id or None,
+                generation=generation_id,
+                detail=endpoint.name if endpoint is not None else None,
+            )
         self._commit(group_id, member_id, generation_id, group_instance_id, offsets, None, endpoint)
 
     def _commit(
@@ -987,8 +1041,9 @@ class Coordinator:
             if len(kept) != len(offsets):
                 if not kept:
                     tps = tuple(o[0] for o in offsets)
-                    self._respond(gid, endpoint, p.OffsetCommitResponse(p.UNKNOWN_TOPIC_OR_PARTITION, tps),
-                                  member_id or None)
+                    self._respond(
+                        gid, endpoint, p.OffsetCommitResponse(p.UNKNOWN_TOPIC_OR_PARTITION, tps), member_id or None
+                    )
                     return
                 offsets = kept
         g = self.groups.get(gid)
@@ -1052,7 +1107,9 @@ class Coordinator:
                 self.deleted_groups.append((self.rt.now, gid))
                 self.deaths.append((self.rt.now, gid, "admin", g.generation, written))
                 errors.append((gid, p.NONE))
-        self._respond(req.group_ids[0] if req.group_ids else "", req.endpoint, p.DeleteGroupsResponse(tuple(errors)), None)
+        self._respond(
+            req.group_ids[0] if req.group_ids else "", req.endpoint, p.DeleteGroupsResponse(tuple(errors)), None
+        )
 
     def _write_group_tombstone(self, g: Group) -> bool:
         # Old coordinator (GroupMetadataManager.cleanupGroupMetadata): no tombstone at generation
@@ -1095,8 +1152,12 @@ class Coordinator:
                 for tp, e in g.offsets.items():
                     if self._expired(e, now, retention, base_ts if base_ts is not None else e[E_COMMIT_TS]):
                         expired.append(tp)
-            elif (rules != "2.1-2.3" and g.protocol_type == "consumer" and g.subscribed_topics is not None
-                  and g.state in consumer_rule_states):
+            elif (
+                rules != "2.1-2.3"
+                and g.protocol_type == "consumer"
+                and g.subscribed_topics is not None
+                and g.state in consumer_rule_states
+            ):
                 for tp, e in g.offsets.items():
                     if tp[0] not in g.subscribed_topics and self._expired(e, now, retention, e[E_COMMIT_TS]):
                         expired.append(tp)
@@ -1213,13 +1274,27 @@ class Coordinator:
             if value is None:
                 g = Group(gid, EMPTY, None)
             else:
-                g = Group(gid, STABLE if value.members else EMPTY, value.current_state_timestamp,
-                          generation=value.generation, protocol_type=value.protocol_type or None,
-                          protocol=value.protocol, leader=value.leader)
+                g = Group(
+                    gid,
+                    STABLE if value.members else EMPTY,
+                    value.current_state_timestamp,
+                    generation=value.generation,
+                    protocol_type=value.protocol_type or None,
+                    protocol=value.protocol,
+                    leader=value.leader,
+                )
                 for mm in value.members:
-                    m = Member(mm.member_id, mm.group_instance_id, mm.client_id, mm.client_host, mm.session_timeout,
-                               mm.effective_rebalance_timeout, value.protocol_type,
-                               ((value.protocol or "", mm.subscription),), assignment=mm.assignment)
+                    m = Member(
+                        mm.member_id,
+                        mm.group_instance_id,
+                        mm.client_id,
+                        mm.client_host,
+                        mm.session_timeout,
+                        mm.effective_rebalance_timeout,
+                        value.protocol_type,
+                        ((value.protocol or "", mm.subscription),),
+                        assignment=mm.assignment,
+                    )
                     g.members[m.member_id] = m
                     if m.group_instance_id is not None:
                         g.static[m.group_instance_id] = m.member_id
@@ -1230,8 +1305,14 @@ class Coordinator:
             h = self._history(gid)
             h.final_state = g.state
             h.generation = g.generation
-            self._trace(gid, "timer", api="GroupLoad", to_state=g.state, generation=g.generation,
-                        cause=f"coordinator loaded partition {partition}")
+            self._trace(
+                gid,
+                "timer",
+                api="GroupLoad",
+                to_state=g.state,
+                generation=g.generation,
+                cause=f"coordinator loaded partition {partition}",
+            )
             for m in g.members.values():
                 m.hb_deadline = now + m.session_timeout
                 self._arm_hb_timer(g, m)

@@ -179,6 +179,7 @@ class Simulator:
                 coordinator.load_partition(partition, records)
                 self._on_partition_loaded(partition)
         else:
+
             def load() -> None:
                 coordinator.load_snapshot(partition, snapshot)
                 self._on_partition_loaded(partition)

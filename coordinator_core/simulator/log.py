@@ -12,13 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from coordinator_core.records import (
-    GroupMetadataKey,
-    GroupMetadataValue,
-    LogRecord,
-    OffsetCommitKey,
-    OffsetCommitValue,
-)
+from coordinator_core.records import GroupMetadataKey, GroupMetadataValue, LogRecord, OffsetCommitKey, OffsetCommitValue
 from coordinator_core.simulator.wire import OffsetCommitEncoder, encode_key, encode_value, partition_for
 
 
@@ -46,10 +40,7 @@ class RecordLog:
         return off
 
     def append(
-        self,
-        ts: int,
-        key: OffsetCommitKey | GroupMetadataKey,
-        value: OffsetCommitValue | GroupMetadataValue | None,
+        self, ts: int, key: OffsetCommitKey | GroupMetadataKey, value: OffsetCommitValue | GroupMetadataValue | None
     ) -> None:
         """Append one record (a tombstone when ``value`` is None)."""
         p = self.partition(key.group)
@@ -113,10 +104,7 @@ class BytesLog(RecordLog):
         self._v3_last: tuple[str, Callable[..., bytes], bytes] = ("", st.pack, m)
 
     def append(
-        self,
-        ts: int,
-        key: OffsetCommitKey | GroupMetadataKey,
-        value: OffsetCommitValue | GroupMetadataValue | None,
+        self, ts: int, key: OffsetCommitKey | GroupMetadataKey, value: OffsetCommitValue | GroupMetadataValue | None
     ) -> None:
         p = self.partition(key.group)
         self.keys.append(encode_key(key))
@@ -189,9 +177,7 @@ class BytesLog(RecordLog):
     def __len__(self) -> int:
         return len(self.keys)
 
-    def drain(
-        self,
-    ) -> tuple[list[bytes], list[bytes | None], list[int], list[int], list[int]]:
+    def drain(self) -> tuple[list[bytes], list[bytes | None], list[int], list[int], list[int]]:
         """Hand out the buffered columns and start new ones."""
         out = (self.keys, self.values, self.partitions, self.offsets, self.timestamps)
         self.keys, self.values, self.partitions, self.offsets, self.timestamps = [], [], [], [], []

@@ -31,8 +31,18 @@ from coordinator_core.simulator.coordinator import CoordinatorConfig
 from coordinator_core.simulator.engine import Simulator
 from coordinator_core.simulator.trace import TraceEvent, state_sequence
 
-TOP_KEYS = {"name", "description", "until_ms", "seed", "coordinator", "topics", "client_defaults", "clients",
-            "timeline", "expect"}
+TOP_KEYS = {
+    "name",
+    "description",
+    "until_ms",
+    "seed",
+    "coordinator",
+    "topics",
+    "client_defaults",
+    "clients",
+    "timeline",
+    "expect",
+}
 ACTIONS: dict[str, set[str]] = {
     "start": set(),
     "stop": set(),
@@ -49,8 +59,17 @@ ACTIONS: dict[str, set[str]] = {
     "failover": {"group", "load_ms"},
     "partition_leader_change": {"topic"},
 }
-CLIENT_ACTIONS = {"start", "stop", "crash", "pause", "subscribe", "commit", "drop_next_response",
-                  "delay_next_request", "request"}
+CLIENT_ACTIONS = {
+    "start",
+    "stop",
+    "crash",
+    "pause",
+    "subscribe",
+    "commit",
+    "drop_next_response",
+    "delay_next_request",
+    "request",
+}
 EXPECT_KEYS = {"group", "states", "rebalances", "generation", "final_state", "records", "group_records"}
 APIS = {"JoinGroup", "SyncGroup", "Heartbeat", "LeaveGroup", "OffsetCommit", "OffsetFetch"}
 
@@ -135,9 +154,11 @@ class Scenario:
         name = str(data.get("name", "scenario"))
         until = _int(data.get("until_ms", 60_000), f"{path}.until_ms")
         seed = _int(data.get("seed", 0), f"{path}.seed", None)
-        coord = CoordinatorConfig(**_dataclass_kwargs(CoordinatorConfig, _mapping(data.get("coordinator", {}),
-                                                                                  f"{path}.coordinator"),
-                                                      f"{path}.coordinator"))
+        coord = CoordinatorConfig(
+            **_dataclass_kwargs(
+                CoordinatorConfig, _mapping(data.get("coordinator", {}), f"{path}.coordinator"), f"{path}.coordinator"
+            )
+        )
         if coord.coordinator not in ("old", "new"):
             raise _fail(f"{path}.coordinator.coordinator", "must be 'old' or 'new'")
         if coord.expiry_rules not in ("current", "2.4-3.1", "2.1-2.3", "pre-2.1"):
@@ -200,8 +221,9 @@ class Scenario:
         for k in expect:
             if k not in EXPECT_KEYS:
                 raise _fail(f"{path}.expect.{k}", f"unknown key (known: {', '.join(sorted(EXPECT_KEYS))})")
-        return cls(name, str(data.get("description", "")), until, seed, coord, topics, rates, clients, timeline,
-                   dict(expect))
+        return cls(
+            name, str(data.get("description", "")), until, seed, coord, topics, rates, clients, timeline, dict(expect)
+        )
 
     def build(self, trace: bool = True) -> Simulator:
         """A simulator with the clients added and the timeline scheduled."""
@@ -294,8 +316,9 @@ class ScenarioResult:
 
     def completed_rebalances(self, group_id: str) -> int:
         """Rebalances that ended with an assignment (transitions into Stable)."""
-        return sum(1 for e in self.sim.events
-                   if e.kind == "transition" and e.group_id == group_id and e.to_state == "Stable")
+        return sum(
+            1 for e in self.sim.events if e.kind == "transition" and e.group_id == group_id and e.to_state == "Stable"
+        )
 
     def check(self) -> list[str]:
         """Compare with the scenario's ``expect`` block; returns the mismatches (empty = ok)."""

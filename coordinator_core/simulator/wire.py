@@ -16,25 +16,12 @@ from __future__ import annotations
 import struct
 
 from coordinator_core import codec
-from coordinator_core.consumer_protocol import (
-    decode_assignment as decode_assignment,
-)
-from coordinator_core.consumer_protocol import (
-    decode_subscription as decode_subscription,
-)
-from coordinator_core.consumer_protocol import (
-    encode_assignment as encode_assignment,
-)
-from coordinator_core.consumer_protocol import (
-    encode_subscription as encode_subscription,
-)
+from coordinator_core.consumer_protocol import decode_assignment as decode_assignment
+from coordinator_core.consumer_protocol import decode_subscription as decode_subscription
+from coordinator_core.consumer_protocol import encode_assignment as encode_assignment
+from coordinator_core.consumer_protocol import encode_subscription as encode_subscription
 from coordinator_core.partitioner import partition_for as partition_for
-from coordinator_core.records import (
-    GroupMetadataKey,
-    GroupMetadataValue,
-    OffsetCommitKey,
-    OffsetCommitValue,
-)
+from coordinator_core.records import GroupMetadataKey, GroupMetadataValue, OffsetCommitKey, OffsetCommitValue
 
 
 def encode_key(key: OffsetCommitKey | GroupMetadataKey) -> bytes:
@@ -88,13 +75,7 @@ class OffsetCommitEncoder:
         return self._struct(self._v3, metadata, ">hqih{n}sq")
 
     def value(
-        self,
-        offset: int,
-        metadata: str,
-        commit_ts: int,
-        leader_epoch: int | None,
-        expire_ts: int | None,
-        version: int,
+        self, offset: int, metadata: str, commit_ts: int, leader_epoch: int | None, expire_ts: int | None, version: int
     ) -> bytes:
         if version == 3:
             st, m = self._struct(self._v3, metadata, ">hqih{n}sq")

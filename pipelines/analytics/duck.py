@@ -90,8 +90,7 @@ class DuckDBSession:
             cols = ", ".join(f'"{c}"' for c in spec.column_names)
             listed = ", ".join("'" + _local(f).replace("'", "''") + "'" for f in files)
             self.con.execute(
-                f'CREATE OR REPLACE VIEW "{name}" AS SELECT {cols} '
-                f"FROM read_parquet([{listed}], union_by_name = true)"
+                f'CREATE OR REPLACE VIEW "{name}" AS SELECT {cols} FROM read_parquet([{listed}], union_by_name = true)'
             )
             return
         # not ``dataset()`` with DuckDB's filter pushdown: delta-rs turns a file's missing string
@@ -141,12 +140,7 @@ def offsets_due_arrow(joined: pa.Table, cfg: Config) -> pa.Table:
 
     from pipelines.analytics.views import AT_RISK_SCHEMA, DUE_COLUMNS, due_times_fn
 
-    types = {
-        "string": pa.string(),
-        "int": pa.int32(),
-        "bigint": pa.int64(),
-        "timestamp": pa.timestamp("us", "UTC"),
-    }
+    types = {"string": pa.string(), "int": pa.int32(), "bigint": pa.int64(), "timestamp": pa.timestamp("us", "UTC")}
     schema = pa.schema([(n, types[t]) for n, t in (f.strip().split(" ") for f in AT_RISK_SCHEMA.split(","))])
     pdf = joined.to_pandas()
     if cfg.replay.retention_ms is None or pdf.empty:

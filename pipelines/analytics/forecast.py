@@ -45,17 +45,28 @@ class _GoldGroup:
     subscribed_topics: frozenset[str] | None
     offsets: dict[tuple[str, int], OffsetState] = field(default_factory=dict)
     last_offset_removal_ms: int | None = None
+    group_type: str = "classic"
 
 
-def due_times(state: Mapping[str, Any], offsets: Iterable[Mapping[str, Any]], retention_ms: int,
-              rules: ExpiryRules | str = ExpiryRules.CURRENT) -> dict[tuple[str, int], int | None]:
+#: Kafka 4 consumer-group states (KIP-848) a ``group_state`` row may carry besides the classic ones
+_CONSUMER_ONLY_STATES = frozenset({"Assigning", "Reconciling"})
+
+
+def due_times(
+    state: Mapping[str, Any],
+    offsets: Iterable[Mapping[str, Any]],
+    retention_ms: int,
+    rules: ExpiryRules | str = ExpiryRules.CURRENT,
+) -> dict[tuple[str, int], int | None]:
     """(topic, partition) -> expiry time in ms (None = cannot expire as the group stands)."""
     subs = state.get("subscribed_topics")
     ptype = state.get("protocol_type")
     gen = state.get("generation")
     group = _GoldGroup(
         group_id=str(state["group_id"]),
-        state=GroupState(state["state"]),
+        # a consumer group rebalancing is a live, non-empty group (its expiry rule is the same)
+        state=GroupState.STABLE if state["state"] in _CONSUMER_ONLY_STATES else GroupState(state["state"]),
+        group_type="consumer" if state["state"] in _CONSUMER_ONLY_STATES else "classic",
         generation=0 if gen is None or gen != gen else int(gen),
         protocol_type=ptype if isinstance(ptype, str) else None,
         current_state_timestamp=to_ms(state.get("current_state_timestamp")),
@@ -63,7 +74,8 @@ def due_times(state: Mapping[str, Any], offsets: Iterable[Mapping[str, Any]], re
         subscribed_topics=None if subs is None or isinstance(subs, float) else frozenset(subs),
     )
     for o in offsets:
-        value = OffsetCommitValue(int(o["offset"]), "", to_ms(o["commit_timestamp"]) or 0,
-                                  expire_timestamp=to_ms(o.get("expire_timestamp")))
+        value = OffsetCommitValue(
+            int(o["offset"]), "", to_ms(o["commit_timestamp"]) or 0, expire_timestamp=to_ms(o.get("expire_timestamp"))
+        )
         group.offsets[(str(o["topic"]), int(o["partition"]))] = (value, 0, 0, 0)
     return offset_due_times(group, retention_ms, ExpiryRules(rules))

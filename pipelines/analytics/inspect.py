@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import datetime as dt
 import difflib
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -90,8 +91,9 @@ def read_group_records(cfg: Config, group_id: str) -> tuple[int, list[LogRecord]
     from coordinator_core.records import LogRecord
 
     part = partition_for(group_id, cfg.offsets_topic.num_partitions)
-    table = _io(cfg).read_arrow("raw_records", ["key", "value", "partition", "offset", "timestamp"],
-                                ds.field("partition") == part)
+    table = _io(cfg).read_arrow(
+        "raw_records", ["key", "value", "partition", "offset", "timestamp"], ds.field("partition") == part
+    )
     if table is None:
         raise UsageError(f"no raw_records table under {cfg.paths.warehouse} (run: offsetlake run batch)")
     table = table.sort_by([("offset", "ascending")])
@@ -99,15 +101,16 @@ def read_group_records(cfg: Config, group_id: str) -> tuple[int, list[LogRecord]
     ts = _ms(table.column("timestamp"))
     out: list[LogRecord] = []
     bad = 0
-    for key, value, off, t in zip(table.column("key").to_pylist(), table.column("value").to_pylist(),
-                                  table.column("offset").to_pylist(), ts):
+    for key, value, off, t in zip(
+        table.column("key").to_pylist(), table.column("value").to_pylist(), table.column("offset").to_pylist(), ts
+    ):
         try:
             rec = decode_record(key, value, lenient=True)
         except CoordinatorError:
             bad += 1
             continue
         if rec.key.group == group_id:
-            out.append(LogRecord(part, off, t, rec.key, rec.value))
+            out.append(LogRecord(part, off, 0 if t is None else t, rec.key, rec.value))  # as the replay input
     return part, out, bad, shape
 
 
@@ -124,9 +127,10 @@ def end_offsets_at(cfg: Config, at_ms: int | None) -> dict[tuple[str, int], tupl
         return {}
     ms = _ms(t.column("sampled_at"))
     out: dict[tuple[str, int], tuple[int, int]] = {}
-    for s, topic, p, leo in zip(ms, t.column("topic").to_pylist(), t.column("partition").to_pylist(),
-                                t.column("log_end_offset").to_pylist()):
-        if at_ms is not None and s > at_ms:
+    for s, topic, p, leo in zip(
+        ms, t.column("topic").to_pylist(), t.column("partition").to_pylist(), t.column("log_end_offset").to_pylist()
+    ):
+        if s is None or (at_ms is not None and s > at_ms):
             continue
         prev = out.get((topic, p))
         if prev is None or s >= prev[1]:
@@ -179,8 +183,12 @@ def inspect_group(cfg: Config, group_id: str, as_of_ms: int | None = None) -> Gr
     retention = cfg.replay.retention_ms
     rules = cfg.replay.rules
     settings = cfg.replay.settings()
-    full = replay(new_snapshot(group_id), records, event_kinds=("state_transition", "rebalance"),
-                  settings=settings.with_retention(None))
+    full = replay(
+        new_snapshot(group_id),
+        records,
+        event_kinds=("state_transition", "rebalance"),
+        settings=settings.with_retention(None),
+    )
     t_end = records[-1].timestamp_ms if as_of_ms is None else as_of_ms
     snap = snapshot_as_of(records, group_id=group_id, as_of_ms=t_end, settings=settings)
     history = "complete as captured"
@@ -201,50 +209,110 @@ def inspect_group(cfg: Config, group_id: str, as_of_ms: int | None = None) -> Gr
         if later or not (snap.state.value == "Dead" and last.to_state != "Dead"):
             state, inferred, since, generation = last.to_state, not last.observed, last.timestamp_ms, last.generation
     row = snap.to_state_row(settings=settings, num_partitions=cfg.offsets_topic.num_partitions)
-    members = []
-    for m in row["members"]:
-        parts = m.get("assigned_partitions")
-        members.append({
-            "member_id": m["member_id"],
-            "group_instance_id": m["group_instance_id"],
-            "client_id": m["client_id"],
-            "client_host": m["client_host"],
-            "session_timeout": m["session_timeout"],
-            "rebalance_timeout": m["rebalance_timeout"],
-            "is_leader": m["is_leader"],
-            "assigned_partitions": None if parts is None else [f"{p['topic']}-{p['partition']}" for p in parts],
-        })
+    members = _member_rows(row["members"])
     ends = end_offsets_at(cfg, t_end)
     due = offset_due_times(snap, retention, settings.rules) if retention is not None else {}
-    offsets = []
-    for o in snap.offset_rows():
-        tp = (o["topic"], o["partition"])
-        end = ends.get(tp)
-        offsets.append({
-            "topic": o["topic"], "partition": o["partition"], "offset": o["offset"],
-            "commit_timestamp_ms": o["commit_timestamp"], "metadata": o["metadata"],
-            "log_end_offset": None if end is None else end[0],
-            "lag": None if end is None or o["offset"] is None else max(end[0] - o["offset"], 0),
-            "expires_ms": due.get(tp),
-        })
-    expiring = sorted(
-        ({"topic": o["topic"], "partition": o["partition"], "expires_ms": o["expires_ms"],
-          "hours_left": round((o["expires_ms"] - t_end) / 3_600_000, 2)} for o in offsets if o["expires_ms"] is not None),
-        key=lambda r: (r["expires_ms"], r["topic"], r["partition"]),
-    )
+    offsets = _offset_rows(snap.offset_rows(), ends, due)
+    expiring = _expiring(offsets, t_end)
     rebalances = [e for e in full.events if isinstance(e, Rebalance) and e.end_ms <= t_end]
     return GroupView(
-        group_id=group_id, as_of_ms=as_of_ms, coordinator_partition=part, state=state, state_inferred=inferred,
-        state_since_ms=since, generation=generation, protocol_type=snap.protocol_type, protocol=snap.protocol,
-        leader=snap.leader, exists=(state != "Dead") if later else snap.exists, records=sum(1 for r in records if r.timestamp_ms <= t_end),
-        members=members, offsets=offsets,
-        transitions=[{"time_ms": e.timestamp_ms, "from": e.from_state, "to": e.to_state, "generation": e.generation,
-                      "observed": e.observed, "cause": e.cause} for e in before[-RECENT:]],
-        rebalances=[{"generation": e.generation, "start_ms": e.start_ms, "end_ms": e.end_ms,
-                     "duration_ms": e.duration_ms, "cause": e.cause, "joined": list(e.joined), "left": list(e.left),
-                     "partitions_moved": e.partitions_moved, "protocol": e.protocol} for e in rebalances[-RECENT:]],
-        expiring=expiring, retention_ms=retention, rules=rules, history=history,
+        group_id=group_id,
+        as_of_ms=as_of_ms,
+        coordinator_partition=part,
+        state=state,
+        state_inferred=inferred,
+        state_since_ms=since,
+        generation=generation,
+        protocol_type=snap.protocol_type,
+        protocol=snap.protocol,
+        leader=snap.leader,
+        exists=(state != "Dead") if later else snap.exists,
+        records=sum(1 for r in records if r.timestamp_ms <= t_end),
+        members=members,
+        offsets=offsets,
+        transitions=[_transition_row(e) for e in before[-RECENT:]],
+        rebalances=[_rebalance_row(e) for e in rebalances[-RECENT:]],
+        expiring=expiring,
+        retention_ms=retention,
+        rules=rules,
+        history=history,
     )
+
+
+def _member_rows(members: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    out = []
+    for m in members:
+        parts = m.get("assigned_partitions")
+        out.append(
+            {
+                **{k: m[k] for k in ("member_id", "group_instance_id", "client_id", "client_host", "session_timeout")},
+                "rebalance_timeout": m["rebalance_timeout"],
+                "is_leader": m["is_leader"],
+                "assigned_partitions": None if parts is None else [f"{p['topic']}-{p['partition']}" for p in parts],
+            }
+        )
+    return out
+
+
+def _offset_rows(
+    rows: list[dict[str, Any]], ends: dict[tuple[str, int], tuple[int, int]], due: dict[tuple[str, int], int | None]
+) -> list[dict[str, Any]]:
+    out = []
+    for o in rows:
+        tp = (o["topic"], o["partition"])
+        end = ends.get(tp)
+        out.append(
+            {
+                "topic": o["topic"],
+                "partition": o["partition"],
+                "offset": o["offset"],
+                "commit_timestamp_ms": o["commit_timestamp"],
+                "metadata": o["metadata"],
+                "log_end_offset": None if end is None else end[0],
+                "lag": None if end is None or o["offset"] is None else max(end[0] - o["offset"], 0),
+                "expires_ms": due.get(tp),
+            }
+        )
+    return out
+
+
+def _expiring(offsets: list[dict[str, Any]], t_end: int) -> list[dict[str, Any]]:
+    rows = [
+        {
+            "topic": o["topic"],
+            "partition": o["partition"],
+            "expires_ms": o["expires_ms"],
+            "hours_left": round((o["expires_ms"] - t_end) / 3_600_000, 2),
+        }
+        for o in offsets
+        if o["expires_ms"] is not None
+    ]
+    return sorted(rows, key=lambda r: (r["expires_ms"], r["topic"], r["partition"]))
+
+
+def _transition_row(e: Any) -> dict[str, Any]:
+    return {
+        "time_ms": e.timestamp_ms,
+        "from": e.from_state,
+        "to": e.to_state,
+        "generation": e.generation,
+        "observed": e.observed,
+        "cause": e.cause,
+    }
+
+
+def _rebalance_row(e: Any) -> dict[str, Any]:
+    return {
+        "generation": e.generation,
+        "start_ms": e.start_ms,
+        "end_ms": e.end_ms,
+        "duration_ms": e.duration_ms,
+        "cause": e.cause,
+        "joined": list(e.joined),
+        "left": list(e.left),
+        "partitions_moved": e.partitions_moved,
+        "protocol": e.protocol,
+    }
 
 
 def compact_partitions(parts: list[str]) -> str:
@@ -261,10 +329,84 @@ def render(view: GroupView, console: Any = None) -> None:
     import sys
 
     from rich.console import Console
-    from rich.table import Table
 
     # piped or captured output gets room for member ids instead of rich's 80 columns
     console = console or (Console() if sys.stdout.isatty() else Console(width=160))
+    console.print(_header(view))
+    members = [
+        (
+            m["member_id"] + (" *" if m["is_leader"] else ""),
+            m["group_instance_id"] or "-",
+            m["client_id"] or "-",
+            m["client_host"] or "-",
+            f"{m['session_timeout']}/{m['rebalance_timeout']}",
+            "?" if m["assigned_partitions"] is None else compact_partitions(m["assigned_partitions"]) or "-",
+        )
+        for m in view.members
+    ]
+    member_cols = ("member id", "instance id", "client id", "host", "session/rebalance ms", "assigned")
+    console.print(_table(f"Members ({len(view.members)})", member_cols, members, fold=True))
+    offsets = [
+        (
+            o["topic"],
+            str(o["partition"]),
+            str(o["offset"]),
+            fmt_ms(o["commit_timestamp_ms"]),
+            "-" if o["log_end_offset"] is None else str(o["log_end_offset"]),
+            "-" if o["lag"] is None else str(o["lag"]),
+            fmt_ms(o["expires_ms"]) if o["expires_ms"] else "never",
+        )
+        for o in view.offsets
+    ]
+    offset_cols = ("topic", "partition", "offset", "commit time", "log end", "lag", "expires")
+    right = ("partition", "offset", "log end", "lag")
+    console.print(_table(f"Committed offsets ({len(view.offsets)})", offset_cols, offsets, right=right))
+    transitions = [
+        (
+            fmt_ms(e["time_ms"]),
+            e["from"] or "-",
+            e["to"],
+            str(e["generation"]),
+            "yes" if e["observed"] else "inferred",
+            e["cause"],
+        )
+        for e in view.transitions
+    ]
+    transition_cols = ("time", "from", "to", "generation", "observed", "cause")
+    console.print(_table(f"Recent transitions (last {RECENT})", transition_cols, transitions))
+    rebalances = [
+        (
+            str(r["generation"]),
+            fmt_ms(r["start_ms"]),
+            fmt_ms(r["end_ms"]),
+            str(r["duration_ms"]),
+            r["cause"],
+            str(len(r["joined"])),
+            str(len(r["left"])),
+            "-" if r["partitions_moved"] is None else str(r["partitions_moved"]),
+            r["protocol"] or "-",
+        )
+        for r in view.rebalances
+    ]
+    rebalance_cols = ("generation", "start", "end", "duration ms", "cause", "joined", "left", "moved", "assignor")
+    console.print(_table(f"Recent rebalances (last {RECENT})", rebalance_cols, rebalances, fold=True))
+    ret = (
+        "no retention configured"
+        if view.retention_ms is None
+        else f"retention {view.retention_ms / 3_600_000:g} h, rules {view.rules}"
+    )
+    if not view.expiring:
+        console.print(f"Offsets due to expire ({ret}): none as the group stands")
+        return
+    due = [
+        (e["topic"], str(e["partition"]), fmt_ms(e["expires_ms"]), f"{e['hours_left']:g}") for e in view.expiring[:20]
+    ]
+    console.print(_table(f"Offsets due to expire ({ret})", ("topic", "partition", "expires", "hours left"), due))
+
+
+def _header(view: GroupView) -> Any:
+    from rich.table import Table
+
     state = view.state + (" (inferred)" if view.state_inferred else "")
     head = Table.grid(padding=(0, 2))
     head.add_column(style="bold")
@@ -281,52 +423,25 @@ def render(view: GroupView, console: Any = None) -> None:
         ("history", view.history),
     ):
         head.add_row(k, v)
-    console.print(head)
+    return head
 
-    t = Table(title=f"Members ({len(view.members)})", title_justify="left")
-    for c in ("member id", "instance id", "client id", "host", "session/rebalance ms", "assigned"):
-        t.add_column(c, overflow="fold")
-    for m in view.members:
-        parts = m["assigned_partitions"]
-        t.add_row(m["member_id"] + (" *" if m["is_leader"] else ""), m["group_instance_id"] or "-",
-                  m["client_id"] or "-", m["client_host"] or "-",
-                  f"{m['session_timeout']}/{m['rebalance_timeout']}",
-                  "?" if parts is None else compact_partitions(parts) or "-")
-    console.print(t)
 
-    t = Table(title=f"Committed offsets ({len(view.offsets)})", title_justify="left")
-    for c in ("topic", "partition", "offset", "commit time", "log end", "lag", "expires"):
-        t.add_column(c, justify="right" if c in ("partition", "offset", "log end", "lag") else "left")
-    for o in view.offsets:
-        t.add_row(o["topic"], str(o["partition"]), str(o["offset"]), fmt_ms(o["commit_timestamp_ms"]),
-                  "-" if o["log_end_offset"] is None else str(o["log_end_offset"]),
-                  "-" if o["lag"] is None else str(o["lag"]), fmt_ms(o["expires_ms"]) if o["expires_ms"] else "never")
-    console.print(t)
+def _table(
+    title: str,
+    columns: tuple[str, ...],
+    rows: Sequence[tuple[Any, ...]],
+    *,
+    fold: bool = False,
+    right: tuple[str, ...] = (),
+) -> Any:
+    from rich.table import Table
 
-    t = Table(title=f"Recent transitions (last {RECENT})", title_justify="left")
-    for c in ("time", "from", "to", "generation", "observed", "cause"):
-        t.add_column(c)
-    for e in view.transitions:
-        t.add_row(fmt_ms(e["time_ms"]), e["from"] or "-", e["to"], str(e["generation"]),
-                  "yes" if e["observed"] else "inferred", e["cause"])
-    console.print(t)
-
-    t = Table(title=f"Recent rebalances (last {RECENT})", title_justify="left")
-    for c in ("generation", "start", "end", "duration ms", "cause", "joined", "left", "moved", "assignor"):
-        t.add_column(c, overflow="fold")
-    for r in view.rebalances:
-        t.add_row(str(r["generation"]), fmt_ms(r["start_ms"]), fmt_ms(r["end_ms"]), str(r["duration_ms"]),
-                  r["cause"], str(len(r["joined"])), str(len(r["left"])),
-                  "-" if r["partitions_moved"] is None else str(r["partitions_moved"]), r["protocol"] or "-")
-    console.print(t)
-
-    ret = "no retention configured" if view.retention_ms is None else f"retention {view.retention_ms / 3_600_000:g} h, rules {view.rules}"
-    t = Table(title=f"Offsets due to expire ({ret})", title_justify="left")
-    for c in ("topic", "partition", "expires", "hours left"):
-        t.add_column(c)
-    for e in view.expiring[:20]:
-        t.add_row(e["topic"], str(e["partition"]), fmt_ms(e["expires_ms"]), f"{e['hours_left']:g}")
-    if not view.expiring:
-        console.print(f"Offsets due to expire ({ret}): none as the group stands")
-    else:
-        console.print(t)
+    t = Table(title=title, title_justify="left")
+    for c in columns:
+        if fold:
+            t.add_column(c, overflow="fold")
+        else:
+            t.add_column(c, justify="right" if c in right else "left")
+    for row in rows:
+        t.add_row(*row)
+    return t

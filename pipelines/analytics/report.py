@@ -97,8 +97,9 @@ class _Figures:
         self.count = 0
 
     def html(self, fig: Any, height: int = 320) -> str:
-        fig.update_layout(height=height, margin={"l": 40, "r": 20, "t": 40, "b": 40}, template="plotly_white",
-                          font={"size": 11})
+        fig.update_layout(
+            height=height, margin={"l": 40, "r": 20, "t": 40, "b": 40}, template="plotly_white", font={"size": 11}
+        )
         out = fig.to_html(full_html=False, include_plotlyjs=self.count == 0, config={"displaylogo": False})
         self.count += 1
         return str(out)
@@ -136,9 +137,12 @@ def build_report(cfg: Config, *, groups: list[str] | None = None, max_groups: in
     # ---- per-group sections -----------------------------------------------------------------
     detail_commits = None
     if shown:
-        detail_commits = _read(cfg, "offset_commits", ["group_id", "topic", "partition", "commit_timestamp",
-                                                       "committed_offset", "is_tombstone"],
-                               pds.field("group_id").isin(shown))
+        detail_commits = _read(
+            cfg,
+            "offset_commits",
+            ["group_id", "topic", "partition", "commit_timestamp", "committed_offset", "is_tombstone"],
+            pds.field("group_id").isin(shown),
+        )
     for g in shown:
         parts.append(_group_section(g, cfg, state, rebal, trans, members, offsets, expir, detail_commits, figs))
 
@@ -155,8 +159,9 @@ def _is_rebalance(rebal: pd.DataFrame) -> pd.Series:
     return rebal["cause"].isin(["new_generation", "ended_empty", "first_record"])
 
 
-def _shown_groups(state: pd.DataFrame, load: pd.DataFrame | None, groups: list[str] | None,
-                  max_groups: int) -> list[str]:
+def _shown_groups(
+    state: pd.DataFrame, load: pd.DataFrame | None, groups: list[str] | None, max_groups: int
+) -> list[str]:
     """The groups that get a section: ``groups`` (those that exist), else the most active by records."""
     import pandas as pd
 
@@ -168,8 +173,14 @@ def _shown_groups(state: pd.DataFrame, load: pd.DataFrame | None, groups: list[s
     return list(activity.sort_values(ascending=False).index[:max_groups])
 
 
-def _overview(state: pd.DataFrame, rebal: pd.DataFrame, offsets: pd.DataFrame | None,
-              load: pd.DataFrame | None, gm: pd.DataFrame | None, figs: _Figures) -> str:
+def _overview(
+    state: pd.DataFrame,
+    rebal: pd.DataFrame,
+    offsets: pd.DataFrame | None,
+    load: pd.DataFrame | None,
+    gm: pd.DataFrame | None,
+    figs: _Figures,
+) -> str:
     """The cluster overview: KPIs and four figures (the section is closed by the caller's nav)."""
     import plotly.express as px
 
@@ -182,16 +193,25 @@ def _overview(state: pd.DataFrame, rebal: pd.DataFrame, offsets: pd.DataFrame | 
         (f"{0 if offsets is None else len(offsets):,}", "committed offsets"),
         (f"{0 if load is None else len(load):,}", "offset-commit records"),
     ]
-    parts = ['<section id="overview"><h2>Cluster overview</h2><div class="kpis">'
-             + "".join(f'<div class="kpi"><b>{v}</b><span>{k}</span></div>' for v, k in kpis) + "</div>"]
+    parts = [
+        '<section id="overview"><h2>Cluster overview</h2><div class="kpis">'
+        + "".join(f'<div class="kpi"><b>{v}</b><span>{k}</span></div>' for v, k in kpis)
+        + "</div>"
+    ]
     by_state = state.groupby("state").size().reset_index(name="groups")
-    f1 = px.bar(by_state, x="state", y="groups", color="state", color_discrete_map=STATE_COLORS, title="Groups by state")
+    f1 = px.bar(
+        by_state, x="state", y="groups", color="state", color_discrete_map=STATE_COLORS, title="Groups by state"
+    )
     f1.update_layout(showlegend=False)
-    top = rebal[is_reb].groupby("group_id").agg(rebalances=("cause", "size"),
-                                                 minutes=("duration_ms", lambda s: s.fillna(0).sum() / 60000))
+    top = (
+        rebal[is_reb]
+        .groupby("group_id")
+        .agg(rebalances=("cause", "size"), minutes=("duration_ms", lambda s: s.fillna(0).sum() / 60000))
+    )
     top = top.sort_values("rebalances", ascending=False).head(15).reset_index()
-    f2 = px.bar(top, x="rebalances", y="group_id", orientation="h", title="Top rebalancing groups",
-                hover_data=["minutes"])
+    f2 = px.bar(
+        top, x="rebalances", y="group_id", orientation="h", title="Top rebalancing groups", hover_data=["minutes"]
+    )
     f2.update_layout(yaxis={"autorange": "reversed", "title": None})
     parts.append('<div class="grid">' + figs.html(f1) + figs.html(f2) + "</div>")
     f3 = _rebalance_minutes_figure(rebal, is_reb)
@@ -210,12 +230,17 @@ def _rebalance_minutes_figure(rebal: pd.DataFrame, is_reb: pd.Series) -> Any:
     if reb_t.empty:
         return go.Figure().update_layout(title="Rebalance minutes per hour (no rebalances)")
     reb_t["hour"] = pd.to_datetime(reb_t["end_time"]).dt.floor("h")
-    per_hour = reb_t.groupby("hour").agg(minutes=("duration_ms", lambda s: s.fillna(0).sum() / 60000),
-                                         rebalances=("cause", "size")).reset_index()
+    per_hour = (
+        reb_t.groupby("hour")
+        .agg(minutes=("duration_ms", lambda s: s.fillna(0).sum() / 60000), rebalances=("cause", "size"))
+        .reset_index()
+    )
     f3 = px.bar(per_hour, x="hour", y="minutes", hover_data=["rebalances"], title="Rebalance minutes per hour")
     f3.update_traces(width=3_600_000 * 0.8, offset=3_600_000 * 0.1)
-    f3.update_xaxes(range=[per_hour["hour"].min() - pd.Timedelta(hours=1), per_hour["hour"].max() + pd.Timedelta(hours=2)],
-                    tickformat="%b %d %H:%M")
+    f3.update_xaxes(
+        range=[per_hour["hour"].min() - pd.Timedelta(hours=1), per_hour["hour"].max() + pd.Timedelta(hours=2)],
+        tickformat="%b %d %H:%M",
+    )
     return f3
 
 
@@ -227,27 +252,46 @@ def _coordinator_load_figure(load: pd.DataFrame | None, gm: pd.DataFrame | None)
 
     if load is None or load.empty:
         return go.Figure().update_layout(title="Coordinator load (no offset commits)")
-    both = pd.concat([load[["coordinator_partition", "group_id"]], gm[["coordinator_partition", "group_id"]]]
-                     if gm is not None else [load[["coordinator_partition", "group_id"]]])
+    both = pd.concat(
+        [load[["coordinator_partition", "group_id"]], gm[["coordinator_partition", "group_id"]]]
+        if gm is not None
+        else [load[["coordinator_partition", "group_id"]]]
+    )
     cl = both.groupby("coordinator_partition").agg(records=("group_id", "size"), groups=("group_id", "nunique"))
     cl = cl.reset_index().sort_values("records", ascending=False)
     cl["partition"] = cl["coordinator_partition"].astype(str)
-    f4 = px.bar(cl, x="partition", y="records", hover_data=["groups"],
-                title="Coordinator load: records per __consumer_offsets partition")
+    f4 = px.bar(
+        cl,
+        x="partition",
+        y="records",
+        hover_data=["groups"],
+        title="Coordinator load: records per __consumer_offsets partition",
+    )
     f4.update_xaxes(type="category")
     return f4
 
 
-def _group_section(g: str, cfg: Config, state: pd.DataFrame, rebal: pd.DataFrame, trans: pd.DataFrame | None,
-                   members: pd.DataFrame | None, offsets: pd.DataFrame | None, expir: pd.DataFrame | None,
-                   commits: pd.DataFrame | None, figs: _Figures) -> str:
+def _group_section(
+    g: str,
+    cfg: Config,
+    state: pd.DataFrame,
+    rebal: pd.DataFrame,
+    trans: pd.DataFrame | None,
+    members: pd.DataFrame | None,
+    offsets: pd.DataFrame | None,
+    expir: pd.DataFrame | None,
+    commits: pd.DataFrame | None,
+    figs: _Figures,
+) -> str:
     st = state[state["group_id"] == g].iloc[0]
     color = STATE_COLORS.get(st["state"], "#607d8b")
-    head = (f'<section id="g-{html.escape(g)}" class="group"><h2>{html.escape(g)} '
-            f'<span class="state" style="background:{color}">{html.escape(str(st["state"]))}</span></h2>'
-            f'<p class="muted">generation {st["generation"]} · protocol {html.escape(str(st["protocol_type"] or "-"))}/'
-            f'{html.escape(str(st["protocol"] or "-"))} · {st["member_count"]} members · {st["offset_count"]} offsets · '
-            f'coordinator partition {st["coordinator_partition"]} · last record {_fmt(st["last_timestamp"])}</p>')
+    head = (
+        f'<section id="g-{html.escape(g)}" class="group"><h2>{html.escape(g)} '
+        f'<span class="state" style="background:{color}">{html.escape(str(st["state"]))}</span></h2>'
+        f'<p class="muted">generation {st["generation"]} · protocol {html.escape(str(st["protocol_type"] or "-"))}/'
+        f"{html.escape(str(st['protocol'] or '-'))} · {st['member_count']} members · {st['offset_count']} offsets · "
+        f"coordinator partition {st['coordinator_partition']} · last record {_fmt(st['last_timestamp'])}</p>"
+    )
     out = [head]
     # timeline of states (Gantt-like) with generation labels
     timeline = _state_timeline(g, trans, st["last_timestamp"], figs)
@@ -275,7 +319,11 @@ def _state_timeline(g: str, trans: pd.DataFrame | None, end: Any, figs: _Figures
     import pandas as pd
     import plotly.express as px
 
-    t = trans[trans["group_id"] == g].sort_values(["timestamp", "log_partition", "log_offset"]) if trans is not None else None
+    t = (
+        trans[trans["group_id"] == g].sort_values(["timestamp", "log_partition", "log_offset"])
+        if trans is not None
+        else None
+    )
     if t is None or t.empty or not t["timestamp"].notna().any():
         return None
     t = t[t["timestamp"].notna()].copy()
@@ -285,10 +333,17 @@ def _state_timeline(g: str, trans: pd.DataFrame | None, end: Any, figs: _Figures
     t["label"] = "gen " + t["generation"].astype(str)
     zero = t["finish"] == t["timestamp"]
     t.loc[zero, "finish"] = t.loc[zero, "timestamp"] + pd.Timedelta(milliseconds=500)
-    f = px.timeline(t, x_start="timestamp", x_end="finish", y="to_state", color="to_state",
-                    color_discrete_map=STATE_COLORS, hover_data=["generation", "kind", "cause"],
-                    title="State timeline (inferred spans are hindsight from the next record)",
-                    category_orders={"to_state": list(STATE_COLORS)})
+    f = px.timeline(
+        t,
+        x_start="timestamp",
+        x_end="finish",
+        y="to_state",
+        color="to_state",
+        color_discrete_map=STATE_COLORS,
+        hover_data=["generation", "kind", "cause"],
+        title="State timeline (inferred spans are hindsight from the next record)",
+        category_orders={"to_state": list(STATE_COLORS)},
+    )
     f.update_layout(showlegend=False, yaxis_title=None)
     return figs.html(f, 260)
 
@@ -304,16 +359,26 @@ def _member_change_figures(r: pd.DataFrame, figs: _Figures) -> list[str]:
     r2["left_n"] = -r2["left"].map(lambda x: 0 if x is None else len(x))
     r2["at"] = "gen " + r2["generation"].astype(str) + " · " + pd.to_datetime(r2["end_time"]).dt.strftime("%m-%d %H:%M")
     r2["static_n"] = r2["static_rejoined"].map(lambda x: len(_lst(x)))
-    fm = go.Figure([go.Bar(x=r2["at"], y=r2["joined_n"], name="joined", marker_color="#2563eb"),
-                    go.Bar(x=r2["at"], y=r2["left_n"], name="left", marker_color="#dc2626"),
-                    go.Bar(x=r2["at"], y=r2["static_n"], name="static rejoin (no rebalance)", marker_color="#7c3aed")])
-    fm.update_layout(title="Members joining / leaving per rebalance", barmode="relative",
-                     legend={"orientation": "h", "y": -0.25})
+    fm = go.Figure(
+        [
+            go.Bar(x=r2["at"], y=r2["joined_n"], name="joined", marker_color="#2563eb"),
+            go.Bar(x=r2["at"], y=r2["left_n"], name="left", marker_color="#dc2626"),
+            go.Bar(x=r2["at"], y=r2["static_n"], name="static rejoin (no rebalance)", marker_color="#7c3aed"),
+        ]
+    )
+    fm.update_layout(
+        title="Members joining / leaving per rebalance", barmode="relative", legend={"orientation": "h", "y": -0.25}
+    )
     fm.update_xaxes(type="category")
     rr = r2[_is_rebalance(r2)]
-    fd = px.bar(rr, x=rr["generation"].astype(str), y=rr["duration_ms"].fillna(0) / 1000,
-                hover_data=["cause", "partitions_moved"], title="Rebalance duration (s, upper bound) per generation",
-                labels={"x": "generation", "y": "seconds"})
+    fd = px.bar(
+        rr,
+        x=rr["generation"].astype(str),
+        y=rr["duration_ms"].fillna(0) / 1000,
+        hover_data=["cause", "partitions_moved"],
+        title="Rebalance duration (s, upper bound) per generation",
+        labels={"x": "generation", "y": "seconds"},
+    )
     fd.update_xaxes(type="category")
     return [figs.html(fm, 280), figs.html(fd, 280)]
 
@@ -332,8 +397,11 @@ def _commits_heatmap(g: str, commits: pd.DataFrame, figs: _Figures) -> str | Non
     keep = per.groupby("tp")["commits"].sum().sort_values(ascending=False).index[:30]
     grid = per[per["tp"].isin(keep)].pivot(index="tp", columns="minute", values="commits").fillna(0)
     grid = grid.reindex(sorted(grid.index, key=lambda x: (x.rsplit("-", 1)[0], int(x.rsplit("-", 1)[1]))))
-    fc = go.Figure(go.Heatmap(z=grid.values, x=list(grid.columns), y=list(grid.index), colorscale="Blues",
-                              colorbar={"title": "commits"}))
+    fc = go.Figure(
+        go.Heatmap(
+            z=grid.values, x=list(grid.columns), y=list(grid.index), colorscale="Blues", colorbar={"title": "commits"}
+        )
+    )
     fc.update_layout(title=f"Commits per minute, top {len(grid)} partitions")
     return figs.html(fc, 280)
 
@@ -342,10 +410,18 @@ def _members_table(st: Any) -> str:
     """The group's current members (from its ``group_state`` row) and their assignments."""
     import pandas as pd
 
-    cur = pd.DataFrame([{"member_id": m["member_id"], "instance": m["group_instance_id"], "client_id": m["client_id"],
-                         "host": m["client_host"], "assigned": ", ".join(f"{p['topic']}-{p['partition']}"
-                                                                            for p in _lst(m["assigned_partitions"]))}
-                        for m in _lst(st["members"])])
+    cur = pd.DataFrame(
+        [
+            {
+                "member_id": m["member_id"],
+                "instance": m["group_instance_id"],
+                "client_id": m["client_id"],
+                "host": m["client_host"],
+                "assigned": ", ".join(f"{p['topic']}-{p['partition']}" for p in _lst(m["assigned_partitions"])),
+            }
+            for m in _lst(st["members"])
+        ]
+    )
     return _table(cur)
 
 
@@ -370,27 +446,41 @@ def _expiry_table(g: str, cfg: Config, st: Any, offsets: pd.DataFrame | None, ex
     o = offsets[offsets["group_id"] == g] if offsets is not None else None
     if retention is not None and o is not None and not o.empty:
         due = due_times(st.to_dict(), o.to_dict("records"), int(retention), cfg.replay.rules)
-        rows = [{"topic": t, "partition": p, "expires": "never (as the group stands)" if d is None else _fmt(pd.Timestamp(d, unit="ms"))}
-                for (t, p), d in due.items()]
+        rows = [
+            {
+                "topic": t,
+                "partition": p,
+                "expires": "never (as the group stands)" if d is None else _fmt(pd.Timestamp(d, unit="ms")),
+            }
+            for (t, p), d in due.items()
+        ]
         df = pd.DataFrame(rows).sort_values("expires")
-        parts.append(f'<p class="muted">retention {retention / 3_600_000:g} h, rules {cfg.replay.rules}</p>' + _table(df, 20))
+        parts.append(
+            f'<p class="muted">retention {retention / 3_600_000:g} h, rules {cfg.replay.rules}</p>' + _table(df, 20)
+        )
     else:
         parts.append('<p class="muted">no committed offsets held (or no retention configured)</p>')
     if expir is not None:
         e = expir[expir["group_id"] == g]
         if not e.empty:
-            parts.append("<h3>Offsets removed</h3>" + _table(
-                e[["topic", "partition", "offset", "cause", "status", "predicted_time", "observed_time"]]
-                .sort_values(["predicted_time", "topic", "partition"]).tail(20)))
+            parts.append(
+                "<h3>Offsets removed</h3>"
+                + _table(
+                    e[["topic", "partition", "offset", "cause", "status", "predicted_time", "observed_time"]]
+                    .sort_values(["predicted_time", "topic", "partition"])
+                    .tail(20)
+                )
+            )
     return "".join(parts)
 
 
-def write_report(cfg: Config, out: str | Path, *, groups: list[str] | None = None,
-                 max_groups: int = DEFAULT_MAX_GROUPS) -> Path:
+def write_report(
+    cfg: Config, out: str | Path, *, groups: list[str] | None = None, max_groups: int = DEFAULT_MAX_GROUPS
+) -> Path:
     """Build the report and write it to ``out``; returns the path."""
     path = Path(out)
+    text = build_report(cfg, groups=groups, max_groups=max_groups)  # first: a refusal creates no directory
     path.parent.mkdir(parents=True, exist_ok=True)
-    text = build_report(cfg, groups=groups, max_groups=max_groups)
     tmp = path.with_suffix(path.suffix + ".tmp")
     tmp.write_text(text, encoding="utf-8")
     tmp.replace(path)

@@ -81,9 +81,7 @@ def to_duckdb(tree_or_sql: Any) -> str:
         _truncate_to_integer(cast)
     for fn in list(tree.find_all(exp.Anonymous)):
         if _is_fn(fn, "timestamp_millis") and len(fn.expressions) == 1:  # Spark: a UTC instant
-            fn.replace(
-                exp.cast(exp.Anonymous(this="epoch_ms", expressions=[fn.expressions[0]]), "TIMESTAMPTZ")
-            )
+            fn.replace(exp.cast(exp.Anonymous(this="epoch_ms", expressions=[fn.expressions[0]]), "TIMESTAMPTZ"))
     for q in list(tree.find_all(exp.ApproxQuantile)):
         q.replace(exp.Anonymous(this="QUANTILE_DISC", expressions=[q.this, q.args["quantile"]]))
     return str(tree.sql(dialect="duckdb"))
@@ -130,15 +128,9 @@ def _higher_order(node: Any) -> None:
 
     if isinstance(node, exp.Exists) and isinstance(node.args.get("expression"), exp.Lambda):
         node.replace(_any_all(_transform(node.this, node.args["expression"]), want=True))
-    elif (
-        _is_fn(node, "forall") and len(node.expressions) == 2 and isinstance(node.expressions[1], exp.Lambda)
-    ):
+    elif _is_fn(node, "forall") and len(node.expressions) == 2 and isinstance(node.expressions[1], exp.Lambda):
         node.replace(_any_all(_transform(node.expressions[0], node.expressions[1]), want=False))
-    elif (
-        _is_fn(node, "zip_with")
-        and len(node.expressions) == 3
-        and isinstance(node.expressions[2], exp.Lambda)
-    ):
+    elif _is_fn(node, "zip_with") and len(node.expressions) == 3 and isinstance(node.expressions[2], exp.Lambda):
         left, right, lam = node.expressions
         if len(lam.expressions) != 2:
             return
@@ -152,22 +144,17 @@ def _higher_order(node: Any) -> None:
         )
         n = exp.func("greatest", _len(left), _len(right))
         indexes = exp.Anonymous(
-            this="range",
-            expressions=[exp.Literal.number(1), exp.Add(this=n, expression=exp.Literal.number(1))],
+            this="range", expressions=[exp.Literal.number(1), exp.Add(this=n, expression=exp.Literal.number(1))]
         )
         node.replace(
-            exp.Anonymous(
-                this="list_transform", expressions=[indexes, exp.Lambda(this=body, expressions=[i])]
-            )
+            exp.Anonymous(this="list_transform", expressions=[indexes, exp.Lambda(this=body, expressions=[i])])
         )
 
 
 def _len(arr: Any) -> Any:
     from sqlglot import exp
 
-    return exp.Coalesce(
-        this=exp.Anonymous(this="len", expressions=[arr.copy()]), expressions=[exp.Literal.number(0)]
-    )
+    return exp.Coalesce(this=exp.Anonymous(this="len", expressions=[arr.copy()]), expressions=[exp.Literal.number(0)])
 
 
 def _transform(arr: Any, lam: Any) -> Any:
@@ -187,8 +174,7 @@ def _any_all(values: Any, *, want: bool) -> Any:
         this="list_bool_or",
         expressions=[
             exp.Anonymous(
-                this="list_transform",
-                expressions=[values.copy(), exp.Lambda(this=hit, expressions=[v.copy()])],
+                this="list_transform", expressions=[values.copy(), exp.Lambda(this=hit, expressions=[v.copy()])]
             )
         ],
     )
@@ -196,8 +182,7 @@ def _any_all(values: Any, *, want: bool) -> Any:
         this="list_bool_or",
         expressions=[
             exp.Anonymous(
-                this="list_transform",
-                expressions=[values.copy(), exp.Lambda(this=is_null, expressions=[v.copy()])],
+                this="list_transform", expressions=[values.copy(), exp.Lambda(this=is_null, expressions=[v.copy()])]
             )
         ],
     )

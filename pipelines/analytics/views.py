@@ -86,19 +86,21 @@ _WIN_STRUCT = "named_struct('t', unix_millis(commit_timestamp), 'lo', log_offset
 
 
 def _rebalances_per(unit: str) -> str:
+    # a day is a DATE (of the session time zone, UTC); an hour stays the hour's start timestamp
+    bucket = "CAST(end_time AS DATE)" if unit == "DAY" else f"date_trunc('{unit}', end_time)"
     return f"""
-SELECT group_id, date_trunc('{unit}', end_time) AS {unit.lower()},
+SELECT group_id, {bucket} AS {unit.lower()},
        count(*) AS rebalances,
        sum(duration_ms) AS total_duration_ms,
        CAST(avg(duration_ms) AS bigint) AS avg_duration_ms,
        max(duration_ms) AS max_duration_ms,
        round(coalesce(sum(duration_ms), 0) / 60000.0, 3) AS rebalance_minutes,
        sum(coalesce(partitions_moved, 0)) AS partitions_moved,
-       sum({_n('joined')}) AS members_joined,
-       sum({_n('`left`')}) AS members_left,
+       sum({_n("joined")}) AS members_joined,
+       sum({_n("`left`")}) AS members_left,
        count_if(ended_empty) AS ended_empty
 FROM rebalances WHERE {_IS_REBALANCE}
-GROUP BY group_id, date_trunc('{unit}', end_time)
+GROUP BY group_id, {bucket}
 """
 
 
@@ -120,8 +122,8 @@ VIEWS: list[View] = [
         "membership_churn",
         f"""
 SELECT group_id, date_trunc('HOUR', end_time) AS hour,
-       sum({_n('joined')}) AS joined, sum({_n('`left`')}) AS `left`,
-       sum({_n('static_rejoined')}) AS static_rejoined,
+       sum({_n("joined")}) AS joined, sum({_n("`left`")}) AS `left`,
+       sum({_n("static_rejoined")}) AS static_rejoined,
        count_if({_IS_REBALANCE}) AS rebalances
 FROM rebalances GROUP BY group_id, date_trunc('HOUR', end_time)
 """,
@@ -172,8 +174,8 @@ r AS (
   SELECT group_id,
          count_if({_IS_REBALANCE}) AS rebalances,
          count_if(cause = 'static_member_rejoined') AS static_rejoins,
-         sum(CASE WHEN cause = 'static_member_rejoined' THEN {_n('static_rejoined')} ELSE 0 END) AS members_rejoined,
-         sum(CASE WHEN {_IS_REBALANCE} THEN {_n('static_rejoined')} ELSE 0 END) AS rejoined_in_rebalance
+         sum(CASE WHEN cause = 'static_member_rejoined' THEN {_n("static_rejoined")} ELSE 0 END) AS members_rejoined,
+         sum(CASE WHEN {_IS_REBALANCE} THEN {_n("static_rejoined")} ELSE 0 END) AS rejoined_in_rebalance
   FROM rebalances GROUP BY group_id)
 SELECT s.group_id, s.static_members, s.member_ids, coalesce(r.rebalances, 0) AS rebalances,
        coalesce(r.static_rejoins, 0) AS static_rejoins_without_rebalance,
@@ -193,7 +195,7 @@ FROM s LEFT JOIN r ON r.group_id = s.group_id
         "assignor_stickiness",
         f"""
 WITH after AS (
-  SELECT group_id, log_partition, log_offset, sum({_n('assigned_partitions')}) AS assigned_after
+  SELECT group_id, log_partition, log_offset, sum({_n("assigned_partitions")}) AS assigned_after
   FROM group_members GROUP BY group_id, log_partition, log_offset),
 r AS (
   SELECT r.protocol, r.group_id, r.partitions_moved, a.assigned_after
@@ -394,8 +396,7 @@ def offsets_at_risk_df(spark: SparkSession, cfg: Config, *, at_risk_hours: float
     if retention is None:
         due = joined.select(*DUE_COLUMNS, F.lit(None).cast("timestamp").alias("predicted_expiry_timestamp"))
     else:
-        due = joined.groupBy("group_id").applyInPandas(due_times_fn(int(retention), cfg.replay.rules),
-                                                       AT_RISK_SCHEMA)
+        due = joined.groupBy("group_id").applyInPandas(due_times_fn(int(retention), cfg.replay.rules), AT_RISK_SCHEMA)
     due.createOrReplaceTempView("_offsets_due")
     return spark.sql(at_risk_sql(cfg, at_risk_hours=at_risk_hours))
 
@@ -517,8 +518,10 @@ def register_analytics_views(
 #: the same pieces: ``offsets_at_risk`` = ``AT_RISK_JOIN_SQL`` -> ``due_times_fn`` per group ->
 #: ``_offsets_due`` -> ``at_risk_sql`` (Spark: applyInPandas; DuckDB: ``duck.offsets_due_arrow``)
 PYTHON_VIEWS: dict[str, tuple[str, tuple[str, ...]]] = {
-    "offsets_at_risk": ("computes expiry times with the core (coordinator_core.expiry) in a pandas function",
-                        ("offsets_current", "group_state")),
+    "offsets_at_risk": (
+        "computes expiry times with the core (coordinator_core.expiry) in a pandas function",
+        ("offsets_current", "group_state"),
+    )
 }
 
 
@@ -541,7 +544,7 @@ WITH w AS (
   FROM consumer_lag)
 SELECT group_id, topic, partition, offset, commit_timestamp, log_partition, log_offset, lag_offsets, lag_ms,
        size(win) AS window_commits,
-       {burrow_status_sql('win', 'unix_millis(commit_timestamp)', 'lag_offsets')} AS status
+       {burrow_status_sql("win", "unix_millis(commit_timestamp)", "lag_offsets")} AS status
 FROM w
 """
     if name == "partition_status_now":
@@ -577,11 +580,15 @@ def view_closure(names: list[str], cfg: Config, *, replayed_commits: bool) -> li
 
 def _commits_sql(replayed: bool) -> str:
     if replayed:
-        return ("SELECT group_id, topic, partition, offset, commit_timestamp, log_partition, log_offset, timestamp "
-                "FROM offset_commits_replayed")
-    return ("SELECT group_id, topic, partition, committed_offset AS offset, commit_timestamp, "
-            "coordinator_partition AS log_partition, log_offset, log_timestamp AS timestamp "
-            "FROM offset_commits WHERE NOT is_tombstone")
+        return (
+            "SELECT group_id, topic, partition, offset, commit_timestamp, log_partition, log_offset, timestamp "
+            "FROM offset_commits_replayed"
+        )
+    return (
+        "SELECT group_id, topic, partition, committed_offset AS offset, commit_timestamp, "
+        "coordinator_partition AS log_partition, log_offset, log_timestamp AS timestamp "
+        "FROM offset_commits WHERE NOT is_tombstone"
+    )
 
 
 def view_docs() -> list[tuple[str, str]]:

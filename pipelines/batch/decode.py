@@ -28,13 +28,6 @@ if TYPE_CHECKING:
 FILE_ROUTE = "pipelines.batch.decode:route_decode_files"
 
 
-
-
-
-
-
-
-
 def _stats_for(options: dict[str, Any]) -> Any:
     """With the replay input, the raw records' per-partition figures go beside it (``log_shape``)."""
     if not options.get("replay_input"):
@@ -99,14 +92,17 @@ def route_decode_files(
     yield from _spooled(decoded(), options, stats)
 
 
-
-
 def _route_options(lenient: bool, spool: tuple[dict[str, Any], str] | None) -> dict[str, Any]:
     return {"lenient": lenient, **({"replay_input": spool[0]} if spool else {})}
 
 
 def write_decoded_from_raw_table(
-    io: TableIO, *, app_id: str, version: int, lenient: bool = False, expected_rows: int | None = None,
+    io: TableIO,
+    *,
+    app_id: str,
+    version: int,
+    lenient: bool = False,
+    expected_rows: int | None = None,
     spool: tuple[dict[str, Any], str] | None = None,
 ) -> dict[str, WriteResult]:
     """Decode ``raw_records`` into the four decoded tables in one pass, one Spark task per group of
@@ -124,10 +120,18 @@ def write_decoded_from_raw_table(
     assert io.spark is not None
     files = io.snapshot_files("raw_records")
     if files is None:
-        raise UsageError("raw_records uses deletion vectors or column mapping; offsetlake reads its files "
-                         "directly and needs a plain Delta table (rewrite it without those features)")
+        raise UsageError(
+            "raw_records uses deletion vectors or column mapping; offsetlake reads its files "
+            "directly and needs a plain Delta table (rewrite it without those features)"
+        )
     return io.write_routed(
-        TABLES, spread(io.spark, [(f,) for f in files], "path string"), FILE_ROUTE,
-        route_options=_route_options(lenient, spool), txn_app_id=app_id, txn_version=version,
-        rows_equal_input=True, expected_rows=expected_rows, side_manifest=spool[1] if spool else None,
+        TABLES,
+        spread(io.spark, [(f,) for f in files], "path string"),
+        FILE_ROUTE,
+        route_options=_route_options(lenient, spool),
+        txn_app_id=app_id,
+        txn_version=version,
+        rows_equal_input=True,
+        expected_rows=expected_rows,
+        side_manifest=spool[1] if spool else None,
     )

@@ -38,9 +38,7 @@ def _weight(row: Any, path_at: int) -> int:
     return 1
 
 
-def spread(
-    spark: SparkSession, rows: Sequence[Any], ddl: str, *, weights: Sequence[int] | None = None
-) -> DataFrame:
+def spread(spark: SparkSession, rows: Sequence[Any], ddl: str, *, weights: Sequence[int] | None = None) -> DataFrame:
     """``rows`` (one per file, with a ``path`` column) as a DataFrame for tasks to work on.
 
     One task per row up to ``TASKS_PER_CORE`` tasks per core; beyond that rows are packed into

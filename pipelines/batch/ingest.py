@@ -136,16 +136,6 @@ def new_records(incoming: DataFrame, existing: DataFrame) -> DataFrame:
     return incoming.join(keys, on=list(POSITION), how="left_anti")
 
 
-
-
-
-
-
-
-
-
-
-
 # --------------------------------------------------------------------------------------------
 # Parquet landing files, read by the tasks themselves
 
@@ -214,8 +204,10 @@ def landing_files_readable_by_tasks(cfg: Config, known: Collection[str] = ()) ->
         try:
             schema = pq.read_schema(f)
         except (OSError, ValueError) as exc:  # stop before anything is written, naming the file
-            raise UsageError(f"input: {f} is not a readable Parquet file ({exc}); "
-                             "move it out of the landing directory or re-capture it") from exc
+            raise UsageError(
+                f"input: {f} is not a readable Parquet file ({exc}); "
+                "move it out of the landing directory or re-capture it"
+            ) from exc
         if _landing_caster(schema) is None:
             return None
     return parquet
@@ -285,8 +277,6 @@ def check_disjoint(side: list[dict[str, Any]], options: dict[str, Any]) -> str |
     return "the input overlaps itself or raw_records, or has positions outside the configured partitions"
 
 
-
-
 def file_stamp(path: str) -> str:
     """A landing file's identity for "already ingested": absolute path, size, mtime (ns)."""
     st = os.stat(path)
@@ -316,44 +306,12 @@ def ingested_files(io: TableIO) -> dict[str, int]:
     return out
 
 
-
-
-
-
 # --------------------------------------------------------------------------------------------
 # validation: landing file types, positions
 
 
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
 # --------------------------------------------------------------------------------------------
 # sources
-
-
-
-
-
-
-
-
-
-
 
 
 # --------------------------------------------------------------------------------------------
@@ -398,8 +356,7 @@ def ingest(spark: SparkSession, cfg: Config, io: TableIO, source: DataFrame | No
         raise RuntimeError(f"raw_records: expected {before} + {plan.n_new} rows after ingest, found {after}")
     if plan.read < plan.n_new + refused:
         raise RuntimeError(f"ingest: {plan.read} records read < {plan.n_new} new + {refused} refused")
-    return IngestResult(cfg.input.source, plan.read, plan.n_new, after, io.version(RAW_TABLE) or 0, refused,
-                        reasons)
+    return IngestResult(cfg.input.source, plan.read, plan.n_new, after, io.version(RAW_TABLE) or 0, refused, reasons)
 
 
 @dataclass
@@ -421,8 +378,11 @@ def _skip_ingested(spark: SparkSession, plan: _Plan, files: list[str], known: di
     fresh = [f for f in files if stamps[f] not in known]
     plan.skipped_rows = sum(known[stamps[f]] for f in files if stamps[f] in known)
     if len(fresh) < len(files):
-        log.info("ingest: %d of %d landing files already ingested (same path, size, mtime): skipped",
-                 len(files) - len(fresh), len(files))
+        log.info(
+            "ingest: %d of %d landing files already ingested (same path, size, mtime): skipped",
+            len(files) - len(fresh),
+            len(files),
+        )
     if not fresh:
         return False
     if len(fresh) < len(files):
@@ -439,14 +399,23 @@ def _append_routed(spark: SparkSession, cfg: Config, io: TableIO, plan: _Plan, e
     assert plan.files is not None
     plan.read = sum(plan.file_rows.values()) + plan.skipped_rows
     plan.n_new = plan.read - plan.skipped_rows
-    options = {"min_copy_rows": max(1, cfg.delta.target_file_rows // 4),
-               "existing": [asdict(r) for r in existing],
-               "num_partitions": cfg.offsets_topic.num_partitions}
+    options = {
+        "min_copy_rows": max(1, cfg.delta.target_file_rows // 4),
+        "existing": [asdict(r) for r in existing],
+        "num_partitions": cfg.offsets_topic.num_partitions,
+    }
     try:
-        io.write_routed([RAW_TABLE], spread(spark, [(f,) for f in plan.files], "path string"),
-                        "pipelines.batch.ingest:route_copy_files", mode="append", route_options=options,
-                        rows_equal_input=True, expected_rows=plan.n_new, metadata=plan.metadata,
-                        commit_check="pipelines.batch.ingest:check_disjoint")
+        io.write_routed(
+            [RAW_TABLE],
+            spread(spark, [(f,) for f in plan.files], "path string"),
+            "pipelines.batch.ingest:route_copy_files",
+            mode="append",
+            route_options=options,
+            rows_equal_input=True,
+            expected_rows=plan.n_new,
+            metadata=plan.metadata,
+            commit_check="pipelines.batch.ingest:check_disjoint",
+        )
     except Exception as exc:  # the check's refusal comes back wrapped by Spark
         from pipelines.tableio import COMMIT_REFUSED
 
@@ -463,8 +432,10 @@ def _append_checked(cfg: Config, io: TableIO, plan: _Plan, existing: list[Positi
     incoming = normalize(plan.source, dedupe=False)
     incoming_ranges = position_ranges(incoming)
     plan.read = sum(r.rows for r in incoming_ranges) + plan.skipped_rows
-    if not (ranges_disjoint([*incoming_ranges, *existing])
-            and ranges_in_bounds(incoming_ranges, cfg.offsets_topic.num_partitions)):
+    if not (
+        ranges_disjoint([*incoming_ranges, *existing])
+        and ranges_in_bounds(incoming_ranges, cfg.offsets_topic.num_partitions)
+    ):
         return False
     plan.n_new = plan.read - plan.skipped_rows
     if plan.n_new:
@@ -478,10 +449,11 @@ def _append_exact(cfg: Config, io: TableIO, plan: _Plan, *, has_rows: bool) -> t
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
-    log.info("ingest: input overlaps itself or raw_records (or has positions to check); "
-             "validating and de-duplicating by position")
-    tagged = normalize(plan.source, dedupe=False).withColumn(
-        "source_file", F.nullif(F.input_file_name(), F.lit("")))
+    log.info(
+        "ingest: input overlaps itself or raw_records (or has positions to check); "
+        "validating and de-duplicating by position"
+    )
+    tagged = normalize(plan.source, dedupe=False).withColumn("source_file", F.nullif(F.input_file_name(), F.lit("")))
     split = validate_positions(tagged, io.read(RAW_TABLE) if has_rows else None, cfg.offsets_topic.num_partitions)
     # refused rows first: a crash between the two writes repeats neither (both idempotent)
     refused, reasons = write_refused(io, split.refused, io.run_id)

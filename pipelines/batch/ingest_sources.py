@@ -32,13 +32,20 @@ if TYPE_CHECKING:
     from pipelines.config import Config
     from pipelines.tableio import TableIO
 
+
+def check_input(cfg: Config) -> None:
+    """Refuse a local landing path that does not exist (``landing_files``' error) before a job
+    starts Spark or takes the warehouse lock; object stores are listed by Spark later."""
+    path = cfg.input.path or cfg.paths.landing
+    if cfg.input.source == "landing" and "://" not in path:
+        landing_files(path)
+
+
 def landing_files(path: str) -> tuple[list[str], list[str]]:
     p = Path(path)
     if not p.exists():
         raise UsageError(f"input: landing path {path} does not exist (generate data first: offsetlake generate)")
-    files = [p] if p.is_file() else sorted(
-        f for f in p.iterdir() if f.is_file() and not f.name.startswith((".", "_"))
-    )
+    files = [p] if p.is_file() else sorted(f for f in p.iterdir() if f.is_file() and not f.name.startswith((".", "_")))
     parquet = [str(f) for f in files if f.suffix == ".parquet"]
     jsonl = [str(f) for f in files if f.suffix in _JSON_SUFFIXES]
     return parquet, jsonl
@@ -109,8 +116,12 @@ def read_source(spark: SparkSession, cfg: Config, io: TableIO | None = None) -> 
     """The configured source as raw records, or ``None`` when the source IS ``raw_records``."""
     src = cfg.input.source
     if src == "landing":
-        return read_landing(spark, cfg.input.path or cfg.paths.landing, cfg.input.format,
-                            positions="synthesize" if cfg.input.synthesize_positions else "required")
+        return read_landing(
+            spark,
+            cfg.input.path or cfg.paths.landing,
+            cfg.input.format,
+            positions="synthesize" if cfg.input.synthesize_positions else "required",
+        )
     if src == "delta":
         path = cfg.input.path or cfg.table_path(RAW_TABLE)
         if os.path.normpath(path) == os.path.normpath(cfg.table_path(RAW_TABLE)):
@@ -148,13 +159,12 @@ def check_landing_schemas(files: Iterable[str]) -> None:
         try:
             schema = pq.read_schema(f)
         except (OSError, ValueError) as exc:
-            raise UsageError(f"input: {f} is not a readable Parquet file ({exc}); "
-                             "move it out of the landing directory or re-capture it") from exc
+            raise UsageError(
+                f"input: {f} is not a readable Parquet file ({exc}); "
+                "move it out of the landing directory or re-capture it"
+            ) from exc
         if "key" not in schema.names:
             raise UsageError(f"input: {f}: no 'key' column (columns: {', '.join(schema.names)})")
         for name, (ok, expected) in rules.items():
             if name in schema.names and not ok(schema.field(name).type):
                 raise UsageError(f"input: {f}: column '{name}' has type {schema.field(name).type}, expected {expected}")
-
-
-

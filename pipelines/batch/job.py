@@ -40,13 +40,7 @@ from typing import TYPE_CHECKING, Any
 if __name__ == "__main__" and __package__ in (None, ""):  # spark-submit pipelines/batch/job.py
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
-from pipelines.batch.summary import (
-    BatchSummary,
-    Progress,
-    TableLine,
-    render_summary,
-    save_run_record,
-)
+from pipelines.batch.summary import BatchSummary, Progress, TableLine, render_summary, save_run_record
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -64,7 +58,7 @@ DECODED_TABLES = ("offset_commits", "group_metadata", "unsupported_records", "qu
 CURRENT_STATE_TABLES = ("group_state", "offsets_current")
 #: Ingest's refused input rows (bad or conflicting positions); listed in the summary when present.
 INGEST_QUARANTINE = "ingest_quarantine"
-# Stages, in order. ``--stage`` runs one (Airflow runs each as its own task); skipped stages
+# Stages, in order. ``--stage`` runs one (``offsetlake run batch --stage replay``); skipped stages
 # read what an earlier run committed (every stage is idempotent on the raw_records version).
 STAGES = ("ingest", "decode", "replay")
 
@@ -78,20 +72,9 @@ def gold_table_names() -> tuple[str, ...]:
     return tuple(t.name for t in GOLD_TABLES)
 
 
-
-
-
-
-
-
-
-
 def replay_fingerprint(cfg: Config) -> str:
     """Short hash of the settings the gold tables depend on (part of the gold app id)."""
-    payload = {
-        "replay": cfg.to_dict()["replay"],
-        "num_partitions": cfg.offsets_topic.num_partitions,
-    }
+    payload = {"replay": cfg.to_dict()["replay"], "num_partitions": cfg.offsets_topic.num_partitions}
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:12]
 
 
@@ -103,8 +86,9 @@ def _write_table(io: TableIO, name: str, df: DataFrame, app_id: str, version: in
     from schemas import get as get_spec
 
     if name in CURRENT_STATE_TABLES:
-        return io.merge(name, df, get_spec(name).primary_key, delete_missing=True, txn_app_id=app_id,
-                        txn_version=version)
+        return io.merge(
+            name, df, get_spec(name).primary_key, delete_missing=True, txn_app_id=app_id, txn_version=version
+        )
     return io.overwrite(name, df, txn_app_id=app_id, txn_version=version)
 
 
@@ -137,12 +121,7 @@ def run_batch(
 
 
 def _run_batch(
-    cfg: Config,
-    spark: SparkSession,
-    *,
-    io: TableIO | None,
-    say: Callable[[str], None],
-    stages: Sequence[str],
+    cfg: Config, spark: SparkSession, *, io: TableIO | None, say: Callable[[str], None], stages: Sequence[str]
 ) -> BatchSummary:
     from pipelines.tableio import TableIO
 
@@ -201,9 +180,13 @@ def _ingest(cfg: Config, spark: SparkSession, io: TableIO, summary: BatchSummary
     if res.quarantined:
         summary.warnings.append(
             f"{res.quarantined} input records refused at ingest (ingest_quarantine: "
-            + ", ".join(f"{k} {v}" for k, v in res.quarantine_reasons) + ")")
-    return (f"{res.records_read} read, {res.records_new} new, {res.duplicates} duplicates, "
-            f"{res.quarantined} refused, raw_records {res.raw_total} rows (v{res.raw_version})")
+            + ", ".join(f"{k} {v}" for k, v in res.quarantine_reasons)
+            + ")"
+        )
+    return (
+        f"{res.records_read} read, {res.records_new} new, {res.duplicates} duplicates, "
+        f"{res.quarantined} refused, raw_records {res.raw_total} rows (v{res.raw_version})"
+    )
 
 
 def _decode(io: TableIO, summary: BatchSummary) -> tuple[str, bool]:
@@ -214,13 +197,13 @@ def _decode(io: TableIO, summary: BatchSummary) -> tuple[str, bool]:
 
     raw_version = summary.raw_version
     summary.paths["decode"] = "routed raw_records files -> decoded tables + replay input"
-    if _all_applied(io, DECODED_TABLES, DECODE_APP_ID, raw_version) and replay.current_replay_input(
-            io, raw_version):
+    if _all_applied(io, DECODED_TABLES, DECODE_APP_ID, raw_version) and replay.current_replay_input(io, raw_version):
         return f"up to date with raw_records v{raw_version}", False
     spool = replay.new_replay_input(io, raw_version)
     try:
         results = write_decoded_from_raw_table(
-            io, app_id=DECODE_APP_ID, version=raw_version, expected_rows=summary.raw_total, spool=spool)
+            io, app_id=DECODE_APP_ID, version=raw_version, expected_rows=summary.raw_total, spool=spool
+        )
     except BaseException:
         replay.drop_replay_inputs(io, keep=replay.current_replay_input(io, raw_version))
         raise
@@ -248,11 +231,20 @@ def _replay(cfg: Config, io: TableIO, summary: BatchSummary, gold_written: dict[
     stats = combine(replay.read_manifest(manifest, STATS_KIND))
     as_of_ms = cfg.replay.as_of_ms if cfg.replay.as_of_ms is not None else _log_clock(cfg, io, stats, summary)
     as_of: list[int | None] = []
-    gold_written.update(replay.write_gold(
-        io, manifest, app_id=gold_app, version=raw_version, tables=gold_table_names(),
-        current_state=CURRENT_STATE_TABLES, settings=cfg.replay.settings(), as_of_ms=as_of_ms,
-        num_partitions=cfg.offsets_topic.num_partitions, on_as_of=as_of.append,
-    ))
+    gold_written.update(
+        replay.write_gold(
+            io,
+            manifest,
+            app_id=gold_app,
+            version=raw_version,
+            tables=gold_table_names(),
+            current_state=CURRENT_STATE_TABLES,
+            settings=cfg.replay.settings(),
+            as_of_ms=as_of_ms,
+            num_partitions=cfg.offsets_topic.num_partitions,
+            on_as_of=as_of.append,
+        )
+    )
     # one row per __consumer_offsets partition: a small current-state table, MERGEd from Arrow on
     # the driver (no Spark write job), rows gone from the log deleted
     shape = log_partitions(io.read("raw_records"), stats)
@@ -265,7 +257,7 @@ def _replay(cfg: Config, io: TableIO, summary: BatchSummary, gold_written: dict[
 
 
 def _log_clock(cfg: Config, io: TableIO, stats: Any, summary: BatchSummary) -> int | None:
-    """"Now" = the robust log clock: one absurd timestamp must not expire everything. ``None``
+    """ "Now" = the robust log clock: one absurd timestamp must not expire everything. ``None``
     (the replay's default: the newest record) unless some records are ahead of the clock. The
     per-partition figures prove most logs clean; otherwise one Spark pass finds the outliers."""
     from pipelines.log_clock import clock_from_stats, log_clock
@@ -286,28 +278,42 @@ def _table_lines(io: TableIO, summary: BatchSummary, gold_written: dict[str, str
             continue
         action = gold_written.get(name)
         if action is None:
-            action = "written" if (name in DECODED_TABLES and decoded_changed) or (
-                name == "raw_records" and summary.records_new) or (
-                name == INGEST_QUARANTINE and summary.refused) else "unchanged"
+            action = (
+                "written"
+                if (name in DECODED_TABLES and decoded_changed)
+                or (name == "raw_records" and summary.records_new)
+                or (name == INGEST_QUARANTINE and summary.refused)
+                else "unchanged"
+            )
         summary.tables.append(TableLine(name, io.count(name), io.version(name), action))
     if io.exists("group_state"):
         summary.groups = io.count("group_state")
+
+
+def add_batch_arguments(parser: Any) -> None:
+    """The job's options, shared by ``spark-submit pipelines/batch/job.py`` and ``offsetlake run batch``."""
+    from pipelines.config import add_conf_arguments
+
+    add_conf_arguments(parser)
+    parser.add_argument("--json", action="store_true", help="print the summary as JSON instead of tables")
+    parser.add_argument(
+        "--stage",
+        choices=[*STAGES, "all"],
+        default="all",
+        help="run one stage only; the others read what an earlier run committed (default: all)",
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point for ``spark-submit pipelines/batch/job.py --conf ...`` and ``offsetlake run batch``."""
     import argparse
 
-    from pipelines.config import add_conf_arguments
     from pipelines.errors import UsageError
 
     parser = argparse.ArgumentParser(
         prog="batch.py", description="offsetlake batch job: ingest, decode, replay into Delta tables."
     )
-    add_conf_arguments(parser)
-    parser.add_argument("--json", action="store_true", help="print the summary as JSON instead of tables")
-    parser.add_argument("--stage", choices=[*STAGES, "all"], default="all",
-                        help="run one stage only (Airflow runs each as its own task); default: all")
+    add_batch_arguments(parser)
     args = parser.parse_args(argv)
     try:
         return run_from_args(args)
@@ -321,14 +327,28 @@ def run_from_args(args: Any) -> int:
     from rich.console import Console
 
     from pipelines.config import config_from_args
+    from pipelines.errors import UsageError
     from pipelines.spark_session import build_spark_from_config
     from pipelines.warehouse_lock import warehouse_lock
 
     cfg = config_from_args(args)
     err = Console(stderr=True)
-    err.print(f"[batch] config: {' + '.join(cfg.sources)}")
     stage = getattr(args, "stage", "all")
     stages = STAGES if stage in (None, "all") else (stage,)
+    # what is known without Spark is refused before a JVM starts or a lock file is left behind
+    if "ingest" in stages:
+        from pipelines.batch.ingest_sources import check_input
+
+        check_input(cfg)
+    else:
+        from pipelines.tableio import TableIO
+
+        if not TableIO(cfg, None, engine="rust").exists("raw_records"):
+            raise UsageError(
+                f"no raw_records table under {cfg.paths.warehouse}: run the ingest stage first "
+                "(offsetlake run batch --stage ingest)"
+            )
+    err.print(f"[batch] config: {' + '.join(cfg.sources)}")
     # the lock first: a refused run starts no JVM (run_batch takes it again, re-entrantly)
     with warehouse_lock(cfg.paths.warehouse, "offsetlake batch (" + "+".join(stages) + ")"):
         spark = build_spark_from_config(cfg, app_suffix="batch")

@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 POSITION = ("topic", "partition", "offset")
 log = logging.getLogger("pipelines.batch.ingest")
 
+
 @dataclass(frozen=True)
 class PositionRange:
     """The positions one task of a scan saw in one log partition."""
@@ -59,8 +60,15 @@ def table_ranges_arrow(t: pa.Table) -> pa.RecordBatch:
 
     if any(t.column(c).null_count for c in POSITION):  # no position to compare: take the exact path
         return pa.RecordBatch.from_pydict(
-            {"topic": [""], "partition": pa.array([-1], pa.int32()), "first": pa.array([0], pa.int64()),
-             "last": pa.array([0], pa.int64()), "rows": pa.array([t.num_rows], pa.int64()), "repeats": [True]})
+            {
+                "topic": [""],
+                "partition": pa.array([-1], pa.int32()),
+                "first": pa.array([0], pa.int64()),
+                "last": pa.array([0], pa.int64()),
+                "rows": pa.array([t.num_rows], pa.int64()),
+                "repeats": [True],
+            }
+        )
     topic = t.column("topic").combine_chunks().dictionary_encode()
     codes = topic.indices.to_numpy(zero_copy_only=False).astype(np.int64)
     part = t.column("partition").to_numpy().astype(np.int64)
@@ -81,14 +89,16 @@ def table_ranges_arrow(t: pa.Table) -> pa.RecordBatch:
     firsts = np.minimum.reduceat(off_s, starts)
     lasts = np.maximum.reduceat(off_s, starts)
     first_rows = order[starts]
-    return pa.RecordBatch.from_pydict({
-        "topic": topic.dictionary.take(pa.array(codes[first_rows])),
-        "partition": pa.array(part[first_rows], pa.int32()),
-        "first": pa.array(firsts, pa.int64()),
-        "last": pa.array(lasts, pa.int64()),
-        "rows": pa.array(ends - starts, pa.int64()),
-        "repeats": pa.array(rep),
-    })
+    return pa.RecordBatch.from_pydict(
+        {
+            "topic": topic.dictionary.take(pa.array(codes[first_rows])),
+            "partition": pa.array(part[first_rows], pa.int32()),
+            "first": pa.array(firsts, pa.int64()),
+            "last": pa.array(lasts, pa.int64()),
+            "rows": pa.array(ends - starts, pa.int64()),
+            "repeats": pa.array(rep),
+        }
+    )
 
 
 def position_ranges(df: DataFrame) -> list[PositionRange]:
@@ -114,9 +124,11 @@ def table_ranges(df: DataFrame) -> list[PositionRange]:
     """One range per log partition of an existing table (an aggregate over two columns)."""
     from pyspark.sql import functions as F
 
-    rows = df.groupBy("topic", "partition").agg(
-        F.min("offset").alias("first"), F.max("offset").alias("last"), F.count("*").alias("rows")
-    ).collect()
+    rows = (
+        df.groupBy("topic", "partition")
+        .agg(F.min("offset").alias("first"), F.max("offset").alias("last"), F.count("*").alias("rows"))
+        .collect()
+    )
     return [PositionRange(r["topic"], r["partition"], r["first"], r["last"], r["rows"], False) for r in rows]
 
 
@@ -169,19 +181,29 @@ def validate_positions(incoming: DataFrame, existing: DataFrame | None, num_part
     out_of_range = (F.col("partition") < 0) | (F.col("partition") >= num_partitions)
     negative = F.col("offset") < 0
     null_detail = F.concat_ws(", ", *[F.when(F.col(c).isNull(), F.lit(f"{c} is null")) for c in POSITION])
-    refused_cols = [*_RAW_COLS, "reason", "detail", "other_key", "other_value", "other_in_raw_records",
-                    "source_file"]
-    no_other = [F.lit(None).cast("binary").alias("other_key"), F.lit(None).cast("binary").alias("other_value"),
-                F.lit(None).cast("boolean").alias("other_in_raw_records")]
+    refused_cols = [*_RAW_COLS, "reason", "detail", "other_key", "other_value", "other_in_raw_records", "source_file"]
+    no_other = [
+        F.lit(None).cast("binary").alias("other_key"),
+        F.lit(None).cast("binary").alias("other_value"),
+        F.lit(None).cast("boolean").alias("other_in_raw_records"),
+    ]
     bad = incoming.where(null_pos | out_of_range | negative).select(
         *_RAW_COLS,
-        F.when(null_pos, F.lit("null_position")).when(out_of_range, F.lit("partition_out_of_range"))
-        .otherwise(F.lit("negative_offset")).alias("reason"),
-        F.when(null_pos, null_detail).when(
-            out_of_range, F.format_string(f"partition %d outside 0..{num_partitions - 1} "
-                                          "(offsets_topic.num_partitions)", F.col("partition")))
-        .otherwise(F.format_string("offset %d is negative", F.col("offset"))).alias("detail"),
-        *no_other, "source_file",
+        F.when(null_pos, F.lit("null_position"))
+        .when(out_of_range, F.lit("partition_out_of_range"))
+        .otherwise(F.lit("negative_offset"))
+        .alias("reason"),
+        F.when(null_pos, null_detail)
+        .when(
+            out_of_range,
+            F.format_string(
+                f"partition %d outside 0..{num_partitions - 1} (offsets_topic.num_partitions)", F.col("partition")
+            ),
+        )
+        .otherwise(F.format_string("offset %d is negative", F.col("offset")))
+        .alias("detail"),
+        *no_other,
+        "source_file",
     )
     valid = incoming.where(~(null_pos | out_of_range | negative))
     vs_raw = None
@@ -191,11 +213,13 @@ def validate_positions(incoming: DataFrame, existing: DataFrame | None, num_part
         ex = existing.select(*POSITION, *[F.col(c).alias(f"x_{c}") for c in _SAME_COLS], F.lit(True).alias("_x"))
         joined = valid.join(ex, list(POSITION), "left")
         vs_raw = joined.where(F.col("_x") & _differs("", "x_").isNotNull()).select(
-            *_RAW_COLS, F.lit("conflicting_duplicate").alias("reason"),
-            F.format_string("the copy already in raw_records has a different %s",
-                            _differs("", "x_")).alias("detail"),
-            F.col("x_key").alias("other_key"), F.col("x_value").alias("other_value"),
-            F.lit(True).alias("other_in_raw_records"), "source_file",
+            *_RAW_COLS,
+            F.lit("conflicting_duplicate").alias("reason"),
+            F.format_string("the copy already in raw_records has a different %s", _differs("", "x_")).alias("detail"),
+            F.col("x_key").alias("other_key"),
+            F.col("x_value").alias("other_value"),
+            F.lit(True).alias("other_in_raw_records"),
+            "source_file",
         )
         valid = joined.where(F.col("_x").isNull()).select(*incoming.columns)
     # positions new to raw_records: one copy, or every copy refused when the input disagrees
@@ -203,16 +227,24 @@ def validate_positions(incoming: DataFrame, existing: DataFrame | None, num_part
     conflict_pos = copies.groupBy(*POSITION).count().where(F.col("count") > 1).select(*POSITION)
     mine = valid.join(conflict_pos, list(POSITION), "left_semi").withColumn("_rid", F.monotonically_increasing_id())
     other = copies.join(conflict_pos, list(POSITION), "left_semi").select(
-        *POSITION, *[F.col(c).alias(f"o_{c}") for c in _SAME_COLS])
+        *POSITION, *[F.col(c).alias(f"o_{c}") for c in _SAME_COLS]
+    )
     paired = mine.join(other, list(POSITION)).where(_differs("", "o_").isNotNull())
-    in_input = paired.groupBy("_rid", *_RAW_COLS, "source_file").agg(
-        F.min(F.struct(*[F.col(f"o_{c}") for c in _SAME_COLS])).alias("o"),
-        F.first(_differs("", "o_")).alias("part"),
-    ).select(
-        *_RAW_COLS, F.lit("conflicting_duplicate").alias("reason"),
-        F.format_string("another copy in the input has a different %s", F.col("part")).alias("detail"),
-        F.col("o.o_key").alias("other_key"), F.col("o.o_value").alias("other_value"),
-        F.lit(False).alias("other_in_raw_records"), "source_file",
+    in_input = (
+        paired.groupBy("_rid", *_RAW_COLS, "source_file")
+        .agg(
+            F.min(F.struct(*[F.col(f"o_{c}") for c in _SAME_COLS])).alias("o"),
+            F.first(_differs("", "o_")).alias("part"),
+        )
+        .select(
+            *_RAW_COLS,
+            F.lit("conflicting_duplicate").alias("reason"),
+            F.format_string("another copy in the input has a different %s", F.col("part")).alias("detail"),
+            F.col("o.o_key").alias("other_key"),
+            F.col("o.o_value").alias("other_value"),
+            F.lit(False).alias("other_in_raw_records"),
+            "source_file",
+        )
     )
     new = copies.join(conflict_pos, list(POSITION), "left_anti")
     refused = bad.unionByName(in_input)
@@ -229,11 +261,14 @@ def _with_ids(refused: DataFrame, run_id: str) -> DataFrame:
     ``record_id`` is a hash of every column and the reason)."""
     from pyspark.sql import functions as F
 
-    parts = [F.coalesce(F.hex(F.col(c)) if c in ("key", "value", "other_key", "other_value")
-                        else F.col(c).cast("string"), F.lit("\\N"))
-             for c in (*_RAW_COLS, "reason", "other_key", "other_value", "source_file")]
-    return refused.withColumn("record_id", F.sha2(F.concat_ws("|", *parts), 256)).withColumn(
-        "run_id", F.lit(run_id))
+    parts = [
+        F.coalesce(
+            F.hex(F.col(c)) if c in ("key", "value", "other_key", "other_value") else F.col(c).cast("string"),
+            F.lit("\\N"),
+        )
+        for c in (*_RAW_COLS, "reason", "other_key", "other_value", "source_file")
+    ]
+    return refused.withColumn("record_id", F.sha2(F.concat_ws("|", *parts), 256)).withColumn("run_id", F.lit(run_id))
 
 
 def write_refused(io: TableIO, refused: DataFrame, run_id: str) -> tuple[int, tuple[tuple[str, int], ...]]:
@@ -257,9 +292,12 @@ def write_refused(io: TableIO, refused: DataFrame, run_id: str) -> tuple[int, tu
                     io.append(QUARANTINE_TABLE, rows)
             finally:
                 rows.unpersist()
-            log.warning("ingest: %d records refused into %s (%s)", total, QUARANTINE_TABLE,
-                        ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
+            log.warning(
+                "ingest: %d records refused into %s (%s)",
+                total,
+                QUARANTINE_TABLE,
+                ", ".join(f"{k} {v}" for k, v in sorted(counts.items())),
+            )
         return total, tuple(sorted(counts.items()))
     finally:
         refused.unpersist()
-

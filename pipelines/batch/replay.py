@@ -150,8 +150,7 @@ def new_replay_input(io: TableIO, raw_version: int) -> tuple[dict[str, Any], str
 
     assert io.spark is not None
     root = join_path(_root(io), _prefix(raw_version) + uuid.uuid4().hex[:12])
-    return ({"root": root, "buckets": BUCKETS_PER_REPLAY_TASK * replay_tasks(io.spark)},
-            join_path(root, MANIFEST))
+    return ({"root": root, "buckets": BUCKETS_PER_REPLAY_TASK * replay_tasks(io.spark)}, join_path(root, MANIFEST))
 
 
 def _runs(io: TableIO) -> list[tuple[str, bool]]:
@@ -223,8 +222,11 @@ def read_bucket(paths: Sequence[str]) -> pa.Table:
             part = pa.ipc.open_stream(fh).read_all()
         n = part.num_rows
         names = set(part.column_names)
-        tables.append(pa.Table.from_arrays(
-            [part.column(f.name) if f.name in names else pa.nulls(n, f.type) for f in schema], schema=schema))
+        tables.append(
+            pa.Table.from_arrays(
+                [part.column(f.name) if f.name in names else pa.nulls(n, f.type) for f in schema], schema=schema
+            )
+        )
     return pa.concat_tables(tables) if tables else schema.empty_table()
 
 
@@ -294,41 +296,64 @@ def write_gold(
     assert spark is not None
     entries = read_manifest(manifest)
     if not covers(io, entries):
-        raise RuntimeError(f"the replay input {manifest} does not hold the decoded tables' rows: run the decode "
-                           "stage again")
+        raise RuntimeError(
+            f"the replay input {manifest} does not hold the decoded tables' rows: run the decode stage again"
+        )
     log.info("replay: %d buckets' files, %d rows", len(entries), sum(int(e["rows"]) for e in entries))
     if settings.retention_ms is not None:
         as_of_ms, log_end_ms = as_of_and_log_end(
-            as_of_ms, log_end_ms, max((int(e["max_ts"]) for e in entries), default=None))
+            as_of_ms, log_end_ms, max((int(e["max_ts"]) for e in entries), default=None)
+        )
     if on_as_of is not None:
         on_as_of(as_of_ms)
-    options = {"tables": list(tables), "settings": settings.as_strings(), "as_of_ms": as_of_ms,
-               "num_partitions": num_partitions, "log_end_ms": log_end_ms}
+    options = {
+        "tables": list(tables),
+        "settings": settings.as_strings(),
+        "as_of_ms": as_of_ms,
+        "num_partitions": num_partitions,
+        "log_end_ms": log_end_ms,
+    }
     by_bucket: dict[int, list[str]] = {}
     weight: dict[int, int] = {}
     for e in entries:
         by_bucket.setdefault(int(e["bucket"]), []).append(str(e["path"]))
         weight[int(e["bucket"])] = weight.get(int(e["bucket"]), 0) + int(e["rows"])
-    work = spread(spark, [(b, json.dumps(ps)) for b, ps in sorted(by_bucket.items())],
-                  "bucket int, paths string", weights=[weight[b] for b in sorted(by_bucket)])
-    return _write_gold(io, work, "pipelines.batch.replay:route_replay", options, app_id, version, tables,
-                       current_state)
+    work = spread(
+        spark,
+        [(b, json.dumps(ps)) for b, ps in sorted(by_bucket.items())],
+        "bucket int, paths string",
+        weights=[weight[b] for b in sorted(by_bucket)],
+    )
+    return _write_gold(io, work, "pipelines.batch.replay:route_replay", options, app_id, version, tables, current_state)
 
 
 def _write_gold(
-    io: TableIO, work: DataFrame, route: str, options: dict[str, Any], app_id: str, version: int,
-    tables: Sequence[str], current_state: Sequence[str],
+    io: TableIO,
+    work: DataFrame,
+    route: str,
+    options: dict[str, Any],
+    app_id: str,
+    version: int,
+    tables: Sequence[str],
+    current_state: Sequence[str],
 ) -> dict[str, str]:
     from schemas import get as get_spec
 
     staged = [t for t in tables if t in current_state]
-    results = io.write_routed(list(tables), work, route, route_options=options, txn_app_id=app_id,
-                              txn_version=version, staged=staged)
+    results = io.write_routed(
+        list(tables), work, route, route_options=options, txn_app_id=app_id, txn_version=version, staged=staged
+    )
     out = {name: "unchanged" if wr.skipped else "written" for name, wr in results.items()}
     for name in staged:
         try:
-            wr = io.merge(name, io.read_staged(name), get_spec(name).primary_key, delete_missing=True,
-                          txn_app_id=app_id, txn_version=version)
+            wr = io.merge(
+                name,
+                io.read_staged(name),
+                get_spec(name).primary_key,
+                delete_missing=True,
+                txn_app_id=app_id,
+                txn_version=version,
+            )
         finally:
             io.drop_staged(name)
         out[name] = "unchanged" if wr.skipped else "merged"

@@ -59,17 +59,26 @@ class BatchSummary:
 
     def as_dict(self) -> dict[str, Any]:
         return {
-            "source": self.source, "records_read": self.records_read, "records_new": self.records_new,
-            "refused": self.refused, "refused_reasons": dict(self.refused_reasons),
+            "source": self.source,
+            "records_read": self.records_read,
+            "records_new": self.records_new,
+            "refused": self.refused,
+            "refused_reasons": dict(self.refused_reasons),
             "duplicates": self.records_read - self.records_new - self.refused,
-            "raw_total": self.raw_total, "raw_version": self.raw_version, "decoded": self.decoded,
-            "offset_commits": self.offset_commits, "group_metadata": self.group_metadata,
-            "quarantined": self.quarantined, "unsupported": self.unsupported, "groups": self.groups,
+            "raw_total": self.raw_total,
+            "raw_version": self.raw_version,
+            "decoded": self.decoded,
+            "offset_commits": self.offset_commits,
+            "group_metadata": self.group_metadata,
+            "quarantined": self.quarantined,
+            "unsupported": self.unsupported,
+            "groups": self.groups,
             "clock_outliers": self.clock_outliers,
             "tables": {t.name: {"rows": t.rows, "version": t.version, "action": t.action} for t in self.tables},
             "stages": {name: round(sec, 3) for name, sec in self.stages},
             "paths": dict(self.paths),
-            "wall_seconds": round(self.wall_seconds, 3), "reconciled": self.reconciled,
+            "wall_seconds": round(self.wall_seconds, 3),
+            "reconciled": self.reconciled,
             "warnings": list(self.warnings),
         }
 
@@ -116,16 +125,22 @@ def render_summary(summary: BatchSummary, console: Any = None) -> None:
     head.add_row("source", summary.source)
     head.add_row("records read / new", f"{summary.records_read:,} / {summary.records_new:,}")
     dupes = summary.records_read - summary.records_new - summary.refused
-    head.add_row("read = new + duplicates + refused",
-                 f"{summary.records_read:,} = {summary.records_new:,} + {dupes:,} + {summary.refused:,}")
+    head.add_row(
+        "read = new + duplicates + refused",
+        f"{summary.records_read:,} = {summary.records_new:,} + {dupes:,} + {summary.refused:,}",
+    )
     head.add_row("raw_records", f"{summary.raw_total:,} (v{summary.raw_version})")
-    head.add_row("decoded", f"{summary.decoded:,} ({summary.offset_commits:,} offset commits, "
-                 f"{summary.group_metadata:,} group metadata)")
+    head.add_row(
+        "decoded",
+        f"{summary.decoded:,} ({summary.offset_commits:,} offset commits, {summary.group_metadata:,} group metadata)",
+    )
     head.add_row("quarantined", f"{summary.quarantined:,}")
     head.add_row("unsupported", f"{summary.unsupported:,}")
     check = "OK" if summary.reconciled else "MISMATCH"
-    head.add_row("raw = decoded + quarantined + unsupported",
-                 f"{summary.raw_total:,} = {summary.decoded:,} + {summary.quarantined:,} + {summary.unsupported:,}  {check}")
+    head.add_row(
+        "raw = decoded + quarantined + unsupported",
+        f"{summary.raw_total:,} = {summary.decoded:,} + {summary.quarantined:,} + {summary.unsupported:,}  {check}",
+    )
     head.add_row("groups", f"{summary.groups:,}")
     head.add_row("wall time", f"{summary.wall_seconds:.1f}s")
     console.print(head)

@@ -41,60 +41,111 @@ def _add_cluster_args(p: argparse.ArgumentParser) -> None:
     from pipelines.config import add_conf_arguments
 
     add_conf_arguments(p)
-    p.add_argument("--bootstrap-servers", "-b", metavar="HOST:PORT[,...]",
-                   help="brokers (default: kafka.bootstrap_servers or $OFFSETLAKE_KAFKA_BOOTSTRAP_SERVERS)")
-    p.add_argument("-X", dest="properties", metavar="PROP=VALUE", action="append", default=[],
-                   help="extra librdkafka property (repeatable), e.g. -X security.protocol=SSL; "
-                        "secrets are refused here: use kafka.secrets / OFFSETLAKE_KAFKA_SASL_PASSWORD")
-    p.add_argument("--connect-timeout", type=float, default=15.0, metavar="SECONDS",
-                   help="give up if the cluster does not answer within this time (default 15)")
-    p.add_argument("--show-config", action="store_true",
-                   help="print the client settings (secrets redacted) to stderr and continue")
+    p.add_argument(
+        "--bootstrap-servers",
+        "-b",
+        metavar="HOST:PORT[,...]",
+        help="brokers (default: kafka.bootstrap_servers or $OFFSETLAKE_KAFKA_BOOTSTRAP_SERVERS)",
+    )
+    p.add_argument(
+        "-X",
+        dest="properties",
+        metavar="PROP=VALUE",
+        action="append",
+        default=[],
+        help="extra librdkafka property (repeatable), e.g. -X security.protocol=SSL; "
+        "secrets are refused here: use kafka.secrets / OFFSETLAKE_KAFKA_SASL_PASSWORD",
+    )
+    p.add_argument(
+        "--connect-timeout",
+        type=float,
+        default=15.0,
+        metavar="SECONDS",
+        help="give up if the cluster does not answer within this time (default 15)",
+    )
+    p.add_argument(
+        "--show-config", action="store_true", help="print the client settings (secrets redacted) to stderr and continue"
+    )
 
 
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
-        "capture", help="read a live __consumer_offsets into landing files (resumable)",
-        description=HELP, formatter_class=argparse.RawDescriptionHelpFormatter,
+        "capture",
+        help="read a live __consumer_offsets into landing files (resumable)",
+        description=HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     _add_cluster_args(p)
     p.add_argument("--topic", default=None, help="topic to read (default: kafka.topic = __consumer_offsets)")
     p.add_argument("--out", required=True, metavar="DIR", help="landing directory for the Parquet files")
-    p.add_argument("--partitions", default=None, metavar="0,1,5-9",
-                   help="partitions to read (default: kafka.partitions or all)")
-    p.add_argument("--from", dest="start", default=None, metavar="earliest|latest|timestamp:MS",
-                   help="where partitions without saved state start (default: kafka.starting_offsets)")
-    p.add_argument("--until-end", action="store_true",
-                   help="stop at the end offsets sampled at start (default: follow until Ctrl-C)")
+    p.add_argument(
+        "--partitions", default=None, metavar="0,1,5-9", help="partitions to read (default: kafka.partitions or all)"
+    )
+    p.add_argument(
+        "--from",
+        dest="start",
+        default=None,
+        metavar="earliest|latest|timestamp:MS",
+        help="where partitions without saved state start (default: kafka.starting_offsets)",
+    )
+    p.add_argument(
+        "--until-end",
+        action="store_true",
+        help="stop at the end offsets sampled at start (default: follow until Ctrl-C)",
+    )
     p.add_argument("--rows-per-file", type=int, default=100_000, help="records per Parquet file (default 100000)")
-    p.add_argument("--flush-interval", type=float, default=5.0, metavar="SECONDS",
-                   help="when following, write buffered records at least this often (default 5)")
+    p.add_argument(
+        "--flush-interval",
+        type=float,
+        default=5.0,
+        metavar="SECONDS",
+        help="when following, write buffered records at least this often (default 5)",
+    )
     p.add_argument("--max-records", type=int, default=None, help="stop after this many records")
-    p.add_argument("--max-rate", type=float, default=None, metavar="RECORDS_PER_S",
-                   help="throttle to this many records/s (to spare a busy cluster)")
-    p.add_argument("--stall-timeout", type=float, default=60.0, metavar="SECONDS",
-                   help="fail if the cluster stops answering for this long while behind (default 60)")
-    p.add_argument("--state", default=None, metavar="FILE",
-                   help="state file (default DIR/_offsetlake_capture.json)")
+    p.add_argument(
+        "--max-rate",
+        type=float,
+        default=None,
+        metavar="RECORDS_PER_S",
+        help="throttle to this many records/s (to spare a busy cluster)",
+    )
+    p.add_argument(
+        "--stall-timeout",
+        type=float,
+        default=60.0,
+        metavar="SECONDS",
+        help="fail if the cluster stops answering for this long while behind (default 60)",
+    )
+    p.add_argument("--state", default=None, metavar="FILE", help="state file (default DIR/_offsetlake_capture.json)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=run_capture)
 
     e = subparsers.add_parser(
-        "capture-end-offsets", help="sample log-end offsets into the partition_end_offsets table",
-        description=END_HELP, formatter_class=argparse.RawDescriptionHelpFormatter,
+        "capture-end-offsets",
+        help="sample log-end offsets into the partition_end_offsets table",
+        description=END_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     _add_cluster_args(e)
     src = e.add_mutually_exclusive_group()
-    src.add_argument("--topics", default=None, metavar="T1,T2",
-                     help="topics to sample (default: every topic in --groups-from-table)")
-    src.add_argument("--groups-from-table", default=None, metavar="TABLE",
-                     help="take (group, topic, partition, committed offset) from this Delta table "
-                          "(e.g. offsets_current) and also sample the committed record's timestamp")
-    e.add_argument("--table", default=None, metavar="PATH",
-                   help="output Delta table (default <paths.warehouse>/partition_end_offsets)")
+    src.add_argument(
+        "--topics", default=None, metavar="T1,T2", help="topics to sample (default: every topic in --groups-from-table)"
+    )
+    src.add_argument(
+        "--groups-from-table",
+        default=None,
+        metavar="TABLE",
+        help="take (group, topic, partition, committed offset) from this Delta table "
+        "(e.g. offsets_current) and also sample the committed record's timestamp",
+    )
+    e.add_argument(
+        "--table",
+        default=None,
+        metavar="PATH",
+        help="output Delta table (default <paths.warehouse>/partition_end_offsets)",
+    )
     e.add_argument("--interval-s", type=float, default=0.0, help="seconds between samples (default 0)")
-    e.add_argument("--iterations", type=int, default=1,
-                   help="number of samples (default 1; 0 = until Ctrl-C)")
+    e.add_argument("--iterations", type=int, default=1, help="number of samples (default 1; 0 = until Ctrl-C)")
     e.set_defaults(func=run_capture_end_offsets)
 
 
@@ -126,10 +177,7 @@ def _settings(args: argparse.Namespace, topic: str | None = None) -> tuple[Any, 
 
     cfg = config_from_args(args)
     settings = settings_from_config(
-        cfg,
-        bootstrap_servers=args.bootstrap_servers,
-        topic=topic,
-        extra_properties=parse_properties(args.properties),
+        cfg, bootstrap_servers=args.bootstrap_servers, topic=topic, extra_properties=parse_properties(args.properties)
     )
     if args.show_config:
         print(json.dumps(settings.redacted(), indent=1), file=sys.stderr)
@@ -154,11 +202,19 @@ def run_capture(args: argparse.Namespace) -> int:
     show = not args.no_progress and sys.stderr.isatty()
     if not show:
         result = capture(
-            settings, args.out, partitions=partitions, start=start, until_end=args.until_end,
-            rows_per_file=args.rows_per_file, flush_interval_s=args.flush_interval,
-            max_records=args.max_records, max_rate=args.max_rate,
-            connect_timeout_s=args.connect_timeout, stall_timeout_s=args.stall_timeout,
-            state_path=args.state, log=note,
+            settings,
+            args.out,
+            partitions=partitions,
+            start=start,
+            until_end=args.until_end,
+            rows_per_file=args.rows_per_file,
+            flush_interval_s=args.flush_interval,
+            max_records=args.max_records,
+            max_rate=args.max_rate,
+            connect_timeout_s=args.connect_timeout,
+            stall_timeout_s=args.stall_timeout,
+            state_path=args.state,
+            log=note,
         )
     else:
         from rich.console import Console
@@ -179,11 +235,20 @@ def run_capture(args: argparse.Namespace) -> int:
                 bar.update(task, completed=done, total=done + lag, lag=lag)
 
             result = capture(
-                settings, args.out, partitions=partitions, start=start, until_end=args.until_end,
-                rows_per_file=args.rows_per_file, flush_interval_s=args.flush_interval,
-                max_records=args.max_records, max_rate=args.max_rate,
-                connect_timeout_s=args.connect_timeout, stall_timeout_s=args.stall_timeout,
-                state_path=args.state, log=note, progress=progress,
+                settings,
+                args.out,
+                partitions=partitions,
+                start=start,
+                until_end=args.until_end,
+                rows_per_file=args.rows_per_file,
+                flush_interval_s=args.flush_interval,
+                max_records=args.max_records,
+                max_rate=args.max_rate,
+                connect_timeout_s=args.connect_timeout,
+                stall_timeout_s=args.stall_timeout,
+                state_path=args.state,
+                log=note,
+                progress=progress,
             )
     print_result(result)
     return 0
@@ -198,12 +263,15 @@ def run_capture_end_offsets(args: argparse.Namespace) -> int:
     groups_table = None
     if args.groups_from_table:
         groups_table = (
-            args.groups_from_table if "/" in args.groups_from_table
-            else cfg.table_path(args.groups_from_table)
+            args.groups_from_table if "/" in args.groups_from_table else cfg.table_path(args.groups_from_table)
         )
     total = run_sampler(
-        settings, table, topics=topics, groups_table=groups_table,
-        interval_s=args.interval_s, iterations=args.iterations,
+        settings,
+        table,
+        topics=topics,
+        groups_table=groups_table,
+        interval_s=args.interval_s,
+        iterations=args.iterations,
         timeout_s=args.connect_timeout,
         log=lambda msg: print(f"offsetlake capture-end-offsets: {msg}", file=sys.stderr),
     )

@@ -203,7 +203,9 @@ def _decode_file(args: argparse.Namespace) -> int:
             except CorruptRecordError as exc:
                 corrupt += 1
                 if args.strict:
-                    raise UsageError(f"record {total} (partition {raw.partition}, offset {raw.offset}): {exc}") from None
+                    raise UsageError(
+                        f"record {total} (partition {raw.partition}, offset {raw.offset}): {exc}"
+                    ) from None
                 obj = _error_json(exc, raw.key, raw.value)
             else:
                 obj = _render_decoded(decoded, args.format, args.num_partitions)

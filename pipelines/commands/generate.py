@@ -47,6 +47,7 @@ examples:
 """
 
 
+# long: the subcommand's argument declarations, one statement per option
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "generate",
@@ -58,38 +59,94 @@ def register(subparsers: Any) -> None:
     p.add_argument("--hours", type=float, required=True, help="simulated hours")
     p.add_argument("--seed", type=int, default=0, help="random seed (same seed, same bytes)")
     p.add_argument("--out", required=True, metavar="DIR", help="landing directory for the Parquet files")
-    p.add_argument("--retention-ms", type=int, default=None,
-                   help="offsets.retention.minutes in ms (default: a quarter of the run, 15 min .. 7 days)")
+    p.add_argument(
+        "--retention-ms",
+        type=int,
+        default=None,
+        help="offsets.retention.minutes in ms (default: a quarter of the run, 15 min .. 7 days)",
+    )
     p.add_argument("--start-ms", type=int, default=None, help="simulated start time, epoch ms (default 2026-01-01)")
     p.add_argument("--partitions", type=int, default=50, help="__consumer_offsets partitions (default 50)")
-    p.add_argument("--coordinator", choices=("old", "new"), default=SIMULATED_COORDINATOR,
-                   help="old: the Scala GroupCoordinator; new: the KIP-848 runtime's classic groups")
+    p.add_argument(
+        "--coordinator",
+        choices=("old", "new"),
+        default=SIMULATED_COORDINATOR,
+        help="old: the Scala GroupCoordinator; new: the KIP-848 runtime's classic groups",
+    )
     p.add_argument("--offset-value-version", type=int, choices=(1, 2, 3), default=3)
     p.add_argument("--group-value-version", type=int, choices=(0, 1, 2, 3), default=3)
-    p.add_argument("--expiry-rules", choices=("current", "2.4-3.1", "2.1-2.3", "pre-2.1"), default="current",
-                   help="the broker's offset expiry rules (pre-2.1 also writes v1 values with expire timestamps)")
+    p.add_argument(
+        "--expiry-rules",
+        choices=("current", "2.4-3.1", "2.1-2.3", "pre-2.1"),
+        default="current",
+        help="the broker's offset expiry rules (pre-2.1 also writes v1 values with expire timestamps)",
+    )
     p.add_argument("--churn-per-hour", type=float, default=0.5, help="lifecycle events per group per hour")
-    p.add_argument("--failovers-per-hour", type=float, default=0.2,
-                   help="coordinator failovers (partition leader moves) per hour, cluster-wide")
+    p.add_argument(
+        "--failovers-per-hour",
+        type=float,
+        default=0.2,
+        help="coordinator failovers (partition leader moves) per hour, cluster-wide",
+    )
     p.add_argument("--no-topic-deletions", action="store_true", help="never delete a topic")
-    p.add_argument("--compaction", choices=("none", "cleaned"), default="none",
-                   help="cleaned: what a capture from earliest of the compacted topic reads (default none)")
-    p.add_argument("--dirty-ratio", type=float, default=0.25,
-                   help="with --compaction cleaned: the uncleaned tail of each partition, 0..1 (default 0.25)")
-    p.add_argument("--delete-retention-ms", type=int, default=86_400_000,
-                   help="delete.retention.ms: how long the cleaner keeps tombstones (default 1 day)")
-    p.add_argument("--retention-check-interval-ms", type=int, default=600_000,
-                   help="offsets.retention.check.interval.ms (default 600000)")
-    p.add_argument("--retention-check-phase-ms", type=int, default=None,
-                   help="retention checks at start + phase + k*interval (default: a seeded phase per broker/shard)")
-    p.add_argument("--idle-partitions", type=float, default=0.3, metavar="SHARE",
-                   help="share of topics with partitions that go quiet (default 0.3)")
-    p.add_argument("--commit-changed-only", type=float, default=0.3, metavar="SHARE",
-                   help="share of application groups committing only the partitions they consumed (default 0.3)")
-    p.add_argument("--offsetless-groups", type=float, default=0.1, metavar="SHARE",
-                   help="share of application groups that never commit offsets (default 0.1)")
-    p.add_argument("--mass-restarts", type=float, default=0.2, metavar="SHARE",
-                   help="share of application/Connect groups whose members all restart at once (default 0.2)")
+    p.add_argument(
+        "--compaction",
+        choices=("none", "cleaned"),
+        default="none",
+        help="cleaned: what a capture from earliest of the compacted topic reads (default none)",
+    )
+    p.add_argument(
+        "--dirty-ratio",
+        type=float,
+        default=0.25,
+        help="with --compaction cleaned: the uncleaned tail of each partition, 0..1 (default 0.25)",
+    )
+    p.add_argument(
+        "--delete-retention-ms",
+        type=int,
+        default=86_400_000,
+        help="delete.retention.ms: how long the cleaner keeps tombstones (default 1 day)",
+    )
+    p.add_argument(
+        "--retention-check-interval-ms",
+        type=int,
+        default=600_000,
+        help="offsets.retention.check.interval.ms (default 600000)",
+    )
+    p.add_argument(
+        "--retention-check-phase-ms",
+        type=int,
+        default=None,
+        help="retention checks at start + phase + k*interval (default: a seeded phase per broker/shard)",
+    )
+    p.add_argument(
+        "--idle-partitions",
+        type=float,
+        default=0.3,
+        metavar="SHARE",
+        help="share of topics with partitions that go quiet (default 0.3)",
+    )
+    p.add_argument(
+        "--commit-changed-only",
+        type=float,
+        default=0.3,
+        metavar="SHARE",
+        help="share of application groups committing only the partitions they consumed (default 0.3)",
+    )
+    p.add_argument(
+        "--offsetless-groups",
+        type=float,
+        default=0.1,
+        metavar="SHARE",
+        help="share of application groups that never commit offsets (default 0.1)",
+    )
+    p.add_argument(
+        "--mass-restarts",
+        type=float,
+        default=0.2,
+        metavar="SHARE",
+        help="share of application/Connect groups whose members all restart at once (default 0.2)",
+    )
     p.add_argument("--rows-per-file", type=int, default=500_000)
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=main)
@@ -140,8 +197,9 @@ def write_generated(
     from pipelines.raw_files import RAW_ARROW_SCHEMA, RawRecordWriter
 
     try:
-        gen = LogGenerator(GeneratorConfig(groups=groups, hours=hours, seed=seed, num_partitions=num_partitions,
-                                           **options))
+        gen = LogGenerator(
+            GeneratorConfig(groups=groups, hours=hours, seed=seed, num_partitions=num_partitions, **options)
+        )
     except (TypeError, ValueError) as exc:
         raise UsageError(str(exc)) from None
     out_dir = Path(out)
@@ -157,7 +215,8 @@ def write_generated(
                     pa.repeat(topic[0], rows).cast(pa.string()),
                     pa.array(chunk.partitions, pa.int32()),
                     pa.array(chunk.offsets, pa.int64()),
-                    pa.array(chunk.timestamps, pa.int64()).cast(pa.timestamp("ms", tz="UTC"))
+                    pa.array(chunk.timestamps, pa.int64())
+                    .cast(pa.timestamp("ms", tz="UTC"))
                     .cast(RAW_ARROW_SCHEMA.field("timestamp").type),
                     pa.repeat(pa.scalar(0, pa.int32()), rows),
                 ],
@@ -196,12 +255,28 @@ def main(args: argparse.Namespace) -> int:
             def progress(done: int, total: int, records: int) -> None:
                 bar.update(task, completed=done / total if total else 1.0, records=records)
 
-            n = write_generated(args.out, groups=args.groups, hours=args.hours, seed=args.seed,
-                                rows_per_file=args.rows_per_file, progress=progress, **_options(args))
+            n = write_generated(
+                args.out,
+                groups=args.groups,
+                hours=args.hours,
+                seed=args.seed,
+                rows_per_file=args.rows_per_file,
+                progress=progress,
+                **_options(args),
+            )
     else:
-        n = write_generated(args.out, groups=args.groups, hours=args.hours, seed=args.seed,
-                            rows_per_file=args.rows_per_file, **_options(args))
+        n = write_generated(
+            args.out,
+            groups=args.groups,
+            hours=args.hours,
+            seed=args.seed,
+            rows_per_file=args.rows_per_file,
+            **_options(args),
+        )
     elapsed = time.perf_counter() - started
-    print(f"wrote {n:,} records for {args.groups} groups over {args.hours:g} h to {args.out} "
-          f"({n / elapsed:,.0f} records/s); truth in {Path(args.out) / '_truth.json'}", file=sys.stderr)
+    print(
+        f"wrote {n:,} records for {args.groups} groups over {args.hours:g} h to {args.out} "
+        f"({n / elapsed:,.0f} records/s); truth in {Path(args.out) / '_truth.json'}",
+        file=sys.stderr,
+    )
     return 0

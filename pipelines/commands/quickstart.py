@@ -32,10 +32,7 @@ if TYPE_CHECKING:
     from pipelines.raw_files import RawRecord
 
 EXAMPLE_QUERIES: list[tuple[str, str]] = [
-    (
-        "Groups by state",
-        "SELECT state, count(*) AS groups FROM group_state GROUP BY state ORDER BY groups DESC, state",
-    ),
+    ("Groups by state", "SELECT state, count(*) AS groups FROM group_state GROUP BY state ORDER BY groups DESC, state"),
     (
         "Busiest groups: committed partitions and latest commit",
         "SELECT group_id, count(*) AS partitions, max(commit_timestamp) AS last_commit "
@@ -102,31 +99,52 @@ def _partition_for(group: str, num_partitions: int) -> int:
         return (0 if h == -(1 << 31) else abs(h)) % num_partitions
 
 
-def _group_metadata(
-    gen: int, mids: list[str], ts: int, topic: str, n_parts: int, host_net: int
-) -> Any:
+def _group_metadata(gen: int, mids: list[str], ts: int, topic: str, n_parts: int, host_net: int) -> Any:
     from coordinator_core.records import GroupMetadataValue, MemberMetadata
 
     if not mids:  # Empty: no protocol, no leader, no members (GroupMetadataManager writes this)
-        return GroupMetadataValue(protocol_type="consumer", generation=gen, protocol=None, leader=None,
-                                  members=(), current_state_timestamp=ts, version=3)
+        return GroupMetadataValue(
+            protocol_type="consumer",
+            generation=gen,
+            protocol=None,
+            leader=None,
+            members=(),
+            current_state_timestamp=ts,
+            version=3,
+        )
     owned: dict[str, dict[str, list[int]]] = {m: {topic: []} for m in mids}
     for p in range(n_parts):  # range-style assignment
         owned[mids[p % len(mids)]][topic].append(p)
     members = tuple(
         MemberMetadata(
-            member_id=m, client_id=m.rsplit("-", 1)[0], client_host=f"/10.0.{host_net}.{i + 10}",
-            session_timeout=45_000, rebalance_timeout=300_000, group_instance_id=None,
-            subscription=_subscription_v0([topic]), assignment=_assignment_v0(owned[m]),
+            member_id=m,
+            client_id=m.rsplit("-", 1)[0],
+            client_host=f"/10.0.{host_net}.{i + 10}",
+            session_timeout=45_000,
+            rebalance_timeout=300_000,
+            group_instance_id=None,
+            subscription=_subscription_v0([topic]),
+            assignment=_assignment_v0(owned[m]),
         )
         for i, m in enumerate(mids)
     )
-    return GroupMetadataValue(protocol_type="consumer", generation=gen, protocol="range", leader=mids[0],
-                              members=members, current_state_timestamp=ts, version=3)
+    return GroupMetadataValue(
+        protocol_type="consumer",
+        generation=gen,
+        protocol="range",
+        leader=mids[0],
+        members=members,
+        current_state_timestamp=ts,
+        version=3,
+    )
 
 
 def sample_records(
-    groups: int = 6, *, seed: int = 7, num_partitions: int = 50, start_ms: int = 1_700_000_000_000,
+    groups: int = 6,
+    *,
+    seed: int = 7,
+    num_partitions: int = 50,
+    start_ms: int = 1_700_000_000_000,
     commits_per_member: int = 4,
 ) -> list[RawRecord]:
     """A small deterministic ``__consumer_offsets`` log (raw records, encoded by the core codec).
@@ -160,9 +178,18 @@ def sample_records(
                 t += rng.randrange(800, 2_500)
                 for p in range(n_parts):
                     committed[p] += rng.randrange(1, 500)
-                    emit(part, t, OffsetCommitKey(group, topic, p),
-                         OffsetCommitValue(offset=committed[p], metadata="", commit_timestamp=t,
-                                           leader_epoch=rng.choice([None, 3]), version=3))
+                    emit(
+                        part,
+                        t,
+                        OffsetCommitKey(group, topic, p),
+                        OffsetCommitValue(
+                            offset=committed[p],
+                            metadata="",
+                            commit_timestamp=t,
+                            leader_epoch=rng.choice([None, 3]),
+                            version=3,
+                        ),
+                    )
             t += 3_000
         if g % 3 == 2 or g % 5 == 4:
             t += 10_000
@@ -185,13 +212,25 @@ def sample_records(
 
 
 #: ``--world plain``: the generator's world shapes turned off (the mix before issue 13)
-PLAIN_WORLD: dict[str, float] = {"idle_partitions": 0.0, "commit_changed_only": 0.0, "offsetless_groups": 0.0,
-                                 "mass_restarts": 0.0}
+PLAIN_WORLD: dict[str, float] = {
+    "idle_partitions": 0.0,
+    "commit_changed_only": 0.0,
+    "offsetless_groups": 0.0,
+    "mass_restarts": 0.0,
+}
 
 
 def generate_sample(
-    landing: str | Path, *, groups: int, hours: float, seed: int, num_partitions: int, retention_ms: int,
-    coordinator: str = "new", world: str = "realistic", compaction: str = "none",
+    landing: str | Path,
+    *,
+    groups: int,
+    hours: float,
+    seed: int,
+    num_partitions: int,
+    retention_ms: int,
+    coordinator: str = "new",
+    world: str = "realistic",
+    compaction: str = "none",
 ) -> tuple[int, str]:
     """Write a sample log into ``landing``; returns (records written, generator used).
 
@@ -209,8 +248,17 @@ def generate_sample(
     if world not in ("plain", "realistic"):
         raise UsageError(f"--world: expected plain or realistic, got {world!r}")
     shapes: dict[str, Any] = dict(PLAIN_WORLD) if world == "plain" else {}
-    n = write_generated(landing, groups=groups, hours=hours, seed=seed, num_partitions=num_partitions,
-                        retention_ms=retention_ms, coordinator=coordinator, compaction=compaction, **shapes)
+    n = write_generated(
+        landing,
+        groups=groups,
+        hours=hours,
+        seed=seed,
+        num_partitions=num_partitions,
+        retention_ms=retention_ms,
+        coordinator=coordinator,
+        compaction=compaction,
+        **shapes,
+    )
     return int(n), "coordinator simulator"
 
 
@@ -225,11 +273,13 @@ def register(subparsers: Any) -> None:
         description=(
             "Generate a sample __consumer_offsets log, run the batch job (ingest, decode, replay) into "
             "Delta tables under --dir, then print the job summary and three example queries with their "
-            "results. Afterwards: offsetlake sql --conf <dir>/quickstart.yaml \"SELECT ...\"."
+            'results. Afterwards: offsetlake sql --conf <dir>/quickstart.yaml "SELECT ...".'
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--dir", default="offsetlake-data/quickstart", help="where to put landing + warehouse (default: %(default)s)")
+    p.add_argument(
+        "--dir", default="offsetlake-data/quickstart", help="where to put landing + warehouse (default: %(default)s)"
+    )
     p.add_argument("--groups", type=int, default=12, help="consumer groups to simulate (default: %(default)s)")
     p.add_argument("--hours", type=float, default=1.0, help="hours of activity to simulate (default: %(default)s)")
     p.add_argument("--seed", type=int, default=None, help="random seed (default: generate.seed)")
@@ -240,10 +290,18 @@ def register(subparsers: Any) -> None:
         help="the sample cluster's offsets.retention in ms, used by the simulated broker AND the replay, "
         "short so offset expiry shows within the sample (default: %(default)s = 15 min)",
     )
-    p.add_argument("--world", choices=("plain", "realistic"), default="realistic",
-                   help="realistic: idle partitions, offset-less groups, mass restarts (default: %(default)s)")
-    p.add_argument("--compaction", choices=("none", "cleaned"), default="none",
-                   help="cleaned: the log as a capture of the compacted topic reads it (default: %(default)s)")
+    p.add_argument(
+        "--world",
+        choices=("plain", "realistic"),
+        default="realistic",
+        help="realistic: idle partitions, offset-less groups, mass restarts (default: %(default)s)",
+    )
+    p.add_argument(
+        "--compaction",
+        choices=("none", "cleaned"),
+        default="none",
+        help="cleaned: the log as a capture of the compacted topic reads it (default: %(default)s)",
+    )
     p.add_argument("--fresh", action="store_true", help="delete --dir first")
     p.add_argument("--conf", default=None, help="base overlay to start from (default: conf/local.yaml)")
     p.set_defaults(func=run)
@@ -258,9 +316,6 @@ def run(args: argparse.Namespace) -> int:
     from pipelines.spark_session import build_spark_from_config
 
     root = Path(args.dir).expanduser().resolve()
-    if args.fresh and root.exists():
-        shutil.rmtree(root)
-    root.mkdir(parents=True, exist_ok=True)
     if args.retention_ms <= 0:
         raise UsageError("--retention-ms: expected a positive integer")
     cfg = load_config(
@@ -278,6 +333,10 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--groups: expected a positive integer")
     if hours <= 0:
         raise UsageError("--hours: expected a positive number")
+    # after every check: a refused quickstart leaves no directory behind
+    if args.fresh and root.exists():
+        shutil.rmtree(root)
+    root.mkdir(parents=True, exist_ok=True)
     import sys
 
     # piped or captured output gets a width that fits group ids instead of rich's 80 columns
@@ -295,11 +354,17 @@ def run(args: argparse.Namespace) -> int:
     if landing.exists() and any(landing.glob("*.parquet")):
         err.print(f"[quickstart] reusing the sample log in {landing} (use --fresh to regenerate)")
     else:
-        n, how = generate_sample(landing, groups=groups, hours=hours, seed=seed,
-                                 num_partitions=cfg.offsets_topic.num_partitions,
-                                 retention_ms=cfg.generate.retention_ms,
-                                 coordinator=cfg.generate.coordinator, world=args.world,
-                                 compaction=args.compaction)
+        n, how = generate_sample(
+            landing,
+            groups=groups,
+            hours=hours,
+            seed=seed,
+            num_partitions=cfg.offsets_topic.num_partitions,
+            retention_ms=cfg.generate.retention_ms,
+            coordinator=cfg.generate.coordinator,
+            world=args.world,
+            compaction=args.compaction,
+        )
         err.print(f"[quickstart] generated {n:,} records for {groups} groups ({how}) into {landing}")
 
     spark = build_spark_from_config(cfg, app_suffix="quickstart")
@@ -317,6 +382,8 @@ def run(args: argparse.Namespace) -> int:
             console.print(f"(skipped: table {', '.join(missing)} not built)")
             continue
         show_query(spark, sql, console, limit=20)
-    console.print(f"\nnext: offsetlake sql --conf {conf_file} \"SELECT * FROM group_state\"   |   "
-                  f"offsetlake tables --conf {conf_file}")
+    console.print(
+        f'\nnext: offsetlake sql --conf {conf_file} "SELECT * FROM group_state"   |   '
+        f"offsetlake tables --conf {conf_file}"
+    )
     return 0

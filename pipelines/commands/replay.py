@@ -45,12 +45,7 @@ examples:
 
 
 def register(subparsers: Any) -> None:
-    from coordinator_core.expiry import (
-        DEFAULT_CLEANUP_INTERVAL_MS,
-        DEFAULT_COORDINATOR,
-        REPLAY_COORDINATORS,
-        RULE_SETS,
-    )
+    from coordinator_core.expiry import DEFAULT_CLEANUP_INTERVAL_MS, DEFAULT_COORDINATOR, REPLAY_COORDINATORS, RULE_SETS
 
     p = subparsers.add_parser(
         "replay",
@@ -58,14 +53,17 @@ def register(subparsers: Any) -> None:
         description=DESCRIPTION,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument(
-        "--input", required=True, metavar="PATH", help="JSON lines, Parquet, or a directory of them"
-    )
+    p.add_argument("--input", required=True, metavar="PATH", help="JSON lines, Parquet, or a directory of them")
     p.add_argument("--as-of-ms", type=int, metavar="T", help="the groups as they were at time T (epoch ms)")
     p.add_argument("--as-of-offset", type=int, metavar="O", help="ignore records after log offset O")
-    p.add_argument("--clock-outlier-ms", type=int, default=86_400_000, metavar="MS",
-                   help="without --as-of-ms, 'now' is the newest record time ignoring records more than MS "
-                        "ahead of every later record of their partition (default: one day)")
+    p.add_argument(
+        "--clock-outlier-ms",
+        type=int,
+        default=86_400_000,
+        metavar="MS",
+        help="without --as-of-ms, 'now' is the newest record time ignoring records more than MS "
+        "ahead of every later record of their partition (default: one day)",
+    )
     p.add_argument(
         "--retention-ms",
         type=int,
@@ -137,7 +135,9 @@ def run(args: argparse.Namespace) -> int:
         as_of_ms = newest if as_of_ms is None else as_of_ms
         log_end_ms = min(as_of_ms, newest)
     settings = ReplaySettings.from_strings(
-        retention_ms=args.retention_ms, rules=args.rules, coordinator=args.coordinator,
+        retention_ms=args.retention_ms,
+        rules=args.rules,
+        coordinator=args.coordinator,
         cleanup_interval_ms=args.cleanup_interval_ms,
     )
     results = replay_groups(
@@ -159,9 +159,7 @@ def run(args: argparse.Namespace) -> int:
         else:
             snap = result.snapshot
             row = {"group": group_id}
-            row.update(
-                snap.to_state_row(settings=settings, num_partitions=args.num_partitions)
-            )
+            row.update(snap.to_state_row(settings=settings, num_partitions=args.num_partitions))
             row["offsets"] = [{k: v for k, v in o.items() if k != "group_id"} for o in snap.offset_rows()]
             out.write(json.dumps(row, separators=(",", ":")) + "\n")
     _print_summary(args, len(records), counts, len(results), n_events, clock_note)
@@ -179,9 +177,7 @@ def _event_kinds(args: argparse.Namespace) -> frozenset[str] | None:
         kinds = frozenset(k.strip() for k in args.kinds.split(",") if k.strip())
         unknown = kinds - set(TABLE_BY_KIND)
         if unknown:
-            raise UsageError(
-                f"unknown event kind(s) {sorted(unknown)}; known: {', '.join(sorted(TABLE_BY_KIND))}"
-            )
+            raise UsageError(f"unknown event kind(s) {sorted(unknown)}; known: {', '.join(sorted(TABLE_BY_KIND))}")
     return kinds
 
 
@@ -235,8 +231,7 @@ def _read_input(
 
 
 def _print_summary(
-    args: argparse.Namespace, n_records: int, counts: _ReadCounts, n_groups: int, n_events: int,
-    clock_note: str | None,
+    args: argparse.Namespace, n_records: int, counts: _ReadCounts, n_groups: int, n_events: int, clock_note: str | None
 ) -> None:
     """The summary line (and the log clock's warning) on stderr."""
     summary = f"replayed {n_records} of {counts.total} records into {n_groups} groups"

@@ -1,6 +1,7 @@
 """``offsetlake run batch|stream --conf FILE``: run a job (the same code spark-submit runs).
 
-Rules: ``run batch`` is ``pipelines/batch/job.py``; ``run stream`` calls
+Rules: ``run batch`` is ``pipelines/batch/job.py`` (its options, ``--stage`` included, come from
+``add_batch_arguments``: one definition); ``run stream`` calls
 ``pipelines.stream.job.run_job(conf, available_now=...)`` (imported lazily: it is optional).
 """
 
@@ -13,6 +14,7 @@ from pipelines.errors import UsageError
 
 
 def register(subparsers: Any) -> None:
+    from pipelines.batch.job import add_batch_arguments
     from pipelines.config import add_conf_arguments
 
     p = subparsers.add_parser(
@@ -23,21 +25,21 @@ def register(subparsers: Any) -> None:
             "examples:\n"
             "  offsetlake run batch --conf conf/local.yaml\n"
             "  offsetlake run batch --set replay.as_of_ms=1700000000000 --json\n"
+            "  offsetlake run batch --stage replay   # one stage: ingest | decode | replay | all\n"
             "  offsetlake run stream --conf conf/local.yaml --available-now"
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    sub = p.add_subparsers(dest="job", metavar="JOB")
+    sub = p.add_subparsers(dest="job", metavar="JOB", required=True)
     b = sub.add_parser("batch", help="ingest → decode → replay into Delta tables, then print a summary")
-    add_conf_arguments(b)
-    b.add_argument("--json", action="store_true", help="print the summary as JSON")
+    add_batch_arguments(b)
     b.set_defaults(func=run_batch)
     s = sub.add_parser("stream", help="the streaming replay (Structured Streaming, state store, MERGE into Delta)")
     add_conf_arguments(s)
-    s.add_argument("--available-now", action="store_true",
-                   help="process everything available, then stop (trigger availableNow)")
+    s.add_argument(
+        "--available-now", action="store_true", help="process everything available, then stop (trigger availableNow)"
+    )
     s.set_defaults(func=run_stream)
-    p.set_defaults(func=lambda args: (p.print_help(), 2)[1])
 
 
 def run_batch(args: argparse.Namespace) -> int:

@@ -65,8 +65,11 @@ def main(args: argparse.Namespace) -> int:
     groups = sorted({e.group_id for e in result.events if e.kind == "transition"})
     for gid in groups:
         print(f"{gid}: {' -> '.join(result.states(gid))}")
-    print(f"{len(result.records)} records, {len(result.events)} trace events"
-          + (f", written to {args.out}" if args.out else ""), file=sys.stderr)
+    print(
+        f"{len(result.records)} records, {len(result.events)} trace events"
+        + (f", written to {args.out}" if args.out else ""),
+        file=sys.stderr,
+    )
     problems = result.check()
     if problems:
         for line in problems:

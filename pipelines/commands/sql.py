@@ -204,13 +204,7 @@ class Session:
     def plan(self, sql: str) -> Plan:
         """Parse ``sql``, check its names, choose the engine (module rules)."""
         from pipelines.analytics.duck import view_form
-        from pipelines.analytics.transpile import (
-            NoDuckDBForm,
-            SqlSyntaxError,
-            parse,
-            referenced_tables,
-            to_duckdb,
-        )
+        from pipelines.analytics.transpile import NoDuckDBForm, SqlSyntaxError, parse, referenced_tables, to_duckdb
         from pipelines.analytics.views import VIEW_NAMES, view_closure
 
         try:
@@ -218,9 +212,7 @@ class Session:
         except SqlSyntaxError as exc:
             if self.engine == "spark":
                 return Plan("spark", None, reason="forced")
-            raise UsageError(
-                f"query failed: {exc} (valid Spark SQL sqlglot cannot read: --engine spark)"
-            ) from None
+            raise UsageError(f"query failed: {exc} (valid Spark SQL sqlglot cannot read: --engine spark)") from None
         direct = referenced_tables(tree)
         for name in direct:
             if name not in VIEW_NAMES and name not in self.tables:
@@ -246,9 +238,7 @@ class Session:
             if size > self.max_bytes:
                 mib = f"{size / 2**20:.1f} MiB > --duckdb-max-mb {self.max_bytes >> 20}"
                 return Plan("spark", closure, reason=f"the tables read hold {mib}")
-        return Plan(
-            "duckdb", closure, duck_sql, reason="forced" if self.engine == "duckdb" else "small local tables"
-        )
+        return Plan("duckdb", closure, duck_sql, reason="forced" if self.engine == "duckdb" else "small local tables")
 
     def _unknown(self, name: str) -> str:
         from schemas import TABLES
@@ -302,9 +292,7 @@ def open_session(
     io = TableIO(cfg, None, engine="rust")  # metadata and Arrow reads only: no Spark needed
     tables = [t for t in io.list_tables() if t in TABLES]
     if not tables:
-        raise UsageError(
-            f"no Delta tables under {cfg.paths.warehouse} (run: offsetlake run batch --conf ...)"
-        )
+        raise UsageError(f"no Delta tables under {cfg.paths.warehouse} (run: offsetlake run batch --conf ...)")
     return Session(cfg, io, engine, max_mb << 20, verbose, tables)
 
 

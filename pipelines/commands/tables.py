@@ -2,6 +2,7 @@
 
 Rules: metadata only — read from each table's Delta log with delta-rs (row counts are the sum
 of the files' ``numRecords``), so it needs no SparkSession and answers in well under a second.
+A warehouse that does not exist is an error (exit 2); an existing one without tables says so.
 """
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ import argparse
 import json
 from datetime import UTC, datetime
 from typing import Any
+
+from pipelines.errors import UsageError
 
 
 def register(subparsers: Any) -> None:
@@ -37,15 +40,17 @@ def table_rows(cfg: Any) -> list[dict[str, Any]]:
         last = info.last_commit
         ts = last.get("timestamp")
         spec = TABLES.get(name)
-        out.append({
-            "table": name,
-            "rows": info.rows,
-            "version": info.version,
-            "files": info.files,
-            "last_commit": datetime.fromtimestamp(ts / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S") if ts else None,
-            "operation": last.get("operation"),
-            "doc": (spec.doc.split(". ")[0].rstrip(".") + ".") if spec and spec.doc else "",
-        })
+        out.append(
+            {
+                "table": name,
+                "rows": info.rows,
+                "version": info.version,
+                "files": info.files,
+                "last_commit": datetime.fromtimestamp(ts / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S") if ts else None,
+                "operation": last.get("operation"),
+                "doc": (spec.doc.split(". ")[0].rstrip(".") + ".") if spec and spec.doc else "",
+            }
+        )
     return out
 
 
@@ -56,20 +61,38 @@ def run(args: argparse.Namespace) -> int:
     from pipelines.config import config_from_args
 
     cfg = config_from_args(args)
+    from pipelines.tableio import uri
+
+    if not uri.exists(cfg.paths.warehouse):
+        raise UsageError(f"no warehouse at {cfg.paths.warehouse} (run: offsetlake run batch, or offsetlake quickstart)")
     rows = table_rows(cfg)
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0
     console = Console()
     if not rows:
-        console.print(f"no Delta tables under {cfg.paths.warehouse} (run: offsetlake run batch, or offsetlake quickstart)")
+        console.print(
+            f"no Delta tables under {cfg.paths.warehouse} (run: offsetlake run batch, or offsetlake quickstart)"
+        )
         return 0
     t = Table(title=f"tables in {cfg.paths.warehouse}", title_justify="left")
-    for col, just in (("table", "left"), ("rows", "right"), ("version", "right"), ("files", "right"),
-                      ("last commit (UTC)", "left"), ("operation", "left")):
+    for col, just in (
+        ("table", "left"),
+        ("rows", "right"),
+        ("version", "right"),
+        ("files", "right"),
+        ("last commit (UTC)", "left"),
+        ("operation", "left"),
+    ):
         t.add_column(col, justify=just, no_wrap=col != "operation")  # type: ignore[arg-type]
     for r in rows:
-        t.add_row(r["table"], f"{r['rows']:,}", str(r["version"]), str(r["files"]), r["last_commit"] or "",
-                  r["operation"] or "")
+        t.add_row(
+            r["table"],
+            f"{r['rows']:,}",
+            str(r["version"]),
+            str(r["files"]),
+            r["last_commit"] or "",
+            r["operation"] or "",
+        )
     console.print(t)
     return 0

@@ -8,7 +8,8 @@ Rules:
 - ``main`` only wires config, Spark and output; the suites and their evaluation live in
   ``pipelines.quality``.
 - Exit code 0 when every blocking expectation held, 1 when one failed (so spark-submit, and
-  the Airflow task running it, fail), 2 on bad config or input.
+  the Airflow task running it, fail), 2 on bad config or input (a warehouse without any table
+  is refused before Spark starts).
 """
 
 from __future__ import annotations
@@ -38,8 +39,9 @@ def add_dq_arguments(parser: Any) -> None:
     )
     parser.add_argument("--run-id", default=None, help="id recorded in dq_results (default: dq-<UTC time>-<random>)")
     parser.add_argument("--no-docs", action="store_true", help="do not rebuild the GX data docs (paths.dq_docs)")
-    parser.add_argument("--no-record", action="store_true",
-                        help="do not append to dq_results nor update the generation baseline")
+    parser.add_argument(
+        "--no-record", action="store_true", help="do not append to dq_results nor update the generation baseline"
+    )
     parser.add_argument("--json", action="store_true", help="print the outcomes as JSON instead of a table")
 
 
@@ -56,6 +58,10 @@ def run_from_args(args: Any) -> int:
         select_suites(args.suites)
     except ValueError as exc:
         raise UsageError(f"--suites: {exc}") from None
+    from pipelines.tableio import TableIO
+
+    if not TableIO(cfg, None, engine="rust").list_tables():  # nothing to check: say so without a JVM
+        raise UsageError(f"no Delta tables under {cfg.paths.warehouse} (run: offsetlake run batch)")
     spark = build_spark_from_config(cfg, app_suffix="dq")
     report = run_quality(
         cfg,
@@ -67,8 +73,12 @@ def run_from_args(args: Any) -> int:
         build_docs=not args.no_docs,
     )
     if args.json:
-        print(json.dumps({"run_id": report.run_id, "success": report.success,
-                          "outcomes": [o.__dict__ for o in report.outcomes]}, indent=2))
+        print(
+            json.dumps(
+                {"run_id": report.run_id, "success": report.success, "outcomes": [o.__dict__ for o in report.outcomes]},
+                indent=2,
+            )
+        )
     else:
         print(format_summary(report))
         if report.results_table:
@@ -76,8 +86,10 @@ def run_from_args(args: Any) -> int:
         if report.docs_index:
             print(f"data docs: {report.docs_index}")
     for o in report.blocking_failures:
-        print(f"dq: blocking expectation failed: {o.suite}.{o.expectation} ({o.target}) observed {o.observed_value}",
-              file=sys.stderr)
+        print(
+            f"dq: blocking expectation failed: {o.suite}.{o.expectation} ({o.target}) observed {o.observed_value}",
+            file=sys.stderr,
+        )
     return 0 if report.success else 1
 
 

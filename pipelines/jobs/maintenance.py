@@ -102,8 +102,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     add_conf_arguments(parser)
     parser.add_argument("--tables", default=None, help="comma-separated table names (default: every table present)")
-    parser.add_argument("--retention-hours", type=int, default=None,
-                        help="VACUUM retention (default: delta.vacuum_retention_hours)")
+    parser.add_argument(
+        "--retention-hours", type=int, default=None, help="VACUUM retention (default: delta.vacuum_retention_hours)"
+    )
     parser.add_argument("--no-optimize", action="store_true", help="skip compaction")
     parser.add_argument("--no-vacuum", action="store_true", help="skip VACUUM")
     parser.add_argument("--dry-run", action="store_true", help="list what VACUUM would delete; change nothing")
@@ -121,8 +122,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             spark = None if cfg.delta.engine == "rust" else build_spark_from_config(cfg, app_suffix="maintenance")
             io = TableIO(cfg, spark)
             tables = [t.strip() for t in args.tables.split(",") if t.strip()] if args.tables else None
-            results = maintain(io, tables, retention_hours=args.retention_hours, optimize=not args.no_optimize,
-                               vacuum=not args.no_vacuum, dry_run=args.dry_run)
+            results = maintain(
+                io,
+                tables,
+                retention_hours=args.retention_hours,
+                optimize=not args.no_optimize,
+                vacuum=not args.no_vacuum,
+                dry_run=args.dry_run,
+            )
     except UsageError as exc:
         print(f"maintenance: error: {exc}", file=sys.stderr)
         return 2
@@ -131,9 +138,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     else:
         print(f"delta maintenance ({io.engine} engine), warehouse {cfg.paths.warehouse}")
         for r in results:
-            status = f"error: {r.error}" if r.error else (
-                f"v{r.version_before} -> v{r.version_after}, files +{r.files_added or 0}/-{r.files_removed or 0}, "
-                f"vacuumed {r.vacuumed}"
+            status = (
+                f"error: {r.error}"
+                if r.error
+                else (
+                    f"v{r.version_before} -> v{r.version_after}, files +{r.files_added or 0}/-{r.files_removed or 0}, "
+                    f"vacuumed {r.vacuumed}"
+                )
             )
             print(f"  {r.table:<22} {status}  ({r.seconds:.1f}s)")
     return 1 if any(r.error for r in results) else 0

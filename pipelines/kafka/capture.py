@@ -34,10 +34,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
 import pyarrow.parquet as pq
 
 from pipelines.errors import UsageError
+from pipelines.kafka.batch_builder import MessageBatchBuilder
 from pipelines.kafka.client import (
     KafkaSettings,
     KafkaUnavailableError,
@@ -45,7 +45,7 @@ from pipelines.kafka.client import (
     topic_partitions,
     watermarks,
 )
-from pipelines.raw_files import RAW_ARROW_SCHEMA, RawRecordWriter
+from pipelines.raw_files import RawRecordWriter
 
 STATE_FILE = "_offsetlake_capture.json"
 FILE_PREFIX = "capture"
@@ -84,16 +84,12 @@ class CaptureState:
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
             state = cls(
-                str(data["topic"]),
-                {int(p): int(o) for p, o in data["next_offsets"].items()},
-                data.get("last_file"),
+                str(data["topic"]), {int(p): int(o) for p, o in data["next_offsets"].items()}, data.get("last_file")
             )
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             raise UsageError(f"{path}: not a valid capture state file ({exc})") from None
         if state.topic != topic:
-            raise UsageError(
-                f"{path}: this directory holds a capture of topic {state.topic!r}, not {topic!r}"
-            )
+            raise UsageError(f"{path}: this directory holds a capture of topic {state.topic!r}, not {topic!r}")
         return state
 
 
@@ -125,51 +121,6 @@ def reconcile_state(state: CaptureState, out_dir: Path) -> list[Path]:
             state.next_offsets[int(p)] = max(state.next_offsets.get(int(p), 0), int(o) + 1)
         state.last_file = path.name
     return newer
-
-
-# ---------------------------------------------------------------------------------------------
-# message batches -> Arrow
-# ---------------------------------------------------------------------------------------------
-class MessageBatchBuilder:
-    """Collects confluent-kafka messages; ``to_batch`` turns them into raw-record columns.
-
-    Columns are built with one list comprehension per field over the whole batch (several times
-    faster than appending field by field per message).
-    """
-
-    __slots__ = ("msgs", "topic")
-
-    def __init__(self, topic: str) -> None:
-        self.topic = topic
-        self.msgs: list[Any] = []
-
-    def __len__(self) -> int:
-        return len(self.msgs)
-
-    def append(self, msg: Any) -> None:
-        self.msgs.append(msg)
-
-    def to_batch(self) -> pa.RecordBatch:
-        ms = self.msgs
-        n = len(ms)
-        stamps = [m.timestamp() for m in ms]
-        return pa.RecordBatch.from_arrays(
-            [
-                pa.array([m.key() for m in ms], pa.binary()),
-                pa.array([m.value() for m in ms], pa.binary()),
-                pa.array([self.topic] * n, pa.string()),
-                pa.array([m.partition() for m in ms], pa.int32()),
-                pa.array([m.offset() for m in ms], pa.int64()),
-                pa.array([ts * 1000 if tt else 0 for tt, ts in stamps], pa.int64()).cast(
-                    pa.timestamp("us", tz="UTC")
-                ),
-                pa.array([tt - 1 for tt, _ in stamps], pa.int32()),  # Kafka ids: confluent type - 1
-            ],
-            schema=RAW_ARROW_SCHEMA,
-        )
-
-    def clear(self) -> None:
-        self.msgs = []
 
 
 # ---------------------------------------------------------------------------------------------
@@ -208,8 +159,13 @@ def parse_start(spec: str) -> tuple[str, int | None]:
 
 
 def _resolve_start(
-    consumer: Any, settings: KafkaSettings, partitions: list[int], mode: str, ts_ms: int | None,
-    marks: dict[int, tuple[int, int]], timeout_s: float,
+    consumer: Any,
+    settings: KafkaSettings,
+    partitions: list[int],
+    mode: str,
+    ts_ms: int | None,
+    marks: dict[int, tuple[int, int]],
+    timeout_s: float,
 ) -> dict[int, int]:
     if mode == "earliest":
         return {p: marks[p][0] for p in partitions}
@@ -286,8 +242,16 @@ def capture(
     stop = stop_event or threading.Event()
     restore = _install_signal_handlers(stop)
     writer = RawRecordWriter(out, rows_per_file=max(rows_per_file, 1), prefix=FILE_PREFIX)
-    limits = _Limits(until_end, rows_per_file, flush_interval_s, max_records, max_rate,
-                     connect_timeout_s, stall_timeout_s, fetch_batch)
+    limits = _Limits(
+        until_end,
+        rows_per_file,
+        flush_interval_s,
+        max_records,
+        max_rate,
+        connect_timeout_s,
+        stall_timeout_s,
+        fetch_batch,
+    )
     try:
         run = _Capture(ck, consumer, settings, state, spath, writer, limits, stop, note, progress, t0)
         run.start(partitions, mode, ts_ms)
@@ -299,9 +263,7 @@ def capture(
         consumer.close()
 
 
-def _load_state(
-    spath: Path, topic: str, out: Path, note: Callable[[str], None]
-) -> tuple[CaptureState, list[Path]]:
+def _load_state(spath: Path, topic: str, out: Path, note: Callable[[str], None]) -> tuple[CaptureState, list[Path]]:
     """The saved state with files written after it folded in (saved again if there were any)."""
     state = CaptureState.load(spath, topic)
     recovered = reconcile_state(state, out)
@@ -343,9 +305,18 @@ class _Capture:
     """
 
     def __init__(
-        self, ck: Any, consumer: Any, settings: KafkaSettings, state: CaptureState, spath: Path,
-        writer: RawRecordWriter, limits: _Limits, stop: threading.Event,
-        note: Callable[[str], None], progress: ProgressFn | None, t0: float,
+        self,
+        ck: Any,
+        consumer: Any,
+        settings: KafkaSettings,
+        state: CaptureState,
+        spath: Path,
+        writer: RawRecordWriter,
+        limits: _Limits,
+        stop: threading.Event,
+        note: Callable[[str], None],
+        progress: ProgressFn | None,
+        t0: float,
     ) -> None:
         self.ck, self.consumer, self.settings = ck, consumer, settings
         self.state, self.spath, self.writer = state, spath, writer

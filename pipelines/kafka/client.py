@@ -187,8 +187,8 @@ class KafkaSettings:
         bootstrap = opts.pop("kafka.bootstrap.servers", "") or os.environ.get(BOOTSTRAP_ENV, "")
         topic = opts.pop("topic", None) or opts.pop("subscribe", None) or OFFSETS_TOPIC
         client_id = opts.pop("kafka.client.id", "offsetlake")
-        props = {k[len("kafka."):]: v for k, v in opts.items() if k.startswith("kafka.")}
-        secrets = {k[len("secretenv."):]: v for k, v in opts.items() if k.startswith("secretenv.")}
+        props = {k[len("kafka.") :]: v for k, v in opts.items() if k.startswith("kafka.")}
+        secrets = {k[len("secretenv.") :]: v for k, v in opts.items() if k.startswith("secretenv.")}
         for prop, env in SECRET_ENV_FALLBACKS.items():
             if prop not in secrets and env in os.environ:
                 secrets[prop] = env
@@ -307,9 +307,7 @@ def watermarks(
     out: dict[int, tuple[int, int]] = {}
     for p in partitions:
         try:
-            lo, hi = consumer.get_watermark_offsets(
-                ck.TopicPartition(topic, p), timeout=timeout_s, cached=cached
-            )
+            lo, hi = consumer.get_watermark_offsets(ck.TopicPartition(topic, p), timeout=timeout_s, cached=cached)
         except ck.KafkaException as exc:
             err = exc.args[0] if exc.args else exc
             reason = err.str() if hasattr(err, "str") else str(err)

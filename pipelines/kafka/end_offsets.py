@@ -21,12 +21,7 @@ from typing import Any
 import pyarrow as pa
 
 from pipelines.errors import UsageError
-from pipelines.kafka.client import (
-    KafkaSettings,
-    KafkaUnavailableError,
-    require_confluent_kafka,
-    watermarks,
-)
+from pipelines.kafka.client import KafkaSettings, KafkaUnavailableError, require_confluent_kafka, watermarks
 from schemas.end_offsets import PARTITION_END_OFFSETS
 
 Committed = tuple[str, str, int, int]  # (group_id, topic, partition, committed offset)
@@ -135,9 +130,7 @@ def sample_end_offsets(
                 marks[(t, p)] = lohi
         ts: dict[tuple[str, int, int], int] = {}
         if committed and fetch_timestamps:
-            positions = sorted(
-                {(t, p, o) for _, t, p, o in committed if (t, p) in marks and o < marks[(t, p)][1]}
-            )
+            positions = sorted({(t, p, o) for _, t, p, o in committed if (t, p) in marks and o < marks[(t, p)][1]})
             ts = record_timestamps(consumer, positions, min(timeout_s, 10.0))
     finally:
         consumer.close()
@@ -158,7 +151,9 @@ def sample_end_offsets(
     return pa.Table.from_pydict(
         {
             **cols,
-            "sampled_at": pa.array([v * 1000 for v in cols["sampled_at"]], pa.int64()).cast(schema.field("sampled_at").type),
+            "sampled_at": pa.array([v * 1000 for v in cols["sampled_at"]], pa.int64()).cast(
+                schema.field("sampled_at").type
+            ),
             "committed_record_timestamp": pa.array(
                 [None if v is None else v * 1000 for v in cols["committed_record_timestamp"]], pa.int64()
             ).cast(schema.field("committed_record_timestamp").type),
@@ -168,8 +163,15 @@ def sample_end_offsets(
 
 
 def _row(
-    sampled_at: int, topic: str, partition: int, lo: int, hi: int, group: str | None,
-    committed: int | None, rec_ts: int | None, bootstrap: str,
+    sampled_at: int,
+    topic: str,
+    partition: int,
+    lo: int,
+    hi: int,
+    group: str | None,
+    committed: int | None,
+    rec_ts: int | None,
+    bootstrap: str,
 ) -> dict[str, Any]:
     return {
         "sampled_at": sampled_at,

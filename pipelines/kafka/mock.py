@@ -34,9 +34,7 @@ class MockKafkaCluster:
         ck = require_confluent_kafka()
         self._owner = ck.Producer({"test.mock.num.brokers": num_brokers, "logger": LIBRDKAFKA_LOGGER})
         md = self._owner.list_topics(timeout=10)
-        self.bootstrap_servers = ",".join(
-            f"{b.host}:{b.port}" for _, b in sorted(md.brokers.items())
-        )
+        self.bootstrap_servers = ",".join(f"{b.host}:{b.port}" for _, b in sorted(md.brokers.items()))
         self.topic = topic
         self._producer = ck.Producer(
             {
@@ -56,9 +54,7 @@ class MockKafkaCluster:
         return sorted(md.topics[topic or self.topic].partitions)
 
     def produce(
-        self,
-        records: Iterable[tuple[bytes, bytes | None, int, int]],
-        topic: str | None = None,
+        self, records: Iterable[tuple[bytes, bytes | None, int, int]], topic: str | None = None
     ) -> list[tuple[int, int]]:
         """Produce ``(key, value, partition, timestamp_ms)`` records in order and wait for them.
 
@@ -86,8 +82,7 @@ class MockKafkaCluster:
             while True:
                 try:
                     self._producer.produce(
-                        topic or self.topic, key=key, value=value, partition=partition,
-                        timestamp=ts, on_delivery=cb,
+                        topic or self.topic, key=key, value=value, partition=partition, timestamp=ts, on_delivery=cb
                     )
                     break
                 except BufferError:

@@ -34,18 +34,8 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from pyspark.sql.datasource import (
-    DataSource,
-    DataSourceReader,
-    DataSourceStreamReader,
-    InputPartition,
-)
-from pyspark.sql.streaming.datasource import (
-    ReadAllAvailable,
-    ReadLimit,
-    ReadMaxRows,
-    SupportsTriggerAvailableNow,
-)
+from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
 
 from pipelines.errors import UsageError
 from pipelines.kafka.client import (
@@ -121,7 +111,7 @@ def read_range(
     """Arrow batches of the records in ``[rng.start, rng.end)`` of one partition."""
     import pyarrow as pa
 
-    from pipelines.kafka.capture import MessageBatchBuilder
+    from pipelines.kafka.batch_builder import MessageBatchBuilder
 
     if rng.end <= rng.start:
         return
@@ -247,8 +237,7 @@ class _Planner:
 
         arrow_schema = to_arrow_schema(self.schema, timezone="UTC")
         yield from read_range(
-            self.settings, arrow_schema, partition,
-            fetch_batch=self.fetch_batch, read_timeout_s=self.read_timeout_s,
+            self.settings, arrow_schema, partition, fetch_batch=self.fetch_batch, read_timeout_s=self.read_timeout_s
         )
 
 
@@ -419,9 +408,7 @@ def kafka_source_options(cfg: Config, *, bootstrap_servers: str | None = None) -
     return opts
 
 
-def read_kafka_stream(
-    spark: SparkSession, cfg: Config, *, bootstrap_servers: str | None = None
-) -> DataFrame:
+def read_kafka_stream(spark: SparkSession, cfg: Config, *, bootstrap_servers: str | None = None) -> DataFrame:
     """A streaming DataFrame of raw records from the configured cluster.
 
     ``format("kafka")`` when ``kafka.engine`` is jvm, or auto and the connector jar is on the
@@ -442,9 +429,7 @@ def read_kafka_stream(
     )
 
 
-def read_kafka_batch(
-    spark: SparkSession, cfg: Config, *, bootstrap_servers: str | None = None
-) -> DataFrame:
+def read_kafka_batch(spark: SparkSession, cfg: Config, *, bootstrap_servers: str | None = None) -> DataFrame:
     """A batch DataFrame of the whole topic (earliest .. latest), engine chosen as for streams."""
     if choose_engine(spark, cfg.kafka.engine) == "jvm":
         opts = _jvm_options(cfg, bootstrap_servers)

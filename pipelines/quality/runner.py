@@ -82,10 +82,7 @@ class DqReport:
 
     def rows(self) -> list[dict[str, Any]]:
         """``dq_results`` rows (column order of ``schemas.dq.DQ_RESULTS``)."""
-        return [
-            {"run_id": self.run_id, "run_timestamp": self.run_timestamp, **o.__dict__}
-            for o in self.outcomes
-        ]
+        return [{"run_id": self.run_id, "run_timestamp": self.run_timestamp, **o.__dict__} for o in self.outcomes]
 
 
 class LazyFrames(Mapping[str, "DataFrame"]):
@@ -285,8 +282,9 @@ def run_quality(
     now = dt.datetime.now(dt.UTC).replace(microsecond=0)
     report = DqReport(run_id=run_id or new_run_id(now), run_timestamp=now)
     all_tables = tuple(dict.fromkeys(t for s in chosen for t in s.tables))
-    frames = LazyFrames(io, (*all_tables, "raw_records", "offset_commits", "group_metadata",
-                             "quarantine", "unsupported_records"))
+    frames = LazyFrames(
+        io, (*all_tables, "raw_records", "offset_commits", "group_metadata", "quarantine", "unsupported_records")
+    )
     baseline = _read_baseline(io)
     docs_dir = _docs_dir(conf) if build_docs else None
     context = _new_context(docs_dir)
@@ -317,9 +315,16 @@ def run_quality(
 
 def _tables_missing(suite: Suite, missing: list[str], conf: Config) -> Outcome:
     """The failed, blocking ``tables_present`` row of a suite whose tables are missing."""
-    return Outcome(suite.name, suite.name, "tables_present", "table_exists",
-                   _json({"tables": list(suite.tables)}), True, False,
-                   _json({"missing": missing, "warehouse": conf.paths.warehouse}))
+    return Outcome(
+        suite.name,
+        suite.name,
+        "tables_present",
+        "table_exists",
+        _json({"tables": list(suite.tables)}),
+        True,
+        False,
+        _json({"missing": missing, "warehouse": conf.paths.warehouse}),
+    )
 
 
 def _target_frame(
@@ -350,8 +355,7 @@ def _write_results(conf: Config, spark: SparkSession, io: TableIO, report: DqRep
 
     name = _results_table(conf.dq.results_table)
     rows = report.rows()
-    df = spark.createDataFrame([tuple(r[c] for c in DQ_RESULTS.column_names) for r in rows],
-                               DQ_RESULTS.spark_schema())
+    df = spark.createDataFrame([tuple(r[c] for c in DQ_RESULTS.column_names) for r in rows], DQ_RESULTS.spark_schema())
     io.append(name, df)
     return name
 
@@ -361,8 +365,7 @@ def _save_baseline(io: TableIO, group_state: DataFrame, run_id: str) -> None:
     from pyspark.sql import functions as F
 
     gs = group_state.select(
-        "group_id", F.col("generation").cast("int").alias("generation"), "state",
-        F.lit(run_id).alias("run_id"),
+        "group_id", F.col("generation").cast("int").alias("generation"), "state", F.lit(run_id).alias("run_id")
     )
     io.overwrite(BASELINE_TABLE, gs)
 
@@ -387,8 +390,14 @@ def format_summary(report: DqReport) -> str:
     header = ("suite", "target", "expectation", "ok", "blocking", "observed")
     ordered = sorted(report.outcomes, key=lambda o: (o.success, not o.blocking, o.suite, o.target))
     lines = [
-        (o.suite, o.target, o.expectation, "PASS" if o.success else "FAIL",
-         "yes" if o.blocking else "no", _short(f"error: {o.error}" if o.error else _readable(o.observed_value)))
+        (
+            o.suite,
+            o.target,
+            o.expectation,
+            "PASS" if o.success else "FAIL",
+            "yes" if o.blocking else "no",
+            _short(f"error: {o.error}" if o.error else _readable(o.observed_value)),
+        )
         for o in ordered
     ]
     widths = [max(len(str(x)) for x in col) for col in zip(header, *lines)]

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from great_expectations.expectations.expectation import Expectation
     from pyspark.sql import DataFrame
 
-    from pipelines.config import DqConf
+    from pipelines.config_sections import DqConf
 
 #: Kafka's classic group states (``ClassicGroupState`` / ``GroupState.scala``).
 GROUP_STATES = ("Empty", "PreparingRebalance", "CompletingRebalance", "Stable", "Dead")
@@ -91,7 +91,9 @@ def not_null(column: str, row_condition: str | None = None) -> Callable[[DqConf,
         kw: dict[str, Any] = {}
         if row_condition:
             kw = {"row_condition": row_condition, "condition_parser": "spark"}
-        return cast("Expectation", _gx().ExpectColumnValuesToNotBeNull(column=column, severity=_severity(blocking), **kw))
+        return cast(
+            "Expectation", _gx().ExpectColumnValuesToNotBeNull(column=column, severity=_severity(blocking), **kw)
+        )
 
     return make
 
@@ -109,8 +111,10 @@ def unique(*columns: str) -> Callable[[DqConf, bool], Expectation]:
 
 def in_set(column: str, values: tuple[Any, ...]) -> Callable[[DqConf, bool], Expectation]:
     def make(conf: DqConf, blocking: bool) -> Expectation:
-        return cast("Expectation", _gx().ExpectColumnValuesToBeInSet(
-            column=column, value_set=list(values), severity=_severity(blocking)))
+        return cast(
+            "Expectation",
+            _gx().ExpectColumnValuesToBeInSet(column=column, value_set=list(values), severity=_severity(blocking)),
+        )
 
     return make
 
@@ -125,18 +129,24 @@ def between(
     def make(conf: DqConf, blocking: bool) -> Expectation:
         lo = low(conf) if callable(low) else low
         hi = high(conf) if callable(high) else high
-        return cast("Expectation", _gx().ExpectColumnValuesToBeBetween(
-            column=column, min_value=lo, max_value=hi, severity=_severity(blocking)
-        ))
+        return cast(
+            "Expectation",
+            _gx().ExpectColumnValuesToBeBetween(
+                column=column, min_value=lo, max_value=hi, severity=_severity(blocking)
+            ),
+        )
 
     return make
 
 
 def columns_exist(*columns: str) -> Callable[[DqConf, bool], Expectation]:
     def make(conf: DqConf, blocking: bool) -> Expectation:
-        return cast("Expectation", _gx().ExpectTableColumnsToMatchSet(
-            column_set=list(columns), exact_match=False, severity=_severity(blocking)
-        ))
+        return cast(
+            "Expectation",
+            _gx().ExpectTableColumnsToMatchSet(
+                column_set=list(columns), exact_match=False, severity=_severity(blocking)
+            ),
+        )
 
     return make
 
@@ -177,15 +187,10 @@ def generation_regressions_frame(frames: Frames, baseline: Baseline) -> DataFram
     prev = baseline.group_generations
     if prev is None:
         return spark.createDataFrame(
-            [(0, 0, None)],
-            "decreased_generations bigint, compared_groups bigint, example string",
+            [(0, 0, None)], "decreased_generations bigint, compared_groups bigint, example string"
         )
-    joined = (
-        gs.select("group_id", F.col("generation").alias("gen"))
-        .join(
-            prev.select("group_id", F.col("generation").alias("prev_gen"), F.col("state").alias("prev_state")),
-            "group_id",
-        )
+    joined = gs.select("group_id", F.col("generation").alias("gen")).join(
+        prev.select("group_id", F.col("generation").alias("prev_gen"), F.col("state").alias("prev_state")), "group_id"
     )
     bad = F.col("gen") < F.col("prev_gen")
     legit = F.coalesce(F.col("prev_state") == F.lit("Dead"), F.lit(False))
@@ -194,8 +199,17 @@ def generation_regressions_frame(frames: Frames, baseline: Baseline) -> DataFram
         F.sum(F.when(flagged, 1).otherwise(0)).cast("bigint").alias("decreased_generations"),
         F.count(F.lit(1)).cast("bigint").alias("compared_groups"),
         F.min(
-            F.when(flagged, F.concat_ws("", F.col("group_id"), F.lit(": "), F.col("prev_gen").cast("string"),
-                                        F.lit(" -> "), F.col("gen").cast("string")))
+            F.when(
+                flagged,
+                F.concat_ws(
+                    "",
+                    F.col("group_id"),
+                    F.lit(": "),
+                    F.col("prev_gen").cast("string"),
+                    F.lit(" -> "),
+                    F.col("gen").cast("string"),
+                ),
+            )
         ).alias("example"),
     )
 
@@ -216,8 +230,11 @@ def reconciliation_frame(frames: Frames, baseline: Baseline) -> DataFrame:
         row = row.crossJoin(_count(frames, name))
     return row.withColumn(
         "unaccounted",
-        F.col("raw_records") - F.col("offset_commits") - F.col("group_metadata")
-        - F.col("quarantine") - F.col("unsupported_records"),
+        F.col("raw_records")
+        - F.col("offset_commits")
+        - F.col("group_metadata")
+        - F.col("quarantine")
+        - F.col("unsupported_records"),
     )
 
 
@@ -258,15 +275,25 @@ SUITES: tuple[Suite, ...] = (
         "raw_records",
         ("raw_records",),
         (
-            Target("raw_records", table("raw_records"), (
-                Check("offset_unique", unique("topic", "partition", "offset"),
-                      doc="(topic, partition, offset) identifies a record: ingest is idempotent on it."),
-                Check("offset_non_negative", between("offset", 0)),
-                Check("partition_non_negative", between("partition", 0)),
-                Check("key_not_null", not_null("key"),
-                      doc="Every __consumer_offsets record has a key (the record type + group)."),
-                Check("offset_not_null", not_null("offset")),
-            )),
+            Target(
+                "raw_records",
+                table("raw_records"),
+                (
+                    Check(
+                        "offset_unique",
+                        unique("topic", "partition", "offset"),
+                        doc="(topic, partition, offset) identifies a record: ingest is idempotent on it.",
+                    ),
+                    Check("offset_non_negative", between("offset", 0)),
+                    Check("partition_non_negative", between("partition", 0)),
+                    Check(
+                        "key_not_null",
+                        not_null("key"),
+                        doc="Every __consumer_offsets record has a key (the record type + group).",
+                    ),
+                    Check("offset_not_null", not_null("offset")),
+                ),
+            ),
         ),
         doc="Raw records as read from __consumer_offsets.",
     ),
@@ -274,16 +301,25 @@ SUITES: tuple[Suite, ...] = (
         "offset_commits",
         ("offset_commits",),
         (
-            Target("offset_commits", table("offset_commits"), (
-                Check("position_unique", unique("coordinator_partition", "log_offset")),
-                Check("committed_offset_at_least_minus_one", between("committed_offset", -1),
-                      doc="Kafka stores -1 for 'no offset' (OffsetAndMetadata.INVALID_OFFSET); nothing lower."),
-                Check("commit_timestamp_present",
-                      not_null("commit_timestamp", "is_tombstone = false"),
-                      doc="Every non-tombstone OffsetCommitValue carries commit_timestamp."),
-                Check("key_version_0_or_1", in_set("key_version", OFFSET_COMMIT_KEY_VERSIONS)),
-                Check("group_id_not_null", not_null("group_id")),
-            )),
+            Target(
+                "offset_commits",
+                table("offset_commits"),
+                (
+                    Check("position_unique", unique("coordinator_partition", "log_offset")),
+                    Check(
+                        "committed_offset_at_least_minus_one",
+                        between("committed_offset", -1),
+                        doc="Kafka stores -1 for 'no offset' (OffsetAndMetadata.INVALID_OFFSET); nothing lower.",
+                    ),
+                    Check(
+                        "commit_timestamp_present",
+                        not_null("commit_timestamp", "is_tombstone = false"),
+                        doc="Every non-tombstone OffsetCommitValue carries commit_timestamp.",
+                    ),
+                    Check("key_version_0_or_1", in_set("key_version", OFFSET_COMMIT_KEY_VERSIONS)),
+                    Check("group_id_not_null", not_null("group_id")),
+                ),
+            ),
         ),
         doc="Decoded offset-commit records.",
     ),
@@ -291,20 +327,31 @@ SUITES: tuple[Suite, ...] = (
         "group_metadata",
         ("group_metadata",),
         (
-            Target("group_metadata", table("group_metadata"), (
-                Check("position_unique", unique("coordinator_partition", "log_offset")),
-                Check("generation_non_negative", between("generation", 0)),
-                Check("key_version_2", in_set("key_version", GROUP_METADATA_KEY_VERSIONS)),
-                Check("member_count_non_negative", between("member_count", 0)),
-            )),
-            Target("group_metadata.members", members_frame, (
-                Check("session_timeout_within_broker_bounds",
-                      between("session_timeout", _st_min, _st_max), blocking=False,
-                      doc="The broker rejects a JoinGroup outside [group.min.session.timeout.ms, "
-                      "group.max.session.timeout.ms] (INVALID_SESSION_TIMEOUT)."),
-                Check("session_timeout_present", not_null("session_timeout")),
-                Check("member_id_not_null", not_null("member_id")),
-            )),
+            Target(
+                "group_metadata",
+                table("group_metadata"),
+                (
+                    Check("position_unique", unique("coordinator_partition", "log_offset")),
+                    Check("generation_non_negative", between("generation", 0)),
+                    Check("key_version_2", in_set("key_version", GROUP_METADATA_KEY_VERSIONS)),
+                    Check("member_count_non_negative", between("member_count", 0)),
+                ),
+            ),
+            Target(
+                "group_metadata.members",
+                members_frame,
+                (
+                    Check(
+                        "session_timeout_within_broker_bounds",
+                        between("session_timeout", _st_min, _st_max),
+                        blocking=False,
+                        doc="The broker rejects a JoinGroup outside [group.min.session.timeout.ms, "
+                        "group.max.session.timeout.ms] (INVALID_SESSION_TIMEOUT).",
+                    ),
+                    Check("session_timeout_present", not_null("session_timeout")),
+                    Check("member_id_not_null", not_null("member_id")),
+                ),
+            ),
         ),
         doc="Decoded group-metadata records and their members.",
     ),
@@ -312,14 +359,20 @@ SUITES: tuple[Suite, ...] = (
         "quarantine",
         ("quarantine",),
         (
-            Target("quarantine", table("quarantine"), (
-                Check("error_class_present", not_null("error_class")),
-            )),
-            Target("quarantine.summary", quarantine_frame, (
-                Check("quarantined_fraction_under_threshold", between("quarantined_fraction", 0, _q_max),
-                      doc="More undecodable records than dq.quarantine_max_fraction means a format or "
-                      "decoder problem, not a stray corrupt record."),
-            ), summary=True),
+            Target("quarantine", table("quarantine"), (Check("error_class_present", not_null("error_class")),)),
+            Target(
+                "quarantine.summary",
+                quarantine_frame,
+                (
+                    Check(
+                        "quarantined_fraction_under_threshold",
+                        between("quarantined_fraction", 0, _q_max),
+                        doc="More undecodable records than dq.quarantine_max_fraction means a format or "
+                        "decoder problem, not a stray corrupt record.",
+                    ),
+                ),
+                summary=True,
+            ),
         ),
         doc="Records that could not be decoded.",
     ),
@@ -327,10 +380,18 @@ SUITES: tuple[Suite, ...] = (
         "reconciliation",
         ("raw_records", "offset_commits", "group_metadata", "quarantine", "unsupported_records"),
         (
-            Target("reconciliation.counts", reconciliation_frame, (
-                Check("raw_equals_decoded_plus_set_aside", between("unaccounted", 0, 0),
-                      doc="raw_records = offset_commits + group_metadata + quarantine + unsupported_records."),
-            ), summary=True),
+            Target(
+                "reconciliation.counts",
+                reconciliation_frame,
+                (
+                    Check(
+                        "raw_equals_decoded_plus_set_aside",
+                        between("unaccounted", 0, 0),
+                        doc="raw_records = offset_commits + group_metadata + quarantine + unsupported_records.",
+                    ),
+                ),
+                summary=True,
+            ),
         ),
         doc="Cross-table record counts: every raw record is decoded, quarantined or set aside exactly once.",
     ),
@@ -338,18 +399,30 @@ SUITES: tuple[Suite, ...] = (
         "group_state",
         ("group_state",),
         (
-            Target("group_state", table("group_state"), (
-                Check("one_row_per_group", unique("group_id")),
-                Check("group_id_not_null", not_null("group_id")),
-                Check("state_is_a_kafka_state", in_set("state", GROUP_STATES)),
-                Check("state_not_null", not_null("state")),
-                Check("generation_non_negative", between("generation", 0)),
-            )),
-            Target("group_state.vs_previous_run", generation_regressions_frame, (
-                Check("generation_not_decreasing", between("decreased_generations", 0, 0),
-                      doc="A group's generation only grows (GroupMetadata.initNextGeneration) unless the "
-                      "group died and was re-created."),
-            ), summary=True),
+            Target(
+                "group_state",
+                table("group_state"),
+                (
+                    Check("one_row_per_group", unique("group_id")),
+                    Check("group_id_not_null", not_null("group_id")),
+                    Check("state_is_a_kafka_state", in_set("state", GROUP_STATES)),
+                    Check("state_not_null", not_null("state")),
+                    Check("generation_non_negative", between("generation", 0)),
+                ),
+            ),
+            Target(
+                "group_state.vs_previous_run",
+                generation_regressions_frame,
+                (
+                    Check(
+                        "generation_not_decreasing",
+                        between("decreased_generations", 0, 0),
+                        doc="A group's generation only grows (GroupMetadata.initNextGeneration) unless the "
+                        "group died and was re-created.",
+                    ),
+                ),
+                summary=True,
+            ),
         ),
         doc="Current state per group (gold).",
         groups=("batch", "stream"),
@@ -358,11 +431,15 @@ SUITES: tuple[Suite, ...] = (
         "offsets_current",
         ("offsets_current",),
         (
-            Target("offsets_current", table("offsets_current"), (
-                Check("one_row_per_group_topic_partition", unique("group_id", "topic", "partition")),
-                Check("offset_at_least_minus_one", between("offset", -1)),
-                Check("partition_non_negative", between("partition", 0)),
-            )),
+            Target(
+                "offsets_current",
+                table("offsets_current"),
+                (
+                    Check("one_row_per_group_topic_partition", unique("group_id", "topic", "partition")),
+                    Check("offset_at_least_minus_one", between("offset", -1)),
+                    Check("partition_non_negative", between("partition", 0)),
+                ),
+            ),
         ),
         doc="Latest committed offset per (group, topic, partition) (gold).",
         groups=("batch", "stream"),

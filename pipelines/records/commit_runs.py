@@ -46,6 +46,7 @@ def _group_starts(table: pa.Table) -> Any:
     return np.concatenate(([0], np.flatnonzero(diff) + 1)).astype(np.int64)
 
 
+# long: one vectorised pass over a batch's runs; pieces would materialise the masks twice
 def _commit_runs(table: pa.Table, starts: Any, max_span_ms: int | None) -> dict[str, Any]:
     """The vectorised twin of ``coordinator_core.replay.compress_commit_runs`` for many groups.
 
@@ -88,13 +89,17 @@ def _commit_runs(table: pa.Table, starts: Any, max_span_ms: int | None) -> dict[
     run_of = np.repeat(np.arange(len(rs)), length)
     rows = np.repeat(rs - np.cumsum(np.concatenate(([0], length[:-1]))), length) + np.arange(length.sum())
     topic = table.column("topic").take(pa.array(rows))
-    tidx = as_numpy(pc.dictionary_encode(topic.combine_chunks() if isinstance(topic, pa.ChunkedArray) else topic)
-               .indices, -1).astype(np.int64)
+    tidx = as_numpy(
+        pc.dictionary_encode(topic.combine_chunks() if isinstance(topic, pa.ChunkedArray) else topic).indices, -1
+    ).astype(np.int64)
     tpart = as_numpy(table.column("partition").take(pa.array(rows)), 0).astype(np.int64)
     order = np.lexsort((rows, tpart, tidx, run_of))
     last = np.ones(len(order), bool)
-    same = (run_of[order][1:] == run_of[order][:-1]) & (tidx[order][1:] == tidx[order][:-1]) & (
-        tpart[order][1:] == tpart[order][:-1])
+    same = (
+        (run_of[order][1:] == run_of[order][:-1])
+        & (tidx[order][1:] == tidx[order][:-1])
+        & (tpart[order][1:] == tpart[order][:-1])
+    )
     last[:-1] = ~same
     kept = np.zeros(n, bool)
     kept[rows[order[last]]] = True
@@ -115,14 +120,19 @@ def _commit_runs(table: pa.Table, starts: Any, max_span_ms: int | None) -> dict[
     in_run = np.zeros(n, bool)
     in_run[rows[np.repeat(drop, length)]] = True
     need &= ~in_run | kept
-    out.update(first=rs[drop], end=re[drop], count=length[drop], max_ts=max_ts[drop], min_cts=min_cts[drop],
-               min_exp=min_exp[drop], big=big)
+    out.update(
+        first=rs[drop],
+        end=re[drop],
+        count=length[drop],
+        max_ts=max_ts[drop],
+        min_cts=min_cts[drop],
+        min_exp=min_exp[drop],
+        big=big,
+    )
     return out
 
 
-def items_by_group(
-    table: pa.Table, *, compress: bool, max_span_ms: int | None
-) -> Iterator[tuple[str, list[Any]]]:
+def items_by_group(table: pa.Table, *, compress: bool, max_span_ms: int | None) -> Iterator[tuple[str, list[Any]]]:
     """(group id, replay items) for each group of ``table`` (rows sorted by group, then position):
     ``LogRecord``s and ``CommitRun``s (the survivors and summaries of ``_commit_runs``)."""
     import numpy as np
@@ -138,7 +148,7 @@ def items_by_group(
         records = records_from_arrow(table)
         bounds = [*starts.tolist(), n]
         for i, gid in enumerate(gids):
-            yield gid, records[bounds[i]:bounds[i + 1]]
+            yield gid, records[bounds[i] : bounds[i + 1]]
         return
     red = _commit_runs(table, starts, max_span_ms)
     need = red["need"]
@@ -148,7 +158,7 @@ def items_by_group(
     if len(first) == 0:
         bounds = np.searchsorted(need_rows, [*starts.tolist(), n]).tolist()
         for i, gid in enumerate(gids):
-            yield gid, records[bounds[i]:bounds[i + 1]]
+            yield gid, records[bounds[i] : bounds[i + 1]]
         return
     # where each run's survivors sit in ``records`` (the first and last row of a run survive)
     k0 = np.searchsorted(need_rows, first).tolist()
@@ -175,8 +185,11 @@ def items_by_group(
             a, b = k0[r], k1[r]
             items.extend(records[pos:a])
             kept = records[a:b]
-            items.append(CommitRun(kept, count[r], kept[0].position, max_ts[r], min_cts[r], min_exp[r],
-                                   expander(first_l[r], end_l[r])))
+            items.append(
+                CommitRun(
+                    kept, count[r], kept[0].position, max_ts[r], min_cts[r], min_exp[r], expander(first_l[r], end_l[r])
+                )
+            )
             pos = b
             r += 1
         items.extend(records[pos:stop])

@@ -51,10 +51,23 @@ from pipelines.records.decode_rows import GroupMetadataColumns, core_row, slow_r
 from schemas.decoded import GROUP_METADATA, OFFSET_COMMITS, QUARANTINE, UNSUPPORTED_RECORDS
 
 __all__ = [
-    "INPUT_COLUMNS", "KIND_GROUP_METADATA", "KIND_NAMES", "KIND_OFFSET_COMMIT", "KIND_QUARANTINE",
-    "KIND_UNSUPPORTED", "MAX_ABS_MS", "TABLES", "UNION_SCHEMA", "decode_batch", "decode_batches",
-    "decode_offset_commits_arrow", "decode_tables", "slow_row", "split_union_arrow",
+    "INPUT_COLUMNS",
+    "KIND_GROUP_METADATA",
+    "KIND_NAMES",
+    "KIND_OFFSET_COMMIT",
+    "KIND_QUARANTINE",
+    "KIND_UNSUPPORTED",
+    "MAX_ABS_MS",
+    "TABLES",
+    "UNION_SCHEMA",
+    "decode_batch",
+    "decode_batches",
+    "decode_offset_commits_arrow",
+    "decode_tables",
+    "slow_row",
+    "split_union_arrow",
 ]
+
 
 # =============================================================================================
 # One raw Arrow batch -> union batches
@@ -99,7 +112,11 @@ def decode_batch(batch: pa.RecordBatch, *, lenient: bool = False) -> list[pa.Rec
     if n == 0:
         return out
     if n > decode_commits.CHUNK_ROWS:  # one pass per chunk (CPU caches)
-        return [u for lo in range(0, n, decode_commits.CHUNK_ROWS) for u in decode_batch(batch.slice(lo, decode_commits.CHUNK_ROWS), lenient=lenient)]
+        return [
+            u
+            for lo in range(0, n, decode_commits.CHUNK_ROWS)
+            for u in decode_batch(batch.slice(lo, decode_commits.CHUNK_ROWS), lenient=lenient)
+        ]
     commits = CommitColumns(batch.column("key"), batch.column("value"))
     ok = commits.ok
     m = len(commits.idx)
@@ -112,8 +129,7 @@ def decode_batch(batch: pa.RecordBatch, *, lenient: bool = False) -> list[pa.Rec
         }
         out.append(
             pa.RecordBatch.from_arrays(
-                [cols[f.name] if f.name in cols else _nulls(m, f.type) for f in UNION_SCHEMA],
-                schema=UNION_SCHEMA,
+                [cols[f.name] if f.name in cols else _nulls(m, f.type) for f in UNION_SCHEMA], schema=UNION_SCHEMA
             )
         )
     if not ok.all():
@@ -155,9 +171,7 @@ def decode_batch(batch: pa.RecordBatch, *, lenient: bool = False) -> list[pa.Rec
     return out
 
 
-def decode_batches(
-    batches: Iterator[pa.RecordBatch], *, lenient: bool = False
-) -> Iterator[pa.RecordBatch]:
+def decode_batches(batches: Iterator[pa.RecordBatch], *, lenient: bool = False) -> Iterator[pa.RecordBatch]:
     """The ``mapInArrow`` function: raw batches in, union batches out."""
     for batch in batches:
         yield from decode_batch(batch, lenient=lenient)
@@ -166,11 +180,19 @@ def decode_batches(
 # =============================================================================================
 # The union -> the decoded tables (Arrow)
 # =============================================================================================
-_KINDS = {"KIND_OFFSET_COMMIT": KIND_OFFSET_COMMIT, "KIND_GROUP_METADATA": KIND_GROUP_METADATA,
-          "KIND_UNSUPPORTED": KIND_UNSUPPORTED, "KIND_QUARANTINE": KIND_QUARANTINE}
+_KINDS = {
+    "KIND_OFFSET_COMMIT": KIND_OFFSET_COMMIT,
+    "KIND_GROUP_METADATA": KIND_GROUP_METADATA,
+    "KIND_UNSUPPORTED": KIND_UNSUPPORTED,
+    "KIND_QUARANTINE": KIND_QUARANTINE,
+}
 _RAW_NAMES = {
-    "key": "raw_key", "value": "raw_value", "topic": "raw_topic", "partition": "coordinator_partition",
-    "offset": "log_offset", "timestamp": "log_timestamp",
+    "key": "raw_key",
+    "value": "raw_value",
+    "topic": "raw_topic",
+    "partition": "coordinator_partition",
+    "offset": "log_offset",
+    "timestamp": "log_timestamp",
 }
 
 

@@ -13,7 +13,6 @@ import numpy as np
 import pyarrow as pa
 
 if TYPE_CHECKING:
-
     pass
 
 from pipelines.records.decode_common import FAST_SCHEMA, MAX_ABS_MS
@@ -62,7 +61,9 @@ def _is_ascii(buf: pa.Buffer | None) -> bool:
     return not (int(acc & _HIGH_BITS) or bool((data[words * 8 :] >= 0x80).any()))
 
 
-def _cut_strings(arr: pa.Array, bounds: tuple[np.ndarray, ...], picks: tuple[int, ...], rows: np.ndarray) -> list[pa.Array]:
+def _cut_strings(
+    arr: pa.Array, bounds: tuple[np.ndarray, ...], picks: tuple[int, ...], rows: np.ndarray
+) -> list[pa.Array]:
     """Strings cut out of ``arr``'s data buffer without a Python loop.
 
     ``bounds`` are per-row byte positions (same length as ``arr``, each row's run non-decreasing
@@ -113,7 +114,15 @@ def _non_ascii_rows(data: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -
 CHUNK_ROWS = 32_768
 
 _COLUMN_FIELDS = (
-    "live", "key_version", "partition", "value_version", "offset", "epoch", "no_epoch", "commit", "expire",
+    "live",
+    "key_version",
+    "partition",
+    "value_version",
+    "offset",
+    "epoch",
+    "no_epoch",
+    "commit",
+    "expire",
     "no_expire",
 )
 
@@ -122,12 +131,20 @@ _COLUMN_FIELDS = (
 # the metadata length (v0-v2, upper half of w10), then the v3 metadata length / v4 varint byte.
 # c16: the commit timestamp of a v3 value without metadata.
 _VALUE_HEAD = np.dtype(
-    {"names": ["ver", "offset", "w10", "mlen", "c16"], "formats": [">i2", ">i8", ">i4", ">i2", ">i8"],
-     "offsets": [0, 2, 10, 14, 16], "itemsize": 24}
+    {
+        "names": ["ver", "offset", "w10", "mlen", "c16"],
+        "formats": [">i2", ">i8", ">i4", ">i2", ">i8"],
+        "offsets": [0, 2, 10, 14, 16],
+        "itemsize": 24,
+    }
 )
 _VALUE_HEAD16 = np.dtype(
-    {"names": ["ver", "offset", "w10", "mlen"], "formats": [">i2", ">i8", ">i4", ">i2"],
-     "offsets": [0, 2, 10, 14], "itemsize": 16}
+    {
+        "names": ["ver", "offset", "w10", "mlen"],
+        "formats": [">i2", ">i8", ">i4", ">i2"],
+        "offsets": [0, 2, 10, 14],
+        "itemsize": 16,
+    }
 )
 
 
@@ -141,8 +158,14 @@ def _be_view(data: np.ndarray, width: int) -> np.ndarray:
 
 # long: one vectorised pass over a chunk; splitting it would materialise its intermediate arrays twice
 def _scan_chunk(
-    kdata: np.ndarray, kstart: np.ndarray, klen: np.ndarray, kvalid: np.ndarray,
-    vdata: np.ndarray, vstart: np.ndarray, vlen: np.ndarray, vvalid: np.ndarray,
+    kdata: np.ndarray,
+    kstart: np.ndarray,
+    klen: np.ndarray,
+    kvalid: np.ndarray,
+    vdata: np.ndarray,
+    vstart: np.ndarray,
+    vlen: np.ndarray,
+    vvalid: np.ndarray,
 ) -> dict[str, np.ndarray]:
     """The byte pass over one chunk of rows: every field of an offset commit, read in place.
 
@@ -382,5 +405,3 @@ def _with_validity(arr: pa.Array, valid: np.ndarray) -> pa.Array:
     bitmap = pa.array(valid, pa.bool_()).buffers()[1]
     assert arr.offset == 0 and arr.null_count == 0
     return pa.Array.from_buffers(arr.type, len(arr), [bitmap, *arr.buffers()[1:]])
-
-

@@ -33,4 +33,3 @@ FAST_SCHEMA = DECODE_FAST.arrow_schema()
 UNION_SCHEMA = DECODE_UNION.arrow_schema()
 TS = pa.timestamp("us", tz="UTC")
 MEMBER_ARROW = GROUP_METADATA.arrow_schema().field("members").type
-

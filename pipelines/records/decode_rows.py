@@ -30,7 +30,6 @@ from coordinator_core.records import (
 )
 
 if TYPE_CHECKING:
-
     from coordinator_core.records import Record
 
 from pipelines.records.decode_common import (
@@ -41,9 +40,7 @@ from pipelines.records.decode_common import (
     MAX_ABS_MS,
     UNION_SCHEMA,
 )
-from pipelines.records.decode_common import (
-    MEMBER_ARROW as _MEMBER_ARROW,
-)
+from pipelines.records.decode_common import MEMBER_ARROW as _MEMBER_ARROW
 
 
 # =============================================================================================
@@ -177,9 +174,11 @@ def _parsed_blob(consumer: bool, kind: str, blob: bytes) -> Any:
         out = fast
     else:
         asg = parse_member_blobs(ptype, replace(_EMPTY_MEMBER, assignment=blob)).assignment
-        out = None if asg is None else [
-            {"topic": tp.topic, "partition": p} for tp in asg.assigned_partitions for p in tp.partitions
-        ]
+        out = (
+            None
+            if asg is None
+            else [{"topic": tp.topic, "partition": p} for tp in asg.assigned_partitions for p in tp.partitions]
+        )
     global _blob_cache_used
     _blob_cache_used += len(blob) + 64
     if _blob_cache_used > _BLOB_CACHE_BYTES:
@@ -198,12 +197,26 @@ class GroupMetadataColumns:
     """
 
     _SCALARS = (
-        "group_id", "key_version", "is_tombstone", "value_version", "protocol_type", "generation",
-        "protocol", "leader", "current_state_timestamp", "member_count",
+        "group_id",
+        "key_version",
+        "is_tombstone",
+        "value_version",
+        "protocol_type",
+        "generation",
+        "protocol",
+        "leader",
+        "current_state_timestamp",
+        "member_count",
     )
     _MEMBER_FIELDS = (
-        "member_id", "group_instance_id", "client_id", "client_host", "rebalance_timeout", "session_timeout",
-        "subscription", "assignment",
+        "member_id",
+        "group_instance_id",
+        "client_id",
+        "client_host",
+        "rebalance_timeout",
+        "session_timeout",
+        "subscription",
+        "assignment",
     )
 
     _member_getter = operator.attrgetter(*_MEMBER_FIELDS)
@@ -235,8 +248,16 @@ class GroupMetadataColumns:
             cst = _ts(_check_ms("current_state_timestamp", value.current_state_timestamp))
             members = value.members
             vals = (
-                key.group, key.version, False, value.version, value.protocol_type, value.generation,
-                value.protocol, value.leader, cst, len(members),
+                key.group,
+                key.version,
+                False,
+                value.version,
+                value.protocol_type,
+                value.generation,
+                value.protocol,
+                value.leader,
+                cst,
+                len(members),
             )
             consumer = value.protocol_type == "consumer"
             subs, asgs = self.sub_blobs[consumer], self.asg_blobs[consumer]
@@ -271,7 +292,9 @@ class GroupMetadataColumns:
         member_cols.append(asgs.take(pa.array(self.asg_idx, pa.int32())))
         struct = pa.StructArray.from_arrays(member_cols, fields=list(mtype))
         out["members"] = pa.ListArray.from_arrays(
-            pa.array(self.member_offsets, pa.int32()), struct, type=_MEMBER_ARROW,
+            pa.array(self.member_offsets, pa.int32()),
+            struct,
+            type=_MEMBER_ARROW,
             mask=pa.array(self.member_null, pa.bool_()),
         )
         return out
@@ -287,18 +310,14 @@ def _check_ms(name: str, ms: int | None) -> int | None:
     return ms
 
 
-def slow_row(
-    key: bytes | None,
-    value: bytes | None,
-    *,
-    lenient: bool = False,
-) -> dict[str, Any]:
+def slow_row(key: bytes | None, value: bytes | None, *, lenient: bool = False) -> dict[str, Any]:
     """Decode one record with the core codec into a union row (without position columns)."""
     row = core_row(key, value, lenient, None, 0)
     assert row is not None
     return row
 
 
+# long: one dispatch over the record kinds the core codec returns (the fallback path, per row)
 def core_row(
     key: bytes | None, value: bytes | None, lenient: bool, gm: GroupMetadataColumns | None, position: int
 ) -> dict[str, Any] | None:
@@ -308,8 +327,12 @@ def core_row(
     row: dict[str, Any]
     if key is None:
         return quarantine_row(
-            key, value, "CorruptRecordError", "record key is null (keys are never null in __consumer_offsets)",
-            part="key", position=0,
+            key,
+            value,
+            "CorruptRecordError",
+            "record key is null (keys are never null in __consumer_offsets)",
+            part="key",
+            position=0,
         )
     try:
         rec = decode_record(key, value, lenient=lenient)
@@ -367,8 +390,14 @@ def core_row(
         }
     except CorruptRecordError as exc:
         return quarantine_row(
-            key, value, "CorruptRecordError", str(exc),
-            part=exc.part, position=exc.position, record_type=exc.record_type, version=exc.version,
+            key,
+            value,
+            "CorruptRecordError",
+            str(exc),
+            part=exc.part,
+            position=exc.position,
+            record_type=exc.record_type,
+            version=exc.version,
         )
     except _OutOfRangeError as exc:
         return quarantine_row(key, value, "ValueOutOfRange", str(exc), part="value")
@@ -400,5 +429,3 @@ def quarantine_row(
         "record_type": record_type,
         "version": version,
     }
-
-

@@ -51,6 +51,7 @@ def records_from_arrow(table: pa.Table, rows: Any = None) -> list[LogRecord]:
         OffsetCommitKey,
         OffsetCommitValue,
     )
+
     if rows is None:
         rows = np.arange(table.num_rows)
     n = len(rows)
@@ -92,8 +93,16 @@ def records_from_arrow(table: pa.Table, rows: Any = None) -> list[LogRecord]:
     if len(oc_pos):
         at, src, dst = of_kind(oc_pos)
         topic, partition, coff, epoch, meta, cts, ets = (
-            col(name, at) for name in ("topic", "partition", "committed_offset", "leader_epoch", "metadata",
-                                       "commit_timestamp_ms", "expire_timestamp_ms")
+            col(name, at)
+            for name in (
+                "topic",
+                "partition",
+                "committed_offset",
+                "leader_epoch",
+                "metadata",
+                "commit_timestamp_ms",
+                "expire_timestamp_ms",
+            )
         )
         keys: dict[tuple[Any, ...], OffsetCommitKey] = {}
         new_value = _fast(OffsetCommitValue)
@@ -111,8 +120,8 @@ def records_from_arrow(table: pa.Table, rows: Any = None) -> list[LogRecord]:
     if len(gm_pos):
         at, src, dst = of_kind(gm_pos)
         ptype, gen, proto, leader, csts = (
-            col(name, at) for name in ("protocol_type", "generation", "protocol", "leader",
-                                       "current_state_timestamp_ms")
+            col(name, at)
+            for name in ("protocol_type", "generation", "protocol", "leader", "current_state_timestamp_ms")
         )
         lists = table.column("members") if at is None else table.column("members").take(at)
         lists = lists.combine_chunks() if isinstance(lists, pa.ChunkedArray) else lists
@@ -120,9 +129,23 @@ def records_from_arrow(table: pa.Table, rows: Any = None) -> list[LogRecord]:
         bounds = np.concatenate(([0], np.cumsum(counts))).tolist()
         flat = lists.flatten()
         new_member = _fast(MemberMetadata)
-        fields = [flat.field(name).to_pylist() for name in (
-            "member_id", "client_id", "client_host", "session_timeout", "subscription", "assignment",
-            "rebalance_timeout", "group_instance_id")] if len(flat) else []
+        fields = (
+            [
+                flat.field(name).to_pylist()
+                for name in (
+                    "member_id",
+                    "client_id",
+                    "client_host",
+                    "session_timeout",
+                    "subscription",
+                    "assignment",
+                    "rebalance_timeout",
+                    "group_instance_id",
+                )
+            ]
+            if len(flat)
+            else []
+        )
         # fast_constructor fills every slot: the (empty) tagged fields come last
         members_all = [new_member((*f, ())) for f in zip(*fields, strict=True)] if fields else []
         gkeys: dict[tuple[Any, ...], GroupMetadataKey] = {}
@@ -134,7 +157,12 @@ def records_from_arrow(table: pa.Table, rows: Any = None) -> list[LogRecord]:
             gvalue = None
             if not tomb[i]:
                 gvalue = GroupMetadataValue(
-                    ptype[j], gen[j], proto[j], leader[j], tuple(members_all[bounds[j]:bounds[j + 1]]), csts[j],
+                    ptype[j],
+                    gen[j],
+                    proto[j],
+                    leader[j],
+                    tuple(members_all[bounds[j] : bounds[j + 1]]),
+                    csts[j],
                     vver[i],
                 )
             out[i] = LogRecord(part[i], off[i], ts[i], gkey, gvalue)

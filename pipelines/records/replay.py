@@ -32,10 +32,7 @@ from coordinator_core.events import TABLE_BY_KIND, WITHDRAWN
 from coordinator_core.settings import FACTS_ONLY, ReplaySettings
 from pipelines.records.commit_runs import MIN_ROWS_TO_COMPRESS, default_max_span_ms, items_by_group
 from pipelines.records.gold import DEFAULT_TABLES, GOLD_SPECS, GOLD_UNION_SCHEMA, rows_to_arrow, to_union
-from pipelines.records.replay_input import (
-    as_numpy,
-    sorted_by_position,
-)
+from pipelines.records.replay_input import as_numpy, sorted_by_position
 
 if TYPE_CHECKING:
     from coordinator_core.replay import GroupSnapshot, ReplayResult, RunCounters
@@ -46,15 +43,9 @@ SNAPSHOT_TABLES = ("group_state", "offsets_current")
 KINDS_BY_TABLE: dict[str, str] = {table: kind for kind, table in TABLE_BY_KIND.items()}
 
 
-
-
-
-
 # =============================================================================================
 # Pure part (no Spark): Arrow rows of one group -> LogRecords -> core replay -> gold rows
 # =============================================================================================
-
-
 
 
 # =============================================================================================
@@ -70,20 +61,6 @@ def _gc_paused() -> Iterator[None]:
     finally:
         if was:
             gc.enable()
-
-
-
-
-
-
-
-
-
-
-
-
-
-
 
 
 def replay_table(
@@ -140,11 +117,15 @@ def replay_table(
                 raise ValueError(f"rows of group {gid!r} given to the replay of group {snapshot.group_id!r}")
             items = group_items
     return replay_runs(
-        snapshot, items, settings=settings, as_of_ms=as_of_ms, event_kinds=kinds,
-        assume_log_start=assume_log_start, log_end_ms=log_end_ms, counters=counters,
+        snapshot,
+        items,
+        settings=settings,
+        as_of_ms=as_of_ms,
+        event_kinds=kinds,
+        assume_log_start=assume_log_start,
+        log_end_ms=log_end_ms,
+        counters=counters,
     )
-
-
 
 
 def event_kinds_for(tables: Iterable[str]) -> tuple[str, ...]:
@@ -173,9 +154,7 @@ def gold_rows(
     rows: dict[str, list[dict[str, Any]]] = {t: [] for t in tables}
     snap = result.snapshot
     if "group_state" in rows:
-        rows["group_state"].append(
-            snap.to_state_row(settings=settings, num_partitions=num_partitions)
-        )
+        rows["group_state"].append(snap.to_state_row(settings=settings, num_partitions=num_partitions))
     if "offsets_current" in rows:
         rows["offsets_current"].extend(snap.offset_rows())
     keyed: dict[str, dict[str, dict[str, Any]]] = {}
@@ -187,19 +166,13 @@ def gold_rows(
         bucket.pop(row["event_key"], None)  # re-insert: the later row wins and keeps log order
         bucket[row["event_key"]] = row
     for table, by_key in keyed.items():
-        rows[table].extend(
-            r for r in by_key.values() if keep_withdrawn or r.get("status") != WITHDRAWN
-        )
+        rows[table].extend(r for r in by_key.values() if keep_withdrawn or r.get("status") != WITHDRAWN)
     return rows
-
-
 
 
 def _union_table(rows: dict[str, list[dict[str, Any]]]) -> pa.Table:
     parts = [to_union(name, rows_to_arrow(GOLD_SPECS[name], rs)) for name, rs in rows.items() if rs]
     return pa.concat_tables(parts) if parts else GOLD_UNION_SCHEMA.empty_table()
-
-
 
 
 def replay_sorted_batches(
@@ -232,13 +205,22 @@ def replay_sorted_batches(
     span = default_max_span_ms(settings.retention_ms) if max_span_ms == -1 else max_span_ms
     for parts in _complete_groups(batches, rows_per_replay):
         out = _replay_complete(
-            pa.concat_tables(parts) if len(parts) > 1 else parts[0], settings=settings, as_of_ms=as_of_ms,
-            tables=tables, kinds=kinds, span=span, num_partitions=num_partitions, log_end_ms=log_end_ms,
+            pa.concat_tables(parts) if len(parts) > 1 else parts[0],
+            settings=settings,
+            as_of_ms=as_of_ms,
+            tables=tables,
+            kinds=kinds,
+            span=span,
+            num_partitions=num_partitions,
+            log_end_ms=log_end_ms,
             counters=counters,
         )
         if any(out.values()):
-            yield ({name: rows_to_arrow(GOLD_SPECS[name], rs) for name, rs in out.items() if rs} if as_tables
-                   else _union_table(out))
+            yield (
+                {name: rows_to_arrow(GOLD_SPECS[name], rs) for name, rs in out.items() if rs}
+                if as_tables
+                else _union_table(out)
+            )
 
 
 def _complete_groups(batches: Iterable[pa.RecordBatch], rows_per_replay: int) -> Iterator[list[pa.Table]]:
@@ -274,8 +256,15 @@ def _complete_groups(batches: Iterable[pa.RecordBatch], rows_per_replay: int) ->
 
 
 def _replay_complete(
-    work: pa.Table, *, settings: ReplaySettings, as_of_ms: int | None, tables: Sequence[str],
-    kinds: tuple[str, ...], span: int | None, num_partitions: int, log_end_ms: int | None,
+    work: pa.Table,
+    *,
+    settings: ReplaySettings,
+    as_of_ms: int | None,
+    tables: Sequence[str],
+    kinds: tuple[str, ...],
+    span: int | None,
+    num_partitions: int,
+    log_end_ms: int | None,
     counters: RunCounters | None,
 ) -> dict[str, list[dict[str, Any]]]:
     """Complete groups' rows -> their gold rows, by table."""
@@ -287,16 +276,20 @@ def _replay_complete(
     # across a ``yield``); anything cyclic is collected once it resumes
     with _gc_paused():
         for gid, items in items_by_group(work, compress="offset_commit" not in kinds, max_span_ms=span):
-            result = replay_runs(new_snapshot(gid), items, settings=settings, as_of_ms=as_of_ms,
-                                 event_kinds=kinds, log_end_ms=log_end_ms, counters=counters)
-            for name, rows in gold_rows(result, tables=tables, settings=settings,
-                                        num_partitions=num_partitions).items():
+            result = replay_runs(
+                new_snapshot(gid),
+                items,
+                settings=settings,
+                as_of_ms=as_of_ms,
+                event_kinds=kinds,
+                log_end_ms=log_end_ms,
+                counters=counters,
+            )
+            for name, rows in gold_rows(
+                result, tables=tables, settings=settings, num_partitions=num_partitions
+            ).items():
                 out[name].extend(rows)
     return out
-
-
-
-
 
 
 def as_of_and_log_end(
@@ -311,11 +304,3 @@ def as_of_and_log_end(
     if log_end_ms is None and newest_ms is not None:
         log_end_ms = newest_ms if as_of_ms is None else min(as_of_ms, newest_ms)
     return as_of_ms, log_end_ms
-
-
-
-
-
-
-
-

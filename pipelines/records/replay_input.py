@@ -33,8 +33,16 @@ REC_GROUP_METADATA = 1
 REC_UNSUPPORTED = 2
 #: the decoded tables the replay reads, in the order their rows are projected
 SOURCES = ("offset_commits", "group_metadata", "unsupported_records")
-_MEMBER_FIELDS = ("member_id", "group_instance_id", "client_id", "client_host", "rebalance_timeout",
-                  "session_timeout", "subscription", "assignment")
+_MEMBER_FIELDS = (
+    "member_id",
+    "group_instance_id",
+    "client_id",
+    "client_host",
+    "rebalance_timeout",
+    "session_timeout",
+    "subscription",
+    "assignment",
+)
 
 
 def schema() -> pa.Schema:
@@ -54,7 +62,8 @@ def _members(arr: Any, target: pa.DataType) -> Any:
     arr = arr.combine_chunks() if isinstance(arr, pa.ChunkedArray) else arr
     values = arr.values
     struct = pa.StructArray.from_arrays(
-        [values.field(f) for f in _MEMBER_FIELDS], fields=list(target.value_type),
+        [values.field(f) for f in _MEMBER_FIELDS],
+        fields=list(target.value_type),
         mask=values.is_null() if values.null_count else None,
     )
     offsets = arr.offsets
@@ -74,14 +83,27 @@ def project(source: str, batch: pa.RecordBatch | pa.Table) -> pa.Table:
         t = t.filter(pc.is_valid(t.column("group_id")))
         n = t.num_rows
         cols: dict[str, Any] = {
-            "group_id": t.column("group_id"), "coordinator_partition": t.column("partition"),
-            "log_offset": t.column("offset"), "log_timestamp_ms": _ms(t.column("timestamp")),
-            "rec_kind": pa.array([REC_UNSUPPORTED] * n, pa.int8()), "key_version": t.column("record_type"),
-            "raw_key": t.column("key"), "raw_value": t.column("value"),
+            "group_id": t.column("group_id"),
+            "coordinator_partition": t.column("partition"),
+            "log_offset": t.column("offset"),
+            "log_timestamp_ms": _ms(t.column("timestamp")),
+            "rec_kind": pa.array([REC_UNSUPPORTED] * n, pa.int8()),
+            "key_version": t.column("record_type"),
+            "raw_key": t.column("key"),
+            "raw_value": t.column("value"),
         }
     else:
-        cols = {name: t.column(name) for name in (
-            "group_id", "coordinator_partition", "log_offset", "key_version", "is_tombstone", "value_version")}
+        cols = {
+            name: t.column(name)
+            for name in (
+                "group_id",
+                "coordinator_partition",
+                "log_offset",
+                "key_version",
+                "is_tombstone",
+                "value_version",
+            )
+        }
         cols["log_timestamp_ms"] = _ms(t.column("log_timestamp"))
         if source == "offset_commits":
             cols["rec_kind"] = pa.array([REC_OFFSET_COMMIT] * n, pa.int8())
@@ -100,15 +122,38 @@ def project(source: str, batch: pa.RecordBatch | pa.Table) -> pa.Table:
 
 
 #: the replay-input columns each decoded table fills (the others are null for its rows)
-_BASE_COLUMNS = ("group_id", "coordinator_partition", "log_offset", "log_timestamp_ms", "rec_kind", "key_version",
-                 "is_tombstone", "value_version")
+_BASE_COLUMNS = (
+    "group_id",
+    "coordinator_partition",
+    "log_offset",
+    "log_timestamp_ms",
+    "rec_kind",
+    "key_version",
+    "is_tombstone",
+    "value_version",
+)
 
 
 SOURCE_COLUMNS = {
-    "offset_commits": (*_BASE_COLUMNS, "topic", "partition", "committed_offset", "leader_epoch", "metadata",
-                       "commit_timestamp_ms", "expire_timestamp_ms"),
-    "group_metadata": (*_BASE_COLUMNS, "protocol_type", "generation", "protocol", "leader",
-                       "current_state_timestamp_ms", "members"),
+    "offset_commits": (
+        *_BASE_COLUMNS,
+        "topic",
+        "partition",
+        "committed_offset",
+        "leader_epoch",
+        "metadata",
+        "commit_timestamp_ms",
+        "expire_timestamp_ms",
+    ),
+    "group_metadata": (
+        *_BASE_COLUMNS,
+        "protocol_type",
+        "generation",
+        "protocol",
+        "leader",
+        "current_state_timestamp_ms",
+        "members",
+    ),
     "unsupported_records": (*_BASE_COLUMNS, "raw_key", "raw_value"),
 }
 
@@ -144,7 +189,7 @@ def string_hash64(strings: Any) -> Any:
         arr = pc.fill_null(arr, "")
     arr = arr.cast(pa.large_string())
     n = len(arr)
-    offsets = np.frombuffer(arr.buffers()[1], dtype=np.int64)[arr.offset: arr.offset + n + 1]
+    offsets = np.frombuffer(arr.buffers()[1], dtype=np.int64)[arr.offset : arr.offset + n + 1]
     lengths = np.diff(offsets).astype(np.int64)
     h = lengths.astype(np.uint64)
     first, last = int(offsets[0]), int(offsets[-1])
@@ -168,8 +213,11 @@ def string_hash64(strings: Any) -> Any:
 def bucket_of(group_ids: Any, buckets: int) -> Any:
     """``string_hash64(group id) mod buckets`` per row (hashed once per distinct group)."""
 
-    enc = group_ids.combine_chunks().dictionary_encode() if isinstance(group_ids, pa.ChunkedArray) \
+    enc = (
+        group_ids.combine_chunks().dictionary_encode()
+        if isinstance(group_ids, pa.ChunkedArray)
         else group_ids.dictionary_encode()
+    )
     per_group = (string_hash64(enc.dictionary) % np.uint64(buckets)).astype(np.int32)
     return per_group[enc.indices.to_numpy(zero_copy_only=False)]
 
@@ -265,9 +313,11 @@ def pack_groups(table: pa.Table) -> pa.RecordBatch:
     ts = batch.column("log_timestamp_ms").to_numpy(zero_copy_only=False)
     blobs = [batch.slice(int(s), int(e - s)).serialize().to_pybytes() for s, e in zip(starts, ends)]
     return pa.RecordBatch.from_arrays(
-        [batch.column("group_id").take(pa.array(starts)),
-         pa.array(np.maximum.reduceat(ts, starts) * 1000, pa.int64()).cast(shape.field("log_timestamp").type),
-         pa.array(blobs, pa.binary())],
+        [
+            batch.column("group_id").take(pa.array(starts)),
+            pa.array(np.maximum.reduceat(ts, starts) * 1000, pa.int64()).cast(shape.field("log_timestamp").type),
+            pa.array(blobs, pa.binary()),
+        ],
         schema=shape,
     )
 

@@ -78,8 +78,12 @@ def split_union(union: DataFrame) -> DecodeResult:
         return union.where(F.col("kind") == kind).select(*sel)
 
     raw_names = {
-        "key": "raw_key", "value": "raw_value", "topic": "raw_topic", "partition": "coordinator_partition",
-        "offset": "log_offset", "timestamp": "log_timestamp",
+        "key": "raw_key",
+        "value": "raw_value",
+        "topic": "raw_topic",
+        "partition": "coordinator_partition",
+        "offset": "log_offset",
+        "timestamp": "log_timestamp",
     }
     return DecodeResult(
         offset_commits=project(KIND_OFFSET_COMMIT, OFFSET_COMMITS, {}),

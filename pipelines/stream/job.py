@@ -172,8 +172,15 @@ def run(
         cleaned = lock.cleanup.line()
         if cleaned:
             log.info("%s", cleaned)
-        return _run(spark, cfg, available_now=available_now, poll_seconds=poll_seconds, echo=echo,
-                    with_quarantine=with_quarantine, stopper=stopper)
+        return _run(
+            spark,
+            cfg,
+            available_now=available_now,
+            poll_seconds=poll_seconds,
+            echo=echo,
+            with_quarantine=with_quarantine,
+            stopper=stopper,
+        )
 
 
 def _run(
@@ -193,19 +200,24 @@ def _run(
     for name in (*settings.tables, "quarantine", "unsupported_records", "stream_progress"):
         io.ensure(name)
     # micro-batches committed just before a kill, whose progress was never polled
-    for query, checkpoint in ((settings.query_name, settings.replay_checkpoint),
-                              (settings.quarantine_query_name, settings.quarantine_checkpoint)):
+    for query, checkpoint in (
+        (settings.query_name, settings.replay_checkpoint),
+        (settings.quarantine_query_name, settings.quarantine_checkpoint),
+    ):
         reconstruct_progress(io, query, checkpoint)
     landing = local_dir(settings.landing) if uses_packed_landing(settings) else None
     recorder = ProgressRecorder(io, echo=echo, landing=os.path.abspath(landing) if landing is not None else None)
     stop = stopper if stopper is not None else _Stopper()
     starters: list[tuple[str, Callable[[], StreamingQuery]]] = [
-        (settings.query_name,
-         lambda: start_replay_query(spark, cfg, io, settings, available_now=available_now)),
+        (settings.query_name, lambda: start_replay_query(spark, cfg, io, settings, available_now=available_now))
     ]
     if with_quarantine:
-        starters.append((settings.quarantine_query_name,
-                         lambda: start_quarantine_query(spark, cfg, io, settings, available_now=available_now)))
+        starters.append(
+            (
+                settings.quarantine_query_name,
+                lambda: start_quarantine_query(spark, cfg, io, settings, available_now=available_now),
+            )
+        )
     stages = [[s] for s in starters] if available_now else [starters]
     for stage in stages:
         if stop.requested.is_set():
@@ -215,8 +227,13 @@ def _run(
     return recorder
 
 
-def _watch(queries: list[tuple[str, StreamingQuery]], recorder: ProgressRecorder, stop: Any,
-           poll_seconds: float, refuse: Callable[[], str | None] | None = None) -> None:
+def _watch(
+    queries: list[tuple[str, StreamingQuery]],
+    recorder: ProgressRecorder,
+    stop: Any,
+    poll_seconds: float,
+    refuse: Callable[[], str | None] | None = None,
+) -> None:
     """Poll progress until every query ended or a stop is requested; re-raise a query failure.
 
     A signal sent to the whole process group also reaches Spark's JVM, which then shuts down on
@@ -284,8 +301,13 @@ def run_job(conf: Config, available_now: bool = False) -> int:
         recorder = run(spark, conf, available_now=available_now, stopper=stopper)
     batches = [r for r in recorder.rows if r["query_name"] == REPLAY_QUERY]
     total = sum(r["input_rows"] for r in batches)
-    log.info("stream finished: %d micro-batches, %d input rows, %.1fs%s", len(batches), total,
-             time.time() - started, " (stopped by signal)" if stopper.requested.is_set() else "")
+    log.info(
+        "stream finished: %d micro-batches, %d input rows, %.1fs%s",
+        len(batches),
+        total,
+        time.time() - started,
+        " (stopped by signal)" if stopper.requested.is_set() else "",
+    )
     return 0
 
 
@@ -297,12 +319,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     from pipelines.config import add_conf_arguments, config_from_args
 
     parser = argparse.ArgumentParser(
-        prog="stream",
-        description="offsetlake streaming replay: raw records → decode → per-group state → Delta tables.",
+        prog="stream", description="offsetlake streaming replay: raw records → decode → per-group state → Delta tables."
     )
     add_conf_arguments(parser)
-    parser.add_argument("--available-now", action="store_true",
-                        help="process everything available, then stop (trigger availableNow)")
+    parser.add_argument(
+        "--available-now", action="store_true", help="process everything available, then stop (trigger availableNow)"
+    )
     args = parser.parse_args(argv)
     try:
         cfg = config_from_args(args)

@@ -125,8 +125,9 @@ class ProgressRecorder:
     ``dropped`` accumulates them: the job fails on it unless ``stream.allow_late_drops``.
     """
 
-    def __init__(self, io: TableIO | None, *, echo: Callable[[str], None] | None = None,
-                 landing: str | None = None) -> None:
+    def __init__(
+        self, io: TableIO | None, *, echo: Callable[[str], None] | None = None, landing: str | None = None
+    ) -> None:
         self.io = io
         self.echo = echo
         self.landing = landing  # the packed landing source's directory (exact late counts)
@@ -151,8 +152,11 @@ class ProgressRecorder:
             if dropped:
                 records = self._late_records(data)
                 self.dropped.append((name, int(data["batchId"]), dropped, records))
-                msg += (f" DROPPED_LATE={records} records ({dropped} packs)" if records is not None
-                        else f" DROPPED_LATE_PACKS={dropped} (records not counted for this source)")
+                msg += (
+                    f" DROPPED_LATE={records} records ({dropped} packs)"
+                    if records is not None
+                    else f" DROPPED_LATE_PACKS={dropped} (records not counted for this source)"
+                )
             (log.warning if dropped else log.info)(msg)
             if self.echo is not None:
                 self.echo(msg)
@@ -169,8 +173,10 @@ class ProgressRecorder:
         if self.landing is None or wm is None or len(sources) != 1:
             return None
         try:
-            start, end = (json.loads(sources[0][k]) if isinstance(sources[0][k], str) else sources[0][k]
-                          for k in ("startOffset", "endOffset"))
+            start, end = (
+                json.loads(sources[0][k]) if isinstance(sources[0][k], str) else sources[0][k]
+                for k in ("startOffset", "endOffset")
+            )
             if not isinstance(start, dict):  # the first batch starts at the initial offset
                 start = LandingPackedReader({"path": self.landing}).initialOffset()
             if not isinstance(end, dict):
@@ -186,11 +192,16 @@ class ProgressRecorder:
             return None
         packs = sum(d[2] for d in self.dropped)
         known = [d[3] for d in self.dropped]
-        what = (f"{sum(k for k in known if k is not None)} records ({packs} packs)" if None not in known
-                else f"{packs} packs (at least {packs} records)")
+        what = (
+            f"{sum(k for k in known if k is not None)} records ({packs} packs)"
+            if None not in known
+            else f"{packs} packs (at least {packs} records)"
+        )
         batches = ", ".join(f"{q} batch {b}" for q, b, *_ in self.dropped[:3])
-        return (f"stream: {what} arrived later than the watermark and were dropped ({batches}); "
-                "raise stream.watermark_delay_ms, or set stream.allow_late_drops: true to accept the loss")
+        return (
+            f"stream: {what} arrived later than the watermark and were dropped ({batches}); "
+            "raise stream.watermark_delay_ms, or set stream.allow_late_drops: true to accept the loss"
+        )
 
     def _write(self, name: str, rows: list[dict[str, Any]]) -> None:
         if self.io is None or self.io.spark is None:
@@ -201,8 +212,12 @@ class ProgressRecorder:
             df = self.io.spark.createDataFrame(rows, STREAM_PROGRESS.spark_schema())
             # MERGE on (query_name, batch_id): driver-side (no executor job next to the running
             # micro-batch) and idempotent by key, whatever a restart re-reports.
-            self.io.merge(STREAM_PROGRESS.name, df, txn_app_id=APP_ID_PREFIX + "progress-" + name,
-                          txn_version=max(r["batch_id"] for r in rows))
+            self.io.merge(
+                STREAM_PROGRESS.name,
+                df,
+                txn_app_id=APP_ID_PREFIX + "progress-" + name,
+                txn_version=max(r["batch_id"] for r in rows),
+            )
         except Exception as exc:  # progress is observational: never fail the job for it
             log.warning("stream_progress write failed: %s", exc)
 
@@ -230,8 +245,10 @@ def reconstruct_progress(io: TableIO, query_name: str, checkpoint: str) -> int:
     done = sorted(int(p.name) for p in commits.iterdir() if p.name.isdigit())
     if not done or not io.exists(STREAM_PROGRESS.name):
         return 0
-    have = {int(r["batch_id"]) for r in io.read(STREAM_PROGRESS.name).where(
-        f"query_name = '{query_name}'").select("batch_id").collect()}
+    have = {
+        int(r["batch_id"])
+        for r in io.read(STREAM_PROGRESS.name).where(f"query_name = '{query_name}'").select("batch_id").collect()
+    }
     rows = []
     for bid in done:
         if bid in have:
@@ -247,15 +264,23 @@ def reconstruct_progress(io: TableIO, query_name: str, checkpoint: str) -> int:
         if isinstance(end, dict) and "records" in end:
             records = int(end["records"]) - (int(start["records"]) if isinstance(start, dict) else 0)
         wm = int(meta.get("batchWatermarkMs") or 0)
-        rows.append({
-            "query_name": query_name, "batch_id": bid,
-            "timestamp": datetime.fromtimestamp(int(meta.get("batchTimestampMs") or 0) / 1000, UTC),
-            "input_rows": records, "input_rows_per_second": None, "processed_rows_per_second": None,
-            "batch_duration_ms": None, "state_rows": None, "state_memory_bytes": None,
-            "watermark": datetime.fromtimestamp(wm / 1000, UTC) if wm > 0 else None,
-            "sources": json.dumps([{"description": "reconstructed from the checkpoint", "startOffset": start,
-                                    "endOffset": end}]),
-        })
+        rows.append(
+            {
+                "query_name": query_name,
+                "batch_id": bid,
+                "timestamp": datetime.fromtimestamp(int(meta.get("batchTimestampMs") or 0) / 1000, UTC),
+                "input_rows": records,
+                "input_rows_per_second": None,
+                "processed_rows_per_second": None,
+                "batch_duration_ms": None,
+                "state_rows": None,
+                "state_memory_bytes": None,
+                "watermark": datetime.fromtimestamp(wm / 1000, UTC) if wm > 0 else None,
+                "sources": json.dumps(
+                    [{"description": "reconstructed from the checkpoint", "startOffset": start, "endOffset": end}]
+                ),
+            }
+        )
     if rows:
         io.merge(STREAM_PROGRESS.name, io.spark.createDataFrame(rows, STREAM_PROGRESS.spark_schema()))
         log.info("stream_progress: %d micro-batch row(s) of %s rebuilt from the checkpoint", len(rows), query_name)

@@ -11,11 +11,13 @@ Rules:
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from coordinator_core.settings import ReplaySettings
 from pipelines.errors import UsageError
+from pipelines.tableio import uri as uris
 
 if TYPE_CHECKING:
     from pipelines.config import Config
@@ -65,6 +67,10 @@ def settings_from_config(cfg: Config) -> StreamSettings:
         raise UsageError("input.format: json landing files are not supported by the streaming job; use parquet")
     if cfg.input.source == "delta":
         raise UsageError("input.source: delta is not supported by the streaming job; use landing or kafka")
+    landing = cfg.input.path or cfg.paths.landing
+    if cfg.input.source == "landing" and uris.is_local(landing) and not os.path.exists(uris.local_path(landing)):
+        # the file source needs it when the query starts: say so before Spark starts
+        raise UsageError(f"input: landing path {landing} does not exist (generate data first: offsetlake generate)")
     return StreamSettings(
         source=cfg.input.source,
         landing=cfg.input.path or cfg.paths.landing,
@@ -81,4 +87,3 @@ def settings_from_config(cfg: Config) -> StreamSettings:
         state_partitions=cfg.stream.state_partitions,
         allow_late_drops=cfg.stream.allow_late_drops,
     )
-

@@ -94,8 +94,7 @@ class GoldBatchWriter:
             t1 = time.perf_counter()
             if name == DELETED_OFFSETS:
                 # after the upserts of offsets_current (same table: commits in order)
-                self.io.delete_keys("offsets_current", tables[name], txn_app_id=self.app_id,
-                                    txn_version=batch_id)
+                self.io.delete_keys("offsets_current", tables[name], txn_app_id=self.app_id, txn_version=batch_id)
             else:
                 table = tables[name]
                 gone = None

@@ -58,9 +58,9 @@ def read_raw_stream(spark: SparkSession, cfg: Config, settings: StreamSettings) 
 def local_dir(path: str) -> str | None:
     """The local directory behind ``path`` (plain or ``file:`` URI), else None."""
     if path.startswith("file://"):
-        path = path[len("file://"):]
+        path = path[len("file://") :]
     elif path.startswith("file:"):
-        path = path[len("file:"):]
+        path = path[len("file:") :]
     elif "://" in path:
         return None
     return path
@@ -69,8 +69,9 @@ def local_dir(path: str) -> str | None:
 def uses_packed_landing(settings: StreamSettings) -> bool:
     """Whether the replay query reads the landing directory with the packed Python source
     (``stream.landing_reader: python`` over a local directory), else Spark's file/Kafka source."""
-    return settings.source == "landing" and settings.landing_reader == "python" and local_dir(
-        settings.landing) is not None
+    return (
+        settings.source == "landing" and settings.landing_reader == "python" and local_dir(settings.landing) is not None
+    )
 
 
 def list_landing(path: str) -> list[tuple[int, str, int]]:
@@ -223,8 +224,11 @@ class LandingPackedReader:
         if not batch:
             return dict(start)
         if late:
-            log.warning("landing: %d file(s) arrived after newer files were processed: %s", len(late),
-                        ", ".join(f[1] for f in late[:5]))
+            log.warning(
+                "landing: %d file(s) arrived after newer files were processed: %s",
+                len(late),
+                ", ".join(f[1] for f in late[:5]),
+            )
         rows = sum(pq.read_metadata(os.path.join(self.path, f[1])).num_rows for f in batch)
         last_key = (int(start.get("key", -(2**63))), str(start.get("name", ""))) if "key" in start else None
         top = max([(f[0], f[1]) for f in new] + ([last_key] if last_key else []))
@@ -232,8 +236,13 @@ class LandingPackedReader:
         # plus this batch (``new`` is a prefix of the pending files in content order; a file
         # left out by the available-now target is newer than every file taken)
         seen = max([int(start.get("seen_ns", -1)), *(f[3] for f in batch)])
-        return {"files": int(start["files"]) + len(batch), "records": int(start["records"]) + rows,
-                "key": top[0], "name": top[1], "seen_ns": seen}
+        return {
+            "files": int(start["files"]) + len(batch),
+            "records": int(start["records"]) + rows,
+            "key": top[0],
+            "name": top[1],
+            "seen_ns": seen,
+        }
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[LandingPartition]:
         before = self._taken(start)

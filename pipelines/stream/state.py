@@ -86,11 +86,7 @@ class GroupReplayer:
     num_partitions: int
 
     def replay_rows(
-        self,
-        group_id: str,
-        snapshot_blob: bytes | None,
-        records_table: pa.Table | None,
-        watermark_ms: int,
+        self, group_id: str, snapshot_blob: bytes | None, records_table: pa.Table | None, watermark_ms: int
     ) -> tuple[bytes, dict[str, list[dict[str, Any]]], int | None]:
         """The pure part: (state bytes, input rows, watermark) → (new state bytes, changed gold
         rows per table (core rows, last row per key; ``DELETED_OFFSETS``: offsets the group no
@@ -127,14 +123,10 @@ class GroupReplayer:
         removed = [tp for tp in before.offsets if tp not in after.offsets]
         view = dataclasses.replace(result, snapshot=dataclasses.replace(after, offsets=changed))
         by_table = gold_rows(
-            view, tables=self.tables, settings=self.settings,
-            num_partitions=self.num_partitions, keep_withdrawn=True,
+            view, tables=self.tables, settings=self.settings, num_partitions=self.num_partitions, keep_withdrawn=True
         )
         if "group_state" in by_table:  # the state row must describe the whole snapshot
-            by_table["group_state"] = [
-                after.to_state_row(settings=self.settings,
-                                   num_partitions=self.num_partitions)
-            ]
+            by_table["group_state"] = [after.to_state_row(settings=self.settings, num_partitions=self.num_partitions)]
         out: dict[str, list[dict[str, Any]]] = {}
         for name, rows in by_table.items():
             if rows:
@@ -145,9 +137,7 @@ class GroupReplayer:
         nxt = after.next_judgment_ms(self.settings)
         return serialize_snapshot(after), out, nxt
 
-    def __call__(
-        self, key: tuple[Any, ...], pdfs: Iterator[pd.DataFrame], state: GroupState
-    ) -> Iterator[pd.DataFrame]:
+    def __call__(self, key: tuple[Any, ...], pdfs: Iterator[pd.DataFrame], state: GroupState) -> Iterator[pd.DataFrame]:
         from coordinator_core.replay import SNAPSHOT_FORMAT_VERSION
 
         (group_id,) = key
@@ -183,7 +173,5 @@ def stateful_replay(packed: DataFrame, settings: StreamSettings) -> DataFrame:
     return (
         packed.withWatermark("log_timestamp", f"{settings.watermark_delay_ms} milliseconds")
         .groupBy("group_id")
-        .applyInPandasWithState(
-            fn, OUTPUT_DDL, STATE_DDL, "update", GroupStateTimeout.EventTimeTimeout
-        )
+        .applyInPandasWithState(fn, OUTPUT_DDL, STATE_DDL, "update", GroupStateTimeout.EventTimeTimeout)
     )

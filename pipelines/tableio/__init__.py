@@ -51,12 +51,26 @@ if TYPE_CHECKING:
     from pipelines.config import Config
 
 __all__ = [
-    "COMMIT_REFUSED", "SIDE_KEY", "ParquetFileCopy", "TableIO", "TableInfo", "WriteResult", "append_arrow_at",
-    "column_names_at", "conform", "conform_arrow", "file_matches", "file_uris_at", "is_table_at",
-    "read_arrow_at", "resolve_engine", "uri",
+    "COMMIT_REFUSED",
+    "SIDE_KEY",
+    "ParquetFileCopy",
+    "TableIO",
+    "TableInfo",
+    "WriteResult",
+    "append_arrow_at",
+    "column_names_at",
+    "conform",
+    "conform_arrow",
+    "file_matches",
+    "file_uris_at",
+    "is_table_at",
+    "read_arrow_at",
+    "resolve_engine",
+    "uri",
 ]
 
 log = logging.getLogger(__name__)
+
 
 def resolve_engine(requested: str, spark: SparkSession | None) -> EngineName:
     """``auto`` → ``spark`` when Delta's Spark classes load, else ``rust``."""
@@ -146,8 +160,7 @@ class TableIO:
         carries exactly this marker (``latest``), or its ``txn`` for app_id is >= version."""
         from pipelines.tableio import deltars
 
-        return self.exists(name) and deltars.already_applied(self._dt(name), app_id, version,
-                                                             require_latest=latest)
+        return self.exists(name) and deltars.already_applied(self._dt(name), app_id, version, require_latest=latest)
 
     def count(self, name: str) -> int:
         """Row count from the Delta log (sum of ``numRecords``), no data scan."""
@@ -181,19 +194,40 @@ class TableIO:
             self._engine.create(self.path(name), get_spec(name))
 
     # ---- writes -----------------------------------------------------------------------------
-    def append(self, name: str, df: DataFrame, *, txn_app_id: str | None = None, txn_version: int | None = None,
-               metadata: dict[str, Any] | None = None) -> WriteResult:
+    def append(
+        self,
+        name: str,
+        df: DataFrame,
+        *,
+        txn_app_id: str | None = None,
+        txn_version: int | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> WriteResult:
         """Append ``df``; with (txn_app_id, txn_version) a retried batch is skipped, never doubled."""
         return self._write(name, df, "append", txn_app_id, txn_version, metadata)
 
-    def overwrite(self, name: str, df: DataFrame, *, txn_app_id: str | None = None,
-                  txn_version: int | None = None, metadata: dict[str, Any] | None = None) -> WriteResult:
+    def overwrite(
+        self,
+        name: str,
+        df: DataFrame,
+        *,
+        txn_app_id: str | None = None,
+        txn_version: int | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> WriteResult:
         """Replace the table's contents with ``df`` in one commit (skipped if the latest commit
         already carries this marker)."""
         return self._write(name, df, "overwrite", txn_app_id, txn_version, metadata)
 
-    def _write(self, name: str, df: DataFrame, mode: Literal["append", "overwrite"], app_id: str | None,
-               version: int | None, metadata: dict[str, Any] | None) -> WriteResult:
+    def _write(
+        self,
+        name: str,
+        df: DataFrame,
+        mode: Literal["append", "overwrite"],
+        app_id: str | None,
+        version: int | None,
+        metadata: dict[str, Any] | None,
+    ) -> WriteResult:
         from pipelines.tableio import deltars
 
         if (app_id is None) != (version is None):
@@ -217,8 +251,9 @@ class TableIO:
             return False
         return self.applied(name, app_id, version, latest=replacing)
 
-    def write_routed(self, names: list[str] | tuple[str, ...], df: DataFrame, route: str, **options: Any,
-                     ) -> dict[str, WriteResult]:
+    def write_routed(
+        self, names: list[str] | tuple[str, ...], df: DataFrame, route: str, **options: Any
+    ) -> dict[str, WriteResult]:
         """Write the tables ``names`` in ONE pass over ``df`` (rust engine; default: replace them).
 
         Each task passes its Arrow batches through ``route`` (``"module:function"``, called as
@@ -238,9 +273,16 @@ class TableIO:
         """
         return self._engine.write_routed(list(names), df, route, **options)
 
-    def merge(self, name: str, df: DataFrame | pa.Table, keys: tuple[str, ...] | list[str] | None = None, *,
-              delete_missing: bool = False, txn_app_id: str | None = None,
-              txn_version: int | None = None) -> WriteResult:
+    def merge(
+        self,
+        name: str,
+        df: DataFrame | pa.Table,
+        keys: tuple[str, ...] | list[str] | None = None,
+        *,
+        delete_missing: bool = False,
+        txn_app_id: str | None = None,
+        txn_version: int | None = None,
+    ) -> WriteResult:
         """Upsert ``df`` (a DataFrame, or a small pyarrow Table already on the driver) into a
         current-state table on ``keys`` (default: the spec's primary key).
 
@@ -260,17 +302,35 @@ class TableIO:
         before = self.version(name)
         on = " AND ".join(f"t.`{k}` = s.`{k}`" for k in keys)
         changed = " OR ".join(f"(t.`{c}` IS DISTINCT FROM s.`{c}`)" for c in spec.column_names if c not in keys)
-        metrics = self._engine.merge(self.path(name), spec, source, on=on, changed=changed or None,
-                                     delete_missing=delete_missing, app_id=txn_app_id, version=txn_version)
+        metrics = self._engine.merge(
+            self.path(name),
+            spec,
+            source,
+            on=on,
+            changed=changed or None,
+            delete_missing=delete_missing,
+            app_id=txn_app_id,
+            version=txn_version,
+        )
         after = self.version(name) or 0
         affected = None
         if metrics:
-            affected = int(metrics.get("num_target_rows_inserted", 0) + metrics.get("num_target_rows_updated", 0)
-                           + metrics.get("num_target_rows_deleted", 0))
+            affected = int(
+                metrics.get("num_target_rows_inserted", 0)
+                + metrics.get("num_target_rows_updated", 0)
+                + metrics.get("num_target_rows_deleted", 0)
+            )
         return WriteResult(name, "merge", after, after == before, affected, metrics or None)
 
-    def delete_keys(self, name: str, keys: Any, key_cols: tuple[str, ...] | list[str] | None = None, *,
-                    txn_app_id: str | None = None, txn_version: int | None = None) -> WriteResult:
+    def delete_keys(
+        self,
+        name: str,
+        keys: Any,
+        key_cols: tuple[str, ...] | list[str] | None = None,
+        *,
+        txn_app_id: str | None = None,
+        txn_version: int | None = None,
+    ) -> WriteResult:
         """Delete the rows of ``name`` whose key (default: the primary key) is in ``keys`` (a
         DataFrame or an Arrow table). A MERGE with only a delete clause: deleting absent rows
         deletes nothing and makes no commit, so a retry is harmless."""
@@ -336,8 +396,9 @@ class TableIO:
             raise UsageError(f"table {name} does not exist at {self.path(name)} (run the batch job first)")
         return self._engine.read(self.path(name), get_spec(name), version)
 
-    def read_arrow(self, name: str, columns: list[str] | None = None, filter: Any = None,
-                   version: int | None = None) -> pa.Table | None:
+    def read_arrow(
+        self, name: str, columns: list[str] | None = None, filter: Any = None, version: int | None = None
+    ) -> pa.Table | None:
         """The table's rows on the driver as Arrow (delta-rs, no Spark): only ``columns``,
         ``filter`` (a ``pyarrow.dataset`` expression) pushed down; ``None`` when the table does
         not exist. For small tables and narrow reads (reports, ``inspect``)."""
@@ -377,8 +438,9 @@ def column_names_at(location: str) -> list[str]:
     return deltars.column_names(location)
 
 
-def read_arrow_at(location: str, columns: list[str] | None = None, filter: Any = None,
-                  version: int | None = None) -> pa.Table:
+def read_arrow_at(
+    location: str, columns: list[str] | None = None, filter: Any = None, version: int | None = None
+) -> pa.Table:
     """The snapshot's rows at ``location`` as Arrow on the driver (``TableIO.read_arrow``)."""
     from pipelines.tableio import deltars
 

@@ -81,8 +81,9 @@ def conform_arrow(table: pa.Table, spec: TableSpec) -> pa.Table:
     missing = [c for c in spec.column_names if c not in have]
     extra = [c for c in have if c not in spec.column_names]
     if missing or extra:
-        raise ValueError(f"table {spec.name}: Arrow table does not match schemas/: missing {missing}, "
-                         f"unexpected {extra}")
+        raise ValueError(
+            f"table {spec.name}: Arrow table does not match schemas/: missing {missing}, unexpected {extra}"
+        )
     return table.select(list(spec.column_names)).cast(spec.arrow_schema())
 
 
@@ -112,17 +113,34 @@ class Engine(Protocol):
     def create(self, uri: str, spec: TableSpec) -> None:
         """Create the empty table (declared schema, partitioning, description)."""
 
-    def write(self, uri: str, spec: TableSpec, data: DataFrame, mode: WriteMode, app_id: str | None,
-              version: int | None, metadata: dict[str, Any] | None) -> None:
+    def write(
+        self,
+        uri: str,
+        spec: TableSpec,
+        data: DataFrame,
+        mode: WriteMode,
+        app_id: str | None,
+        version: int | None,
+        metadata: dict[str, Any] | None,
+    ) -> None:
         """Append or replace the table's rows with conformed ``data`` in one commit."""
 
-    def merge(self, uri: str, spec: TableSpec, source: DataFrame | pa.Table, *, on: str, changed: str | None,
-              delete_missing: bool, app_id: str | None, version: int | None) -> dict[str, Any]:
+    def merge(
+        self,
+        uri: str,
+        spec: TableSpec,
+        source: DataFrame | pa.Table,
+        *,
+        on: str,
+        changed: str | None,
+        delete_missing: bool,
+        app_id: str | None,
+        version: int | None,
+    ) -> dict[str, Any]:
         """MERGE a conformed source; the metrics when the engine reports them."""
         ...
 
-    def delete_keys(self, uri: str, keys: pa.Table, *, on: str, app_id: str | None,
-                    version: int | None) -> int | None:
+    def delete_keys(self, uri: str, keys: pa.Table, *, on: str, app_id: str | None, version: int | None) -> int | None:
         """Delete the rows matching ``keys``; rows deleted when known."""
         ...
 

@@ -11,7 +11,8 @@ Rules:
   them as the ``userMetadata`` JSON; ``latest_commit_info`` merges both spellings).
   ``already_applied``: appends follow Delta's ``txn`` rule (recorded version >= version);
   replacing writes need the LATEST commit to carry exactly the marker.
-- Arrow reads go through the snapshot (``to_pyarrow_dataset``), never a directory listing.
+- Arrow reads go through the snapshot (``to_pyarrow_dataset``), never a directory listing, and
+  read the files through pyarrow's own filesystem (``read_arrow`` says why).
 """
 
 from __future__ import annotations
@@ -68,8 +69,9 @@ def commit_properties(app_id: str | None, version: int | None, extra: dict[str, 
 
     if app_id is None or version is None:
         return CommitProperties(custom_metadata=dict(extra)) if extra else None
-    return CommitProperties(custom_metadata=marker(app_id, version, extra),
-                            app_transactions=[Transaction(app_id, version)])
+    return CommitProperties(
+        custom_metadata=marker(app_id, version, extra), app_transactions=[Transaction(app_id, version)]
+    )
 
 
 def latest_commit_info(dt: Any) -> dict[str, Any]:
@@ -113,20 +115,41 @@ def file_uris(uri: str, version: int | None = None) -> list[str]:
     return list(open_table(uri, version).file_uris())
 
 
-def create(uri: str, schema: pa.Schema, partition_by: list[str], *, name: str | None = None,
-           description: str | None = None, mode: str = "error") -> None:
+def create(
+    uri: str,
+    schema: pa.Schema,
+    partition_by: list[str],
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    mode: str = "error",
+) -> None:
     """An empty table with ``schema`` (``mode="ignore"``: leave an existing one alone)."""
     from deltalake import DeltaTable
 
-    DeltaTable.create(uris.for_delta_rs(uri), schema=schema, mode=mode,  # type: ignore[arg-type]
-                      partition_by=partition_by or None, name=name, description=description)
+    DeltaTable.create(
+        uris.for_delta_rs(uri),
+        schema=schema,
+        mode=mode,  # type: ignore[arg-type]
+        partition_by=partition_by or None,
+        name=name,
+        description=description,
+    )
 
 
-def read_arrow(uri: str, columns: list[str] | None = None, filter: Any = None,
-               version: int | None = None) -> pa.Table:
+def read_arrow(uri: str, columns: list[str] | None = None, filter: Any = None, version: int | None = None) -> pa.Table:
     """The snapshot's rows as Arrow (only ``columns``; ``filter``: a ``pyarrow.dataset``
     expression pushed down to the scan)."""
-    dataset = open_table(uri, version).to_pyarrow_dataset()
+    from pyarrow import fs
+
+    # pyarrow's own filesystem, not delta-rs's default (a Python ``PyFileSystem`` handler): with
+    # the handler, Parquet pre-buffering leaves futures holding Python-owned buffers that Arrow's
+    # I/O threads release after ``to_table`` returned; one released while the interpreter shuts
+    # down takes the GIL, is killed by Python's finalization (pthread_exit through a noexcept
+    # destructor) and the process aborts: "terminate called without an active exception", exit
+    # 134 (seen on ``inspect group`` in ~2% of runs). Arrow-native buffers need no GIL.
+    filesystem, root = uris.filesystem(uri)
+    dataset = open_table(uri, version).to_pyarrow_dataset(filesystem=fs.SubTreeFileSystem(root, filesystem))
     return dataset.to_table(columns=columns, filter=filter)
 
 
@@ -150,12 +173,21 @@ def write_arrow(uri: str, table: pa.Table, mode: str = "append") -> None:
     write_deltalake(uris.for_delta_rs(uri), table, mode=mode)  # type: ignore[call-overload]
 
 
-def merge_arrow(uri: str, source: pa.Table, *, on: str, changed: str | None, delete_missing: bool,
-                app_id: str | None, version: int | None) -> dict[str, Any]:
+def merge_arrow(
+    uri: str,
+    source: pa.Table,
+    *,
+    on: str,
+    changed: str | None,
+    delete_missing: bool,
+    app_id: str | None,
+    version: int | None,
+) -> dict[str, Any]:
     """MERGE an Arrow source into the table: update rows where ``changed``, insert new ones,
     delete target rows absent from the source when ``delete_missing``; the merge metrics."""
-    builder = open_table(uri).merge(source, predicate=on, source_alias="s", target_alias="t",
-                                    commit_properties=commit_properties(app_id, version))
+    builder = open_table(uri).merge(
+        source, predicate=on, source_alias="s", target_alias="t", commit_properties=commit_properties(app_id, version)
+    )
     builder = builder.when_matched_update_all(predicate=changed).when_not_matched_insert_all()
     if delete_missing:
         builder = builder.when_not_matched_by_source_delete()
@@ -165,17 +197,28 @@ def merge_arrow(uri: str, source: pa.Table, *, on: str, changed: str | None, del
 def delete_matching(uri: str, keys: pa.Table, *, on: str, app_id: str | None, version: int | None) -> int:
     """Delete the target rows matching ``keys`` (a MERGE with only a delete clause); rows deleted."""
     metrics = (
-        open_table(uri).merge(keys, predicate=on, source_alias="s", target_alias="t",
-                              commit_properties=commit_properties(app_id, version))
+        open_table(uri)
+        .merge(
+            keys, predicate=on, source_alias="s", target_alias="t", commit_properties=commit_properties(app_id, version)
+        )
         .when_matched_delete()
         .execute()
     )
     return int(metrics.get("num_target_rows_deleted", 0))
 
 
-def commit_files(uri: str, files: list[FileAdd], *, schema: pa.Schema, partition_by: list[str],
-                 overwrite: bool, app_id: str | None, txn_version: int | None, require_latest: bool,
-                 metadata: dict[str, Any]) -> bool:
+def commit_files(
+    uri: str,
+    files: list[FileAdd],
+    *,
+    schema: pa.Schema,
+    partition_by: list[str],
+    overwrite: bool,
+    app_id: str | None,
+    txn_version: int | None,
+    require_latest: bool,
+    metadata: dict[str, Any],
+) -> bool:
     """ONE Delta commit adding ``files`` (append or overwrite) with the idempotency marker.
 
     Returns False (and deletes ``files``) when the marker is already applied, True otherwise.
@@ -188,14 +231,14 @@ def commit_files(uri: str, files: list[FileAdd], *, schema: pa.Schema, partition
     if not files and not marked and not overwrite:
         return True  # an empty unmarked append would only bump the version
     dt = open_table(uri)
-    if app_id is not None and txn_version is not None and already_applied(
-        dt, app_id, txn_version, require_latest=require_latest
+    if (
+        app_id is not None
+        and txn_version is not None
+        and already_applied(dt, app_id, txn_version, require_latest=require_latest)
     ):
         delete_files(uri, files)
         return False
-    adds: list[Any] = [
-        AddAction(f.path, f.size, f.partition_values, f.modification_time, True, f.stats) for f in files
-    ]
+    adds: list[Any] = [AddAction(f.path, f.size, f.partition_values, f.modification_time, True, f.stats) for f in files]
     extra = dict(metadata)
     extra[ROWS_KEY] = sum(f.num_records for f in files)
     dt.create_write_transaction(
@@ -213,5 +256,6 @@ def optimize(uri: str) -> dict[str, Any]:
 
 
 def vacuum(uri: str, retention_hours: int, *, dry_run: bool) -> list[str]:
-    return list(open_table(uri).vacuum(retention_hours=retention_hours, dry_run=dry_run,
-                                       enforce_retention_duration=False))
+    return list(
+        open_table(uri).vacuum(retention_hours=retention_hours, dry_run=dry_run, enforce_retention_duration=False)
+    )

@@ -45,8 +45,7 @@ def _log_paths(log_dir: Path) -> set[str] | None:
             elif ".checkpoint" in name and name.endswith(".parquet"):
                 import pyarrow.parquet as pq
 
-                table = pq.read_table(entry, columns=[c for c in ("add", "remove")
-                                                      if c in pq.read_schema(entry).names])
+                table = pq.read_table(entry, columns=[c for c in ("add", "remove") if c in pq.read_schema(entry).names])
                 for col in table.column_names:
                     for item in table.column(col).to_pylist():
                         if item and item.get("path"):
@@ -64,9 +63,9 @@ def orphan_files(table_dir: Path, before: float) -> list[Path]:
         return []
     root = table_dir.resolve().as_posix().rstrip("/") + "/"
     for p in list(known):  # absolute paths (shallow clones, other writers) → relative when inside
-        local = p[len("file://"):] if p.startswith("file://") else p[len("file:"):] if p.startswith("file:") else p
+        local = p[len("file://") :] if p.startswith("file://") else p[len("file:") :] if p.startswith("file:") else p
         if local.startswith(root):
-            known.add(local[len(root):])
+            known.add(local[len(root) :])
         elif "://" in p or p.startswith("/"):
             known.add(p)
     out = []

@@ -80,8 +80,10 @@ def routed_frames(df: DataFrame, route: str, route_options: dict[str, Any], name
             yield _batch(rows)
 
     out = df.mapInArrow(packed, PACKED_DDL).persist(StorageLevel.MEMORY_AND_DISK)
-    counts = {(r["kind"], r["name"]): int(r["n"] or 0)
-              for r in out.groupBy("kind", "name").agg(F.sum("rows").alias("n")).collect()}
+    counts = {
+        (r["kind"], r["name"]): int(r["n"] or 0)
+        for r in out.groupBy("kind", "name").agg(F.sum("rows").alias("n")).collect()
+    }
     side = [json.loads(r["payload"]) for r in out.where("kind = 'side'").select("payload").collect()]
     frames = {}
     for name in names:
@@ -96,8 +98,9 @@ def routed_frames(df: DataFrame, route: str, route_options: dict[str, Any], name
 
         rows_of = out.where((F.col("kind") == "rows") & (F.col("name") == name)).select("payload")
         frames[name] = rows_of.mapInArrow(unpack, spec.ddl())
-    return RoutedFrames(frames, counts.get(("consumed", ""), 0),
-                        {n: counts.get(("rows", n), 0) for n in names}, side, out)
+    return RoutedFrames(
+        frames, counts.get(("consumed", ""), 0), {n: counts.get(("rows", n), 0) for n in names}, side, out
+    )
 
 
 def _batch(rows: list[tuple[str, str, bytes | None, int]]) -> pa.RecordBatch:
@@ -105,7 +108,11 @@ def _batch(rows: list[tuple[str, str, bytes | None, int]]) -> pa.RecordBatch:
 
     kinds, names, payloads, counts = zip(*rows, strict=True)
     return pa.RecordBatch.from_arrays(
-        [pa.array(kinds, pa.string()), pa.array(names, pa.string()), pa.array(payloads, pa.binary()),
-         pa.array(counts, pa.int64())],
+        [
+            pa.array(kinds, pa.string()),
+            pa.array(names, pa.string()),
+            pa.array(payloads, pa.binary()),
+            pa.array(counts, pa.int64()),
+        ],
         names=["kind", "name", "payload", "rows"],
     )

@@ -54,11 +54,25 @@ class RustEngine:
         return self.spark
 
     def create(self, uri: str, spec: TableSpec) -> None:
-        deltars.create(uri, spec.arrow_schema(), list(spec.partition_by), name=spec.name,
-                       description=spec.doc.strip() or None, mode="ignore")
+        deltars.create(
+            uri,
+            spec.arrow_schema(),
+            list(spec.partition_by),
+            name=spec.name,
+            description=spec.doc.strip() or None,
+            mode="ignore",
+        )
 
-    def write(self, uri: str, spec: TableSpec, data: DataFrame, mode: WriteMode, app_id: str | None,
-              version: int | None, metadata: dict[str, Any] | None) -> None:
+    def write(
+        self,
+        uri: str,
+        spec: TableSpec,
+        data: DataFrame,
+        mode: WriteMode,
+        app_id: str | None,
+        version: int | None,
+        metadata: dict[str, Any] | None,
+    ) -> None:
         from pipelines.tableio import rust_sink
 
         writer = (
@@ -76,14 +90,24 @@ class RustEngine:
             writer = writer.option("txn_app_id", app_id).option("txn_version", str(version))
         writer.save()
 
-    def merge(self, uri: str, spec: TableSpec, source: DataFrame | pa.Table, *, on: str, changed: str | None,
-              delete_missing: bool, app_id: str | None, version: int | None) -> dict[str, Any]:
+    def merge(
+        self,
+        uri: str,
+        spec: TableSpec,
+        source: DataFrame | pa.Table,
+        *,
+        on: str,
+        changed: str | None,
+        delete_missing: bool,
+        app_id: str | None,
+        version: int | None,
+    ) -> dict[str, Any]:
         arrow = source.toArrow().cast(spec.arrow_schema()) if hasattr(source, "toArrow") else source
-        return deltars.merge_arrow(uri, arrow, on=on, changed=changed, delete_missing=delete_missing,
-                                   app_id=app_id, version=version)
+        return deltars.merge_arrow(
+            uri, arrow, on=on, changed=changed, delete_missing=delete_missing, app_id=app_id, version=version
+        )
 
-    def delete_keys(self, uri: str, keys: pa.Table, *, on: str, app_id: str | None,
-                    version: int | None) -> int | None:
+    def delete_keys(self, uri: str, keys: pa.Table, *, on: str, app_id: str | None, version: int | None) -> int | None:
         return deltars.delete_matching(uri, keys, on=on, app_id=app_id, version=version)
 
     def read(self, uri: str, spec: TableSpec, version: int | None) -> DataFrame:
@@ -93,8 +117,9 @@ class RustEngine:
         if not deltars.file_list_is_snapshot(dt):
             # Written by another engine with deletion vectors / column mapping: the file list alone
             # is not the snapshot. delta-rs applies them; the rows pass through the driver.
-            log.warning("%s: reader features %s: reading through delta-rs on the driver", spec.name,
-                        deltars.reader_features(dt))
+            log.warning(
+                "%s: reader features %s: reading through delta-rs on the driver", spec.name, deltars.reader_features(dt)
+            )
             table = dt.to_pyarrow_table().select(list(spec.column_names)).cast(spec.arrow_schema())
             return spark.createDataFrame(table, schema=schema)
         files = dt.file_uris()
@@ -168,21 +193,35 @@ class _RoutedWrite:
         marked = app_id is not None and version is not None
         # a pass that must write its side outputs runs even when the tables carry the marker
         # already (their files are then deleted at the commit): e.g. the replay input
-        if app_id is not None and version is not None and not self.staged and not self.options["side_manifest"] \
-                and all(io.applied(n, app_id, version, latest=mode == "overwrite") for n in names):
+        if (
+            app_id is not None
+            and version is not None
+            and not self.staged
+            and not self.options["side_manifest"]
+            and all(io.applied(n, app_id, version, latest=mode == "overwrite") for n in names)
+        ):
             return {n: WriteResult(n, mode, before[n] or 0, True) for n in names}
         for n in self.staged:
             io.drop_staged(n)
             spec = get_spec(n)
             deltars.create(io.staging_path(n), spec.arrow_schema(), list(spec.partition_by))
         tables = [
-            {"name": sp.name, "path": io.staging_path(sp.name) if sp.name in self.staged else io.path(sp.name),
-             "arrow_schema": rust_sink.encode_schema(sp.arrow_schema()), "partition_by": list(sp.partition_by),
-             "marked": sp.name not in self.staged}
+            {
+                "name": sp.name,
+                "path": io.staging_path(sp.name) if sp.name in self.staged else io.path(sp.name),
+                "arrow_schema": rust_sink.encode_schema(sp.arrow_schema()),
+                "partition_by": list(sp.partition_by),
+                "marked": sp.name not in self.staged,
+            }
             for sp in specs
         ]
-        writer = (df.write.format(rust_sink.MULTI_FORMAT_NAME).mode(mode)
-                  .option("tables", json.dumps(tables)).option("route", route).options(**self.options))
+        writer = (
+            df.write.format(rust_sink.MULTI_FORMAT_NAME)
+            .mode(mode)
+            .option("tables", json.dumps(tables))
+            .option("route", route)
+            .options(**self.options)
+        )
         if marked:
             writer = writer.option("txn_app_id", app_id).option("txn_version", str(version))
         writer.save()

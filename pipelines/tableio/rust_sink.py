@@ -120,9 +120,7 @@ class ParquetFileCopy:
 def file_matches(schema: pa.Schema, target: pa.Schema) -> bool:
     """True when a Parquet file with ``schema`` can join a table of ``target`` as it is: the
     same column names, order and types (nullability and metadata aside)."""
-    return schema.names == target.names and all(
-        a.type.equals(b.type) for a, b in zip(schema, target, strict=True)
-    )
+    return schema.names == target.names and all(a.type.equals(b.type) for a, b in zip(schema, target, strict=True))
 
 
 def _footer_stats(meta: Any, schema: pa.Schema) -> tuple[dict[str, Any], dict[str, Any], dict[str, int]] | None:
@@ -283,9 +281,16 @@ class _TaskWriter:
             {"numRecords": meta.num_rows, "minValues": mins, "maxValues": maxs, "nullCount": nulls},
             separators=(",", ":"),
         )
-        self.files.append(FileAdd(path=rel, size=int(info.size), partition_values={},
-                                  modification_time=int(time.time() * 1000), stats=stats,
-                                  num_records=meta.num_rows))
+        self.files.append(
+            FileAdd(
+                path=rel,
+                size=int(info.size),
+                partition_values={},
+                modification_time=int(time.time() * 1000),
+                stats=stats,
+                num_records=meta.num_rows,
+            )
+        )
 
     def close(self) -> list[FileAdd]:
         import pyarrow as pa
@@ -328,9 +333,15 @@ class DeltaRsArrowWriter(DataSourceArrowWriter):
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         files = [f for m in messages if isinstance(m, DeltaRsCommitMessage) for f in m.files]
         commit_files(
-            self.table_uri, files, schema=decode_schema(self.schema_b64), partition_by=self.partition_by,
-            overwrite=self.overwrite, app_id=self.app_id, txn_version=self.txn_version,
-            require_latest=self.require_latest, metadata=self.metadata,
+            self.table_uri,
+            files,
+            schema=decode_schema(self.schema_b64),
+            partition_by=self.partition_by,
+            overwrite=self.overwrite,
+            app_id=self.app_id,
+            txn_version=self.txn_version,
+            require_latest=self.require_latest,
+            metadata=self.metadata,
         )
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
@@ -358,8 +369,6 @@ class MultiCommitMessage(WriterCommitMessage):
     files: dict[str, list[FileAdd]] = field(default_factory=dict)
     rows_in: int = 0
     side: list[dict[str, Any]] = field(default_factory=list)
-
-
 
 
 def load_route(spec: str) -> Any:
@@ -426,8 +435,7 @@ class DeltaRsMultiWriter(DataSourceArrowWriter):
                     writers[name].adopt(table.path)
                 elif table.num_rows:
                     writers[name].write(table.select(schemas[name].names).cast(schemas[name]))
-        return MultiCommitMessage(files={name: w.close() for name, w in writers.items()}, rows_in=rows_in,
-                                  side=side)
+        return MultiCommitMessage(files={name: w.close() for name, w in writers.items()}, rows_in=rows_in, side=side)
 
     def _all(self, messages: list[WriterCommitMessage | None]) -> tuple[dict[str, list[FileAdd]], int]:
         files: dict[str, list[FileAdd]] = {t["name"]: [] for t in self.tables}
@@ -465,10 +473,15 @@ class DeltaRsMultiWriter(DataSourceArrowWriter):
         for t in self.tables:
             marked = t.get("marked", True)
             commit_files(
-                t["path"], files[t["name"]], schema=decode_schema(t["arrow_schema"]),
-                partition_by=list(t["partition_by"]), overwrite=self.overwrite,
-                app_id=self.app_id if marked else None, txn_version=self.txn_version if marked else None,
-                require_latest=self.require_latest, metadata=self.metadata,
+                t["path"],
+                files[t["name"]],
+                schema=decode_schema(t["arrow_schema"]),
+                partition_by=list(t["partition_by"]),
+                overwrite=self.overwrite,
+                app_id=self.app_id if marked else None,
+                txn_version=self.txn_version if marked else None,
+                require_latest=self.require_latest,
+                metadata=self.metadata,
             )
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:

@@ -60,8 +60,16 @@ class SparkEngine:
             builder = builder.partitionedBy(*spec.partition_by)
         builder.execute()
 
-    def write(self, uri: str, spec: TableSpec, data: DataFrame, mode: WriteMode, app_id: str | None,
-              version: int | None, metadata: dict[str, Any] | None) -> None:
+    def write(
+        self,
+        uri: str,
+        spec: TableSpec,
+        data: DataFrame,
+        mode: WriteMode,
+        app_id: str | None,
+        version: int | None,
+        metadata: dict[str, Any] | None,
+    ) -> None:
         writer = data.write.format("delta").mode(mode)
         if app_id is not None:
             writer = writer.option("txnAppId", app_id).option("txnVersion", str(version))
@@ -70,8 +78,18 @@ class SparkEngine:
             writer = writer.partitionBy(*spec.partition_by)
         writer.save(uri)
 
-    def merge(self, uri: str, spec: TableSpec, source: DataFrame | pa.Table, *, on: str, changed: str | None,
-              delete_missing: bool, app_id: str | None, version: int | None) -> dict[str, Any]:
+    def merge(
+        self,
+        uri: str,
+        spec: TableSpec,
+        source: DataFrame | pa.Table,
+        *,
+        on: str,
+        changed: str | None,
+        delete_missing: bool,
+        app_id: str | None,
+        version: int | None,
+    ) -> dict[str, Any]:
         data = source if hasattr(source, "toArrow") else self.spark.createDataFrame(source, spec.spark_schema())
         session_conf = {}
         if app_id is not None and version is not None:
@@ -84,7 +102,8 @@ class SparkEngine:
         for key, value in session_conf.items():
             self.spark.conf.set(key, value)
         m = (
-            self._table(uri).alias("t")
+            self._table(uri)
+            .alias("t")
             .merge(data.alias("s"), on)
             .whenMatchedUpdateAll(condition=changed)
             .whenNotMatchedInsertAll()
@@ -98,8 +117,7 @@ class SparkEngine:
                 self.spark.conf.unset(key)
         return {}
 
-    def delete_keys(self, uri: str, keys: pa.Table, *, on: str, app_id: str | None,
-                    version: int | None) -> int | None:
+    def delete_keys(self, uri: str, keys: pa.Table, *, on: str, app_id: str | None, version: int | None) -> int | None:
         self._table(uri).alias("t").merge(self.spark.createDataFrame(keys).alias("s"), on).whenMatchedDelete().execute()
         return None
 
@@ -133,8 +151,9 @@ class SparkEngine:
         before = {n: io.version(n) for n in names}
         out = routed_frames(df, route, route_options, list(names))
         try:
-            problem = out.problem(rows_equal_input=bool(options.get("rows_equal_input")),
-                                  expected_rows=options.get("expected_rows"))
+            problem = out.problem(
+                rows_equal_input=bool(options.get("rows_equal_input")), expected_rows=options.get("expected_rows")
+            )
             if problem is not None:
                 raise RuntimeError(f"count mismatch, nothing committed: {problem}")
             refused = load_route(commit_check)(out.side, route_options) if commit_check else None
@@ -155,8 +174,9 @@ class SparkEngine:
                 if marked and io.applied(name, txn_app_id, txn_version, latest=mode == "overwrite"):  # type: ignore[arg-type]
                     results[name] = WriteResult(name, mode, before[name] or 0, True)
                     continue
-                self.write(io.path(name), spec, out.frames[name], mode, txn_app_id, txn_version,
-                           options.get("metadata"))
+                self.write(
+                    io.path(name), spec, out.frames[name], mode, txn_app_id, txn_version, options.get("metadata")
+                )
                 results[name] = WriteResult(name, mode, io.version(name) or 0, False, out.rows_out[name])
             return results
         finally:

@@ -90,7 +90,7 @@ def for_pyarrow(location: str) -> str:
     """The spelling ``pyarrow.fs.FileSystem.from_uri`` accepts: ``s3a://``/``s3n://`` → ``s3://``."""
     s = scheme(location)
     if s in _S3_ALIASES:
-        return "s3" + location[len(s):]
+        return "s3" + location[len(s) :]
     return location
 
 

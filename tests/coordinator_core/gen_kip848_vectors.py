@@ -53,19 +53,20 @@ def load_schemas(args: argparse.Namespace) -> tuple[dict[str, dict[str, Any]], d
     blobs: dict[str, str] = {}
     if args.git:
         listing = subprocess.run(
-            ["git", "-C", args.git, "ls-tree", args.ref, MESSAGE_DIR + "/"],
-            check=True, capture_output=True, text=True,
+            ["git", "-C", args.git, "ls-tree", args.ref, MESSAGE_DIR + "/"], check=True, capture_output=True, text=True
         ).stdout
         for line in listing.splitlines():
             meta, path = line.split("\t")
             blob = meta.split()[2]
-            text = subprocess.run(["git", "-C", args.git, "cat-file", "blob", blob],
-                                  check=True, capture_output=True, text=True).stdout
+            text = subprocess.run(
+                ["git", "-C", args.git, "cat-file", "blob", blob], check=True, capture_output=True, text=True
+            ).stdout
             spec = json.loads(strip_comments(text))
             schemas[spec["name"]] = spec
             blobs[spec["name"]] = blob
-        commit = subprocess.run(["git", "-C", args.git, "rev-parse", args.ref],
-                                check=True, capture_output=True, text=True).stdout.strip()
+        commit = subprocess.run(
+            ["git", "-C", args.git, "rev-parse", args.ref], check=True, capture_output=True, text=True
+        ).stdout.strip()
         provenance = f"{args.source_name} {args.ref} ({commit}) {MESSAGE_DIR}"
     else:
         for path in sorted(Path(args.dir).glob("*.json")):
@@ -163,8 +164,11 @@ class Sampler:
                 return []
             elem = t[2:]
             if elem in FIXED:
-                lo, hi = {"int16": (-(2**15), 2**15 - 1), "int32": (-(2**31), 2**31 - 1),
-                          "int64": (-(2**63), 2**63 - 1)}[elem]
+                lo, hi = {
+                    "int16": (-(2**15), 2**15 - 1),
+                    "int32": (-(2**31), 2**31 - 1),
+                    "int64": (-(2**63), 2**63 - 1),
+                }[elem]
                 return [k, lo, hi]
             if elem == "string":
                 return [f"t{k}-a", f"t{k}-\u00e9"]
@@ -172,11 +176,15 @@ class Sampler:
             return [self.struct(sub, mode, common) for _ in range(2)]
         return self.struct(struct_fields(f, common), mode, common)
 
-    def struct(self, fields: list[dict[str, Any]], mode: str, common: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
+    def struct(
+        self, fields: list[dict[str, Any]], mode: str, common: dict[str, list[dict[str, Any]]]
+    ) -> dict[str, Any]:
         return {f["name"]: self.value(f, mode, common) for f in fields if versions_include(field_versions(f), 0)}
 
 
-def add_unknown_tags(value: dict[str, Any], fields: list[dict[str, Any]], common: dict[str, list[dict[str, Any]]]) -> None:
+def add_unknown_tags(
+    value: dict[str, Any], fields: list[dict[str, Any]], common: dict[str, list[dict[str, Any]]]
+) -> None:
     """Unknown tagged fields (tags above every known one, a 2-byte-varint tag too), at the top
     level and in the first element of the first struct array."""
     value["_unknown"] = [(9, b"\x01\x02\x03"), (200, b"")]
@@ -205,7 +213,9 @@ def enc_string(s: str | None, flexible: bool) -> bytes:
     return (uvarint(len(b) + 1) if flexible else struct.pack(">h", len(b))) + b
 
 
-def enc_field(f: dict[str, Any], v: Any, flexible: bool, common: dict[str, list[dict[str, Any]]], tagged: bool = False) -> bytes:
+def enc_field(
+    f: dict[str, Any], v: Any, flexible: bool, common: dict[str, list[dict[str, Any]]], tagged: bool = False
+) -> bytes:
     t = f["type"]
     if t in FIXED:
         return struct.pack(">" + FIXED[t], v)
@@ -240,7 +250,9 @@ def enc_field(f: dict[str, Any], v: Any, flexible: bool, common: dict[str, list[
     return (b"\x01" if nullable else b"") + enc_struct(struct_fields(f, common), v, flexible, common)
 
 
-def enc_struct(fields: list[dict[str, Any]], value: dict[str, Any], flexible: bool, common: dict[str, list[dict[str, Any]]]) -> bytes:
+def enc_struct(
+    fields: list[dict[str, Any]], value: dict[str, Any], flexible: bool, common: dict[str, list[dict[str, Any]]]
+) -> bytes:
     out = b""
     tagged: list[tuple[int, bytes]] = []
     for f in fields:
@@ -286,7 +298,9 @@ def json_field(f: dict[str, Any], v: Any, common: dict[str, list[dict[str, Any]]
     return json_struct(struct_fields(f, common), v, common)
 
 
-def json_struct(fields: list[dict[str, Any]], value: dict[str, Any], common: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
+def json_struct(
+    fields: list[dict[str, Any]], value: dict[str, Any], common: dict[str, list[dict[str, Any]]]
+) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for f in fields:
         if not versions_include(field_versions(f), 0):
@@ -323,8 +337,12 @@ def main() -> None:
         assert value_spec["flexibleVersions"] == "0+" and key_spec.get("flexibleVersions", "none") == "none", rt
         common = {c["name"]: c["fields"] for c in value_spec.get("commonStructs", [])}
         key_fields = key_spec["fields"]
-        key_value = {f["name"]: {"GroupId": "grp-\u00fc-1", "MemberId": "member-7f3a",
-                                 "RegularExpression": "orders-.*"}[f["name"]] for f in key_fields}
+        key_value = {
+            f["name"]: {"GroupId": "grp-\u00fc-1", "MemberId": "member-7f3a", "RegularExpression": "orders-.*"}[
+                f["name"]
+            ]
+            for f in key_fields
+        }
         key_bytes = struct.pack(">h", rt) + enc_struct(key_fields, key_value, False, {})
         key_json = {"type": rt, "data": json_struct(key_fields, key_value, {})}
         cases = []
@@ -334,14 +352,25 @@ def main() -> None:
             if mode == "unknown_tags":
                 add_unknown_tags(value, value_spec["fields"], common)
             value_bytes = struct.pack(">h", 0) + enc_struct(value_spec["fields"], value, True, common)
-            cases.append({
-                "name": mode,
+            cases.append(
+                {
+                    "name": mode,
+                    "key_hex": key_bytes.hex(),
+                    "value_hex": value_bytes.hex(),
+                    "kafka_json": {
+                        "key": key_json,
+                        "value": {"version": 0, "data": json_struct(value_spec["fields"], value, common)},
+                    },
+                }
+            )
+        cases.append(
+            {
+                "name": "tombstone",
                 "key_hex": key_bytes.hex(),
-                "value_hex": value_bytes.hex(),
-                "kafka_json": {"key": key_json, "value": {"version": 0, "data": json_struct(value_spec["fields"], value, common)}},
-            })
-        cases.append({"name": "tombstone", "key_hex": key_bytes.hex(), "value_hex": None,
-                      "kafka_json": {"key": key_json, "value": None}})
+                "value_hex": None,
+                "kafka_json": {"key": key_json, "value": None},
+            }
+        )
         name = value_spec["name"].removesuffix("Value")
         doc = {
             "record_type": rt,

@@ -38,9 +38,7 @@ def member(
     subscription: bytes | None = None,
 ) -> MemberMetadata:
     """A consumer-protocol member with encoded subscription/assignment blobs."""
-    sub = (
-        subscription if subscription is not None else encode_subscription(Subscription(tuple(sorted(topics))))
-    )
+    sub = subscription if subscription is not None else encode_subscription(Subscription(tuple(sorted(topics))))
     asg = encode_assignment(
         Assignment(tuple(TopicPartitions(t, tuple(ps)) for t, ps in sorted((assigned or {}).items())))
     )
@@ -59,9 +57,7 @@ def member(
 class GroupLog:
     """One group's records in log order."""
 
-    def __init__(
-        self, group: str = "g", partition: int = 7, start_ms: int = T0, first_offset: int = 100
-    ) -> None:
+    def __init__(self, group: str = "g", partition: int = 7, start_ms: int = T0, first_offset: int = 100) -> None:
         self.group = group
         self.partition = partition
         self.now = start_ms
@@ -118,9 +114,7 @@ class GroupLog:
             self.now = at
         state_ts = self.now if cst == -1 else cst
         return self._append(
-            GroupMetadataKey(self.group),
-            GroupMetadataValue(protocol_type, generation, None, None, (), state_ts),
-            None,
+            GroupMetadataKey(self.group), GroupMetadataValue(protocol_type, generation, None, None, (), state_ts), None
         )
 
     def commit(
@@ -136,9 +130,7 @@ class GroupLog:
         if at is not None:
             self.now = at
         version = 1 if expire is not None else 3
-        value = OffsetCommitValue(
-            offset, "", self.now if commit_ts is None else commit_ts, None, expire, version
-        )
+        value = OffsetCommitValue(offset, "", self.now if commit_ts is None else commit_ts, None, expire, version)
         return self._append(OffsetCommitKey(self.group, topic, partition), value, None)
 
     def offset_tombstone(self, topic: str, partition: int, *, at: int | None = None) -> LogRecord:
@@ -149,8 +141,6 @@ class GroupLog:
 
     def unknown(self, key_version: int = 5, *, at: int | None = None) -> LogRecord:
         gid = self.group.encode()
-        raw = (
-            key_version.to_bytes(2, "big") + len(gid).to_bytes(2, "big") + gid
-        )  # KIP-848 keys start with GroupId
+        raw = key_version.to_bytes(2, "big") + len(gid).to_bytes(2, "big") + gid  # KIP-848 keys start with GroupId
         key = UnknownKey(key_version, raw, self.group, (("group_id", self.group),))
         return self._append(key, UnknownValue(0, b"\x00\x00"), at)

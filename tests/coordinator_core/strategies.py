@@ -141,7 +141,11 @@ def group_metadata_records(draw: st.DrawFn, tombstones: bool = True) -> Record:
 def unknown_records(draw: st.DrawFn) -> Record:
     key = draw(unknown_keys())
     raw = draw(st.one_of(st.none(), st.binary(max_size=40)))
-    value = None if raw is None else UnknownValue(int.from_bytes(raw[:2], "big", signed=True) if len(raw) >= 2 else None, raw)
+    value = (
+        None
+        if raw is None
+        else UnknownValue(int.from_bytes(raw[:2], "big", signed=True) if len(raw) >= 2 else None, raw)
+    )
     return Record(key, value)
 
 
@@ -152,9 +156,7 @@ records = st.one_of(offset_commit_records(), group_metadata_records(), unknown_r
 # ---------------------------------------------------------------------------------------------
 # Embedded consumer protocol
 # ---------------------------------------------------------------------------------------------
-topic_partitions = st.builds(
-    TopicPartitions, topic=names, partitions=st.lists(int32s, max_size=6).map(tuple)
-)
+topic_partitions = st.builds(TopicPartitions, topic=names, partitions=st.lists(int32s, max_size=6).map(tuple))
 
 
 @st.composite
@@ -191,18 +193,26 @@ def consumer_group_values(draw: st.DrawFn, version: int | None = None, max_membe
         m = draw(member_metadata(base.version))
         members.append(
             MemberMetadata(
-                member_id=m.member_id, client_id=m.client_id, client_host=m.client_host,
+                member_id=m.member_id,
+                client_id=m.client_id,
+                client_host=m.client_host,
                 session_timeout=m.session_timeout,
                 subscription=encode_subscription(draw(subscriptions())),
                 assignment=encode_assignment(draw(assignments())),
-                rebalance_timeout=m.rebalance_timeout, group_instance_id=m.group_instance_id,
+                rebalance_timeout=m.rebalance_timeout,
+                group_instance_id=m.group_instance_id,
                 tagged_fields=m.tagged_fields,
             )
         )
     return GroupMetadataValue(
-        protocol_type="consumer", generation=base.generation, protocol=base.protocol, leader=base.leader,
-        members=tuple(members), current_state_timestamp=base.current_state_timestamp,
-        version=base.version, tagged_fields=base.tagged_fields,
+        protocol_type="consumer",
+        generation=base.generation,
+        protocol=base.protocol,
+        leader=base.leader,
+        members=tuple(members),
+        current_state_timestamp=base.current_state_timestamp,
+        version=base.version,
+        tagged_fields=base.tagged_fields,
     )
 
 
@@ -214,8 +224,11 @@ def consumer_group_values(draw: st.DrawFn, version: int | None = None, max_membe
 # bytes in ``Uuid.toString()`` form.
 # ---------------------------------------------------------------------------------------------
 _INT_RANGES = {
-    "int8": (-(2**7), 2**7 - 1), "int16": (-(2**15), 2**15 - 1), "uint16": (0, 2**16 - 1),
-    "int32": (INT32_MIN, INT32_MAX), "int64": (INT64_MIN, INT64_MAX),
+    "int8": (-(2**7), 2**7 - 1),
+    "int16": (-(2**15), 2**15 - 1),
+    "uint16": (0, 2**16 - 1),
+    "int32": (INT32_MIN, INT32_MAX),
+    "int64": (INT64_MIN, INT64_MAX),
 }
 
 

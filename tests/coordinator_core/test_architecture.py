@@ -79,6 +79,4 @@ def test_snapshot_codec_is_written_on_wire_primitives() -> None:
 def test_commit_runs_reach_the_fold_only_through_the_expiry_interface() -> None:
     imports = _imports(CORE / "commit_runs.py")
     assert "coordinator_core.expiry.BulkFold" in imports
-    assert not {
-        m for m in imports if m.startswith(("coordinator_core.group_fold", "coordinator_core.replay"))
-    }
+    assert not {m for m in imports if m.startswith(("coordinator_core.group_fold", "coordinator_core.replay"))}

@@ -21,28 +21,18 @@ def _subs(**topics: tuple[str, ...]) -> dict[str, MemberSubscription]:
 
 def test_range_matches_the_seed_example_two_consumers_two_topics_three_partitions() -> None:
     result = range_assign({"t0": 3, "t1": 3}, _subs(C0=("t0", "t1"), C1=("t0", "t1")))
-    assert result == {
-        "C0": [("t0", 0), ("t0", 1), ("t1", 0), ("t1", 1)],
-        "C1": [("t0", 2), ("t1", 2)],
-    }
+    assert result == {"C0": [("t0", 0), ("t0", 1), ("t1", 0), ("t1", 1)], "C1": [("t0", 2), ("t1", 2)]}
 
 
 def test_roundrobin_deals_sorted_partitions_over_sorted_members() -> None:
     result = roundrobin_assign({"t0": 3, "t1": 3}, _subs(C0=("t0", "t1"), C1=("t0", "t1")))
-    assert result == {
-        "C0": [("t0", 0), ("t0", 2), ("t1", 1)],
-        "C1": [("t0", 1), ("t1", 0), ("t1", 2)],
-    }
+    assert result == {"C0": [("t0", 0), ("t0", 2), ("t1", 1)], "C1": [("t0", 1), ("t1", 0), ("t1", 2)]}
 
 
 def test_roundrobin_with_unequal_subscriptions_matches_the_javadoc_example() -> None:
     # RoundRobinAssignor javadoc: C0 [t0], C1 [t0, t1], C2 [t0, t1, t2]; t0 1, t1 2, t2 3 partitions.
     result = roundrobin_assign({"t0": 1, "t1": 2, "t2": 3}, _subs(C0=("t0",), C1=("t0", "t1"), C2=("t0", "t1", "t2")))
-    assert result == {
-        "C0": [("t0", 0)],
-        "C1": [("t1", 0)],
-        "C2": [("t1", 1), ("t2", 0), ("t2", 1), ("t2", 2)],
-    }
+    assert result == {"C0": [("t0", 0)], "C1": [("t1", 0)], "C2": [("t1", 1), ("t2", 0), ("t2", 1), ("t2", 2)]}
 
 
 def test_static_members_sort_before_dynamic_ones_by_instance_id() -> None:
@@ -108,13 +98,10 @@ def test_every_partition_is_owned_exactly_once_and_identical_subscriptions_balan
 
 
 @settings(max_examples=150, deadline=None)
-@given(
-    partitions=st.integers(1, 24),
-    before=st.integers(1, 6),
-    leaving=st.integers(0, 3),
-    joining=st.integers(0, 3),
-)
-def test_sticky_moves_the_minimum_number_of_partitions(partitions: int, before: int, leaving: int, joining: int) -> None:
+@given(partitions=st.integers(1, 24), before=st.integers(1, 6), leaving=st.integers(0, 3), joining=st.integers(0, 3))
+def test_sticky_moves_the_minimum_number_of_partitions(
+    partitions: int, before: int, leaving: int, joining: int
+) -> None:
     topics = {"t": partitions}
     start = sticky_assign(topics, {f"m{i}": MemberSubscription(("t",)) for i in range(before)})
     survivors = [f"m{i}" for i in range(min(leaving, before - 1), before)]

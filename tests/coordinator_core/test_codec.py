@@ -6,14 +6,7 @@ import struct
 
 import pytest
 
-from coordinator_core.codec import (
-    decode_key,
-    decode_record,
-    decode_value,
-    encode_key,
-    encode_record,
-    encode_value,
-)
+from coordinator_core.codec import decode_key, decode_record, decode_value, encode_key, encode_record, encode_value
 from coordinator_core.errors import CorruptRecordError
 from coordinator_core.records import (
     RECORD_TYPE_NAMES,
@@ -107,7 +100,9 @@ def test_every_newer_record_type_is_named_and_never_fatal(version: int) -> None:
     assert decode_value(key, None) is None
 
 
-@pytest.mark.parametrize("raw", [b"\x00\x03", b"\x00\x03\xff", b"\x00\x05\x00\x09abc", b"\x7f\xff", b"\xff\xff\x00\x01a"])
+@pytest.mark.parametrize(
+    "raw", [b"\x00\x03", b"\x00\x03\xff", b"\x00\x05\x00\x09abc", b"\x7f\xff", b"\xff\xff\x00\x01a"]
+)
 def test_unknown_record_types_with_unparseable_fields_still_decode(raw: bytes) -> None:
     key = decode_key(raw)
     assert isinstance(key, UnknownKey) and key.raw == raw
@@ -137,14 +132,27 @@ KEY = OffsetCommitKey("g", "t", 0)
 @pytest.mark.parametrize(
     ("value", "hex_"),
     [
-        (OffsetCommitValue(100, "metadata", 1234, version=0), "0000000000000000006400086d6574616461746100000000000004d2"),
-        (OffsetCommitValue(100, "metadata", 1234, expire_timestamp=5000, version=1),
-         "0001000000000000006400086d6574616461746100000000000004d20000000000001388"),
-        (OffsetCommitValue(100, "metadata", 1234, version=1),
-         "0001000000000000006400086d6574616461746100000000000004d2ffffffffffffffff"),
-        (OffsetCommitValue(100, "metadata", 1234, version=2), "0002000000000000006400086d6574616461746100000000000004d2"),
+        (
+            OffsetCommitValue(100, "metadata", 1234, version=0),
+            "0000000000000000006400086d6574616461746100000000000004d2",
+        ),
+        (
+            OffsetCommitValue(100, "metadata", 1234, expire_timestamp=5000, version=1),
+            "0001000000000000006400086d6574616461746100000000000004d20000000000001388",
+        ),
+        (
+            OffsetCommitValue(100, "metadata", 1234, version=1),
+            "0001000000000000006400086d6574616461746100000000000004d2ffffffffffffffff",
+        ),
+        (
+            OffsetCommitValue(100, "metadata", 1234, version=2),
+            "0002000000000000006400086d6574616461746100000000000004d2",
+        ),
         (OffsetCommitValue(100, "metadata", 1234, leader_epoch=10, version=3), V3_VALUE.hex()),
-        (OffsetCommitValue(100, "", 1234, leader_epoch=None, version=3), "00030000000000000064ffffffff000000000000000004d2"),
+        (
+            OffsetCommitValue(100, "", 1234, leader_epoch=None, version=3),
+            "00030000000000000064ffffffff000000000000000004d2",
+        ),
         (OffsetCommitValue(100, "metadata", 1234, leader_epoch=10, version=4), V4_VALUE.hex()),
     ],
 )
@@ -164,7 +172,7 @@ def test_fields_absent_in_the_target_version_are_dropped_like_kafka_ignorable_fi
 
 
 def test_v4_unknown_tagged_fields_are_kept_and_reencoded_exactly() -> None:
-    raw = V4_VALUE[:-1] + bytes.fromhex("02" "05" "02" "abcd" "87ad4b" "00")  # tag 5 (2 bytes), tag 1234567 (empty)
+    raw = V4_VALUE[:-1] + bytes.fromhex("020502abcd87ad4b00")  # tag 5 (2 bytes), tag 1234567 (empty)
     value = decode_value(KEY, raw)
     assert isinstance(value, OffsetCommitValue)
     assert value.tagged_fields == ((5, b"\xab\xcd"), (1234567, b""))
@@ -217,25 +225,25 @@ def test_value_shorter_than_its_version_is_corrupt() -> None:
 
 
 def test_null_metadata_is_corrupt_because_kafka_never_writes_it() -> None:
-    raw = bytes.fromhex("0003" "0000000000000064" "ffffffff" "ffff" "00000000000004d2")
+    raw = bytes.fromhex("00030000000000000064ffffffffffff00000000000004d2")
     err = _raises(decode_value, KEY, raw)
     assert "non-nullable field metadata" in err.reason and err.position == 14
 
 
 def test_compact_string_length_beyond_0x7fff_is_corrupt() -> None:
-    raw = bytes.fromhex("0004" "0000000000000064" "ffffffff" "8180 02") + b"x" * 40
+    raw = bytes.fromhex("00040000000000000064ffffffff8180 02") + b"x" * 40
     err = _raises(decode_value, KEY, raw)
     assert "invalid length" in err.reason
 
 
 def test_overlong_varint_is_corrupt() -> None:
-    raw = bytes.fromhex("0004" "0000000000000064" "ffffffff" "ffffffffff7f")
+    raw = bytes.fromhex("00040000000000000064ffffffffffffffffff7f")
     err = _raises(decode_value, KEY, raw)
     assert "varint" in err.reason and err.position == 14
 
 
 def test_varint_beyond_32_bits_is_corrupt_so_reencoding_stays_exact() -> None:
-    raw = V4_VALUE[:-1] + bytes.fromhex("01" "ffffffff1f" "00")  # tag = 2^33-1
+    raw = V4_VALUE[:-1] + bytes.fromhex("01ffffffff1f00")  # tag = 2^33-1
     err = _raises(decode_value, KEY, raw)
     assert "32 bits" in err.reason and err.position == len(V4_VALUE)
 
@@ -253,8 +261,12 @@ GKEY = GroupMetadataKey("g")
 
 def _member(version: int) -> MemberMetadata:
     return MemberMetadata(
-        member_id="m-1", client_id="c", client_host="/10.0.0.1", session_timeout=10_000,
-        subscription=b"\x00\x00\x00\x00\x00\x00\xff\xff\xff\xff", assignment=b"",
+        member_id="m-1",
+        client_id="c",
+        client_host="/10.0.0.1",
+        session_timeout=10_000,
+        subscription=b"\x00\x00\x00\x00\x00\x00\xff\xff\xff\xff",
+        assignment=b"",
         rebalance_timeout=30_000 if version >= 1 else None,
         group_instance_id="i-1" if version >= 3 else None,
     )
@@ -263,9 +275,13 @@ def _member(version: int) -> MemberMetadata:
 @pytest.mark.parametrize("version", range(5))
 def test_group_metadata_value_roundtrips_every_version(version: int) -> None:
     value = GroupMetadataValue(
-        protocol_type="consumer", generation=3, protocol="range", leader="m-1",
+        protocol_type="consumer",
+        generation=3,
+        protocol="range",
+        leader="m-1",
         members=(_member(version), _member(version)),
-        current_state_timestamp=1_700_000_000_000 if version >= 2 else None, version=version,
+        current_state_timestamp=1_700_000_000_000 if version >= 2 else None,
+        version=version,
     )
     raw = encode_value(value)
     assert raw is not None and raw[:2] == struct.pack(">h", version)
@@ -279,20 +295,22 @@ def test_v0_member_rebalance_timeout_falls_back_to_session_timeout() -> None:
 
 
 def test_group_array_count_of_int_max_fails_before_allocating() -> None:
-    raw = bytes.fromhex("0003" "0008") + b"consumer" + bytes.fromhex("00000001" "ffff" "ffff" "0000000000000001" "7fffffff")
+    raw = bytes.fromhex("00030008") + b"consumer" + bytes.fromhex("00000001ffffffff00000000000000017fffffff")
     err = _raises(decode_value, GKEY, raw)
     assert "tried to allocate a collection of size 2147483647" in err.reason
     assert (err.part, err.record_type, err.version, err.position) == ("value", 2, 3, len(raw) - 4)
 
 
 def test_negative_member_count_is_corrupt() -> None:
-    raw = bytes.fromhex("0001" "0008") + b"consumer" + bytes.fromhex("00000001" "ffff" "ffff" "fffffffe")
+    raw = bytes.fromhex("00010008") + b"consumer" + bytes.fromhex("00000001fffffffffffffffe")
     err = _raises(decode_value, GKEY, raw)
     assert "negative count" in err.reason
 
 
 def test_negative_bytes_length_in_a_member_is_corrupt() -> None:
-    value = GroupMetadataValue("consumer", 1, "range", "m-1", members=(_member(3),), current_state_timestamp=5, version=3)
+    value = GroupMetadataValue(
+        "consumer", 1, "range", "m-1", members=(_member(3),), current_state_timestamp=5, version=3
+    )
     raw = bytearray(encode_value(value) or b"")
     sub_len_at = raw.index(b"\x00\x00\x00\x0a\x00\x00")  # subscription length 10
     raw[sub_len_at : sub_len_at + 4] = b"\xff\xff\xff\xff"
@@ -302,14 +320,17 @@ def test_negative_bytes_length_in_a_member_is_corrupt() -> None:
 
 def test_flexible_group_value_keeps_member_and_top_level_tagged_fields() -> None:
     member = MemberMetadata("m", "c", "h", 1, b"", b"", rebalance_timeout=2, tagged_fields=((0, b"x"),))
-    value = GroupMetadataValue("", 0, None, None, members=(member,), current_state_timestamp=None,
-                               version=4, tagged_fields=((3, b"yz"),))
+    value = GroupMetadataValue(
+        "", 0, None, None, members=(member,), current_state_timestamp=None, version=4, tagged_fields=((3, b"yz"),)
+    )
     assert decode_value(GKEY, encode_value(value)) == value
 
 
 def test_decode_record_pairs_key_and_value() -> None:
     record = decode_record(OFFSET_KEY, V3_VALUE)
-    assert record == Record(OffsetCommitKey("group-id", "foo", 1), OffsetCommitValue(100, "metadata", 1234, leader_epoch=10))
+    assert record == Record(
+        OffsetCommitKey("group-id", "foo", 1), OffsetCommitValue(100, "metadata", 1234, leader_epoch=10)
+    )
     assert record.group == "group-id"
 
 

@@ -7,14 +7,7 @@ from __future__ import annotations
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from coordinator_core.codec import (
-    decode_key,
-    decode_record,
-    decode_value,
-    encode_key,
-    encode_record,
-    encode_value,
-)
+from coordinator_core.codec import decode_key, decode_record, decode_value, encode_key, encode_record, encode_value
 from coordinator_core.consumer_protocol import (
     decode_assignment,
     decode_subscription,
@@ -72,10 +65,13 @@ def _mutations(data: bytes) -> st.SearchStrategy[bytes]:
         lambda t: data[: t[0]] + bytes([t[1]]) + data[t[0] + 1 :]
     )
     cut = st.integers(0, n).map(lambda i: data[:i])
-    insert = st.tuples(st.integers(0, n), st.binary(min_size=1, max_size=4)).map(lambda t: data[: t[0]] + t[1] + data[t[0] :])
-    absurd = st.tuples(st.integers(0, max(n - 4, 0)), st.sampled_from([b"\x7f\xff\xff\xff", b"\xff\xff", b"\x80\x00\x00\x00", b"\xff\xff\xff\xff\x0f"])).map(
-        lambda t: data[: t[0]] + t[1] + data[t[0] + len(t[1]) :]
+    insert = st.tuples(st.integers(0, n), st.binary(min_size=1, max_size=4)).map(
+        lambda t: data[: t[0]] + t[1] + data[t[0] :]
     )
+    absurd = st.tuples(
+        st.integers(0, max(n - 4, 0)),
+        st.sampled_from([b"\x7f\xff\xff\xff", b"\xff\xff", b"\x80\x00\x00\x00", b"\xff\xff\xff\xff\x0f"]),
+    ).map(lambda t: data[: t[0]] + t[1] + data[t[0] + len(t[1]) :])
     if n == 0:
         return st.one_of(cut, insert)
     return st.one_of(flip, cut, insert, absurd)
@@ -83,7 +79,11 @@ def _mutations(data: bytes) -> st.SearchStrategy[bytes]:
 
 @st.composite
 def corrupted(draw: st.DrawFn) -> tuple[bytes, bytes | None]:
-    record = draw(st.one_of(S.offset_commit_records(tombstones=False), S.group_metadata_records(tombstones=False), S.unknown_records()))
+    record = draw(
+        st.one_of(
+            S.offset_commit_records(tombstones=False), S.group_metadata_records(tombstones=False), S.unknown_records()
+        )
+    )
     key, value = encode_record(record)
     if value is not None and draw(st.booleans()):
         return key, draw(_mutations(value))
@@ -92,7 +92,9 @@ def corrupted(draw: st.DrawFn) -> tuple[bytes, bytes | None]:
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(corrupted(), st.booleans())
-def test_mutated_and_truncated_records_only_raise_the_typed_error(kv: tuple[bytes, bytes | None], lenient: bool) -> None:
+def test_mutated_and_truncated_records_only_raise_the_typed_error(
+    kv: tuple[bytes, bytes | None], lenient: bool
+) -> None:
     key, value = kv
     try:
         record = decode_record(key, value, lenient=lenient)
@@ -109,8 +111,17 @@ def test_mutated_and_truncated_records_only_raise_the_typed_error(kv: tuple[byte
 def test_mutated_member_blobs_never_fail_the_record(value: GroupMetadataValue, data: st.DataObject) -> None:
     for m in value.members:
         blob = data.draw(_mutations(m.subscription))
-        mutated = S.MemberMetadata(m.member_id, m.client_id, m.client_host, m.session_timeout, blob, m.assignment,
-                                   m.rebalance_timeout, m.group_instance_id, m.tagged_fields)
+        mutated = S.MemberMetadata(
+            m.member_id,
+            m.client_id,
+            m.client_host,
+            m.session_timeout,
+            blob,
+            m.assignment,
+            m.rebalance_timeout,
+            m.group_instance_id,
+            m.tagged_fields,
+        )
         parsed = parse_member_blobs("consumer", mutated)
         assert parsed.subscription is not None or parsed.errors or blob == b""
 
@@ -123,7 +134,11 @@ def test_keys_are_exact_identities() -> None:
 def _all_layouts() -> list[object]:
     from coordinator_core import codec, consumer_protocol
 
-    layouts: list[object] = [*codec._KEY_LAYOUTS.values(), *codec._OFFSET_VALUE_LAYOUTS.values(), *codec._GROUP_VALUE_LAYOUTS.values()]
+    layouts: list[object] = [
+        *codec._KEY_LAYOUTS.values(),
+        *codec._OFFSET_VALUE_LAYOUTS.values(),
+        *codec._GROUP_VALUE_LAYOUTS.values(),
+    ]
     for message in (consumer_protocol.SUBSCRIPTION, consumer_protocol.ASSIGNMENT):
         layouts += [consumer_protocol._layout(message, v, v) for v in range(4)]
     return layouts

@@ -4,12 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from coordinator_core.compaction import (
-    DEFAULT_DELETE_RETENTION_MS,
-    Record,
-    cleaner_points_for_dirty_ratio,
-    compact,
-)
+from coordinator_core.compaction import DEFAULT_DELETE_RETENTION_MS, Record, cleaner_points_for_dirty_ratio, compact
 
 DAY = 86_400_000
 

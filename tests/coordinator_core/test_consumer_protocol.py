@@ -19,8 +19,12 @@ from coordinator_core.errors import CorruptRecordError
 from coordinator_core.records import Assignment, MemberMetadata, Subscription, TopicPartitions
 
 SUB_V3 = Subscription(
-    topics=("a", "b"), user_data=None, owned_partitions=(TopicPartitions("a", (0, 2)),),
-    generation_id=7, rack_id="rack-1", version=3,
+    topics=("a", "b"),
+    user_data=None,
+    owned_partitions=(TopicPartitions("a", (0, 2)),),
+    generation_id=7,
+    rack_id="rack-1",
+    version=3,
 )
 
 
@@ -31,9 +35,12 @@ def _member(subscription: bytes, assignment: bytes) -> MemberMetadata:
 @pytest.mark.parametrize("version", range(4))
 def test_subscription_roundtrips_every_version(version: int) -> None:
     sub = Subscription(
-        topics=("t1", "t2"), user_data=b"\x01" if version % 2 else None,
+        topics=("t1", "t2"),
+        user_data=b"\x01" if version % 2 else None,
         owned_partitions=(TopicPartitions("t1", (3,)),) if version >= 1 else (),
-        generation_id=5 if version >= 2 else None, rack_id="r" if version >= 3 else None, version=version,
+        generation_id=5 if version >= 2 else None,
+        rack_id="r" if version >= 3 else None,
+        version=version,
     )
     blob = encode_subscription(sub)
     assert struct.unpack(">h", blob[:2])[0] == version
@@ -43,8 +50,7 @@ def test_subscription_roundtrips_every_version(version: int) -> None:
 def test_v3_subscription_bytes_follow_the_schema() -> None:
     blob = encode_subscription(SUB_V3)
     assert blob == bytes.fromhex(
-        "0003" "00000002" "000161" "000162" "ffffffff" "00000001" "000161" "00000002" "00000000" "00000002"
-        "00000007" "0006" + b"rack-1".hex()
+        "000300000002000161000162ffffffff00000001000161000000020000000000000002000000070006" + b"rack-1".hex()
     )
 
 
@@ -115,7 +121,7 @@ def test_empty_blobs_mean_not_yet_assigned_and_are_not_errors() -> None:
 
 
 def test_assignment_partition_count_beyond_the_buffer_is_corrupt() -> None:
-    blob = bytes.fromhex("0000" "00000001" "000161" "7fffffff")
+    blob = bytes.fromhex("0000000000010001617fffffff")
     with pytest.raises(CorruptRecordError) as info:
         decode_assignment(blob)
     assert info.value.position == 9 and "allocate" in info.value.reason

@@ -20,9 +20,7 @@ def _snap(log: GroupLog) -> GroupSnapshot:
     return replay(new_snapshot("g"), log.records).snapshot
 
 
-def _expired_tps(
-    snap: GroupSnapshot, now: int, retention: int = WEEK, rules: str = "current"
-) -> list[tuple[str, int]]:
+def _expired_tps(snap: GroupSnapshot, now: int, retention: int = WEEK, rules: str = "current") -> list[tuple[str, int]]:
     return [
         (r.key.topic, r.key.partition)
         for r in expire_offsets(snap, now, retention, rules)
@@ -46,10 +44,7 @@ def test_empty_group_expires_everything_from_when_it_became_empty() -> None:
     assert empty_at == log.now
     assert _expired_tps(snap, empty_at + WEEK - 1) == []
     recs = expire_offsets(snap, empty_at + WEEK, WEEK)
-    assert [(r.key.topic, r.key.partition) for r in recs if isinstance(r.key, OffsetCommitKey)] == [
-        ("t", 0),
-        ("t", 1),
-    ]
+    assert [(r.key.topic, r.key.partition) for r in recs if isinstance(r.key, OffsetCommitKey)] == [("t", 0), ("t", 1)]
     # the group dies with them; generation 2 > 0, so the old coordinator writes a group tombstone
     assert isinstance(recs[-1].key, GroupMetadataKey) and recs[-1].value is None
     assert all(r.value is None for r in recs)
@@ -131,8 +126,7 @@ def test_empty_group_without_offsets_dies_at_the_next_cleanup() -> None:
 
 
 @pytest.mark.parametrize(
-    ("rules", "expired"),
-    [("current", ["old"]), ("2.4-3.1", ["old"]), ("2.1-2.3", []), ("pre-2.1", ["old", "t"])],
+    ("rules", "expired"), [("current", ["old"]), ("2.4-3.1", ["old"]), ("2.1-2.3", []), ("pre-2.1", ["old", "t"])]
 )
 def test_rule_sets_for_older_clusters(rules: str, expired: list[str]) -> None:
     log = GroupLog()
@@ -172,12 +166,7 @@ def test_a_group_back_after_its_due_time_with_no_tombstone_was_never_expired() -
     assert not [e for e in result.events if isinstance(e, GroupLifecycle) and e.event == "group_deleted"]
     assert not [e for e in result.events if isinstance(e, StateTransition) and e.to_state == "Dead"]
     snap = result.snapshot
-    assert (snap.state, snap.protocol_type, snap.generation, snap.offset_count) == (
-        GroupState.EMPTY,
-        "consumer",
-        2,
-        3,
-    )
+    assert (snap.state, snap.protocol_type, snap.generation, snap.offset_count) == (GroupState.EMPTY, "consumer", 2, 3)
     assert result.stats.predictions_contradicted == 2  # both offsets (and the group's death)
     assert snap.predictions_contradicted == 2
 
@@ -186,16 +175,16 @@ def test_replay_with_retention_forecasts_expiry_at_the_end_of_the_log() -> None:
     log = _empty_group_with_offsets()
     empty_at = log.now
     as_of = empty_at + WEEK + 60_000
-    result = replay(new_snapshot("g"), log.records, settings=ReplaySettings(retention_ms=WEEK), as_of_ms=as_of, log_end_ms=as_of)
+    result = replay(
+        new_snapshot("g"), log.records, settings=ReplaySettings(retention_ms=WEEK), as_of_ms=as_of, log_end_ms=as_of
+    )
     exps = [e for e in result.events if isinstance(e, OffsetExpiration)]
     assert [(e.topic, e.partition, e.predicted_ms, e.status) for e in exps] == [
         ("t", 0, empty_at + WEEK, "predicted"),
         ("t", 1, empty_at + WEEK, "predicted"),
     ]
     deaths = [e for e in result.events if isinstance(e, GroupLifecycle) and e.event == "group_deleted"]
-    assert [(d.timestamp_ms, d.status, d.group_tombstone) for d in deaths] == [
-        (empty_at + WEEK, "predicted", True)
-    ]
+    assert [(d.timestamp_ms, d.status, d.group_tombstone) for d in deaths] == [(empty_at + WEEK, "predicted", True)]
     # a forecast is no transition: the history holds only what the log shows
     assert not [e for e in result.events if isinstance(e, StateTransition) and e.to_state == "Dead"]
     # the state as of T is the fold followed by one cleanup at T
@@ -207,7 +196,9 @@ def test_the_end_of_the_log_contradicts_a_removal_whose_cleanup_it_reaches_past(
     log = _empty_group_with_offsets()
     empty_at = log.now
     end = empty_at + WEEK + 3 * 600_000  # three cleanups after the due time, no tombstone
-    result = replay(new_snapshot("g"), log.records, settings=ReplaySettings(retention_ms=WEEK), as_of_ms=end, log_end_ms=end)
+    result = replay(
+        new_snapshot("g"), log.records, settings=ReplaySettings(retention_ms=WEEK), as_of_ms=end, log_end_ms=end
+    )
     assert [e for e in result.events if isinstance(e, (OffsetExpiration,))] == []
     snap = result.snapshot
     assert (snap.state, snap.offset_count, snap.predictions_contradicted) == (GroupState.EMPTY, 2, 2)
@@ -239,15 +230,9 @@ def test_observed_tombstone_after_a_prediction_carries_both_times() -> None:
     assert {(e.status, e.cause, e.predicted_ms, e.observed_ms) for e in final.values()} == {
         ("confirmed", "retention", empty_at + WEEK, observed_at)
     }
-    deaths = {
-        e.event_key: e for e in result.events if isinstance(e, GroupLifecycle) and e.event == "group_deleted"
-    }
+    deaths = {e.event_key: e for e in result.events if isinstance(e, GroupLifecycle) and e.event == "group_deleted"}
     ((_, death),) = deaths.items()
-    assert (death.status, death.predicted_ms, death.observed_ms) == (
-        "confirmed",
-        empty_at + WEEK,
-        observed_at,
-    )
+    assert (death.status, death.predicted_ms, death.observed_ms) == ("confirmed", empty_at + WEEK, observed_at)
     # the history's Dead transition is the tombstone's: observed, at its time (never the forecast)
     dead = [t for t in result.events if isinstance(t, StateTransition) and t.to_state == "Dead"]
     assert len(dead) == 1 and dead[0].observed and dead[0].timestamp_ms == observed_at
@@ -263,6 +248,7 @@ def test_expiry_at_an_earlier_watermark_and_later_equals_once_at_the_end() -> No
     once = replay(snap, [], settings=ReplaySettings(retention_ms=WEEK), as_of_ms=end)
     w1 = replay(snap, [], settings=ReplaySettings(retention_ms=WEEK), as_of_ms=log.now + 2 * DAY)
     w2 = replay(w1.snapshot, [], settings=ReplaySettings(retention_ms=WEEK), as_of_ms=end)
+
     # a later event with the same key replaces an earlier one (the tables MERGE on it): a
     # forecast is told again by every call that still makes it
     def final(events: list[Event]) -> dict[tuple[str, str], dict[str, object]]:
@@ -298,10 +284,14 @@ def test_new_coordinator_also_tombstones_a_generation_zero_group_when_it_dies() 
     assert old.group_dies and new.group_dies
     assert not old.group_tombstone and new.group_tombstone
     assert [type(r.key).__name__ for r in expire_offsets(snap, at, WEEK, coordinator="new")] == [
-        "OffsetCommitKey", "GroupMetadataKey",
+        "OffsetCommitKey",
+        "GroupMetadataKey",
     ]
     deaths = [
-        e for e in replay(new_snapshot("g"), log.records, settings=ReplaySettings(retention_ms=WEEK, coordinator="new"), as_of_ms=at).events
+        e
+        for e in replay(
+            new_snapshot("g"), log.records, settings=ReplaySettings(retention_ms=WEEK, coordinator="new"), as_of_ms=at
+        ).events
         if isinstance(e, GroupLifecycle) and e.event == "group_deleted"
     ]
     assert len(deaths) == 1 and deaths[0].group_tombstone

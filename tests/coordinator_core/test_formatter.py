@@ -24,8 +24,15 @@ from coordinator_core.records import (
 
 
 def test_sentinels_print_as_minus_one_like_kafka() -> None:
-    record = Record(OffsetCommitKey("g", "t", 0), OffsetCommitValue(5, "", 6, leader_epoch=None, expire_timestamp=None, version=1))
-    assert to_kafka_json(record)["value"]["data"] == {"offset": 5, "metadata": "", "commitTimestamp": 6, "expireTimestamp": -1}
+    record = Record(
+        OffsetCommitKey("g", "t", 0), OffsetCommitValue(5, "", 6, leader_epoch=None, expire_timestamp=None, version=1)
+    )
+    assert to_kafka_json(record)["value"]["data"] == {
+        "offset": 5,
+        "metadata": "",
+        "commitTimestamp": 6,
+        "expireTimestamp": -1,
+    }
     record = Record(OffsetCommitKey("g", "t", 0), OffsetCommitValue(5, "", 6, leader_epoch=None, version=3))
     assert to_kafka_json(record)["value"]["data"]["leaderEpoch"] == -1
 
@@ -37,8 +44,14 @@ def test_group_fields_follow_the_version_and_schema_order() -> None:
     assert list(data) == ["protocolType", "generation", "protocol", "leader", "currentStateTimestamp", "members"]
     assert data["currentStateTimestamp"] == -1 and data["protocol"] is None
     assert data["members"][0] == {
-        "memberId": "m", "groupInstanceId": None, "clientId": "c", "clientHost": "h",
-        "rebalanceTimeout": -1, "sessionTimeout": 10, "subscription": "AA==", "assignment": "",
+        "memberId": "m",
+        "groupInstanceId": None,
+        "clientId": "c",
+        "clientHost": "h",
+        "rebalanceTimeout": -1,
+        "sessionTimeout": 10,
+        "subscription": "AA==",
+        "assignment": "",
     }
 
 
@@ -52,7 +65,8 @@ def test_unknown_key_value_is_printed_as_offset_commit_when_it_parses_like_kafka
     assert raw_value is not None
     key = UnknownKey(version=3, raw=b"\x00\x03\x00\x01g", group="g", fields=(("group_id", "g"),))
     assert to_kafka_json(Record(key, UnknownValue(2, raw_value)))["value"] == {
-        "version": 2, "data": {"offset": 1, "metadata": "", "commitTimestamp": 2},
+        "version": 2,
+        "data": {"offset": 1, "metadata": "", "commitTimestamp": 2},
     }
     assert to_kafka_json(Record(key, UnknownValue(2, b"\x00\x02\x00")))["value"] == {"version": 2, "data": "unknown"}
     assert to_kafka_json(Record(key, UnknownValue(None, b"\x00")))["value"] == {"version": None, "data": "unknown"}
@@ -62,12 +76,17 @@ def test_rich_view_adds_type_partition_and_parsed_blobs() -> None:
     sub = Subscription(topics=("orders",), version=1)
     asg = Assignment((TopicPartitions("orders", (0, 1)),))
     member = MemberMetadata("m", "c", "h", 10, encode_subscription(sub), encode_assignment(asg), rebalance_timeout=20)
-    record = Record(GroupMetadataKey("billing"), GroupMetadataValue("consumer", 4, "range", "m", members=(member,), version=2))
+    record = Record(
+        GroupMetadataKey("billing"), GroupMetadataValue("consumer", 4, "range", "m", members=(member,), version=2)
+    )
     rich = to_rich_json(record)
     assert rich["recordType"] == "GroupMetadata"
     assert rich["coordinatorPartition"] == partition_for("billing")
     (parsed,) = rich["consumerProtocol"]
-    assert parsed["subscription"] == {"version": 1, "data": {"topics": ["orders"], "userData": None, "ownedPartitions": []}}
+    assert parsed["subscription"] == {
+        "version": 1,
+        "data": {"topics": ["orders"], "userData": None, "ownedPartitions": []},
+    }
     assert parsed["assignment"]["data"]["assignedPartitions"] == [{"topic": "orders", "partitions": [0, 1]}]
     assert parsed["errors"] == []
     # the Kafka part is untouched

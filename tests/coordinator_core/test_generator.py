@@ -37,8 +37,13 @@ def test_same_seed_same_bytes_and_another_seed_another_log() -> None:
     a = generate(6, 0.5, seed=3)
     b = generate(6, 0.5, seed=3)
     c = generate(6, 0.5, seed=4)
-    assert (a.keys, a.values, a.partitions, a.offsets, a.timestamps) == (b.keys, b.values, b.partitions, b.offsets,
-                                                                          b.timestamps)
+    assert (a.keys, a.values, a.partitions, a.offsets, a.timestamps) == (
+        b.keys,
+        b.values,
+        b.partitions,
+        b.offsets,
+        b.timestamps,
+    )
     assert a.truth == b.truth
     assert a.keys != c.keys
 
@@ -76,8 +81,9 @@ def test_the_mix_has_every_kind_of_group_and_lifecycle(log: GeneratedLog, by_gro
     assert any(g["rebalances"] > 1 for g in groups.values())
     assert log.truth["deleted_topics"]
     deleted = {d["topic"] for d in log.truth["deleted_topics"]}
-    topic_tombstones = {r.key.topic for rs in by.values() for r in rs
-                        if r.value is None and isinstance(r.key, OffsetCommitKey)}
+    topic_tombstones = {
+        r.key.topic for rs in by.values() for r in rs if r.value is None and isinstance(r.key, OffsetCommitKey)
+    }
     if sum(g["offset_tombstones"].get("topic_deleted", 0) for g in groups.values()):
         assert topic_tombstones & deleted
 

@@ -62,15 +62,26 @@ def test_a_cleaned_log_keeps_the_written_offsets_and_an_untouched_dirty_tail(
     written, cleaned = written_and_cleaned
     truth = cleaned.truth["compaction"]
     points = {int(q): off for q, off in truth["cleaner_points"].items()}
-    as_written = {(p, o): (k, v, t) for k, v, p, o, t in
-                  zip(written.keys, written.values, written.partitions, written.offsets, written.timestamps)}
-    kept = {(p, o): (k, v, t) for k, v, p, o, t in
-            zip(cleaned.keys, cleaned.values, cleaned.partitions, cleaned.offsets, cleaned.timestamps)}
+    as_written = {
+        (p, o): (k, v, t)
+        for k, v, p, o, t in zip(written.keys, written.values, written.partitions, written.offsets, written.timestamps)
+    }
+    kept = {
+        (p, o): (k, v, t)
+        for k, v, p, o, t in zip(cleaned.keys, cleaned.values, cleaned.partitions, cleaned.offsets, cleaned.timestamps)
+    }
     assert all(as_written[pos] == rec for pos, rec in kept.items())
     assert {pos for pos in as_written if pos[1] >= points[pos[0]]} <= set(kept)
-    removed = {(int(q), off) for q, runs in truth["removed_offsets"].items() for a, b in runs for off in range(a, b + 1)}
+    removed = {
+        (int(q), off) for q, runs in truth["removed_offsets"].items() for a, b in runs for off in range(a, b + 1)
+    }
     assert removed == set(as_written) - set(kept)
-    assert truth["removed"] == len(removed) == len(written) - len(cleaned) == truth["records_written"] - truth["records_kept"]
+    assert (
+        truth["removed"]
+        == len(removed)
+        == len(written) - len(cleaned)
+        == truth["records_written"] - truth["records_kept"]
+    )
     assert sum(g["compaction_removed"] for g in cleaned.truth["groups"].values()) == truth["removed"]
 
 
@@ -81,7 +92,9 @@ def test_a_cleaned_log_drops_tombstones_older_than_delete_retention_and_keeps_re
     truth = cleaned.truth["compaction"]
     assert truth["removed_tombstones"] > 0
     assert any(v is None for v in cleaned.values)
-    assert sum(g["compaction_removed_tombstones"] for g in cleaned.truth["groups"].values()) == truth["removed_tombstones"]
+    assert (
+        sum(g["compaction_removed_tombstones"] for g in cleaned.truth["groups"].values()) == truth["removed_tombstones"]
+    )
 
 
 def test_the_simulation_behind_a_cleaned_log_is_the_written_logs(
@@ -97,8 +110,9 @@ def test_the_simulation_behind_a_cleaned_log_is_the_written_logs(
 # ---------------------------------------------------------------------------------------------
 # Kafka 4 (the new group coordinator) writes for classic groups
 # ---------------------------------------------------------------------------------------------
-def test_the_new_coordinator_log_opens_every_joined_group_with_an_empty_generation_0_record_and_tombstones_every_death(
-) -> None:
+def test_the_new_coordinator_log_opens_every_joined_group_with_an_empty_generation_0_record_and_tombstones_every_death() -> (
+    None
+):
     log = generate(24, 2.0, seed=8, coordinator="new", retention_ms=900_000)
     by = records_by_group(log)
     checked = 0
@@ -108,7 +122,12 @@ def test_the_new_coordinator_log_opens_every_joined_group_with_an_empty_generati
         for r in recs:
             if incarnation_start and r.value is not None:
                 assert isinstance(r.value, GroupMetadataValue)
-                assert (r.value.protocol_type, r.value.generation, r.value.members, r.value.leader) == ("", 0, (), None), gid
+                assert (r.value.protocol_type, r.value.generation, r.value.members, r.value.leader) == (
+                    "",
+                    0,
+                    (),
+                    None,
+                ), gid
                 checked += 1
             incarnation_start = r.value is None
         assert all(d["group_tombstone"] for d in t["deaths"]), gid
@@ -151,14 +170,17 @@ def test_consumers_committing_only_consumed_partitions_commit_an_idle_partition_
                 stale += 1
     assert stale > 0
     end = java.truth["end_ms"]
-    assert any(at > idle[(topic, q)] + 30 * 60_000 and at > end - 10 * 60_000
-               for (gid, topic, q), at in _last_commits(java).items()
-               if (topic, q) in idle and java.truth["groups"][gid]["kind"] in ("app", "static"))
+    assert any(
+        at > idle[(topic, q)] + 30 * 60_000 and at > end - 10 * 60_000
+        for (gid, topic, q), at in _last_commits(java).items()
+        if (topic, q) in idle and java.truth["groups"][gid]["kind"] in ("app", "static")
+    )
 
 
 def test_an_idle_partitions_old_commit_sits_before_a_stable_groups_latest_metadata() -> None:
-    log = generate(16, 2.0, seed=4, **{**OFF, "idle_partitions": 1.0, "commit_changed_only": 1.0,
-                                       "retention_ms": 7 * 86_400_000})
+    log = generate(
+        16, 2.0, seed=4, **{**OFF, "idle_partitions": 1.0, "commit_changed_only": 1.0, "retention_ms": 7 * 86_400_000}
+    )
     by = records_by_group(log)
     idle = {(i["topic"], i["partition"]) for i in log.truth["idle_partitions"]}
     found = []
@@ -180,8 +202,7 @@ def test_an_idle_partitions_old_commit_sits_before_a_stable_groups_latest_metada
 # ---------------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def restarts() -> GeneratedLog:
-    return generate(30, 2.0, seed=6, **{**OFF, "offsetless_groups": 0.5, "mass_restarts": 1.0},
-                    retention_ms=900_000)
+    return generate(30, 2.0, seed=6, **{**OFF, "offsetless_groups": 0.5, "mass_restarts": 1.0}, retention_ms=900_000)
 
 
 def test_offsetless_groups_have_members_and_generations_but_never_a_commit(restarts: GeneratedLog) -> None:
@@ -247,8 +268,12 @@ def test_every_retention_tombstone_falls_on_its_partitions_check_which_is_not_al
     interval = truth["retention_checks"]["interval_ms"]
     firsts = {s["first_run_ms"] for sched in truth["retention_checks"]["partitions"].values() for s in sched}
     assert all(f % interval for f in firsts)
-    deaths = [(t["partition"], d["time_ms"]) for t in truth["groups"].values() for d in t["deaths"]
-              if d["cause"] == "retention"]
+    deaths = [
+        (t["partition"], d["time_ms"])
+        for t in truth["groups"].values()
+        for d in t["deaths"]
+        if d["cause"] == "retention"
+    ]
     assert deaths
     assert all(_on_schedule(truth, q, at) for q, at in deaths)
     if coordinator == "new":
@@ -259,7 +284,8 @@ def test_turning_the_worlds_shapes_off_leaves_the_rest_of_the_plan_unchanged() -
     a = generate(20, 0.5, seed=12).truth["groups"]
     b = generate(20, 0.5, seed=12, **OFF).truth["groups"]
     assert {g: (t["kind"], t["topics"], t["assignors"]) for g, t in a.items()} == {
-        g: (t["kind"], t["topics"], t["assignors"]) for g, t in b.items()}
+        g: (t["kind"], t["topics"], t["assignors"]) for g, t in b.items()
+    }
     assert any(t["traits"] for t in a.values()) and not any(t["traits"] for t in b.values())
 
 
@@ -274,8 +300,14 @@ def test_bad_world_options_are_rejected() -> None:
 
 def test_a_compacted_capture_keeps_an_idle_partitions_old_commit_before_the_groups_latest_metadata() -> None:
     # the first case: what a capture from earliest of a compacted topic reads
-    log = generate(16, 2.0, seed=4, compaction="cleaned", compaction_dirty_ratio=0.1,
-                   **{**OFF, "idle_partitions": 1.0, "commit_changed_only": 1.0, "retention_ms": 7 * 86_400_000})
+    log = generate(
+        16,
+        2.0,
+        seed=4,
+        compaction="cleaned",
+        compaction_dirty_ratio=0.1,
+        **{**OFF, "idle_partitions": 1.0, "commit_changed_only": 1.0, "retention_ms": 7 * 86_400_000},
+    )
     points = {int(q): off for q, off in log.truth["compaction"]["cleaner_points"].items()}
     idle = {(i["topic"], i["partition"]): i["idle_since_ms"] for i in log.truth["idle_partitions"]}
     by = records_by_group(log)
@@ -284,8 +316,17 @@ def test_a_compacted_capture_keeps_an_idle_partitions_old_commit_before_the_grou
         if t["final_state"] != "Stable" or "commit_changed_only" not in t["traits"]:
             continue
         meta = [r for r in group_records(by[gid]) if r.value is not None]
-        commits = [r for r in by[gid] if isinstance(r.key, OffsetCommitKey) and r.value is not None
-                   and (r.key.topic, r.key.partition) in idle and r.offset < points[r.partition]]
-        found += [(gid, c.offset) for c in commits
-                  if c.offset < meta[-1].offset and meta[-1].timestamp_ms - c.timestamp_ms > 30 * 60_000]
+        commits = [
+            r
+            for r in by[gid]
+            if isinstance(r.key, OffsetCommitKey)
+            and r.value is not None
+            and (r.key.topic, r.key.partition) in idle
+            and r.offset < points[r.partition]
+        ]
+        found += [
+            (gid, c.offset)
+            for c in commits
+            if c.offset < meta[-1].offset and meta[-1].timestamp_ms - c.timestamp_ms > 30 * 60_000
+        ]
     assert found

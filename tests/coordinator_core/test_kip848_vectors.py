@@ -119,9 +119,9 @@ def test_unknown_tagged_fields_of_a_vector_are_kept_in_order_and_not_printed() -
 # ---------------------------------------------------------------------------------------------
 # Hand-verified bytes: the ``min`` case of every record type
 # ---------------------------------------------------------------------------------------------
-GROUP = "0008" "6772702dc3bc2d31"  # GroupId: STRING length 8, "grp-ü-1" (ü = c3 bc)
-MEMBER = "000b" "6d656d6265722d37663361"  # MemberId: STRING length 11, "member-7f3a"
-REGEX = "0009" "6f72646572732d2e2a"  # RegularExpression: STRING length 9, "orders-.*"
+GROUP = "00086772702dc3bc2d31"  # GroupId: STRING length 8, "grp-ü-1" (ü = c3 bc)
+MEMBER = "000b6d656d6265722d37663361"  # MemberId: STRING length 11, "member-7f3a"
+REGEX = "00096f72646572732d2e2a"  # RegularExpression: STRING length 9, "orders-.*"
 V0 = "0000"  # value version 0
 INT32_0, INT64_0 = "00000000", "0000000000000000"
 NULL, EMPTY, NO_TAGS = "00", "01", "00"  # compact null; compact empty string/array; 0 tagged fields
@@ -129,16 +129,31 @@ NULL, EMPTY, NO_TAGS = "00", "01", "00"  # compact null; compact empty string/ar
 HAND_MIN: dict[int, tuple[str, str]] = {
     3: ("0003" + GROUP, V0 + INT32_0 + NO_TAGS),  # Epoch; MetadataHash=0 is the default: not written
     4: ("0004" + GROUP, V0 + EMPTY + NO_TAGS),  # Topics []
-    5: ("0005" + GROUP + MEMBER,
-        V0 + NULL + NULL  # InstanceId, RackId
-        + EMPTY + EMPTY + EMPTY  # ClientId "", ClientHost "", SubscribedTopicNames []
-        + NULL + INT32_0 + NULL  # SubscribedTopicRegex, RebalanceTimeoutMs 0, ServerAssignor
-        + NO_TAGS),  # ClassicMemberMetadata (tag 0) null = default: not written
+    5: (
+        "0005" + GROUP + MEMBER,
+        V0
+        + NULL
+        + NULL  # InstanceId, RackId
+        + EMPTY
+        + EMPTY
+        + EMPTY  # ClientId "", ClientHost "", SubscribedTopicNames []
+        + NULL
+        + INT32_0
+        + NULL  # SubscribedTopicRegex, RebalanceTimeoutMs 0, ServerAssignor
+        + NO_TAGS,
+    ),  # ClassicMemberMetadata (tag 0) null = default: not written
     6: ("0006" + GROUP, V0 + INT32_0 + NO_TAGS),  # AssignmentEpoch; AssignmentTimestamp 0 = default
     7: ("0007" + GROUP + MEMBER, V0 + EMPTY + NO_TAGS),  # TopicPartitions []
-    8: ("0008" + GROUP + MEMBER,
-        V0 + INT32_0 + INT32_0 + "00"  # MemberEpoch, PreviousMemberEpoch, State (int8)
-        + EMPTY + EMPTY + NO_TAGS),  # AssignedPartitions [], PartitionsPendingRevocation []
+    8: (
+        "0008" + GROUP + MEMBER,
+        V0
+        + INT32_0
+        + INT32_0
+        + "00"  # MemberEpoch, PreviousMemberEpoch, State (int8)
+        + EMPTY
+        + EMPTY
+        + NO_TAGS,
+    ),  # AssignedPartitions [], PartitionsPendingRevocation []
     10: ("000a" + GROUP + MEMBER, V0 + NULL + EMPTY + EMPTY + EMPTY + NO_TAGS),  # RackId, ClientId, ClientHost, topics
     11: ("000b" + GROUP, V0 + INT32_0 + INT64_0 + NO_TAGS),  # Epoch, MetadataHash (untagged here)
     12: ("000c" + GROUP, V0 + INT32_0 + NO_TAGS),
@@ -147,11 +162,20 @@ HAND_MIN: dict[int, tuple[str, str]] = {
     15: ("000f" + GROUP, V0 + EMPTY + EMPTY + EMPTY + NO_TAGS),  # Initializing, Initialized, Deleting
     16: ("0010" + GROUP + REGEX, V0 + EMPTY + INT64_0 + INT64_0 + NO_TAGS),  # Topics, Version, Timestamp
     17: ("0011" + GROUP, V0 + INT32_0 + INT64_0 + NO_TAGS),  # Epoch, MetadataHash; tags 0-3 at default
-    19: ("0013" + GROUP + MEMBER,
-         V0 + NULL + NULL + EMPTY + EMPTY  # InstanceId, RackId, ClientId, ClientHost
-         + INT32_0 + INT32_0 + EMPTY  # RebalanceTimeoutMs, TopologyEpoch, ProcessId ""
-         + "ff"  # UserEndpoint: nullable struct, presence byte -1
-         + EMPTY + NO_TAGS),  # ClientTags []
+    19: (
+        "0013" + GROUP + MEMBER,
+        V0
+        + NULL
+        + NULL
+        + EMPTY
+        + EMPTY  # InstanceId, RackId, ClientId, ClientHost
+        + INT32_0
+        + INT32_0
+        + EMPTY  # RebalanceTimeoutMs, TopologyEpoch, ProcessId ""
+        + "ff"  # UserEndpoint: nullable struct, presence byte -1
+        + EMPTY
+        + NO_TAGS,
+    ),  # ClientTags []
     20: ("0014" + GROUP, V0 + INT32_0 + NO_TAGS),
     21: ("0015" + GROUP + MEMBER, V0 + EMPTY * 3 + NO_TAGS),  # Active, Standby, Warmup
     22: ("0016" + GROUP + MEMBER, V0 + INT32_0 + INT32_0 + "00" + EMPTY * 6 + NO_TAGS),
@@ -186,17 +210,30 @@ def _decode(key_hex: str, value_hex: str) -> Record:
 
 def test_hand_verified_current_assignment_with_tagged_assignment_epochs_is_read() -> None:
     value_hex = (
-        V0 + "0000000a" + "00000009" + "01"  # MemberEpoch 10, PreviousMemberEpoch 9, State 1
+        V0
+        + "0000000a"
+        + "00000009"
+        + "01"  # MemberEpoch 10, PreviousMemberEpoch 9, State 1
         + "02"  # AssignedPartitions: 1 element
         + "00000000000000000000000000000001"  # TopicId (Uuid.ONE_UUID)
-        + "03" + "00000000" + "00000001"  # Partitions [0, 1]
-        + "01" + "00" + "09" + "03" + "00000005" + "00000007"  # 1 tag: tag 0 AssignmentEpochs, 9 bytes: [5, 7]
-        + EMPTY + NO_TAGS  # PartitionsPendingRevocation [], no top-level tags
+        + "03"
+        + "00000000"
+        + "00000001"  # Partitions [0, 1]
+        + "01"
+        + "00"
+        + "09"
+        + "03"
+        + "00000005"
+        + "00000007"  # 1 tag: tag 0 AssignmentEpochs, 9 bytes: [5, 7]
+        + EMPTY
+        + NO_TAGS  # PartitionsPendingRevocation [], no top-level tags
     )
     record = _decode("0008" + GROUP + MEMBER, value_hex)
     assert record.key == GroupMemberKey("grp-\u00fc-1", "member-7f3a", 8)
     assert record.value == ConsumerGroupCurrentMemberAssignmentValue(
-        member_epoch=10, previous_member_epoch=9, state=1,
+        member_epoch=10,
+        previous_member_epoch=9,
+        state=1,
         assigned_partitions=(TopicIdPartitions("AAAAAAAAAAAAAAAAAAAAAQ", (0, 1), assignment_epochs=(5, 7)),),
         partitions_pending_revocation=(),
     )
@@ -204,12 +241,26 @@ def test_hand_verified_current_assignment_with_tagged_assignment_epochs_is_read(
 
 def test_hand_verified_member_metadata_with_classic_member_metadata_is_read() -> None:
     value_hex = (
-        V0 + NULL + "0272" + "0263" + "092f312e322e332e34"  # InstanceId null, RackId "r", ClientId "c", ClientHost "/1.2.3.4"
-        + "03" + "0261" + "0262"  # SubscribedTopicNames: compact count 3 = 2 elements, "a", "b"
-        + NULL + "0000ea60" + "08756e69666f726d"  # SubscribedTopicRegex null, RebalanceTimeoutMs 60000, ServerAssignor "uniform"
-        + "01" + "00" + "11"  # 1 tag: tag 0 ClassicMemberMetadata, 17 bytes:
-        + "01" + "0000afc8"  # presence varint 1, SessionTimeoutMs 45000
-        + "02" + "0672616e6765" + "030001" + NO_TAGS  # SupportedProtocols: 1 x (Name "range", Metadata 00 01)
+        V0
+        + NULL
+        + "0272"
+        + "0263"
+        + "092f312e322e332e34"  # InstanceId null, RackId "r", ClientId "c", ClientHost "/1.2.3.4"
+        + "03"
+        + "0261"
+        + "0262"  # SubscribedTopicNames: compact count 3 = 2 elements, "a", "b"
+        + NULL
+        + "0000ea60"
+        + "08756e69666f726d"  # SubscribedTopicRegex null, RebalanceTimeoutMs 60000, ServerAssignor "uniform"
+        + "01"
+        + "00"
+        + "11"  # 1 tag: tag 0 ClassicMemberMetadata, 17 bytes:
+        + "01"
+        + "0000afc8"  # presence varint 1, SessionTimeoutMs 45000
+        + "02"
+        + "0672616e6765"
+        + "030001"
+        + NO_TAGS  # SupportedProtocols: 1 x (Name "range", Metadata 00 01)
         + NO_TAGS  # end of ClassicMemberMetadata (the value's tagged section is the one holding tag 0)
     )
     record = _decode("0005" + GROUP + MEMBER, value_hex)
@@ -232,33 +283,66 @@ def test_hand_verified_regular_expression_record_is_read() -> None:
 
 def test_hand_verified_streams_metadata_with_its_four_tags_is_read() -> None:
     value_hex = (
-        V0 + "00000003" + "0000000000000010"  # Epoch 3, MetadataHash 16
+        V0
+        + "00000003"
+        + "0000000000000010"  # Epoch 3, MetadataHash 16
         + "03"  # 3 tagged fields, in tag order:
-        + "00" + "04" + "00000002"  # tag 0 ValidatedTopologyEpoch = 2
-        + "01" + "06" + "02" + "026b" + "0276" + NO_TAGS  # tag 1 LastAssignmentConfigs [{"k": "v"}]
-        + "02" + "04" + "fffffffe"  # tag 2 StoredDescriptionTopologyEpoch = -2 (tag 3 absent: -1)
+        + "00"
+        + "04"
+        + "00000002"  # tag 0 ValidatedTopologyEpoch = 2
+        + "01"
+        + "06"
+        + "02"
+        + "026b"
+        + "0276"
+        + NO_TAGS  # tag 1 LastAssignmentConfigs [{"k": "v"}]
+        + "02"
+        + "04"
+        + "fffffffe"  # tag 2 StoredDescriptionTopologyEpoch = -2 (tag 3 absent: -1)
     )
     record = _decode("0011" + GROUP, value_hex)
     assert record.key == GroupKey("grp-\u00fc-1", 17)
     assert record.value == StreamsGroupMetadataValue(
-        epoch=3, metadata_hash=16, validated_topology_epoch=2,
-        last_assignment_configs=(KeyValue("k", "v"),), stored_description_topology_epoch=-2,
+        epoch=3,
+        metadata_hash=16,
+        validated_topology_epoch=2,
+        last_assignment_configs=(KeyValue("k", "v"),),
+        stored_description_topology_epoch=-2,
         failed_description_topology_epoch=None,
     )
 
 
 def test_hand_verified_streams_member_with_user_endpoint_is_read() -> None:
     value_hex = (
-        V0 + NULL + NULL + "0263" + "0268"  # InstanceId, RackId null; ClientId "c", ClientHost "h"
-        + "0000012c" + "00000005" + "0270"  # RebalanceTimeoutMs 300, TopologyEpoch 5, ProcessId "p"
-        + "01" + "0268" + "2384" + NO_TAGS  # UserEndpoint present: Host "h", Port 9092 (uint16)
-        + "02" + "026b" + "0276" + NO_TAGS  # ClientTags [{"k": "v"}]
+        V0
+        + NULL
+        + NULL
+        + "0263"
+        + "0268"  # InstanceId, RackId null; ClientId "c", ClientHost "h"
+        + "0000012c"
+        + "00000005"
+        + "0270"  # RebalanceTimeoutMs 300, TopologyEpoch 5, ProcessId "p"
+        + "01"
+        + "0268"
+        + "2384"
+        + NO_TAGS  # UserEndpoint present: Host "h", Port 9092 (uint16)
+        + "02"
+        + "026b"
+        + "0276"
+        + NO_TAGS  # ClientTags [{"k": "v"}]
         + NO_TAGS
     )
     record = _decode("0013" + GROUP + MEMBER, value_hex)
     assert record.value == StreamsGroupMemberMetadataValue(
-        instance_id=None, rack_id=None, client_id="c", client_host="h", topology_epoch=5, process_id="p",
-        user_endpoint=Endpoint("h", 9092), client_tags=(KeyValue("k", "v"),), rebalance_timeout_ms=300,
+        instance_id=None,
+        rack_id=None,
+        client_id="c",
+        client_host="h",
+        topology_epoch=5,
+        process_id="p",
+        user_endpoint=Endpoint("h", 9092),
+        client_tags=(KeyValue("k", "v"),),
+        rebalance_timeout_ms=300,
     )
 
 
@@ -269,40 +353,59 @@ def test_hand_verified_streams_member_with_user_endpoint_is_read() -> None:
 # ---------------------------------------------------------------------------------------------
 ONE_UUID = "AAAAAAAAAAAAAAAAAAAAAQ"
 KAFKA_SHARE_FORMATTER_CASES: list[tuple[Any, Any, str]] = [
-    (GroupMemberKey("group-id", "member-id", 10),
-     ShareGroupMemberMetadataValue("rack-a", "client-id", "1.2.3.4", ("topic",)),
-     '{"key":{"type":10,"data":{"groupId":"group-id","memberId":"member-id"}},"value":{"version":0,'
-     '"data":{"rackId":"rack-a","clientId":"client-id","clientHost":"1.2.3.4","subscribedTopicNames":["topic"]}}}'),
-    (GroupMemberKey("group-id", "member-id", 10), None,
-     '{"key":{"type":10,"data":{"groupId":"group-id","memberId":"member-id"}},"value":null}'),
-    (GroupKey("group-id", 11), ShareGroupMetadataValue(epoch=1, metadata_hash=1),
-     '{"key":{"type":11,"data":{"groupId":"group-id"}},"value":{"version":0,"data":{"epoch":1,"metadataHash":1}}}'),
-    (GroupKey("group-id", 12), ShareGroupTargetAssignmentMetadataValue(assignment_epoch=1),
-     '{"key":{"type":12,"data":{"groupId":"group-id"}},"value":{"version":0,"data":{"assignmentEpoch":1}}}'),
-    (GroupMemberKey("group-id", "member-id", 13),
-     ShareGroupTargetAssignmentMemberValue((TopicIdPartitions(ONE_UUID, (0, 1)),)),
-     '{"key":{"type":13,"data":{"groupId":"group-id","memberId":"member-id"}},"value":{"version":0,'
-     '"data":{"topicPartitions":[{"topicId":"AAAAAAAAAAAAAAAAAAAAAQ","partitions":[0,1]}]}}}'),
-    (GroupMemberKey("group-id", "member-id", 14),
-     ShareGroupCurrentMemberAssignmentValue(1, 0, 0, (TopicIdPartitions(ONE_UUID, (0, 1)),)),
-     '{"key":{"type":14,"data":{"groupId":"group-id","memberId":"member-id"}},"value":{"version":0,'
-     '"data":{"memberEpoch":1,"previousMemberEpoch":0,"state":0,'
-     '"assignedPartitions":[{"topicId":"AAAAAAAAAAAAAAAAAAAAAQ","partitions":[0,1]}]}}}'),
-    (GroupKey("group-id", 15),
-     ShareGroupStatePartitionMetadataValue(
-         (TopicPartitionsInfo(ONE_UUID, "topic", (1,)),),
-         (TopicPartitionsInfo(ONE_UUID, "topic", (0,)),),
-         (TopicIdName(ONE_UUID, "topic"),),
-     ),
-     '{"key":{"type":15,"data":{"groupId":"group-id"}},"value":{"version":0,"data":{'
-     '"initializingTopics":[{"topicId":"AAAAAAAAAAAAAAAAAAAAAQ","topicName":"topic","partitions":[1]}],'
-     '"initializedTopics":[{"topicId":"AAAAAAAAAAAAAAAAAAAAAQ","topicName":"topic","partitions":[0]}],'
-     '"deletingTopics":[{"topicId":"AAAAAAAAAAAAAAAAAAAAAQ","topicName":"topic"}]}}}'),
+    (
+        GroupMemberKey("group-id", "member-id", 10),
+        ShareGroupMemberMetadataValue("rack-a", "client-id", "1.2.3.4", ("topic",)),
+        '{"key":{"type":10,"data":{"groupId":"group-id","memberId":"member-id"}},"value":{"version":0,'
+        '"data":{"rackId":"rack-a","clientId":"client-id","clientHost":"1.2.3.4","subscribedTopicNames":["topic"]}}}',
+    ),
+    (
+        GroupMemberKey("group-id", "member-id", 10),
+        None,
+        '{"key":{"type":10,"data":{"groupId":"group-id","memberId":"member-id"}},"value":null}',
+    ),
+    (
+        GroupKey("group-id", 11),
+        ShareGroupMetadataValue(epoch=1, metadata_hash=1),
+        '{"key":{"type":11,"data":{"groupId":"group-id"}},"value":{"version":0,"data":{"epoch":1,"metadataHash":1}}}',
+    ),
+    (
+        GroupKey("group-id", 12),
+        ShareGroupTargetAssignmentMetadataValue(assignment_epoch=1),
+        '{"key":{"type":12,"data":{"groupId":"group-id"}},"value":{"version":0,"data":{"assignmentEpoch":1}}}',
+    ),
+    (
+        GroupMemberKey("group-id", "member-id", 13),
+        ShareGroupTargetAssignmentMemberValue((TopicIdPartitions(ONE_UUID, (0, 1)),)),
+        '{"key":{"type":13,"data":{"groupId":"group-id","memberId":"member-id"}},"value":{"version":0,'
+        '"data":{"topicPartitions":[{"topicId":"AAAAAAAAAAAAAAAAAAAAAQ","partitions":[0,1]}]}}}',
+    ),
+    (
+        GroupMemberKey("group-id", "member-id", 14),
+        ShareGroupCurrentMemberAssignmentValue(1, 0, 0, (TopicIdPartitions(ONE_UUID, (0, 1)),)),
+        '{"key":{"type":14,"data":{"groupId":"group-id","memberId":"member-id"}},"value":{"version":0,'
+        '"data":{"memberEpoch":1,"previousMemberEpoch":0,"state":0,'
+        '"assignedPartitions":[{"topicId":"AAAAAAAAAAAAAAAAAAAAAQ","partitions":[0,1]}]}}}',
+    ),
+    (
+        GroupKey("group-id", 15),
+        ShareGroupStatePartitionMetadataValue(
+            (TopicPartitionsInfo(ONE_UUID, "topic", (1,)),),
+            (TopicPartitionsInfo(ONE_UUID, "topic", (0,)),),
+            (TopicIdName(ONE_UUID, "topic"),),
+        ),
+        '{"key":{"type":15,"data":{"groupId":"group-id"}},"value":{"version":0,"data":{'
+        '"initializingTopics":[{"topicId":"AAAAAAAAAAAAAAAAAAAAAQ","topicName":"topic","partitions":[1]}],'
+        '"initializedTopics":[{"topicId":"AAAAAAAAAAAAAAAAAAAAAQ","topicName":"topic","partitions":[0]}],'
+        '"deletingTopics":[{"topicId":"AAAAAAAAAAAAAAAAAAAAAQ","topicName":"topic"}]}}}',
+    ),
 ]
 
 
 @pytest.mark.parametrize(("key", "value", "expected"), KAFKA_SHARE_FORMATTER_CASES)
-def test_share_records_print_what_kafkas_share_group_formatter_test_expects(key: Any, value: Any, expected: str) -> None:
+def test_share_records_print_what_kafkas_share_group_formatter_test_expects(
+    key: Any, value: Any, expected: str
+) -> None:
     record = decode_record(*encode_record(Record(key, value)), modern=True)
     assert json.dumps(to_kafka_json(record), separators=(",", ":")) == expected
 
@@ -310,7 +413,9 @@ def test_share_records_print_what_kafkas_share_group_formatter_test_expects(key:
 # Kafka's own expectations, tools' DumpLogSegmentsTest.testOffsetsMessageParser (apache/kafka 4.4):
 # ``kafka-dump-log --offsets-decoder`` prints the same key/value data (type and version as strings).
 def test_consumer_group_metadata_prints_the_data_dump_log_segments_test_expects() -> None:
-    record = decode_record(*encode_record(Record(GroupKey("group", 3), ConsumerGroupMetadataValue(epoch=10))), modern=True)
+    record = decode_record(
+        *encode_record(Record(GroupKey("group", 3), ConsumerGroupMetadataValue(epoch=10))), modern=True
+    )
     printed = to_kafka_json(record)
     assert json.dumps(printed["key"]["data"], separators=(",", ":")) == '{"groupId":"group"}'
     assert json.dumps(printed["value"]["data"], separators=(",", ":")) == '{"epoch":10}'
@@ -322,10 +427,15 @@ def test_a_member_metadata_value_under_a_group_metadata_key_is_an_error_as_in_du
     """Kafka: "Could not read record with version 0 from value's buffer due to: Error reading
     byte array of 536870911 byte(s): only 1 byte(s) available." Ours: the same size, the same overrun."""
     empty_member = ConsumerGroupMemberMetadataValue(  # ``new ConsumerGroupMemberMetadataValue()``: "" and -1
-        instance_id="", rack_id="", client_id="", client_host="", subscribed_topic_names=(),
-        subscribed_topic_regex="", server_assignor="",
+        instance_id="",
+        rack_id="",
+        client_id="",
+        client_host="",
+        subscribed_topic_names=(),
+        subscribed_topic_regex="",
+        server_assignor="",
     )
     _, value = encode_record(Record(GroupMemberKey("group", "m", 5), empty_member))
-    assert value == bytes.fromhex("0000" "01" "01" "01" "01" "01" "01" "ffffffff" "01" "00")
+    assert value == bytes.fromhex("0000010101010101ffffffff0100")
     with pytest.raises(CorruptRecordError, match="tagged field 1 size 536870911 exceeds the 1 bytes left"):
         decode_record(encode_record(Record(GroupKey("group", 3), None))[0], value, modern=True)

@@ -36,33 +36,33 @@ def _value(record_type: int, key_hex: str, value_hex: str) -> object:
 # ---------------------------------------------------------------------------------------------
 def test_known_tags_are_read_in_any_order_like_kafkas_switch_on_the_tag() -> None:
     # StreamsGroupMetadataValue: Epoch 1, MetadataHash 2, then tag 2 before tag 0
-    value = _value(17, G, "0000" "00000001" "0000000000000002" "02" "02" "04" "00000007" "00" "04" "00000005")
+    value = _value(17, G, "000000000001000000000000000202020400000007000400000005")
     assert value == StreamsGroupMetadataValue(1, 2, validated_topology_epoch=5, stored_description_topology_epoch=7)
     # re-encoded the way Kafka writes it: ascending tags
-    assert encode_value(value) == bytes.fromhex("0000" "00000001" "0000000000000002" "02" "00" "04" "00000005" "02" "04" "00000007")
+    assert encode_value(value) == bytes.fromhex("000000000001000000000000000202000400000005020400000007")
 
 
 def test_a_tag_holding_its_default_value_is_not_written_back() -> None:
     """MetadataHash 0 is ConsumerGroupMetadataValue's default: Kafka never writes it."""
-    value = _value(3, G, "0000" "00000004" "01" "00" "08" "0000000000000000")
+    value = _value(3, G, "0000000000040100080000000000000000")
     assert value == ConsumerGroupMetadataValue(epoch=4, metadata_hash=0)
-    assert encode_value(value) == bytes.fromhex("0000" "00000004" "00")
+    assert encode_value(value) == bytes.fromhex("00000000000400")
 
 
 def test_a_known_tag_that_does_not_fill_its_declared_size_is_corrupt() -> None:
     with pytest.raises(CorruptRecordError, match=r"metadata_hash \(tag 0\) left 1 of its 9 bytes unread"):
-        _value(3, G, "0000" "00000004" "01" "00" "09" "000000000000000101")
+        _value(3, G, "000000000004010009000000000000000101")
 
 
 def test_a_known_tag_that_overruns_its_declared_size_is_corrupt() -> None:
     with pytest.raises(CorruptRecordError, match="metadata_hash needs 8 bytes, 4 left"):
-        _value(3, G, "0000" "00000004" "01" "00" "04" "0000000000000001")
+        _value(3, G, "0000000000040100040000000000000001")
 
 
 def test_unknown_tags_are_kept_in_their_order_after_the_known_ones() -> None:
-    value = _value(3, G, "0000" "00000004" "03" "00" "08" "0000000000000009" "63" "01" "aa" "05" "00")
+    value = _value(3, G, "00000000000403000800000000000000096301aa0500")
     assert value == ConsumerGroupMetadataValue(4, 9, tagged_fields=((99, b"\xaa"), (5, b"")))
-    assert encode_value(value) == bytes.fromhex("0000" "00000004" "03" "00" "08" "0000000000000009" "63" "01" "aa" "05" "00")
+    assert encode_value(value) == bytes.fromhex("00000000000403000800000000000000096301aa0500")
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,34 +80,43 @@ def test_unknown_tags_interleave_with_known_ones_as_kafkas_raw_tagged_field_writ
     data = layout.encode(obj)
     assert data == bytes.fromhex(
         "05"  # 5 tagged fields
-        "01" "01" "78"  # unknown 1: "x"
-        "02" "04" "00000007"  # known 2: a = 7
-        "04" "00"  # unknown 4: empty
-        "06" "04" "00000008"  # known 6: b = 8
-        "09" "01" "7a"  # unknown 9: "z"
+        "01"
+        "01"
+        "78"  # unknown 1: "x"
+        "02"
+        "04"
+        "00000007"  # known 2: a = 7
+        "04"
+        "00"  # unknown 4: empty
+        "06"
+        "04"
+        "00000008"  # known 6: b = 8
+        "09"
+        "01"
+        "7a"  # unknown 9: "z"
     )
     assert layout.read(data, 0, len(data)) == (obj, len(data))
 
 
 def test_a_nullable_tagged_struct_has_a_presence_varint_and_other_markers_are_corrupt() -> None:
     # ConsumerGroupMemberMetadataValue with tag 0 (ClassicMemberMetadata) holding presence varint 2
-    base = "0000" "00" "00" "01" "01" "01" "00" "00000000" "00"
+    base = "00000000010101000000000000"
     with pytest.raises(CorruptRecordError, match="presence varint 2"):
-        _value(5, G + M, base + "01" "00" "07" "02" "00000001" "01" "00")
-    present = _value(5, G + M, base + "01" "00" "07" "01" "00000001" "01" "00")
+        _value(5, G + M, base + "01000702000000010100")
+    present = _value(5, G + M, base + "01000701000000010100")
     assert present.classic_member_metadata.session_timeout_ms == 1  # type: ignore[attr-defined]
 
 
 @pytest.mark.parametrize("marker", ["00", "02", "7f", "80"])
 def test_a_nullable_struct_presence_byte_other_than_minus_one_or_one_is_corrupt(marker: str) -> None:
     # StreamsGroupMemberMetadataValue up to UserEndpoint, whose presence byte is ``marker``
-    head = "0000" "00" "00" "01" "01" "00000000" "00000000" "01"
+    head = "000000000101000000000000000001"
     with pytest.raises(CorruptRecordError, match="presence byte"):
-        _value(19, G + M, head + marker + "0268" "2384" "00" "01" "00")
+        _value(19, G + M, head + marker + "02682384000100")
 
 
 def test_a_null_nullable_struct_is_one_presence_byte() -> None:
-    value = _value(19, G + M, "0000" "00" "00" "01" "01" "00000000" "00000000" "01" "ff" "01" "00")
+    value = _value(19, G + M, "000000000101000000000000000001ff0100")
     assert value.user_endpoint is None  # type: ignore[attr-defined]
 
 
@@ -134,10 +143,10 @@ def test_modern_keys_are_exact_identities_trailing_bytes_are_corrupt() -> None:
 
 
 def test_a_value_version_other_than_zero_is_unknown_not_corrupt() -> None:
-    record = decode_record(bytes.fromhex("0003" + G), bytes.fromhex("0001" "00000004" "00"), modern=True)
-    assert record.value == UnknownValue(version=1, raw=bytes.fromhex("0001" "00000004" "00"))
+    record = decode_record(bytes.fromhex("0003" + G), bytes.fromhex("00010000000400"), modern=True)
+    assert record.value == UnknownValue(version=1, raw=bytes.fromhex("00010000000400"))
     assert to_kafka_json(record)["value"] == {"version": 1, "data": "unknown"}
-    assert encode_record(record) == (bytes.fromhex("0003" + G), bytes.fromhex("0001" "00000004" "00"))
+    assert encode_record(record) == (bytes.fromhex("0003" + G), bytes.fromhex("00010000000400"))
     with pytest.raises(ValueError, match="only value version 0"):
         encode_value(ConsumerGroupMetadataValue(4, version=1))
 
@@ -164,14 +173,19 @@ def test_the_default_decode_path_keeps_modern_records_unknown() -> None:
 
 
 def test_rich_json_names_the_group_type_and_member_state() -> None:
-    key, value = encode_record(Record(GroupMemberKey("g", "m", 8), ConsumerGroupCurrentMemberAssignmentValue(3, 2, 1, (), ())))
+    key, value = encode_record(
+        Record(GroupMemberKey("g", "m", 8), ConsumerGroupCurrentMemberAssignmentValue(3, 2, 1, (), ()))
+    )
     rich = to_rich_json(decode_record(key, value, modern=True))
     assert (rich["recordType"], rich["groupType"], rich["memberState"]) == (
-        "ConsumerGroupCurrentMemberAssignment", "consumer", "UNREVOKED_PARTITIONS")
+        "ConsumerGroupCurrentMemberAssignment",
+        "consumer",
+        "UNREVOKED_PARTITIONS",
+    )
 
 
 def test_wire_errors_of_modern_values_carry_record_type_version_and_position() -> None:
     with pytest.raises(CorruptRecordError) as info:
-        _value(8, G + M, "0000" "00000001")
+        _value(8, G + M, "000000000001")
     assert (info.value.record_type, info.value.version, info.value.part, info.value.position) == (8, 0, "value", 6)
     assert not isinstance(info.value, WireError)

@@ -256,22 +256,10 @@ def test_rebalance_tells_joins_leaves_leader_protocol_and_partition_moves() -> N
     row = rb.to_row()
     assert (row["joined"], row["left"]) == (["c"], ["a"])
     assert (row["leader"], row["previous_leader"], row["leader_changed"]) == ("b", "a", True)
-    assert (row["protocol"], row["previous_protocol"], row["protocol_changed"]) == (
-        "cooperative-sticky",
-        "range",
-        True,
-    )
+    assert (row["protocol"], row["previous_protocol"], row["protocol_changed"]) == ("cooperative-sticky", "range", True)
     assert row["partitions_moved"] == 3  # t-0 a->b, t-1 a->c, t-2 b->c
-    assert {(g["member_id"], g["partition"]) for g in row["partitions_gained"]} == {
-        ("b", 0),
-        ("c", 1),
-        ("c", 2),
-    }
-    assert {(g["member_id"], g["partition"]) for g in row["partitions_lost"]} == {
-        ("a", 0),
-        ("a", 1),
-        ("b", 2),
-    }
+    assert {(g["member_id"], g["partition"]) for g in row["partitions_gained"]} == {("b", 0), ("c", 1), ("c", 2)}
+    assert {(g["member_id"], g["partition"]) for g in row["partitions_lost"]} == {("a", 0), ("a", 1), ("b", 2)}
     assert row["since_previous_ms"] == 7000
     assert row["duration_ms"] == row["end_ms"] - row["start_ms"] >= 0
 
@@ -302,14 +290,9 @@ def test_static_member_rejoining_with_a_new_member_id_is_the_same_member() -> No
 
 def test_group_members_rows_one_per_member_per_generation() -> None:
     log = GroupLog()
-    log.stable(
-        5, [member("a", topics=["t", "u"], assigned={"t": [0], "u": [1]}), member("b", instance="i-b")]
-    )
+    log.stable(5, [member("a", topics=["t", "u"], assigned={"t": [0], "u": [1]}), member("b", instance="i-b")])
     rows = [e.to_row() for e in _of(replay(new_snapshot("g"), log.records), GroupMember)]
-    assert [(r["member_id"], r["generation"], r["is_leader"]) for r in rows] == [
-        ("a", 5, True),
-        ("b", 5, False),
-    ]
+    assert [(r["member_id"], r["generation"], r["is_leader"]) for r in rows] == [("a", 5, True), ("b", 5, False)]
     assert rows[0]["subscribed_topics"] == ["t", "u"]
     assert rows[0]["assigned_partitions"] == [{"topic": "t", "partition": 0}, {"topic": "u", "partition": 1}]
     assert rows[1]["group_instance_id"] == "i-b"
@@ -353,13 +336,7 @@ def test_observed_offset_tombstone_is_an_expiration_with_cause_tombstone() -> No
     log.commit("t", 0, 100)
     log.offset_tombstone("t", 0, at=log.now + 10)
     (e,) = _of(replay(new_snapshot("g"), log.records), OffsetExpiration)
-    assert (e.cause, e.status, e.observed_ms, e.predicted_ms, e.offset) == (
-        "tombstone",
-        "observed",
-        log.now,
-        None,
-        100,
-    )
+    assert (e.cause, e.status, e.observed_ms, e.predicted_ms, e.offset) == ("tombstone", "observed", log.now, None, 100)
 
 
 def test_offset_tombstones_written_with_the_group_tombstone_are_group_deleted() -> None:
@@ -417,7 +394,9 @@ def test_replay_never_changes_its_input_snapshot() -> None:
 def test_serialisation_round_trips_with_a_leading_format_version() -> None:
     log = _busy_log()
     log.unknown(9)
-    snap = replay(new_snapshot("g"), log.records, settings=ReplaySettings(retention_ms=1000), as_of_ms=log.now + 10**9).snapshot
+    snap = replay(
+        new_snapshot("g"), log.records, settings=ReplaySettings(retention_ms=1000), as_of_ms=log.now + 10**9
+    ).snapshot
     mid = replay(new_snapshot("g"), log.records[:4]).snapshot
     for s in (new_snapshot("g"), mid, snap):
         data = serialize_snapshot(s)
@@ -476,13 +455,7 @@ def test_replay_groups_splits_a_mixed_log_by_group() -> None:
 def test_new_snapshot_is_a_group_that_does_not_exist() -> None:
     s = new_snapshot("x")
     assert isinstance(s, GroupSnapshot)
-    assert (s.state, s.exists, s.generation, s.offset_count, s.last_position) == (
-        GroupState.DEAD,
-        False,
-        0,
-        0,
-        None,
-    )
+    assert (s.state, s.exists, s.generation, s.offset_count, s.last_position) == (GroupState.DEAD, False, 0, 0, None)
     assert s.offset("t", 0) is None
     assert OffsetCommitValue(1, "", 2) != s
 
@@ -499,21 +472,16 @@ GOLDEN_V1 = (
 
 def _golden_snapshot() -> GroupSnapshot:
     m = MemberMetadata(
-        "m-1",
-        "client",
-        "/h",
-        10_000,
-        bytes.fromhex("000000000001000174ffffffff"),
-        b"\x00\x00",
-        30_000,
-        "pod-a",
+        "m-1", "client", "/h", 10_000, bytes.fromhex("000000000001000174ffffffff"), b"\x00\x00", 30_000, "pod-a"
     )
     log = GroupLog("golden", partition=3, start_ms=1_700_000_000_000, first_offset=10)
     log.stable(2, [m])
     log.commit("t", 0, 42, at=log.now + 1000)
     log.commit("u", 1, 7, expire=log.now + 5000)  # unsubscribed topic: predicted to expire
     log.unknown(5)
-    return replay(new_snapshot("golden"), log.records, settings=ReplaySettings(retention_ms=10_000), as_of_ms=log.now + 6000).snapshot
+    return replay(
+        new_snapshot("golden"), log.records, settings=ReplaySettings(retention_ms=10_000), as_of_ms=log.now + 6000
+    ).snapshot
 
 
 def test_snapshot_format_v1_bytes_are_still_readable() -> None:

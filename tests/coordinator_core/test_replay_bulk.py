@@ -57,7 +57,10 @@ def settings_kw(kw: dict[str, Any]) -> dict[str, Any]:
     """The replay keywords with the broker settings among them folded into ``settings=``."""
     keys = ("retention_ms", "rules", "coordinator", "cleanup_interval_ms")
     given = {k: kw[k] for k in keys if k in kw}
-    return {**{k: v for k, v in kw.items() if k not in keys}, "settings": ReplaySettings(**{"retention_ms": None, **given})}
+    return {
+        **{k: v for k, v in kw.items() if k not in keys},
+        "settings": ReplaySettings(**{"retention_ms": None, **given}),
+    }
 
 
 def both(
@@ -87,9 +90,9 @@ _op = st.one_of(
     st.tuples(st.just("static"), st.integers(0, 100)),
     st.tuples(st.just("empty"), st.integers(0, 2), st.integers(0, 3)),
     st.tuples(st.just("connect"), st.integers(1, 2)),
-    st.tuples(st.just("group_tombstone"),),
-    st.tuples(st.just("delete_group"),),
-    st.tuples(st.just("unknown"),),
+    st.tuples(st.just("group_tombstone")),
+    st.tuples(st.just("delete_group")),
+    st.tuples(st.just("unknown")),
     st.tuples(st.just("back_in_time"), st.integers(1, 90)),
 )
 
@@ -145,12 +148,14 @@ def bulk_logs(draw: Any) -> list[LogRecord]:
     return log.records
 
 
-_settings = st.fixed_dictionaries({
-    "retention_ms": st.sampled_from([None, 10 * MINUTE, 45 * MINUTE, 2 * HOUR, 48 * HOUR]),
-    "rules": st.sampled_from(RULE_SETS),
-    "coordinator": st.sampled_from(COORDINATORS),
-    "assume_log_start": st.booleans(),
-})
+_settings = st.fixed_dictionaries(
+    {
+        "retention_ms": st.sampled_from([None, 10 * MINUTE, 45 * MINUTE, 2 * HOUR, 48 * HOUR]),
+        "rules": st.sampled_from(RULE_SETS),
+        "coordinator": st.sampled_from(COORDINATORS),
+        "assume_log_start": st.booleans(),
+    }
+)
 
 
 @settings(max_examples=400, deadline=None)
@@ -268,8 +273,7 @@ def test_short_spans_keep_runs_compressible_under_a_short_retention() -> None:
     for i in range(60):
         log.advance(MINUTE).commit("t", i % 2, i)
     _, _, counters = both(
-        new_snapshot("g"), log.records, max_span_ms=5 * MINUTE, retention_ms=20 * MINUTE,
-        event_kinds=NO_COMMIT_EVENTS,
+        new_snapshot("g"), log.records, max_span_ms=5 * MINUTE, retention_ms=20 * MINUTE, event_kinds=NO_COMMIT_EVENTS
     )
     assert counters.compressed >= 10 and counters.expanded == 0
 
@@ -330,8 +334,13 @@ def test_generator_log_compressed_equals_full(
     total = RunCounters()
     for gid, recs in generated_groups.items():
         as_of = recs[-1].timestamp_ms + HOUR
-        kw: dict[str, Any] = {"retention_ms": retention_ms, "as_of_ms": as_of if retention_ms else None,
-                              "coordinator": coordinator, "event_kinds": NO_COMMIT_EVENTS, "assume_log_start": True}
+        kw: dict[str, Any] = {
+            "retention_ms": retention_ms,
+            "as_of_ms": as_of if retention_ms else None,
+            "coordinator": coordinator,
+            "event_kinds": NO_COMMIT_EVENTS,
+            "assume_log_start": True,
+        }
         kw = settings_kw(kw)
         full = replay(new_snapshot(gid), recs, **kw)
         bulk = replay_runs(new_snapshot(gid), compress_commit_runs(recs, max_span_ms=MINUTE), counters=total, **kw)
@@ -352,8 +361,14 @@ def test_scenario_logs_compressed_equal_full() -> None:
                 by_group.setdefault(r.group, []).append(r)
         for gid, recs in by_group.items():
             for retention in (None, 5_000, 60_000):
-                both(new_snapshot(gid), recs, retention_ms=retention, event_kinds=NO_COMMIT_EVENTS,
-                     assume_log_start=True, as_of_ms=recs[-1].timestamp_ms + 120_000 if retention else None)
+                both(
+                    new_snapshot(gid),
+                    recs,
+                    retention_ms=retention,
+                    event_kinds=NO_COMMIT_EVENTS,
+                    assume_log_start=True,
+                    as_of_ms=recs[-1].timestamp_ms + 120_000 if retention else None,
+                )
 
 
 def test_replay_runs_of_plain_records_is_replay() -> None:
@@ -376,13 +391,32 @@ def test_the_working_state_freezes_every_field_in_place() -> None:
     from coordinator_core.state import GroupState
 
     s = GroupSnapshot(
-        group_id="g", state=GroupState.STABLE, exists=True, generation=3, protocol_type="consumer",
-        protocol="range", leader="m0", current_state_timestamp=5, members=(member("m0"),), has_metadata=True,
-        metadata_timestamp_ms=6, state_timestamp_ms=7, subscribed_topics=frozenset({"t"}),
-        offsets=MappingProxyType({("t", 0): (OffsetCommitValue(1, "", 2), 7, 8, 9)}), last_position=(7, 8),
-        last_timestamp_ms=10, records_applied=11, unsupported_records=12, last_offset_removal_ms=13,
-        tombstone_run=(("t", 2, 1, 2, 3, 4),), settled=MappingProxyType({("t", 0): 15}), settled_death_ms=16,
-        situation_since_ms=17, first_position=(7, 1), new_coordinator_seen=True, predictions_contradicted=18,
+        group_id="g",
+        state=GroupState.STABLE,
+        exists=True,
+        generation=3,
+        protocol_type="consumer",
+        protocol="range",
+        leader="m0",
+        current_state_timestamp=5,
+        members=(member("m0"),),
+        has_metadata=True,
+        metadata_timestamp_ms=6,
+        state_timestamp_ms=7,
+        subscribed_topics=frozenset({"t"}),
+        offsets=MappingProxyType({("t", 0): (OffsetCommitValue(1, "", 2), 7, 8, 9)}),
+        last_position=(7, 8),
+        last_timestamp_ms=10,
+        records_applied=11,
+        unsupported_records=12,
+        last_offset_removal_ms=13,
+        tombstone_run=(("t", 2, 1, 2, 3, 4),),
+        settled=MappingProxyType({("t", 0): 15}),
+        settled_death_ms=16,
+        situation_since_ms=17,
+        first_position=(7, 1),
+        new_coordinator_seen=True,
+        predictions_contradicted=18,
     )  # the view's forecast fields are recomputed by every call that has an as_of (finish)
     frozen = GroupFold(s, FACTS_ONLY, frozenset()).freeze()
     for f in dataclasses.fields(GroupSnapshot):

@@ -59,9 +59,7 @@ def test_replay_without_retention_matches_every_group_the_log_describes(
             assert snap.protocol == t["protocol"], gid
         # completed rebalances (into Stable), rebalances that ended Empty, group records
         events = out[gid].events
-        assert (
-            sum(isinstance(e, StateTransition) and e.to_state == "Stable" for e in events) == t["rebalances"]
-        ), gid
+        assert sum(isinstance(e, StateTransition) and e.to_state == "Stable" for e in events) == t["rebalances"], gid
         emptied = sum(isinstance(e, GroupLifecycle) and e.event == "group_emptied" for e in events)
         assert emptied == t["went_empty"], gid
         stats = out[gid].stats
@@ -69,9 +67,7 @@ def test_replay_without_retention_matches_every_group_the_log_describes(
     assert {"app", "simple", "ephemeral"} <= kinds
 
 
-def test_expiry_predictions_agree_with_the_logs_tombstones(
-    generated: tuple[list[LogRecord], dict[str, Any]],
-) -> None:
+def test_expiry_predictions_agree_with_the_logs_tombstones(generated: tuple[list[LogRecord], dict[str, Any]]) -> None:
     records, truth = generated
     retention = truth["retention_ms"]
     interval = truth["config"]["retention_check_interval_ms"]
@@ -100,9 +96,7 @@ def test_expiry_predictions_agree_with_the_logs_tombstones(
             ), (gid, e)
         assert result.snapshot.state.value == t["final_state"], gid
         if t["expired_ms"] is not None:
-            deaths = [
-                e for e in result.events if isinstance(e, GroupLifecycle) and e.event == "group_deleted"
-            ]
+            deaths = [e for e in result.events if isinstance(e, GroupLifecycle) and e.event == "group_deleted"]
             assert deaths and deaths[0].predicted_ms is not None, gid
             assert 0 <= t["expired_ms"] - deaths[0].predicted_ms <= interval, gid
     assert confirmed > 0

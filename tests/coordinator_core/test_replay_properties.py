@@ -93,8 +93,7 @@ def _chunks(records: list[LogRecord], cuts: list[int]) -> list[list[LogRecord]]:
 
 
 def _stream(
-    records: list[LogRecord], cuts: list[int], retention: int | None, end_ms: int | None,
-    with_log_end: bool = False,
+    records: list[LogRecord], cuts: list[int], retention: int | None, end_ms: int | None, with_log_end: bool = False
 ) -> tuple[GroupSnapshot, list[ReplayResult]]:
     """Streaming: state serialised between micro-batches; with retention a timer fires at each
     batch end at a watermark that does not pass the next record."""
@@ -105,7 +104,10 @@ def _stream(
         later = [c for c in chunks[i + 1 :] if c]
         watermark = later[0][0].timestamp_ms if later else end_ms
         r = replay(
-            deserialize_snapshot(state), chunk, settings=ReplaySettings(retention_ms=retention), as_of_ms=watermark,
+            deserialize_snapshot(state),
+            chunk,
+            settings=ReplaySettings(retention_ms=retention),
+            as_of_ms=watermark,
             log_end_ms=watermark if with_log_end else None,
         )
         results.append(r)
@@ -130,7 +132,10 @@ def test_with_expiry_timers_one_pass_equals_any_split(
     end = (records[-1].timestamp_ms if records else 0) + extra_hours * HOUR
     for with_log_end in (False, True):
         once = replay(
-            new_snapshot("g"), records, settings=ReplaySettings(retention_ms=RETENTION), as_of_ms=end,
+            new_snapshot("g"),
+            records,
+            settings=ReplaySettings(retention_ms=RETENTION),
+            as_of_ms=end,
             log_end_ms=end if with_log_end else None,
         )
         snap, parts = _stream(records, cuts, RETENTION, end, with_log_end)

@@ -45,7 +45,9 @@ def test_a_compacted_capture_keeps_a_stable_groups_idle_partition_offsets() -> N
     log.advance(30 * DAY).stable(57, [member("m1", topics=["t"], assigned={"t": [0, 1, 2]})])
     log.advance(MINUTE).commit("t", 0, 9000)
     end = log.now + HOUR
-    result = replay(new_snapshot("g"), log.records, settings=ReplaySettings(retention_ms=WEEK), as_of_ms=end, log_end_ms=end)
+    result = replay(
+        new_snapshot("g"), log.records, settings=ReplaySettings(retention_ms=WEEK), as_of_ms=end, log_end_ms=end
+    )
     assert _expirations(result.events) == []
     assert _deaths(result.events) == [] and _dead_edges(result.events) == []
     snap = result.snapshot
@@ -61,7 +63,9 @@ def test_kafka4_classic_group_creation_record_is_a_creation_not_a_predicted_deat
     log.advance(3_000).stable(1, [member("m1", assigned={"t": [0]})])
     log.advance(MINUTE).commit("t", 0, 1)
     end = log.now + HOUR
-    result = replay(new_snapshot("g"), log.records, settings=ReplaySettings(retention_ms=WEEK), as_of_ms=end, log_end_ms=end)
+    result = replay(
+        new_snapshot("g"), log.records, settings=ReplaySettings(retention_ms=WEEK), as_of_ms=end, log_end_ms=end
+    )
     assert _deaths(result.events) == [] and _dead_edges(result.events) == []
     created = [e for e in result.events if isinstance(e, GroupLifecycle) and e.event == "group_created"]
     assert len(created) == 1
@@ -90,7 +94,9 @@ def test_an_offsetless_group_whose_members_all_restart_within_seconds_is_never_r
         log.advance(HOUR).empty(gen)
         log.advance(4_000).stable(gen + 1, [member(f"m{gen}a"), member(f"m{gen}b")])
     end = log.now + HOUR
-    result = replay(new_snapshot("g"), log.records, settings=ReplaySettings(retention_ms=WEEK), as_of_ms=end, log_end_ms=end)
+    result = replay(
+        new_snapshot("g"), log.records, settings=ReplaySettings(retention_ms=WEEK), as_of_ms=end, log_end_ms=end
+    )
     assert _deaths(result.events) == [] and _dead_edges(result.events) == []
     assert result.snapshot.state is GroupState.STABLE and result.snapshot.exists
 
@@ -196,18 +202,31 @@ def test_a_forecast_is_withdrawn_by_a_later_call_when_the_group_comes_back() -> 
     log.commit("t", 0, 5)
     log.empty(2, at=log.now + MINUTE)
     due = log.now + WEEK
-    first = replay(new_snapshot("g"), log.records, settings=ReplaySettings(retention_ms=WEEK), as_of_ms=due + MINUTE, log_end_ms=due + MINUTE)
+    first = replay(
+        new_snapshot("g"),
+        log.records,
+        settings=ReplaySettings(retention_ms=WEEK),
+        as_of_ms=due + MINUTE,
+        log_end_ms=due + MINUTE,
+    )
     assert [e.status for e in _expirations(first.events)] == ["predicted"]
     assert first.snapshot.state is GroupState.DEAD  # the view as of T: one cleanup at T
     back = GroupLog(first_offset=200, start_ms=due + 30 * MINUTE)
     back.stable(3, [member("m2", assigned={"t": [0]})])
-    later = replay(first.snapshot, back.records, settings=ReplaySettings(retention_ms=WEEK), as_of_ms=back.now, log_end_ms=back.now)
+    later = replay(
+        first.snapshot, back.records, settings=ReplaySettings(retention_ms=WEEK), as_of_ms=back.now, log_end_ms=back.now
+    )
     assert [e.status for e in _expirations(later.events)] == ["withdrawn"]
     assert [e.status for e in _deaths(later.events)] == ["withdrawn"]
     assert later.snapshot.state is GroupState.STABLE and later.snapshot.offset("t", 0) is not None
     # one pass over the same records tells neither
-    once = replay(new_snapshot("g"), log.records + back.records, settings=ReplaySettings(retention_ms=WEEK), as_of_ms=back.now,
-                  log_end_ms=back.now)
+    once = replay(
+        new_snapshot("g"),
+        log.records + back.records,
+        settings=ReplaySettings(retention_ms=WEEK),
+        as_of_ms=back.now,
+        log_end_ms=back.now,
+    )
     assert _expirations(once.events) == [] and _deaths(once.events) == []
     assert once.snapshot == later.snapshot
 
@@ -230,8 +249,12 @@ def test_a_rebalance_from_empty_starts_no_earlier_than_the_initial_delays_its_jo
         log = GroupLog()
         log.stable(1, [member("m0")])
         log.empty(2, at=log.now + HOUR)
-        log.stable(3, [member(f"n{i}", rebalance_timeout=rebalance_timeout) for i in range(n)],
-                   at=log.now + HOUR, cst=log.now + HOUR - 100)
+        log.stable(
+            3,
+            [member(f"n{i}", rebalance_timeout=rebalance_timeout) for i in range(n)],
+            at=log.now + HOUR,
+            cst=log.now + HOUR - 100,
+        )
         rb = [e for e in replay(new_snapshot("g"), log.records).events if isinstance(e, Rebalance)][-1]
         return rb.end_ms - rb.start_ms if rb.start_ms is not None else None
 
@@ -247,11 +270,19 @@ def test_contradictions_judged_on_a_state_compaction_made_are_not_counted() -> N
     log = GroupLog()
     log.commit("t", 2, 40)
     log.advance(3 * WEEK).stable(13, [member("m1", topics=["t"], assigned={"t": [2]})])
-    assert replay(new_snapshot("g"), log.records, settings=ReplaySettings(retention_ms=WEEK)).snapshot.to_state_row()[
-        "predictions_contradicted"] == 0
+    assert (
+        replay(new_snapshot("g"), log.records, settings=ReplaySettings(retention_ms=WEEK)).snapshot.to_state_row()[
+            "predictions_contradicted"
+        ]
+        == 0
+    )
     # the same commit before a first group record at generation 1 was a real simple-group phase
     real = GroupLog()
     real.commit("t", 2, 40)
     real.advance(3 * WEEK).stable(1, [member("m1", topics=["t"], assigned={"t": [2]})])
-    assert replay(new_snapshot("g"), real.records, settings=ReplaySettings(retention_ms=WEEK)).snapshot.to_state_row()[
-        "predictions_contradicted"] == 1
+    assert (
+        replay(new_snapshot("g"), real.records, settings=ReplaySettings(retention_ms=WEEK)).snapshot.to_state_row()[
+            "predictions_contradicted"
+        ]
+        == 1
+    )

@@ -26,15 +26,29 @@ WORLDS = [("old", "none"), ("new", "none"), ("new", "cleaned"), ("old", "cleaned
 def _replay(coordinator: str, compaction: str, seed: int) -> tuple[dict[str, ReplayResult], dict[str, Any]]:
     # retention checks pinned to start + k * interval: one runs exactly at the end of the run,
     # so the simulator's final states are what the replay says as of the end
-    log = generate(groups=16, hours=2.0, seed=seed, coordinator=coordinator, compaction=compaction,
-                   retention_check_phase_ms=0, retention_ms=30 * 60_000)
+    log = generate(
+        groups=16,
+        hours=2.0,
+        seed=seed,
+        coordinator=coordinator,
+        compaction=compaction,
+        retention_check_phase_ms=0,
+        retention_ms=30 * 60_000,
+    )
     records = []
     for k, v, p, o, ts in zip(log.keys, log.values, log.partitions, log.offsets, log.timestamps):
         rec = decode_record(k, v)
         records.append(LogRecord(p, o, ts, rec.key, rec.value))
     t = log.truth
     end = t["end_ms"]
-    out = replay_groups(records, settings=ReplaySettings(retention_ms=t["retention_ms"], cleanup_interval_ms=t["retention_checks"]["interval_ms"]), as_of_ms=end, log_end_ms=end)
+    out = replay_groups(
+        records,
+        settings=ReplaySettings(
+            retention_ms=t["retention_ms"], cleanup_interval_ms=t["retention_checks"]["interval_ms"]
+        ),
+        as_of_ms=end,
+        log_end_ms=end,
+    )
     return out, t
 
 

@@ -34,7 +34,12 @@ def test_shipped_scenario_meets_its_expectations(path: object) -> None:
 def test_three_consumers_at_once_walk_through_the_books_six_states_with_one_assignment() -> None:
     r = run("book_three_consumers_at_once")
     assert r.states("book-group") == [
-        "Stable", "PreparingRebalance", "CompletingRebalance", "PreparingRebalance", "CompletingRebalance", "Stable",
+        "Stable",
+        "PreparingRebalance",
+        "CompletingRebalance",
+        "PreparingRebalance",
+        "CompletingRebalance",
+        "Stable",
     ]
     # consumer-3 joins twice, the others once; its first SyncGroup meets PreparingRebalance
     assert len(requests(r, "JoinGroup", "consumer-3")) == 2
@@ -132,7 +137,9 @@ def test_a_crashed_consumer_is_removed_one_session_timeout_after_its_last_heartb
     r = run("session_timeout")
     member = r.sim.coordinator.groups["crash-group"].members
     assert len(member) == 1
-    last_hb = max(e.time_ms for e in r.events if e.kind == "request" and e.api == "Heartbeat" and e.detail == "consumer-2")
+    last_hb = max(
+        e.time_ms for e in r.events if e.kind == "request" and e.api == "Heartbeat" and e.detail == "consumer-2"
+    )
     expiry = next(e for e in r.events if e.kind == "timer" and e.api == "DelayedHeartbeat")
     assert expiry.time_ms == last_hb + 10_000
     rebalance = [e for e in r.events if e.kind == "transition" and e.to_state == "PreparingRebalance"][-1]
@@ -155,8 +162,11 @@ def test_the_group_record_carries_the_time_the_group_entered_completing_rebalanc
 
 def test_scripted_sync_orders_the_follower_waits_and_a_late_follower_is_answered_by_the_stable_group() -> None:
     r = run("scripted_sync_from_stable")
-    sync_responses = [(e.time_ms, e.member.split("-0")[0] if e.member else None, e.error)
-                      for e in r.events if e.kind == "response" and e.api == "SyncGroup"]
+    sync_responses = [
+        (e.time_ms, e.member.split("-0")[0] if e.member else None, e.error)
+        for e in r.events
+        if e.kind == "response" and e.api == "SyncGroup"
+    ]
     assert sync_responses == [(30, "consumer-1", "NONE"), (30, "consumer-2", "NONE"), (40, "consumer-3", "NONE")]
     stable_at = next(e.time_ms for e in r.events if e.kind == "transition" and e.to_state == "Stable")
     assert stable_at == 30
@@ -189,9 +199,14 @@ def test_pre_2_4_first_consumer_revokes_and_is_assigned_twice_when_joining_one_s
 def test_a_2_4_client_revokes_nothing_on_its_first_join() -> None:
     from coordinator_core.simulator import Scenario
 
-    raw = {"until_ms": 10_000, "coordinator": {"initial_rebalance_delay_ms": 0}, "topics": {"t": 2},
-           "client_defaults": {"group_id": "g", "topics": ["t"]}, "clients": {"c": {}},
-           "timeline": [{"at_ms": 0, "client": "c", "action": "start"}]}
+    raw = {
+        "until_ms": 10_000,
+        "coordinator": {"initial_rebalance_delay_ms": 0},
+        "topics": {"t": 2},
+        "client_defaults": {"group_id": "g", "topics": ["t"]},
+        "clients": {"c": {}},
+        "timeline": [{"at_ms": 0, "client": "c", "action": "start"}],
+    }
     r = Scenario.from_dict(raw).run()
     assert [kind for kind, _ in callbacks(r, "c")] == ["assigned"]
 
@@ -200,8 +215,10 @@ def test_a_pre_2_4_client_cannot_use_the_cooperative_protocol() -> None:
     from coordinator_core.errors import ConfigError
     from coordinator_core.simulator import Scenario
 
-    raw = {"client_defaults": {"group_id": "g", "topics": ["t"], "client_version": "pre-2.4"},
-           "clients": {"c": {"assignors": ["cooperative-sticky"]}}}
+    raw = {
+        "client_defaults": {"group_id": "g", "topics": ["t"], "client_version": "pre-2.4"},
+        "clients": {"c": {"assignors": ["cooperative-sticky"]}},
+    }
     with pytest.raises(ConfigError, match=r"clients\.c\.assignors"):
         Scenario.from_dict(raw)
     with pytest.raises(ConfigError, match="client_version"):

@@ -44,8 +44,12 @@ def _records(batches: list[S.RecordBatch | S.BadBatch]) -> list[S.Record]:
 def _recs(n: int, base: int = 100, ts: int = 1_700_000_000_000, big: bool = False) -> list[S.Record]:
     # keys/values shaped like __consumer_offsets records; 'big' makes several 64 KB LZ4 / 32 KB snappy blocks
     return [
-        S.Record(base + i, ts + 7 * i, b"\x00\x01\x00\x05group\x00\x05topic" + struct.pack(">i", i),
-                 None if i % 5 == 3 else b"\x00\x03" + bytes([i % 251]) * (3000 if big else 20 + i))
+        S.Record(
+            base + i,
+            ts + 7 * i,
+            b"\x00\x01\x00\x05group\x00\x05topic" + struct.pack(">i", i),
+            None if i % 5 == 3 else b"\x00\x03" + bytes([i % 251]) * (3000 if big else 20 + i),
+        )
         for i in range(n)
     ]
 
@@ -111,9 +115,20 @@ REAL_V0 = (
 def test_real_broker_v2_batches_are_read_with_their_timestamps_headers_and_crcs() -> None:
     batches = _read(REAL_V2 + b"\x00" * 4)  # kafka-python's test appends 4 stray bytes too
     good = [b for b in batches if isinstance(b, S.RecordBatch)]
-    assert [(b.base_offset, b.last_offset, len(b.records)) for b in good] == [(0, 0, 1), (1, 2, 2), (3, 3, 1), (0, 0, 1)]
+    assert [(b.base_offset, b.last_offset, len(b.records)) for b in good] == [
+        (0, 0, 1),
+        (1, 2, 2),
+        (3, 3, 1),
+        (0, 0, 1),
+    ]
     first = good[0].records[0]
-    assert (first.offset, first.timestamp_ms, first.key, first.value, first.headers) == (0, 1503229838908, None, b"123", ())
+    assert (first.offset, first.timestamp_ms, first.key, first.value, first.headers) == (
+        0,
+        1503229838908,
+        None,
+        b"123",
+        (),
+    )
     assert [r.value for r in good[1].records] == [b"", b""]
     assert good[3].records[0].headers == (("hkey", b"hval"),) and good[3].records[0].value == b"hdr"
     assert all(b.magic == 2 and b.producer_id == -1 and not b.is_transactional for b in good)
@@ -129,7 +144,9 @@ def test_real_broker_v1_and_v0_messages_are_read_with_crc32_checked() -> None:
     ]
     v0 = _read(REAL_V0)
     assert [b.records[0] for b in v0 if isinstance(b, S.RecordBatch)] == [
-        S.Record(0, S.NO_TIMESTAMP, None, b"123"), S.Record(1, S.NO_TIMESTAMP, None, b"")]
+        S.Record(0, S.NO_TIMESTAMP, None, b"123"),
+        S.Record(1, S.NO_TIMESTAMP, None, b""),
+    ]
     assert v0[0].crc == -22012481 & 0xFFFFFFFF and v0[0].timestamp_type == S.NO_TIMESTAMP_TYPE  # type: ignore[union-attr]
 
 
@@ -148,7 +165,12 @@ def test_v2_batches_of_every_codec_read_back_exactly(codec: int, shape: int) -> 
     assert isinstance(batch, S.RecordBatch), batch
     assert batch.records == tuple(recs)
     assert (batch.codec, batch.magic, batch.partition_leader_epoch, batch.base_offset, batch.last_offset) == (
-        codec, 2, 4, recs[0].offset, recs[-1].offset)
+        codec,
+        2,
+        4,
+        recs[0].offset,
+        recs[-1].offset,
+    )
     assert batch.size == len(data) and batch.max_timestamp == recs[-1].timestamp_ms
 
 
@@ -193,8 +215,9 @@ def test_legacy_message_sets_and_compressed_wrappers_read_back_with_absolute_off
 
 def test_v1_wrapper_with_log_append_time_gives_its_timestamp_to_every_inner_message() -> None:
     recs = _recs(3)
-    data = S.encode_legacy(recs, magic=1, codec=S.CODEC_GZIP, timestamp_type=S.LOG_APPEND_TIME,
-                           wrapper_timestamp=1_800_000_000_000)
+    data = S.encode_legacy(
+        recs, magic=1, codec=S.CODEC_GZIP, timestamp_type=S.LOG_APPEND_TIME, wrapper_timestamp=1_800_000_000_000
+    )
     (b,) = _read(data)
     assert isinstance(b, S.RecordBatch) and b.timestamp_type == S.LOG_APPEND_TIME
     assert [r.timestamp_ms for r in b.records] == [1_800_000_000_000] * 3
@@ -205,13 +228,14 @@ def test_lz4_magic_0_frames_carry_kafkas_broken_header_checksum_and_still_read()
     data = S.encode_legacy(recs, magic=0, codec=S.CODEC_LZ4, compress=_compress)
     at = data.index(b"\x04\x22\x4d\x18")
     # KAFKA-3160: magic 0 hashed the magic number too (KafkaLZ4BlockOutputStream useBrokenFlagDescriptorChecksum)
-    assert data[at + 6] == (S.xxh32(data[at:at + 6]) >> 8) & 0xFF != (S.xxh32(data[at + 4:at + 6]) >> 8) & 0xFF
+    assert data[at + 6] == (S.xxh32(data[at : at + 6]) >> 8) & 0xFF != (S.xxh32(data[at + 4 : at + 6]) >> 8) & 0xFF
     assert _records(_read(data)) == recs
     # the same frame in a magic 1 wrapper is refused: only magic 0 may carry the broken checksum
-    v1 = bytearray(S.encode_legacy([r._replace(timestamp_ms=1) for r in recs], magic=1, codec=S.CODEC_LZ4,
-                                   compress=_compress))
+    v1 = bytearray(
+        S.encode_legacy([r._replace(timestamp_ms=1) for r in recs], magic=1, codec=S.CODEC_LZ4, compress=_compress)
+    )
     at1 = bytes(v1).index(b"\x04\x22\x4d\x18")
-    v1[at1 + 6] = (S.xxh32(bytes(v1[at1:at1 + 6])) >> 8) & 0xFF
+    v1[at1 + 6] = (S.xxh32(bytes(v1[at1 : at1 + 6])) >> 8) & 0xFF
     v1[12:16] = struct.pack(">I", zlib.crc32(bytes(v1[16:])))
     (bad,) = _read(bytes(v1))
     assert isinstance(bad, S.BadBatch) and "frame descriptor checksum" in bad.reason and not bad.stopped
@@ -220,19 +244,42 @@ def test_lz4_magic_0_frames_carry_kafkas_broken_header_checksum_and_still_read()
 def test_transactional_batches_and_commit_abort_markers_are_surfaced_with_producer_ids() -> None:
     data = (
         S.encode_batch_v2(_recs(2, base=10), transactional=True, producer_id=4242, producer_epoch=3, base_sequence=0)
-        + S.encode_control_batch(S.CONTROL_COMMIT, offset=12, timestamp_ms=1_700_000_000_100,
-                                 producer_id=4242, producer_epoch=3, coordinator_epoch=9)
-        + S.encode_batch_v2(_recs(1, base=13), transactional=True, producer_id=77, producer_epoch=0,
-                            codec=S.CODEC_ZSTD, compress=_compress)
-        + S.encode_control_batch(S.CONTROL_ABORT, offset=14, timestamp_ms=1_700_000_000_200,
-                                 producer_id=77, producer_epoch=0, coordinator_epoch=9)
+        + S.encode_control_batch(
+            S.CONTROL_COMMIT,
+            offset=12,
+            timestamp_ms=1_700_000_000_100,
+            producer_id=4242,
+            producer_epoch=3,
+            coordinator_epoch=9,
+        )
+        + S.encode_batch_v2(
+            _recs(1, base=13),
+            transactional=True,
+            producer_id=77,
+            producer_epoch=0,
+            codec=S.CODEC_ZSTD,
+            compress=_compress,
+        )
+        + S.encode_control_batch(
+            S.CONTROL_ABORT,
+            offset=14,
+            timestamp_ms=1_700_000_000_200,
+            producer_id=77,
+            producer_epoch=0,
+            coordinator_epoch=9,
+        )
     )
     txn, commit, txn2, abort = _read(data)
     assert isinstance(txn, S.RecordBatch) and isinstance(commit, S.RecordBatch)
     assert isinstance(txn2, S.RecordBatch) and isinstance(abort, S.RecordBatch)
     assert (txn.is_transactional, txn.is_control, txn.producer_id, txn.producer_epoch) == (True, False, 4242, 3)
     assert all(r.control is None for r in txn.records)
-    assert (commit.is_transactional, commit.is_control, commit.producer_id, commit.base_sequence) == (True, True, 4242, -1)
+    assert (commit.is_transactional, commit.is_control, commit.producer_id, commit.base_sequence) == (
+        True,
+        True,
+        4242,
+        -1,
+    )
     (marker,) = commit.records
     assert marker.offset == 12 and marker.key == b"\x00\x00\x00\x01" and marker.value == b"\x00\x00\x00\x00\x00\x09"
     assert marker.control == S.ControlMarker(S.CONTROL_COMMIT, 0, 0, 9) and marker.control.name == "COMMIT"
@@ -284,7 +331,7 @@ def test_a_flipped_byte_makes_only_its_batch_bad_and_the_rest_is_read() -> None:
     bad = out[1]
     assert isinstance(bad, S.BadBatch) and "CRC-32C mismatch" in bad.reason and not bad.stopped
     assert (bad.position, bad.length, bad.base_offset) == (starts[1], starts[2] - starts[1], 3)
-    assert bad.data == bytes(broken[starts[1]:starts[2]])
+    assert bad.data == bytes(broken[starts[1] : starts[2]])
     assert [r.offset for r in _records(out)] == [0, 1, 2, 7, 8, 9, 10]
 
 
@@ -307,12 +354,12 @@ def test_a_truncated_tail_is_one_bad_batch_that_ends_the_segment() -> None:
 def test_a_corrupt_length_that_leads_nowhere_stops_with_the_reason() -> None:
     data, starts = _segment()
     broken = bytearray(data)
-    broken[starts[1] + 8:starts[1] + 12] = struct.pack(">i", 77)  # not the batch's real length
+    broken[starts[1] + 8 : starts[1] + 12] = struct.pack(">i", 77)  # not the batch's real length
     out = _read(bytes(broken))
     assert isinstance(out[0], S.RecordBatch) and len(out) == 2
     bad = out[1]
     assert isinstance(bad, S.BadBatch) and bad.stopped and "cannot be trusted" in bad.reason
-    assert bad.position == starts[1] and bad.data == bytes(broken[starts[1]:])
+    assert bad.position == starts[1] and bad.data == bytes(broken[starts[1] :])
 
 
 def test_an_unknown_magic_with_a_trustworthy_length_skips_only_that_batch() -> None:
@@ -365,7 +412,7 @@ def test_random_damage_never_raises_and_every_byte_is_accounted_for() -> None:
             if rng.random() < 0.8:
                 broken[i] = rng.randrange(256)
             else:
-                del broken[i:i + rng.randint(1, 30)]
+                del broken[i : i + rng.randint(1, 30)]
         out = _read(bytes(broken))
         # batches and bad batches tile the data: no byte read twice, none dropped
         pos = 0

@@ -20,9 +20,7 @@ def test_default_settings_are_the_configs_defaults() -> None:
 
 
 def test_from_strings_gives_enum_members() -> None:
-    s = ReplaySettings.from_strings(
-        retention_ms=1000, rules="2.1-2.3", coordinator="new", cleanup_interval_ms=5
-    )
+    s = ReplaySettings.from_strings(retention_ms=1000, rules="2.1-2.3", coordinator="new", cleanup_interval_ms=5)
     assert (s.rules, s.coordinator) == (ExpiryRules.V2_1_TO_2_3, Coordinator.NEW)
     assert ReplaySettings.from_strings(**s.as_strings()) == s
 

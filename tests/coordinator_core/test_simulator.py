@@ -19,8 +19,12 @@ def scenario(**overrides: Any) -> dict[str, Any]:
         "until_ms": 30_000,
         "coordinator": {"initial_rebalance_delay_ms": 0},
         "topics": {"t": 4},
-        "client_defaults": {"group_id": "g", "topics": ["t"], "session_timeout_ms": 10_000,
-                            "enable_auto_commit": False},
+        "client_defaults": {
+            "group_id": "g",
+            "topics": ["t"],
+            "session_timeout_ms": 10_000,
+            "enable_auto_commit": False,
+        },
         "clients": {"c1": {}, "c2": {}},
         "timeline": [{"at_ms": 0, "client": "c1", "action": "start"}, {"at_ms": 0, "client": "c2", "action": "start"}],
     }
@@ -127,15 +131,22 @@ def test_static_member_with_a_new_process_fences_the_old_one() -> None:
 
 
 def test_a_different_protocol_is_inconsistent_with_the_group() -> None:
-    r = run(clients={"c1": {}, "c2": {"assignors": ["roundrobin"]}},
-            timeline=[{"at_ms": 0, "client": "c1", "action": "start"}, {"at_ms": 1000, "client": "c2", "action": "start"}])
+    r = run(
+        clients={"c1": {}, "c2": {"assignors": ["roundrobin"]}},
+        timeline=[{"at_ms": 0, "client": "c1", "action": "start"}, {"at_ms": 1000, "client": "c2", "action": "start"}],
+    )
     assert "INCONSISTENT_GROUP_PROTOCOL" in errors(r, "JoinGroup")
 
 
 def test_protocol_selection_is_by_vote_among_protocols_every_member_supports() -> None:
-    r = run(clients={"c1": {"assignors": ["roundrobin", "range"]}, "c2": {"assignors": ["range", "roundrobin"]},
-                     "c3": {"assignors": ["range"]}},
-            timeline=[{"at_ms": 0, "client": c, "action": "start"} for c in ("c1", "c2", "c3")])
+    r = run(
+        clients={
+            "c1": {"assignors": ["roundrobin", "range"]},
+            "c2": {"assignors": ["range", "roundrobin"]},
+            "c3": {"assignors": ["range"]},
+        },
+        timeline=[{"at_ms": 0, "client": c, "action": "start"} for c in ("c1", "c2", "c3")],
+    )
     assert r.sim.coordinator.groups["g"].protocol == "range"
 
 
@@ -172,9 +183,13 @@ def test_sync_with_an_old_generation_is_illegal_and_commits_in_completing_rebala
 
 
 def test_simple_consumers_commit_with_generation_minus_one_and_get_no_group_record() -> None:
-    r = run(clients={"s": {"group_management": False, "assigned_partitions": [["t", 0], ["t", 1]],
-                           "enable_auto_commit": True}},
-            timeline=[{"at_ms": 0, "client": "s", "action": "start"}], until_ms=20_000)
+    r = run(
+        clients={
+            "s": {"group_management": False, "assigned_partitions": [["t", 0], ["t", 1]], "enable_auto_commit": True}
+        },
+        timeline=[{"at_ms": 0, "client": "s", "action": "start"}],
+        until_ms=20_000,
+    )
     assert [x.key.version for x in r.records] == [1] * 8  # 4 auto-commits × 2 partitions
     g = r.sim.coordinator.groups["g"]
     assert (g.state, g.protocol_type, g.generation) == ("Empty", None, 0)
@@ -201,8 +216,14 @@ def test_empty_groups_offsets_expire_and_the_group_dies_with_a_tombstone() -> No
 
 def test_old_coordinator_writes_no_group_tombstone_for_a_generation_zero_group_but_the_new_one_does() -> None:
     simple = {"s": {"group_management": False, "assigned_partitions": [["t", 0]], "enable_auto_commit": True}}
-    common = {"clients": simple, "until_ms": 3_000_000,
-              "timeline": [{"at_ms": 0, "client": "s", "action": "start"}, {"at_ms": 10_000, "client": "s", "action": "stop"}]}
+    common = {
+        "clients": simple,
+        "until_ms": 3_000_000,
+        "timeline": [
+            {"at_ms": 0, "client": "s", "action": "start"},
+            {"at_ms": 10_000, "client": "s", "action": "stop"},
+        ],
+    }
     old = run(coordinator={"offsets_retention_ms": 1_000_000}, **common)
     new = run(coordinator={"offsets_retention_ms": 1_000_000, "coordinator": "new"}, **common)
     assert [x for x in old.records if x.key.version == 2] == []
@@ -217,11 +238,16 @@ def test_the_new_coordinator_writes_an_empty_group_record_when_a_join_creates_th
 
 
 def test_delete_groups_refuses_a_live_group_and_tombstones_an_empty_one() -> None:
-    r = run(client_defaults={"enable_auto_commit": True}, clients={"c1": {}},
-            timeline=[{"at_ms": 0, "client": "c1", "action": "start"},
-                      {"at_ms": 6000, "action": "delete_group", "group": "g"},
-                      {"at_ms": 7000, "client": "c1", "action": "stop"},
-                      {"at_ms": 8000, "action": "delete_group", "group": "g"}])
+    r = run(
+        client_defaults={"enable_auto_commit": True},
+        clients={"c1": {}},
+        timeline=[
+            {"at_ms": 0, "client": "c1", "action": "start"},
+            {"at_ms": 6000, "action": "delete_group", "group": "g"},
+            {"at_ms": 7000, "client": "c1", "action": "stop"},
+            {"at_ms": 8000, "action": "delete_group", "group": "g"},
+        ],
+    )
     assert errors(r, "DeleteGroups") == ["NON_EMPTY_GROUP", "NONE"]
     tail = r.records[-5:]
     assert [type(x.key).__name__ for x in tail] == ["OffsetCommitKey"] * 4 + ["GroupMetadataKey"]
@@ -229,21 +255,35 @@ def test_delete_groups_refuses_a_live_group_and_tombstones_an_empty_one() -> Non
 
 
 def test_deleting_a_topic_tombstones_its_offsets_and_the_leader_rebalances() -> None:
-    r = run(topics={"t": 2, "u": 2}, client_defaults={"topics": ["t", "u"], "enable_auto_commit": True},
-            timeline=[{"at_ms": 0, "client": "c1", "action": "start"}, {"at_ms": 0, "client": "c2", "action": "start"},
-                      {"at_ms": 6000, "action": "delete_topic", "topic": "u"}], until_ms=20_000)
+    r = run(
+        topics={"t": 2, "u": 2},
+        client_defaults={"topics": ["t", "u"], "enable_auto_commit": True},
+        timeline=[
+            {"at_ms": 0, "client": "c1", "action": "start"},
+            {"at_ms": 0, "client": "c2", "action": "start"},
+            {"at_ms": 6000, "action": "delete_topic", "topic": "u"},
+        ],
+        until_ms=20_000,
+    )
     tomb = [x.key for x in r.records if x.value is None]
     assert tomb and all(isinstance(k, OffsetCommitKey) and k.topic == "u" for k in tomb)
-    later = [x.key for x in r.records if x.timestamp_ms > 6000 and x.value is not None and isinstance(x.key, OffsetCommitKey)]
+    later = [
+        x.key for x in r.records if x.timestamp_ms > 6000 and x.value is not None and isinstance(x.key, OffsetCommitKey)
+    ]
     assert later and all(k.topic == "t" for k in later)
     assert r.completed_rebalances("g") == 2
 
 
 def test_a_slow_poll_past_max_poll_interval_leaves_the_group_and_rejoins_after_the_poll() -> None:
-    r = run(client_defaults={"max_poll_interval_ms": 10_000, "heartbeat_interval_ms": 1000},
-            timeline=[{"at_ms": 0, "client": "c1", "action": "start"}, {"at_ms": 0, "client": "c2", "action": "start"},
-                      {"at_ms": 5000, "client": "c2", "action": "pause", "duration_ms": 20_000, "kind": "slow_poll"}],
-            until_ms=40_000)
+    r = run(
+        client_defaults={"max_poll_interval_ms": 10_000, "heartbeat_interval_ms": 1000},
+        timeline=[
+            {"at_ms": 0, "client": "c1", "action": "start"},
+            {"at_ms": 0, "client": "c2", "action": "start"},
+            {"at_ms": 5000, "client": "c2", "action": "pause", "duration_ms": 20_000, "kind": "slow_poll"},
+        ],
+        until_ms=40_000,
+    )
     leave = [e.time_ms for e in r.events if e.kind == "request" and e.api == "LeaveGroup"]
     assert leave == [15_000]
     rejoin = [e.time_ms for e in r.events if e.kind == "request" and e.api == "JoinGroup" and e.detail == "c2"]
@@ -252,12 +292,19 @@ def test_a_slow_poll_past_max_poll_interval_leaves_the_group_and_rejoins_after_t
 
 
 def test_cooperative_sticky_revokes_before_reassigning_so_no_partition_has_two_owners() -> None:
-    r = run(client_defaults={"assignors": ["cooperative-sticky"], "heartbeat_interval_ms": 1000},
-            clients={"c1": {}, "c2": {}, "c3": {}},
-            timeline=[{"at_ms": 0, "client": "c1", "action": "start"}, {"at_ms": 0, "client": "c2", "action": "start"},
-                      {"at_ms": 5000, "client": "c3", "action": "start"}])
+    r = run(
+        client_defaults={"assignors": ["cooperative-sticky"], "heartbeat_interval_ms": 1000},
+        clients={"c1": {}, "c2": {}, "c3": {}},
+        timeline=[
+            {"at_ms": 0, "client": "c1", "action": "start"},
+            {"at_ms": 0, "client": "c2", "action": "start"},
+            {"at_ms": 5000, "client": "c3", "action": "start"},
+        ],
+    )
     owners: dict[tuple[str, int], str] = {}
-    events = sorted((t, kind == "assigned", name, tps) for name, c in r.sim.clients.items() for t, kind, tps in c.history)
+    events = sorted(
+        (t, kind == "assigned", name, tps) for name, c in r.sim.clients.items() for t, kind, tps in c.history
+    )
     for _t, is_assign, name, tps in events:
         for tp in tps:
             if is_assign:
@@ -270,9 +317,15 @@ def test_cooperative_sticky_revokes_before_reassigning_so_no_partition_has_two_o
 
 
 def test_failover_reloads_the_groups_from_the_log_and_the_consumers_carry_on() -> None:
-    r = run(client_defaults={"enable_auto_commit": True},
-            timeline=[{"at_ms": 0, "client": "c1", "action": "start"}, {"at_ms": 0, "client": "c2", "action": "start"},
-                      {"at_ms": 10_000, "action": "failover", "group": "g", "load_ms": 500}], until_ms=30_000)
+    r = run(
+        client_defaults={"enable_auto_commit": True},
+        timeline=[
+            {"at_ms": 0, "client": "c1", "action": "start"},
+            {"at_ms": 0, "client": "c2", "action": "start"},
+            {"at_ms": 10_000, "action": "failover", "group": "g", "load_ms": 500},
+        ],
+        until_ms=30_000,
+    )
     load = next(e for e in r.events if e.api == "GroupLoad")
     assert (load.time_ms, load.to_state, load.generation) == (10_500, "Stable", 1)
     g = r.sim.coordinator.groups["g"]
@@ -290,8 +343,10 @@ def test_same_scenario_same_trace_and_records() -> None:
 @pytest.mark.parametrize("offset_version", [1, 2, 3])
 @pytest.mark.parametrize("group_version", [0, 1, 2, 3])
 def test_every_record_encodes_with_the_shared_codec_and_decodes_back(offset_version: int, group_version: int) -> None:
-    r = run(coordinator={"offset_value_version": offset_version, "group_value_version": group_version},
-            client_defaults={"enable_auto_commit": True})
+    r = run(
+        coordinator={"offset_value_version": offset_version, "group_value_version": group_version},
+        client_defaults={"enable_auto_commit": True},
+    )
     assert {x.value.version for x in r.records if isinstance(x.value, OffsetCommitValue)} == {offset_version}
     for x in r.records:
         k = codec.encode_key(x.key)
@@ -323,10 +378,14 @@ def test_explicit_retention_makes_the_broker_write_v1_with_an_expire_timestamp()
     [
         ({"tpoics": {}}, "scenario.tpoics"),
         ({"clients": {"c": {"group_id": "g", "sesion_timeout_ms": 1}}}, "scenario.clients.c.sesion_timeout_ms"),
-        ({"clients": {"c": {"group_id": "g"}}, "timeline": [{"action": "strat", "client": "c"}]},
-         "scenario.timeline[0].action"),
-        ({"clients": {"c": {"group_id": "g"}}, "timeline": [{"action": "pause", "client": "c", "duraton_ms": 1}]},
-         "scenario.timeline[0].duraton_ms"),
+        (
+            {"clients": {"c": {"group_id": "g"}}, "timeline": [{"action": "strat", "client": "c"}]},
+            "scenario.timeline[0].action",
+        ),
+        (
+            {"clients": {"c": {"group_id": "g"}}, "timeline": [{"action": "pause", "client": "c", "duraton_ms": 1}]},
+            "scenario.timeline[0].duraton_ms",
+        ),
         ({"coordinator": {"coordinator": "newest"}}, "scenario.coordinator.coordinator"),
         ({"clients": {"c": {}}}, "scenario.clients.c.group_id"),
     ],
@@ -338,14 +397,27 @@ def test_bad_scenarios_name_the_offending_key_path(raw: dict[str, Any], path: st
 
 
 def test_a_restarted_process_never_receives_responses_meant_for_its_previous_life() -> None:
-    r = run(client_defaults={"join_group_version": 3},
-            clients={"c1": {}, "c2": {}, "c3": {}},
-            timeline=[{"at_ms": 0, "client": "c1", "action": "start"}, {"at_ms": 0, "client": "c2", "action": "start"},
-                      {"at_ms": 10_000, "client": "c3", "action": "start"},
-                      {"at_ms": 10_001, "client": "c3", "action": "crash"},
-                      {"at_ms": 10_002, "client": "c3", "action": "start"}], until_ms=40_000)
-    joined = [e.member for e in r.events if e.kind == "response" and e.api == "JoinGroup" and e.error == "NONE"
-              and e.member and e.member.startswith("c3")]
+    r = run(
+        client_defaults={"join_group_version": 3},
+        clients={"c1": {}, "c2": {}, "c3": {}},
+        timeline=[
+            {"at_ms": 0, "client": "c1", "action": "start"},
+            {"at_ms": 0, "client": "c2", "action": "start"},
+            {"at_ms": 10_000, "client": "c3", "action": "start"},
+            {"at_ms": 10_001, "client": "c3", "action": "crash"},
+            {"at_ms": 10_002, "client": "c3", "action": "start"},
+        ],
+        until_ms=40_000,
+    )
+    joined = [
+        e.member
+        for e in r.events
+        if e.kind == "response"
+        and e.api == "JoinGroup"
+        and e.error == "NONE"
+        and e.member
+        and e.member.startswith("c3")
+    ]
     first_life, second_life = joined[0], joined[-1]
     assert first_life != second_life
     c3 = r.sim.clients["c3"]
@@ -375,8 +447,9 @@ def test_requests_reaching_a_dead_group_get_coordinator_not_available() -> None:
     member = c.member_id
     sim.coordinator.groups["g"].state = "Dead"  # the instant between dying and being removed
     inbox = _Inbox()
-    sim.coordinator.handle(p.JoinGroupRequest("g", member, 10_000, 10_000, "consumer", (("range", b""),),
-                                              endpoint=inbox))
+    sim.coordinator.handle(
+        p.JoinGroupRequest("g", member, 10_000, 10_000, "consumer", (("range", b""),), endpoint=inbox)
+    )
     sim.coordinator.handle(p.HeartbeatRequest("g", 1, member, endpoint=inbox))
     sim.coordinator.handle(p.SyncGroupRequest("g", 1, member, endpoint=inbox))
     sim.coordinator.handle(p.LeaveGroupRequest("g", ((member, None),), endpoint=inbox))
@@ -399,10 +472,17 @@ def test_offset_fetch_returns_the_latest_committed_offsets() -> None:
 
 
 def test_loading_from_the_old_coordinators_memory_equals_replaying_the_partition() -> None:
-    r = run(client_defaults={"enable_auto_commit": True}, clients={"c1": {}, "c2": {}, "s": {
-        "group_id": "simple", "group_management": False, "assigned_partitions": [["t", 0]]}},
+    r = run(
+        client_defaults={"enable_auto_commit": True},
+        clients={
+            "c1": {},
+            "c2": {},
+            "s": {"group_id": "simple", "group_management": False, "assigned_partitions": [["t", 0]]},
+        },
         timeline=[{"at_ms": 0, "client": c, "action": "start"} for c in ("c1", "c2", "s")]
-        + [{"at_ms": 9_000, "client": "c2", "action": "stop"}], until_ms=20_000)
+        + [{"at_ms": 9_000, "client": "c2", "action": "stop"}],
+        until_ms=20_000,
+    )
     sim = r.sim
     partitions = {sim.log.partition(g) for g in ("g", "simple")}
     for partition in partitions:
@@ -414,9 +494,17 @@ def test_loading_from_the_old_coordinators_memory_equals_replaying_the_partition
         from_log.coordinator.load_partition(partition, records)
 
         def view(s: Simulator) -> dict[str, Any]:
-            return {gid: (g.state, g.generation, g.leader, g.protocol, sorted((m.member_id, m.assignment)
-                          for m in g.members.values()), sorted(g.offsets.items()))
-                    for gid, g in s.coordinator.groups.items()}
+            return {
+                gid: (
+                    g.state,
+                    g.generation,
+                    g.leader,
+                    g.protocol,
+                    sorted((m.member_id, m.assignment) for m in g.members.values()),
+                    sorted(g.offsets.items()),
+                )
+                for gid, g in s.coordinator.groups.items()
+            }
 
         assert view(from_memory) == view(from_log) != {}
 
@@ -425,9 +513,12 @@ def test_loading_from_the_old_coordinators_memory_equals_replaying_the_partition
 def test_pre_2_1_brokers_expire_a_stable_groups_offsets_by_their_expire_timestamp(
     rules: str, expected_tombstone_ms: int | None
 ) -> None:
-    r = run(coordinator={"offsets_retention_ms": 3_600_000, "expiry_rules": rules}, clients={"c1": {}},
-            timeline=[{"at_ms": 0, "client": "c1", "action": "start"}, {"at_ms": 5000, "client": "c1", "action": "commit"}],
-            until_ms=2 * 3_600_000)
+    r = run(
+        coordinator={"offsets_retention_ms": 3_600_000, "expiry_rules": rules},
+        clients={"c1": {}},
+        timeline=[{"at_ms": 0, "client": "c1", "action": "start"}, {"at_ms": 5000, "client": "c1", "action": "commit"}],
+        until_ms=2 * 3_600_000,
+    )
     commits = [x.value for x in r.records if isinstance(x.value, OffsetCommitValue)]
     if rules == "pre-2.1":
         assert {(v.version, v.expire_timestamp) for v in commits} == {(1, 5000 + 3_600_000)}
@@ -440,12 +531,17 @@ def test_pre_2_1_brokers_expire_a_stable_groups_offsets_by_their_expire_timestam
 
 def test_the_consumer_rule_expires_unsubscribed_topics_only_while_stable_under_current_rules() -> None:
     def tombstones(rules: str) -> list[int]:
-        r = run(coordinator={"offsets_retention_ms": 600_000, "expiry_rules": rules}, topics={"t": 1, "u": 1},
-                clients={"c1": {"topics": ["t", "u"]}},
-                timeline=[{"at_ms": 0, "client": "c1", "action": "start"},
-                          {"at_ms": 5000, "client": "c1", "action": "commit"},
-                          {"at_ms": 6000, "client": "c1", "action": "subscribe", "topics": ["t"]}],
-                until_ms=1_300_000)
+        r = run(
+            coordinator={"offsets_retention_ms": 600_000, "expiry_rules": rules},
+            topics={"t": 1, "u": 1},
+            clients={"c1": {"topics": ["t", "u"]}},
+            timeline=[
+                {"at_ms": 0, "client": "c1", "action": "start"},
+                {"at_ms": 5000, "client": "c1", "action": "commit"},
+                {"at_ms": 6000, "client": "c1", "action": "subscribe", "topics": ["t"]},
+            ],
+            until_ms=1_300_000,
+        )
         return [x.timestamp_ms for x in r.records if x.value is None]
 
     assert tombstones("current") == [1_200_000]  # u-0 committed at 5 s, unsubscribed: expired while Stable
@@ -454,8 +550,7 @@ def test_the_consumer_rule_expires_unsubscribed_topics_only_while_stable_under_c
 
 
 def test_connect_workers_form_a_connect_group_with_opaque_blobs_and_no_commits() -> None:
-    r = run(client_defaults={"protocol_type": "connect", "join_group_version": 5},
-            clients={"w1": {}, "w2": {}})
+    r = run(client_defaults={"protocol_type": "connect", "join_group_version": 5}, clients={"w1": {}, "w2": {}})
     values = [x.value for x in r.records]
     assert values and all(isinstance(v, GroupMetadataValue) for v in values)
     last = values[-1]
@@ -468,7 +563,13 @@ def test_connect_workers_form_a_connect_group_with_opaque_blobs_and_no_commits()
 
 
 def test_a_scripted_offset_fetch_is_answered_with_the_groups_offsets() -> None:
-    r = run(client_defaults={"enable_auto_commit": True}, clients={"c1": {}, "f": {"manual": True}},
-            timeline=[{"at_ms": 0, "client": "c1", "action": "start"},
-                      {"at_ms": 11_000, "client": "f", "action": "request", "api": "OffsetFetch"}], until_ms=12_000)
+    r = run(
+        client_defaults={"enable_auto_commit": True},
+        clients={"c1": {}, "f": {"manual": True}},
+        timeline=[
+            {"at_ms": 0, "client": "c1", "action": "start"},
+            {"at_ms": 11_000, "client": "f", "action": "request", "api": "OffsetFetch"},
+        ],
+        until_ms=12_000,
+    )
     assert errors(r, "OffsetFetch") == ["NONE"]

@@ -18,22 +18,33 @@ def run(raw: dict[str, Any]) -> ScenarioResult:
 
 
 def test_a_static_follower_restarting_between_the_leaders_sync_and_its_own_is_left_pending_and_rebalances() -> None:
-    r = run({
-        "until_ms": 400_000,
-        "topics": {"t": 4},
-        "client_defaults": {"group_id": "g", "topics": ["t"], "session_timeout_ms": 60_000,
-                            "enable_auto_commit": False},
-        "clients": {"leader": {"group_instance_id": "i-1"}, "follower": {"group_instance_id": "i-2"}},
-        "timeline": [
-            {"at_ms": 0, "client": "leader", "action": "start"},
-            {"at_ms": 0, "client": "follower", "action": "start"},
-            # the follower's SyncGroup of generation 1 arrives only after its process restarted
-            {"at_ms": 100, "client": "follower", "action": "delay_next_request", "api": "SyncGroup",
-             "delay_ms": 5_000},
-            {"at_ms": 7_000, "client": "follower", "action": "crash"},
-            {"at_ms": 8_000, "client": "follower", "action": "start"},
-        ],
-    })
+    r = run(
+        {
+            "until_ms": 400_000,
+            "topics": {"t": 4},
+            "client_defaults": {
+                "group_id": "g",
+                "topics": ["t"],
+                "session_timeout_ms": 60_000,
+                "enable_auto_commit": False,
+            },
+            "clients": {"leader": {"group_instance_id": "i-1"}, "follower": {"group_instance_id": "i-2"}},
+            "timeline": [
+                {"at_ms": 0, "client": "leader", "action": "start"},
+                {"at_ms": 0, "client": "follower", "action": "start"},
+                # the follower's SyncGroup of generation 1 arrives only after its process restarted
+                {
+                    "at_ms": 100,
+                    "client": "follower",
+                    "action": "delay_next_request",
+                    "api": "SyncGroup",
+                    "delay_ms": 5_000,
+                },
+                {"at_ms": 7_000, "client": "follower", "action": "crash"},
+                {"at_ms": 8_000, "client": "follower", "action": "start"},
+            ],
+        }
+    )
     assert r.states("g")[:4] == ["Empty", "PreparingRebalance", "CompletingRebalance", "Stable"]
     timers = [e for e in r.events if e.kind == "timer" and e.api == "DelayedSync"]
     assert len(timers) == 1 and timers[0].time_ms >= 300_000  # the rebalance timeout after the join
@@ -42,20 +53,26 @@ def test_a_static_follower_restarting_between_the_leaders_sync_and_its_own_is_le
 
 
 def _old_coordinator_topic_deletion(coordinator: str) -> ScenarioResult:
-    return run({
-        "until_ms": 400_000,
-        "coordinator": {"coordinator": coordinator, "initial_rebalance_delay_ms": 0,
-                        "offsets_retention_check_interval_ms": 300_000, "offsets_retention_check_phase_ms": 0},
-        "topics": {"t": 2, "u": 2},
-        "client_defaults": {"session_timeout_ms": 10_000, "enable_auto_commit": True},
-        "clients": {"a": {"group_id": "only-u", "topics": ["u"]}, "b": {"group_id": "only-t", "topics": ["t"]}},
-        "timeline": [
-            {"at_ms": 0, "client": "a", "action": "start"},
-            {"at_ms": 0, "client": "b", "action": "start"},
-            {"at_ms": 20_000, "client": "a", "action": "stop"},
-            {"at_ms": 60_000, "action": "delete_topic", "topic": "u"},
-        ],
-    })
+    return run(
+        {
+            "until_ms": 400_000,
+            "coordinator": {
+                "coordinator": coordinator,
+                "initial_rebalance_delay_ms": 0,
+                "offsets_retention_check_interval_ms": 300_000,
+                "offsets_retention_check_phase_ms": 0,
+            },
+            "topics": {"t": 2, "u": 2},
+            "client_defaults": {"session_timeout_ms": 10_000, "enable_auto_commit": True},
+            "clients": {"a": {"group_id": "only-u", "topics": ["u"]}, "b": {"group_id": "only-t", "topics": ["t"]}},
+            "timeline": [
+                {"at_ms": 0, "client": "a", "action": "start"},
+                {"at_ms": 0, "client": "b", "action": "start"},
+                {"at_ms": 20_000, "client": "a", "action": "stop"},
+                {"at_ms": 60_000, "action": "delete_topic", "topic": "u"},
+            ],
+        }
+    )
 
 
 def test_with_the_old_coordinator_a_topic_deletion_kills_an_empty_group_left_without_offsets_at_once() -> None:
@@ -72,8 +89,9 @@ def test_with_the_new_coordinator_such_a_group_dies_at_the_next_retention_check(
 
 
 def _sim(coordinator: str, phase: int | None, seed: int = 3) -> Simulator:
-    cfg = CoordinatorConfig(coordinator=coordinator, offsets_retention_check_phase_ms=phase, num_partitions=50,
-                            offsets_retention_ms=120_000)
+    cfg = CoordinatorConfig(
+        coordinator=coordinator, offsets_retention_check_phase_ms=phase, num_partitions=50, offsets_retention_ms=120_000
+    )
     return Simulator(cfg, {"t": 1}, seed=seed, start_ms=1_767_225_600_000)
 
 
@@ -101,7 +119,7 @@ def test_a_group_dies_on_its_shards_check_after_the_due_time_not_at_the_due_mill
     sim.run(start + 3_600_000)
     (death,) = sim.coordinator.deaths
     part = sim.log.partition("solo")
-    (_, first), = sim.cleanup_schedule[part]
+    ((_, first),) = sim.cleanup_schedule[part]
     assert death[2] == "retention"
     assert (death[0] - first) % 600_000 == 0
     empty_at = start + 30_000

@@ -18,30 +18,12 @@ E, PR, CR, S, D = (
 )
 
 # ClassicGroupState.java / GroupMetadata.scala, written out edge by edge
-KAFKA_LEGAL = {
-    (PR, E),
-    (S, PR),
-    (CR, PR),
-    (E, PR),
-    (PR, CR),
-    (CR, S),
-    (S, D),
-    (PR, D),
-    (CR, D),
-    (E, D),
-    (D, D),
-}
+KAFKA_LEGAL = {(PR, E), (S, PR), (CR, PR), (E, PR), (PR, CR), (CR, S), (S, D), (PR, D), (CR, D), (E, D), (D, D)}
 ALL_PAIRS = list(itertools.product(list(GroupState), repeat=2))
 
 
 def test_states_carry_kafkas_names() -> None:
-    assert [s.value for s in GroupState] == [
-        "Empty",
-        "PreparingRebalance",
-        "CompletingRebalance",
-        "Stable",
-        "Dead",
-    ]
+    assert [s.value for s in GroupState] == ["Empty", "PreparingRebalance", "CompletingRebalance", "Stable", "Dead"]
 
 
 def test_there_are_25_pairs_and_11_legal_ones() -> None:
@@ -55,14 +37,8 @@ def test_legal_transition_returns_the_target(current: GroupState, target: GroupS
     assert current in VALID_PREVIOUS_STATES[target]
 
 
-@pytest.mark.parametrize(
-    ("current", "target"),
-    [p for p in ALL_PAIRS if p not in KAFKA_LEGAL],
-    ids=lambda s: s.value,
-)
-def test_illegal_transition_raises_and_leaves_the_group_unchanged(
-    current: GroupState, target: GroupState
-) -> None:
+@pytest.mark.parametrize(("current", "target"), [p for p in ALL_PAIRS if p not in KAFKA_LEGAL], ids=lambda s: s.value)
+def test_illegal_transition_raises_and_leaves_the_group_unchanged(current: GroupState, target: GroupState) -> None:
     group_state = current
     with pytest.raises(IllegalStateTransitionError) as info:
         group_state = transition("my-group", group_state, target)

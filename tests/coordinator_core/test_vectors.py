@@ -66,7 +66,9 @@ def _ordered(obj: Any) -> Any:
 # Kafka formatter tests
 # ---------------------------------------------------------------------------------------------
 FORMATTER = _load("kafka_formatter_tests.json")
-FORMATTER_JSON = [v for v in FORMATTER if isinstance(v["expected"].get("key"), dict) and "version" in v["expected"]["key"]]
+FORMATTER_JSON = [
+    v for v in FORMATTER if isinstance(v["expected"].get("key"), dict) and "version" in v["expected"]["key"]
+]
 FULL_VALID = [v for v in FORMATTER if v["key_hex"]]
 
 
@@ -284,7 +286,11 @@ def test_burrow_offset_key1_value0() -> None:
     record = decode_record(bytes.fromhex(vec["key_hex"]), bytes.fromhex(vec["value_hex"]))
     assert record.key == OffsetCommitKey(exp["group"], exp["topic"], exp["partition"], version=1)
     assert isinstance(record.value, OffsetCommitValue)
-    assert (record.value.offset, record.value.commit_timestamp, record.value.version) == (exp["offset"], exp["timestamp"], 0)
+    assert (record.value.offset, record.value.commit_timestamp, record.value.version) == (
+        exp["offset"],
+        exp["timestamp"],
+        0,
+    )
     assert encode_value(record.value) == bytes.fromhex(vec["value_hex"])
 
 
@@ -296,7 +302,10 @@ def test_burrow_group_value1_keeps_empty_subscription_and_parses_assignment() ->
     value = record.value
     assert isinstance(value, GroupMetadataValue) and value.version == 1
     assert (value.protocol_type, value.generation, value.protocol, value.leader) == (
-        "consumer", 1, "testprotocol", "testleader",
+        "consumer",
+        1,
+        "testprotocol",
+        "testleader",
     )
     (member,) = value.members
     assert (member.client_id, member.client_host) == (exp["client_id"], exp["client_host"])
@@ -315,13 +324,27 @@ def test_burrow_group_value2_header_and_member_blobs() -> None:
     exp = vec["expected"]
     value = decode_value(GroupMetadataKey("g"), bytes.fromhex(vec["value_hex"]))
     assert isinstance(value, GroupMetadataValue)
-    assert (value.version, value.protocol_type, value.generation, value.protocol, value.leader, value.current_state_timestamp) == (
-        exp["value_version"], exp["protocol_type"], exp["generation"], exp["protocol"], exp["leader"],
+    assert (
+        value.version,
+        value.protocol_type,
+        value.generation,
+        value.protocol,
+        value.leader,
+        value.current_state_timestamp,
+    ) == (
+        exp["value_version"],
+        exp["protocol_type"],
+        exp["generation"],
+        exp["protocol"],
+        exp["leader"],
         exp["current_state_timestamp"],
     )
     (member,) = value.members
     assert (member.client_id, member.client_host, member.rebalance_timeout, member.session_timeout) == (
-        "tMember", "/172.18.0.1", 30000, 30000,
+        "tMember",
+        "/172.18.0.1",
+        30000,
+        30000,
     )
     assert decode_subscription(member.subscription).topics == ("testtopic",)
     (tp,) = decode_assignment(member.assignment).assigned_partitions
@@ -335,15 +358,28 @@ def test_burrow_group_value3_null_instance_id_and_truncated_v1_subscription_tole
     em = exp["member (from TestKafkaClient_decodeMetadataMemberV3, same member bytes)"]
     value = decode_value(GroupMetadataKey("g"), bytes.fromhex(vec["value_hex"]))
     assert isinstance(value, GroupMetadataValue)
-    assert (value.version, value.protocol_type, value.generation, value.protocol, value.leader, value.current_state_timestamp) == (
-        exp["value_version"], exp["protocol_type"], exp["generation"], exp["protocol"], exp["leader"],
+    assert (
+        value.version,
+        value.protocol_type,
+        value.generation,
+        value.protocol,
+        value.leader,
+        value.current_state_timestamp,
+    ) == (
+        exp["value_version"],
+        exp["protocol_type"],
+        exp["generation"],
+        exp["protocol"],
+        exp["leader"],
         exp["current_state_timestamp"],
     )
     (member,) = value.members
     assert member.member_id == em["member_id"]
     assert member.group_instance_id is None  # 0xFFFF on the wire
     assert (member.client_id, member.client_host, member.session_timeout) == (
-        em["client_id"], em["client_host"], em["session_timeout"],
+        em["client_id"],
+        em["client_host"],
+        em["session_timeout"],
     )
     assert member.rebalance_timeout is None  # -1 on the wire
     assert member.effective_rebalance_timeout == em["session_timeout"]

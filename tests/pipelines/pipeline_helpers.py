@@ -62,8 +62,12 @@ class Reconciliation:
 
     def as_dict(self) -> dict[str, int | bool]:
         return {
-            "raw": self.raw, "offset_commits": self.offset_commits, "group_metadata": self.group_metadata,
-            "decoded": self.decoded, "unsupported": self.unsupported, "quarantine": self.quarantine,
+            "raw": self.raw,
+            "offset_commits": self.offset_commits,
+            "group_metadata": self.group_metadata,
+            "decoded": self.decoded,
+            "unsupported": self.unsupported,
+            "quarantine": self.quarantine,
             "ok": self.ok,
         }
 
@@ -85,9 +89,7 @@ def kind_counts(union: DataFrame) -> dict[str, int]:
     return counts
 
 
-def reconcile_counts(
-    raw_count: int, counts: dict[str, int] | DecodeResult, *, strict: bool = False
-) -> Reconciliation:
+def reconcile_counts(raw_count: int, counts: dict[str, int] | DecodeResult, *, strict: bool = False) -> Reconciliation:
     """Check raw = offset_commits + group_metadata + unsupported + quarantine.
 
     Args:
@@ -141,8 +143,13 @@ def arrow_gold(
 
     settings = ReplaySettings(retention_ms=retention_ms)
     for produced in replay_sorted_batches(
-        ordered.to_batches(), tables=names, as_tables=True, settings=settings, as_of_ms=as_of_ms,
-        log_end_ms=log_end, **replay_options,
+        ordered.to_batches(),
+        tables=names,
+        as_tables=True,
+        settings=settings,
+        as_of_ms=as_of_ms,
+        log_end_ms=log_end,
+        **replay_options,
     ):
         for name, rows in produced.items():
             out[name].append(rows)
@@ -169,7 +176,8 @@ def partition_stats(raw: DataFrame) -> list[dict[str, Any]]:
     ts = F.unix_millis("timestamp")
     return [
         r.asDict()
-        for r in raw.groupBy("topic", "partition").agg(
+        for r in raw.groupBy("topic", "partition")
+        .agg(
             F.count(F.lit(1)).alias("records"),
             F.min("offset").alias("first_offset"),
             F.max("offset").alias("last_offset"),
@@ -177,5 +185,6 @@ def partition_stats(raw: DataFrame) -> list[dict[str, Any]]:
             F.max("timestamp").alias("last_timestamp"),
             F.max(ts).alias("newest_ms"),
             F.max_by(ts, F.col("offset")).alias("last_record_ms"),
-        ).collect()
+        )
+        .collect()
     ]

@@ -50,16 +50,31 @@ def test_spark_sql_status_agrees_with_the_reference_on_every_rule(spark: Any) ->
 
     from pipelines.analytics.views import burrow_status_sql
 
-    item = T.StructType([T.StructField("t", T.LongType()), T.StructField("lo", T.LongType()),
-                         T.StructField("o", T.LongType()), T.StructField("lag", T.LongType())])
-    schema = T.StructType([T.StructField("name", T.StringType()), T.StructField("win", T.ArrayType(item)),
-                           T.StructField("now", T.LongType()), T.StructField("cur", T.LongType())])
+    item = T.StructType(
+        [
+            T.StructField("t", T.LongType()),
+            T.StructField("lo", T.LongType()),
+            T.StructField("o", T.LongType()),
+            T.StructField("lag", T.LongType()),
+        ]
+    )
+    schema = T.StructType(
+        [
+            T.StructField("name", T.StringType()),
+            T.StructField("win", T.ArrayType(item)),
+            T.StructField("now", T.LongType()),
+            T.StructField("cur", T.LongType()),
+        ]
+    )
     rows = []
     for name, window, now, cur, _ in CASES:
         win = [(c.time_ms, i, c.offset, c.lag) for i, c in enumerate(window)]
         rows.append((name, win, now, cur if cur is not None else (window[-1].lag if window else None)))
     df = spark.createDataFrame(rows, schema)
-    got = {r["name"]: r["status"] for r in df.selectExpr("name", f"{burrow_status_sql('win', 'now', 'cur')} AS status").collect()}
+    got = {
+        r["name"]: r["status"]
+        for r in df.selectExpr("name", f"{burrow_status_sql('win', 'now', 'cur')} AS status").collect()
+    }
     want = {name: evaluate(window, now, cur) for name, window, now, cur, _ in CASES}
     assert got == want
     assert set(want.values()) == {OK, WARN, STOP, STALL, REWIND, UNKNOWN}

@@ -14,14 +14,26 @@ MS0 = 1_767_225_600_000
 
 
 def _state(state: str, subs: list[str] | None) -> dict[str, object]:
-    return {"group_id": "g", "state": state, "generation": 3, "protocol_type": "consumer",
-            "current_state_timestamp": T0 + pd.Timedelta(minutes=10), "state_timestamp": T0 + pd.Timedelta(minutes=10),
-            "subscribed_topics": subs}
+    return {
+        "group_id": "g",
+        "state": state,
+        "generation": 3,
+        "protocol_type": "consumer",
+        "current_state_timestamp": T0 + pd.Timedelta(minutes=10),
+        "state_timestamp": T0 + pd.Timedelta(minutes=10),
+        "subscribed_topics": subs,
+    }
 
 
 OFFSETS = [
     {"topic": "a", "partition": 0, "offset": 5, "commit_timestamp": T0, "expire_timestamp": None},
-    {"topic": "b", "partition": 1, "offset": 7, "commit_timestamp": T0 + pd.Timedelta(minutes=1), "expire_timestamp": pd.NaT},
+    {
+        "topic": "b",
+        "partition": 1,
+        "offset": 7,
+        "commit_timestamp": T0 + pd.Timedelta(minutes=1),
+        "expire_timestamp": pd.NaT,
+    },
 ]
 
 

@@ -51,8 +51,10 @@ def world(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> World:
     w.truth = log.truth
     root = tmp_path_factory.mktemp("analytics")
     w.cfg = load_config(overrides={"paths.root": str(root), "replay.retention_ms": log.truth["retention_ms"]})
-    raw = [RawRecord(k, v, "__consumer_offsets", p, o, t)
-           for k, v, p, o, t in zip(log.keys, log.values, log.partitions, log.offsets, log.timestamps, strict=True)]
+    raw = [
+        RawRecord(k, v, "__consumer_offsets", p, o, t)
+        for k, v, p, o, t in zip(log.keys, log.values, log.partitions, log.offsets, log.timestamps, strict=True)
+    ]
     write_raw_records(raw, w.cfg.paths.landing)
     w.records = []
     for r in raw:
@@ -63,27 +65,42 @@ def world(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> World:
     # end-offset samples for one busy (group, topic, partition): 1 ms before each commit, with a
     # lag that grows for the first 12 commits (Burrow WARN) and then drops to 0 (OK)
     per_tp: Counter[tuple[str, str, int]] = Counter(
-        (r.key.group, r.key.topic, r.key.partition) for r in w.records
-        if isinstance(r.key, OffsetCommitKey) and r.value is not None)
+        (r.key.group, r.key.topic, r.key.partition)
+        for r in w.records
+        if isinstance(r.key, OffsetCommitKey) and r.value is not None
+    )
     w.lag_tp = per_tp.most_common(1)[0][0]
     _, topic, part = w.lag_tp
-    mine = [r for r in w.records if isinstance(r.key, OffsetCommitKey) and r.value is not None
-            and (r.key.group, r.key.topic, r.key.partition) == w.lag_tp]
+    mine = [
+        r
+        for r in w.records
+        if isinstance(r.key, OffsetCommitKey)
+        and r.value is not None
+        and (r.key.group, r.key.topic, r.key.partition) == w.lag_tp
+    ]
     w.samples = []
     for i, r in enumerate(mine[:40]):
         lag = 5 + i if i < 12 else (0 if i % 7 == 0 else 3)
-        w.samples.append({
-            "sampled_at": dt.datetime.fromtimestamp((r.value.commit_timestamp - 1) / 1000, dt.UTC),  # type: ignore[union-attr]
-            "topic": topic, "partition": part, "log_start_offset": 0,
-            "log_end_offset": r.value.offset + lag,  # type: ignore[union-attr]
-            "group_id": None, "committed_offset": None, "lag_offsets": None,
-            "committed_record_timestamp": None, "bootstrap_servers": "test:9092",
-        })
+        w.samples.append(
+            {
+                "sampled_at": dt.datetime.fromtimestamp((r.value.commit_timestamp - 1) / 1000, dt.UTC),  # type: ignore[union-attr]
+                "topic": topic,
+                "partition": part,
+                "log_start_offset": 0,
+                "log_end_offset": r.value.offset + lag,  # type: ignore[union-attr]
+                "group_id": None,
+                "committed_offset": None,
+                "lag_offsets": None,
+                "committed_record_timestamp": None,
+                "bootstrap_servers": "test:9092",
+            }
+        )
     spec = get_spec("partition_end_offsets")
     import pyarrow as pa
 
-    write_deltalake(w.cfg.table_path("partition_end_offsets"),
-                    pa.Table.from_pylist(w.samples, schema=spec.arrow_schema()))
+    write_deltalake(
+        w.cfg.table_path("partition_end_offsets"), pa.Table.from_pylist(w.samples, schema=spec.arrow_schema())
+    )
     del rows_to_arrow
     register_views(spark, w.cfg)
     register_analytics_views(spark, w.cfg)
@@ -95,9 +112,18 @@ def _rows(spark: Any, sql: str) -> list[dict[str, Any]]:
 
 
 def test_rebalance_counts_per_group_match_the_simulator(spark: Any, world: World) -> None:
-    daily = {r["group_id"]: r for r in _rows(spark, "SELECT group_id, sum(rebalances) AS n, sum(ended_empty) AS e, "
-                                                   "sum(rebalance_minutes) AS m FROM rebalances_daily GROUP BY group_id")}
-    hourly = {r["group_id"]: r["n"] for r in _rows(spark, "SELECT group_id, sum(rebalances) AS n FROM rebalances_hourly GROUP BY group_id")}
+    daily = {
+        r["group_id"]: r
+        for r in _rows(
+            spark,
+            "SELECT group_id, sum(rebalances) AS n, sum(ended_empty) AS e, "
+            "sum(rebalance_minutes) AS m FROM rebalances_daily GROUP BY group_id",
+        )
+    }
+    hourly = {
+        r["group_id"]: r["n"]
+        for r in _rows(spark, "SELECT group_id, sum(rebalances) AS n FROM rebalances_hourly GROUP BY group_id")
+    }
     for gid, t in world.truth["groups"].items():
         if t["final_state"] == "NeverCreated":
             continue
@@ -113,9 +139,14 @@ def test_static_rejoins_without_rebalance_match_the_simulator(spark: Any, world:
     static = {g for g, t in world.truth["groups"].items() if t["static"] and t["final_state"] != "NeverCreated"}
     assert static and static == set(rows)
     # Kafka 4's coordinator writes a generation-0 record when it creates a classic group
-    created = {r["group_id"]: r["n"] for r in _rows(
-        spark, "SELECT group_id, count(*) AS n FROM group_metadata WHERE generation = 0 AND NOT is_tombstone "
-               "GROUP BY group_id")}
+    created = {
+        r["group_id"]: r["n"]
+        for r in _rows(
+            spark,
+            "SELECT group_id, count(*) AS n FROM group_metadata WHERE generation = 0 AND NOT is_tombstone "
+            "GROUP BY group_id",
+        )
+    }
     rejoins = 0
     for gid in static:
         t = world.truth["groups"][gid]
@@ -130,15 +161,23 @@ def test_static_rejoins_without_rebalance_match_the_simulator(spark: Any, world:
 
 
 def test_member_lifetimes_and_churn_agree_with_current_members(spark: Any, world: World) -> None:
-    cur = {r["group_id"]: r["n"] for r in _rows(
-        spark, "SELECT group_id, count_if(current_member) AS n FROM member_lifetimes GROUP BY group_id")}
+    cur = {
+        r["group_id"]: r["n"]
+        for r in _rows(spark, "SELECT group_id, count_if(current_member) AS n FROM member_lifetimes GROUP BY group_id")
+    }
     for gid, t in world.truth["groups"].items():
         if t["exists"] and t["members"]:
             assert cur[gid] == t["members"], gid
     bad = _rows(spark, "SELECT * FROM member_lifetimes WHERE lifetime_ms < 0 OR first_seen > last_seen")
     assert bad == []
-    churn = {r["group_id"]: r for r in _rows(spark, "SELECT group_id, sum(joined) AS j, sum(`left`) AS l, "
-                                                   "sum(static_rejoined) AS s FROM membership_churn GROUP BY group_id")}
+    churn = {
+        r["group_id"]: r
+        for r in _rows(
+            spark,
+            "SELECT group_id, sum(joined) AS j, sum(`left`) AS l, "
+            "sum(static_rejoined) AS s FROM membership_churn GROUP BY group_id",
+        )
+    }
     for gid, t in world.truth["groups"].items():
         if t["exists"] and t["final_state"] == "Stable":
             # members now = joined - left over the whole history (identity = instance id or member id)
@@ -164,13 +203,18 @@ def test_coordinator_load_counts_every_record_of_each_partition(spark: Any, worl
     assert {p: r["groups"] for p, r in rows.items()} == {p: len(g) for p, g in groups.items()}
     for gid, t in world.truth["groups"].items():
         if t["final_state"] != "NeverCreated":
-            assert gid in {x["group_id"] for x in rows[t["partition"]]["top_groups"]} or rows[t["partition"]]["groups"] > 3
+            assert (
+                gid in {x["group_id"] for x in rows[t["partition"]]["top_groups"]} or rows[t["partition"]]["groups"] > 3
+            )
 
 
 def test_commit_cadence_counts_every_commit(spark: Any, world: World) -> None:
     rows = {(r["group_id"], r["topic"], r["partition"]): r for r in _rows(spark, "SELECT * FROM commit_cadence")}
-    expected = Counter((r.key.group, r.key.topic, r.key.partition) for r in world.records
-                       if isinstance(r.key, OffsetCommitKey) and r.value is not None)
+    expected = Counter(
+        (r.key.group, r.key.topic, r.key.partition)
+        for r in world.records
+        if isinstance(r.key, OffsetCommitKey) and r.value is not None
+    )
     assert {k: r["commits"] for k, r in rows.items()} == dict(expected)
     for r in rows.values():
         if r["commits"] > 1:
@@ -188,8 +232,11 @@ def test_offsets_at_risk_uses_the_cores_expiry_forecast(spark: Any, world: World
     for gid, res in snaps.items():
         for (topic, part), due in offset_due_times(res.snapshot, retention).items():
             want[(gid, topic, part)] = due
-    rows = _rows(spark, "SELECT group_id, topic, partition, unix_millis(predicted_expiry_timestamp) AS due, "
-                        "hours_until_expiry, at_risk, kept_past_due FROM offsets_at_risk")
+    rows = _rows(
+        spark,
+        "SELECT group_id, topic, partition, unix_millis(predicted_expiry_timestamp) AS due, "
+        "hours_until_expiry, at_risk, kept_past_due FROM offsets_at_risk",
+    )
     got = {(r["group_id"], r["topic"], r["partition"]): r["due"] for r in rows}
     assert got == want
     assert got  # (this seed's live groups are Stable consumers: their subscribed offsets never expire)
@@ -204,7 +251,11 @@ def _expected_lag(world: World) -> list[tuple[int, int, int | None]]:
     samples = sorted((int(s["sampled_at"].timestamp() * 1000), s["log_end_offset"]) for s in world.samples)
     out = []
     for r in world.records:
-        if isinstance(r.key, OffsetCommitKey) and r.value is not None and (r.key.group, r.key.topic, r.key.partition) == world.lag_tp:
+        if (
+            isinstance(r.key, OffsetCommitKey)
+            and r.value is not None
+            and (r.key.group, r.key.topic, r.key.partition) == world.lag_tp
+        ):
             t, o = r.value.commit_timestamp, r.value.offset
             before = [leo for st, leo in samples if st <= t]
             out.append((t, o, None if not before else max(before[-1] - o, 0)))
@@ -213,9 +264,12 @@ def _expected_lag(world: World) -> list[tuple[int, int, int | None]]:
 
 def test_consumer_lag_uses_the_latest_sample_at_or_before_each_commit(spark: Any, world: World) -> None:
     g, topic, part = world.lag_tp
-    rows = _rows(spark, f"SELECT unix_millis(commit_timestamp) AS t, offset, lag_offsets FROM consumer_lag "
-                        f"WHERE group_id = '{g}' AND topic = '{topic}' AND partition = {part} "
-                        "ORDER BY commit_timestamp, log_partition, log_offset")
+    rows = _rows(
+        spark,
+        f"SELECT unix_millis(commit_timestamp) AS t, offset, lag_offsets FROM consumer_lag "
+        f"WHERE group_id = '{g}' AND topic = '{topic}' AND partition = {part} "
+        "ORDER BY commit_timestamp, log_partition, log_offset",
+    )
     assert [(r["t"], r["offset"], r["lag_offsets"]) for r in rows] == _expected_lag(world)
     other = _rows(spark, f"SELECT count(*) AS n FROM consumer_lag WHERE topic <> '{topic}' AND lag_offsets IS NOT NULL")
     assert other[0]["n"] == 0
@@ -225,10 +279,13 @@ def test_partition_status_at_each_commit_and_at_any_time_agree_with_the_referenc
     from pipelines.analytics.views import partition_status_at
 
     g, topic, part = world.lag_tp
-    rows = _rows(spark, f"SELECT status FROM partition_status WHERE group_id = '{g}' AND topic = '{topic}' "
-                        f"AND partition = {part} ORDER BY commit_timestamp, log_partition, log_offset")
+    rows = _rows(
+        spark,
+        f"SELECT status FROM partition_status WHERE group_id = '{g}' AND topic = '{topic}' "
+        f"AND partition = {part} ORDER BY commit_timestamp, log_partition, log_offset",
+    )
     commits = [Commit(o, t, lag) for t, o, lag in _expected_lag(world)]
-    want = [evaluate(commits[max(0, i - 9): i + 1], c.time_ms) for i, c in enumerate(commits)]
+    want = [evaluate(commits[max(0, i - 9) : i + 1], c.time_ms) for i, c in enumerate(commits)]
     assert [r["status"] for r in rows] == want
     assert {"WARN", "OK"} <= set(want)
     # at a time between two commits, with the current lag from the latest sample
@@ -237,7 +294,11 @@ def test_partition_status_at_each_commit_and_at_any_time_agree_with_the_referenc
         win = [c for c in commits if c.time_ms <= at][-10:]
         samples = [s for s in world.samples if int(s["sampled_at"].timestamp() * 1000) <= at]
         cur = max(samples[-1]["log_end_offset"] - win[-1].offset, 0)
-        got = partition_status_at(spark, at).where(f"group_id = '{g}' AND topic = '{topic}' AND partition = {part}").collect()
+        got = (
+            partition_status_at(spark, at)
+            .where(f"group_id = '{g}' AND topic = '{topic}' AND partition = {part}")
+            .collect()
+        )
         assert [r["status"] for r in got] == [evaluate(win, at, cur)], i
 
 
@@ -262,3 +323,17 @@ def test_report_is_self_contained_with_a_section_per_group(world: World, tmp_pat
     assert text.count("plotly.js") >= 1 and len(text) > 1_000_000  # plotly.js inlined
     one = write_report(world.cfg, tmp_path / "one.html", groups=[live[0]])
     assert one.read_text().count('class="group"') == 1
+
+
+def test_rebalances_daily_day_is_a_date_in_utc(spark: Any, world: World) -> None:
+    from pyspark.sql.types import DateType
+
+    assert isinstance(spark.table("rebalances_daily").schema["day"].dataType, DateType)
+    # every day's count is the count of that UTC day's hours
+    per_day = {(r["group_id"], r["day"]): r["rebalances"] for r in _rows(spark, "SELECT * FROM rebalances_daily")}
+    by_hours = _rows(
+        spark,
+        "SELECT group_id, to_date(hour) AS d, sum(rebalances) AS n FROM rebalances_hourly "
+        "GROUP BY group_id, to_date(hour)",
+    )
+    assert per_day and per_day == {(r["group_id"], r["d"]): r["n"] for r in by_hours}

@@ -23,8 +23,10 @@ from pipelines.tableio import TableIO  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 #: the one path of the decode and replay stages, whatever runs the job (CLI, spark-submit, Airflow, bench)
-ONE_PATH = {"decode": "routed raw_records files -> decoded tables + replay input",
-            "replay": "replay input bucket files -> gold tables"}
+ONE_PATH = {
+    "decode": "routed raw_records files -> decoded tables + replay input",
+    "replay": "replay input bucket files -> gold tables",
+}
 
 
 def _corrupt_record(records: list[RawRecord]) -> RawRecord:
@@ -99,7 +101,9 @@ def test_new_input_is_ingested_and_every_derived_table_is_rebuilt(
 
     old = sample_records(8, seed=3)
     # two more groups (indexes 8, 9), placed after every existing offset of their partitions
-    more = [r for r in sample_records(10, seed=3) if decode_key(r.key).group in {"orders-consumer-8", "payments-consumer-9"}]
+    more = [
+        r for r in sample_records(10, seed=3) if decode_key(r.key).group in {"orders-consumer-8", "payments-consumer-9"}
+    ]
     top = {p: max((r.offset for r in old if r.partition == p), default=-1) + 2 for p in range(50)}
     extra = [r._replace(offset=r.offset + top[r.partition], timestamp_ms=r.timestamp_ms + 10**6) for r in more]
     assert extra
@@ -112,7 +116,9 @@ def test_new_input_is_ingested_and_every_derived_table_is_rebuilt(
     assert second.decoded == first.decoded + len(extra)
 
 
-def test_cli_run_batch_is_the_same_job(cfg: Config, spark: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_run_batch_is_the_same_job(
+    cfg: Config, spark: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     from pipelines.cli import main
 
     write_raw_records(sample_records(3, seed=5), cfg.paths.landing)
@@ -132,8 +138,19 @@ def test_cli_run_batch_is_the_same_job(cfg: Config, spark: Any, tmp_path: Path, 
     assert main(["tables", "--conf", str(conf), "--json"]) == 0
     listed = {t["table"]: t for t in json.loads(capsys.readouterr().out)}
     assert listed["group_state"]["rows"] == 3 and listed["raw_records"]["rows"] == summary["raw_total"]
-    assert main(["sql", "--conf", str(conf), "--format", "json",
-                 "SELECT count(*) AS n, count(DISTINCT group_id) AS g FROM offset_commits"]) == 0
+    assert (
+        main(
+            [
+                "sql",
+                "--conf",
+                str(conf),
+                "--format",
+                "json",
+                "SELECT count(*) AS n, count(DISTINCT group_id) AS g FROM offset_commits",
+            ]
+        )
+        == 0
+    )
     row = json.loads(capsys.readouterr().out.strip())
     assert row == {"n": summary["offset_commits"], "g": 3}
     assert main(["sql", "--conf", str(conf), "SELECT no_such_column FROM group_state"]) == 2
@@ -158,15 +175,29 @@ def test_spark_submit_runs_the_batch_script(tmp_path: Path) -> None:
     write_raw_records(sample_records(3, seed=9), root / "landing")
     conf = tmp_path / "submit.yaml"
     conf.write_text(f"paths:\n  root: {root}\nspark:\n  conf:\n    spark.sql.shuffle.partitions: 2\n")
-    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable,
-               SPARK_LOCAL_IP="127.0.0.1")
+    env = dict(
+        os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable, SPARK_LOCAL_IP="127.0.0.1"
+    )
     proc = subprocess.run(
-        [str(spark_submit), "--master", "local[1]", "--driver-memory", "1g",
-         str(REPO / "pipelines" / "batch" / "job.py"), "--conf", str(conf), "--json"],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600,
+        [
+            str(spark_submit),
+            "--master",
+            "local[1]",
+            "--driver-memory",
+            "1g",
+            str(REPO / "pipelines" / "batch" / "job.py"),
+            "--conf",
+            str(conf),
+            "--json",
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
-    summary = json.loads(proc.stdout[proc.stdout.index("{"):])
+    summary = json.loads(proc.stdout[proc.stdout.index("{") :])
     assert summary["reconciled"] and summary["groups"] == 3
     assert (root / "warehouse" / "group_state" / "_delta_log").is_dir()
 
@@ -198,8 +229,14 @@ def test_every_gold_delta_table_equals_the_pure_core_replay(
     from tests.pipelines.test_replay_job import DAY, build_log, core_gold
 
     log = build_log(n_groups=10, seed=5)
-    cfg = load_config(overrides={"paths.root": str(tmp_path), "replay.retention_ms": 3 * DAY,
-                                 "replay.rules": "current", "replay.coordinator": "old"})
+    cfg = load_config(
+        overrides={
+            "paths.root": str(tmp_path),
+            "replay.retention_ms": 3 * DAY,
+            "replay.rules": "current",
+            "replay.coordinator": "old",
+        }
+    )
     write_raw_records([RawRecord(k, v, "__consumer_offsets", p, o, ts) for k, v, p, o, ts in log], cfg.paths.landing)
     io = TableIO(cfg, spark)
     caplog.set_level(logging.INFO, logger="pipelines.batch.replay")
@@ -211,7 +248,9 @@ def test_every_gold_delta_table_equals_the_pure_core_replay(
         summary = run_batch(cfg, spark, io=io, stages=("ingest", "decode", "replay"))  # all up to date
     assert summary.reconciled and summary.quarantined == 1 and summary.unsupported == 1
     used = [r.getMessage() for r in caplog.records if r.getMessage().startswith("replay: ")]
-    assert len(used) == 1 and used[0].endswith(f"buckets' files, {io.count('offset_commits') + io.count('group_metadata') + 1} rows")
+    assert len(used) == 1 and used[0].endswith(
+        f"buckets' files, {io.count('offset_commits') + io.count('group_metadata') + 1} rows"
+    )
     assert summary.paths == {"ingest": f"{summary.source} -> raw_records", **ONE_PATH}
     assert not (Path(io.warehouse) / "_staging").exists()  # staged tables removed
     assert len(list((Path(io.warehouse) / "_replay_input").iterdir())) == 1  # this version's only

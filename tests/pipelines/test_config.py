@@ -67,7 +67,9 @@ def test_bad_values_are_rejected_with_key_path(tmp_path: Path, text: str, fragme
 
 def test_unknown_key_is_rejected_with_a_suggestion(tmp_path: Path) -> None:
     p = _write(tmp_path, "env.yaml", "replay:\n  retension_ms: 5\n")
-    with pytest.raises(UsageError, match=r"replay\.retension_ms: unknown key \(did you mean 'replay\.retention_ms'\?\)"):
+    with pytest.raises(
+        UsageError, match=r"replay\.retension_ms: unknown key \(did you mean 'replay\.retention_ms'\?\)"
+    ):
         load_config(p)
 
 
@@ -78,7 +80,14 @@ def test_unknown_section_is_rejected(tmp_path: Path) -> None:
 
 
 def test_overlay_merges_over_base_and_extends_chain(tmp_path: Path) -> None:
-    _write(tmp_path, "parent.yaml", "replay:\n  retention_ms: 1000\n  rules: 2.1-2.3\nspark:\n  conf:\n    a: 1\n")
+    from pipelines.config import BASE_CONF
+
+    # parent extends base.yaml itself: without it the chain continues with local.yaml
+    _write(
+        tmp_path,
+        "parent.yaml",
+        f"extends: {BASE_CONF}\nreplay:\n  retention_ms: 1000\n  rules: 2.1-2.3\nspark:\n  conf:\n    a: 1\n",
+    )
     child = _write(
         tmp_path, "child.yaml", "extends: parent.yaml\nreplay:\n  retention_ms: 2000\nspark:\n  conf:\n    b: x\n"
     )
@@ -88,6 +97,32 @@ def test_overlay_merges_over_base_and_extends_chain(tmp_path: Path) -> None:
     assert cfg.offsets_topic.num_partitions == 50  # from base.yaml
     assert cfg.spark.conf == {"a": 1, "b": "x"}
     assert [Path(s).name for s in cfg.sources] == ["base.yaml", "parent.yaml", "child.yaml"]
+
+
+def test_overlay_without_extends_inherits_the_embedded_defaults(tmp_path: Path) -> None:
+    # quickstart.yaml and a user's my.yaml name no parent: local.yaml's Spark and Delta settings
+    # apply (before, they got base.yaml's: no spark.conf, Spark's 200 shuffle partitions)
+    from pipelines.config import DEFAULT_CONF
+
+    local = yaml.safe_load(DEFAULT_CONF.read_text())
+    mine = _write(
+        tmp_path, "my.yaml", f"paths:\n  root: {tmp_path}/data\nspark:\n  conf:\n    spark.sql.ansi.enabled: true\n"
+    )
+    cfg = load_config(mine)
+    assert [Path(s).name for s in cfg.sources] == ["base.yaml", "local.yaml", "my.yaml"]
+    assert cfg.spark.conf == {**local["spark"]["conf"], "spark.sql.ansi.enabled": True}
+    assert cfg.spark.conf["spark.sql.shuffle.partitions"] == 4
+    assert cfg.delta.target_file_rows == local["delta"]["target_file_rows"]
+    assert cfg.paths.root == f"{tmp_path}/data"  # the overlay still wins
+
+
+def test_overlay_extending_base_skips_the_embedded_defaults(tmp_path: Path) -> None:
+    from pipelines.config import BASE_CONF
+
+    bare = _write(tmp_path, "bare.yaml", f"extends: {BASE_CONF}\nreplay:\n  retention_ms: 5\n")
+    cfg = load_config(bare)
+    assert [Path(s).name for s in cfg.sources] == ["base.yaml", "bare.yaml"]
+    assert cfg.spark.conf == {}
 
 
 def test_extends_cycle_is_an_error(tmp_path: Path) -> None:
@@ -113,7 +148,9 @@ def test_uri_paths_are_kept_verbatim() -> None:
 
 def test_literal_secret_is_rejected(tmp_path: Path) -> None:
     p = _write(tmp_path, "env.yaml", "kafka:\n  secrets:\n    sasl_password: hunter2\n")
-    with pytest.raises(UsageError, match=r"kafka\.secrets\.sasl_password: secrets must be an environment reference") as exc:
+    with pytest.raises(
+        UsageError, match=r"kafka\.secrets\.sasl_password: secrets must be an environment reference"
+    ) as exc:
         load_config(p)
     assert "hunter2" not in str(exc.value)
 

@@ -41,7 +41,10 @@ def _ts(ms: int | None) -> dt.datetime | None:
 
 def sample_log() -> list[tuple[bytes | None, bytes | None]]:
     member = MemberMetadata(
-        "m-1", "client", "/10.0.0.1", 10_000,
+        "m-1",
+        "client",
+        "/10.0.0.1",
+        10_000,
         encode_subscription(Subscription(("orders", "payments"))),
         encode_assignment(Assignment((TopicPartitions("orders", (0, 1)),))),
         rebalance_timeout=60_000,
@@ -50,16 +53,24 @@ def sample_log() -> list[tuple[bytes | None, bytes | None]]:
     for i in range(40):
         version = i % 5
         value = OffsetCommitValue(
-            100 + i, "meta" if i % 3 else "", T0 + i, leader_epoch=(7 if i % 2 else None) if version >= 3 else None,
-            expire_timestamp=T0 + 99 if version == 1 else None, version=version,
+            100 + i,
+            "meta" if i % 3 else "",
+            T0 + i,
+            leader_epoch=(7 if i % 2 else None) if version >= 3 else None,
+            expire_timestamp=T0 + 99 if version == 1 else None,
+            version=version,
         )
         rows.append((encode_key(OffsetCommitKey(f"g{i % 4}", "orders", i % 3, version=i % 2)), encode_value(value)))
     rows.append((encode_key(OffsetCommitKey("g1", "orders", 0)), None))  # offset tombstone
     for version in range(5):
-        m = member if version >= 1 else MemberMetadata("m-1", "client", "/10.0.0.1", 10_000, member.subscription,
-                                                         member.assignment)
-        value = GroupMetadataValue("consumer", 3, "range", "m-1", (m,),
-                                   current_state_timestamp=T0 if version >= 2 else None, version=version)
+        m = (
+            member
+            if version >= 1
+            else MemberMetadata("m-1", "client", "/10.0.0.1", 10_000, member.subscription, member.assignment)
+        )
+        value = GroupMetadataValue(
+            "consumer", 3, "range", "m-1", (m,), current_state_timestamp=T0 if version >= 2 else None, version=version
+        )
         rows.append((encode_key(GroupMetadataKey("g1")), encode_value(value)))
     rows.append((encode_key(GroupMetadataKey("g2")), None))  # group tombstone
     rows.append((encode_key(GroupMetadataKey("g3")), encode_value(GroupMetadataValue("consumer", 4, None, None, ()))))
@@ -84,8 +95,14 @@ def expected_tables(rows: list[tuple[bytes | None, bytes | None]]) -> dict[str, 
     out: dict[str, list[dict[str, Any]]] = {"oc": [], "gm": [], "un": [], "q": []}
     for i, (k, v) in enumerate(rows):
         pos = {"coordinator_partition": 9, "log_offset": i, "log_timestamp": _ts(T0 + i * 10)}
-        raw = {"key": k, "value": v, "topic": "__consumer_offsets", "partition": 9, "offset": i,
-               "timestamp": _ts(T0 + i * 10)}
+        raw = {
+            "key": k,
+            "value": v,
+            "topic": "__consumer_offsets",
+            "partition": 9,
+            "offset": i,
+            "timestamp": _ts(T0 + i * 10),
+        }
         try:
             if k is None:
                 raise CorruptRecordError("null key", part="key", position=0)
@@ -95,42 +112,74 @@ def expected_tables(rows: list[tuple[bytes | None, bytes | None]]) -> dict[str, 
             continue
         key, value = rec.key, rec.value
         if isinstance(key, UnknownKey) or isinstance(value, UnknownValue):
-            out["un"].append({**raw, "group_id": key.group, "record_type": key.version,
-                              "version": None if value is None else value.version})
+            out["un"].append(
+                {
+                    **raw,
+                    "group_id": key.group,
+                    "record_type": key.version,
+                    "version": None if value is None else value.version,
+                }
+            )
         elif isinstance(key, OffsetCommitKey):
             assert value is None or isinstance(value, OffsetCommitValue)
-            out["oc"].append({
-                **pos, "group_id": key.group, "topic": key.topic, "partition": key.partition,
-                "key_version": key.version, "is_tombstone": value is None,
-                "value_version": None if value is None else value.version,
-                "committed_offset": None if value is None else value.offset,
-                "leader_epoch": None if value is None else value.leader_epoch,
-                "metadata": None if value is None else value.metadata,
-                "commit_timestamp": None if value is None else _ts(value.commit_timestamp),
-                "expire_timestamp": None if value is None else _ts(value.expire_timestamp),
-            })
+            out["oc"].append(
+                {
+                    **pos,
+                    "group_id": key.group,
+                    "topic": key.topic,
+                    "partition": key.partition,
+                    "key_version": key.version,
+                    "is_tombstone": value is None,
+                    "value_version": None if value is None else value.version,
+                    "committed_offset": None if value is None else value.offset,
+                    "leader_epoch": None if value is None else value.leader_epoch,
+                    "metadata": None if value is None else value.metadata,
+                    "commit_timestamp": None if value is None else _ts(value.commit_timestamp),
+                    "expire_timestamp": None if value is None else _ts(value.expire_timestamp),
+                }
+            )
         else:
             assert isinstance(key, GroupMetadataKey)
-            row: dict[str, Any] = {**pos, "group_id": key.group, "key_version": key.version,
-                                   "is_tombstone": value is None}
+            row: dict[str, Any] = {
+                **pos,
+                "group_id": key.group,
+                "key_version": key.version,
+                "is_tombstone": value is None,
+            }
             if isinstance(value, GroupMetadataValue):
                 members = []
                 for m in value.members:
                     p = parse_member_blobs(value.protocol_type, m)
-                    members.append({
-                        "member_id": m.member_id, "group_instance_id": m.group_instance_id,
-                        "client_id": m.client_id, "client_host": m.client_host,
-                        "rebalance_timeout": m.rebalance_timeout, "session_timeout": m.session_timeout,
-                        "subscription": m.subscription, "assignment": m.assignment,
-                        "subscribed_topics": None if p.subscription is None else list(p.subscription.topics),
-                        "assigned_partitions": None if p.assignment is None else [
-                            {"topic": tp.topic, "partition": q} for tp in p.assignment.assigned_partitions
-                            for q in tp.partitions],
-                    })
-                row.update(value_version=value.version, protocol_type=value.protocol_type,
-                           generation=value.generation, protocol=value.protocol, leader=value.leader,
-                           current_state_timestamp=_ts(value.current_state_timestamp),
-                           member_count=len(members), members=members)
+                    members.append(
+                        {
+                            "member_id": m.member_id,
+                            "group_instance_id": m.group_instance_id,
+                            "client_id": m.client_id,
+                            "client_host": m.client_host,
+                            "rebalance_timeout": m.rebalance_timeout,
+                            "session_timeout": m.session_timeout,
+                            "subscription": m.subscription,
+                            "assignment": m.assignment,
+                            "subscribed_topics": None if p.subscription is None else list(p.subscription.topics),
+                            "assigned_partitions": None
+                            if p.assignment is None
+                            else [
+                                {"topic": tp.topic, "partition": q}
+                                for tp in p.assignment.assigned_partitions
+                                for q in tp.partitions
+                            ],
+                        }
+                    )
+                row.update(
+                    value_version=value.version,
+                    protocol_type=value.protocol_type,
+                    generation=value.generation,
+                    protocol=value.protocol,
+                    leader=value.leader,
+                    current_state_timestamp=_ts(value.current_state_timestamp),
+                    member_count=len(members),
+                    members=members,
+                )
             out["gm"].append(row)
     return out
 
@@ -143,9 +192,13 @@ def test_decoded_tables_equal_the_core_codec(spark: Any) -> None:
     rows = sample_log()
     result = decode_raw(raw_df(spark, rows))
     want = expected_tables(rows)
-    for got, spec, key in ((result.offset_commits, OFFSET_COMMITS, "oc"), (result.group_metadata, GROUP_METADATA, "gm")):
-        expected = spark.createDataFrame([{c: r.get(c) for c in spec.column_names} for r in want[key]],
-                                         spec.spark_schema())
+    for got, spec, key in (
+        (result.offset_commits, OFFSET_COMMITS, "oc"),
+        (result.group_metadata, GROUP_METADATA, "gm"),
+    ):
+        expected = spark.createDataFrame(
+            [{c: r.get(c) for c in spec.column_names} for r in want[key]], spec.spark_schema()
+        )
         assert_df_equality(got, expected, ignore_row_order=True, ignore_nullable=True)
     cols = ["key", "value", "topic", "partition", "offset", "timestamp", "group_id", "record_type", "version"]
     from pyspark.sql.types import StructType
@@ -156,7 +209,11 @@ def test_decoded_tables_equal_the_core_codec(spark: Any) -> None:
     counts = reconcile_counts(len(rows), result)
     assert counts.ok
     assert (counts.offset_commits, counts.group_metadata, counts.unsupported, counts.quarantine) == (
-        len(want["oc"]), len(want["gm"]), len(want["un"]), len(want["q"]))
+        len(want["oc"]),
+        len(want["gm"]),
+        len(want["un"]),
+        len(want["q"]),
+    )
 
 
 def test_corrupt_records_are_quarantined_with_bytes_position_and_error(spark: Any) -> None:
@@ -170,7 +227,12 @@ def test_corrupt_records_are_quarantined_with_bytes_position_and_error(spark: An
     assert len(got_rows) == len(want) == 4
     for g, w in zip(got_rows, sorted(want, key=lambda r: r["offset"])):
         assert (g["key"], g["value"], g["offset"], g["partition"], g["topic"]) == (
-            w["key"], w["value"], w["offset"], 9, "__consumer_offsets")
+            w["key"],
+            w["value"],
+            w["offset"],
+            9,
+            "__consumer_offsets",
+        )
         assert g["error_class"] == "CorruptRecordError" and g["error_message"]
         assert (g["part"], g["byte_position"]) == (w["part"], w["byte_position"])
 

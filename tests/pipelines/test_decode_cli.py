@@ -27,8 +27,12 @@ def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]
 
 @pytest.mark.parametrize(
     "vec_id",
-    ["kafka-formatter-offset-value-v3", "kafka-formatter-group-value-v4", "kafka-formatter-offset-tombstone",
-     "kafka-formatter-group-unknown-version-10"],
+    [
+        "kafka-formatter-offset-value-v3",
+        "kafka-formatter-group-value-v4",
+        "kafka-formatter-offset-tombstone",
+        "kafka-formatter-group-unknown-version-10",
+    ],
 )
 def test_single_record_prints_exactly_kafkas_json(capsys: pytest.CaptureFixture[str], vec_id: str) -> None:
     vec = FORMATTER[vec_id]
@@ -73,19 +77,27 @@ def _records() -> list[tuple[bytes, bytes | None]]:
     ]
 
 
-def test_input_jsonl_decodes_to_json_lines_and_reports_corrupt_records(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_input_jsonl_decodes_to_json_lines_and_reports_corrupt_records(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     path = tmp_path / "in.jsonl"
-    path.write_text("".join(
-        json.dumps({"key": k.hex(), "value": None if v is None else v.hex(), "partition": 7, "offset": i}) + "\n"
-        for i, (k, v) in enumerate(_records())
-    ))
+    path.write_text(
+        "".join(
+            json.dumps({"key": k.hex(), "value": None if v is None else v.hex(), "partition": 7, "offset": i}) + "\n"
+            for i, (k, v) in enumerate(_records())
+        )
+    )
     rc, out, err = _run(capsys, "decode", "--input", str(path))
     lines = [json.loads(line) for line in out.splitlines()]
     assert rc == 0 and len(lines) == 4
     assert lines[0]["value"]["data"] == {"offset": 42, "leaderEpoch": 3, "metadata": "", "commitTimestamp": 1000}
     assert lines[1]["value"]["data"]["protocol"] is None
     assert lines[2]["value"] is None
-    assert lines[3]["error"]["part"] == "value" and lines[3]["position"] == {"partition": 7, "offset": 3, "timestamp": 0}
+    assert lines[3]["error"]["part"] == "value" and lines[3]["position"] == {
+        "partition": 7,
+        "offset": 3,
+        "timestamp": 0,
+    }
     assert "4 records (1 corrupt)" in err
     rc, _, err = _run(capsys, "decode", "--input", str(path), "--strict")
     assert rc == 2 and "offset 3" in err
@@ -93,7 +105,9 @@ def test_input_jsonl_decodes_to_json_lines_and_reports_corrupt_records(tmp_path:
 
 def test_input_parquet_with_binary_columns(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     recs = _records()[:3]
-    table = pa.table({"key": pa.array([k for k, _ in recs], pa.binary()), "value": pa.array([v for _, v in recs], pa.binary())})
+    table = pa.table(
+        {"key": pa.array([k for k, _ in recs], pa.binary()), "value": pa.array([v for _, v in recs], pa.binary())}
+    )
     pq.write_table(table, tmp_path / "part-00000000.parquet")
     rc, out, _ = _run(capsys, "decode", "--input", str(tmp_path / "part-00000000.parquet"), "--format", "rich")
     lines = [json.loads(line) for line in out.splitlines()]
@@ -105,7 +119,10 @@ def test_cli_runs_as_a_subprocess() -> None:
     vec = FORMATTER["kafka-formatter-offset-value-v4"]
     proc = subprocess.run(
         [sys.executable, "-m", "pipelines", "decode", "--key", vec["key_hex"], "--value", vec["value_hex"]],
-        capture_output=True, text=True, timeout=120, cwd=Path(__file__).resolve().parents[2],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=Path(__file__).resolve().parents[2],
     )
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout) == vec["expected"]
@@ -114,9 +131,16 @@ def test_cli_runs_as_a_subprocess() -> None:
 KIP848 = Path(__file__).resolve().parents[1] / "coordinator_core" / "vectors" / "kip848"
 
 
-@pytest.mark.parametrize("name", ["05-ConsumerGroupMemberMetadata", "08-ConsumerGroupCurrentMemberAssignment",
-                                  "16-ConsumerGroupRegularExpression", "14-ShareGroupCurrentMemberAssignment",
-                                  "23-StreamsGroupTopology"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "05-ConsumerGroupMemberMetadata",
+        "08-ConsumerGroupCurrentMemberAssignment",
+        "16-ConsumerGroupRegularExpression",
+        "14-ShareGroupCurrentMemberAssignment",
+        "23-StreamsGroupTopology",
+    ],
+)
 def test_modern_group_records_print_with_named_fields(capsys: pytest.CaptureFixture[str], name: str) -> None:
     case = next(c for c in json.loads((KIP848 / f"{name}.json").read_text())["cases"] if c["name"] == "full")
     rc, out, _ = _run(capsys, "decode", "--key", case["key_hex"], "--value", case["value_hex"])
@@ -130,8 +154,9 @@ def test_input_file_of_modern_records_decodes_each_and_reports_the_corrupt_one(
     cases = json.loads((KIP848 / "08-ConsumerGroupCurrentMemberAssignment.json").read_text())["cases"]
     rows = [(c["key_hex"], c["value_hex"]) for c in cases] + [(cases[0]["key_hex"], "0000000000")]  # last: truncated
     path = tmp_path / "in.jsonl"
-    path.write_text("".join(json.dumps({"key": k, "value": v, "partition": 3, "offset": i}) + "\n"
-                            for i, (k, v) in enumerate(rows)))
+    path.write_text(
+        "".join(json.dumps({"key": k, "value": v, "partition": 3, "offset": i}) + "\n" for i, (k, v) in enumerate(rows))
+    )
     rc, out, err = _run(capsys, "decode", "--input", str(path), "--format", "rich")
     lines = [json.loads(line) for line in out.splitlines()]
     assert rc == 0 and len(lines) == len(rows)
@@ -169,8 +194,10 @@ def test_decode_of_a_kcat_json_dump_prints_the_records_not_tombstones(capsys: py
 
 @pytest.mark.parametrize(
     "content",
-    [b"\x00\x01\x00\x01g\x00\x01t\x00\x00\x00\x00\t\x00\x03\xff\xfe\x80*\n",  # console-consumer output
-     b"offsetlake notes\nnot a capture at all\n"],
+    [
+        b"\x00\x01\x00\x01g\x00\x01t\x00\x00\x00\x00\t\x00\x03\xff\xfe\x80*\n",  # console-consumer output
+        b"offsetlake notes\nnot a capture at all\n",
+    ],
     ids=["console-consumer", "text"],
 )
 def test_decode_of_a_text_or_console_consumer_file_exits_2_with_one_line(

@@ -71,8 +71,7 @@ def test_a_count_mismatch_commits_nothing(cfg: Config, spark: Any) -> None:
 
     spool = new_replay_input(io, 1)
     with pytest.raises(Exception, match="count mismatch, nothing committed"):
-        write_decoded_from_raw_table(io, app_id="t", version=1, expected_rows=io.count("raw_records") + 1,
-                                     spool=spool)
+        write_decoded_from_raw_table(io, app_id="t", version=1, expected_rows=io.count("raw_records") + 1, spool=spool)
     assert current_replay_input(io, 1) is None  # the replay never trusts this pass's files
     assert all(io.count(n) == 0 for n in TABLES)
     leftovers = [p for n in TABLES for p in Path(io.path(n)).glob("*.parquet")]

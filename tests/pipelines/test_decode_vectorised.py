@@ -79,22 +79,33 @@ def group_metadata(draw: st.DrawFn) -> tuple[bytes, bytes | None]:
         return encode_key(key), None
     version = draw(st.integers(0, 4))
     members = tuple(
-        MemberMetadata(draw(ASCII), draw(ASCII), draw(ASCII), draw(INT32), draw(st.binary(max_size=8)),
-                       draw(st.binary(max_size=8)),
-                       rebalance_timeout=draw(INT32.filter(lambda x: x != -1)) if version >= 1 else None,
-                       group_instance_id=draw(st.one_of(st.none(), ASCII)) if version >= 3 else None)
+        MemberMetadata(
+            draw(ASCII),
+            draw(ASCII),
+            draw(ASCII),
+            draw(INT32),
+            draw(st.binary(max_size=8)),
+            draw(st.binary(max_size=8)),
+            rebalance_timeout=draw(INT32.filter(lambda x: x != -1)) if version >= 1 else None,
+            group_instance_id=draw(st.one_of(st.none(), ASCII)) if version >= 3 else None,
+        )
         for _ in range(draw(st.integers(0, 2)))
     )
-    value = GroupMetadataValue(draw(ASCII), draw(INT32), draw(st.one_of(st.none(), ASCII)),
-                               draw(st.one_of(st.none(), ASCII)), members,
-                               current_state_timestamp=draw(st.integers(0, 2**45)) if version >= 2 else None,
-                               version=version)
+    value = GroupMetadataValue(
+        draw(ASCII),
+        draw(INT32),
+        draw(st.one_of(st.none(), ASCII)),
+        draw(st.one_of(st.none(), ASCII)),
+        members,
+        current_state_timestamp=draw(st.integers(0, 2**45)) if version >= 2 else None,
+        version=version,
+    )
     return encode_key(key), encode_value(value)
 
 
-TOPIC_PARTITIONS = st.lists(
-    st.builds(TopicPartitions, ASCII, st.lists(INT32, max_size=4).map(tuple)), max_size=3
-).map(tuple)
+TOPIC_PARTITIONS = st.lists(st.builds(TopicPartitions, ASCII, st.lists(INT32, max_size=4).map(tuple)), max_size=3).map(
+    tuple
+)
 
 
 @st.composite
@@ -107,16 +118,20 @@ def member_blob(draw: st.DrawFn) -> bytes:
         return draw(st.binary(max_size=24))
     version = draw(st.integers(0, 4))
     if draw(st.booleans()):
-        blob = encode_subscription(Subscription(
-            tuple(draw(st.lists(TEXT, max_size=3))), draw(st.one_of(st.none(), st.binary(max_size=4))),
-            draw(TOPIC_PARTITIONS) if version >= 1 else (),
-            draw(st.one_of(st.none(), st.integers(0, 99))) if version >= 2 else None,
-            draw(st.one_of(st.none(), ASCII)) if version >= 3 else None, version=version,
-        ))
+        blob = encode_subscription(
+            Subscription(
+                tuple(draw(st.lists(TEXT, max_size=3))),
+                draw(st.one_of(st.none(), st.binary(max_size=4))),
+                draw(TOPIC_PARTITIONS) if version >= 1 else (),
+                draw(st.one_of(st.none(), st.integers(0, 99))) if version >= 2 else None,
+                draw(st.one_of(st.none(), ASCII)) if version >= 3 else None,
+                version=version,
+            )
+        )
     else:
-        blob = encode_assignment(Assignment(
-            draw(TOPIC_PARTITIONS), draw(st.one_of(st.none(), st.binary(max_size=4))), version=version
-        ))
+        blob = encode_assignment(
+            Assignment(draw(TOPIC_PARTITIONS), draw(st.one_of(st.none(), st.binary(max_size=4))), version=version)
+        )
     if how == "truncated" and blob:
         return blob[: draw(st.integers(0, len(blob) - 1))]
     if how == "padded":
@@ -137,14 +152,24 @@ def consumer_groups(draw: st.DrawFn) -> list[tuple[bytes, bytes | None]]:
             continue
         version = draw(st.integers(0, 4))
         members = tuple(
-            MemberMetadata(draw(ASCII), draw(ASCII), draw(ASCII), draw(INT32), draw(blob), draw(blob),
-                           rebalance_timeout=draw(INT32.filter(lambda x: x != -1)) if version >= 1 else None,
-                           group_instance_id=draw(st.one_of(st.none(), ASCII)) if version >= 3 else None)
+            MemberMetadata(
+                draw(ASCII),
+                draw(ASCII),
+                draw(ASCII),
+                draw(INT32),
+                draw(blob),
+                draw(blob),
+                rebalance_timeout=draw(INT32.filter(lambda x: x != -1)) if version >= 1 else None,
+                group_instance_id=draw(st.one_of(st.none(), ASCII)) if version >= 3 else None,
+            )
             for _ in range(draw(st.integers(0, 4)))
         )
         value = GroupMetadataValue(
-            draw(st.sampled_from(["consumer", "consumer", "connect", ""])), draw(INT32),
-            draw(st.one_of(st.none(), ASCII)), draw(st.one_of(st.none(), ASCII)), members,
+            draw(st.sampled_from(["consumer", "consumer", "connect", ""])),
+            draw(INT32),
+            draw(st.one_of(st.none(), ASCII)),
+            draw(st.one_of(st.none(), ASCII)),
+            members,
             current_state_timestamp=draw(st.one_of(st.none(), st.integers(0, 2**45), INT64)) if version >= 2 else None,
             version=version,
         )
@@ -254,11 +279,15 @@ def test_decode_batch_gives_every_row_exactly_the_core_row(data: st.DataObject) 
     assert out.num_rows == len(rows)
     by_offset = {r["log_offset"]: r for r in as_python(out)}
     assert sorted(by_offset) == list(range(len(rows)))
-    expected_rows = as_python(pa.Table.from_pylist(
-        [{**slow_row(k, v), **({"raw_topic": "__consumer_offsets"} if slow_row(k, v)["kind"] > 1 else {})}
-         for k, v in rows],
-        schema=UNION_SCHEMA,
-    ))
+    expected_rows = as_python(
+        pa.Table.from_pylist(
+            [
+                {**slow_row(k, v), **({"raw_topic": "__consumer_offsets"} if slow_row(k, v)["kind"] > 1 else {})}
+                for k, v in rows
+            ],
+            schema=UNION_SCHEMA,
+        )
+    )
     for i, expected in enumerate(expected_rows):
         got = by_offset[i]
         assert got["coordinator_partition"] == 7
@@ -274,11 +303,15 @@ def assert_rows_equal_core(rows: list[tuple[bytes | None, bytes | None]]) -> Non
     assert out.num_rows == len(rows)
     by_offset = {r["log_offset"]: r for r in as_python(out)}
     assert sorted(by_offset) == list(range(len(rows)))
-    expected_rows = as_python(pa.Table.from_pylist(
-        [{**slow_row(k, v), **({"raw_topic": "__consumer_offsets"} if slow_row(k, v)["kind"] > 1 else {})}
-         for k, v in rows],
-        schema=UNION_SCHEMA,
-    ))
+    expected_rows = as_python(
+        pa.Table.from_pylist(
+            [
+                {**slow_row(k, v), **({"raw_topic": "__consumer_offsets"} if slow_row(k, v)["kind"] > 1 else {})}
+                for k, v in rows
+            ],
+            schema=UNION_SCHEMA,
+        )
+    )
     for i, expected in enumerate(expected_rows):
         got = by_offset[i]
         assert (got["coordinator_partition"], got["log_timestamp"]) == (7, i * 1000)
@@ -303,15 +336,22 @@ def test_fast_assignment_reader_agrees_with_the_core_or_defers(data: st.DataObje
     from coordinator_core.consumer_protocol import parse_member_blobs
     from pipelines.records.decode_rows import _FALLBACK, _fast_assigned_partitions
 
-    real = encode_assignment(Assignment(data.draw(TOPIC_PARTITIONS), data.draw(st.one_of(st.none(), st.binary(max_size=4))),
-                                        version=data.draw(st.integers(0, 5))))
+    real = encode_assignment(
+        Assignment(
+            data.draw(TOPIC_PARTITIONS),
+            data.draw(st.one_of(st.none(), st.binary(max_size=4))),
+            version=data.draw(st.integers(0, 5)),
+        )
+    )
     blob = data.draw(st.one_of(st.just(real), member_blob()))
     blob = mutate(data, blob) or b"\x00"
     fast = _fast_assigned_partitions(blob)
     asg = parse_member_blobs("consumer", MemberMetadata("m", "c", "h", 1, b"", blob)).assignment
-    core = None if asg is None else [
-        {"topic": tp.topic, "partition": p} for tp in asg.assigned_partitions for p in tp.partitions
-    ]
+    core = (
+        None
+        if asg is None
+        else [{"topic": tp.topic, "partition": p} for tp in asg.assigned_partitions for p in tp.partitions]
+    )
     if blob == real:
         assert fast == core
     else:
@@ -322,24 +362,31 @@ def test_same_blob_in_consumer_and_other_protocol_groups_is_parsed_per_protocol(
     sub = encode_subscription(Subscription(("orders",), version=1))
     asg = encode_assignment(Assignment((TopicPartitions("orders", (0, 2)),)))
     rows = [
-        (encode_key(GroupMetadataKey(g)),
-         encode_value(GroupMetadataValue(ptype, 1, "range", "m", (MemberMetadata("m", "c", "h", 10, sub, asg),),
-                                         version=3)))
+        (
+            encode_key(GroupMetadataKey(g)),
+            encode_value(
+                GroupMetadataValue(ptype, 1, "range", "m", (MemberMetadata("m", "c", "h", 10, sub, asg),), version=3)
+            ),
+        )
         for g, ptype in (("a", "consumer"), ("b", "connect"), ("c", "consumer"))
     ]
     assert_rows_equal_core(rows)
     out = pa.Table.from_batches(decode_batch(batch_of(rows)), schema=UNION_SCHEMA).sort_by("log_offset").to_pylist()
     got = [(r["members"][0]["subscribed_topics"], r["members"][0]["assigned_partitions"]) for r in out]
-    assert got == [(["orders"], [{"topic": "orders", "partition": 0}, {"topic": "orders", "partition": 2}]),
-                   (None, None),
-                   (["orders"], [{"topic": "orders", "partition": 0}, {"topic": "orders", "partition": 2}])]
+    assert got == [
+        (["orders"], [{"topic": "orders", "partition": 0}, {"topic": "orders", "partition": 2}]),
+        (None, None),
+        (["orders"], [{"topic": "orders", "partition": 0}, {"topic": "orders", "partition": 2}]),
+    ]
 
 
 def test_batches_larger_than_a_chunk_decode_every_row() -> None:
     from pipelines.records import decode_commits
 
-    rows = [(encode_key(OffsetCommitKey(f"g{i % 7}", "t", i)), encode_value(OffsetCommitValue(i, "", i, version=3)))
-            for i in range(2_500)]
+    rows = [
+        (encode_key(OffsetCommitKey(f"g{i % 7}", "t", i)), encode_value(OffsetCommitValue(i, "", i, version=3)))
+        for i in range(2_500)
+    ]
     rows[1_234] = (b"\x00\x01\x00", None)  # corrupt: quarantined
     old = decode_commits.CHUNK_ROWS
     decode_commits.CHUNK_ROWS = 1_000
@@ -358,8 +405,7 @@ def test_fast_path_matches_kafka_formatter_vectors(vectors_dir: Path) -> None:
     vectors = json.loads((vectors_dir / "kafka_formatter_tests.json").read_text())
     vectors += json.loads((vectors_dir / "konsumer_offsets_real.json").read_text())
     rows = [
-        (bytes.fromhex(v["key_hex"]), bytes.fromhex(v["value_hex"]) if v.get("value_hex") else None)
-        for v in vectors
+        (bytes.fromhex(v["key_hex"]), bytes.fromhex(v["value_hex"]) if v.get("value_hex") else None) for v in vectors
     ]
     decoded, ok = decode_offset_commits_arrow(batch_of(rows))
     accepted = {vectors[i]["id"] for i in np.flatnonzero(ok)}
@@ -369,10 +415,17 @@ def test_fast_path_matches_kafka_formatter_vectors(vectors_dir: Path) -> None:
     assert not any("group" in a or "unknown" in a for a in accepted)
     for row, i in zip(decoded.to_pylist(), np.flatnonzero(ok)):
         assert row == core_fields(*rows[i])
-    real = next(r for r, i in zip(decoded.to_pylist(), np.flatnonzero(ok))
-                if vectors[i]["id"] == "konsumer-offsets-offset_commit-03")
+    real = next(
+        r
+        for r, i in zip(decoded.to_pylist(), np.flatnonzero(ok))
+        if vectors[i]["id"] == "konsumer-offsets-offset_commit-03"
+    )
     assert (real["group_id"], real["topic"], real["committed_offset"], real["commit_timestamp_ms"]) == (
-        "kafkesc-devcluster-group-id", "t01", 106, 1672788047244)
+        "kafkesc-devcluster-group-id",
+        "t01",
+        106,
+        1672788047244,
+    )
 
 
 def test_null_key_is_quarantined_not_dropped() -> None:

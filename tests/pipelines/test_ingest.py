@@ -22,8 +22,14 @@ from pipelines.tableio import TableIO  # noqa: E402
 
 def _records(start: int, n: int, partition: int = 0) -> list[RawRecord]:
     return [
-        RawRecord(b"\x00\x01key%d" % i, None if i % 7 == 0 else b"val%d" % i, "__consumer_offsets",
-                  partition, i, 1_700_000_000_000 + i)
+        RawRecord(
+            b"\x00\x01key%d" % i,
+            None if i % 7 == 0 else b"val%d" % i,
+            "__consumer_offsets",
+            partition,
+            i,
+            1_700_000_000_000 + i,
+        )
         for i in range(start, start + n)
     ]
 
@@ -83,8 +89,14 @@ def test_json_lines_landing_with_hex_and_base64(cfg: Config, spark: Any) -> None
     landing.mkdir(parents=True)
     lines = [
         {"key": "0001abcd", "value": "0003ff", "partition": 2, "offset": 5, "timestamp": 1_700_000_000_000},
-        {"key": base64.b64encode(b"\x00\x02g").decode(), "value": None, "encoding": "base64",
-         "partition": 2, "offset": 6, "timestamp": 1_700_000_000_001},
+        {
+            "key": base64.b64encode(b"\x00\x02g").decode(),
+            "value": None,
+            "encoding": "base64",
+            "partition": 2,
+            "offset": 6,
+            "timestamp": 1_700_000_000_001,
+        },
     ]
     (landing / "capture.jsonl").write_text("\n".join(json.dumps(x) for x in lines) + "\n")
     io = TableIO(cfg, spark)

@@ -32,15 +32,23 @@ def warehouse(tmp_path_factory: pytest.TempPathFactory) -> tuple[Config, dict[st
     cfg = load_config(overrides={"paths.root": str(root), "replay.retention_ms": log.truth["retention_ms"]})
     schema = get_spec("raw_records").arrow_schema()
     n = len(log)
-    table = pa.table({
-        "key": pa.array(log.keys, pa.binary()),
-        "value": pa.array(log.values, pa.binary()),
-        "topic": pa.array(["__consumer_offsets"] * n),
-        "partition": pa.array(log.partitions, pa.int32()),
-        "offset": pa.array(log.offsets, pa.int64()),
-        "timestamp": pa.array(log.timestamps, pa.int64()).cast(pa.timestamp("ms", "UTC")).cast(schema.field("timestamp").type),
-        "timestampType": pa.array([0] * n, pa.int32()),
-    }).select(schema.names).cast(schema)
+    table = (
+        pa.table(
+            {
+                "key": pa.array(log.keys, pa.binary()),
+                "value": pa.array(log.values, pa.binary()),
+                "topic": pa.array(["__consumer_offsets"] * n),
+                "partition": pa.array(log.partitions, pa.int32()),
+                "offset": pa.array(log.offsets, pa.int64()),
+                "timestamp": pa.array(log.timestamps, pa.int64())
+                .cast(pa.timestamp("ms", "UTC"))
+                .cast(schema.field("timestamp").type),
+                "timestampType": pa.array([0] * n, pa.int32()),
+            }
+        )
+        .select(schema.names)
+        .cast(schema)
+    )
     write_deltalake(cfg.table_path("raw_records"), table)
     # group_state (for close-match suggestions), rows straight from the core replay
     from coordinator_core.codec import decode_record
@@ -63,7 +71,9 @@ def test_end_of_log_matches_the_simulators_truth(warehouse: tuple[Config, dict[s
     assert live
     for gid, t in live.items():
         view = inspect_group(cfg, gid)
-        assert (view.state, view.generation, len(view.members)) == (t["final_state"], t["generation"], t["members"]), gid
+        assert (view.state, view.generation, len(view.members)) == (t["final_state"], t["generation"], t["members"]), (
+            gid
+        )
         assert view.coordinator_partition == t["partition"]
         assert len(view.offsets) == t["live_offsets"], gid
         assert view.protocol == t["protocol"], gid
@@ -79,8 +89,13 @@ def test_as_of_inside_a_rebalance_shows_the_inferred_state(warehouse: tuple[Conf
         _, records, _, _ = read_group_records(cfg, gid)
         events = replay(new_snapshot(gid), records, event_kinds=("rebalance",)).events
         for r in events:
-            if not (isinstance(r, Rebalance) and r.cause == "new_generation" and r.previous_generation
-                    and r.start_ms is not None and r.end_ms - r.start_ms > 2):
+            if not (
+                isinstance(r, Rebalance)
+                and r.cause == "new_generation"
+                and r.previous_generation
+                and r.start_ms is not None
+                and r.end_ms - r.start_ms > 2
+            ):
                 continue
             mid = (r.start_ms + r.end_ms) // 2
             view = inspect_group(cfg, gid, mid)
@@ -100,13 +115,16 @@ def test_unknown_group_names_close_matches(warehouse: tuple[Config, dict[str, An
         inspect_group(cfg, real[:-1] + "x")
 
 
-def test_cli_json_and_exit_code_2(warehouse: tuple[Config, dict[str, Any]], tmp_path: Path,
-                                  capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_json_and_exit_code_2(
+    warehouse: tuple[Config, dict[str, Any]], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     from pipelines.cli import main
 
     cfg, truth = warehouse
     conf = tmp_path / "c.yaml"
-    conf.write_text(f"paths:\n  root: {Path(cfg.paths.warehouse).parent}\nreplay:\n  retention_ms: {truth['retention_ms']}\n")
+    conf.write_text(
+        f"paths:\n  root: {Path(cfg.paths.warehouse).parent}\nreplay:\n  retention_ms: {truth['retention_ms']}\n"
+    )
     gid = next(g for g, t in truth["groups"].items() if t["exists"])
     assert main(["inspect", "group", gid, "--conf", str(conf), "--json", "--as-of", str(truth["end_ms"])]) == 0
     out = json.loads(capsys.readouterr().out)

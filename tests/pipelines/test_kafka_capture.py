@@ -70,8 +70,7 @@ def _utc_ms(ms: int) -> datetime:
 
 def _cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "pipelines", *args],
-        capture_output=True, text=True, timeout=timeout, cwd=REPO,
+        [sys.executable, "-m", "pipelines", *args], capture_output=True, text=True, timeout=timeout, cwd=REPO
     )
 
 
@@ -85,8 +84,19 @@ def test_capture_lands_every_generated_record_once_with_identical_bytes_and_posi
     assert any(r.value is None for r in records)  # tombstones travel too
 
     out = tmp_path / "landing"
-    res = _cli("capture", "-b", cluster.bootstrap_servers, "--topic", topic, "--until-end",
-               "--out", str(out), "--rows-per-file", "40", "--no-progress")
+    res = _cli(
+        "capture",
+        "-b",
+        cluster.bootstrap_servers,
+        "--topic",
+        topic,
+        "--until-end",
+        "--out",
+        str(out),
+        "--rows-per-file",
+        "40",
+        "--no-progress",
+    )
     assert res.returncode == 0, res.stderr
     assert f"captured {len(records)} records" in res.stdout
     captured = list(read_raw_records(out))
@@ -106,9 +116,7 @@ def test_capture_lands_every_generated_record_once_with_identical_bytes_and_posi
     assert state.last_file == files[-1].name
 
 
-def test_second_capture_takes_only_records_produced_since_the_first(
-    cluster: MockKafkaCluster, tmp_path: Path
-) -> None:
+def test_second_capture_takes_only_records_produced_since_the_first(cluster: MockKafkaCluster, tmp_path: Path) -> None:
     topic = _topic()
     records = _synthetic(400)
     half = [r for r in records if r.offset < 50]
@@ -140,8 +148,19 @@ def test_capture_of_chosen_partitions_reads_only_those(cluster: MockKafkaCluster
     topic = _topic()
     _produce(cluster, _synthetic(80), topic)
     out = tmp_path / "l"
-    res = _cli("capture", "-b", cluster.bootstrap_servers, "--topic", topic, "--until-end",
-               "--partitions", "1,3", "--out", str(out), "--no-progress")
+    res = _cli(
+        "capture",
+        "-b",
+        cluster.bootstrap_servers,
+        "--topic",
+        topic,
+        "--until-end",
+        "--partitions",
+        "1,3",
+        "--out",
+        str(out),
+        "--no-progress",
+    )
     assert res.returncode == 0, res.stderr
     assert {r.partition for r in read_raw_records(out)} == {1, 3}
     assert sum(1 for _ in read_raw_records(out)) == 40
@@ -154,8 +173,24 @@ def test_capture_killed_mid_way_and_restarted_loses_and_duplicates_nothing(
     records = _synthetic(3000)
     _produce(cluster, records, topic)
     out = tmp_path / "landing"
-    cmd = [sys.executable, "-m", "pipelines", "capture", "-b", cluster.bootstrap_servers, "--topic", topic,
-           "--until-end", "--out", str(out), "--rows-per-file", "50", "--max-rate", "1500", "--no-progress"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pipelines",
+        "capture",
+        "-b",
+        cluster.bootstrap_servers,
+        "--topic",
+        topic,
+        "--until-end",
+        "--out",
+        str(out),
+        "--rows-per-file",
+        "50",
+        "--max-rate",
+        "1500",
+        "--no-progress",
+    ]
     proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         deadline = time.monotonic() + 60
@@ -171,8 +206,19 @@ def test_capture_killed_mid_way_and_restarted_loses_and_duplicates_nothing(
     partial = list(read_raw_records(out))
     assert 0 < len(partial) < len(records)
 
-    res = _cli("capture", "-b", cluster.bootstrap_servers, "--topic", topic, "--until-end",
-               "--out", str(out), "--rows-per-file", "500", "--no-progress")
+    res = _cli(
+        "capture",
+        "-b",
+        cluster.bootstrap_servers,
+        "--topic",
+        topic,
+        "--until-end",
+        "--out",
+        str(out),
+        "--rows-per-file",
+        "500",
+        "--no-progress",
+    )
     assert res.returncode == 0, res.stderr
     captured = [r._replace(topic="t") for r in read_raw_records(out)]
     keys = [(r.partition, r.offset) for r in captured]
@@ -203,8 +249,18 @@ def test_files_renamed_before_the_state_was_saved_are_not_captured_twice(
 
 def test_unreachable_broker_fails_fast_with_one_clear_line(tmp_path: Path) -> None:
     started = time.monotonic()
-    res = _cli("capture", "-b", "127.0.0.1:1", "--until-end", "--out", str(tmp_path / "x"),
-               "--connect-timeout", "2", "--no-progress", timeout=60)
+    res = _cli(
+        "capture",
+        "-b",
+        "127.0.0.1:1",
+        "--until-end",
+        "--out",
+        str(tmp_path / "x"),
+        "--connect-timeout",
+        "2",
+        "--no-progress",
+        timeout=60,
+    )
     elapsed = time.monotonic() - started
     assert res.returncode != 0
     lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
@@ -223,10 +279,30 @@ def test_sasl_password_from_the_environment_is_never_printed(tmp_path: Path) -> 
     secret = "s3cr3t-" + uuid.uuid4().hex
     env = dict(os.environ, OFFSETLAKE_KAFKA_SASL_PASSWORD=secret, OFFSETLAKE_KAFKA_SASL_USERNAME="alice")
     res = subprocess.run(
-        [sys.executable, "-m", "pipelines", "capture", "-b", "127.0.0.1:1", "--until-end",
-         "--out", str(tmp_path / "x"), "--connect-timeout", "2", "--no-progress", "--show-config",
-         "-X", "security.protocol=SASL_PLAINTEXT", "-X", "sasl.mechanism=PLAIN"],
-        capture_output=True, text=True, timeout=60, cwd=REPO, env=env,
+        [
+            sys.executable,
+            "-m",
+            "pipelines",
+            "capture",
+            "-b",
+            "127.0.0.1:1",
+            "--until-end",
+            "--out",
+            str(tmp_path / "x"),
+            "--connect-timeout",
+            "2",
+            "--no-progress",
+            "--show-config",
+            "-X",
+            "security.protocol=SASL_PLAINTEXT",
+            "-X",
+            "sasl.mechanism=PLAIN",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=REPO,
+        env=env,
     )
     assert res.returncode != 0
     assert secret not in res.stdout + res.stderr
@@ -266,12 +342,14 @@ def test_end_offsets_sample_partition_log_ends_and_group_lag_with_record_time(
     current = tmp_path / "warehouse" / "offsets_current"
     write_deltalake(
         str(current),
-        pa.table({
-            "group_id": ["g1", "g2", "g1"],
-            "topic": [data_topic, data_topic, data_topic],
-            "partition": pa.array([0, 0, 2], pa.int32()),
-            "offset": pa.array([3, 7, 4], pa.int64()),
-        }),
+        pa.table(
+            {
+                "group_id": ["g1", "g2", "g1"],
+                "topic": [data_topic, data_topic, data_topic],
+                "partition": pa.array([0, 0, 2], pa.int32()),
+                "offset": pa.array([3, 7, 4], pa.int64()),
+            }
+        ),
     )
     table = tmp_path / "warehouse" / "partition_end_offsets"
     n = run_sampler(settings, str(table), groups_table=str(current), iterations=2)
@@ -292,8 +370,17 @@ def test_capture_end_offsets_command_writes_the_table(cluster: MockKafkaCluster,
     topic = _topic()
     _produce(cluster, _synthetic(8), topic)
     table = tmp_path / "peo"
-    res = _cli("capture-end-offsets", "-b", cluster.bootstrap_servers, "--topics", topic,
-               "--table", str(table), "--iterations", "1")
+    res = _cli(
+        "capture-end-offsets",
+        "-b",
+        cluster.bootstrap_servers,
+        "--topics",
+        topic,
+        "--table",
+        str(table),
+        "--iterations",
+        "1",
+    )
     assert res.returncode == 0, res.stderr
     rows = DeltaTable(str(table)).to_pyarrow_table().to_pylist()
     assert sorted((r["partition"], r["log_end_offset"]) for r in rows) == [(p, 2) for p in range(4)]
@@ -327,9 +414,25 @@ def test_following_capture_stops_cleanly_on_sigterm_and_keeps_what_it_read(
     _produce(cluster, records, topic)
     out = tmp_path / "landing"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "pipelines", "capture", "-b", cluster.bootstrap_servers, "--topic", topic,
-         "--out", str(out), "--flush-interval", "0.2", "--no-progress"],
-        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            "-m",
+            "pipelines",
+            "capture",
+            "-b",
+            cluster.bootstrap_servers,
+            "--topic",
+            topic,
+            "--out",
+            str(out),
+            "--flush-interval",
+            "0.2",
+            "--no-progress",
+        ],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     try:
         deadline = time.monotonic() + 60
@@ -347,16 +450,20 @@ def test_following_capture_stops_cleanly_on_sigterm_and_keeps_what_it_read(
     assert state.next_offsets == {p: 30 for p in range(MOCK_PARTITIONS)}
 
 
-def test_until_end_writes_full_files_whatever_the_flush_interval(
-    cluster: MockKafkaCluster, tmp_path: Path
-) -> None:
+def test_until_end_writes_full_files_whatever_the_flush_interval(cluster: MockKafkaCluster, tmp_path: Path) -> None:
     # the flush interval is for followers; a bounded capture on a slow broker must not
     # scatter its records over partial files (an interval of 0 would flush every fetch)
     topic = _topic()
     records = _synthetic(250)
     _produce(cluster, records, topic)
     out = tmp_path / "landing"
-    res = capture(KafkaSettings(cluster.bootstrap_servers, topic), out, until_end=True,
-                  rows_per_file=100, flush_interval_s=0.0, fetch_batch=30)
+    res = capture(
+        KafkaSettings(cluster.bootstrap_servers, topic),
+        out,
+        until_end=True,
+        rows_per_file=100,
+        flush_interval_s=0.0,
+        fetch_batch=30,
+    )
     assert res.records == len(records)
     assert [sum(1 for _ in read_raw_records(f)) for f in capture_files(out)] == [100, 100, 50]

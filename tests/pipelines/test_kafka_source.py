@@ -51,25 +51,30 @@ def offsets_topic(cluster: MockKafkaCluster, records: list[RawRecord]) -> str:
 
 def _rows(df: Any) -> list[tuple[Any, ...]]:
     return sorted(
-        (r["partition"], r["offset"], bytes(r["key"]), None if r["value"] is None else bytes(r["value"]),
-         r["timestamp"], r["timestampType"])
+        (
+            r["partition"],
+            r["offset"],
+            bytes(r["key"]),
+            None if r["value"] is None else bytes(r["value"]),
+            r["timestamp"],
+            r["timestampType"],
+        )
         for r in df.select(*COLS).collect()
     )
 
 
 def _stream(spark: Any, bootstrap: str, topic: str, sink: Path, ckpt: Path, **opts: Any) -> Any:
     register_kafka_source(spark)
-    reader = (
-        spark.readStream.format(SOURCE_NAME)
-        .option("kafka.bootstrap.servers", bootstrap)
-        .option("topic", topic)
-    )
+    reader = spark.readStream.format(SOURCE_NAME).option("kafka.bootstrap.servers", bootstrap).option("topic", topic)
     for k, v in opts.items():
         reader = reader.option(k, str(v))
     q = (
-        reader.load().writeStream.format("parquet")
-        .option("path", str(sink)).option("checkpointLocation", str(ckpt))
-        .trigger(availableNow=True).start()
+        reader.load()
+        .writeStream.format("parquet")
+        .option("path", str(sink))
+        .option("checkpointLocation", str(ckpt))
+        .trigger(availableNow=True)
+        .start()
     )
     q.awaitTermination(300)
     assert q.exception() is None
@@ -84,8 +89,9 @@ def test_stream_delivers_exactly_the_captured_records_in_rate_limited_batches(
     assert res.records == len(records)
     captured = spark.read.parquet(str(landing))
 
-    q = _stream(spark, cluster.bootstrap_servers, offsets_topic, tmp_path / "sink", tmp_path / "ckpt",
-                maxOffsetsPerTrigger=150)
+    q = _stream(
+        spark, cluster.bootstrap_servers, offsets_topic, tmp_path / "sink", tmp_path / "ckpt", maxOffsetsPerTrigger=150
+    )
     batches = [p for p in q.recentProgress if p["numInputRows"] > 0]
     assert sum(p["numInputRows"] for p in batches) == len(records)
     assert len(batches) == -(-len(records) // 150)
@@ -158,15 +164,17 @@ def test_batch_job_from_kafka_builds_the_same_delta_tables_as_from_landing_files
         "replay": {"as_of_ms": 1_700_001_000_000},
         "delta": {"engine": "rust"},
     }
-    cfg_files = config_from_dict({
-        **common, "paths": {"root": str(tmp_path / "a")},
-        "input": {"source": "landing", "path": str(landing)},
-    })
-    cfg_kafka = config_from_dict({
-        **common, "paths": {"root": str(tmp_path / "b")},
-        "input": {"source": "kafka"},
-        "kafka": {"bootstrap_servers": cluster.bootstrap_servers, "engine": "python", "topic": offsets_topic},
-    })
+    cfg_files = config_from_dict(
+        {**common, "paths": {"root": str(tmp_path / "a")}, "input": {"source": "landing", "path": str(landing)}}
+    )
+    cfg_kafka = config_from_dict(
+        {
+            **common,
+            "paths": {"root": str(tmp_path / "b")},
+            "input": {"source": "kafka"},
+            "kafka": {"bootstrap_servers": cluster.bootstrap_servers, "engine": "python", "topic": offsets_topic},
+        }
+    )
     s_files = batch.run_batch(cfg_files, spark)
     s_kafka = batch.run_batch(cfg_kafka, spark)
     assert s_files.raw_total == s_kafka.raw_total == len(records)
@@ -201,18 +209,21 @@ def test_stream_job_reading_kafka_equals_the_batch_replay_of_the_same_log(
     write_raw_records(records, landing)
     watermark = max(r.timestamp_ms for r in records) - stream_test.DELAY_MS
     raw = spark.read.schema(RAW_RECORDS.spark_schema()).parquet(str(landing))
-    expected = spark_gold(spark, raw, retention_ms=stream_test.RETENTION_MS, as_of_ms=watermark,
-                          num_partitions=MOCK_PARTITIONS)
+    expected = spark_gold(
+        spark, raw, retention_ms=stream_test.RETENTION_MS, as_of_ms=watermark, num_partitions=MOCK_PARTITIONS
+    )
 
-    cfg = config_from_dict({
-        "paths": {"root": str(tmp_path / "stream")},
-        "delta": {"engine": "rust"},
-        "replay": {"retention_ms": stream_test.RETENTION_MS},
-        "offsets_topic": {"num_partitions": MOCK_PARTITIONS},
-        "stream": {"watermark_delay_ms": stream_test.DELAY_MS},
-        "input": {"source": "kafka"},
-        "kafka": {"bootstrap_servers": cluster.bootstrap_servers, "topic": topic, "engine": "python"},
-    })
+    cfg = config_from_dict(
+        {
+            "paths": {"root": str(tmp_path / "stream")},
+            "delta": {"engine": "rust"},
+            "replay": {"retention_ms": stream_test.RETENTION_MS},
+            "offsets_topic": {"num_partitions": MOCK_PARTITIONS},
+            "stream": {"watermark_delay_ms": stream_test.DELAY_MS},
+            "input": {"source": "kafka"},
+            "kafka": {"bootstrap_servers": cluster.bootstrap_servers, "topic": topic, "engine": "python"},
+        }
+    )
     recorder = stream_job.run(spark, cfg, available_now=True, with_quarantine=False, poll_seconds=0.5)
     batches = [r for r in recorder.rows if r["query_name"] == stream_job.REPLAY_QUERY]
     assert sum(r["input_rows"] for r in batches) == len(records)

@@ -34,10 +34,25 @@ def test_log_partitions_equal_the_core_rule_on_compacted_and_whole_partitions(sp
     for part, offsets in kept.items():
         want = partition_shape(offsets)
         got = rows[part]
-        assert (got["records"], got["first_offset"], got["last_offset"], got["missing_offsets"], got["gaps"],
-                got["largest_gap"], got["compacted_until"], got["compacted"]) == (
-            want.records, want.first_offset, want.last_offset, want.missing_offsets, want.gaps,
-            want.largest_gap, want.compacted_until, want.compacted), part
+        assert (
+            got["records"],
+            got["first_offset"],
+            got["last_offset"],
+            got["missing_offsets"],
+            got["gaps"],
+            got["largest_gap"],
+            got["compacted_until"],
+            got["compacted"],
+        ) == (
+            want.records,
+            want.first_offset,
+            want.last_offset,
+            want.missing_offsets,
+            want.gaps,
+            want.largest_gap,
+            want.compacted_until,
+            want.compacted,
+        ), part
     assert rows[1]["compacted"] and not rows[2]["compacted"] and rows[0]["compacted_until"] is None
 
 

@@ -187,15 +187,25 @@ def test_a_quarantine_spike_fails_the_threshold_while_counts_still_reconcile(bro
     mask = [(p, o) in positions for p, o in zip(raw.column("partition").to_pylist(), raw.column("offset").to_pylist())]
     bad = raw.filter(pa.array(mask)).select(["key", "value", "topic", "partition", "offset", "timestamp"])
     n = bad.num_rows
-    quarantined = bad.append_column("error_class", pa.array(["CorruptRecordError"] * n)) \
-        .append_column("error_message", pa.array(["injected"] * n)) \
-        .append_column("part", pa.array(["value"] * n)) \
-        .append_column("byte_position", pa.array([0] * n, pa.int32())) \
-        .append_column("record_type", pa.array([1] * n, pa.int32())) \
+    quarantined = (
+        bad.append_column("error_class", pa.array(["CorruptRecordError"] * n))
+        .append_column("error_message", pa.array(["injected"] * n))
+        .append_column("part", pa.array(["value"] * n))
+        .append_column("byte_position", pa.array([0] * n, pa.int32()))
+        .append_column("record_type", pa.array([1] * n, pa.int32()))
         .append_column("version", pa.array([3] * n, pa.int32()))
+    )
     _write(conf, "quarantine", quarantined, mode="append")
-    keep = pc.invert(pa.array([(p, o) in positions for p, o in zip(
-        commits.column("coordinator_partition").to_pylist(), commits.column("log_offset").to_pylist())]))
+    keep = pc.invert(
+        pa.array(
+            [
+                (p, o) in positions
+                for p, o in zip(
+                    commits.column("coordinator_partition").to_pylist(), commits.column("log_offset").to_pylist()
+                )
+            ]
+        )
+    )
     DeltaTable(conf.table_path("offset_commits")).delete()  # rewrite without the moved rows
     _write(conf, "offset_commits", commits.filter(keep))
 
@@ -221,8 +231,11 @@ def test_a_generation_lower_than_at_the_previous_run_fails_until_fixed(broken_ro
     i = max(range(len(gens)), key=lambda k: (states[k] != "Dead", gens[k] or 0))
     assert gens[i] and gens[i] > 0, "the generated log has a group past generation 0"
     gens[i] = gens[i] - 1
-    _write(conf, "group_state", gs.set_column(gs.schema.get_field_index("generation"), "generation",
-                                               pa.array(gens, pa.int32())))
+    _write(
+        conf,
+        "group_state",
+        gs.set_column(gs.schema.get_field_index("generation"), "generation", pa.array(gens, pa.int32())),
+    )
 
     second = run_quality(conf, spark, suites="group_state", build_docs=False)
     third = run_quality(conf, spark, suites="group_state", build_docs=False)  # e.g. an Airflow retry
@@ -255,8 +268,11 @@ def test_commits_without_timestamp_or_with_a_foreign_key_version_are_caught(brok
     ts[live[0]] = None
     versions = oc.column("key_version").to_pylist()
     versions[live[1]] = 2
-    oc = oc.set_column(oc.schema.get_field_index("commit_timestamp"), "commit_timestamp",
-                       pa.array(ts, oc.schema.field("commit_timestamp").type))
+    oc = oc.set_column(
+        oc.schema.get_field_index("commit_timestamp"),
+        "commit_timestamp",
+        pa.array(ts, oc.schema.field("commit_timestamp").type),
+    )
     oc = oc.set_column(oc.schema.get_field_index("key_version"), "key_version", pa.array(versions, pa.int32()))
     _write(conf, "offset_commits", oc)
 

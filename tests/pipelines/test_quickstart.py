@@ -26,13 +26,19 @@ def test_quickstart_tells_only_deletions_the_log_confirms_or_forecasts_at_its_en
     env = dict(os.environ, PYSPARK_PYTHON=sys.executable, SPARK_LOCAL_IP="127.0.0.1")
     proc = subprocess.run(
         [str(exe), "quickstart", "--dir", str(tmp_path / "qs"), "--groups", "12", "--hours", "1"],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900,
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "raw = decoded + quarantined + unsupported" in proc.stdout and "MISMATCH" not in proc.stdout
     wh = tmp_path / "qs" / "warehouse"
     life = DeltaTable(str(wh / "group_lifecycle")).to_pyarrow_table().to_pylist()
-    end = max(r["timestamp"] for r in DeltaTable(str(wh / "raw_records")).to_pyarrow_table(columns=["timestamp"]).to_pylist())
+    end = max(
+        r["timestamp"] for r in DeltaTable(str(wh / "raw_records")).to_pyarrow_table(columns=["timestamp"]).to_pylist()
+    )
     deletions = [r for r in life if r["event"] == "group_deleted"]
     assert deletions, "the sample cluster deletes groups (retention is a quarter of the run)"
     for r in deletions:

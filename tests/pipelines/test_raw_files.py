@@ -36,9 +36,7 @@ def _records(n: int) -> list[RawRecord]:
 def test_written_files_read_back_identically_in_log_order(tmp_path: Path) -> None:
     recs = _records(25)
     files = write_raw_records(recs, tmp_path, rows_per_file=10)
-    assert [f.name for f in files] == [
-        "part-00000000.parquet", "part-00000001.parquet", "part-00000002.parquet"
-    ]
+    assert [f.name for f in files] == ["part-00000000.parquet", "part-00000001.parquet", "part-00000002.parquet"]
     assert list(read_raw_records(tmp_path)) == recs
     assert pq.read_schema(files[0]).equals(RAW_ARROW_SCHEMA, check_metadata=False)
 
@@ -54,8 +52,10 @@ def test_a_second_writer_continues_the_sequence_and_leaves_no_temp_files(tmp_pat
 def test_jsonl_accepts_hex_and_base64_and_defaults_positions(tmp_path: Path) -> None:
     path = tmp_path / "in.jsonl"
     path.write_text(
-        json.dumps({"key": "0002000167", "value": None, "partition": 3, "offset": 7, "timestamp": 5}) + "\n"
-        + json.dumps({"key": "AAIAAWc=", "value": "AAN4", "encoding": "base64"}) + "\n"
+        json.dumps({"key": "0002000167", "value": None, "partition": 3, "offset": 7, "timestamp": 5})
+        + "\n"
+        + json.dumps({"key": "AAIAAWc=", "value": "AAN4", "encoding": "base64"})
+        + "\n"
     )
     first, second = read_raw_records(path)
     assert first == RawRecord(b"\x00\x02\x00\x01g", None, "__consumer_offsets", 3, 7, 5, 0)
@@ -103,8 +103,14 @@ def _kcat_expected() -> list[RawRecord]:
 
     t0 = 1_700_000_000_000
     kv = [
-        (encode_key(OffsetCommitKey('g-"q\\b\n', "orders", 0)), encode_value(OffsetCommitValue(42, "", t0, leader_epoch=3, version=3))),
-        (encode_key(OffsetCommitKey("billing", "orders", 1)), encode_value(OffsetCommitValue(7, "é€", t0 + 1, version=1, expire_timestamp=None))),
+        (
+            encode_key(OffsetCommitKey('g-"q\\b\n', "orders", 0)),
+            encode_value(OffsetCommitValue(42, "", t0, leader_epoch=3, version=3)),
+        ),
+        (
+            encode_key(OffsetCommitKey("billing", "orders", 1)),
+            encode_value(OffsetCommitValue(7, "é€", t0 + 1, version=1, expire_timestamp=None)),
+        ),
         (encode_key(GroupMetadataKey("billing")), None),
         (encode_key(OffsetCommitKey("bin", "t", 2)), bytes([0, 3]) + bytes(range(256))),
     ]
@@ -118,8 +124,16 @@ def test_a_real_kcat_json_dump_is_read_byte_for_byte() -> None:
 
 
 def _kcat_line(**fields: object) -> bytes:
-    obj: dict[str, object] = {"topic": "__consumer_offsets", "partition": 1, "offset": 9, "tstype": "logappend",
-                              "ts": 1_700_000_000_000, "broker": 1, "key": "\u0000\u0002\u0000\u0001g", "payload": None}
+    obj: dict[str, object] = {
+        "topic": "__consumer_offsets",
+        "partition": 1,
+        "offset": 9,
+        "tstype": "logappend",
+        "ts": 1_700_000_000_000,
+        "broker": 1,
+        "key": "\u0000\u0002\u0000\u0001g",
+        "payload": None,
+    }
     obj.update(fields)
     return json.dumps({k: v for k, v in obj.items() if v is not ...}).encode() + b"\n"
 
@@ -127,8 +141,9 @@ def _kcat_line(**fields: object) -> bytes:
 def test_kcat_log_append_time_and_tombstones_are_kept(tmp_path: Path) -> None:
     path = tmp_path / "kcat.jsonl"
     path.write_bytes(_kcat_line())
-    assert list(read_raw_records(path)) == [RawRecord(b"\x00\x02\x00\x01g", None, "__consumer_offsets", 1, 9,
-                                                      1_700_000_000_000, 1)]
+    assert list(read_raw_records(path)) == [
+        RawRecord(b"\x00\x02\x00\x01g", None, "__consumer_offsets", 1, 9, 1_700_000_000_000, 1)
+    ]
 
 
 @pytest.mark.parametrize(

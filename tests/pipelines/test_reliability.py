@@ -47,7 +47,9 @@ def _cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str,
 def _one_line(err: str) -> str:
     """The one error line of a failed command (progress lines aside), with no trace around it."""
     assert "Traceback" not in err and "\tat " not in err, err[-3000:]
-    lines = [ln for ln in err.splitlines() if ln.startswith("offsetlake ") and (": error: " in ln or ": failed: " in ln)]
+    lines = [
+        ln for ln in err.splitlines() if ln.startswith("offsetlake ") and (": error: " in ln or ": failed: " in ln)
+    ]
     assert len(lines) == 1, err[-3000:]
     return lines[0]
 
@@ -71,10 +73,13 @@ def _write_table(path: Path, columns: dict[str, pa.Array]) -> None:
 
 
 def _hold_lock(warehouse: str, command: str) -> subprocess.Popen[str]:
-    code = ("import sys, time\nfrom pipelines.warehouse_lock import WarehouseLock\n"
-            "WarehouseLock(sys.argv[1], sys.argv[2]).acquire()\nprint('held', flush=True)\ntime.sleep(600)\n")
-    proc = subprocess.Popen([sys.executable, "-c", code, warehouse, command], cwd=REPO, text=True,
-                            stdout=subprocess.PIPE)
+    code = (
+        "import sys, time\nfrom pipelines.warehouse_lock import WarehouseLock\n"
+        "WarehouseLock(sys.argv[1], sys.argv[2]).acquire()\nprint('held', flush=True)\ntime.sleep(600)\n"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code, warehouse, command], cwd=REPO, text=True, stdout=subprocess.PIPE
+    )
     assert proc.stdout is not None and proc.stdout.readline().strip() == "held"
     return proc
 
@@ -119,15 +124,24 @@ def test_two_batch_processes_at_once_never_both_write(tmp_path: Path) -> None:
     write_raw_records(sample_records(4, seed=2)[:30], cfg.paths.landing)  # re-delivered
     env = dict(os.environ, PYSPARK_PYTHON=sys.executable, SPARK_LOCAL_IP="127.0.0.1")
     exe = str(Path(sys.executable).parent / "offsetlake")
-    procs = [subprocess.Popen([exe, "run", "batch", "--conf", str(conf), "--json"], cwd=tmp_path, env=env,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    procs = [
+        subprocess.Popen(
+            [exe, "run", "batch", "--conf", str(conf), "--json"],
+            cwd=tmp_path,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(2)
+    ]
     results = [p.communicate(timeout=600) for p in procs]
     codes = sorted(p.returncode for p in procs)
     assert codes == [0, 2], [r[1][-2000:] for r in results]
     loser = next(r for p, r in zip(procs, results, strict=True) if p.returncode == 2)
     winner = next(r for p, r in zip(procs, results, strict=True) if p.returncode == 0)
     assert "is in use by pid" in _one_line(loser[1])
-    assert json.loads(winner[0][winner[0].index("{"):])["duplicates"] == 30
+    assert json.loads(winner[0][winner[0].index("{") :])["duplicates"] == 30
     assert " ERROR " not in winner[1] and "Traceback" not in winner[1], winner[1][-3000:]
     from deltalake import DeltaTable
 
@@ -145,9 +159,7 @@ def _valid(n_groups: int = 3, seed: int = 4) -> list[RawRecord]:
 
 
 @SPARK
-def test_bad_positions_are_refused_into_ingest_quarantine_and_never_poison_raw_records(
-    cfg: Config, spark: Any
-) -> None:
+def test_bad_positions_are_refused_into_ingest_quarantine_and_never_poison_raw_records(cfg: Config, spark: Any) -> None:
     from pipelines.batch.job import run_batch
     from pipelines.tableio import TableIO
 
@@ -175,8 +187,10 @@ def test_bad_positions_are_refused_into_ingest_quarantine_and_never_poison_raw_r
     assert any("40 input records refused" in w for w in summary.warnings)
     rows = _rows(io, "ingest_quarantine")
     assert len(rows) == 40  # every refused record kept with its bytes (none collapsed)
-    assert sorted({r["source_file"].rsplit("/", 1)[-1] for r in rows}) == ["bad-00000000.parquet",
-                                                                           "nooffset-00000000.parquet"]
+    assert sorted({r["source_file"].rsplit("/", 1)[-1] for r in rows}) == [
+        "bad-00000000.parquet",
+        "nooffset-00000000.parquet",
+    ]
     assert {bytes(r["key"]) for r in rows} <= {bytes(k) for k in template.column("key").to_pylist()}
     details = {r["detail"] for r in rows}
     assert "offset is null" in details and "partition is null" in details
@@ -223,10 +237,15 @@ def test_conflicting_duplicates_are_quarantined_with_both_copies_and_identical_o
     assert [r["reason"] for r in rows] == ["conflicting_duplicate"] * 3
     vs_raw = next(r for r in rows if r["offset"] == target.offset)
     assert (bytes(vs_raw["value"]), bytes(vs_raw["other_value"]), vs_raw["other_in_raw_records"]) == (
-        changed.value, target.value, True)
+        changed.value,
+        target.value,
+        True,
+    )
     pair = [r for r in rows if r["offset"] == 99_999]
     assert {(bytes(r["value"]), bytes(r["other_value"])) for r in pair} == {
-        (fresh_pos.value, twin.value), (twin.value, fresh_pos.value)}
+        (fresh_pos.value, twin.value),
+        (twin.value, fresh_pos.value),
+    }
     assert all(r["other_in_raw_records"] is False for r in pair)
 
 
@@ -243,13 +262,22 @@ def test_json_lines_without_positions_are_an_error_unless_synthesised_positions_
     for i, chunk in enumerate((recs[:half], recs[half:])):
         with (landing / f"capture-{i}.jsonl").open("w") as fh:
             for r in chunk:
-                fh.write(json.dumps({"key": r.key.hex(), "value": None if r.value is None else r.value.hex(),
-                                     "timestamp": r.timestamp_ms}) + "\n")
+                fh.write(
+                    json.dumps(
+                        {
+                            "key": r.key.hex(),
+                            "value": None if r.value is None else r.value.hex(),
+                            "timestamp": r.timestamp_ms,
+                        }
+                    )
+                    + "\n"
+                )
     rc, _, err = _cli(["run", "batch", "--conf", str(conf)], capsys)
     line = _one_line(err)
     assert rc == 2 and "capture-0.jsonl:1: no 'partition'" in line
-    rc, out, err = _cli(["run", "batch", "--conf", str(conf), "--json", "--set",
-                         "input.synthesize_positions=true"], capsys)
+    rc, out, err = _cli(
+        ["run", "batch", "--conf", str(conf), "--json", "--set", "input.synthesize_positions=true"], capsys
+    )
     assert rc == 0, err
     summary = json.loads(out)
     assert summary["records_new"] == len(recs) == summary["raw_total"]  # no file dropped as duplicates
@@ -294,8 +322,14 @@ def test_one_record_from_the_year_9999_does_not_move_now_for_every_group(tmp_pat
     mid = offsets[len(offsets) // 2]
     shifted = [r._replace(offset=r.offset + 1) if r.partition == part and r.offset >= mid else r for r in good]
     far = 253_402_300_799_000  # 9999-12-31T23:59:59Z
-    hostile = RawRecord(encode_key(OffsetCommitKey("hostile-group", "t", 0)),
-                        encode_value(OffsetCommitValue(5, "", far, None, None, 3)), "__consumer_offsets", part, mid, far)
+    hostile = RawRecord(
+        encode_key(OffsetCommitKey("hostile-group", "t", 0)),
+        encode_value(OffsetCommitValue(5, "", far, None, None, 3)),
+        "__consumer_offsets",
+        part,
+        mid,
+        far,
+    )
 
     def build(name: str, records: list[RawRecord]) -> tuple[Any, Any]:
         cfg = load_config(overrides={"paths.root": str(tmp_path / name)})
@@ -306,8 +340,10 @@ def test_one_record_from_the_year_9999_does_not_move_now_for_every_group(tmp_pat
     clean, clean_io = build("clean", shifted)
     dirty, dirty_io = build("dirty", [*shifted, hostile])
     for name in gold_table_names():
+
         def content(io: Any, table: str = name) -> list[str]:
             return sorted(repr(sorted(r.items())) for r in _rows(io, table) if r.get("group_id") != "hostile-group")
+
         assert content(dirty_io) == content(clean_io), name
     assert dirty.clock_outliers == 1 and clean.clock_outliers == 0
     assert any("ignored for the log clock" in w and "9999-12-31" in w for w in dirty.warnings)
@@ -363,12 +399,16 @@ def test_known_failure_classes_are_described_in_one_line_naming_file_or_device()
     ro = OSError(errno.EROFS, "Read-only file system", "/wh/_offsetlake.lock")
     assert describe_failure(ro) == "read-only file system (EROFS): cannot write /wh/_offsetlake.lock"
     # as Spark and delta-rs report them: text only
-    spark_text = Exception("Job aborted ... org.apache.spark.api.python.PythonException: ValueError: "
-                           "/l/part-3.parquet: unreadable landing Parquet file (Couldn't deserialize thrift)")
-    assert describe_failure(spark_text) == ("input: /l/part-3.parquet: unreadable Parquet file "
-                                            "(corrupt page or footer: Couldn't deserialize thrift)")
-    rust = Exception("Generic LocalFileSystem error: Unable to open file /wh/t/x.parquet: "
-                     "No space left on device (os error 28)")
+    spark_text = Exception(
+        "Job aborted ... org.apache.spark.api.python.PythonException: ValueError: "
+        "/l/part-3.parquet: unreadable landing Parquet file (Couldn't deserialize thrift)"
+    )
+    assert describe_failure(spark_text) == (
+        "input: /l/part-3.parquet: unreadable Parquet file (corrupt page or footer: Couldn't deserialize thrift)"
+    )
+    rust = Exception(
+        "Generic LocalFileSystem error: Unable to open file /wh/t/x.parquet: No space left on device (os error 28)"
+    )
     assert describe_failure(rust) is not None and "ENOSPC" in describe_failure(rust)  # type: ignore[operator]
 
 
@@ -391,8 +431,9 @@ def test_a_corrupt_page_fails_the_run_with_one_line_naming_the_file(
 
 @pytest.mark.skipif(os.geteuid() == 0, reason="root writes through directory permissions")
 @SPARK
-def test_a_read_only_warehouse_fails_with_one_line(tmp_path: Path, spark: Any,
-                                                   capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_read_only_warehouse_fails_with_one_line(
+    tmp_path: Path, spark: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
     conf = _conf_file(tmp_path)
     cfg = load_config(conf)
     write_raw_records(_valid(2), cfg.paths.landing)
@@ -406,10 +447,14 @@ def test_a_read_only_warehouse_fails_with_one_line(tmp_path: Path, spark: Any,
     assert rc == 2 and "permission denied" in _one_line(err)
 
 
-def test_sasl_password_without_username_is_refused_with_the_key(tmp_path: Path,
-                                                                capsys: pytest.CaptureFixture[str]) -> None:
-    conf = _conf_file(tmp_path, "kafka:\n  security:\n    protocol: SASL_SSL\n    sasl_mechanism: PLAIN\n"
-                      "  secrets:\n    sasl_password: ${OFFSETLAKE_TEST_PW}\n")
+def test_sasl_password_without_username_is_refused_with_the_key(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    conf = _conf_file(
+        tmp_path,
+        "kafka:\n  security:\n    protocol: SASL_SSL\n    sasl_mechanism: PLAIN\n"
+        "  secrets:\n    sasl_password: ${OFFSETLAKE_TEST_PW}\n",
+    )
     rc, _, err = _cli(["config", "--conf", str(conf), "--check"], capsys)
     assert rc == 2 and "kafka.secrets.sasl_username" in _one_line(err)
 
@@ -421,11 +466,14 @@ def test_sasl_password_without_username_is_refused_with_the_key(tmp_path: Path,
 SECRET = "hunter2-s3cr3t-value"
 
 
-@pytest.mark.parametrize("extra", [
-    "input:\n  kafka_options:\n    kafka.sasl.jaas.config: 'PlainLoginModule required username=\"u\" password=\"{s}\";'\n",
-    "spark:\n  conf:\n    spark.hadoop.fs.s3a.secret.key: {s}\n",
-    "input:\n  kafka_options:\n    kafka.ssl.truststore.password: {s}\n",
-])
+@pytest.mark.parametrize(
+    "extra",
+    [
+        'input:\n  kafka_options:\n    kafka.sasl.jaas.config: \'PlainLoginModule required username="u" password="{s}";\'\n',
+        "spark:\n  conf:\n    spark.hadoop.fs.s3a.secret.key: {s}\n",
+        "input:\n  kafka_options:\n    kafka.ssl.truststore.password: {s}\n",
+    ],
+)
 def test_a_literal_secret_in_free_form_options_is_refused_without_echoing_it(
     tmp_path: Path, extra: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -437,16 +485,23 @@ def test_a_literal_secret_in_free_form_options_is_refused_without_echoing_it(
 
 @SPARK
 def test_secrets_referenced_from_the_environment_never_reach_output_logs_or_delta_logs(
-    tmp_path: Path, spark: Any, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    spark: Any,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     monkeypatch.setenv("OFFSETLAKE_TEST_JAAS", f'PlainLoginModule required username="u" password="{SECRET}";')
     monkeypatch.setenv("OFFSETLAKE_TEST_S3", SECRET)
     monkeypatch.setenv("OFFSETLAKE_TEST_PW", SECRET)
-    conf = _conf_file(tmp_path, (
-        "input:\n  kafka_options:\n    kafka.sasl.jaas.config: ${OFFSETLAKE_TEST_JAAS}\n"
-        "spark:\n  conf:\n    spark.hadoop.fs.s3a.secret.key: ${OFFSETLAKE_TEST_S3}\n"
-        "kafka:\n  secrets:\n    sasl_username: ${OFFSETLAKE_TEST_PW}\n    sasl_password: ${OFFSETLAKE_TEST_PW}\n"))
+    conf = _conf_file(
+        tmp_path,
+        (
+            "input:\n  kafka_options:\n    kafka.sasl.jaas.config: ${OFFSETLAKE_TEST_JAAS}\n"
+            "spark:\n  conf:\n    spark.hadoop.fs.s3a.secret.key: ${OFFSETLAKE_TEST_S3}\n"
+            "kafka:\n  secrets:\n    sasl_username: ${OFFSETLAKE_TEST_PW}\n    sasl_password: ${OFFSETLAKE_TEST_PW}\n"
+        ),
+    )
     cfg = load_config(conf)
     # the references are resolved where they are used (and only there)
     from pipelines.config import spark_kafka_options
@@ -454,8 +509,12 @@ def test_secrets_referenced_from_the_environment_never_reach_output_logs_or_delt
     assert spark_kafka_options(cfg)["kafka.sasl.jaas.config"] == os.environ["OFFSETLAKE_TEST_JAAS"]
     write_raw_records(_valid(2), cfg.paths.landing)
     seen = []
-    for argv in (["config", "--conf", str(conf)], ["config", "--conf", str(conf), "--check"],
-                 ["run", "batch", "--conf", str(conf), "--json"], ["run", "batch", "--conf", str(conf)]):
+    for argv in (
+        ["config", "--conf", str(conf)],
+        ["config", "--conf", str(conf), "--check"],
+        ["run", "batch", "--conf", str(conf), "--json"],
+        ["run", "batch", "--conf", str(conf)],
+    ):
         rc, out, err = _cli(argv, capsys)
         assert rc == 0, err
         seen.append(out + err)
@@ -473,18 +532,9 @@ def test_secrets_referenced_from_the_environment_never_reach_output_logs_or_delt
 
 
 @SPARK
-def test_stream_over_files_with_reversed_mtimes_gives_the_tables_of_ordered_files(
-    spark: Any, tmp_path: Path
-) -> None:
+def test_stream_over_files_with_reversed_mtimes_gives_the_tables_of_ordered_files(spark: Any, tmp_path: Path) -> None:
     from pipelines.stream import job as stream_job
-    from tests.pipelines.test_stream_job import (
-        DELAY_MS,
-        assert_gold_equal,
-        batch_gold,
-        land,
-        sample_log,
-        stream_config,
-    )
+    from tests.pipelines.test_stream_job import DELAY_MS, assert_gold_equal, batch_gold, land, sample_log, stream_config
 
     records = sample_log(8, seed=5)
     landing = tmp_path / "landing"
@@ -517,9 +567,7 @@ def test_stream_over_files_with_reversed_mtimes_gives_the_tables_of_ordered_file
 
 
 @SPARK
-def test_records_arriving_behind_the_watermark_fail_the_stream_counted_in_records(
-    spark: Any, tmp_path: Path
-) -> None:
+def test_records_arriving_behind_the_watermark_fail_the_stream_counted_in_records(spark: Any, tmp_path: Path) -> None:
     from pipelines.errors import UsageError
     from pipelines.stream import job as stream_job
     from tests.pipelines.test_stream_job import land, sample_log, stream_config
@@ -553,9 +601,14 @@ def test_the_replay_command_keeps_now_when_one_record_is_from_the_year_9999(
     part = good[0].partition
     top = max(r.offset for r in good if r.partition == part)
     far = 253_402_300_799_000
-    hostile = RawRecord(encode_key(OffsetCommitKey("hostile-group", "t", 0)),
-                        encode_value(OffsetCommitValue(5, "", far, None, None, 3)), "__consumer_offsets",
-                        part, top + 1, far)
+    hostile = RawRecord(
+        encode_key(OffsetCommitKey("hostile-group", "t", 0)),
+        encode_value(OffsetCommitValue(5, "", far, None, None, 3)),
+        "__consumer_offsets",
+        part,
+        top + 1,
+        far,
+    )
     write_raw_records(good, tmp_path / "clean")
     write_raw_records([*good, hostile], tmp_path / "dirty")
     outputs = {}
@@ -579,9 +632,14 @@ def test_the_log_clock_ignores_records_far_ahead_but_not_records_far_behind_or_a
         out = []
         for k in range(tasks):  # the staircase of each task's slice, as Spark's tasks see them
             mine = rows[k::tasks]
-            table = pa.table({"topic": [r[0] for r in mine], "partition": pa.array([r[1] for r in mine], pa.int32()),
-                              "offset": pa.array([r[2] for r in mine], pa.int64()),
-                              "ts": pa.array([r[3] for r in mine], pa.int64())})
+            table = pa.table(
+                {
+                    "topic": [r[0] for r in mine],
+                    "partition": pa.array([r[1] for r in mine], pa.int32()),
+                    "offset": pa.array([r[2] for r in mine], pa.int64()),
+                    "ts": pa.array([r[3] for r in mine], pa.int64()),
+                }
+            )
             st = staircase(table, day).to_pydict()
             out += zip(st["topic"], st["partition"], st["offset"], st["ts"], st["prev_ts"], st["jump"], strict=True)
         return decide(out, day, wall)
@@ -591,9 +649,17 @@ def test_the_log_clock_ignores_records_far_ahead_but_not_records_far_behind_or_a
     tail = [("__consumer_offsets", 0, off, ts) for off, ts in enumerate(steady)]
     out = []
     for part in (tail, [("__consumer_offsets", 0, 50, 0), ("__consumer_offsets", 0, 51, -day)]):
-        st = staircase(pa.table({"topic": [r[0] for r in part], "partition": pa.array([r[1] for r in part], pa.int32()),
-                                 "offset": pa.array([r[2] for r in part], pa.int64()),
-                                 "ts": pa.array([r[3] for r in part], pa.int64())}), day).to_pydict()
+        st = staircase(
+            pa.table(
+                {
+                    "topic": [r[0] for r in part],
+                    "partition": pa.array([r[1] for r in part], pa.int32()),
+                    "offset": pa.array([r[2] for r in part], pa.int64()),
+                    "ts": pa.array([r[3] for r in part], pa.int64()),
+                }
+            ),
+            day,
+        ).to_pydict()
         out += zip(st["topic"], st["partition"], st["offset"], st["ts"], st["prev_ts"], st["jump"], strict=True)
     split = decide(out, day, wall)
     assert (split.now_ms, split.outliers) == (steady[-1], ())

@@ -36,8 +36,11 @@ NO_COMMIT_EVENTS = tuple(sorted(ALL_EVENT_KINDS - {"offset_commit"}))
 
 
 def _sorted(table: pa.Table) -> pa.Table:
-    return table.take(pc.sort_indices(table, [("group_id", "ascending"), ("coordinator_partition", "ascending"),
-                                              ("log_offset", "ascending")]))
+    return table.take(
+        pc.sort_indices(
+            table, [("group_id", "ascending"), ("coordinator_partition", "ascending"), ("log_offset", "ascending")]
+        )
+    )
 
 
 @pytest.fixture(scope="module")
@@ -94,8 +97,11 @@ def test_replay_table_equals_replay_of_every_record(
     counters = RunCounters()
     for gid, part in _groups(table).items():
         as_of = pc.max(part["log_timestamp_ms"]).as_py() + DAY if retention_ms else None
-        kw: dict[str, Any] = {"settings": ReplaySettings(retention_ms=retention_ms, coordinator=coordinator),
-                              "as_of_ms": as_of, "event_kinds": NO_COMMIT_EVENTS}
+        kw: dict[str, Any] = {
+            "settings": ReplaySettings(retention_ms=retention_ms, coordinator=coordinator),
+            "as_of_ms": as_of,
+            "event_kinds": NO_COMMIT_EVENTS,
+        }
         full = replay(new_snapshot(gid), records_from_arrow(part), **kw)
         # rows in any order: replay_table sorts them by position
         shuffled = part.take(pa.array(np.random.default_rng(1).permutation(part.num_rows)))
@@ -110,11 +116,26 @@ def test_replay_table_onto_a_snapshot_with_redelivered_rows_equals_replay(sim_in
     """The stream's call: state from earlier micro-batches, input overlapping what it applied."""
     for gid, part in _groups(sim_input).items():
         n = part.num_rows
-        first = replay(new_snapshot(gid), records_from_arrow(part.slice(0, n // 2)), settings=ReplaySettings(retention_ms=20 * MINUTE))
+        first = replay(
+            new_snapshot(gid),
+            records_from_arrow(part.slice(0, n // 2)),
+            settings=ReplaySettings(retention_ms=20 * MINUTE),
+        )
         state = deserialize_snapshot(serialize_snapshot(first.snapshot))
         again = part.slice(n // 4)
-        full = replay(state, records_from_arrow(again), settings=ReplaySettings(retention_ms=20 * MINUTE), event_kinds=NO_COMMIT_EVENTS)
-        bulk = replay_table(state, again, settings=ReplaySettings(retention_ms=20 * MINUTE), event_kinds=NO_COMMIT_EVENTS, min_rows_to_compress=0)
+        full = replay(
+            state,
+            records_from_arrow(again),
+            settings=ReplaySettings(retention_ms=20 * MINUTE),
+            event_kinds=NO_COMMIT_EVENTS,
+        )
+        bulk = replay_table(
+            state,
+            again,
+            settings=ReplaySettings(retention_ms=20 * MINUTE),
+            event_kinds=NO_COMMIT_EVENTS,
+            min_rows_to_compress=0,
+        )
         assert serialize_snapshot(bulk.snapshot) == serialize_snapshot(full.snapshot)
         assert _rows(bulk) == _rows(full) and bulk.stats == full.stats
 
@@ -132,9 +153,17 @@ def test_replay_table_rejects_rows_of_another_group(story_input: pa.Table) -> No
         replay_table(new_snapshot("not-this-one"), story_input.slice(0, 3))
 
 
-@pytest.mark.parametrize(("which", "chunk", "per_replay"), [
-    ("story_input", 1, 1), ("story_input", 7, 30), ("story_input", 7, 100_000), ("sim_input", 3000, 1),
-    ("sim_input", 1000, 5000), ("sim_input", 1_000_000, 100_000)])
+@pytest.mark.parametrize(
+    ("which", "chunk", "per_replay"),
+    [
+        ("story_input", 1, 1),
+        ("story_input", 7, 30),
+        ("story_input", 7, 100_000),
+        ("sim_input", 3000, 1),
+        ("sim_input", 1000, 5000),
+        ("sim_input", 1_000_000, 100_000),
+    ],
+)
 @pytest.mark.parametrize("retention_ms", [None, 20 * MINUTE])
 def test_sorted_batches_bulk_equals_per_record_path(
     which: str, chunk: int, per_replay: int, retention_ms: int | None, request: Any
@@ -145,8 +174,15 @@ def test_sorted_batches_bulk_equals_per_record_path(
     batches = table.to_batches(max_chunksize=chunk)
     as_of = pc.max(table["log_timestamp_ms"]).as_py() if retention_ms else None
     counters = RunCounters()
-    bulk = pa.concat_tables(replay_sorted_batches(batches, settings=ReplaySettings(retention_ms=retention_ms), as_of_ms=as_of,
-                                                  counters=counters, rows_per_replay=per_replay))
+    bulk = pa.concat_tables(
+        replay_sorted_batches(
+            batches,
+            settings=ReplaySettings(retention_ms=retention_ms),
+            as_of_ms=as_of,
+            counters=counters,
+            rows_per_replay=per_replay,
+        )
+    )
     old = _per_record(table, retention_ms=retention_ms, as_of_ms=as_of)
     assert bulk.num_rows == old.num_rows > 0
     assert bulk.schema == old.schema
@@ -163,8 +199,13 @@ def _per_record(table: pa.Table, *, retention_ms: int | None, as_of_ms: int | No
     out: dict[str, list[dict[str, Any]]] = {t: [] for t in DEFAULT_TABLES}
     for gid, part in _groups(table).items():
         settings = ReplaySettings(retention_ms=retention_ms)
-        result = replay(new_snapshot(gid), records_from_arrow(part), settings=settings, as_of_ms=as_of_ms,
-                        event_kinds=event_kinds_for(DEFAULT_TABLES))
+        result = replay(
+            new_snapshot(gid),
+            records_from_arrow(part),
+            settings=settings,
+            as_of_ms=as_of_ms,
+            event_kinds=event_kinds_for(DEFAULT_TABLES),
+        )
         for name, rows in gold_rows(result, tables=DEFAULT_TABLES, settings=settings).items():
             out[name].extend(rows)
     return pa.concat_tables([to_union(n, rows_to_arrow(GOLD_SPECS[n], rs)) for n, rs in out.items() if rs])
@@ -226,14 +267,19 @@ def test_replay_order_is_arrows_stable_sort_on_group_partition_offset(seed: int)
     off = rng.integers(0, 2_000 if seed % 2 else 50, n)
     if seed >= 3:
         off[rng.random(n) < 0.5] += (1 << 62) - 10_000
-    table = pa.table({"group_id": pa.array(group, pa.string()),
-                      "coordinator_partition": pa.array(part, pa.int32()),
-                      "log_offset": pa.array(off, pa.int64()),
-                      "row": pa.array(np.arange(n))})
+    table = pa.table(
+        {
+            "group_id": pa.array(group, pa.string()),
+            "coordinator_partition": pa.array(part, pa.int32()),
+            "log_offset": pa.array(off, pa.int64()),
+            "row": pa.array(np.arange(n)),
+        }
+    )
     if seed == 5:
         table = pa.concat_tables([table.slice(0, n // 2), table.slice(n // 2)])  # chunked columns
-    expected = pc.sort_indices(table, [("group_id", "ascending"), ("coordinator_partition", "ascending"),
-                                       ("log_offset", "ascending")]).to_numpy()
+    expected = pc.sort_indices(
+        table, [("group_id", "ascending"), ("coordinator_partition", "ascending"), ("log_offset", "ascending")]
+    ).to_numpy()
     assert replay_order(table).tolist() == expected.tolist()
     assert replay_order(table.slice(0, 0)).tolist() == []
 

@@ -78,32 +78,19 @@ def test_replay_prints_one_json_line_per_group(tmp_path: Path, capsys: pytest.Ca
     )
     assert isinstance(app["current_state_timestamp"], int)
     m = app["members"][1]
-    assert (
-        m["member_id"],
-        m["group_instance_id"],
-        m["client_id"],
-        m["session_timeout"],
-        m["rebalance_timeout"],
-    ) == (
+    assert (m["member_id"], m["group_instance_id"], m["client_id"], m["session_timeout"], m["rebalance_timeout"]) == (
         "c-2",
         None,
         "consumer",
         10_000,
         30_000,
     )
-    assert m["subscribed_topics"] == ["orders"] and m["assigned_partitions"] == [
-        {"topic": "orders", "partition": 1}
-    ]
+    assert m["subscribed_topics"] == ["orders"] and m["assigned_partitions"] == [{"topic": "orders", "partition": 1}]
     assert app["members"][0]["client_host"] == "/10.0.0.1"
     offs = {(o["topic"], o["partition"]): o for o in app["offsets"]}
     assert offs[("orders", 0)]["offset"] == 150 and offs[("orders", 1)]["offset"] == 200
     assert set(offs[("orders", 0)]) >= {"leader_epoch", "metadata", "commit_timestamp", "expire_timestamp"}
-    assert (
-        simple["state"],
-        simple["protocol_type"],
-        simple["generation"],
-        simple["unsupported_records"],
-    ) == (
+    assert (simple["state"], simple["protocol_type"], simple["generation"], simple["unsupported_records"]) == (
         "Empty",
         None,
         0,
@@ -112,9 +99,7 @@ def test_replay_prints_one_json_line_per_group(tmp_path: Path, capsys: pytest.Ca
     assert "1 corrupt skipped" in err
 
 
-def test_replay_as_of_reads_parquet_and_shows_the_past(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_replay_as_of_reads_parquet_and_shows_the_past(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     records = _log()
     raw = []
     for r in records:
@@ -128,24 +113,12 @@ def test_replay_as_of_reads_parquet_and_shows_the_past(
     assert (app["generation"], app["member_count"]) == (1, 1)
 
 
-def test_replay_with_retention_expires_as_of_a_later_time(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_replay_with_retention_expires_as_of_a_later_time(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     records = _log()
     path = _write_jsonl(records, tmp_path / "dump.jsonl")
     later = records[-1].timestamp_ms + 2 * WEEK
     rc, rows, _ = _run(
-        [
-            "--input",
-            str(path),
-            "--retention-ms",
-            str(WEEK),
-            "--as-of-ms",
-            str(later),
-            "--group",
-            "standalone",
-        ],
-        capsys,
+        ["--input", str(path), "--retention-ms", str(WEEK), "--as-of-ms", str(later), "--group", "standalone"], capsys
     )
     assert rc == 0
     (simple,) = rows

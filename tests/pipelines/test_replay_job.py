@@ -54,8 +54,14 @@ def _member(rng: random.Random, gid: str, i: int, topics: list[str], parts: list
     asg = encode_assignment(Assignment(tuple(TopicPartitions(t, tuple(ps)) for t, ps in sorted(by_topic.items()))))
     static = f"{gid}-inst-{i}" if rng.random() < 0.3 else None
     return MemberMetadata(
-        member_id=f"consumer-{i}-{rng.randrange(1 << 30):08x}", client_id=f"client-{i}", client_host=f"/10.0.0.{i}",
-        session_timeout=45_000, subscription=sub, assignment=asg, rebalance_timeout=300_000, group_instance_id=static,
+        member_id=f"consumer-{i}-{rng.randrange(1 << 30):08x}",
+        client_id=f"client-{i}",
+        client_host=f"/10.0.0.{i}",
+        session_timeout=45_000,
+        subscription=sub,
+        assignment=asg,
+        rebalance_timeout=300_000,
+        group_instance_id=static,
     )
 
 
@@ -75,9 +81,20 @@ def group_story(rng: random.Random, gid: str, start: int) -> list[tuple[int, Any
             tp = rng.choice(tps)
             offsets[tp] += rng.randint(0, 50)
             version = rng.choice([3, 3, 3, 1, 2])
-            out.append((t, OffsetCommitKey(gid, tp[0], tp[1]), OffsetCommitValue(
-                offsets[tp], rng.choice(["", "", "meta"]), t, leader_epoch=rng.choice([None, 5]) if version == 3 else None,
-                expire_timestamp=t + 7 * DAY if version == 1 else None, version=version)))
+            out.append(
+                (
+                    t,
+                    OffsetCommitKey(gid, tp[0], tp[1]),
+                    OffsetCommitValue(
+                        offsets[tp],
+                        rng.choice(["", "", "meta"]),
+                        t,
+                        leader_epoch=rng.choice([None, 5]) if version == 3 else None,
+                        expire_timestamp=t + 7 * DAY if version == 1 else None,
+                        version=version,
+                    ),
+                )
+            )
 
     if kind == "simple":
         commits(rng.randint(3, 12))
@@ -89,9 +106,21 @@ def group_story(rng: random.Random, gid: str, start: int) -> list[tuple[int, Any
             n = rng.randint(1, 3)
             members = tuple(_member(rng, gid, i, topics, tps[i::n]) for i in range(n))
             t += rng.randint(1000, 20_000)
-            out.append((t, GroupMetadataKey(gid), GroupMetadataValue(
-                ptype, gen, rng.choice(["range", "cooperative-sticky"]), members[0].member_id, members,
-                current_state_timestamp=t - rng.randint(0, 3000), version=3)))
+            out.append(
+                (
+                    t,
+                    GroupMetadataKey(gid),
+                    GroupMetadataValue(
+                        ptype,
+                        gen,
+                        rng.choice(["range", "cooperative-sticky"]),
+                        members[0].member_id,
+                        members,
+                        current_state_timestamp=t - rng.randint(0, 3000),
+                        version=3,
+                    ),
+                )
+            )
             commits(rng.randint(2, 10))
         if rng.random() < 0.6:  # everybody leaves: Empty
             gen += 1
@@ -139,8 +168,9 @@ def build_log(n_groups: int = 14, seed: int = 11) -> list[tuple[bytes, bytes | N
     return out
 
 
-def core_gold(log: list[tuple[bytes, bytes | None, int, int, int]], *, retention_ms: int | None,
-              as_of_ms: int | None) -> dict[str, pa.Table]:
+def core_gold(
+    log: list[tuple[bytes, bytes | None, int, int, int]], *, retention_ms: int | None, as_of_ms: int | None
+) -> dict[str, pa.Table]:
     """The pure core's gold rows: decode each record, replay each group, convert."""
     by_group: dict[str, list[LogRecord]] = {}
     for key, value, part, off, ts in log:
@@ -156,8 +186,14 @@ def core_gold(log: list[tuple[bytes, bytes | None, int, int, int]], *, retention
     for gid, recs in sorted(by_group.items()):
         recs.sort(key=lambda r: r.position)
         # the job's as_of is the end of the log, and the end of the log judges predictions
-        result = replay(new_snapshot(gid), recs, settings=ReplaySettings(retention_ms=retention_ms), as_of_ms=as_of_ms,
-                        log_end_ms=as_of_ms, event_kinds=event_kinds_for(tables))
+        result = replay(
+            new_snapshot(gid),
+            recs,
+            settings=ReplaySettings(retention_ms=retention_ms),
+            as_of_ms=as_of_ms,
+            log_end_ms=as_of_ms,
+            event_kinds=event_kinds_for(tables),
+        )
         for name, rs in gold_rows(result, tables=tables, settings=ReplaySettings(retention_ms=retention_ms)).items():
             rows[name].extend(rs)
     return {name: rows_to_arrow(GOLD_SPECS[name], rs) for name, rs in rows.items()}
@@ -165,8 +201,7 @@ def core_gold(log: list[tuple[bytes, bytes | None, int, int, int]], *, retention
 
 def raw_df(spark: Any, log: list[tuple[bytes, bytes | None, int, int, int]]) -> Any:
     rows = [
-        (k, v, "__consumer_offsets", p, o, dt.datetime.fromtimestamp(ts / 1000, dt.UTC), 0)
-        for k, v, p, o, ts in log
+        (k, v, "__consumer_offsets", p, o, dt.datetime.fromtimestamp(ts / 1000, dt.UTC), 0) for k, v, p, o, ts in log
     ]
     return spark.createDataFrame(rows, RAW_DDL)
 
@@ -193,22 +228,31 @@ def test_sorted_batches_replay_equals_one_call_per_group_across_batch_boundaries
     def one_call(rows: pa.Table) -> pa.Table:  # the stream's entry point: one group per call
         settings = ReplaySettings(retention_ms=DAY)
         result = replay_table(new_snapshot(rows["group_id"][0].as_py()), rows, settings=settings)
-        return pa.concat_tables([to_union(n, rows_to_arrow(GOLD_SPECS[n], rs))
-                                 for n, rs in gold_rows(result, settings=settings).items() if rs])
+        return pa.concat_tables(
+            [
+                to_union(n, rows_to_arrow(GOLD_SPECS[n], rs))
+                for n, rs in gold_rows(result, settings=settings).items()
+                if rs
+            ]
+        )
 
     log = build_log(n_groups=6, seed=5)
     table = replay_input_arrow(log)
-    order = pa.compute.sort_indices(table, [("group_id", "ascending"), ("coordinator_partition", "ascending"),
-                                            ("log_offset", "ascending")])
+    order = pa.compute.sort_indices(
+        table, [("group_id", "ascending"), ("coordinator_partition", "ascending"), ("log_offset", "ascending")]
+    )
     table = table.take(order)
     per_group = pa.concat_tables(
         one_call(table.filter(pa.compute.equal(table["group_id"], g)))
         for g in sorted(set(table["group_id"].to_pylist()))
     )
-    batched = pa.concat_tables(replay_sorted_batches(table.to_batches(max_chunksize=7), settings=ReplaySettings(retention_ms=DAY)))
+    batched = pa.concat_tables(
+        replay_sorted_batches(table.to_batches(max_chunksize=7), settings=ReplaySettings(retention_ms=DAY))
+    )
     assert batched.num_rows == per_group.num_rows > 0
     assert _sorted_rows(batched, ("gold_table", "group_id", "event_key", "topic", "partition")) == _sorted_rows(
-        per_group, ("gold_table", "group_id", "event_key", "topic", "partition"))
+        per_group, ("gold_table", "group_id", "event_key", "topic", "partition")
+    )
 
 
 def replay_input_arrow(log: list[tuple[bytes, bytes | None, int, int, int]]) -> pa.Table:
@@ -221,12 +265,15 @@ def replay_input_arrow(log: list[tuple[bytes, bytes | None, int, int, int]]) -> 
 
     REPLAY_INPUT_DDL = [(c.name, c.type) for c in REPLAY_INPUT.columns]
 
-    batch = pa.RecordBatch.from_pydict({
-        "key": pa.array([k for k, *_ in log], pa.binary()), "value": pa.array([v for _, v, *_ in log], pa.binary()),
-        "partition": pa.array(np.array([p for _, _, p, _, _ in log], np.int32)),
-        "offset": pa.array([o for *_, o, _ in log], pa.int64()),
-        "timestamp": pa.array([ts * 1000 for *_, ts in log], pa.timestamp("us", tz="UTC")),
-    })
+    batch = pa.RecordBatch.from_pydict(
+        {
+            "key": pa.array([k for k, *_ in log], pa.binary()),
+            "value": pa.array([v for _, v, *_ in log], pa.binary()),
+            "partition": pa.array(np.array([p for _, _, p, _, _ in log], np.int32)),
+            "offset": pa.array([o for *_, o, _ in log], pa.int64()),
+            "timestamp": pa.array([ts * 1000 for *_, ts in log], pa.timestamp("us", tz="UTC")),
+        }
+    )
     u = pa.Table.from_batches(decode_batch(batch), schema=UNION_SCHEMA)
     u = u.filter(pa.compute.less_equal(u["kind"], 1))
 
@@ -234,15 +281,37 @@ def replay_input_arrow(log: list[tuple[bytes, bytes | None, int, int, int]]) -> 
         return pa.compute.divide(u[c].cast(pa.int64()), 1000)
 
     members = pa.array(
-        [None if ms_ is None else [{k: m[k] for k in ("member_id", "group_instance_id", "client_id", "client_host",
-                                                      "rebalance_timeout", "session_timeout", "subscription",
-                                                      "assignment")} for m in ms_]
-         for ms_ in u["members"].to_pylist()],
+        [
+            None
+            if ms_ is None
+            else [
+                {
+                    k: m[k]
+                    for k in (
+                        "member_id",
+                        "group_instance_id",
+                        "client_id",
+                        "client_host",
+                        "rebalance_timeout",
+                        "session_timeout",
+                        "subscription",
+                        "assignment",
+                    )
+                }
+                for m in ms_
+            ]
+            for ms_ in u["members"].to_pylist()
+        ],
         to_arrow_type(parse_type(dict(REPLAY_INPUT_DDL)["members"])),
     )
-    cols = {"log_timestamp_ms": ms("log_timestamp"), "rec_kind": u["kind"], "commit_timestamp_ms": ms("commit_timestamp"),
-            "expire_timestamp_ms": ms("expire_timestamp"), "current_state_timestamp_ms": ms("current_state_timestamp"),
-            "members": members}
+    cols = {
+        "log_timestamp_ms": ms("log_timestamp"),
+        "rec_kind": u["kind"],
+        "commit_timestamp_ms": ms("commit_timestamp"),
+        "expire_timestamp_ms": ms("expire_timestamp"),
+        "current_state_timestamp_ms": ms("current_state_timestamp"),
+        "members": members,
+    }
     return pa.table({name: cols[name] if name in cols else u[name] for name, _ in REPLAY_INPUT_DDL})
 
 
@@ -252,9 +321,20 @@ def test_gold_mapping_rejects_an_unknown_core_key() -> None:
 
 
 def test_time_points_become_timestamps_of_the_same_instant() -> None:
-    row = {"group_id": "g", "topic": "t", "partition": 0, "offset": 5, "leader_epoch": None, "metadata": "",
-           "commit_timestamp": 1234, "expire_timestamp": None, "value_version": 3, "log_partition": 1,
-           "log_offset": 2, "timestamp_ms": 1_700_000_000_123}
+    row = {
+        "group_id": "g",
+        "topic": "t",
+        "partition": 0,
+        "offset": 5,
+        "leader_epoch": None,
+        "metadata": "",
+        "commit_timestamp": 1234,
+        "expire_timestamp": None,
+        "value_version": 3,
+        "log_partition": 1,
+        "log_offset": 2,
+        "timestamp_ms": 1_700_000_000_123,
+    }
     out = rows_to_arrow(GOLD_SPECS["offsets_current"], [row]).to_pylist()[0]
     assert out["commit_timestamp"] == dt.datetime(1970, 1, 1, 0, 0, 1, 234000, tzinfo=dt.UTC)
     assert out["timestamp"] == dt.datetime.fromtimestamp(1_700_000_000.123, dt.UTC)
@@ -264,16 +344,23 @@ def test_time_points_become_timestamps_of_the_same_instant() -> None:
 # ---------------------------------------------------------------------------------------------
 # Spark
 # ---------------------------------------------------------------------------------------------
-def gold_from_job(spark: Any, tmp_path: Any, log: list[tuple[bytes, bytes | None, int, int, int]], *,
-                  retention_ms: int | None, echo: Any = None) -> Any:
+def gold_from_job(
+    spark: Any,
+    tmp_path: Any,
+    log: list[tuple[bytes, bytes | None, int, int, int]],
+    *,
+    retention_ms: int | None,
+    echo: Any = None,
+) -> Any:
     """Run the batch job (``run batch``'s path) over ``log`` landed as one file; its TableIO."""
     from pipelines.batch.job import run_batch
     from pipelines.config import load_config
     from pipelines.raw_files import RawRecord, write_raw_records
     from pipelines.tableio import TableIO
 
-    cfg = load_config(overrides={"paths.root": str(tmp_path), "replay.retention_ms": retention_ms,
-                                 "replay.coordinator": "old"})
+    cfg = load_config(
+        overrides={"paths.root": str(tmp_path), "replay.retention_ms": retention_ms, "replay.coordinator": "old"}
+    )
     write_raw_records([RawRecord(k, v, "__consumer_offsets", p, o, ts) for k, v, p, o, ts in log], cfg.paths.landing)
     io = TableIO(cfg, spark)
     assert run_batch(cfg, spark, io=io, echo=echo).reconciled
@@ -348,12 +435,26 @@ def test_gold_rows_keep_one_row_per_event_key_the_later_one() -> None:
     result = replay(new_snapshot("g"), log.records, settings=ReplaySettings(retention_ms=week))
     keys = [e.to_row()["event_key"] for e in result.events if e.table == "offset_expirations"]
     assert len(keys) == 2 and len(set(keys)) == 1  # the core tells the tombstone, then group_deleted
-    rows = gold_rows(result, tables=("offset_expirations",), settings=ReplaySettings(retention_ms=week))["offset_expirations"]
+    rows = gold_rows(result, tables=("offset_expirations",), settings=ReplaySettings(retention_ms=week))[
+        "offset_expirations"
+    ]
     assert len(rows) == 1
     assert rows[0]["cause"] == "group_deleted" and rows[0]["observed_ms"] == log.now
     # a forecast a later call withdrew (the group came back): its key has no row
-    first = replay(new_snapshot("g"), log.records[:3], settings=ReplaySettings(retention_ms=week), as_of_ms=log.now + 2 * week)
-    later = replay(first.snapshot, [], settings=ReplaySettings(retention_ms=week), as_of_ms=log.now + 2 * week,
-                   log_end_ms=log.now + 2 * week)
+    first = replay(
+        new_snapshot("g"), log.records[:3], settings=ReplaySettings(retention_ms=week), as_of_ms=log.now + 2 * week
+    )
+    later = replay(
+        first.snapshot,
+        [],
+        settings=ReplaySettings(retention_ms=week),
+        as_of_ms=log.now + 2 * week,
+        log_end_ms=log.now + 2 * week,
+    )
     assert [e.to_row()["status"] for e in later.events if e.table == "offset_expirations"] == ["withdrawn"]
-    assert gold_rows(later, tables=("offset_expirations",), settings=ReplaySettings(retention_ms=week))["offset_expirations"] == []
+    assert (
+        gold_rows(later, tables=("offset_expirations",), settings=ReplaySettings(retention_ms=week))[
+            "offset_expirations"
+        ]
+        == []
+    )

@@ -28,8 +28,10 @@ T0 = 1_700_000_000_000
 
 
 def _commit(group: str, partition: int, offset: int) -> tuple[bytes, bytes]:
-    return (encode_key(OffsetCommitKey(group, "orders", partition)),
-            encode_value(OffsetCommitValue(offset, "", T0, leader_epoch=1, version=3)))
+    return (
+        encode_key(OffsetCommitKey(group, "orders", partition)),
+        encode_value(OffsetCommitValue(offset, "", T0, leader_epoch=1, version=3)),
+    )
 
 
 def _recs(base: int, n: int, group: str = "billing") -> list[S.Record]:
@@ -43,25 +45,35 @@ def _write_log_dir(root: Path) -> dict[str, int]:
     p7.mkdir(parents=True)
     group_key = encode_key(GroupMetadataKey("billing"))
     group_val = encode_value(GroupMetadataValue("consumer", 1, None, None, version=3, current_state_timestamp=T0))
-    first = b"".join([
-        S.encode_batch_v2(_recs(0, 3)),
-        S.encode_batch_v2(_recs(3, 3), codec=S.CODEC_GZIP),
-        S.encode_batch_v2(_recs(6, 3), codec=S.CODEC_SNAPPY, compress=compress),
-        S.encode_batch_v2(_recs(9, 3), codec=S.CODEC_LZ4, compress=compress),
-        S.encode_batch_v2(_recs(12, 3), codec=S.CODEC_ZSTD, compress=compress),
-        S.encode_batch_v2([S.Record(15, T0 + 15, group_key, group_val), S.Record(16, T0 + 16, group_key, None)]),
-    ])
+    first = b"".join(
+        [
+            S.encode_batch_v2(_recs(0, 3)),
+            S.encode_batch_v2(_recs(3, 3), codec=S.CODEC_GZIP),
+            S.encode_batch_v2(_recs(6, 3), codec=S.CODEC_SNAPPY, compress=compress),
+            S.encode_batch_v2(_recs(9, 3), codec=S.CODEC_LZ4, compress=compress),
+            S.encode_batch_v2(_recs(12, 3), codec=S.CODEC_ZSTD, compress=compress),
+            S.encode_batch_v2([S.Record(15, T0 + 15, group_key, group_val), S.Record(16, T0 + 16, group_key, None)]),
+        ]
+    )
     (p7 / "00000000000000000000.log").write_bytes(first)
     corrupt = bytearray(S.encode_batch_v2(_recs(22, 2)))
     corrupt[-3] ^= 0x40
-    second = b"".join([
-        S.encode_batch_v2(_recs(17, 2, "payments"), transactional=True, producer_id=5001, producer_epoch=2),
-        S.encode_control_batch(S.CONTROL_COMMIT, offset=19, timestamp_ms=T0 + 19, producer_id=5001,
-                               producer_epoch=2, coordinator_epoch=3),
-        S.encode_legacy(_recs(20, 2), magic=1, codec=S.CODEC_LZ4, compress=compress),
-        bytes(corrupt),
-        S.encode_batch_v2(_recs(24, 2))[:-7],
-    ])
+    second = b"".join(
+        [
+            S.encode_batch_v2(_recs(17, 2, "payments"), transactional=True, producer_id=5001, producer_epoch=2),
+            S.encode_control_batch(
+                S.CONTROL_COMMIT,
+                offset=19,
+                timestamp_ms=T0 + 19,
+                producer_id=5001,
+                producer_epoch=2,
+                coordinator_epoch=3,
+            ),
+            S.encode_legacy(_recs(20, 2), magic=1, codec=S.CODEC_LZ4, compress=compress),
+            bytes(corrupt),
+            S.encode_batch_v2(_recs(24, 2))[:-7],
+        ]
+    )
     (p7 / "00000000000000000017.log").write_bytes(second)
     (p7 / "00000000000000000017.index").write_bytes(b"\x00" * 8)  # not a segment: ignored
     p12 = root / "__consumer_offsets-12"
@@ -78,7 +90,9 @@ def test_a_broker_log_dir_reads_every_codec_with_partitions_from_directory_names
     problems = [i for i in items if isinstance(i, SegmentProblem)]
     data = [r for r in recs if r.control_type is None]
     assert (len(data), len(recs) - len(data), len(problems)) == (want["data"], want["control"], want["problems"])
-    assert [(r.partition, r.offset) for r in data] == [(7, o) for o in range(21 + 1) if o != 19] + [(12, o) for o in range(4)]
+    assert [(r.partition, r.offset) for r in data] == [(7, o) for o in range(21 + 1) if o != 19] + [
+        (12, o) for o in range(4)
+    ]
     assert {r.codec for r in data} == {0, 1, 2, 3, 4}
     assert data[16].value is None and data[16].key == encode_key(GroupMetadataKey("billing"))  # tombstone
     txn = [r for r in data if r.is_transactional]
@@ -101,7 +115,7 @@ def test_segment_tables_keep_producer_and_control_columns_and_problems_with_byte
     assert rows[17]["producer_id"] == 5001 and rows[0]["producer_id"] == -1
     raw = (tmp_path / "__consumer_offsets-7" / "00000000000000000017.log").read_bytes()
     for p in problems.to_pylist():
-        assert raw[p["position"]:p["position"] + p["length"]] == p["data"]
+        assert raw[p["position"] : p["position"] + p["length"]] == p["data"]
 
 
 def test_raw_files_read_a_log_dir_as_data_records_in_the_raw_shape(tmp_path: Path) -> None:
@@ -130,20 +144,30 @@ def _cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, list[str]
     return rc, out.splitlines(), err
 
 
-def test_decode_prints_a_segment_with_control_records_and_bad_batches(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_decode_prints_a_segment_with_control_records_and_bad_batches(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     _write_log_dir(tmp_path)
     seg = tmp_path / "__consumer_offsets-7" / "00000000000000000017.log"
     rc, lines, err = _cli(capsys, "decode", "--input", str(seg))
     objs = [json.loads(line) for line in lines]
     assert rc == 0 and len(objs) == 2 + 1 + 2 + 2
     assert objs[0]["key"]["data"] == {"group": "payments", "topic": "orders", "partition": 0}
-    assert objs[2]["control"] == {"type": "COMMIT", "typeId": 1, "coordinatorEpoch": 3, "producerId": 5001,
-                                  "producerEpoch": 2}
+    assert objs[2]["control"] == {
+        "type": "COMMIT",
+        "typeId": 1,
+        "coordinatorEpoch": 3,
+        "producerId": 5001,
+        "producerEpoch": 2,
+    }
     assert objs[2]["position"] == {"partition": 7, "offset": 19, "timestamp": T0 + 19}
     bad = [o for o in objs if "error" in o]
     assert [o["error"]["class"] for o in bad] == ["BadBatch", "BadBatch"]
-    assert bad[0]["error"]["file"] == str(seg) and bytes.fromhex(bad[0]["dataHex"]) == seg.read_bytes()[
-        bad[0]["error"]["position"]:bad[0]["error"]["position"] + bad[0]["error"]["length"]]
+    assert (
+        bad[0]["error"]["file"] == str(seg)
+        and bytes.fromhex(bad[0]["dataHex"])
+        == seg.read_bytes()[bad[0]["error"]["position"] : bad[0]["error"]["position"] + bad[0]["error"]["length"]]
+    )
     assert "decoded 4 records (0 corrupt, 1 control records, 2 unreadable batches)" in err
 
 
@@ -190,7 +214,7 @@ def test_a_generated_log_as_broker_segments_replays_exactly_like_its_parquet_lan
         parts, i = [], 0
         while i < len(recs):
             n = 1 + (recs[i].offset % 7)
-            parts.append(S.encode_batch_v2(recs[i:i + n], codec=codecs[i % 5], compress=compress))
+            parts.append(S.encode_batch_v2(recs[i : i + n], codec=codecs[i % 5], compress=compress))
             i += n
         (d / "00000000000000000000.log").write_bytes(b"".join(parts))
     assert list(read_raw_records(tmp_path / "logdir")) == list(read_raw_records(tmp_path / "landing"))

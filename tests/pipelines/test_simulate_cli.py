@@ -52,23 +52,56 @@ def test_generate_writes_parquet_and_truth(tmp_path: Path) -> None:
 
 
 def test_generate_writes_a_compacted_kafka_4_capture_with_the_worlds_shapes(tmp_path: Path) -> None:
-    rc = main(["generate", "--groups", "6", "--hours", "0.5", "--seed", "3", "--out", str(tmp_path), "--quiet",
-               "--coordinator", "new", "--compaction", "cleaned", "--dirty-ratio", "0.3",
-               "--delete-retention-ms", "600000", "--retention-check-phase-ms", "1234", "--idle-partitions", "1",
-               "--commit-changed-only", "1", "--offsetless-groups", "0", "--mass-restarts", "0.5"])
+    rc = main(
+        [
+            "generate",
+            "--groups",
+            "6",
+            "--hours",
+            "0.5",
+            "--seed",
+            "3",
+            "--out",
+            str(tmp_path),
+            "--quiet",
+            "--coordinator",
+            "new",
+            "--compaction",
+            "cleaned",
+            "--dirty-ratio",
+            "0.3",
+            "--delete-retention-ms",
+            "600000",
+            "--retention-check-phase-ms",
+            "1234",
+            "--idle-partitions",
+            "1",
+            "--commit-changed-only",
+            "1",
+            "--offsetless-groups",
+            "0",
+            "--mass-restarts",
+            "0.5",
+        ]
+    )
     assert rc == 0
     truth = json.loads((tmp_path / "_truth.json").read_text())
     records = list(read_raw_records(tmp_path))
     assert len(records) == truth["records"] == truth["compaction"]["records_kept"] < truth["records_written"]
     assert truth["config"]["coordinator"] == "new" and truth["compaction"]["dirty_ratio"] == 0.3
-    assert all(s[0]["first_run_ms"] == truth["start_ms"] + 1234
-               for s in truth["retention_checks"]["partitions"].values())
+    assert all(
+        s[0]["first_run_ms"] == truth["start_ms"] + 1234 for s in truth["retention_checks"]["partitions"].values()
+    )
     assert truth["idle_partitions"]
 
 
 def test_generate_rejects_a_share_outside_0_to_1_in_one_line(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["generate", "--groups", "2", "--hours", "0.1", "--out", "/tmp/never", "--quiet",
-                 "--mass-restarts", "1.5"]) == 2
+    assert (
+        main(
+            ["generate", "--groups", "2", "--hours", "0.1", "--out", "/tmp/never", "--quiet", "--mass-restarts", "1.5"]
+        )
+        == 2
+    )
     err = capsys.readouterr().err.strip()
     assert "mass_restarts must be within 0..1" in err and "\n" not in err
 

@@ -53,9 +53,7 @@ def wh(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Warehouse:
     write_raw_records(
         [
             RawRecord(k, v, "__consumer_offsets", p, o, t)
-            for k, v, p, o, t in zip(
-                log.keys, log.values, log.partitions, log.offsets, log.timestamps, strict=True
-            )
+            for k, v, p, o, t in zip(log.keys, log.values, log.partitions, log.offsets, log.timestamps, strict=True)
         ],
         w.cfg.paths.landing,
     )
@@ -68,8 +66,7 @@ def wh(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Warehouse:
     live = commits.filter(pc.invert(commits["is_tombstone"])).to_pylist()
     busiest = Counter((c["group_id"], c["topic"], c["partition"]) for c in live).most_common(1)[0][0]
     mine = sorted(
-        (c for c in live if (c["group_id"], c["topic"], c["partition"]) == busiest),
-        key=lambda c: c["log_offset"],
+        (c for c in live if (c["group_id"], c["topic"], c["partition"]) == busiest), key=lambda c: c["log_offset"]
     )[:30]
     samples = []
     for i, c in enumerate(mine):
@@ -211,9 +208,7 @@ def test_duckdb_answers_in_a_fresh_process_without_a_jvm_as_tsv(wh: Warehouse) -
 
 def test_piped_output_keeps_every_cell_whole_in_each_format(wh: Warehouse) -> None:
     long = "x" * 150
-    sql = (
-        f"SELECT group_id, '{long}' AS long, 'a\tb' AS tab, CAST(NULL AS string) AS nothing FROM group_state"
-    )
+    sql = f"SELECT group_id, '{long}' AS long, 'a\tb' AS tab, CAST(NULL AS string) AS nothing FROM group_state"
     tsv = _cli(wh, sql)
     assert tsv.returncode == 0, tsv.stderr
     lines = tsv.stdout.splitlines()
@@ -249,9 +244,7 @@ def test_bad_queries_and_unknown_tables_are_one_line_and_exit_2(
     assert proc.stderr.count("\n") == 1 and message in proc.stderr and "Traceback" not in proc.stderr
 
 
-def test_a_missing_warehouse_is_an_error_not_zero_rows(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_a_missing_warehouse_is_an_error_not_zero_rows(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from pipelines.cli import main
 
     conf = tmp_path / "none.yaml"
@@ -309,9 +302,7 @@ def test_the_shell_runs_statements_lists_tables_and_quits(wh: Warehouse) -> None
 
     pid, fd = pty.fork()
     if pid == 0:  # the child: offsetlake sql on a terminal, no query
-        os.environ.update(
-            JAVA_HOME="/nonexistent", PATH=str(Path(sys.executable).parent), PYTHONPATH=str(REPO)
-        )
+        os.environ.update(JAVA_HOME="/nonexistent", PATH=str(Path(sys.executable).parent), PYTHONPATH=str(REPO))
         os.execv(sys.executable, [sys.executable, "-m", "pipelines.cli", "sql", "--conf", str(wh.conf)])
     os.write(fd, b"SELECT 40 + 2\n  AS answer;\n\\d\nSELECT * FROM nope;\n\\q\n")
     out = b""

@@ -51,12 +51,14 @@ def land(records: list[Any], landing: Path, rows_per_file: int, *, mtime_base: i
 def stream_config(root: Path, **stream: Any) -> Any:
     from pipelines.config import config_from_dict
 
-    return config_from_dict({
-        "paths": {"root": str(root)},
-        "delta": {"engine": "rust"},
-        "replay": {"retention_ms": RETENTION_MS},
-        "stream": {"max_files_per_trigger": 3, "watermark_delay_ms": DELAY_MS, **stream},
-    })
+    return config_from_dict(
+        {
+            "paths": {"root": str(root)},
+            "delta": {"engine": "rust"},
+            "replay": {"retention_ms": RETENTION_MS},
+            "stream": {"max_files_per_trigger": 3, "watermark_delay_ms": DELAY_MS, **stream},
+        }
+    )
 
 
 def batch_gold(spark: Any, landing: Path, as_of_ms: int) -> dict[str, Any]:
@@ -100,8 +102,6 @@ def batch_reference(spark: Any, log_records: list[Any], tmp_path_factory: Any) -
     return landing, gold, watermark
 
 
-
-
 def test_packed_rows_unpack_to_each_groups_records_in_log_order(log_records: list[Any]) -> None:
     """One packed row per group: its newest record time and exactly its rows, sorted by
     (coordinator_partition, log_offset), whatever order the raw batch had."""
@@ -119,8 +119,10 @@ def test_packed_rows_unpack_to_each_groups_records_in_log_order(log_records: lis
     assert sorted(p["group_id"] for p in packed) == sorted(groups)
     for p in packed:
         got = unpack_group([p["records"]]).to_pylist()
-        want = sorted((r for r in rows if r["group_id"] == p["group_id"]),
-                      key=lambda r: (r["coordinator_partition"], r["log_offset"]))
+        want = sorted(
+            (r for r in rows if r["group_id"] == p["group_id"]),
+            key=lambda r: (r["coordinator_partition"], r["log_offset"]),
+        )
         assert got == want
         newest = max(r["log_timestamp_ms"] for r in want)
         assert int(p["log_timestamp"].timestamp() * 1000) == newest
@@ -179,7 +181,7 @@ def test_same_file_landed_twice_and_overlapping_capture_change_nothing(
     shutil.copy(first[-1], dup)
     newest = max(int(p.stat().st_mtime) for p in first)
     os.utime(dup, (newest + 1, newest + 1))
-    land(log_records[n // 2 - 30:], landing, rows_per_file=40)
+    land(log_records[n // 2 - 30 :], landing, rows_per_file=40)
     cfg = stream_config(tmp_path, landing_reader=reader)
     stream_job.run(spark, cfg, available_now=True, with_quarantine=False, poll_seconds=0.5)
     assert_gold_equal(spark, cfg, gold)
@@ -206,7 +208,7 @@ def test_split_calls_with_timers_equal_one_replay(log_records: list[Any]) -> Non
         blob = None
         wm = 0
         for i in range(0, len(recs), 7):  # chunks of 7 records, watermark trailing by DELAY_MS
-            chunk = recs[i:i + 7]
+            chunk = recs[i : i + 7]
             table = _replay_input_table(chunk)
             blob, _out, _nxt = fn.replay_rows(group, blob, table, wm)
             wm = max(wm, max(r.timestamp_ms for r in chunk) - DELAY_MS)
@@ -227,31 +229,50 @@ def _replay_input_table(records: list[Any]) -> Any:
     rows = []
     for r in records:
         row: dict[str, Any] = {
-            "group_id": r.key.group, "coordinator_partition": r.partition, "log_offset": r.offset,
-            "log_timestamp_ms": r.timestamp_ms, "is_tombstone": r.value is None,
+            "group_id": r.key.group,
+            "coordinator_partition": r.partition,
+            "log_offset": r.offset,
+            "log_timestamp_ms": r.timestamp_ms,
+            "is_tombstone": r.value is None,
             "key_version": r.key.version,
         }
         if isinstance(r.key, OffsetCommitKey):
             row.update(rec_kind=0, topic=r.key.topic, partition=r.key.partition)
             if r.value is not None:
                 v = r.value
-                row.update(value_version=v.version, committed_offset=v.offset, leader_epoch=v.leader_epoch,
-                           metadata=v.metadata, commit_timestamp_ms=v.commit_timestamp,
-                           expire_timestamp_ms=v.expire_timestamp)
+                row.update(
+                    value_version=v.version,
+                    committed_offset=v.offset,
+                    leader_epoch=v.leader_epoch,
+                    metadata=v.metadata,
+                    commit_timestamp_ms=v.commit_timestamp,
+                    expire_timestamp_ms=v.expire_timestamp,
+                )
         else:
             assert isinstance(r.key, GroupMetadataKey)
             row.update(rec_kind=1)
             if r.value is not None:
                 v = r.value
                 row.update(
-                    value_version=v.version, protocol_type=v.protocol_type, generation=v.generation,
-                    protocol=v.protocol, leader=v.leader, current_state_timestamp_ms=v.current_state_timestamp,
-                    members=[{
-                        "member_id": m.member_id, "group_instance_id": m.group_instance_id,
-                        "client_id": m.client_id, "client_host": m.client_host,
-                        "rebalance_timeout": m.rebalance_timeout, "session_timeout": m.session_timeout,
-                        "subscription": m.subscription, "assignment": m.assignment,
-                    } for m in v.members],
+                    value_version=v.version,
+                    protocol_type=v.protocol_type,
+                    generation=v.generation,
+                    protocol=v.protocol,
+                    leader=v.leader,
+                    current_state_timestamp_ms=v.current_state_timestamp,
+                    members=[
+                        {
+                            "member_id": m.member_id,
+                            "group_instance_id": m.group_instance_id,
+                            "client_id": m.client_id,
+                            "client_host": m.client_host,
+                            "rebalance_timeout": m.rebalance_timeout,
+                            "session_timeout": m.session_timeout,
+                            "subscription": m.subscription,
+                            "assignment": m.assignment,
+                        }
+                        for m in v.members
+                    ],
                 )
         rows.append(row)
     return pa.Table.from_pylist(rows, schema=replay_input_schema())
@@ -289,7 +310,7 @@ def test_silent_empty_group_expires_only_when_the_watermark_passes_its_due_time(
     held = io.read("offsets_current").where(F.col("group_id") == group).count()
     assert held > 0
 
-    land(log_records[len(cut):], landing, rows_per_file=30)
+    land(log_records[len(cut) :], landing, rows_per_file=30)
     stream_job.run(spark, cfg, available_now=True, with_quarantine=False, poll_seconds=0.5)
     got = io.read("offset_expirations").where(F.col("group_id") == group)
     want = gold["offset_expirations"].where(F.col("group_id") == group)
@@ -316,19 +337,23 @@ def test_stream_from_earliest_on_a_compacted_kafka4_capture_equals_batch(spark: 
     from schemas.raw import RAW_RECORDS
     from tests.pipelines.pipeline_helpers import spark_gold
 
-    log = generate(groups=10, hours=1.0, seed=11, coordinator="new", compaction="cleaned",
-                   retention_ms=10 * 60_000)
-    records = [RawRecord(k, v, "__consumer_offsets", p, o, ts)
-               for k, v, p, o, ts in zip(log.keys, log.values, log.partitions, log.offsets, log.timestamps)]
+    log = generate(groups=10, hours=1.0, seed=11, coordinator="new", compaction="cleaned", retention_ms=10 * 60_000)
+    records = [
+        RawRecord(k, v, "__consumer_offsets", p, o, ts)
+        for k, v, p, o, ts in zip(log.keys, log.values, log.partitions, log.offsets, log.timestamps)
+    ]
     records.sort(key=lambda r: (r.timestamp_ms, r.partition, r.offset))
     assert log.truth["compaction"]["mode"] == "cleaned"
     retention = log.truth["retention_ms"]
     land(records, tmp_path / "landing", rows_per_file=2_000)
-    cfg = config_from_dict({
-        "paths": {"root": str(tmp_path)}, "delta": {"engine": "rust"},
-        "replay": {"retention_ms": retention},
-        "stream": {"max_files_per_trigger": 4, "watermark_delay_ms": DELAY_MS},
-    })
+    cfg = config_from_dict(
+        {
+            "paths": {"root": str(tmp_path)},
+            "delta": {"engine": "rust"},
+            "replay": {"retention_ms": retention},
+            "stream": {"max_files_per_trigger": 4, "watermark_delay_ms": DELAY_MS},
+        }
+    )
     stream_job.run(spark, cfg, available_now=True, with_quarantine=False, poll_seconds=0.5)
     watermark = max(r.timestamp_ms for r in records) - DELAY_MS
     raw = spark.read.schema(RAW_RECORDS.spark_schema()).parquet(str(tmp_path / "landing"))

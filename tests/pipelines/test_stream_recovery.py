@@ -63,8 +63,7 @@ def start_job(conf: Path, log: Path, *, available_now: bool) -> subprocess.Popen
         cmd.append("--available-now")
     env = dict(os.environ, PYTHONWARNINGS="ignore")
     with open(log, "ab") as out:
-        return subprocess.Popen(cmd, cwd=REPO, stdout=out, stderr=subprocess.STDOUT, env=env,
-                                start_new_session=True)
+        return subprocess.Popen(cmd, cwd=REPO, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
 
 
 def committed_batches(checkpoint: Path) -> int:
@@ -74,8 +73,7 @@ def committed_batches(checkpoint: Path) -> int:
     return sum(1 for p in commits.iterdir() if p.name.isdigit())
 
 
-def wait_for_commits(proc: subprocess.Popen[bytes], checkpoint: Path, k: int, log: Path,
-                     timeout: float = 600) -> None:
+def wait_for_commits(proc: subprocess.Popen[bytes], checkpoint: Path, k: int, log: Path, timeout: float = 600) -> None:
     deadline = time.time() + timeout
     while committed_batches(checkpoint) < k:
         if proc.poll() is not None:
@@ -149,7 +147,10 @@ def test_stream_job_script_refuses_a_bad_config_with_one_line_and_exit_2(tmp_pat
     script = REPO / "pipelines" / "stream" / "job.py"
     proc = subprocess.run(
         [sys.executable, str(script), "--set", "input.source=delta"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=120,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines() == [

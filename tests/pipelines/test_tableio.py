@@ -177,7 +177,9 @@ def test_dataframe_not_matching_the_declared_schema_is_rejected(io: TableIO, spa
 
 
 def test_columns_are_reordered_and_cast_to_the_declared_types(io: TableIO, spark: Any) -> None:
-    df = spark.createDataFrame([(_ts(1), 5, "a", None)], "ts timestamp, v int, k string, tps array<struct<topic:string,partition:int>>")
+    df = spark.createDataFrame(
+        [(_ts(1), 5, "a", None)], "ts timestamp, v int, k string, tps array<struct<topic:string,partition:int>>"
+    )
     io.append("tio_kv", df)
     back = io.read("tio_kv")
     assert dict(back.dtypes)["v"] == "bigint"

@@ -33,8 +33,9 @@ def test_a_routed_pass_as_dataframes_gives_the_rows_the_rust_engine_committed(tm
     files = io.snapshot_files("raw_records")
     assert files and len(files) > 1
 
-    out = routed_frames(spread(spark, [(f,) for f in files], "path string"), FILE_ROUTE, {"lenient": False},
-                        list(TABLES))
+    out = routed_frames(
+        spread(spark, [(f,) for f in files], "path string"), FILE_ROUTE, {"lenient": False}, list(TABLES)
+    )
     try:
         assert out.rows_in == raw == sum(out.rows_out.values())
         assert out.problem(rows_equal_input=True, expected_rows=raw) is None

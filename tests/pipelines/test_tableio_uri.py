@@ -13,24 +13,29 @@ from pipelines.config import load_config
 from pipelines.tableio import TableIO, append_arrow_at, is_table_at, read_arrow_at, uri
 
 
-@pytest.mark.parametrize(("base", "parts", "want"), [
-    ("/data/wh", ("t",), "/data/wh/t"),
-    ("/data/wh/", ("_staging", "r1", "t"), "/data/wh/_staging/r1/t"),
-    ("file:///tmp/wh", ("t",), "file:///tmp/wh/t"),
-    ("file:///", ("t",), "file:///t"),
-    ("s3a://bucket", ("wh", "t"), "s3a://bucket/wh/t"),
-    ("s3a://bucket/wh/", ("/t/",), "s3a://bucket/wh/t"),
-    ("abfss://cont@acct.dfs.core.windows.net/wh", ("t",), "abfss://cont@acct.dfs.core.windows.net/wh/t"),
-    ("gs://bucket/wh", ("t", "_delta_log"), "gs://bucket/wh/t/_delta_log"),
-])
-def test_join_keeps_scheme_and_authority_and_never_doubles_a_slash(base: str, parts: tuple[str, ...],
-                                                                   want: str) -> None:
+@pytest.mark.parametrize(
+    ("base", "parts", "want"),
+    [
+        ("/data/wh", ("t",), "/data/wh/t"),
+        ("/data/wh/", ("_staging", "r1", "t"), "/data/wh/_staging/r1/t"),
+        ("file:///tmp/wh", ("t",), "file:///tmp/wh/t"),
+        ("file:///", ("t",), "file:///t"),
+        ("s3a://bucket", ("wh", "t"), "s3a://bucket/wh/t"),
+        ("s3a://bucket/wh/", ("/t/",), "s3a://bucket/wh/t"),
+        ("abfss://cont@acct.dfs.core.windows.net/wh", ("t",), "abfss://cont@acct.dfs.core.windows.net/wh/t"),
+        ("gs://bucket/wh", ("t", "_delta_log"), "gs://bucket/wh/t/_delta_log"),
+    ],
+)
+def test_join_keeps_scheme_and_authority_and_never_doubles_a_slash(
+    base: str, parts: tuple[str, ...], want: str
+) -> None:
     assert uri.join(base, *parts) == want
 
 
 def test_object_store_schemes_are_uris_and_local_paths_are_not() -> None:
-    assert [uri.scheme(x) for x in ("s3a://b/x", "S3://b/x", "abfss://c@a/x", "gs://b/x", "file:///x", "/x", "x/y")] \
-        == ["s3a", "s3", "abfss", "gs", "file", None, None]
+    assert [
+        uri.scheme(x) for x in ("s3a://b/x", "S3://b/x", "abfss://c@a/x", "gs://b/x", "file:///x", "/x", "x/y")
+    ] == ["s3a", "s3", "abfss", "gs", "file", None, None]
     assert uri.is_local("/x") and uri.is_local("file:///x") and not uri.is_local("s3a://b/x")
     assert uri.local_path("file:///tmp/a%20b") == "/tmp/a b"
     with pytest.raises(ValueError, match="not a local path"):
