@@ -98,12 +98,8 @@ def main() -> int:
     parser.add_argument("--conf", type=Path, default=DEFAULT_CONF)
     parser.add_argument("--requests", type=int, default=100)
     parser.add_argument("--concurrency", type=int, default=100)
-    parser.add_argument(
-        "--build", action="store_true", help="run offsetlake quickstart first when --conf is missing"
-    )
-    parser.add_argument(
-        "--runs", type=int, default=1, help="servers started and measured, one after the other"
-    )
+    parser.add_argument("--build", action="store_true", help="run offsetlake quickstart first when --conf is missing")
+    parser.add_argument("--runs", type=int, default=1, help="servers started and measured, one after the other")
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--write", action="store_true", help="write the ## serve section of bench/RESULTS.md")
     args = parser.parse_args()

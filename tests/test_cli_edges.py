@@ -151,6 +151,11 @@ CASES: list[tuple[str, list[str]]] = [
     ("capture bad --partitions", ["capture", "--out", "{out}", "--partitions", "x-y", "-b", "127.0.0.1:1"]),
     ("capture-end-offsets without servers", ["capture-end-offsets", "--conf", "{nowhere}"]),
     ("quickstart --groups 0", ["quickstart", "--groups", "0", "--dir", "{out}"]),
+    ("metrics, no warehouse", ["metrics", "--conf", "{nowhere}"]),
+    ("metrics, a warehouse without group_state", ["metrics", "--conf", "{wh}"]),
+    ("metrics bad --window-seconds", ["metrics", "--window-seconds", "0", "--conf", "{wh}"]),
+    ("serve, no warehouse", ["serve", "--port", "0", "--conf", "{nowhere}"]),
+    ("serve non-integer --port", ["serve", "--port", "x", "--conf", "{wh}"]),
     ("quickstart missing --conf file", ["quickstart", "--conf", "missing.yaml", "--dir", "{out}"]),
 ]
 

@@ -73,9 +73,7 @@ def _io(args: argparse.Namespace) -> Any:
     cfg = config_from_args(args)
     io = TableIO(cfg, None, engine="rust")  # metadata and Arrow reads only: no Spark
     if not io.exists("group_state"):
-        raise UsageError(
-            f"no group_state table under {cfg.paths.warehouse} (run: offsetlake run batch --conf ...)"
-        )
+        raise UsageError(f"no group_state table under {cfg.paths.warehouse} (run: offsetlake run batch --conf ...)")
     return io
 
 
@@ -114,11 +112,7 @@ def run_serve(args: argparse.Namespace) -> int:
     except OSError as exc:
         raise UsageError(f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}") from None
     port = server.server_address[1]
-    print(
-        f"offsetlake serve: http://{args.host}:{port}/metrics (cluster {args.cluster})",
-        file=sys.stderr,
-        flush=True,
-    )
+    print(f"offsetlake serve: http://{args.host}:{port}/metrics (cluster {args.cluster})", file=sys.stderr, flush=True)
     try:
         server.serve_forever()
     except KeyboardInterrupt:

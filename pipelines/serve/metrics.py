@@ -147,9 +147,7 @@ def collect(io: TableIO, *, window_s: float = DEFAULT_WINDOW_S) -> Snapshot:
         m = owners.get(key)
         p["owner"] = None if m is None else {k: m[k] for k in ("member_id", "client_id", "client_host")}
     at = int(as_of) if as_of is not None else 0
-    for r in rows(
-        "SELECT group_id, topic, partition, status, current_lag, window_commits FROM partition_status_now"
-    ):
+    for r in rows("SELECT group_id, topic, partition, status, current_lag, window_commits FROM partition_status_now"):
         key = (r["group_id"], r["topic"], r["partition"])
         if key in parts:
             parts[key].update(status=r["status"], window_commits=r["window_commits"])
@@ -290,16 +288,12 @@ def _group_samples(snap: Snapshot, c: dict[str, Any]) -> dict[str, list[Sample]]
         return snap.rebalances.get(g, (0, 0))[i]
 
     return {
-        "offsetlake_as_of_timestamp_seconds": [(c, snap.as_of_ms / 1000)]
-        if snap.as_of_ms is not None
-        else [],
+        "offsetlake_as_of_timestamp_seconds": [(c, snap.as_of_ms / 1000)] if snap.as_of_ms is not None else [],
         "kafka_consumergroup_groups": [
             ({**c, "state": s}, sum(1 for g in groups if g["state"] == s)) for s in GROUP_STATES
         ],
         "kafka_consumergroup_group_state": [
-            ({**gl(g["group_id"]), "state": s}, 1 if g["state"] == s else 0)
-            for g in groups
-            for s in GROUP_STATES
+            ({**gl(g["group_id"]), "state": s}, 1 if g["state"] == s else 0) for g in groups for s in GROUP_STATES
         ],
         "kafka_consumergroup_group_members": [(gl(g["group_id"]), g["member_count"] or 0) for g in groups],
         "kafka_consumergroup_group_generation": [
@@ -309,9 +303,7 @@ def _group_samples(snap: Snapshot, c: dict[str, Any]) -> dict[str, list[Sample]]
             ({**gl(g), "status": group_status(st)}, 1) for g, st in sorted(statuses.items())
         ],
         "kafka_consumergroup_rebalance_window_seconds": [(c, snap.window_s)],
-        "kafka_consumergroup_group_rebalances": [
-            (gl(g["group_id"]), rebalances(g["group_id"], 0)) for g in groups
-        ],
+        "kafka_consumergroup_group_rebalances": [(gl(g["group_id"]), rebalances(g["group_id"], 0)) for g in groups],
         "kafka_consumergroup_group_rebalance_seconds": [
             (gl(g["group_id"]), rebalances(g["group_id"], 1) / 1000) for g in groups
         ],
@@ -346,12 +338,8 @@ def _partition_samples(snap: Snapshot, c: dict[str, Any]) -> dict[str, list[Samp
             (pl(p), p["offset"] - p["log_end_offset"]) for p in lagged if p["offset"] > p["log_end_offset"]
         ],
         "kafka_consumergroup_group_lag": [(pl(p), p["lag"]) for p in lagged],
-        "kafka_consumergroup_group_max_lag": [
-            ({**c, "group": g}, max(v)) for g, v in sorted(by_group.items())
-        ],
-        "kafka_consumergroup_group_sum_lag": [
-            ({**c, "group": g}, sum(v)) for g, v in sorted(by_group.items())
-        ],
+        "kafka_consumergroup_group_max_lag": [({**c, "group": g}, max(v)) for g, v in sorted(by_group.items())],
+        "kafka_consumergroup_group_sum_lag": [({**c, "group": g}, sum(v)) for g, v in sorted(by_group.items())],
         "kafka_consumergroup_group_lag_seconds": [(pl(p), p["lag_ms"] / 1000) for p in timed],
         "kafka_consumergroup_group_max_lag_seconds": [
             ({**c, "group": g}, max(v) / 1000) for g, v in sorted(by_group_t.items())
@@ -359,7 +347,5 @@ def _partition_samples(snap: Snapshot, c: dict[str, Any]) -> dict[str, list[Samp
         "kafka_consumergroup_partition_status": [
             ({**pl(p), "status": p["status"]}, 1) for p in parts if p.get("status")
         ],
-        "kafka_consumergroup_offset_expiry_timestamp_seconds": [
-            (pl(e), e["due_ms"] / 1000) for e in snap.expiries
-        ],
+        "kafka_consumergroup_offset_expiry_timestamp_seconds": [(pl(e), e["due_ms"] / 1000) for e in snap.expiries],
     }

@@ -137,12 +137,7 @@ def wh(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Warehouse:
                 pick["group_id"],
                 lag_ms=2500,
             ),
-            _sample(
-                as_of + dt.timedelta(minutes=1),
-                ahead["topic"],
-                ahead["partition"],
-                ahead["offset"] - AHEAD_BY,
-            ),
+            _sample(as_of + dt.timedelta(minutes=1), ahead["topic"], ahead["partition"], ahead["offset"] - AHEAD_BY),
         ],
     )
     return w
@@ -184,24 +179,14 @@ def test_group_counts_and_one_hot_states_are_those_of_group_state(wh: Warehouse,
     state = _io(wh).read_arrow("group_state").to_pylist()
     by_state = Counter(g["state"] for g in state)
     assert {lab["state"]: v for lab, v in exposition["kafka_consumergroup_groups"]} == {
-        s: by_state.get(s, 0)
-        for s in ("Empty", "PreparingRebalance", "CompletingRebalance", "Stable", "Dead")
+        s: by_state.get(s, 0) for s in ("Empty", "PreparingRebalance", "CompletingRebalance", "Stable", "Dead")
     }
     assert sum(by_state.values()) == len(state) > 0 and len(by_state) >= 2  # the sample has Stable/Empty/Dead
     for g in state:
         assert _one(exposition["kafka_consumergroup_group_state"], group=g["group_id"], state=g["state"]) == 1
-        assert (
-            sum(
-                v for lab, v in exposition["kafka_consumergroup_group_state"] if lab["group"] == g["group_id"]
-            )
-            == 1
-        )
-        assert _one(exposition["kafka_consumergroup_group_members"], group=g["group_id"]) == (
-            g["member_count"] or 0
-        )
-        assert (
-            _one(exposition["kafka_consumergroup_group_generation"], group=g["group_id"]) == g["generation"]
-        )
+        assert sum(v for lab, v in exposition["kafka_consumergroup_group_state"] if lab["group"] == g["group_id"]) == 1
+        assert _one(exposition["kafka_consumergroup_group_members"], group=g["group_id"]) == (g["member_count"] or 0)
+        assert _one(exposition["kafka_consumergroup_group_generation"], group=g["group_id"]) == g["generation"]
     assert all(lab["cluster_name"] == "test" for fam in exposition.values() for lab, _ in fam)
 
 
@@ -209,14 +194,9 @@ def test_lag_is_the_newest_end_offset_minus_the_committed_offset(wh: Warehouse, 
     group, topic, partition = wh.picked
     lag = exposition["kafka_consumergroup_group_lag"]
     assert _one(lag, group=group, topic=topic, partition=partition) == PICKED_LAG
+    assert _one(exposition["kafka_partition_latest_offset"], topic=topic, partition=partition) == wh.picked_end
     assert (
-        _one(exposition["kafka_partition_latest_offset"], topic=topic, partition=partition) == wh.picked_end
-    )
-    assert (
-        _one(
-            exposition["kafka_consumergroup_group_lag_seconds"], group=group, topic=topic, partition=partition
-        )
-        == 2.5
+        _one(exposition["kafka_consumergroup_group_lag_seconds"], group=group, topic=topic, partition=partition) == 2.5
     )
     # every other partition: its newest sample was the one before its last commit (lag 5 then),
     # unless a later commit of ANOTHER group moved past it; recompute from the tables
@@ -229,9 +209,7 @@ def test_lag_is_the_newest_end_offset_minus_the_committed_offset(wh: Warehouse, 
         if key not in newest or s["sampled_at"] >= newest[key][0]:
             newest[key] = (s["sampled_at"], s["log_end_offset"])
     want = {
-        (o["group_id"], o["topic"], str(o["partition"])): max(
-            newest[(o["topic"], o["partition"])][1] - o["offset"], 0
-        )
+        (o["group_id"], o["topic"], str(o["partition"])): max(newest[(o["topic"], o["partition"])][1] - o["offset"], 0)
         for o in io.read_arrow("offsets_current").to_pylist()
         if (o["topic"], o["partition"]) in newest
     }
@@ -264,11 +242,7 @@ def test_rebalances_expiries_and_deletions_are_what_the_tables_say(wh: Warehouse
     assert _one(exposition["kafka_consumergroup_rebalance_window_seconds"]) == 3600
     rebalances = [r for r in io.read_arrow("rebalances").to_pylist() if r["cause"] in REBALANCE_CAUSES]
     for window_s in (3600, 20):  # the whole sample, then its last 20 s (some rebalances out)
-        fams = (
-            exposition
-            if window_s == 3600
-            else _parse(metrics.render(metrics.collect(io, window_s=window_s), "t"))
-        )
+        fams = exposition if window_s == 3600 else _parse(metrics.render(metrics.collect(io, window_s=window_s), "t"))
         n: Counter[str] = Counter()
         ms: Counter[str] = Counter()
         for r in rebalances:
@@ -285,24 +259,15 @@ def test_rebalances_expiries_and_deletions_are_what_the_tables_say(wh: Warehouse
         for r in io.read_arrow("group_lifecycle").to_pylist()
         if r["event"] == "group_deleted" and r["status"] == "predicted"
     }
-    got = {
-        lab["group"]: v * 1000
-        for lab, v in exposition["kafka_consumergroup_group_deletion_timestamp_seconds"]
-    }
+    got = {lab["group"]: v * 1000 for lab, v in exposition["kafka_consumergroup_group_deletion_timestamp_seconds"]}
     assert predicted and got == pytest.approx(predicted)
     # offsets due: each one is an offsets_current row of the group, due after as_of
     due = exposition["kafka_consumergroup_offset_expiry_timestamp_seconds"]
-    held = {
-        (o["group_id"], o["topic"], str(o["partition"])) for o in io.read_arrow("offsets_current").to_pylist()
-    }
-    assert due and all(
-        (lab["group"], lab["topic"], lab["partition"]) in held and v * 1000 > as_of for lab, v in due
-    )
+    held = {(o["group_id"], o["topic"], str(o["partition"])) for o in io.read_arrow("offsets_current").to_pylist()}
+    assert due and all((lab["group"], lab["topic"], lab["partition"]) in held and v * 1000 > as_of for lab, v in due)
     risky = Counter(lab["group"] for lab, v in due if v * 1000 - as_of <= 24 * 3_600_000)
     assert risky
-    assert {
-        lab["group"]: v for lab, v in exposition["kafka_consumergroup_group_offsets_at_risk"] if v
-    } == dict(risky)
+    assert {lab["group"]: v for lab, v in exposition["kafka_consumergroup_group_offsets_at_risk"] if v} == dict(risky)
 
 
 def test_label_values_are_escaped_so_the_exposition_parses_back() -> None:
@@ -310,9 +275,7 @@ def test_label_values_are_escaped_so_the_exposition_parses_back() -> None:
 
     odd = 'a "quoted" back\\slash\nnew line'
     fams = _parse(
-        family(
-            "kafka_consumergroup_group_members", "gauge", "help with \\ and\nnewline", [({"group": odd}, 3)]
-        )
+        family("kafka_consumergroup_group_members", "gauge", "help with \\ and\nnewline", [({"group": odd}, 3)])
     )
     assert fams["kafka_consumergroup_group_members"] == [({"group": odd}, 3.0)]
 
@@ -357,10 +320,7 @@ def test_serve_answers_metrics_burrow_status_and_healthz(wh: Warehouse, server: 
     assert code == 200 and ctype.startswith("text/plain; version=0.0.4")
     fams = _parse(body.decode())
     group, topic, partition = wh.picked
-    assert (
-        _one(fams["kafka_consumergroup_group_lag"], group=group, topic=topic, partition=partition)
-        == PICKED_LAG
-    )
+    assert _one(fams["kafka_consumergroup_group_lag"], group=group, topic=topic, partition=partition) == PICKED_LAG
 
     code, _, body = _get(server, f"/v3/kafka/test/consumer/{urllib.parse.quote(group)}/status")
     doc = json.loads(body)
@@ -412,11 +372,7 @@ def test_serve_answers_metrics_burrow_status_and_healthz(wh: Warehouse, server: 
     assert code == 404 and json.loads(body)["message"] == "cluster not found"
     code, _, body = _get(server, "/healthz")
     health = json.loads(body)
-    assert (
-        code == 200
-        and health["status"] == "ok"
-        and health["tables"]["group_state"] == io.version("group_state")
-    )
+    assert code == 200 and health["status"] == "ok" and health["tables"]["group_state"] == io.version("group_state")
     assert _get(server, "/nope")[0] == 404
     assert _get(server, "/metrics", method="POST")[0] == 405
 
@@ -458,8 +414,7 @@ def test_the_cache_recomputes_only_when_a_table_version_changes(wh: Warehouse, t
         )
     finally:  # the module's other tests expect lag PICKED_LAG and 2.5 s: a sample as the fixture's
         _append_samples(
-            wh.cfg,
-            [_sample(late + dt.timedelta(seconds=1), topic, partition, wh.picked_end, group, lag_ms=2500)],
+            wh.cfg, [_sample(late + dt.timedelta(seconds=1), topic, partition, wh.picked_end, group, lag_ms=2500)]
         )
     assert cache.get()[1] != text and cache.computations == 3
 
@@ -469,12 +424,7 @@ def _cli(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k not in ("JAVA_HOME", "SPARK_HOME")}
     env["PATH"] = os.pathsep.join(p for p in env.get("PATH", "").split(os.pathsep) if "java" not in p.lower())
     return subprocess.run(
-        [sys.executable, "-m", "pipelines", *args],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        env=env,
-        timeout=120,
+        [sys.executable, "-m", "pipelines", *args], capture_output=True, text=True, cwd=cwd, env=env, timeout=120
     )
 
 
@@ -504,18 +454,12 @@ def test_a_busy_port_an_unwritable_out_file_and_a_bad_window_are_one_line_and_ex
         busy.listen()
         cases = {
             "Address already in use": ("serve", "--port", str(busy.getsockname()[1])),
-            f"cannot write {tmp_path}/missing/x.prom": (
-                "metrics",
-                "--out",
-                str(tmp_path / "missing" / "x.prom"),
-            ),
+            f"cannot write {tmp_path}/missing/x.prom": ("metrics", "--out", str(tmp_path / "missing" / "x.prom")),
             "--window-seconds must be > 0": ("metrics", "--window-seconds", "0"),
         }
         for message, (cmd, *rest) in cases.items():
             proc = _cli(cmd, "--conf", str(wh.conf), *rest)
-            assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and message in proc.stderr, (
-                proc.stderr
-            )
+            assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and message in proc.stderr, proc.stderr
     assert not (tmp_path / "missing").exists()
 
 
@@ -543,18 +487,7 @@ def test_a_real_prometheus_scrapes_serve_and_answers_the_lag_query(wh: Warehouse
         )
     port = _free_port()
     serve = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "pipelines",
-            "serve",
-            "--conf",
-            str(wh.conf),
-            "--cluster",
-            "test",
-            "--port",
-            str(port),
-        ],
+        [sys.executable, "-m", "pipelines", "serve", "--conf", str(wh.conf), "--cluster", "test", "--port", str(port)],
         cwd=REPO,
         stderr=subprocess.PIPE,
         text=True,
@@ -587,9 +520,7 @@ def test_a_real_prometheus_scrapes_serve_and_answers_the_lag_query(wh: Warehouse
                 assert prom.poll() is None, prom.stderr.read() if prom.stderr else ""
                 assert serve.poll() is None, serve.stderr.read() if serve.stderr else ""
                 try:
-                    with urllib.request.urlopen(
-                        f"http://127.0.0.1:{prom_port}/api/v1/query?{query}", timeout=5
-                    ) as r:
+                    with urllib.request.urlopen(f"http://127.0.0.1:{prom_port}/api/v1/query?{query}", timeout=5) as r:
                         result = json.loads(r.read())["data"]["result"]
                 except (urllib.error.URLError, ConnectionError):
                     continue
