@@ -200,22 +200,21 @@ def run_capture(args: argparse.Namespace) -> int:
         print(f"offsetlake capture: {msg}", file=sys.stderr)
 
     show = not args.no_progress and sys.stderr.isatty()
+    options: dict[str, Any] = {
+        "partitions": partitions,
+        "start": start,
+        "until_end": args.until_end,
+        "rows_per_file": args.rows_per_file,
+        "flush_interval_s": args.flush_interval,
+        "max_records": args.max_records,
+        "max_rate": args.max_rate,
+        "connect_timeout_s": args.connect_timeout,
+        "stall_timeout_s": args.stall_timeout,
+        "state_path": args.state,
+        "log": note,
+    }
     if not show:
-        result = capture(
-            settings,
-            args.out,
-            partitions=partitions,
-            start=start,
-            until_end=args.until_end,
-            rows_per_file=args.rows_per_file,
-            flush_interval_s=args.flush_interval,
-            max_records=args.max_records,
-            max_rate=args.max_rate,
-            connect_timeout_s=args.connect_timeout,
-            stall_timeout_s=args.stall_timeout,
-            state_path=args.state,
-            log=note,
-        )
+        result = capture(settings, args.out, **options)
     else:
         from rich.console import Console
         from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
@@ -234,22 +233,7 @@ def run_capture(args: argparse.Namespace) -> int:
             def progress(done: int, lag: int) -> None:
                 bar.update(task, completed=done, total=done + lag, lag=lag)
 
-            result = capture(
-                settings,
-                args.out,
-                partitions=partitions,
-                start=start,
-                until_end=args.until_end,
-                rows_per_file=args.rows_per_file,
-                flush_interval_s=args.flush_interval,
-                max_records=args.max_records,
-                max_rate=args.max_rate,
-                connect_timeout_s=args.connect_timeout,
-                stall_timeout_s=args.stall_timeout,
-                state_path=args.state,
-                log=note,
-                progress=progress,
-            )
+            result = capture(settings, args.out, progress=progress, **options)
     print_result(result)
     return 0
 
