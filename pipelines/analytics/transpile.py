@@ -9,7 +9,9 @@ Rules:
   ``last(x, true) OVER`` keeps IGNORE NULLS; a cast of a fractional value to an integer type
   truncates (Spark) instead of rounding (DuckDB); ``percentile_approx`` becomes ``quantile_disc``
   (an element of the data, nearest rank: Spark's answer while a group has fewer values than
-  its accuracy, 10,000); ``timestamp_millis(x)`` becomes ``epoch_ms(x)`` as a UTC instant.
+  its accuracy, 10,000); ``timestamp_millis(x)`` becomes ``epoch_ms(x)`` as a UTC instant;
+  ``max_by``/``min_by`` become ``arg_max_null``/``arg_min_null`` (Spark returns a null value of
+  the extreme row; DuckDB's ``arg_max`` would skip it).
 - Higher-order functions: ``transform`` maps to ``list_transform``; ``exists``, ``forall`` and
   ``zip_with`` (which sqlglot drops or keeps in forms DuckDB lacks) are rewritten to DuckDB list
   functions with Spark's null rules (``_higher_order``). Any other lambda, and a statement that
@@ -82,6 +84,9 @@ def to_duckdb(tree_or_sql: Any) -> str:
     for fn in list(tree.find_all(exp.Anonymous)):
         if _is_fn(fn, "timestamp_millis") and len(fn.expressions) == 1:  # Spark: a UTC instant
             fn.replace(exp.cast(exp.Anonymous(this="epoch_ms", expressions=[fn.expressions[0]]), "TIMESTAMPTZ"))
+    for arg in list(tree.find_all(exp.ArgMax, exp.ArgMin)):  # Spark keeps a null x; DuckDB's arg_max skips it
+        name = "ARG_MAX_NULL" if isinstance(arg, exp.ArgMax) else "ARG_MIN_NULL"
+        arg.replace(exp.Anonymous(this=name, expressions=[arg.this, arg.expression]))
     for q in list(tree.find_all(exp.ApproxQuantile)):
         q.replace(exp.Anonymous(this="QUANTILE_DISC", expressions=[q.this, q.args["quantile"]]))
     return str(tree.sql(dialect="duckdb"))

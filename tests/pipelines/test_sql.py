@@ -159,6 +159,10 @@ def test_duckdb_transpile_keeps_sparks_answers() -> None:
         # zip_with pads the shorter array with nulls
         "SELECT zip_with(array(1, 2, 3), array(10, 20), (a, b) -> coalesce(b, -1) + a) AS v": [11, 22, 2],
         "SELECT timestamp_millis(1700000000123) = TIMESTAMP '2023-11-14 22:13:20.123' AS v": True,
+        # max_by/min_by return the extreme row's value even when it is null (rows with a null
+        # ordering value are skipped); DuckDB's arg_max would skip the null value: 1
+        "SELECT max_by(x, y) AS v FROM VALUES (1, 1), (NULL, 2), (3, NULL) AS t(x, y)": None,
+        "SELECT min_by(x, y) AS v FROM VALUES (NULL, 1), (2, 2) AS t(x, y)": None,
     }
     for spark_sql, want in cases.items():
         assert con.sql(to_duckdb(spark_sql)).fetchall() == [(want,)], spark_sql
