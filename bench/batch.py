@@ -550,8 +550,9 @@ def run(sizes: list[int], args: argparse.Namespace) -> None:
         assert r.summary.get("reconciled"), r.summary
         # the job's own record of the path each stage took: the one the CLI and Airflow take
         paths = r.summary.get("paths", {})
-        assert paths.get("decode") == "routed raw_records files -> decoded tables + replay input", paths
-        assert paths.get("replay") == "replay input bucket files -> gold tables", paths
+        from pipelines.batch.job import DECODE_PATH, REPLAY_PATH
+
+        assert (paths.get("decode"), paths.get("replay")) == (DECODE_PATH, REPLAY_PATH), paths
         print(
             f"   scan {n / r.scan_s:,.0f}/s  decode {n / r.decode_s if r.decode_s else 0:,.0f}/s  "
             f"e2e {n / r.e2e_s:,.0f}/s  peak RSS {r.e2e_peak_rss / 2**30:.2f} GiB  stages {r.stages}",

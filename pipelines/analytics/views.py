@@ -589,8 +589,3 @@ def _commits_sql(replayed: bool) -> str:
         "coordinator_partition AS log_partition, log_offset, log_timestamp AS timestamp "
         "FROM offset_commits WHERE NOT is_tombstone"
     )
-
-
-def view_docs() -> list[tuple[str, str]]:
-    """(name, doc) of every public view, for ``--help`` and the README."""
-    return [(v.name, v.doc) for v in VIEWS]

@@ -130,12 +130,6 @@ def normalize(df: DataFrame, *, dedupe: bool = True) -> DataFrame:
     return out.dropDuplicates(list(POSITION)) if dedupe else out
 
 
-def new_records(incoming: DataFrame, existing: DataFrame) -> DataFrame:
-    """Rows of ``incoming`` whose (topic, partition, offset) is not in ``existing``."""
-    keys = existing.select(*POSITION)
-    return incoming.join(keys, on=list(POSITION), how="left_anti")
-
-
 # --------------------------------------------------------------------------------------------
 # Parquet landing files, read by the tasks themselves
 

@@ -61,6 +61,9 @@ INGEST_QUARANTINE = "ingest_quarantine"
 # Stages, in order. ``--stage`` runs one (``offsetlake run batch --stage replay``); skipped stages
 # read what an earlier run committed (every stage is idempotent on the raw_records version).
 STAGES = ("ingest", "decode", "replay")
+#: the one path of the decode and replay stages, as the run record names it
+DECODE_PATH = "routed raw_records files -> decoded tables + replay input"
+REPLAY_PATH = "replay input bucket files -> gold tables"
 
 
 def gold_table_names() -> tuple[str, ...]:
@@ -196,7 +199,7 @@ def _decode(io: TableIO, summary: BatchSummary) -> tuple[str, bool]:
     from pipelines.batch.decode import write_decoded_from_raw_table
 
     raw_version = summary.raw_version
-    summary.paths["decode"] = "routed raw_records files -> decoded tables + replay input"
+    summary.paths["decode"] = DECODE_PATH
     if _all_applied(io, DECODED_TABLES, DECODE_APP_ID, raw_version) and replay.current_replay_input(io, raw_version):
         return f"up to date with raw_records v{raw_version}", False
     spool = replay.new_replay_input(io, raw_version)
@@ -220,7 +223,7 @@ def _replay(cfg: Config, io: TableIO, summary: BatchSummary, gold_written: dict[
 
     raw_version = summary.raw_version
     gold_app = f"{GOLD_APP_PREFIX}-{replay_fingerprint(cfg)}"
-    summary.paths["replay"] = "replay input bucket files -> gold tables"
+    summary.paths["replay"] = REPLAY_PATH
     if _all_applied(io, gold_table_names(), gold_app, raw_version):
         return f"up to date with raw_records v{raw_version}"
     manifest = replay.current_replay_input(io, raw_version)

@@ -81,11 +81,6 @@ def redact_conf(conf: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def kafka_timestamp_type(confluent_type: int) -> int:
-    """confluent-kafka's timestamp type (0 n/a, 1 create, 2 log-append) as Kafka's id (-1, 0, 1)."""
-    return int(confluent_type) - 1
-
-
 @dataclass(frozen=True)
 class KafkaSettings:
     """Where and how to connect. Secrets are environment-variable NAMES, read in ``client_conf``.

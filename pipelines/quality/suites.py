@@ -139,18 +139,6 @@ def between(
     return make
 
 
-def columns_exist(*columns: str) -> Callable[[DqConf, bool], Expectation]:
-    def make(conf: DqConf, blocking: bool) -> Expectation:
-        return cast(
-            "Expectation",
-            _gx().ExpectTableColumnsToMatchSet(
-                column_set=list(columns), exact_match=False, severity=_severity(blocking)
-            ),
-        )
-
-    return make
-
-
 # ---- frames ----------------------------------------------------------------------------------
 def table(name: str) -> Callable[[Frames, Baseline], DataFrame]:
     def build(frames: Frames, baseline: Baseline) -> DataFrame:

@@ -38,8 +38,6 @@ if TYPE_CHECKING:
     from coordinator_core.replay import GroupSnapshot, ReplayResult, RunCounters
 
 
-# Tables that come from the snapshot rather than from events.
-SNAPSHOT_TABLES = ("group_state", "offsets_current")
 KINDS_BY_TABLE: dict[str, str] = {table: kind for kind, table in TABLE_BY_KIND.items()}
 
 
