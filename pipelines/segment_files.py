@@ -186,6 +186,21 @@ def is_segment_dir(path: Path) -> bool:
     )
 
 
+def refuse_segments_in_landing(landing: Path) -> None:
+    """Broker log segments in a landing are refused, never skipped: their transactional commits
+    need COMMIT/ABORT markers applied, which the batch and stream replays do not do yet
+    (``offsetlake decode`` and ``offsetlake replay`` read segments)."""
+    if not landing.exists():
+        return
+    entries = [landing] if landing.is_file() else sorted(landing.iterdir())
+    found = next((e for e in entries if (e.is_file() and e.suffix == ".log") or is_segment_dir(e)), None)
+    if found is not None:
+        raise UsageError(
+            f"input: {found} is a broker log segment; the batch and stream jobs do not read segments yet "
+            "(use offsetlake decode/replay on them, or capture the topic into landing files)"
+        )
+
+
 def _dir_order(d: Path) -> tuple[str, int]:
     m = _PARTITION_DIR.match(d.name)
     return ("", -1) if m is None else (m.group("topic"), int(m.group("partition")))

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pipelines.errors import UsageError
+from pipelines.segment_files import refuse_segments_in_landing
 from schemas.raw import RAW_RECORDS
 
 log = logging.getLogger("pipelines.batch.ingest")
@@ -46,6 +47,7 @@ def landing_files(path: str) -> tuple[list[str], list[str]]:
     if not p.exists():
         raise UsageError(f"input: landing path {path} does not exist (generate data first: offsetlake generate)")
     files = [p] if p.is_file() else sorted(f for f in p.iterdir() if f.is_file() and not f.name.startswith((".", "_")))
+    refuse_segments_in_landing(p)
     parquet = [str(f) for f in files if f.suffix == ".parquet"]
     jsonl = [str(f) for f in files if f.suffix in _JSON_SUFFIXES]
     return parquet, jsonl

@@ -71,6 +71,12 @@ def settings_from_config(cfg: Config) -> StreamSettings:
     if cfg.input.source == "landing" and uris.is_local(landing) and not os.path.exists(uris.local_path(landing)):
         # the file source needs it when the query starts: say so before Spark starts
         raise UsageError(f"input: landing path {landing} does not exist (generate data first: offsetlake generate)")
+    if cfg.input.source == "landing" and uris.is_local(landing):
+        from pathlib import Path
+
+        from pipelines.segment_files import refuse_segments_in_landing
+
+        refuse_segments_in_landing(Path(uris.local_path(landing)))
     return StreamSettings(
         source=cfg.input.source,
         landing=cfg.input.path or cfg.paths.landing,

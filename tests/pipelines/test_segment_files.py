@@ -223,3 +223,24 @@ def test_a_generated_log_as_broker_segments_replays_exactly_like_its_parquet_lan
         assert main(["replay", "--input", str(tmp_path / src)]) == 0
         outs.append(capsys.readouterr().out)
     assert outs[0] == outs[1] and outs[0].count("\n") >= 6
+
+
+def test_the_batch_and_stream_jobs_refuse_segments_in_their_landing_instead_of_skipping_them(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Until the replays apply COMMIT/ABORT markers, a landing holding broker segments is one
+    clear error (exit 2) before any job starts, never a run that silently reads nothing of them."""
+    from pipelines.config import load_config
+    from pipelines.stream.settings import settings_from_config
+
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    _write_log_dir(landing)
+    conf = tmp_path / "c.yaml"
+    conf.write_text(f"paths:\n  root: {tmp_path / 'data'}\ninput:\n  path: {landing}\n")
+    assert main(["run", "batch", "--conf", str(conf)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "is a broker log segment" in err[0], err
+    with pytest.raises(UsageError, match="is a broker log segment"):
+        settings_from_config(load_config(conf))
+    assert not (tmp_path / "data" / "warehouse").exists()  # refused before the warehouse lock
