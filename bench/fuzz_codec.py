@@ -1,7 +1,7 @@
 """Mutation/truncation fuzzing of the core codec (not a CI test: ≥100k cases).
 
 Takes valid records of every type and version (from the hypothesis strategies of
-``tests/coordinator_core/strategies.py``, plus the shared golden vectors), applies random byte
+``tests/coordinator_core/strategies.py``, plus the spec's golden vectors), applies random byte
 flips, truncations, insertions, deletions and absurd length/count splices (0x7fffffff,
 0xffff, 0x80000000, 5-byte varints) to the key, the value or a member's consumer-protocol blob,
 and checks that decoding either succeeds (then the result must re-encode and decode to itself)
@@ -49,7 +49,7 @@ ABSURD = [
     b"\xff\xff\xff\xff\x0f",
     b"\xff\xff\xff\xfe",
 ]
-VECTORS = REPO.parent / "shared" / "spec" / "vectors"
+VECTORS = REPO / "docs" / "spec" / "vectors"
 
 
 def collect_seeds(n: int, modern: bool = False) -> list[tuple[bytes, bytes | None]]:

@@ -11,8 +11,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED = REPO.parent / "shared"
-VECTORS = SHARED / "spec" / "vectors"
+VECTORS = REPO / "docs" / "spec" / "vectors"
 
 # py4j logs at INFO from ``__del__`` during interpreter shutdown, after pytest closed the streams
 # (Airflow's logging setup raises the level): keep it quiet so the run ends without a traceback.
@@ -22,7 +21,7 @@ logging.getLogger("py4j").setLevel(logging.WARNING)
 @pytest.fixture(scope="session")
 def vectors_dir() -> Path:
     if not VECTORS.is_dir():
-        pytest.fail(f"shared spec vectors not found at {VECTORS}")
+        pytest.fail(f"spec vectors not found at {VECTORS}")
     return VECTORS
 
 

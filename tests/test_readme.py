@@ -23,3 +23,28 @@ def test_readme_has_exactly_the_two_setup_commands_that_ci_runs() -> None:
     test_cmd = next(line for line in text.splitlines() if line.startswith("python3 -m venv") and "pytest" in line)
     assert test_cmd.strip() in ci
     assert sum(1 for line in text.splitlines() if line.startswith("python3 -m venv .venv")) == 2
+
+
+def _markdown_files() -> list[Path]:
+    repo = README.parent
+    skip = {".venv", ".git", "node_modules"}
+    return [p for p in repo.rglob("*.md") if not skip.intersection(p.relative_to(repo).parts)]
+
+
+def test_every_relative_link_in_the_docs_names_a_file_of_the_repository() -> None:
+    """A newcomer follows links: each relative Markdown link (and each backquoted ``../`` path)
+    must resolve inside the repository, so nothing points at notes that only exist beside it."""
+    import re
+
+    repo = README.parent.resolve()
+    dead: list[str] = []
+    for md in _markdown_files():
+        text = md.read_text(encoding="utf-8")
+        targets = re.findall(r"\]\(([^)\s]+)\)", text) + re.findall(r"`(\.\./[^`\s]+)`", text)
+        for target in targets:
+            if re.match(r"[a-z]+:", target) or target.startswith("#"):
+                continue  # a URL or an anchor in the same page
+            path = (md.parent / target.split("#", 1)[0]).resolve()
+            if not path.exists() or not path.is_relative_to(repo):
+                dead.append(f"{md.relative_to(repo)}: {target}")
+    assert not dead, "links to files that are not in the repository:\n" + "\n".join(dead)

@@ -1,4 +1,4 @@
-"""Every golden vector of ``../shared/spec/vectors/`` (spec §11) through the core codecs.
+"""Every golden vector of ``docs/spec/vectors/`` (spec §11) through the core codecs.
 
 Formatter vectors are compared exactly (values AND field order, as Kafka's JSON prints them);
 real captures are compared with their source's rendering; negative vectors must raise the
@@ -37,7 +37,7 @@ from coordinator_core.records import (
     UnknownValue,
 )
 
-VECTORS = Path(__file__).resolve().parents[2].parent / "shared" / "spec" / "vectors"
+VECTORS = Path(__file__).resolve().parents[2] / "docs" / "spec" / "vectors"
 
 
 def _load(name: str) -> list[dict[str, Any]]:

@@ -15,7 +15,7 @@ from coordinator_core.codec import encode_key, encode_value
 from coordinator_core.records import GroupMetadataKey, GroupMetadataValue, OffsetCommitKey, OffsetCommitValue
 from pipelines.cli import main
 
-VECTORS = Path(__file__).resolve().parents[2].parent / "shared" / "spec" / "vectors"
+VECTORS = Path(__file__).resolve().parents[2] / "docs" / "spec" / "vectors"
 FORMATTER = {v["id"]: v for v in json.loads((VECTORS / "kafka_formatter_tests.json").read_text())}
 
 
