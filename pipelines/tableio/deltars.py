@@ -140,6 +140,7 @@ def create(
 def read_arrow(uri: str, columns: list[str] | None = None, filter: Any = None, version: int | None = None) -> pa.Table:
     """The snapshot's rows as Arrow (only ``columns``; ``filter``: a ``pyarrow.dataset``
     expression pushed down to the scan)."""
+    import pyarrow.dataset as pds
     from pyarrow import fs
 
     # pyarrow's own filesystem, not delta-rs's default (a Python ``PyFileSystem`` handler): with
@@ -149,8 +150,24 @@ def read_arrow(uri: str, columns: list[str] | None = None, filter: Any = None, v
     # destructor) and the process aborts: "terminate called without an active exception", exit
     # 134 (seen on ``inspect group`` in ~2% of runs). Arrow-native buffers need no GIL.
     filesystem, root = uris.filesystem(uri)
-    dataset = open_table(uri, version).to_pyarrow_dataset(filesystem=fs.SubTreeFileSystem(root, filesystem))
-    return dataset.to_table(columns=columns, filter=filter)
+    dt = open_table(uri, version)
+    dataset = dt.to_pyarrow_dataset(filesystem=fs.SubTreeFileSystem(root, filesystem))
+    if filter is None:
+        return dataset.to_table(columns=columns)
+    # A filter is never pushed into delta-rs's dataset: it turns each file's log statistics into
+    # a guarantee, and a column whose statistics the log lacks (files written by a writer that
+    # records min/max for integers only, or past Spark's first 32 columns) gets the bounds
+    # ``>= null and <= null``, so every filter on it drops the whole file: a filter on a string
+    # column returned no rows at all. The same files read as a plain Parquet dataset (the
+    # table's schema: columns a file lacks are null) still skip row groups by their own Parquet
+    # statistics. A partitioned table keeps its partition values in the log, not in the files:
+    # it is read whole and filtered after.
+    if dt.metadata().partition_columns:
+        table = dataset.to_table().filter(filter)
+        return table.select(columns) if columns is not None else table
+    files = [fragment.path for fragment in dataset.get_fragments()]
+    plain = pds.dataset(files, schema=dataset.schema, format="parquet", filesystem=dataset.filesystem)
+    return plain.to_table(columns=columns, filter=filter)
 
 
 def size_bytes(uri: str) -> int:
