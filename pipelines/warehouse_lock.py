@@ -25,6 +25,14 @@ Rules:
   VACUUM's business, with its retention for time travel). Which files a table's log mentions
   is ``pipelines.tableio.orphans``' business (Delta-log knowledge stays in ``tableio``); this
   module only walks the local warehouse it holds the lock of.
+- One job per warehouse: the batch and the streaming job write the same tables (the batch
+  appends a run's events, the stream merges its micro-batches' keys), so a warehouse written
+  by one is never written by the other — the lock alone would only serialise them, and the
+  second job would then duplicate or overwrite the first one's rows. The first job to write a
+  warehouse records itself in ``<warehouse>/_offsetlake.job``; the other job is refused with
+  one line (``WarehouseKeptError``, exit 2) before it reads anything. A warehouse written
+  before this file existed is recognised by what only one job writes (``stream_progress``; the
+  batch's run records or ``raw_records``). Maintenance, dq and the readers serve either.
 """
 
 from __future__ import annotations
@@ -50,11 +58,17 @@ from pipelines.tableio.uri import is_delta_table, is_local, local_path
 log = logging.getLogger("offsetlake.lock")
 
 LOCK_FILE = "_offsetlake.lock"
+JOB_FILE = "_offsetlake.job"
 STAGING_DIR = "_staging"
+JOBS = ("batch", "stream")
 
 
 class WarehouseBusyError(UsageError):
     """Another live process holds the warehouse's lock."""
+
+
+class WarehouseKeptError(UsageError):
+    """The warehouse is written by the other job (batch vs stream)."""
 
 
 @dataclass(frozen=True)
@@ -128,7 +142,12 @@ _HELD: dict[str, list[Any]] = {}
 class WarehouseLock:
     """The exclusive writer lock of one warehouse (see the module rules)."""
 
-    def __init__(self, warehouse: str, command: str | None = None, run_id: str | None = None) -> None:
+    def __init__(
+        self, warehouse: str, command: str | None = None, run_id: str | None = None, job: str | None = None
+    ) -> None:
+        if job is not None and job not in JOBS:
+            raise ValueError(f"job must be one of {JOBS}, not {job!r}")
+        self.job = job
         self.warehouse = warehouse
         self.local = is_local(warehouse)
         self.root = local_path(warehouse) if self.local else warehouse
@@ -148,6 +167,8 @@ class WarehouseLock:
             return self
         held = _HELD.get(self.path)
         if held is not None:  # re-entrant within this process
+            if self.job is not None:
+                claim_job(self.root, self.job)
             held[1] += 1
             self.run_id = held[2].run_id
             self.cleanup, self.took_over = held[3], held[4]
@@ -191,6 +212,8 @@ class WarehouseLock:
         if self.took_over is not None:
             log.info("warehouse lock: took over from %s (no longer running)", self.took_over.describe())
         try:
+            if self.job is not None:
+                claim_job(self.root, self.job)
             self.cleanup = entry[3] = clean_warehouse(self.root, before=self.acquired_at)
         except BaseException:
             self.release()
@@ -224,14 +247,47 @@ class WarehouseLock:
 
 
 @contextlib.contextmanager
-def warehouse_lock(warehouse: str, command: str | None = None) -> Iterator[WarehouseLock]:
-    """Hold ``warehouse``'s writer lock for the block (re-entrant in one process)."""
-    lock = WarehouseLock(warehouse, command)
+def warehouse_lock(warehouse: str, command: str | None = None, *, job: str | None = None) -> Iterator[WarehouseLock]:
+    """Hold ``warehouse``'s writer lock for the block (re-entrant in one process); ``job``
+    (``batch``/``stream``) also claims the warehouse for that job (see the module rules)."""
+    lock = WarehouseLock(warehouse, command, job=job)
     lock.acquire()
     try:
         yield lock
     finally:
         lock.release()
+
+
+def warehouse_job(root: str) -> str | None:
+    """The job that writes the local warehouse ``root``: its record, else what only one job
+    writes (a warehouse from before the record), else None (a new or empty warehouse)."""
+    try:
+        job = json.loads((Path(root) / JOB_FILE).read_text())["job"]
+        if job in JOBS:
+            return str(job)
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    if is_delta_table(os.path.join(root, "stream_progress")):
+        return "stream"
+    if os.path.isdir(os.path.join(root, "_runs", "batch")) or is_delta_table(os.path.join(root, "raw_records")):
+        return "batch"
+    return None
+
+
+def claim_job(root: str, job: str) -> None:
+    """Record ``job`` as the writer of ``root`` or refuse it when the other job writes there
+    (called with the lock held)."""
+    kept = warehouse_job(root)
+    if kept is not None and kept != job:
+        raise WarehouseKeptError(
+            f"warehouse {root} is written by the {kept} job; the batch and the streaming job write the same "
+            f"tables, so the {job} job needs a warehouse of its own (set paths.warehouse)"
+        )
+    path = Path(root) / JOB_FILE
+    if kept is None or not path.exists():
+        tmp = path.with_name(path.name + f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps({"job": job, "since": datetime.now(UTC).isoformat(timespec="seconds")}) + "\n")
+        os.replace(tmp, path)
 
 
 def _holder_soon(root: str, wait_s: float = 2.0) -> Holder | None:

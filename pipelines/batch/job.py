@@ -111,7 +111,7 @@ def run_batch(
     from pipelines.warehouse_lock import warehouse_lock
 
     say = echo or (lambda msg: log.info(msg))
-    with warehouse_lock(cfg.paths.warehouse, "offsetlake batch (" + "+".join(stages) + ")") as lock:
+    with warehouse_lock(cfg.paths.warehouse, "offsetlake batch (" + "+".join(stages) + ")", job="batch") as lock:
         cleaned = lock.cleanup.line()
         if cleaned:
             say(f"[batch] {cleaned}")
@@ -353,7 +353,7 @@ def run_from_args(args: Any) -> int:
             )
     err.print(f"[batch] config: {' + '.join(cfg.sources)}")
     # the lock first: a refused run starts no JVM (run_batch takes it again, re-entrantly)
-    with warehouse_lock(cfg.paths.warehouse, "offsetlake batch (" + "+".join(stages) + ")"):
+    with warehouse_lock(cfg.paths.warehouse, "offsetlake batch (" + "+".join(stages) + ")", job="batch"):
         spark = build_spark_from_config(cfg, app_suffix="batch")
         summary = run_batch(cfg, spark, echo=lambda m: err.print(m, highlight=False), stages=stages)
     if getattr(args, "json", False):

@@ -168,7 +168,7 @@ def run(
     from pipelines.warehouse_lock import warehouse_lock
 
     # one writer per warehouse: a batch (or a second stream) is refused while this runs
-    with warehouse_lock(cfg.paths.warehouse, "offsetlake stream") as lock:
+    with warehouse_lock(cfg.paths.warehouse, "offsetlake stream", job="stream") as lock:
         cleaned = lock.cleanup.line()
         if cleaned:
             log.info("%s", cleaned)
@@ -295,7 +295,7 @@ def run_job(conf: Config, available_now: bool = False) -> int:
     stopper = _Stopper()
     stopper.install()
     # the lock first: a refused stream starts no JVM (``run`` takes it again, re-entrantly)
-    with warehouse_lock(conf.paths.warehouse, "offsetlake stream"):
+    with warehouse_lock(conf.paths.warehouse, "offsetlake stream", job="stream"):
         spark = build_spark_from_config(conf, app_suffix="stream")
         started = time.time()
         recorder = run(spark, conf, available_now=available_now, stopper=stopper)
