@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from pipelines.tableio import uri as uris
@@ -26,13 +27,33 @@ from pipelines.tableio import uri as uris
 if TYPE_CHECKING:
     import pyarrow as pa
 
-    from pipelines.tableio.rust_sink import FileAdd
-
 MARKER_APP = "offsetlake.txn_app_id"
 MARKER_VERSION = "offsetlake.txn_version"
 ROWS_KEY = "offsetlake.rows"  # commit info: rows a routed/sink commit added
 #: reader features a snapshot's file list does not capture (rows hidden or columns renamed)
 _FILE_LIST_BREAKERS = {"deletionVectors", "columnMapping"}
+
+
+@dataclass
+class FileAdd:
+    """One Parquet file written by a task, ready to become a Delta ``add`` action."""
+
+    path: str  # relative to the table root, URL-encoded as Delta requires
+    size: int
+    partition_values: dict[str, str | None]
+    modification_time: int
+    stats: str
+    num_records: int
+
+
+def delete_files(table_uri: str, files: list[FileAdd]) -> None:
+    """Remove files a task wrote that will never be committed."""
+    from urllib.parse import unquote
+
+    fs_, root = uris.filesystem(table_uri)
+    for f in files:
+        with contextlib.suppress(OSError):
+            fs_.delete_file(f"{root}/{unquote(f.path)}")
 
 
 def open_table(uri: str, version: int | None = None) -> Any:
@@ -241,8 +262,6 @@ def commit_files(
     Returns False (and deletes ``files``) when the marker is already applied, True otherwise.
     """
     from deltalake.transaction import AddAction
-
-    from pipelines.tableio.rust_sink import delete_files
 
     marked = app_id is not None and txn_version is not None
     if not files and not marked and not overwrite:

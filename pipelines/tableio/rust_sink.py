@@ -32,7 +32,6 @@ Rules:
 from __future__ import annotations
 
 import base64
-import contextlib
 import json
 import time
 import uuid
@@ -44,7 +43,7 @@ from urllib.parse import quote
 from pyspark.sql.datasource import DataSource, DataSourceArrowWriter, WriterCommitMessage
 
 from pipelines.tableio.base import COMMIT_REFUSED, SIDE_KEY
-from pipelines.tableio.deltars import commit_files
+from pipelines.tableio.deltars import FileAdd, commit_files, delete_files
 from pipelines.tableio.uri import filesystem
 
 if TYPE_CHECKING:
@@ -94,18 +93,6 @@ def partition_value_string(value: Any) -> str | None:
     if isinstance(value, bool):
         return "true" if value else "false"
     return str(value)
-
-
-@dataclass
-class FileAdd:
-    """One Parquet file written by a task, ready to become a Delta ``add`` action."""
-
-    path: str  # relative to the table root, URL-encoded as Delta requires
-    size: int
-    partition_values: dict[str, str | None]
-    modification_time: int
-    stats: str
-    num_records: int
 
 
 @dataclass(frozen=True)
@@ -346,16 +333,6 @@ class DeltaRsArrowWriter(DataSourceArrowWriter):
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
         delete_files(self.table_uri, [f for m in messages if isinstance(m, DeltaRsCommitMessage) for f in m.files])
-
-
-def delete_files(table_uri: str, files: list[FileAdd]) -> None:
-    """Remove files a task wrote that will never be committed."""
-    from urllib.parse import unquote
-
-    fs_, root = filesystem(table_uri)
-    for f in files:
-        with contextlib.suppress(OSError):
-            fs_.delete_file(f"{root}/{unquote(f.path)}")
 
 
 # --------------------------------------------------------------------------------------------
