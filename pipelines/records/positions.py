@@ -157,8 +157,8 @@ def judge_copies(
         for i in idx:
             mine = _version(copies[i])
             other = min((v for v in versions if v != mine), key=_order)
-            part = first_difference(copies[i], versions[other])
-            out.refused.append((i, DETAIL_IN_INPUT.format(part=part), versions[other], False))
+            diff = first_difference(copies[i], versions[other])
+            out.refused.append((i, DETAIL_IN_INPUT.format(part=diff), versions[other], False))
     return out
 
 

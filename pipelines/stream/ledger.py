@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -130,9 +130,7 @@ def _ranges(t: pa.Table) -> tuple[tuple[str, int, int, int], ...]:
     if t.num_rows == 0:
         return ()
     g = t.group_by(["topic", "partition"]).aggregate([("offset", "min"), ("offset", "max")]).to_pydict()
-    return tuple(
-        zip(g["topic"], g["partition"], g["offset_min"], g["offset_max"], strict=True)  # type: ignore[arg-type]
-    )
+    return tuple(zip(g["topic"], g["partition"], g["offset_min"], g["offset_max"], strict=True))
 
 
 def _stairs(t: pa.Table, tolerance_ms: int) -> tuple[tuple[str, int, int, int, int | None, bool], ...]:
@@ -296,7 +294,7 @@ def _raw_columns() -> list[str]:
 
 
 def _refused(
-    row: dict[str, Any], reason: str, detail: str, other: tuple[dict[str, Any], bool] | None, source: str
+    row: Mapping[str, Any], reason: str, detail: str, other: tuple[Mapping[str, Any], bool] | None, source: str
 ) -> dict[str, Any]:
     out = {c: row.get(c) for c in _raw_columns()}
     out.update(
