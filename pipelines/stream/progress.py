@@ -13,6 +13,9 @@ Rules:
   (``DataLossError``, exit 2) unless ``stream.allow_late_drops`` is true.
 - Rows of batches committed just before a kill are rebuilt from the checkpoint's offset log on
   the next start (``reconstruct_progress``).
+- Positions: the replay query's line of a landing micro-batch says what its plan
+  (``pipelines.stream.ledger``) did: input records = replayed + duplicates + refused (into
+  ``ingest_quarantine``), and how many records the log clock ignored for the watermark.
 """
 
 from __future__ import annotations

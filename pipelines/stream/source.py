@@ -4,10 +4,14 @@ landing source, a Python data source that emits the packed replay input straight
 Rules:
 - Source: the landing directory (Parquet raw-record files; the packed Python reader takes them
   in the order of what they hold — oldest record time, then name — whatever their modification
-  times; Spark's file source, ``stream.landing_reader: spark``, takes modification-time order,
-  which ``pipelines.raw_files.RawRecordWriter`` makes equal to log order;
-  ``stream.max_files_per_trigger`` / ``max_bytes_per_trigger`` cap a micro-batch), or Kafka
+  times; ``stream.max_files_per_trigger`` / ``max_bytes_per_trigger`` cap a micro-batch), or Kafka
   (``format("kafka")`` with the connector, else the jar-free ``offsetlake_kafka`` source).
+  Spark's file source is not used for the replay of landing files (refused by
+  ``pipelines.stream.settings``: modification-time order, no view of earlier micro-batches); it
+  still feeds the quarantine query (``read_raw_stream``), which has no watermark to be late for.
+- Each micro-batch of the packed reader is planned first (``pipelines.stream.ledger``, from the
+  files taken before and the batch's files): its tasks skip the records the plan refuses or
+  finds duplicated and give the log clock's outliers the clock's "now" as event time.
 - With ``stream.landing_reader: python`` (default, local landing directories) the tasks of a
   Python data source (``LandingPackedReader``, registered as ``offsetlake_landing_packed``: a
   registered name, checkpoints depend on it) read the files with pyarrow and emit the packs
@@ -150,9 +154,10 @@ class LandingPackedReader:
     so far, the (content key, name) of the last file taken, and the newest modification time
     of the files listed then. A file is taken when its (key, name) is above the last one's; a
     file below it that appeared after that listing (mtime > ``seen_ns``) arrived late: it is
-    taken with the next batch (its records, older than the watermark, are then dropped by the
-    stateful operator — counted in records and failing the run unless
-    ``stream.allow_late_drops``, ``ProgressRecorder``). Offsets of older checkpoints
+    taken with the next batch. Its records that are exact copies of what was taken are
+    duplicates (the plan skips them: a file landed again changes nothing); new records older
+    than the watermark are dropped by the stateful operator — counted in records and failing
+    the run unless ``stream.allow_late_drops`` (``ProgressRecorder``). Offsets of older checkpoints
     (``mtime_ns``/``name``) are read as before. ``records`` gives the progress its raw input count.
     """
 
