@@ -53,14 +53,27 @@ DEFAULT_TOPIC = "__consumer_offsets"
 TAKEN_WHERE = "an earlier micro-batch of the stream"
 
 
+Stair = tuple[str, int, int, int, "int | None", bool]  # log_clock.staircase row
+
+
 @dataclass(frozen=True)
 class FileFacts:
-    """What is kept of a taken file: per log partition its trusted offset range, and its
-    log-clock staircase rows (``pipelines.log_clock.staircase``)."""
+    """What is kept of a taken file, per log partition: its trusted offset range, and its clock
+    level (last offset, newest timestamp of its staircase rows that are not a jump ahead)."""
 
     ranges: tuple[tuple[str, int, int, int], ...]  # (topic, partition, first, last)
-    stairs: tuple[tuple[str, int, int, int, int | None, bool], ...]
+    levels: tuple[tuple[str, int, int, int], ...]  # (topic, partition, last offset, level ms)
     rows: int
+
+
+def _facts(t: pa.Table, stairs: Sequence[Stair], rows: int) -> FileFacts:
+    levels: dict[tuple[str, int], tuple[int, int]] = {}
+    for topic, part, off, ts, _prev, jump in stairs:
+        if jump:
+            continue
+        last, level = levels.get((topic, part), (off, ts))
+        levels[(topic, part)] = (max(last, off), max(level, ts))
+    return FileFacts(_ranges(t), tuple((k[0], k[1], v[0], v[1]) for k, v in sorted(levels.items())), rows)
 
 
 @dataclass
@@ -133,7 +146,7 @@ def _ranges(t: pa.Table) -> tuple[tuple[str, int, int, int], ...]:
     return tuple(zip(g["topic"], g["partition"], g["offset_min"], g["offset_max"], strict=True))
 
 
-def _stairs(t: pa.Table, tolerance_ms: int) -> tuple[tuple[str, int, int, int, int | None, bool], ...]:
+def _stairs(t: pa.Table, tolerance_ms: int) -> tuple[Stair, ...]:
     st = staircase(t.select(["topic", "partition", "offset", "timestamp"]), tolerance_ms).to_pydict()
     return tuple(zip(st["topic"], st["partition"], st["offset"], st["ts"], st["prev_ts"], st["jump"], strict=True))
 
@@ -145,7 +158,7 @@ def file_facts(path: str, num_partitions: int, tolerance_ms: int) -> FileFacts:
     facts = _FACTS.get(key)
     if facts is None:
         t, reason, _ = _trusted(path, num_partitions)
-        facts = _FACTS[key] = FileFacts(_ranges(t), _stairs(t, tolerance_ms), len(reason))
+        facts = _FACTS[key] = _facts(t, _stairs(t, tolerance_ms), len(reason))
     return facts
 
 
@@ -155,21 +168,24 @@ def _candidates(valid: pa.Table, taken: Sequence[tuple[str, FileFacts]]) -> tupl
     file whose range they touch its rows at those positions (``_row``)."""
     import numpy as np
     import pyarrow as pa
-    import pyarrow.compute as pc
 
-    counts = valid.group_by(list(POSITION)).aggregate([("_row", "count")])
-    repeated = counts.filter(pc.greater(counts.column("_row_count"), 1)).select(list(POSITION))
+    if valid.num_rows == 0:
+        return valid, {}
     inside = np.zeros(valid.num_rows, bool)
     touched: set[str] = set()
-    if taken and valid.num_rows:
-        topics = valid.column("topic").combine_chunks().dictionary_encode()
-        code_of = {name: i for i, name in enumerate(topics.dictionary.to_pylist())}
-        codes = topics.indices.to_numpy(zero_copy_only=False).astype(np.int64)
-        part = valid.column("partition").to_numpy(zero_copy_only=False).astype(np.int64)
-        off = valid.column("offset").to_numpy(zero_copy_only=False).astype(np.int64)
-        seg = codes * (1 << 32) + (part & 0xFFFFFFFF)
-        order = np.lexsort((off, seg))
-        seg_s, off_s = seg[order], off[order]
+    topics = valid.column("topic").combine_chunks().dictionary_encode()
+    code_of = {name: i for i, name in enumerate(topics.dictionary.to_pylist())}
+    codes = topics.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+    part = valid.column("partition").to_numpy(zero_copy_only=False).astype(np.int64)
+    off = valid.column("offset").to_numpy(zero_copy_only=False).astype(np.int64)
+    seg = codes * (1 << 32) + (part & 0xFFFFFFFF)
+    order = np.lexsort((off, seg))
+    seg_s, off_s = seg[order], off[order]
+    # a position twice in this batch: both rows are candidates
+    same = np.r_[False, (seg_s[1:] == seg_s[:-1]) & (off_s[1:] == off_s[:-1])]
+    repeated = np.zeros(valid.num_rows, bool)
+    repeated[order[same | np.r_[same[1:], False]]] = True
+    if taken:
         spans: dict[int, list[tuple[int, int, str]]] = {}
         for path, facts in taken:
             for topic, p, first, last in facts.ranges:
@@ -202,10 +218,12 @@ def _candidates(valid: pa.Table, taken: Sequence[tuple[str, FileFacts]]) -> tupl
         if hits.num_rows:
             earlier[path] = hits
     matched = [t.select(list(POSITION)) for t in earlier.values()]
-    keys = pa.concat_tables([repeated, *matched]).group_by(list(POSITION)).aggregate([]) if matched else repeated
-    if keys.num_rows == 0:
-        return valid.slice(0, 0), earlier
-    return valid.join(keys, list(POSITION), join_type="inner"), earlier
+    out = valid.filter(pa.array(repeated))
+    if matched:
+        keys = pa.concat_tables(matched).group_by(list(POSITION)).aggregate([])
+        rest = valid.filter(pa.array(inside & ~repeated)).join(keys, list(POSITION), join_type="inner")
+        out = pa.concat_tables([out, rest.select(out.column_names)])
+    return out, earlier
 
 
 def _copies(paths: Sequence[str], rows: pa.Table) -> list[dict[str, Any]]:
@@ -243,7 +261,7 @@ def plan_batch(
     paths = [os.path.join(landing, n) for n in batch]
     plan = BatchPlan()
     valid_parts: list[pa.Table] = []
-    stairs: list[tuple[str, int, int, int, int | None, bool]] = []
+    stairs: list[Stair] = []
     bad_files: dict[int, list[tuple[int, str, str]]] = {}
     for f, path in enumerate(paths):
         t, reason, detail = _trusted(path, num_partitions)
@@ -251,7 +269,10 @@ def plan_batch(
         if t.num_rows < len(reason):
             rs, ds = reason.to_pylist(), detail.to_pylist()
             bad_files[f] = [(i, r, d) for i, (r, d) in enumerate(zip(rs, ds, strict=True)) if r is not None]
-        stairs.extend(_stairs(t, tolerance_ms))
+        own = _stairs(t, tolerance_ms)
+        stairs.extend(own)
+        st = os.stat(path)  # taken by the next micro-batches: no second read
+        _FACTS.setdefault((path, st.st_size, st.st_mtime_ns), _facts(t, own, len(reason)))
         valid_parts.append(t.append_column("_file", pa.array([f] * t.num_rows, pa.int64())))
     skip: dict[int, set[int]] = {}
     for f, bad in bad_files.items():
@@ -281,7 +302,15 @@ def plan_batch(
     plan.skip = {paths[f]: sorted(rows) for f, rows in skip.items()}
     # the log clock over what was taken and this batch (each file one task)
     mine = {(s[0], s[1], s[2]) for s in stairs}
-    clock = decide([*(s for _, facts in taken_facts for s in facts.stairs), *stairs], tolerance_ms, wall_ms)
+    # what was taken enters the clock as one row per log partition: its level (bounded; a taken
+    # record is never the "later" record that shows one of this batch ahead of its time)
+    levels: dict[tuple[str, int], tuple[int, int]] = {}
+    for _, facts in taken_facts:
+        for topic, part, last, level in facts.levels:
+            was = levels.get((topic, part), (last, level))
+            levels[(topic, part)] = (max(was[0], last), max(was[1], level))
+    taken_rows = [(k[0], k[1], v[0], v[1], None, False) for k, v in levels.items()]
+    clock = decide([*taken_rows, *stairs], tolerance_ms, wall_ms)
     plan.clock_ms = clock.now_ms
     plan.outliers = tuple(o for o in clock.outliers if (o.topic, o.partition, o.offset) in mine)
     return plan
