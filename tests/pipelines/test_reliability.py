@@ -768,6 +768,47 @@ def test_one_record_from_the_year_9999_does_not_move_the_streams_watermark_and_i
     assert any(r["group_id"] == "hostile-group" for r in _rows(io, "offsets_current"))
 
 
+def test_the_stream_plan_judges_copies_across_micro_batches_and_keeps_only_ranges_of_taken_files(
+    tmp_path: Path,
+) -> None:
+    """``plan_batch`` on its own: identical copies are duplicates, a differing copy of a taken
+    position is refused (the taken one stays), and once copies of a position disagreed every
+    further copy is refused; what is kept of a taken file is its ranges and clock levels."""
+    from pipelines.stream.ledger import _FACTS, plan_batch
+
+    good = _valid(3, seed=2)
+    w = [r for r in good if r.value is not None]
+    a, b = w[0], w[1]
+    files = {
+        "f1.parquet": [a, b],
+        "f2.parquet": [a, b._replace(value=b.value + b"\x01")],  # type: ignore[operator]
+        "f3.parquet": [b, a._replace(offset=777_777), a._replace(offset=777_777, value=b"\x00\x01")],
+        "f4.parquet": [a._replace(offset=777_777)],
+    }
+    for name, rows in files.items():
+        _stream_rows(rows, tmp_path, name, 1_600_000_000)
+    names = list(files)
+
+    def plan(i: int) -> Any:
+        return plan_batch(str(tmp_path), names[:i], [names[i]], num_partitions=50, tolerance_ms=86_400_000)
+
+    first = plan(0)
+    assert (first.records, first.replayed, first.duplicates, len(first.refused)) == (2, 2, 0, 0)
+    second = plan(1)  # a: identical to the taken copy; b: differs from it
+    assert (second.duplicates, [r["detail"] for r in second.refused]) == (
+        1,
+        ["the copy already in an earlier micro-batch of the stream has a different value"],
+    )
+    assert second.refused[0]["other_value"] == b.value and second.refused[0]["other_in_raw_records"] is True
+    third = plan(2)  # b again: its earlier copies disagree; a new position whose two copies disagree
+    assert third.replayed == 0 and third.duplicates == 0
+    assert sorted(r["offset"] for r in third.refused) == sorted([b.offset, 777_777, 777_777])
+    fourth = plan(3)  # a copy of the position the input disagreed about: refused too
+    assert (fourth.replayed, len(fourth.refused)) == (0, 1)
+    kept = [f for (path, *_), f in _FACTS.items() if path.startswith(str(tmp_path))]
+    assert kept and all(not hasattr(f, "stairs") and len(f.ranges) <= 2 for f in kept)
+
+
 def test_the_stream_refuses_to_read_landing_files_with_sparks_file_source(tmp_path: Path) -> None:
     from pipelines.errors import UsageError
     from pipelines.stream.settings import settings_from_config
