@@ -258,7 +258,7 @@ def batch_offsets(checkpoint: str, batch_id: int) -> tuple[dict[str, Any], dict[
     checkpoint's offset log (written before the batch runs), else None."""
     local = local_dir(checkpoint)
     cur = _checkpoint_offsets(str(local), batch_id) if local else None
-    if cur is None or not cur[1] or not isinstance(cur[1][0], dict) or "key" not in cur[1][0]:
+    if cur is None or not cur[1] or not isinstance(cur[1][0], dict) or "records" not in cur[1][0]:
         return None
     prev = _checkpoint_offsets(str(local), batch_id - 1) if batch_id > 0 else None
     start = prev[1][0] if prev and prev[1] and isinstance(prev[1][0], dict) else None
