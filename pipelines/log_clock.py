@@ -163,7 +163,9 @@ def decide(
     now: int | None = None
     outliers: list[Outlier] = []
     for (topic, part), raw_items in by_part.items():
-        raw_items.sort()
+        # by position (a position held by two copies, as the stream's landing files may hold
+        # before their plan skips one, gives two rows: same order, no comparison of a None level)
+        raw_items.sort(key=lambda item: (item[0], item[1]))
         # the level before each row across tasks: its task's, and the earlier rows of other
         # tasks (a task's first row of a partition has no predecessor in the task)
         items: list[tuple[int, int, int | None]] = []

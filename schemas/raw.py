@@ -32,7 +32,9 @@ INGEST_QUARANTINE = TableSpec(
     "missing topic/partition/offset, a partition outside 0..`offsets_topic.num_partitions`-1, or "
     "a position already held (in `raw_records` or elsewhere in the input) by a copy with different "
     "bytes. Kept with their bytes (and, for a conflict, the other copy's) and the reason; never "
-    "in `raw_records`. Ingest reconciles: records read = new + identical duplicates + refused.",
+    "in `raw_records`. Ingest reconciles: records read = new + identical duplicates + refused. The "
+    "streaming job refuses by the same rules into this table (its earlier micro-batches playing "
+    "`raw_records`' part): records read = replayed + duplicates + refused.",
     columns=(
         *RAW_RECORDS.columns,
         Column("reason", "string", False, "null_position | partition_out_of_range | conflicting_duplicate."),
@@ -48,7 +50,8 @@ INGEST_QUARANTINE = TableSpec(
             "other_in_raw_records",
             "boolean",
             True,
-            "Conflicts: true when the other copy is the one already in `raw_records` (it stays there).",
+            "Conflicts: true when the other copy is the one already in `raw_records` (it stays there); "
+            "the stream: the one taken by an earlier micro-batch.",
         ),
         Column("source_file", "string", True, "Input file the record came from, when known."),
         Column(

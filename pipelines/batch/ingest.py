@@ -62,17 +62,16 @@ from typing import TYPE_CHECKING, Any
 from pipelines.batch.file_tasks import parquet_batches, spread
 from pipelines.batch.ingest_sources import check_landing_schemas, landing_files, read_source
 from pipelines.batch.positions import (
-    POSITION,
     PositionRange,
     position_ranges,
     ranges_disjoint,
     ranges_in_bounds,
     table_ranges,
-    table_ranges_arrow,
     validate_positions,
     write_refused,
 )
 from pipelines.errors import UsageError
+from pipelines.records.positions import POSITION, table_ranges_arrow
 from schemas.raw import RAW_RECORDS
 
 if TYPE_CHECKING:

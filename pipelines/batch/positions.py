@@ -9,6 +9,9 @@ Rules:
   partition outside 0..``offsets_topic.num_partitions``-1, or a position held by a copy with other
   bytes goes to ``ingest_quarantine`` with the reason (and the other copy's bytes for a
   conflict), never into ``raw_records``. ``ingest_quarantine`` is keyed by a hash of the row.
+- The rules themselves are ``pipelines.records.positions`` (the stream applies the same code):
+  the per-row refusal runs in the tasks (``refusal_columns`` in ``mapInArrow``); the copy rules
+  are its joins here (the whole input against ``raw_records``), with its columns and wording.
 """
 
 from __future__ import annotations
@@ -19,6 +22,16 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from pipelines.records.positions import (
+    COMPARED,
+    CONFLICTING_DUPLICATE,
+    DETAIL_IN_INPUT,
+    DETAIL_VS_TAKEN,
+    POSITION,
+    position_in_bounds,
+    refusal_columns,
+    table_ranges_arrow,
+)
 from schemas.raw import RAW_RECORDS
 from schemas.shapes import POSITION_RANGES
 
@@ -28,7 +41,6 @@ if TYPE_CHECKING:
 
     from pipelines.tableio import TableIO
 
-POSITION = ("topic", "partition", "offset")
 log = logging.getLogger("pipelines.batch.ingest")
 
 
@@ -53,54 +65,6 @@ def _task_ranges(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         yield table_ranges_arrow(pa.concat_tables(tables))
 
 
-def table_ranges_arrow(t: pa.Table) -> pa.RecordBatch:
-    """Per log partition of ``t`` (topic, partition, offset columns): range, rows, repeats."""
-    import numpy as np
-    import pyarrow as pa
-
-    if any(t.column(c).null_count for c in POSITION):  # no position to compare: take the exact path
-        return pa.RecordBatch.from_pydict(
-            {
-                "topic": [""],
-                "partition": pa.array([-1], pa.int32()),
-                "first": pa.array([0], pa.int64()),
-                "last": pa.array([0], pa.int64()),
-                "rows": pa.array([t.num_rows], pa.int64()),
-                "repeats": [True],
-            }
-        )
-    topic = t.column("topic").combine_chunks().dictionary_encode()
-    codes = topic.indices.to_numpy(zero_copy_only=False).astype(np.int64)
-    part = t.column("partition").to_numpy().astype(np.int64)
-    off = t.column("offset").to_numpy().astype(np.int64)
-    seg = codes * (1 << 32) + (part & 0xFFFFFFFF)
-    # a stable sort by log partition keeps each partition's rows in file order; when every
-    # partition's offsets already increase there is no repeat and no second sort is needed
-    order = np.argsort(seg, kind="stable")
-    seg_s, off_s = seg[order], off[order]
-    starts = np.flatnonzero(np.r_[True, seg_s[1:] != seg_s[:-1]])
-    ends = np.r_[starts[1:], len(seg_s)]
-    inside = np.r_[False, seg_s[1:] == seg_s[:-1]]
-    if (off_s[1:][inside[1:]] <= off_s[:-1][inside[1:]]).any():
-        order = np.lexsort((off, seg))
-        seg_s, off_s = seg[order], off[order]
-    same = inside & np.r_[False, off_s[1:] == off_s[:-1]]
-    rep = np.add.reduceat(same.astype(np.int64), starts) > 0
-    firsts = np.minimum.reduceat(off_s, starts)
-    lasts = np.maximum.reduceat(off_s, starts)
-    first_rows = order[starts]
-    return pa.RecordBatch.from_pydict(
-        {
-            "topic": topic.dictionary.take(pa.array(codes[first_rows])),
-            "partition": pa.array(part[first_rows], pa.int32()),
-            "first": pa.array(firsts, pa.int64()),
-            "last": pa.array(lasts, pa.int64()),
-            "rows": pa.array(ends - starts, pa.int64()),
-            "repeats": pa.array(rep),
-        }
-    )
-
-
 def position_ranges(df: DataFrame) -> list[PositionRange]:
     """Per task and log partition: the offset range, row count and in-task repeats of ``df``.
 
@@ -115,7 +79,7 @@ def ranges_in_bounds(ranges: Iterable[PositionRange | dict[str, Any]], num_parti
     for r in ranges:
         part = r["partition"] if isinstance(r, dict) else r.partition
         first = r["first"] if isinstance(r, dict) else r.first
-        if part is None or part < 0 or (num_partitions is not None and part >= num_partitions) or first < 0:
+        if not position_in_bounds(part, first, num_partitions):
             return False
     return True
 
@@ -159,7 +123,7 @@ class Validated:
 _RAW_COLS = RAW_RECORDS.column_names
 
 
-_SAME_COLS = ("key", "value", "timestamp", "timestampType")
+_SAME_COLS = COMPARED
 
 
 def _differs(a: str, b: str) -> Any:
@@ -172,40 +136,44 @@ def _differs(a: str, b: str) -> Any:
     return expr
 
 
+def _with_refusals(incoming: DataFrame, num_partitions: int) -> DataFrame:
+    """``incoming`` + ``_reason``/``_detail`` (null for a trusted position): ``refusal_columns``
+    in one ``mapInArrow`` pass."""
+    from pyspark.sql.types import StringType, StructField, StructType
+
+    schema = StructType(
+        [*incoming.schema.fields, StructField("_reason", StringType()), StructField("_detail", StringType())]
+    )
+
+    def fn(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        import pyarrow as pa
+
+        for b in batches:
+            reason, detail = refusal_columns(pa.Table.from_batches([b]), num_partitions)
+            yield pa.RecordBatch.from_arrays(
+                [*b.columns, reason, detail], names=[*b.schema.names, "_reason", "_detail"]
+            )
+
+    return incoming.mapInArrow(fn, schema)
+
+
 def validate_positions(incoming: DataFrame, existing: DataFrame | None, num_partitions: int) -> Validated:
     """Split ``incoming`` (``RAW_RECORDS`` columns + ``source_file``) into new rows and refused
     rows (see the module rules); ``existing`` is ``raw_records`` (or ``None`` when empty)."""
     from pyspark.sql import functions as F
 
-    null_pos = F.col("topic").isNull() | F.col("partition").isNull() | F.col("offset").isNull()
-    out_of_range = (F.col("partition") < 0) | (F.col("partition") >= num_partitions)
-    negative = F.col("offset") < 0
-    null_detail = F.concat_ws(", ", *[F.when(F.col(c).isNull(), F.lit(f"{c} is null")) for c in POSITION])
     refused_cols = [*_RAW_COLS, "reason", "detail", "other_key", "other_value", "other_in_raw_records", "source_file"]
     no_other = [
         F.lit(None).cast("binary").alias("other_key"),
         F.lit(None).cast("binary").alias("other_value"),
         F.lit(None).cast("boolean").alias("other_in_raw_records"),
     ]
-    bad = incoming.where(null_pos | out_of_range | negative).select(
-        *_RAW_COLS,
-        F.when(null_pos, F.lit("null_position"))
-        .when(out_of_range, F.lit("partition_out_of_range"))
-        .otherwise(F.lit("negative_offset"))
-        .alias("reason"),
-        F.when(null_pos, null_detail)
-        .when(
-            out_of_range,
-            F.format_string(
-                f"partition %d outside 0..{num_partitions - 1} (offsets_topic.num_partitions)", F.col("partition")
-            ),
-        )
-        .otherwise(F.format_string("offset %d is negative", F.col("offset")))
-        .alias("detail"),
-        *no_other,
-        "source_file",
+    # the position rules (pipelines.records.positions), the same code the stream runs, in the tasks
+    classified = _with_refusals(incoming, num_partitions)
+    bad = classified.where(F.col("_reason").isNotNull()).select(
+        *_RAW_COLS, F.col("_reason").alias("reason"), F.col("_detail").alias("detail"), *no_other, "source_file"
     )
-    valid = incoming.where(~(null_pos | out_of_range | negative))
+    valid = classified.where(F.col("_reason").isNull()).select(*incoming.columns)
     vs_raw = None
     if existing is not None:
         # a position raw_records holds: each input copy is a duplicate (same bytes) or refused
@@ -214,8 +182,8 @@ def validate_positions(incoming: DataFrame, existing: DataFrame | None, num_part
         joined = valid.join(ex, list(POSITION), "left")
         vs_raw = joined.where(F.col("_x") & _differs("", "x_").isNotNull()).select(
             *_RAW_COLS,
-            F.lit("conflicting_duplicate").alias("reason"),
-            F.format_string("the copy already in raw_records has a different %s", _differs("", "x_")).alias("detail"),
+            F.lit(CONFLICTING_DUPLICATE).alias("reason"),
+            F.format_string(DETAIL_VS_TAKEN.format(where="raw_records", part="%s"), _differs("", "x_")).alias("detail"),
             F.col("x_key").alias("other_key"),
             F.col("x_value").alias("other_value"),
             F.lit(True).alias("other_in_raw_records"),
@@ -238,8 +206,8 @@ def validate_positions(incoming: DataFrame, existing: DataFrame | None, num_part
         )
         .select(
             *_RAW_COLS,
-            F.lit("conflicting_duplicate").alias("reason"),
-            F.format_string("another copy in the input has a different %s", F.col("part")).alias("detail"),
+            F.lit(CONFLICTING_DUPLICATE).alias("reason"),
+            F.format_string(DETAIL_IN_INPUT.format(part="%s"), F.col("part")).alias("detail"),
             F.col("o.o_key").alias("other_key"),
             F.col("o.o_value").alias("other_value"),
             F.lit(False).alias("other_in_raw_records"),

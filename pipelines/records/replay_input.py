@@ -299,9 +299,13 @@ def project_union(union: pa.RecordBatch | pa.Table) -> pa.Table:
     return pa.concat_tables(parts) if parts else schema().empty_table()
 
 
-def pack_groups(table: pa.Table) -> pa.RecordBatch:
+def pack_groups(table: pa.Table, event_ms: np.ndarray | None = None) -> pa.RecordBatch:
     """Replay-input rows -> one packed row per group (``schemas.shapes.STREAM_PACK``): group_id,
-    its newest record time, its rows in log order as one Arrow IPC record-batch message."""
+    its newest record time, its rows in log order as one Arrow IPC record-batch message.
+
+    ``event_ms`` (one per row of ``table``) replaces the record times in the pack's event time
+    only (the stream: a record far ahead of its log partition must not move the watermark); the
+    packed rows keep their own times."""
     shape = STREAM_PACK.arrow_schema()
     if table.num_rows == 0:
         return pa.RecordBatch.from_pylist([], schema=shape)
@@ -310,7 +314,10 @@ def pack_groups(table: pa.Table) -> pa.RecordBatch:
     ids = batch.column("group_id").dictionary_encode().indices.to_numpy(zero_copy_only=False)
     starts = np.concatenate(([0], np.flatnonzero(ids[1:] != ids[:-1]) + 1))
     ends = np.append(starts[1:], batch.num_rows)
-    ts = batch.column("log_timestamp_ms").to_numpy(zero_copy_only=False)
+    if event_ms is None:
+        ts = batch.column("log_timestamp_ms").to_numpy(zero_copy_only=False)
+    else:
+        ts = np.asarray(event_ms, dtype=np.int64)[order.to_numpy()]
     blobs = [batch.slice(int(s), int(e - s)).serialize().to_pybytes() for s, e in zip(starts, ends)]
     return pa.RecordBatch.from_arrays(
         [

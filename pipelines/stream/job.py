@@ -41,7 +41,7 @@ from pipelines.errors import UsageError
 from pipelines.stream.packing import packed_replay_input
 from pipelines.stream.progress import ProgressRecorder, reconstruct_progress
 from pipelines.stream.settings import REPLAY_QUERY, StreamSettings, settings_from_config
-from pipelines.stream.sinks import GoldBatchWriter, QuarantineBatchWriter
+from pipelines.stream.sinks import GoldBatchWriter, QuarantineBatchWriter, landing_options
 from pipelines.stream.source import local_dir, read_packed_landing, read_raw_stream, uses_packed_landing
 from pipelines.stream.state import stateful_replay
 
@@ -81,9 +81,16 @@ def _trigger(writer: DataStreamWriter, settings: StreamSettings, available_now: 
 
 
 def start_replay_query(
-    spark: SparkSession, cfg: Config, io: TableIO, settings: StreamSettings, *, available_now: bool
+    spark: SparkSession,
+    cfg: Config,
+    io: TableIO,
+    settings: StreamSettings,
+    *,
+    available_now: bool,
+    plans: dict[int, Any] | None = None,
 ) -> StreamingQuery:
-    """Source → decode → stateful replay → ``foreachBatch`` gold writes."""
+    """Source → decode → stateful replay → ``foreachBatch`` gold writes (``plans``: batch id →
+    the landing source's plan, filled by the sink for the progress)."""
     if uses_packed_landing(settings):
         packed = read_packed_landing(spark, settings)
     else:
@@ -93,7 +100,7 @@ def start_replay_query(
         gold.writeStream.queryName(settings.query_name)
         .outputMode("update")
         .option("checkpointLocation", settings.replay_checkpoint)
-        .foreachBatch(GoldBatchWriter(io, settings))
+        .foreachBatch(GoldBatchWriter(io, settings, plans))
     )
     # The query runs on a clone of the session's conf taken at start(): set these for it only.
     user = set(cfg.spark.conf) - {"spark.sql.shuffle.partitions"}
@@ -206,10 +213,20 @@ def _run(
     ):
         reconstruct_progress(io, query, checkpoint)
     landing = local_dir(settings.landing) if uses_packed_landing(settings) else None
-    recorder = ProgressRecorder(io, echo=echo, landing=os.path.abspath(landing) if landing is not None else None)
+    plans: dict[int, Any] = {}
+    recorder = ProgressRecorder(
+        io,
+        echo=echo,
+        landing=os.path.abspath(landing) if landing is not None else None,
+        reader_options=landing_options(settings, landing) if landing is not None else None,
+        plans=plans,
+    )
     stop = stopper if stopper is not None else _Stopper()
     starters: list[tuple[str, Callable[[], StreamingQuery]]] = [
-        (settings.query_name, lambda: start_replay_query(spark, cfg, io, settings, available_now=available_now))
+        (
+            settings.query_name,
+            lambda: start_replay_query(spark, cfg, io, settings, available_now=available_now, plans=plans),
+        )
     ]
     if with_quarantine:
         starters.append(
@@ -300,11 +317,21 @@ def run_job(conf: Config, available_now: bool = False) -> int:
         started = time.time()
         recorder = run(spark, conf, available_now=available_now, stopper=stopper)
     batches = [r for r in recorder.rows if r["query_name"] == REPLAY_QUERY]
-    total = sum(r["input_rows"] for r in batches)
+    total = sum(r["input_rows"] or 0 for r in batches)
+    counted = recorder.counted
+    positions = ""
+    if counted:
+        # records read = replayed + identical duplicates + refused (ingest_quarantine)
+        records, replayed, dups, refused, outliers = (sum(c[i] for c in counted) for i in range(1, 6))
+        positions = (
+            f" ({records} records of the landing source = {replayed} replayed + {dups} duplicates + "
+            f"{refused} refused into ingest_quarantine; {outliers} ignored by the log clock)"
+        )
     log.info(
-        "stream finished: %d micro-batches, %d input rows, %.1fs%s",
+        "stream finished: %d micro-batches, %d input rows%s, %.1fs%s",
         len(batches),
         total,
+        positions,
         time.time() - started,
         " (stopped by signal)" if stopper.requested.is_set() else "",
     )

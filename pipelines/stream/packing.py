@@ -18,7 +18,7 @@ Rules:
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from typing import TYPE_CHECKING
 
 from pipelines.records import replay_input
@@ -33,9 +33,20 @@ if TYPE_CHECKING:
 PACK_DDL = STREAM_PACK.ddl()
 
 
-def pack_batches(batches: Iterator[pa.RecordBatch], *, lenient: bool = False) -> Iterator[pa.RecordBatch]:
+def pack_batches(
+    batches: Iterator[pa.RecordBatch],
+    *,
+    lenient: bool = False,
+    outliers: Collection[tuple[int, int]] = (),
+    clock_ms: int | None = None,
+) -> Iterator[pa.RecordBatch]:
     """The ``mapInArrow`` function of the replay query: raw batches → decode → replay input → packed
-    rows (one per group and raw batch)."""
+    rows (one per group and raw batch).
+
+    ``outliers``: (partition, offset) of records the log clock ignores (``pipelines.stream.ledger``):
+    in their pack's event time they count as ``clock_ms`` (the clock's "now"), so they never move
+    the watermark; they are replayed as they are."""
+    import numpy as np
     import pyarrow as pa
 
     from pipelines.records.decode import UNION_SCHEMA, decode_batch
@@ -44,7 +55,15 @@ def pack_batches(batches: Iterator[pa.RecordBatch], *, lenient: bool = False) ->
         parts = decode_batch(batch, lenient=lenient)
         if not parts:
             continue
-        packed = replay_input.pack_groups(replay_input.project_union(pa.Table.from_batches(parts, schema=UNION_SCHEMA)))
+        rows = replay_input.project_union(pa.Table.from_batches(parts, schema=UNION_SCHEMA))
+        event = None
+        if outliers and clock_ms is not None and rows.num_rows:
+            part = rows.column("coordinator_partition").to_numpy(zero_copy_only=False)
+            off = rows.column("log_offset").to_numpy(zero_copy_only=False)
+            hit = np.fromiter(((int(p), int(o)) in outliers for p, o in zip(part, off, strict=True)), bool, len(off))
+            if hit.any():
+                event = np.where(hit, clock_ms, rows.column("log_timestamp_ms").to_numpy(zero_copy_only=False))
+        packed = replay_input.pack_groups(rows, event)
         if packed.num_rows:
             yield packed
 

@@ -13,26 +13,29 @@ Rules:
   (``DataLossError``, exit 2) unless ``stream.allow_late_drops`` is true.
 - Rows of batches committed just before a kill are rebuilt from the checkpoint's offset log on
   the next start (``reconstruct_progress``).
+- Positions: the replay query's line of a landing micro-batch says what its plan
+  (``pipelines.stream.ledger``) did: input records = replayed + duplicates + refused (into
+  ``ingest_quarantine``), and how many records the log clock ignored for the watermark.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import os
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pipelines.records.replay_input import unpack_group
-from pipelines.stream.settings import APP_ID_PREFIX
-from pipelines.stream.source import LandingPackedReader, LandingPartition, local_dir
+from pipelines.stream.settings import APP_ID_PREFIX, REPLAY_QUERY
+from pipelines.stream.source import LandingPackedReader, local_dir
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
     from pyspark.sql.streaming.query import StreamingQuery
 
+    from pipelines.stream.ledger import BatchPlan
     from pipelines.tableio import TableIO
 
 log = logging.getLogger("offsetlake.stream")
@@ -94,19 +97,18 @@ def progress_line(row: dict[str, Any]) -> str:
     )
 
 
-def late_records(landing: str, start: dict[str, Any], end: dict[str, Any], watermark_ms: int) -> tuple[int, int]:
+def late_records(
+    landing: str, start: dict[str, Any], end: dict[str, Any], watermark_ms: int, options: dict[str, str] | None = None
+) -> tuple[int, int]:
     """(records, packs) of a micro-batch of the packed landing source that the stateful
-    operator drops as late: the batch's files packed again exactly as its tasks did, packs
-    whose event time is at or before the batch's watermark (Spark keeps ``eventTime >
-    watermark``)."""
-    reader = LandingPackedReader({"path": landing})
-    before, upto = reader._taken(start), reader._taken(end)
+    operator drops as late: the batch's files packed again exactly as its tasks did (the same
+    plan: refused and duplicated records left out), packs whose event time is at or before the
+    batch's watermark (Spark keeps ``eventTime > watermark``)."""
+    reader = LandingPackedReader({**(options or {}), "path": landing})
     limit_us = watermark_ms * 1000
     records = packs = 0
-    for f in reader._listing():
-        if not upto(f) or before(f):
-            continue
-        for packed in reader.read(LandingPartition([os.path.join(landing, f[1])])):
+    for part in reader.partitions(start, end):
+        for packed in reader.read(part):
             ts = packed.column("log_timestamp").cast("int64").to_pylist()
             for i, t in enumerate(ts):
                 if t is not None and t <= limit_us:
@@ -126,11 +128,24 @@ class ProgressRecorder:
     """
 
     def __init__(
-        self, io: TableIO | None, *, echo: Callable[[str], None] | None = None, landing: str | None = None
+        self,
+        io: TableIO | None,
+        *,
+        echo: Callable[[str], None] | None = None,
+        landing: str | None = None,
+        reader_options: dict[str, str] | None = None,
+        plans: dict[int, BatchPlan] | None = None,
     ) -> None:
         self.io = io
         self.echo = echo
         self.landing = landing  # the packed landing source's directory (exact late counts)
+        self.reader_options = reader_options or {}
+        #: batch id -> the replay query's plan (filled by its sink): records = replayed +
+        #: duplicates + refused, logged with the batch's line
+        self.plans = plans if plans is not None else {}
+        self.counted: list[
+            tuple[int, int, int, int, int, int]
+        ] = []  # (batch, records, replayed, dup, refused, outliers)
         self.seen: dict[str, int] = {}
         self.rows: list[dict[str, Any]] = []
         self.dropped: list[tuple[str, int, int, int | None]] = []  # (query, batch, packs, records)
@@ -149,6 +164,22 @@ class ProgressRecorder:
             row = progress_row(data, name)
             dropped = sum(int(o.get("numRowsDroppedByWatermark") or 0) for o in data.get("stateOperators") or [])
             msg = progress_line(row)
+            plan = self.plans.get(int(data["batchId"])) if name == REPLAY_QUERY else None
+            if plan is not None:
+                self.counted.append(
+                    (
+                        int(data["batchId"]),
+                        plan.records,
+                        plan.replayed,
+                        plan.duplicates,
+                        len(plan.refused),
+                        len(plan.outliers),
+                    )
+                )
+                msg += (
+                    f" replayed={plan.replayed} duplicates={plan.duplicates} refused={len(plan.refused)}"
+                    f" clock_outliers={len(plan.outliers)}"
+                )
             if dropped:
                 records = self._late_records(data)
                 self.dropped.append((name, int(data["batchId"]), dropped, records))
@@ -181,7 +212,7 @@ class ProgressRecorder:
                 start = LandingPackedReader({"path": self.landing}).initialOffset()
             if not isinstance(end, dict):
                 return None
-            return late_records(self.landing, start, end, int(wm.timestamp() * 1000))[0]
+            return late_records(self.landing, start, end, int(wm.timestamp() * 1000), self.reader_options)[0]
         except Exception as exc:  # counting is best effort; the packs are still reported
             log.warning("could not count the late records: %s", exc)
             return None
@@ -220,6 +251,18 @@ class ProgressRecorder:
             )
         except Exception as exc:  # progress is observational: never fail the job for it
             log.warning("stream_progress write failed: %s", exc)
+
+
+def batch_offsets(checkpoint: str, batch_id: int) -> tuple[dict[str, Any], dict[str, Any]] | None:
+    """(start, end) offsets of the packed landing source in micro-batch ``batch_id``, from the
+    checkpoint's offset log (written before the batch runs), else None."""
+    local = local_dir(checkpoint)
+    cur = _checkpoint_offsets(str(local), batch_id) if local else None
+    if cur is None or not cur[1] or not isinstance(cur[1][0], dict) or "records" not in cur[1][0]:
+        return None
+    prev = _checkpoint_offsets(str(local), batch_id - 1) if batch_id > 0 else None
+    start = prev[1][0] if prev and prev[1] and isinstance(prev[1][0], dict) else None
+    return start or LandingPackedReader({"path": ""}).initialOffset(), cur[1][0]
 
 
 def _checkpoint_offsets(checkpoint: str, batch_id: int) -> tuple[dict[str, Any], list[Any]] | None:

@@ -4,7 +4,11 @@ others), validated and resolved once into a frozen ``StreamSettings``.
 Rules:
 - Refused with one line (``UsageError``, exit 2) before Spark starts: processing-time timeouts
   (offset expiry is event time, and processing-time timeouts never end under
-  ``trigger(availableNow)``), JSON landing files, and a Delta input.
+  ``trigger(availableNow)``), JSON landing files, a Delta input, and landing files read by
+  Spark's file source (``stream.landing_reader: spark``, or a landing that is not a local
+  directory): it takes files in modification-time order and cannot check positions against
+  earlier micro-batches (``pipelines.stream.ledger``), so it could replay a conflicting copy or
+  fail on a re-landed file; the stream's own reader does both.
 - Query names and the Delta txn app ids derived from them (``offsetlake-stream-<query>``) are
   registered names: existing checkpoints and Delta txns depend on them; they never change.
 """
@@ -47,6 +51,7 @@ class StreamSettings:
     landing_reader: str = "python"
     state_partitions: int | None = None
     allow_late_drops: bool = False
+    clock_outlier_ms: int = 86_400_000
 
     @property
     def app_id(self) -> str:
@@ -67,6 +72,16 @@ def settings_from_config(cfg: Config) -> StreamSettings:
         raise UsageError("input.format: json landing files are not supported by the streaming job; use parquet")
     if cfg.input.source == "delta":
         raise UsageError("input.source: delta is not supported by the streaming job; use landing or kafka")
+    landing_path = cfg.input.path or cfg.paths.landing
+    if cfg.input.source == "landing" and (cfg.stream.landing_reader == "spark" or not uris.is_local(landing_path)):
+        # Spark's file source takes files by modification time and sees no earlier micro-batch:
+        # it cannot order by content, refuse a conflicting copy or skip a re-landed file
+        what = "stream.landing_reader: spark" if cfg.stream.landing_reader == "spark" else f"landing {landing_path}"
+        raise UsageError(
+            f"{what}: the streaming job reads landing files only with its own reader on a local directory "
+            "(content order, positions checked); Spark's file source takes modification-time order and "
+            "cannot; use stream.landing_reader: python on a local landing, or input.source: kafka"
+        )
     landing = cfg.input.path or cfg.paths.landing
     if cfg.input.source == "landing" and uris.is_local(landing) and not os.path.exists(uris.local_path(landing)):
         # the file source needs it when the query starts: say so before Spark starts
@@ -92,4 +107,5 @@ def settings_from_config(cfg: Config) -> StreamSettings:
         landing_reader=cfg.stream.landing_reader,
         state_partitions=cfg.stream.state_partitions,
         allow_late_drops=cfg.stream.allow_late_drops,
+        clock_outlier_ms=cfg.replay.clock_outlier_ms,
     )

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import DataFrame
 
+    from pipelines.stream.ledger import BatchPlan
     from pipelines.stream.settings import StreamSettings
     from pipelines.tableio import TableIO
 
@@ -70,15 +71,44 @@ class GoldBatchWriter:
     txn (app id, batch id).
     """
 
-    def __init__(self, io: TableIO, settings: StreamSettings) -> None:
+    def __init__(self, io: TableIO, settings: StreamSettings, plans: dict[int, BatchPlan] | None = None) -> None:
         self.io = io
         self.settings = settings
         self.app_id = settings.app_id
         self.write_threads = 4
+        self.plans = plans if plans is not None else {}
+
+    def _positions(self, batch_id: int) -> None:
+        """The packed landing source's plan of this batch (``pipelines.stream.ledger``): its
+        refused records appended to ``ingest_quarantine`` (MERGEd on ``record_id`` with the
+        txn: written once), its counts kept for the progress line."""
+        from pipelines.stream.ledger import quarantine_rows
+        from pipelines.stream.progress import batch_offsets
+        from pipelines.stream.source import LandingPackedReader, local_dir, uses_packed_landing
+
+        if not uses_packed_landing(self.settings):
+            return
+        offsets = batch_offsets(self.settings.replay_checkpoint, batch_id)
+        if offsets is None:
+            return
+        reader = LandingPackedReader(landing_options(self.settings, str(local_dir(self.settings.landing))))
+        plan = reader.plan(*offsets)
+        if plan.refused:
+            rows = quarantine_rows(plan, f"{self.app_id}/{batch_id}")
+            self.io.merge("ingest_quarantine", rows, txn_app_id=self.app_id, txn_version=batch_id)
+            log.warning(
+                "batch %d: %d records refused into ingest_quarantine (%s)",
+                batch_id,
+                len(plan.refused),
+                ", ".join(f"{k} {v}" for k, v in sorted(plan.reasons().items())),
+            )
+        self.plans[batch_id] = plan
 
     def __call__(self, batch_df: DataFrame, batch_id: int) -> None:
         import pickle
 
+        # refused records first: a crash between the writes repeats neither (both idempotent)
+        self._positions(batch_id)
         t0 = time.perf_counter()
         # Runs the decode + stateful replay (one Spark job); one row per group call that changed
         # something: its rows, pickled by the stateful function (our own workers' output).
@@ -126,6 +156,17 @@ class GoldBatchWriter:
             for done in pool.map(write_chain, chains):
                 timings.update(done)
         log.debug("batch %d rows %s seconds %s", batch_id, written, {k: round(v, 2) for k, v in timings.items()})
+
+
+def landing_options(settings: StreamSettings, path: str) -> dict[str, str]:
+    """The packed landing source's options (``pipelines.stream.source.read_packed_landing``)."""
+    import os
+
+    return {
+        "path": os.path.abspath(path),
+        "numPartitions": str(settings.num_partitions),
+        "clockOutlierMs": str(settings.clock_outlier_ms),
+    }
 
 
 class QuarantineBatchWriter:

@@ -4,10 +4,14 @@ landing source, a Python data source that emits the packed replay input straight
 Rules:
 - Source: the landing directory (Parquet raw-record files; the packed Python reader takes them
   in the order of what they hold — oldest record time, then name — whatever their modification
-  times; Spark's file source, ``stream.landing_reader: spark``, takes modification-time order,
-  which ``pipelines.raw_files.RawRecordWriter`` makes equal to log order;
-  ``stream.max_files_per_trigger`` / ``max_bytes_per_trigger`` cap a micro-batch), or Kafka
+  times; ``stream.max_files_per_trigger`` / ``max_bytes_per_trigger`` cap a micro-batch), or Kafka
   (``format("kafka")`` with the connector, else the jar-free ``offsetlake_kafka`` source).
+  Spark's file source is not used for the replay of landing files (refused by
+  ``pipelines.stream.settings``: modification-time order, no view of earlier micro-batches); it
+  still feeds the quarantine query (``read_raw_stream``), which has no watermark to be late for.
+- Each micro-batch of the packed reader is planned first (``pipelines.stream.ledger``, from the
+  files taken before and the batch's files): its tasks skip the records the plan refuses or
+  finds duplicated and give the log clock's outliers the clock's "now" as event time.
 - With ``stream.landing_reader: python`` (default, local landing directories) the tasks of a
   Python data source (``LandingPackedReader``, registered as ``offsetlake_landing_packed``: a
   registered name, checkpoints depend on it) read the files with pyarrow and emit the packs
@@ -31,6 +35,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
     from pipelines.config import Config
+    from pipelines.stream.ledger import BatchPlan
     from pipelines.stream.settings import StreamSettings
 
 log = logging.getLogger("offsetlake.stream")
@@ -119,10 +124,21 @@ def content_key(path: str) -> int:
 
 
 class LandingPartition:
-    """One task's files (picklable; the Python data source's InputPartition protocol)."""
+    """One task's files (picklable; the Python data source's InputPartition protocol), with what
+    the micro-batch's plan (``pipelines.stream.ledger``) says of them: rows not replayed per file
+    (refused or duplicated), and the log clock's outliers with the clock's "now"."""
 
-    def __init__(self, paths: list[str]) -> None:
+    def __init__(
+        self,
+        paths: list[str],
+        skip: dict[str, list[int]] | None = None,
+        outliers: frozenset[tuple[int, int]] = frozenset(),
+        clock_ms: int | None = None,
+    ) -> None:
         self.paths = paths
+        self.skip = skip or {}
+        self.outliers = outliers
+        self.clock_ms = clock_ms
 
 
 class LandingPackedReader:
@@ -138,9 +154,10 @@ class LandingPackedReader:
     so far, the (content key, name) of the last file taken, and the newest modification time
     of the files listed then. A file is taken when its (key, name) is above the last one's; a
     file below it that appeared after that listing (mtime > ``seen_ns``) arrived late: it is
-    taken with the next batch (its records, older than the watermark, are then dropped by the
-    stateful operator — counted in records and failing the run unless
-    ``stream.allow_late_drops``, ``ProgressRecorder``). Offsets of older checkpoints
+    taken with the next batch. Its records that are exact copies of what was taken are
+    duplicates (the plan skips them: a file landed again changes nothing); new records older
+    than the watermark are dropped by the stateful operator — counted in records and failing
+    the run unless ``stream.allow_late_drops`` (``ProgressRecorder``). Offsets of older checkpoints
     (``mtime_ns``/``name``) are read as before. ``records`` gives the progress its raw input count.
     """
 
@@ -151,6 +168,8 @@ class LandingPackedReader:
         self.max_bytes = int(options.get("maxbytespertrigger") or 0) or None
         self.tasks = max(1, int(options.get("tasks") or 2))
         self.lenient = options.get("lenient", "false") == "true"
+        self.num_partitions = int(options.get("numpartitions") or 50)
+        self.clock_outlier_ms = int(options.get("clockoutlierms") or 86_400_000)
         self._target: tuple[int, int] | None = None  # available-now: (newest content key, newest mtime)
         self._keys: dict[tuple[str, int, int], int] = {}
 
@@ -244,6 +263,23 @@ class LandingPackedReader:
             "seen_ns": seen,
         }
 
+    def batch_files(self, start: dict[str, Any], end: dict[str, Any]) -> tuple[list[str], list[str]]:
+        """(files taken before ``start``, files of the micro-batch ``start``..``end``), names in
+        content order."""
+        before = self._taken(start)
+        upto = self._taken(end)
+        listing = self._listing()
+        return [f[1] for f in listing if before(f)], [f[1] for f in listing if upto(f) and not before(f)]
+
+    def plan(self, start: dict[str, Any], end: dict[str, Any]) -> BatchPlan:
+        """The micro-batch's plan (``pipelines.stream.ledger.plan_batch``)."""
+        from pipelines.stream.ledger import plan_batch
+
+        taken, batch = self.batch_files(start, end)
+        return plan_batch(
+            self.path, taken, batch, num_partitions=self.num_partitions, tolerance_ms=self.clock_outlier_ms
+        )
+
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[LandingPartition]:
         before = self._taken(start)
         upto = self._taken(end)
@@ -251,15 +287,28 @@ class LandingPackedReader:
         n = min(self.tasks, len(files))
         if n == 0:
             return []
+        plan = self.plan(start, end)
+        outliers = frozenset(plan.outlier_positions())
+        if plan.outliers:
+            from pipelines.log_clock import LogClock
+
+            log.warning("landing: %s", LogClock(plan.clock_ms, None, plan.outliers).describe())
         # balance bytes over the tasks (largest first onto the lightest task), keep log order inside
         loads: list[list[Any]] = [[0, i, []] for i in range(n)]  # [bytes, task, file indexes]
         for idx, f in sorted(enumerate(files), key=lambda x: -x[1][2]):
             slot = min(loads, key=lambda s: (s[0], s[1]))
             slot[0] += f[2]
             slot[2].append(idx)
-        return [LandingPartition([os.path.join(self.path, files[i][1]) for i in sorted(s[2])]) for s in loads]
+        out = []
+        for s in loads:
+            paths = [os.path.join(self.path, files[i][1]) for i in sorted(s[2])]
+            skip = {p: plan.skip[p] for p in paths if p in plan.skip}
+            out.append(LandingPartition(paths, skip, outliers, plan.clock_ms))
+        return out
 
     def read(self, partition: LandingPartition) -> Iterator[pa.RecordBatch]:
+        import numpy as np
+        import pyarrow as pa
         import pyarrow.parquet as pq
 
         from pipelines.records.decode import INPUT_COLUMNS
@@ -267,13 +316,36 @@ class LandingPackedReader:
         for path in partition.paths:
             pf = pq.ParquetFile(path)
             cols = [c for c in INPUT_COLUMNS if c in pf.schema_arrow.names and c != "topic"]
-            yield from pack_batches(pf.iter_batches(batch_size=100_000, columns=cols), lenient=self.lenient)
+            batches = pf.iter_batches(batch_size=100_000, columns=cols)
+            skip = partition.skip.get(path)
+            if skip:
+                batches = _without_rows(batches, np.asarray(skip, np.int64), pa)
+            yield from pack_batches(
+                batches, lenient=self.lenient, outliers=partition.outliers, clock_ms=partition.clock_ms
+            )
 
     def commit(self, end: dict[str, Any]) -> None:
         """Nothing to do: Spark's checkpoint journals the offsets."""
 
     def stop(self) -> None:
         """Nothing to release."""
+
+
+def _without_rows(batches: Iterator[pa.RecordBatch], skip: Any, pa: Any) -> Iterator[pa.RecordBatch]:
+    """``batches`` of one file without the rows at the (sorted) file-row indexes ``skip``."""
+    import numpy as np
+
+    row = 0
+    for b in batches:
+        n = b.num_rows
+        lo, hi = np.searchsorted(skip, [row, row + n])
+        if hi > lo:
+            keep = np.ones(n, bool)
+            keep[skip[lo:hi] - row] = False
+            b = b.filter(pa.array(keep))
+        row += n
+        if b.num_rows:
+            yield b
 
 
 def _landing_source_classes() -> tuple[type, type]:
@@ -289,7 +361,10 @@ def _landing_source_classes() -> tuple[type, type]:
         # type: ignore: ``read`` takes our LandingPartition (pyspark's stub says any InputPartition)
         class _Reader(LandingPackedReader, DataSourceStreamReader, SupportsTriggerAvailableNow):  # type: ignore[misc]
             def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[Any]:
-                return [_Partition(p.paths) for p in LandingPackedReader.partitions(self, start, end)]
+                return [
+                    _Partition(p.paths, p.skip, p.outliers, p.clock_ms)
+                    for p in LandingPackedReader.partitions(self, start, end)
+                ]
 
         class _Source(DataSource):
             @classmethod
@@ -315,7 +390,9 @@ def read_packed_landing(spark: SparkSession, settings: StreamSettings) -> DataFr
     spark.dataSource.register(source)
     path = local_dir(settings.landing)
     assert path is not None
-    reader = spark.readStream.format(LANDING_SOURCE_NAME).option("path", os.path.abspath(path))
+    from pipelines.stream.sinks import landing_options
+
+    reader = spark.readStream.format(LANDING_SOURCE_NAME).options(**landing_options(settings, path))
     if settings.max_bytes_per_trigger is not None:
         reader = reader.option("maxBytesPerTrigger", str(settings.max_bytes_per_trigger))
     else:

@@ -591,6 +591,235 @@ def test_records_arriving_behind_the_watermark_fail_the_stream_counted_in_record
     assert sum(d[3] or 0 for d in recorder.dropped) == 12
 
 
+def _stream_rows(records: list[RawRecord], landing: Path, name: str, mtime: int) -> Path:
+    """One landing file holding ``records`` as given (no sorting), modified at ``mtime``."""
+    path = landing / name
+    batch = records_to_batch(records) if records else None
+    assert batch is not None
+    _write_table(path, {n: batch.column(n) for n in RAW_ARROW_SCHEMA.names})
+    os.utime(path, (mtime, mtime))
+    return path
+
+
+def _reconciled(recorder: Any) -> tuple[int, int, int, int]:
+    """(records, replayed, duplicates, refused) over the replay query's micro-batches; each
+    batch's records = replayed + duplicates + refused, and its input rows are those records."""
+    from pipelines.stream.settings import REPLAY_QUERY
+
+    inputs = {r["batch_id"]: r["input_rows"] for r in recorder.rows if r["query_name"] == REPLAY_QUERY}
+    for batch, records, replayed, dups, refused, _ in recorder.counted:
+        assert records == replayed + dups + refused, (batch, records, replayed, dups, refused)
+        assert inputs[batch] == records
+    return tuple(sum(c[i] for c in recorder.counted) for i in range(1, 5))  # type: ignore[return-value]
+
+
+@SPARK
+def test_stream_refuses_bad_positions_and_conflicting_copies_into_ingest_quarantine_and_counts_reconcile(
+    spark: Any, tmp_path: Path
+) -> None:
+    from pipelines.stream import job as stream_job
+    from pipelines.tableio import TableIO
+    from tests.pipelines.test_stream_job import DELAY_MS, assert_gold_equal, batch_gold, land, sample_log, stream_config
+
+    records = sample_log(6, seed=11)
+    landing = tmp_path / "landing"
+    files = land(records, landing, rows_per_file=40)
+    newest = int(max(f.stat().st_mtime for f in files))
+    # a record with a value, in the last micro-batch's time range
+    late = [r for r in sorted(records, key=lambda r: r.timestamp_ms) if r.value is not None][-5]
+    # bad positions: null offset, null partition, partition outside 0..49, a negative offset
+    bad = [
+        late._replace(offset=None),  # type: ignore[arg-type]
+        late._replace(partition=None),  # type: ignore[arg-type]
+        late._replace(partition=2147483647),
+        late._replace(offset=-3),
+    ]
+    # two copies of a new position that disagree (same file: the same micro-batch), and an
+    # identical copy of a record of another file
+    fresh = late._replace(offset=900_000)
+    twin = fresh._replace(value=fresh.value + b"\x00")  # type: ignore[operator]
+    _stream_rows([*bad, fresh, twin, records[7]], landing, "zz-mixed.parquet", newest + 1)
+    cfg = stream_config(tmp_path)
+    first = stream_job.run(spark, cfg, available_now=True, with_quarantine=False, poll_seconds=0.5)
+    # later: a copy of a record taken in an earlier micro-batch, with other bytes
+    taken = next(r for r in records[3:] if r.value is not None)
+    changed = taken._replace(value=taken.value[:-1] + bytes([taken.value[-1] ^ 0xFF]))  # type: ignore[index]
+    assert changed.value != taken.value
+    _stream_rows([changed], landing, "zz-changed.parquet", newest + 2)
+    second = stream_job.run(spark, cfg, available_now=True, with_quarantine=False, poll_seconds=0.5)
+
+    io = TableIO(cfg, spark)
+    watermark = max(r.timestamp_ms for r in records) - DELAY_MS
+    clean = tmp_path / "clean"
+    land(records, clean, rows_per_file=40)
+    assert_gold_equal(spark, cfg, batch_gold(spark, clean, watermark))  # nothing refused was replayed
+    rows = _rows(io, "ingest_quarantine")
+    reasons = sorted(r["reason"] for r in rows)
+    assert reasons == sorted(
+        ["null_position"] * 2 + ["partition_out_of_range", "negative_offset"] + ["conflicting_duplicate"] * 3
+    )
+    details = {r["detail"] for r in rows}
+    assert {"offset is null", "partition is null", "offset -3 is negative"} <= details
+    assert "partition 2147483647 outside 0..49 (offsets_topic.num_partitions)" in details
+    pair = [r for r in rows if r["offset"] == 900_000]
+    assert {(bytes(r["value"]), bytes(r["other_value"])) for r in pair} == {
+        (fresh.value, twin.value),
+        (twin.value, fresh.value),
+    }
+    assert all(r["other_in_raw_records"] is False for r in pair)
+    vs_taken = next(r for r in rows if r["reason"] == "conflicting_duplicate" and r["offset"] == taken.offset)
+    assert (bytes(vs_taken["value"]), bytes(vs_taken["other_value"]), vs_taken["other_in_raw_records"]) == (
+        changed.value,
+        taken.value,
+        True,
+    )
+    assert "earlier micro-batch" in vs_taken["detail"]
+    # counts in == counts out, per micro-batch and in total
+    n1, replayed1, dups1, refused1 = _reconciled(first)
+    assert (n1, replayed1, dups1, refused1) == (len(records) + 7, len(records), 1, 6)
+    assert _reconciled(second) == (1, 0, 0, 1)
+    assert not first.dropped and not second.dropped
+
+
+@SPARK
+def test_a_file_landed_again_after_newer_data_is_counted_as_duplicates_and_does_not_fail_the_stream(
+    spark: Any, tmp_path: Path
+) -> None:
+    import shutil
+
+    from pipelines.stream import job as stream_job
+    from tests.pipelines.test_stream_job import DELAY_MS, assert_gold_equal, batch_gold, land, sample_log, stream_config
+
+    records = sample_log(6, seed=9)
+    n = len(records)
+    landing = tmp_path / "landing"
+    head = land(records[: n // 2], landing, rows_per_file=40)
+    cfg = stream_config(tmp_path)
+    stream_job.run(spark, cfg, available_now=True, with_quarantine=False, poll_seconds=0.5)
+    land(records[n // 2 :], landing, rows_per_file=40)
+    stream_job.run(spark, cfg, available_now=True, with_quarantine=False, poll_seconds=0.5)
+    # the first file is landed again (a re-run of the capture): its records are old, but they
+    # are exact copies of what was taken, not late data
+    again = landing / "recapture-00000000.parquet"
+    shutil.copy(head[0], again)
+    newest = int(max(p.stat().st_mtime for p in landing.glob("*.parquet")))
+    os.utime(again, (newest + 1, newest + 1))
+    recorder = stream_job.run(spark, cfg, available_now=True, with_quarantine=False, poll_seconds=0.5)
+    assert not recorder.dropped
+    rows_again = pq.read_metadata(again).num_rows
+    assert _reconciled(recorder) == (rows_again, 0, rows_again, 0)
+    watermark = max(r.timestamp_ms for r in records) - DELAY_MS
+    assert_gold_equal(spark, cfg, batch_gold(spark, landing, watermark))
+
+
+@SPARK
+def test_one_record_from_the_year_9999_does_not_move_the_streams_watermark_and_it_equals_the_batch(
+    spark: Any, tmp_path: Path
+) -> None:
+    from coordinator_core.codec import encode_key, encode_value
+    from coordinator_core.records import OffsetCommitKey, OffsetCommitValue
+    from pipelines.stream import job as stream_job
+    from tests.pipelines.test_stream_job import DELAY_MS, RETENTION_MS, land, sample_log, stream_config
+
+    records = sample_log(8, seed=5)
+    # a commit of a group of its own dated 9999, in the middle of the busiest partition's log
+    part = max({r.partition for r in records}, key=lambda p: sum(r.partition == p for r in records))
+    mine = sorted((r for r in records if r.partition == part), key=lambda r: r.offset)
+    mid = mine[len(mine) // 3]
+    far = 253_402_300_799_000  # 9999-12-31T23:59:59Z
+    hostile = RawRecord(
+        encode_key(OffsetCommitKey("hostile-group", "t", 0)),
+        encode_value(OffsetCommitValue(5, "", far, None, None, 3)),
+        "__consumer_offsets",
+        part,
+        mid.offset,
+        far,
+    )
+    shifted = [
+        r._replace(offset=r.offset + 1) if r.partition == part and r.offset >= mid.offset else r for r in records
+    ]
+    at = shifted.index(mid._replace(offset=mid.offset + 1))
+    landing = tmp_path / "landing"
+    land([*shifted[:at], hostile, *shifted[at:]], landing, rows_per_file=40)
+    cfg = stream_config(tmp_path)
+    recorder = stream_job.run(spark, cfg, available_now=True, with_quarantine=False, poll_seconds=0.5)
+    assert not recorder.dropped
+    watermark = max(r.timestamp_ms for r in records) - DELAY_MS
+    marks = [r["watermark"] for r in recorder.rows if r["watermark"] is not None]
+    assert int(max(marks).timestamp() * 1000) == watermark  # the record from 9999 did not move it
+    assert sum(c[5] for c in recorder.counted) == 1  # and it was reported
+    # the same tables as the batch functions over the same landing at that watermark, the
+    # record from 9999 replayed as it is (compared with timestamps as integers: some are past 9999)
+    from pipelines.records.gold import DEFAULT_TABLES
+    from pipelines.tableio import TableIO
+    from tests.pipelines.pipeline_helpers import arrow_gold
+
+    raw = pq.read_table(landing, columns=["key", "value", "topic", "partition", "offset", "timestamp"])
+    want = arrow_gold(raw, retention_ms=RETENTION_MS, as_of_ms=watermark)
+    io = TableIO(cfg, spark)
+
+    def content(t: pa.Table) -> list[str]:
+        cols = [c.cast(pa.int64()) if pa.types.is_timestamp(c.type) else c for c in t.columns]
+        return sorted(repr(sorted(r.items())) for r in pa.Table.from_arrays(cols, names=t.column_names).to_pylist())
+
+    for name in DEFAULT_TABLES:
+        got = sorted(repr(sorted(r.items())) for r in _rows(io, name))
+        assert got == content(want[name].select(io.read(name).columns)), name
+    assert any(r["group_id"] == "hostile-group" for r in _rows(io, "offsets_current"))
+
+
+def test_the_stream_plan_judges_copies_across_micro_batches_and_keeps_only_ranges_of_taken_files(
+    tmp_path: Path,
+) -> None:
+    """``plan_batch`` on its own: identical copies are duplicates, a differing copy of a taken
+    position is refused (the taken one stays), and once copies of a position disagreed every
+    further copy is refused; what is kept of a taken file is its ranges and clock levels."""
+    from pipelines.stream.ledger import _FACTS, plan_batch
+
+    good = _valid(3, seed=2)
+    w = [r for r in good if r.value is not None]
+    a, b = w[0], w[1]
+    files = {
+        "f1.parquet": [a, b],
+        "f2.parquet": [a, b._replace(value=b.value + b"\x01")],  # type: ignore[operator]
+        "f3.parquet": [b, a._replace(offset=777_777), a._replace(offset=777_777, value=b"\x00\x01")],
+        "f4.parquet": [a._replace(offset=777_777)],
+    }
+    for name, rows in files.items():
+        _stream_rows(rows, tmp_path, name, 1_600_000_000)
+    names = list(files)
+
+    def plan(i: int) -> Any:
+        return plan_batch(str(tmp_path), names[:i], [names[i]], num_partitions=50, tolerance_ms=86_400_000)
+
+    first = plan(0)
+    assert (first.records, first.replayed, first.duplicates, len(first.refused)) == (2, 2, 0, 0)
+    second = plan(1)  # a: identical to the taken copy; b: differs from it
+    assert (second.duplicates, [r["detail"] for r in second.refused]) == (
+        1,
+        ["the copy already in an earlier micro-batch of the stream has a different value"],
+    )
+    assert second.refused[0]["other_value"] == b.value and second.refused[0]["other_in_raw_records"] is True
+    third = plan(2)  # b again: its earlier copies disagree; a new position whose two copies disagree
+    assert third.replayed == 0 and third.duplicates == 0
+    assert sorted(r["offset"] for r in third.refused) == sorted([b.offset, 777_777, 777_777])
+    fourth = plan(3)  # a copy of the position the input disagreed about: refused too
+    assert (fourth.replayed, len(fourth.refused)) == (0, 1)
+    kept = [f for (path, *_), f in _FACTS.items() if path.startswith(str(tmp_path))]
+    assert kept and all(not hasattr(f, "stairs") and len(f.ranges) <= 2 for f in kept)
+
+
+def test_the_stream_refuses_to_read_landing_files_with_sparks_file_source(tmp_path: Path) -> None:
+    from pipelines.errors import UsageError
+    from pipelines.stream.settings import settings_from_config
+    from tests.pipelines.test_stream_job import stream_config
+
+    (tmp_path / "landing").mkdir()
+    with pytest.raises(UsageError, match=r"stream.landing_reader: spark: .*modification-time order"):
+        settings_from_config(stream_config(tmp_path, landing_reader="spark"))
+    assert settings_from_config(stream_config(tmp_path)).landing_reader == "python"
+
+
 def test_the_replay_command_keeps_now_when_one_record_is_from_the_year_9999(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -165,11 +165,11 @@ def test_stream_in_small_files_equals_batch_at_the_final_watermark(
 
 
 @pytest.mark.spark
-@pytest.mark.parametrize("reader", ["python", "spark"])
 def test_same_file_landed_twice_and_overlapping_capture_change_nothing(
-    spark: Any, log_records: list[Any], batch_reference: Any, tmp_path: Path, reader: str
+    spark: Any, log_records: list[Any], batch_reference: Any, tmp_path: Path
 ) -> None:
-    """Both landing readers (the packed Python source, Spark's file source + mapInArrow)."""
+    """The stream's landing reader (Spark's file source is refused for landing files:
+    ``test_the_stream_refuses_to_read_landing_files_with_sparks_file_source``)."""
     from pipelines.stream import job as stream_job
 
     _, gold, _ = batch_reference
@@ -182,7 +182,7 @@ def test_same_file_landed_twice_and_overlapping_capture_change_nothing(
     newest = max(int(p.stat().st_mtime) for p in first)
     os.utime(dup, (newest + 1, newest + 1))
     land(log_records[n // 2 - 30 :], landing, rows_per_file=40)
-    cfg = stream_config(tmp_path, landing_reader=reader)
+    cfg = stream_config(tmp_path)
     stream_job.run(spark, cfg, available_now=True, with_quarantine=False, poll_seconds=0.5)
     assert_gold_equal(spark, cfg, gold)
 
