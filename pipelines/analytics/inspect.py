@@ -258,8 +258,8 @@ def _rebalance_window_at(
     when no window covers ``t``."""
     for i, e in enumerate(transitions):
         latest = e.timestamp_latest_ms
-        if latest is None or e.from_state is None or e.timestamp_ms is None:
-            continue
+        if latest is None or e.from_state is None or e.timestamp_ms is None or e.timestamp_earliest_ms == latest:
+            continue  # no window, or one of a single instant: the ordinary transitions tell it
         prior = transitions[i - 1].timestamp_ms if i > 0 else None
         lo = e.timestamp_earliest_ms if e.timestamp_earliest_ms is not None else prior
         if lo is not None and lo <= t < latest:
