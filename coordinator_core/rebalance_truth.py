@@ -39,6 +39,7 @@ class WindowCheck:
     latest_ms: int
     estimate_ms: int
     true_ms: int | None  # None: the truth has no matching start
+    end_ms: int  # the rebalance's end (its group record)
 
     @property
     def contains(self) -> bool:
@@ -106,6 +107,7 @@ def check_windows(
                     e.start_latest_ms,
                     e.start_ms,
                     true_start(t["rebalance_starts"], e.previous_generation, after, e.end_ms),
+                    e.end_ms,
                 )
             )
     return checks

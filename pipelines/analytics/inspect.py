@@ -400,6 +400,23 @@ def render(view: GroupView, console: Any = None) -> None:
     offset_cols = ("topic", "partition", "offset", "commit time", "log end", "lag", "expires")
     right = ("partition", "offset", "log end", "lag")
     console.print(_table(f"Committed offsets ({len(view.offsets)})", offset_cols, offsets, right=right))
+    _print_history(view, console)
+    ret = (
+        "no retention configured"
+        if view.retention_ms is None
+        else f"retention {view.retention_ms / 3_600_000:g} h, rules {view.rules}"
+    )
+    if not view.expiring:
+        console.print(f"Offsets due to expire ({ret}): none as the group stands")
+        return
+    due = [
+        (e["topic"], str(e["partition"]), fmt_ms(e["expires_ms"]), f"{e['hours_left']:g}") for e in view.expiring[:20]
+    ]
+    console.print(_table(f"Offsets due to expire ({ret})", ("topic", "partition", "expires", "hours left"), due))
+
+
+def _print_history(view: GroupView, console: Any) -> None:
+    """The recent transitions and rebalances, each inferred start with its window."""
     transitions = [
         (
             fmt_ms(e["time_ms"]) + _window_text(e.get("earliest_ms"), e.get("latest_ms"), e.get("estimate_method")),
@@ -440,18 +457,6 @@ def render(view: GroupView, console: Any = None) -> None:
         "assignor",
     )
     console.print(_table(f"Recent rebalances (last {RECENT})", rebalance_cols, rebalances, fold=True))
-    ret = (
-        "no retention configured"
-        if view.retention_ms is None
-        else f"retention {view.retention_ms / 3_600_000:g} h, rules {view.rules}"
-    )
-    if not view.expiring:
-        console.print(f"Offsets due to expire ({ret}): none as the group stands")
-        return
-    due = [
-        (e["topic"], str(e["partition"]), fmt_ms(e["expires_ms"]), f"{e['hours_left']:g}") for e in view.expiring[:20]
-    ]
-    console.print(_table(f"Offsets due to expire ({ret})", ("topic", "partition", "expires", "hours left"), due))
 
 
 def _window_text(earliest: int | None, latest: int | None, method: str | None) -> str:
