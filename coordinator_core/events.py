@@ -35,6 +35,8 @@ Gold tables and their columns (``to_row()`` keys; Spark DDL type):
 | cause | string | e.g. rebalance_started, join_completed, sync_completed, all_members_left, sync_not_completed, group_tombstone, offsets_expired, offset_commit, first_record |
 | log_partition | int | position of the record that told it (null for predictions) |
 | log_offset | bigint | " |
+| timestamp_earliest_ms, timestamp_latest_ms | bigint | an inferred rebalance start (``timestamp_source = estimate``): the window it must lie in by Kafka's rules (``coordinator_core.rebalance.start_window``); earliest null when the log shows no bound; both null otherwise |
+| estimate_method | string | how ``timestamp_ms`` was estimated inside that window (initial_delay, initial_delay_rearmed, departed_last_commit, departed_session_timeout, members_rejoin) |
 
 ``rebalances`` (``Rebalance``, kind ``rebalance``): one row per generation change (and one per
 same-generation rewrite, ``cause = static_member_rejoined``)
@@ -45,9 +47,12 @@ same-generation rewrite, ``cause = static_member_rejoined``)
 | generation | int | the new generation |
 | previous_generation | int | generation before (null on a group's first record or a new incarnation) |
 | skipped_generations | int | generations that never completed a SyncGroup (``g' - g - 1``) |
-| start_ms | bigint | estimated start: ``max(previous metadata record, end - max rebalance_timeout)`` |
+| start_ms | bigint | estimated start: the point estimate inside the start window (``start_method``); the record's time for a static rewrite |
 | end_ms | bigint | the record's timestamp (Stable reached, or Empty) |
 | duration_ms | bigint | ``end_ms - start_ms`` |
+| start_earliest_ms, start_latest_ms | bigint | the window the (inferred) start must lie in by Kafka's rules; earliest null when the log shows no bound (skipped generations, static members, unknown history); null for rows whose start is not inferred |
+| start_method | string | how ``start_ms`` was estimated (see ``group_transitions.estimate_method``); null when not inferred |
+| duration_min_ms, duration_max_ms | bigint | ``end_ms - start_latest_ms`` and ``end_ms - start_earliest_ms`` (the duration as an interval; max null when unbounded); ``duration_ms`` for rows whose start is not inferred |
 | join_completed_ms | bigint | current_state_timestamp of a v2+ record with members (entered CompletingRebalance) |
 | since_previous_ms | bigint | time since the previous group-metadata record |
 | members_before, members_after | int | member counts |
@@ -179,6 +184,9 @@ class StateTransition:
     cause: str
     log_partition: int | None = None
     log_offset: int | None = None
+    timestamp_earliest_ms: int | None = None
+    timestamp_latest_ms: int | None = None
+    estimate_method: str | None = None
 
     def to_row(self) -> Row:
         return {
@@ -193,6 +201,9 @@ class StateTransition:
             "cause": self.cause,
             "log_partition": self.log_partition,
             "log_offset": self.log_offset,
+            "timestamp_earliest_ms": self.timestamp_earliest_ms,
+            "timestamp_latest_ms": self.timestamp_latest_ms,
+            "estimate_method": self.estimate_method,
         }
 
 
@@ -230,10 +241,27 @@ class Rebalance:
     cause: str
     log_partition: int | None = None
     log_offset: int | None = None
+    start_earliest_ms: int | None = None
+    start_latest_ms: int | None = None
+    start_method: str | None = None
 
     @property
     def duration_ms(self) -> int | None:
         return None if self.start_ms is None else self.end_ms - self.start_ms
+
+    @property
+    def duration_min_ms(self) -> int | None:
+        """Shortest duration the start window allows (``end - start_latest``)."""
+        if self.start_method is None:
+            return self.duration_ms
+        return None if self.start_latest_ms is None else self.end_ms - self.start_latest_ms
+
+    @property
+    def duration_max_ms(self) -> int | None:
+        """Longest duration the start window allows (null: no earliest start the log shows)."""
+        if self.start_method is None:
+            return self.duration_ms
+        return None if self.start_earliest_ms is None else self.end_ms - self.start_earliest_ms
 
     def to_row(self) -> Row:
         return {
@@ -267,6 +295,11 @@ class Rebalance:
             "cause": self.cause,
             "log_partition": self.log_partition,
             "log_offset": self.log_offset,
+            "start_earliest_ms": self.start_earliest_ms,
+            "start_latest_ms": self.start_latest_ms,
+            "start_method": self.start_method,
+            "duration_min_ms": self.duration_min_ms,
+            "duration_max_ms": self.duration_max_ms,
         }
 
 

@@ -637,6 +637,8 @@ class LogGenerator:
                 "members": len(g.members) if g is not None else 0,
                 "live_offsets": len(g.offsets) if g is not None else 0,
                 "rebalances": h.rebalances if h else 0,
+                # [time_ms, generation, state left] of every entry into PreparingRebalance
+                "rebalance_starts": [list(x) for x in h.rebalance_starts] if h else [],
                 "went_empty": h.went_empty if h else 0,
                 "group_records": h.group_records if h else 0,
                 "commits": coord.commits_of(gid),

@@ -24,7 +24,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from coordinator_core import expiry as _expiry
 from coordinator_core.consumer_group import ConsumerGroupFold
@@ -45,6 +45,9 @@ from coordinator_core.snapshot import (
 from coordinator_core.state import GroupState
 from coordinator_core.state import transition as _state_transition
 from coordinator_core.wire import fast_constructor
+
+if TYPE_CHECKING:
+    from coordinator_core.rebalance import StartWindow
 
 # slot-filling constructor of the frozen event class (``wire.fast_constructor``): the same
 # objects at a fraction of a dataclass ``__init__`` (events are built by the hundred thousand)
@@ -93,7 +96,7 @@ class GroupFold:
     __slots__ = (
         "commit_events", "confirmed_death", "consumer", "coordinator", "coordinator_setting", "created_by_commit",
         "current_state_timestamp", "emitted_death", "emitted_exp", "events", "exists", "first_position",
-        "generation", "grace", "group_id", "has_metadata", "kinds", "last_offset_removal_ms",
+        "generation", "grace", "group_id", "has_metadata", "initial_delay", "kinds", "last_offset_removal_ms",
         "last_position", "last_timestamp_ms", "leader", "log_start", "members", "metadata_timestamp_ms",
         "new_coordinator_seen", "next_check", "offsets", "other_type", "pending_contradictions", "predicted_death_ms",
         "predicted_death_restore", "predicted_expired", "predicted_removed", "predictions_contradicted",
@@ -112,6 +115,7 @@ class GroupFold:
         self.new_coordinator_seen = s.new_coordinator_seen
         self.coordinator = coordinator if coordinator != _AUTO else (_NEW if s.new_coordinator_seen else _OLD)
         self.grace = _expiry.judgment_delay_ms(settings.cleanup_interval_ms)
+        self.initial_delay = settings.initial_rebalance_delay_ms
         self.group_id = s.group_id
         self.state = s.state
         self.exists = s.exists
@@ -241,6 +245,7 @@ class GroupFold:
         cause: str,
         pos: tuple[int, int] | None,
         generation: int | None = None,
+        window: StartWindow | None = None,
     ) -> None:
         frm: GroupState | None = self.state if self.exists else None
         if frm is not None:
@@ -263,6 +268,9 @@ class GroupFold:
                         cause,
                         None if pos is None else pos[0],
                         None if pos is None else pos[1],
+                        None if window is None else window.earliest,
+                        None if window is None else window.latest,
+                        None if window is None else window.method,
                     )
                 )
             )

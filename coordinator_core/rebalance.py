@@ -5,9 +5,33 @@ Rules:
   (KIP-345: it keeps its identity across member ids), else the member id.
 - Partition movement is known only for a consumer group whose every member's assignment parses
   (``ConsumerProtocol``, spec §5); otherwise ``assignment_known`` is False and nothing is guessed.
-- A rebalance's start is not logged: ``start_estimate`` gives the earliest possible start, from
-  the members' rebalance timeouts (``DelayedJoin``) and, from Empty, the initial delay
-  (``InitialDelayedJoin``, KIP-134); never before the previous group record.
+- A rebalance's start (the group leaving Stable or Empty for PreparingRebalance) is not logged.
+  ``start_window`` gives the interval it must lie in, from Kafka's rules only, plus a point
+  estimate and the name of the method that gave it (an estimate is never a bound):
+  - it began after the previous group record (``earliest`` >= that record's time) and before
+    the join phase ended (``latest`` <= end of join: the record's ``current_state_timestamp``);
+  - a plain join phase (``DelayedJoin``) lasts at most the group's rebalance timeout, the
+    largest of its members' (members before or after: a departed member counted when it began);
+    this bound is dropped when generations were skipped (several join phases) or when the
+    group before had static members (``GroupCoordinator.onCompleteJoin``: when no member
+    rejoined, unjoined static members are kept and the join phase re-armed);
+  - from Empty (``InitialDelayedJoin``, KIP-134) the join phase lasts at least
+    ``group.initial.rebalance.delay.ms`` (it never completes early); it re-arms by one delay
+    only when a new member joined during the previous one *and* the group is at generation 0
+    (``addMemberAndRebalance`` sets ``newMemberAdded`` only then), so a group coming back from
+    Empty at generation > 0 started exactly one delay before its join ended; a new group's join
+    lasts at most n delays (n members) and never more than max(delay, rebalance timeout).
+    The delay is the replay setting ``initial_rebalance_delay_ms`` (the broker's default, 3 s,
+    unless configured): the log does not store the broker's setting. With 0 the join from Empty
+    is a plain join phase (Kafka 0.10; at most the rebalance timeout).
+  - Offset commits do NOT bound the start: the classic group accepts commits of the current
+    generation in PreparingRebalance as in Stable (``ClassicGroup.validateOffsetCommit`` and
+    ``GroupCoordinator.handleCommitOffsets`` refuse them only in CompletingRebalance), so a
+    commit after T does not show the group was still Stable at T. They are evidence for the
+    estimate only: a departed member's last commit (its partitions, from the previous record's
+    assignment) and, when its join ended more than a session timeout later, that commit plus
+    the session timeout (a commit resets the session timer:
+    ``completeAndScheduleNextHeartbeatExpiration``).
 - The last rebalance's member maps are cached on the fold (``rb_cache``), keyed by the members
   tuple they describe: the next record's "before" is this record's "after".
 """
@@ -20,6 +44,7 @@ from typing import TYPE_CHECKING, NamedTuple
 from coordinator_core import expiry as _expiry
 from coordinator_core.events import GroupMember, Rebalance
 from coordinator_core.records import GroupMetadataValue, MemberMetadata
+from coordinator_core.settings import DEFAULT_INITIAL_REBALANCE_DELAY_MS, Coordinator
 from coordinator_core.snapshot import TopicPartition, assigned_of, member_identity, sorted_assigned_of, sorted_topics_of
 from coordinator_core.wire import fast_constructor
 
@@ -31,7 +56,17 @@ _new_rebalance = fast_constructor(Rebalance)
 _new_member_event = fast_constructor(GroupMember)
 
 #: ``group.initial.rebalance.delay.ms`` default (KIP-134, Kafka 0.11+)
-GROUP_INITIAL_REBALANCE_DELAY_MS = 3_000
+GROUP_INITIAL_REBALANCE_DELAY_MS = DEFAULT_INITIAL_REBALANCE_DELAY_MS
+#: the Java consumer's ``heartbeat.interval.ms`` default: members still in the group learn of a
+#: rebalance at their next heartbeat (``REBALANCE_IN_PROGRESS``) and rejoin (estimates only)
+CONSUMER_HEARTBEAT_INTERVAL_MS = 3_000
+
+# estimate methods (the ``start_method`` / ``estimate_method`` column)
+INITIAL_DELAY = "initial_delay"  # from Empty at generation > 0: exactly one delay (a bound, not a guess)
+INITIAL_DELAY_REARMED = "initial_delay_rearmed"  # a new group whose members joined together: two delays
+DEPARTED_LAST_COMMIT = "departed_last_commit"  # a departed member left right after its last commit
+DEPARTED_SESSION_TIMEOUT = "departed_session_timeout"  # a departed member's session expired after its last commit
+MEMBERS_REJOIN = "members_rejoin"  # no evidence: the members rejoined within a heartbeat interval
 
 Assignments = dict[str, frozenset[TopicPartition] | None]
 
@@ -46,21 +81,73 @@ class Before(NamedTuple):
     metadata_timestamp_ms: int | None
 
 
-def start_estimate(members: Sequence[MemberMetadata], end_join: int, prev_meta_ts: int | None, from_empty: bool) -> int:
-    """Earliest possible start of a rebalance: the join phase lasts at most the largest
-    rebalance timeout (DelayedJoin). From Empty, ``InitialDelayedJoin`` waits
-    ``group.initial.rebalance.delay.ms`` and re-arms (by at most that delay) only while new members
-    keep arriving, each re-arm for a member that joined during the previous delay: with n members
-    the join phase lasts at most n delays, and never more than max(delay, rebalance timeout). It
-    began after the previous group record."""
-    longest = max((m.effective_rebalance_timeout for m in members), default=0)
-    if from_empty:
-        delay = GROUP_INITIAL_REBALANCE_DELAY_MS
-        longest = min(max(longest, delay), delay * max(len(members), 1))
-    start = end_join - longest
-    if prev_meta_ts is not None and prev_meta_ts > start:
-        start = prev_meta_ts
-    return min(start, end_join)
+class StartWindow(NamedTuple):
+    """Where an inferred rebalance start lies: ``earliest`` <= start <= ``latest`` (None: no
+    bound the log shows), and the point ``estimate`` inside with its ``method``."""
+
+    earliest: int | None
+    latest: int
+    estimate: int
+    method: str
+
+
+def start_window(
+    before: Sequence[MemberMetadata],
+    after: Sequence[MemberMetadata],
+    end_join: int,
+    prev_meta_ts: int | None,
+    prev_gen: int | None,
+    skipped: int,
+    departed: Sequence[tuple[int, int]] = (),
+    delay: int = GROUP_INITIAL_REBALANCE_DELAY_MS,
+    rearm_any_generation: bool = False,
+) -> StartWindow:
+    """The window of a rebalance start (see the module rules). ``departed``: (last commit time
+    since the previous record, session timeout) of each member that left, where known;
+    ``rearm_any_generation``: Kafka 4's coordinator (the initial delay re-arms from any Empty)."""
+    from_empty = not before and delay > 0
+    latest = end_join
+    earliest: int | None = None
+    if not before and delay == 0:
+        if skipped == 0:
+            earliest = end_join - max((m.effective_rebalance_timeout for m in after), default=0)
+    elif from_empty:
+        latest = end_join - delay  # InitialDelayedJoin never completes before its delay
+        if skipped == 0:
+            if prev_gen == 0 or rearm_any_generation:
+                longest = max((m.effective_rebalance_timeout for m in after), default=0)
+                span = min(delay * max(len(after), 1), max(delay, longest))
+            else:
+                span = delay
+            earliest = end_join - span
+    elif skipped == 0 and not any(m.group_instance_id is not None for m in before):
+        earliest = end_join - max(m.effective_rebalance_timeout for m in (*before, *after))
+    if prev_meta_ts is not None:
+        earliest = prev_meta_ts if earliest is None or earliest < prev_meta_ts else earliest
+        if latest < prev_meta_ts:
+            latest = prev_meta_ts  # a broker delay shorter than the default: stay after the record
+    if earliest is not None and earliest > latest:
+        earliest = latest
+    if not before:
+        rearmed = (prev_gen == 0 or rearm_any_generation) and len(after) > 1
+        estimate, method = end_join - delay * (2 if rearmed else 1), INITIAL_DELAY_REARMED if rearmed else INITIAL_DELAY
+    else:
+        estimate, method = end_join - CONSUMER_HEARTBEAT_INTERVAL_MS, MEMBERS_REJOIN
+        first: tuple[int, str] | None = None
+        for last_commit, session_timeout in departed:
+            if end_join - last_commit >= session_timeout:
+                cand = (last_commit + session_timeout, DEPARTED_SESSION_TIMEOUT)
+            else:
+                cand = (last_commit, DEPARTED_LAST_COMMIT)
+            if first is None or cand[0] < first[0]:
+                first = cand
+        if first is not None:
+            estimate, method = first
+    if estimate > latest:
+        estimate = latest
+    if earliest is not None and estimate < earliest:
+        estimate = earliest
+    return StartWindow(earliest, latest, estimate, method)
 
 
 def _assignment_diff(
@@ -91,6 +178,29 @@ def _assignment_diff(
     return moved, gained, lost
 
 
+def window_of(w: GroupFold, v: GroupMetadataValue, prev: Before, prev_gen: int | None, end_join: int) -> StartWindow:
+    """The start window of the rebalance that wrote ``v`` (before the fold takes the record)."""
+    skipped = 1 if prev_gen is None else max(0, v.generation - prev_gen - 1)
+    departed: list[tuple[int, int]] = []
+    if prev.members and prev.protocol_type == _expiry.CONSUMER_PROTOCOL_TYPE:
+        after = {member_identity(m) for m in v.members}
+        since = prev.metadata_timestamp_ms
+        for m in prev.members:
+            if member_identity(m) in after:
+                continue
+            last = -1
+            for tp in assigned_of(m.assignment) or ():
+                entry = w.offsets.get(tp)
+                if entry is not None and entry[3] > last:
+                    last = entry[3]
+            if last >= 0 and (since is None or last >= since):
+                departed.append((last, m.session_timeout))
+    return start_window(
+        prev.members, v.members, end_join, prev.metadata_timestamp_ms, prev_gen, skipped, departed,
+        delay=w.initial_delay, rearm_any_generation=w.coordinator is Coordinator.NEW,
+    )  # fmt: skip
+
+
 def rebalance_event(
     w: GroupFold,
     v: GroupMetadataValue,
@@ -100,8 +210,10 @@ def rebalance_event(
     prev_gen: int | None,
     prev: Before,
     cause: str,
+    window: StartWindow | None,
 ) -> Rebalance:
-    """The ``rebalance`` row of the group record ``v`` (updates the fold's ``rb_cache``)."""
+    """The ``rebalance`` row of the group record ``v`` (updates the fold's ``rb_cache``);
+    ``window``: the inferred start's window (``window_of``), None when the start is not inferred."""
     cache = w.rb_cache
     a_before: Assignments | None = None
     if cache is not None and cache[0] is prev.members:
@@ -136,14 +248,16 @@ def rebalance_event(
             moved, gained, lost = _assignment_diff(before, after, a_before, a_after)
     w.rb_cache = (v.members, after, a_after)
     cst = v.current_state_timestamp
-    end_join = cst if cst is not None else ts
     start: int | None
+    earliest: int | None = None
+    latest: int | None = None
+    method: str | None = None
     if cause == "first_record":
         start = None
-    elif cause == "static_member_rejoined":
-        start = ts
+    elif cause == "static_member_rejoined" or window is None:
+        start = ts  # updateStaticMemberAndRebalance: the record is written when it happens
     else:
-        start = start_estimate(v.members or prev.members, end_join, prev.metadata_timestamp_ms, not prev.members)
+        start, earliest, latest, method = window.estimate, window.earliest, window.latest, window.method
     skipped: int | None = None
     if prev_gen is not None and v.generation >= prev_gen:
         skipped = max(0, v.generation - prev_gen - 1)
@@ -153,7 +267,7 @@ def rebalance_event(
             w.group_id, base, v.generation, prev_gen, skipped, start, ts, cst if v.members else None,
             None if prev_meta_ts is None else ts - prev_meta_ts, len(prev.members), len(v.members),
             joined, left, static, v.leader, prev.leader, ptype, v.protocol, prev.protocol, known, moved,
-            tuple(gained), tuple(lost), not v.members, cause, pos[0], pos[1],
+            tuple(gained), tuple(lost), not v.members, cause, pos[0], pos[1], earliest, latest, method,
         )
     )  # fmt: skip
 

@@ -40,7 +40,7 @@ from coordinator_core.consumer_group_events import ConsumerRebalance, ConsumerSt
 from coordinator_core.consumer_group_model import preferred_assignor
 from coordinator_core.events import OffsetCommitted, OffsetExpiration
 from coordinator_core.group_fold import STATE_VALUE, GroupFold, new_transition
-from coordinator_core.rebalance import Before, rebalance_event, start_estimate, tell_members
+from coordinator_core.rebalance import Before, StartWindow, rebalance_event, tell_members, window_of
 from coordinator_core.records import GroupMetadataValue, LogRecord, OffsetCommitValue
 from coordinator_core.settings import Coordinator
 from coordinator_core.snapshot import TopicPartition, group_subscribed_topics
@@ -186,6 +186,9 @@ def history_compacted(w: GroupFold, pos: tuple[int, int], g_new: int) -> None:
                     "history_compacted",
                     created[0],
                     created[1],
+                    None,
+                    None,
+                    None,
                 )
             )
         )
@@ -307,6 +310,7 @@ def apply_group_metadata(w: GroupFold, v: GroupMetadataValue, ts: int, pos: tupl
         history_compacted(w, pos, v.generation)
         w.exists = False  # the commits' group was this one, its state unknown until now
     rb_cause: str | None
+    window: StartWindow | None = None
     if ((first_record or compacted_prefix) and v.generation > 1 and not w.log_start) or (
         prev_gen is not None and v.generation < prev_gen
     ):
@@ -317,10 +321,11 @@ def apply_group_metadata(w: GroupFold, v: GroupMetadataValue, ts: int, pos: tupl
         # (updateStaticMemberAndRebalance) or an Empty group rewritten
         rb_cause = "static_member_rejoined" if has_members else None
     else:
-        rb_cause = _new_generation(w, r, prev_gen, prev)
+        window = window_of(w, v, prev, prev_gen, r.end_join)
+        rb_cause = _new_generation(w, r, prev_gen, window)
     _materialise(w, r)
     if rb_cause is not None and "rebalance" in w.kinds:
-        w.events.append(rebalance_event(w, v, base, ts, pos, prev_gen, prev, rb_cause))
+        w.events.append(rebalance_event(w, v, base, ts, pos, prev_gen, prev, rb_cause, window))
     if has_members and "group_member" in w.kinds:
         tell_members(w, v, base, ts, pos)
 
@@ -356,12 +361,13 @@ def _reload(w: GroupFold, r: _Record) -> str | None:
     return "first_record" if r.has_members else None
 
 
-def _new_generation(w: GroupFold, r: _Record, prev_gen: int | None, prev: Before) -> str | None:
-    """From the previous generation to the record's: created if need be, PreparingRebalance,
-    each skipped generation, then the join's end (Stable with members, else Empty)."""
+def _new_generation(w: GroupFold, r: _Record, prev_gen: int | None, window: StartWindow) -> str | None:
+    """From the previous generation to the record's: created if need be, PreparingRebalance
+    (at the window's estimate, told with the window), each skipped generation, then the join's
+    end (Stable with members, else Empty)."""
     g_new = r.v.generation
     g_from = prev_gen if prev_gen is not None else 0
-    start_est = start_estimate(r.v.members or prev.members, r.end_join, prev.metadata_timestamp_ms, not prev.members)
+    start_est = window.estimate
     if not w.exists or w.state is _D:
         # Kafka creates the group object (Empty) at the first JoinGroup
         w.create(
@@ -371,7 +377,7 @@ def _new_generation(w: GroupFold, r: _Record, prev_gen: int | None, prev: Before
         return None  # the new coordinator's "empty group" record at creation
     w.transition(
         _PR, key=next(r.keys), ts=start_est, source="estimate", observed=False, cause="rebalance_started",
-        pos=r.pos, generation=g_from,
+        pos=r.pos, generation=g_from, window=window,
     )  # fmt: skip
     skipped = range(g_from + 1, g_new if prev_gen is not None else g_from + 1)
     if len(skipped) > MAX_TOLD_SKIPPED_GENERATIONS:

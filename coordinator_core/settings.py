@@ -8,7 +8,9 @@ Rules:
 - ``ReplaySettings()`` is the project's one default, the same as ``conf/local.yaml`` /
   ``pipelines.config.ReplayConf``: Kafka's ``offsets.retention.minutes`` default (7 days,
   KIP-186), the current expiry rules (KAFKA-13636), ``auto`` coordinator, and
-  ``offsets.retention.check.interval.ms`` (10 minutes, ``OffsetConfig``).
+  ``offsets.retention.check.interval.ms`` (10 minutes, ``OffsetConfig``), and
+  ``group.initial.rebalance.delay.ms`` (3 s, KIP-134) for the start windows of rebalances from
+  Empty (``coordinator_core.rebalance.start_window``): the log does not store it.
 - ``FACTS_ONLY`` (``retention_ms=None``) replays the log's facts only: no expiry prediction.
   It is the default of the core's replay functions, which cannot assume a broker's retention.
 - ``Coordinator.AUTO`` is for reading a log: Kafka 4's rules once the group's own records show
@@ -49,6 +51,8 @@ class Coordinator(StrEnum):
 DEFAULT_RETENTION_MS = 604_800_000
 #: ``offsets.retention.check.interval.ms`` default (Kafka's ``OffsetConfig``).
 DEFAULT_CLEANUP_INTERVAL_MS = 600_000
+#: ``group.initial.rebalance.delay.ms`` default (KIP-134, Kafka 0.11+)
+DEFAULT_INITIAL_REBALANCE_DELAY_MS = 3_000
 
 _E = TypeVar("_E", ExpiryRules, Coordinator)
 
@@ -74,12 +78,15 @@ class ReplaySettings:
         coordinator: ``auto``, ``old`` or ``new`` (see ``Coordinator``).
         cleanup_interval_ms: ``offsets.retention.check.interval.ms``: the broker removes what is
             due at its next cleanup, so a prediction is judged only once that has passed.
+        initial_rebalance_delay_ms: ``group.initial.rebalance.delay.ms``: how long a join from
+            Empty waits (0: a plain join phase); bounds the start of rebalances from Empty.
     """
 
     retention_ms: int | None = DEFAULT_RETENTION_MS
     rules: ExpiryRules = ExpiryRules.CURRENT
     coordinator: Coordinator = Coordinator.AUTO
     cleanup_interval_ms: int = DEFAULT_CLEANUP_INTERVAL_MS
+    initial_rebalance_delay_ms: int = DEFAULT_INITIAL_REBALANCE_DELAY_MS
 
     def __post_init__(self) -> None:
         # frozen: validated values are set through object.__setattr__ (the dataclass idiom)
@@ -89,6 +96,9 @@ class ReplaySettings:
             raise ValueError(f"retention_ms must be a positive integer or None, got {self.retention_ms!r}")
         if type(self.cleanup_interval_ms) is not int or self.cleanup_interval_ms <= 0:
             raise ValueError(f"cleanup_interval_ms must be positive, got {self.cleanup_interval_ms!r}")
+        delay = self.initial_rebalance_delay_ms
+        if type(delay) is not int or delay < 0:
+            raise ValueError(f"initial_rebalance_delay_ms must be a non-negative integer, got {delay!r}")
 
     @classmethod
     def from_strings(
@@ -98,6 +108,7 @@ class ReplaySettings:
         rules: str = ExpiryRules.CURRENT.value,
         coordinator: str = Coordinator.AUTO.value,
         cleanup_interval_ms: int = DEFAULT_CLEANUP_INTERVAL_MS,
+        initial_rebalance_delay_ms: int = DEFAULT_INITIAL_REBALANCE_DELAY_MS,
     ) -> ReplaySettings:
         """The settings from configuration values (strings for the enums).
 
@@ -109,6 +120,7 @@ class ReplaySettings:
             parse_choice(ExpiryRules, rules, "expiry rule set"),
             parse_choice(Coordinator, coordinator, "coordinator"),
             cleanup_interval_ms,
+            initial_rebalance_delay_ms,
         )
 
     def as_strings(self) -> dict[str, int | str | None]:
@@ -118,6 +130,7 @@ class ReplaySettings:
             "rules": self.rules.value,
             "coordinator": self.coordinator.value,
             "cleanup_interval_ms": self.cleanup_interval_ms,
+            "initial_rebalance_delay_ms": self.initial_rebalance_delay_ms,
         }
 
     @property

@@ -139,6 +139,7 @@ class ReplayConf:
     as_of_ms: int | None = _f(None, "non_negative")
     coordinator: Literal["auto", "old", "new"] = _f("auto")
     cleanup_interval_ms: int = _f(600_000, "positive")
+    initial_rebalance_delay_ms: int = _f(3_000, "non_negative")
     clock_outlier_ms: int = _f(86_400_000, "positive")
 
     def settings(self) -> ReplaySettings:
@@ -148,6 +149,7 @@ class ReplayConf:
             rules=self.rules,
             coordinator=self.coordinator,
             cleanup_interval_ms=self.cleanup_interval_ms,
+            initial_rebalance_delay_ms=self.initial_rebalance_delay_ms,
         )
 
 

@@ -129,6 +129,21 @@ GROUP_TRANSITIONS = TableSpec(
             "cause", "string", True, "Why (rebalance_started, join_completed, sync_completed, all_members_left, ...)."
         ),
         *_LOG_POS,
+        # the window of an inferred rebalance start (issue 17): the log does not store it
+        Column(
+            "timestamp_earliest",
+            "timestamp",
+            True,
+            "Inferred rebalance start: earliest time Kafka's rules allow (null: no bound the log shows).",
+        ),
+        Column("timestamp_latest", "timestamp", True, "Inferred rebalance start: latest time Kafka's rules allow."),
+        Column(
+            "estimate_method",
+            "string",
+            True,
+            "How the estimated timestamp was chosen inside the window (initial_delay, initial_delay_rearmed, "
+            "departed_last_commit, departed_session_timeout, members_rejoin).",
+        ),
     ),
     primary_key=("group_id", "event_key"),
     mode="merge",
@@ -144,7 +159,9 @@ REBALANCES = TableSpec(
         Column("generation", "int", True, "The new generation."),
         Column("previous_generation", "int", True, "Generation before (null on the first record)."),
         Column("skipped_generations", "int", True, "Generations that never completed a SyncGroup."),
-        Column("start_time", "timestamp", True, "Estimated start of the rebalance."),
+        Column(
+            "start_time", "timestamp", True, "Estimated start of the rebalance (inside [start_earliest, start_latest])."
+        ),
         Column("end_time", "timestamp", True, "End: the group-metadata record's timestamp."),
         Column("duration_ms", "bigint", True, "end - start in milliseconds."),
         Column("join_completed_time", "timestamp", True, "When the group entered CompletingRebalance (v2+ records)."),
@@ -170,6 +187,17 @@ REBALANCES = TableSpec(
         Column("ended_empty", "boolean", True, "The rebalance ended with no members."),
         Column("cause", "string", True, "new_generation | ended_empty | static_member_rejoined | first_record."),
         *_LOG_POS,
+        # the start is inferred: the window it must lie in, and how start_time was estimated (issue 17)
+        Column(
+            "start_earliest_time",
+            "timestamp",
+            True,
+            "Earliest start Kafka's rules allow (null: no bound the log shows, or the start is not inferred).",
+        ),
+        Column("start_latest_time", "timestamp", True, "Latest start Kafka's rules allow (null: not inferred)."),
+        Column("start_method", "string", True, "How start_time was estimated inside the window (null: not inferred)."),
+        Column("duration_min_ms", "bigint", True, "end - start_latest: the shortest duration the window allows."),
+        Column("duration_max_ms", "bigint", True, "end - start_earliest: the longest duration (null: unbounded)."),
     ),
     primary_key=("group_id", "event_key"),
     mode="merge",

@@ -159,6 +159,9 @@ class GroupHistory:
     commits: int = 0
     failovers: int = 0
     offset_tombstones: dict[str, int] = field(default_factory=dict)
+    # every entry into PreparingRebalance: (time, generation, state left); the truth a replay's
+    # inferred rebalance start is checked against (the log does not store it)
+    rebalance_starts: list[tuple[int, int, str]] = field(default_factory=list)
 
 
 #: A committed offset as the coordinator keeps it (``OffsetAndMetadata`` + commit time), a plain
@@ -294,6 +297,8 @@ class Coordinator:
         h.transitions += 1
         if target == STABLE:
             h.rebalances += 1
+        elif target == PREPARING:
+            h.rebalance_starts.append((self.rt.now, g.generation, g.state))
         elif target == EMPTY:
             h.went_empty += 1
         elif target == DEAD:

@@ -10,7 +10,9 @@ Rules:
   replay of ALL of G's records: the log tells a rebalance only when it ends (the next
   group-metadata record), so a T inside a rebalance is PreparingRebalance/CompletingRebalance
   only in hindsight. State at T = the last transition at or before T (inferred ones included,
-  flagged); generation likewise.
+  flagged); generation likewise. An inferred rebalance start is a window (issue 17,
+  ``coordinator_core.rebalance.start_window``): a T inside it is told as both states it may be
+  (``Stable or PreparingRebalance``), with the window, never as the estimate's side of it.
 - Lag: the latest ``partition_end_offsets`` sample of each topic-partition at or before T
   (when that table exists). Expiry: each offset's due time from
   ``coordinator_core.expiry.offset_due_times`` as the group stands at T.
@@ -162,6 +164,8 @@ class GroupView:
     retention_ms: int | None = None
     rules: str = "current"
     history: str = "complete as captured"
+    # [earliest, latest] of the inferred rebalance start the state at T depends on (None: certain)
+    state_window_ms: list[int | None] | None = None
 
     def as_dict(self) -> dict[str, Any]:
         from dataclasses import asdict
@@ -208,6 +212,11 @@ def inspect_group(cfg: Config, group_id: str, as_of_ms: int | None = None) -> Gr
         last = before[-1]
         if later or not (snap.state.value == "Dead" and last.to_state != "Dead"):
             state, inferred, since, generation = last.to_state, not last.observed, last.timestamp_ms, last.generation
+    window: list[int | None] | None = None
+    if later:
+        uncertain = _rebalance_window_at(transitions, t_end)
+        if uncertain is not None:
+            state, inferred, since, generation, window = uncertain
     row = snap.to_state_row(settings=settings, num_partitions=cfg.offsets_topic.num_partitions)
     members = _member_rows(row["members"])
     ends = end_offsets_at(cfg, t_end)
@@ -236,7 +245,29 @@ def inspect_group(cfg: Config, group_id: str, as_of_ms: int | None = None) -> Gr
         retention_ms=retention,
         rules=rules,
         history=history,
+        state_window_ms=window,
     )
+
+
+def _rebalance_window_at(
+    transitions: Sequence[Any], t: int
+) -> tuple[str, bool, int | None, int, list[int | None]] | None:
+    """The state at ``t`` when it depends on an inferred rebalance start: inside the start's
+    window, both states it may be (``Stable or PreparingRebalance``, since the earlier state
+    began); after it and before the join ended, PreparingRebalance since the estimate. None
+    when no window covers ``t``."""
+    for i, e in enumerate(transitions):
+        latest = e.timestamp_latest_ms
+        if latest is None or e.from_state is None or e.timestamp_ms is None or e.timestamp_earliest_ms == latest:
+            continue  # no window, or one of a single instant: the ordinary transitions tell it
+        prior = transitions[i - 1].timestamp_ms if i > 0 else None
+        lo = e.timestamp_earliest_ms if e.timestamp_earliest_ms is not None else prior
+        if lo is not None and lo <= t < latest:
+            return f"{e.from_state} or {e.to_state}", True, prior, e.generation, [e.timestamp_earliest_ms, latest]
+        nxt = transitions[i + 1].timestamp_ms if i + 1 < len(transitions) else None
+        if latest <= t and (nxt is None or t < nxt) and e.timestamp_ms <= t:
+            return e.to_state, True, e.timestamp_ms, e.generation, [e.timestamp_earliest_ms, latest]
+    return None
 
 
 def _member_rows(members: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -298,6 +329,9 @@ def _transition_row(e: Any) -> dict[str, Any]:
         "generation": e.generation,
         "observed": e.observed,
         "cause": e.cause,
+        "earliest_ms": e.timestamp_earliest_ms,
+        "latest_ms": e.timestamp_latest_ms,
+        "estimate_method": e.estimate_method,
     }
 
 
@@ -305,8 +339,13 @@ def _rebalance_row(e: Any) -> dict[str, Any]:
     return {
         "generation": e.generation,
         "start_ms": e.start_ms,
+        "start_earliest_ms": e.start_earliest_ms,
+        "start_latest_ms": e.start_latest_ms,
+        "start_method": e.start_method,
         "end_ms": e.end_ms,
         "duration_ms": e.duration_ms,
+        "duration_min_ms": e.duration_min_ms,
+        "duration_max_ms": e.duration_max_ms,
         "cause": e.cause,
         "joined": list(e.joined),
         "left": list(e.left),
@@ -361,35 +400,7 @@ def render(view: GroupView, console: Any = None) -> None:
     offset_cols = ("topic", "partition", "offset", "commit time", "log end", "lag", "expires")
     right = ("partition", "offset", "log end", "lag")
     console.print(_table(f"Committed offsets ({len(view.offsets)})", offset_cols, offsets, right=right))
-    transitions = [
-        (
-            fmt_ms(e["time_ms"]),
-            e["from"] or "-",
-            e["to"],
-            str(e["generation"]),
-            "yes" if e["observed"] else "inferred",
-            e["cause"],
-        )
-        for e in view.transitions
-    ]
-    transition_cols = ("time", "from", "to", "generation", "observed", "cause")
-    console.print(_table(f"Recent transitions (last {RECENT})", transition_cols, transitions))
-    rebalances = [
-        (
-            str(r["generation"]),
-            fmt_ms(r["start_ms"]),
-            fmt_ms(r["end_ms"]),
-            str(r["duration_ms"]),
-            r["cause"],
-            str(len(r["joined"])),
-            str(len(r["left"])),
-            "-" if r["partitions_moved"] is None else str(r["partitions_moved"]),
-            r["protocol"] or "-",
-        )
-        for r in view.rebalances
-    ]
-    rebalance_cols = ("generation", "start", "end", "duration ms", "cause", "joined", "left", "moved", "assignor")
-    console.print(_table(f"Recent rebalances (last {RECENT})", rebalance_cols, rebalances, fold=True))
+    _print_history(view, console)
     ret = (
         "no retention configured"
         if view.retention_ms is None
@@ -404,17 +415,88 @@ def render(view: GroupView, console: Any = None) -> None:
     console.print(_table(f"Offsets due to expire ({ret})", ("topic", "partition", "expires", "hours left"), due))
 
 
+def _print_history(view: GroupView, console: Any) -> None:
+    """The recent transitions and rebalances, each inferred start with its window."""
+    transitions = [
+        (
+            fmt_ms(e["time_ms"]) + _window_text(e.get("earliest_ms"), e.get("latest_ms"), e.get("estimate_method")),
+            e["from"] or "-",
+            e["to"],
+            str(e["generation"]),
+            "yes" if e["observed"] else "inferred",
+            e["cause"],
+        )
+        for e in view.transitions
+    ]
+    transition_cols = ("time", "from", "to", "generation", "observed", "cause")
+    console.print(_table(f"Recent transitions (last {RECENT})", transition_cols, transitions))
+    rebalances = [
+        (
+            str(r["generation"]),
+            fmt_ms(r["start_ms"])
+            + _window_text(r.get("start_earliest_ms"), r.get("start_latest_ms"), r.get("start_method")),
+            fmt_ms(r["end_ms"]),
+            _duration_text(r),
+            r["cause"],
+            str(len(r["joined"])),
+            str(len(r["left"])),
+            "-" if r["partitions_moved"] is None else str(r["partitions_moved"]),
+            r["protocol"] or "-",
+        )
+        for r in view.rebalances
+    ]
+    rebalance_cols = (
+        "generation",
+        "start (estimate, window)",
+        "end",
+        "duration ms",
+        "cause",
+        "joined",
+        "left",
+        "moved",
+        "assignor",
+    )
+    console.print(_table(f"Recent rebalances (last {RECENT})", rebalance_cols, rebalances, fold=True))
+
+
+def _window_text(earliest: int | None, latest: int | None, method: str | None) -> str:
+    """`` ~ [A .. B] (method)`` for an inferred start, else nothing."""
+    if latest is None:
+        return ""
+    return f" ~ [{fmt_ms(earliest) if earliest is not None else 'unbounded'} .. {fmt_ms(latest)}] ({method})"
+
+
+def _duration_text(r: dict[str, Any]) -> str:
+    """The duration, as its interval when the start is inferred (``3000 (1000-9000)``)."""
+    lo, hi = r.get("duration_min_ms"), r.get("duration_max_ms")
+    if r.get("start_method") is None or (lo == hi == r["duration_ms"]):
+        return str(r["duration_ms"])
+    return f"{r['duration_ms']} ({lo}-{hi if hi is not None else '?'})"
+
+
 def _header(view: GroupView) -> Any:
     from rich.table import Table
 
     state = view.state + (" (inferred)" if view.state_inferred else "")
+    state_text = f"{state} since {fmt_ms(view.state_since_ms)}"
+    if view.state_window_ms is not None:
+        lo, hi = view.state_window_ms
+        window = f"between {fmt_ms(lo) if lo is not None else 'the previous group record'} and {fmt_ms(hi)}"
+        before, _, _ = view.state.partition(" or ")
+        if " or " in view.state:
+            # the log cannot tell which: the rebalance began somewhere in the window
+            state_text = (
+                f"{view.state} (inferred: the rebalance began {window}); {before} since {fmt_ms(view.state_since_ms)}"
+            )
+        else:
+            state_text = f"{state} since {window} (estimate {fmt_ms(view.state_since_ms)})"
     head = Table.grid(padding=(0, 2))
     head.add_column(style="bold")
     head.add_column()
     for k, v in (
         ("group", view.group_id),
         ("as of", fmt_ms(view.as_of_ms) if view.as_of_ms is not None else "end of log"),
-        ("state", f"{state} since {fmt_ms(view.state_since_ms)}"),
+        ("state", state_text),
         ("generation", str(view.generation)),
         ("protocol", f"{view.protocol_type or '-'} / {view.protocol or '-'}"),
         ("leader", view.leader or "-"),

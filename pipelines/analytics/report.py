@@ -19,6 +19,16 @@ import html
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pipelines.analytics.report_rebalances import (
+    WINDOW_COLOR,
+    duration_figure,
+    minutes_per_group,
+    minutes_text,
+    rebalance_minutes_figure,
+    rebalances_table_columns,
+    timeline_rows,
+)
+
 if TYPE_CHECKING:
     import pandas as pd
 
@@ -189,7 +199,7 @@ def _overview(
         (f"{len(state):,}", "groups"),
         (f"{int((state['state'] == 'Stable').sum()):,}", "Stable"),
         (f"{int(is_reb.sum()):,}", "rebalances"),
-        (f"{rebal.loc[is_reb, 'duration_ms'].fillna(0).sum() / 60000:,.1f}", "rebalance minutes (upper bound)"),
+        (minutes_text(rebal[is_reb]), "rebalance minutes (range: starts are inferred)"),
         (f"{0 if offsets is None else len(offsets):,}", "committed offsets"),
         (f"{0 if load is None else len(load):,}", "offset-commit records"),
     ]
@@ -203,45 +213,22 @@ def _overview(
         by_state, x="state", y="groups", color="state", color_discrete_map=STATE_COLORS, title="Groups by state"
     )
     f1.update_layout(showlegend=False)
-    top = (
-        rebal[is_reb]
-        .groupby("group_id")
-        .agg(rebalances=("cause", "size"), minutes=("duration_ms", lambda s: s.fillna(0).sum() / 60000))
-    )
+    top = minutes_per_group(rebal[is_reb])
     top = top.sort_values("rebalances", ascending=False).head(15).reset_index()
     f2 = px.bar(
-        top, x="rebalances", y="group_id", orientation="h", title="Top rebalancing groups", hover_data=["minutes"]
+        top,
+        x="rebalances",
+        y="group_id",
+        orientation="h",
+        title="Top rebalancing groups",
+        hover_data=["minutes_min", "minutes_max"],
     )
     f2.update_layout(yaxis={"autorange": "reversed", "title": None})
     parts.append('<div class="grid">' + figs.html(f1) + figs.html(f2) + "</div>")
-    f3 = _rebalance_minutes_figure(rebal, is_reb)
+    f3 = rebalance_minutes_figure(rebal, is_reb)
     f4 = _coordinator_load_figure(load, gm)
     parts.append('<div class="grid">' + figs.html(f3) + figs.html(f4) + "</div>")
     return "".join(parts)
-
-
-def _rebalance_minutes_figure(rebal: pd.DataFrame, is_reb: pd.Series) -> Any:
-    """Rebalance minutes per hour (bars one hour wide)."""
-    import pandas as pd
-    import plotly.express as px
-    import plotly.graph_objects as go
-
-    reb_t = rebal[is_reb & rebal["end_time"].notna()].copy()
-    if reb_t.empty:
-        return go.Figure().update_layout(title="Rebalance minutes per hour (no rebalances)")
-    reb_t["hour"] = pd.to_datetime(reb_t["end_time"]).dt.floor("h")
-    per_hour = (
-        reb_t.groupby("hour")
-        .agg(minutes=("duration_ms", lambda s: s.fillna(0).sum() / 60000), rebalances=("cause", "size"))
-        .reset_index()
-    )
-    f3 = px.bar(per_hour, x="hour", y="minutes", hover_data=["rebalances"], title="Rebalance minutes per hour")
-    f3.update_traces(width=3_600_000 * 0.8, offset=3_600_000 * 0.1)
-    f3.update_xaxes(
-        range=[per_hour["hour"].min() - pd.Timedelta(hours=1), per_hour["hour"].max() + pd.Timedelta(hours=2)],
-        tickformat="%b %d %H:%M",
-    )
-    return f3
 
 
 def _coordinator_load_figure(load: pd.DataFrame | None, gm: pd.DataFrame | None) -> Any:
@@ -326,23 +313,19 @@ def _state_timeline(g: str, trans: pd.DataFrame | None, end: Any, figs: _Figures
     )
     if t is None or t.empty or not t["timestamp"].notna().any():
         return None
-    t = t[t["timestamp"].notna()].copy()
-    t["finish"] = t["timestamp"].shift(-1).fillna(end)
-    t = t[t["finish"] >= t["timestamp"]]
-    t["kind"] = t["observed"].map({True: "observed", False: "inferred"})
-    t["label"] = "gen " + t["generation"].astype(str)
-    zero = t["finish"] == t["timestamp"]
-    t.loc[zero, "finish"] = t.loc[zero, "timestamp"] + pd.Timedelta(milliseconds=500)
+    t = timeline_rows(t[t["timestamp"].notna()], pd.Timestamp(end) if end is not None else None)
+    windows = sorted(x for x in t["shown"].unique() if x not in STATE_COLORS)
     f = px.timeline(
         t,
-        x_start="timestamp",
+        x_start="start",
         x_end="finish",
-        y="to_state",
-        color="to_state",
-        color_discrete_map=STATE_COLORS,
+        y="shown",
+        color="shown",
+        color_discrete_map={**STATE_COLORS, **dict.fromkeys(windows, WINDOW_COLOR)},
         hover_data=["generation", "kind", "cause"],
-        title="State timeline (inferred spans are hindsight from the next record)",
-        category_orders={"to_state": list(STATE_COLORS)},
+        title="State timeline (inferred spans are hindsight from the next record; pale bands: when a rebalance "
+        "began is only known to lie in that window)",
+        category_orders={"shown": [*list(STATE_COLORS)[:1], *windows, *list(STATE_COLORS)[1:]]},
     )
     f.update_layout(showlegend=False, yaxis_title=None)
     return figs.html(f, 260)
@@ -351,7 +334,6 @@ def _state_timeline(g: str, trans: pd.DataFrame | None, end: Any, figs: _Figures
 def _member_change_figures(r: pd.DataFrame, figs: _Figures) -> list[str]:
     """Members joining/leaving per rebalance and rebalance durations, from the group's rebalances."""
     import pandas as pd
-    import plotly.express as px
     import plotly.graph_objects as go
 
     r2 = r.copy()
@@ -370,16 +352,7 @@ def _member_change_figures(r: pd.DataFrame, figs: _Figures) -> list[str]:
         title="Members joining / leaving per rebalance", barmode="relative", legend={"orientation": "h", "y": -0.25}
     )
     fm.update_xaxes(type="category")
-    rr = r2[_is_rebalance(r2)]
-    fd = px.bar(
-        rr,
-        x=rr["generation"].astype(str),
-        y=rr["duration_ms"].fillna(0) / 1000,
-        hover_data=["cause", "partitions_moved"],
-        title="Rebalance duration (s, upper bound) per generation",
-        labels={"x": "generation", "y": "seconds"},
-    )
-    fd.update_xaxes(type="category")
+    fd = duration_figure(r2[_is_rebalance(r2)])
     return [figs.html(fm, 280), figs.html(fd, 280)]
 
 
@@ -427,9 +400,10 @@ def _members_table(st: Any) -> str:
 
 def _rebalances_table(r: pd.DataFrame) -> str:
     """The group's latest 15 rebalances, newest first."""
-    show = r[["generation", "start_time", "end_time", "duration_ms", "cause", "partitions_moved", "protocol"]].copy()
+    show = rebalances_table_columns(r)
+    for col in ("cause", "partitions_moved", "protocol"):
+        show[col] = r[col]
     show["partitions_moved"] = show["partitions_moved"].astype("Int64")
-    show["duration_ms"] = show["duration_ms"].astype("Int64")
     show["joined"] = r["joined"].map(lambda x: ", ".join(x) if x is not None else "")
     show["left"] = r["left"].map(lambda x: ", ".join(x) if x is not None else "")
     return _table(show.tail(15).iloc[::-1])

@@ -95,6 +95,9 @@ SELECT group_id, {bucket} AS {unit.lower()},
        CAST(avg(duration_ms) AS bigint) AS avg_duration_ms,
        max(duration_ms) AS max_duration_ms,
        round(coalesce(sum(duration_ms), 0) / 60000.0, 3) AS rebalance_minutes,
+       round(coalesce(sum(duration_min_ms), 0) / 60000.0, 3) AS rebalance_minutes_min,
+       CASE WHEN count(duration_max_ms) = count(duration_ms)
+            THEN round(coalesce(sum(duration_max_ms), 0) / 60000.0, 3) END AS rebalance_minutes_max,
        sum(coalesce(partitions_moved, 0)) AS partitions_moved,
        sum({_n("joined")}) AS members_joined,
        sum({_n("`left`")}) AS members_left,
@@ -109,7 +112,8 @@ VIEWS: list[View] = [
         "rebalances_hourly",
         _rebalances_per("HOUR"),
         "Rebalances per group per hour (by end time): count, total/avg/max duration, rebalance "
-        "minutes, partitions moved, members joined/left.",
+        "minutes (from the estimated starts) and their range (rebalance_minutes_min/_max: what the start "
+        "windows allow; max null when a window is unbounded), partitions moved, members joined/left.",
         ("rebalances",),
     ),
     View(

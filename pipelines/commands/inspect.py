@@ -21,7 +21,8 @@ def register(subparsers: Any) -> None:
         help="show a consumer group at any past moment (state, members, offsets, lag, rebalances, expiry)",
         description=(
             "Show a consumer group as it was at --as-of (default: the end of its log): state and generation\n"
-            "(a time inside a rebalance shows the inferred PreparingRebalance/CompletingRebalance), protocol,\n"
+            "(a time inside a rebalance shows the inferred PreparingRebalance/CompletingRebalance; inside the\n"
+            "window where its start must lie, both states: 'Stable or PreparingRebalance'), protocol,\n"
             "leader, coordinator partition, members with assignments, committed offsets with lag (when\n"
             "partition_end_offsets exists), recent transitions and rebalances, offsets due to expire.\n"
             "examples:\n"

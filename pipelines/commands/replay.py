@@ -46,6 +46,7 @@ examples:
 
 def register(subparsers: Any) -> None:
     from coordinator_core.expiry import DEFAULT_CLEANUP_INTERVAL_MS, DEFAULT_COORDINATOR, REPLAY_COORDINATORS, RULE_SETS
+    from coordinator_core.settings import DEFAULT_INITIAL_REBALANCE_DELAY_MS
 
     p = subparsers.add_parser(
         "replay",
@@ -91,6 +92,14 @@ def register(subparsers: Any) -> None:
         help="offsets.retention.check.interval.ms (default 600000): a predicted expiry falls on the "
         "broker's next cleanup and is withdrawn when the log shows that cleanup passed without it",
     )
+    p.add_argument(
+        "--initial-rebalance-delay-ms",
+        type=int,
+        default=DEFAULT_INITIAL_REBALANCE_DELAY_MS,
+        metavar="D",
+        help="group.initial.rebalance.delay.ms (default 3000; not in the log): bounds when a rebalance from "
+        "Empty began (the window of its inferred start)",
+    )
     p.add_argument("--events", action="store_true", help="print the event stream instead of the group states")
     p.add_argument(
         "--kinds", metavar="K1,K2", help="with --events: only these kinds (e.g. rebalance,offset_expiration)"
@@ -119,6 +128,8 @@ def run(args: argparse.Namespace) -> int:
 
     if args.cleanup_interval_ms <= 0:
         raise UsageError(f"--cleanup-interval-ms must be positive, got {args.cleanup_interval_ms}")
+    if args.initial_rebalance_delay_ms < 0:
+        raise UsageError(f"--initial-rebalance-delay-ms must be >= 0, got {args.initial_rebalance_delay_ms}")
     as_of_ms, log_end_ms = args.as_of_ms, None
     clock_note = None
     if args.retention_ms is not None and records:
@@ -139,6 +150,7 @@ def run(args: argparse.Namespace) -> int:
         rules=args.rules,
         coordinator=args.coordinator,
         cleanup_interval_ms=args.cleanup_interval_ms,
+        initial_rebalance_delay_ms=args.initial_rebalance_delay_ms,
     )
     results = replay_groups(
         records,

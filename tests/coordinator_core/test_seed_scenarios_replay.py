@@ -195,7 +195,11 @@ def test_replaying_the_simulators_log_gives_its_generations_and_states(path: Pat
     run = scenario.run()
     group = str(scenario.expect.get("group", ""))
     sim_states = run.states(group)
-    replayed = replay_groups(run.records, assume_log_start=True)[group]
+    # the broker's group.initial.rebalance.delay.ms is not in the log: the replay is told it
+    delay = ReplaySettings(
+        retention_ms=None, initial_rebalance_delay_ms=scenario.coordinator.initial_rebalance_delay_ms
+    )
+    replayed = replay_groups(run.records, assume_log_start=True, settings=delay)[group]
     states = _states(replayed)
     assert states[0] == "Empty"
     assert states[1:] == sim_states[1:]
@@ -216,8 +220,12 @@ def test_replaying_the_simulators_log_gives_its_generations_and_states(path: Pat
     for t in transitions:
         if t.observed and t.from_state is not None:
             assert (t.from_state, t.to_state, t.generation, t.timestamp_ms) in sim_edges, t
-    # an estimated rebalance start is never later than the real one
+    # an estimated rebalance start comes with a window that holds the real one (issue 17: the
+    # estimate itself is no longer the earliest possible start)
     for t in transitions:
         if t.to_state == "PreparingRebalance" and t.timestamp_source == "estimate":
             real = [at for _, to, g, at in sim_edges if to == "PreparingRebalance" and g == t.generation]
-            assert t.timestamp_ms is not None and any(t.timestamp_ms <= at for at in real), t
+            lo, hi = t.timestamp_earliest_ms, t.timestamp_latest_ms
+            assert t.timestamp_ms is not None and hi is not None, t
+            assert any((lo is None or lo <= at) and at <= hi for at in real), (t, real)
+            assert (lo is None or lo <= t.timestamp_ms) and t.timestamp_ms <= hi, t

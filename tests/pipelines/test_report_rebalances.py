@@ -1,0 +1,90 @@
+"""Issue 17 in the HTML report: rebalance minutes are a range, the timeline draws each inferred
+start's window as its own band. Gold tables are written straight from the core's rows (delta-rs,
+no Spark), on a generated log."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from coordinator_core.codec import decode_record
+from coordinator_core.generator import generate
+from coordinator_core.records import LogRecord
+from coordinator_core.replay import replay_groups
+from pipelines.config import Config, load_config
+
+
+@pytest.fixture(scope="module")
+def warehouse(tmp_path_factory: pytest.TempPathFactory) -> tuple[Config, dict[str, list[dict[str, Any]]]]:
+    from deltalake import write_deltalake
+
+    from pipelines.records.gold import GOLD_SPECS, rows_to_arrow
+
+    log = generate(6, 1.0, seed=2)
+    cfg = load_config(overrides={"paths.root": str(tmp_path_factory.mktemp("report"))})
+    recs = []
+    for k, v, p, o, ts in zip(log.keys, log.values, log.partitions, log.offsets, log.timestamps, strict=True):
+        rec = decode_record(k, v)
+        recs.append(LogRecord(p, o, ts, rec.key, rec.value))
+    out = replay_groups(recs)
+    rows: dict[str, list[dict[str, Any]]] = {"group_state": [r.snapshot.to_state_row() for r in out.values()]}
+    for r in out.values():
+        for e in r.events:
+            rows.setdefault(e.table, []).append(e.to_row())
+    for name in ("group_state", "rebalances", "group_transitions"):
+        write_deltalake(cfg.table_path(name), rows_to_arrow(GOLD_SPECS[name], rows[name]))
+    return cfg, rows
+
+
+def test_rebalance_minutes_headline_is_the_range_the_windows_allow(
+    warehouse: tuple[Config, dict[str, list[dict[str, Any]]]], tmp_path: Path
+) -> None:
+    from pipelines.analytics.report import write_report
+
+    cfg, rows = warehouse
+    reb = [r for r in rows["rebalances"] if r["cause"] in ("new_generation", "ended_empty", "first_record")]
+    assert any(r["duration_min_ms"] != r["duration_max_ms"] for r in reb)
+    lo = sum(r["duration_min_ms"] or 0 for r in reb) / 60000
+    unbounded = any(r["duration_max_ms"] is None and r["duration_ms"] is not None for r in reb)
+    text = write_report(cfg, tmp_path / "r.html").read_text()
+    kpi = re.findall(r"<b>([^<]*)</b><span>rebalance minutes[^<]*</span>", text)
+    if unbounded:
+        assert kpi == [f"≥ {lo:,.1f}"]
+    else:
+        hi = sum(r["duration_max_ms"] or 0 for r in reb) / 60000
+        assert kpi == [f"{lo:,.1f}–{hi:,.1f}"]
+    # the per-hour figure and the duration figure show the interval, not one number
+    assert "at least" in text and "possibly" in text and "what the log allows" in text
+
+
+def test_timeline_draws_each_start_window_as_a_band_between_the_states(
+    warehouse: tuple[Config, dict[str, list[dict[str, Any]]]],
+) -> None:
+    import pandas as pd
+
+    from pipelines.analytics.report import _read
+    from pipelines.analytics.report_rebalances import timeline_rows
+
+    cfg, _rows = warehouse
+    trans = _read(cfg, "group_transitions")
+    assert trans is not None
+    checked = 0
+    for g, t in trans.groupby("group_id"):
+        t = t[t["timestamp"].notna()].sort_values(["timestamp", "log_partition", "log_offset"])
+        spans = timeline_rows(t, t["timestamp"].max() + pd.Timedelta(minutes=1)).reset_index(drop=True)
+        for i, s in spans.iterrows():
+            if " or " not in s["shown"] or pd.isna(s["timestamp_earliest"]):
+                continue
+            assert s["shown"] in ("Stable or PreparingRebalance", "Empty or PreparingRebalance"), s["shown"]
+            assert (s["start"], s["finish"]) == (s["timestamp_earliest"], s["timestamp_latest"])
+            # the state before ends where the window begins (a span of one instant is drawn 500 ms
+            # wide); PreparingRebalance starts at the window's end
+            before, after = spans.iloc[i - 1], spans.iloc[i + 1]
+            assert before["finish"] <= s["start"] + pd.Timedelta(milliseconds=500), g
+            assert after["shown"] == "PreparingRebalance", g
+            assert after["start"] == s["timestamp_latest"], g
+            checked += 1
+    assert checked > 0
