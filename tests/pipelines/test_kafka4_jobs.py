@@ -182,6 +182,91 @@ def test_consumer_members_carry_the_cores_epoch_and_assignments(log: RawLog) -> 
 
 
 # ---------------------------------------------------------------------------------------------
+# inspect: a consumer group as kafka-consumer-groups --describe --state --members shows it
+# ---------------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def inspect_cfg(log: RawLog, tmp_path_factory: pytest.TempPathFactory) -> Any:
+    from pipelines.config import load_config
+    from pipelines.tableio import deltars
+    from schemas import get as get_spec
+
+    cfg = load_config(overrides={"paths.root": str(tmp_path_factory.mktemp("k4inspect")), "replay.retention_ms": DAY})
+    schema = get_spec("raw_records").arrow_schema()
+    raw = raw_table(log).append_column("timestampType", pa.array([0] * len(log), pa.int32()))
+    deltars.create(cfg.table_path("raw_records"), schema, [])
+    deltars.write_arrow(cfg.table_path("raw_records"), raw.select(schema.names).cast(schema))
+    return cfg
+
+
+def _core_snapshot(log: RawLog, gid: str, at: int | None = None) -> Any:
+    from coordinator_core.records import LogRecord
+    from coordinator_core.replay import snapshot_as_of
+
+    recs = []
+    for k, v, p, o, ts in log:
+        try:
+            r = decode_record(k, v, modern=True)
+        except Exception:
+            continue
+        if r.key.group == gid:
+            recs.append(LogRecord(p, o, ts, r.key, r.value))
+    return snapshot_as_of(recs, group_id=gid, as_of_ms=at, settings=ReplaySettings(retention_ms=DAY)), recs
+
+
+def test_inspect_shows_a_consumer_group_as_kafka_consumer_groups_describes_it(inspect_cfg: Any, log: RawLog) -> None:
+    import io as _io
+
+    from rich.console import Console
+
+    from pipelines.analytics.inspect import inspect_group, render
+
+    view = inspect_group(inspect_cfg, "cg-orders")
+    assert (view.group_type, view.state, view.generation) == ("consumer", "Stable", 4)
+    c = view.consumer
+    assert c is not None
+    assert (c["assignment_strategy"], c["state"], c["group_epoch"], c["target_assignment_epoch"]) == (
+        "uniform",
+        "Stable",
+        4,
+        4,
+    )
+    assert [m["member_id"] for m in c["members"]] == ["m0", "m2"]
+    for m in c["members"]:
+        assert m["current_epoch"] == m["target_epoch"] == 4 and m["member_state"] == "STABLE"
+        assert m["current_assignment"] == m["target_assignment"] and m["partitions"] == len(m["current_assignment"])
+    assert sorted(p for m in c["members"] for p in m["current_assignment"]) == sorted(f"orders-{p}" for p in range(6))
+    out = _io.StringIO()
+    render(view, Console(file=out, width=220))
+    text = out.getvalue()
+    for header in ("ASSIGNMENT-STRATEGY", "GROUP-EPOCH", "TARGET-ASSIGNMENT-EPOCH", "CURRENT-ASSIGNMENT", "m0", "m2"):
+        assert header in text, header
+
+
+def test_inspect_mid_reconciliation_shows_what_a_member_still_has_to_revoke(inspect_cfg: Any, log: RawLog) -> None:
+    """At a moment when a member holds partitions it must give up (UNREVOKED_PARTITIONS), the
+    view shows them and its epoch behind the target, exactly as the core's fold holds them."""
+    from pipelines.analytics.inspect import inspect_group
+
+    _, recs = _core_snapshot(log, "cg-orders")
+    moments = []
+    for t in sorted({r.timestamp_ms for r in recs}):
+        snap, _ = _core_snapshot(log, "cg-orders", t)
+        if snap.consumer is not None and any(m.partitions_pending_revocation for m in snap.consumer.members.values()):
+            moments.append((t, snap))
+    assert moments  # the writer's joins make members revoke
+    t, snap = moments[0]
+    c = inspect_group(inspect_cfg, "cg-orders", t).consumer
+    assert c is not None and c["state"] == snap.consumer.state.value == "Reconciling"
+    revoking = {m["member_id"]: m for m in c["members"] if m["pending_revocation"]}
+    assert revoking
+    for mid, m in revoking.items():
+        core = snap.consumer.members[mid]
+        assert m["member_state"] == core.state == "UNREVOKED_PARTITIONS"
+        assert m["current_epoch"] == core.member_epoch < m["target_epoch"]
+        assert len(m["pending_revocation"]) == sum(len(ps) for _, ps in core.partitions_pending_revocation)
+
+
+# ---------------------------------------------------------------------------------------------
 # Spark: the batch job and the stream on the mixed cluster
 # ---------------------------------------------------------------------------------------------
 @pytest.mark.spark
