@@ -118,7 +118,7 @@ def collect(io: TableIO, *, window_s: float = DEFAULT_WINDOW_S) -> Snapshot:
     """Query the warehouse once (DuckDB) and return the ``Snapshot``."""
     from pipelines.analytics.duck import DuckDBSession
     from pipelines.analytics.transpile import to_duckdb
-    from pipelines.analytics.views import REBALANCE_CAUSES, _as_of_sql, view_closure
+    from pipelines.analytics.views import IS_REBALANCE_SQL, _as_of_sql, view_closure
     from pipelines.errors import UsageError
 
     if not io.exists("group_state"):
@@ -157,13 +157,12 @@ def collect(io: TableIO, *, window_s: float = DEFAULT_WINDOW_S) -> Snapshot:
             end = {"offset": r["offset"], "timestamp": r["t"], "lag": r["lag_offsets"]}
             parts[key]["end" if r["is_end"] else "start"] = end
             parts[key].setdefault("start", end)  # a one-commit window starts where it ends
-    causes = ", ".join(f"'{c}'" for c in REBALANCE_CAUSES)
     since = at - int(window_s * 1000)
     rebalances = {
         r["group_id"]: (int(r["n"]), int(r["ms"]))
         for r in rows(
             "SELECT group_id, count(*) AS n, coalesce(sum(duration_ms), 0) AS ms FROM rebalances "
-            f"WHERE cause IN ({causes}) AND end_time > timestamp_millis({since}) "
+            f"WHERE {IS_REBALANCE_SQL} AND end_time > timestamp_millis({since}) "
             f"AND end_time <= timestamp_millis({at}) GROUP BY group_id"
         )
     }

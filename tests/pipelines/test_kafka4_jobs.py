@@ -267,6 +267,53 @@ def test_inspect_mid_reconciliation_shows_what_a_member_still_has_to_revoke(insp
 
 
 # ---------------------------------------------------------------------------------------------
+# views: a consumer group's epoch bumps are its rebalances; an older warehouse still answers
+# ---------------------------------------------------------------------------------------------
+def _gold_warehouse(root: Path, gold: dict[str, pa.Table], drop: tuple[str, ...] = ()) -> Any:
+    from pipelines.config import load_config
+    from pipelines.tableio import deltars
+
+    cfg = load_config(overrides={"paths.root": str(root), "replay.retention_ms": DAY})
+    for name, table in gold.items():
+        t = table.drop_columns([c for c in drop if c in table.column_names])
+        deltars.create(cfg.table_path(name), t.schema, [])
+        deltars.write_arrow(cfg.table_path(name), t)
+    return cfg
+
+
+def test_rebalance_views_count_a_consumer_groups_epoch_bumps(tmp_path: Path, log: RawLog) -> None:
+    from pipelines.commands.sql import open_session
+
+    gold = arrow_gold(raw_table(log), retention_ms=DAY)
+    cfg = _gold_warehouse(tmp_path, gold)
+    got = open_session(cfg, engine="duckdb").execute(
+        "SELECT group_id, sum(rebalances) AS n FROM rebalances_daily GROUP BY group_id"
+    )
+    counts = dict(zip(got.column("group_id").to_pylist(), got.column("n").to_pylist(), strict=True))
+    bumps = [r for r in gold["rebalances"].to_pylist() if r["group_id"] == "cg-orders"]
+    assert bumps and all(r["group_type"] == "consumer" for r in bumps)
+    assert counts["cg-orders"] == len(bumps)
+
+
+def test_views_answer_on_a_warehouse_written_before_group_type(tmp_path: Path, log: RawLog) -> None:
+    """Tables without the new columns (no job has run since the upgrade): DuckDB reads them as
+    NULL, as Spark's declared-schema read does, and classic rebalances still count."""
+    from pipelines.commands.sql import open_session
+
+    gold = arrow_gold(raw_table(log), retention_ms=DAY)
+    classic = {n: t.filter(pa.compute.equal(t.column("group_type"), "classic")) for n, t in gold.items()}
+    cfg = _gold_warehouse(tmp_path, classic, drop=("group_type", "member_epoch", "member_state"))
+    session = open_session(cfg, engine="duckdb")
+    got = session.execute("SELECT sum(rebalances) AS n FROM rebalances_daily")
+    want = sum(
+        1 for r in classic["rebalances"].to_pylist() if r["cause"] in ("new_generation", "ended_empty", "first_record")
+    )
+    assert got.column("n").to_pylist() == [want] and want > 0
+    types = session.execute("SELECT DISTINCT group_type FROM group_members")
+    assert types.column("group_type").to_pylist() == [None]
+
+
+# ---------------------------------------------------------------------------------------------
 # Spark: the batch job and the stream on the mixed cluster
 # ---------------------------------------------------------------------------------------------
 @pytest.mark.spark
