@@ -140,7 +140,7 @@ protocol_type, protocol, leader, current_state_timestamp, state_timestamp_ms (wh
 state), members (array of the ``group_members`` member struct without group/generation/log
 columns), member_count,
 offset_count, subscribed_topics, last_log_partition, last_log_offset, last_timestamp_ms,
-next_expiry_ms, records_applied, unsupported_records, format_version) and ``offset_rows()`` feeds
+next_expiry_ms, records_applied, unsupported_records, format_version, group_type) and ``offset_rows()`` feeds
 ``offsets_current`` (group_id, topic, partition, offset, leader_epoch, metadata, commit_timestamp,
 expire_timestamp, value_version, log_partition, log_offset, timestamp_ms).
 """

@@ -385,22 +385,10 @@ def render(view: GroupView, console: Any = None) -> None:
     # piped or captured output gets room for member ids instead of rich's 80 columns
     console = console or (Console() if sys.stdout.isatty() else Console(width=160))
     console.print(_header(view))
-    if view.consumer is not None:
+    if view.consumer is not None:  # a consumer group's members are in its own table
         _render_consumer(console, view.group_id, view.consumer)
-    members = [
-        (
-            m["member_id"] + (" *" if m["is_leader"] else ""),
-            m["group_instance_id"] or "-",
-            m["client_id"] or "-",
-            m["client_host"] or "-",
-            f"{m['session_timeout']}/{m['rebalance_timeout']}",
-            "?" if m["assigned_partitions"] is None else compact_partitions(m["assigned_partitions"]) or "-",
-        )
-        for m in view.members
-    ]
-    member_cols = ("member id", "instance id", "client id", "host", "session/rebalance ms", "assigned")
-    if view.consumer is None:  # a consumer group's members are in its own table above
-        console.print(_table(f"Members ({len(view.members)})", member_cols, members, fold=True))
+    else:
+        _render_members(console, view.members)
     offsets = [
         (
             o["topic"],
@@ -457,6 +445,23 @@ def render(view: GroupView, console: Any = None) -> None:
         (e["topic"], str(e["partition"]), fmt_ms(e["expires_ms"]), f"{e['hours_left']:g}") for e in view.expiring[:20]
     ]
     console.print(_table(f"Offsets due to expire ({ret})", ("topic", "partition", "expires", "hours left"), due))
+
+
+def _render_members(console: Any, members: list[dict[str, Any]]) -> None:
+    """A classic group's members (the leader starred)."""
+    rows = [
+        (
+            m["member_id"] + (" *" if m["is_leader"] else ""),
+            m["group_instance_id"] or "-",
+            m["client_id"] or "-",
+            m["client_host"] or "-",
+            f"{m['session_timeout']}/{m['rebalance_timeout']}",
+            "?" if m["assigned_partitions"] is None else compact_partitions(m["assigned_partitions"]) or "-",
+        )
+        for m in members
+    ]
+    member_cols = ("member id", "instance id", "client id", "host", "session/rebalance ms", "assigned")
+    console.print(_table(f"Members ({len(members)})", member_cols, rows, fold=True))
 
 
 def _render_consumer(console: Any, group_id: str, c: dict[str, Any]) -> None:

@@ -212,7 +212,7 @@ def reconciliation_frame(frames: Frames, baseline: Baseline) -> DataFrame:
     """One row: raw count, each decoded table's count and ``unaccounted = raw - sum``."""
     from pyspark.sql import functions as F
 
-    names = ("raw_records", "offset_commits", "group_metadata", "quarantine", "unsupported_records")
+    names: tuple[str, ...] = ("raw_records", "offset_commits", "group_metadata", "quarantine", "unsupported_records")
     # group_records (Kafka 4 group records) is absent from warehouses written before it existed
     names += ("group_records",) if "group_records" in frames else ()
     row = _count(frames, names[0])
