@@ -26,8 +26,9 @@ if TYPE_CHECKING:
 
     from pipelines.config_sections import DqConf
 
-#: Kafka's classic group states (``ClassicGroupState`` / ``GroupState.scala``).
-GROUP_STATES = ("Empty", "PreparingRebalance", "CompletingRebalance", "Stable", "Dead")
+#: Kafka's classic group states (``ClassicGroupState`` / ``GroupState.scala``) and a consumer
+#: group's (KIP-848, ``ConsumerGroup.ConsumerGroupState``: Assigning, Reconciling)
+GROUP_STATES = ("Empty", "PreparingRebalance", "CompletingRebalance", "Stable", "Dead", "Assigning", "Reconciling")
 #: OffsetCommitKey versions: 0 (0.8.2) and 1 (0.9+); 2 is GroupMetadataKey (``GroupMetadataManager``).
 OFFSET_COMMIT_KEY_VERSIONS = (0, 1)
 #: GroupMetadataKey version.

@@ -313,6 +313,27 @@ def test_views_answer_on_a_warehouse_written_before_group_type(tmp_path: Path, l
     assert types.column("group_type").to_pylist() == [None]
 
 
+def test_metrics_give_a_consumer_group_its_own_states_one_hot(tmp_path: Path, log: RawLog) -> None:
+    """``kafka_consumergroup_group_state`` is one-hot over a consumer group's states (Empty,
+    Assigning, Reconciling, Stable, Dead), its epoch bumps are its rebalances in the window."""
+    from pipelines.serve.metrics import collect, render
+    from pipelines.tableio import TableIO
+
+    gold = arrow_gold(raw_table(log), retention_ms=DAY)
+    cfg = _gold_warehouse(tmp_path, gold)
+    text = render(collect(TableIO(cfg, None, engine="rust"), window_s=30 * 86_400), "test")
+    one_hot = [
+        ln for ln in text.splitlines() if ln.startswith("kafka_consumergroup_group_state{") and "cg-orders" in ln
+    ]
+    states = {ln.split('state="')[1].split('"')[0]: float(ln.rsplit(" ", 1)[1]) for ln in one_hot}
+    assert states == {"Empty": 0, "Assigning": 0, "Reconciling": 0, "Stable": 1, "Dead": 0}
+    reb = [
+        ln for ln in text.splitlines() if ln.startswith("kafka_consumergroup_group_rebalances{") and "cg-orders" in ln
+    ]
+    bumps = sum(1 for r in gold["rebalances"].to_pylist() if r["group_id"] == "cg-orders")
+    assert [float(ln.rsplit(" ", 1)[1]) for ln in reb] == [bumps]
+
+
 # ---------------------------------------------------------------------------------------------
 # Spark: the batch job and the stream on the mixed cluster
 # ---------------------------------------------------------------------------------------------
