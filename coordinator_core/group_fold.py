@@ -21,14 +21,12 @@ Rules:
 
 from __future__ import annotations
 
-import dataclasses
-from dataclasses import dataclass
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from coordinator_core import expiry as _expiry
 from coordinator_core.consumer_group import ConsumerGroupFold
-from coordinator_core.events import WITHDRAWN, Event, GroupLifecycle, OffsetExpiration, StateTransition
+from coordinator_core.events import WITHDRAWN, Event, GroupLifecycle, OffsetExpiration, ReplayStats, StateTransition
 from coordinator_core.records import MemberMetadata, OffsetCommitValue
 from coordinator_core.settings import Coordinator, ReplaySettings
 from coordinator_core.snapshot import (
@@ -70,26 +68,6 @@ ALL_EVENT_KINDS: frozenset[str] = frozenset(
 )
 
 
-@dataclass(slots=True)
-class ReplayStats:
-    """Counters of one ``replay`` call."""
-
-    records_seen: int = 0
-    applied: int = 0
-    duplicates_skipped: int = 0
-    unsupported_skipped: int = 0
-    offset_commits: int = 0
-    offset_tombstones: int = 0
-    group_records: int = 0
-    group_tombstones: int = 0
-    predicted_expirations: int = 0
-    predicted_deaths: int = 0
-    predictions_contradicted: int = 0
-
-    def as_dict(self) -> dict[str, int]:
-        return dataclasses.asdict(self)
-
-
 class GroupFold:
     """Mutable working copy of a snapshot, private to one ``replay`` call (see the module rules)."""
 
@@ -102,7 +80,7 @@ class GroupFold:
         "predicted_death_restore", "predicted_expired", "predicted_removed", "predictions_contradicted",
         "protocol", "protocol_type", "rb_cache", "records_applied", "retention_ms", "rules", "settled",
         "settled_death_ms", "sit", "situation_since_ms", "skipped_commits", "state", "state_timestamp_ms",
-        "stats", "subscribed_topics", "tombstone_run", "unsupported_records",
+        "stats", "subscribed_topics", "tombstone_run", "type_marks", "unsupported_records",
     )  # fmt: skip
 
     def __init__(
@@ -183,6 +161,9 @@ class GroupFold:
             ]
             | None
         ) = None
+        # (event index, group type): the kind of group the events from that index on are about
+        # (``ReplayResult.event_group_types``)
+        self.type_marks: list[tuple[int, str]] = [(0, self.group_type)]
 
     def freeze(self) -> GroupSnapshot:
         # positional, in GroupSnapshot's field order (checked at import: _SNAPSHOT_FIELDS)

@@ -22,19 +22,20 @@ def warehouse(tmp_path_factory: pytest.TempPathFactory) -> tuple[Config, dict[st
     from deltalake import write_deltalake
 
     from pipelines.records.gold import GOLD_SPECS, rows_to_arrow
+    from pipelines.records.replay import gold_rows
 
     log = generate(6, 1.0, seed=2)
     cfg = load_config(overrides={"paths.root": str(tmp_path_factory.mktemp("report"))})
     recs = []
     for k, v, p, o, ts in zip(log.keys, log.values, log.partitions, log.offsets, log.timestamps, strict=True):
-        rec = decode_record(k, v)
+        rec = decode_record(k, v, modern=True)
         recs.append(LogRecord(p, o, ts, rec.key, rec.value))
-    out = replay_groups(recs)
-    rows: dict[str, list[dict[str, Any]]] = {"group_state": [r.snapshot.to_state_row() for r in out.values()]}
-    for r in out.values():
-        for e in r.events:
-            rows.setdefault(e.table, []).append(e.to_row())
-    for name in ("group_state", "rebalances", "group_transitions"):
+    names = ("group_state", "rebalances", "group_transitions")
+    rows: dict[str, list[dict[str, Any]]] = {name: [] for name in names}
+    for result in replay_groups(recs).values():  # the rows the jobs write (pipelines.records.replay)
+        for name, part in gold_rows(result, tables=names).items():
+            rows[name].extend(part)
+    for name in names:
         write_deltalake(cfg.table_path(name), rows_to_arrow(GOLD_SPECS[name], rows[name]))
     return cfg, rows
 
