@@ -92,7 +92,6 @@ def make_config(
     landing: Path,
     files_per_trigger: int,
     retention_ms: int,
-    reader: str = "python",
     trigger: str = "30 seconds",
 ) -> Any:
     from pipelines.config import config_from_dict
@@ -106,7 +105,6 @@ def make_config(
             "stream": {
                 "max_files_per_trigger": files_per_trigger,
                 "watermark_delay_ms": 60_000,
-                "landing_reader": reader,
                 "trigger_interval": trigger,
             },
         }
@@ -319,9 +317,6 @@ def main() -> int:
     ap.add_argument("--rates", default="", help="sustained input rates, records/s (comma separated)")
     ap.add_argument("--trigger", default="5 seconds", help="trigger interval of the sustained runs")
     ap.add_argument("--duration", type=float, default=60.0, help="seconds per sustained run")
-    ap.add_argument(
-        "--reader", default="python", choices=["python", "spark"], help="stream.landing_reader of the backlog runs"
-    )
     ap.add_argument("--retention-ms", type=int, default=None, help="default: the generator's")
     ap.add_argument("--work", default=None, help="scratch directory (default: a temp dir, removed)")
     ap.add_argument("--write-results", action="store_true")
@@ -369,7 +364,7 @@ def main() -> int:
     for f in files[:2]:
         shutil.copy(f, warm / "landing" / f.name)
     set_mtimes(warm / "landing")
-    run_stream(spark, make_config(warm, warm / "landing", 1, retention, reader=args.reader))
+    run_stream(spark, make_config(warm, warm / "landing", 1, retention))
     for i, fpt in enumerate(rates):
         root = work / f"run-{fpt}"
         landing = root / "landing"
@@ -377,7 +372,7 @@ def main() -> int:
         for f in head:
             shutil.copy(f, landing / f.name)
         set_mtimes(landing)
-        cfg = make_config(root, landing, fpt, retention, reader=args.reader)
+        cfg = make_config(root, landing, fpt, retention)
         cpu0 = tree_cpu_seconds()
         rows, wall = run_stream(spark, cfg)
         cpu = tree_cpu_seconds() - cpu0
