@@ -88,11 +88,7 @@ def tree_cpu_seconds() -> float:
 
 
 def make_config(
-    root: Path,
-    landing: Path,
-    files_per_trigger: int,
-    retention_ms: int,
-    trigger: str = "30 seconds",
+    root: Path, landing: Path, files_per_trigger: int, retention_ms: int, trigger: str = "30 seconds"
 ) -> Any:
     from pipelines.config import config_from_dict
 
