@@ -8,8 +8,9 @@ Run it either way (same code path):
 Rules:
 - Two queries read the source, each with its own checkpoint: ``replay`` (offset commits, group
   metadata and unsupported records of a known group → packed replay input → the stateful
-  function → the gold tables) and ``quarantine`` (quarantined and unsupported records → their
-  tables, Spark's file source). Available-now runs one after the other (two cores are better
+  function → the gold tables) and ``quarantine`` (the decoded tables: offset commits, group
+  metadata, quarantined and unsupported records, as the batch's decode writes them; Spark's file
+  source), so every analytics view answers on a streaming-only warehouse. Available-now runs one after the other (two cores are better
   spent on one at a time); continuous mode runs both side by side.
 - Continuous by default (``stream.trigger_interval``); ``--available-now`` processes what is
   there and stops (what Airflow schedules). SIGTERM/SIGINT stop the queries cleanly (exit 0);
@@ -133,15 +134,11 @@ def state_conf(spark: SparkSession, partitions: int | None = None) -> dict[str, 
 def start_quarantine_query(
     spark: SparkSession, cfg: Config, io: TableIO, settings: StreamSettings, *, available_now: bool
 ) -> StreamingQuery:
-    """Source → decode → quarantined/unsupported records → ``foreachBatch`` appends."""
-    from pyspark.sql import functions as F
-
-    from pipelines.records.decode import KIND_QUARANTINE, KIND_UNSUPPORTED
+    """Source → decode → the decoded tables (offset commits, group metadata, quarantined and
+    unsupported records) → ``foreachBatch`` writes (``QuarantineBatchWriter``)."""
     from pipelines.stream.decode import decode_union
 
-    side = decode_union(read_raw_stream(spark, cfg, settings)).where(
-        F.col("kind").isin(KIND_QUARANTINE, KIND_UNSUPPORTED)
-    )
+    side = decode_union(read_raw_stream(spark, cfg, settings))
     writer = (
         side.writeStream.queryName(settings.quarantine_query_name)
         .option("checkpointLocation", settings.quarantine_checkpoint)
@@ -197,7 +194,8 @@ def _run(
 
     settings = settings_from_config(cfg)
     io = TableIO(cfg, spark)
-    for name in (*settings.tables, "quarantine", "unsupported_records", "stream_progress"):
+    decoded = ("offset_commits", "group_metadata", "quarantine", "unsupported_records")
+    for name in (*settings.tables, *decoded, "stream_progress"):
         io.ensure(name)
     # micro-batches committed just before a kill, whose progress was never polled
     for query, checkpoint in (
