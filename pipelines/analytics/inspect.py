@@ -11,9 +11,19 @@ Rules:
   group-metadata record), so a T inside a rebalance is PreparingRebalance/CompletingRebalance
   only in hindsight. State at T = the last transition at or before T (inferred ones included,
   flagged); generation likewise.
-- Lag: the latest ``partition_end_offsets`` sample of each topic-partition at or before T
-  (when that table exists). Expiry: each offset's due time from
-  ``coordinator_core.expiry.offset_due_times`` as the group stands at T.
+- Lag (``pipelines.analytics.lag``, the rules the views follow): without ``--as-of`` the NEWEST
+  ``partition_end_offsets`` sample of each topic-partition (a sampler run after the last batch
+  is the freshest truth); at T the log end interpolated between the samples around T. Time lag:
+  the group's own sample (the timestamp of the record at its committed offset) when it is of
+  the current offset, else kafka-lag-exporter's interpolation. A committed offset above the log
+  end is flagged (topic recreated or truncated); topics without any sample are listed.
+- Owner of each partition (``kafka-consumer-groups --describe``'s CONSUMER-ID, HOST, CLIENT-ID):
+  the member whose assignment (group_members' ``assigned_partitions``) holds it at T.
+- Status: Burrow's (``pipelines.analytics.burrow.evaluate``) per partition over its last 10
+  commits at or before T (lag at each commit from the samples, as ``consumer_lag``), rolled up
+  with ``burrow.group_status``; group totals: total lag, max lag, max time lag.
+- Expiry: each offset's due time from ``coordinator_core.expiry.offset_due_times`` as the group
+  stands at T.
 - History: the partition's offsets tell where its compacted part ends
   (``coordinator_core.log_shape``); a group whose first record lies before it may have lost
   older history to the log cleaner, and the view says so instead of inventing it.
@@ -120,24 +130,6 @@ def known_groups(cfg: Config) -> list[str]:
     return [] if table is None else sorted(table.column("group_id").to_pylist())
 
 
-def end_offsets_at(cfg: Config, at_ms: int | None) -> dict[tuple[str, int], tuple[int, int]]:
-    """(topic, partition) -> (log_end_offset, sampled_at ms) of the latest sample at or before T."""
-    t = _io(cfg).read_arrow("partition_end_offsets", ["sampled_at", "topic", "partition", "log_end_offset"])
-    if t is None:
-        return {}
-    ms = _ms(t.column("sampled_at"))
-    out: dict[tuple[str, int], tuple[int, int]] = {}
-    for s, topic, p, leo in zip(
-        ms, t.column("topic").to_pylist(), t.column("partition").to_pylist(), t.column("log_end_offset").to_pylist()
-    ):
-        if s is None or (at_ms is not None and s > at_ms):
-            continue
-        prev = out.get((topic, p))
-        if prev is None or s >= prev[1]:
-            out[(topic, p)] = (leo, s)
-    return out
-
-
 @dataclass
 class GroupView:
     """Everything ``inspect group`` shows (JSON-ready via ``as_dict``)."""
@@ -162,6 +154,8 @@ class GroupView:
     retention_ms: int | None = None
     rules: str = "current"
     history: str = "complete as captured"
+    #: group totals (total lag, max lag, max time lag), Burrow's group status, topics never sampled
+    lag: dict[str, Any] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         from dataclasses import asdict
@@ -171,9 +165,10 @@ class GroupView:
 
 def inspect_group(cfg: Config, group_id: str, as_of_ms: int | None = None) -> GroupView:
     """Build the view of ``group_id`` at ``as_of_ms`` (None = end of its log)."""
-    from coordinator_core.events import Rebalance, StateTransition
+    from coordinator_core.events import OffsetCommitted, Rebalance, StateTransition
     from coordinator_core.expiry import offset_due_times
     from coordinator_core.replay import new_snapshot, replay, snapshot_as_of
+    from pipelines.analytics.group_lag import add_lag
 
     part, records, _, shape = read_group_records(cfg, group_id)
     if not records:
@@ -186,7 +181,7 @@ def inspect_group(cfg: Config, group_id: str, as_of_ms: int | None = None) -> Gr
     full = replay(
         new_snapshot(group_id),
         records,
-        event_kinds=("state_transition", "rebalance"),
+        event_kinds=("state_transition", "rebalance", "offset_commit"),
         settings=settings.with_retention(None),
     )
     t_end = records[-1].timestamp_ms if as_of_ms is None else as_of_ms
@@ -210,9 +205,10 @@ def inspect_group(cfg: Config, group_id: str, as_of_ms: int | None = None) -> Gr
             state, inferred, since, generation = last.to_state, not last.observed, last.timestamp_ms, last.generation
     row = snap.to_state_row(settings=settings, num_partitions=cfg.offsets_topic.num_partitions)
     members = _member_rows(row["members"])
-    ends = end_offsets_at(cfg, t_end)
     due = offset_due_times(snap, retention, settings.rules) if retention is not None else {}
-    offsets = _offset_rows(snap.offset_rows(), ends, due)
+    offsets = _offset_rows(snap.offset_rows(), due)
+    commits = [e for e in full.events if isinstance(e, OffsetCommitted) and e.commit_timestamp <= t_end]
+    lag = add_lag(cfg, group_id, offsets, row["members"], commits, as_of_ms, t_end)
     expiring = _expiring(offsets, t_end)
     rebalances = [e for e in full.events if isinstance(e, Rebalance) and e.end_ms <= t_end]
     return GroupView(
@@ -236,6 +232,7 @@ def inspect_group(cfg: Config, group_id: str, as_of_ms: int | None = None) -> Gr
         retention_ms=retention,
         rules=rules,
         history=history,
+        lag=lag,
     )
 
 
@@ -254,26 +251,18 @@ def _member_rows(members: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def _offset_rows(
-    rows: list[dict[str, Any]], ends: dict[tuple[str, int], tuple[int, int]], due: dict[tuple[str, int], int | None]
-) -> list[dict[str, Any]]:
-    out = []
-    for o in rows:
-        tp = (o["topic"], o["partition"])
-        end = ends.get(tp)
-        out.append(
-            {
-                "topic": o["topic"],
-                "partition": o["partition"],
-                "offset": o["offset"],
-                "commit_timestamp_ms": o["commit_timestamp"],
-                "metadata": o["metadata"],
-                "log_end_offset": None if end is None else end[0],
-                "lag": None if end is None or o["offset"] is None else max(end[0] - o["offset"], 0),
-                "expires_ms": due.get(tp),
-            }
-        )
-    return out
+def _offset_rows(rows: list[dict[str, Any]], due: dict[tuple[str, int], int | None]) -> list[dict[str, Any]]:
+    return [
+        {
+            "topic": o["topic"],
+            "partition": o["partition"],
+            "offset": o["offset"],
+            "commit_timestamp_ms": o["commit_timestamp"],
+            "metadata": o["metadata"],
+            "expires_ms": due.get((o["topic"], o["partition"])),
+        }
+        for o in rows
+    ]
 
 
 def _expiring(offsets: list[dict[str, Any]], t_end: int) -> list[dict[str, Any]]:
@@ -346,21 +335,40 @@ def render(view: GroupView, console: Any = None) -> None:
     ]
     member_cols = ("member id", "instance id", "client id", "host", "session/rebalance ms", "assigned")
     console.print(_table(f"Members ({len(view.members)})", member_cols, members, fold=True))
+    console.print(_lag_summary(view))
     offsets = [
         (
             o["topic"],
             str(o["partition"]),
             str(o["offset"]),
-            fmt_ms(o["commit_timestamp_ms"]),
             "-" if o["log_end_offset"] is None else str(o["log_end_offset"]),
-            "-" if o["lag"] is None else str(o["lag"]),
+            "-" if o["lag"] is None else str(o["lag"]) + (" (ahead of end)" if o["ahead_of_end"] else ""),
+            _duration(o["lag_ms"]),
+            o["status"],
+            "-" if o["owner"] is None else o["owner"]["member_id"],
+            "-" if o["owner"] is None else o["owner"]["client_host"] or "-",
+            "-" if o["owner"] is None else o["owner"]["client_id"] or "-",
+            fmt_ms(o["commit_timestamp_ms"]),
             fmt_ms(o["expires_ms"]) if o["expires_ms"] else "never",
         )
         for o in view.offsets
     ]
-    offset_cols = ("topic", "partition", "offset", "commit time", "log end", "lag", "expires")
-    right = ("partition", "offset", "log end", "lag")
-    console.print(_table(f"Committed offsets ({len(view.offsets)})", offset_cols, offsets, right=right))
+    offset_cols = (
+        "topic",
+        "partition",
+        "current-offset",
+        "log-end-offset",
+        "lag",
+        "time lag",
+        "status",
+        "consumer-id",
+        "host",
+        "client-id",
+        "commit time",
+        "expires",
+    )
+    right = ("partition", "current-offset", "log-end-offset", "lag", "time lag")
+    console.print(_table(f"Committed offsets ({len(view.offsets)})", offset_cols, offsets, right=right, fold=True))
     transitions = [
         (
             fmt_ms(e["time_ms"]),
@@ -404,6 +412,43 @@ def render(view: GroupView, console: Any = None) -> None:
     console.print(_table(f"Offsets due to expire ({ret})", ("topic", "partition", "expires", "hours left"), due))
 
 
+def _duration(ms: int | None) -> str:
+    """A time lag as ``1h02m03.4s`` / ``4.5s`` ('-' when unknown)."""
+    if ms is None:
+        return "-"
+    h, rest = divmod(int(ms), 3_600_000)
+    m, rest = divmod(rest, 60_000)
+    sec = f"{rest / 1000:.1f}s"
+    return f"{h}h{m:02d}m{sec}" if h else (f"{m}m{sec}" if m else sec)
+
+
+def _lag_summary(view: GroupView) -> Any:
+    """Group totals and Burrow's group status (one grid under the header)."""
+    from rich.table import Table
+
+    lag = view.lag
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(style="bold")
+    grid.add_column()
+    if not lag.get("end_offsets_sampled"):
+        grid.add_row("lag", "unknown: no partition_end_offsets (run: offsetlake capture-end-offsets)")
+        grid.add_row("status", lag.get("status", "UNKNOWN"))
+        return grid
+    total = "-" if lag["total_lag"] is None else f"{lag['total_lag']:,}"
+    biggest = "-" if lag["max_lag"] is None else f"{lag['max_lag']:,}"
+    grid.add_row("lag", f"total {total}, max {biggest}, max time lag {_duration(lag['max_lag_ms'])}")
+    grid.add_row("status", f"{lag['status']} (Burrow: worst partition; STOP/STALL/REWIND count as ERR)")
+    if lag["ahead_of_end"]:
+        grid.add_row(
+            "warning", f"{lag['ahead_of_end']} committed offset(s) above the log end (topic recreated or truncated?)"
+        )
+    if lag["topics_without_samples"]:
+        grid.add_row(
+            "not sampled", ", ".join(lag["topics_without_samples"]) + " (no end-offset sample: missing on the cluster?)"
+        )
+    return grid
+
+
 def _header(view: GroupView) -> Any:
     from rich.table import Table
 
@@ -438,10 +483,7 @@ def _table(
 
     t = Table(title=title, title_justify="left")
     for c in columns:
-        if fold:
-            t.add_column(c, overflow="fold")
-        else:
-            t.add_column(c, justify="right" if c in right else "left")
+        t.add_column(c, justify="right" if c in right else "left", overflow="fold" if fold else "ellipsis")
     for row in rows:
         t.add_row(*row)
     return t

@@ -22,9 +22,8 @@ Rules:
   kminion does. What only offsetlake knows is ``kafka_consumergroup_group_rebalance*``,
   ``..._offset_expiry_timestamp_seconds`` and ``..._deletion_timestamp_seconds``. README
   "Monitoring" documents each family.
-- Group status is Burrow's roll-up (``core/internal/evaluator/caching.go``): ERR when any
-  partition is STOP, STALL or REWIND, else WARN when any is WARN, else OK; UNKNOWN when no
-  partition has a known status (our partitions are UNKNOWN without lag samples).
+- Group status is Burrow's roll-up, ``pipelines.analytics.burrow.group_status`` (the one
+  definition ``inspect``, the report and the ``group_status_now`` view share).
 """
 
 from __future__ import annotations
@@ -34,8 +33,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from pipelines.analytics.burrow import group_status
+
 if TYPE_CHECKING:
     from pipelines.tableio import TableIO
+
 
 GROUP_STATES = ("Empty", "PreparingRebalance", "CompletingRebalance", "Stable", "Dead")
 #: the tables whose Delta versions key the cache (what the queries below read)
@@ -190,16 +192,6 @@ def collect(io: TableIO, *, window_s: float = DEFAULT_WINDOW_S) -> Snapshot:
         window_s=window_s,
         versions=versions,
     )
-
-
-def group_status(statuses: Iterable[str | None]) -> str:
-    """Burrow's group status from its partitions' statuses (module rules)."""
-    known = [s for s in statuses if s and s != "UNKNOWN"]
-    if not known:
-        return "UNKNOWN"
-    if any(s in ("STOP", "STALL", "REWIND") for s in known):
-        return "ERR"
-    return "WARN" if "WARN" in known else "OK"
 
 
 # ---- exposition ---------------------------------------------------------------------------------

@@ -247,8 +247,12 @@ def test_offsets_at_risk_uses_the_cores_expiry_forecast(spark: Any, world: World
 
 
 def _expected_lag(world: World) -> list[tuple[int, int, int | None]]:
-    """(commit time, offset, lag) of the sampled partition's commits, computed independently."""
-    samples = sorted((int(s["sampled_at"].timestamp() * 1000), s["log_end_offset"]) for s in world.samples)
+    """(commit time, offset, lag) of the sampled partition's commits, by the pure reference
+    (``pipelines.analytics.lag``: the log end interpolated between the samples around the commit;
+    the oldest sample before the first one, an upper bound)."""
+    from pipelines.analytics.lag import Sample, lag_offsets, log_end_at
+
+    samples = [Sample(int(s["sampled_at"].timestamp() * 1000), s["log_end_offset"]) for s in world.samples]
     out = []
     for r in world.records:
         if (
@@ -257,12 +261,16 @@ def _expected_lag(world: World) -> list[tuple[int, int, int | None]]:
             and (r.key.group, r.key.topic, r.key.partition) == world.lag_tp
         ):
             t, o = r.value.commit_timestamp, r.value.offset
-            before = [leo for st, leo in samples if st <= t]
-            out.append((t, o, None if not before else max(before[-1] - o, 0)))
+            found = log_end_at(samples, t)
+            out.append((t, o, lag_offsets(None if found is None else found[0], o)))
     return out
 
 
-def test_consumer_lag_uses_the_latest_sample_at_or_before_each_commit(spark: Any, world: World) -> None:
+def test_consumer_lag_interpolates_the_log_end_between_the_samples_around_each_commit(
+    spark: Any, world: World
+) -> None:
+    # issue 17: was "the latest sample at or before each commit", which left every commit made
+    # before the first sample (the live flow: capture, batch, then capture-end-offsets) without lag
     g, topic, part = world.lag_tp
     rows = _rows(
         spark,
@@ -270,12 +278,15 @@ def test_consumer_lag_uses_the_latest_sample_at_or_before_each_commit(spark: Any
         f"WHERE group_id = '{g}' AND topic = '{topic}' AND partition = {part} "
         "ORDER BY commit_timestamp, log_partition, log_offset",
     )
-    assert [(r["t"], r["offset"], r["lag_offsets"]) for r in rows] == _expected_lag(world)
+    want = _expected_lag(world)
+    assert [(r["t"], r["offset"], r["lag_offsets"]) for r in rows] == want
+    assert all(lag is not None for _, _, lag in want)  # before the first sample too (an upper bound)
     other = _rows(spark, f"SELECT count(*) AS n FROM consumer_lag WHERE topic <> '{topic}' AND lag_offsets IS NOT NULL")
     assert other[0]["n"] == 0
 
 
 def test_partition_status_at_each_commit_and_at_any_time_agree_with_the_reference(spark: Any, world: World) -> None:
+    from pipelines.analytics.lag import Sample, log_end_at
     from pipelines.analytics.views import partition_status_at
 
     g, topic, part = world.lag_tp
@@ -292,8 +303,11 @@ def test_partition_status_at_each_commit_and_at_any_time_agree_with_the_referenc
     for i in (5, 11, 20):
         at = commits[i].time_ms + 1
         win = [c for c in commits if c.time_ms <= at][-10:]
-        samples = [s for s in world.samples if int(s["sampled_at"].timestamp() * 1000) <= at]
-        cur = max(samples[-1]["log_end_offset"] - win[-1].offset, 0)
+        found = log_end_at(
+            [Sample(int(s["sampled_at"].timestamp() * 1000), s["log_end_offset"]) for s in world.samples], at
+        )
+        assert found is not None
+        cur = max(found[0] - win[-1].offset, 0)
         got = (
             partition_status_at(spark, at)
             .where(f"group_id = '{g}' AND topic = '{topic}' AND partition = {part}")
