@@ -13,6 +13,10 @@ Rules:
 - A topic-partition asked for that the cluster does not have (deleted, recreated smaller) gets
   no row, and is REPORTED (``missing_line``, on the sampler's log each time), never skipped
   silently: its groups' lag is unknown, not zero.
+- The scheduled paths sample when ``kafka.bootstrap_servers`` is configured
+  (``scheduled_sample``): the batch job once after its replay (whatever starts it: the CLI, the
+  Airflow DAG's one submit), the streaming job every ``STREAM_INTERVAL_S`` while it runs and
+  once when an available-now run ends. An unreachable cluster is reported, never fatal.
 """
 
 from __future__ import annotations
@@ -260,3 +264,63 @@ def run_sampler(
     except KeyboardInterrupt:
         note("interrupted")
     return total
+
+
+#: the streaming job samples at most this often while it runs (and once when an available-now run ends)
+STREAM_INTERVAL_S = 60.0
+
+
+def scheduled_sample(cfg: Any, note: Callable[[str], None] | None = None) -> str | None:
+    """The scheduled paths' sample (the batch job after its replay, the streaming job on an
+    interval): every committed (group, topic, partition) of the warehouse's ``offsets_current``,
+    when ``kafka.bootstrap_servers`` is configured (``None`` otherwise: nothing to do).
+
+    Returns a one-line detail. A cluster that cannot be reached, or a warehouse without
+    ``offsets_current`` yet, is reported in that line and through ``note``, never fatal: the
+    tables are already written, and lag stays what the last sample said.
+    """
+    from pipelines.kafka.client import settings_from_config
+
+    if not cfg.kafka.bootstrap_servers:
+        return None
+    say = note or (lambda msg: None)
+    settings = settings_from_config(cfg)
+    try:
+        rows = run_sampler(
+            settings,
+            cfg.table_path("partition_end_offsets"),
+            groups_table=cfg.table_path("offsets_current"),
+            timeout_s=10.0,
+            log=say,
+        )
+    except UsageError as exc:  # KafkaUnavailableError included
+        say(f"end offsets not sampled: {exc}")
+        return f"not sampled: {exc}"
+    return f"{rows} rows sampled from {settings.bootstrap_servers} into partition_end_offsets"
+
+
+class IntervalSampler:
+    """``scheduled_sample`` at most every ``interval_s`` (the streaming job's driver loop)."""
+
+    def __init__(self, cfg: Any, interval_s: float = STREAM_INTERVAL_S, note: Callable[[str], None] | None = None):
+        self.cfg = cfg
+        self.interval_s = interval_s
+        self.note = note
+        self.last: float | None = None
+        self.details: list[str] = []
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.cfg.kafka.bootstrap_servers)
+
+    def tick(self, *, force: bool = False) -> None:
+        """Sample if enabled and the interval has passed since the last sample (or ``force``)."""
+        if not self.enabled:
+            return
+        now = time.monotonic()
+        if not force and self.last is not None and now - self.last < self.interval_s:
+            return
+        self.last = now
+        detail = scheduled_sample(self.cfg, self.note)
+        if detail is not None:
+            self.details.append(detail)

@@ -9,12 +9,12 @@ Rules:
   sample) reads as empty: its metrics are absent, never zero.
 - "Now" is the warehouse's ``as_of`` (``replay.as_of_ms``, else the last record time in
   ``group_state``: ``views._as_of_sql``), never the wall clock: the rebalance window ends there.
-- Lag now (per partition) = newest ``partition_end_offsets`` sample of the topic-partition minus
-  the committed offset in ``offsets_current``, floored at 0 like ``consumer_lag``; the sample
-  may be newer than ``as_of`` (a live sampler runs after the last batch). Computed here, not from
-  ``consumer_lag`` (that view is lag at each commit, from samples at or before it). A committed
-  offset above the log end (topic recreated or truncated) is flagged by its own gauge. Lag in time
-  = ``sampled_at - committed_record_timestamp`` of the group's newest own sample, when known.
+- Lag now (per partition of ``offsets_current``) follows ``pipelines.analytics.lag`` through its
+  one SQL form (``lag_sql.lag_ctes``) at the NEWEST sample of the topic-partition (it may be
+  newer than ``as_of``: a live sampler runs after the last batch): log end minus the committed
+  offset, floored at 0; a committed offset above the log end (topic recreated or truncated) is
+  flagged by its own gauge; lag in time = since the record at the committed offset was written
+  (its timestamp when the group's sample fetched it, else kafka-lag-exporter's interpolation).
 - Names follow kafka-lag-exporter (``kafka_consumergroup_group_lag``, ``..._max_lag``,
   ``..._sum_lag``, ``..._lag_seconds``, ``kafka_partition_latest_offset``) with labels
   ``cluster_name``, ``group``, ``topic``, ``partition`` (no member labels: a rebalance would
@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from pipelines.analytics.burrow import group_status
+from pipelines.analytics.lag_sql import lag_ctes
 
 if TYPE_CHECKING:
     from pipelines.tableio import TableIO
@@ -63,24 +64,17 @@ READS = [
 DEFAULT_WINDOW_S = 3600.0
 BURROW_WINDOW = 10
 
-_LAG_NOW_SQL = """
-WITH e AS (
-  SELECT topic, partition, max_by(log_end_offset, sampled_at) AS log_end_offset, max(sampled_at) AS sampled_at
-  FROM partition_end_offsets GROUP BY topic, partition),
-t AS (
-  -- the newest sample's time lag even when it is null (caught up): max_by over a struct, since
-  -- DuckDB's arg_max skips null values where Spark's max_by keeps them
-  SELECT group_id, topic, partition,
-         max_by(named_struct('v', unix_millis(sampled_at) - unix_millis(committed_record_timestamp)),
-                sampled_at).v AS lag_ms
-  FROM partition_end_offsets WHERE group_id IS NOT NULL GROUP BY group_id, topic, partition)
-SELECT o.group_id, o.topic, o.partition, o.offset, unix_millis(o.commit_timestamp) AS commit_ms,
-       e.log_end_offset, unix_millis(e.sampled_at) AS sampled_ms,
-       CASE WHEN e.log_end_offset IS NULL THEN NULL ELSE greatest(e.log_end_offset - o.offset, 0) END AS lag,
-       t.lag_ms
-FROM offsets_current o
-LEFT JOIN e ON e.topic = o.topic AND e.partition = o.partition
-LEFT JOIN t ON t.group_id = o.group_id AND t.topic = o.topic AND t.partition = o.partition
+#: lag now of every committed offset: ``lag_sql.lag_ctes`` (the views' one lag rule) at the
+#: NEWEST sample of its topic-partition
+_LAG_NOW_SQL = f"""
+WITH n AS (SELECT topic, partition, max(unix_millis(sampled_at)) AS st FROM partition_end_offsets GROUP BY topic, partition),
+now_src AS (
+  SELECT o.group_id, o.topic, o.partition, o.offset, n.st AS x, unix_millis(o.commit_timestamp) AS commit_ms
+  FROM offsets_current o LEFT JOIN n ON n.topic = o.topic AND n.partition = o.partition),
+{lag_ctes("now_src", ("commit_ms",))}
+SELECT group_id, topic, partition, offset, commit_ms, log_end_offset, x AS sampled_ms, lag_offsets AS lag, lag_ms,
+       ahead_of_end
+FROM lag_out
 """
 
 #: the first and last commit of each partition's Burrow window (the last BURROW_WINDOW commits at

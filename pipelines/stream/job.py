@@ -17,6 +17,9 @@ Rules:
   bad config exits 2 with one line, before Spark starts; records dropped as late fail the run
   (``DataLossError``) unless ``stream.allow_late_drops``.
 - One writer per warehouse: the run holds ``pipelines.warehouse_lock`` throughout.
+- With ``kafka.bootstrap_servers`` configured, end offsets (lag) are sampled every
+  ``pipelines.kafka.end_offsets.STREAM_INTERVAL_S`` while the queries run and once at the end
+  (``IntervalSampler``); an unreachable cluster is logged, never fatal.
 - The stateful query runs with its own state settings (``state_conf``): one state-store
   partition per core and RocksDB changelog checkpointing, unless ``spark.conf`` sets them.
 """
@@ -39,6 +42,7 @@ if __name__ == "__main__" and __package__ in (None, ""):  # spark-submit pipelin
     sys.path.insert(0, os.path.dirname(os.path.dirname(_here)))
 
 from pipelines.errors import UsageError
+from pipelines.kafka.end_offsets import IntervalSampler
 from pipelines.stream.packing import packed_replay_input
 from pipelines.stream.progress import ProgressRecorder, reconstruct_progress
 from pipelines.stream.settings import REPLAY_QUERY, StreamSettings, settings_from_config
@@ -217,11 +221,16 @@ def _run(
             )
         )
     stages = [[s] for s in starters] if available_now else [starters]
+    # end offsets (lag) while the queries run, when a cluster is configured
+    sampler = IntervalSampler(cfg, note=lambda msg: log.info("end offsets: %s", msg))
     for stage in stages:
         if stop.requested.is_set():
             break
         queries = [(name, start()) for name, start in stage]
-        _watch(queries, recorder, stop, poll_seconds, None if settings.allow_late_drops else recorder.late_failure)
+        refuse = None if settings.allow_late_drops else recorder.late_failure
+        _watch(queries, recorder, stop, poll_seconds, refuse, tick=sampler.tick)
+    sampler.tick(force=True)  # the offsets the run ended with
+    recorder.end_offsets = sampler.details
     return recorder
 
 
@@ -231,8 +240,10 @@ def _watch(
     stop: Any,
     poll_seconds: float,
     refuse: Callable[[], str | None] | None = None,
+    tick: Callable[[], None] | None = None,
 ) -> None:
-    """Poll progress until every query ended or a stop is requested; re-raise a query failure.
+    """Poll progress until every query ended or a stop is requested; re-raise a query failure;
+    ``tick`` runs at each poll (the end-offsets sampler).
 
     A signal sent to the whole process group also reaches Spark's JVM, which then shuts down on
     its own: Py4J errors after a stop request are an orderly exit, not a failure.
@@ -248,6 +259,8 @@ def _watch(
                 raise DataLossError(reason)
             if not active:
                 break
+            if tick is not None:
+                tick()
             if stop.requested.is_set():
                 log.info("stop requested (signal %s): stopping the queries", getattr(stop, "signal", None))
                 for _n, q in active:

@@ -266,9 +266,7 @@ def _expected_lag(world: World) -> list[tuple[int, int, int | None]]:
     return out
 
 
-def test_consumer_lag_interpolates_the_log_end_between_the_samples_around_each_commit(
-    spark: Any, world: World
-) -> None:
+def test_consumer_lag_interpolates_the_log_end_between_the_samples_around_each_commit(spark: Any, world: World) -> None:
     # issue 17: was "the latest sample at or before each commit", which left every commit made
     # before the first sample (the live flow: capture, batch, then capture-end-offsets) without lag
     g, topic, part = world.lag_tp
@@ -351,3 +349,50 @@ def test_rebalances_daily_day_is_a_date_in_utc(spark: Any, world: World) -> None
         "GROUP BY group_id, to_date(hour)",
     )
     assert per_day and per_day == {(r["group_id"], r["d"]): r["n"] for r in by_hours}
+
+
+def test_report_shows_lag_and_status_lists_only_offsets_that_will_expire_and_keeps_a_time_window(
+    spark: Any, world: World, tmp_path: Path
+) -> None:
+    from pipelines.analytics.report import write_report
+
+    text = write_report(world.cfg, tmp_path / "lag.html").read_text()
+    assert text.count("window.PlotlyConfig") == 1  # plotly.js once per page
+    g = world.lag_tp[0]
+    lag = re.search(r'<section id="lag">.*?</section>', text, re.S)
+    assert lag is not None
+    status = _rows(spark, f"SELECT status, total_lag FROM group_status_now WHERE group_id = '{g}'")[0]
+    row = re.search(rf"<tr><td><a href='#g-{re.escape(g)}'>{re.escape(g)}</a></td><td>(.*?)</td><td>(.*?)</td>", lag[0])
+    assert row is not None and f">{status['status']}<" in row[1] and row[2] == f"{status['total_lag']:,}"
+    at_risk = re.search(r'<section id="at-risk">.*?</section>', text, re.S)
+    assert at_risk is not None
+    will = _rows(
+        spark,
+        "SELECT count(*) AS n FROM offsets_at_risk WHERE predicted_expiry_timestamp IS NOT NULL AND NOT kept_past_due",
+    )[0]["n"]
+    never = _rows(spark, "SELECT count(*) AS n FROM offsets_at_risk WHERE predicted_expiry_timestamp IS NULL")[0]["n"]
+    assert f"{will:,} offsets will expire" in at_risk[0] and f"{never:,} never expire" in at_risk[0]
+    assert at_risk[0].count("<tr>") == min(will, 50)  # only the offsets that will expire (pandas' header: styled)
+    assert "never (as the group stands)" not in text
+    # the group's own section: per-partition lag and status, owner columns
+    section = re.search(rf'<section id="g-{re.escape(g)}" class="group">.*?</section>', text, re.S)
+    assert section is not None and "<h3>Lag and status</h3>" in section[0] and "consumer id" in section[0]
+    # a window after the last rebalance keeps no rebalance history, and says so in the header
+    end_ms = world.truth["end_ms"]
+    late = write_report(world.cfg, tmp_path / "late.html", since_ms=end_ms + 1).read_text()
+    assert "history from" in late and "<h3>Rebalances (latest 15)</h3>" not in late
+    assert "<h3>Rebalances (latest 15)</h3>" in text
+
+
+def test_report_window_option_is_checked_before_anything_is_read(
+    world: World, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from pipelines.cli import main
+
+    conf = tmp_path / "c.yaml"
+    conf.write_text(f"paths:\n  root: {Path(world.cfg.paths.warehouse).parent}\n")
+    out = tmp_path / "w.html"
+    assert main(["report", "--conf", str(conf), "--window", "6 hours", "--out", str(out)]) == 2
+    assert "--window" in capsys.readouterr().err and not out.exists()
+    assert main(["report", "--conf", str(conf), "--window", "30m", "--out", str(out)]) == 0
+    assert "history from" in out.read_text()
