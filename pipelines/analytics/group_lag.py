@@ -72,6 +72,7 @@ def add_lag(
         # the record at the committed offset, fetched by a sample of this group: its timestamp
         known = [x[2] for x in own.get(tp, []) if x[1] == o["offset"] and x[2] is not None]
         record_ms = max(known) if known else None
+        method: str | None
         if as_of_ms is None:  # now: the newest sample, whatever its time
             now = L.lag_now(pts, o["offset"], record_ms)
             end, method, t_lag = now["log_end_offset"], L.EXACT, now["lag_ms"]

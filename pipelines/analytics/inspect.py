@@ -336,39 +336,7 @@ def render(view: GroupView, console: Any = None) -> None:
     member_cols = ("member id", "instance id", "client id", "host", "session/rebalance ms", "assigned")
     console.print(_table(f"Members ({len(view.members)})", member_cols, members, fold=True))
     console.print(_lag_summary(view))
-    offsets = [
-        (
-            o["topic"],
-            str(o["partition"]),
-            str(o["offset"]),
-            "-" if o["log_end_offset"] is None else str(o["log_end_offset"]),
-            "-" if o["lag"] is None else str(o["lag"]) + (" (ahead of end)" if o["ahead_of_end"] else ""),
-            _duration(o["lag_ms"]),
-            o["status"],
-            "-" if o["owner"] is None else o["owner"]["member_id"],
-            "-" if o["owner"] is None else o["owner"]["client_host"] or "-",
-            "-" if o["owner"] is None else o["owner"]["client_id"] or "-",
-            fmt_ms(o["commit_timestamp_ms"]),
-            fmt_ms(o["expires_ms"]) if o["expires_ms"] else "never",
-        )
-        for o in view.offsets
-    ]
-    offset_cols = (
-        "topic",
-        "partition",
-        "current-offset",
-        "log-end-offset",
-        "lag",
-        "time lag",
-        "status",
-        "consumer-id",
-        "host",
-        "client-id",
-        "commit time",
-        "expires",
-    )
-    right = ("partition", "current-offset", "log-end-offset", "lag", "time lag")
-    console.print(_table(f"Committed offsets ({len(view.offsets)})", offset_cols, offsets, right=right, fold=True))
+    console.print(_offsets_table(view))
     transitions = [
         (
             fmt_ms(e["time_ms"]),
@@ -410,6 +378,43 @@ def render(view: GroupView, console: Any = None) -> None:
         (e["topic"], str(e["partition"]), fmt_ms(e["expires_ms"]), f"{e['hours_left']:g}") for e in view.expiring[:20]
     ]
     console.print(_table(f"Offsets due to expire ({ret})", ("topic", "partition", "expires", "hours left"), due))
+
+
+def _offsets_table(view: GroupView) -> Any:
+    """Committed offsets as ``kafka-consumer-groups --describe`` prints them (+ time lag, status)."""
+    offsets = [
+        (
+            o["topic"],
+            str(o["partition"]),
+            str(o["offset"]),
+            "-" if o["log_end_offset"] is None else str(o["log_end_offset"]),
+            "-" if o["lag"] is None else str(o["lag"]) + (" (ahead of end)" if o["ahead_of_end"] else ""),
+            _duration(o["lag_ms"]),
+            o["status"],
+            "-" if o["owner"] is None else o["owner"]["member_id"],
+            "-" if o["owner"] is None else o["owner"]["client_host"] or "-",
+            "-" if o["owner"] is None else o["owner"]["client_id"] or "-",
+            fmt_ms(o["commit_timestamp_ms"]),
+            fmt_ms(o["expires_ms"]) if o["expires_ms"] else "never",
+        )
+        for o in view.offsets
+    ]
+    offset_cols = (
+        "topic",
+        "partition",
+        "current-offset",
+        "log-end-offset",
+        "lag",
+        "time lag",
+        "status",
+        "consumer-id",
+        "host",
+        "client-id",
+        "commit time",
+        "expires",
+    )
+    right = ("partition", "current-offset", "log-end-offset", "lag", "time lag")
+    return _table(f"Committed offsets ({len(view.offsets)})", offset_cols, offsets, right=right, fold=True)
 
 
 def _duration(ms: int | None) -> str:

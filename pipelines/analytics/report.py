@@ -421,6 +421,8 @@ def _member_change_figures(r: pd.DataFrame, figs: _Figures) -> list[str]:
     )
     fm.update_xaxes(type="category")
     rr = r2[_is_rebalance(r2)]
+    if rr.empty:  # only static rejoins (e.g. in a --window): no durations to draw
+        return [figs.html(fm, 280)]
     fd = px.bar(
         rr,
         x=rr["generation"].astype(str),

@@ -385,7 +385,7 @@ def test_serve_answers_metrics_burrow_status_and_healthz(wh: Warehouse, server: 
 
 
 def test_group_status_rolls_up_partitions_as_burrow_does() -> None:
-    from pipelines.serve.metrics import group_status
+    from pipelines.analytics.burrow import group_status  # the one definition (serve, inspect, views)
 
     assert group_status(["OK", "OK"]) == "OK"
     assert group_status(["OK", "WARN", "UNKNOWN"]) == "WARN"
