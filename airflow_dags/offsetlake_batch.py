@@ -6,6 +6,8 @@ is ONE task, exactly what ``offsetlake run batch`` and ``bench/batch.py`` run: o
 the three stages, and the decode pass hands the replay its input by bucket on the one path
 (``pipelines/batch/replay.py``). A retry reruns the job, which skips every stage already
 committed for the same raw_records version, so retry granularity is not lost.
+With ``kafka.bootstrap_servers`` configured the job also samples end offsets (lag) after its
+replay, inside the same submit (``pipelines.kafka.end_offsets.scheduled_sample``).
 Schedule: ``airflow.batch_schedule``; retries: ``airflow.retries`` (dq: none); run and task
 timeouts: ``airflow.sla_minutes``. A failed blocking data-quality check fails the ``dq`` task,
 skips maintenance and fails the run.

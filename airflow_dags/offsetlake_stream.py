@@ -2,7 +2,8 @@
 
 Every ``airflow.stream_schedule_minutes`` the streaming job runs with ``--available-now``: it
 processes what arrived since the last run from the same checkpoint and stops (cheap, exactly
-once). Then the data-quality suites of the gold tables run (``--suites stream``); a failed
+once). With ``kafka.bootstrap_servers`` configured it samples end offsets (lag) when
+it ends (``pipelines.kafka.end_offsets``). Then the data-quality suites of the gold tables run (``--suites stream``); a failed
 blocking check fails the run. One run at a time (the checkpoint is shared).
 """
 

@@ -14,12 +14,18 @@ Rules (linkedin/Burrow ``core/internal/evaluator/caching.go``, ``calculatePartit
   consumer, which only the lag tells apart. An empty window is ``UNKNOWN`` too.
 - The Spark SQL version (``pipelines.analytics.views.burrow_status_sql``) must agree with
   ``evaluate`` on every window (a test checks hand-made windows for every rule).
+- Group status (Burrow's ``evaluateGroup``: a partition status above ERR counts as ERR, the
+  group takes the worst): ERR when any partition is STOP, STALL or REWIND, else WARN when any is
+  WARN, else OK; UNKNOWN when no partition has a known status (ours are UNKNOWN without lag).
+  ``group_status`` is the one definition ``serve``, ``inspect`` and the report use;
+  ``group_status_sql`` is its aggregate twin in the views (``group_status_now``), checked
+  against it by a test.
 """
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import NamedTuple
 
 OK, WARN, STOP, STALL, REWIND, UNKNOWN = "OK", "WARN", "STOP", "STALL", "REWIND", "UNKNOWN"
@@ -63,3 +69,26 @@ def evaluate(window: Sequence[Commit], now_ms: int, current_lag: int | None = No
     if all(b.lag >= a.lag for a, b in itertools.pairwise(window)):  # type: ignore[operator]
         return WARN
     return OK
+
+
+ERR = "ERR"
+GROUP_STATUSES = (OK, WARN, ERR, UNKNOWN)
+
+
+def group_status(statuses: Iterable[str | None]) -> str:
+    """Burrow's group status from its partitions' statuses (module rules)."""
+    known = [s for s in statuses if s and s != UNKNOWN]
+    if not known:
+        return UNKNOWN
+    if any(s in (STOP, STALL, REWIND) for s in known):
+        return ERR
+    return WARN if WARN in known else OK
+
+
+def group_status_sql(col: str) -> str:
+    """``group_status`` as a Spark SQL aggregate over the partition status column ``col``."""
+    return (
+        f"CASE WHEN count_if({col} IN ('STOP', 'STALL', 'REWIND')) > 0 THEN 'ERR' "
+        f"WHEN count_if({col} = 'WARN') > 0 THEN 'WARN' "
+        f"WHEN count_if({col} = 'OK') > 0 THEN 'OK' ELSE 'UNKNOWN' END"
+    )

@@ -74,7 +74,7 @@ class DuckDBSession:
         for v in views:
             if v in forms:
                 if v == "offsets_at_risk":  # its Python step first (views.PYTHON_VIEWS)
-                    from pipelines.analytics.views import AT_RISK_JOIN_SQL
+                    from pipelines.analytics.at_risk import AT_RISK_JOIN_SQL
 
                     joined = self.query(to_duckdb(AT_RISK_JOIN_SQL))
                     self.con.register("_offsets_due", offsets_due_arrow(joined, self.cfg))
@@ -132,7 +132,8 @@ def _local(file_uri: str) -> str:
 
 def view_form(name: str, cfg: Config, *, replayed_commits: bool) -> str:
     """The DuckDB SQL of analytics view ``name`` (raises ``NoDuckDBForm``)."""
-    from pipelines.analytics.views import PYTHON_VIEWS, at_risk_sql, view_sql
+    from pipelines.analytics.at_risk import at_risk_sql
+    from pipelines.analytics.views import PYTHON_VIEWS, view_sql
 
     if name in PYTHON_VIEWS and name != "offsets_at_risk":
         raise NoDuckDBForm(f"view {name} {PYTHON_VIEWS[name][0]}")
@@ -145,12 +146,12 @@ def view_form(name: str, cfg: Config, *, replayed_commits: bool) -> str:
 
 
 def offsets_due_arrow(joined: pa.Table, cfg: Config) -> pa.Table:
-    """``_offsets_due`` from ``views.AT_RISK_JOIN_SQL``'s rows on the driver: the grouped function
-    Spark runs per group (``views.due_times_fn``: the core's expiry rules), group by group."""
+    """``_offsets_due`` from ``at_risk.AT_RISK_JOIN_SQL``'s rows on the driver: the grouped function
+    Spark runs per group (``at_risk.due_times_fn``: the core's expiry rules), group by group."""
     import pandas as pd
     import pyarrow as pa
 
-    from pipelines.analytics.views import AT_RISK_SCHEMA, DUE_COLUMNS, due_times_fn
+    from pipelines.analytics.at_risk import AT_RISK_SCHEMA, DUE_COLUMNS, due_times_fn
 
     types = {"string": pa.string(), "int": pa.int32(), "bigint": pa.int64(), "timestamp": pa.timestamp("us", "UTC")}
     schema = pa.schema([(n, types[t]) for n, t in (f.strip().split(" ") for f in AT_RISK_SCHEMA.split(","))])

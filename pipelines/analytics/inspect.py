@@ -13,9 +13,19 @@ Rules:
   flagged); generation likewise. An inferred rebalance start is a window (issue 17,
   ``coordinator_core.rebalance.start_window``): a T inside it is told as both states it may be
   (``Stable or PreparingRebalance``), with the window, never as the estimate's side of it.
-- Lag: the latest ``partition_end_offsets`` sample of each topic-partition at or before T
-  (when that table exists). Expiry: each offset's due time from
-  ``coordinator_core.expiry.offset_due_times`` as the group stands at T.
+- Lag (``pipelines.analytics.lag``, the rules the views follow): without ``--as-of`` the NEWEST
+  ``partition_end_offsets`` sample of each topic-partition (a sampler run after the last batch
+  is the freshest truth); at T the log end interpolated between the samples around T. Time lag:
+  the group's own sample (the timestamp of the record at its committed offset) when it is of
+  the current offset, else kafka-lag-exporter's interpolation. A committed offset above the log
+  end is flagged (topic recreated or truncated); topics without any sample are listed.
+- Owner of each partition (``kafka-consumer-groups --describe``'s CONSUMER-ID, HOST, CLIENT-ID):
+  the member whose assignment (group_members' ``assigned_partitions``) holds it at T.
+- Status: Burrow's (``pipelines.analytics.burrow.evaluate``) per partition over its last 10
+  commits at or before T (lag at each commit from the samples, as ``consumer_lag``), rolled up
+  with ``burrow.group_status``; group totals: total lag, max lag, max time lag.
+- Expiry: each offset's due time from ``coordinator_core.expiry.offset_due_times`` as the group
+  stands at T.
 - History: the partition's offsets tell where its compacted part ends
   (``coordinator_core.log_shape``); a group whose first record lies before it may have lost
   older history to the log cleaner, and the view says so instead of inventing it.
@@ -29,13 +39,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from pipelines.analytics.reads import driver_io, epoch_ms
 from pipelines.errors import UsageError
 
 if TYPE_CHECKING:
     from coordinator_core.log_shape import PartitionShape
     from coordinator_core.records import LogRecord
     from pipelines.config import Config
-    from pipelines.tableio import TableIO
 
 RECENT = 10
 
@@ -63,21 +73,6 @@ def fmt_ms(ms: int | None) -> str:
     return dt.datetime.fromtimestamp(ms / 1000, dt.UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
 
 
-def _ms(col: Any) -> list[int | None]:
-    """Epoch ms of an Arrow timestamp column (any unit)."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    return pc.cast(pc.cast(col, pa.timestamp("ms", "UTC")), pa.int64()).to_pylist()  # type: ignore[no-any-return]
-
-
-def _io(cfg: Config) -> TableIO:
-    """Driver-side reads (delta-rs, no Spark) of the warehouse's tables."""
-    from pipelines.tableio import TableIO
-
-    return TableIO(cfg, None, engine="rust")
-
-
 def read_group_records(cfg: Config, group_id: str) -> tuple[int, list[LogRecord], int, PartitionShape | None]:
     """G's records from ``raw_records`` (its coordinator partition only), in log order.
 
@@ -93,14 +88,14 @@ def read_group_records(cfg: Config, group_id: str) -> tuple[int, list[LogRecord]
     from coordinator_core.records import LogRecord
 
     part = partition_for(group_id, cfg.offsets_topic.num_partitions)
-    table = _io(cfg).read_arrow(
+    table = driver_io(cfg).read_arrow(
         "raw_records", ["key", "value", "partition", "offset", "timestamp"], ds.field("partition") == part
     )
     if table is None:
         raise UsageError(f"no raw_records table under {cfg.paths.warehouse} (run: offsetlake run batch)")
     table = table.sort_by([("offset", "ascending")])
     shape = partition_shape(table.column("offset").to_pylist()) if table.num_rows else None
-    ts = _ms(table.column("timestamp"))
+    ts = epoch_ms(table.column("timestamp"))
     out: list[LogRecord] = []
     bad = 0
     for key, value, off, t in zip(
@@ -118,26 +113,8 @@ def read_group_records(cfg: Config, group_id: str) -> tuple[int, list[LogRecord]
 
 def known_groups(cfg: Config) -> list[str]:
     """Group ids in ``group_state`` (for close-match suggestions); empty when absent."""
-    table = _io(cfg).read_arrow("group_state", ["group_id"])
+    table = driver_io(cfg).read_arrow("group_state", ["group_id"])
     return [] if table is None else sorted(table.column("group_id").to_pylist())
-
-
-def end_offsets_at(cfg: Config, at_ms: int | None) -> dict[tuple[str, int], tuple[int, int]]:
-    """(topic, partition) -> (log_end_offset, sampled_at ms) of the latest sample at or before T."""
-    t = _io(cfg).read_arrow("partition_end_offsets", ["sampled_at", "topic", "partition", "log_end_offset"])
-    if t is None:
-        return {}
-    ms = _ms(t.column("sampled_at"))
-    out: dict[tuple[str, int], tuple[int, int]] = {}
-    for s, topic, p, leo in zip(
-        ms, t.column("topic").to_pylist(), t.column("partition").to_pylist(), t.column("log_end_offset").to_pylist()
-    ):
-        if s is None or (at_ms is not None and s > at_ms):
-            continue
-        prev = out.get((topic, p))
-        if prev is None or s >= prev[1]:
-            out[(topic, p)] = (leo, s)
-    return out
 
 
 @dataclass
@@ -170,6 +147,8 @@ class GroupView:
     #: a consumer group (KIP-848) as ``kafka-consumer-groups --describe --state --members --verbose``
     #: shows it: assignment strategy, state, group and target-assignment epochs, members
     consumer: dict[str, Any] | None = None
+    #: group totals (total lag, max lag, max time lag), Burrow's group status, topics never sampled
+    lag: dict[str, Any] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         from dataclasses import asdict
@@ -179,9 +158,10 @@ class GroupView:
 
 def inspect_group(cfg: Config, group_id: str, as_of_ms: int | None = None) -> GroupView:
     """Build the view of ``group_id`` at ``as_of_ms`` (None = end of its log)."""
-    from coordinator_core.events import Rebalance, StateTransition
+    from coordinator_core.events import OffsetCommitted, Rebalance, StateTransition
     from coordinator_core.expiry import offset_due_times
     from coordinator_core.replay import new_snapshot, replay, snapshot_as_of
+    from pipelines.analytics.group_lag import add_lag
 
     part, records, _, shape = read_group_records(cfg, group_id)
     if not records:
@@ -194,7 +174,7 @@ def inspect_group(cfg: Config, group_id: str, as_of_ms: int | None = None) -> Gr
     full = replay(
         new_snapshot(group_id),
         records,
-        event_kinds=("state_transition", "rebalance"),
+        event_kinds=("state_transition", "rebalance", "offset_commit"),
         settings=settings.with_retention(None),
     )
     t_end = records[-1].timestamp_ms if as_of_ms is None else as_of_ms
@@ -223,9 +203,10 @@ def inspect_group(cfg: Config, group_id: str, as_of_ms: int | None = None) -> Gr
             state, inferred, since, generation, window = uncertain
     row = snap.to_state_row(settings=settings, num_partitions=cfg.offsets_topic.num_partitions)
     members = _member_rows(row["members"])
-    ends = end_offsets_at(cfg, t_end)
     due = offset_due_times(snap, retention, settings.rules) if retention is not None else {}
-    offsets = _offset_rows(snap.offset_rows(), ends, due)
+    offsets = _offset_rows(snap.offset_rows(), due)
+    commits = [e for e in full.events if isinstance(e, OffsetCommitted) and e.commit_timestamp <= t_end]
+    lag = add_lag(cfg, group_id, offsets, row["members"], commits, as_of_ms, t_end)
     expiring = _expiring(offsets, t_end)
     rebalances = [e for e in full.events if isinstance(e, Rebalance) and e.end_ms <= t_end]
     return GroupView(
@@ -252,6 +233,7 @@ def inspect_group(cfg: Config, group_id: str, as_of_ms: int | None = None) -> Gr
         state_window_ms=window,
         group_type=snap.group_type,
         consumer=consumer_description(snap.consumer, snap.protocol) if snap.group_type == "consumer" else None,
+        lag=lag,
     )
 
 
@@ -337,26 +319,18 @@ def _member_rows(members: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def _offset_rows(
-    rows: list[dict[str, Any]], ends: dict[tuple[str, int], tuple[int, int]], due: dict[tuple[str, int], int | None]
-) -> list[dict[str, Any]]:
-    out = []
-    for o in rows:
-        tp = (o["topic"], o["partition"])
-        end = ends.get(tp)
-        out.append(
-            {
-                "topic": o["topic"],
-                "partition": o["partition"],
-                "offset": o["offset"],
-                "commit_timestamp_ms": o["commit_timestamp"],
-                "metadata": o["metadata"],
-                "log_end_offset": None if end is None else end[0],
-                "lag": None if end is None or o["offset"] is None else max(end[0] - o["offset"], 0),
-                "expires_ms": due.get(tp),
-            }
-        )
-    return out
+def _offset_rows(rows: list[dict[str, Any]], due: dict[tuple[str, int], int | None]) -> list[dict[str, Any]]:
+    return [
+        {
+            "topic": o["topic"],
+            "partition": o["partition"],
+            "offset": o["offset"],
+            "commit_timestamp_ms": o["commit_timestamp"],
+            "metadata": o["metadata"],
+            "expires_ms": due.get((o["topic"], o["partition"])),
+        }
+        for o in rows
+    ]
 
 
 def _expiring(offsets: list[dict[str, Any]], t_end: int) -> list[dict[str, Any]]:
@@ -404,229 +378,3 @@ def _rebalance_row(e: Any) -> dict[str, Any]:
         "partitions_moved": e.partitions_moved,
         "protocol": e.protocol,
     }
-
-
-def compact_partitions(parts: list[str]) -> str:
-    """``["t-0", "t-4", "u-1"]`` -> ``"t[0,4] u[1]"`` (topic names may contain dashes)."""
-    by_topic: dict[str, list[int]] = {}
-    for tp in parts:
-        topic, _, num = tp.rpartition("-")
-        by_topic.setdefault(topic, []).append(int(num))
-    return " ".join(f"{t}[{','.join(map(str, sorted(ps)))}]" for t, ps in sorted(by_topic.items()))
-
-
-def render(view: GroupView, console: Any = None) -> None:
-    """Print ``view`` as rich tables (header, members, offsets, transitions, rebalances, expiry)."""
-    import sys
-
-    from rich.console import Console
-
-    # piped or captured output gets room for member ids instead of rich's 80 columns
-    console = console or (Console() if sys.stdout.isatty() else Console(width=160))
-    console.print(_header(view))
-    if view.consumer is not None:  # a consumer group's members are in its own table
-        _render_consumer(console, view.group_id, view.consumer)
-    else:
-        _render_members(console, view.members)
-    offsets = [
-        (
-            o["topic"],
-            str(o["partition"]),
-            str(o["offset"]),
-            fmt_ms(o["commit_timestamp_ms"]),
-            "-" if o["log_end_offset"] is None else str(o["log_end_offset"]),
-            "-" if o["lag"] is None else str(o["lag"]),
-            fmt_ms(o["expires_ms"]) if o["expires_ms"] else "never",
-        )
-        for o in view.offsets
-    ]
-    offset_cols = ("topic", "partition", "offset", "commit time", "log end", "lag", "expires")
-    right = ("partition", "offset", "log end", "lag")
-    console.print(_table(f"Committed offsets ({len(view.offsets)})", offset_cols, offsets, right=right))
-    _print_history(view, console)
-    ret = (
-        "no retention configured"
-        if view.retention_ms is None
-        else f"retention {view.retention_ms / 3_600_000:g} h, rules {view.rules}"
-    )
-    if not view.expiring:
-        console.print(f"Offsets due to expire ({ret}): none as the group stands")
-        return
-    due = [
-        (e["topic"], str(e["partition"]), fmt_ms(e["expires_ms"]), f"{e['hours_left']:g}") for e in view.expiring[:20]
-    ]
-    console.print(_table(f"Offsets due to expire ({ret})", ("topic", "partition", "expires", "hours left"), due))
-
-
-def _print_history(view: GroupView, console: Any) -> None:
-    """The recent transitions and rebalances, each inferred start with its window."""
-    transitions = [
-        (
-            fmt_ms(e["time_ms"]) + _window_text(e.get("earliest_ms"), e.get("latest_ms"), e.get("estimate_method")),
-            e["from"] or "-",
-            e["to"],
-            str(e["generation"]),
-            "yes" if e["observed"] else "inferred",
-            e["cause"],
-        )
-        for e in view.transitions
-    ]
-    transition_cols = ("time", "from", "to", "generation", "observed", "cause")
-    console.print(_table(f"Recent transitions (last {RECENT})", transition_cols, transitions))
-    rebalances = [
-        (
-            str(r["generation"]),
-            fmt_ms(r["start_ms"])
-            + _window_text(r.get("start_earliest_ms"), r.get("start_latest_ms"), r.get("start_method")),
-            fmt_ms(r["end_ms"]),
-            _duration_text(r),
-            r["cause"],
-            str(len(r["joined"])),
-            str(len(r["left"])),
-            "-" if r["partitions_moved"] is None else str(r["partitions_moved"]),
-            r["protocol"] or "-",
-        )
-        for r in view.rebalances
-    ]
-    rebalance_cols = (
-        "generation",
-        "start (estimate, window)",
-        "end",
-        "duration ms",
-        "cause",
-        "joined",
-        "left",
-        "moved",
-        "assignor",
-    )
-    console.print(_table(f"Recent rebalances (last {RECENT})", rebalance_cols, rebalances, fold=True))
-
-
-def _window_text(earliest: int | None, latest: int | None, method: str | None) -> str:
-    """`` ~ [A .. B] (method)`` for an inferred start, else nothing."""
-    if latest is None:
-        return ""
-    return f" ~ [{fmt_ms(earliest) if earliest is not None else 'unbounded'} .. {fmt_ms(latest)}] ({method})"
-
-
-def _duration_text(r: dict[str, Any]) -> str:
-    """The duration, as its interval when the start is inferred (``3000 (1000-9000)``)."""
-    lo, hi = r.get("duration_min_ms"), r.get("duration_max_ms")
-    if r.get("start_method") is None or (lo == hi == r["duration_ms"]):
-        return str(r["duration_ms"])
-    return f"{r['duration_ms']} ({lo}-{hi if hi is not None else '?'})"
-
-
-def _render_members(console: Any, members: list[dict[str, Any]]) -> None:
-    """A classic group's members (the leader starred)."""
-    rows = [
-        (
-            m["member_id"] + (" *" if m["is_leader"] else ""),
-            m["group_instance_id"] or "-",
-            m["client_id"] or "-",
-            m["client_host"] or "-",
-            f"{m['session_timeout']}/{m['rebalance_timeout']}",
-            "?" if m["assigned_partitions"] is None else compact_partitions(m["assigned_partitions"]) or "-",
-        )
-        for m in members
-    ]
-    member_cols = ("member id", "instance id", "client id", "host", "session/rebalance ms", "assigned")
-    console.print(_table(f"Members ({len(members)})", member_cols, rows, fold=True))
-
-
-def _render_consumer(console: Any, group_id: str, c: dict[str, Any]) -> None:
-    """A consumer group as ``kafka-consumer-groups --describe --state`` and ``--members``
-    (``--verbose``) print it."""
-    state_cols = ("GROUP", "ASSIGNMENT-STRATEGY", "STATE", "GROUP-EPOCH", "TARGET-ASSIGNMENT-EPOCH", "#MEMBERS")
-    state = (
-        group_id,
-        c["assignment_strategy"] or "-",
-        c["state"],
-        str(c["group_epoch"]),
-        str(c["target_assignment_epoch"]),
-        str(c["member_count"]),
-    )
-    console.print(_table("Consumer group (KIP-848): --describe --state", state_cols, [state], fold=True))
-    member_cols = (
-        "CONSUMER-ID",
-        "HOST",
-        "CLIENT-ID",
-        "#PARTITIONS",
-        "CURRENT-EPOCH",
-        "CURRENT-ASSIGNMENT",
-        "TARGET-EPOCH",
-        "TARGET-ASSIGNMENT",
-        "MEMBER-STATE",
-        "REVOKING",
-    )
-    rows = [
-        (
-            m["member_id"] + (" (classic)" if m["member_protocol"] == "classic" else ""),
-            m["client_host"] or "-",
-            m["client_id"] or "-",
-            str(m["partitions"]),
-            str(m["current_epoch"]),
-            compact_partitions(m["current_assignment"]) or "-",
-            str(m["target_epoch"]),
-            compact_partitions(m["target_assignment"]) or "-",
-            m["member_state"],
-            compact_partitions(m["pending_revocation"]) or "-",
-        )
-        for m in c["members"]
-    ]
-    console.print(_table(f"Members ({len(rows)}): --describe --members", member_cols, rows, fold=True))
-
-
-def _header(view: GroupView) -> Any:
-    from rich.table import Table
-
-    state = view.state + (" (inferred)" if view.state_inferred else "")
-    state_text = f"{state} since {fmt_ms(view.state_since_ms)}"
-    if view.state_window_ms is not None:
-        lo, hi = view.state_window_ms
-        window = f"between {fmt_ms(lo) if lo is not None else 'the previous group record'} and {fmt_ms(hi)}"
-        before, _, _ = view.state.partition(" or ")
-        if " or " in view.state:
-            # the log cannot tell which: the rebalance began somewhere in the window
-            state_text = (
-                f"{view.state} (inferred: the rebalance began {window}); {before} since {fmt_ms(view.state_since_ms)}"
-            )
-        else:
-            state_text = f"{state} since {window} (estimate {fmt_ms(view.state_since_ms)})"
-    head = Table.grid(padding=(0, 2))
-    head.add_column(style="bold")
-    head.add_column()
-    for k, v in (
-        ("group", f"{view.group_id} ({view.group_type})"),
-        ("as of", fmt_ms(view.as_of_ms) if view.as_of_ms is not None else "end of log"),
-        ("state", state_text),
-        ("generation", str(view.generation)),
-        ("protocol", f"{view.protocol_type or '-'} / {view.protocol or '-'}"),
-        ("leader", view.leader or "-"),
-        ("coordinator", f"__consumer_offsets-{view.coordinator_partition}"),
-        ("records", f"{view.records:,} up to the as-of time"),
-        ("history", view.history),
-    ):
-        head.add_row(k, v)
-    return head
-
-
-def _table(
-    title: str,
-    columns: tuple[str, ...],
-    rows: Sequence[tuple[Any, ...]],
-    *,
-    fold: bool = False,
-    right: tuple[str, ...] = (),
-) -> Any:
-    from rich.table import Table
-
-    t = Table(title=title, title_justify="left")
-    for c in columns:
-        if fold:
-            t.add_column(c, overflow="fold")
-        else:
-            t.add_column(c, justify="right" if c in right else "left")
-    for row in rows:
-        t.add_row(*row)
-    return t

@@ -9,7 +9,13 @@ Rules:
 - plotly.js is inlined (``include_plotlyjs`` once, in the first figure): the file opens with no
   network access. Every figure is a ``<div class="plotly-graph-div">``.
 - The expiry forecast of a shown group's current offsets is the core's
-  (``pipelines.analytics.forecast.due_times`` -> ``coordinator_core.expiry.offset_due_times``).
+  (``pipelines.analytics.forecast.due_times`` -> ``coordinator_core.expiry.offset_due_times``);
+  only offsets that will expire are listed (those that never do are counted).
+- Lag, Burrow status and the at-risk summary: ``pipelines.analytics.report_lag`` (the views'
+  one definition, answered by DuckDB).
+- A time window (``since_ms`` / ``until_ms``, epoch ms, either open) keeps the history shown
+  (rebalances by end, transitions, commits, removed offsets) inside it; the current state, lag
+  and forecasts are as of the warehouse's now.
 """
 
 from __future__ import annotations
@@ -115,10 +121,34 @@ class _Figures:
         return str(out)
 
 
-def build_report(cfg: Config, *, groups: list[str] | None = None, max_groups: int = DEFAULT_MAX_GROUPS) -> str:
+def _in_window(df: pd.DataFrame | None, col: str, since_ms: int | None, until_ms: int | None) -> pd.DataFrame | None:
+    """Rows of ``df`` whose ``col`` lies in [since, until] (rows without a time are dropped when a bound is set)."""
+    import pandas as pd
+
+    if df is None or (since_ms is None and until_ms is None) or col not in df.columns:
+        return df
+    t = pd.to_datetime(df[col], utc=True)
+    keep = t.notna()
+    if since_ms is not None:
+        keep &= t >= pd.Timestamp(since_ms, unit="ms", tz="UTC")
+    if until_ms is not None:
+        keep &= t <= pd.Timestamp(until_ms, unit="ms", tz="UTC")
+    return df[keep]
+
+
+def build_report(
+    cfg: Config,
+    *,
+    groups: list[str] | None = None,
+    max_groups: int = DEFAULT_MAX_GROUPS,
+    since_ms: int | None = None,
+    until_ms: int | None = None,
+) -> str:
     """The report's HTML (see the module rules)."""
     import pandas as pd
     import pyarrow.dataset as pds
+
+    from pipelines.analytics import report_lag
 
     state = _read(cfg, "group_state")
     if state is None:
@@ -136,6 +166,10 @@ def build_report(cfg: Config, *, groups: list[str] | None = None, max_groups: in
     figs = _Figures()
     rebal = rebal if rebal is not None else pd.DataFrame(columns=["group_id", "cause", "end_time", "duration_ms"])
     shown = _shown_groups(state, load, groups, max_groups)
+    rebal = _in_window(rebal, "end_time", since_ms, until_ms)
+    trans = _in_window(trans, "timestamp", since_ms, until_ms)
+    expir = _in_window(expir, "predicted_time", since_ms, until_ms)
+    lag = report_lag.read_lag(cfg, state)
 
     now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
     n_groups = len(state)
@@ -143,6 +177,8 @@ def build_report(cfg: Config, *, groups: list[str] | None = None, max_groups: in
     parts = [_overview(state, rebal, offsets, load, gm, figs)]
     nav = "".join(f'<a href="#g-{html.escape(g)}">{html.escape(g)}</a>' for g in shown)
     parts.append(f"<h3>Groups in this report{capped}</h3><nav>{nav}</nav></section>")
+    parts.append(report_lag.overview_section(lag))
+    parts.append(report_lag.at_risk_section(lag, cfg.replay.retention_ms, cfg.replay.rules))
 
     # ---- per-group sections -----------------------------------------------------------------
     detail_commits = None
@@ -153,15 +189,29 @@ def build_report(cfg: Config, *, groups: list[str] | None = None, max_groups: in
             ["group_id", "topic", "partition", "commit_timestamp", "committed_offset", "is_tombstone"],
             pds.field("group_id").isin(shown),
         )
+        detail_commits = _in_window(detail_commits, "commit_timestamp", since_ms, until_ms)
     for g in shown:
-        parts.append(_group_section(g, cfg, state, rebal, trans, members, offsets, expir, detail_commits, figs))
+        section = _group_section(g, cfg, state, rebal, trans, members, offsets, expir, detail_commits, figs)
+        lag_part = "<h3>Lag and status</h3>" + report_lag.group_lag_table(g, lag)
+        parts.append(section.replace("<h3>Expiry forecast</h3>", lag_part + "<h3>Expiry forecast</h3>", 1))
 
     title = "offsetlake report"
+    window = ""
+    if since_ms is not None or until_ms is not None:
+        window = f" · history from {_fmt(_ts(since_ms)) if since_ms is not None else 'the start'} to " + (
+            f"{_fmt(_ts(until_ms))}" if until_ms is not None else "the end"
+        )
     return (
         f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{title}</title><style>{_CSS}</style></head>"
         f"<body><header><h1>{title}</h1><p>{n_groups} consumer groups · warehouse {html.escape(str(cfg.paths.warehouse))}"
-        f" · generated {now}</p></header><main>{''.join(parts)}</main></body></html>"
+        f"{window} · generated {now}</p></header><main>{''.join(parts)}</main></body></html>"
     )
+
+
+def _ts(ms: int) -> Any:
+    import pandas as pd
+
+    return pd.Timestamp(ms, unit="ms")
 
 
 def _is_rebalance(rebal: pd.DataFrame) -> pd.Series:
@@ -358,7 +408,10 @@ def _member_change_figures(r: pd.DataFrame, figs: _Figures) -> list[str]:
         title="Members joining / leaving per rebalance", barmode="relative", legend={"orientation": "h", "y": -0.25}
     )
     fm.update_xaxes(type="category")
-    fd = duration_figure(r2[_is_rebalance(r2)])
+    rr = r2[_is_rebalance(r2)]
+    if rr.empty:  # only static rejoins (e.g. in a --window): no durations to draw
+        return [figs.html(fm, 280)]
+    fd = duration_figure(rr)
     return [figs.html(fm, 280), figs.html(fd, 280)]
 
 
@@ -427,16 +480,15 @@ def _expiry_table(g: str, cfg: Config, st: Any, offsets: pd.DataFrame | None, ex
     if retention is not None and o is not None and not o.empty:
         due = due_times(st.to_dict(), o.to_dict("records"), int(retention), cfg.replay.rules)
         rows = [
-            {
-                "topic": t,
-                "partition": p,
-                "expires": "never (as the group stands)" if d is None else _fmt(pd.Timestamp(d, unit="ms")),
-            }
-            for (t, p), d in due.items()
+            {"topic": t, "partition": p, "expires": _fmt(pd.Timestamp(d, unit="ms"))}
+            for (t, p), d in sorted(due.items(), key=lambda kv: (kv[1] or 0, kv[0]))
+            if d is not None
         ]
-        df = pd.DataFrame(rows).sort_values("expires")
+        never = sum(1 for d in due.values() if d is None)
         parts.append(
-            f'<p class="muted">retention {retention / 3_600_000:g} h, rules {cfg.replay.rules}</p>' + _table(df, 20)
+            f'<p class="muted">retention {retention / 3_600_000:g} h, rules {cfg.replay.rules}: {len(rows)} offsets '
+            f"will expire, {never} never expire as the group stands (not listed)</p>"
+            + (_table(pd.DataFrame(rows), 20) if rows else "")
         )
     else:
         parts.append('<p class="muted">no committed offsets held (or no retention configured)</p>')
@@ -455,11 +507,18 @@ def _expiry_table(g: str, cfg: Config, st: Any, offsets: pd.DataFrame | None, ex
 
 
 def write_report(
-    cfg: Config, out: str | Path, *, groups: list[str] | None = None, max_groups: int = DEFAULT_MAX_GROUPS
+    cfg: Config,
+    out: str | Path,
+    *,
+    groups: list[str] | None = None,
+    max_groups: int = DEFAULT_MAX_GROUPS,
+    since_ms: int | None = None,
+    until_ms: int | None = None,
 ) -> Path:
     """Build the report and write it to ``out``; returns the path."""
     path = Path(out)
-    text = build_report(cfg, groups=groups, max_groups=max_groups)  # first: a refusal creates no directory
+    # first: a refusal creates no directory
+    text = build_report(cfg, groups=groups, max_groups=max_groups, since_ms=since_ms, until_ms=until_ms)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(path.suffix + ".tmp")
     tmp.write_text(text, encoding="utf-8")

@@ -15,25 +15,27 @@ Rules:
   ``static_member_rejoined`` rows are KIP-345 static members back with a new member id WITHOUT a
   rebalance: counted separately, as rebalances avoided. ``assignor_stickiness`` compares classic
   assignments only (a consumer group's members are told when it is Stable, not at the bump).
-- Expiry rules are never re-implemented in SQL: ``offsets_at_risk`` computes each offset's due
-  time with the core (``coordinator_core.expiry.offset_due_times``) in a grouped Arrow function
-  over ``group_state`` + ``offsets_current``, relative to ``as_of`` = ``replay.as_of_ms`` when
-  configured, else the last record time of the warehouse.
+- Expiry rules are never re-implemented in SQL: ``offsets_at_risk`` is ``pipelines.analytics.at_risk``
+  (each offset's due time from the core, relative to ``as_of``).
 - Burrow statuses (``pipelines.analytics.burrow`` is the reference) are Spark SQL over
   ``collect_list`` windows with higher-order functions (``exists``/``forall``/``zip_with``), so
   they run over the full history (``partition_status``: at each commit) and at any time
   (``partition_status_at(spark, T)``; view ``partition_status_now`` at ``as_of``).
-- Lag: ``consumer_lag`` attaches to every commit the latest ``partition_end_offsets`` sample of
-  the topic-partition at or before the commit (an as-of join done as one sort: commits and
-  samples unioned, ``last(..., true)`` over time). ``lag_offsets = max(log_end - offset, 0)``
-  (a sample older than the commit can be behind it); ``lag_ms`` = ``sampled_at -
-  committed_record_timestamp`` of the group's latest own sample at or before the commit.
+- Lag: ``pipelines.analytics.lag``'s rules (kafka-lag-exporter's interpolation between
+  end-offset samples), in SQL once (``lag_sql.lag_ctes``: ``consumer_lag``, ``partition_status_*``,
+  ``serve``). ``partition_status_now`` takes each partition's NEWEST sample unless
+  ``replay.as_of_ms`` fixes the moment; ``group_status_now`` rolls partitions up per group
+  (total/max lag, max time lag, ``burrow.group_status_sql``).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+
+from pipelines.analytics.at_risk import as_of_sql, offsets_at_risk_df
+from pipelines.analytics.burrow import group_status_sql
+from pipelines.analytics.lag_sql import consumer_lag_sql, lag_ctes
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -252,39 +254,14 @@ FROM c GROUP BY group_id, topic, partition
     ),
     View(
         "consumer_lag",
-        """
-WITH u AS (
-  SELECT 0 AS kind, group_id, topic, partition, offset, commit_timestamp, log_partition, log_offset,
-         commit_timestamp AS t, CAST(NULL AS bigint) AS log_end_offset, CAST(NULL AS timestamp) AS sampled_at,
-         CAST(NULL AS bigint) AS time_lag_ms
-  FROM analytics_commits
-  UNION ALL
-  SELECT 1 - 2 AS kind, group_id, topic, partition, NULL, NULL, NULL, NULL, sampled_at, log_end_offset, sampled_at,
-         unix_millis(sampled_at) - unix_millis(committed_record_timestamp)
-  FROM partition_end_offsets),
-e AS (
-  SELECT *,
-    last(log_end_offset, true) OVER (PARTITION BY topic, partition ORDER BY t, kind
-                                     ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS end_at,
-    last(sampled_at, true) OVER (PARTITION BY topic, partition ORDER BY t, kind
-                                 ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS end_sampled_at
-  FROM u),
-g AS (
-  SELECT *,
-    last(CASE WHEN kind = -1 THEN time_lag_ms END, true) OVER (
-      PARTITION BY group_id, topic, partition ORDER BY t, kind
-      ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS lag_ms_at
-  FROM e)
-SELECT group_id, topic, partition, offset, commit_timestamp, log_partition, log_offset,
-       end_at AS log_end_offset, end_sampled_at AS end_offset_sampled_at,
-       CASE WHEN end_at IS NULL THEN NULL ELSE greatest(end_at - offset, 0) END AS lag_offsets,
-       lag_ms_at AS lag_ms
-FROM g WHERE kind = 0
-""",
-        "Lag at every commit: the latest partition_end_offsets sample of the topic-partition at "
-        "or before the commit gives lag_offsets = max(log_end_offset - offset, 0); lag_ms = "
-        "sampled_at - committed_record_timestamp of the group's latest own sample (null when "
-        "unknown).",
+        "",  # built from lag_ctes (the one SQL form of pipelines.analytics.lag)
+        "Lag at every commit: log_end_offset = the topic-partition's log end at the commit time, "
+        "interpolated between the partition_end_offsets samples around it (log_end_method: exact, "
+        "interpolated, previous = after the newest sample, next = before the oldest: an upper "
+        "bound); lag_offsets = max(log_end_offset - offset, 0); ahead_of_end = the offset is above "
+        "a later log end (topic recreated or truncated); lag_ms = time since the record at the "
+        "offset was written (exact when a sample fetched it, else kafka-lag-exporter's "
+        "interpolation; null when unknown).",
         ("partition_end_offsets",),
     ),
     View(
@@ -337,17 +314,31 @@ GROUP BY r.coordinator_partition
     View(
         "partition_status_now",
         "",
-        "partition_status_at(as_of): Burrow status of every partition at the as_of time.",
+        "partition_status_at(as_of): Burrow status of every partition at the as_of time, with the "
+        "lag from each partition's newest end-offset sample (log_end_offset, current_lag, lag_ms, "
+        "ahead_of_end) unless replay.as_of_ms fixes the moment.",
         (),
+    ),
+    View(
+        "group_status_now",
+        f"""
+SELECT p.group_id, count(*) AS partitions, count(p.current_lag) AS partitions_with_lag,
+       sum(p.current_lag) AS total_lag, max(p.current_lag) AS max_lag, max(p.lag_ms) AS max_lag_ms,
+       count_if(p.ahead_of_end) AS offsets_ahead_of_end,
+       {group_status_sql("p.status")} AS status
+FROM partition_status_now p
+JOIN offsets_current o ON o.group_id = p.group_id AND o.topic = p.topic AND o.partition = p.partition
+GROUP BY p.group_id
+""",
+        "Per group, over the partitions it still holds offsets for (offsets_current): total lag, "
+        "max lag, max time lag, offsets above the log end, and Burrow's group status rolled up "
+        "from partition_status_now (ERR if any partition is STOP, STALL or REWIND, else WARN if "
+        "any is WARN, else OK; UNKNOWN without lag).",
+        ("offsets_current",),
     ),
 ]
 
 VIEW_NAMES = [v.name for v in VIEWS]
-
-AT_RISK_SCHEMA = (
-    "group_id string, topic string, partition int, offset bigint, commit_timestamp timestamp, "
-    "expire_timestamp timestamp, state string, predicted_expiry_timestamp timestamp"
-)
 
 
 def _ensure_table(spark: SparkSession, io: TableIO, name: str) -> None:
@@ -365,71 +356,6 @@ def _table_exists_as_view(spark: SparkSession, name: str) -> bool:
     return bool(spark.catalog.tableExists(name))
 
 
-def due_times_fn(retention_ms: int, rules: str) -> Any:
-    """Grouped function: one group's offsets (+ its state columns) -> predicted expiry per offset."""
-
-    def fn(pdf: Any) -> Any:
-        import pandas as pd
-
-        from pipelines.analytics.forecast import due_times
-
-        first = pdf.iloc[0].to_dict()
-        due = due_times(first, pdf.to_dict("records"), retention_ms, rules)
-        out = pdf[["group_id", "topic", "partition", "offset", "commit_timestamp", "expire_timestamp", "state"]].copy()
-        out["predicted_expiry_timestamp"] = [
-            None if due[(t, int(p))] is None else pd.Timestamp(due[(t, int(p))], unit="ms")
-            for t, p in zip(out["topic"], out["partition"])
-        ]
-        out["predicted_expiry_timestamp"] = pd.to_datetime(out["predicted_expiry_timestamp"])
-        return out
-
-    return fn
-
-
-#: ``offsets_at_risk``'s input: each committed offset with its group's state columns
-AT_RISK_JOIN_SQL = (
-    "SELECT o.group_id, o.topic, o.partition, o.offset, o.commit_timestamp, o.expire_timestamp, "
-    "s.state, s.generation, s.protocol_type, s.current_state_timestamp, s.state_timestamp, s.subscribed_topics "
-    "FROM offsets_current o JOIN group_state s ON s.group_id = o.group_id"
-)
-DUE_COLUMNS = ("group_id", "topic", "partition", "offset", "commit_timestamp", "expire_timestamp", "state")
-
-
-def offsets_at_risk_df(spark: SparkSession, cfg: Config, *, at_risk_hours: float = 24) -> DataFrame:
-    """The ``offsets_at_risk`` DataFrame (needs the ``offsets_current`` and ``group_state`` views)."""
-    from pyspark.sql import functions as F
-
-    retention = cfg.replay.retention_ms
-    joined = spark.sql(AT_RISK_JOIN_SQL)
-    if retention is None:
-        due = joined.select(*DUE_COLUMNS, F.lit(None).cast("timestamp").alias("predicted_expiry_timestamp"))
-    else:
-        due = joined.groupBy("group_id").applyInPandas(due_times_fn(int(retention), cfg.replay.rules), AT_RISK_SCHEMA)
-    due.createOrReplaceTempView("_offsets_due")
-    return spark.sql(at_risk_sql(cfg, at_risk_hours=at_risk_hours))
-
-
-def at_risk_sql(cfg: Config, *, at_risk_hours: float = 24) -> str:
-    """``offsets_at_risk`` over ``_offsets_due`` (each offset's predicted expiry) and ``as_of``."""
-    return f"""
-SELECT d.*, a.as_of,
-       round((unix_millis(d.predicted_expiry_timestamp) - unix_millis(a.as_of)) / 3600000.0, 3) AS hours_until_expiry,
-       coalesce(d.predicted_expiry_timestamp > a.as_of
-                AND unix_millis(d.predicted_expiry_timestamp) - unix_millis(a.as_of) <= {float(at_risk_hours) * 3_600_000.0},
-                false) AS at_risk,
-       coalesce(d.predicted_expiry_timestamp <= a.as_of, false) AS kept_past_due
-FROM _offsets_due d CROSS JOIN ({_as_of_sql(cfg)}) a
-"""
-
-
-def _as_of_sql(cfg: Config) -> str:
-    """One-row query with the ``as_of`` timestamp: replay.as_of_ms, else the warehouse's last record."""
-    as_of_ms = cfg.replay.as_of_ms
-    if as_of_ms is not None:
-        return f"SELECT timestamp_millis({int(as_of_ms)}) AS as_of"
-    return "SELECT max(last_timestamp) AS as_of FROM group_state"
-
-
 def partition_status_at(spark: SparkSession, at: Any, *, window: int = 10) -> DataFrame:
     """Burrow status of every (group, topic, partition) at time ``at`` (epoch ms, datetime or a
     SQL timestamp expression string), over the last ``window`` commits at or before it.
@@ -441,10 +367,15 @@ def partition_status_at(spark: SparkSession, at: Any, *, window: int = 10) -> Da
     return spark.sql(partition_status_at_sql(at, window=window))
 
 
-def partition_status_at_sql(at: Any, *, window: int = 10) -> str:
-    """The Spark SQL of ``partition_status_at`` (reads ``consumer_lag`` and ``partition_end_offsets``)."""
+def partition_status_at_sql(at: Any, *, window: int = 10, newest: bool = False) -> str:
+    """The Spark SQL of ``partition_status_at`` (reads ``consumer_lag`` and ``partition_end_offsets``).
+
+    The current lag is the log end at T (``lag_ctes``: interpolated between the samples around T)
+    minus the last commit's offset; ``newest``: the log end of the partition's NEWEST sample,
+    whatever its time (lag now). STOP is judged at T either way."""
     t_sql = _time_sql(at)
     status = burrow_status_sql("win", "t_ms", "current_lag")
+    x = "coalesce(n.st, unix_millis(tt.at_time))" if newest else "unix_millis(tt.at_time)"
     return f"""
 WITH tt AS (SELECT {t_sql} AS at_time),
 c AS (
@@ -456,17 +387,19 @@ w AS (
          transform(sort_array(collect_list(named_struct('t', unix_millis(commit_timestamp), 'lo', log_offset,
                    'o', offset, 'lag', lag_offsets))), x -> x) AS win
   FROM c WHERE rn <= {int(window)} GROUP BY group_id, topic, partition),
-e AS (
-  SELECT p.topic, p.partition, max_by(p.log_end_offset, p.sampled_at) AS end_at
-  FROM partition_end_offsets p CROSS JOIN tt WHERE p.sampled_at <= tt.at_time GROUP BY p.topic, p.partition),
+n AS (SELECT topic, partition, max(unix_millis(sampled_at)) AS st FROM partition_end_offsets GROUP BY topic, partition),
+now_src AS (
+  SELECT w.group_id, w.topic, w.partition, element_at(w.win, -1).o AS offset, {x} AS x
+  FROM w CROSS JOIN tt LEFT JOIN n ON n.topic = w.topic AND n.partition = w.partition),
+{lag_ctes("now_src", out="now_lag")},
 j AS (
-  SELECT w.*, unix_millis(tt.at_time) AS t_ms, tt.at_time,
-         CASE WHEN e.end_at IS NULL THEN element_at(w.win, -1).lag
-              ELSE greatest(e.end_at - element_at(w.win, -1).o, 0) END AS current_lag
-  FROM w CROSS JOIN tt LEFT JOIN e ON e.topic = w.topic AND e.partition = w.partition)
+  SELECT w.*, unix_millis(tt.at_time) AS t_ms, tt.at_time, l.log_end_offset, l.lag_ms, l.ahead_of_end,
+         coalesce(l.lag_offsets, element_at(w.win, -1).lag) AS current_lag
+  FROM w CROSS JOIN tt
+  LEFT JOIN now_lag l ON l.group_id = w.group_id AND l.topic = w.topic AND l.partition = w.partition)
 SELECT group_id, topic, partition, at_time, size(win) AS window_commits,
        element_at(win, -1).o AS last_offset, timestamp_millis(element_at(win, -1).t) AS last_commit,
-       current_lag, {status} AS status
+       current_lag, {status} AS status, log_end_offset, lag_ms, coalesce(ahead_of_end, false) AS ahead_of_end
 FROM j
 """
 
@@ -555,10 +488,12 @@ SELECT group_id, topic, partition, offset, commit_timestamp, log_partition, log_
        {burrow_status_sql("win", "unix_millis(commit_timestamp)", "lag_offsets")} AS status
 FROM w
 """
+    if name == "consumer_lag":
+        return consumer_lag_sql()
     if name == "partition_status_now":
         as_of = cfg.replay.as_of_ms
-        at = int(as_of) if as_of is not None else f"({_as_of_sql(cfg)})"
-        return partition_status_at_sql(at, window=burrow_window)
+        at = int(as_of) if as_of is not None else f"({as_of_sql(cfg)})"
+        return partition_status_at_sql(at, window=burrow_window, newest=as_of is None)
     return next(v.sql for v in VIEWS if v.name == name)
 
 

@@ -146,6 +146,13 @@ def _run_batch(
     gold_written: dict[str, str] = {}
     with progress.stage("replay") as st:
         st.detail = _replay(cfg, io, summary, gold_written) if "replay" in stages else "not this stage"
+    if "replay" in stages and cfg.kafka.bootstrap_servers:
+        # lag needs the consumed topics' log ends: sampled now, against the offsets just written
+        from pipelines.kafka.end_offsets import scheduled_sample
+
+        with progress.stage("end_offsets") as st:
+            st.detail = scheduled_sample(cfg, lambda msg: say(f"[batch] end offsets: {msg}")) or ""
+            summary.paths["end_offsets"] = st.detail
     with progress.stage("summary"):
         _table_lines(io, summary, gold_written, decoded_changed)
     summary.wall_seconds = time.perf_counter() - started

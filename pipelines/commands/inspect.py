@@ -23,8 +23,10 @@ def register(subparsers: Any) -> None:
             "Show a consumer group as it was at --as-of (default: the end of its log): state and generation\n"
             "(a time inside a rebalance shows the inferred PreparingRebalance/CompletingRebalance; inside the\n"
             "window where its start must lie, both states: 'Stable or PreparingRebalance'), protocol,\n"
-            "leader, coordinator partition, members with assignments, committed offsets with lag (when\n"
-            "partition_end_offsets exists), recent transitions and rebalances, offsets due to expire.\n"
+            "leader, coordinator partition, members with assignments, committed offsets with their owner\n"
+            "(consumer id, host, client id), log end, lag, time lag and Burrow status, the group's total/max\n"
+            "lag and status (when partition_end_offsets exists; without --as-of the newest sample), recent\n"
+            "transitions and rebalances, offsets due to expire.\n"
             "examples:\n"
             "  offsetlake inspect group orders-service --as-of 2026-01-01T00:10:00Z\n"
             "  offsetlake inspect group orders-service --as-of 1767226200000 --json"
@@ -41,7 +43,8 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pipelines.analytics.inspect import inspect_group, parse_time, render
+    from pipelines.analytics.inspect import inspect_group, parse_time
+    from pipelines.analytics.inspect_render import render
     from pipelines.config import config_from_args
 
     cfg = config_from_args(args)

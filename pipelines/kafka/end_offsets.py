@@ -10,6 +10,13 @@ Rules:
 - Samples are appended from the driver (``pipelines.tableio.append_arrow_at``, delta-rs): no
   Spark, no jars; the schema is
   ``schemas.end_offsets.PARTITION_END_OFFSETS``. Time is read once per sample (``sampled_at``).
+- A topic-partition asked for that the cluster does not have (deleted, recreated smaller) gets
+  no row, and is REPORTED (``missing_line``, on the sampler's log each time), never skipped
+  silently: its groups' lag is unknown, not zero.
+- The scheduled paths sample when ``kafka.bootstrap_servers`` is configured
+  (``scheduled_sample``): the batch job once after its replay (whatever starts it: the CLI, the
+  Airflow DAG's one submit), the streaming job every ``STREAM_INTERVAL_S`` while it runs and
+  once when an available-now run ends. An unreachable cluster is reported, never fatal.
 """
 
 from __future__ import annotations
@@ -107,6 +114,7 @@ def sample_end_offsets(
     timeout_s: float = 15.0,
     fetch_timestamps: bool = True,
     now_ms: int | None = None,
+    missing: list[tuple[str, int, str | None]] | None = None,
 ) -> pa.Table:
     """One sample as an Arrow table in the ``partition_end_offsets`` schema.
 
@@ -117,6 +125,9 @@ def sample_end_offsets(
         timeout_s: metadata/ListOffsets timeout; also bounds the timestamp fetch.
         fetch_timestamps: fetch the timestamp of the record at each committed offset.
         now_ms: the sample time (default: the wall clock now).
+        missing: when given, receives (topic, partition, group or None) of every asked
+            topic-partition the cluster does not have (a deleted topic, fewer partitions): no row
+            can say their lag, and the caller reports them instead of skipping them silently.
     """
     ck = require_confluent_kafka()
     sampled_at = int(time.time() * 1000) if now_ms is None else now_ms
@@ -136,12 +147,16 @@ def sample_end_offsets(
         consumer.close()
     rows: list[dict[str, Any]] = []
     for t in sorted(set(topics or [])):
+        if not parts.get(t) and missing is not None:
+            missing.append((t, -1, None))
         for p in parts.get(t, []):
             lo, hi = marks[(t, p)]
             rows.append(_row(sampled_at, t, p, lo, hi, None, None, None, settings.bootstrap_servers))
     for g, t, p, o in sorted(committed or []):
         if (t, p) not in marks:
-            continue  # the topic or partition no longer exists
+            if missing is not None:  # the topic or partition no longer exists: reported by the caller
+                missing.append((t, p, g))
+            continue
         lo, hi = marks[(t, p)]
         rows.append(_row(sampled_at, t, p, lo, hi, g, o, ts.get((t, p, o)), settings.bootstrap_servers))
     schema = PARTITION_END_OFFSETS.arrow_schema()
@@ -187,6 +202,23 @@ def _row(
     }
 
 
+def missing_line(missing: Sequence[tuple[str, int, str | None]]) -> str:
+    """One line naming the topic-partitions the cluster does not have (and the groups that
+    committed offsets on them): their lag cannot be sampled."""
+    by_topic: dict[str, tuple[set[int], set[str]]] = {}
+    for t, p, g in missing:
+        parts, groups = by_topic.setdefault(t, (set(), set()))
+        if p >= 0:
+            parts.add(p)
+        if g is not None:
+            groups.add(g)
+    described = []
+    for t, (parts, groups) in sorted(by_topic.items()):
+        what = f"{t}[{','.join(map(str, sorted(parts)))}]" if parts else t
+        described.append(what + (f" (groups {', '.join(sorted(groups))})" if groups else ""))
+    return f"not on the cluster, no lag sampled for: {'; '.join(described)} (topic deleted, recreated or shrunk?)"
+
+
 def append_samples(table_path: str, table: pa.Table) -> None:
     """Append a sample to the Delta table (created on first use) with delta-rs."""
     from pipelines.tableio import append_arrow_at
@@ -215,7 +247,12 @@ def run_sampler(
         while iterations <= 0 or i < iterations:
             started = time.monotonic()
             committed = read_committed(groups_table) if groups_table else None
-            sample = sample_end_offsets(settings, topics=topics, committed=committed, timeout_s=timeout_s)
+            missing: list[tuple[str, int, str | None]] = []
+            sample = sample_end_offsets(
+                settings, topics=topics, committed=committed, timeout_s=timeout_s, missing=missing
+            )
+            if missing:
+                note(missing_line(missing))
             if sample.num_rows:
                 append_samples(table_path, sample)
             total += sample.num_rows
@@ -227,3 +264,63 @@ def run_sampler(
     except KeyboardInterrupt:
         note("interrupted")
     return total
+
+
+#: the streaming job samples at most this often while it runs (and once when an available-now run ends)
+STREAM_INTERVAL_S = 60.0
+
+
+def scheduled_sample(cfg: Any, note: Callable[[str], None] | None = None) -> str | None:
+    """The scheduled paths' sample (the batch job after its replay, the streaming job on an
+    interval): every committed (group, topic, partition) of the warehouse's ``offsets_current``,
+    when ``kafka.bootstrap_servers`` is configured (``None`` otherwise: nothing to do).
+
+    Returns a one-line detail. A cluster that cannot be reached, or a warehouse without
+    ``offsets_current`` yet, is reported in that line and through ``note``, never fatal: the
+    tables are already written, and lag stays what the last sample said.
+    """
+    from pipelines.kafka.client import settings_from_config
+
+    if not cfg.kafka.bootstrap_servers:
+        return None
+    say = note or (lambda msg: None)
+    settings = settings_from_config(cfg)
+    try:
+        rows = run_sampler(
+            settings,
+            cfg.table_path("partition_end_offsets"),
+            groups_table=cfg.table_path("offsets_current"),
+            timeout_s=10.0,
+            log=say,
+        )
+    except UsageError as exc:  # KafkaUnavailableError included
+        say(f"end offsets not sampled: {exc}")
+        return f"not sampled: {exc}"
+    return f"{rows} rows sampled from {settings.bootstrap_servers} into partition_end_offsets"
+
+
+class IntervalSampler:
+    """``scheduled_sample`` at most every ``interval_s`` (the streaming job's driver loop)."""
+
+    def __init__(self, cfg: Any, interval_s: float = STREAM_INTERVAL_S, note: Callable[[str], None] | None = None):
+        self.cfg = cfg
+        self.interval_s = interval_s
+        self.note = note
+        self.last: float | None = None
+        self.details: list[str] = []
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.cfg.kafka.bootstrap_servers)
+
+    def tick(self, *, force: bool = False) -> None:
+        """Sample if enabled and the interval has passed since the last sample (or ``force``)."""
+        if not self.enabled:
+            return
+        now = time.monotonic()
+        if not force and self.last is not None and now - self.last < self.interval_s:
+            return
+        self.last = now
+        detail = scheduled_sample(self.cfg, self.note)
+        if detail is not None:
+            self.details.append(detail)

@@ -23,6 +23,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
+from pipelines.analytics.burrow import group_status
 from pipelines.serve import metrics
 
 if TYPE_CHECKING:
@@ -96,7 +97,7 @@ def burrow_status(snap: metrics.Snapshot, cluster: str, group: str) -> dict[str,
     return {
         "cluster": cluster,
         "group": group,
-        "status": metrics.group_status(q["status"] for q in parts),
+        "status": group_status(q["status"] for q in parts),
         "complete": (sum(q["complete"] for q in parts) / len(parts)) if parts else 0.0,
         "partitions": parts,
         "partition_count": len(parts),

@@ -8,13 +8,13 @@ Rules:
   A declared table the warehouse does not hold yet (``partition_end_offsets`` before the first
   sample) reads as empty: its metrics are absent, never zero.
 - "Now" is the warehouse's ``as_of`` (``replay.as_of_ms``, else the last record time in
-  ``group_state``: ``views._as_of_sql``), never the wall clock: the rebalance window ends there.
-- Lag now (per partition) = newest ``partition_end_offsets`` sample of the topic-partition minus
-  the committed offset in ``offsets_current``, floored at 0 like ``consumer_lag``; the sample
-  may be newer than ``as_of`` (a live sampler runs after the last batch). Computed here, not from
-  ``consumer_lag`` (that view is lag at each commit, from samples at or before it). A committed
-  offset above the log end (topic recreated or truncated) is flagged by its own gauge. Lag in time
-  = ``sampled_at - committed_record_timestamp`` of the group's newest own sample, when known.
+  ``group_state``: ``at_risk.as_of_sql``), never the wall clock: the rebalance window ends there.
+- Lag now (per partition of ``offsets_current``) follows ``pipelines.analytics.lag`` through its
+  one SQL form (``lag_sql.lag_ctes``) at the NEWEST sample of the topic-partition (it may be
+  newer than ``as_of``: a live sampler runs after the last batch): log end minus the committed
+  offset, floored at 0; a committed offset above the log end (topic recreated or truncated) is
+  flagged by its own gauge; lag in time = since the record at the committed offset was written
+  (its timestamp when the group's sample fetched it, else kafka-lag-exporter's interpolation).
 - Names follow kafka-lag-exporter (``kafka_consumergroup_group_lag``, ``..._max_lag``,
   ``..._sum_lag``, ``..._lag_seconds``, ``kafka_partition_latest_offset``) with labels
   ``cluster_name``, ``group``, ``topic``, ``partition`` (no member labels: a rebalance would
@@ -22,9 +22,8 @@ Rules:
   kminion does. What only offsetlake knows is ``kafka_consumergroup_group_rebalance*``,
   ``..._offset_expiry_timestamp_seconds`` and ``..._deletion_timestamp_seconds``. README
   "Monitoring" documents each family.
-- Group status is Burrow's roll-up (``core/internal/evaluator/caching.go``): ERR when any
-  partition is STOP, STALL or REWIND, else WARN when any is WARN, else OK; UNKNOWN when no
-  partition has a known status (our partitions are UNKNOWN without lag samples).
+- Group status is Burrow's roll-up, ``pipelines.analytics.burrow.group_status`` (the one
+  definition ``inspect``, the report and the ``group_status_now`` view share).
 """
 
 from __future__ import annotations
@@ -34,8 +33,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from pipelines.analytics.burrow import group_status
+from pipelines.analytics.lag_sql import lag_ctes
+
 if TYPE_CHECKING:
     from pipelines.tableio import TableIO
+
 
 GROUP_STATES = ("Empty", "PreparingRebalance", "CompletingRebalance", "Stable", "Dead")
 #: a consumer group's (KIP-848, ``group_type`` consumer) states: its one-hot is over these
@@ -64,24 +67,17 @@ READS = [
 DEFAULT_WINDOW_S = 3600.0
 BURROW_WINDOW = 10
 
-_LAG_NOW_SQL = """
-WITH e AS (
-  SELECT topic, partition, max_by(log_end_offset, sampled_at) AS log_end_offset, max(sampled_at) AS sampled_at
-  FROM partition_end_offsets GROUP BY topic, partition),
-t AS (
-  -- the newest sample's time lag even when it is null (caught up): max_by over a struct, since
-  -- DuckDB's arg_max skips null values where Spark's max_by keeps them
-  SELECT group_id, topic, partition,
-         max_by(named_struct('v', unix_millis(sampled_at) - unix_millis(committed_record_timestamp)),
-                sampled_at).v AS lag_ms
-  FROM partition_end_offsets WHERE group_id IS NOT NULL GROUP BY group_id, topic, partition)
-SELECT o.group_id, o.topic, o.partition, o.offset, unix_millis(o.commit_timestamp) AS commit_ms,
-       e.log_end_offset, unix_millis(e.sampled_at) AS sampled_ms,
-       CASE WHEN e.log_end_offset IS NULL THEN NULL ELSE greatest(e.log_end_offset - o.offset, 0) END AS lag,
-       t.lag_ms
-FROM offsets_current o
-LEFT JOIN e ON e.topic = o.topic AND e.partition = o.partition
-LEFT JOIN t ON t.group_id = o.group_id AND t.topic = o.topic AND t.partition = o.partition
+#: lag now of every committed offset: ``lag_sql.lag_ctes`` (the views' one lag rule) at the
+#: NEWEST sample of its topic-partition
+_LAG_NOW_SQL = f"""
+WITH n AS (SELECT topic, partition, max(unix_millis(sampled_at)) AS st FROM partition_end_offsets GROUP BY topic, partition),
+now_src AS (
+  SELECT o.group_id, o.topic, o.partition, o.offset, n.st AS x, unix_millis(o.commit_timestamp) AS commit_ms
+  FROM offsets_current o LEFT JOIN n ON n.topic = o.topic AND n.partition = o.partition),
+{lag_ctes("now_src", ("commit_ms",))}
+SELECT group_id, topic, partition, offset, commit_ms, log_end_offset, x AS sampled_ms, lag_offsets AS lag, lag_ms,
+       ahead_of_end
+FROM lag_out
 """
 
 #: the first and last commit of each partition's Burrow window (the last BURROW_WINDOW commits at
@@ -119,9 +115,10 @@ def table_versions(io: TableIO) -> tuple[int | None, ...]:
 
 def collect(io: TableIO, *, window_s: float = DEFAULT_WINDOW_S) -> Snapshot:
     """Query the warehouse once (DuckDB) and return the ``Snapshot``."""
+    from pipelines.analytics.at_risk import as_of_sql
     from pipelines.analytics.duck import DuckDBSession
     from pipelines.analytics.transpile import to_duckdb
-    from pipelines.analytics.views import IS_REBALANCE_SQL, _as_of_sql, view_closure
+    from pipelines.analytics.views import IS_REBALANCE_SQL, view_closure
     from pipelines.errors import UsageError
 
     if not io.exists("group_state"):
@@ -133,7 +130,7 @@ def collect(io: TableIO, *, window_s: float = DEFAULT_WINDOW_S) -> Snapshot:
     def rows(spark_sql: str) -> list[dict[str, Any]]:
         return list(s.query(to_duckdb(spark_sql)).to_pylist())
 
-    as_of_rows = rows(f"SELECT unix_millis(as_of) AS ms FROM ({_as_of_sql(io.conf)}) a")
+    as_of_rows = rows(f"SELECT unix_millis(as_of) AS ms FROM ({as_of_sql(io.conf)}) a")
     as_of = as_of_rows[0]["ms"] if as_of_rows else None
     groups = rows(
         "SELECT group_id, state, member_count, generation, protocol_type, protocol, members, group_type FROM group_state "
@@ -192,16 +189,6 @@ def collect(io: TableIO, *, window_s: float = DEFAULT_WINDOW_S) -> Snapshot:
         window_s=window_s,
         versions=versions,
     )
-
-
-def group_status(statuses: Iterable[str | None]) -> str:
-    """Burrow's group status from its partitions' statuses (module rules)."""
-    known = [s for s in statuses if s and s != "UNKNOWN"]
-    if not known:
-        return "UNKNOWN"
-    if any(s in ("STOP", "STALL", "REWIND") for s in known):
-        return "ERR"
-    return "WARN" if "WARN" in known else "OK"
 
 
 # ---- exposition ---------------------------------------------------------------------------------

@@ -8,14 +8,18 @@ Run it either way (same code path):
 Rules:
 - Two queries read the source, each with its own checkpoint: ``replay`` (offset commits, group
   metadata and unsupported records of a known group → packed replay input → the stateful
-  function → the gold tables) and ``quarantine`` (quarantined and unsupported records → their
-  tables, Spark's file source). Available-now runs one after the other (two cores are better
+  function → the gold tables) and ``quarantine`` (the decoded tables: offset commits, group
+  metadata, quarantined and unsupported records, as the batch's decode writes them; Spark's file
+  source), so every analytics view answers on a streaming-only warehouse. Available-now runs one after the other (two cores are better
   spent on one at a time); continuous mode runs both side by side.
 - Continuous by default (``stream.trigger_interval``); ``--available-now`` processes what is
   there and stops (what Airflow schedules). SIGTERM/SIGINT stop the queries cleanly (exit 0);
   bad config exits 2 with one line, before Spark starts; records dropped as late fail the run
   (``DataLossError``) unless ``stream.allow_late_drops``.
 - One writer per warehouse: the run holds ``pipelines.warehouse_lock`` throughout.
+- With ``kafka.bootstrap_servers`` configured, end offsets (lag) are sampled every
+  ``pipelines.kafka.end_offsets.STREAM_INTERVAL_S`` while the queries run and once at the end
+  (``IntervalSampler``); an unreachable cluster is logged, never fatal.
 - The stateful query runs with its own state settings (``state_conf``): one state-store
   partition per core and RocksDB changelog checkpointing, unless ``spark.conf`` sets them.
 """
@@ -38,6 +42,7 @@ if __name__ == "__main__" and __package__ in (None, ""):  # spark-submit pipelin
     sys.path.insert(0, os.path.dirname(os.path.dirname(_here)))
 
 from pipelines.errors import UsageError
+from pipelines.kafka.end_offsets import IntervalSampler
 from pipelines.stream.packing import packed_replay_input
 from pipelines.stream.progress import ProgressRecorder, reconstruct_progress
 from pipelines.stream.settings import REPLAY_QUERY, StreamSettings, settings_from_config
@@ -140,15 +145,11 @@ def state_conf(spark: SparkSession, partitions: int | None = None) -> dict[str, 
 def start_quarantine_query(
     spark: SparkSession, cfg: Config, io: TableIO, settings: StreamSettings, *, available_now: bool
 ) -> StreamingQuery:
-    """Source → decode → quarantined/unsupported records → ``foreachBatch`` appends."""
-    from pyspark.sql import functions as F
-
-    from pipelines.records.decode import KIND_QUARANTINE, KIND_UNSUPPORTED
+    """Source → decode → the decoded tables (offset commits, group metadata, quarantined and
+    unsupported records) → ``foreachBatch`` writes (``QuarantineBatchWriter``)."""
     from pipelines.stream.decode import decode_union
 
-    side = decode_union(read_raw_stream(spark, cfg, settings)).where(
-        F.col("kind").isin(KIND_QUARANTINE, KIND_UNSUPPORTED)
-    )
+    side = decode_union(read_raw_stream(spark, cfg, settings))
     writer = (
         side.writeStream.queryName(settings.quarantine_query_name)
         .option("checkpointLocation", settings.quarantine_checkpoint)
@@ -204,7 +205,8 @@ def _run(
 
     settings = settings_from_config(cfg)
     io = TableIO(cfg, spark)
-    for name in (*settings.tables, "quarantine", "unsupported_records", "stream_progress"):
+    decoded = ("offset_commits", "group_metadata", "quarantine", "unsupported_records")
+    for name in (*settings.tables, *decoded, "stream_progress"):
         io.ensure(name)
     # micro-batches committed just before a kill, whose progress was never polled
     for query, checkpoint in (
@@ -236,11 +238,16 @@ def _run(
             )
         )
     stages = [[s] for s in starters] if available_now else [starters]
+    # end offsets (lag) while the queries run, when a cluster is configured
+    sampler = IntervalSampler(cfg, note=lambda msg: log.info("end offsets: %s", msg))
     for stage in stages:
         if stop.requested.is_set():
             break
         queries = [(name, start()) for name, start in stage]
-        _watch(queries, recorder, stop, poll_seconds, None if settings.allow_late_drops else recorder.late_failure)
+        refuse = None if settings.allow_late_drops else recorder.late_failure
+        _watch(queries, recorder, stop, poll_seconds, refuse, tick=sampler.tick)
+    sampler.tick(force=True)  # the offsets the run ended with
+    recorder.end_offsets = sampler.details
     return recorder
 
 
@@ -250,8 +257,10 @@ def _watch(
     stop: Any,
     poll_seconds: float,
     refuse: Callable[[], str | None] | None = None,
+    tick: Callable[[], None] | None = None,
 ) -> None:
-    """Poll progress until every query ended or a stop is requested; re-raise a query failure.
+    """Poll progress until every query ended or a stop is requested; re-raise a query failure;
+    ``tick`` runs at each poll (the end-offsets sampler).
 
     A signal sent to the whole process group also reaches Spark's JVM, which then shuts down on
     its own: Py4J errors after a stop request are an orderly exit, not a failure.
@@ -267,6 +276,8 @@ def _watch(
                 raise DataLossError(reason)
             if not active:
                 break
+            if tick is not None:
+                tick()
             if stop.requested.is_set():
                 log.info("stop requested (signal %s): stopping the queries", getattr(stop, "signal", None))
                 for _n, q in active:

@@ -149,6 +149,7 @@ class ProgressRecorder:
         self.seen: dict[str, int] = {}
         self.rows: list[dict[str, Any]] = []
         self.dropped: list[tuple[str, int, int, int | None]] = []  # (query, batch, packs, records)
+        self.end_offsets: list[str] = []  # what each end-offsets sample of the run did
 
     def poll(self, query: StreamingQuery, name: str) -> None:
         try:

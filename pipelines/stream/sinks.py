@@ -1,5 +1,7 @@
 """The streaming job's sinks (``foreachBatch``): the changed gold rows MERGEd into the gold tables,
-quarantined and unsupported records appended, each write idempotent per micro-batch.
+the decoded tables written by the side query (offset commits and group metadata MERGEd on
+their log position, quarantined and unsupported records appended), each write idempotent per
+micro-batch.
 
 Rules:
 - ``foreachBatch`` collects the micro-batch output once (on the driver: only what changed,
@@ -170,14 +172,25 @@ def landing_options(settings: StreamSettings, path: str) -> dict[str, str]:
 
 
 class QuarantineBatchWriter:
-    """``foreachBatch`` of the quarantine query: quarantined and unsupported records, appended
-    with the txn (app id, batch id). Usually empty: collected first, written only when not."""
+    """``foreachBatch`` of the side query (registered name ``offsetlake_stream_quarantine``): the
+    decoded tables the batch's decode stage writes, so every analytics view answers on a
+    streaming-only warehouse as on a batch one (``commit_cadence``, ``consumer_lag``,
+    ``partition_status_now`` read ``offset_commits``; ``coordinator_load`` also
+    ``group_metadata``).
+
+    - ``offset_commits`` and ``group_metadata`` are MERGEd on their key (log partition, log
+      offset): a file landed twice or an overlapping capture adds nothing, as the batch's ingest
+      (idempotent on topic/partition/offset) guarantees for its decode.
+    - quarantined and unsupported records are appended (unchanged).
+    Every write carries the txn (app id, batch id); an empty micro-batch writes nothing.
+    """
 
     def __init__(self, io: TableIO, settings: StreamSettings) -> None:
         self.io = io
         self.app_id = APP_ID_PREFIX + settings.quarantine_query_name
 
     def __call__(self, batch_df: DataFrame, batch_id: int) -> None:
+        from pipelines.records.decode import split_union_arrow
         from pipelines.stream.decode import split_union, union_spark_schema
 
         spark = self.io.spark
@@ -185,6 +198,14 @@ class QuarantineBatchWriter:
         arrow = batch_df.toArrow()
         if not arrow.num_rows:
             return
+        decoded = split_union_arrow(arrow)
+        for name in ("offset_commits", "group_metadata"):
+            if name in decoded:
+                self.io.merge(name, decoded[name], txn_app_id=self.app_id, txn_version=batch_id)
+        side = {n: decoded[n] for n in ("quarantine", "unsupported_records") if n in decoded}
+        if not side:
+            return
         split = split_union(spark.createDataFrame(arrow, union_spark_schema()))
         for name, df in (("quarantine", split.quarantine), ("unsupported_records", split.unsupported)):
-            self.io.append(name, df, txn_app_id=self.app_id, txn_version=batch_id)
+            if name in side:
+                self.io.append(name, df, txn_app_id=self.app_id, txn_version=batch_id)

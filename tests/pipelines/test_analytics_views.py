@@ -247,8 +247,12 @@ def test_offsets_at_risk_uses_the_cores_expiry_forecast(spark: Any, world: World
 
 
 def _expected_lag(world: World) -> list[tuple[int, int, int | None]]:
-    """(commit time, offset, lag) of the sampled partition's commits, computed independently."""
-    samples = sorted((int(s["sampled_at"].timestamp() * 1000), s["log_end_offset"]) for s in world.samples)
+    """(commit time, offset, lag) of the sampled partition's commits, by the pure reference
+    (``pipelines.analytics.lag``: the log end interpolated between the samples around the commit;
+    the oldest sample before the first one, an upper bound)."""
+    from pipelines.analytics.lag import Sample, lag_offsets, log_end_at
+
+    samples = [Sample(int(s["sampled_at"].timestamp() * 1000), s["log_end_offset"]) for s in world.samples]
     out = []
     for r in world.records:
         if (
@@ -257,12 +261,14 @@ def _expected_lag(world: World) -> list[tuple[int, int, int | None]]:
             and (r.key.group, r.key.topic, r.key.partition) == world.lag_tp
         ):
             t, o = r.value.commit_timestamp, r.value.offset
-            before = [leo for st, leo in samples if st <= t]
-            out.append((t, o, None if not before else max(before[-1] - o, 0)))
+            found = log_end_at(samples, t)
+            out.append((t, o, lag_offsets(None if found is None else found[0], o)))
     return out
 
 
-def test_consumer_lag_uses_the_latest_sample_at_or_before_each_commit(spark: Any, world: World) -> None:
+def test_consumer_lag_interpolates_the_log_end_between_the_samples_around_each_commit(spark: Any, world: World) -> None:
+    # issue 17: was "the latest sample at or before each commit", which left every commit made
+    # before the first sample (the live flow: capture, batch, then capture-end-offsets) without lag
     g, topic, part = world.lag_tp
     rows = _rows(
         spark,
@@ -270,12 +276,15 @@ def test_consumer_lag_uses_the_latest_sample_at_or_before_each_commit(spark: Any
         f"WHERE group_id = '{g}' AND topic = '{topic}' AND partition = {part} "
         "ORDER BY commit_timestamp, log_partition, log_offset",
     )
-    assert [(r["t"], r["offset"], r["lag_offsets"]) for r in rows] == _expected_lag(world)
+    want = _expected_lag(world)
+    assert [(r["t"], r["offset"], r["lag_offsets"]) for r in rows] == want
+    assert all(lag is not None for _, _, lag in want)  # before the first sample too (an upper bound)
     other = _rows(spark, f"SELECT count(*) AS n FROM consumer_lag WHERE topic <> '{topic}' AND lag_offsets IS NOT NULL")
     assert other[0]["n"] == 0
 
 
 def test_partition_status_at_each_commit_and_at_any_time_agree_with_the_reference(spark: Any, world: World) -> None:
+    from pipelines.analytics.lag import Sample, log_end_at
     from pipelines.analytics.views import partition_status_at
 
     g, topic, part = world.lag_tp
@@ -292,8 +301,11 @@ def test_partition_status_at_each_commit_and_at_any_time_agree_with_the_referenc
     for i in (5, 11, 20):
         at = commits[i].time_ms + 1
         win = [c for c in commits if c.time_ms <= at][-10:]
-        samples = [s for s in world.samples if int(s["sampled_at"].timestamp() * 1000) <= at]
-        cur = max(samples[-1]["log_end_offset"] - win[-1].offset, 0)
+        found = log_end_at(
+            [Sample(int(s["sampled_at"].timestamp() * 1000), s["log_end_offset"]) for s in world.samples], at
+        )
+        assert found is not None
+        cur = max(found[0] - win[-1].offset, 0)
         got = (
             partition_status_at(spark, at)
             .where(f"group_id = '{g}' AND topic = '{topic}' AND partition = {part}")
@@ -337,3 +349,96 @@ def test_rebalances_daily_day_is_a_date_in_utc(spark: Any, world: World) -> None
         "GROUP BY group_id, to_date(hour)",
     )
     assert per_day and per_day == {(r["group_id"], r["d"]): r["n"] for r in by_hours}
+
+
+def test_report_shows_lag_and_status_lists_only_offsets_that_will_expire_and_keeps_a_time_window(
+    spark: Any, world: World, tmp_path: Path
+) -> None:
+    from pipelines.analytics.report import write_report
+
+    text = write_report(world.cfg, tmp_path / "lag.html").read_text()
+    assert text.count("window.PlotlyConfig") == 1  # plotly.js once per page
+    lag = re.search(r'<section id="lag">.*?</section>', text, re.S)
+    assert lag is not None
+    groups = _rows(spark, "SELECT group_id, status, total_lag FROM group_status_now")
+    assert groups
+    for st in groups:  # every group with its Burrow status and total lag, as the view says
+        g = st["group_id"]
+        row = re.search(
+            rf"<tr><td><a href='#g-{re.escape(g)}'>{re.escape(g)}</a></td><td>(.*?)</td><td>(.*?)</td>", lag[0]
+        )
+        total = "-" if st["total_lag"] is None else f"{st['total_lag']:,}"
+        assert row is not None and f">{st['status']}<" in row[1] and row[2] == total, g
+    g = groups[0]["group_id"]
+    at_risk = re.search(r'<section id="at-risk">.*?</section>', text, re.S)
+    assert at_risk is not None
+    will = _rows(
+        spark,
+        "SELECT count(*) AS n FROM offsets_at_risk WHERE predicted_expiry_timestamp IS NOT NULL AND NOT kept_past_due",
+    )[0]["n"]
+    never = _rows(spark, "SELECT count(*) AS n FROM offsets_at_risk WHERE predicted_expiry_timestamp IS NULL")[0]["n"]
+    assert f"{will:,} offsets will expire" in at_risk[0] and f"{never:,} never expire" in at_risk[0]
+    assert at_risk[0].count("<tr>") == min(will, 50)  # only the offsets that will expire (pandas' header: styled)
+    assert "never (as the group stands)" not in text
+    # the group's own section: per-partition lag and status, owner columns
+    section = re.search(rf'<section id="g-{re.escape(g)}" class="group">.*?</section>', text, re.S)
+    assert section is not None and "<h3>Lag and status</h3>" in section[0] and "consumer id" in section[0]
+    # a window after the last rebalance keeps no rebalance history, and says so in the header
+    end_ms = world.truth["end_ms"]
+    late = write_report(world.cfg, tmp_path / "late.html", since_ms=end_ms + 1).read_text()
+    assert "history from" in late and "<h3>Rebalances (latest 15)</h3>" not in late
+    assert "<h3>Rebalances (latest 15)</h3>" in text
+
+
+def test_report_window_option_is_checked_before_anything_is_read(
+    world: World, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from pipelines.cli import main
+
+    conf = tmp_path / "c.yaml"
+    conf.write_text(f"paths:\n  root: {Path(world.cfg.paths.warehouse).parent}\n")
+    out = tmp_path / "w.html"
+    assert main(["report", "--conf", str(conf), "--window", "6 hours", "--out", str(out)]) == 2
+    assert "--window" in capsys.readouterr().err and not out.exists()
+    assert main(["report", "--conf", str(conf), "--window", "30m", "--out", str(out)]) == 0
+    assert "history from" in out.read_text()
+
+
+def test_report_opens_offline_in_headless_chromium_without_console_errors(world: World, tmp_path: Path) -> None:
+    """A real browser, no network (every host unresolvable, a dead proxy): every figure draws
+    (plotly.js inlined once), the lag/status and at-risk sections render, the console stays empty."""
+    import shutil
+    import subprocess
+
+    from pipelines.analytics.report import write_report
+
+    browser = shutil.which("chromium") or shutil.which("chromium-browser")
+    if browser is None:
+        pytest.skip("chromium is not installed (apt-get install -y chromium)")
+    page = write_report(world.cfg, tmp_path / "offline.html")
+    divs = page.read_text().count('class="plotly-graph-div"')
+    run = subprocess.run(
+        [
+            browser,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--enable-logging=stderr",
+            "--v=0",
+            "--proxy-server=127.0.0.1:9",
+            "--host-resolver-rules=MAP * ~NOTFOUND",
+            "--virtual-time-budget=10000",
+            f"--user-data-dir={tmp_path / 'profile'}",
+            "--dump-dom",
+            page.as_uri(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert run.returncode == 0, run.stderr[-2000:]
+    console = [line for line in run.stderr.splitlines() if ":CONSOLE" in line]
+    assert console == []
+    dom = run.stdout
+    assert divs >= 4 and dom.count('class="main-svg"') >= divs  # every figure drawn by plotly.js
+    assert '<section id="lag">' in dom and '<section id="at-risk">' in dom and "Lag and status" in dom

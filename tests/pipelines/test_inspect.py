@@ -20,6 +20,10 @@ from pipelines.errors import UsageError
 
 @pytest.fixture(scope="module")
 def warehouse(tmp_path_factory: pytest.TempPathFactory) -> tuple[Config, dict[str, Any]]:
+    return _build_warehouse(tmp_path_factory.mktemp("inspect"))
+
+
+def _build_warehouse(root: Path) -> tuple[Config, dict[str, Any]]:
     from deltalake import write_deltalake
 
     from schemas import get as get_spec
@@ -28,7 +32,6 @@ def warehouse(tmp_path_factory: pytest.TempPathFactory) -> tuple[Config, dict[st
     # (search-service-0000) whose members all restart within seconds; the replay must never
     # report it Dead mid-rebalance (a predicted death taken as a fact)
     log = generate(6, 1.0, seed=2)
-    root = tmp_path_factory.mktemp("inspect")
     cfg = load_config(overrides={"paths.root": str(root), "replay.retention_ms": log.truth["retention_ms"]})
     schema = get_spec("raw_records").arrow_schema()
     n = len(log)
@@ -113,7 +116,8 @@ def test_as_of_inside_a_rebalance_start_window_says_both_states(warehouse: tuple
     # issue 17: the log cannot tell when a rebalance began, only a window; a time inside it is
     # "Stable or PreparingRebalance" (and the window is shown), never the estimate's side of it
     from coordinator_core.replay import new_snapshot, replay
-    from pipelines.analytics.inspect import read_group_records, render
+    from pipelines.analytics.inspect import read_group_records
+    from pipelines.analytics.inspect_render import render
 
     cfg, truth = warehouse
     checked = 0
@@ -178,3 +182,115 @@ def test_parse_time_accepts_epoch_ms_and_iso() -> None:
     assert parse_time("2026-01-01 00:00:00") == 1767225600000
     with pytest.raises(UsageError):
         parse_time("yesterday")
+
+
+# ---- lag, owner, status (issue 17) ---------------------------------------------------------------
+def _write_samples(cfg: Config, rows: list[dict[str, Any]]) -> None:
+    import datetime as dt
+
+    from pipelines.tableio import append_arrow_at
+    from schemas.end_offsets import PARTITION_END_OFFSETS
+
+    for r in rows:
+        r["sampled_at"] = dt.datetime.fromtimestamp(r.pop("ms") / 1000, dt.UTC)
+        if r.get("committed_record_timestamp") is not None:
+            r["committed_record_timestamp"] = dt.datetime.fromtimestamp(r["committed_record_timestamp"] / 1000, dt.UTC)
+    table = pa.Table.from_pylist(rows, schema=PARTITION_END_OFFSETS.arrow_schema())
+    append_arrow_at(cfg.table_path("partition_end_offsets"), table)
+
+
+def test_describe_shows_lag_from_a_sample_taken_after_the_log_owners_time_lag_and_group_status(tmp_path: Path) -> None:
+    """The live flow (capture -> batch -> capture-end-offsets): one sample taken AFTER the last
+    record still gives every sampled partition its lag, the owner as kafka-consumer-groups
+    --describe prints it, group totals, the exact time lag of the group's own sample, a committed
+    offset above the log end flagged, and a topic without samples reported."""
+    from pipelines.analytics import burrow
+
+    cfg, truth = _build_warehouse(tmp_path)
+    gid = max(
+        (g for g, t in truth["groups"].items() if t["exists"] and t["final_state"] == "Stable"),
+        key=lambda g: truth["groups"][g]["live_offsets"],
+    )
+    before = inspect_group(cfg, gid)
+    assert all(o["lag"] is None for o in before.offsets) and before.lag["status"] == "UNKNOWN"
+    offsets = sorted(before.offsets, key=lambda o: (o["topic"], o["partition"]))
+    topics = sorted({o["topic"] for o in offsets})
+    assert len(offsets) >= 3
+    sample_ms = truth["end_ms"] + 600_000  # ten minutes after the log's last record
+    unsampled = topics[-1] if len(topics) > 1 else None
+    sampled = [o for o in offsets if o["topic"] != unsampled]
+    ahead = sampled[0]
+    rows = []
+    want_lag = {}
+    for i, o in enumerate(sampled):
+        end = o["offset"] - 3 if o is ahead else o["offset"] + 10 * i + 1
+        want_lag[(o["topic"], o["partition"])] = max(end - o["offset"], 0)
+        rows.append({"ms": sample_ms, "topic": o["topic"], "partition": o["partition"], "log_end_offset": end})
+    own = sampled[1]
+    rows.append(
+        {
+            "ms": sample_ms,
+            "topic": own["topic"],
+            "partition": own["partition"],
+            "log_end_offset": rows[1]["log_end_offset"],
+            "group_id": gid,
+            "committed_offset": own["offset"],
+            "committed_record_timestamp": sample_ms - 42_000,
+        }
+    )
+    _write_samples(cfg, rows)
+
+    view = inspect_group(cfg, gid)
+    got = {(o["topic"], o["partition"]): o for o in view.offsets}
+    for tp, lag in want_lag.items():
+        assert got[tp]["lag"] == lag, tp
+    assert got[(ahead["topic"], ahead["partition"])]["ahead_of_end"]
+    assert view.lag["ahead_of_end"] == 1
+    assert got[(own["topic"], own["partition"])]["lag_ms"] == 42_000  # the record at the committed offset
+    assert view.lag["total_lag"] == sum(want_lag.values())
+    assert view.lag["max_lag"] == max(want_lag.values())
+    assert view.lag["max_lag_ms"] >= 42_000
+    if unsampled:
+        assert view.lag["topics_without_samples"] == [unsampled]
+        assert all(got[tp]["lag"] is None for tp in got if tp[0] == unsampled)
+    owners = {f"{o['topic']}-{o['partition']}": o["owner"] for o in view.offsets}
+    assigned = {tp: m for m in view.members for tp in (m["assigned_partitions"] or [])}
+    assert assigned  # a Stable group with assignments
+    for tp, m in assigned.items():
+        if tp in owners:
+            assert owners[tp] == {k: m[k] for k in ("member_id", "client_id", "client_host")}, tp
+    statuses = [o["status"] for o in view.offsets]
+    assert any(st != "UNKNOWN" for st in statuses)
+    assert view.lag["status"] == burrow.group_status(statuses) != "UNKNOWN"
+
+
+def test_describe_prints_owner_time_lag_totals_and_status(tmp_path: Path) -> None:
+    from io import StringIO
+
+    from rich.console import Console
+
+    from pipelines.analytics.inspect_render import render
+
+    cfg, truth = _build_warehouse(tmp_path)
+    gid = next(g for g, t in truth["groups"].items() if t["exists"] and t["final_state"] == "Stable")
+    view = inspect_group(cfg, gid)
+    o = view.offsets[0]
+    _write_samples(
+        cfg,
+        [
+            {
+                "ms": truth["end_ms"] + 1,
+                "topic": o["topic"],
+                "partition": o["partition"],
+                "log_end_offset": o["offset"] + 5,
+            }
+        ],
+    )
+    out = StringIO()
+    render(inspect_group(cfg, gid), Console(file=out, width=400))
+    text = out.getvalue()
+    for col in ("consumer-id", "host", "client-id", "time lag", "status", "log-end-offset"):
+        assert col in text
+    assert "total 5, max 5" in text
+    member = next(m for m in view.members if m["assigned_partitions"])
+    assert member["member_id"] in text.split("Committed offsets")[1]

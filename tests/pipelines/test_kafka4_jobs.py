@@ -218,7 +218,8 @@ def test_inspect_shows_a_consumer_group_as_kafka_consumer_groups_describes_it(in
 
     from rich.console import Console
 
-    from pipelines.analytics.inspect import inspect_group, render
+    from pipelines.analytics.inspect import inspect_group
+    from pipelines.analytics.inspect_render import render
 
     view = inspect_group(inspect_cfg, "cg-orders")
     assert (view.group_type, view.state, view.generation) == ("consumer", "Stable", 4)

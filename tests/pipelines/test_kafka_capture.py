@@ -364,6 +364,41 @@ def test_end_offsets_sample_partition_log_ends_and_group_lag_with_record_time(
     assert last[("g1", 2)]["committed_record_timestamp"] is None
 
 
+def test_end_offsets_of_topics_missing_on_the_cluster_are_reported_not_skipped_silently(
+    cluster: MockKafkaCluster, tmp_path: Path
+) -> None:
+    import pyarrow as pa
+    from deltalake import write_deltalake
+
+    from pipelines.kafka.end_offsets import run_sampler
+
+    data_topic, gone = _topic(), _topic()
+    _produce(cluster, [RawRecord(b"k", b"v", data_topic, 0, i, 1_000 + i) for i in range(3)], data_topic)
+    current = tmp_path / "offsets_current"
+    write_deltalake(
+        str(current),
+        pa.table(
+            {
+                "group_id": ["g1", "g2", "g1"],
+                "topic": [data_topic, gone, data_topic],
+                "partition": pa.array([0, 1, 9], pa.int32()),  # data_topic has 4 partitions: 9 is gone too
+                "offset": pa.array([1, 5, 2], pa.int64()),
+            }
+        ),
+    )
+    lines: list[str] = []
+    n = run_sampler(
+        KafkaSettings(cluster.bootstrap_servers),
+        str(tmp_path / "partition_end_offsets"),
+        groups_table=str(current),
+        log=lines.append,
+    )
+    assert n == 1  # only data_topic-0 exists
+    missing = [line for line in lines if "not on the cluster" in line]
+    assert len(missing) == 1
+    assert f"{data_topic}[9] (groups g1)" in missing[0] and f"{gone}[1] (groups g2)" in missing[0]
+
+
 def test_capture_end_offsets_command_writes_the_table(cluster: MockKafkaCluster, tmp_path: Path) -> None:
     from deltalake import DeltaTable
 

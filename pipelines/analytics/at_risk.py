@@ -1,0 +1,91 @@
+"""``offsets_at_risk``: each committed offset's predicted expiry, relative to ``as_of``.
+
+Rules: expiry rules are never re-implemented in SQL. ``AT_RISK_JOIN_SQL`` gives each offset with
+its group's state columns; ``due_times_fn`` (per group: ``pipelines.analytics.forecast.due_times``,
+the core's ``offset_due_times``) predicts each due time; ``at_risk_sql`` compares them with
+``as_of`` (``as_of_sql``: ``replay.as_of_ms`` when configured, else the warehouse's last record).
+Spark runs the grouped function with ``applyInPandas`` (``offsets_at_risk_df``); DuckDB runs the
+same pieces on the driver (``pipelines.analytics.duck``).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+    from pipelines.config import Config
+
+
+AT_RISK_SCHEMA = (
+    "group_id string, topic string, partition int, offset bigint, commit_timestamp timestamp, "
+    "expire_timestamp timestamp, state string, predicted_expiry_timestamp timestamp"
+)
+
+
+def due_times_fn(retention_ms: int, rules: str) -> Any:
+    """Grouped function: one group's offsets (+ its state columns) -> predicted expiry per offset."""
+
+    def fn(pdf: Any) -> Any:
+        import pandas as pd
+
+        from pipelines.analytics.forecast import due_times
+
+        first = pdf.iloc[0].to_dict()
+        due = due_times(first, pdf.to_dict("records"), retention_ms, rules)
+        out = pdf[["group_id", "topic", "partition", "offset", "commit_timestamp", "expire_timestamp", "state"]].copy()
+        out["predicted_expiry_timestamp"] = [
+            None if due[(t, int(p))] is None else pd.Timestamp(due[(t, int(p))], unit="ms")
+            for t, p in zip(out["topic"], out["partition"])
+        ]
+        out["predicted_expiry_timestamp"] = pd.to_datetime(out["predicted_expiry_timestamp"])
+        return out
+
+    return fn
+
+
+#: ``offsets_at_risk``'s input: each committed offset with its group's state columns
+AT_RISK_JOIN_SQL = (
+    "SELECT o.group_id, o.topic, o.partition, o.offset, o.commit_timestamp, o.expire_timestamp, "
+    "s.state, s.generation, s.protocol_type, s.current_state_timestamp, s.state_timestamp, s.subscribed_topics "
+    "FROM offsets_current o JOIN group_state s ON s.group_id = o.group_id"
+)
+
+
+DUE_COLUMNS = ("group_id", "topic", "partition", "offset", "commit_timestamp", "expire_timestamp", "state")
+
+
+def offsets_at_risk_df(spark: SparkSession, cfg: Config, *, at_risk_hours: float = 24) -> DataFrame:
+    """The ``offsets_at_risk`` DataFrame (needs the ``offsets_current`` and ``group_state`` views)."""
+    from pyspark.sql import functions as F
+
+    retention = cfg.replay.retention_ms
+    joined = spark.sql(AT_RISK_JOIN_SQL)
+    if retention is None:
+        due = joined.select(*DUE_COLUMNS, F.lit(None).cast("timestamp").alias("predicted_expiry_timestamp"))
+    else:
+        due = joined.groupBy("group_id").applyInPandas(due_times_fn(int(retention), cfg.replay.rules), AT_RISK_SCHEMA)
+    due.createOrReplaceTempView("_offsets_due")
+    return spark.sql(at_risk_sql(cfg, at_risk_hours=at_risk_hours))
+
+
+def at_risk_sql(cfg: Config, *, at_risk_hours: float = 24) -> str:
+    """``offsets_at_risk`` over ``_offsets_due`` (each offset's predicted expiry) and ``as_of``."""
+    return f"""
+SELECT d.*, a.as_of,
+       round((unix_millis(d.predicted_expiry_timestamp) - unix_millis(a.as_of)) / 3600000.0, 3) AS hours_until_expiry,
+       coalesce(d.predicted_expiry_timestamp > a.as_of
+                AND unix_millis(d.predicted_expiry_timestamp) - unix_millis(a.as_of) <= {float(at_risk_hours) * 3_600_000.0},
+                false) AS at_risk,
+       coalesce(d.predicted_expiry_timestamp <= a.as_of, false) AS kept_past_due
+FROM _offsets_due d CROSS JOIN ({as_of_sql(cfg)}) a
+"""
+
+
+def as_of_sql(cfg: Config) -> str:
+    """One-row query with the ``as_of`` timestamp: replay.as_of_ms, else the warehouse's last record."""
+    as_of_ms = cfg.replay.as_of_ms
+    if as_of_ms is not None:
+        return f"SELECT timestamp_millis({int(as_of_ms)}) AS as_of"
+    return "SELECT max(last_timestamp) AS as_of FROM group_state"
