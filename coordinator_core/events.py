@@ -521,3 +521,27 @@ TABLE_BY_KIND: dict[str, str] = {cls.kind: cls.table for cls in EVENT_TYPES.valu
 #: The ``status`` of a forecast row (``OffsetExpiration``/``GroupLifecycle``) that a later replay
 #: call withdrew: no row has that key any more (batch: dropped; streaming: its key deleted).
 WITHDRAWN = "withdrawn"
+
+
+@dataclass(slots=True)
+class ReplayStats:
+    """Counters of one ``replay`` call."""
+
+    records_seen: int = 0
+    applied: int = 0
+    duplicates_skipped: int = 0
+    unsupported_skipped: int = 0
+    offset_commits: int = 0
+    offset_tombstones: int = 0
+    group_records: int = 0
+    group_tombstones: int = 0
+    predicted_expirations: int = 0
+    predicted_deaths: int = 0
+    predictions_contradicted: int = 0
+    transactional_commits: int = 0  # pending until their marker (``coordinator_core.transactions``)
+    txn_markers: int = 0  # COMMIT/ABORT markers given (not counted as records)
+    transactions_committed: int = 0  # markers that found pending offsets
+    transactions_aborted: int = 0
+
+    def as_dict(self) -> dict[str, int]:
+        return dataclasses.asdict(self)

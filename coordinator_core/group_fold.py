@@ -17,24 +17,26 @@ Rules:
   commit-run bulk path (``coordinator_core.commit_runs``, typed by ``expiry.BulkFold``) uses.
 - Coordinator ``auto`` resolves per group: ``new`` once the group's records show Kafka 4 wrote
   them (``new_coordinator_seen``), else ``old``.
+- Transactions (KIP-98, ``coordinator_core.transactions``): ``pending_txn`` (open ones, by producer
+  id), ``txn_offsets`` (who committed each held offset); a group with pending offsets cannot die.
 """
 
 from __future__ import annotations
 
-import dataclasses
-from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
 from coordinator_core import expiry as _expiry
 from coordinator_core.consumer_group import ConsumerGroupFold
-from coordinator_core.events import WITHDRAWN, Event, GroupLifecycle, OffsetExpiration, StateTransition
+from coordinator_core.events import WITHDRAWN, Event, GroupLifecycle, OffsetExpiration, ReplayStats, StateTransition
 from coordinator_core.records import MemberMetadata, OffsetCommitValue
 from coordinator_core.settings import Coordinator, ReplaySettings
 from coordinator_core.snapshot import (
     EMPTY_OFFSETS,
+    EMPTY_PENDING,
     EMPTY_PREDICTED,
     EMPTY_SETTLED,
+    EMPTY_TXN_OFFSETS,
     DeathRestore,
     GroupSnapshot,
     OffsetState,
@@ -67,26 +69,6 @@ ALL_EVENT_KINDS: frozenset[str] = frozenset(
 )
 
 
-@dataclass(slots=True)
-class ReplayStats:
-    """Counters of one ``replay`` call."""
-
-    records_seen: int = 0
-    applied: int = 0
-    duplicates_skipped: int = 0
-    unsupported_skipped: int = 0
-    offset_commits: int = 0
-    offset_tombstones: int = 0
-    group_records: int = 0
-    group_tombstones: int = 0
-    predicted_expirations: int = 0
-    predicted_deaths: int = 0
-    predictions_contradicted: int = 0
-
-    def as_dict(self) -> dict[str, int]:
-        return dataclasses.asdict(self)
-
-
 class GroupFold:
     """Mutable working copy of a snapshot, private to one ``replay`` call (see the module rules)."""
 
@@ -95,11 +77,12 @@ class GroupFold:
         "current_state_timestamp", "emitted_death", "emitted_exp", "events", "exists", "first_position",
         "generation", "grace", "group_id", "has_metadata", "kinds", "last_offset_removal_ms",
         "last_position", "last_timestamp_ms", "leader", "log_start", "members", "metadata_timestamp_ms",
-        "new_coordinator_seen", "next_check", "offsets", "other_type", "pending_contradictions", "predicted_death_ms",
+        "new_coordinator_seen", "next_check", "offsets", "other_type", "pending_contradictions", "pending_txn",
+        "predicted_death_ms",
         "predicted_death_restore", "predicted_expired", "predicted_removed", "predictions_contradicted",
         "protocol", "protocol_type", "rb_cache", "records_applied", "retention_ms", "rules", "settled",
         "settled_death_ms", "sit", "situation_since_ms", "skipped_commits", "state", "state_timestamp_ms",
-        "stats", "subscribed_topics", "tombstone_run", "unsupported_records",
+        "stats", "subscribed_topics", "tombstone_run", "txn_offsets", "unsupported_records",
     )  # fmt: skip
 
     def __init__(
@@ -158,6 +141,8 @@ class GroupFold:
         # Kafka 4 group types: the consumer group's own fold (KIP-848), share/streams seen
         self.consumer = None if s.consumer is None else ConsumerGroupFold(s.group_id, s.consumer)
         self.other_type = s.group_type if s.group_type in ("share", "streams") else None
+        self.pending_txn: dict[int, dict[TopicPartition, OffsetState]] = {k: dict(p) for k, p in s.pending_txn.items()}
+        self.txn_offsets: dict[TopicPartition, int] = dict(s.txn_offsets)
         self.retention_ms = retention_ms
         self.rules = settings.rules
         self.kinds = kinds
@@ -218,6 +203,8 @@ class GroupFold:
                 self.created_by_commit,
                 self.group_type,
                 None if self.consumer is None else self.consumer.snapshot(),
+                MappingProxyType({k: MappingProxyType(p) for k, p in self.pending_txn.items()}) or EMPTY_PENDING,
+                MappingProxyType(self.txn_offsets) if self.txn_offsets else EMPTY_TXN_OFFSETS,
             )
         )
 
@@ -417,6 +404,8 @@ class GroupFold:
         grace = self.grace
         best = _FAR
         if self.exists and self.state is _E and not self.offsets:
+            if self.pending_txn:
+                return best  # an open transaction keeps the group (it cannot die)
             base = _expiry.death_base(self)
             death = base if base is not None else -1
             if death != self.settled_death_ms:
@@ -446,7 +435,7 @@ class GroupFold:
         # a fold prediction not yet in the view falls due: the view changes then
         sit = _expiry.situation(self, self.rules)
         if self.exists and self.state is _E and not self.offsets:
-            if view.predicted_death_ms is None:
+            if view.predicted_death_ms is None and not self.pending_txn:
                 base = _expiry.death_base(self)
                 if base is not None and base != self.settled_death_ms:
                     times.append(base + 1)

@@ -114,7 +114,7 @@ def records_from_arrow(table: pa.Table, rows: Any = None) -> list[LogRecord]:
             value: Any = None
             if not tomb[i]:
                 value = new_value((coff[j], meta[j], cts[j], epoch[j], ets[j], vver[i], ()))
-            out[i] = new_log((part[i], off[i], ts[i], key, value))
+            out[i] = new_log((part[i], off[i], ts[i], key, value, None))
 
     gm_pos = np.flatnonzero(kinds_np == REC_GROUP_METADATA)
     if len(gm_pos):
