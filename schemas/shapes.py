@@ -28,7 +28,11 @@ REPLAY_INPUT = TableSpec(
         Column("coordinator_partition", "int"),
         Column("log_offset", "bigint"),
         Column("log_timestamp_ms", "bigint"),
-        Column("rec_kind", "tinyint", doc="0 offset commit, 1 group metadata, 2 unsupported (raw bytes)."),
+        Column(
+            "rec_kind",
+            "tinyint",
+            doc="0 offset commit, 1 group metadata, 2 unsupported (raw bytes), 3 transaction marker.",
+        ),
         Column("key_version", "int"),
         Column("is_tombstone", "boolean"),
         Column("value_version", "int"),
@@ -47,6 +51,13 @@ REPLAY_INPUT = TableSpec(
         Column("members", REPLAY_MEMBER_TYPE),
         Column("raw_key", "binary"),
         Column("raw_value", "binary"),
+        Column(
+            "producer_id",
+            "bigint",
+            doc="Producer id of a record of a transactional batch, or of a COMMIT/ABORT marker (rec_kind 3; "
+            "from `raw_transactions`); null for a plain record.",
+        ),
+        Column("txn_committed", "boolean", doc="rec_kind 3 (a transaction marker): true for COMMIT, false for ABORT."),
     ),
 )
 

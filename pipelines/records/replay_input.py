@@ -31,6 +31,8 @@ from schemas.shapes import REPLAY_INPUT, STREAM_PACK
 REC_OFFSET_COMMIT = 0
 REC_GROUP_METADATA = 1
 REC_UNSUPPORTED = 2
+#: a COMMIT/ABORT marker of the group's partition (``pipelines.records.transactions``)
+REC_TXN_MARKER = 3
 #: the decoded tables the replay reads, in the order their rows are projected
 SOURCES = ("offset_commits", "group_metadata", "unsupported_records")
 _MEMBER_FIELDS = (
