@@ -68,13 +68,13 @@ class CommitRun:
             apply from its survivors).
     """
 
-    kept: Sequence[LogRecord]
+    kept: Sequence[ReplayItem]
     count: int
     first_position: tuple[int, int]
     max_timestamp_ms: int
     min_commit_timestamp_ms: int | None
     min_expire_timestamp_ms: int | None
-    expand: Callable[[], Iterable[LogRecord]] = field(compare=False, repr=False)
+    expand: Callable[[], Iterable[ReplayItem]] = field(compare=False, repr=False)
 
 
 @dataclass(slots=True)
