@@ -312,7 +312,14 @@ def replay_input_arrow(log: list[tuple[bytes, bytes | None, int, int, int]]) -> 
         "current_state_timestamp_ms": ms("current_state_timestamp"),
         "members": members,
     }
-    return pa.table({name: cols[name] if name in cols else u[name] for name, _ in REPLAY_INPUT_DDL})
+    # columns the decoder does not fill (a segment's producer ids, transaction markers) are null
+    null = {c.name: pa.nulls(u.num_rows, REPLAY_INPUT.arrow_schema().field(c.name).type) for c in REPLAY_INPUT.columns}
+    return pa.table(
+        {
+            name: cols[name] if name in cols else u[name] if name in u.column_names else null[name]
+            for name, _ in REPLAY_INPUT_DDL
+        }
+    )
 
 
 def test_gold_mapping_rejects_an_unknown_core_key() -> None:

@@ -1,0 +1,113 @@
+"""The batch replay's transactions (``pipelines.records.transactions`` + the bulk replay) equal the
+core's replay of the same records and markers — no Spark needed."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pyarrow as pa
+
+from coordinator_core.codec import encode_key, encode_value
+from coordinator_core.records import LogRecord, OffsetCommitKey, OffsetCommitValue, ReplayItem, TxnMarker
+from coordinator_core.replay import replay_groups
+from coordinator_core.settings import ReplaySettings
+from pipelines.records.replay import replay_sorted_batches
+from pipelines.records.replay_input import replay_order
+from pipelines.records.transactions import attach_transactions
+from schemas.raw import RAW_TRANSACTIONS
+from tests.pipelines.test_replay_job import replay_input_arrow
+
+T0 = 1_700_000_000_000
+
+
+def _log() -> tuple[list[ReplayItem], list[tuple[bytes, bytes | None, int, int, int]], pa.Table]:
+    """Plain commit runs around three transactions in partition 3 (committed, aborted, open) and
+    one in partition 4 with the same producer id and no marker."""
+    items: list[ReplayItem] = []
+    txn_rows: list[dict[str, Any]] = []
+    offsets = {3: 0, 4: 0}
+
+    def commit(group: str, part: int, tpart: int, value: int, pid: int | None = None) -> None:
+        off = offsets[part]
+        offsets[part] += 1
+        v = OffsetCommitValue(value, "", T0 + off, None, None, 3)
+        items.append(LogRecord(part, off, T0 + off, OffsetCommitKey(group, "t", tpart), v, pid))
+        if pid is not None:
+            txn_rows.append({"partition": part, "offset": off, "producer_id": pid, "control_type": None, "ts": off})
+
+    def marker(part: int, pid: int, committed: bool) -> None:
+        off = offsets[part]
+        offsets[part] += 1
+        items.append(TxnMarker(part, off, T0 + off, pid, committed))
+        txn_rows.append(
+            {"partition": part, "offset": off, "producer_id": pid, "control_type": int(committed), "ts": off}
+        )
+
+    for i in range(40):
+        commit("a", 3, i % 4, i)
+        commit("b", 3, i % 2, 1000 + i)
+    commit("a", 3, 0, 500, pid=7)
+    commit("b", 3, 1, 600, pid=7)
+    for i in range(30):
+        commit("a", 3, 1 + i % 3, 2000 + i)  # plain commits while the transaction is open
+    marker(3, 7, True)
+    commit("b", 3, 0, 700, pid=8)
+    marker(3, 8, False)
+    commit("c", 4, 0, 1)
+    commit("c", 4, 1, 2, pid=7)  # producer 7 again, another partition: partition 3's marker is not its
+    marker(3, 9, True)  # a producer with nothing pending
+    commit("a", 3, 5, 9, pid=10)  # open at the end of the log
+    log = [
+        (encode_key(r.key), encode_value(r.value), r.partition, r.offset, r.timestamp_ms)  # type: ignore[arg-type]
+        for r in items
+        if isinstance(r, LogRecord)
+    ]
+    n = len(txn_rows)
+    txn = pa.Table.from_pydict(
+        {
+            "topic": ["__consumer_offsets"] * n,
+            "partition": [r["partition"] for r in txn_rows],
+            "offset": [r["offset"] for r in txn_rows],
+            "timestamp": [(T0 + r["ts"]) * 1000 for r in txn_rows],
+            "producer_id": [r["producer_id"] for r in txn_rows],
+            "producer_epoch": [0] * n,
+            "control_type": [r["control_type"] for r in txn_rows],
+            "coordinator_epoch": [None] * n,
+            "source_file": [None] * n,
+        },
+        schema=RAW_TRANSACTIONS.arrow_schema(),
+    )
+    return items, log, txn
+
+
+def test_bulk_replay_of_rows_with_producer_ids_and_markers_equals_the_core_replay() -> None:
+    items, log, txn = _log()
+    settings = ReplaySettings(retention_ms=10**10)
+    as_of = max(i.timestamp_ms for i in items)
+    rows = attach_transactions(replay_input_arrow(log), txn)
+    rows = rows.take(pa.array(replay_order(rows), pa.int64()))
+    tables = ("offsets_current", "group_state")
+    out: dict[str, list[dict[str, Any]]] = {t: [] for t in tables}
+    for part in replay_sorted_batches(
+        rows.to_batches(max_chunksize=50), settings=settings, as_of_ms=as_of, tables=tables, as_tables=True
+    ):
+        for name, t in part.items():
+            out[name].extend(t.to_pylist())
+    core = replay_groups(items, settings=settings, as_of_ms=as_of)
+    got = sorted(
+        (r["group_id"], r["topic"], r["partition"], r["offset"], r["transactional_producer_id"])
+        for r in out["offsets_current"]
+    )
+    want = sorted(
+        (g, r["topic"], r["partition"], r["offset"], r["transactional_producer_id"])
+        for g, res in core.items()
+        for r in res.snapshot.offset_rows()
+    )
+    assert got == want
+    offsets = {(g, p): (o, pid) for g, _, p, o, pid in got}
+    assert offsets[("a", 0)] == (500, 7) and offsets[("b", 1)] == (600, 7)  # committed
+    assert offsets[("b", 0)] == (1038, None)  # aborted: the plain commit stays
+    assert ("c", 1) not in offsets and ("a", 5) not in offsets  # open: invisible
+    assert {r["group_id"]: r["records_applied"] for r in out["group_state"]} == {
+        g: res.snapshot.records_applied for g, res in core.items()
+    }
