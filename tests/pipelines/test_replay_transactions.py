@@ -111,3 +111,21 @@ def test_bulk_replay_of_rows_with_producer_ids_and_markers_equals_the_core_repla
     assert {r["group_id"]: r["records_applied"] for r in out["group_state"]} == {
         g: res.snapshot.records_applied for g, res in core.items()
     }
+
+
+def test_cli_replay_of_broker_segments_applies_commit_and_abort_markers(tmp_path: Any, capsys: Any) -> None:
+    import json
+
+    from pipelines.cli import main
+    from tests.pipelines.test_batch_segments import _write_log_dir
+
+    _write_log_dir(tmp_path / "logdir")
+    assert main(["replay", "--input", str(tmp_path / "logdir")]) == 0
+    groups = {r["group"]: r for r in map(json.loads, capsys.readouterr().out.splitlines())}
+    offsets = {
+        g: {(o["partition"], o["offset"], o["transactional_producer_id"]) for o in r["offsets"]}
+        for g, r in groups.items()
+    }
+    assert offsets["committed-a"] == {(0, 50, 9001)} and offsets["committed-b"] == {(0, 60, 9001)}
+    assert offsets["aborted"] == {(1, 5, None)}  # the aborted transaction's offset never shows
+    assert offsets["open"] == {(2, 1, None)} and offsets["elsewhere"] == {(0, 7, None)}
