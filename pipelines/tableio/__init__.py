@@ -106,6 +106,7 @@ class TableIO:
         self.engine: EngineName = resolve_engine(engine or conf.delta.engine, spark)
         self._engine: Engine = self._make_engine()
         self._run_id: str | None = None
+        self._evolved: set[str] = set()  # tables ``ensure`` found (or made) complete
 
     def _make_engine(self) -> Engine:
         """The engine ``resolve_engine`` chose (``spark`` only ever with a session)."""
@@ -189,9 +190,29 @@ class TableIO:
 
     # ---- create -----------------------------------------------------------------------------
     def ensure(self, name: str) -> None:
-        """Create the table (empty, declared schema) if it does not exist yet."""
+        """Create the table (empty, declared schema) if it does not exist yet. An existing table
+        without a nullable column its spec declares (a warehouse written before the column
+        existed) gets it added, null in the rows already there (once per ``TableIO``)."""
+        spec = get_spec(name)
         if not self.exists(name):
-            self._engine.create(self.path(name), get_spec(name))
+            self._engine.create(self.path(name), spec)
+            return
+        if name in self._evolved:
+            return
+        from pipelines.tableio import deltars
+
+        have = set(deltars.column_names(self.path(name)))
+        missing = [c for c in spec.columns if c.name not in have]
+        required = [c.name for c in missing if not c.nullable]
+        if required:
+            raise UsageError(
+                f"table {name} at {self.path(name)} lacks the required column(s) {', '.join(required)}: "
+                "it was written by another version; rebuild it (delete the table and run the job again)"
+            )
+        if missing:
+            log.info("table %s: adding column(s) %s (null in existing rows)", name, ", ".join(c.name for c in missing))
+            self._engine.add_columns(self.path(name), spec, [c.name for c in missing])
+        self._evolved.add(name)
 
     # ---- writes -----------------------------------------------------------------------------
     def append(

@@ -137,6 +137,13 @@ def create(
     )
 
 
+def add_columns(uri: str, fields: list[pa.Field]) -> None:
+    """Add nullable columns to the table at ``uri`` (one metadata commit, no data rewritten)."""
+    from deltalake import Field
+
+    open_table(uri).alter.add_columns([Field.from_arrow(f.with_nullable(True)) for f in fields])
+
+
 def read_arrow(uri: str, columns: list[str] | None = None, filter: Any = None, version: int | None = None) -> pa.Table:
     """The snapshot's rows as Arrow (only ``columns``; ``filter``: a ``pyarrow.dataset``
     expression pushed down to the scan)."""

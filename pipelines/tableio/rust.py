@@ -63,6 +63,10 @@ class RustEngine:
             mode="ignore",
         )
 
+    def add_columns(self, uri: str, spec: TableSpec, names: list[str]) -> None:
+        schema = spec.arrow_schema()
+        deltars.add_columns(uri, [schema.field(n) for n in names])
+
     def write(
         self,
         uri: str,

@@ -60,6 +60,10 @@ class SparkEngine:
             builder = builder.partitionedBy(*spec.partition_by)
         builder.execute()
 
+    def add_columns(self, uri: str, spec: TableSpec, names: list[str]) -> None:
+        cols = ", ".join(f"`{c.name}` {c.type}" for c in spec.columns if c.name in names)
+        self.spark.sql(f"ALTER TABLE delta.`{uri}` ADD COLUMNS ({cols})")
+
     def write(
         self,
         uri: str,

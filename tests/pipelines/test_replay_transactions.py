@@ -129,3 +129,24 @@ def test_cli_replay_of_broker_segments_applies_commit_and_abort_markers(tmp_path
     assert offsets["committed-a"] == {(0, 50, 9001)} and offsets["committed-b"] == {(0, 60, 9001)}
     assert offsets["aborted"] == {(1, 5, None)}  # the aborted transaction's offset never shows
     assert offsets["open"] == {(2, 1, None)} and offsets["elsewhere"] == {(0, 7, None)}
+
+
+def test_an_offsets_current_table_written_before_the_transactional_column_gets_it_added(tmp_path: Any) -> None:
+    """An existing warehouse (the table without ``transactional_producer_id``) is evolved by
+    ``TableIO.ensure``: the column is added, null in the rows already there, nothing rewritten."""
+    from deltalake import DeltaTable, write_deltalake
+
+    from pipelines.config import load_config
+    from pipelines.tableio import TableIO
+    from schemas import get
+
+    cfg = load_config(overrides={"paths.root": str(tmp_path)})
+    io = TableIO(cfg, None, engine="rust")
+    schema = get("offsets_current").arrow_schema()
+    old = pa.schema([f for f in schema if f.name != "transactional_producer_id"])
+    row = {f.name: None for f in old} | {"group_id": "g", "topic": "t", "partition": 0}
+    write_deltalake(io.path("offsets_current"), pa.Table.from_pylist([row], schema=old))
+    io.ensure("offsets_current")
+    table = DeltaTable(io.path("offsets_current")).to_pyarrow_table()
+    assert table.schema.names == schema.names
+    assert table.to_pylist()[0]["transactional_producer_id"] is None and table.num_rows == 1
