@@ -5,7 +5,7 @@ Rules (``input.source``):
   captures (read with ``pipelines.raw_files`` on the driver: a debugging/interchange format,
   small by nature) and/or broker log segments (``__consumer_offsets-N/`` partition directories
   of ``%020d.log`` files in the landing, or the landing itself one such directory or a copy of a
-  broker's log dir; read on the driver by ``pipelines.segment_files.landing_tables``): their data
+  broker's log dir; read on the driver by ``pipelines.segment_input.landing_tables``): their data
   records are raw records, their transactional records and COMMIT/ABORT markers go to
   ``raw_transactions`` and their unreadable batches to ``ingest_quarantine`` (reason
   ``bad_batch``) — ``write_segment_side``. ``input.format: auto`` picks by file extension
@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
     from pipelines.config import Config
-    from pipelines.segment_files import LandingTables
+    from pipelines.segment_input import LandingTables
     from pipelines.tableio import TableIO
 
 
@@ -69,7 +69,7 @@ def landing_segments(path: str) -> list[Path]:
 
 def segment_input(cfg: Config) -> LandingTables | None:
     """The landing's broker segments read whole (``None``: none, or not a landing input)."""
-    from pipelines.segment_files import landing_tables
+    from pipelines.segment_input import landing_tables
 
     if cfg.input.source != "landing" or cfg.input.format not in ("auto", "segments"):
         return None

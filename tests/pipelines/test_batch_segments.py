@@ -21,7 +21,8 @@ from coordinator_core import segments as S  # noqa: E402
 from coordinator_core.codec import encode_key, encode_value  # noqa: E402
 from coordinator_core.records import OffsetCommitKey, OffsetCommitValue  # noqa: E402
 from pipelines.cli import main  # noqa: E402
-from pipelines.segment_files import SegmentProblem, compress, read_segment_items, replay_items  # noqa: E402
+from pipelines.segment_files import SegmentProblem, compress, read_segment_items  # noqa: E402
+from pipelines.segment_input import replay_items  # noqa: E402
 
 T0 = 1_700_000_000_000
 
