@@ -150,3 +150,38 @@ def test_an_offsets_current_table_written_before_the_transactional_column_gets_i
     table = DeltaTable(io.path("offsets_current")).to_pyarrow_table()
     assert table.schema.names == schema.names
     assert table.to_pylist()[0]["transactional_producer_id"] is None and table.num_rows == 1
+
+
+def test_inspect_replays_a_segment_warehouses_transactions_as_the_batch_does(tmp_path: Any, capsys: Any) -> None:
+    """``offsetlake inspect`` reads raw_records and raw_transactions (written here with delta-rs
+    from the segments' ingest shapes): the aborted transaction's offset never shows, the
+    committed one does."""
+    import json
+
+    from deltalake import write_deltalake
+
+    from coordinator_core import segments as S
+    from coordinator_core.partitioner import partition_for
+    from pipelines.cli import main
+    from pipelines.segment_input import landing_tables
+    from tests.pipelines.test_batch_segments import _commit, _marker, _txn
+
+    group = "orders-app"
+    d = tmp_path / "logdir" / f"__consumer_offsets-{partition_for(group, 50)}"
+    d.mkdir(parents=True)
+    (d / "00000000000000000000.log").write_bytes(
+        S.encode_batch_v2([_commit(0, group, 0, 1)])
+        + _txn([_commit(1, group, 0, 2)], 5)
+        + _marker(S.CONTROL_ABORT, 2, 5)
+        + _txn([_commit(3, group, 1, 3)], 6)
+        + _marker(S.CONTROL_COMMIT, 4, 6)
+    )
+    parts = landing_tables(sorted(d.iterdir()))
+    warehouse = tmp_path / "data" / "warehouse"
+    write_deltalake(str(warehouse / "raw_records"), parts.raw)
+    write_deltalake(str(warehouse / "raw_transactions"), parts.transactions)
+    conf = tmp_path / "c.yaml"
+    conf.write_text(f"paths:\n  root: {tmp_path / 'data'}\n")
+    assert main(["inspect", "group", group, "--conf", str(conf), "--json"]) == 0
+    view = json.loads(capsys.readouterr().out)
+    assert {(o["partition"], o["offset"]) for o in view["offsets"]} == {(0, 1), (1, 3)}
