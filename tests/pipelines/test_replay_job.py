@@ -341,6 +341,7 @@ def test_time_points_become_timestamps_of_the_same_instant() -> None:
         "log_partition": 1,
         "log_offset": 2,
         "timestamp_ms": 1_700_000_000_123,
+        "transactional_producer_id": None,  # the core's offset row (``GroupSnapshot.offset_rows``) has it
     }
     out = rows_to_arrow(GOLD_SPECS["offsets_current"], [row]).to_pylist()[0]
     assert out["commit_timestamp"] == dt.datetime(1970, 1, 1, 0, 0, 1, 234000, tzinfo=dt.UTC)
