@@ -43,7 +43,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from coordinator_core.expiry import BulkFold
-from coordinator_core.records import LogRecord, OffsetCommitKey, OffsetCommitValue
+from coordinator_core.records import LogRecord, OffsetCommitKey, OffsetCommitValue, ReplayItem
 
 TopicPartition = tuple[str, int]
 
@@ -68,13 +68,13 @@ class CommitRun:
             apply from its survivors).
     """
 
-    kept: Sequence[LogRecord]
+    kept: Sequence[ReplayItem]
     count: int
     first_position: tuple[int, int]
     max_timestamp_ms: int
     min_commit_timestamp_ms: int | None
     min_expire_timestamp_ms: int | None
-    expand: Callable[[], Iterable[LogRecord]] = field(compare=False, repr=False)
+    expand: Callable[[], Iterable[ReplayItem]] = field(compare=False, repr=False)
 
 
 @dataclass(slots=True)
@@ -102,7 +102,7 @@ def _run_unsafe(fold: BulkFold, run: CommitRun, last: tuple[int, int] | None) ->
     return None
 
 
-def unroll(items: Iterable[LogRecord | CommitRun], fold: BulkFold, counters: RunCounters) -> Iterator[LogRecord]:
+def unroll(items: Iterable[ReplayItem | CommitRun], fold: BulkFold, counters: RunCounters) -> Iterator[ReplayItem]:
     """The records the replay applies one by one: a safe run's survivors, an unsafe run's
     records. Lazy: a run is judged after every record before it has been applied."""
     last = fold.last_position  # the running maximum of positions (= the replay loop's ``last``)
@@ -136,13 +136,19 @@ def unroll(items: Iterable[LogRecord | CommitRun], fold: BulkFold, counters: Run
                 last = pos
 
 
-def _is_commit(rec: LogRecord) -> bool:
-    return type(rec.key) is OffsetCommitKey and type(rec.value) is OffsetCommitValue
+def _is_commit(rec: ReplayItem) -> bool:
+    # a plain commit only: a transactional one (pending until its marker) and a marker end a run
+    return (
+        type(rec) is LogRecord
+        and type(rec.key) is OffsetCommitKey
+        and type(rec.value) is OffsetCommitValue
+        and rec.producer_id is None
+    )
 
 
 def compress_commit_runs(
-    records: Iterable[LogRecord], *, max_span_ms: int | None = None
-) -> list[LogRecord | CommitRun]:
+    records: Iterable[ReplayItem], *, max_span_ms: int | None = None
+) -> list[ReplayItem | CommitRun]:
     """Group a group's records into plain records and ``CommitRun``s (the reference reducer).
 
     A run is a maximal stretch of offset commits in strictly increasing position; it is also
@@ -150,7 +156,7 @@ def compress_commit_runs(
     retention). Survivors: the run's first record and the last commit per (topic, partition).
     A run of one record, or one where every record survives, is given as plain records.
     """
-    out: list[LogRecord | CommitRun] = []
+    out: list[ReplayItem | CommitRun] = []
     run: list[LogRecord] = []
 
     def flush() -> None:
@@ -193,6 +199,7 @@ def compress_commit_runs(
     for rec in records:
         pos = rec.position
         if _is_commit(rec):
+            assert type(rec) is LogRecord
             if run and (
                 prev is None
                 or pos <= prev

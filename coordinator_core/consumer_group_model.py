@@ -258,6 +258,7 @@ class _ExpiryView:
     offsets: Mapping[tuple[str, int], _expiry.OffsetState] = field(default_factory=_frozen_map)
     last_offset_removal_ms: int | None = None
     group_type: str = "consumer"
+    pending_txn: Mapping[int, Mapping[tuple[str, int], _expiry.OffsetState]] = field(default_factory=_frozen_map)
 
 
 def offset_due_ms(group: ConsumerGroupSnapshot, value: OffsetCommitValue, topic: str, retention_ms: int) -> int | None:

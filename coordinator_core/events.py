@@ -584,6 +584,10 @@ class ReplayStats:
     predicted_expirations: int = 0
     predicted_deaths: int = 0
     predictions_contradicted: int = 0
+    transactional_commits: int = 0  # pending until their marker (``coordinator_core.transactions``)
+    txn_markers: int = 0  # COMMIT/ABORT markers given (not counted as records)
+    transactions_committed: int = 0  # markers that found pending offsets
+    transactions_aborted: int = 0
 
     def as_dict(self) -> dict[str, int]:
         return dataclasses.asdict(self)

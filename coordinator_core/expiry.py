@@ -42,8 +42,13 @@ Rules:
   so runs drift by their own duration). The replay settles such a prediction as contradicted
   (``settled``: ``{(topic, partition): due}``, ``settled_death_ms``): the broker kept it, so
   it is never judged again and never removed, until the group's state gives it another due time.
-- Pending (in-flight) commits do not exist in a log replay; transactional offsets are treated as
-  committed (see ``coordinator_core.replay``).
+- Pending transactional offsets (KIP-98, ``GroupView.pending_txn``: offsets of transactions
+  whose COMMIT/ABORT marker has not been replayed) block the group's death under both
+  coordinators (Kafka 3: ``GroupMetadata.hasOffsets`` counts ``pendingTransactionalOffsetCommits``;
+  Kafka 4: ``OffsetMetadataManager.cleanupExpiredOffsets`` returns false while the group has open
+  transactions). Kafka 4 also keeps an expired offset of a partition with a pending transactional
+  offset (``hasPendingTransactionalOffsets``); Kafka 3's ``getExpiredOffsets`` skips only the
+  in-flight plain commits (``pendingOffsetCommits``), which a log replay never sees.
 """
 
 from __future__ import annotations
@@ -113,6 +118,13 @@ class GroupView(Protocol):
     def last_offset_removal_ms(self) -> int | None: ...
     @property
     def group_type(self) -> str: ...
+    @property
+    def pending_txn(self) -> Mapping[int, Mapping[tuple[str, int], OffsetState]]: ...
+
+
+def pending_partitions(group: GroupView) -> frozenset[tuple[str, int]]:
+    """The (topic, partition)s with a pending transactional offset of any producer."""
+    return frozenset(tp for pending in group.pending_txn.values() for tp in pending)
 
 
 @dataclass(frozen=True, slots=True)
@@ -276,12 +288,18 @@ def plan_expiry(
     sit = situation(group, rules)
     expired: list[tuple[tuple[str, int], int]] = []
     offsets = group.offsets
+    open_txn = bool(group.pending_txn)
+    # Kafka 4 keeps an offset while its partition has a pending transactional offset
+    blocked = pending_partitions(group) if open_txn and coordinator == Coordinator.NEW else frozenset()
     if sit != _NONE:
         for tp in sorted(offsets):
+            if tp in blocked:
+                continue
             due = due_ms(offsets[tp][0], tp[0], sit, retention_ms, group)
             if due is not None and due <= now_ms and (settled is None or settled.get(tp) != due):
                 expired.append((tp, due))
-    dies = group.state is _EMPTY and len(expired) == len(offsets)
+    # an open transaction keeps the group (hasOffsets / cleanupExpiredOffsets)
+    dies = group.state is _EMPTY and len(expired) == len(offsets) and not open_txn
     death_ms: int | None = None
     if dies:
         base = death_base(group)
@@ -319,6 +337,8 @@ def next_expiry_ms(
     if retention_ms is None:
         return None
     if group.state is _EMPTY and not group.offsets:
+        if group.pending_txn:
+            return None  # an open transaction keeps the group
         base = death_base(group)
         death = base if base is not None else -1
         if settled_death_ms is not None and death == settled_death_ms:

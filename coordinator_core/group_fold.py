@@ -17,6 +17,8 @@ Rules:
   commit-run bulk path (``coordinator_core.commit_runs``, typed by ``expiry.BulkFold``) uses.
 - Coordinator ``auto`` resolves per group: ``new`` once the group's records show Kafka 4 wrote
   them (``new_coordinator_seen``), else ``old``.
+- Transactions (KIP-98, ``coordinator_core.transactions``): ``pending_txn`` (open ones, by producer
+  id), ``txn_offsets`` (who committed each held offset); a group with pending offsets cannot die.
 """
 
 from __future__ import annotations
@@ -31,8 +33,10 @@ from coordinator_core.records import MemberMetadata, OffsetCommitValue
 from coordinator_core.settings import Coordinator, ReplaySettings
 from coordinator_core.snapshot import (
     EMPTY_OFFSETS,
+    EMPTY_PENDING,
     EMPTY_PREDICTED,
     EMPTY_SETTLED,
+    EMPTY_TXN_OFFSETS,
     DeathRestore,
     GroupSnapshot,
     OffsetState,
@@ -76,11 +80,12 @@ class GroupFold:
         "current_state_timestamp", "emitted_death", "emitted_exp", "events", "exists", "first_position",
         "generation", "grace", "group_id", "has_metadata", "initial_delay", "kinds", "last_offset_removal_ms",
         "last_position", "last_timestamp_ms", "leader", "log_start", "members", "metadata_timestamp_ms",
-        "new_coordinator_seen", "next_check", "offsets", "other_type", "pending_contradictions", "predicted_death_ms",
+        "new_coordinator_seen", "next_check", "offsets", "other_type", "pending_contradictions", "pending_txn",
+        "predicted_death_ms",
         "predicted_death_restore", "predicted_expired", "predicted_removed", "predictions_contradicted",
         "protocol", "protocol_type", "rb_cache", "records_applied", "retention_ms", "rules", "settled",
         "settled_death_ms", "sit", "situation_since_ms", "skipped_commits", "state", "state_timestamp_ms",
-        "stats", "subscribed_topics", "tombstone_run", "type_marks", "unsupported_records",
+        "stats", "subscribed_topics", "tombstone_run", "txn_offsets", "type_marks", "unsupported_records",
     )  # fmt: skip
 
     def __init__(
@@ -140,6 +145,8 @@ class GroupFold:
         # Kafka 4 group types: the consumer group's own fold (KIP-848), share/streams seen
         self.consumer = None if s.consumer is None else ConsumerGroupFold(s.group_id, s.consumer)
         self.other_type = s.group_type if s.group_type in ("share", "streams") else None
+        self.pending_txn: dict[int, dict[TopicPartition, OffsetState]] = {k: dict(p) for k, p in s.pending_txn.items()}
+        self.txn_offsets: dict[TopicPartition, int] = dict(s.txn_offsets)
         self.retention_ms = retention_ms
         self.rules = settings.rules
         self.kinds = kinds
@@ -203,6 +210,8 @@ class GroupFold:
                 self.created_by_commit,
                 self.group_type,
                 None if self.consumer is None else self.consumer.snapshot(),
+                MappingProxyType({k: MappingProxyType(p) for k, p in self.pending_txn.items()}) or EMPTY_PENDING,
+                MappingProxyType(self.txn_offsets) if self.txn_offsets else EMPTY_TXN_OFFSETS,
             )
         )
 
@@ -406,6 +415,8 @@ class GroupFold:
         grace = self.grace
         best = _FAR
         if self.exists and self.state is _E and not self.offsets:
+            if self.pending_txn:
+                return best  # an open transaction keeps the group (it cannot die)
             base = _expiry.death_base(self)
             death = base if base is not None else -1
             if death != self.settled_death_ms:
@@ -435,7 +446,7 @@ class GroupFold:
         # a fold prediction not yet in the view falls due: the view changes then
         sit = _expiry.situation(self, self.rules)
         if self.exists and self.state is _E and not self.offsets:
-            if view.predicted_death_ms is None:
+            if view.predicted_death_ms is None and not self.pending_txn:
                 base = _expiry.death_base(self)
                 if base is not None and base != self.settled_death_ms:
                     times.append(base + 1)

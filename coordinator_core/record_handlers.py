@@ -19,6 +19,7 @@ Rules (Kafka's loader, ``GroupMetadataManager.doLoadGroupsAndOffsets`` and the n
   classic members) so the expiry decider and the rows read one group; its deletion (its
   tombstones) takes the group tombstone's path; its events become the gold rows
   (``consumer_group_rows``).
+- Transactional offset commits and markers: ``coordinator_core.transactions``.
 """
 
 from __future__ import annotations
@@ -71,6 +72,9 @@ def apply_offset_commit(
             OffsetCommitted(w.group_id, tp[0], tp[1], value, None if prev is None else prev[0], ts, part, off)
         )
     offsets[tp] = (value, part, off, ts)
+    txn = w.txn_offsets
+    if txn and tp in txn:
+        del txn[tp]  # a plain commit replaced the transaction's offset
     settled = w.settled
     if settled and tp in settled:
         del settled[tp]
@@ -83,6 +87,8 @@ def apply_offset_tombstone(w: GroupFold, tp: TopicPartition, *, ts: int, pos: tu
     had not contradicted) is the broker's cleanup: ``confirmed``, cause retention. Any other
     is ``observed``, cause tombstone (DeleteOffsets, DeleteGroups, a deleted topic)."""
     w.stats.offset_tombstones += 1
+    if w.txn_offsets:
+        w.txn_offsets.pop(tp, None)
     entry = w.offsets.pop(tp, None)
     if entry is None:
         return  # a tombstone for an offset we never saw (compacted away): nothing to tell

@@ -11,7 +11,11 @@ Rules:
 - Each value remembers the version it was (or will be) encoded with; unknown tagged fields of
   flexible versions are kept as ``(tag, bytes)`` pairs so re-encoding is byte-exact.
 - Positions (partition, offset, timestamp) belong to the log, not to the codec: ``LogRecord``
-  pairs a decoded record with where it was found.
+  pairs a decoded record with where it was found, and with the producer id of its batch when
+  that batch was transactional (KIP-98; ``None``: a plain record, Kafka's ``NO_PRODUCER_ID``).
+- ``TxnMarker`` is a COMMIT/ABORT control record of a ``__consumer_offsets`` partition
+  (``ControlRecordType``, ``EndTransactionMarker``): it belongs to no group and applies to every
+  group of its partition holding pending offsets of its producer (``coordinator_core.replay``).
 """
 
 from __future__ import annotations
@@ -233,13 +237,16 @@ class Record:
 class LogRecord:
     """A decoded record at its log position: ``(partition, offset)`` orders a group's records
     totally (all of a group's records live in one ``__consumer_offsets`` partition).
-    ``timestamp_ms`` is the record's (CREATE_TIME) timestamp."""
+    ``timestamp_ms`` is the record's (CREATE_TIME) timestamp. ``producer_id`` is the producer
+    id of the record's batch when the batch is transactional (a TxnOffsetCommit's records,
+    KIP-98), else ``None`` (plain records carry Kafka's ``NO_PRODUCER_ID``)."""
 
     partition: int
     offset: int
     timestamp_ms: int
     key: RecordKey
     value: RecordValue | None
+    producer_id: int | None = None
 
     @property
     def is_tombstone(self) -> bool:
@@ -252,3 +259,27 @@ class LogRecord:
     @property
     def position(self) -> tuple[int, int]:
         return (self.partition, self.offset)
+
+
+@dataclass(frozen=True, slots=True)
+class TxnMarker:
+    """A transaction marker (control record COMMIT or ABORT, KIP-98) at its log position.
+
+    ``committed`` is True for COMMIT. It belongs to no group: the replay hands it to every group
+    of its ``__consumer_offsets`` partition that holds pending transactional offsets of
+    ``producer_id`` (Kafka 4's ``OffsetMetadataManager.replayEndTransactionMarker``, Kafka 3's
+    loader on a control batch); a group with nothing pending ignores it."""
+
+    partition: int
+    offset: int
+    timestamp_ms: int
+    producer_id: int
+    committed: bool
+
+    @property
+    def position(self) -> tuple[int, int]:
+        return (self.partition, self.offset)
+
+
+#: what a group's replay consumes: its records and the transaction markers of its partition
+ReplayItem: TypeAlias = LogRecord | TxnMarker

@@ -61,10 +61,18 @@ handler per record type), ``rebalance`` (the rebalance and member rows), ``commi
 bulk path, behind ``expiry.BulkFold``). This module is the loop and the entry points; it
 re-exports the snapshot names its callers used before the split.
 
-Limitation (spec §9): the input (Spark's Kafka source schema) carries no batch attributes —
-no producer id, no transactional flag, no control markers. Every offset commit is treated as a
-plain, committed, non-transactional commit: a transactional commit that was later aborted
-still replaces the offset here, and pending transactional offsets are not modelled.
+Transactions (KIP-98; ``transactions`` has the rules): a record of a transactional batch
+carries its producer id (``LogRecord.producer_id``) and the COMMIT/ABORT control records of the
+group's ``__consumer_offsets`` partition come in as ``TxnMarker``s, in log order with the
+records. A transactional commit is pending until its producer's COMMIT, dropped on ABORT, and
+while pending it is invisible and keeps the group from dying (and, under Kafka 4, its
+partition's offset from expiring). A marker applies to every group holding pending offsets of
+its producer in its partition: ``replay_groups`` hands each marker to the groups of its partition
+that saw the producer; a per-group caller passes the markers of the group's partition (a marker
+for a producer with nothing pending changes nothing). Markers are no records of the group: they
+advance ``last_position`` (so a repeated marker is a duplicate) but are not counted as applied.
+An input without producer ids (Spark's Kafka source schema, which carries no batch attributes)
+replays every commit as a plain one.
 
 Performance: the replay mutates a private working state (``GroupFold``) and freezes it once per
 call; the commit path is a dict store plus (optionally) one event.
@@ -92,9 +100,11 @@ from coordinator_core.records import (
     LogRecord,
     OffsetCommitKey,
     OffsetCommitValue,
+    ReplayItem,
+    TxnMarker,
     UnknownValue,
 )
-from coordinator_core.settings import FACTS_ONLY, ReplaySettings
+from coordinator_core.settings import FACTS_ONLY, Coordinator, ReplaySettings
 from coordinator_core.snapshot import (
     SNAPSHOT_FORMAT_VERSION,
     GroupSnapshot,
@@ -105,7 +115,9 @@ from coordinator_core.snapshot import (
     new_snapshot,
 )
 from coordinator_core.snapshot_codec import deserialize_snapshot, serialize_snapshot
+from coordinator_core.transactions import apply_txn_marker, apply_txn_offset_commit, drop_pending
 
+_NEW = Coordinator.NEW
 #: keys of the consumer-group records (``decode_record(..., modern=True)``): folded by the group's
 #: ``coordinator_core.consumer_group`` fold; decoded without ``modern`` they stay unsupported
 CONSUMER_RECORD_TYPES = frozenset({3, 4, 5, 6, 7, 8, 16})
@@ -118,11 +130,13 @@ __all__ = [
     "GroupSnapshot",
     "OffsetState",
     "PredictedExpiry",
+    "ReplayItem",
     "ReplayResult",
     "ReplaySettings",
     "ReplayStats",
     "RunCounters",
     "TopicPartition",
+    "TxnMarker",
     "compress_commit_runs",
     "deserialize_snapshot",
     "group_subscribed_topics",
@@ -162,7 +176,7 @@ class ReplayResult:
 
 def replay(
     snapshot: GroupSnapshot,
-    records: Iterable[LogRecord],
+    records: Iterable[ReplayItem],
     *,
     settings: ReplaySettings = FACTS_ONLY,
     as_of_ms: int | None = None,
@@ -174,7 +188,8 @@ def replay(
 
     Args:
         snapshot: where to start (``new_snapshot(group_id)`` for a full rebuild).
-        records: the group's records; those at or below ``snapshot.last_position`` are skipped.
+        records: the group's records (and the transaction markers of its partition); those at
+            or below ``snapshot.last_position`` are skipped.
         settings: the broker settings assumed (``ReplaySettings``): with a ``retention_ms``,
             offset expiry and group death are predicted under ``rules``; ``coordinator`` says
             whose deletion rules (``old``: Kafka 3's, group tombstone only when generation > 0,
@@ -206,7 +221,7 @@ def replay(
 
 def replay_runs(
     snapshot: GroupSnapshot,
-    items: Iterable[LogRecord | CommitRun],
+    items: Iterable[ReplayItem | CommitRun],
     *,
     settings: ReplaySettings = FACTS_ONLY,
     as_of_ms: int | None = None,
@@ -228,18 +243,23 @@ def replay_runs(
     return _finish(w, _fold(w, records), as_of_ms, log_end_ms)
 
 
-def _fold(w: GroupFold, records: Iterable[LogRecord]) -> ReplayStats:
+def _fold(w: GroupFold, records: Iterable[ReplayItem]) -> ReplayStats:  # long: the hot loop, one piece
     """The loop: each record not yet applied goes to its record type's handler (hot: locals)."""
     gid = w.group_id
     stats = w.stats
     last = w.last_position
-    seen = dups = commits = applied = 0
+    seen = dups = commits = applied = markers = 0
     for rec in records:
         seen += 1
         part = rec.partition
         off = rec.offset
         if last is not None and (part < last[0] or (part == last[0] and off <= last[1])):
             dups += 1
+            continue
+        if isinstance(rec, TxnMarker):
+            markers += 1
+            apply_txn_marker(w, rec)
+            last = (part, off)
             continue
         key = rec.key
         if key.group != gid:
@@ -254,11 +274,20 @@ def _fold(w: GroupFold, records: Iterable[LogRecord]) -> ReplayStats:
         if w.first_position is None:
             w.first_position = (part, off)
         if isinstance(key, OffsetCommitKey):
+            pid = rec.producer_id
             if value is None:
-                apply_offset_tombstone(w, (key.topic, key.partition), ts=ts, pos=(part, off))
+                if pid is None or w.coordinator is _NEW:
+                    if w.pending_txn and w.coordinator is _NEW:
+                        drop_pending(w, (key.topic, key.partition))  # Kafka 4: open transactions too
+                    apply_offset_tombstone(w, (key.topic, key.partition), ts=ts, pos=(part, off))
+                else:
+                    drop_pending(w, (key.topic, key.partition), pid)  # Kafka 3's loader
             elif type(value) is OffsetCommitValue:
                 commits += 1
-                apply_offset_commit(w, (key.topic, key.partition), value, ts, part, off)
+                if pid is None:
+                    apply_offset_commit(w, (key.topic, key.partition), value, ts, part, off)
+                else:
+                    apply_txn_offset_commit(w, (key.topic, key.partition), value, ts, part, off, pid)
             else:
                 w.unsupported_records += 1
                 stats.unsupported_skipped += 1
@@ -298,7 +327,8 @@ def _fold(w: GroupFold, records: Iterable[LogRecord]) -> ReplayStats:
     skipped = w.skipped_commits
     w.last_position = last
     w.records_applied += applied + skipped
-    stats.records_seen = seen + skipped
+    stats.txn_markers = markers
+    stats.records_seen = seen - markers + skipped
     stats.applied = applied + skipped
     stats.duplicates_skipped = dups
     stats.offset_commits = commits + skipped
@@ -329,7 +359,7 @@ def _finish(w: GroupFold, stats: ReplayStats, as_of_ms: int | None, log_end_ms: 
 
 
 def replay_groups(
-    records: Iterable[LogRecord],
+    records: Iterable[ReplayItem],
     *,
     snapshots: Mapping[str, GroupSnapshot] | None = None,
     settings: ReplaySettings = FACTS_ONLY,
@@ -340,10 +370,18 @@ def replay_groups(
 ) -> dict[str, ReplayResult]:
     """Replay a log holding many groups: split by group (order kept), replay each.
 
-    Records without a group (an unknown key whose group could not be read) are ignored.
+    Records without a group (an unknown key whose group could not be read) are ignored. A
+    transaction marker goes to every group of its partition that has a transactional record of
+    its producer in ``records`` or pending offsets of it in its snapshot (Kafka applies it to
+    all of them: ``replayEndTransactionMarker``).
     """
-    by_group: dict[str, list[LogRecord]] = {}
+    by_group: dict[str, list[ReplayItem]] = {}
+    markers: list[TxnMarker] = []
+    txn_groups: dict[tuple[int, int], set[str]] = {}  # (partition, producer id) -> groups
     for rec in records:
+        if isinstance(rec, TxnMarker):
+            markers.append(rec)
+            continue
         g = rec.key.group
         if g is None:
             continue
@@ -352,8 +390,18 @@ def replay_groups(
             by_group[g] = [rec]
         else:
             lst.append(rec)
+        if rec.producer_id is not None:
+            txn_groups.setdefault((rec.partition, rec.producer_id), set()).add(g)
     out: dict[str, ReplayResult] = {}
     base = snapshots or {}
+    if markers:
+        for g, snap in base.items():
+            if snap.pending_txn and snap.last_position is not None:
+                for pid in snap.pending_txn:
+                    txn_groups.setdefault((snap.last_position[0], pid), set()).add(g)
+        for m in markers:
+            for g in txn_groups.get((m.partition, m.producer_id), ()):
+                by_group.setdefault(g, []).append(m)
     groups = set(by_group) | (set(base) if as_of_ms is not None else set())
     for g in sorted(groups):
         recs = by_group.get(g, [])
@@ -371,7 +419,7 @@ def replay_groups(
 
 
 def snapshot_as_of(
-    records: Iterable[LogRecord],
+    records: Iterable[ReplayItem],
     *,
     group_id: str | None = None,
     as_of_ms: int | None = None,
@@ -385,9 +433,9 @@ def snapshot_as_of(
     evidence: this is what one could have known at that moment. ``group_id`` defaults to the
     first record's group.
     """
-    kept: list[LogRecord] = []
+    kept: list[ReplayItem] = []
     for rec in records:
-        if group_id is None:
+        if group_id is None and isinstance(rec, LogRecord):
             group_id = rec.key.group
         if as_of_ms is not None and rec.timestamp_ms > as_of_ms:
             continue

@@ -45,6 +45,10 @@ _D = GroupState.DEAD
 EMPTY_OFFSETS: Mapping[TopicPartition, OffsetState] = MappingProxyType({})
 EMPTY_PREDICTED: Mapping[TopicPartition, PredictedExpiry] = MappingProxyType({})
 EMPTY_SETTLED: Mapping[TopicPartition, int] = MappingProxyType({})
+#: pending transactional offsets: producer id -> (topic, partition) -> the pending offset
+PendingTxn = Mapping[int, Mapping[TopicPartition, OffsetState]]
+EMPTY_PENDING: PendingTxn = MappingProxyType({})
+EMPTY_TXN_OFFSETS: Mapping[TopicPartition, int] = MappingProxyType({})
 
 
 # The snapshot
@@ -111,6 +115,12 @@ class GroupSnapshot:
     # assignor, subscribed topics), share or streams (their records are counted, not folded)
     group_type: str = "classic"
     consumer: ConsumerGroupSnapshot | None = None
+    # the transactional tail (KIP-98): offsets of open transactions, by producer id (Kafka 4's
+    # ``OffsetMetadataManager.pendingTransactionalOffsets``, Kafka 3's ``pendingOffsets`` of the
+    # loader), not visible until their COMMIT marker; and, for each held offset that a COMMIT
+    # made, the producer id of its transaction
+    pending_txn: PendingTxn = field(default_factory=lambda: EMPTY_PENDING)
+    txn_offsets: Mapping[TopicPartition, int] = field(default_factory=lambda: EMPTY_TXN_OFFSETS)
 
     # -- derived -----------------------------------------------------------------------------
     @property
@@ -120,6 +130,11 @@ class GroupSnapshot:
     @property
     def offset_count(self) -> int:
         return len(self.offsets)
+
+    @property
+    def pending_transactional_offsets(self) -> int:
+        """Offsets of open transactions (not visible until their COMMIT marker)."""
+        return sum(len(p) for p in self.pending_txn.values())
 
     def offset(self, topic: str, partition: int) -> OffsetCommitValue | None:
         """The committed value for (topic, partition), or None."""
@@ -180,8 +195,10 @@ class GroupSnapshot:
         }
 
     def offset_rows(self) -> list[dict[str, Any]]:
-        """``offsets_current`` rows, sorted by (topic, partition)."""
+        """``offsets_current`` rows, sorted by (topic, partition); ``transactional_producer_id``
+        is the producer whose transaction's COMMIT made the offset (None: a plain commit)."""
         rows = []
+        txn = self.txn_offsets
         for (topic, partition), (v, lp, lo, ts) in sorted(self.offsets.items()):
             rows.append(
                 {
@@ -197,6 +214,7 @@ class GroupSnapshot:
                     "log_partition": lp,
                     "log_offset": lo,
                     "timestamp_ms": ts,
+                    "transactional_producer_id": txn.get((topic, partition)) if txn else None,
                 }
             )
         return rows
@@ -209,7 +227,7 @@ _SNAPSHOT_FIELDS = (
     "unsupported_records", "last_offset_removal_ms", "predicted_expired", "predicted_death_ms", "tombstone_run",
     "predicted_removed", "predicted_death_restore", "settled", "settled_death_ms", "situation_since_ms",
     "first_position", "new_coordinator_seen", "predictions_contradicted", "pending_contradictions",
-    "created_by_commit", "group_type", "consumer",
+    "created_by_commit", "group_type", "consumer", "pending_txn", "txn_offsets",
 )  # fmt: skip
 if tuple(f.name for f in dataclasses.fields(GroupSnapshot)) != _SNAPSHOT_FIELDS:  # pragma: no cover
     raise RuntimeError("GroupSnapshot's fields changed: update _SNAPSHOT_FIELDS, GroupFold.freeze and new_snapshot")
@@ -255,6 +273,8 @@ def new_snapshot(group_id: str) -> GroupSnapshot:
             None,
             "classic",
             None,
+            EMPTY_PENDING,
+            EMPTY_TXN_OFFSETS,
         )
     )
 

@@ -7,7 +7,10 @@ Rules:
   topic table. v2 appends the fold behind the as-of view and the judged predictions, then
   (only for a group that is not plain classic, so classic bytes stay v2's exactly) the Kafka 4
   tail: the group type and the consumer group's fold (``consumer_group_model.dump_snapshot``);
-  a reader that stops before the tail reads the group as classic.
+  a reader that stops before the tail reads the group as classic. After it, only for a group
+  with transactional state (so every other group's bytes stay as they were), the transactional
+  tail: the pending transactional offsets by producer id, then the producer id of each held
+  offset a COMMIT made; the Kafka 4 tail is then written even for a classic group.
 - A reader reads every format version up to ``SNAPSHOT_FORMAT_VERSION``; new versions may only
   append fields. Format v1 and v2 bytes are frozen (the golden test): the encoding must not change.
 - Every primitive is ``coordinator_core.wire``'s (varlongs, zigzag, compact bytes): there is no
@@ -25,8 +28,10 @@ from coordinator_core.consumer_group_model import load_snapshot as load_consumer
 from coordinator_core.records import MemberMetadata, OffsetCommitValue
 from coordinator_core.snapshot import (
     EMPTY_OFFSETS,
+    EMPTY_PENDING,
     EMPTY_PREDICTED,
     EMPTY_SETTLED,
+    EMPTY_TXN_OFFSETS,
     SNAPSHOT_FORMAT_VERSION,
     DeathRestore,
     GroupSnapshot,
@@ -216,10 +221,22 @@ def serialize_snapshot(s: GroupSnapshot) -> bytes:
     w.u(s.predictions_contradicted)
     w.u(s.pending_contradictions)
     w.opt_pos(s.created_by_commit)
-    if s.group_type != "classic" or s.consumer is not None:
+    txn = bool(s.pending_txn or s.txn_offsets)
+    if s.group_type != "classic" or s.consumer is not None or txn:
         # the Kafka 4 tail (optional, so a classic group's bytes are v2's exactly)
         w.s(s.group_type)
         w.b(None if s.consumer is None else dump_consumer_snapshot(s.consumer))
+    if txn:
+        # the transactional tail (optional, after the Kafka 4 tail)
+        w.u(len(s.pending_txn))
+        for pid, pending in sorted(s.pending_txn.items()):
+            w.i(pid)
+            _write_offsets(w, pending, s.last_timestamp_ms or 0)
+        w.u(len(s.txn_offsets))
+        for (topic, partition), pid in sorted(s.txn_offsets.items()):
+            w.s(topic)
+            w.i(partition)
+            w.i(pid)
     return bytes(w.buf)
 
 
@@ -355,6 +372,15 @@ def deserialize_snapshot(data: bytes) -> GroupSnapshot:  # long: one read per fi
             group_type = r.rs()
             blob = r.b()
             consumer = None if blob is None else load_consumer_snapshot(blob)
+        pending_txn: dict[int, Mapping[TopicPartition, OffsetState]] = {}
+        txn_offsets: dict[TopicPartition, int] = {}
+        if version >= 2 and r.pos < r.end:  # the transactional tail
+            for _ in range(r.u()):
+                pid = r.i()
+                pending_txn[pid] = MappingProxyType(_read_offsets(r))
+            for _ in range(r.u()):
+                tp = (r.rs(), r.i())
+                txn_offsets[tp] = r.i()
         if version < 2 and (predicted or death is not None):
             # a v1 snapshot's view had already removed its predictions (and their values are
             # gone): keep it as the fold, with nothing outstanding to confirm or withdraw
@@ -396,4 +422,6 @@ def deserialize_snapshot(data: bytes) -> GroupSnapshot:  # long: one read per fi
         created_by_commit=created,
         group_type=group_type,
         consumer=consumer,
+        pending_txn=MappingProxyType(pending_txn) if pending_txn else EMPTY_PENDING,
+        txn_offsets=MappingProxyType(txn_offsets) if txn_offsets else EMPTY_TXN_OFFSETS,
     )

@@ -81,7 +81,7 @@ class InputConf:
     """Where raw records come from: a landing directory, the raw_records table, or Kafka."""
 
     source: Literal["landing", "delta", "kafka"] = _f("landing")
-    format: Literal["parquet", "json", "auto"] = _f("auto")
+    format: Literal["parquet", "json", "segments", "auto"] = _f("auto")
     path: str | None = _f(None, path=True)
     kafka_options: dict[str, str | int | bool] = _f({})  # noqa: RUF009
     synthesize_positions: bool = _f(False)

@@ -26,9 +26,8 @@ Rules:
   and problems are logged as warnings there. The full view (control markers, producer ids,
   problems) is ``read_segment_items`` / ``segment_tables`` (Arrow: ``SEGMENT_RECORDS_SCHEMA``
   = the raw-record columns + the segment columns, ``SEGMENT_PROBLEMS_SCHEMA``), which
-  ``offsetlake decode`` prints and which transactional replay (pending until COMMIT, dropped on
-  ABORT, KIP-98 / Kafka's ``GroupMetadataManager`` loader) can use: nothing here applies
-  transaction semantics.
+  ``offsetlake decode`` prints. Nothing here applies transaction semantics (the core's replay
+  does); ``pipelines.segment_input`` shapes segments for the batch job and the core.
 - Bad bytes are never fatal: a segment reader never raises on a file's content, only on a path
   that does not exist or cannot be read, or a file that does not start with a batch header
   (no magic 0-2 at byte 16: a text ``.log``, an index file): ``UsageError``, one line.
@@ -187,17 +186,16 @@ def is_segment_dir(path: Path) -> bool:
 
 
 def refuse_segments_in_landing(landing: Path) -> None:
-    """Broker log segments in a landing are refused, never skipped: their transactional commits
-    need COMMIT/ABORT markers applied, which the batch and stream replays do not do yet
-    (``offsetlake decode`` and ``offsetlake replay`` read segments)."""
+    """Broker log segments in the stream's landing are refused, never skipped: the stream does not
+    apply their COMMIT/ABORT markers (``offsetlake run batch``, ``decode`` and ``replay`` do)."""
     if not landing.exists():
         return
     entries = [landing] if landing.is_file() else sorted(landing.iterdir())
     found = next((e for e in entries if (e.is_file() and e.suffix == ".log") or is_segment_dir(e)), None)
     if found is not None:
         raise UsageError(
-            f"input: {found} is a broker log segment; the batch and stream jobs do not read segments yet "
-            "(use offsetlake decode/replay on them, or capture the topic into landing files)"
+            f"input: {found} is a broker log segment; the stream job does not read segments "
+            "(run the batch job on them: offsetlake run batch, or capture the topic into landing files)"
         )
 
 

@@ -288,6 +288,13 @@ OFFSETS_CURRENT = TableSpec(
         *_LOG_POS,
         Column("timestamp", "timestamp", True, "Timestamp of the commit record."),
         _GROUP_TYPE,
+        Column(
+            "transactional_producer_id",
+            "bigint",
+            True,
+            "Producer id of the transaction (TxnOffsetCommit, KIP-98) whose COMMIT marker made this offset; "
+            "null for a plain commit. Only broker segments carry it (other inputs: always null).",
+        ),
     ),
     primary_key=("group_id", "topic", "partition"),
     mode="merge",

@@ -37,7 +37,14 @@ INGEST_QUARANTINE = TableSpec(
     "`raw_records`' part): records read = replayed + duplicates + refused.",
     columns=(
         *RAW_RECORDS.columns,
-        Column("reason", "string", False, "null_position | partition_out_of_range | conflicting_duplicate."),
+        Column(
+            "reason",
+            "string",
+            False,
+            "null_position | partition_out_of_range | conflicting_duplicate | bad_batch (a broker segment's "
+            "batch that cannot be read: CRC mismatch, codec failure, malformed or truncated; `value` holds its "
+            "bytes, `offset` its base offset when readable, `detail` the file position, length and cause).",
+        ),
         Column(
             "detail",
             "string",
@@ -66,4 +73,33 @@ INGEST_QUARANTINE = TableSpec(
     mode="append",
 )
 
-TABLES = [RAW_RECORDS, INGEST_QUARANTINE]
+RAW_TRANSACTIONS = TableSpec(
+    name="raw_transactions",
+    doc="What broker log segments carry beyond `raw_records` (KIP-98): one row per record of a "
+    "transactional batch (a TxnOffsetCommit's offset commits: `control_type` null, the record itself is in "
+    "`raw_records`) and one per control record (COMMIT/ABORT markers, which are in no other table). The "
+    "replay applies them: a transactional commit is pending until its producer's COMMIT marker in its "
+    "partition, dropped on ABORT. Empty for inputs without batch attributes (Parquet/JSON landings, Kafka "
+    "consumers). Idempotent on (topic, partition, offset).",
+    columns=(
+        Column("topic", "string", False, "Source topic, normally `__consumer_offsets`."),
+        Column("partition", "int", False, "`__consumer_offsets` partition."),
+        Column("offset", "bigint", False, "Offset of the record in its partition."),
+        Column("timestamp", "timestamp", True, "Record timestamp, UTC."),
+        Column("producer_id", "bigint", False, "Producer id of the record's batch."),
+        Column("producer_epoch", "int", True, "Producer epoch of the record's batch."),
+        Column(
+            "control_type",
+            "int",
+            True,
+            "Kafka's ControlRecordType: 0 ABORT, 1 COMMIT (others: KRaft types, ignored by the replay); "
+            "null for a data record of a transactional batch.",
+        ),
+        Column("coordinator_epoch", "int", True, "EndTransactionMarker's coordinator epoch (markers only)."),
+        Column("source_file", "string", True, "Segment file the record was read from."),
+    ),
+    primary_key=("topic", "partition", "offset"),
+    mode="append",
+)
+
+TABLES = [RAW_RECORDS, INGEST_QUARANTINE, RAW_TRANSACTIONS]

@@ -31,7 +31,8 @@ REPLAY_INPUT = TableSpec(
         Column(
             "rec_kind",
             "tinyint",
-            doc="0 offset commit, 1 group metadata, 2 unsupported (raw bytes), 3 Kafka 4 group record (raw bytes).",
+            doc="0 offset commit, 1 group metadata, 2 unsupported (raw bytes), 3 Kafka 4 group record (raw bytes), "
+            "4 transaction marker.",
         ),
         Column("key_version", "int"),
         Column("is_tombstone", "boolean"),
@@ -51,6 +52,13 @@ REPLAY_INPUT = TableSpec(
         Column("members", REPLAY_MEMBER_TYPE),
         Column("raw_key", "binary"),
         Column("raw_value", "binary"),
+        Column(
+            "producer_id",
+            "bigint",
+            doc="Producer id of a record of a transactional batch, or of a COMMIT/ABORT marker (rec_kind 4; "
+            "from `raw_transactions`); null for a plain record.",
+        ),
+        Column("txn_committed", "boolean", doc="rec_kind 4 (a transaction marker): true for COMMIT, false for ABORT."),
     ),
 )
 

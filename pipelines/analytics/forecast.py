@@ -46,6 +46,8 @@ class _GoldGroup:
     offsets: dict[tuple[str, int], OffsetState] = field(default_factory=dict)
     last_offset_removal_ms: int | None = None
     group_type: str = "classic"
+    # pending transactional offsets are not in the gold tables: none known here
+    pending_txn: dict[int, dict[tuple[str, int], OffsetState]] = field(default_factory=dict)
 
 
 #: Kafka 4 consumer-group states (KIP-848) a ``group_state`` row may carry besides the classic ones

@@ -4,7 +4,8 @@ Rules:
 - Only G's coordinator partition (``partition_for(G, offsets_topic.num_partitions)``) of the
   ``raw_records`` Delta table is read, with delta-rs (a pyarrow dataset filter), decoded with the
   core codec (undecodable records are skipped: they are in ``quarantine``) and replayed with
-  the core. Nothing here re-implements a Kafka rule.
+  the core. Nothing here re-implements a Kafka rule. Records of broker segments keep their
+  transactions (``with_transactions``: producer ids and markers from ``raw_transactions``).
 - The snapshot at T replays G's records with timestamp <= T (``snapshot_as_of``, expiry run at
   T under the configured retention/rules). The STATE at T comes from the transitions of the
   replay of ALL of G's records: the log tells a rebalance only when it ends (the next
@@ -111,6 +112,34 @@ def read_group_records(cfg: Config, group_id: str) -> tuple[int, list[LogRecord]
     return part, out, bad, shape
 
 
+def with_transactions(cfg: Config, part: int, records: list[LogRecord]) -> list[Any]:
+    """G's records with their producer ids and the COMMIT/ABORT markers of its producers in its
+    partition (``raw_transactions``, broker segments only; KIP-98), in log order, as the batch
+    replay gives them to the core (``pipelines.records.transactions``)."""
+    import dataclasses
+
+    import pyarrow.dataset as ds
+
+    from coordinator_core.records import TxnMarker
+
+    cols = ["offset", "producer_id", "control_type", "timestamp"]
+    txn = driver_io(cfg).read_arrow("raw_transactions", cols, ds.field("partition") == part)
+    if txn is None or txn.num_rows == 0:
+        return list(records)
+    rows = zip(*(txn.column(c).to_pylist() for c in cols[:3]), epoch_ms(txn.column("timestamp")), strict=True)
+    pids: dict[int, int] = {}
+    markers: list[tuple[int, int, int, bool]] = []
+    for off, pid, ctype, ts in rows:
+        if ctype is None:
+            pids[off] = pid
+        elif ctype in (0, 1):  # ControlRecordType ABORT, COMMIT
+            markers.append((off, 0 if ts is None else ts, pid, ctype == 1))
+    out: list[Any] = [dataclasses.replace(r, producer_id=pids[r.offset]) if r.offset in pids else r for r in records]
+    mine = {r.producer_id for r in out if r.producer_id is not None}
+    out.extend(TxnMarker(part, off, ts, pid, c) for off, ts, pid, c in markers if pid in mine)
+    return sorted(out, key=lambda r: r.offset)
+
+
 def known_groups(cfg: Config) -> list[str]:
     """Group ids in ``group_state`` (for close-match suggestions); empty when absent."""
     table = driver_io(cfg).read_arrow("group_state", ["group_id"])
@@ -171,14 +200,15 @@ def inspect_group(cfg: Config, group_id: str, as_of_ms: int | None = None) -> Gr
     retention = cfg.replay.retention_ms
     rules = cfg.replay.rules
     settings = cfg.replay.settings()
+    items = with_transactions(cfg, part, records)  # transactional commits as Kafka replays them
     full = replay(
         new_snapshot(group_id),
-        records,
+        items,
         event_kinds=("state_transition", "rebalance", "offset_commit"),
         settings=settings.with_retention(None),
     )
-    t_end = records[-1].timestamp_ms if as_of_ms is None else as_of_ms
-    snap = snapshot_as_of(records, group_id=group_id, as_of_ms=t_end, settings=settings)
+    t_end = items[-1].timestamp_ms if as_of_ms is None else as_of_ms
+    snap = snapshot_as_of(items, group_id=group_id, as_of_ms=t_end, settings=settings)
     history = "complete as captured"
     if shape is not None and shape.compacted_until is not None and records[0].offset < shape.compacted_until:
         history = (

@@ -36,6 +36,12 @@ Rules:
   a rerun adds nothing. Counts reconcile: read = new + identical duplicates + refused. The fast
   paths take a position range outside the configured partitions, a null position or any
   repeat as a reason to run the exact path, so they never admit such a row.
+- Broker log segments in a landing (``ingest_sources.segment_input``) are read on the driver:
+  their data records join the other rows (Spark's readers), their transactional records and
+  COMMIT/ABORT markers are appended to ``raw_transactions`` and their unreadable batches to
+  ``ingest_quarantine`` (``write_segment_side``), both idempotent. Counts: records in the
+  segments = data records (read = new + duplicates + refused) + control records; each bad batch
+  is one quarantine row.
 - A landing Parquet file whose columns have the wrong types fails before anything is read,
   with one line naming the file and the column (``check_landing_schemas``).
 - Sources (``input.source``):
@@ -60,7 +66,14 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from pipelines.batch.file_tasks import parquet_batches, spread
-from pipelines.batch.ingest_sources import check_landing_schemas, landing_files, read_source
+from pipelines.batch.ingest_sources import (
+    check_landing_schemas,
+    landing_files,
+    landing_segments,
+    read_source,
+    segment_input,
+    write_segment_side,
+)
 from pipelines.batch.positions import (
     PositionRange,
     position_ranges,
@@ -98,6 +111,9 @@ class IngestResult:
     raw_version: int  # raw_records' Delta version afterwards
     quarantined: int = 0  # rows of the input refused (ingest_quarantine), this run
     quarantine_reasons: tuple[tuple[str, int], ...] = ()  # (reason, rows)
+    control_records: int = 0  # broker segments' control records (COMMIT/ABORT markers: raw_transactions)
+    transactional_new: int = 0  # rows appended to raw_transactions, this run
+    bad_batches: int = 0  # broker segments' unreadable batches (ingest_quarantine, reason bad_batch)
 
     @property
     def duplicates(self) -> int:
@@ -189,7 +205,7 @@ def landing_files_readable_by_tasks(cfg: Config, known: Collection[str] = ()) ->
     parquet, jsonl = landing_files(path)
     if jsonl and cfg.input.format != "parquet":
         return None
-    if not parquet:
+    if not parquet or cfg.input.format == "segments" or landing_segments(path):
         return None
     for f in parquet:
         if known and file_stamp(f) in known:
@@ -320,8 +336,10 @@ def ingest(spark: SparkSession, cfg: Config, io: TableIO, source: DataFrame | No
     validation (``_append_exact``) when positions repeat, overlap or need checking.
     """
     io.ensure(RAW_TABLE)
+    seg = None
     if source is None:
-        source = read_source(spark, cfg, io)
+        seg = segment_input(cfg)
+        source = read_source(spark, cfg, io, segments=seg)
     if source is None:
         total = io.count(RAW_TABLE)
         return IngestResult("raw_records", total, 0, total, io.version(RAW_TABLE) or 0)
@@ -349,7 +367,19 @@ def ingest(spark: SparkSession, cfg: Config, io: TableIO, source: DataFrame | No
         raise RuntimeError(f"raw_records: expected {before} + {plan.n_new} rows after ingest, found {after}")
     if plan.read < plan.n_new + refused:
         raise RuntimeError(f"ingest: {plan.read} records read < {plan.n_new} new + {refused} refused")
-    return IngestResult(cfg.input.source, plan.read, plan.n_new, after, io.version(RAW_TABLE) or 0, refused, reasons)
+    txn_new, bad = write_segment_side(spark, io, seg) if seg is not None else (0, 0)
+    return IngestResult(
+        cfg.input.source,
+        plan.read,
+        plan.n_new,
+        after,
+        io.version(RAW_TABLE) or 0,
+        refused,
+        reasons,
+        seg.control_records if seg is not None else 0,
+        txn_new,
+        bad,
+    )
 
 
 @dataclass

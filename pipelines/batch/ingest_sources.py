@@ -1,11 +1,16 @@
-"""Ingest's sources: landing files (Parquet, JSON lines), a Delta table, Kafka -> raw-record rows.
+"""Ingest's sources: landing files (Parquet, JSON lines, broker segments), a Delta table, Kafka -> raw-record rows.
 
 Rules (``input.source``):
 - landing: Parquet files (Spark's file source, executors read in parallel) and/or JSON-lines
   captures (read with ``pipelines.raw_files`` on the driver: a debugging/interchange format,
-  small by nature). ``input.format: auto`` picks by file extension. A Parquet file whose columns
-  have the wrong types fails before anything is read, with one line naming the file and the
-  column (``check_landing_schemas``).
+  small by nature) and/or broker log segments (``__consumer_offsets-N/`` partition directories
+  of ``%020d.log`` files in the landing, or the landing itself one such directory or a copy of a
+  broker's log dir; read on the driver by ``pipelines.segment_input.landing_tables``): their data
+  records are raw records, their transactional records and COMMIT/ABORT markers go to
+  ``raw_transactions`` and their unreadable batches to ``ingest_quarantine`` (reason
+  ``bad_batch``) — ``write_segment_side``. ``input.format: auto`` picks by file extension
+  (``segments``: only the segments). A Parquet file whose columns have the wrong types fails
+  before anything is read, with one line naming the file and the column (``check_landing_schemas``).
 - delta: an existing ``raw_records`` Delta table (``input.path``).
 - kafka: ``format("kafka")`` when the spark-sql-kafka jar is on the classpath, else
   ``format("offsetlake_kafka")`` (confluent-kafka, ``kafka.engine``).
@@ -20,8 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pipelines.errors import UsageError
-from pipelines.segment_files import refuse_segments_in_landing
-from schemas.raw import RAW_RECORDS
+from schemas.raw import RAW_RECORDS, RAW_TRANSACTIONS
 
 log = logging.getLogger("pipelines.batch.ingest")
 RAW_TABLE = RAW_RECORDS.name
@@ -31,6 +35,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
     from pipelines.config import Config
+    from pipelines.segment_input import LandingTables
     from pipelines.tableio import TableIO
 
 
@@ -47,15 +52,64 @@ def landing_files(path: str) -> tuple[list[str], list[str]]:
     if not p.exists():
         raise UsageError(f"input: landing path {path} does not exist (generate data first: offsetlake generate)")
     files = [p] if p.is_file() else sorted(f for f in p.iterdir() if f.is_file() and not f.name.startswith((".", "_")))
-    refuse_segments_in_landing(p)
     parquet = [str(f) for f in files if f.suffix == ".parquet"]
     jsonl = [str(f) for f in files if f.suffix in _JSON_SUFFIXES]
     return parquet, jsonl
 
 
-def read_landing(spark: SparkSession, path: str, fmt: str = "auto", *, positions: str = "required") -> DataFrame:
+def landing_segments(path: str) -> list[Path]:
+    """The broker segment files of a local landing (see the module rules; none for an object store)."""
+    from pipelines.segment_files import SEGMENT_SUFFIX, segment_files
+
+    p = Path(path)
+    if "://" in path or not p.exists() or (p.is_file() and p.suffix != SEGMENT_SUFFIX):
+        return []
+    return segment_files(p)
+
+
+def segment_input(cfg: Config) -> LandingTables | None:
+    """The landing's broker segments read whole (``None``: none, or not a landing input)."""
+    from pipelines.segment_input import landing_tables
+
+    if cfg.input.source != "landing" or cfg.input.format not in ("auto", "segments"):
+        return None
+    files = landing_segments(cfg.input.path or cfg.paths.landing)
+    return landing_tables(files) if files else None
+
+
+def write_segment_side(spark: SparkSession, io: TableIO, seg: LandingTables) -> tuple[int, int]:
+    """Append the segments' ``raw_transactions`` rows not yet there and quarantine their unreadable
+    batches (idempotent: a rerun appends nothing). Returns (new raw_transactions rows, bad batches)."""
+    from pipelines.batch.positions import write_refused
+
+    name = RAW_TRANSACTIONS.name
+    io.ensure(name)
+    key = list(RAW_TRANSACTIONS.primary_key)
+    new = 0
+    if seg.transactions.num_rows:
+        rows = spark.createDataFrame(seg.transactions, schema=RAW_TRANSACTIONS.spark_schema()).dropDuplicates(key)
+        if io.count(name):
+            rows = rows.join(io.read(name).select(*key), key, "left_anti")
+        new = rows.count()
+        if new:
+            io.append(name, rows.sortWithinPartitions(*key))
+    bad = 0
+    if seg.problems.num_rows:
+        bad, _ = write_refused(io, spark.createDataFrame(seg.problems), io.run_id)
+    return new, bad
+
+
+def read_landing(
+    spark: SparkSession,
+    path: str,
+    fmt: str = "auto",
+    *,
+    positions: str = "required",
+    segments: LandingTables | None = None,
+) -> DataFrame:
     """Raw records from a landing directory (or one file) of Parquet and/or JSON-lines captures
-    (``positions``: JSON lines without partition/offset, ``pipelines.raw_files``)."""
+    (``positions``: JSON lines without partition/offset, ``pipelines.raw_files``) and/or broker
+    segments (``segments``: read by ``segment_input``)."""
     import pyarrow as pa
 
     from pipelines.raw_files import RAW_ARROW_SCHEMA, iter_raw_batches
@@ -68,7 +122,11 @@ def read_landing(spark: SparkSession, path: str, fmt: str = "auto", *, positions
         jsonl = []
     elif fmt == "json":
         parquet = []
+    elif fmt == "segments":
+        parquet, jsonl = [], []
     parts: list[DataFrame] = []
+    if segments is not None:
+        parts.append(spark.createDataFrame(segments.raw, schema=schema))
     if parquet:
         parts.append(spark.read.schema(schema).parquet(*parquet))
     if jsonl:
@@ -114,8 +172,11 @@ def read_kafka(spark: SparkSession, cfg: Config) -> DataFrame:
     return df
 
 
-def read_source(spark: SparkSession, cfg: Config, io: TableIO | None = None) -> DataFrame | None:
-    """The configured source as raw records, or ``None`` when the source IS ``raw_records``."""
+def read_source(
+    spark: SparkSession, cfg: Config, io: TableIO | None = None, segments: LandingTables | None = None
+) -> DataFrame | None:
+    """The configured source as raw records, or ``None`` when the source IS ``raw_records``
+    (``segments``: the landing's broker segments, ``segment_input``)."""
     src = cfg.input.source
     if src == "landing":
         return read_landing(
@@ -123,6 +184,7 @@ def read_source(spark: SparkSession, cfg: Config, io: TableIO | None = None) -> 
             cfg.input.path or cfg.paths.landing,
             cfg.input.format,
             positions="synthesize" if cfg.input.synthesize_positions else "required",
+            segments=segments,
         )
     if src == "delta":
         path = cfg.input.path or cfg.table_path(RAW_TABLE)

@@ -58,6 +58,8 @@ DECODED_TABLES = ("offset_commits", "group_metadata", "group_records", "unsuppor
 CURRENT_STATE_TABLES = ("group_state", "offsets_current")
 #: Ingest's refused input rows (bad or conflicting positions); listed in the summary when present.
 INGEST_QUARANTINE = "ingest_quarantine"
+#: broker segments' transactional records and markers (``schemas.raw.RAW_TRANSACTIONS``)
+RAW_TRANSACTIONS = "raw_transactions"
 # Stages, in order. ``--stage`` runs one (``offsetlake run batch --stage replay``); skipped stages
 # read what an earlier run committed (every stage is idempotent on the raw_records version).
 STAGES = ("ingest", "decode", "replay")
@@ -188,6 +190,13 @@ def _ingest(cfg: Config, spark: SparkSession, io: TableIO, summary: BatchSummary
     summary.refused_reasons = dict(res.quarantine_reasons)
     summary.raw_total = res.raw_total
     summary.raw_version = res.raw_version
+    summary.control_records = res.control_records
+    summary.transactional_new = res.transactional_new
+    summary.bad_batches = res.bad_batches
+    if res.bad_batches:
+        summary.warnings.append(
+            f"{res.bad_batches} unreadable broker segment batches quarantined (ingest_quarantine: bad_batch)"
+        )
     if res.quarantined:
         summary.warnings.append(
             f"{res.quarantined} input records refused at ingest (ingest_quarantine: "
@@ -284,7 +293,14 @@ def _log_clock(cfg: Config, io: TableIO, stats: Any, summary: BatchSummary) -> i
 
 
 def _table_lines(io: TableIO, summary: BatchSummary, gold_written: dict[str, str], decoded_changed: bool) -> None:
-    for name in ("raw_records", INGEST_QUARANTINE, *DECODED_TABLES, *gold_table_names(), "log_partitions"):
+    for name in (
+        "raw_records",
+        INGEST_QUARANTINE,
+        RAW_TRANSACTIONS,
+        *DECODED_TABLES,
+        *gold_table_names(),
+        "log_partitions",
+    ):
         if not io.exists(name):
             continue
         action = gold_written.get(name)
@@ -293,7 +309,8 @@ def _table_lines(io: TableIO, summary: BatchSummary, gold_written: dict[str, str
                 "written"
                 if (name in DECODED_TABLES and decoded_changed)
                 or (name == "raw_records" and summary.records_new)
-                or (name == INGEST_QUARANTINE and summary.refused)
+                or (name == INGEST_QUARANTINE and (summary.refused or summary.bad_batches))
+                or (name == RAW_TRANSACTIONS and summary.transactional_new)
                 else "unchanged"
             )
         summary.tables.append(TableLine(name, io.count(name), io.version(name), action))

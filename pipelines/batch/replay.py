@@ -15,6 +15,10 @@ Rules:
   log_offset) (``replay_order``) and replays it (``replay_sorted_batches``, the core's bulk
   path). No shuffle, no second read of the decoded tables; the newest record time comes from the
   manifest. The same path whether decode and replay run in one process or not.
+- Transactions (broker segments' ``raw_transactions``, KIP-98): the driver stages that table next to
+  the manifest as one Arrow IPC file (``_transactions.arrow``, rewritten by each replay) and each
+  task gives its buckets' rows their producer ids and their groups' COMMIT/ABORT markers
+  (``pipelines.records.transactions``) before the sort; without it the rows replay as plain.
 - The replaying tasks write the gold tables' files themselves (``TableIO.write_routed``). Event
   tables are replaced with the job's marker; the current-state tables are staged and MERGEd by
   the driver (only changed rows rewritten, rows gone from the rebuild deleted).
@@ -240,6 +244,37 @@ def replay_bucket(table: pa.Table, replay: Callable[[list[pa.RecordBatch]], Iter
 
 
 _REPLAY_OPTIONS = ("as_of_ms", "num_partitions", "log_end_ms")
+TRANSACTIONS_FILE = "_transactions.arrow"
+RAW_TRANSACTIONS = "raw_transactions"
+
+
+def stage_transactions(io: TableIO, manifest: str) -> str | None:
+    """``raw_transactions`` as one Arrow IPC file beside ``manifest`` (None: the table is empty)."""
+    import pyarrow as pa
+
+    from pipelines.tableio.uri import filesystem as filesystem_of
+
+    if not io.exists(RAW_TRANSACTIONS) or not io.count(RAW_TRANSACTIONS):
+        return None
+    table = io.read(RAW_TRANSACTIONS).toArrow()
+    path = manifest.rsplit("/", 1)[0] + "/" + TRANSACTIONS_FILE
+    filesystem, inner = filesystem_of(path)
+    with filesystem.open_output_stream(inner) as fh, pa.ipc.new_file(fh, table.schema) as writer:
+        writer.write_table(table)
+    return path
+
+
+def read_transactions(path: str | None) -> pa.Table | None:
+    """The staged ``raw_transactions`` (``stage_transactions``), or None."""
+    import pyarrow as pa
+
+    from pipelines.tableio.uri import filesystem as filesystem_of
+
+    if path is None:
+        return None
+    filesystem, inner = filesystem_of(path)
+    with filesystem.open_input_file(inner) as fh:
+        return pa.ipc.open_file(fh).read_all()
 
 
 def route_replay(
@@ -248,13 +283,15 @@ def route_replay(
     """``TableIO.write_routed`` route over (bucket, its files as JSON) rows: each bucket's rows
     read, sorted, replayed; the task writes the gold files."""
     from pipelines.records.replay import replay_sorted_batches
+    from pipelines.records.transactions import attach_transactions
 
     tables = tuple(options["tables"])
     opts: dict[str, Any] = {k: options[k] for k in _REPLAY_OPTIONS}
     opts["settings"] = ReplaySettings.from_strings(**options["settings"])  # route options travel as JSON
+    txn = read_transactions(options.get("transactions"))
     for batch in batches:
         for paths in batch.column("paths").to_pylist():
-            rows = read_bucket(json.loads(paths))
+            rows = attach_transactions(read_bucket(json.loads(paths)), txn)
             for out in replay_bucket(rows, lambda bs: replay_sorted_batches(bs, tables=tables, as_tables=True, **opts)):
                 yield out, 0
 
@@ -313,6 +350,7 @@ def write_gold(
         "as_of_ms": as_of_ms,
         "num_partitions": num_partitions,
         "log_end_ms": log_end_ms,
+        "transactions": stage_transactions(io, manifest),
     }
     by_bucket: dict[int, list[str]] = {}
     weight: dict[int, int] = {}

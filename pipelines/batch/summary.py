@@ -40,6 +40,9 @@ class BatchSummary:
     refused_reasons: dict[str, int] = field(default_factory=dict)
     raw_total: int = 0
     raw_version: int = 0
+    control_records: int = 0  # broker segments' COMMIT/ABORT markers read (raw_transactions, not raw_records)
+    transactional_new: int = 0  # rows appended to raw_transactions
+    bad_batches: int = 0  # broker segments' unreadable batches (ingest_quarantine, reason bad_batch)
     decoded: int = 0
     offset_commits: int = 0
     group_metadata: int = 0
@@ -68,6 +71,9 @@ class BatchSummary:
             "duplicates": self.records_read - self.records_new - self.refused,
             "raw_total": self.raw_total,
             "raw_version": self.raw_version,
+            "control_records": self.control_records,
+            "transactional_new": self.transactional_new,
+            "bad_batches": self.bad_batches,
             "decoded": self.decoded,
             "offset_commits": self.offset_commits,
             "group_metadata": self.group_metadata,

@@ -14,6 +14,9 @@ Rules:
   (later records are ignored); with ``--retention-ms`` offsets expire as Kafka would at T.
   Without ``--as-of-ms``, T is the robust log clock (``pipelines.log_clock``): a record far ahead
   of its partition's later records does not move it (a warning names what was ignored).
+- Broker log segments in the input carry transactions (KIP-98): a record of a transactional batch
+  keeps its producer id and the COMMIT/ABORT markers join the replay (``_with_transactions``), so
+  transactional commits replay as Kafka's loader does (``coordinator_core.transactions``).
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from pipelines.errors import UsageError
@@ -125,6 +128,8 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--retention-ms must be a positive number of milliseconds")
     kinds = _event_kinds(args)
     records, clock_rows, counts = _read_input(read_raw_records(args.input), args)
+    n_records = len(records)
+    records = _with_transactions(records, args)
 
     if args.cleanup_interval_ms <= 0:
         raise UsageError(f"--cleanup-interval-ms must be positive, got {args.cleanup_interval_ms}")
@@ -174,7 +179,7 @@ def run(args: argparse.Namespace) -> int:
             row.update(snap.to_state_row(settings=settings, num_partitions=args.num_partitions))
             row["offsets"] = [{k: v for k, v in o.items() if k != "group_id"} for o in snap.offset_rows()]
             out.write(json.dumps(row, separators=(",", ":")) + "\n")
-    _print_summary(args, len(records), counts, len(results), n_events, clock_note)
+    _print_summary(args, n_records, counts, len(results), n_events, clock_note)
     return 0
 
 
@@ -240,6 +245,40 @@ def _read_input(
             continue
         records.append(LogRecord(raw.partition, raw.offset, raw.timestamp_ms, rec.key, rec.value))
     return records, clock_rows, counts
+
+
+def _with_transactions(records: list[Any], args: argparse.Namespace) -> list[Any]:
+    """The records with their segment's producer ids (transactional batches) and the input's
+    COMMIT/ABORT markers (within the as-of cut); records of other inputs unchanged."""
+    from pathlib import Path
+
+    from coordinator_core import segments as seg
+    from coordinator_core.records import TxnMarker
+    from pipelines.segment_files import SEGMENT_SUFFIX, SegmentProblem, read_segment_items
+
+    path = Path(args.input)
+    if not (path.is_dir() or path.suffix == SEGMENT_SUFFIX):
+        return records
+    pids: dict[tuple[int, int], int] = {}
+    markers: list[TxnMarker] = []
+    for item in read_segment_items(path):
+        if isinstance(item, SegmentProblem) or item.partition is None:
+            continue
+        if item.control_type in (seg.CONTROL_ABORT, seg.CONTROL_COMMIT):
+            if (args.as_of_ms is None or item.timestamp_ms <= args.as_of_ms) and (
+                args.as_of_offset is None or item.offset <= args.as_of_offset
+            ):
+                committed = item.control_type == seg.CONTROL_COMMIT
+                markers.append(TxnMarker(item.partition, item.offset, item.timestamp_ms, item.producer_id, committed))
+        elif item.control_type is None and item.is_transactional:
+            pids[(item.partition, item.offset)] = item.producer_id
+    if not pids and not markers:
+        return records
+    out = [
+        r if (r.partition, r.offset) not in pids else replace(r, producer_id=pids[(r.partition, r.offset)])
+        for r in records
+    ]
+    return out + markers
 
 
 def _print_summary(

@@ -21,7 +21,7 @@ from pipelines.records.log_records import records_from_arrow
 from pipelines.records.replay_input import REC_OFFSET_COMMIT, REC_UNSUPPORTED, as_numpy
 
 if TYPE_CHECKING:
-    from coordinator_core.records import LogRecord
+    from coordinator_core.records import ReplayItem
 
 
 #: ``replay_table`` reduces commit runs with numpy from this many rows on (fewer: plain records)
@@ -61,7 +61,8 @@ def _commit_runs(table: pa.Table, starts: Any, max_span_ms: int | None) -> dict[
     part = as_numpy(table.column("coordinator_partition"), 0).astype(np.int64)
     off = as_numpy(table.column("log_offset"), 0).astype(np.int64)
     ts = as_numpy(table.column("log_timestamp_ms"), 0).astype(np.int64)
-    commit = (kind == REC_OFFSET_COMMIT) & ~tomb
+    # a plain commit: a transactional one (pending until its marker) and a marker end a run
+    commit = (kind == REC_OFFSET_COMMIT) & ~tomb & ~as_numpy(table.column("producer_id").is_valid(), False).astype(bool)
     # row i continues the run of row i - 1: both commits of the same group, position increasing,
     # same time bucket
     cont = np.zeros(n, bool)
@@ -174,7 +175,7 @@ def items_by_group(table: pa.Table, *, compress: bool, max_span_ms: int | None) 
     nruns = len(first_l)
     rg = runs_by_group.tolist()
 
-    def expander(s: int, e: int) -> Callable[[], list[LogRecord]]:
+    def expander(s: int, e: int) -> Callable[[], list[ReplayItem]]:
         return lambda: records_from_arrow(table.slice(s, e - s))
 
     for g, gid in enumerate(gids):

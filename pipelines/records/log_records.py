@@ -6,6 +6,8 @@ Rules:
   group records are decoded by the core codec from their raw bytes with ``modern=True`` (the
   consumer-group fold reads the KIP-848 records' fields). The result equals decoding the raw
   records with ``coordinator_core.codec.decode_record(..., modern=True)`` (the tests compare them).
+  An offset commit of a transactional batch keeps its producer id; a transaction-marker row
+  becomes the core's ``TxnMarker``.
 """
 
 from __future__ import annotations
@@ -17,10 +19,16 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pipelines.records.replay_input import REC_GROUP_METADATA, REC_OFFSET_COMMIT, REC_UNSUPPORTED, as_numpy
+from pipelines.records.replay_input import (
+    REC_GROUP_METADATA,
+    REC_OFFSET_COMMIT,
+    REC_TXN_MARKER,
+    REC_UNSUPPORTED,
+    as_numpy,
+)
 
 if TYPE_CHECKING:
-    from coordinator_core.records import LogRecord
+    from coordinator_core.records import ReplayItem
 
 
 @functools.cache
@@ -32,7 +40,7 @@ def _fast(cls: type) -> Callable[[Sequence[Any]], Any]:
 
 
 # long: the per-row conversion binds every column once and runs one tight loop (no call per field)
-def records_from_arrow(table: pa.Table, rows: Any = None) -> list[LogRecord]:
+def records_from_arrow(table: pa.Table, rows: Any = None) -> list[ReplayItem]:
     """Rebuild the core's ``LogRecord``s from replay-input rows, in the table's row order.
 
     Offset commits and group metadata are rebuilt from their decoded columns (the decode
@@ -51,6 +59,7 @@ def records_from_arrow(table: pa.Table, rows: Any = None) -> list[LogRecord]:
         MemberMetadata,
         OffsetCommitKey,
         OffsetCommitValue,
+        TxnMarker,
     )
 
     if rows is None:
@@ -93,7 +102,7 @@ def records_from_arrow(table: pa.Table, rows: Any = None) -> list[LogRecord]:
     oc_pos = np.flatnonzero(kinds_np == REC_OFFSET_COMMIT)
     if len(oc_pos):
         at, src, dst = of_kind(oc_pos)
-        topic, partition, coff, epoch, meta, cts, ets = (
+        topic, partition, coff, epoch, meta, cts, ets, pid = (
             col(name, at)
             for name in (
                 "topic",
@@ -103,6 +112,7 @@ def records_from_arrow(table: pa.Table, rows: Any = None) -> list[LogRecord]:
                 "metadata",
                 "commit_timestamp_ms",
                 "expire_timestamp_ms",
+                "producer_id",
             )
         )
         keys: dict[tuple[Any, ...], OffsetCommitKey] = {}
@@ -115,7 +125,7 @@ def records_from_arrow(table: pa.Table, rows: Any = None) -> list[LogRecord]:
             value: Any = None
             if not tomb[i]:
                 value = new_value((coff[j], meta[j], cts[j], epoch[j], ets[j], vver[i], ()))
-            out[i] = new_log((part[i], off[i], ts[i], key, value))
+            out[i] = new_log((part[i], off[i], ts[i], key, value, pid[j]))
 
     gm_pos = np.flatnonzero(kinds_np == REC_GROUP_METADATA)
     if len(gm_pos):
@@ -168,7 +178,16 @@ def records_from_arrow(table: pa.Table, rows: Any = None) -> list[LogRecord]:
                 )
             out[i] = LogRecord(part[i], off[i], ts[i], gkey, gvalue)
 
-    un_pos = np.flatnonzero((kinds_np != REC_OFFSET_COMMIT) & (kinds_np != REC_GROUP_METADATA))
+    tm_pos = np.flatnonzero(kinds_np == REC_TXN_MARKER)
+    if len(tm_pos):
+        at, src, dst = of_kind(tm_pos)
+        mpid, committed = col("producer_id", at), col("txn_committed", at)
+        for j, i in zip(src, dst, strict=True):
+            out[i] = TxnMarker(part[i], off[i], ts[i], mpid[j], bool(committed[j]))
+
+    un_pos = np.flatnonzero(
+        (kinds_np != REC_OFFSET_COMMIT) & (kinds_np != REC_GROUP_METADATA) & (kinds_np != REC_TXN_MARKER)
+    )
     if len(un_pos):
         at, src, dst = of_kind(un_pos)
         rkey, rval = col("raw_key", at), col("raw_value", at)

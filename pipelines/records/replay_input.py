@@ -33,6 +33,8 @@ REC_OFFSET_COMMIT = 0
 REC_GROUP_METADATA = 1
 REC_UNSUPPORTED = 2
 REC_GROUP_RECORD = 3  # a Kafka 4 group record (``group_records``): raw bytes, decoded by the core
+#: a COMMIT/ABORT marker of the group's partition (``pipelines.records.transactions``)
+REC_TXN_MARKER = 4
 #: the decoded tables the replay reads, in the order their rows are projected
 SOURCES = ("offset_commits", "group_metadata", "unsupported_records", "group_records")
 #: the sources whose rows the replay rebuilds from their raw bytes (``log_records``)

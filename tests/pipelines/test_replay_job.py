@@ -321,7 +321,14 @@ def replay_input_arrow(log: list[tuple[bytes, bytes | None, int, int, int]]) -> 
         "current_state_timestamp_ms": ms("current_state_timestamp"),
         "members": members,
     }
-    return pa.table({name: cols[name] if name in cols else u[name] for name, _ in REPLAY_INPUT_DDL})
+    # columns the decoder does not fill (a segment's producer ids, transaction markers) are null
+    null = {c.name: pa.nulls(u.num_rows, REPLAY_INPUT.arrow_schema().field(c.name).type) for c in REPLAY_INPUT.columns}
+    return pa.table(
+        {
+            name: cols[name] if name in cols else u[name] if name in u.column_names else null[name]
+            for name, _ in REPLAY_INPUT_DDL
+        }
+    )
 
 
 def test_gold_mapping_rejects_an_unknown_core_key() -> None:
@@ -344,6 +351,7 @@ def test_time_points_become_timestamps_of_the_same_instant() -> None:
         "log_offset": 2,
         "timestamp_ms": 1_700_000_000_123,
         "group_type": "classic",
+        "transactional_producer_id": None,  # the core's offset row (``GroupSnapshot.offset_rows``) has it
     }
     out = rows_to_arrow(GOLD_SPECS["offsets_current"], [row]).to_pylist()[0]
     assert out["commit_timestamp"] == dt.datetime(1970, 1, 1, 0, 0, 1, 234000, tzinfo=dt.UTC)
