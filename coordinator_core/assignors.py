@@ -687,9 +687,7 @@ def assign(
 # visited in member-id order (Kafka: HashMap order of the members map; racks are not modelled).
 
 
-def _subscribed_partitions(
-    partitions_per_topic: Mapping[str, int], topics: Iterable[str]
-) -> list[TopicPartition]:
+def _subscribed_partitions(partitions_per_topic: Mapping[str, int], topics: Iterable[str]) -> list[TopicPartition]:
     return [(t, p) for t in sorted(set(topics)) if t in partitions_per_topic for p in range(partitions_per_topic[t])]
 
 

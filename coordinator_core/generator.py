@@ -758,7 +758,6 @@ class LogGenerator:
             "groups": groups,
         }
 
-
     def _consumer_truth(self, gid: str, entry: dict[str, Any]) -> None:
         """What the KIP-848 side knows: a live consumer group replaces the classic fields."""
         cg = self.sim.consumer_groups

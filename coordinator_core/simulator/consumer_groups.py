@@ -636,7 +636,7 @@ class ConsumerGroupClient:
             cfg.group_instance_id,
             tuple(sorted(cfg.topics)),
             None if self.classic else self.server_assignor,
-            cfg.max_poll_interval_ms if not self.classic else cfg.max_poll_interval_ms,
+            cfg.max_poll_interval_ms,
             cfg.client_id,
             cfg.client_host,
             self.classic,

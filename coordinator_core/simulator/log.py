@@ -18,7 +18,6 @@ from coordinator_core.modern_records import ModernKey, ModernValue
 from coordinator_core.records import GroupMetadataKey, GroupMetadataValue, LogRecord, OffsetCommitKey, OffsetCommitValue
 from coordinator_core.simulator.wire import OffsetCommitEncoder, encode_key, encode_value, partition_for
 
-
 #: What the simulated coordinators append: classic and KIP-848 keys and values.
 LogKey = OffsetCommitKey | GroupMetadataKey | ModernKey
 LogValue = OffsetCommitValue | GroupMetadataValue | ModernValue

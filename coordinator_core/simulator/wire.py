@@ -20,8 +20,8 @@ from coordinator_core.consumer_protocol import decode_assignment as decode_assig
 from coordinator_core.consumer_protocol import decode_subscription as decode_subscription
 from coordinator_core.consumer_protocol import encode_assignment as encode_assignment
 from coordinator_core.consumer_protocol import encode_subscription as encode_subscription
-from coordinator_core.partitioner import partition_for as partition_for
 from coordinator_core.modern_records import ModernKey, ModernValue
+from coordinator_core.partitioner import partition_for as partition_for
 from coordinator_core.records import GroupMetadataKey, GroupMetadataValue, OffsetCommitKey, OffsetCommitValue
 
 
