@@ -206,3 +206,5 @@ class GenerateConf:
     seed: int = _f(7)
     retention_ms: int = _f(604_800_000, "positive")
     coordinator: Literal["old", "new"] = _f("new")
+    consumer_groups: float = _f(0.0, "fraction")
+    conversions: float = _f(0.0, "fraction")
