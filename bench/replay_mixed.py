@@ -28,12 +28,12 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.results import write_section  # noqa: E402
-from coordinator_core.codec import decode_record  # noqa: E402
-from coordinator_core.generator import generate  # noqa: E402
-from coordinator_core.records import LogRecord  # noqa: E402
-from coordinator_core.replay import replay_groups  # noqa: E402
-from coordinator_core.settings import ReplaySettings  # noqa: E402
+from bench.results import write_section
+from coordinator_core.codec import decode_record
+from coordinator_core.generator import generate
+from coordinator_core.records import LogRecord
+from coordinator_core.replay import replay_groups
+from coordinator_core.settings import ReplaySettings
 
 WEEK = 7 * 86_400_000
 HEADER = "## replay, mixed Kafka 4 cluster vs classic-only"
