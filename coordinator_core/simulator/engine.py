@@ -26,7 +26,8 @@ from collections.abc import Callable
 
 from coordinator_core.simulator import protocol as p
 from coordinator_core.simulator.client import ClientConfig, ConsumerClient
-from coordinator_core.simulator.consumer_groups import ConsumerGroupClient, ConsumerGroupCoordinator
+from coordinator_core.simulator.consumer_group_client import ConsumerGroupClient
+from coordinator_core.simulator.consumer_groups import ConsumerGroupCoordinator
 from coordinator_core.simulator.coordinator import Coordinator, CoordinatorConfig
 from coordinator_core.simulator.log import RecordLog
 from coordinator_core.simulator.trace import TraceEvent

@@ -366,11 +366,9 @@ def run(args: argparse.Namespace) -> int:
             seed=seed,
             num_partitions=cfg.offsets_topic.num_partitions,
             retention_ms=cfg.generate.retention_ms,
-            coordinator=cfg.generate.coordinator,
             world=args.world,
             compaction=args.compaction,
-            consumer_groups=cfg.generate.consumer_groups,
-            conversions=cfg.generate.conversions,
+            **cfg.generate.cluster,
         )
         err.print(f"[quickstart] generated {n:,} records for {groups} groups ({how}) into {landing}")
 
