@@ -23,7 +23,7 @@ from coordinator_core.modern_records import (
     GroupMemberKey,
 )
 from coordinator_core.records import GroupMetadataKey, GroupMetadataValue, LogRecord
-from coordinator_core.replay import ReplayResult, replay_groups
+from coordinator_core.replay import ReplayResult, new_snapshot, replay, replay_groups
 from coordinator_core.settings import ReplaySettings
 from coordinator_core.simulator.client import ClientConfig
 from coordinator_core.simulator.consumer_groups import STALE_MEMBER_EPOCH
@@ -145,6 +145,43 @@ def test_a_consumer_group_with_members_is_never_replayed_simple_or_dead(
             assert row["protocol_type"] == "consumer" and row["generation"] > 0, gid
             assert row["member_count"] == t["members"], gid
     assert with_members >= 5
+
+
+def test_at_every_epoch_of_its_life_a_consumer_group_with_members_replays_as_one(records: list[LogRecord]) -> None:
+    """Replayed piece by piece (cut after every coordinator write holding a Kafka 4 record: the
+    next record has another timestamp; the snapshot carried across), a group that holds a
+    consumer group with members is shown as that consumer group: type consumer, protocol type
+    consumer, Kafka's state, its group epoch - never simple or Dead."""
+    checked = 0
+    for gid, recs in _by_group(records).items():
+        cuts = [
+            i
+            for i in range(1, len(recs))
+            if recs[i].timestamp_ms != recs[i - 1].timestamp_ms and recs[i - 1].key.version >= 3
+        ]
+        if not cuts:
+            continue
+        snap = new_snapshot(gid)
+        for a, b in zip([0, *cuts], [*cuts, len(recs)]):
+            snap = replay(snap, recs[a:b], assume_log_start=a == 0, event_kinds=()).snapshot
+            c = snap.consumer
+            if c is None or c.group_type != "consumer" or not c.members:
+                continue
+            row = snap.to_state_row()
+            assert row["state"] == c.state.value != "Dead", (gid, b)
+            assert (snap.group_type, row["protocol_type"], row["exists"]) == ("consumer", "consumer", True), (gid, b)
+            assert row["member_count"] == len(c.members) and row["generation"] == c.group_epoch > 0, (gid, b)
+            checked += 1
+    assert checked > 50
+
+
+def test_the_decoded_record_path_writes_the_same_mixed_log() -> None:
+    """``fast=False`` (decoded records, the codec's encoding, failovers reloaded by replay)
+    writes the bytes of the fast path."""
+    fast = generate(16, 0.5, seed=2, **MIXED, conversions_back=0.5)
+    slow = generate(16, 0.5, seed=2, **MIXED, conversions_back=0.5, fast=False)
+    assert (fast.keys, fast.values, fast.timestamps) == (slow.keys, slow.values, slow.timestamps)
+    assert fast.truth == slow.truth
 
 
 def test_the_mixed_generator_is_deterministic_under_a_seed() -> None:
