@@ -47,10 +47,11 @@ Rules:
   (group, topic, partition) and values built with a precompiled ``struct``. Successful commit
   responses skip the event queue (they change nothing in a client).
 - ``truth()`` reports what the simulator knows (per group: kind, ``group_type`` (classic,
-  consumer, None once gone), ``protocol`` planned, final state, generation (a consumer group's
-  group epoch), ``consumer`` (group and target assignment epochs, assignor, members with
-  epochs, state and assignments, offsets), ``conversions``,
-  completed rebalances, expiry/deletion times, tombstones by cause, every death with its cause
+  consumer, None once gone), ``client_protocol`` (what its clients start with), final state,
+  generation (a consumer group's group epoch), ``consumer`` (group and target assignment
+  epochs, assignor, members with epochs, state and assignments, offsets), ``conversions``,
+  ``consumer_history`` (joins, leaves, session timeouts, static replacements, commits and
+  rejected commits), completed rebalances, expiry/deletion times, tombstones by cause, every death with its cause
   and whether a group tombstone was written, traits) plus the retention checks' schedule and,
   with compaction, what the cleaner removed, for tests to use as known answers.
 """
