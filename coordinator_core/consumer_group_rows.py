@@ -9,8 +9,10 @@ Rules:
   when the target assignment was installed.
 - A transition row is a derived state change, observed (the record made it), keyed
   ``<partition>:<offset>:0``, generation = group epoch.
-- A member row's generation is the member epoch, its protocol the member's server assignor,
-  its subscribed topics its names or the topics its resolved regex matched.
+- A member row's generation is the member epoch (also ``member_epoch``), its protocol the
+  member's server assignor, its subscribed topics its names or the topics its resolved regex
+  matched; ``member_state`` and ``pending_revocation_partitions`` are its MemberState and the
+  partitions it still has to revoke (null for a classic group's members).
 """
 
 from __future__ import annotations
@@ -120,6 +122,11 @@ def member_events(
                 timestamp_ms=timestamp_ms,
                 log_partition=log_partition,
                 log_offset=log_offset,
+                member_epoch=m.member_epoch,
+                member_state=m.state,
+                pending_revocation_partitions=tuple(
+                    (group.topic_label(t), p) for t, p in pairs(m.partitions_pending_revocation)
+                ),
             )
         )
     return out

@@ -80,6 +80,8 @@ record with members
 | assigned_partitions | array<struct<topic:string,partition:int>> (null if unparseable) |
 | timestamp_ms | bigint |
 | log_partition, log_offset | int, bigint |
+| member_epoch, member_state | int, string (consumer-group members, KIP-848; null for classic members) |
+| pending_revocation_partitions | array<struct<topic:string,partition:int>> (consumer-group members; null for classic) |
 
 ``offset_commits_replayed`` (``OffsetCommitted``, kind ``offset_commit``)
 
@@ -138,7 +140,7 @@ protocol_type, protocol, leader, current_state_timestamp, state_timestamp_ms (wh
 state), members (array of the ``group_members`` member struct without group/generation/log
 columns), member_count,
 offset_count, subscribed_topics, last_log_partition, last_log_offset, last_timestamp_ms,
-next_expiry_ms, records_applied, unsupported_records, format_version) and ``offset_rows()`` feeds
+next_expiry_ms, records_applied, unsupported_records, format_version, group_type) and ``offset_rows()`` feeds
 ``offsets_current`` (group_id, topic, partition, offset, leader_epoch, metadata, commit_timestamp,
 expire_timestamp, value_version, log_partition, log_offset, timestamp_ms).
 """
@@ -293,8 +295,14 @@ class GroupMember:
     timestamp_ms: int
     log_partition: int | None = None
     log_offset: int | None = None
+    # a consumer group's member (KIP-848; None for a classic member): its epoch, its MemberState
+    # and the partitions it still has to revoke (``consumer_group_rows.member_events``)
+    member_epoch: int | None = None
+    member_state: str | None = None
+    pending_revocation_partitions: tuple[tuple[str, int], ...] | None = None
 
     def to_row(self) -> Row:
+        pending = self.pending_revocation_partitions
         return {
             "group_id": self.group_id,
             "event_key": self.event_key,
@@ -314,6 +322,11 @@ class GroupMember:
             "timestamp_ms": self.timestamp_ms,
             "log_partition": self.log_partition,
             "log_offset": self.log_offset,
+            "member_epoch": self.member_epoch,
+            "member_state": self.member_state,
+            "pending_revocation_partitions": None
+            if pending is None
+            else [{"topic": t, "partition": p} for t, p in pending],
         }
 
 

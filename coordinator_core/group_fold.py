@@ -99,7 +99,7 @@ class GroupFold:
         "predicted_death_restore", "predicted_expired", "predicted_removed", "predictions_contradicted",
         "protocol", "protocol_type", "rb_cache", "records_applied", "retention_ms", "rules", "settled",
         "settled_death_ms", "sit", "situation_since_ms", "skipped_commits", "state", "state_timestamp_ms",
-        "stats", "subscribed_topics", "tombstone_run", "unsupported_records",
+        "stats", "subscribed_topics", "tombstone_run", "type_marks", "unsupported_records",
     )  # fmt: skip
 
     def __init__(
@@ -179,6 +179,9 @@ class GroupFold:
             ]
             | None
         ) = None
+        # (event index, group type): the kind of group the events from that index on are about
+        # (``ReplayResult.event_group_types``)
+        self.type_marks: list[tuple[int, str]] = [(0, self.group_type)]
 
     def freeze(self) -> GroupSnapshot:
         # positional, in GroupSnapshot's field order (checked at import: _SNAPSHOT_FIELDS)

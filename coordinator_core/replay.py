@@ -86,7 +86,14 @@ from coordinator_core.record_handlers import (
     apply_offset_commit,
     apply_offset_tombstone,
 )
-from coordinator_core.records import GroupMetadataKey, GroupMetadataValue, LogRecord, OffsetCommitKey, OffsetCommitValue
+from coordinator_core.records import (
+    GroupMetadataKey,
+    GroupMetadataValue,
+    LogRecord,
+    OffsetCommitKey,
+    OffsetCommitValue,
+    UnknownValue,
+)
 from coordinator_core.settings import FACTS_ONLY, ReplaySettings
 from coordinator_core.snapshot import (
     SNAPSHOT_FORMAT_VERSION,
@@ -130,11 +137,27 @@ __all__ = [
 
 @dataclass(frozen=True, slots=True)
 class ReplayResult:
-    """What ``replay`` returns: the new snapshot, the events in order, and counters."""
+    """What ``replay`` returns: the new snapshot, the events in order, and counters.
+
+    ``group_type_marks``: ``(event index, group type)`` pairs, ascending: events from that index
+    on are about a group of that type (``event_group_types``), until the next mark."""
 
     snapshot: GroupSnapshot
     events: list[Event]
     stats: ReplayStats
+    group_type_marks: tuple[tuple[int, str], ...] = ()
+
+    def event_group_types(self) -> list[str]:
+        """The kind of group (classic, consumer, share, streams) each event is about, in event
+        order: the type of the group record that told it (GroupMetadata: classic; records 3-8/16:
+        consumer; share, streams), else (offset records, judged and forecast expiries) the
+        type of the group as it stood when the event was told."""
+        marks = self.group_type_marks or ((0, self.snapshot.group_type),)
+        out: list[str] = []
+        for i, (start, kind) in enumerate(marks):
+            end = marks[i + 1][0] if i + 1 < len(marks) else len(self.events)
+            out.extend([kind] * (end - start))
+        return out
 
 
 def replay(
@@ -240,6 +263,7 @@ def _fold(w: GroupFold, records: Iterable[LogRecord]) -> ReplayStats:
                 w.unsupported_records += 1
                 stats.unsupported_skipped += 1
         elif isinstance(key, GroupMetadataKey):
+            _mark_type(w, "classic")
             if value is None:
                 apply_group_tombstone(w, ts, (part, off))
             elif type(value) is GroupMetadataValue:
@@ -249,12 +273,20 @@ def _fold(w: GroupFold, records: Iterable[LogRecord]) -> ReplayStats:
                 stats.unsupported_skipped += 1
             if w.consumer is not None and (value is None or type(value) is GroupMetadataValue):
                 apply_consumer_record(w, rec)  # the group has been a consumer group: one group across
-        elif key.version in CONSUMER_RECORD_TYPES and isinstance(key, _CONSUMER_KEYS):
+            _mark_type(w, w.group_type)
+        elif (
+            key.version in CONSUMER_RECORD_TYPES
+            and isinstance(key, _CONSUMER_KEYS)
+            and type(value) is not UnknownValue  # a value version Kafka 4 cannot read: unsupported
+        ):
+            _mark_type(w, "consumer")
             apply_consumer_record(w, rec)
+            _mark_type(w, w.group_type)
         else:
             kind = group_type(key.version)
             if kind == "share" or kind == "streams":
                 w.other_type = kind  # counted, not folded
+                _mark_type(w, w.group_type)
             w.unsupported_records += 1
             stats.unsupported_skipped += 1
         if w.tombstone_run and (value is not None or type(key) is not OffsetCommitKey):
@@ -273,6 +305,19 @@ def _fold(w: GroupFold, records: Iterable[LogRecord]) -> ReplayStats:
     return stats
 
 
+def _mark_type(w: GroupFold, kind: str) -> None:
+    """The events told from now on are about a group of type ``kind`` (``ReplayResult.
+    event_group_types``). Group records only: offset records keep the current type, so the
+    commit path never calls this."""
+    marks = w.type_marks
+    if marks[-1][1] != kind:
+        at = len(w.events)
+        if marks[-1][0] == at:
+            marks[-1] = (at, kind)
+        else:
+            marks.append((at, kind))
+
+
 def _finish(w: GroupFold, stats: ReplayStats, as_of_ms: int | None, log_end_ms: int | None) -> ReplayResult:
     if w.retention_ms is not None:
         at = as_of_ms
@@ -280,7 +325,7 @@ def _finish(w: GroupFold, stats: ReplayStats, as_of_ms: int | None, log_end_ms: 
             at = w.last_timestamp_ms  # forecasts an earlier call told are judged at the group's newest record
         if at is not None:
             w.finish(at, log_end_ms)
-    return ReplayResult(w.freeze(), w.events, stats)
+    return ReplayResult(w.freeze(), w.events, stats, tuple(w.type_marks))
 
 
 def replay_groups(

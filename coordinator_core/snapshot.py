@@ -176,6 +176,7 @@ class GroupSnapshot:
             "first_log_offset": None if self.first_position is None else self.first_position[1],
             "predictions_contradicted": self.predictions_contradicted + self.pending_contradictions,
             "format_version": SNAPSHOT_FORMAT_VERSION,
+            "group_type": self.group_type,
         }
 
     def offset_rows(self) -> list[dict[str, Any]]:

@@ -2,13 +2,21 @@
 
 Rules:
 - Every raw record lands in exactly one of ``offset_commits``, ``group_metadata``,
-  ``unsupported_records`` or ``quarantine``; the job checks
-  ``raw = offset_commits + group_metadata + unsupported_records + quarantine``.
+  ``group_records``, ``unsupported_records`` or ``quarantine``; the job checks
+  ``raw = offset_commits + group_metadata + group_records + unsupported_records + quarantine``
+  (decoded = the first three).
+- ``group_records`` holds Kafka 4's group records decoded with the core codec's ``modern=True``
+  (KIP-848 consumer groups 3-8/16, KIP-932 share groups 10-15, KIP-1071 streams groups
+  17/19-23): raw bytes, what kind of record, and the value as Kafka's formatter prints it. The
+  replay folds the consumer-group records and counts the share/streams ones per group
+  (``group_state.unsupported_records``, ``group_type``). A modern key or value that does not
+  parse is in ``quarantine``; a modern value version Kafka 4 cannot read, and the record types
+  never final in a release (9, 18, 24), stay in ``unsupported_records``.
 - Decoded rows keep their log position as ``coordinator_partition`` / ``log_offset`` /
   ``log_timestamp`` (the ``__consumer_offsets`` partition, offset and record timestamp), so a
   group's records order totally by (coordinator_partition, log_offset). ``topic`` /
   ``partition`` in ``offset_commits`` are the *committed* topic-partition (Kafka's key fields).
-- ``quarantine`` and ``unsupported_records`` keep the raw record in Spark's Kafka source
+- ``quarantine``, ``group_records`` and ``unsupported_records`` keep the raw record in Spark's Kafka source
   columns (key, value, topic, partition, offset, timestamp): they can be fed back to decode.
 - Times are TIMESTAMP (UTC, converted from the core's epoch ms); wire sentinels (-1) are null,
   exactly as ``coordinator_core.records`` has them.
@@ -136,11 +144,37 @@ QUARANTINE = TableSpec(
     mode="append",
 )
 
+GROUP_RECORDS = TableSpec(
+    name="group_records",
+    doc="One row per Kafka 4 group record (KIP-848 consumer groups 3-8/16, KIP-932 share groups 10-15, "
+    "KIP-1071 streams groups 17/19-23), tombstones included, decoded by the core codec (`modern=True`): "
+    "the raw record, its type and group kind, and the value as Kafka's CoordinatorRecordMessageFormatter "
+    "prints it. The replay folds the consumer-group records; share/streams records are counted per group.",
+    columns=(
+        *_RAW,
+        Column("group_id", "string", False, "Group id (the key's GroupId)."),
+        Column("group_type", "string", False, "consumer (KIP-848), share (KIP-932) or streams (KIP-1071)."),
+        Column("record_type", "int", False, "Record type (the key's version, CoordinatorRecordType id)."),
+        Column("record_type_name", "string", False, "Kafka's name for the record type, e.g. ConsumerGroupMetadata."),
+        Column("member_id", "string", True, "The key's MemberId (member records); null for group-level records."),
+        Column("is_tombstone", "boolean", False, "True when the value is null: Kafka deleted the record."),
+        Column("version", "int", True, "Value version (always 0 in Kafka 4); null for a tombstone."),
+        Column(
+            "value_json",
+            "string",
+            True,
+            "The value's data as Kafka's formatter prints it (camelCase fields, compact JSON); null for a tombstone.",
+        ),
+    ),
+    primary_key=("topic", "partition", "offset"),
+    mode="append",
+)
+
 UNSUPPORTED_RECORDS = TableSpec(
     name="unsupported_records",
-    doc="Well-formed records this classic decoder does not materialise: newer record types "
-    "(KIP-848 consumer groups 3-8/16, share groups 9-15, streams groups 17-24) and value "
-    "versions outside 0-4 (strict mode). Kept raw; never fatal.",
+    doc="Well-formed records the decoder does not materialise: record types it does not know or that "
+    "were never final in a Kafka release (9, 18, 24, above 24), value versions outside 0-4 (strict mode) "
+    "and modern values of a version other than 0. Kept raw; never fatal.",
     columns=(
         *_RAW,
         Column("group_id", "string", True, "Group id when the key's leading GroupId field parses."),
@@ -153,4 +187,4 @@ UNSUPPORTED_RECORDS = TableSpec(
     mode="append",
 )
 
-TABLES = [OFFSET_COMMITS, GROUP_METADATA, QUARANTINE, UNSUPPORTED_RECORDS]
+TABLES = [OFFSET_COMMITS, GROUP_METADATA, QUARANTINE, UNSUPPORTED_RECORDS, GROUP_RECORDS]

@@ -36,6 +36,16 @@ _EVENT_KEY = Column(
     "Deterministic event id within the group (`<partition>:<offset>[:<seq>]` for events told by a "
     "record, computed time for predictions); MERGE key with group_id.",
 )
+#: the kind of group a row is about; appended last to every gold table (a column added to
+#: existing warehouses: ``TableIO.ensure`` adds it, older rows read null)
+_GROUP_TYPE = Column(
+    "group_type",
+    "string",
+    True,
+    "Kind of group: classic (JoinGroup/SyncGroup, or only offsets: a simple group), consumer (KIP-848, "
+    "group.protocol=consumer), share (KIP-932) or streams (KIP-1071); for an event, the kind of group the "
+    "record that told it belongs to (offset records and forecasts: the group's kind at that moment).",
+)
 _LOG_POS = (
     Column(
         "log_partition",
@@ -105,6 +115,7 @@ GROUP_STATE = TableSpec(
             "with no tombstone): a sign that replay.retention_ms or replay.rules differ from the broker's.",
         ),
         Column("format_version", "int", True, "Version of the snapshot format."),
+        _GROUP_TYPE,
     ),
     primary_key=("group_id",),
     mode="merge",
@@ -129,6 +140,7 @@ GROUP_TRANSITIONS = TableSpec(
             "cause", "string", True, "Why (rebalance_started, join_completed, sync_completed, all_members_left, ...)."
         ),
         *_LOG_POS,
+        _GROUP_TYPE,
     ),
     primary_key=("group_id", "event_key"),
     mode="merge",
@@ -137,7 +149,9 @@ GROUP_TRANSITIONS = TableSpec(
 REBALANCES = TableSpec(
     name="rebalances",
     doc="One row per generation change (and per same-generation static-member rewrite): "
-    "estimated start/end, members in/out, partitions moved, assignor and leader.",
+    "estimated start/end, members in/out, partitions moved, assignor and leader. A consumer group "
+    "(KIP-848, group_type consumer): one row per group-epoch bump (generation = group epoch, protocol = "
+    "the server assignor, no leader; it ends when the group is Stable at that epoch).",
     columns=(
         _GROUP,
         _EVENT_KEY,
@@ -170,6 +184,7 @@ REBALANCES = TableSpec(
         Column("ended_empty", "boolean", True, "The rebalance ended with no members."),
         Column("cause", "string", True, "new_generation | ended_empty | static_member_rejoined | first_record."),
         *_LOG_POS,
+        _GROUP_TYPE,
     ),
     primary_key=("group_id", "event_key"),
     mode="merge",
@@ -177,7 +192,9 @@ REBALANCES = TableSpec(
 
 GROUP_MEMBERS = TableSpec(
     name="group_members",
-    doc="Members per generation: one row per member per group-metadata record with members.",
+    doc="Members per generation: one row per member per group-metadata record with members; a consumer "
+    "group's (KIP-848) members each time it is Stable at a new group epoch (generation = member epoch), "
+    "with their assigned and pending-revocation partitions.",
     columns=(
         _GROUP,
         _EVENT_KEY,
@@ -201,6 +218,27 @@ GROUP_MEMBERS = TableSpec(
         Column("assigned_partitions", TOPIC_PARTITIONS, True, "Assigned partitions (null when unparseable)."),
         Column("timestamp", "timestamp", True, "Timestamp of the group-metadata record."),
         *_LOG_POS,
+        _GROUP_TYPE,
+        Column(
+            "member_epoch",
+            "int",
+            True,
+            "Consumer-group member (KIP-848): its member epoch (= generation of the row); null for classic members.",
+        ),
+        Column(
+            "member_state",
+            "string",
+            True,
+            "Consumer-group member: its MemberState (STABLE, UNREVOKED_PARTITIONS, UNRELEASED_PARTITIONS, "
+            "UNKNOWN); null for classic members.",
+        ),
+        Column(
+            "pending_revocation_partitions",
+            TOPIC_PARTITIONS,
+            True,
+            "Consumer-group member: partitions it still has to revoke (topic name, or topic id when no record "
+            "named it); null for classic members.",
+        ),
     ),
     primary_key=("group_id", "event_key"),
     mode="merge",
@@ -221,6 +259,7 @@ OFFSETS_CURRENT = TableSpec(
         Column("value_version", "int", True, "OffsetCommitValue version of the commit."),
         *_LOG_POS,
         Column("timestamp", "timestamp", True, "Timestamp of the commit record."),
+        _GROUP_TYPE,
     ),
     primary_key=("group_id", "topic", "partition"),
     mode="merge",
@@ -255,6 +294,7 @@ OFFSET_EXPIRATIONS = TableSpec(
         Column("observed_time", "timestamp", True, "Timestamp of the tombstone in the log."),
         Column("rules", "string", True, "Expiry rule set used for the prediction."),
         *_LOG_POS,
+        _GROUP_TYPE,
     ),
     primary_key=("group_id", "event_key"),
     mode="merge",
@@ -288,6 +328,7 @@ GROUP_LIFECYCLE = TableSpec(
         Column("group_tombstone", "boolean", True, "A group tombstone was observed / Kafka would write one."),
         Column("offsets_remaining", "int", True, "Offsets still held (a group tombstone does not delete offsets)."),
         *_LOG_POS,
+        _GROUP_TYPE,
     ),
     primary_key=("group_id", "event_key"),
     mode="merge",
@@ -314,6 +355,7 @@ OFFSET_COMMITS_REPLAYED = TableSpec(
         Column("regression", "boolean", True, "The new offset is lower than the previous one."),
         Column("timestamp", "timestamp", True, "Record timestamp."),
         *_LOG_POS,
+        _GROUP_TYPE,
     ),
     primary_key=("group_id", "event_key"),
     mode="merge",

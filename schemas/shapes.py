@@ -28,7 +28,11 @@ REPLAY_INPUT = TableSpec(
         Column("coordinator_partition", "int"),
         Column("log_offset", "bigint"),
         Column("log_timestamp_ms", "bigint"),
-        Column("rec_kind", "tinyint", doc="0 offset commit, 1 group metadata, 2 unsupported (raw bytes)."),
+        Column(
+            "rec_kind",
+            "tinyint",
+            doc="0 offset commit, 1 group metadata, 2 unsupported (raw bytes), 3 Kafka 4 group record (raw bytes).",
+        ),
         Column("key_version", "int"),
         Column("is_tombstone", "boolean"),
         Column("value_version", "int"),
@@ -53,7 +57,7 @@ REPLAY_INPUT = TableSpec(
 DECODE_UNION = TableSpec(
     name="decode_union",
     doc="The decoder's output: one row per raw record, ``kind`` says which decoded table it "
-    "belongs to (0 offset_commits, 1 group_metadata, 2 unsupported_records, 3 quarantine).",
+    "belongs to (0 offset_commits, 1 group_metadata, 2 unsupported_records, 3 quarantine, 4 group_records).",
     columns=(
         Column("kind", "tinyint", False),
         Column("coordinator_partition", "int"),
@@ -90,6 +94,10 @@ DECODE_UNION = TableSpec(
         Column("error_message", "string"),
         Column("part", "string"),
         Column("byte_position", "int"),
+        # Kafka 4 group records (group_records)
+        Column("group_type", "string"),
+        Column("member_id", "string"),
+        Column("value_json", "string"),
     ),
 )
 

@@ -87,8 +87,8 @@ class DuckDBSession:
         with the declared schema when the table does not exist."""
         files = self.io.snapshot_files(name)
         if files:
-            cols = ", ".join(f'"{c}"' for c in spec.column_names)
             listed = ", ".join("'" + _local(f).replace("'", "''") + "'" for f in files)
+            cols = ", ".join(self._columns(name, spec, listed))
             self.con.execute(
                 f'CREATE OR REPLACE VIEW "{name}" AS SELECT {cols} FROM read_parquet([{listed}], union_by_name = true)'
             )
@@ -98,6 +98,18 @@ class DuckDBSession:
         # every file (found here: ``WHERE cause IN (...)`` returned nothing)
         table = self.io.read_arrow(name) if files is None and self.io.exists(name) else None
         self.con.register(name, table if table is not None else spec.arrow_schema().empty_table())
+
+    def _columns(self, name: str, spec: TableSpec, listed: str) -> list[str]:
+        """The declared columns; one no file holds (a warehouse written before it was declared:
+        ``group_type``, the consumer member columns) is a typed NULL, as Spark's declared-schema
+        read gives it."""
+        present = {r[0] for r in self.con.execute(f"SELECT DISTINCT name FROM parquet_schema([{listed}])").fetchall()}
+        missing = [c for c in spec.column_names if c not in present]
+        if not missing:
+            return [f'"{c}"' for c in spec.column_names]
+        self.con.register(f"_declared_{name}", spec.arrow_schema().empty_table())
+        types = {r[0]: r[1] for r in self.con.execute(f'DESCRIBE "_declared_{name}"').fetchall()}
+        return [f'CAST(NULL AS {types[c]}) AS "{c}"' if c in missing else f'"{c}"' for c in spec.column_names]
 
     def query(self, duck_sql: str, limit: int | None = None) -> pa.Table:
         """The statement's rows as Arrow (``limit``: at most that many)."""

@@ -105,7 +105,7 @@ def read_group_records(cfg: Config, group_id: str) -> tuple[int, list[LogRecord]
         table.column("key").to_pylist(), table.column("value").to_pylist(), table.column("offset").to_pylist(), ts
     ):
         try:
-            rec = decode_record(key, value, lenient=True)
+            rec = decode_record(key, value, lenient=True, modern=True)  # Kafka 4 group records too
         except CoordinatorError:
             bad += 1
             continue
@@ -162,6 +162,10 @@ class GroupView:
     retention_ms: int | None = None
     rules: str = "current"
     history: str = "complete as captured"
+    group_type: str = "classic"
+    #: a consumer group (KIP-848) as ``kafka-consumer-groups --describe --state --members --verbose``
+    #: shows it: assignment strategy, state, group and target-assignment epochs, members
+    consumer: dict[str, Any] | None = None
 
     def as_dict(self) -> dict[str, Any]:
         from dataclasses import asdict
@@ -236,7 +240,55 @@ def inspect_group(cfg: Config, group_id: str, as_of_ms: int | None = None) -> Gr
         retention_ms=retention,
         rules=rules,
         history=history,
+        group_type=snap.group_type,
+        consumer=consumer_description(snap.consumer, snap.protocol) if snap.group_type == "consumer" else None,
     )
+
+
+def consumer_description(c: Any, assignor: str | None) -> dict[str, Any] | None:
+    """A consumer group's (KIP-848) description from the core's fold (``ConsumerGroupSnapshot``),
+    the fields ``kafka-consumer-groups --describe --state --members --verbose`` prints for one:
+    ASSIGNMENT-STRATEGY, STATE, GROUP-EPOCH, TARGET-ASSIGNMENT-EPOCH, #MEMBERS; per member
+    CONSUMER-ID, HOST, CLIENT-ID, #PARTITIONS, CURRENT-EPOCH, CURRENT-ASSIGNMENT, TARGET-EPOCH,
+    TARGET-ASSIGNMENT (plus its MemberState, partitions pending revocation, subscription)."""
+    from coordinator_core.consumer_group_model import pairs
+
+    if c is None:
+        return None
+
+    def parts(a: Any) -> list[str]:
+        return sorted(f"{c.topic_label(t)}-{p}" for t, p in pairs(a))
+
+    members = []
+    for mid, m in sorted(c.members.items()):
+        current = parts(m.assigned_partitions)
+        members.append(
+            {
+                "member_id": mid,
+                "group_instance_id": m.instance_id,
+                "client_id": m.client_id,
+                "client_host": m.client_host,
+                "rack_id": m.rack_id,
+                "member_protocol": "classic" if m.uses_classic_protocol else "consumer",
+                "partitions": len(current),
+                "current_epoch": m.member_epoch,
+                "current_assignment": current,
+                "member_state": m.state,
+                "pending_revocation": parts(m.partitions_pending_revocation),
+                "target_epoch": c.target_assignment_epoch,
+                "target_assignment": parts(c.target_assignment.get(mid, ())),
+                "subscribed_topics": list(m.subscribed_topic_names),
+                "subscribed_regex": m.subscribed_topic_regex,
+            }
+        )
+    return {
+        "assignment_strategy": assignor,
+        "state": c.state.value,
+        "group_epoch": c.group_epoch,
+        "target_assignment_epoch": c.target_assignment_epoch,
+        "member_count": len(members),
+        "members": members,
+    }
 
 
 def _member_rows(members: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -333,19 +385,10 @@ def render(view: GroupView, console: Any = None) -> None:
     # piped or captured output gets room for member ids instead of rich's 80 columns
     console = console or (Console() if sys.stdout.isatty() else Console(width=160))
     console.print(_header(view))
-    members = [
-        (
-            m["member_id"] + (" *" if m["is_leader"] else ""),
-            m["group_instance_id"] or "-",
-            m["client_id"] or "-",
-            m["client_host"] or "-",
-            f"{m['session_timeout']}/{m['rebalance_timeout']}",
-            "?" if m["assigned_partitions"] is None else compact_partitions(m["assigned_partitions"]) or "-",
-        )
-        for m in view.members
-    ]
-    member_cols = ("member id", "instance id", "client id", "host", "session/rebalance ms", "assigned")
-    console.print(_table(f"Members ({len(view.members)})", member_cols, members, fold=True))
+    if view.consumer is not None:  # a consumer group's members are in its own table
+        _render_consumer(console, view.group_id, view.consumer)
+    else:
+        _render_members(console, view.members)
     offsets = [
         (
             o["topic"],
@@ -404,6 +447,66 @@ def render(view: GroupView, console: Any = None) -> None:
     console.print(_table(f"Offsets due to expire ({ret})", ("topic", "partition", "expires", "hours left"), due))
 
 
+def _render_members(console: Any, members: list[dict[str, Any]]) -> None:
+    """A classic group's members (the leader starred)."""
+    rows = [
+        (
+            m["member_id"] + (" *" if m["is_leader"] else ""),
+            m["group_instance_id"] or "-",
+            m["client_id"] or "-",
+            m["client_host"] or "-",
+            f"{m['session_timeout']}/{m['rebalance_timeout']}",
+            "?" if m["assigned_partitions"] is None else compact_partitions(m["assigned_partitions"]) or "-",
+        )
+        for m in members
+    ]
+    member_cols = ("member id", "instance id", "client id", "host", "session/rebalance ms", "assigned")
+    console.print(_table(f"Members ({len(members)})", member_cols, rows, fold=True))
+
+
+def _render_consumer(console: Any, group_id: str, c: dict[str, Any]) -> None:
+    """A consumer group as ``kafka-consumer-groups --describe --state`` and ``--members``
+    (``--verbose``) print it."""
+    state_cols = ("GROUP", "ASSIGNMENT-STRATEGY", "STATE", "GROUP-EPOCH", "TARGET-ASSIGNMENT-EPOCH", "#MEMBERS")
+    state = (
+        group_id,
+        c["assignment_strategy"] or "-",
+        c["state"],
+        str(c["group_epoch"]),
+        str(c["target_assignment_epoch"]),
+        str(c["member_count"]),
+    )
+    console.print(_table("Consumer group (KIP-848): --describe --state", state_cols, [state], fold=True))
+    member_cols = (
+        "CONSUMER-ID",
+        "HOST",
+        "CLIENT-ID",
+        "#PARTITIONS",
+        "CURRENT-EPOCH",
+        "CURRENT-ASSIGNMENT",
+        "TARGET-EPOCH",
+        "TARGET-ASSIGNMENT",
+        "MEMBER-STATE",
+        "REVOKING",
+    )
+    rows = [
+        (
+            m["member_id"] + (" (classic)" if m["member_protocol"] == "classic" else ""),
+            m["client_host"] or "-",
+            m["client_id"] or "-",
+            str(m["partitions"]),
+            str(m["current_epoch"]),
+            compact_partitions(m["current_assignment"]) or "-",
+            str(m["target_epoch"]),
+            compact_partitions(m["target_assignment"]) or "-",
+            m["member_state"],
+            compact_partitions(m["pending_revocation"]) or "-",
+        )
+        for m in c["members"]
+    ]
+    console.print(_table(f"Members ({len(rows)}): --describe --members", member_cols, rows, fold=True))
+
+
 def _header(view: GroupView) -> Any:
     from rich.table import Table
 
@@ -412,7 +515,7 @@ def _header(view: GroupView) -> Any:
     head.add_column(style="bold")
     head.add_column()
     for k, v in (
-        ("group", view.group_id),
+        ("group", f"{view.group_id} ({view.group_type})"),
         ("as of", fmt_ms(view.as_of_ms) if view.as_of_ms is not None else "end of log"),
         ("state", f"{state} since {fmt_ms(view.state_since_ms)}"),
         ("generation", str(view.generation)),

@@ -155,8 +155,14 @@ def build_report(cfg: Config, *, groups: list[str] | None = None, max_groups: in
 
 
 def _is_rebalance(rebal: pd.DataFrame) -> pd.Series:
-    """Rows of ``rebalances`` that are rebalances (not the other causes the table records)."""
-    return rebal["cause"].isin(["new_generation", "ended_empty", "first_record"])
+    """Rows of ``rebalances`` that are rebalances (``views.IS_REBALANCE_SQL``: a generation
+    change, or a consumer group's epoch bump; not the other causes the table records)."""
+    from pipelines.analytics.views import REBALANCE_CAUSES
+
+    is_reb = rebal["cause"].isin(list(REBALANCE_CAUSES))
+    if "group_type" in rebal.columns:  # absent from a warehouse written before it existed
+        is_reb = is_reb | (rebal["group_type"] == "consumer")
+    return is_reb
 
 
 def _shown_groups(

@@ -10,9 +10,11 @@ Rules:
   after ``pipelines.analytics.transpile`` (``pipelines.analytics.duck``); ``view_closure`` (the
   views and tables a view reads, parsed from that SQL) registers only what a query needs.
 - What counts as a rebalance: a ``rebalances`` row with ``cause`` in ``new_generation``,
-  ``ended_empty`` or ``first_record`` (a generation change). ``static_member_rejoined`` rows are
-  KIP-345 static members back with a new member id WITHOUT a rebalance: counted separately, as
-  rebalances avoided.
+  ``ended_empty`` or ``first_record`` (a generation change), and every row of a consumer group
+  (``group_type`` consumer, KIP-848: a group-epoch bump; ``IS_REBALANCE_SQL``).
+  ``static_member_rejoined`` rows are KIP-345 static members back with a new member id WITHOUT a
+  rebalance: counted separately, as rebalances avoided. ``assignor_stickiness`` compares classic
+  assignments only (a consumer group's members are told when it is Stable, not at the bump).
 - Expiry rules are never re-implemented in SQL: ``offsets_at_risk`` computes each offset's due
   time with the core (``coordinator_core.expiry.offset_due_times``) in a grouped Arrow function
   over ``group_state`` + ``offsets_current``, relative to ``as_of`` = ``replay.as_of_ms`` when
@@ -40,7 +42,9 @@ if TYPE_CHECKING:
     from pipelines.tableio import TableIO
 
 REBALANCE_CAUSES = ("new_generation", "ended_empty", "first_record")
-_IS_REBALANCE = "cause IN ('new_generation', 'ended_empty', 'first_record')"
+#: a consumer group's (KIP-848, ``group_type`` consumer) rows are group-epoch bumps: each is one
+IS_REBALANCE_SQL = "(cause IN ('new_generation', 'ended_empty', 'first_record') OR group_type = 'consumer')"
+_IS_REBALANCE = IS_REBALANCE_SQL
 
 
 def _n(col: str) -> str:

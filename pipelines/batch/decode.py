@@ -1,10 +1,10 @@
-"""The batch decode stage: raw_records' files -> the four decoded tables and the replay input, one pass.
+"""The batch decode stage: raw_records' files -> the five decoded tables and the replay input, one pass.
 
 Rules:
 - Tasks read raw_records' snapshot files themselves (pyarrow, bounded batches) and decode them
   with ``pipelines.records.decode`` (``decode_batch``: the vectorised fast path plus the core
   codec for everything else); the rows of ``offset_commits``, ``group_metadata``,
-  ``unsupported_records`` and ``quarantine`` are written as Parquet files by the same task
+  ``group_records``, ``unsupported_records`` and ``quarantine`` are written as Parquet files by the same task
   (``TableIO.write_routed``). Nothing is decoded twice and no decoded row crosses the JVM.
 - The same pass writes the replay input, cut into buckets (``pipelines.batch.replay``), and the
   raw records' per-partition figures (``pipelines.log_shape``) beside it.
@@ -105,7 +105,7 @@ def write_decoded_from_raw_table(
     expected_rows: int | None = None,
     spool: tuple[dict[str, Any], str] | None = None,
 ) -> dict[str, WriteResult]:
-    """Decode ``raw_records`` into the four decoded tables in one pass, one Spark task per group of
+    """Decode ``raw_records`` into the five decoded tables in one pass, one Spark task per group of
     raw_records' files. ``spool`` (``pipelines.batch.replay.new_replay_input``): the same pass
     writes the replay input, and the commit lists it in the manifest (then the pass runs even when
     the tables already carry the marker: only the replay input is new).

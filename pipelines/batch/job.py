@@ -52,7 +52,7 @@ log = logging.getLogger("offsetlake.batch")
 
 DECODE_APP_ID = "offsetlake-batch-decode"
 GOLD_APP_PREFIX = "offsetlake-batch-gold"
-DECODED_TABLES = ("offset_commits", "group_metadata", "unsupported_records", "quarantine")
+DECODED_TABLES = ("offset_commits", "group_metadata", "group_records", "unsupported_records", "quarantine")
 # Current-state tables: one row per group / group-partition, MERGEd (collected on the driver on
 # the rust engine: small by construction). Every other table is replaced by executors' files.
 CURRENT_STATE_TABLES = ("group_state", "offsets_current")
@@ -139,7 +139,8 @@ def _run_batch(
         st.detail, decoded_changed = _decode(io, summary) if "decode" in stages else ("not this stage", False)
         summary.offset_commits = io.count("offset_commits")
         summary.group_metadata = io.count("group_metadata")
-        summary.decoded = summary.offset_commits + summary.group_metadata
+        summary.group_records = io.count("group_records")
+        summary.decoded = summary.offset_commits + summary.group_metadata + summary.group_records
         summary.quarantined = io.count("quarantine")
         summary.unsupported = io.count("unsupported_records")
     gold_written: dict[str, str] = {}

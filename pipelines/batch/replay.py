@@ -260,10 +260,11 @@ def route_replay(
 
 
 def covers(io: TableIO, entries: Sequence[dict[str, Any]]) -> bool:
-    """True when the replay input holds as many rows as it can have: every offset commit and
-    group-metadata record, plus at most every unsupported record (those with a group)."""
+    """True when the replay input holds as many rows as it can have: every offset commit,
+    group-metadata record and Kafka 4 group record, plus at most every unsupported record (those
+    with a group)."""
     rows = sum(int(e["rows"]) for e in entries)
-    base = io.count("offset_commits") + io.count("group_metadata")
+    base = io.count("offset_commits") + io.count("group_metadata") + io.count("group_records")
     return base <= rows <= base + io.count("unsupported_records")
 
 

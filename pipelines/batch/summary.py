@@ -43,6 +43,7 @@ class BatchSummary:
     decoded: int = 0
     offset_commits: int = 0
     group_metadata: int = 0
+    group_records: int = 0  # Kafka 4 group records (KIP-848/932/1071): decoded
     quarantined: int = 0
     unsupported: int = 0
     groups: int = 0
@@ -70,6 +71,7 @@ class BatchSummary:
             "decoded": self.decoded,
             "offset_commits": self.offset_commits,
             "group_metadata": self.group_metadata,
+            "group_records": self.group_records,
             "quarantined": self.quarantined,
             "unsupported": self.unsupported,
             "groups": self.groups,
@@ -132,7 +134,8 @@ def render_summary(summary: BatchSummary, console: Any = None) -> None:
     head.add_row("raw_records", f"{summary.raw_total:,} (v{summary.raw_version})")
     head.add_row(
         "decoded",
-        f"{summary.decoded:,} ({summary.offset_commits:,} offset commits, {summary.group_metadata:,} group metadata)",
+        f"{summary.decoded:,} ({summary.offset_commits:,} offset commits, {summary.group_metadata:,} group metadata, "
+        f"{summary.group_records:,} Kafka 4 group records)",
     )
     head.add_row("quarantined", f"{summary.quarantined:,}")
     head.add_row("unsupported", f"{summary.unsupported:,}")

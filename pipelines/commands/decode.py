@@ -15,8 +15,8 @@ Rules:
   position.
 - Kafka 4's modern group records (KIP-848 consumer groups, KIP-932 share groups, KIP-1071
   streams groups) are decoded to named fields and printed as Kafka 4's
-  ``CoordinatorRecordMessageFormatter`` prints them (``decode_record(..., modern=True)``); the
-  batch/stream jobs still route them to ``unsupported_records``. A key whose record type is a
+  ``CoordinatorRecordMessageFormatter`` prints them (``decode_record(..., modern=True)``), as the
+  batch/stream jobs decode them (into ``group_records``). A key whose record type is a
   modern one but whose bytes are not that type's key (e.g. a group key written with version
   10, as Kafka 3.x's formatter tests do) is shown as before (``"data":"unknown"``; ``rich`` adds
   ``modernKeyError``); a modern key with a corrupt value is a corrupt record.

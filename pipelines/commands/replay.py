@@ -216,7 +216,7 @@ def _read_input(
             counts.cut += 1
             continue
         try:
-            rec = decode_record(raw.key, raw.value)
+            rec = decode_record(raw.key, raw.value, modern=True)  # Kafka 4 group records folded
         except CorruptRecordError as exc:
             if args.strict:
                 raise UsageError(

@@ -283,7 +283,16 @@ def run_quality(
     report = DqReport(run_id=run_id or new_run_id(now), run_timestamp=now)
     all_tables = tuple(dict.fromkeys(t for s in chosen for t in s.tables))
     frames = LazyFrames(
-        io, (*all_tables, "raw_records", "offset_commits", "group_metadata", "quarantine", "unsupported_records")
+        io,
+        (
+            *all_tables,
+            "raw_records",
+            "offset_commits",
+            "group_metadata",
+            "group_records",
+            "quarantine",
+            "unsupported_records",
+        ),
     )
     baseline = _read_baseline(io)
     docs_dir = _docs_dir(conf) if build_docs else None

@@ -26,8 +26,9 @@ if TYPE_CHECKING:
 
     from pipelines.config_sections import DqConf
 
-#: Kafka's classic group states (``ClassicGroupState`` / ``GroupState.scala``).
-GROUP_STATES = ("Empty", "PreparingRebalance", "CompletingRebalance", "Stable", "Dead")
+#: Kafka's classic group states (``ClassicGroupState`` / ``GroupState.scala``) and a consumer
+#: group's (KIP-848, ``ConsumerGroup.ConsumerGroupState``: Assigning, Reconciling)
+GROUP_STATES = ("Empty", "PreparingRebalance", "CompletingRebalance", "Stable", "Dead", "Assigning", "Reconciling")
 #: OffsetCommitKey versions: 0 (0.8.2) and 1 (0.9+); 2 is GroupMetadataKey (``GroupMetadataManager``).
 OFFSET_COMMIT_KEY_VERSIONS = (0, 1)
 #: GroupMetadataKey version.
@@ -212,18 +213,13 @@ def reconciliation_frame(frames: Frames, baseline: Baseline) -> DataFrame:
     """One row: raw count, each decoded table's count and ``unaccounted = raw - sum``."""
     from pyspark.sql import functions as F
 
-    names = ("raw_records", "offset_commits", "group_metadata", "quarantine", "unsupported_records")
+    names: tuple[str, ...] = ("raw_records", "offset_commits", "group_metadata", "quarantine", "unsupported_records")
+    # group_records (Kafka 4 group records) is absent from warehouses written before it existed
+    names += ("group_records",) if "group_records" in frames else ()
     row = _count(frames, names[0])
     for name in names[1:]:
         row = row.crossJoin(_count(frames, name))
-    return row.withColumn(
-        "unaccounted",
-        F.col("raw_records")
-        - F.col("offset_commits")
-        - F.col("group_metadata")
-        - F.col("quarantine")
-        - F.col("unsupported_records"),
-    )
+    return row.withColumn("unaccounted", F.col("raw_records") - sum((F.col(n) for n in names[2:]), F.col(names[1])))
 
 
 def quarantine_frame(frames: Frames, baseline: Baseline) -> DataFrame:
@@ -234,7 +230,7 @@ def quarantine_frame(frames: Frames, baseline: Baseline) -> DataFrame:
         total = _count(frames, "raw_records").withColumnRenamed("raw_records", "records")
     else:  # no raw table (e.g. the streaming path): everything decoded or set aside
         total = _count(frames, "offset_commits")
-        for name in ("group_metadata", "quarantine", "unsupported_records"):
+        for name in ("group_metadata", "group_records", "quarantine", "unsupported_records"):
             if name in frames:
                 total = total.crossJoin(_count(frames, name))
         total = total.select(sum((F.col(c) for c in total.columns), F.lit(0)).alias("records"))
@@ -375,7 +371,8 @@ SUITES: tuple[Suite, ...] = (
                     Check(
                         "raw_equals_decoded_plus_set_aside",
                         between("unaccounted", 0, 0),
-                        doc="raw_records = offset_commits + group_metadata + quarantine + unsupported_records.",
+                        doc="raw_records = offset_commits + group_metadata + group_records + quarantine + "
+                        "unsupported_records.",
                     ),
                 ),
                 summary=True,

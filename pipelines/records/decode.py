@@ -19,8 +19,11 @@ Rules:
   column-wise, and each distinct member subscription/assignment blob is parsed once (bounded
   cache; plain assignments by a struct reader that defers anything unusual to the core), so
   the rows equal ``slow_row``'s (``_members_rows``: every member parsed alone by the core).
-- Nothing is dropped: raw = offset_commits + group_metadata + unsupported + quarantine
-  (the batch job checks it at its commit). Every row keeps its log position.
+- Kafka 4's group records (KIP-848 consumer 3-8/16, KIP-932 share, KIP-1071 streams) are
+  decoded by the core codec with ``modern=True`` into ``group_records`` (raw bytes kept); a
+  modern key or value that does not parse is quarantined like any corrupt record.
+- Nothing is dropped: raw = offset_commits + group_metadata + group_records + unsupported +
+  quarantine (the batch job checks it at its commit). Every row keeps its log position.
 - A decoded batch is union-shaped (``kind`` column + the columns of every output);
   ``split_union_arrow`` cuts it into the decoded tables. Only the raw columns the decoder
   needs enter ``mapInArrow`` (DESIGN §7).
@@ -39,6 +42,7 @@ from pipelines.records.decode_commits import CommitColumns, decode_offset_commit
 from pipelines.records.decode_common import (
     INPUT_COLUMNS,
     KIND_GROUP_METADATA,
+    KIND_GROUP_RECORD,
     KIND_NAMES,
     KIND_OFFSET_COMMIT,
     KIND_QUARANTINE,
@@ -48,11 +52,12 @@ from pipelines.records.decode_common import (
 )
 from pipelines.records.decode_common import TS as _TS
 from pipelines.records.decode_rows import GroupMetadataColumns, core_row, slow_row
-from schemas.decoded import GROUP_METADATA, OFFSET_COMMITS, QUARANTINE, UNSUPPORTED_RECORDS
+from schemas.decoded import GROUP_METADATA, GROUP_RECORDS, OFFSET_COMMITS, QUARANTINE, UNSUPPORTED_RECORDS
 
 __all__ = [
     "INPUT_COLUMNS",
     "KIND_GROUP_METADATA",
+    "KIND_GROUP_RECORD",
     "KIND_NAMES",
     "KIND_OFFSET_COMMIT",
     "KIND_QUARANTINE",
@@ -144,7 +149,7 @@ def decode_batch(batch: pa.RecordBatch, *, lenient: bool = False) -> list[pa.Rec
             row = core_row(k, v, lenient, gm, i)
             if row is None:
                 continue
-            if row["kind"] in (KIND_UNSUPPORTED, KIND_QUARANTINE):
+            if row["kind"] in (KIND_UNSUPPORTED, KIND_QUARANTINE, KIND_GROUP_RECORD):
                 row["raw_topic"] = t
             rows.append(row)
             row_pos.append(i)
@@ -185,6 +190,7 @@ _KINDS = {
     "KIND_GROUP_METADATA": KIND_GROUP_METADATA,
     "KIND_UNSUPPORTED": KIND_UNSUPPORTED,
     "KIND_QUARANTINE": KIND_QUARANTINE,
+    "KIND_GROUP_RECORD": KIND_GROUP_RECORD,
 }
 _RAW_NAMES = {
     "key": "raw_key",
@@ -202,13 +208,14 @@ _PROJECTIONS: dict[str, tuple[str, dict[str, str]]] = {
     GROUP_METADATA.name: ("KIND_GROUP_METADATA", {}),
     UNSUPPORTED_RECORDS.name: ("KIND_UNSUPPORTED", {**_RAW_NAMES, "reason": "error_message"}),
     QUARANTINE.name: ("KIND_QUARANTINE", _RAW_NAMES),
+    GROUP_RECORDS.name: ("KIND_GROUP_RECORD", _RAW_NAMES),
 }
 
 
 TABLES = tuple(_PROJECTIONS)
 
 
-_SPECS = {s.name: s for s in (OFFSET_COMMITS, GROUP_METADATA, UNSUPPORTED_RECORDS, QUARANTINE)}
+_SPECS = {s.name: s for s in (OFFSET_COMMITS, GROUP_METADATA, UNSUPPORTED_RECORDS, QUARANTINE, GROUP_RECORDS)}
 
 
 def split_union_arrow(union: pa.RecordBatch | pa.Table) -> dict[str, pa.Table]:

@@ -15,11 +15,13 @@ KIND_OFFSET_COMMIT = 0
 KIND_GROUP_METADATA = 1
 KIND_UNSUPPORTED = 2
 KIND_QUARANTINE = 3
+KIND_GROUP_RECORD = 4  # Kafka 4 group records (KIP-848/932/1071), decoded with ``modern=True``
 KIND_NAMES = {
     KIND_OFFSET_COMMIT: "offset_commits",
     KIND_GROUP_METADATA: "group_metadata",
     KIND_UNSUPPORTED: "unsupported_records",
     KIND_QUARANTINE: "quarantine",
+    KIND_GROUP_RECORD: "group_records",
 }
 
 # |ms| above this overflows int64 microseconds (Spark/Delta TIMESTAMP): such rows are quarantined.

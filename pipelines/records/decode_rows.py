@@ -8,6 +8,7 @@ plain assignments by a struct reader that defers anything unusual to the core), 
 
 from __future__ import annotations
 
+import json
 import operator
 import struct
 from dataclasses import replace
@@ -18,6 +19,14 @@ import pyarrow as pa
 from coordinator_core.codec import decode_record
 from coordinator_core.consumer_protocol import CONSUMER_PROTOCOL_TYPE, parse_member_blobs
 from coordinator_core.errors import CorruptRecordError
+from coordinator_core.formatter import to_kafka_json
+from coordinator_core.modern_records import (
+    VALUE_TYPE_BY_CLASS,
+    GroupKey,
+    GroupMemberKey,
+    RegularExpressionKey,
+    group_type,
+)
 from coordinator_core.records import (
     GroupMetadataKey,
     GroupMetadataValue,
@@ -34,6 +43,7 @@ if TYPE_CHECKING:
 
 from pipelines.records.decode_common import (
     KIND_GROUP_METADATA,
+    KIND_GROUP_RECORD,
     KIND_OFFSET_COMMIT,
     KIND_QUARANTINE,
     KIND_UNSUPPORTED,
@@ -335,7 +345,7 @@ def core_row(
             position=0,
         )
     try:
-        rec = decode_record(key, value, lenient=lenient)
+        rec = decode_record(key, value, lenient=lenient, modern=True)
         k, v = rec.key, rec.value
         if isinstance(k, OffsetCommitKey) and (v is None or isinstance(v, OffsetCommitValue)):
             f = offset_commit_fields(rec)
@@ -371,6 +381,8 @@ def core_row(
                     members=members,
                 )
             return row
+        if isinstance(k, MODERN_KEYS) and (v is None or type(v) in VALUE_TYPE_BY_CLASS):
+            return group_record_row(rec, key, value)
         # recognised but not materialised: unknown record type or unknown value version
         rtype = k.version
         vversion = v.version if isinstance(v, UnknownValue | OffsetCommitValue | GroupMetadataValue) else None
@@ -403,6 +415,30 @@ def core_row(
         return quarantine_row(key, value, "ValueOutOfRange", str(exc), part="value")
     except Exception as exc:  # the core raised something unexpected: quarantine, never drop
         return quarantine_row(key, value, type(exc).__name__, str(exc))
+
+
+#: the keys of Kafka 4's group records (``decode_record(..., modern=True)``)
+MODERN_KEYS = (GroupKey, GroupMemberKey, RegularExpressionKey)
+
+
+def group_record_row(rec: Record, key: bytes, value: bytes | None) -> dict[str, Any]:
+    """The ``group_records`` row of a Kafka 4 group record the core decoded (``modern=True``):
+    the raw record, its kind and the value as Kafka's formatter prints it."""
+    k, v = rec.key, rec.value
+    data = None if v is None else to_kafka_json(rec)["value"]["data"]
+    return {
+        "kind": KIND_GROUP_RECORD,
+        "group_id": k.group,
+        "group_type": group_type(k.version),
+        "record_type": k.version,
+        "record_type_name": record_type_name(k.version),
+        "member_id": k.member_id if isinstance(k, GroupMemberKey) else None,
+        "is_tombstone": v is None,
+        "version": None if v is None else v.version,
+        "value_json": None if data is None else json.dumps(data, separators=(",", ":")),
+        "raw_key": key,
+        "raw_value": value,
+    }
 
 
 def quarantine_row(

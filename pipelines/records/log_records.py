@@ -2,9 +2,10 @@
 
 Rules:
 - Rows of every kind become the core's own record classes, built with the core's slot-filling
-  constructors (``wire.fast_constructor``), in the table's row order; unsupported rows are
-  decoded by the core codec from their raw bytes. The result equals decoding the raw records with
-  ``coordinator_core.codec`` (the tests compare them).
+  constructors (``wire.fast_constructor``), in the table's row order; unsupported rows and Kafka 4
+  group records are decoded by the core codec from their raw bytes with ``modern=True`` (the
+  consumer-group fold reads the KIP-848 records' fields). The result equals decoding the raw
+  records with ``coordinator_core.codec.decode_record(..., modern=True)`` (the tests compare them).
 """
 
 from __future__ import annotations
@@ -35,10 +36,10 @@ def records_from_arrow(table: pa.Table, rows: Any = None) -> list[LogRecord]:
     """Rebuild the core's ``LogRecord``s from replay-input rows, in the table's row order.
 
     Offset commits and group metadata are rebuilt from their decoded columns (the decode
-    proved them equal to the core codec's values); unsupported records are decoded by the core
-    codec from their raw bytes. ``rows`` (optional, a numpy index array): only these rows, in
-    this order. Each kind reads only its own columns; members come from the flattened struct
-    columns (no per-member dicts).
+    proved them equal to the core codec's values); unsupported and Kafka 4 group records are
+    decoded by the core codec from their raw bytes (``modern=True``). ``rows`` (optional, a
+    numpy index array): only these rows, in this order. Each kind reads only its own columns;
+    members come from the flattened struct columns (no per-member dicts).
     """
     import numpy as np
 
@@ -172,6 +173,6 @@ def records_from_arrow(table: pa.Table, rows: Any = None) -> list[LogRecord]:
         at, src, dst = of_kind(un_pos)
         rkey, rval = col("raw_key", at), col("raw_value", at)
         for j, i in zip(src, dst, strict=True):
-            rec = decode_record(rkey[j], rval[j])
+            rec = decode_record(rkey[j], rval[j], modern=True)
             out[i] = LogRecord(part[i], off[i], ts[i], rec.key, rec.value)
     return out

@@ -154,12 +154,15 @@ def gold_rows(
     if "group_state" in rows:
         rows["group_state"].append(snap.to_state_row(settings=settings, num_partitions=num_partitions))
     if "offsets_current" in rows:
-        rows["offsets_current"].extend(snap.offset_rows())
+        kind = snap.group_type
+        rows["offsets_current"].extend({**r, "group_type": kind} for r in snap.offset_rows())
     keyed: dict[str, dict[str, dict[str, Any]]] = {}
-    for event in result.events:
+    # the kind of group each event is about: the core's (``ReplayResult.event_group_types``)
+    for event, kind in zip(result.events, result.event_group_types(), strict=True):
         if event.table not in rows:
             continue
         row = event.to_row()
+        row["group_type"] = kind
         bucket = keyed.setdefault(event.table, {})
         bucket.pop(row["event_key"], None)  # re-insert: the later row wins and keeps log order
         bucket[row["event_key"]] = row

@@ -2,7 +2,8 @@
 
 Rules:
 - Shape: ``schemas.shapes.REPLAY_INPUT``, one row per record of a group of any kind (offset
-  commit, group metadata, unsupported with its raw bytes); the other kinds' columns are null.
+  commit, group metadata, unsupported and Kafka 4 group records with their raw bytes); the
+  other kinds' columns are null.
 - Projection (``project``): rows of a decoded table (``schemas.decoded``) -> replay-input rows.
   The batch job's decode pass projects the tables it writes; the stream projects the decoded
   union of its raw batches (``project_union``: the same split into tables, then ``project``).
@@ -31,8 +32,11 @@ from schemas.shapes import REPLAY_INPUT, STREAM_PACK
 REC_OFFSET_COMMIT = 0
 REC_GROUP_METADATA = 1
 REC_UNSUPPORTED = 2
+REC_GROUP_RECORD = 3  # a Kafka 4 group record (``group_records``): raw bytes, decoded by the core
 #: the decoded tables the replay reads, in the order their rows are projected
-SOURCES = ("offset_commits", "group_metadata", "unsupported_records")
+SOURCES = ("offset_commits", "group_metadata", "unsupported_records", "group_records")
+#: the sources whose rows the replay rebuilds from their raw bytes (``log_records``)
+RAW_SOURCES = {"unsupported_records": REC_UNSUPPORTED, "group_records": REC_GROUP_RECORD}
 _MEMBER_FIELDS = (
     "member_id",
     "group_instance_id",
@@ -79,7 +83,7 @@ def project(source: str, batch: pa.RecordBatch | pa.Table) -> pa.Table:
     t = batch if isinstance(batch, pa.Table) else pa.Table.from_batches([batch])
     shape = schema()
     n = t.num_rows
-    if source == "unsupported_records":
+    if source in RAW_SOURCES:
         t = t.filter(pc.is_valid(t.column("group_id")))
         n = t.num_rows
         cols: dict[str, Any] = {
@@ -87,11 +91,14 @@ def project(source: str, batch: pa.RecordBatch | pa.Table) -> pa.Table:
             "coordinator_partition": t.column("partition"),
             "log_offset": t.column("offset"),
             "log_timestamp_ms": _ms(t.column("timestamp")),
-            "rec_kind": pa.array([REC_UNSUPPORTED] * n, pa.int8()),
+            "rec_kind": pa.array([RAW_SOURCES[source]] * n, pa.int8()),
             "key_version": t.column("record_type"),
             "raw_key": t.column("key"),
             "raw_value": t.column("value"),
         }
+        if source == "group_records":
+            cols["is_tombstone"] = t.column("is_tombstone")
+            cols["value_version"] = t.column("version")
     else:
         cols = {
             name: t.column(name)
@@ -155,6 +162,7 @@ SOURCE_COLUMNS = {
         "members",
     ),
     "unsupported_records": (*_BASE_COLUMNS, "raw_key", "raw_value"),
+    "group_records": (*_BASE_COLUMNS, "raw_key", "raw_value"),
 }
 
 

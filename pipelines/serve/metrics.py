@@ -38,6 +38,9 @@ if TYPE_CHECKING:
     from pipelines.tableio import TableIO
 
 GROUP_STATES = ("Empty", "PreparingRebalance", "CompletingRebalance", "Stable", "Dead")
+#: a consumer group's (KIP-848, ``group_type`` consumer) states: its one-hot is over these
+CONSUMER_GROUP_STATES = ("Empty", "Assigning", "Reconciling", "Stable", "Dead")
+ALL_STATES = (*GROUP_STATES, "Assigning", "Reconciling")
 #: the tables whose Delta versions key the cache (what the queries below read)
 SOURCE_TABLES = (
     "group_state",
@@ -118,7 +121,7 @@ def collect(io: TableIO, *, window_s: float = DEFAULT_WINDOW_S) -> Snapshot:
     """Query the warehouse once (DuckDB) and return the ``Snapshot``."""
     from pipelines.analytics.duck import DuckDBSession
     from pipelines.analytics.transpile import to_duckdb
-    from pipelines.analytics.views import REBALANCE_CAUSES, _as_of_sql, view_closure
+    from pipelines.analytics.views import IS_REBALANCE_SQL, _as_of_sql, view_closure
     from pipelines.errors import UsageError
 
     if not io.exists("group_state"):
@@ -133,7 +136,7 @@ def collect(io: TableIO, *, window_s: float = DEFAULT_WINDOW_S) -> Snapshot:
     as_of_rows = rows(f"SELECT unix_millis(as_of) AS ms FROM ({_as_of_sql(io.conf)}) a")
     as_of = as_of_rows[0]["ms"] if as_of_rows else None
     groups = rows(
-        "SELECT group_id, state, member_count, generation, protocol_type, protocol, members FROM group_state "
+        "SELECT group_id, state, member_count, generation, protocol_type, protocol, members, group_type FROM group_state "
         "ORDER BY group_id"
     )
     owners = {  # (group, topic, partition) -> the member assigned it in the current generation
@@ -157,13 +160,12 @@ def collect(io: TableIO, *, window_s: float = DEFAULT_WINDOW_S) -> Snapshot:
             end = {"offset": r["offset"], "timestamp": r["t"], "lag": r["lag_offsets"]}
             parts[key]["end" if r["is_end"] else "start"] = end
             parts[key].setdefault("start", end)  # a one-commit window starts where it ends
-    causes = ", ".join(f"'{c}'" for c in REBALANCE_CAUSES)
     since = at - int(window_s * 1000)
     rebalances = {
         r["group_id"]: (int(r["n"]), int(r["ms"]))
         for r in rows(
             "SELECT group_id, count(*) AS n, coalesce(sum(duration_ms), 0) AS ms FROM rebalances "
-            f"WHERE cause IN ({causes}) AND end_time > timestamp_millis({since}) "
+            f"WHERE {IS_REBALANCE_SQL} AND end_time > timestamp_millis({since}) "
             f"AND end_time <= timestamp_millis({at}) GROUP BY group_id"
         )
     }
@@ -290,10 +292,12 @@ def _group_samples(snap: Snapshot, c: dict[str, Any]) -> dict[str, list[Sample]]
     return {
         "offsetlake_as_of_timestamp_seconds": [(c, snap.as_of_ms / 1000)] if snap.as_of_ms is not None else [],
         "kafka_consumergroup_groups": [
-            ({**c, "state": s}, sum(1 for g in groups if g["state"] == s)) for s in GROUP_STATES
+            ({**c, "state": s}, sum(1 for g in groups if g["state"] == s)) for s in ALL_STATES
         ],
         "kafka_consumergroup_group_state": [
-            ({**gl(g["group_id"]), "state": s}, 1 if g["state"] == s else 0) for g in groups for s in GROUP_STATES
+            ({**gl(g["group_id"]), "state": s}, 1 if g["state"] == s else 0)
+            for g in groups
+            for s in (CONSUMER_GROUP_STATES if g.get("group_type") == "consumer" else GROUP_STATES)
         ],
         "kafka_consumergroup_group_members": [(gl(g["group_id"]), g["member_count"] or 0) for g in groups],
         "kafka_consumergroup_group_generation": [

@@ -13,13 +13,14 @@ from typing import TYPE_CHECKING, Any
 from pipelines.records.decode import (
     INPUT_COLUMNS,
     KIND_GROUP_METADATA,
+    KIND_GROUP_RECORD,
     KIND_OFFSET_COMMIT,
     KIND_QUARANTINE,
     KIND_UNSUPPORTED,
     UNION_SCHEMA,
     decode_batches,
 )
-from schemas.decoded import GROUP_METADATA, OFFSET_COMMITS, QUARANTINE, UNSUPPORTED_RECORDS
+from schemas.decoded import GROUP_METADATA, GROUP_RECORDS, OFFSET_COMMITS, QUARANTINE, UNSUPPORTED_RECORDS
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -28,13 +29,14 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class DecodeResult:
-    """The four decoded DataFrames plus the union they are projected from."""
+    """The five decoded DataFrames plus the union they are projected from."""
 
     offset_commits: DataFrame
     group_metadata: DataFrame
     unsupported: DataFrame
     quarantine: DataFrame
     union: DataFrame
+    group_records: DataFrame
 
     def tables(self) -> dict[str, DataFrame]:
         """The decoded tables by their ``schemas.decoded`` name."""
@@ -43,6 +45,7 @@ class DecodeResult:
             GROUP_METADATA.name: self.group_metadata,
             UNSUPPORTED_RECORDS.name: self.unsupported,
             QUARANTINE.name: self.quarantine,
+            GROUP_RECORDS.name: self.group_records,
         }
 
 
@@ -67,7 +70,7 @@ def decode_union(raw_df: DataFrame, *, lenient: bool = False) -> DataFrame:
 
 
 def split_union(union: DataFrame) -> DecodeResult:
-    """Project the union DataFrame into the four decoded tables (``schemas.decoded``)."""
+    """Project the union DataFrame into the five decoded tables (``schemas.decoded``)."""
     from pyspark.sql import functions as F
 
     def project(kind: int, spec: Any, renames: dict[str, str]) -> DataFrame:
@@ -91,4 +94,5 @@ def split_union(union: DataFrame) -> DecodeResult:
         unsupported=project(KIND_UNSUPPORTED, UNSUPPORTED_RECORDS, {**raw_names, "reason": "error_message"}),
         quarantine=project(KIND_QUARANTINE, QUARANTINE, raw_names),
         union=union,
+        group_records=project(KIND_GROUP_RECORD, GROUP_RECORDS, raw_names),
     )

@@ -14,6 +14,9 @@ Rules:
   ``overwrite``/``merge`` with a marker are skipped when the table's latest commit carries exactly
   that marker. MERGE only rewrites rows whose values changed, so a MERGE of identical data
   commits nothing and leaves the table version unchanged.
+- Schema evolution: a table written before a nullable column was declared gets it at the first
+  write of the process (``ensure``: Delta ADD COLUMNS; older rows read null); a missing
+  non-nullable column is an error, never a silent rewrite.
 - Reading back: ``read(name)`` respects the current snapshot on both engines; ``read_arrow``
   reads the snapshot on the driver with delta-rs (reports, ``inspect``, the end-offsets feed);
   ``snapshot_files`` + ``size_bytes`` let a driver-side engine scan the snapshot itself
@@ -106,6 +109,7 @@ class TableIO:
         self.engine: EngineName = resolve_engine(engine or conf.delta.engine, spark)
         self._engine: Engine = self._make_engine()
         self._run_id: str | None = None
+        self._evolved: set[str] = set()  # tables whose declared columns ``ensure`` checked
 
     def _make_engine(self) -> Engine:
         """The engine ``resolve_engine`` chose (``spark`` only ever with a session)."""
@@ -189,9 +193,32 @@ class TableIO:
 
     # ---- create -----------------------------------------------------------------------------
     def ensure(self, name: str) -> None:
-        """Create the table (empty, declared schema) if it does not exist yet."""
+        """Create the table (empty, declared schema) if it does not exist yet; an existing table
+        written before a column was declared gets the column (nullable only; once per process)."""
         if not self.exists(name):
             self._engine.create(self.path(name), get_spec(name))
+        elif name not in self._evolved:
+            self._add_new_columns(name)
+        self._evolved.add(name)
+
+    def _add_new_columns(self, name: str) -> None:
+        """Schema evolution: the declared columns a table lacks are added (older rows read null).
+        A missing non-nullable column cannot be added to rows that exist: one line says so."""
+        from pipelines.tableio import deltars
+
+        spec = get_spec(name)
+        have = set(deltars.column_names(self.path(name)))
+        missing = [c for c in spec.columns if c.name not in have]
+        if not missing:
+            return
+        strict = [c.name for c in missing if not c.nullable]
+        if strict:
+            raise UsageError(
+                f"table {name} at {self.path(name)} lacks the non-nullable columns {strict}: it predates them; "
+                "rebuild it (offsetlake run batch into a new warehouse)"
+            )
+        self._engine.add_columns(self.path(name), spec, [c.name for c in missing])
+        log.info("table %s: added columns %s (schema evolution)", name, [c.name for c in missing])
 
     # ---- writes -----------------------------------------------------------------------------
     def append(

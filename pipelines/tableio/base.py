@@ -113,6 +113,9 @@ class Engine(Protocol):
     def create(self, uri: str, spec: TableSpec) -> None:
         """Create the empty table (declared schema, partitioning, description)."""
 
+    def add_columns(self, uri: str, spec: TableSpec, names: list[str]) -> None:
+        """Add ``spec``'s nullable columns ``names`` to the existing table (schema evolution)."""
+
     def write(
         self,
         uri: str,

@@ -137,6 +137,13 @@ def create(
     )
 
 
+def add_columns(uri: str, fields: pa.Schema) -> None:
+    """Add nullable ``fields`` to the table at ``uri`` (one metadata commit; rows read null)."""
+    from deltalake import Schema
+
+    open_table(uri).alter.add_columns(list(Schema.from_arrow(fields).fields))
+
+
 def read_arrow(uri: str, columns: list[str] | None = None, filter: Any = None, version: int | None = None) -> pa.Table:
     """The snapshot's rows as Arrow (only ``columns``; ``filter``: a ``pyarrow.dataset``
     expression pushed down to the scan)."""

@@ -63,6 +63,12 @@ class RustEngine:
             mode="ignore",
         )
 
+    def add_columns(self, uri: str, spec: TableSpec, names: list[str]) -> None:
+        import pyarrow as pa
+
+        schema = spec.arrow_schema()
+        deltars.add_columns(uri, pa.schema([schema.field(n) for n in names]))
+
     def write(
         self,
         uri: str,

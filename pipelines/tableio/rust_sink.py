@@ -19,7 +19,7 @@ Rules:
   files written by delta-rs MERGE are identical in type.
 - ``format("offsetlake_delta_rs_multi")`` is the same machinery for one pass that feeds several
   tables: each task routes its batches through a ``module:function`` (e.g. the decoder, which
-  splits raw records into the four decoded tables), writes every table's files, and the driver
+  splits raw records into the five decoded tables), writes every table's files, and the driver
   commits each table once — after checking that the rows add up (nothing is committed if not).
 - A route may hand over a whole Parquet file instead of rows (``ParquetFileCopy``: a landing
   file whose schema is already the table's): the task copies its bytes into the table directory

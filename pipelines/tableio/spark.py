@@ -60,6 +60,11 @@ class SparkEngine:
             builder = builder.partitionedBy(*spec.partition_by)
         builder.execute()
 
+    def add_columns(self, uri: str, spec: TableSpec, names: list[str]) -> None:
+        cols = {c.name: c for c in spec.columns}
+        ddl = ", ".join(f"`{n}` {cols[n].type}" for n in names)
+        self.spark.sql(f"ALTER TABLE delta.`{uri}` ADD COLUMNS ({ddl})")
+
     def write(
         self,
         uri: str,

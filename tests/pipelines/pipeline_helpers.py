@@ -25,8 +25,8 @@ if TYPE_CHECKING:
 
 
 def decode_raw(raw_df: DataFrame, *, lenient: bool = False, persist: bool = False) -> DecodeResult:
-    """Decode raw records into ``offset_commits``, ``group_metadata``, ``unsupported_records``
-    and ``quarantine`` DataFrames.
+    """Decode raw records into ``offset_commits``, ``group_metadata``, ``group_records``,
+    ``unsupported_records`` and ``quarantine`` DataFrames.
 
     Args:
         raw_df: raw records with at least key and value (Spark's Kafka source schema).
@@ -44,17 +44,18 @@ def decode_raw(raw_df: DataFrame, *, lenient: bool = False, persist: bool = Fals
 
 @dataclass(frozen=True)
 class Reconciliation:
-    """raw = offset_commits + group_metadata + unsupported + quarantine, checked."""
+    """raw = offset_commits + group_metadata + group_records + unsupported + quarantine, checked."""
 
     raw: int
     offset_commits: int
     group_metadata: int
     unsupported: int
     quarantine: int
+    group_records: int = 0  # Kafka 4 group records (decoded with modern=True)
 
     @property
     def decoded(self) -> int:
-        return self.offset_commits + self.group_metadata
+        return self.offset_commits + self.group_metadata + self.group_records
 
     @property
     def ok(self) -> bool:
@@ -65,6 +66,7 @@ class Reconciliation:
             "raw": self.raw,
             "offset_commits": self.offset_commits,
             "group_metadata": self.group_metadata,
+            "group_records": self.group_records,
             "decoded": self.decoded,
             "unsupported": self.unsupported,
             "quarantine": self.quarantine,
@@ -75,7 +77,8 @@ class Reconciliation:
         verdict = "OK" if self.ok else "MISMATCH"
         return (
             f"decode reconciliation {verdict}: raw {self.raw} = offset_commits {self.offset_commits} "
-            f"+ group_metadata {self.group_metadata} + unsupported {self.unsupported} "
+            f"+ group_metadata {self.group_metadata} + group_records {self.group_records} "
+            f"+ unsupported {self.unsupported} "
             f"+ quarantine {self.quarantine} (sum {self.decoded + self.unsupported + self.quarantine})"
         )
 
@@ -90,7 +93,7 @@ def kind_counts(union: DataFrame) -> dict[str, int]:
 
 
 def reconcile_counts(raw_count: int, counts: dict[str, int] | DecodeResult, *, strict: bool = False) -> Reconciliation:
-    """Check raw = offset_commits + group_metadata + unsupported + quarantine.
+    """Check raw = offset_commits + group_metadata + group_records + unsupported + quarantine.
 
     Args:
         raw_count: number of raw records decoded.
@@ -105,6 +108,7 @@ def reconcile_counts(raw_count: int, counts: dict[str, int] | DecodeResult, *, s
         group_metadata=int(counts.get("group_metadata", 0)),
         unsupported=int(counts.get("unsupported_records", 0)),
         quarantine=int(counts.get("quarantine", 0)),
+        group_records=int(counts.get("group_records", 0)),
     )
     if strict and not rec.ok:
         raise RuntimeError(rec.message())

@@ -58,7 +58,7 @@ def world(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> World:
     write_raw_records(raw, w.cfg.paths.landing)
     w.records = []
     for r in raw:
-        rec = decode_record(r.key, r.value)
+        rec = decode_record(r.key, r.value, modern=True)
         w.records.append(LogRecord(r.partition, r.offset, r.timestamp_ms, rec.key, rec.value))
     run_batch(w.cfg, spark)
 

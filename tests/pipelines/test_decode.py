@@ -15,6 +15,7 @@ import pytest
 from coordinator_core.codec import decode_record, encode_key, encode_value
 from coordinator_core.consumer_protocol import encode_assignment, encode_subscription
 from coordinator_core.errors import CorruptRecordError
+from coordinator_core.modern_records import VALUE_TYPE_BY_CLASS, ConsumerGroupMemberMetadataValue, GroupMemberKey
 from coordinator_core.records import (
     Assignment,
     GroupMetadataKey,
@@ -74,7 +75,10 @@ def sample_log() -> list[tuple[bytes | None, bytes | None]]:
         rows.append((encode_key(GroupMetadataKey("g1")), encode_value(value)))
     rows.append((encode_key(GroupMetadataKey("g2")), None))  # group tombstone
     rows.append((encode_key(GroupMetadataKey("g3")), encode_value(GroupMetadataValue("consumer", 4, None, None, ()))))
-    rows.append((b"\x00\x05" + b"\x00\x02g1" + b"\x00\x02m1", b"\x00\x00\x01"))  # KIP-848 member metadata
+    # a KIP-848 ConsumerGroupMemberMetadata record as a Kafka 4 broker writes it
+    kip848 = ConsumerGroupMemberMetadataValue(None, None, "client", "/10.0.0.1", ("orders",), None, "uniform", 45_000)
+    rows.append((encode_key(GroupMemberKey("g1", "m1", 5)), encode_value(kip848)))
+    rows.append((b"\x00\x19\x00\x02g1", b"\x00\x00\x01"))  # a record type no Kafka release knows
     rows.append((encode_key(OffsetCommitKey("g1", "orders", 0)), b"\x00\x05" + b"\x00" * 30))  # value v5
     rows.append((encode_key(OffsetCommitKey("g1", "orders", 0)), b"\x00\x03\x00\x00"))  # truncated value
     rows.append((b"\x00\x01\x00\x09g1", None))  # truncated key
@@ -92,7 +96,7 @@ def expected_tables(rows: list[tuple[bytes | None, bytes | None]]) -> dict[str, 
     """Each decoded table's rows, built independently from the core codec."""
     from coordinator_core.consumer_protocol import parse_member_blobs
 
-    out: dict[str, list[dict[str, Any]]] = {"oc": [], "gm": [], "un": [], "q": []}
+    out: dict[str, list[dict[str, Any]]] = {"oc": [], "gm": [], "un": [], "q": [], "gr": []}
     for i, (k, v) in enumerate(rows):
         pos = {"coordinator_partition": 9, "log_offset": i, "log_timestamp": _ts(T0 + i * 10)}
         raw = {
@@ -106,12 +110,14 @@ def expected_tables(rows: list[tuple[bytes | None, bytes | None]]) -> dict[str, 
         try:
             if k is None:
                 raise CorruptRecordError("null key", part="key", position=0)
-            rec = decode_record(k, v)
+            rec = decode_record(k, v, modern=True)  # the jobs' reading: Kafka 4 group records too
         except CorruptRecordError as exc:
             out["q"].append({**raw, "part": exc.part, "byte_position": exc.position})
             continue
         key, value = rec.key, rec.value
-        if isinstance(key, UnknownKey) or isinstance(value, UnknownValue):
+        if isinstance(key, GroupMemberKey) and (value is None or type(value) in VALUE_TYPE_BY_CLASS):
+            out["gr"].append({**raw, "group_id": key.group, "record_type": key.version, "member_id": key.member_id})
+        elif isinstance(key, UnknownKey) or isinstance(value, UnknownValue):
             out["un"].append(
                 {
                     **raw,
@@ -206,14 +212,19 @@ def test_decoded_tables_equal_the_core_codec(spark: Any) -> None:
     schema = StructType([UNSUPPORTED_RECORDS.spark_schema()[c] for c in cols])
     expected_un = spark.createDataFrame([{c: r[c] for c in cols} for r in want["un"]], schema)
     assert_df_equality(result.unsupported.select(*cols), expected_un, ignore_row_order=True, ignore_nullable=True)
+    gr_cols = ["key", "value", "offset", "group_id", "record_type", "member_id"]
+    assert [r.asDict() for r in result.group_records.select(*gr_cols).collect()] == [
+        {c: r[c] for c in gr_cols} for r in want["gr"]
+    ]
     counts = reconcile_counts(len(rows), result)
     assert counts.ok
-    assert (counts.offset_commits, counts.group_metadata, counts.unsupported, counts.quarantine) == (
-        len(want["oc"]),
-        len(want["gm"]),
-        len(want["un"]),
-        len(want["q"]),
-    )
+    assert (
+        counts.offset_commits,
+        counts.group_metadata,
+        counts.group_records,
+        counts.unsupported,
+        counts.quarantine,
+    ) == (len(want["oc"]), len(want["gm"]), len(want["gr"]), len(want["un"]), len(want["q"]))
 
 
 def test_corrupt_records_are_quarantined_with_bytes_position_and_error(spark: Any) -> None:

@@ -33,8 +33,10 @@ def _mixed_log() -> list[RawRecord]:
     extra = [
         oc._replace(value=oc.value[:5], offset=last + 1),  # type: ignore[index]  # truncated value
         oc._replace(key=oc.key[:4], offset=last + 2),  # truncated key
-        oc._replace(key=b"\x00\x05" + oc.key[2:], offset=last + 3),  # record type 5: unsupported
+        oc._replace(key=b"\x00\x19" + oc.key[2:], offset=last + 3),  # record type 25 (no release): unsupported
         oc._replace(value=b"\x00\x09" + oc.value[2:], offset=last + 4),  # type: ignore[index]  # value v9
+        # a KIP-848 member key (type 5) that does not parse as one (trailing bytes): quarantined
+        oc._replace(key=b"\x00\x05" + oc.key[2:], offset=last + 5),
     ]
     return [*records, *extra]
 
@@ -54,7 +56,7 @@ def test_one_pass_decode_writes_what_the_dataframe_path_computes(cfg: Config, sp
     expected = decode_raw(raw).tables()
     for name in TABLES:
         assert _rows(io.read(name)) == _rows(conform(expected[name], get_spec(name))), name
-    assert io.count("quarantine") == 2 and io.count("unsupported_records") == 2
+    assert io.count("quarantine") == 3 and io.count("unsupported_records") == 2
     assert sum(io.count(n) for n in TABLES) == io.count("raw_records")
     # the same marker again: nothing is written, no version moves
     versions = {n: io.version(n) for n in TABLES}

@@ -58,7 +58,7 @@ def warehouse(tmp_path_factory: pytest.TempPathFactory) -> tuple[Config, dict[st
 
     recs = []
     for k, v, p, o, ts in zip(log.keys, log.values, log.partitions, log.offsets, log.timestamps, strict=True):
-        rec = decode_record(k, v)
+        rec = decode_record(k, v, modern=True)
         recs.append(LogRecord(p, o, ts, rec.key, rec.value))
     rows = [r.snapshot.to_state_row() for r in replay_groups(recs).values()]
     write_deltalake(cfg.table_path("group_state"), rows_to_arrow(GOLD_SPECS["group_state"], rows))

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from coordinator_core.codec import encode_record
-from coordinator_core.records import LogRecord, Record
+from coordinator_core.modern_records import GroupMemberKey
+from coordinator_core.records import LogRecord, Record, UnknownValue
 from pipelines.cli import main
 from pipelines.raw_files import RawRecord, write_raw_records
 from tests.coordinator_core.replay_builders import GroupLog, member
@@ -32,7 +33,8 @@ def _log() -> list[LogRecord]:
     a.commit("orders", 0, 150, at=a.now + 1000)
     b = GroupLog("standalone", partition=9)
     b.commit("t", 0, 7)
-    b.unknown(5)
+    # a KIP-848 member record whose value version Kafka 4 cannot read: unsupported, counted
+    b._append(GroupMemberKey("standalone", "m1", 5), UnknownValue(1, b"\x00\x01\x00"), None)
     return a.records + b.records
 
 
@@ -141,3 +143,24 @@ def test_replay_bad_options_exit_2_with_one_line(tmp_path: Path, capsys: pytest.
     err = capsys.readouterr().err
     assert "unknown event kind" in err and len(err.strip().splitlines()) == 1
     assert main(["replay", "--input", str(tmp_path / "missing.jsonl")]) == 2
+
+
+def test_replay_folds_a_kafka4_consumer_group_as_a_consumer_group(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A KIP-848 group's records (an online upgrade from classic, members joining and leaving)
+    replay as the live consumer group they describe, not as a simple group."""
+    from tests.coordinator_core.consumer_group_log import kafka4_consumer_group_life
+
+    path = _write_jsonl(kafka4_consumer_group_life("cg").records, tmp_path / "k4.jsonl")
+    rc, rows, _ = _run(["--input", str(path)], capsys)
+    assert rc == 0 and len(rows) == 1
+    cg = rows[0]
+    assert (cg["group_type"], cg["state"], cg["generation"], cg["protocol_type"], cg["protocol"]) == (
+        "consumer",
+        "Stable",
+        5,
+        "consumer",
+        "uniform",
+    )
+    assert [m["member_id"] for m in cg["members"]] == ["m2"] and cg["unsupported_records"] == 0

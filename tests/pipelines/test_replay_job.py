@@ -23,6 +23,7 @@ import pytest
 from coordinator_core.codec import decode_record, encode_key, encode_value
 from coordinator_core.consumer_protocol import encode_assignment, encode_subscription
 from coordinator_core.errors import CoordinatorError
+from coordinator_core.modern_records import ConsumerGroupMetadataValue, GroupKey
 from coordinator_core.partitioner import partition_for
 from coordinator_core.records import (
     Assignment,
@@ -149,9 +150,13 @@ def build_log(n_groups: int = 14, seed: int = 11) -> list[tuple[bytes, bytes | N
         gid = f"group-{g:02d}" if g else ""  # the empty group id is legal for offset commits
         for seq, (ts, key, value) in enumerate(group_story(rng, gid, BASE_MS + rng.randrange(DAY))):
             stamped.append((ts, g * 10_000 + seq, encode_key(key), None if value is None else encode_value(value)))
-    # a newer record type (KIP-848 ConsumerGroupMetadata, key version 3) and a corrupt record
-    gk = b"\x00\x03" + len(b"group-01").to_bytes(2, "big") + b"group-01"
-    stamped.append((BASE_MS + 5000, 10**9, gk, b"\x00\x00\x00\x00\x00\x01"))
+    # a Kafka 4 record (KIP-848 ConsumerGroupMetadata, record type 3, as a broker writes it), a
+    # record type no Kafka release knows (25: unsupported, counted) and a corrupt record
+    stamped.append(
+        (BASE_MS + 5000, 10**9, encode_key(GroupKey("group-01", 3)), encode_value(ConsumerGroupMetadataValue(1)))
+    )
+    gk = b"\x00\x19" + len(b"group-01").to_bytes(2, "big") + b"group-01"
+    stamped.append((BASE_MS + 5500, 10**9 + 2, gk, b"\x00\x00\x00\x00\x00\x01"))
     stamped.append((BASE_MS + 6000, 10**9 + 1, encode_key(OffsetCommitKey("group-02", "x", 0)), b"\x00\x03\x00"))
     stamped.sort()
     next_offset: dict[int, int] = {}
@@ -159,7 +164,7 @@ def build_log(n_groups: int = 14, seed: int = 11) -> list[tuple[bytes, bytes | N
     for ts, _, key, value in stamped:
         rec = None
         with contextlib.suppress(CoordinatorError):
-            rec = decode_record(key, value)
+            rec = decode_record(key, value, modern=True)
         gid = rec.key.group if rec is not None and rec.key.group is not None else "group-02"
         part = partition_for(gid)
         off = next_offset.get(part, 0)
@@ -175,7 +180,7 @@ def core_gold(
     by_group: dict[str, list[LogRecord]] = {}
     for key, value, part, off, ts in log:
         try:
-            rec = decode_record(key, value)
+            rec = decode_record(key, value, modern=True)  # Kafka 4's group records folded too
         except CoordinatorError:
             continue
         if rec.key.group is None:
@@ -334,6 +339,7 @@ def test_time_points_become_timestamps_of_the_same_instant() -> None:
         "log_partition": 1,
         "log_offset": 2,
         "timestamp_ms": 1_700_000_000_123,
+        "group_type": "classic",
     }
     out = rows_to_arrow(GOLD_SPECS["offsets_current"], [row]).to_pylist()[0]
     assert out["commit_timestamp"] == dt.datetime(1970, 1, 1, 0, 0, 1, 234000, tzinfo=dt.UTC)

@@ -179,7 +179,8 @@ def test_group_counts_and_one_hot_states_are_those_of_group_state(wh: Warehouse,
     state = _io(wh).read_arrow("group_state").to_pylist()
     by_state = Counter(g["state"] for g in state)
     assert {lab["state"]: v for lab, v in exposition["kafka_consumergroup_groups"]} == {
-        s: by_state.get(s, 0) for s in ("Empty", "PreparingRebalance", "CompletingRebalance", "Stable", "Dead")
+        s: by_state.get(s, 0)
+        for s in ("Empty", "PreparingRebalance", "CompletingRebalance", "Stable", "Dead", "Assigning", "Reconciling")
     }
     assert sum(by_state.values()) == len(state) > 0 and len(by_state) >= 2  # the sample has Stable/Empty/Dead
     for g in state:

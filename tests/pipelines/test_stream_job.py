@@ -134,7 +134,7 @@ def _decoded(raw: list[Any]) -> list[Any]:
 
     out = []
     for r in raw:
-        rec = decode_record(r.key, r.value)
+        rec = decode_record(r.key, r.value, modern=True)
         out.append(LogRecord(r.partition, r.offset, r.timestamp_ms, rec.key, rec.value))
     return out
 
@@ -199,7 +199,7 @@ def test_split_calls_with_timers_equal_one_replay(log_records: list[Any]) -> Non
     fn = GroupReplayer(ReplaySettings(retention_ms=RETENTION_MS, rules="current"), tuple(DEFAULT_TABLES), 50)
     logs = []
     for r in log_records:
-        rec = decode_record(r.key, r.value)
+        rec = decode_record(r.key, r.value, modern=True)
         logs.append(LogRecord(r.partition, r.offset, r.timestamp_ms, rec.key, rec.value))
     as_of = max(r.timestamp_ms for r in logs) - DELAY_MS
     want = replay_groups(logs, settings=ReplaySettings(retention_ms=RETENTION_MS), as_of_ms=as_of)
@@ -248,8 +248,14 @@ def _replay_input_table(records: list[Any]) -> Any:
                     commit_timestamp_ms=v.commit_timestamp,
                     expire_timestamp_ms=v.expire_timestamp,
                 )
+        elif not isinstance(r.key, GroupMetadataKey):  # a Kafka 4 group record: its raw bytes
+            from coordinator_core.codec import encode_record
+            from coordinator_core.records import Record
+            from pipelines.records.replay_input import REC_GROUP_RECORD
+
+            key, value = encode_record(Record(r.key, r.value))
+            row.update(rec_kind=REC_GROUP_RECORD, raw_key=key, raw_value=value)
         else:
-            assert isinstance(r.key, GroupMetadataKey)
             row.update(rec_kind=1)
             if r.value is not None:
                 v = r.value

@@ -87,7 +87,7 @@ def test_driver_reads_find_tables_of_a_warehouse_given_as_a_uri(tmp_path: Path) 
     log = generate(3, 1.0, seed=2)
     recs = []
     for k, v, p, o, ts in zip(log.keys, log.values, log.partitions, log.offsets, log.timestamps, strict=True):
-        rec = decode_record(k, v)
+        rec = decode_record(k, v, modern=True)
         recs.append(LogRecord(p, o, ts, rec.key, rec.value))
     rows = [r.snapshot.to_state_row() for r in replay_groups(recs).values()]
     groups = sorted(r["group_id"] for r in rows)

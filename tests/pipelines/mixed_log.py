@@ -1,0 +1,136 @@
+"""A mixed Kafka 4 cluster's ``__consumer_offsets`` as raw records, for the job tests.
+
+Classic groups (``test_replay_job.build_log``: consumer/connect/simple groups, tombstones, an
+unsupported record type, a corrupt offset commit) plus Kafka 4 consumer groups written by
+``coordinator_core.consumer_group_writer`` (encoded to the bytes a broker writes): one that
+stays Stable with members, one converted online from classic (``kafka4_consumer_group_life``),
+one that empties, one deleted; a share group and a streams group (records counted, not folded);
+and the Kafka 4 records that must not reach the replay: a consumer-group key that does not
+parse, a corrupt consumer-group value (quarantine), a value version Kafka 4 cannot read
+(unsupported). Every record is (key, value, partition, offset, timestamp_ms), in log order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from coordinator_core.codec import encode_key, encode_value
+from coordinator_core.consumer_group_writer import ConsumerGroupWriter
+from coordinator_core.modern_records import (
+    GroupKey,
+    GroupMemberKey,
+    ShareGroupMemberMetadataValue,
+    ShareGroupMetadataValue,
+    StreamsGroupMetadataValue,
+)
+from coordinator_core.partitioner import partition_for
+from coordinator_core.records import OffsetCommitKey, OffsetCommitValue, Record
+from tests.coordinator_core.consumer_group_log import kafka4_consumer_group_life
+from tests.pipelines.test_replay_job import BASE_MS, build_log
+
+RawLog = list[tuple[bytes, bytes | None, int, int, int]]
+HOUR = 3_600_000
+#: the consumer groups of the mixed log, and what each must end as
+CONSUMER_GROUPS = {"cg-orders": "Stable", "cg-converted": "Stable", "cg-empty": "Empty"}
+DELETED_CONSUMER_GROUP = "cg-deleted"
+SHARE_GROUP, STREAMS_GROUP = "share-app", "streams-app"
+
+
+class _Writes:
+    """Records stamped (timestamp, sequence): one coordinator write shares a timestamp."""
+
+    def __init__(self) -> None:
+        self.stamped: list[tuple[int, int, bytes, bytes | None, str]] = []
+
+    def write(self, at: int, records: Sequence[Record]) -> None:
+        for r in records:
+            self.raw(at, encode_key(r.key), None if r.value is None else encode_value(r.value), r.key.group or "")
+
+    def raw(self, at: int, key: bytes, value: bytes | None, group: str) -> None:
+        self.stamped.append((at, len(self.stamped), key, value, group))
+
+    def commit(self, at: int, group: str, topic: str, partition: int, offset: int) -> None:
+        self.write(at, [Record(OffsetCommitKey(group, topic, partition), OffsetCommitValue(offset, "", at))])
+
+
+def _consumer_groups(w: _Writes, t0: int) -> None:
+    # a group that stays Stable: three members join, reconcile, commit; one leaves; the rest reconcile
+    g = ConsumerGroupWriter("cg-orders", {"orders": 6, "payments": 2})
+    t = t0
+    for i, topics in enumerate((["orders"], ["orders", "payments"], ["orders"])):
+        t += 2_000
+        w.write(t, g.join(f"m{i}", topics))
+        for batch in g.reconcile():
+            t += 500
+            w.write(t, batch)
+    for p in range(6):
+        t += 100
+        w.commit(t, "cg-orders", "orders", p, 1_000 + p)
+    t += 60_000
+    w.write(t, g.leave("m1"))
+    for batch in g.reconcile():
+        t += 500
+        w.write(t, batch)
+    for p in range(6):
+        t += 100
+        w.commit(t, "cg-orders", "orders", p, 2_000 + p)
+    # converted online from a classic group (classic generation 3 -> consumer), then reconciled
+    for r in kafka4_consumer_group_life("cg-converted", t0=t0 + HOUR).records:
+        w.write(r.timestamp_ms, [Record(r.key, r.value)])
+    # one that empties (its offsets stay until they expire by commit time) and one deleted
+    e = ConsumerGroupWriter("cg-empty", {"events": 2})
+    w.write(t0 + 2 * HOUR, e.join("e1", ["events"]))
+    for batch in e.reconcile():
+        w.write(t0 + 2 * HOUR + 1_000, batch)
+    w.commit(t0 + 2 * HOUR + 2_000, "cg-empty", "events", 0, 42)
+    w.write(t0 + 2 * HOUR + 3_000, e.leave("e1"))
+    d = ConsumerGroupWriter(DELETED_CONSUMER_GROUP, {"events": 1})
+    w.write(t0 + 3 * HOUR, d.join("d1", ["events"]))
+    w.write(t0 + 3 * HOUR + 1_000, d.leave("d1"))
+    w.write(t0 + 3 * HOUR + 2_000, d.delete())
+
+
+def _kafka4_odd_records(w: _Writes, t0: int) -> None:
+    """Share and streams groups (counted, not folded), and what must not reach the replay."""
+    w.write(t0, [Record(GroupKey(SHARE_GROUP, 11), ShareGroupMetadataValue(1, 0))])
+    w.write(
+        t0, [Record(GroupMemberKey(SHARE_GROUP, "s1", 10), ShareGroupMemberMetadataValue(None, "c", "/h", ("orders",)))]
+    )
+    w.commit(t0 + 1_000, SHARE_GROUP, "orders", 0, 5)
+    w.write(t0 + 2_000, [Record(GroupKey(STREAMS_GROUP, 17), StreamsGroupMetadataValue(2, 0))])
+    good_key = encode_key(GroupKey("cg-orders", 3))
+    # a consumer-group key that does not parse (its GroupId length runs past the end)
+    w.raw(t0 + 3_000, b"\x00\x05\x00\x40cg-orders", b"\x00\x00", "cg-orders")
+    # a ConsumerGroupMetadata value cut short (no tagged-field section): corrupt
+    w.raw(t0 + 3_000, good_key, b"\x00\x00\x00\x00\x00\x07", "cg-orders")
+    # a value version Kafka 4 cannot read: unsupported, never folded
+    w.raw(t0 + 3_000, good_key, b"\x00\x01\x00\x00\x00\x07\x00", "cg-orders")
+
+
+def mixed_log(n_classic: int = 8, seed: int = 11) -> RawLog:
+    """The mixed cluster's raw records, in log order (offsets consecutive per partition)."""
+    w = _Writes()
+    for key, value, _part, _off, ts in build_log(n_groups=n_classic, seed=seed):
+        w.raw(ts, key, value, "")
+    _consumer_groups(w, BASE_MS + 4 * HOUR)
+    _kafka4_odd_records(w, BASE_MS + 5 * HOUR)
+    # the classic records' partition is recomputed from their group: decode with the core
+    from coordinator_core.codec import decode_record
+    from coordinator_core.errors import CoordinatorError
+
+    next_offset: dict[int, int] = {}
+    out: RawLog = []
+    for ts, _seq, key, value, group in sorted(w.stamped):
+        gid = group
+        if not gid:
+            try:
+                rec: Any = decode_record(key, value, modern=True)
+                gid = rec.key.group if rec.key.group is not None else "group-02"
+            except CoordinatorError:
+                gid = "group-02"
+        part = partition_for(gid)
+        off = next_offset.get(part, 0)
+        next_offset[part] = off + 1
+        out.append((key, value, part, off, ts))
+    return out
