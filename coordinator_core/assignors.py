@@ -674,3 +674,133 @@ def assign(
     except KeyError:
         raise ValueError(f"unknown assignor {name!r}; known: {sorted(ASSIGNORS)}") from None
     return fn(partitions_per_topic, subscriptions)
+
+
+# ---------------------------------------------------------------------------------------------
+# Server-side assignors (KIP-848): the broker computes a consumer group's target assignment
+# ---------------------------------------------------------------------------------------------
+# Facts from apache/kafka's group-coordinator module (4.0): ``UniformAssignor`` (homogeneous
+# subscriptions: ``OptimizedUniformAssignmentBuilder`` / ``UniformHomogeneousAssignmentBuilder``;
+# heterogeneous: ``GeneralUniformAssignmentBuilder``) and ``RangeAssignor`` (sticky range).
+# ``MemberSubscription.owned_partitions`` is the member's *current target* assignment (the
+# broker's AssignmentMemberSpec.assignedPartitions), not what the client owns. Members are
+# visited in member-id order (Kafka: HashMap order of the members map; racks are not modelled).
+
+
+def _subscribed_partitions(partitions_per_topic: Mapping[str, int], topics: Iterable[str]) -> list[TopicPartition]:
+    return [(t, p) for t in sorted(set(topics)) if t in partitions_per_topic for p in range(partitions_per_topic[t])]
+
+
+def uniform_assign(
+    partitions_per_topic: Mapping[str, int], subscriptions: Mapping[str, MemberSubscription]
+) -> AssignmentMap:
+    """``UniformAssignor``. Homogeneous subscriptions (the optimized builder): minQuota = total //
+    members and ``total % members`` members may hold one more; each member keeps its current
+    target partitions (still subscribed) up to minQuota, plus one extra while extras remain; the
+    unassigned partitions, sorted by (topic, partition), go round-robin to the members under
+    quota (a member at exactly minQuota takes one only while extras remain). Heterogeneous
+    subscriptions: each member keeps what it holds of its topics up to the balanced share of
+    the members subscribed to the same topics, the rest go to the least-loaded subscriber."""
+    result: AssignmentMap = {m: [] for m in subscriptions}
+    if not subscriptions:
+        return result
+    members = sorted(subscriptions)
+    subs = {m: frozenset(t for t in subscriptions[m].topics if t in partitions_per_topic) for m in members}
+    if len(set(subs.values())) == 1:
+        topics = subs[members[0]]
+        every = _subscribed_partitions(partitions_per_topic, topics)
+        if not every:
+            return result
+        min_quota, extras = divmod(len(every), len(members))
+        unassigned = set(every)
+        remaining: dict[str, int] = {}
+        for m in members:
+            current = sorted(tp for tp in subscriptions[m].owned_partitions if tp[0] in topics and tp in unassigned)
+            keep = min(len(current), min_quota)
+            taken = current[:keep]
+            if len(current) > min_quota and extras > 0:
+                taken.append(current[min_quota])
+                extras -= 1
+            result[m].extend(taken)
+            unassigned.difference_update(taken)
+            if min_quota - len(current) >= 0:
+                remaining[m] = min_quota - len(current)
+        queue = [m for m in members if m in remaining]
+        for tp in sorted(unassigned):
+            while queue:
+                m = queue.pop(0)
+                if remaining[m] > 0:
+                    remaining[m] -= 1
+                elif extras > 0:
+                    extras -= 1
+                    remaining[m] = -1  # took its extra: full
+                else:
+                    continue
+                result[m].append(tp)
+                if remaining[m] > 0 or (remaining[m] == 0 and extras > 0):
+                    queue.append(m)
+                break
+            else:  # pragma: no cover - the quotas always cover every partition
+                raise AssertionError("partitions were left unassigned")
+        return {m: sorted(v) for m, v in result.items()}
+    # heterogeneous subscriptions
+    owner: dict[TopicPartition, str] = {}
+    every_tp = sorted({tp for m in members for tp in _subscribed_partitions(partitions_per_topic, subs[m])})
+    subscribers = {tp: [m for m in members if tp[0] in subs[m]] for tp in every_tp}
+    for m in members:
+        for tp in sorted(subscriptions[m].owned_partitions):
+            if tp in subscribers and m in subscribers[tp] and tp not in owner:
+                share = -(-sum(partitions_per_topic[t] for t in subs[m]) // max(1, len(subscribers[tp])))
+                if len(result[m]) < share:
+                    owner[tp] = m
+                    result[m].append(tp)
+    for tp in every_tp:
+        if tp not in owner:
+            m = min(subscribers[tp], key=lambda x: (len(result[x]), x))
+            owner[tp] = m
+            result[m].append(tp)
+    return {m: sorted(v) for m, v in result.items()}
+
+
+def server_range_assign(
+    partitions_per_topic: Mapping[str, int], subscriptions: Mapping[str, MemberSubscription]
+) -> AssignmentMap:
+    """The broker's ``RangeAssignor`` (sticky range): per topic, with n partitions and k
+    subscribed members, quota n // k and ``n % k`` members one more; each member keeps its
+    current target partitions of the topic (lowest first) up to the quota (one more while
+    extras remain); the members still under quota, in order, take consecutive ranges of the
+    topic's unassigned partitions (ascending)."""
+    result: AssignmentMap = {m: [] for m in subscriptions}
+    members = sorted(subscriptions)
+    topics = sorted({t for m in members for t in subscriptions[m].topics if t in partitions_per_topic})
+    for topic in topics:
+        n = partitions_per_topic[topic]
+        consumers = [m for m in members if topic in subscriptions[m].topics]
+        quota, extras = divmod(n, len(consumers))
+        sticky: set[int] = set()
+        unfilled: list[tuple[str, int]] = []
+        for m in consumers:
+            current = sorted(p for t, p in subscriptions[m].owned_partitions if t == topic and p < n)
+            kept = current[:quota]
+            remaining = quota - len(current)
+            if remaining < 0 and extras > 0:
+                extras -= 1
+                kept.append(current[quota])
+            else:
+                unfilled.append((m, remaining))
+            sticky.update(kept)
+            result[m].extend((topic, p) for p in kept)
+        free = [p for p in range(n) if p not in sticky]
+        start = 0
+        for m, remaining in unfilled:
+            if extras > 0:
+                remaining += 1
+                extras -= 1
+            if remaining > 0:
+                result[m].extend((topic, p) for p in free[start : start + remaining])
+                start += remaining
+    return {m: sorted(v) for m, v in result.items()}
+
+
+#: ``group.consumer.assignors``: the server-side assignors by name (uniform is Kafka's default).
+SERVER_ASSIGNORS: dict[str, Assignor] = {"uniform": uniform_assign, "range": server_range_assign}

@@ -21,8 +21,20 @@ Rules:
   kept); once revoked (its next heartbeat acknowledges) it moves to the target epoch with the
   target partitions nobody else holds, UNRELEASED_PARTITIONS while some are still held, else
   STABLE.
-- The target assignment is a range assignment over the members ordered by instance id, then
-  member id (``assignors.range_assign``), standing in for the broker's server-side assignor.
+- The target assignment: with ``server_side_assignors`` (what the simulator uses), the group's
+  preferred server assignor (``ConsumerGroup.preferredServerAssignor``: the one most members
+  chose, else ``uniform``) from ``assignors.SERVER_ASSIGNORS``, sticky on the current target;
+  without it (the tests' fixed stand-in) a range assignment over the members ordered by
+  instance id, then member id (``assignors.range_assign``).
+- Static members (KIP-848): ``static_leave`` (heartbeat with epoch -2,
+  ``consumerGroupStaticMemberGroupLeave``) writes the member's CurrentMemberAssignment at epoch
+  -2 with nothing pending revocation, the member keeps its target; ``replace_static`` (the
+  instance id back under a new member id, ``replaceMember``) writes the old member's 8, 7, 5
+  tombstones, the new member's subscription, its target (the old member's) and its current
+  assignment (the old one's, epoch 0), then its reconciliation - no epoch bump.
+- ``refresh_subscription`` (a subscribed topic deleted or created: Kafka 4.0 refreshes the
+  subscription metadata on the next heartbeat) bumps the epoch when the subscribed topics that
+  exist changed.
 - ``delete`` (an Empty group, or DeleteGroups) writes ``consumer_group_model.deletion_records``;
   ``upgrade_from_classic`` / ``downgrade_to_classic`` write the conversions (old group's
   tombstones, then the new group's records) with generation = group epoch carried across.
@@ -36,8 +48,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-from coordinator_core.assignors import MemberSubscription, range_assign
-from coordinator_core.consumer_group_model import ConsumerGroupSnapshot, ConsumerMember, deletion_records
+from coordinator_core.assignors import SERVER_ASSIGNORS, MemberSubscription, range_assign
+from coordinator_core.consumer_group_model import (
+    DEFAULT_CONSUMER_ASSIGNOR,
+    LEAVE_GROUP_STATIC_MEMBER_EPOCH,
+    ConsumerGroupSnapshot,
+    ConsumerMember,
+    deletion_records,
+    preferred_assignor,
+)
 from coordinator_core.consumer_protocol import encode_assignment, encode_subscription
 from coordinator_core.modern_records import (
     ClassicMemberMetadata,
@@ -86,6 +105,10 @@ class _Member:
     state: int = STABLE
     assigned: Partitions = frozenset()
     revoking: Partitions = frozenset()
+    client_id: str | None = None
+    client_host: str = "/127.0.0.1"
+    rebalance_timeout_ms: int = 45_000
+    session_timeout_ms: int = 45_000  # a classic-protocol member's JoinGroup session timeout
 
 
 @dataclass
@@ -95,6 +118,7 @@ class ConsumerGroupWriter:
     group_id: str
     partitions_per_topic: Mapping[str, int]
     subscription_metadata: bool = True  # Kafka 4.0 writes PartitionMetadata; 4.1+ a metadata hash
+    server_side_assignors: bool = False  # the preferred server assignor, sticky (see the rules)
     topic_ids: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
     group_epoch: int = 0
     target_epoch: int = 0
@@ -104,12 +128,33 @@ class ConsumerGroupWriter:
 
     # -- events ----------------------------------------------------------------------------
     def join(
-        self, member_id: str, topics: Sequence[str], *, instance_id: str | None = None, assignor: str | None = "uniform"
+        self,
+        member_id: str,
+        topics: Sequence[str],
+        *,
+        instance_id: str | None = None,
+        assignor: str | None = "uniform",
+        client_id: str | None = None,
+        client_host: str = "/127.0.0.1",
+        rebalance_timeout_ms: int = 45_000,
+        classic_protocols: Sequence[str] | None = None,
+        session_timeout_ms: int = 45_000,
     ) -> list[Record]:
-        """A new member's first heartbeat (member epoch 0)."""
+        """A new member's first heartbeat (member epoch 0); with ``classic_protocols``, a
+        classic-protocol member's JoinGroup into the consumer group (no server assignor)."""
         if member_id in self.members:
             raise ValueError(f"member {member_id!r} is already in group {self.group_id!r}")
-        m = _Member(member_id, tuple(sorted(topics)), instance_id, assignor, None)
+        m = _Member(
+            member_id,
+            tuple(sorted(topics)),
+            instance_id,
+            assignor if classic_protocols is None else None,
+            None if classic_protocols is None else tuple(classic_protocols),
+            client_id=client_id,
+            client_host=client_host,
+            rebalance_timeout_ms=rebalance_timeout_ms,
+            session_timeout_ms=session_timeout_ms,
+        )
         self.members[member_id] = m
         out = [self._member_record(m)]
         out += self._bump()
@@ -121,6 +166,55 @@ class ConsumerGroupWriter:
         self.target.pop(member_id, None)
         out = [Record(GroupMemberKey(self.group_id, member_id, k), None) for k in (8, 7, 5)]
         return out + self._bump()
+
+    def static_leave(self, member_id: str) -> list[Record]:
+        """A static member leaving for a while (epoch -2): it keeps its assignment and target."""
+        m = self.members[member_id]
+        if m.instance_id is None:
+            raise ValueError(f"member {member_id!r} of group {self.group_id!r} is not static")
+        m.epoch, m.revoking = LEAVE_GROUP_STATIC_MEMBER_EPOCH, frozenset()
+        return [self._current_record(m)]
+
+    def replace_static(self, old_id: str, new_id: str, *, client_id: str | None = None) -> list[Record]:
+        """The instance id of ``old_id`` rejoins as ``new_id`` (``replaceMember``), then the new
+        member's first reconciliation; no epoch bump."""
+        old = self.members.pop(old_id)
+        if new_id in self.members:
+            raise ValueError(f"member {new_id!r} is already in group {self.group_id!r}")
+        target = self.target.pop(old_id, frozenset())
+        out = [Record(GroupMemberKey(self.group_id, old_id, k), None) for k in (8, 7, 5)]
+        m = _Member(
+            new_id,
+            old.topics,
+            old.instance_id,
+            old.assignor,
+            old.classic_protocols,
+            epoch=0,
+            previous_epoch=0,
+            state=old.state,
+            assigned=old.assigned,
+            revoking=frozenset(),
+            client_id=client_id or old.client_id,
+            client_host=old.client_host,
+            rebalance_timeout_ms=old.rebalance_timeout_ms,
+            session_timeout_ms=old.session_timeout_ms,
+        )
+        self.members[new_id] = m
+        self.target[new_id] = target
+        out += [self._member_record(m), self._target_record(new_id), self._current_record(m)]
+        return out + self.heartbeat(new_id)
+
+    def refresh_subscription(self) -> list[Record]:
+        """The subscribed topics that exist changed (a topic deleted or created): an epoch bump."""
+        if not self.members or self._subscribed_now() == self._subscribed:
+            return []
+        return self._bump()
+
+    @property
+    def assignor(self) -> str:
+        """``preferredServerAssignor``: the server assignor most members chose, else uniform."""
+        chosen = preferred_assignor(ConsumerMember(mid, server_assignor=m.assignor) for mid, m in self.members.items())
+        return chosen or DEFAULT_CONSUMER_ASSIGNOR
 
     def heartbeat(self, member_id: str) -> list[Record]:
         """A member's heartbeat: the new target assignment if due, then one reconciliation step."""
@@ -156,15 +250,34 @@ class ConsumerGroupWriter:
         return deletion_records(snap)
 
     def upgrade_from_classic(
-        self, generation: int, members: Mapping[str, tuple[Sequence[str], Partitions]], protocol: str = "range"
+        self,
+        generation: int,
+        members: Mapping[str, tuple[Sequence[str], Partitions]],
+        protocol: str = "range",
+        clients: Mapping[str, tuple[str, str, int, int]] | None = None,
     ) -> list[Record]:
         """``convertToConsumerGroup``: the classic group's tombstone, then each member (classic
         protocol, epoch = generation, STABLE with its classic assignment), the group epoch, the
-        targets and target epoch (= the assignments), the current assignments."""
+        targets and target epoch (= the assignments), the current assignments. ``clients``:
+        member id -> (client id, client host, session timeout, rebalance timeout) as the classic
+        group knew them."""
         out = [Record(GroupMetadataKey(self.group_id), None)]
         for mid, (topics, assigned) in sorted(members.items()):
+            client_id, host, session, rebalance = (clients or {}).get(mid, (None, "/127.0.0.1", 45_000, 45_000))
             m = _Member(
-                mid, tuple(sorted(topics)), None, None, (protocol,), generation, generation, STABLE, frozenset(assigned)
+                mid,
+                tuple(sorted(topics)),
+                None,
+                None,
+                (protocol,),
+                generation,
+                generation,
+                STABLE,
+                frozenset(assigned),
+                client_id=client_id,
+                client_host=host,
+                session_timeout_ms=session,
+                rebalance_timeout_ms=rebalance,
             )
             self.members[mid] = m
             self.target[mid] = m.assigned
@@ -225,18 +338,20 @@ class ConsumerGroupWriter:
         classic = None
         if m.classic_protocols is not None:
             sub = encode_subscription(Subscription(m.topics))
-            classic = ClassicMemberMetadata(45_000, tuple(ClassicProtocol(p, sub) for p in m.classic_protocols))
+            classic = ClassicMemberMetadata(
+                m.session_timeout_ms, tuple(ClassicProtocol(p, sub) for p in m.classic_protocols)
+            )
         return Record(
             GroupMemberKey(self.group_id, m.member_id, 5),
             ConsumerGroupMemberMetadataValue(
                 instance_id=m.instance_id,
                 rack_id=None,
-                client_id=f"client-{m.member_id}",
-                client_host="/127.0.0.1",
+                client_id=m.client_id or f"client-{m.member_id}",
+                client_host=m.client_host,
                 subscribed_topic_names=m.topics,
                 subscribed_topic_regex=None,
                 server_assignor=m.assignor,
-                rebalance_timeout_ms=45_000,
+                rebalance_timeout_ms=m.rebalance_timeout_ms,
                 classic_member_metadata=classic,
             ),
         )
@@ -255,9 +370,12 @@ class ConsumerGroupWriter:
             ),
         )
 
+    def _subscribed_now(self) -> frozenset[str]:
+        return frozenset(t for m in self.members.values() for t in m.topics if t in self.partitions_per_topic)
+
     def _bump(self) -> list[Record]:
         out: list[Record] = []
-        subscribed = frozenset(t for m in self.members.values() for t in m.topics if t in self.partitions_per_topic)
+        subscribed = self._subscribed_now()
         if subscribed != self._subscribed and self.subscription_metadata:
             out.append(
                 Record(
@@ -281,8 +399,18 @@ class ConsumerGroupWriter:
         return out
 
     def _new_target(self) -> list[Record]:
-        subs = {mid: MemberSubscription(m.topics, group_instance_id=m.instance_id) for mid, m in self.members.items()}
-        new = {mid: frozenset(tps) for mid, tps in range_assign(self.partitions_per_topic, subs).items()}
+        if self.server_side_assignors:
+            subs = {
+                mid: MemberSubscription(m.topics, tuple(sorted(self.target.get(mid, ()))), m.instance_id)
+                for mid, m in self.members.items()
+            }
+            fn = SERVER_ASSIGNORS[self.assignor]
+            new = {mid: frozenset(tps) for mid, tps in fn(self.partitions_per_topic, subs).items()}
+        else:
+            subs = {
+                mid: MemberSubscription(m.topics, group_instance_id=m.instance_id) for mid, m in self.members.items()
+            }
+            new = {mid: frozenset(tps) for mid, tps in range_assign(self.partitions_per_topic, subs).items()}
         changed = sorted(mid for mid in new if new[mid] != self.target.get(mid))
         self.target = new
         self.target_epoch = self.group_epoch
@@ -293,7 +421,7 @@ class ConsumerGroupWriter:
     def _reconcile(self, m: _Member) -> None:
         """One ``CurrentAssignmentBuilder`` step (the heartbeat acknowledges any revocation)."""
         target = self.target.get(m.member_id, frozenset())
-        if m.state == STABLE and m.epoch == self.target_epoch:
+        if (m.state == STABLE and m.epoch == self.target_epoch) or m.epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
             return
         base = m.epoch
         if m.state == UNREVOKED_PARTITIONS:

@@ -30,11 +30,28 @@ Rules:
     start + phase + k * interval.
   Defaults (the realistic mix): idle_partitions 0.3, commit_changed_only 0.3, offsetless_groups
   0.1, mass_restarts 0.2, compaction ``none``, coordinator ``old``.
+- Mixed Kafka 4 clusters (issue 14), from a random stream of their own (``k4:<seed>``), so that
+  with both shares 0 (the default) the log is byte for byte the classic-only one:
+  - ``consumer_groups``: the share of application, static and console groups whose clients use
+    ``group.protocol=consumer`` (KIP-848: ``simulator.consumer_groups``; server assignor uniform,
+    range, or the broker's default). They live the same lives as classic groups (deploys,
+    crashes, GC pauses, slow polls, scaling, mass restarts, static restarts, decommissions,
+    idle partitions, offset-less groups, admin deletes) through ConsumerGroupHeartbeat.
+  - ``conversions``: the share of dynamic classic application groups redeployed member by
+    member with ``group.protocol=consumer`` (the online upgrade: the first new member converts
+    the Stable classic group, the old members carry on as classic-protocol members until
+    their turn); ``conversions_back``: the share of those redeployed back to classic later
+    (all at once: the consumer group empties and the first JoinGroup replaces it).
+  Both need ``coordinator: new`` (only Kafka 4's coordinator has consumer groups).
 - Records are kept as encoded columns only (``BytesLog``): offset-commit keys are cached per
   (group, topic, partition) and values built with a precompiled ``struct``. Successful commit
   responses skip the event queue (they change nothing in a client).
-- ``truth()`` reports what the simulator knows (per group: kind, final state, generation,
-  completed rebalances, expiry/deletion times, tombstones by cause, every death with its cause
+- ``truth()`` reports what the simulator knows (per group: kind, ``group_type`` (classic,
+  consumer, None once gone), ``client_protocol`` (what its clients start with), final state,
+  generation (a consumer group's group epoch), ``consumer`` (group and target assignment
+  epochs, assignor, members with epochs, state and assignments, offsets), ``conversions``,
+  ``consumer_history`` (joins, leaves, session timeouts, static replacements, commits and
+  rejected commits), completed rebalances, expiry/deletion times, tombstones by cause, every death with its cause
   and whether a group tombstone was written, traits) plus the retention checks' schedule and,
   with compaction, what the cleaner removed, for tests to use as known answers.
 """
@@ -115,6 +132,9 @@ class GeneratorConfig:
     compaction: str = "none"  # "none" | "cleaned"
     compaction_dirty_ratio: float = 0.25  # the dirty (uncleaned) tail of each partition
     delete_retention_ms: int = DEFAULT_DELETE_RETENTION_MS
+    consumer_groups: float = 0.0  # share of app/static/console groups on the consumer protocol
+    conversions: float = 0.0  # share of dynamic classic app groups upgraded online to consumer
+    conversions_back: float = 0.3  # share of the upgraded groups redeployed back to classic
 
     @property
     def effective_retention_ms(self) -> int:
@@ -148,6 +168,8 @@ class GroupPlan:
     events: list[str] = field(default_factory=list)
     deleted_by_admin: bool = False
     traits: list[str] = field(default_factory=list)
+    protocol: str = "classic"  # the group.protocol its clients start with
+    server_assignor: str | None = None  # consumer protocol: group.remote.assignor
 
 
 class LogGenerator:
@@ -170,9 +192,14 @@ class LogGenerator:
             "offsetless_groups",
             "mass_restarts",
             "compaction_dirty_ratio",
+            "consumer_groups",
+            "conversions",
+            "conversions_back",
         ):
             if not 0.0 <= getattr(config, name) <= 1.0:
                 raise ValueError(f"{name} must be within 0..1, got {getattr(config, name)}")
+        if (config.consumer_groups > 0 or config.conversions > 0) and config.coordinator != "new":
+            raise ValueError("consumer groups (KIP-848) need coordinator 'new' (Kafka 4's group coordinator)")
         if config.delete_retention_ms < 0:
             raise ValueError(f"delete_retention_ms must be >= 0, got {config.delete_retention_ms}")
         self.cfg = config
@@ -180,6 +207,7 @@ class LogGenerator:
         self.rng = random.Random(config.seed)
         # the world's shapes draw from their own stream (see the module rules)
         self.world = random.Random(f"world:{config.seed}")
+        self.k4 = random.Random(f"k4:{config.seed}")
         self.start = config.start_ms
         self.end = config.start_ms + int(config.hours * HOUR)
         self.log: RecordLog = BytesLog(config.num_partitions) if fast else RecordLog(config.num_partitions)
@@ -273,9 +301,15 @@ class LogGenerator:
                 plan.traits.append("offsetless")
             elif kind in ("app", "static") and w.random() < self.cfg.commit_changed_only:
                 plan.traits.append("commit_changed_only")
+            k4 = self.k4
+            if kind in ("app", "static", "ephemeral") and k4.random() < self.cfg.consumer_groups:
+                plan.protocol = "consumer"
+                plan.server_assignor = k4.choice(("uniform", "uniform", "range", None))
             getattr(self, f"_plan_{kind}")(plan, topic_names)
             if kind in ("app", "static", "connect") and w.random() < self.cfg.mass_restarts:
                 self._plan_mass_restarts(plan)
+            if kind == "app" and plan.protocol == "classic" and k4.random() < self.cfg.conversions:
+                self._plan_conversion(plan)
         if self.cfg.topic_deletions and self.cfg.groups >= 4:
             for _ in range(max(1, self.cfg.groups // 25)):
                 topic = self.rng.choice(topic_names)
@@ -325,6 +359,43 @@ class LogGenerator:
                 self._do(t + jitter, name, "stop" if how == "rollout" else "crash")
                 self._do(t + down + jitter, name, "start")
 
+    def _plan_conversion(self, plan: GroupPlan) -> None:
+        """The online upgrade (KIP-848): the members are redeployed one by one with
+        ``group.protocol=consumer``; some groups go back to classic later, all at once."""
+        k4 = self.k4
+        ends = [int(e.split("@")[1]) for e in plan.events if e.startswith("decommission@")]
+        last = min(ends) if ends else self.end
+        t = self._at_k4(0.25, 0.5)
+        if t >= last:
+            return
+        plan.server_assignor = k4.choice(("uniform", "range", None))
+        plan.traits.append("upgraded")
+        plan.events.append(f"upgrade@{t}")
+        gap = k4.randint(10_000, 40_000)
+        switch = self.sim.switch_protocol
+        assignor = plan.server_assignor
+        for k, name in enumerate(plan.clients):
+            at = t + k * gap
+            self.sim.at(at, lambda n=name: switch(n, "consumer", assignor))  # type: ignore[misc]
+            if self._starts.get(name, self.end) < at:  # running by then (a later scale-out starts itself)
+                self._do(at + k4.randint(1_000, 8_000), name, "start")
+        if k4.random() >= self.cfg.conversions_back:
+            return
+        back = self._at_k4(0.6, 0.85)
+        if back >= last or back <= t + len(plan.clients) * gap + 60_000:
+            return
+        plan.traits.append("downgraded")
+        plan.events.append(f"downgrade@{back}")
+        restart = back + k4.randint(50_000, 60_000)  # after any crashed member's session (45 s)
+        for name in plan.clients:
+            self.sim.at(back + k4.randint(0, 2_000), lambda n=name: switch(n, "classic"))  # type: ignore[misc]
+            if self._starts.get(name, self.end) < back:
+                self._do(restart + k4.randint(0, 3_000), name, "start")
+
+    def _at_k4(self, lo: float, hi: float) -> int:
+        span = self.end - self.start
+        return self.start + int(span * (lo + (hi - lo) * self.k4.random()))
+
     def _client(self, plan: GroupPlan, k: int, **kw: Any) -> str:
         name = f"{plan.group_id}#{k}"
         version, sub_version = kw.pop("versions", (7, 1))
@@ -342,7 +413,10 @@ class LogGenerator:
             subscription_version=sub_version,
             **kw,
         )
-        self.sim.add_client(name, cfg)
+        if plan.protocol == "consumer":
+            self.sim.add_consumer_group_client(name, cfg, plan.server_assignor)
+        else:
+            self.sim.add_client(name, cfg)
         plan.clients.append(name)
         return name
 
@@ -484,17 +558,18 @@ class LogGenerator:
     def _do(self, at: int, name: str, action: str, duration: int = 0, kind: str = "gc", late: bool = False) -> None:
         if at >= self.end and not late:
             return
-        c = self.sim.clients[name]
+        # the process's client is looked up when the action runs: a protocol switch replaces it
+        proc = self.sim.process
         if action == "start":
             if name not in self._starts or at < self._starts[name]:
                 self._starts[name] = at
-            self.sim.at(at, c.start)
+            self.sim.at(at, lambda: proc(name).start())
         elif action == "stop":
-            self.sim.at(at, c.stop)
+            self.sim.at(at, lambda: proc(name).stop())
         elif action == "crash":
-            self.sim.at(at, c.crash)
+            self.sim.at(at, lambda: proc(name).crash())
         else:
-            self.sim.at(at, lambda: c.pause(duration, kind))
+            self.sim.at(at, lambda: proc(name).pause(duration, kind))
 
     # ------------------------------------------------------------------------------------------
     # running
@@ -648,7 +723,10 @@ class LogGenerator:
                 "deleted_ms": deleted.get(gid),
                 "deaths": deaths.get(gid, []),
                 "traits": list(plan.traits),
+                "group_type": "classic" if g is not None else None,
+                "client_protocol": plan.protocol,
             }
+            self._consumer_truth(gid, groups[gid])
             if self._compaction_truth is not None:
                 removed = self._removed_by_group.get(gid, [0, 0])
                 groups[gid]["compaction_removed"] = removed[0]
@@ -656,6 +734,7 @@ class LogGenerator:
         used = sorted({self.log.partition(g) for g in self.plans})
         schedule = self.sim.cleanup_schedule
         return {
+            "consumer_group_assignors": sorted({p.server_assignor or "uniform" for p in self.plans.values()}),
             "config": asdict(self.cfg),
             "retention_ms": self.cfg.effective_retention_ms,
             "start_ms": self.start,
@@ -681,6 +760,44 @@ class LogGenerator:
             "compaction": self._compaction_truth or {"mode": "none"},
             "groups": groups,
         }
+
+    def _consumer_truth(self, gid: str, entry: dict[str, Any]) -> None:
+        """What the KIP-848 side knows: a live consumer group replaces the classic fields."""
+        cg = self.sim.consumer_groups
+        h = cg.history.get(gid)
+        if h is None:
+            return
+        entry["conversions"] = [{"time_ms": t, "from": a, "to": b} for t, a, b in h.conversions]
+        entry["consumer_history"] = {
+            "joins": h.joins,
+            "leaves": h.leaves,
+            "session_timeouts": h.session_timeouts,
+            "static_leaves": h.static_leaves,
+            "static_replacements": h.static_replacements,
+            "commits": h.commits,
+            "rejected_commits": h.rejected_commits,
+            "offset_tombstones": dict(h.offset_tombstones),
+            "deaths": [{"time_ms": t, "cause": c} for t, c in h.deaths],
+        }
+        entry["commits"] += h.commits
+        if not cg.owns(gid):
+            if entry["group_type"] is None:  # gone as a consumer group
+                entry["final_state"] = "Dead"
+                for t, cause in h.deaths:
+                    entry["expired_ms" if cause == "retention" else "deleted_ms"] = t
+            return
+        c = cg.truth_of(gid)
+        entry.update(
+            group_type="consumer",
+            exists=True,
+            final_state=c["final_state"],
+            generation=c["group_epoch"],
+            protocol_type="consumer",
+            protocol=c["assignor"],
+            members=len(c["members"]),
+            live_offsets=len(c["offsets"]),
+            consumer=c,
+        )
 
 
 @dataclass(slots=True)

@@ -208,3 +208,15 @@ class GenerateConf:
     seed: int = _f(7)
     retention_ms: int = _f(604_800_000, "positive")
     coordinator: Literal["old", "new"] = _f("new")
+    consumer_groups: float = _f(0.0, "fraction")
+    conversions: float = _f(0.0, "fraction")
+
+    @property
+    def cluster(self) -> dict[str, Any]:
+        """The simulated cluster's kind: its coordinator and the mixed Kafka 4 cluster's shares,
+        as ``GeneratorConfig`` names them."""
+        return {
+            "coordinator": self.coordinator,
+            "consumer_groups": self.consumer_groups,
+            "conversions": self.conversions,
+        }

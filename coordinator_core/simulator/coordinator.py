@@ -30,6 +30,11 @@ Rules (each mirrors ``core/.../GroupCoordinator.scala`` / ``GroupMetadata.scala`
 - Heartbeats: one deadline per member (session timeout, or 5 min for a new member awaiting its
   first join); members awaiting join or sync are never expired (``hasSatisfiedHeartbeat``).
 - Every transition, request, response, timer and record is traced.
+- Kafka 4 consumer groups (KIP-848) live beside the classic ones (``modern``:
+  ``simulator.consumer_groups``); a group id is one or the other. A JoinGroup, OffsetCommit or
+  DeleteGroups for a consumer group's id goes to it (a JoinGroup replaces an Empty consumer
+  group); a conversion to a consumer group takes a classic group out (``surrender``) with its
+  offsets; retention checks and topic deletions cover both.
 """
 
 from __future__ import annotations
@@ -62,6 +67,29 @@ _CAN_REBALANCE = VALID_PREVIOUS_STATES[PREPARING]
 TP = tuple[str, int]
 NEW_MEMBER_JOIN_TIMEOUT_MS = 5 * 60 * 1000  # GroupCoordinator.NewMemberJoinTimeoutMs
 _COMMIT_OK = p.OffsetCommitResponse(p.NONE)
+
+
+class ModernGroups(Protocol):
+    """The consumer groups (KIP-848) beside the classic ones (``simulator.consumer_groups``)."""
+
+    def owns(self, group_id: str) -> bool: ...
+
+    def replace_empty(self, group_id: str) -> dict[tuple[str, int], OffsetEntry] | None: ...
+
+    def commit(
+        self,
+        group_id: str,
+        member_id: str,
+        epoch: int,
+        offsets: tuple[tuple[tuple[str, int], int, str, int | None], ...],
+        classic: bool,
+    ) -> str: ...
+
+    def cleanup(self, partitions: frozenset[int] | None) -> None: ...
+
+    def delete_topic(self, topic: str) -> None: ...
+
+    def delete_group(self, group_id: str) -> str: ...
 
 
 class Runtime(Protocol):
@@ -261,6 +289,7 @@ class Coordinator:
         # partitions with UNKNOWN_TOPIC_OR_PARTITION before the coordinator sees it, so a commit
         # still in flight when the topic goes never re-creates the tombstoned offsets.
         self.deleted_topics: set[str] = set()
+        self.modern: ModernGroups | None = None
 
     # ------------------------------------------------------------------------------------------
     # helpers
@@ -751,12 +780,21 @@ class Coordinator:
             self._respond(gid, req.endpoint, p.JoinGroupResponse(p.INVALID_SESSION_TIMEOUT, req.member_id), None)
             return
         unknown = req.member_id == ""
+        handed: dict[TP, OffsetEntry] | None = None
+        if self.modern is not None and self.modern.owns(gid):
+            # maybeDeleteEmptyConsumerGroup; a consumer group with members is not modelled
+            handed = self.modern.replace_empty(gid) if unknown else None
+            if handed is None:
+                self._respond(gid, req.endpoint, p.JoinGroupResponse(p.COORDINATOR_NOT_AVAILABLE, req.member_id), None)
+                return
         g = self.groups.get(gid)
         if g is None:
             if not unknown:
                 self._respond(gid, req.endpoint, p.JoinGroupResponse(p.UNKNOWN_MEMBER_ID, req.member_id), None)
                 return
             g = self._new_group(gid)
+            if handed:
+                g.offsets = handed
         if not self._accept_joining_member(g, req.member_id):
             self._remove(g, req.member_id)
             self._respond(gid, req.endpoint, p.JoinGroupResponse(p.GROUP_MAX_SIZE_REACHED, ""), None)
@@ -1041,6 +1079,11 @@ class Coordinator:
             tps = tuple(o[0] for o in offsets)
             self._respond(gid, endpoint, p.OffsetCommitResponse(p.COORDINATOR_LOAD_IN_PROGRESS, tps), member_id)
             return
+        if self.modern is not None and self.modern.owns(gid):
+            modern_err = self.modern.commit(gid, member_id, generation_id, offsets, True)
+            resp = p.OffsetCommitResponse(modern_err, tuple(o[0] for o in offsets))
+            self._respond(gid, endpoint, resp, member_id or None)
+            return
         if self.deleted_topics:
             kept = tuple(o for o in offsets if o[0][0] not in self.deleted_topics)
             if len(kept) != len(offsets):
@@ -1100,7 +1143,9 @@ class Coordinator:
         errors: list[tuple[str, str]] = []
         for gid in req.group_ids:
             g = self.groups.get(gid)
-            if g is None or g.state == DEAD:
+            if self.modern is not None and self.modern.owns(gid):
+                errors.append((gid, self.modern.delete_group(gid)))
+            elif g is None or g.state == DEAD:
                 errors.append((gid, p.GROUP_ID_NOT_FOUND))
             elif g.state != EMPTY:
                 errors.append((gid, p.NON_EMPTY_GROUP))
@@ -1179,6 +1224,8 @@ class Coordinator:
                 del self.groups[gid]
                 self.expired_groups.append((now, gid))
                 self.deaths.append((now, gid, "retention", g.generation, written))
+        if self.modern is not None:
+            self.modern.cleanup(only)
 
     @staticmethod
     def _expired(e: OffsetEntry, now: int, retention: int, base: int) -> bool:
@@ -1208,6 +1255,17 @@ class Coordinator:
                 written = self._write_group_tombstone(g)
                 del self.groups[gid]
                 self.deaths.append((self.rt.now, gid, "topic_deleted", g.generation, written))
+        if self.modern is not None:
+            self.modern.delete_topic(topic)
+
+    def surrender(self, group_id: str) -> dict[TP, OffsetEntry]:
+        """The group becomes a consumer group (KIP-848 conversion): it leaves this coordinator
+        (Dead here, no death recorded) and hands over its offsets."""
+        g = self.groups[group_id]
+        self._cause = "converted to a consumer group"
+        self._transition(g, DEAD)
+        del self.groups[group_id]
+        return dict(g.offsets)
 
     def unload_partition(self, partition: int) -> dict[str, tuple[GroupMetadataValue | None, dict[TP, OffsetEntry]]]:
         """Resignation (``onGroupUnloaded``): groups go Dead, waiting members get NOT_COORDINATOR.
@@ -1244,6 +1302,8 @@ class Coordinator:
 
         by_group: dict[str, list[LogRecord]] = {}
         for r in records:
+            if self.modern is not None and r.group is not None and self.modern.owns(r.group):
+                continue  # a consumer group: not this coordinator's
             if r.group is not None and isinstance(r.key, (OffsetCommitKey, GroupMetadataKey)):
                 by_group.setdefault(r.group, []).append(r)
         groups: dict[str, tuple[GroupMetadataValue | None, dict[TP, OffsetEntry]]] = {}

@@ -11,6 +11,11 @@ Rules:
   fixed, or seeded random per broker (old coordinator) / per shard load (new coordinator)); a
   failover moves the partition to a schedule of its new leader (old: another broker's phase;
   new: one interval after the load). ``cleanup_schedule`` records every (from, first run) pair.
+- Kafka 4 consumer groups (KIP-848) are handled by ``consumer_groups`` (the same log, clock and
+  retention checks). ``processes`` names every simulated consumer process, whichever protocol it
+  speaks now: a conversion makes a classic member a classic-protocol member of the consumer
+  group (``adopt_classic_member``), a redeploy with the other ``group.protocol`` swaps the
+  process's client (``switch_protocol``).
 """
 
 from __future__ import annotations
@@ -21,6 +26,8 @@ from collections.abc import Callable
 
 from coordinator_core.simulator import protocol as p
 from coordinator_core.simulator.client import ClientConfig, ConsumerClient
+from coordinator_core.simulator.consumer_group_client import ConsumerGroupClient
+from coordinator_core.simulator.consumer_groups import ConsumerGroupCoordinator
 from coordinator_core.simulator.coordinator import Coordinator, CoordinatorConfig
 from coordinator_core.simulator.log import RecordLog
 from coordinator_core.simulator.trace import TraceEvent
@@ -58,7 +65,10 @@ class Simulator:
         self.drop_ok_commit_responses = drop_ok_commit_responses
         self.random = random.Random(seed)
         self.coordinator = Coordinator(self, self.log, self.cfg)
+        self.consumer_groups = ConsumerGroupCoordinator(self, self.coordinator)
+        self.coordinator.modern = self.consumer_groups
         self.clients: dict[str, ConsumerClient] = {}
+        self.processes: dict[str, ConsumerClient | ConsumerGroupClient] = {}
         self._queue: list[tuple[int, int, Callable[[], None]]] = []
         self._seq = 0
         # partition -> [(from_ms, first_run_ms)]: the retention check's schedule (the truth's phase)
@@ -133,7 +143,45 @@ class Simulator:
     def add_client(self, name: str, config: ClientConfig) -> ConsumerClient:
         client = ConsumerClient(name, config, self)
         self.clients[name] = client
+        self.processes[name] = client
         return client
+
+    def add_consumer_group_client(
+        self, name: str, config: ClientConfig, server_assignor: str | None = None
+    ) -> ConsumerGroupClient:
+        """A consumer with ``group.protocol=consumer`` (KIP-848)."""
+        client = ConsumerGroupClient(name, config, self, self.consumer_groups, server_assignor=server_assignor)
+        self.processes[name] = client
+        return client
+
+    def process(self, name: str) -> ConsumerClient | ConsumerGroupClient:
+        """The client a process runs now."""
+        return self.processes[name]
+
+    def adopt_classic_member(
+        self, group_id: str, member_id: str, generation: int, owned: frozenset[tuple[str, int]]
+    ) -> ConsumerGroupClient | None:
+        """A converted group's classic member carries on as a classic-protocol member of the
+        consumer group (its process keeps running; its classic client goes quiet)."""
+        for name, c in self.processes.items():
+            if isinstance(c, ConsumerClient) and c.running and c.cfg.group_id == group_id and c.member_id == member_id:
+                c.crash()  # silent: nothing more is sent by the classic state machine
+                proxy = ConsumerGroupClient(name, c.cfg, self, self.consumer_groups, classic=True)
+                proxy.adopt(member_id, generation, owned)
+                self.processes[name] = proxy
+                return proxy
+        return None
+
+    def switch_protocol(self, name: str, protocol: str, server_assignor: str | None = None) -> None:
+        """A redeploy of the process with ``group.protocol`` = ``protocol`` (``consumer`` or
+        ``classic``): the running client stops (commit, leave), the new one is started later."""
+        old = self.processes[name]
+        old.stop()
+        cfg = old.cfg
+        if protocol == "consumer":
+            self.add_consumer_group_client(name, cfg, server_assignor)
+        else:
+            self.clients[name] = self.processes[name] = ConsumerClient(name, cfg, self)
 
     def at(self, at_ms: int, fn: Callable[[], None]) -> None:
         """Schedule a scenario action."""

@@ -3,6 +3,8 @@
 Rules:
 - Each record goes to ``partition_for(group)`` and gets that partition's next offset; its
   timestamp is the simulated time of the append (CREATE_TIME).
+- Kafka 4 consumer-group records (KIP-848, ``coordinator_core.modern_records``) go through the
+  same ``append`` (one coordinator write = consecutive offsets, one timestamp).
 - ``RecordLog`` keeps decoded ``LogRecord`` objects (tests, ``offsetlake simulate``, failover
   replay). ``BytesLog`` keeps only encoded columns (the generator's fast path) and hands them out
   in chunks; it never builds per-record dataclasses for offset commits.
@@ -12,8 +14,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from coordinator_core.modern_records import ModernKey, ModernValue
 from coordinator_core.records import GroupMetadataKey, GroupMetadataValue, LogRecord, OffsetCommitKey, OffsetCommitValue
 from coordinator_core.simulator.wire import OffsetCommitEncoder, encode_key, encode_value, partition_for
+
+#: What the simulated coordinators append: classic and KIP-848 keys and values.
+LogKey = OffsetCommitKey | GroupMetadataKey | ModernKey
+LogValue = OffsetCommitValue | GroupMetadataValue | ModernValue
 
 
 class RecordLog:
@@ -39,9 +46,7 @@ class RecordLog:
         self.count += 1
         return off
 
-    def append(
-        self, ts: int, key: OffsetCommitKey | GroupMetadataKey, value: OffsetCommitValue | GroupMetadataValue | None
-    ) -> None:
+    def append(self, ts: int, key: LogKey, value: LogValue | None) -> None:
         """Append one record (a tombstone when ``value`` is None)."""
         p = self.partition(key.group)
         self.records.append(LogRecord(p, self._next(p), ts, key, value))
@@ -103,9 +108,7 @@ class BytesLog(RecordLog):
         st, m = self.encoder.v3_struct("")
         self._v3_last: tuple[str, Callable[..., bytes], bytes] = ("", st.pack, m)
 
-    def append(
-        self, ts: int, key: OffsetCommitKey | GroupMetadataKey, value: OffsetCommitValue | GroupMetadataValue | None
-    ) -> None:
+    def append(self, ts: int, key: LogKey, value: LogValue | None) -> None:
         p = self.partition(key.group)
         self.keys.append(encode_key(key))
         self.values.append(None if value is None else encode_value(value))

@@ -20,16 +20,17 @@ from coordinator_core.consumer_protocol import decode_assignment as decode_assig
 from coordinator_core.consumer_protocol import decode_subscription as decode_subscription
 from coordinator_core.consumer_protocol import encode_assignment as encode_assignment
 from coordinator_core.consumer_protocol import encode_subscription as encode_subscription
+from coordinator_core.modern_records import ModernKey, ModernValue
 from coordinator_core.partitioner import partition_for as partition_for
 from coordinator_core.records import GroupMetadataKey, GroupMetadataValue, OffsetCommitKey, OffsetCommitValue
 
 
-def encode_key(key: OffsetCommitKey | GroupMetadataKey) -> bytes:
+def encode_key(key: OffsetCommitKey | GroupMetadataKey | ModernKey) -> bytes:
     """A record key's bytes (``coordinator_core.codec``)."""
     return codec.encode_key(key)
 
 
-def encode_value(value: OffsetCommitValue | GroupMetadataValue) -> bytes:
+def encode_value(value: OffsetCommitValue | GroupMetadataValue | ModernValue) -> bytes:
     """A record value's bytes (``coordinator_core.codec``; never a tombstone here)."""
     out = codec.encode_value(value)
     assert out is not None

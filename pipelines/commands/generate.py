@@ -25,6 +25,9 @@ from typing import Any
 from coordinator_core.expiry import SIMULATED_COORDINATOR
 from pipelines.errors import UsageError
 
+#: ``--mixed``: (consumer-protocol groups, online conversions) shares
+MIXED = (0.4, 0.3)
+
 DESCRIPTION = """\
 Simulate consumer groups against a model of Kafka's group coordinator and write the
 __consumer_offsets records they produce (raw-record Parquet) plus _truth.json.
@@ -38,12 +41,19 @@ committing only what they consumed [30% of application groups], groups that neve
 [10%], groups whose members all restart within seconds [20%], retention checks on the broker's
 own seeded phase; optionally the compacted capture a reader from `earliest` gets.
 
+Mixed Kafka 4 clusters (KIP-848, with --coordinator new): --consumer-groups SHARE of the
+application, static and console groups use group.protocol=consumer (ConsumerGroupHeartbeat,
+server-side uniform/range assignors, member epochs and reconciliation), --conversions SHARE of
+the classic application groups are upgraded online member by member (and --conversions-back
+SHARE of those go back to classic later); --mixed is --consumer-groups 0.4 --conversions 0.3.
+
 examples:
   offsetlake generate --groups 20 --hours 2 --seed 7 --out landing/
   offsetlake generate --groups 2000 --hours 6 --seed 1 --out /tmp/big --quiet
   offsetlake generate --groups 50 --hours 24 --retention-ms 21600000 --coordinator new --out x/
   offsetlake generate --groups 40 --hours 6 --coordinator new --compaction cleaned \
       --delete-retention-ms 3600000 --out compacted/
+  offsetlake generate --groups 30 --hours 2 --mixed --out mixed/
 """
 
 
@@ -147,6 +157,32 @@ def register(subparsers: Any) -> None:
         metavar="SHARE",
         help="share of application/Connect groups whose members all restart at once (default 0.2)",
     )
+    p.add_argument(
+        "--consumer-groups",
+        type=float,
+        default=None,
+        metavar="SHARE",
+        help="share of application/static/console groups on the KIP-848 consumer protocol (default 0, --mixed 0.4)",
+    )
+    p.add_argument(
+        "--conversions",
+        type=float,
+        default=None,
+        metavar="SHARE",
+        help="share of classic application groups upgraded online to the consumer protocol (default 0, --mixed 0.3)",
+    )
+    p.add_argument(
+        "--conversions-back",
+        type=float,
+        default=0.3,
+        metavar="SHARE",
+        help="share of the upgraded groups redeployed back to the classic protocol later (default 0.3)",
+    )
+    p.add_argument(
+        "--mixed",
+        action="store_true",
+        help="a mixed Kafka 4 cluster: --consumer-groups 0.4 --conversions 0.3 unless given",
+    )
     p.add_argument("--rows-per-file", type=int, default=500_000)
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=main)
@@ -171,6 +207,13 @@ def _options(args: argparse.Namespace) -> dict[str, Any]:
         "commit_changed_only": args.commit_changed_only,
         "offsetless_groups": args.offsetless_groups,
         "mass_restarts": args.mass_restarts,
+        "consumer_groups": args.consumer_groups
+        if args.consumer_groups is not None
+        else MIXED[0]
+        if args.mixed
+        else 0.0,
+        "conversions": args.conversions if args.conversions is not None else MIXED[1] if args.mixed else 0.0,
+        "conversions_back": args.conversions_back,
     }
     if args.retention_ms is not None:
         opts["retention_ms"] = args.retention_ms

@@ -231,11 +231,14 @@ def generate_sample(
     coordinator: str = "new",
     world: str = "realistic",
     compaction: str = "none",
+    consumer_groups: float = 0.0,
+    conversions: float = 0.0,
 ) -> tuple[int, str]:
     """Write a sample log into ``landing``; returns (records written, generator used).
 
     ``world``: ``plain`` or ``realistic`` (the generator's defaults); ``compaction``: ``none`` or
-    ``cleaned`` (``GeneratorConfig.compaction``).
+    ``cleaned`` (``GeneratorConfig.compaction``); ``consumer_groups`` / ``conversions``: the
+    mixed Kafka 4 cluster's shares (``generate.*`` in the config).
     """
     from pipelines.raw_files import write_raw_records
 
@@ -257,6 +260,8 @@ def generate_sample(
         retention_ms=retention_ms,
         coordinator=coordinator,
         compaction=compaction,
+        consumer_groups=consumer_groups,
+        conversions=conversions,
         **shapes,
     )
     return int(n), "coordinator simulator"
@@ -361,9 +366,9 @@ def run(args: argparse.Namespace) -> int:
             seed=seed,
             num_partitions=cfg.offsets_topic.num_partitions,
             retention_ms=cfg.generate.retention_ms,
-            coordinator=cfg.generate.coordinator,
             world=args.world,
             compaction=args.compaction,
+            **cfg.generate.cluster,
         )
         err.print(f"[quickstart] generated {n:,} records for {groups} groups ({how}) into {landing}")
 

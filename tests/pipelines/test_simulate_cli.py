@@ -116,3 +116,25 @@ def test_simulate_list_names_every_shipped_scenario(capsys: pytest.CaptureFixtur
     assert main(["simulate", "--list"]) == 0
     out = capsys.readouterr().out
     assert all(p.stem in out for p in shipped_scenarios())
+
+
+def test_generate_mixed_writes_a_kafka_4_cluster_with_consumer_groups_and_their_truth(tmp_path: Path) -> None:
+    rc = main(
+        ["generate", "--groups", "12", "--hours", "0.5", "--seed", "4", "--mixed", "--out", str(tmp_path), "--quiet"]
+    )
+    assert rc == 0
+    truth = json.loads((tmp_path / "_truth.json").read_text())
+    assert (truth["config"]["consumer_groups"], truth["config"]["conversions"]) == (0.4, 0.3)
+    consumer = [g for g in truth["groups"].values() if g["group_type"] == "consumer"]
+    assert consumer and all("group_epoch" in g["consumer"] and "members" in g["consumer"] for g in consumer)
+    types = {int.from_bytes(r.key[:2], "big") for r in read_raw_records(tmp_path)}
+    assert {3, 5, 6, 7, 8} <= types  # ConsumerGroupMetadata, member, target, current assignment records
+
+
+def test_generate_refuses_consumer_groups_on_kafka_3s_coordinator_in_one_line(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    args = ["generate", "--groups", "2", "--hours", "0.1", "--out", "/tmp/never", "--quiet"]
+    assert main([*args, "--consumer-groups", "0.5", "--coordinator", "old"]) == 2
+    err = capsys.readouterr().err
+    assert "coordinator 'new'" in err and len(err.strip().splitlines()) == 1
