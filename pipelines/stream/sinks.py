@@ -1,7 +1,6 @@
 """The streaming job's sinks (``foreachBatch``): the changed gold rows MERGEd into the gold tables,
-the decoded tables written by the side query (offset commits and group metadata MERGEd on
-their log position, quarantined and unsupported records appended), each write idempotent per
-micro-batch.
+the decoded tables written by the side query (each MERGEd on its log position), each write
+idempotent per micro-batch.
 
 Rules:
 - ``foreachBatch`` collects the micro-batch output once (on the driver: only what changed,
@@ -13,8 +12,7 @@ Rules:
   row per key wins; a forecast withdrawn by a later call has its key deleted.
 - Every write carries the Delta txn (app id ``offsetlake-stream-<query>``, version = batch id):
   a micro-batch re-run after a crash writes nothing twice (MERGEs of identical rows commit
-  nothing, deletes of absent rows delete nothing, the quarantine query's appends are skipped by
-  the txn).
+  nothing, deletes of absent rows delete nothing).
 """
 
 from __future__ import annotations
@@ -178,10 +176,12 @@ class QuarantineBatchWriter:
     ``partition_status_now`` read ``offset_commits``; ``coordinator_load`` also
     ``group_metadata``).
 
-    - ``offset_commits`` and ``group_metadata`` are MERGEd on their key (log partition, log
-      offset): a file landed twice or an overlapping capture adds nothing, as the batch's ingest
-      (idempotent on topic/partition/offset) guarantees for its decode.
-    - quarantined and unsupported records are appended (unchanged).
+    - Every decoded table (``offset_commits``, ``group_metadata``, ``group_records``,
+      ``unsupported_records``, ``quarantine``) is MERGEd on its key (its log position), the first
+      copy of a position in the micro-batch taken: a file landed twice or an overlapping capture
+      adds nothing, as the batch's ingest (idempotent on topic/partition/offset) guarantees for
+      its decode. (This query reads the landing with Spark's file source, which does not check
+      positions: the replay query's plan does, ``pipelines.stream.ledger``.)
     Every write carries the txn (app id, batch id); an empty micro-batch writes nothing.
     """
 
@@ -191,21 +191,24 @@ class QuarantineBatchWriter:
 
     def __call__(self, batch_df: DataFrame, batch_id: int) -> None:
         from pipelines.records.decode import split_union_arrow
-        from pipelines.stream.decode import split_union, union_spark_schema
+        from schemas import get as get_spec
 
-        spark = self.io.spark
-        assert spark is not None
         arrow = batch_df.toArrow()
         if not arrow.num_rows:
             return
-        decoded = split_union_arrow(arrow)
-        for name in ("offset_commits", "group_metadata"):
-            if name in decoded:
-                self.io.merge(name, decoded[name], txn_app_id=self.app_id, txn_version=batch_id)
-        side = {n: decoded[n] for n in ("quarantine", "unsupported_records") if n in decoded}
-        if not side:
-            return
-        split = split_union(spark.createDataFrame(arrow, union_spark_schema()))
-        for name, df in (("quarantine", split.quarantine), ("unsupported_records", split.unsupported)):
-            if name in side:
-                self.io.append(name, df, txn_app_id=self.app_id, txn_version=batch_id)
+        for name, rows in split_union_arrow(arrow).items():
+            if rows.num_rows:
+                rows = first_per_key(rows, get_spec(name).primary_key)
+                self.io.merge(name, rows, txn_app_id=self.app_id, txn_version=batch_id)
+
+
+def first_per_key(table: pa.Table, keys: tuple[str, ...]) -> pa.Table:
+    """``table`` with only the first row of each ``keys`` value, in the table's order (a MERGE
+    source must not hold one key twice)."""
+    import numpy as np
+    import pyarrow as pa
+
+    index = pa.array(np.arange(table.num_rows, dtype=np.int64))
+    first = table.select(list(keys)).append_column("_row", index).group_by(list(keys)).aggregate([("_row", "min")])
+    rows = np.sort(first.column("_row_min").to_numpy())
+    return table if len(rows) == table.num_rows else table.take(pa.array(rows))

@@ -906,3 +906,39 @@ def test_the_log_clock_ignores_records_far_ahead_but_not_records_far_behind_or_a
         assert (ahead.now_ms, len(ahead.outliers)) == (steady[-1], 1)
         quiet = clock({0: [*steady, t0 + 30 * day]}, tasks)  # a month of silence, then a commit
         assert (quiet.now_ms, quiet.outliers) == (t0 + 30 * day, ())
+
+
+@SPARK
+def test_a_file_landed_twice_in_the_stream_leaves_one_row_per_position_in_every_decoded_table(
+    spark: Any, tmp_path: Path
+) -> None:
+    """The stream's side query writes the decoded tables (quarantine and unsupported included)
+    by log position: the same file landed twice, in one micro-batch or in a later one, adds no
+    row twice."""
+    import shutil
+
+    from pipelines.stream import job as stream_job
+    from pipelines.tableio import TableIO
+    from tests.pipelines.test_stream_job import land, sample_log, stream_config
+
+    records = sample_log(4, seed=3)
+    first = records[0]
+    # a corrupt value (an offset commit key with 3 bytes of value) and a record of an unknown type
+    corrupt = first._replace(value=b"\x00\x03\x00", offset=first.offset + 10_000)
+    unknown = first._replace(key=b"\x00\x63" + first.key[2:], offset=first.offset + 10_001)
+    landing = tmp_path / "landing"
+    files = land([*records, corrupt, unknown], landing, rows_per_file=10_000)
+    shutil.copy(files[0], landing / "again-a.parquet")  # the same micro-batch
+    cfg = stream_config(tmp_path, max_files_per_trigger=10)
+    stream_job.run(spark, cfg, available_now=True, with_quarantine=True, poll_seconds=0.5)
+    shutil.copy(files[0], landing / "again-b.parquet")  # a later micro-batch
+    newest = int(max(p.stat().st_mtime for p in landing.glob("*.parquet")))
+    os.utime(landing / "again-b.parquet", (newest + 1, newest + 1))
+    stream_job.run(spark, cfg, available_now=True, with_quarantine=True, poll_seconds=0.5)
+    io = TableIO(cfg, None, engine="rust")
+    for name, expected in (("quarantine", 1), ("unsupported_records", 1)):
+        got = io.read_arrow(name)
+        assert got is not None and got.num_rows == expected, (name, None if got is None else got.num_rows)
+    commits = io.read_arrow("offset_commits", ["coordinator_partition", "log_offset"])
+    assert commits is not None and commits.num_rows == len(set(zip(*(c.to_pylist() for c in commits.columns))))
+    assert commits.num_rows == sum(1 for r in records if r.key[1] in (0, 1))
