@@ -96,3 +96,29 @@ def test_the_batch_job_on_a_generated_mixed_cluster_tells_the_generators_truth(
     assert ("consumer", "consumer") in kinds and ("classic", "classic") in kinds
     assert ("consumer", "classic") in kinds  # upgraded online
     assert any("downgraded" in t["traits"] and t["group_type"] == "classic" for t in truth["groups"].values())
+
+
+def test_the_stream_on_a_generated_mixed_cluster_writes_the_tables_of_the_batch(
+    spark: Any, tmp_path: Path, mixed: GeneratedLog
+) -> None:
+    """The same generated mixed cluster through the streaming job, several micro-batches: every
+    gold table equals the batch job's functions at the stream's final watermark (the chain
+    stream == batch == the generator's truth), consumer groups replayed as consumer groups."""
+    from pipelines.raw_files import RawRecord
+    from pipelines.stream import job as stream_job
+    from pipelines.tableio import TableIO
+    from tests.pipelines.test_stream_job import DELAY_MS, assert_gold_equal, batch_gold, land, stream_config
+
+    raw = zip(mixed.keys, mixed.values, mixed.partitions, mixed.offsets, mixed.timestamps, strict=True)
+    records = sorted(
+        (RawRecord(k, v, "__consumer_offsets", p, o, ts) for k, v, p, o, ts in raw),
+        key=lambda r: (r.timestamp_ms, r.partition, r.offset),
+    )
+    landing = tmp_path / "landing"
+    land(records, landing, rows_per_file=max(1, len(records) // 5))
+    cfg = stream_config(tmp_path)
+    stream_job.run(spark, cfg, available_now=True, with_quarantine=False, poll_seconds=0.5)
+    watermark = max(r.timestamp_ms for r in records) - DELAY_MS
+    assert_gold_equal(spark, cfg, batch_gold(spark, landing, watermark))
+    kinds = {r["group_type"] for r in TableIO(cfg, spark).read("group_state").select("group_type").collect()}
+    assert kinds >= {"classic", "consumer"}
