@@ -191,8 +191,17 @@ class GroupSnapshot:
             "first_log_offset": None if self.first_position is None else self.first_position[1],
             "predictions_contradicted": self.predictions_contradicted + self.pending_contradictions,
             "format_version": SNAPSHOT_FORMAT_VERSION,
-            "group_type": self.group_type,
+            "group_type": self.kind_told(),
         }
+
+    def kind_told(self) -> str:
+        """The kind of group the state row tells: ``group_type``, except that a consumer group
+        its tombstones removed (Dead, its fold's ``removed_type``) stays a consumer group there;
+        ``group_type`` itself (what the rules read) is the classic default of a group gone."""
+        c = self.consumer
+        if not self.exists and c is not None and c.group_type != "consumer" and c.removed_type == "consumer":
+            return "consumer"
+        return self.group_type
 
     def offset_rows(self) -> list[dict[str, Any]]:
         """``offsets_current`` rows, sorted by (topic, partition); ``transactional_producer_id``

@@ -111,3 +111,18 @@ def test_consumer_group_keeps_kafka4_expiry_rule_whatever_the_classic_rule_set()
         result = replay(new_snapshot("cg"), log.records, settings=settings, as_of_ms=log.now + 30 * DAY)
         gone = [e for e in result.events if isinstance(e, OffsetExpiration) and e.status == "predicted"]
         assert [(e.topic, e.predicted_ms) for e in gone] == [("audit", audit.value.commit_timestamp + DAY)], rules
+
+
+def test_a_deleted_consumer_group_stays_a_consumer_group_in_its_state_row() -> None:
+    """The group's tombstones (DeleteGroups) remove it: its state row says Dead, and of which
+    kind the group was (consumer), not the classic default of a group the log no longer holds."""
+    w = ConsumerGroupWriter("cg", {"orders": 2})
+    log = ConsumerGroupLog()
+    log.write(w.join("m1", ["orders"]))
+    log.write(w.leave("m1"))
+    log.write(w.delete())
+    snap = replay(new_snapshot("cg"), log.records, settings=SETTINGS).snapshot
+    row = snap.to_state_row(settings=SETTINGS)
+    assert (row["state"], row["exists"], row["group_type"]) == ("Dead", False, "consumer")
+    again = deserialize_snapshot(serialize_snapshot(snap)).to_state_row(settings=SETTINGS)
+    assert again["group_type"] == "consumer"

@@ -355,9 +355,11 @@ def test_the_batch_job_on_a_mixed_cluster_equals_the_pure_core(spark: Any, tmp_p
     assert counts["raw_records"] == len(log) == sum(v for n, v in counts.items() if n != "raw_records")
     assert counts["group_records"] > 0
     dead_or_simple = io.read("group_state").where(
-        "group_type = 'consumer' AND (state = 'Dead' OR member_count = 0 AND state != 'Empty')"
+        "group_type = 'consumer' AND exists AND (state = 'Dead' OR member_count = 0 AND state != 'Empty')"
     )
     assert dead_or_simple.count() == 0
+    deleted = io.read("group_state").where(f"group_id = '{DELETED_CONSUMER_GROUP}'").collect()
+    assert [(r["state"], r["exists"], r["group_type"]) for r in deleted] == [("Dead", False, "consumer")]
 
 
 @pytest.mark.spark
