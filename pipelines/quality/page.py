@@ -90,6 +90,8 @@ def _result_detail(o: Outcome) -> tuple[str, str]:
             observed = o.observed_value
     if o.unexpected_count is not None:
         count = f"{o.unexpected_count}/{o.element_count}" if o.element_count is not None else str(o.unexpected_count)
+        if isinstance(observed, dict) and "unexpected_count" not in observed:  # a summary target's row
+            return count, json.dumps(observed, default=str)
         sample = observed.get("sample") if isinstance(observed, dict) else None
         return count, (json.dumps(sample, default=str) if sample else "")
     if observed is None:

@@ -320,8 +320,9 @@ def run_quality(
         os.makedirs(docs_dir, exist_ok=True)
         context.build_data_docs()
         # GX's index loads its assets from CDNs: keep it beside our offline page, which is index.html.
-        os.replace(os.path.join(docs_dir, PAGE_NAME), os.path.join(docs_dir, GX_INDEX_NAME))
-        gx_index = GX_INDEX_NAME
+        if os.path.isfile(os.path.join(docs_dir, PAGE_NAME)):
+            os.replace(os.path.join(docs_dir, PAGE_NAME), os.path.join(docs_dir, GX_INDEX_NAME))
+            gx_index = GX_INDEX_NAME
     if write_results and report.outcomes:
         report.results_table = _write_results(conf, spark, io, report)
     if docs_dir is not None:

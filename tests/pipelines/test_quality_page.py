@@ -75,6 +75,18 @@ def _report() -> DqReport:
         ),
         Outcome(
             "group_state",
+            "group_state.vs_previous_run",
+            "generation_not_decreasing",
+            "expect_column_values_to_be_between",
+            json.dumps({"column": "decreased_generations", "max_value": 0}),
+            True,
+            True,
+            json.dumps({"decreased_generations": 0, "groups": 3}),
+            1,
+            0,
+        ),
+        Outcome(
+            "group_state",
             "group_state",
             "state_is_a_kafka_state",
             "expect_column_values_to_be_in_set",
@@ -113,7 +125,7 @@ def _report() -> DqReport:
 def test_the_page_lists_every_expectation_with_its_outcome_and_loads_nothing_from_the_network() -> None:
     report = _report()
     history = [
-        RunSummary(report.run_id, T0, 5, 2, 2, 1),
+        RunSummary(report.run_id, T0, 6, 3, 2, 1),
         RunSummary("dq-20261123T000000Z-000000", T0 - dt.timedelta(days=1), 5, 5, 0, 0),
     ]
     page = render_page(report, history, gx_index="gx-index.html")
@@ -133,6 +145,7 @@ def test_the_page_lists_every_expectation_with_its_outcome_and_loads_nothing_fro
     )
     assert by_name["group_metadata.session_timeout_plausible"][3:6] == ["warning", "FAIL", "1/40"]
     assert by_name["group_state.state_is_a_kafka_state"][3:6] == ["blocking", "PASS", "0/4"]
+    assert by_name["group_state.generation_not_decreasing"][5:] == ["0/1", '{"decreased_generations": 0, "groups": 3}']
     assert '"unaccounted": 0' in by_name["reconciliation.raw_equals_decoded_plus_set_aside"][6]
     assert by_name["offsets_current.tables_present"][4:] == ["FAIL", "", "error: <boom> & gone"]
     assert report.run_id in page and "2026-11-24 00:00:05 UTC" in page and 'id="verdict">FAIL<' in page
