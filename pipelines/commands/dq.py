@@ -9,8 +9,11 @@ DESCRIPTION = """\
 Validate the Delta tables with Great Expectations suites (run on Spark) and record the results.
 
 Prints one line per expectation (failures first), appends them to the dq_results table
-(dq.results_table), rebuilds GX's HTML data docs under paths.dq_docs, and exits 1 when a
-blocking expectation failed. Thresholds and extra blocking checks: the dq section of conf/.
+(dq.results_table), writes the data docs under paths.dq_docs and exits 1 when a blocking
+expectation failed. The data docs' index.html (its path is printed) is a self-contained page
+that works offline: this run, every expectation with its result, and the recent runs from
+dq_results; Great Expectations' own pages (which load their assets from CDNs) stay beside it,
+from gx-index.html. Thresholds and extra blocking checks: the dq section of conf/.
 """
 
 EPILOG = """\

@@ -9,7 +9,8 @@ Rules:
   observed values with Spark and validate a one-row summary frame, so every check is a GX
   expectation with a recorded observed value.
 - The GX context is ephemeral (nothing is written under the repo); results go to the
-  ``dq_results`` Delta table and GX's HTML data docs to ``paths.dq_docs``.
+  ``dq_results`` Delta table; ``paths.dq_docs`` gets offsetlake's own offline page as
+  ``index.html`` (``page.py``) with GX's HTML data docs beside it (``gx-index.html``).
 - A check is *blocking* when its suite declares it so or when ``dq.blocking`` names it
   (``suite.expectation``, ``suite`` or ``*``); ``offsetlake dq`` exits 1 when a blocking
   check fails.

@@ -8,7 +8,10 @@ Rules:
   tables are missing yields one failed, blocking ``tables_present`` row instead of an error,
   so a pipeline that silently wrote nothing fails its quality gate.
 - Results: one ``dq_results`` row per expectation (append, one commit per run), GX data docs
-  rebuilt under ``paths.dq_docs`` (local paths only; remote URIs skip the docs with a warning).
+  rebuilt under ``paths.dq_docs`` (local paths only; remote URIs skip the docs with a warning),
+  GX's site index renamed ``gx-index.html`` and ``index.html`` replaced by offsetlake's own
+  self-contained page (``page.py``: this run's outcomes and the recent runs from ``dq_results``),
+  which works offline where GX's CDN-styled pages do not.
 - The group-generation baseline (``dq_group_generations``) is replaced only when the
   ``generation_not_decreasing`` check passed, so an Airflow retry of a failed run fails again
   instead of comparing against the bad data it just recorded.
@@ -26,6 +29,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from pipelines.quality.page import GX_INDEX_NAME, HISTORY_RUNS, PAGE_NAME, RunSummary, write_page
 from pipelines.quality.suites import Baseline, Check, Suite, Target, is_blocking, select_suites
 
 if TYPE_CHECKING:
@@ -311,12 +315,19 @@ def run_quality(
             outcomes = _validate(context, datasource, suite, target, df, row, conf, run_identifier)
             report.outcomes.extend(outcomes)
 
+    gx_index: str | None = None
     if docs_dir is not None:
         os.makedirs(docs_dir, exist_ok=True)
         context.build_data_docs()
-        report.docs_index = os.path.join(docs_dir, "index.html")
+        # GX's index loads its assets from CDNs: keep it beside our offline page, which is index.html.
+        if os.path.isfile(os.path.join(docs_dir, PAGE_NAME)):
+            os.replace(os.path.join(docs_dir, PAGE_NAME), os.path.join(docs_dir, GX_INDEX_NAME))
+            gx_index = GX_INDEX_NAME
     if write_results and report.outcomes:
         report.results_table = _write_results(conf, spark, io, report)
+    if docs_dir is not None:
+        history = read_history(io, _results_table(conf.dq.results_table))
+        report.docs_index = write_page(docs_dir, report, history, gx_index=gx_index)
     if update_baseline and _generation_ok(report.outcomes) and "group_state" in frames:
         _save_baseline(io, frames["group_state"], report.run_id)
     return report
@@ -367,6 +378,34 @@ def _write_results(conf: Config, spark: SparkSession, io: TableIO, report: DqRep
     df = spark.createDataFrame([tuple(r[c] for c in DQ_RESULTS.column_names) for r in rows], DQ_RESULTS.spark_schema())
     io.append(name, df)
     return name
+
+
+def read_history(io: TableIO, table: str, limit: int = HISTORY_RUNS) -> list[RunSummary]:
+    """The newest ``limit`` runs recorded in the results table, newest first (empty if absent)."""
+    from pyspark.sql import functions as F
+
+    if not io.exists(table):
+        return []
+    failed = ~F.col("success")
+    summary = (
+        io.read(table)
+        .groupBy("run_id")
+        .agg(
+            F.max("run_timestamp").alias("run_timestamp"),
+            F.count(F.lit(1)).alias("expectations"),
+            F.sum(F.col("success").cast("long")).alias("passed"),
+            F.sum((failed & F.col("blocking")).cast("long")).alias("blocking_failures"),
+            F.sum((failed & ~F.col("blocking")).cast("long")).alias("warnings"),
+        )
+        .orderBy(F.col("run_timestamp").desc(), F.col("run_id").desc())
+        .limit(limit)
+    )
+    return [
+        RunSummary(
+            r["run_id"], r["run_timestamp"], r["expectations"], r["passed"], r["blocking_failures"], r["warnings"]
+        )
+        for r in summary.collect()
+    ]
 
 
 def _save_baseline(io: TableIO, group_state: DataFrame, run_id: str) -> None:

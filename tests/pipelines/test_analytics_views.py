@@ -407,38 +407,13 @@ def test_report_window_option_is_checked_before_anything_is_read(
 def test_report_opens_offline_in_headless_chromium_without_console_errors(world: World, tmp_path: Path) -> None:
     """A real browser, no network (every host unresolvable, a dead proxy): every figure draws
     (plotly.js inlined once), the lag/status and at-risk sections render, the console stays empty."""
-    import shutil
-    import subprocess
-
     from pipelines.analytics.report import write_report
+    from tests.pipelines.browser import render_offline
 
-    browser = shutil.which("chromium") or shutil.which("chromium-browser")
-    if browser is None:
-        pytest.skip("chromium is not installed (apt-get install -y chromium)")
     page = write_report(world.cfg, tmp_path / "offline.html")
     divs = page.read_text().count('class="plotly-graph-div"')
-    run = subprocess.run(
-        [
-            browser,
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--enable-logging=stderr",
-            "--v=0",
-            "--proxy-server=127.0.0.1:9",
-            "--host-resolver-rules=MAP * ~NOTFOUND",
-            "--virtual-time-budget=10000",
-            f"--user-data-dir={tmp_path / 'profile'}",
-            "--dump-dom",
-            page.as_uri(),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
-    assert run.returncode == 0, run.stderr[-2000:]
-    console = [line for line in run.stderr.splitlines() if ":CONSOLE" in line]
-    assert console == []
-    dom = run.stdout
+    run = render_offline(page, tmp_path / "profile")
+    assert run.console == []
+    dom = run.dom
     assert divs >= 4 and dom.count('class="main-svg"') >= divs  # every figure drawn by plotly.js
     assert '<section id="lag">' in dom and '<section id="at-risk">' in dom and "Lag and status" in dom

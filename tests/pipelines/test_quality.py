@@ -127,6 +127,29 @@ def test_results_are_appended_to_dq_results_and_data_docs_are_built(clean_report
     assert validations, "GX data docs have no validation pages"
 
 
+def test_data_docs_index_is_our_page_and_opens_offline_in_headless_chromium(
+    clean_report: tuple[Any, Any], tmp_path: Path
+) -> None:
+    """A real browser with no network opens ``paths.dq_docs/index.html``: every expectation of
+    the run is rendered with its result, the run is in the history read back from dq_results, and
+    the console stays empty (GX's CDN-styled index is kept beside it as gx-index.html)."""
+    from tests.pipelines.browser import render_offline
+
+    conf, report = clean_report
+    index = Path(conf.paths.dq_docs, "index.html")
+    run = render_offline(index, tmp_path / "profile")
+
+    assert run.console == []
+    for o in report.outcomes:
+        row = f'<tr data-expectation="{o.suite}.{o.expectation}">'
+        assert row in run.dom, f"{o.suite}.{o.expectation} not rendered"
+        cells = run.dom.split(row, 1)[1].split("</tr>", 1)[0]
+        assert "<td>PASS</td>" in cells and ("<td>blocking</td>" if o.blocking else "<td>warning</td>") in cells
+    history = run.dom.split('<section id="history">', 1)[1]
+    assert f"{report.run_id} (this run)" in history and str(len(report.outcomes)) in history
+    assert report.docs_index == str(index) and Path(conf.paths.dq_docs, "gx-index.html").is_file()
+
+
 def test_duplicate_offsets_fail_raw_records_uniqueness_and_reconciliation(broken_root: Path, spark: Any) -> None:
     from pipelines.quality.runner import run_quality
 
