@@ -315,14 +315,7 @@ def run_quality(
             outcomes = _validate(context, datasource, suite, target, df, row, conf, run_identifier)
             report.outcomes.extend(outcomes)
 
-    gx_index: str | None = None
-    if docs_dir is not None:
-        os.makedirs(docs_dir, exist_ok=True)
-        context.build_data_docs()
-        # GX's index loads its assets from CDNs: keep it beside our offline page, which is index.html.
-        if os.path.isfile(os.path.join(docs_dir, PAGE_NAME)):
-            os.replace(os.path.join(docs_dir, PAGE_NAME), os.path.join(docs_dir, GX_INDEX_NAME))
-            gx_index = GX_INDEX_NAME
+    gx_index = _build_gx_docs(context, docs_dir) if docs_dir is not None else None
     if write_results and report.outcomes:
         report.results_table = _write_results(conf, spark, io, report)
     if docs_dir is not None:
@@ -331,6 +324,18 @@ def run_quality(
     if update_baseline and _generation_ok(report.outcomes) and "group_state" in frames:
         _save_baseline(io, frames["group_state"], report.run_id)
     return report
+
+
+def _build_gx_docs(context: Any, docs_dir: str) -> str | None:
+    """GX's data docs in ``docs_dir``; its index loads its assets from CDNs, so it is kept beside
+    our offline page (which is ``index.html``) under ``GX_INDEX_NAME``, returned (None: GX wrote
+    no index)."""
+    os.makedirs(docs_dir, exist_ok=True)
+    context.build_data_docs()
+    if not os.path.isfile(os.path.join(docs_dir, PAGE_NAME)):
+        return None
+    os.replace(os.path.join(docs_dir, PAGE_NAME), os.path.join(docs_dir, GX_INDEX_NAME))
+    return GX_INDEX_NAME
 
 
 def _tables_missing(suite: Suite, missing: list[str], conf: Config) -> Outcome:
