@@ -7,8 +7,7 @@ Rules:
   ``SPARK_LOCAL_IP`` to 127.0.0.1 unless the caller already set them.
 - A missing Java gives one clear ``JavaNotFoundError`` line, not a Py4J stack trace.
 - Spark's own failure logs (a task's trace from the executor, the scheduler's "aborting job",
-  a data-source write "is aborting" — also printed on the normal path when an ingest commit
-  check refuses an overlapping input and the exact path takes over) are switched off: the
+  a data-source write "is aborting") are switched off: the
   failure reaches the caller as an exception and the CLI prints it as one line. With
   ``--debug`` (``OFFSETLAKE_DEBUG=1``) they stay on.
 - The driver JVM logs through ``pipelines/log4j2.properties`` (``-Dlog4j2.configurationFile``

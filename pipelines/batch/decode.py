@@ -74,7 +74,7 @@ def _spooled(
 def route_decode_files(
     batches: Iterator[pa.RecordBatch], options: dict[str, Any]
 ) -> Iterator[tuple[dict[str, pa.Table], int]]:
-    """``offsetlake_delta_rs_multi`` route over FILE PATHS (column ``path``) of raw_records'
+    """``RoutedWriter`` route (``pipelines.tableio.rust_sink``) over FILE PATHS (column ``path``) of raw_records'
     snapshot: each file is read with pyarrow in bounded batches and decoded (no row crosses
     the JVM)."""
     from pipelines.batch.file_tasks import parquet_batches

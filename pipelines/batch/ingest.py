@@ -225,7 +225,7 @@ def landing_files_readable_by_tasks(cfg: Config, known: Collection[str] = ()) ->
 def route_copy_files(
     batches: Iterator[pa.RecordBatch], options: dict[str, Any]
 ) -> Iterator[tuple[dict[str, pa.Table], int]]:
-    """``offsetlake_delta_rs_multi`` route over landing file paths: each file's rows, cast to
+    """``RoutedWriter`` route (``pipelines.tableio.rust_sink``) over landing file paths: each file's rows, cast to
     ``RAW_RECORDS``, in file order.
 
     A file already in ``RAW_RECORDS``' exact schema with at least ``options["min_copy_rows"]``
@@ -439,7 +439,7 @@ def _append_routed(spark: SparkSession, cfg: Config, io: TableIO, plan: _Plan, e
             metadata=plan.metadata,
             commit_check="pipelines.batch.ingest:check_disjoint",
         )
-    except Exception as exc:  # the check's refusal comes back wrapped by Spark
+    except RuntimeError as exc:  # the commit check refused (raised by the driver-side commit)
         from pipelines.tableio import COMMIT_REFUSED
 
         if COMMIT_REFUSED not in str(exc):

@@ -1,4 +1,4 @@
-"""The rust engine: executors write Parquet through ``rust_sink``'s data sources, the driver
+"""The rust engine: Spark tasks write Parquet through ``rust_sink``'s writers, the driver
 commits with delta-rs; MERGE and DELETE run in delta-rs with an Arrow source on the driver.
 
 Rules:
@@ -10,7 +10,7 @@ Rules:
 - Reading back respects the snapshot: the snapshot's file list read by Spark, not a directory
   listing; an empty table yields an empty DataFrame with the declared schema; a table another
   engine wrote with deletion vectors or column mapping is read by delta-rs on the driver.
-- Routed writes (``offsetlake_delta_rs_multi``) write several tables in one pass; a staged table
+- Routed writes (``rust_sink.RoutedWriter``) write several tables in one pass; a staged table
   goes to a fresh unmarked table under ``TableIO.staging_path``.
 """
 
@@ -35,7 +35,7 @@ log = logging.getLogger("pipelines.tableio")
 
 
 class RustEngine:
-    """``base.Engine`` on delta-rs and the executor-side data sources."""
+    """``base.Engine`` on delta-rs and ``rust_sink``'s task writers."""
 
     name: EngineName = "rust"
     checks_append_marker = True
@@ -43,10 +43,6 @@ class RustEngine:
     def __init__(self, io: TableIO, spark: SparkSession | None) -> None:
         self.io = io
         self.spark = spark
-        if spark is not None:
-            from pipelines.tableio import rust_sink
-
-            rust_sink.register(spark)
 
     def _spark(self) -> SparkSession:
         if self.spark is None:
@@ -81,20 +77,18 @@ class RustEngine:
     ) -> None:
         from pipelines.tableio import rust_sink
 
-        writer = (
-            data.write.format(rust_sink.FORMAT_NAME)
-            .mode(mode)
-            .option("path", uri)
-            .option("arrow_schema", rust_sink.encode_schema(spec.arrow_schema()))
-            .option("partition_by", ",".join(spec.partition_by))
-            .option("target_file_rows", str(self.io.conf.delta.target_file_rows))
-            .option("write_mode", mode)
-            .option("require_latest", "true" if mode == "overwrite" else "false")
-            .option("commit_metadata", json.dumps(metadata or {}))
-        )
+        options = {
+            "path": uri,
+            "arrow_schema": rust_sink.encode_schema(spec.arrow_schema()),
+            "partition_by": ",".join(spec.partition_by),
+            "target_file_rows": str(self.io.conf.delta.target_file_rows),
+            "write_mode": mode,
+            "require_latest": "true" if mode == "overwrite" else "false",
+            "commit_metadata": json.dumps(metadata or {}),
+        }
         if app_id is not None:
-            writer = writer.option("txn_app_id", app_id).option("txn_version", str(version))
-        writer.save()
+            options.update(txn_app_id=app_id, txn_version=str(version))
+        rust_sink.run(data, rust_sink.TableWriter(options, mode == "overwrite"))
 
     def merge(
         self,
@@ -155,7 +149,7 @@ class RustEngine:
 
 
 class _RoutedWrite:
-    """One ``offsetlake_delta_rs_multi`` write: markers checked, staging made, one save, results."""
+    """One routed write: markers checked, staging made, one Spark job and its commits, results."""
 
     def __init__(
         self,
@@ -196,7 +190,6 @@ class _RoutedWrite:
             io.ensure(n)
         before = {n: io.version(n) for n in names}
         app_id, version = self.app_id, self.version
-        marked = app_id is not None and version is not None
         # a pass that must write its side outputs runs even when the tables carry the marker
         # already (their files are then deleted at the commit): e.g. the replay input
         if (
@@ -221,16 +214,10 @@ class _RoutedWrite:
             }
             for sp in specs
         ]
-        writer = (
-            df.write.format(rust_sink.MULTI_FORMAT_NAME)
-            .mode(mode)
-            .option("tables", json.dumps(tables))
-            .option("route", route)
-            .options(**self.options)
-        )
-        if marked:
-            writer = writer.option("txn_app_id", app_id).option("txn_version", str(version))
-        writer.save()
+        options = {**self.options, "tables": json.dumps(tables), "route": route, "write_mode": mode}
+        if app_id is not None and version is not None:
+            options.update(txn_app_id=app_id, txn_version=str(version))
+        rust_sink.run(df, rust_sink.RoutedWriter(options, mode == "overwrite"))
         out = {}
         for n in names:
             if n in self.staged:
