@@ -72,6 +72,7 @@ from pipelines.batch.ingest_sources import (
     landing_segments,
     read_source,
     segment_input,
+    source_is_raw_records,
     write_segment_side,
 )
 from pipelines.batch.positions import (
@@ -337,19 +338,20 @@ def ingest(spark: SparkSession, cfg: Config, io: TableIO, source: DataFrame | No
     """
     io.ensure(RAW_TABLE)
     seg = None
-    if source is None:
-        seg = segment_input(cfg)
-        source = read_source(spark, cfg, io, segments=seg)
-    if source is None:
+    if source is None and source_is_raw_records(cfg):
         total = io.count(RAW_TABLE)
         return IngestResult("raw_records", total, 0, total, io.version(RAW_TABLE) or 0)
+    if source is None:
+        seg = segment_input(cfg)
+    given = source
+    # Spark's reader is set up only when a path needs it (listing a landing costs ~0.7 s)
+    plan = _Plan(lambda: given if given is not None else _must(read_source(spark, cfg, io, segments=seg)))
     before = io.count(RAW_TABLE)
     known = ingested_files(io) if before and io.engine == "rust" else {}
     landing = cfg.input.path or cfg.paths.landing
     if cfg.input.source == "landing" and cfg.input.format != "json" and "://" not in landing:
         # wrong column types fail here, naming file and column, before anything is read
         check_landing_schemas([f for f in landing_files(landing)[0] if not (known and file_stamp(f) in known)])
-    plan = _Plan(source=source)
     files = landing_files_readable_by_tasks(cfg, known) if io.engine == "rust" else None
     if files is not None and not _skip_ingested(spark, plan, files, known):
         return IngestResult(cfg.input.source, plan.skipped_rows, 0, before, io.version(RAW_TABLE) or 0)
@@ -382,17 +384,29 @@ def ingest(spark: SparkSession, cfg: Config, io: TableIO, source: DataFrame | No
     )
 
 
+def _must(source: DataFrame | None) -> DataFrame:
+    assert source is not None, "read_source returns None only for raw_records itself"
+    return source
+
+
 @dataclass
 class _Plan:
     """What one ingest reads and how much of it is new (filled in as the steps learn it)."""
 
-    source: DataFrame
+    make_source: Callable[[], DataFrame]  # the input through Spark's readers, made when first used
     files: list[str] | None = None  # landing files the tasks copy (None: Spark's readers)
     file_rows: dict[str, int] = field(default_factory=dict)
     metadata: dict[str, Any] = field(default_factory=dict)
     skipped_rows: int = 0  # rows of files an earlier ingest committed
     read: int = 0
     n_new: int = 0
+    _source: DataFrame | None = None
+
+    @property
+    def source(self) -> DataFrame:
+        if self._source is None:
+            self._source = self.make_source()
+        return self._source
 
 
 def _skip_ingested(spark: SparkSession, plan: _Plan, files: list[str], known: dict[str, int]) -> bool:
@@ -409,7 +423,7 @@ def _skip_ingested(spark: SparkSession, plan: _Plan, files: list[str], known: di
     if not fresh:
         return False
     if len(fresh) < len(files):
-        plan.source = spark.read.schema(RAW_RECORDS.spark_schema()).parquet(*fresh)
+        plan.make_source = lambda: spark.read.schema(RAW_RECORDS.spark_schema()).parquet(*fresh)
     plan.files = fresh
     plan.file_rows = {f: _file_rows(f) for f in fresh}  # footers, read once
     plan.metadata = {FILES_KEY: json.dumps({stamps[f]: plan.file_rows[f] for f in fresh}, separators=(",", ":"))}

@@ -178,6 +178,8 @@ def read_source(
     """The configured source as raw records, or ``None`` when the source IS ``raw_records``
     (``segments``: the landing's broker segments, ``segment_input``)."""
     src = cfg.input.source
+    if source_is_raw_records(cfg):
+        return None
     if src == "landing":
         return read_landing(
             spark,
@@ -187,11 +189,16 @@ def read_source(
             segments=segments,
         )
     if src == "delta":
-        path = cfg.input.path or cfg.table_path(RAW_TABLE)
-        if os.path.normpath(path) == os.path.normpath(cfg.table_path(RAW_TABLE)):
-            return None
-        return read_delta_raw(spark, path)
+        return read_delta_raw(spark, cfg.input.path or cfg.table_path(RAW_TABLE))
     return read_kafka(spark, cfg)
+
+
+def source_is_raw_records(cfg: Config) -> bool:
+    """True when the configured input is the warehouse's own ``raw_records`` (nothing to ingest)."""
+    if cfg.input.source != "delta":
+        return False
+    path = cfg.input.path or cfg.table_path(RAW_TABLE)
+    return os.path.normpath(path) == os.path.normpath(cfg.table_path(RAW_TABLE))
 
 
 #: column → (accepts, expected) for a landing Parquet file's present columns (what Spark's
