@@ -16,6 +16,8 @@ Rules:
   ``spark-submit`` the submitter's logging stands. The JVM's own "WARNING: Using incubator
   modules" line (Spark's launcher always adds ``--add-modules=jdk.incubator.vector``) is printed
   by Java's module system, not by log4j, and stays.
+- On a local master, the driver JVM maps Spark's classes from a class-data-sharing archive the
+  first run leaves in the user's cache (``pipelines.jvm_archive``): ~1.5 s less per fresh process.
 - The embedded path (a local master) keeps Spark's SQL warehouse out of the working directory:
   ``spark.sql.warehouse.dir`` defaults to ``offsetlake-spark-warehouse-<uid>`` under the system
   temp directory (Spark's own default, ``./spark-warehouse``, littered wherever a command ran);
@@ -117,7 +119,7 @@ def build_spark(
         log_level: Spark's log level for the session.
     """
     prepare_environment()
-    check_java()
+    banner = check_java()
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder.appName(app_name)
@@ -131,17 +133,39 @@ def build_spark(
     if local:
         merged["spark.sql.warehouse.dir"] = local_sql_warehouse()
     merged.update({k: str(v) for k, v in (conf or {}).items()})
+    archive = _jvm_archive(banner, merged) if local else None
     # our log4j2 configuration first: a user's extraJavaOptions still apply (and may override it)
     merged["spark.driver.extraJavaOptions"] = " ".join(
-        o for o in (f"-Dlog4j2.configurationFile={LOG4J2_CONF}", merged.get("spark.driver.extraJavaOptions")) if o
+        o
+        for o in (
+            f"-Dlog4j2.configurationFile={LOG4J2_CONF}",
+            *(archive.options if archive else []),
+            merged.get("spark.driver.extraJavaOptions"),
+        )
+        if o
     )
     for key, value in merged.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
+    if archive is not None:
+        archive.started(spark)
     spark.sparkContext.setLogLevel(log_level)
     if not os.environ.get("OFFSETLAKE_DEBUG"):
         quiet_failure_logs(spark)
     return spark
+
+
+def _jvm_archive(banner: str, conf: Mapping[str, str]) -> Any:
+    """The class-data-sharing options when this process is about to start the JVM (module rules)."""
+    from pyspark import SparkContext
+    from pyspark.find_spark_home import _find_spark_home
+
+    from pipelines.jvm_archive import JvmArchive
+
+    java = _java_binary()
+    if java is None or SparkContext._active_spark_context is not None:
+        return None
+    return JvmArchive(java, banner, _find_spark_home(), conf)
 
 
 #: Loggers whose ERROR lines repeat a failure the driver re-raises (or a refusal it handles).
