@@ -44,7 +44,9 @@ def test_the_key_changes_with_the_jars_the_java_and_the_driver_memory(spark_home
     assert base != archive_key(java, "openjdk 17", str(spark_home), {"spark.driver.memory": "3g"})
 
 
-def test_a_first_start_asks_its_jvm_to_write_the_archive_and_the_next_start_maps_it(spark_home: Path, cache: Path) -> None:
+def test_a_first_start_asks_its_jvm_to_write_the_archive_and_the_next_start_maps_it(
+    spark_home: Path, cache: Path
+) -> None:
     first = JvmArchive(sys.executable, "openjdk 17", str(spark_home), {})
     assert first.part is not None and first.options[0] == f"-XX:ArchiveClassesAtExit={first.part}"
 
