@@ -16,6 +16,8 @@ Rules:
   ``spark-submit`` the submitter's logging stands. The JVM's own "WARNING: Using incubator
   modules" line (Spark's launcher always adds ``--add-modules=jdk.incubator.vector``) is printed
   by Java's module system, not by log4j, and stays.
+- On a local master, Spark's Python workers fork from ``pipelines.spark_daemon`` (the installed
+  pyspark's bytecode instead of Spark's zip, ``pyspark.worker`` imported once before the fork).
 - On a local master, the driver JVM maps Spark's classes from a class-data-sharing archive the
   first run leaves in the user's cache (``pipelines.jvm_archive``): ~1.5 s less per fresh process.
 - The embedded path (a local master) keeps Spark's SQL warehouse out of the working directory:
@@ -132,6 +134,7 @@ def build_spark(
     merged = dict(DEFAULT_CONF)
     if local:
         merged["spark.sql.warehouse.dir"] = local_sql_warehouse()
+        merged["spark.python.daemon.module"] = "pipelines.spark_daemon"
     merged.update({k: str(v) for k, v in (conf or {}).items()})
     archive = _jvm_archive(banner, merged) if local else None
     # our log4j2 configuration first: a user's extraJavaOptions still apply (and may override it)
