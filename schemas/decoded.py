@@ -61,9 +61,9 @@ TXN_COLUMNS = (
         "txn_outcome",
         "string",
         True,
-        "Transactional commits: committed | aborted | open: the first COMMIT/ABORT marker of the producer in "
+        "Transactional commits: `committed` or `aborted` by the first COMMIT/ABORT marker of the producer in "
         "this partition after the record (Kafka applies a marker to every group with pending offsets of its "
-        "producer), or none yet (open at the end of the log: pending, not applied). The transaction's fate, "
+        "producer); `open` when none follows (pending at the end of the log, not applied). The transaction's fate, "
         "not the offset's: a committed offset still loses to a later-written commit of the partition, and a "
         "Kafka 4 tombstone drops it while pending (`offsets_current` has what holds). Null when `producer_id` is.",
     ),
