@@ -121,15 +121,15 @@ def transaction_fates(
     by_producer: dict[tuple[int, int], list[tuple[int, bool]]] = {}
     for m in markers:
         by_producer.setdefault((m.partition, m.producer_id), []).append((m.offset, m.committed))
-    for closing in by_producer.values():
-        closing.sort()
-    offsets = {k: [o for o, _ in v] for k, v in by_producer.items()}
+    open_ = TxnFate(None, None)
+    # per (partition, producer): its markers' offsets, and the fate each closes (one object per
+    # marker, shared by its records), the last entry: open
+    closing: dict[tuple[int, int], tuple[list[int], list[TxnFate]]] = {}
+    for k, ms in by_producer.items():
+        ms.sort()
+        closing[k] = ([o for o, _ in ms], [TxnFate(c, o) for o, c in ms] + [open_])
     out: dict[tuple[int, int], TxnFate] = {}
     for part, off, pid in records:
-        at = offsets.get((part, pid))
-        i = bisect_right(at, off) if at is not None else 0
-        if at is None or i == len(at):
-            out[(part, off)] = TxnFate(None, None)
-        else:
-            out[(part, off)] = TxnFate(by_producer[(part, pid)][i][1], at[i])
+        at = closing.get((part, pid))
+        out[(part, off)] = open_ if at is None else at[1][bisect_right(at[0], off)]
     return out

@@ -47,29 +47,26 @@ def txn_fates_table(txn: pa.Table) -> pa.Table:
     from coordinator_core.transactions import transaction_fates
     from schemas.decoded import OFFSET_COMMITS
 
-    rows = txn.select(["partition", "offset", "producer_id", "control_type"]).to_pylist()
-    records = [(r["partition"], r["offset"], r["producer_id"]) for r in rows if r["control_type"] is None]
+    cols = [txn.column(c).to_pylist() for c in ("partition", "offset", "producer_id", "control_type")]
+    records = [(p, o, pid) for p, o, pid, ct in zip(*cols, strict=True) if ct is None]
     # COMMIT (1) / ABORT (0) only: the other control types (KRaft's) close no transaction
-    markers = [
-        TxnMarker(r["partition"], r["offset"], 0, r["producer_id"], r["control_type"] == 1)
-        for r in rows
-        if r["control_type"] in (0, 1)
-    ]
+    markers = [TxnMarker(p, o, 0, pid, ct == 1) for p, o, pid, ct in zip(*cols, strict=True) if ct in (0, 1)]
     if any(p >= 1 << 19 or o >= 1 << _OFFSET_BITS for p, o, _ in records):
         raise ValueError("raw_transactions: a partition or offset beyond the decode's key range")
     fates = transaction_fates(records, markers)
     records.sort()
+    resolved = [fates[(p, o)] for p, o, _ in records]
     schema = OFFSET_COMMITS.arrow_schema()
     names = ("coordinator_partition", "log_offset", "producer_id", "txn_outcome", "txn_marker_offset")
-    cols = (
+    out = (
         [p for p, _, _ in records],
         [o for _, o, _ in records],
         [pid for _, _, pid in records],
-        [_OUTCOMES[fates[(p, o)].committed] for p, o, _ in records],
-        [fates[(p, o)].marker_offset for p, o, _ in records],
+        [_OUTCOMES[f.committed] for f in resolved],
+        [f.marker_offset for f in resolved],
     )
     return pa.Table.from_arrays(
-        [pa.array(c, schema.field(n).type) for n, c in zip(names, cols, strict=True)],
+        [pa.array(c, schema.field(n).type) for n, c in zip(names, out, strict=True)],
         schema=pa.schema([schema.field(n) for n in names]),
     )
 
