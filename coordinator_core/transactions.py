@@ -18,9 +18,19 @@ Rules (Kafka 4: ``OffsetMetadataManager.replay`` with a producer id, ``replayEnd
   producer's pending offset only.
 - While a group holds pending offsets it does not die; under Kafka 4 the partition's held offset
   does not expire either (``coordinator_core.expiry``).
+- What became of a transactional record (``transaction_fates``): a marker completes every
+  pending offset of its producer in its partition, whatever the group (``replayEndTransactionMarker``
+  walks the producer's pending groups), so a record's transaction is closed by the first
+  COMMIT/ABORT marker of its producer in its partition at a higher offset; none: still open at the
+  end of the log. That is the transaction's fate, not the offset's: a committed offset still loses
+  to a later-written one, and a Kafka 4 tombstone drops it while pending (the replay decides).
 """
 
 from __future__ import annotations
+
+from bisect import bisect_right
+from collections.abc import Iterable
+from dataclasses import dataclass
 
 from coordinator_core.events import OffsetCommitted
 from coordinator_core.group_fold import GroupFold
@@ -90,3 +100,36 @@ def drop_pending(w: GroupFold, tp: TopicPartition, producer_id: int | None = Non
         if pending is not None and pending.pop(tp, None) is not None and not pending:
             del w.pending_txn[pid]  # nothing left: the transaction no longer holds the group
     w.invalidate_expiry()
+
+
+@dataclass(frozen=True, slots=True)
+class TxnFate:
+    """The transaction of a transactional record: ``committed`` True (COMMIT), False (ABORT) or
+    None (open: no marker of its producer after it in its partition); ``marker_offset`` is the
+    closing marker's offset (None when open)."""
+
+    committed: bool | None
+    marker_offset: int | None
+
+
+def transaction_fates(
+    records: Iterable[tuple[int, int, int]], markers: Iterable[TxnMarker]
+) -> dict[tuple[int, int], TxnFate]:
+    """(partition, offset) -> ``TxnFate`` of each transactional record ``(partition, offset,
+    producer_id)``: closed by the first marker of its producer in its partition at a higher
+    offset (module rules)."""
+    by_producer: dict[tuple[int, int], list[tuple[int, bool]]] = {}
+    for m in markers:
+        by_producer.setdefault((m.partition, m.producer_id), []).append((m.offset, m.committed))
+    open_ = TxnFate(None, None)
+    # per (partition, producer): its markers' offsets, and the fate each closes (one object per
+    # marker, shared by its records), the last entry: open
+    closing: dict[tuple[int, int], tuple[list[int], list[TxnFate]]] = {}
+    for k, ms in by_producer.items():
+        ms.sort()
+        closing[k] = ([o for o, _ in ms], [TxnFate(c, o) for o, c in ms] + [open_])
+    out: dict[tuple[int, int], TxnFate] = {}
+    for part, off, pid in records:
+        at = closing.get((part, pid))
+        out[(part, off)] = open_ if at is None else at[1][bisect_right(at[0], off)]
+    return out

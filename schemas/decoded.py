@@ -16,6 +16,9 @@ Rules:
   ``log_timestamp`` (the ``__consumer_offsets`` partition, offset and record timestamp), so a
   group's records order totally by (coordinator_partition, log_offset). ``topic`` /
   ``partition`` in ``offset_commits`` are the *committed* topic-partition (Kafka's key fields).
+- ``offset_commits`` says which commits were transactional and what became of their transaction
+  (``TXN_COLUMNS``: ``coordinator_core.transactions.transaction_fates`` over ``raw_transactions``,
+  set by the batch decode); null where the input has no batch attributes.
 - ``quarantine``, ``group_records`` and ``unsupported_records`` keep the raw record in Spark's Kafka source
   columns (key, value, topic, partition, offset, timestamp): they can be fed back to decode.
 - Times are TIMESTAMP (UTC, converted from the core's epoch ms); wire sentinels (-1) are null,
@@ -41,6 +44,36 @@ _POSITION = (
     ),
     Column("log_offset", "bigint", False, "Offset of the record in that partition."),
     Column("log_timestamp", "timestamp", True, "Record timestamp (CREATE_TIME, the coordinator's clock), UTC."),
+)
+
+#: a transactional commit (KIP-98, a TxnOffsetCommit's record) and what became of its transaction;
+#: known only where the input has batch attributes (broker segments: ``raw_transactions``)
+TXN_COLUMNS = (
+    Column(
+        "producer_id",
+        "bigint",
+        True,
+        "Producer id when the record is in a transactional batch (a TxnOffsetCommit, KIP-98), from "
+        "`raw_transactions`; null for a plain commit, and for every row of an input without batch attributes "
+        "(Parquet/JSON landings, Kafka consumers), where it cannot be known.",
+    ),
+    Column(
+        "txn_outcome",
+        "string",
+        True,
+        "Transactional commits: `committed` or `aborted` by the first COMMIT/ABORT marker of the producer in "
+        "this partition after the record (Kafka applies a marker to every group with pending offsets of its "
+        "producer); `open` when none follows (pending at the end of the log, not applied). The transaction's fate, "
+        "not the offset's: a committed offset still loses to a later-written commit of the partition, and a "
+        "Kafka 4 tombstone drops it while pending (`offsets_current` has what holds). Null when `producer_id` is.",
+    ),
+    Column(
+        "txn_marker_offset",
+        "bigint",
+        True,
+        "Offset (in this `__consumer_offsets` partition) of the marker that committed or aborted the "
+        "transaction; null when open or not transactional.",
+    ),
 )
 
 OFFSET_COMMITS = TableSpec(
@@ -73,6 +106,7 @@ OFFSET_COMMITS = TableSpec(
             True,
             "OffsetCommitValue.expire_timestamp (v1 only); null when absent or -1.",
         ),
+        *TXN_COLUMNS,
     ),
     primary_key=("coordinator_partition", "log_offset"),
     mode="append",

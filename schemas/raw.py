@@ -77,7 +77,7 @@ RAW_TRANSACTIONS = TableSpec(
     name="raw_transactions",
     doc="What broker log segments carry beyond `raw_records` (KIP-98): one row per record of a "
     "transactional batch (a TxnOffsetCommit's offset commits: `control_type` null, the record itself is in "
-    "`raw_records`) and one per control record (COMMIT/ABORT markers, which are in no other table). The "
+    "`raw_records`, and in `offset_commits` with its transaction's outcome) and one per control record (COMMIT/ABORT markers, which are in no other table). The "
     "replay applies them: a transactional commit is pending until its producer's COMMIT marker in its "
     "partition, dropped on ABORT. Empty for inputs without batch attributes (Parquet/JSON landings, Kafka "
     "consumers). Idempotent on (topic, partition, offset).",

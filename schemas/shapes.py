@@ -10,7 +10,7 @@ Rules:
 from __future__ import annotations
 
 from schemas.base import Column, TableSpec
-from schemas.decoded import MEMBER_TYPE
+from schemas.decoded import MEMBER_TYPE, TXN_COLUMNS
 
 #: The members of a group-metadata record as the replay reads them (the decoded member struct
 #: without the parsed subscription/assignment columns: the core parses the blobs itself).
@@ -106,6 +106,8 @@ DECODE_UNION = TableSpec(
         Column("group_type", "string"),
         Column("member_id", "string"),
         Column("value_json", "string"),
+        # offset commits' transaction (null from the decoder: set from raw_transactions afterwards)
+        *TXN_COLUMNS,
     ),
 )
 

@@ -8,6 +8,9 @@ Rules:
   (``TableIO.write_routed``). Nothing is decoded twice and no decoded row crosses the JVM.
 - The same pass writes the replay input, cut into buckets (``pipelines.batch.replay``), and the
   raw records' per-partition figures (``pipelines.log_shape``) beside it.
+- Transactions (broker segments, KIP-98): the driver stages what became of each transactional
+  record (``pipelines.batch.decode_txn``) and the tasks set the transaction columns of their
+  offset-commit rows from it; no row is added or removed.
 - Every raw record becomes exactly one row of exactly one table; the driver checks that the
   rows written add up to the rows read before committing anything (raw = decoded + quarantined
   + unsupported, enforced at the commit).
@@ -18,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
+from pipelines.batch.decode_txn import TXN_FATES, read_txn_fates, stage_txn_fates, with_txn_fates
 from pipelines.records.decode import TABLES, decode_tables
 
 if TYPE_CHECKING:
@@ -82,18 +86,22 @@ def route_decode_files(
 
     lenient = bool(options.get("lenient", False))
     stats = _stats_for(options)
+    fates = read_txn_fates(options.get("txn_fates"))
 
     def decoded() -> Iterator[tuple[dict[str, pa.Table], int]]:
         for batch in batches:
             for path in batch.column("path").to_pylist():
                 for raw in parquet_batches(path, INPUT_COLUMNS):
-                    yield decode_tables(_seen(raw, stats), lenient=lenient), raw.num_rows
+                    tables = decode_tables(_seen(raw, stats), lenient=lenient)
+                    if fates is not None and "offset_commits" in tables:
+                        tables["offset_commits"] = with_txn_fates(tables["offset_commits"], fates)
+                    yield tables, raw.num_rows
 
     yield from _spooled(decoded(), options, stats)
 
 
-def _route_options(lenient: bool, spool: tuple[dict[str, Any], str] | None) -> dict[str, Any]:
-    return {"lenient": lenient, **({"replay_input": spool[0]} if spool else {})}
+def _route_options(lenient: bool, spool: tuple[dict[str, Any], str] | None, fates: str | None) -> dict[str, Any]:
+    return {"lenient": lenient, "txn_fates": fates, **({"replay_input": spool[0]} if spool else {})}
 
 
 def write_decoded_from_raw_table(
@@ -124,14 +132,19 @@ def write_decoded_from_raw_table(
             "raw_records uses deletion vectors or column mapping; offsetlake reads its files "
             "directly and needs a plain Delta table (rewrite it without those features)"
         )
-    return io.write_routed(
-        TABLES,
-        spread(io.spark, [(f,) for f in files], "path string"),
-        FILE_ROUTE,
-        route_options=_route_options(lenient, spool),
-        txn_app_id=app_id,
-        txn_version=version,
-        rows_equal_input=True,
-        expected_rows=expected_rows,
-        side_manifest=spool[1] if spool else None,
-    )
+    fates = stage_txn_fates(io)
+    try:
+        return io.write_routed(
+            TABLES,
+            spread(io.spark, [(f,) for f in files], "path string"),
+            FILE_ROUTE,
+            route_options=_route_options(lenient, spool, fates),
+            txn_app_id=app_id,
+            txn_version=version,
+            rows_equal_input=True,
+            expected_rows=expected_rows,
+            side_manifest=spool[1] if spool else None,
+        )
+    finally:
+        if fates is not None:
+            io.drop_staged(TXN_FATES)

@@ -13,7 +13,10 @@ Rules:
   land: delta-rs embedded, or Spark's Delta on a cluster).
 - Batch = full rebuild from ``raw_records`` at one Delta version. Every derived table is written
   with the marker (app id, raw_records version); the gold app id also carries a fingerprint of the
-  replay settings. A rerun over the same input therefore finds every table already at its marker
+  replay settings. Both app ids also carry ``raw_transactions``' version when it has rows (broker
+  segments: a later segment may bring only a COMMIT/ABORT marker, which changes what the
+  decoded and gold tables say about a transaction but not raw_records' version).
+  A rerun over the same input therefore finds every table already at its marker
   and changes nothing (not even the table versions); a retried crash finishes only what is
   missing. Current-state tables (group_state, offsets_current) are MERGEd (only changed rows are
   rewritten; rows absent from the rebuild are deleted); every other table is replaced in one
@@ -81,6 +84,13 @@ def replay_fingerprint(cfg: Config) -> str:
     """Short hash of the settings the gold tables depend on (part of the gold app id)."""
     payload = {"replay": cfg.to_dict()["replay"], "num_partitions": cfg.offsets_topic.num_partitions}
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:12]
+
+
+def txn_tag(io: TableIO) -> str:
+    """The app ids' suffix naming ``raw_transactions``' version ("" when it has no rows)."""
+    if not io.exists(RAW_TRANSACTIONS) or not io.count(RAW_TRANSACTIONS):
+        return ""
+    return f"-txn{io.version(RAW_TRANSACTIONS)}"
 
 
 def _all_applied(io: TableIO, names: Sequence[str], app_id: str, version: int) -> bool:
@@ -217,12 +227,13 @@ def _decode(io: TableIO, summary: BatchSummary) -> tuple[str, bool]:
 
     raw_version = summary.raw_version
     summary.paths["decode"] = DECODE_PATH
-    if _all_applied(io, DECODED_TABLES, DECODE_APP_ID, raw_version) and replay.current_replay_input(io, raw_version):
+    app_id = DECODE_APP_ID + txn_tag(io)
+    if _all_applied(io, DECODED_TABLES, app_id, raw_version) and replay.current_replay_input(io, raw_version):
         return f"up to date with raw_records v{raw_version}", False
     spool = replay.new_replay_input(io, raw_version)
     try:
         results = write_decoded_from_raw_table(
-            io, app_id=DECODE_APP_ID, version=raw_version, expected_rows=summary.raw_total, spool=spool
+            io, app_id=app_id, version=raw_version, expected_rows=summary.raw_total, spool=spool
         )
     except BaseException:
         replay.drop_replay_inputs(io, keep=replay.current_replay_input(io, raw_version))
@@ -239,12 +250,13 @@ def _replay(cfg: Config, io: TableIO, summary: BatchSummary, gold_written: dict[
     from pipelines.log_shape import STATS_KIND, combine, compaction_note, log_partitions, rows_to_table
 
     raw_version = summary.raw_version
-    gold_app = f"{GOLD_APP_PREFIX}-{replay_fingerprint(cfg)}"
+    tag = txn_tag(io)
+    gold_app = f"{GOLD_APP_PREFIX}-{replay_fingerprint(cfg)}{tag}"
     summary.paths["replay"] = REPLAY_PATH
     if _all_applied(io, gold_table_names(), gold_app, raw_version):
         return f"up to date with raw_records v{raw_version}"
     manifest = replay.current_replay_input(io, raw_version)
-    if manifest is None or not _all_applied(io, DECODED_TABLES, DECODE_APP_ID, raw_version):
+    if manifest is None or not _all_applied(io, DECODED_TABLES, DECODE_APP_ID + tag, raw_version):
         # gold is marked with the raw_records version: never build it from stale decoded tables
         raise UsageError(f"the decoded tables are not at raw_records v{raw_version}: run the decode stage first")
     # what the capture says about itself, from the decode pass that read every raw record

@@ -238,3 +238,37 @@ def test_bulk_path_splits_commit_runs_at_transactional_records_and_equals_the_fu
     assert bulk.snapshot == full.snapshot
     assert _offsets(full.snapshot)[("t", 0)] == 218  # the plain commit written after the txn's wins
     assert ("t", 4) not in full.snapshot.offsets
+
+
+def test_transaction_fate_is_the_first_marker_of_its_producer_after_it_in_its_partition() -> None:
+    from coordinator_core.transactions import TxnFate, transaction_fates
+
+    log = TxnLog(partition=7, first_offset=0)
+    log.marker(True)  # 0: before any record of PID: closes nothing
+    log.commit("t", 0, 1, group="a", pid=PID)  # 1: committed at 5
+    log.commit("t", 0, 2, group="b", pid=PID + 1)  # 2: aborted at 4
+    log.commit("t", 1, 3, group="b", pid=PID)  # 3: committed at 5 (another group, same producer)
+    log.marker(False, pid=PID + 1)  # 4
+    log.marker(True)  # 5
+    log.commit("t", 0, 4, group="a", pid=PID)  # 6: the producer's next transaction: aborted at 7
+    log.marker(False)  # 7
+    log.commit("t", 0, 5, group="a", pid=PID)  # 8: open
+    other = TxnLog(partition=9, first_offset=0)
+    other.commit("t", 0, 6, group="c", pid=PID + 1)  # 0: open: partition 7's markers do not close it
+    items = log.items + other.items
+    records = [(r.partition, r.offset, r.producer_id) for r in items if isinstance(r, LogRecord) and r.producer_id]
+    markers = [m for m in items if isinstance(m, TxnMarker)]
+    assert transaction_fates(records, reversed(markers)) == {
+        (7, 1): TxnFate(True, 5),
+        (7, 2): TxnFate(False, 4),
+        (7, 3): TxnFate(True, 5),
+        (7, 6): TxnFate(False, 7),
+        (7, 8): TxnFate(None, None),
+        (9, 0): TxnFate(None, None),
+    }
+    # the replay agrees: the committed ones are the current offsets their producer committed, the
+    # open ones still pending
+    out = replay_groups(items)
+    assert _offsets(out["a"].snapshot) == {("t", 0): 1} and _offsets(out["b"].snapshot) == {("t", 1): 3}
+    assert out["a"].snapshot.pending_transactional_offsets == 1
+    assert out["c"].snapshot.pending_transactional_offsets == 1

@@ -76,6 +76,39 @@ def _offsets_current(warehouse: Path) -> list[tuple[Any, ...]]:
     )
 
 
+def _offset_commits_txn(warehouse: Path) -> list[tuple[Any, ...]]:
+    from deltalake import DeltaTable
+
+    rows = DeltaTable(str(warehouse / "offset_commits")).to_pyarrow_table().to_pylist()
+    return sorted(
+        (r["coordinator_partition"], r["log_offset"], r["producer_id"], r["txn_outcome"], r["txn_marker_offset"])
+        for r in rows
+    )
+
+
+def _core_txn(landing: Path) -> list[tuple[Any, ...]]:
+    """The core's rule over the same segments: every data record, its transaction's fate."""
+    from coordinator_core.records import LogRecord, TxnMarker
+    from coordinator_core.transactions import transaction_fates
+
+    items = list(replay_items(landing))
+    fates = transaction_fates(
+        [(i.partition, i.offset, i.producer_id) for i in items if isinstance(i, LogRecord) and i.producer_id],
+        [i for i in items if isinstance(i, TxnMarker)],
+    )
+    outcome = {True: "committed", False: "aborted", None: "open"}
+    out = []
+    for i in items:
+        if isinstance(i, LogRecord):
+            f = fates.get(i.position)
+            out.append(
+                (i.partition, i.offset, i.producer_id, None, None)
+                if f is None
+                else (i.partition, i.offset, i.producer_id, outcome[f.committed], f.marker_offset)
+            )
+    return sorted(out)
+
+
 def test_batch_job_on_broker_segments_applies_commit_and_abort_markers_and_quarantines_a_bad_batch(
     tmp_path: Path, spark: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -140,3 +173,49 @@ def test_batch_job_on_broker_segments_applies_commit_and_abort_markers_and_quara
     assert again["records_new"] == 0 and again["transactional_new"] == 0
     assert DeltaTable(str(warehouse / "ingest_quarantine")).to_pyarrow_table().num_rows == 1
     assert _offsets_current(warehouse) == got
+
+
+def test_offset_commits_say_which_commits_were_transactional_and_what_became_of_them(
+    tmp_path: Path, spark: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from deltalake import DeltaTable
+
+    landing = tmp_path / "landing"
+    _write_log_dir(landing)
+    conf = tmp_path / "c.yaml"
+    conf.write_text(f"paths:\n  root: {tmp_path / 'data'}\ninput:\n  path: {landing}\n")
+    assert main(["run", "batch", "--conf", str(conf), "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    warehouse = tmp_path / "data" / "warehouse"
+
+    # (coordinator_partition, log_offset, producer_id, txn_outcome, txn_marker_offset)
+    got = _offset_commits_txn(warehouse)
+    assert got == [
+        (7, 0, None, None, None),
+        (7, 1, None, None, None),
+        (7, 2, 9001, "committed", 5),  # one transaction over two groups: both committed by the marker
+        (7, 3, 9001, "committed", 5),
+        (7, 4, None, None, None),
+        (7, 6, 9002, "aborted", 7),
+        (7, 8, None, None, None),
+        (7, 10, 9003, "open", None),  # no marker yet: pending at the end of the log
+        (12, 0, None, None, None),
+        (12, 1, 9001, "open", None),  # partition 7's COMMIT of producer 9001 does not close it
+    ]
+    assert got == _core_txn(landing)
+    # the transactional commits are offset_commits rows (not extra ones): the counts rule holds
+    txn = DeltaTable(str(warehouse / "raw_transactions")).to_pyarrow_table().to_pylist()
+    assert sum(1 for r in got if r[2] is not None) == sum(1 for r in txn if r["control_type"] is None) == 5
+    assert summary["offset_commits"] == len(got) == summary["raw_total"] - summary["quarantined"]
+
+    # a later segment brings only the COMMIT of producer 9003 (no new data record, so raw_records'
+    # version stays): the open transaction becomes committed, in offset_commits and offsets_current
+    (landing / "__consumer_offsets-7" / "00000000000000000011.log").write_bytes(_marker(S.CONTROL_COMMIT, 11, 9003))
+    assert main(["run", "batch", "--conf", str(conf), "--json"]) == 0
+    after = json.loads(capsys.readouterr().out)
+    assert after["records_new"] == 0 and after["transactional_new"] == 1
+    assert after["raw_version"] == summary["raw_version"]
+    now = _offset_commits_txn(warehouse)
+    assert (7, 10, 9003, "committed", 11) in now and now == _core_txn(landing)
+    assert [r for r in now if r[1] != 10 or r[0] != 7] == [r for r in got if r[1] != 10 or r[0] != 7]
+    assert ("open", "orders", 0, 80, 10, 9003) in _offsets_current(warehouse)

@@ -12,11 +12,13 @@ import pytest
 from pipelines.config import load_config
 from pipelines.errors import UsageError
 from pipelines.tableio import TableIO, deltars
+from schemas.decoded import OFFSET_COMMITS
 from schemas.gold import GROUP_MEMBERS, GROUP_STATE
 
 NEW_COLUMNS = {
     "group_state": ["group_type"],
     "group_members": ["group_type", "member_epoch", "member_state", "pending_revocation_partitions"],
+    "offset_commits": ["producer_id", "txn_outcome", "txn_marker_offset"],
 }
 
 
@@ -63,6 +65,20 @@ def test_the_members_table_gets_the_consumer_member_columns_with_their_nested_ty
         for r in io.read_arrow("group_members").to_pylist()
     }
     assert got == {"m": (None, None), "m1": (4, [{"topic": "orders", "partition": 2}])}
+
+
+def test_offset_commits_from_before_the_transaction_columns_gets_them_with_older_rows_null(io: TableIO) -> None:
+    schema = OFFSET_COMMITS.arrow_schema()
+    old = {"coordinator_partition": 7, "log_offset": 1, "group_id": "g", "topic": "t", "partition": 0}
+    _old_table(io, "offset_commits", schema, {**old, "key_version": 1, "is_tombstone": False})
+    io.ensure("offset_commits")
+    assert deltars.column_names(io.path("offset_commits")) == list(OFFSET_COMMITS.column_names)
+    (row,) = io.read_arrow("offset_commits").to_pylist()
+    assert row["log_offset"] == 1 and (row["producer_id"], row["txn_outcome"], row["txn_marker_offset"]) == (
+        None,
+        None,
+        None,
+    )
 
 
 def test_a_missing_non_nullable_column_is_one_clear_error(io: TableIO, monkeypatch: pytest.MonkeyPatch) -> None:
