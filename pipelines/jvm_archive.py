@@ -34,6 +34,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from pipelines.warehouse_lock import pid_alive
+
 #: archives kept in the cache directory (one per Spark install / Java / memory setting)
 KEEP = 4
 QUIET = "-Xlog:cds=off,cds+dynamic=off"
@@ -68,16 +70,6 @@ def archive_key(java: str, banner: str, spark_home: str, conf: Mapping[str, str]
     return h.hexdigest()[:20]
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def _writing(pid_file: Path) -> bool:
     """True while the part's JVM may still run (its pid is alive, or not noted yet and recent)."""
     try:
@@ -85,7 +77,7 @@ def _writing(pid_file: Path) -> bool:
         age = time.time() - pid_file.stat().st_mtime
     except (OSError, ValueError):
         return False
-    return _alive(pid) if pid else age < UNNOTED_S
+    return pid_alive(pid) if pid else age < UNNOTED_S
 
 
 def _finish_parts(directory: Path, key: str) -> bool:

@@ -113,7 +113,8 @@ def _command() -> str:
     return text if len(text) <= 200 else text[:197] + "..."
 
 
-def _pid_alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """True while a process with this pid exists on this host (ours or another user's)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -195,7 +196,7 @@ class WarehouseLock:
             # the kernel released the previous holder's lock: it is gone (or on another host
             # whose lock was not shared, which a local path rules out)
             same_host = previous.host == socket.gethostname()
-            if not same_host or not _pid_alive(previous.pid):
+            if not same_host or not pid_alive(previous.pid):
                 self.took_over = previous
         holder = Holder(
             os.getpid(),
