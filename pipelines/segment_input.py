@@ -127,22 +127,38 @@ def replay_items(path: str | os.PathLike[str], *, modern: bool = True) -> Iterat
     control records, problems and corrupt records are left out (``read_segment_items`` shows them)."""
     from coordinator_core.codec import decode_record
     from coordinator_core.errors import CorruptRecordError
-    from coordinator_core.records import LogRecord, TxnMarker
+    from coordinator_core.records import LogRecord
 
     for item in read_segment_items(path):
         if isinstance(item, SegmentProblem) or item.partition is None:
             continue
         if item.control_type is not None:
-            if item.control_type in (seg.CONTROL_ABORT, seg.CONTROL_COMMIT):
-                committed = item.control_type == seg.CONTROL_COMMIT
-                yield TxnMarker(item.partition, item.offset, item.timestamp_ms, item.producer_id, committed)
+            marker = txn_marker(item)
+            if marker is not None:
+                yield marker
             continue
         try:
             rec = decode_record(item.key, item.value, modern=modern)
         except CorruptRecordError:
             continue
-        pid = item.producer_id if item.is_transactional else None  # a plain batch: NO_PRODUCER_ID
-        yield LogRecord(item.partition, item.offset, item.timestamp_ms, rec.key, rec.value, pid)
+        yield LogRecord(item.partition, item.offset, item.timestamp_ms, rec.key, rec.value, producer_of(item))
 
 
-__all__ = ["LandingTables", "landing_tables", "replay_items"]
+def txn_marker(item: Any) -> Any:
+    """A segment's COMMIT/ABORT control record as the core's ``TxnMarker`` (None for anything
+    else: data records, other control records, records without a partition)."""
+    from coordinator_core.records import TxnMarker
+
+    if item.partition is None or item.control_type not in (seg.CONTROL_ABORT, seg.CONTROL_COMMIT):
+        return None
+    committed = item.control_type == seg.CONTROL_COMMIT
+    return TxnMarker(item.partition, item.offset, item.timestamp_ms, item.producer_id, committed)
+
+
+def producer_of(item: Any) -> int | None:
+    """The producer id of a data record's batch when the batch is transactional (a plain batch
+    carries NO_PRODUCER_ID or an idempotent producer's id: neither makes a commit pending)."""
+    return int(item.producer_id) if item.is_transactional else None
+
+
+__all__ = ["LandingTables", "landing_tables", "producer_of", "replay_items", "txn_marker"]

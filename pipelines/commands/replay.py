@@ -252,9 +252,9 @@ def _with_transactions(records: list[Any], args: argparse.Namespace) -> list[Any
     COMMIT/ABORT markers (within the as-of cut); records of other inputs unchanged."""
     from pathlib import Path
 
-    from coordinator_core import segments as seg
     from coordinator_core.records import TxnMarker
     from pipelines.segment_files import SEGMENT_SUFFIX, SegmentProblem, read_segment_items
+    from pipelines.segment_input import producer_of, txn_marker
 
     path = Path(args.input)
     if not (path.is_dir() or path.suffix == SEGMENT_SUFFIX):
@@ -264,14 +264,14 @@ def _with_transactions(records: list[Any], args: argparse.Namespace) -> list[Any
     for item in read_segment_items(path):
         if isinstance(item, SegmentProblem) or item.partition is None:
             continue
-        if item.control_type in (seg.CONTROL_ABORT, seg.CONTROL_COMMIT):
-            if (args.as_of_ms is None or item.timestamp_ms <= args.as_of_ms) and (
-                args.as_of_offset is None or item.offset <= args.as_of_offset
+        marker = txn_marker(item)
+        if marker is not None:
+            if (args.as_of_ms is None or marker.timestamp_ms <= args.as_of_ms) and (
+                args.as_of_offset is None or marker.offset <= args.as_of_offset
             ):
-                committed = item.control_type == seg.CONTROL_COMMIT
-                markers.append(TxnMarker(item.partition, item.offset, item.timestamp_ms, item.producer_id, committed))
-        elif item.control_type is None and item.is_transactional:
-            pids[(item.partition, item.offset)] = item.producer_id
+                markers.append(marker)
+        elif item.control_type is None and (pid := producer_of(item)) is not None:
+            pids[(item.partition, item.offset)] = pid
     if not pids and not markers:
         return records
     out = [
