@@ -19,6 +19,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from pipelines.tableio.uri import read_arrow_file, write_arrow_file
+
 if TYPE_CHECKING:
     import pyarrow as pa
 
@@ -74,9 +76,6 @@ def txn_fates_table(txn: pa.Table) -> pa.Table:
 def stage_txn_fates(io: TableIO) -> str | None:
     """``txn_fates_table`` of ``raw_transactions`` as one Arrow IPC file under the run's staging
     directory (None: no transactional record)."""
-    import pyarrow as pa
-
-    from pipelines.tableio.uri import filesystem as filesystem_of
 
     txn = io.read_arrow(RAW_TRANSACTIONS, ["partition", "offset", "producer_id", "control_type"])
     if txn is None or not txn.num_rows:
@@ -84,24 +83,12 @@ def stage_txn_fates(io: TableIO) -> str | None:
     table = txn_fates_table(txn)
     if not table.num_rows:
         return None
-    path = io.staging_path(TXN_FATES) + "/fates.arrow"
-    filesystem, inner = filesystem_of(path)
-    filesystem.create_dir(inner.rsplit("/", 1)[0], recursive=True)
-    with filesystem.open_output_stream(inner) as fh, pa.ipc.new_file(fh, table.schema) as writer:
-        writer.write_table(table)
-    return path
+    return write_arrow_file(io.staging_path(TXN_FATES) + "/fates.arrow", table)
 
 
 def read_txn_fates(path: str | None) -> pa.Table | None:
-    import pyarrow as pa
-
-    from pipelines.tableio.uri import filesystem as filesystem_of
-
-    if path is None:
-        return None
-    filesystem, inner = filesystem_of(path)
-    with filesystem.open_input_file(inner) as fh:
-        return pa.ipc.open_file(fh).read_all()
+    """The staged fates (``stage_txn_fates``), or None."""
+    return read_arrow_file(path)
 
 
 def with_txn_fates(commits: pa.Table, fates: pa.Table | None) -> pa.Table:

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from coordinator_core.settings import FACTS_ONLY, ReplaySettings
 from pipelines.records import replay_input
+from pipelines.tableio.uri import read_arrow_file, write_arrow_file
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -250,31 +251,16 @@ RAW_TRANSACTIONS = "raw_transactions"
 
 def stage_transactions(io: TableIO, manifest: str) -> str | None:
     """``raw_transactions`` as one Arrow IPC file beside ``manifest`` (None: the table is empty)."""
-    import pyarrow as pa
-
-    from pipelines.tableio.uri import filesystem as filesystem_of
 
     if not io.exists(RAW_TRANSACTIONS) or not io.count(RAW_TRANSACTIONS):
         return None
     table = io.read(RAW_TRANSACTIONS).toArrow()
-    path = manifest.rsplit("/", 1)[0] + "/" + TRANSACTIONS_FILE
-    filesystem, inner = filesystem_of(path)
-    with filesystem.open_output_stream(inner) as fh, pa.ipc.new_file(fh, table.schema) as writer:
-        writer.write_table(table)
-    return path
+    return write_arrow_file(manifest.rsplit("/", 1)[0] + "/" + TRANSACTIONS_FILE, table)
 
 
 def read_transactions(path: str | None) -> pa.Table | None:
     """The staged ``raw_transactions`` (``stage_transactions``), or None."""
-    import pyarrow as pa
-
-    from pipelines.tableio.uri import filesystem as filesystem_of
-
-    if path is None:
-        return None
-    filesystem, inner = filesystem_of(path)
-    with filesystem.open_input_file(inner) as fh:
-        return pa.ipc.open_file(fh).read_all()
+    return read_arrow_file(path)
 
 
 def route_replay(

@@ -104,6 +104,28 @@ def filesystem(location: str) -> tuple[Any, str]:
     return fs.LocalFileSystem(), location.rstrip("/") or location
 
 
+def write_arrow_file(location: str, table: Any) -> str:
+    """``table`` as one Arrow IPC file at ``location`` (its directory made); returns ``location``."""
+    import pyarrow as pa
+
+    filesystem_, path = filesystem(location)
+    filesystem_.create_dir(path.rsplit("/", 1)[0], recursive=True)
+    with filesystem_.open_output_stream(path) as fh, pa.ipc.new_file(fh, table.schema) as writer:
+        writer.write_table(table)
+    return location
+
+
+def read_arrow_file(location: str | None) -> Any:
+    """The table of an Arrow IPC file written by ``write_arrow_file`` (None for None)."""
+    import pyarrow as pa
+
+    if location is None:
+        return None
+    filesystem_, path = filesystem(location)
+    with filesystem_.open_input_file(path) as fh:
+        return pa.ipc.open_file(fh).read_all()
+
+
 def exists(location: str) -> bool:
     """True when a file or directory is at ``location`` (asks its filesystem)."""
     from pyarrow import fs
