@@ -145,6 +145,10 @@ class KafkaSettings:
             "fetch.max.bytes": 52_428_800,
             "max.partition.fetch.bytes": 10_485_760,
             "queued.max.messages.kbytes": 262_144,
+            # Once the client's queue holds queued.min.messages (100k) records, librdkafka stops
+            # fetching for fetch.queue.backoff.ms (default 1000 ms): a reader that drains the
+            # queue in consume() batches then sat idle ~1 s per 100k records.
+            "fetch.queue.backoff.ms": 10,
         }
         base.update(extra)
         return self.client_conf(**base)
