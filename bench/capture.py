@@ -11,14 +11,27 @@ Record bytes are the built-in generated log (``quickstart.sample_records``) repe
 fresh positions and timestamps, so sizes are those of real offset commits and group metadata.
 
     .venv/bin/python bench/capture.py --records 200000
+
+``--cli`` measures only the capture, as a user runs it: a fresh ``offsetlake capture --until-end``
+process per run, timed whole (start-up, connect, fetch, Parquet, exit), into a fresh directory.
+``--baseline DIR`` (a checkout of the code before a change, e.g. a ``git worktree``) runs the same
+command with ``PYTHONPATH=DIR`` in turn with this tree, alternating which goes first; the table
+gives every run and the medians, and the load average before and after.
+
+    .venv/bin/python bench/capture.py --cli --runs 5 --baseline /tmp/base
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import re
+import resource
 import shutil
+import statistics
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -59,6 +72,59 @@ def _spark_stream(
     return rows, secs
 
 
+def _cli_run(bootstrap: str, tree: Path, out: Path) -> tuple[float, int, float, float]:
+    """One ``offsetlake capture --until-end`` process from ``tree``: (wall s, records, own
+    records/s, the process's CPU s)."""
+    env = dict(os.environ, PYTHONPATH=str(tree))
+    # run from a neutral directory so the current directory never shadows PYTHONPATH
+    cmd = [sys.executable, "-m", "pipelines", "capture", "-b", bootstrap, "--until-end", "--out", str(out)]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t = time.perf_counter()
+    res = subprocess.run([*cmd, "--no-progress"], capture_output=True, text=True, env=env, cwd=out.parent)
+    wall = time.perf_counter() - t
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+    if res.returncode != 0:
+        raise SystemExit(f"{tree}: capture failed: {res.stderr.strip()}")
+    m = re.search(r"captured (\d+) records .*\(([\d,]+) records/s\)", res.stdout)
+    if m is None:
+        raise SystemExit(f"{tree}: unexpected output {res.stdout!r}")
+    return wall, int(m.group(1)), float(m.group(2).replace(",", "")), cpu
+
+
+def _cli_bench(bootstrap: str, expected: int, runs: int, baseline: Path | None) -> int:
+    """Alternating whole-process runs of this tree (and ``baseline``); prints every run and medians."""
+    here = Path(__file__).resolve().parents[1]
+    trees = [("new", here)] + ([("old", baseline.resolve())] if baseline else [])
+    rows: dict[str, list[tuple[float, int, float, float]]] = {name: [] for name, _ in trees}
+    load0 = os.getloadavg()
+    with tempfile.TemporaryDirectory(prefix="capture-cli-") as tmp:
+        for i in range(runs):
+            for name, tree in trees if i % 2 else trees[::-1]:
+                out = Path(tmp) / f"{name}-{i}"
+                wall, n, own, cpu = _cli_run(bootstrap, tree, out)
+                if n != expected:
+                    raise SystemExit(f"{name} run {i}: captured {n} of {expected} records")
+                rows[name].append((wall, n, own, cpu))
+                print(
+                    f"run {i} {name}: {wall:.2f}s whole process ({cpu:.2f} CPU s), {n / wall:,.0f} records/s; own {own:,.0f}/s"
+                )
+                shutil.rmtree(out)
+    load1 = os.getloadavg()
+    print(f"\nrecords: {expected:,}; runs: {runs}; load average {load0[0]:.2f} before, {load1[0]:.2f} after")
+    print("| tree | median wall s | median CPU s | records/s (whole process) | records/s (capture's own) |")
+    print("|---|---:|---:|---:|---:|")
+    for name, _ in trees:
+        wall = statistics.median(r[0] for r in rows[name])
+        cpu = statistics.median(r[3] for r in rows[name])
+        own = statistics.median(r[2] for r in rows[name])
+        print(f"| {name} | {wall:.2f} | {cpu:.2f} | {expected / wall:,.0f} | {own:,.0f} |")
+    if baseline:
+        ratio = statistics.median(r[0] for r in rows["old"]) / statistics.median(r[0] for r in rows["new"])
+        print(f"new / old (whole process, medians): {ratio:.2f}x")
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument(
@@ -74,6 +140,9 @@ def main() -> int:
         default=25_000,
         help="split Kafka partitions into Spark tasks of at most this many offsets",
     )
+    ap.add_argument("--cli", action="store_true", help="time whole `offsetlake capture` processes only (no Spark)")
+    ap.add_argument("--runs", type=int, default=5, help="--cli: runs per tree (default 5)")
+    ap.add_argument("--baseline", type=Path, default=None, help="--cli: a checkout of the old code to run in turn")
     args = ap.parse_args()
 
     from pipelines.kafka.capture import capture
@@ -111,6 +180,8 @@ def main() -> int:
                 file=sys.stderr,
             )
             return 2
+        if args.cli:
+            return _cli_bench(mc.bootstrap_servers, kept, args.runs, args.baseline)
         res = capture(settings, work / "landing", until_end=True, rows_per_file=250_000)
         results.append(("capture -> Parquet (confluent-kafka, 1 process)", res.records, res.seconds))
 

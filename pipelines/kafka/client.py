@@ -15,6 +15,9 @@ Rules:
 - Every client reads ``__consumer_offsets`` the way Spark's Kafka source does:
   ``isolation.level=read_uncommitted`` (the broker's own loader also sees every offset commit),
   no consumer-group subscription, no commits (``assign()`` + explicit offsets).
+- Reading clients use ``fetch.queue.backoff.ms=10``: with librdkafka's 1000 ms default a reader
+  that drains its queue in ``consume()`` batches idles a second each time the queue passes
+  ``queued.min.messages``.
 - Timestamp types are Kafka's ids (``TimestampType``: -1 none, 0 CREATE_TIME, 1 LOG_APPEND_TIME);
   confluent-kafka reports them shifted by one (0, 1, 2).
 """
@@ -145,6 +148,10 @@ class KafkaSettings:
             "fetch.max.bytes": 52_428_800,
             "max.partition.fetch.bytes": 10_485_760,
             "queued.max.messages.kbytes": 262_144,
+            # Once the client's queue holds queued.min.messages (100k) records, librdkafka stops
+            # fetching for fetch.queue.backoff.ms (default 1000 ms): a reader that drains the
+            # queue in consume() batches then sat idle ~1 s per 100k records.
+            "fetch.queue.backoff.ms": 10,
         }
         base.update(extra)
         return self.client_conf(**base)

@@ -502,3 +502,39 @@ def test_until_end_writes_full_files_whatever_the_flush_interval(cluster: MockKa
     )
     assert res.records == len(records)
     assert [sum(1 for _ in read_raw_records(f)) for f in capture_files(out)] == [100, 100, 50]
+
+
+def test_capture_past_the_client_queue_threshold_is_not_held_up_by_fetch_backoff(
+    cluster: MockKafkaCluster, tmp_path: Path
+) -> None:
+    # Once librdkafka's queue holds queued.min.messages records it stops fetching for
+    # fetch.queue.backoff.ms (1000 ms by default): with one record per batch and a threshold of
+    # one, every fetch would be followed by a second of idling (~30 s here).
+    topic = _topic()
+    records = _synthetic(120)
+    for r in records:  # one produce request, so one batch, per record
+        cluster.produce([(r.key, r.value, r.partition, r.timestamp_ms)], topic)
+    settings = KafkaSettings(cluster.bootstrap_servers, topic, properties={"queued.min.messages": "1"})
+    started = time.monotonic()
+    res = capture(settings, tmp_path / "landing", until_end=True)
+    took = time.monotonic() - started
+    assert res.records == len(records)
+    assert _identity([r._replace(topic="t") for r in read_raw_records(tmp_path / "landing")]) == _identity(records)
+    assert took < 10, f"capture of {len(records)} records took {took:.1f}s"
+
+
+def test_a_capture_process_does_not_import_pandas(cluster: MockKafkaCluster, tmp_path: Path) -> None:
+    # pa.array over a Python list imports pandas (~0.4 s of every run's start-up) only to ask
+    # whether the list is a pandas object; the batch builder builds its arrays from buffers.
+    topic = _topic()
+    records = _synthetic(50)  # with tombstones: the null path of the builder too
+    _produce(cluster, records, topic)
+    code = (
+        "import sys; from pipelines.kafka.capture import capture; from pipelines.kafka.client import KafkaSettings; "
+        f"r = capture(KafkaSettings({cluster.bootstrap_servers!r}, {topic!r}), {str(tmp_path / 'l')!r}); "
+        "print(r.records, 'pandas' in sys.modules)"
+    )
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=REPO)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.split() == [str(len(records)), "False"]
+    assert _identity([r._replace(topic="t") for r in read_raw_records(tmp_path / "l")]) == _identity(records)
