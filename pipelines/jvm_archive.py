@@ -37,7 +37,7 @@ from typing import Any
 from pipelines.warehouse_lock import pid_alive
 
 #: archives kept in the cache directory (one per Spark install / Java / memory setting)
-KEEP = 4
+KEEP = 3
 QUIET = "-Xlog:cds=off,cds+dynamic=off"
 #: a part whose JVM pid was never noted (its process died before the JVM ran) counts as being
 #: written for this long
