@@ -1,5 +1,9 @@
 """Batch pipeline benchmark (Spark, local[2]): decode + replay + Delta writes vs. a plain scan.
 
+These are WARM-SESSION figures (every job runs in this script's one SparkSession, after a
+warm-up). The user's command as a user runs it — a fresh process, the whole command timed — is
+``bench/batch_process.py`` (the headline figures).
+
 Generates (untimed) synthetic ``__consumer_offsets`` logs of 1M and 10M records over >= 10k
 groups into /tmp/offsetlake-bench (never the repo), then measures in the same run:
 
