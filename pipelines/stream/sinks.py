@@ -79,20 +79,23 @@ class GoldBatchWriter:
         self.plans = plans if plans is not None else {}
 
     def _positions(self, batch_id: int) -> None:
-        """The packed landing source's plan of this batch (``pipelines.stream.ledger``): its
-        refused records appended to ``ingest_quarantine`` (MERGEd on ``record_id`` with the
-        txn: written once), its counts kept for the progress line."""
+        """The packed landing source's plan of this batch (``pipelines.stream.ledger``; made
+        once, by the source, and taken from its plan directory): its refused records appended
+        to ``ingest_quarantine`` (MERGEd on ``record_id`` with the txn: written once), its
+        counts kept for the progress line."""
         from pipelines.stream.ledger import quarantine_rows
         from pipelines.stream.progress import batch_offsets
-        from pipelines.stream.source import LandingPackedReader, local_dir, uses_packed_landing
+        from pipelines.stream.source import LandingPackedReader, local_dir, plan_dir, uses_packed_landing
 
         if not uses_packed_landing(self.settings):
             return
         offsets = batch_offsets(self.settings.replay_checkpoint, batch_id)
         if offsets is None:
             return
-        reader = LandingPackedReader(landing_options(self.settings, str(local_dir(self.settings.landing))))
-        plan = reader.plan(*offsets)
+        options = landing_options(self.settings, str(local_dir(self.settings.landing)))
+        plans = plan_dir(self.settings)
+        reader = LandingPackedReader({**options, "planDir": plans} if plans else options)
+        plan = reader.batch_plan(*offsets)
         if plan.refused:
             rows = quarantine_rows(plan, f"{self.app_id}/{batch_id}")
             self.io.merge("ingest_quarantine", rows, txn_app_id=self.app_id, txn_version=batch_id)
@@ -107,13 +110,15 @@ class GoldBatchWriter:
     def __call__(self, batch_df: DataFrame, batch_id: int) -> None:
         import pickle
 
-        # refused records first: a crash between the writes repeats neither (both idempotent)
-        self._positions(batch_id)
         t0 = time.perf_counter()
         # Runs the decode + stateful replay (one Spark job); one row per group call that changed
         # something: its rows, pickled by the stateful function (our own workers' output).
+        output = batch_df.toArrow()
+        # the refused records: the source planned the batch for that job (a crash between the
+        # writes repeats neither: both idempotent)
+        self._positions(batch_id)
         merged: dict[str, list[dict[str, Any]]] = {}
-        for blob in batch_df.toArrow().column("records").to_pylist():
+        for blob in output.column("records").to_pylist():
             for name, rows in pickle.loads(blob).items():
                 merged.setdefault(name, []).extend(rows)
         tables = gold_tables(merged)

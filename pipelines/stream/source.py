@@ -11,7 +11,11 @@ Rules:
   still feeds the quarantine query (``read_raw_stream``), which has no watermark to be late for.
 - Each micro-batch of the packed reader is planned first (``pipelines.stream.ledger``, from the
   files taken before and the batch's files): its tasks skip the records the plan refuses or
-  finds duplicated and give the log clock's outliers the clock's "now" as event time.
+  finds duplicated and give the log clock's outliers the clock's "now" as event time. The plan
+  is made once: ``partitions`` leaves it (pickled, by temp name + rename) in ``planDir`` (the
+  replay checkpoint's ``landing_plans``), where the query's sink takes it (``batch_plan``).
+- Task code starts with ``pipelines.worker_gc.freeze_worker_heap`` (a reused worker's
+  collection after each task then walks only what the task allocated).
 - With ``stream.landing_reader: python`` (default, local landing directories) the tasks of a
   Python data source (``LandingPackedReader``, registered as ``offsetlake_landing_packed``: a
   registered name, checkpoints depend on it) read the files with pyarrow and emit the packs
@@ -23,6 +27,8 @@ Rules:
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import os
 from collections.abc import Callable, Iterator
@@ -170,6 +176,7 @@ class LandingPackedReader:
         self.lenient = options.get("lenient", "false") == "true"
         self.num_partitions = int(options.get("numpartitions") or 50)
         self.clock_outlier_ms = int(options.get("clockoutlierms") or 86_400_000)
+        self.plan_dir = options.get("plandir") or None
         self._target: tuple[int, int] | None = None  # available-now: (newest content key, newest mtime)
         self._keys: dict[tuple[str, int, int], int] = {}
 
@@ -280,6 +287,46 @@ class LandingPackedReader:
             self.path, taken, batch, num_partitions=self.num_partitions, tolerance_ms=self.clock_outlier_ms
         )
 
+    def _plan_path(self, start: dict[str, Any], end: dict[str, Any]) -> str | None:
+        if self.plan_dir is None:
+            return None
+        key = hashlib.sha256(json.dumps([start, end], sort_keys=True).encode()).hexdigest()[:32]
+        return os.path.join(self.plan_dir, f"{key}.plan")
+
+    def batch_plan(self, start: dict[str, Any], end: dict[str, Any]) -> BatchPlan:
+        """The plan ``partitions`` made for the micro-batch ``start``..``end`` (read once: the
+        file is removed), else ``plan`` (a micro-batch without files: the empty plan)."""
+        import pickle
+
+        from pipelines.stream.ledger import BatchPlan
+
+        if start == end:
+            return BatchPlan()
+        path = self._plan_path(start, end)
+        if path is not None:
+            try:
+                with open(path, "rb") as fh:
+                    plan: BatchPlan = pickle.load(fh)
+            except FileNotFoundError:
+                pass
+            else:
+                os.remove(path)
+                return plan
+        return self.plan(start, end)
+
+    def _keep_plan(self, start: dict[str, Any], end: dict[str, Any], plan: BatchPlan) -> None:
+        """The plan for the query's sink (``batch_plan``), written by temp name + rename."""
+        import pickle
+
+        path = self._plan_path(start, end)
+        if path is None:
+            return
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        tmp = f"{path}.{os.getpid()}.tmp"
+        with open(tmp, "wb") as fh:
+            pickle.dump(plan, fh, protocol=pickle.HIGHEST_PROTOCOL)
+        os.replace(tmp, path)
+
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[LandingPartition]:
         before = self._taken(start)
         upto = self._taken(end)
@@ -288,6 +335,7 @@ class LandingPackedReader:
         if n == 0:
             return []
         plan = self.plan(start, end)
+        self._keep_plan(start, end, plan)
         outliers = frozenset(plan.outlier_positions())
         if plan.outliers:
             from pipelines.log_clock import LogClock
@@ -312,7 +360,9 @@ class LandingPackedReader:
         import pyarrow.parquet as pq
 
         from pipelines.records.decode import INPUT_COLUMNS
+        from pipelines.worker_gc import freeze_worker_heap
 
+        freeze_worker_heap()
         for path in partition.paths:
             pf = pq.ParquetFile(path)
             cols = [c for c in INPUT_COLUMNS if c in pf.schema_arrow.names and c != "topic"]
@@ -384,6 +434,13 @@ def _landing_source_classes() -> tuple[type, type]:
 _LANDING_CLASSES: tuple[type, type] | None = None
 
 
+def plan_dir(settings: StreamSettings) -> str | None:
+    """Where the landing source leaves each micro-batch's plan for the replay query's sink: a
+    directory of its checkpoint (when local; else the sink plans the batch itself)."""
+    local = local_dir(settings.replay_checkpoint)
+    return None if local is None else os.path.join(os.path.abspath(local), "landing_plans")
+
+
 def read_packed_landing(spark: SparkSession, settings: StreamSettings) -> DataFrame:
     """The packed replay input straight from the landing directory (``LandingPackedReader``)."""
     source, _ = _landing_source_classes()
@@ -393,6 +450,9 @@ def read_packed_landing(spark: SparkSession, settings: StreamSettings) -> DataFr
     from pipelines.stream.sinks import landing_options
 
     reader = spark.readStream.format(LANDING_SOURCE_NAME).options(**landing_options(settings, path))
+    plans = plan_dir(settings)
+    if plans is not None:  # the sink takes each micro-batch's plan from there (planned once)
+        reader = reader.option("planDir", plans)
     if settings.max_bytes_per_trigger is not None:
         reader = reader.option("maxBytesPerTrigger", str(settings.max_bytes_per_trigger))
     else:
