@@ -32,7 +32,7 @@ Rules:
 - Deterministic for (taken files, batch files), and made once per micro-batch: the source plans
   it (its tasks skip what the plan refuses or finds duplicated) and leaves the plan in the
   replay checkpoint's ``landing_plans`` directory, where the sink takes it to write the refused
-  records and give the progress its counts (``LandingPackedReader.batch_plan``; a plan that is
+  records and give the progress its counts (``LandingPackedReader.batch_output``; a plan that is
   not there, e.g. a non-local checkpoint, is made again by the same ``plan_batch``: the wall
   clock only decides about a partition's last record).
 """
