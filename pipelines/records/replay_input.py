@@ -19,7 +19,7 @@ Rules:
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -304,7 +304,12 @@ def project_union(union: pa.RecordBatch | pa.Table) -> pa.Table:
     into the decoded tables (``pipelines.records.decode.split_union_arrow``), each projected."""
     from pipelines.records.decode import split_union_arrow
 
-    tables = split_union_arrow(union)
+    return project_tables(split_union_arrow(union))
+
+
+def project_tables(tables: Mapping[str, pa.Table]) -> pa.Table:
+    """The decoded tables' rows (``split_union_arrow``) -> replay-input rows (``project_union``
+    once the union is split: the stream's source also writes those tables)."""
     parts = [project(name, tables[name]) for name in SOURCES if name in tables]
     return pa.concat_tables(parts) if parts else schema().empty_table()
 

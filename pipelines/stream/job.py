@@ -6,12 +6,15 @@ Run it either way (same code path):
     python -m pipelines.stream.job --conf conf/local.yaml [--available-now]
 
 Rules:
-- Two queries read the source, each with its own checkpoint: ``replay`` (offset commits, group
-  metadata and unsupported records of a known group → packed replay input → the stateful
-  function → the gold tables) and ``quarantine`` (the decoded tables: offset commits, group
-  metadata, quarantined and unsupported records, as the batch's decode writes them; Spark's file
-  source), so every analytics view answers on a streaming-only warehouse. Available-now runs one after the other (two cores are better
-  spent on one at a time); continuous mode runs both side by side.
+- The ``replay`` query (offset commits, group metadata and unsupported records of a known group
+  → packed replay input → the stateful function → the gold tables) also writes the decoded
+  tables (offset commits, group metadata, group records, quarantined and unsupported records,
+  as the batch's decode writes them) so every analytics view answers on a streaming-only
+  warehouse: with the packed landing source (and a local checkpoint) from what its tasks
+  decoded anyway (``replay_writes_decoded``: the files are decoded once); else a second query,
+  ``quarantine``, with its own checkpoint, decodes the source again for them (Spark's
+  file/Kafka source). Available-now runs the two queries one after the other (two cores are
+  better spent on one at a time); continuous mode runs both side by side.
 - Continuous by default (``stream.trigger_interval``); ``--available-now`` processes what is
   there and stops (what Airflow schedules). SIGTERM/SIGINT stop the queries cleanly (exit 0);
   bad config exits 2 with one line, before Spark starts; records dropped as late fail the run
@@ -47,7 +50,7 @@ from pipelines.stream.packing import packed_replay_input
 from pipelines.stream.progress import ProgressRecorder, reconstruct_progress
 from pipelines.stream.settings import REPLAY_QUERY, StreamSettings, settings_from_config
 from pipelines.stream.sinks import GoldBatchWriter, QuarantineBatchWriter, landing_options
-from pipelines.stream.source import local_dir, read_packed_landing, read_raw_stream, uses_packed_landing
+from pipelines.stream.source import local_dir, plan_dir, read_packed_landing, read_raw_stream, uses_packed_landing
 from pipelines.stream.state import stateful_replay
 
 if TYPE_CHECKING:
@@ -93,11 +96,13 @@ def start_replay_query(
     *,
     available_now: bool,
     plans: dict[int, Any] | None = None,
+    decoded: bool = False,
 ) -> StreamingQuery:
     """Source → decode → stateful replay → ``foreachBatch`` gold writes (``plans``: batch id →
-    the landing source's plan, filled by the sink for the progress)."""
+    the landing source's plan, filled by the sink for the progress; ``decoded``: the decoded
+    tables too, from the packed landing source's tasks — see ``replay_writes_decoded``)."""
     if uses_packed_landing(settings):
-        packed = read_packed_landing(spark, settings)
+        packed = read_packed_landing(spark, settings, decoded=decoded)
     else:
         packed = packed_replay_input(read_raw_stream(spark, cfg, settings))
     gold = stateful_replay(packed, settings)
@@ -105,7 +110,7 @@ def start_replay_query(
         gold.writeStream.queryName(settings.query_name)
         .outputMode("update")
         .option("checkpointLocation", settings.replay_checkpoint)
-        .foreachBatch(GoldBatchWriter(io, settings, plans))
+        .foreachBatch(GoldBatchWriter(io, settings, plans, decoded=decoded))
     )
     # The query runs on a clone of the session's conf taken at start(): set these for it only.
     user = set(cfg.spark.conf) - {"spark.sql.shuffle.partitions"}
@@ -142,6 +147,14 @@ def state_conf(spark: SparkSession, partitions: int | None = None) -> dict[str, 
     }
 
 
+def replay_writes_decoded(settings: StreamSettings) -> bool:
+    """Whether the replay query writes the decoded tables itself: its packed landing source
+    decodes every record it takes anyway, so its tasks keep those rows for the sink (files of
+    the batch's plan directory) instead of a second query decoding the files again. Else
+    (Kafka, ``landing_reader: spark``, a non-local checkpoint) the side query writes them."""
+    return uses_packed_landing(settings) and plan_dir(settings) is not None
+
+
 def start_quarantine_query(
     spark: SparkSession, cfg: Config, io: TableIO, settings: StreamSettings, *, available_now: bool
 ) -> StreamingQuery:
@@ -170,8 +183,8 @@ def run(
 ) -> ProgressRecorder:
     """Run the streaming job on ``spark`` until it ends (available-now) or is stopped.
 
-    Available-now runs the replay query, then the quarantine query (two cores are better spent
-    on one at a time); continuous mode runs both side by side.
+    Available-now runs the replay query, then the quarantine query when there is one (two cores
+    are better spent on one at a time); continuous mode runs both side by side.
     """
     from pipelines.warehouse_lock import warehouse_lock
 
@@ -224,13 +237,16 @@ def _run(
         plans=plans,
     )
     stop = stopper if stopper is not None else _Stopper()
+    in_replay = with_quarantine and replay_writes_decoded(settings)
     starters: list[tuple[str, Callable[[], StreamingQuery]]] = [
         (
             settings.query_name,
-            lambda: start_replay_query(spark, cfg, io, settings, available_now=available_now, plans=plans),
+            lambda: start_replay_query(
+                spark, cfg, io, settings, available_now=available_now, plans=plans, decoded=in_replay
+            ),
         )
     ]
-    if with_quarantine:
+    if with_quarantine and not in_replay:
         starters.append(
             (
                 settings.quarantine_query_name,

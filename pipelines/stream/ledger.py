@@ -29,9 +29,12 @@ Rules:
   clock's "now" (the newest record that is not an outlier), so one record dated 9999 does not
   move the watermark. A record that is ahead only of records still to come (and not of the
   wall clock) cannot be recognised when it arrives; it moves the watermark as before.
-- Deterministic for (taken files, batch files): the source's tasks skip what the plan refuses
-  or finds duplicated, the sink writes the refused records and the progress counts them, each
-  from its own ``plan_batch`` call (the wall clock only decides about a partition's last record).
+- Deterministic for (taken files, batch files), and made once per micro-batch: the source plans
+  it (its tasks skip what the plan refuses or finds duplicated) and leaves the plan in the
+  replay checkpoint's ``landing_plans`` directory, where the sink takes it to write the refused
+  records and give the progress its counts (``LandingPackedReader.batch_output``; a plan that is
+  not there, e.g. a non-local checkpoint, is made again by the same ``plan_batch``: the wall
+  clock only decides about a partition's last record).
 """
 
 from __future__ import annotations

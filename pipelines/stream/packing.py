@@ -18,7 +18,7 @@ Rules:
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterator
+from collections.abc import Callable, Collection, Iterator
 from typing import TYPE_CHECKING
 
 from pipelines.records import replay_input
@@ -39,23 +39,28 @@ def pack_batches(
     lenient: bool = False,
     outliers: Collection[tuple[int, int]] = (),
     clock_ms: int | None = None,
+    decoded: Callable[[dict[str, pa.Table]], None] | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """The ``mapInArrow`` function of the replay query: raw batches → decode → replay input → packed
     rows (one per group and raw batch).
 
     ``outliers``: (partition, offset) of records the log clock ignores (``pipelines.stream.ledger``):
     in their pack's event time they count as ``clock_ms`` (the clock's "now"), so they never move
-    the watermark; they are replayed as they are."""
+    the watermark; they are replayed as they are. ``decoded``: called with each raw batch's
+    decoded tables (``split_union_arrow``), the ones the replay input is projected from."""
     import numpy as np
     import pyarrow as pa
 
-    from pipelines.records.decode import UNION_SCHEMA, decode_batch
+    from pipelines.records.decode import UNION_SCHEMA, decode_batch, split_union_arrow
 
     for batch in batches:
         parts = decode_batch(batch, lenient=lenient)
         if not parts:
             continue
-        rows = replay_input.project_union(pa.Table.from_batches(parts, schema=UNION_SCHEMA))
+        tables = split_union_arrow(pa.Table.from_batches(parts, schema=UNION_SCHEMA))
+        if decoded is not None:
+            decoded(tables)
+        rows = replay_input.project_tables(tables)
         event = None
         if outliers and clock_ms is not None and rows.num_rows:
             part = rows.column("coordinator_partition").to_numpy(zero_copy_only=False)

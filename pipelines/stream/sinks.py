@@ -1,6 +1,6 @@
 """The streaming job's sinks (``foreachBatch``): the changed gold rows MERGEd into the gold tables,
-the decoded tables written by the side query (each MERGEd on its log position), each write
-idempotent per micro-batch.
+the decoded tables (each MERGEd on its log position) — from what the packed landing source's
+tasks decoded, else by the side query —, each write idempotent per micro-batch.
 
 Rules:
 - ``foreachBatch`` collects the micro-batch output once (on the driver: only what changed,
@@ -10,6 +10,11 @@ Rules:
   included: the core re-tells an event under the same key when it learns more (a predicted
   expiry confirmed by a tombstone, offset tombstones re-told as ``group_deleted``), so the last
   row per key wins; a forecast withdrawn by a later call has its key deleted.
+- The packed landing source plans and decodes each micro-batch once: its plan (refused records,
+  counts) and, when the replay query writes the decoded tables, its tasks' decoded rows are
+  files of the batch's plan directory, taken by the sink once the batch's job ran and removed
+  once everything is written (``LandingPackedReader.batch_output``/``release``); a task whose
+  output is missing fails the batch (never a silent loss).
 - Every write carries the Delta txn (app id ``offsetlake-stream-<query>``, version = batch id):
   a micro-batch re-run after a crash writes nothing twice (MERGEs of identical rows commit
   nothing, deletes of absent rows delete nothing).
@@ -19,6 +24,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
@@ -71,28 +77,38 @@ class GoldBatchWriter:
     txn (app id, batch id).
     """
 
-    def __init__(self, io: TableIO, settings: StreamSettings, plans: dict[int, BatchPlan] | None = None) -> None:
+    def __init__(
+        self, io: TableIO, settings: StreamSettings, plans: dict[int, BatchPlan] | None = None, *, decoded: bool = False
+    ) -> None:
         self.io = io
         self.settings = settings
         self.app_id = settings.app_id
         self.write_threads = 4
         self.plans = plans if plans is not None else {}
+        self.decoded = decoded
 
-    def _positions(self, batch_id: int) -> None:
-        """The packed landing source's plan of this batch (``pipelines.stream.ledger``): its
-        refused records appended to ``ingest_quarantine`` (MERGEd on ``record_id`` with the
-        txn: written once), its counts kept for the progress line."""
+    def _landing(self, batch_id: int) -> tuple[dict[str, pa.Table], Callable[[], None]]:
+        """The packed landing source's output of this batch besides the packs (made once, by
+        the source and its tasks, taken from its plan directory): the plan
+        (``pipelines.stream.ledger``), whose refused records are appended to
+        ``ingest_quarantine`` (MERGEd on ``record_id`` with the txn: written once) and whose
+        counts are kept for the progress line; with ``decoded``, the decoded tables its tasks
+        wrote. Returns (those tables, what removes the batch's files once written)."""
         from pipelines.stream.ledger import quarantine_rows
         from pipelines.stream.progress import batch_offsets
-        from pipelines.stream.source import LandingPackedReader, local_dir, uses_packed_landing
+        from pipelines.stream.source import LandingPackedReader, local_dir, plan_dir, uses_packed_landing
 
         if not uses_packed_landing(self.settings):
-            return
+            return {}, lambda: None
         offsets = batch_offsets(self.settings.replay_checkpoint, batch_id)
         if offsets is None:
-            return
-        reader = LandingPackedReader(landing_options(self.settings, str(local_dir(self.settings.landing))))
-        plan = reader.plan(*offsets)
+            return {}, lambda: None
+        options = landing_options(self.settings, str(local_dir(self.settings.landing)))
+        plans = plan_dir(self.settings)
+        if plans is not None:
+            options.update(planDir=plans, writeDecoded=str(self.decoded).lower())
+        reader = LandingPackedReader(options)
+        plan, decoded = reader.batch_output(*offsets)
         if plan.refused:
             rows = quarantine_rows(plan, f"{self.app_id}/{batch_id}")
             self.io.merge("ingest_quarantine", rows, txn_app_id=self.app_id, txn_version=batch_id)
@@ -103,17 +119,21 @@ class GoldBatchWriter:
                 ", ".join(f"{k} {v}" for k, v in sorted(plan.reasons().items())),
             )
         self.plans[batch_id] = plan
+        return decoded, lambda: reader.release(*offsets)
 
+    # long: the batch's collect, then its table writes side by side
     def __call__(self, batch_df: DataFrame, batch_id: int) -> None:
         import pickle
 
-        # refused records first: a crash between the writes repeats neither (both idempotent)
-        self._positions(batch_id)
         t0 = time.perf_counter()
         # Runs the decode + stateful replay (one Spark job); one row per group call that changed
         # something: its rows, pickled by the stateful function (our own workers' output).
+        output = batch_df.toArrow()
+        # what the source left besides (it planned the batch and decoded its files for that job;
+        # a crash between the writes repeats none: each is idempotent)
+        decoded, release = self._landing(batch_id)
         merged: dict[str, list[dict[str, Any]]] = {}
-        for blob in batch_df.toArrow().column("records").to_pylist():
+        for blob in output.column("records").to_pylist():
             for name, rows in pickle.loads(blob).items():
                 merged.setdefault(name, []).extend(rows)
         tables = gold_tables(merged)
@@ -146,6 +166,11 @@ class GoldBatchWriter:
         def write_chain(names: list[str]) -> list[tuple[str, float]]:
             return [(n, write(n)) for n in names]
 
+        def write_decoded(names: list[str]) -> list[tuple[str, float]]:
+            t1 = time.perf_counter()
+            merge_decoded(self.io, {n: decoded[n] for n in names}, self.app_id, batch_id)
+            return [(n, time.perf_counter() - t1) for n in names]
+
         chains = [[n] for n in self.settings.tables if n in tables and n != "offsets_current"]
         offsets = [n for n in ("offsets_current", DELETED_OFFSETS) if n in tables]
         if offsets:
@@ -153,8 +178,11 @@ class GoldBatchWriter:
         # Different tables, independent commits: side by side (delta-rs releases the GIL). The
         # driver-side Arrow source skips a Spark job per table.
         with ThreadPoolExecutor(max_workers=self.write_threads) as pool:
-            for done in pool.map(write_chain, chains):
-                timings.update(done)
+            jobs = [pool.submit(write_chain, c) for c in chains]
+            jobs += [pool.submit(write_decoded, [n]) for n in sorted(decoded)]
+            for job in jobs:
+                timings.update(job.result())
+        release()
         log.debug("batch %d rows %s seconds %s", batch_id, written, {k: round(v, 2) for k, v in timings.items()})
 
 
@@ -170,7 +198,8 @@ def landing_options(settings: StreamSettings, path: str) -> dict[str, str]:
 
 
 class QuarantineBatchWriter:
-    """``foreachBatch`` of the side query (registered name ``offsetlake_stream_quarantine``): the
+    """``foreachBatch`` of the side query (registered name ``offsetlake_stream_quarantine``; run
+    only when the replay query cannot write them itself: ``job.replay_writes_decoded``): the
     decoded tables the batch's decode stage writes, so every analytics view answers on a
     streaming-only warehouse as on a batch one (``commit_cadence``, ``consumer_lag``,
     ``partition_status_now`` read ``offset_commits``; ``coordinator_load`` also
@@ -191,15 +220,22 @@ class QuarantineBatchWriter:
 
     def __call__(self, batch_df: DataFrame, batch_id: int) -> None:
         from pipelines.records.decode import split_union_arrow
-        from schemas import get as get_spec
 
         arrow = batch_df.toArrow()
         if not arrow.num_rows:
             return
-        for name, rows in split_union_arrow(arrow).items():
-            if rows.num_rows:
-                rows = first_per_key(rows, get_spec(name).primary_key)
-                self.io.merge(name, rows, txn_app_id=self.app_id, txn_version=batch_id)
+        merge_decoded(self.io, split_union_arrow(arrow), self.app_id, batch_id)
+
+
+def merge_decoded(io: TableIO, tables: dict[str, pa.Table], app_id: str, batch_id: int) -> None:
+    """A micro-batch's rows of the decoded tables, each MERGEd on its key (its log position), the
+    first copy of a position taken, with the txn (``app_id``, ``batch_id``)."""
+    from schemas import get as get_spec
+
+    for name, rows in tables.items():
+        if rows.num_rows:
+            rows = first_per_key(rows, get_spec(name).primary_key)
+            io.merge(name, rows, txn_app_id=app_id, txn_version=batch_id)
 
 
 def first_per_key(table: pa.Table, keys: tuple[str, ...]) -> pa.Table:

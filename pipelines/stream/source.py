@@ -11,18 +11,31 @@ Rules:
   still feeds the quarantine query (``read_raw_stream``), which has no watermark to be late for.
 - Each micro-batch of the packed reader is planned first (``pipelines.stream.ledger``, from the
   files taken before and the batch's files): its tasks skip the records the plan refuses or
-  finds duplicated and give the log clock's outliers the clock's "now" as event time.
+  finds duplicated and give the log clock's outliers the clock's "now" as event time. The plan
+  is made once: ``partitions`` leaves it (pickled, by temp name + rename) in the batch's
+  directory of ``planDir`` (the replay checkpoint's ``landing_plans``), where the query's sink
+  takes it (``batch_output``). With ``writeDecoded`` each task also writes the decoded tables
+  of the records it packs there (``DecodedFiles``: the decode runs once for both), and marks
+  its output complete; the sink MERGEs them and removes the directory (``release``).
+  ``planDir`` must be visible to the tasks and the driver, as the landing directory is.
+- Task code starts with ``pipelines.worker_gc.freeze_worker_heap`` (a reused worker's
+  collection after each task then walks only what the task allocated).
 - With ``stream.landing_reader: python`` (default, local landing directories) the tasks of a
   Python data source (``LandingPackedReader``, registered as ``offsetlake_landing_packed``: a
   registered name, checkpoints depend on it) read the files with pyarrow and emit the packs
   (``pipelines.stream.packing.pack_batches``) — the raw records never become JVM rows; its
   offsets count the raw records read, which gives the progress its input count.
+- The decoded tables hold what the plan lets through (refused records go to
+  ``ingest_quarantine`` only, an identical copy is written once), as the batch job decodes
+  ``raw_records``.
 - Only complete files are data: hidden/temp files (``.name.tmp``, ``_SUCCESS``) are skipped, so
   writers land a file by temp name + rename.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import os
 from collections.abc import Callable, Iterator
@@ -134,11 +147,13 @@ class LandingPartition:
         skip: dict[str, list[int]] | None = None,
         outliers: frozenset[tuple[int, int]] = frozenset(),
         clock_ms: int | None = None,
+        decoded: str | None = None,
     ) -> None:
         self.paths = paths
         self.skip = skip or {}
         self.outliers = outliers
         self.clock_ms = clock_ms
+        self.decoded = decoded  # where the task writes its decoded tables (path prefix), if it does
 
 
 class LandingPackedReader:
@@ -170,6 +185,8 @@ class LandingPackedReader:
         self.lenient = options.get("lenient", "false") == "true"
         self.num_partitions = int(options.get("numpartitions") or 50)
         self.clock_outlier_ms = int(options.get("clockoutlierms") or 86_400_000)
+        self.plan_dir = options.get("plandir") or None
+        self.write_decoded = options.get("writedecoded", "false") == "true" and self.plan_dir is not None
         self._target: tuple[int, int] | None = None  # available-now: (newest content key, newest mtime)
         self._keys: dict[tuple[str, int, int], int] = {}
 
@@ -280,6 +297,54 @@ class LandingPackedReader:
             self.path, taken, batch, num_partitions=self.num_partitions, tolerance_ms=self.clock_outlier_ms
         )
 
+    def _batch_dir(self, start: dict[str, Any], end: dict[str, Any]) -> str | None:
+        """The micro-batch's directory in ``planDir``: its plan, its tasks' decoded tables."""
+        if self.plan_dir is None:
+            return None
+        key = hashlib.sha256(json.dumps([start, end], sort_keys=True).encode()).hexdigest()[:32]
+        return os.path.join(self.plan_dir, key)
+
+    def batch_output(self, start: dict[str, Any], end: dict[str, Any]) -> tuple[BatchPlan, dict[str, pa.Table]]:
+        """What the micro-batch ``start``..``end`` left for the query's sink, once its tasks ran:
+        the plan ``partitions`` made (else ``plan``; a micro-batch without files: the empty
+        plan) and, with ``writeDecoded``, the decoded tables its tasks wrote (every task's, else
+        an error: never a silent loss)."""
+        import pickle
+
+        from pipelines.stream.ledger import BatchPlan
+
+        if start == end:
+            return BatchPlan(), {}
+        where = self._batch_dir(start, end)
+        if where is None:
+            return self.plan(start, end), {}
+        try:
+            with open(os.path.join(where, "plan.pickle"), "rb") as fh:
+                plan, tasks = pickle.load(fh)
+        except FileNotFoundError:
+            if self.write_decoded:
+                raise RuntimeError(f"landing: micro-batch {end} left no plan in {where}") from None
+            return self.plan(start, end), {}
+        return plan, (read_decoded(where, tasks) if self.write_decoded else {})
+
+    def release(self, start: dict[str, Any], end: dict[str, Any]) -> None:
+        """Remove what the micro-batch left in ``planDir`` (its sink is done with it)."""
+        import shutil
+
+        where = self._batch_dir(start, end)
+        if where is not None:
+            shutil.rmtree(where, ignore_errors=True)
+
+    def _keep_plan(self, where: str, plan: BatchPlan, tasks: int) -> None:
+        """The plan for the query's sink (``batch_output``), written by temp name + rename."""
+        import pickle
+
+        os.makedirs(where, exist_ok=True)
+        tmp = os.path.join(where, f".plan.{os.getpid()}.tmp")
+        with open(tmp, "wb") as fh:
+            pickle.dump((plan, tasks), fh, protocol=pickle.HIGHEST_PROTOCOL)
+        os.replace(tmp, os.path.join(where, "plan.pickle"))
+
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[LandingPartition]:
         before = self._taken(start)
         upto = self._taken(end)
@@ -288,6 +353,9 @@ class LandingPackedReader:
         if n == 0:
             return []
         plan = self.plan(start, end)
+        where = self._batch_dir(start, end)
+        if where is not None:
+            self._keep_plan(where, plan, n)
         outliers = frozenset(plan.outlier_positions())
         if plan.outliers:
             from pipelines.log_clock import LogClock
@@ -303,7 +371,8 @@ class LandingPackedReader:
         for s in loads:
             paths = [os.path.join(self.path, files[i][1]) for i in sorted(s[2])]
             skip = {p: plan.skip[p] for p in paths if p in plan.skip}
-            out.append(LandingPartition(paths, skip, outliers, plan.clock_ms))
+            decoded = os.path.join(str(where), f"task-{s[1]}") if self.write_decoded else None
+            out.append(LandingPartition(paths, skip, outliers, plan.clock_ms, decoded))
         return out
 
     def read(self, partition: LandingPartition) -> Iterator[pa.RecordBatch]:
@@ -312,23 +381,77 @@ class LandingPackedReader:
         import pyarrow.parquet as pq
 
         from pipelines.records.decode import INPUT_COLUMNS
+        from pipelines.worker_gc import freeze_worker_heap
 
+        freeze_worker_heap()
+        out = DecodedFiles(partition.decoded) if partition.decoded is not None else None
         for path in partition.paths:
             pf = pq.ParquetFile(path)
-            cols = [c for c in INPUT_COLUMNS if c in pf.schema_arrow.names and c != "topic"]
+            # ``topic`` only fills the decoded tables' raw_topic
+            cols = [c for c in INPUT_COLUMNS if c in pf.schema_arrow.names and (c != "topic" or out is not None)]
             batches = pf.iter_batches(batch_size=100_000, columns=cols)
             skip = partition.skip.get(path)
             if skip:
                 batches = _without_rows(batches, np.asarray(skip, np.int64), pa)
             yield from pack_batches(
-                batches, lenient=self.lenient, outliers=partition.outliers, clock_ms=partition.clock_ms
+                batches, lenient=self.lenient, outliers=partition.outliers, clock_ms=partition.clock_ms, decoded=out
             )
+        if out is not None:
+            out.close()
 
     def commit(self, end: dict[str, Any]) -> None:
         """Nothing to do: Spark's checkpoint journals the offsets."""
 
     def stop(self) -> None:
         """Nothing to release."""
+
+
+class DecodedFiles:
+    """One task's decoded tables (``split_union_arrow``), each appended to an Arrow IPC file
+    ``<prefix>.<table>.arrow``; ``close`` marks the task's output complete (``<prefix>.done``).
+    A task run again (a retry, a re-run micro-batch) first removes what it wrote before."""
+
+    def __init__(self, prefix: str) -> None:
+        import glob
+
+        self.prefix = prefix
+        self.writers: dict[str, Any] = {}
+        for old in glob.glob(glob.escape(prefix) + ".*"):
+            os.remove(old)
+
+    def __call__(self, tables: dict[str, pa.Table]) -> None:
+        import pyarrow as pa
+
+        for name, rows in tables.items():
+            writer = self.writers.get(name)
+            if writer is None:
+                writer = self.writers[name] = pa.ipc.new_file(f"{self.prefix}.{name}.arrow", rows.schema)
+            writer.write_table(rows)
+
+    def close(self) -> None:
+        for writer in self.writers.values():
+            writer.close()
+        with open(f"{self.prefix}.done", "wb"):
+            pass
+
+
+def read_decoded(where: str, tasks: int) -> dict[str, pa.Table]:
+    """The decoded tables the ``tasks`` tasks of a micro-batch wrote in ``where``
+    (``DecodedFiles``), in task order; a task that did not finish is an error."""
+    import glob
+
+    import pyarrow as pa
+
+    parts: dict[str, list[pa.Table]] = {}
+    for i in range(tasks):
+        prefix = os.path.join(where, f"task-{i}")
+        if not os.path.exists(f"{prefix}.done"):
+            raise RuntimeError(f"landing: task {i} of the micro-batch in {where} left no complete output")
+        for path in sorted(glob.glob(glob.escape(prefix) + ".*.arrow")):
+            name = os.path.basename(path)[len(f"task-{i}.") : -len(".arrow")]
+            with pa.OSFile(path, "rb") as source:  # read into memory: the files are removed after
+                parts.setdefault(name, []).append(pa.ipc.open_file(source).read_all())
+    return {name: pa.concat_tables(ts) for name, ts in parts.items()}
 
 
 def _without_rows(batches: Iterator[pa.RecordBatch], skip: Any, pa: Any) -> Iterator[pa.RecordBatch]:
@@ -362,7 +485,7 @@ def _landing_source_classes() -> tuple[type, type]:
         class _Reader(LandingPackedReader, DataSourceStreamReader, SupportsTriggerAvailableNow):  # type: ignore[misc]
             def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[Any]:
                 return [
-                    _Partition(p.paths, p.skip, p.outliers, p.clock_ms)
+                    _Partition(p.paths, p.skip, p.outliers, p.clock_ms, p.decoded)
                     for p in LandingPackedReader.partitions(self, start, end)
                 ]
 
@@ -384,8 +507,16 @@ def _landing_source_classes() -> tuple[type, type]:
 _LANDING_CLASSES: tuple[type, type] | None = None
 
 
-def read_packed_landing(spark: SparkSession, settings: StreamSettings) -> DataFrame:
-    """The packed replay input straight from the landing directory (``LandingPackedReader``)."""
+def plan_dir(settings: StreamSettings) -> str | None:
+    """Where the landing source leaves each micro-batch's plan for the replay query's sink: a
+    directory of its checkpoint (when local; else the sink plans the batch itself)."""
+    local = local_dir(settings.replay_checkpoint)
+    return None if local is None else os.path.join(os.path.abspath(local), "landing_plans")
+
+
+def read_packed_landing(spark: SparkSession, settings: StreamSettings, *, decoded: bool = False) -> DataFrame:
+    """The packed replay input straight from the landing directory (``LandingPackedReader``);
+    ``decoded``: its tasks also write the decoded tables for the sink (needs ``plan_dir``)."""
     source, _ = _landing_source_classes()
     spark.dataSource.register(source)
     path = local_dir(settings.landing)
@@ -393,6 +524,9 @@ def read_packed_landing(spark: SparkSession, settings: StreamSettings) -> DataFr
     from pipelines.stream.sinks import landing_options
 
     reader = spark.readStream.format(LANDING_SOURCE_NAME).options(**landing_options(settings, path))
+    plans = plan_dir(settings)
+    if plans is not None:  # the sink takes each micro-batch's plan from there (planned once)
+        reader = reader.option("planDir", plans).option("writeDecoded", str(decoded).lower())
     if settings.max_bytes_per_trigger is not None:
         reader = reader.option("maxBytesPerTrigger", str(settings.max_bytes_per_trigger))
     else:

@@ -139,7 +139,9 @@ class GroupReplayer:
 
     def __call__(self, key: tuple[Any, ...], pdfs: Iterator[pd.DataFrame], state: GroupState) -> Iterator[pd.DataFrame]:
         from coordinator_core.replay import SNAPSHOT_FORMAT_VERSION
+        from pipelines.worker_gc import freeze_worker_heap
 
+        freeze_worker_heap()  # the worker's collection after the task walks only what it allocated
         (group_id,) = key
         blob: bytes | None = None
         if state.exists:

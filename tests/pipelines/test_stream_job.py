@@ -187,6 +187,42 @@ def test_same_file_landed_twice_and_overlapping_capture_change_nothing(
     assert_gold_equal(spark, cfg, gold)
 
 
+@pytest.mark.spark
+def test_stream_decoded_tables_are_decoded_once_and_leave_out_refused_copies_as_the_batch_decode_does(
+    spark: Any, tmp_path: Path
+) -> None:
+    """The replay query writes the decoded tables from what its landing source decoded (no second
+    query decodes the files again): a position whose copies disagree is refused into
+    ``ingest_quarantine`` and is in no decoded table (the batch job decodes ``raw_records``); an
+    identical copy is written once; the batch's plan directory is emptied."""
+    from pipelines.stream import job as stream_job
+    from pipelines.stream.settings import settings_from_config
+    from pipelines.stream.source import plan_dir
+    from pipelines.tableio import TableIO
+
+    records = sample_log(4, seed=3)
+    landing = tmp_path / "landing"
+    land(records, landing, rows_per_file=200)
+    commit = next(r for r in reversed(records) if r.key[1] in (0, 1) and r.value is not None)
+    fresh = commit._replace(offset=900_000)
+    twin = fresh._replace(value=fresh.value + b"\x00")
+    land([fresh, twin, records[5]], landing, rows_per_file=10)
+    cfg = stream_config(tmp_path, max_files_per_trigger=10)
+    stream_job.run(spark, cfg, available_now=True, poll_seconds=0.5)
+
+    io = TableIO(cfg, None, engine="rust")
+    commits = io.read_arrow("offset_commits", ["coordinator_partition", "log_offset"])
+    assert commits is not None
+    positions = list(zip(*(c.to_pylist() for c in commits.columns), strict=True))
+    assert len(positions) == len(set(positions)) == sum(1 for r in records if r.key[1] in (0, 1))
+    assert (fresh.partition, 900_000) not in positions
+    assert io.count("ingest_quarantine") == 2
+    settings = settings_from_config(cfg)
+    assert not os.path.exists(settings.quarantine_checkpoint)  # the files were decoded once
+    plans = plan_dir(settings)
+    assert plans is not None and not os.listdir(plans)
+
+
 def test_split_calls_with_timers_equal_one_replay(log_records: list[Any]) -> None:
     """The stateful function's pure part: state bytes carried across calls + a timer call at the
     end give the same snapshot as one replay of everything at that as_of."""
