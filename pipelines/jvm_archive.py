@@ -20,7 +20,8 @@ Rules:
   first runs are safe; a part whose JVM still runs is left alone.
 - The JVM's own CDS notices are switched off (``-Xlog:cds=off,cds+dynamic=off``).
 - ``OFFSETLAKE_JVM_ARCHIVE=0`` turns it off; a cache directory that cannot be written turns it
-  off silently. At most ``KEEP`` archives are kept (the newest); older ones are removed.
+  off silently. At most ``KEEP`` archives are kept (the newest); older ones are removed, and a part
+  whose JVM has exited becomes its key's archive whatever process finds it.
 """
 
 from __future__ import annotations
@@ -81,23 +82,29 @@ def _writing(pid_file: Path) -> bool:
 
 
 def _finish_parts(directory: Path, key: str) -> bool:
-    """Rename a part whose JVM has exited to ``<key>.jsa``; True while another JVM may still be
-    writing one."""
+    """Rename every part whose JVM has exited to its key's ``.jsa`` (whatever its key: a part of
+    a checkout that never runs again must not stay behind as a part); True while another JVM may
+    still be writing one for ``key``."""
     busy = False
-    for pid_file in directory.glob(f"{key}.jsa.*.part.pid"):
+    for pid_file in directory.glob("*.jsa.*.part.pid"):
         part = Path(str(pid_file)[: -len(".pid")])
         if _writing(pid_file):
-            busy = True
+            busy = busy or part.name.startswith(f"{key}.jsa.")
             continue
         with contextlib.suppress(OSError):
             if part.exists() and part.stat().st_size > 0:
-                os.replace(part, directory / f"{key}.jsa")
+                os.replace(part, directory / (part.name.split(".jsa.", 1)[0] + ".jsa"))
             part.unlink(missing_ok=True)
             pid_file.unlink(missing_ok=True)
     return busy
 
 
 def _prune(directory: Path) -> None:
+    """Keep the ``KEEP`` newest archives (and no part without its pid file: its writer is gone)."""
+    for part in directory.glob("*.jsa.*.part"):
+        if not part.with_name(part.name + ".pid").exists():
+            with contextlib.suppress(OSError):
+                part.unlink()
     archives = sorted(directory.glob("*.jsa"), key=lambda p: p.stat().st_mtime, reverse=True)
     for old in archives[KEEP:]:
         with contextlib.suppress(OSError):
@@ -117,6 +124,7 @@ class JvmArchive:
             directory.mkdir(parents=True, exist_ok=True)
             key = archive_key(java, banner, spark_home, conf)
             busy = _finish_parts(directory, key)
+            _prune(directory)
             final = directory / f"{key}.jsa"
             if final.exists():
                 self.options = [f"-XX:SharedArchiveFile={final}", "-Xshare:auto", QUIET]
@@ -126,7 +134,6 @@ class JvmArchive:
             self.part = directory / f"{key}.jsa.{uuid.uuid4().hex}.part"
             self.part.with_name(self.part.name + ".pid").write_text("0")
             self.options = [f"-XX:ArchiveClassesAtExit={self.part}", QUIET]
-            _prune(directory)
         except OSError:
             self.options, self.part = [], None
 

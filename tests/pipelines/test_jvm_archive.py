@@ -113,3 +113,17 @@ def test_the_archive_is_off_when_asked_or_when_the_cache_cannot_be_written(
     monkeypatch.setenv("XDG_CACHE_HOME", str(blocker))
     archive = JvmArchive(sys.executable, "openjdk 17", str(spark_home), {})
     assert archive.options == [] and archive.part is None
+
+
+def test_a_finished_part_of_another_checkout_becomes_its_archive_and_counts_for_pruning(
+    spark_home: Path, cache: Path
+) -> None:
+    cache.mkdir(parents=True)
+    other = cache / "otherkey.jsa.abc.part"
+    other.write_bytes(b"other")
+    Path(str(other) + ".pid").write_text(str(_dead_pid()))
+    stray = cache / "gonekey.jsa.def.part"  # its pid file is gone: nobody will ever finish it
+    stray.write_bytes(b"stray")
+    JvmArchive(sys.executable, "openjdk 17", str(spark_home), {})
+    assert (cache / "otherkey.jsa").read_bytes() == b"other"
+    assert not stray.exists() and not list(cache.glob("otherkey.jsa.*"))
