@@ -8,6 +8,8 @@ starts Spark (local[2]), warms the Python workers up with a 40-record read, then
 
   batch   ``spark.read.format("offsetlake_kafka").load().write.parquet(...)``
   stream  ``readStream.format("offsetlake_kafka")`` -> Parquet sink, ``trigger(availableNow)``
+  read    no Spark: the source's ``read_range`` over every partition in this process (its own
+          Python cost; ``--repeat R``: median of 1 + R passes, process CPU incl. librdkafka)
 
 (``--sink noop``: the same query into Spark's no-op sink, to time the source without Parquet) and
 prints one JSON line: records, seconds, records/s, CPU seconds of the whole process tree during
@@ -110,6 +112,8 @@ def run_once(args: argparse.Namespace) -> dict[str, Any]:
             print(f"the mock cluster kept {kept:,} of {args.records:,} records: use 200000 or fewer", file=sys.stderr)
             raise SystemExit(2)
 
+        if args.mode == "read":
+            return _read_only(args, settings, marks)
         spark = build_spark(
             "bench-kafka-source", master="local[2]", conf={"spark.sql.shuffle.partitions": "2"}, log_level="ERROR"
         )
@@ -140,6 +144,40 @@ def run_once(args: argparse.Namespace) -> dict[str, Any]:
         "driver_tree": str(Path(pipelines.__file__).resolve().parents[1]),
         "worker_tree": worker,
         "load": [round(load_before, 2), round(os.getloadavg()[0], 2)],
+    }
+
+
+def _read_only(args: argparse.Namespace, settings: Any, marks: dict[int, tuple[int, int]]) -> dict[str, Any]:
+    """``--mode read``: the source's executor side alone (``read_range`` over every partition, in
+    this process, no Spark): its own Python cost, what the source can change."""
+    import pyarrow as pa
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    import pipelines
+    from pipelines.kafka.source import KafkaRange, _raw_schema, read_range
+
+    pa.array([b""], pa.binary())  # pyarrow's one-time pandas import: outside the timings
+    schema = to_arrow_schema(_raw_schema(), timezone="UTC")
+    runs = []
+    for _ in range(1 + args.repeat):
+        cpu, t, rows = time.process_time(), time.perf_counter(), 0
+        for p, (lo, hi) in sorted(marks.items()):
+            rows += sum(b.num_rows for b in read_range(settings, schema, KafkaRange(settings.topic, p, lo, hi)))
+        runs.append((rows, time.perf_counter() - t, time.process_time() - cpu))
+    if any(r[0] != args.records for r in runs):
+        raise SystemExit(f"read {runs[0][0]:,} of {args.records:,} records")
+    secs = statistics.median(r[1] for r in runs)
+    return {
+        "mode": "read",
+        "sink": "-",
+        "records": runs[0][0],
+        "seconds": round(secs, 3),
+        "rate": round(runs[0][0] / secs),
+        "cpu_seconds": round(statistics.median(r[2] for r in runs), 3),
+        "warm_seconds": [],
+        "driver_tree": str(Path(pipelines.__file__).resolve().parents[1]),
+        "worker_tree": str(Path(pipelines.__file__).resolve().parents[1]),
+        "load": [round(os.getloadavg()[0], 2)] * 2,
     }
 
 
@@ -184,7 +222,7 @@ def compare(args: argparse.Namespace) -> int:
     env0.setdefault("PYSPARK_PYTHON", sys.executable)
     got: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for i in range(args.runs):
-        for mode in ("batch", "stream"):
+        for mode in args.modes.split(","):
             for label in ("before", "after") if i % 2 == 0 else ("after", "before"):
                 tree = trees[label]
                 cmd = [sys.executable, str(ROOT / "bench" / "kafka_source.py"), "--mode", mode]
@@ -233,7 +271,8 @@ def compare(args: argparse.Namespace) -> int:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--mode", choices=["batch", "stream"], default="batch")
+    ap.add_argument("--mode", choices=["batch", "stream", "read"], default="batch")
+    ap.add_argument("--modes", default="batch,stream", help="--compare: the modes to run, comma-separated")
     ap.add_argument("--records", type=int, default=200_000, help="the mock keeps ~50k per partition: at most 200k")
     ap.add_argument("--sink", choices=["parquet", "noop"], default="parquet")
     ap.add_argument("--work", default="/tmp/kafka-source-bench")
