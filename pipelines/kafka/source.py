@@ -155,7 +155,6 @@ def read_range(
     try:
         consumer.assign([ck.TopicPartition(rng.topic, rng.partition, rng.start)])
         builder = MessageBatchBuilder(rng.topic)
-        append = builder.append
         last = time.monotonic()
         nxt = rng.start  # the next offset to read: the range is done once it reaches rng.end
         while nxt < rng.end:
@@ -164,8 +163,7 @@ def read_range(
             if msgs:
                 last = time.monotonic()
                 msgs, nxt = _fetch_below_end(msgs, rng, nxt, eof_code)
-                for m in msgs:
-                    append(m)
+                builder.extend(msgs)  # one mapped C method per field over the fetch
             if len(builder) >= fetch_batch or (nxt >= rng.end and len(builder)):
                 batch = builder.to_batch()
                 builder.clear()
