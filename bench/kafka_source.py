@@ -241,7 +241,8 @@ def compare(args: argparse.Namespace) -> int:
                     return 1
                 print(json.dumps({"tree": label, **res}), file=sys.stderr, flush=True)
                 got.setdefault((mode, label), []).append(res)
-    print(f"records: {args.records:,}; mock: 3 brokers, 4 partitions; local[2]; sink: {args.sink}; runs: {args.runs}")
+    sink = "" if args.modes == "read" else f"; sink: {args.sink}"
+    print(f"records: {args.records:,}; mock: 3 brokers, 4 partitions; local[2]{sink}; runs: {args.runs}")
     print("| query | tree | seconds (median, runs) | records/s (median) | CPU s, all processes (median) | load avg |")
     print("|---|---|---|---:|---:|---|")
     warm_rows = []
