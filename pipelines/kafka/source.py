@@ -159,7 +159,7 @@ def read_range(
         nxt = rng.start  # the next offset to read: the range is done once it reaches rng.end
         while nxt < rng.end:
             # ask for no more than the range still holds: consume() returns as soon as it has them
-            msgs = consumer.consume(num_messages=min(fetch_batch, rng.end - nxt), timeout=0.5)
+            msgs = consumer.consume(num_messages=max(1, min(fetch_batch, rng.end - nxt)), timeout=0.5)
             if msgs:
                 last = time.monotonic()
                 msgs, nxt = _fetch_below_end(msgs, rng, nxt, eof_code)
