@@ -29,7 +29,10 @@ tasks), ``readTimeoutMs`` (default 60000), ``fetchBatch`` (messages per Arrow ba
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import json
+import operator
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -100,6 +103,37 @@ def offsets_from_json(topic: str, data: Mapping[str, Any] | str) -> dict[int, in
     return {int(p): int(o) for p, o in inner.items()}
 
 
+def _fetch_below_end(msgs: list[Any], rng: KafkaRange, nxt: int, eof_code: int) -> tuple[list[Any], int]:
+    """The records of one fetch below ``rng.end``, and the next offset to read after it.
+
+    Fields are read with the C methods mapped over the fetch (``map(Message.error, msgs)``): no
+    Python frame per message for the checks. One consumer reads one partition, whose records
+    arrive in offset order, so the last record's offset decides whether the fetch crossed the end.
+    A partition-EOF event carries the log end offset: at or past ``rng.end`` the range is done
+    even when its tail holds no records (transaction markers, compacted records).
+    """
+    cls = type(msgs[0])
+    errors = list(map(cls.error, msgs))
+    # (``errors.count(None)`` would compare a KafkaError with None, which raises)
+    if any(map(operator.is_not, errors, itertools.repeat(None))):
+        data = []
+        for m, err in zip(msgs, errors, strict=True):
+            if err is None:
+                data.append(m)
+            elif err.code() == eof_code:
+                nxt = max(nxt, m.offset())
+            elif err.fatal():
+                raise RuntimeError(f"{rng.topic}-{rng.partition}: {err.str()}")
+            # any other error is transient: librdkafka retries it
+        msgs = data
+    if msgs:
+        last = msgs[-1].offset()
+        if last >= rng.end:  # records beyond the range: drop them, the range is done
+            msgs = msgs[: bisect.bisect_left(list(map(cls.offset, msgs)), rng.end)]
+        nxt = max(nxt, min(last + 1, rng.end))
+    return msgs, nxt
+
+
 def read_range(
     settings: KafkaSettings,
     arrow_schema: pa.Schema,
@@ -116,44 +150,25 @@ def read_range(
     if rng.end <= rng.start:
         return
     ck = require_confluent_kafka()
+    eof_code = ck.KafkaError._PARTITION_EOF
     consumer = ck.Consumer(settings.consumer_conf(**{"fetch.wait.max.ms": 100}))
     try:
         consumer.assign([ck.TopicPartition(rng.topic, rng.partition, rng.start)])
         builder = MessageBatchBuilder(rng.topic)
         last = time.monotonic()
-        done = False
-        nxt = rng.start
-        while not done:
+        nxt = rng.start  # the next offset to read: the range is done once it reaches rng.end
+        while nxt < rng.end:
             # ask for no more than the range still holds: consume() returns as soon as it has them
-            want = max(1, min(fetch_batch, rng.end - nxt))
-            msgs = consumer.consume(num_messages=want, timeout=0.5)
+            msgs = consumer.consume(num_messages=max(1, min(fetch_batch, rng.end - nxt)), timeout=0.5)
             if msgs:
                 last = time.monotonic()
-            for m in msgs:
-                err = m.error()
-                if err is not None:
-                    if err.code() == ck.KafkaError._PARTITION_EOF:
-                        if m.offset() >= rng.end:
-                            done = True
-                            break
-                        continue
-                    if err.fatal():
-                        raise RuntimeError(f"{rng.topic}-{rng.partition}: {err.str()}")
-                    continue
-                off = m.offset()
-                if off >= rng.end:
-                    done = True
-                    break
-                builder.append(m)
-                nxt = off + 1
-                if off == rng.end - 1:
-                    done = True
-                    break
-            if len(builder) >= fetch_batch or (done and len(builder)):
+                msgs, nxt = _fetch_below_end(msgs, rng, nxt, eof_code)
+                builder.extend(msgs)  # one mapped C method per field over the fetch
+            if len(builder) >= fetch_batch or (nxt >= rng.end and len(builder)):
                 batch = builder.to_batch()
                 builder.clear()
                 yield pa.RecordBatch.from_arrays(batch.columns, schema=arrow_schema)
-            if not done and time.monotonic() - last > read_timeout_s:
+            elif nxt < rng.end and time.monotonic() - last > read_timeout_s:
                 raise RuntimeError(
                     f"{SOURCE_NAME}: no data from {settings.bootstrap_servers} for {read_timeout_s:g}s "
                     f"reading {rng.topic}-{rng.partition} [{rng.start}, {rng.end})"
