@@ -51,6 +51,8 @@ import pyarrow.parquet as pq
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from bench.proc import tree_cpu_seconds  # noqa: E402
+
 DEFAULT_PATH = Path("/tmp/offsetlake-bench/raw-1000000/part-00000000.parquet")
 SCRATCH = Path("/tmp/offsetlake-bench-decoder")
 SECTION = "## decoder (vectorised vs core codec)"
@@ -182,33 +184,6 @@ def single_process(
     }
 
 
-def tree_cpu(root: int) -> float:
-    """CPU seconds of process ``root`` and all its descendants (live ones + reaped children):
-    the JVM, the Python worker daemon and its workers (Linux /proc)."""
-    tick = os.sysconf("SC_CLK_TCK")
-    stats: dict[int, tuple[int, float]] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            raw = Path(f"/proc/{entry}/stat").read_text()
-        except OSError:
-            continue
-        fields = raw[raw.rindex(")") + 2 :].split()
-        # after "pid (comm)": state ppid ... utime(14) stime(15) cutime(16) cstime(17), 1-based
-        stats[int(entry)] = (int(fields[1]), sum(int(x) for x in fields[11:15]) / tick)
-    children: dict[int, list[int]] = {}
-    for pid, (ppid, _) in stats.items():
-        children.setdefault(ppid, []).append(pid)
-    total, todo = 0.0, [root]
-    while todo:
-        pid = todo.pop()
-        if pid in stats:
-            total += stats[pid][1]
-        todo.extend(children.get(pid, []))
-    return total
-
-
 def spark_passes(path: Path, rounds: int, before: ModuleType | None) -> dict[str, Any]:
     from pipelines.records.decode import INPUT_COLUMNS
     from pipelines.spark_session import build_spark
@@ -246,10 +221,10 @@ def spark_passes(path: Path, rounds: int, before: ModuleType | None) -> dict[str
     jvm_pid = spark.sparkContext._gateway.proc.pid  # type: ignore[attr-defined]
 
     def run(df: Any) -> tuple[float, float]:
-        c = tree_cpu(jvm_pid)
+        c = tree_cpu_seconds(jvm_pid)
         t = time.perf_counter()
         df.write.format("noop").mode("overwrite").save()
-        return time.perf_counter() - t, tree_cpu(jvm_pid) - c
+        return time.perf_counter() - t, tree_cpu_seconds(jvm_pid) - c
 
     for df in frames.values():  # warm-up: JIT, Python workers, file listing
         run(df)

@@ -42,6 +42,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.proc import tree_cpu_seconds
+
 SECTION = "## stream (Structured Streaming, local[2])"
 
 
@@ -60,31 +62,6 @@ def dir_size(path: Path) -> int:
 def set_mtimes(landing: Path) -> None:
     for i, f in enumerate(sorted(landing.glob("*.parquet"))):
         os.utime(f, (1_600_000_000 + i, 1_600_000_000 + i))
-
-
-def tree_cpu_seconds() -> float:
-    """CPU seconds (user + system, reaped children included) of this process and every
-    descendant (Spark's JVM, its Python daemons and workers)."""
-    tck = os.sysconf("SC_CLK_TCK")
-    kids: dict[int, list[int]] = {}
-    stats: dict[int, list[str]] = {}
-    for d in os.listdir("/proc"):
-        if not d.isdigit():
-            continue
-        try:
-            st = Path(f"/proc/{d}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        stats[int(d)] = st
-        kids.setdefault(int(st[1]), []).append(int(d))
-    total, stack = 0.0, [os.getpid()]
-    while stack:
-        pid = stack.pop()
-        st = stats.get(pid)
-        if st is not None:
-            total += sum(int(x) for x in st[11:15]) / tck
-        stack.extend(kids.get(pid, []))
-    return total
 
 
 def make_config(

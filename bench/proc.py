@@ -1,0 +1,30 @@
+"""What the benchmarks read about processes (Linux ``/proc``)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+def tree_cpu_seconds(root: int | None = None) -> float:
+    """CPU seconds (user + system, reaped children included) of process ``root`` (default: this
+    one) and every descendant: Spark's JVM, its Python daemons and workers."""
+    tick = os.sysconf("SC_CLK_TCK")
+    kids: dict[int, list[int]] = {}
+    cpu: dict[int, float] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            # after "pid (comm)": state ppid ... utime(14) stime(15) cutime(16) cstime(17), 1-based
+            fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:  # gone meanwhile
+            continue
+        cpu[int(entry)] = sum(int(x) for x in fields[11:15]) / tick
+        kids.setdefault(int(fields[1]), []).append(int(entry))
+    total, todo = 0.0, [os.getpid() if root is None else root]
+    while todo:
+        pid = todo.pop()
+        total += cpu.get(pid, 0.0)
+        todo.extend(kids.get(pid, []))
+    return total
