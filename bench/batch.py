@@ -33,7 +33,6 @@ Usage:
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import shutil
 import sys
@@ -53,6 +52,7 @@ from coordinator_core.settings import ReplaySettings
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from bench.proc import tree_rss  # noqa: E402
 from bench.results import write_section  # noqa: E402
 
 BENCH_ROOT = Path("/tmp/offsetlake-bench")
@@ -273,11 +273,7 @@ class PeakRss:
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     def _sample(self) -> int:
-        total = 0
-        for p in [self.proc, *self.proc.children(recursive=True)]:
-            with contextlib.suppress(Exception):
-                total += p.memory_info().rss
-        return total
+        return tree_rss(self.proc.pid)
 
     def _run(self) -> None:
         while not self._stop.is_set():

@@ -27,7 +27,6 @@ Usage:
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import shutil
@@ -42,6 +41,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from bench.proc import tree_rss  # noqa: E402
 from bench.results import write_section  # noqa: E402
 
 BENCH_ROOT = Path("/tmp/offsetlake-bench")
@@ -75,21 +75,6 @@ class Run:
     load: float = 0.0
 
 
-def _tree_rss(pid: int) -> int:
-    import psutil
-
-    try:
-        root = psutil.Process(pid)
-        procs = [root, *root.children(recursive=True)]
-    except psutil.Error:
-        return 0
-    total = 0
-    for p in procs:
-        with contextlib.suppress(psutil.Error):
-            total += p.memory_info().rss
-    return total
-
-
 def timed_process(argv: list[str], cwd: Path, env: dict[str, str]) -> tuple[float, int, str]:
     """Run ``argv`` to its end: (wall seconds, peak RSS of its process tree, stdout)."""
     peak = 0
@@ -99,7 +84,7 @@ def timed_process(argv: list[str], cwd: Path, env: dict[str, str]) -> tuple[floa
     reader = threading.Thread(target=lambda: out.append(proc.stdout.read() if proc.stdout else ""), daemon=True)
     reader.start()
     while proc.poll() is None:
-        peak = max(peak, _tree_rss(proc.pid))
+        peak = max(peak, tree_rss(proc.pid))
         time.sleep(0.2)
     wall = time.perf_counter() - t0
     reader.join()

@@ -28,3 +28,21 @@ def tree_cpu_seconds(root: int | None = None) -> float:
         total += cpu.get(pid, 0.0)
         todo.extend(kids.get(pid, []))
     return total
+
+
+def tree_rss(pid: int | None = None) -> int:
+    """Resident bytes of process ``pid`` (default: this one) and every descendant, now."""
+    import contextlib
+
+    import psutil
+
+    try:
+        root = psutil.Process(pid)
+        procs = [root, *root.children(recursive=True)]
+    except psutil.Error:
+        return 0
+    total = 0
+    for p in procs:
+        with contextlib.suppress(psutil.Error):
+            total += p.memory_info().rss
+    return total
