@@ -185,20 +185,6 @@ def is_segment_dir(path: Path) -> bool:
     )
 
 
-def refuse_segments_in_landing(landing: Path) -> None:
-    """Broker log segments in the stream's landing are refused, never skipped: the stream does not
-    apply their COMMIT/ABORT markers (``offsetlake run batch``, ``decode`` and ``replay`` do)."""
-    if not landing.exists():
-        return
-    entries = [landing] if landing.is_file() else sorted(landing.iterdir())
-    found = next((e for e in entries if (e.is_file() and e.suffix == ".log") or is_segment_dir(e)), None)
-    if found is not None:
-        raise UsageError(
-            f"input: {found} is a broker log segment; the stream job does not read segments "
-            "(run the batch job on them: offsetlake run batch, or capture the topic into landing files)"
-        )
-
-
 def _dir_order(d: Path) -> tuple[str, int]:
     m = _PARTITION_DIR.match(d.name)
     return ("", -1) if m is None else (m.group("topic"), int(m.group("partition")))
@@ -224,12 +210,29 @@ def read_segment_file(path: Path) -> Iterator[SegmentRecord | SegmentProblem]:
         data = path.read_bytes()
     except OSError as exc:
         raise UsageError(f"{path}: cannot read ({exc.strerror or exc})") from None
-    topic, partition = partition_of(path)
-    name = str(path)
-    for item in seg.iter_batches(data, decompress=decompress, crc32c_fn=crc32c):
-        if isinstance(item, seg.BadBatch) and item.position == 0 and item.stopped and item.magic not in (0, 1, 2):
+    first = True
+    for item in read_segment_bytes(data, path):
+        if first and isinstance(item, SegmentProblem) and item.position == 0 and item.magic not in (0, 1, 2):
             # not one batch header at the start: this is no segment (a text log, an index file)
             raise UsageError(f"{path}: not a Kafka log segment (no record batch at byte 0: {item.reason})")
+        first = False
+        yield item
+
+
+def read_segment_range(path: str, start: int, end: int) -> Iterator[SegmentRecord | SegmentProblem]:
+    """Every record and problem of bytes ``start``..``end`` of a segment file (whole batches: a
+    log tail's range, ``pipelines.stream.segment_log``), positions as in the file."""
+    with open(path, "rb") as fh:
+        fh.seek(start)
+        data = fh.read(end - start)
+    return read_segment_bytes(data, Path(path), start)
+
+
+def read_segment_bytes(data: bytes, path: Path, position: int = 0) -> Iterator[SegmentRecord | SegmentProblem]:
+    """Every record and problem of ``data``, bytes of the segment file ``path`` from ``position``."""
+    topic, partition = partition_of(path)
+    name = str(path)
+    for item in seg.iter_batches(data, decompress=decompress, crc32c_fn=crc32c, position=position):
         if isinstance(item, seg.BadBatch):
             yield SegmentProblem(
                 name, topic, partition, item.position, item.length, item.reason, item.data, item.base_offset, item.magic

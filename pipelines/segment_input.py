@@ -49,12 +49,7 @@ def _ms_timestamps(values: list[int]) -> pa.Array:
 
 def landing_tables(files: list[Path]) -> LandingTables:
     """Every record of ``files`` (segment files in partition directories) in the three shapes."""
-    from schemas.raw import RAW_RECORDS, RAW_TRANSACTIONS
-
-    raw: list[SegmentRecord] = []
-    txn: list[SegmentRecord] = []
-    probs: list[SegmentProblem] = []
-    controls = 0
+    items: list[SegmentRecord | SegmentProblem] = []
     for f in files:
         _topic, partition = partition_of(f)
         if partition is None:
@@ -62,17 +57,29 @@ def landing_tables(files: list[Path]) -> LandingTables:
                 f"{f}: cannot tell the partition of this segment: keep it in its directory "
                 f"(e.g. {OFFSETS_TOPIC}-7/{f.name}) so its records get their log positions"
             )
-        for item in read_segment_file(f):
-            if isinstance(item, SegmentProblem):
-                probs.append(item)
-                continue
-            if item.control_type is not None:
-                controls += 1
-                txn.append(item)
-                continue
-            raw.append(item)
-            if item.is_transactional:
-                txn.append(item)
+        items.extend(read_segment_file(f))
+    return item_tables(items)
+
+
+def item_tables(items: list[SegmentRecord | SegmentProblem]) -> LandingTables:
+    """Segment items (``pipelines.segment_files``) in the three shapes (module rules)."""
+    from schemas.raw import RAW_RECORDS, RAW_TRANSACTIONS
+
+    raw: list[SegmentRecord] = []
+    txn: list[SegmentRecord] = []
+    probs: list[SegmentProblem] = []
+    controls = 0
+    for item in items:
+        if isinstance(item, SegmentProblem):
+            probs.append(item)
+            continue
+        if item.control_type is not None:
+            controls += 1
+            txn.append(item)
+            continue
+        raw.append(item)
+        if item.is_transactional:
+            txn.append(item)
     raw_t = pa.Table.from_arrays(
         [
             pa.array([r.key for r in raw], pa.binary()),
@@ -161,4 +168,4 @@ def producer_of(item: Any) -> int | None:
     return int(item.producer_id) if item.is_transactional else None
 
 
-__all__ = ["LandingTables", "landing_tables", "producer_of", "replay_items", "txn_marker"]
+__all__ = ["LandingTables", "item_tables", "landing_tables", "producer_of", "replay_items", "txn_marker"]

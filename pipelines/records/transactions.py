@@ -12,6 +12,9 @@ Rules (KIP-98; the core applies them: ``coordinator_core.transactions``):
   that partition. A marker for a group with nothing pending is a no-op in the core, so handing it
   to a group whose transaction it does not close changes nothing; other control types (KRaft)
   are no transaction markers and are left out.
+- A stream's micro-batch passes ``prior``: per (partition, producer id) the groups whose pending
+  offsets of that producer earlier micro-batches took (``pipelines.stream.segment_txn``); its
+  markers reach those groups too.
 - The result has the input's rows (same order, ``producer_id`` filled) followed by the marker
   rows; the caller sorts (``replay_input.replay_order``).
 """
@@ -36,15 +39,17 @@ def _keys(part: Any, off: Any) -> Any:
     return (part.astype(np.int64) << 44) | off.astype(np.int64)
 
 
-def attach_transactions(rows: pa.Table, txn: pa.Table | None) -> pa.Table:
+def attach_transactions(
+    rows: pa.Table, txn: pa.Table | None, prior: dict[tuple[int, int], set[str]] | None = None
+) -> pa.Table:
     """``rows`` with producer ids set and the markers of their groups appended (module rules)."""
-    if txn is None or txn.num_rows == 0 or rows.num_rows == 0:
+    if txn is None or txn.num_rows == 0 or (rows.num_rows == 0 and not prior):
         return rows
     ctype = txn.column("control_type")
     data = txn.filter(pc.is_null(ctype))
     marks = txn.filter(pc.is_in(ctype, pa.array([CONTROL_ABORT, CONTROL_COMMIT], pa.int32())))
     rows = _with_producer_ids(rows, data)
-    extra = _marker_rows(rows, marks)
+    extra = _marker_rows(rows, marks, prior or {})
     return pa.concat_tables([rows, extra]) if extra.num_rows else rows
 
 
@@ -67,12 +72,12 @@ def _with_producer_ids(rows: pa.Table, data: pa.Table) -> pa.Table:
     return rows.set_column(rows.schema.get_field_index("producer_id"), "producer_id", pid)
 
 
-def _marker_rows(rows: pa.Table, marks: pa.Table) -> pa.Table:
+def _marker_rows(rows: pa.Table, marks: pa.Table, prior: dict[tuple[int, int], set[str]]) -> pa.Table:
     shape = schema()
     if marks.num_rows == 0:
         return shape.empty_table()
     txn_rows = rows.filter(pc.is_valid(rows.column("producer_id")))
-    groups: dict[tuple[int, int], set[str]] = {}
+    groups: dict[tuple[int, int], set[str]] = {k: set(v) for k, v in prior.items()}
     for g, p, pid in zip(
         txn_rows.column("group_id").to_pylist(),
         txn_rows.column("coordinator_partition").to_pylist(),
