@@ -48,6 +48,7 @@ from pipelines.errors import UsageError
 from pipelines.kafka.end_offsets import IntervalSampler
 from pipelines.stream.packing import packed_replay_input
 from pipelines.stream.progress import ProgressRecorder, reconstruct_progress
+from pipelines.stream.segment_source import read_segment_stream, uses_segments
 from pipelines.stream.settings import REPLAY_QUERY, StreamSettings, settings_from_config
 from pipelines.stream.sinks import GoldBatchWriter, QuarantineBatchWriter, landing_options
 from pipelines.stream.source import local_dir, plan_dir, read_packed_landing, read_raw_stream, uses_packed_landing
@@ -101,7 +102,9 @@ def start_replay_query(
     """Source → decode → stateful replay → ``foreachBatch`` gold writes (``plans``: batch id →
     the landing source's plan, filled by the sink for the progress; ``decoded``: the decoded
     tables too, from the packed landing source's tasks — see ``replay_writes_decoded``)."""
-    if uses_packed_landing(settings):
+    if uses_segments(settings):
+        packed = read_segment_stream(spark, settings, decoded=decoded)
+    elif uses_packed_landing(settings):
         packed = read_packed_landing(spark, settings, decoded=decoded)
     else:
         packed = packed_replay_input(read_raw_stream(spark, cfg, settings))
@@ -151,8 +154,9 @@ def replay_writes_decoded(settings: StreamSettings) -> bool:
     """Whether the replay query writes the decoded tables itself: its packed landing source
     decodes every record it takes anyway, so its tasks keep those rows for the sink (files of
     the batch's plan directory) instead of a second query decoding the files again. Else
-    (Kafka, ``landing_reader: spark``, a non-local checkpoint) the side query writes them."""
-    return uses_packed_landing(settings) and plan_dir(settings) is not None
+    (Kafka, ``landing_reader: spark``, a non-local checkpoint) the side query writes them. The
+    segment source always writes them (segments need a local checkpoint)."""
+    return (uses_packed_landing(settings) or uses_segments(settings)) and plan_dir(settings) is not None
 
 
 def start_quarantine_query(
@@ -348,11 +352,14 @@ def run_job(conf: Config, available_now: bool = False) -> int:
     counted = recorder.counted
     positions = ""
     if counted:
-        # records read = replayed + identical duplicates + refused (ingest_quarantine)
-        records, replayed, dups, refused, outliers = (sum(c[i] for c in counted) for i in range(1, 6))
+        # records read = replayed + identical duplicates + refused (ingest_quarantine) + control records
+        records, replayed, dups, refused, outliers, controls = (sum(c[i] for c in counted) for i in range(1, 7))
+        what = "broker segments" if uses_segments(settings_from_config(conf)) else "landing source"
         positions = (
-            f" ({records} records of the landing source = {replayed} replayed + {dups} duplicates + "
-            f"{refused} refused into ingest_quarantine; {outliers} ignored by the log clock)"
+            f" ({records} records of the {what} = {replayed} replayed + {dups} duplicates + "
+            f"{refused} refused into ingest_quarantine"
+            + (f" + {controls} control records" if controls else "")
+            + f"; {outliers} ignored by the log clock)"
         )
     log.info(
         "stream finished: %d micro-batches, %d input rows%s, %.1fs%s",

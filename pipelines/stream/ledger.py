@@ -89,10 +89,11 @@ class BatchPlan:
     refused: list[dict[str, Any]] = field(default_factory=list)  # ingest_quarantine rows (no record_id/run_id)
     outliers: tuple[Outlier, ...] = ()  # this batch's records ignored by the clock
     clock_ms: int | None = None
+    controls: int = 0  # broker segments' control records (transaction markers: not replayed as records)
 
     @property
     def replayed(self) -> int:
-        return self.records - self.duplicates - len(self.refused)
+        return self.records - self.duplicates - len(self.refused) - self.controls
 
     def reasons(self) -> dict[str, int]:
         out: dict[str, int] = {}

@@ -141,11 +141,10 @@ class ProgressRecorder:
         self.landing = landing  # the packed landing source's directory (exact late counts)
         self.reader_options = reader_options or {}
         #: batch id -> the replay query's plan (filled by its sink): records = replayed +
-        #: duplicates + refused, logged with the batch's line
+        #: duplicates + refused (+ broker segments' control records), logged with the batch's line
         self.plans = plans if plans is not None else {}
-        self.counted: list[
-            tuple[int, int, int, int, int, int]
-        ] = []  # (batch, records, replayed, dup, refused, outliers)
+        #: (batch, records, replayed, duplicates, refused, clock outliers, control records)
+        self.counted: list[tuple[int, int, int, int, int, int, int]] = []
         self.seen: dict[str, int] = {}
         self.rows: list[dict[str, Any]] = []
         self.dropped: list[tuple[str, int, int, int | None]] = []  # (query, batch, packs, records)
@@ -175,12 +174,13 @@ class ProgressRecorder:
                         plan.duplicates,
                         len(plan.refused),
                         len(plan.outliers),
+                        plan.controls,
                     )
                 )
                 msg += (
                     f" replayed={plan.replayed} duplicates={plan.duplicates} refused={len(plan.refused)}"
                     f" clock_outliers={len(plan.outliers)}"
-                )
+                ) + (f" control_records={plan.controls}" if plan.controls else "")
             if dropped:
                 records = self._late_records(data)
                 self.dropped.append((name, int(data["batchId"]), dropped, records))
@@ -254,16 +254,19 @@ class ProgressRecorder:
             log.warning("stream_progress write failed: %s", exc)
 
 
-def batch_offsets(checkpoint: str, batch_id: int) -> tuple[dict[str, Any], dict[str, Any]] | None:
-    """(start, end) offsets of the packed landing source in micro-batch ``batch_id``, from the
-    checkpoint's offset log (written before the batch runs), else None."""
+def batch_offsets(
+    checkpoint: str, batch_id: int, initial: dict[str, Any] | None = None
+) -> tuple[dict[str, Any], dict[str, Any]] | None:
+    """(start, end) offsets of the packed landing (or segment) source in micro-batch
+    ``batch_id``, from the checkpoint's offset log (written before the batch runs), else None;
+    the first micro-batch starts at ``initial`` (default: the landing source's initial offset)."""
     local = local_dir(checkpoint)
     cur = _checkpoint_offsets(str(local), batch_id) if local else None
     if cur is None or not cur[1] or not isinstance(cur[1][0], dict) or "records" not in cur[1][0]:
         return None
     prev = _checkpoint_offsets(str(local), batch_id - 1) if batch_id > 0 else None
     start = prev[1][0] if prev and prev[1] and isinstance(prev[1][0], dict) else None
-    return start or LandingPackedReader({"path": ""}).initialOffset(), cur[1][0]
+    return start or initial or LandingPackedReader({"path": ""}).initialOffset(), cur[1][0]
 
 
 def _checkpoint_offsets(checkpoint: str, batch_id: int) -> tuple[dict[str, Any], list[Any]] | None:

@@ -9,6 +9,10 @@ Rules:
   directory): it takes files in modification-time order and cannot check positions against
   earlier micro-batches (``pipelines.stream.ledger``), so it could replay a conflicting copy or
   fail on a re-landed file; the stream's own reader does both.
+- A local landing of broker log segments (``__consumer_offsets-N/*.log``; ``input.format`` auto
+  or segments) is read by the segment source (``landing_kind`` "segments":
+  ``pipelines.stream.segment_source``); a landing holding segments and raw-record files both is
+  refused, and so is a non-local checkpoint with segments.
 - Query names and the Delta txn app ids derived from them (``offsetlake-stream-<query>``) are
   registered names: existing checkpoints and Delta txns depend on them; they never change.
 """
@@ -52,6 +56,8 @@ class StreamSettings:
     state_partitions: int | None = None
     allow_late_drops: bool = False
     clock_outlier_ms: int = 86_400_000
+    #: what the landing holds: "files" (raw-record Parquet) or "segments" (broker log segments)
+    landing_kind: str = "files"
 
     @property
     def app_id(self) -> str:
@@ -86,12 +92,12 @@ def settings_from_config(cfg: Config) -> StreamSettings:
     if cfg.input.source == "landing" and uris.is_local(landing) and not os.path.exists(uris.local_path(landing)):
         # the file source needs it when the query starts: say so before Spark starts
         raise UsageError(f"input: landing path {landing} does not exist (generate data first: offsetlake generate)")
+    kind = "files"
     if cfg.input.source == "landing" and uris.is_local(landing):
-        from pathlib import Path
-
-        from pipelines.segment_files import refuse_segments_in_landing
-
-        refuse_segments_in_landing(Path(uris.local_path(landing)))
+        kind = _landing_kind(cfg, uris.local_path(landing))
+        if kind == "segments" and not uris.is_local(cfg.checkpoint_path("stream_replay")):
+            # its plans and open transactions live beside the checkpoint, read by driver and tasks
+            raise UsageError("stream: broker segments need a local checkpoint directory (paths.checkpoints)")
     return StreamSettings(
         source=cfg.input.source,
         landing=cfg.input.path or cfg.paths.landing,
@@ -108,4 +114,37 @@ def settings_from_config(cfg: Config) -> StreamSettings:
         state_partitions=cfg.stream.state_partitions,
         allow_late_drops=cfg.stream.allow_late_drops,
         clock_outlier_ms=cfg.replay.clock_outlier_ms,
+        landing_kind=kind,
     )
+
+
+def _landing_kind(cfg: Config, path: str) -> str:
+    """ "segments" when the local landing holds broker log segments (``input.format`` auto or
+    segments), else "files"; a landing holding both is refused (one reader per stream)."""
+    from pathlib import Path
+
+    from pipelines.segment_files import SEGMENT_SUFFIX, segment_files
+
+    if cfg.input.format not in ("auto", "segments"):
+        return "files"
+    p = Path(path)
+    if not p.exists() or (p.is_file() and p.suffix != SEGMENT_SUFFIX) or not segment_files(p):
+        if cfg.input.format == "segments":
+            raise UsageError(f"input: no broker log segments (__consumer_offsets-N/*.log) in {path}")
+        return "files"
+    if p.is_file():
+        raise UsageError(
+            f"input: {path} is one segment file; the stream follows a partition directory "
+            "(__consumer_offsets-N/) or a log dir of them: point input.path there"
+        )
+    others = [f.name for f in p.iterdir() if f.is_file() and f.suffix in _RAW_SUFFIXES]
+    if others:
+        raise UsageError(
+            f"input: {path} holds both broker log segments and raw-record files ({others[0]}); the stream "
+            "reads one kind per landing: keep them in separate directories"
+        )
+    return "segments"
+
+
+#: raw-record landing files (Parquet, JSON lines: ``pipelines.batch.ingest_sources``' kinds)
+_RAW_SUFFIXES = (".parquet", ".json", ".jsonl", ".ndjson")

@@ -96,18 +96,24 @@ class GoldBatchWriter:
         wrote. Returns (those tables, what removes the batch's files once written)."""
         from pipelines.stream.ledger import quarantine_rows
         from pipelines.stream.progress import batch_offsets
+        from pipelines.stream.segment_source import SegmentStreamReader, segment_options, uses_segments
         from pipelines.stream.source import LandingPackedReader, local_dir, plan_dir, uses_packed_landing
 
-        if not uses_packed_landing(self.settings):
+        segments = uses_segments(self.settings)
+        if not (segments or uses_packed_landing(self.settings)):
             return {}, lambda: None
-        offsets = batch_offsets(self.settings.replay_checkpoint, batch_id)
+        reader: LandingPackedReader | SegmentStreamReader
+        if segments:
+            reader = SegmentStreamReader(segment_options(self.settings, decoded=self.decoded))
+        else:
+            options = landing_options(self.settings, str(local_dir(self.settings.landing)))
+            plans = plan_dir(self.settings)
+            if plans is not None:
+                options.update(planDir=plans, writeDecoded=str(self.decoded).lower())
+            reader = LandingPackedReader(options)
+        offsets = batch_offsets(self.settings.replay_checkpoint, batch_id, reader.initialOffset())
         if offsets is None:
             return {}, lambda: None
-        options = landing_options(self.settings, str(local_dir(self.settings.landing)))
-        plans = plan_dir(self.settings)
-        if plans is not None:
-            options.update(planDir=plans, writeDecoded=str(self.decoded).lower())
-        reader = LandingPackedReader(options)
         plan, decoded = reader.batch_output(*offsets)
         if plan.refused:
             rows = quarantine_rows(plan, f"{self.app_id}/{batch_id}")

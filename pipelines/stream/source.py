@@ -88,7 +88,10 @@ def uses_packed_landing(settings: StreamSettings) -> bool:
     """Whether the replay query reads the landing directory with the packed Python source
     (``stream.landing_reader: python`` over a local directory), else Spark's file/Kafka source."""
     return (
-        settings.source == "landing" and settings.landing_reader == "python" and local_dir(settings.landing) is not None
+        settings.source == "landing"
+        and settings.landing_kind == "files"
+        and settings.landing_reader == "python"
+        and local_dir(settings.landing) is not None
     )
 
 
@@ -299,10 +302,7 @@ class LandingPackedReader:
 
     def _batch_dir(self, start: dict[str, Any], end: dict[str, Any]) -> str | None:
         """The micro-batch's directory in ``planDir``: its plan, its tasks' decoded tables."""
-        if self.plan_dir is None:
-            return None
-        key = hashlib.sha256(json.dumps([start, end], sort_keys=True).encode()).hexdigest()[:32]
-        return os.path.join(self.plan_dir, key)
+        return None if self.plan_dir is None else os.path.join(self.plan_dir, batch_key(start, end))
 
     def batch_output(self, start: dict[str, Any], end: dict[str, Any]) -> tuple[BatchPlan, dict[str, pa.Table]]:
         """What the micro-batch ``start``..``end`` left for the query's sink, once its tasks ran:
@@ -335,16 +335,6 @@ class LandingPackedReader:
         if where is not None:
             shutil.rmtree(where, ignore_errors=True)
 
-    def _keep_plan(self, where: str, plan: BatchPlan, tasks: int) -> None:
-        """The plan for the query's sink (``batch_output``), written by temp name + rename."""
-        import pickle
-
-        os.makedirs(where, exist_ok=True)
-        tmp = os.path.join(where, f".plan.{os.getpid()}.tmp")
-        with open(tmp, "wb") as fh:
-            pickle.dump((plan, tasks), fh, protocol=pickle.HIGHEST_PROTOCOL)
-        os.replace(tmp, os.path.join(where, "plan.pickle"))
-
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[LandingPartition]:
         before = self._taken(start)
         upto = self._taken(end)
@@ -355,7 +345,7 @@ class LandingPackedReader:
         plan = self.plan(start, end)
         where = self._batch_dir(start, end)
         if where is not None:
-            self._keep_plan(where, plan, n)
+            keep_plan(where, (plan, n))
         outliers = frozenset(plan.outlier_positions())
         if plan.outliers:
             from pipelines.log_clock import LogClock
@@ -404,6 +394,22 @@ class LandingPackedReader:
 
     def stop(self) -> None:
         """Nothing to release."""
+
+
+def batch_key(start: dict[str, Any], end: dict[str, Any]) -> str:
+    """A micro-batch's directory name in ``planDir``: its offsets, hashed."""
+    return hashlib.sha256(json.dumps([start, end], sort_keys=True).encode()).hexdigest()[:32]
+
+
+def keep_plan(where: str, payload: Any) -> None:
+    """A micro-batch's plan for the query's sink (``plan.pickle``), written by temp name + rename."""
+    import pickle
+
+    os.makedirs(where, exist_ok=True)
+    tmp = os.path.join(where, f".plan.{os.getpid()}.tmp")
+    with open(tmp, "wb") as fh:
+        pickle.dump(payload, fh, protocol=pickle.HIGHEST_PROTOCOL)
+    os.replace(tmp, os.path.join(where, "plan.pickle"))
 
 
 class DecodedFiles:

@@ -225,11 +225,10 @@ def test_a_generated_log_as_broker_segments_replays_exactly_like_its_parquet_lan
     assert outs[0] == outs[1] and outs[0].count("\n") >= 6
 
 
-def test_the_stream_job_refuses_segments_in_its_landing_instead_of_skipping_them(tmp_path: Path) -> None:
-    """The stream does not apply COMMIT/ABORT markers (only the batch job's ingest writes
-    ``raw_transactions``): a landing holding broker segments is one clear error before it starts,
-    never a run that silently reads nothing of them. (The batch job reads them:
-    ``test_batch_segments``.)"""
+def test_the_stream_job_reads_segments_but_refuses_a_landing_mixing_them_with_raw_record_files(tmp_path: Path) -> None:
+    """The stream reads a landing of segments with its segment source (``test_stream_segments``);
+    segments next to raw-record files are one clear error before it starts (one reader per
+    stream), never a run that silently reads one kind only."""
     from pipelines.config import load_config
     from pipelines.stream.settings import settings_from_config
 
@@ -238,5 +237,7 @@ def test_the_stream_job_refuses_segments_in_its_landing_instead_of_skipping_them
     _write_log_dir(landing)
     conf = tmp_path / "c.yaml"
     conf.write_text(f"paths:\n  root: {tmp_path / 'data'}\ninput:\n  path: {landing}\n")
-    with pytest.raises(UsageError, match="is a broker log segment; the stream job does not read segments"):
+    assert settings_from_config(load_config(conf)).landing_kind == "segments"
+    (landing / "part-0.parquet").write_bytes(b"PAR1")
+    with pytest.raises(UsageError, match="holds both broker log segments and raw-record files"):
         settings_from_config(load_config(conf))

@@ -1,0 +1,72 @@
+"""A segment stream task: its partitions' byte ranges -> decoded tables and packed replay input.
+
+Rules (``pipelines.stream.segment_source`` has the whole picture):
+- Per partition, every record of its ranges in log order, read once (records outside a
+  range's offsets are a rewritten copy's: left out), shaped as the batch job shapes segments
+  (``segment_input.item_tables``): data records, ``raw_transactions`` rows, unreadable batches.
+- The data records are decoded by the batch job's decode (``decode_batch``), the transactional
+  ones' ``offset_commits`` rows get their fate in this micro-batch (``decode_txn.with_txn_fates``
+  over the fates the driver settled), the replay-input rows their producer ids and the markers
+  of the partition, handed to the groups the batch's own transactional records and the earlier
+  micro-batches' open transactions (``prior``) name (``transactions.attach_transactions``).
+- Output: the packs (``replay_input.pack_groups``, one per group and partition); with a
+  ``decoded`` prefix the decoded tables, ``raw_transactions``, the unreadable batches (as
+  ``ingest_quarantine`` rows without their run columns) and the counts (``COUNTS``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from pipelines.stream.segment_source import SegmentPartition
+
+
+def read_partitions(part: SegmentPartition, *, lenient: bool = False) -> Iterator[pa.RecordBatch]:
+    """The task's packs, partition by partition (module rules)."""
+    import pyarrow as pa
+
+    from pipelines.records import replay_input
+    from pipelines.records.decode import UNION_SCHEMA, decode_batch, split_union_arrow
+    from pipelines.records.transactions import attach_transactions
+    from pipelines.records.txn_fates import with_txn_fates
+    from pipelines.segment_files import SegmentProblem, read_segment_range
+    from pipelines.segment_input import item_tables
+    from pipelines.stream.segment_source import COUNTS
+    from pipelines.stream.source import DecodedFiles
+
+    out = DecodedFiles(part.decoded) if part.decoded is not None else None
+    fates = None if part.fates is None else pa.ipc.open_stream(pa.py_buffer(part.fates)).read_all()
+    data = controls = 0
+    for p in sorted(part.ranges):
+        items: list[Any] = []
+        for r in part.ranges[p]:
+            items.extend(
+                i
+                for i in read_segment_range(r.path, r.start, r.end)
+                if isinstance(i, SegmentProblem) or r.min_offset <= i.offset < r.end_offset
+            )
+        t = item_tables(items)
+        data += t.data_records
+        controls += t.control_records
+        union = decode_batch(t.raw.combine_chunks().to_batches()[0], lenient=lenient) if t.raw.num_rows else []
+        tables = split_union_arrow(pa.Table.from_batches(union, schema=UNION_SCHEMA)) if union else {}
+        if "offset_commits" in tables:
+            tables["offset_commits"] = with_txn_fates(tables["offset_commits"], fates)
+        if out is not None:
+            extra = {"raw_transactions": t.transactions, "ingest_quarantine": t.problems}
+            out({**tables, **{k: v for k, v in extra.items() if v.num_rows}})
+        rows = replay_input.project_tables(tables)
+        prior = {k: v for k, v in part.prior.items() if k[0] == p}
+        rows = attach_transactions(rows, t.transactions, prior)
+        if rows.num_rows:
+            yield replay_input.pack_groups(rows)
+    if out is not None:
+        out({COUNTS: pa.table({"data": [data], "controls": [controls]})})
+        out.close()
+
+
+__all__ = ["read_partitions"]
