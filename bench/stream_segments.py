@@ -1,11 +1,12 @@
 """The streaming job on broker log segments vs on the Parquet landing of the same records, as a
 user runs it (a fresh process per run, the whole command timed).
 
-    .venv/bin/python bench/stream_segments.py [--landing /tmp/offsetlake-bench/raw-1000000]
+    .venv/bin/python bench/stream_segments.py [--groups 120 --hours 0.5 | --landing DIR]
         [--per-batch 5] [--codec none] [--rounds 2] [--write-results]
 
-1. Reads a raw-record landing (``bench/batch.py`` generates them) and writes the same records as
-   a broker log dir under ``/tmp/offsetlake-bench/segments-<N>-<codec>/``: one segment per
+1. Generates a raw-record landing (``offsetlake generate``'s writer: ``--groups``, ``--hours``;
+   the stream's own bench uses 120 groups) or takes ``--landing``, and writes the same records as
+   a broker log dir under ``/tmp/offsetlake-bench/segments-<landing>-<codec>-<per batch>/``: one segment per
    ``__consumer_offsets`` partition, records in offset order, ``--per-batch`` records per batch
    of one partition (the coordinator writes one batch per commit request; ``none`` is
    ``offsets.topic.compression.codec``'s default), written once and reused.
@@ -105,13 +106,24 @@ def run_stream(inp: Path, work: Path) -> tuple[float, float, int]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--landing", default=str(ROOT / "raw-1000000"))
+    ap.add_argument("--landing", help="a raw-record landing (default: generate one)")
+    ap.add_argument("--groups", type=int, default=120)
+    ap.add_argument("--hours", type=float, default=0.5)
     ap.add_argument("--per-batch", type=int, default=5)
     ap.add_argument("--codec", default="none", choices=["none", "gzip", "snappy", "lz4", "zstd"])
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--write-results", action="store_true")
     args = ap.parse_args()
-    landing = Path(args.landing)
+    if args.landing:
+        landing = Path(args.landing)
+    else:
+        from pipelines.commands.generate import write_generated
+
+        landing = ROOT / f"stream-gen-{args.groups}-{args.hours}"
+        if not landing.exists():
+            n = write_generated(landing.with_name(landing.name + ".tmp"), groups=args.groups, hours=args.hours, seed=1)
+            os.replace(landing.with_name(landing.name + ".tmp"), landing)
+            print(f"generated {n:,} records in {landing}", flush=True)
     segs = ROOT / f"segments-{landing.name.removeprefix('raw-')}-{args.codec}-{args.per_batch}"
     if not segs.exists():
         t0 = time.perf_counter()
@@ -127,7 +139,9 @@ def main() -> None:
     lines = [
         HEADER,
         "",
-        f"Command: `.venv/bin/python bench/stream_segments.py --landing {landing} --per-batch {args.per_batch} "
+        "Command: `.venv/bin/python bench/stream_segments.py "
+        + (f"--landing {landing}" if args.landing else f"--groups {args.groups} --hours {args.hours}")
+        + f" --per-batch {args.per_batch} "
         f"--codec {args.codec} --rounds {args.rounds}` (medians; load average {load:.1f} at the end).",
         "",
         "| input | records | command s | job s | job records/s | command records/s |",
