@@ -20,7 +20,8 @@ Rules:
   unreferenced, the next run's orphan cleanup removes them (``pipelines.warehouse_lock``), and
   readers never see them because Delta readers only read files named in the log.
 - Batches are cast to the table's declared Arrow schema (``schemas/``), so files written here and
-  files written by delta-rs MERGE are identical in type.
+  files written by delta-rs MERGE are identical in type. Only string/bytes and 32-bit columns are
+  dictionary-encoded (``dictionary_columns``): an encoding choice, no value changes.
 - ``RoutedWriter`` is the same machinery for one pass that feeds several tables: each task
   routes its batches through a ``module:function`` (e.g. the decoder, which splits raw records
   into the five decoded tables), writes every table's files, and the driver commits each table
