@@ -162,10 +162,30 @@ def judge_copies(
     return out
 
 
-def table_ranges_arrow(t: pa.Table) -> pa.RecordBatch:
-    """Per log partition of ``t`` (topic, partition, offset columns): range, rows, repeats."""
+def _int64s(column: pa.ChunkedArray | pa.Array) -> Any:
+    """A null-free integer column as numpy int64, read straight from its data buffer."""
     import numpy as np
     import pyarrow as pa
+
+    arr = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    arr = arr.cast(pa.int64())
+    return np.frombuffer(arr.buffers()[1], dtype=np.int64, count=len(arr), offset=arr.offset * 8)
+
+
+#: log-partition keys with at most this many values are sorted by a stable radix sort (numpy's
+#: ``argsort(kind="stable")`` on a 16-bit key: one pass over the rows, ~15x a 64-bit key's speed)
+_SMALL_KEYS = 1 << 16
+
+
+# long: one numpy pass (segment keys, the sort, the per-segment reductions) reads best unbroken
+def table_ranges_arrow(t: pa.Table) -> pa.RecordBatch:
+    """Per log partition of ``t`` (topic, partition, offset columns): range, rows, repeats.
+
+    Rows come out ordered by (topic in order of first appearance, partition as unsigned 32 bits).
+    """
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
 
     if any(t.column(c).null_count for c in POSITION):  # no position to compare: take the exact path
         return pa.RecordBatch.from_pydict(
@@ -178,19 +198,42 @@ def table_ranges_arrow(t: pa.Table) -> pa.RecordBatch:
                 "repeats": [True],
             }
         )
-    topic = t.column("topic").combine_chunks().dictionary_encode()
-    codes = topic.indices.to_numpy(zero_copy_only=False).astype(np.int64)
-    part = t.column("partition").to_numpy().astype(np.int64)
-    off = t.column("offset").to_numpy().astype(np.int64)
-    seg = codes * (1 << 32) + (part & 0xFFFFFFFF)
+    if t.num_rows == 0:
+        return pa.RecordBatch.from_pydict(
+            {
+                "topic": pa.array([], pa.string()),
+                "partition": pa.array([], pa.int32()),
+                "first": pa.array([], pa.int64()),
+                "last": pa.array([], pa.int64()),
+                "rows": pa.array([], pa.int64()),
+                "repeats": pa.array([], pa.bool_()),
+            }
+        )
+    column = t.column("topic")
+    if pc.all(pc.equal(column, column[0])).as_py():  # one topic (__consumer_offsets): no hashing
+        topics = pa.array([column[0].as_py()], pa.string())
+        codes = np.zeros(t.num_rows, np.int64)
+    else:
+        enc = column.combine_chunks().dictionary_encode()
+        topics = enc.dictionary
+        codes = _int64s(enc.indices)
+    part = _int64s(t.column("partition"))
+    off = _int64s(t.column("offset"))
+    upart = part & 0xFFFFFFFF  # the order of partitions as unsigned 32 bits (negatives last)
+    low = int(upart.min())
+    span = int(upart.max()) - low + 1
+    if len(topics) * span <= _SMALL_KEYS:
+        seg = (codes * span + (upart - low)).astype(np.uint16)
+    else:
+        seg = codes * (1 << 32) + upart
     # a stable sort by log partition keeps each partition's rows in file order; when every
     # partition's offsets already increase there is no repeat and no second sort is needed
     order = np.argsort(seg, kind="stable")
     seg_s, off_s = seg[order], off[order]
-    starts = np.flatnonzero(np.r_[True, seg_s[1:] != seg_s[:-1]])
-    ends = np.r_[starts[1:], len(seg_s)]
     inside = np.r_[False, seg_s[1:] == seg_s[:-1]]
-    if (off_s[1:][inside[1:]] <= off_s[:-1][inside[1:]]).any():
+    starts = np.flatnonzero(~inside)
+    ends = np.r_[starts[1:], len(seg_s)]
+    if ((off_s[1:] <= off_s[:-1]) & inside[1:]).any():
         order = np.lexsort((off, seg))
         seg_s, off_s = seg[order], off[order]
     same = inside & np.r_[False, off_s[1:] == off_s[:-1]]
@@ -200,7 +243,7 @@ def table_ranges_arrow(t: pa.Table) -> pa.RecordBatch:
     first_rows = order[starts]
     return pa.RecordBatch.from_pydict(
         {
-            "topic": topic.dictionary.take(pa.array(codes[first_rows])),
+            "topic": topics.take(pa.array(codes[first_rows])),
             "partition": pa.array(part[first_rows], pa.int32()),
             "first": pa.array(firsts, pa.int64()),
             "last": pa.array(lasts, pa.int64()),

@@ -238,7 +238,8 @@ def cut(table: pa.Table, buckets: int) -> Iterator[tuple[int, pa.Table, int]]:
     if table.num_rows == 0:
         return
     per_row = bucket_of(table.column("group_id"), buckets)
-    order = np.argsort(per_row, kind="stable")
+    # a 16-bit key sorts stably by radix sort (one pass; ~10x a 32-bit key's merge sort)
+    order = np.argsort(per_row.astype(np.uint16) if buckets <= 1 << 16 else per_row, kind="stable")
     b_sorted = per_row[order]
     starts = np.flatnonzero(np.r_[True, b_sorted[1:] != b_sorted[:-1]])
     ends = np.r_[starts[1:], len(order)]

@@ -20,7 +20,8 @@ Rules:
   unreferenced, the next run's orphan cleanup removes them (``pipelines.warehouse_lock``), and
   readers never see them because Delta readers only read files named in the log.
 - Batches are cast to the table's declared Arrow schema (``schemas/``), so files written here and
-  files written by delta-rs MERGE are identical in type.
+  files written by delta-rs MERGE are identical in type. Only string/bytes and 32-bit columns are
+  dictionary-encoded (``dictionary_columns``): an encoding choice, no value changes.
 - ``RoutedWriter`` is the same machinery for one pass that feeds several tables: each task
   routes its batches through a ``module:function`` (e.g. the decoder, which splits raw records
   into the five decoded tables), writes every table's files, and the driver commits each table
@@ -95,6 +96,24 @@ def partition_value_string(value: Any) -> str | None:
     return str(value)
 
 
+#: Parquet physical types written with dictionary encoding: strings/bytes and 32-bit values.
+#: 64-bit columns (offsets, timestamps, ids: mostly distinct) are written plain: hashing them
+#: cost ~25 % of a decoded table's write for no smaller file (measured: bench/RESULTS.md).
+_DICTIONARY_TYPES = frozenset({"BYTE_ARRAY", "FIXED_LEN_BYTE_ARRAY", "INT32", "BOOLEAN"})
+
+
+def dictionary_columns(schema: pa.Schema) -> list[str]:
+    """The Parquet leaf columns (dotted paths, nested ones included) of ``schema`` to
+    dictionary-encode: those of ``_DICTIONARY_TYPES``. The encoding changes no value."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    buf = pa.BufferOutputStream()
+    pq.write_table(schema.empty_table(), buf)
+    leaves = pq.ParquetFile(pa.BufferReader(buf.getvalue())).schema
+    return [leaves.column(i).path for i in range(len(leaves)) if leaves.column(i).physical_type in _DICTIONARY_TYPES]
+
+
 @dataclass(frozen=True)
 class ParquetFileCopy:
     """A route's output for one table: this Parquet file, byte for byte (``file_matches`` said its
@@ -159,6 +178,7 @@ class _TaskWriter:
         self.schema = schema
         self.partition_by = partition_by
         self.data_schema = self._data_schema()
+        self.dictionary = dictionary_columns(self.data_schema)
         self.target_rows = target_rows
         self.task_id = uuid.uuid4().hex
         self.open: dict[tuple[str | None, ...], tuple[Any, str, int]] = {}
@@ -222,7 +242,7 @@ class _TaskWriter:
         if subdir:
             self.fs.create_dir(f"{self.root}/{subdir}", recursive=True)
         with self.fs.open_output_stream(full) as out:
-            pq.write_table(table, out, compression="snappy")
+            pq.write_table(table, out, compression="snappy", use_dictionary=self.dictionary)
         info = self.fs.get_file_info(full)
         mins, maxs, nulls = _integer_stats(table)
         stats = json.dumps(
@@ -481,5 +501,9 @@ def run(df: DataFrame, writer: TableWriter | RoutedWriter) -> None:
         message = writer.write(batches)
         yield pa.RecordBatch.from_arrays([pa.array([pickle.dumps(message)], pa.binary())], names=["message"])
 
-    messages = [pickle.loads(row[0]) for row in df.mapInArrow(task, "message binary").collect()]
+    from pyspark.sql.types import BinaryType, StructField, StructType
+
+    # a StructType, not the DDL "message binary": parsing DDL is a py4j call (~0.2 s when first)
+    out = StructType([StructField("message", BinaryType())])
+    messages = [pickle.loads(row[0]) for row in df.mapInArrow(task, out).collect()]
     writer.commit(messages)

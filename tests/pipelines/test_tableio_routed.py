@@ -45,3 +45,13 @@ def test_a_routed_pass_as_dataframes_gives_the_rows_the_rust_engine_committed(tm
             assert_df_equality(out.frames[name], io.read(name), ignore_row_order=True, ignore_nullable=True)
     finally:
         out.packed.unpersist()
+
+
+def test_spread_builds_the_schema_sparks_ddl_parser_gives(spark: Any) -> None:
+    from pyspark.sql.types import _parse_datatype_string
+
+    from pipelines.batch.file_tasks import _simple_struct
+
+    for ddl in ("path string", "bucket int, paths string", "a bigint,b binary"):
+        assert _simple_struct(ddl) == _parse_datatype_string(ddl)
+    assert _simple_struct("a array<int>") is None and _simple_struct("a int not null") is None
