@@ -26,6 +26,7 @@ Rules:
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import uuid
@@ -235,13 +236,15 @@ def read_bucket(paths: Sequence[str]) -> pa.Table:
     return pa.concat_tables(tables) if tables else schema.empty_table()
 
 
-def replay_bucket(table: pa.Table, replay: Callable[[list[pa.RecordBatch]], Iterator[Any]]) -> Iterator[Any]:
-    """One bucket's replay-input rows (any order) → ``replay``'s outputs over them sorted by
-    (group_id, coordinator_partition, log_offset)."""
-    import pyarrow as pa
-
-    order = pa.array(replay_input.replay_order(table), pa.int64())
-    yield from replay(table.take(order).to_batches(max_chunksize=65_536))
+def replay_bucket(table: pa.Table, replay: Callable[[pa.Table, Any, Any], Iterator[Any]]) -> Iterator[Any]:
+    """One bucket's replay-input rows (any order) → ``replay(table, order, group starts)``'s
+    outputs, the order being (group_id, coordinator_partition, log_offset)
+    (``replay_order_and_groups``; the rows themselves are not gathered: ``replay_ordered``)."""
+    # one chunk per column: a bucket is read from ~30 files, and Arrow's ``take`` on a chunked
+    # column concatenates its chunks first (every records or expanded run's take would)
+    table = table.combine_chunks()
+    order, starts = replay_input.replay_order_and_groups(table)
+    yield from replay(table, order, starts)
 
 
 _REPLAY_OPTIONS = ("as_of_ms", "num_partitions", "log_end_ms")
@@ -268,7 +271,7 @@ def route_replay(
 ) -> Iterator[tuple[dict[str, pa.Table], int]]:
     """``TableIO.write_routed`` route over (bucket, its files as JSON) rows: each bucket's rows
     read, sorted, replayed; the task writes the gold files."""
-    from pipelines.records.replay import replay_sorted_batches
+    from pipelines.records.replay import replay_ordered
     from pipelines.records.transactions import attach_transactions
 
     tables = tuple(options["tables"])
@@ -278,7 +281,8 @@ def route_replay(
     for batch in batches:
         for paths in batch.column("paths").to_pylist():
             rows = attach_transactions(read_bucket(json.loads(paths)), txn)
-            for out in replay_bucket(rows, lambda bs: replay_sorted_batches(bs, tables=tables, as_tables=True, **opts)):
+            replay = functools.partial(replay_ordered, tables=tables, as_tables=True, **opts)
+            for out in replay_bucket(rows, replay):
                 yield out, 0
 
 
