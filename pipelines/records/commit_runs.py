@@ -54,13 +54,15 @@ def run_columns(table: pa.Table) -> dict[str, Any]:
 
     topic = table.column("topic")
     topic = topic.combine_chunks() if isinstance(topic, pa.ChunkedArray) else topic
+    kind = as_numpy(table.column("rec_kind"), REC_UNSUPPORTED)
+    tomb = as_numpy(table.column("is_tombstone"), True).astype(bool)
+    txn = as_numpy(table.column("producer_id").is_valid(), False).astype(bool)
     return {
-        "kind": as_numpy(table.column("rec_kind"), REC_UNSUPPORTED),
-        "tomb": as_numpy(table.column("is_tombstone"), True).astype(bool),
+        # a plain commit: a transactional one (pending until its marker) and a marker end a run
+        "commit": (kind == REC_OFFSET_COMMIT) & ~tomb & ~txn,
         "part": as_numpy(table.column("coordinator_partition"), 0).astype(np.int64),
         "off": as_numpy(table.column("log_offset"), 0).astype(np.int64),
         "ts": as_numpy(table.column("log_timestamp_ms"), 0).astype(np.int64),
-        "txn": as_numpy(table.column("producer_id").is_valid(), False).astype(bool),
         "topic": as_numpy(pc.dictionary_encode(topic).indices, -1).astype(np.int64),
         "tpart": as_numpy(table.column("partition"), 0).astype(np.int64),
         "cts": as_numpy(table.column("commit_timestamp_ms"), 0).astype(np.int64),
@@ -98,10 +100,8 @@ def _commit_runs(cols: dict[str, Any], starts: Any, max_span_ms: int | None, row
     def at(name: str) -> Any:
         return cols[name] if rows is None else cols[name][rows]
 
-    kind, tomb, part, off, ts = at("kind"), at("tomb"), at("part"), at("off"), at("ts")
-    n = len(kind)
-    # a plain commit: a transactional one (pending until its marker) and a marker end a run
-    commit = (kind == REC_OFFSET_COMMIT) & ~tomb & ~at("txn")
+    commit, part, off, ts = at("commit"), at("part"), at("off"), at("ts")
+    n = len(commit)
     # row i continues the run of row i - 1: both commits of the same group, position increasing,
     # same time bucket
     cont = np.zeros(n, bool)

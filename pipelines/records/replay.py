@@ -157,7 +157,10 @@ def gold_rows(
         rows["group_state"].append(snap.to_state_row(settings=settings, num_partitions=num_partitions))
     if "offsets_current" in rows:
         kind = snap.group_type
-        rows["offsets_current"].extend({**r, "group_type": kind} for r in snap.offset_rows())
+        offsets = snap.offset_rows()  # fresh dicts: completed in place
+        for r in offsets:
+            r["group_type"] = kind
+        rows["offsets_current"].extend(offsets)
     keyed: dict[str, dict[str, dict[str, Any]]] = {}
     # the kind of group each event is about: the core's (``ReplayResult.event_group_types``)
     for event, kind in zip(result.events, result.event_group_types(), strict=True):
