@@ -277,26 +277,35 @@ class _Replay:
         self.as_tables = as_tables
 
     def __call__(self, work: pa.Table, rows: Any, starts: Any, cols: dict[str, Any] | None) -> Iterator[Any]:
-        out = _replay_complete(
-            work,
-            rows,
-            starts,
-            cols,
-            settings=self.settings,
-            as_of_ms=self.as_of_ms,
-            tables=self.tables,
-            kinds=self.kinds,
-            span=self.span,
-            num_partitions=self.num_partitions,
-            log_end_ms=self.log_end_ms,
-            counters=self.counters,
-        )
-        if any(out.values()):
-            yield (
-                {name: rows_to_arrow(GOLD_SPECS[name], rs) for name, rs in out.items() if rs}
-                if self.as_tables
-                else _union_table(out)
+        # the replay builds ~100k short-lived acyclic objects per chunk (freed by reference
+        # counting): the cyclic collector's passes over them cost ~15 %, so it pauses for the
+        # chunk (never across a ``yield``). The rows are converted to Arrow and dropped before it
+        # resumes: its first pass then walks none of them; anything cyclic is collected then.
+        converted = None
+        with _gc_paused():
+            out = _replay_complete(
+                work,
+                rows,
+                starts,
+                cols,
+                settings=self.settings,
+                as_of_ms=self.as_of_ms,
+                tables=self.tables,
+                kinds=self.kinds,
+                span=self.span,
+                num_partitions=self.num_partitions,
+                log_end_ms=self.log_end_ms,
+                counters=self.counters,
             )
+            if any(out.values()):
+                converted = (
+                    {name: rows_to_arrow(GOLD_SPECS[name], rs) for name, rs in out.items() if rs}
+                    if self.as_tables
+                    else _union_table(out)
+                )
+            del out
+        if converted is not None:
+            yield converted
 
 
 def _complete_groups(batches: Iterable[pa.RecordBatch], rows_per_replay: int) -> Iterator[list[pa.Table]]:
@@ -344,31 +353,26 @@ def _replay_complete(
     log_end_ms: int | None,
     counters: RunCounters | None,
 ) -> dict[str, list[dict[str, Any]]]:
-    """Complete groups' rows (``work``'s, or its ``rows`` in that order) -> their gold rows, by table."""
+    """Complete groups' rows (``work``'s, or its ``rows`` in that order) -> their gold rows, by
+    table (the caller pauses the cyclic collector: ``_Replay``)."""
     from coordinator_core.replay import new_snapshot, replay_runs
 
     out: dict[str, list[dict[str, Any]]] = {t: [] for t in tables}
-    # the replay builds ~100k short-lived acyclic objects per batch (freed by reference counting):
-    # the cyclic collector's passes over them cost ~15 %, so it pauses for the batch (never
-    # across a ``yield``); anything cyclic is collected once it resumes
-    with _gc_paused():
-        groups = items_by_group(
-            work, compress="offset_commit" not in kinds, max_span_ms=span, rows=rows, starts=starts, cols=cols
+    groups = items_by_group(
+        work, compress="offset_commit" not in kinds, max_span_ms=span, rows=rows, starts=starts, cols=cols
+    )
+    for gid, items in groups:
+        result = replay_runs(
+            new_snapshot(gid),
+            items,
+            settings=settings,
+            as_of_ms=as_of_ms,
+            event_kinds=kinds,
+            log_end_ms=log_end_ms,
+            counters=counters,
         )
-        for gid, items in groups:
-            result = replay_runs(
-                new_snapshot(gid),
-                items,
-                settings=settings,
-                as_of_ms=as_of_ms,
-                event_kinds=kinds,
-                log_end_ms=log_end_ms,
-                counters=counters,
-            )
-            for name, rows_of in gold_rows(
-                result, tables=tables, settings=settings, num_partitions=num_partitions
-            ).items():
-                out[name].extend(rows_of)
+        for name, rows_of in gold_rows(result, tables=tables, settings=settings, num_partitions=num_partitions).items():
+            out[name].extend(rows_of)
     return out
 
 
