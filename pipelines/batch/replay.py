@@ -11,10 +11,11 @@ Rules:
   manifest exists; the decode stage keeps one (the newest) and deletes the others.
 - Buckets: ``bucket = string_hash64(group_id) mod B`` (B = 4 per replay task, ``replay_tasks``,
   fixed by the decode), so a group lives in exactly one bucket. The replay is one Spark stage:
-  each task reads whole buckets' files, sorts each by (group_id, coordinator_partition,
-  log_offset) (``replay_order``) and replays it (``replay_sorted_batches``, the core's bulk
-  path). No shuffle, no second read of the decoded tables; the newest record time comes from the
-  manifest. The same path whether decode and replay run in one process or not.
+  each task reads whole buckets' files, orders each by (group_id, coordinator_partition,
+  log_offset) (``replay_order_and_groups``: row indices, the rows are never gathered) and
+  replays it in that order (``replay_ordered``, the core's bulk path: only the rows that become
+  records are taken). No shuffle, no second read of the decoded tables; the newest record time
+  comes from the manifest. The same path whether decode and replay run in one process or not.
 - Transactions (broker segments' ``raw_transactions``, KIP-98): the driver stages that table next to
   the manifest as one Arrow IPC file (``_transactions.arrow``, rewritten by each replay) and each
   task gives its buckets' rows their producer ids and their groups' COMMIT/ABORT markers

@@ -12,8 +12,12 @@ Rules:
   run's first commit and the last per (topic, partition)) plus a summary, only those rows become
   ``LogRecord``s, and the core's ``replay_runs`` decides per run whether applying the survivors
   is exact (else it asks for all the run's rows). ``replay_table`` is the one-group entry point
-  (the stream's state function); ``replay_sorted_batches`` replays many groups per batch (the
-  batch job's bucket tasks).
+  (the stream's state function); ``replay_ordered`` replays many groups of a table in a given row
+  order without gathering the rows (the batch job's bucket tasks), ``replay_sorted_batches`` the
+  same over batches already sorted; both replay and convert chunks of complete groups with
+  ``_Replay``.
+- The gold rows are converted to Arrow column by column (``pipelines.records.gold``) while the
+  cyclic garbage collector is paused, and dropped before it resumes.
 - Unsupported records (newer record types of the group, unknown value versions) are replayed
   from their raw bytes so the snapshot counts them exactly like the pure core does.
 """
