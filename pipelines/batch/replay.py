@@ -11,10 +11,11 @@ Rules:
   manifest exists; the decode stage keeps one (the newest) and deletes the others.
 - Buckets: ``bucket = string_hash64(group_id) mod B`` (B = 4 per replay task, ``replay_tasks``,
   fixed by the decode), so a group lives in exactly one bucket. The replay is one Spark stage:
-  each task reads whole buckets' files, sorts each by (group_id, coordinator_partition,
-  log_offset) (``replay_order``) and replays it (``replay_sorted_batches``, the core's bulk
-  path). No shuffle, no second read of the decoded tables; the newest record time comes from the
-  manifest. The same path whether decode and replay run in one process or not.
+  each task reads whole buckets' files, orders each by (group_id, coordinator_partition,
+  log_offset) (``replay_order_and_groups``: row indices, the rows are never gathered) and
+  replays it in that order (``replay_ordered``, the core's bulk path: only the rows that become
+  records are taken). No shuffle, no second read of the decoded tables; the newest record time
+  comes from the manifest. The same path whether decode and replay run in one process or not.
 - Transactions (broker segments' ``raw_transactions``, KIP-98): the driver stages that table next to
   the manifest as one Arrow IPC file (``_transactions.arrow``, rewritten by each replay) and each
   task gives its buckets' rows their producer ids and their groups' COMMIT/ABORT markers
@@ -26,6 +27,7 @@ Rules:
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import uuid
@@ -235,13 +237,15 @@ def read_bucket(paths: Sequence[str]) -> pa.Table:
     return pa.concat_tables(tables) if tables else schema.empty_table()
 
 
-def replay_bucket(table: pa.Table, replay: Callable[[list[pa.RecordBatch]], Iterator[Any]]) -> Iterator[Any]:
-    """One bucket's replay-input rows (any order) → ``replay``'s outputs over them sorted by
-    (group_id, coordinator_partition, log_offset)."""
-    import pyarrow as pa
-
-    order = pa.array(replay_input.replay_order(table), pa.int64())
-    yield from replay(table.take(order).to_batches(max_chunksize=65_536))
+def replay_bucket(table: pa.Table, replay: Callable[[pa.Table, Any, Any], Iterator[Any]]) -> Iterator[Any]:
+    """One bucket's replay-input rows (any order) → ``replay(table, order, group starts)``'s
+    outputs, the order being (group_id, coordinator_partition, log_offset)
+    (``replay_order_and_groups``; the rows themselves are not gathered: ``replay_ordered``)."""
+    # one chunk per column: a bucket is read from ~30 files, and Arrow's ``take`` on a chunked
+    # column concatenates its chunks first (every records or expanded run's take would)
+    table = table.combine_chunks()
+    order, starts = replay_input.replay_order_and_groups(table)
+    yield from replay(table, order, starts)
 
 
 _REPLAY_OPTIONS = ("as_of_ms", "num_partitions", "log_end_ms")
@@ -268,7 +272,7 @@ def route_replay(
 ) -> Iterator[tuple[dict[str, pa.Table], int]]:
     """``TableIO.write_routed`` route over (bucket, its files as JSON) rows: each bucket's rows
     read, sorted, replayed; the task writes the gold files."""
-    from pipelines.records.replay import replay_sorted_batches
+    from pipelines.records.replay import replay_ordered
     from pipelines.records.transactions import attach_transactions
 
     tables = tuple(options["tables"])
@@ -278,7 +282,8 @@ def route_replay(
     for batch in batches:
         for paths in batch.column("paths").to_pylist():
             rows = attach_transactions(read_bucket(json.loads(paths)), txn)
-            for out in replay_bucket(rows, lambda bs: replay_sorted_batches(bs, tables=tables, as_tables=True, **opts)):
+            replay = functools.partial(replay_ordered, tables=tables, as_tables=True, **opts)
+            for out in replay_bucket(rows, replay):
                 yield out, 0
 
 

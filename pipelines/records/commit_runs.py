@@ -46,23 +46,62 @@ def _group_starts(table: pa.Table) -> Any:
     return np.concatenate(([0], np.flatnonzero(diff) + 1)).astype(np.int64)
 
 
+def run_columns(table: pa.Table) -> dict[str, Any]:
+    """The columns the reduction reads, as numpy arrays over all of ``table``'s rows (nulls
+    filled; ``topic`` as dictionary codes, -1 for null): extracted once per table, then gathered
+    by the rows a reduction looks at (no Arrow ``take`` of the rows themselves)."""
+    import numpy as np
+
+    topic = table.column("topic")
+    topic = topic.combine_chunks() if isinstance(topic, pa.ChunkedArray) else topic
+    kind = as_numpy(table.column("rec_kind"), REC_UNSUPPORTED)
+    tomb = as_numpy(table.column("is_tombstone"), True).astype(bool)
+    txn = as_numpy(table.column("producer_id").is_valid(), False).astype(bool)
+    return {
+        # a plain commit: a transactional one (pending until its marker) and a marker end a run
+        "commit": (kind == REC_OFFSET_COMMIT) & ~tomb & ~txn,
+        "part": as_numpy(table.column("coordinator_partition"), 0).astype(np.int64),
+        "off": as_numpy(table.column("log_offset"), 0).astype(np.int64),
+        "ts": as_numpy(table.column("log_timestamp_ms"), 0).astype(np.int64),
+        "topic": as_numpy(pc.dictionary_encode(topic).indices, -1).astype(np.int64),
+        "tpart": as_numpy(table.column("partition"), 0).astype(np.int64),
+        "cts": as_numpy(table.column("commit_timestamp_ms"), 0).astype(np.int64),
+        "has_exp": as_numpy(table.column("expire_timestamp_ms").is_valid(), False).astype(bool),
+        "exp": as_numpy(table.column("expire_timestamp_ms"), 0).astype(np.int64),
+    }
+
+
+def _by_run_topic_partition(run_of: Any, tidx: Any, tpart: Any) -> Any:
+    """Indices ordering run rows by (run, topic, partition), rows in their order within equal
+    keys: ``numpy.lexsort((rows, tpart, tidx, run_of))``, ~10x cheaper as one sort of packed
+    int64 values (``replay_input.sort_packed``)."""
+    import numpy as np
+
+    from pipelines.records.replay_input import sort_packed
+
+    tidx = tidx + 1  # -1 (no topic) -> 0
+    lo = int(tpart.min())
+    order = sort_packed((run_of, tidx, tpart - lo))
+    return np.lexsort((np.arange(len(run_of)), tpart, tidx, run_of)) if order is None else order
+
+
 # long: one vectorised pass over a batch's runs; pieces would materialise the masks twice
-def _commit_runs(table: pa.Table, starts: Any, max_span_ms: int | None) -> dict[str, Any]:
+def _commit_runs(cols: dict[str, Any], starts: Any, max_span_ms: int | None, rows: Any = None) -> dict[str, Any]:
     """The vectorised twin of ``coordinator_core.replay.compress_commit_runs`` for many groups.
 
-    Returns numpy arrays: ``need`` (rows that become ``LogRecord``s: rows outside compressed
-    runs and survivors), and per compressed run its first/end row, count and summary.
+    ``cols``: ``run_columns`` of the table; ``rows`` (optional): the table's rows in replay
+    order (default: the table's own order); ``starts``: where each group begins in that order.
+    Returns numpy arrays, positions in that order: ``need`` (rows that become ``LogRecord``s:
+    rows outside compressed runs and survivors), and per compressed run its first/end row,
+    count and summary.
     """
     import numpy as np
 
-    n = table.num_rows
-    kind = as_numpy(table.column("rec_kind"), REC_UNSUPPORTED)
-    tomb = as_numpy(table.column("is_tombstone"), True).astype(bool)
-    part = as_numpy(table.column("coordinator_partition"), 0).astype(np.int64)
-    off = as_numpy(table.column("log_offset"), 0).astype(np.int64)
-    ts = as_numpy(table.column("log_timestamp_ms"), 0).astype(np.int64)
-    # a plain commit: a transactional one (pending until its marker) and a marker end a run
-    commit = (kind == REC_OFFSET_COMMIT) & ~tomb & ~as_numpy(table.column("producer_id").is_valid(), False).astype(bool)
+    def at(name: str) -> Any:
+        return cols[name] if rows is None else cols[name][rows]
+
+    commit, part, off, ts = at("commit"), at("part"), at("off"), at("ts")
+    n = len(commit)
     # row i continues the run of row i - 1: both commits of the same group, position increasing,
     # same time bucket
     cont = np.zeros(n, bool)
@@ -86,15 +125,13 @@ def _commit_runs(table: pa.Table, starts: Any, max_span_ms: int | None) -> dict[
     out: dict[str, Any] = {"need": need, "first": empty, "end": empty}
     if len(rs) == 0:
         return out
-    # rows of multi-record runs, with their run number
+    # rows of multi-record runs, with their run number; ``src``: the same rows in ``cols``
     run_of = np.repeat(np.arange(len(rs)), length)
-    rows = np.repeat(rs - np.cumsum(np.concatenate(([0], length[:-1]))), length) + np.arange(length.sum())
-    topic = table.column("topic").take(pa.array(rows))
-    tidx = as_numpy(
-        pc.dictionary_encode(topic.combine_chunks() if isinstance(topic, pa.ChunkedArray) else topic).indices, -1
-    ).astype(np.int64)
-    tpart = as_numpy(table.column("partition").take(pa.array(rows)), 0).astype(np.int64)
-    order = np.lexsort((rows, tpart, tidx, run_of))
+    run_rows = np.repeat(rs - np.cumsum(np.concatenate(([0], length[:-1]))), length) + np.arange(length.sum())
+    src = run_rows if rows is None else rows[run_rows]
+    tidx = cols["topic"][src]
+    tpart = cols["tpart"][src]
+    order = _by_run_topic_partition(run_of, tidx, tpart)
     last = np.ones(len(order), bool)
     same = (
         (run_of[order][1:] == run_of[order][:-1])
@@ -103,23 +140,22 @@ def _commit_runs(table: pa.Table, starts: Any, max_span_ms: int | None) -> dict[
     )
     last[:-1] = ~same
     kept = np.zeros(n, bool)
-    kept[rows[order[last]]] = True
+    kept[run_rows[order[last]]] = True
     kept[rs] = True
     run_pos = np.concatenate(([0], np.cumsum(length)[:-1]))
-    nkept = np.add.reduceat(kept[rows].astype(np.int64), run_pos)
+    nkept = np.add.reduceat(kept[run_rows].astype(np.int64), run_pos)
     drop = nkept < length  # runs where something is dropped: compressed
     if not drop.any():
         return out
-    cts = as_numpy(table.column("commit_timestamp_ms").take(pa.array(rows)), 0).astype(np.int64)
-    exp_col = table.column("expire_timestamp_ms").take(pa.array(rows))
-    has_exp = as_numpy(exp_col.is_valid(), False).astype(bool)
-    exp = as_numpy(exp_col, 0).astype(np.int64)
+    cts = cols["cts"][src]
+    has_exp = cols["has_exp"][src]
+    exp = cols["exp"][src]
     big = np.iinfo(np.int64).max
     min_cts = np.minimum.reduceat(np.where(has_exp, big, cts), run_pos)
     min_exp = np.minimum.reduceat(np.where(has_exp, exp, big), run_pos)
-    max_ts = np.maximum.reduceat(ts[rows], run_pos)
+    max_ts = np.maximum.reduceat(ts[run_rows], run_pos)
     in_run = np.zeros(n, bool)
-    in_run[rows[np.repeat(drop, length)]] = True
+    in_run[run_rows[np.repeat(drop, length)]] = True
     need &= ~in_run | kept
     out.update(
         first=rs[drop],
@@ -133,28 +169,50 @@ def _commit_runs(table: pa.Table, starts: Any, max_span_ms: int | None) -> dict[
     return out
 
 
-def items_by_group(table: pa.Table, *, compress: bool, max_span_ms: int | None) -> Iterator[tuple[str, list[Any]]]:
-    """(group id, replay items) for each group of ``table`` (rows sorted by group, then position):
-    ``LogRecord``s and ``CommitRun``s (the survivors and summaries of ``_commit_runs``)."""
+# long: one walk over the groups and their runs, the survivors' records built at once
+def items_by_group(
+    table: pa.Table,
+    *,
+    compress: bool,
+    max_span_ms: int | None,
+    rows: Any = None,
+    starts: Any = None,
+    cols: dict[str, Any] | None = None,
+) -> Iterator[tuple[str, list[Any]]]:
+    """(group id, replay items) for each group of ``table``: ``LogRecord``s and ``CommitRun``s
+    (the survivors and summaries of ``_commit_runs``).
+
+    The rows are ``table``'s in its own order (sorted by group, then position), or with ``rows``
+    (numpy indices, ``replay_input.replay_order_and_groups``) ``table``'s rows in that order:
+    only the rows that become records are gathered, never the whole table. ``starts``: where
+    each group begins in that order (default: found from the group ids); ``cols``: the table's
+    ``run_columns`` when the caller already has them."""
     import numpy as np
 
     from coordinator_core.replay import CommitRun
 
-    n = table.num_rows
+    n = table.num_rows if rows is None else len(rows)
     if n == 0:
         return
-    starts = _group_starts(table)
-    gids = table.column("group_id").take(pa.array(starts)).to_pylist()
+    if starts is None:
+        starts = _group_starts(table if rows is None else table.take(pa.array(rows)).select(["group_id"]))
+    first_rows = starts if rows is None else rows[starts]
+    gids = table.column("group_id").take(pa.array(first_rows)).to_pylist()
+
+    def source(view_rows: Any) -> Any:
+        """View positions -> the table's row indices."""
+        return view_rows if rows is None else rows[view_rows]
+
     if not compress:
-        records = records_from_arrow(table)
+        records = records_from_arrow(table, rows)
         bounds = [*starts.tolist(), n]
         for i, gid in enumerate(gids):
             yield gid, records[bounds[i] : bounds[i + 1]]
         return
-    red = _commit_runs(table, starts, max_span_ms)
+    red = _commit_runs(cols if cols is not None else run_columns(table), starts, max_span_ms, rows)
     need = red["need"]
     need_rows = np.flatnonzero(need)
-    records = records_from_arrow(table, need_rows)
+    records = records_from_arrow(table, source(need_rows))
     first, end = red["first"], red["end"]
     if len(first) == 0:
         bounds = np.searchsorted(need_rows, [*starts.tolist(), n]).tolist()
@@ -176,7 +234,9 @@ def items_by_group(table: pa.Table, *, compress: bool, max_span_ms: int | None) 
     rg = runs_by_group.tolist()
 
     def expander(s: int, e: int) -> Callable[[], list[ReplayItem]]:
-        return lambda: records_from_arrow(table.slice(s, e - s))
+        if rows is None:
+            return lambda: records_from_arrow(table.slice(s, e - s))
+        return lambda: records_from_arrow(table, rows[s:e])
 
     for g, gid in enumerate(gids):
         pos = group_need[g]

@@ -12,8 +12,12 @@ Rules:
   run's first commit and the last per (topic, partition)) plus a summary, only those rows become
   ``LogRecord``s, and the core's ``replay_runs`` decides per run whether applying the survivors
   is exact (else it asks for all the run's rows). ``replay_table`` is the one-group entry point
-  (the stream's state function); ``replay_sorted_batches`` replays many groups per batch (the
-  batch job's bucket tasks).
+  (the stream's state function); ``replay_ordered`` replays many groups of a table in a given row
+  order without gathering the rows (the batch job's bucket tasks), ``replay_sorted_batches`` the
+  same over batches already sorted; both replay and convert chunks of complete groups with
+  ``_Replay``.
+- The gold rows are converted to Arrow column by column (``pipelines.records.gold``) while the
+  cyclic garbage collector is paused, and dropped before it resumes.
 - Unsupported records (newer record types of the group, unknown value versions) are replayed
   from their raw bytes so the snapshot counts them exactly like the pure core does.
 """
@@ -22,9 +26,11 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import itertools
 from collections.abc import Collection, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -155,7 +161,10 @@ def gold_rows(
         rows["group_state"].append(snap.to_state_row(settings=settings, num_partitions=num_partitions))
     if "offsets_current" in rows:
         kind = snap.group_type
-        rows["offsets_current"].extend({**r, "group_type": kind} for r in snap.offset_rows())
+        offsets = snap.offset_rows()  # fresh dicts: completed in place
+        for r in offsets:
+            r["group_type"] = kind
+        rows["offsets_current"].extend(offsets)
     keyed: dict[str, dict[str, dict[str, Any]]] = {}
     # the kind of group each event is about: the core's (``ReplayResult.event_group_types``)
     for event, kind in zip(result.events, result.event_group_types(), strict=True):
@@ -202,33 +211,110 @@ def replay_sorted_batches(
     Yields union-schema tables (``GOLD_UNION_SCHEMA``), or with ``as_tables`` ``{gold table: its
     rows}`` dicts (no round trip through the union for a writer that writes each table itself).
     """
-    kinds = event_kinds_for(tables)
-    span = default_max_span_ms(settings.retention_ms) if max_span_ms == -1 else max_span_ms
+    run = _Replay(settings, as_of_ms, tables, num_partitions, log_end_ms, max_span_ms, counters, as_tables)
     for parts in _complete_groups(batches, rows_per_replay):
-        out = _replay_complete(
-            pa.concat_tables(parts) if len(parts) > 1 else parts[0],
-            settings=settings,
-            as_of_ms=as_of_ms,
-            tables=tables,
-            kinds=kinds,
-            span=span,
-            num_partitions=num_partitions,
-            log_end_ms=log_end_ms,
-            counters=counters,
-        )
-        if any(out.values()):
-            yield (
-                {name: rows_to_arrow(GOLD_SPECS[name], rs) for name, rs in out.items() if rs}
-                if as_tables
-                else _union_table(out)
+        work = pa.concat_tables(parts) if len(parts) > 1 else parts[0]
+        yield from run(work, None, None, None)
+
+
+def replay_ordered(
+    table: pa.Table,
+    order: Any,
+    starts: Any,
+    *,
+    settings: ReplaySettings = FACTS_ONLY,
+    as_of_ms: int | None = None,
+    tables: Sequence[str] = DEFAULT_TABLES,
+    num_partitions: int = 50,
+    log_end_ms: int | None = None,
+    max_span_ms: int | None = -1,
+    counters: RunCounters | None = None,
+    rows_per_replay: int = 100_000,
+    as_tables: bool = False,
+) -> Iterator[Any]:
+    """``replay_sorted_batches`` over ``table``'s rows in ``order`` (numpy row indices, sorted by
+    (group_id, coordinator_partition, log_offset)), ``starts`` where each group begins in it
+    (``replay_input.replay_order_and_groups``): the batch job's bucket tasks.
+
+    The table is never gathered into that order: the commit-run reduction reads its numeric
+    columns gathered with numpy and only the rows that become records (a few percent) are taken.
+    The same groups, the same rows (one group's rows never split across conversions).
+    """
+    from pipelines.records.commit_runs import run_columns
+
+    n = len(order)
+    if n == 0:
+        return
+    run = _Replay(settings, as_of_ms, tables, num_partitions, log_end_ms, max_span_ms, counters, as_tables)
+    cols = run_columns(table) if "offset_commit" not in run.kinds else None
+    bounds = [0]
+    for s in starts.tolist()[1:]:
+        if s - bounds[-1] >= rows_per_replay:
+            bounds.append(s)
+    bounds.append(n)
+    g = 0
+    for lo, hi in itertools.pairwise(bounds):
+        g_hi = g + int(np.searchsorted(starts[g:], hi))
+        yield from run(table, order[lo:hi], starts[g:g_hi] - lo, cols)
+        g = g_hi
+
+
+class _Replay:
+    """One replay's options: complete groups' rows -> gold outputs (``replay_sorted_batches``,
+    ``replay_ordered``)."""
+
+    def __init__(
+        self,
+        settings: ReplaySettings,
+        as_of_ms: int | None,
+        tables: Sequence[str],
+        num_partitions: int,
+        log_end_ms: int | None,
+        max_span_ms: int | None,
+        counters: RunCounters | None,
+        as_tables: bool,
+    ) -> None:
+        self.settings, self.as_of_ms, self.tables = settings, as_of_ms, tables
+        self.num_partitions, self.log_end_ms, self.counters = num_partitions, log_end_ms, counters
+        self.kinds = event_kinds_for(tables)
+        self.span = default_max_span_ms(settings.retention_ms) if max_span_ms == -1 else max_span_ms
+        self.as_tables = as_tables
+
+    def __call__(self, work: pa.Table, rows: Any, starts: Any, cols: dict[str, Any] | None) -> Iterator[Any]:
+        # the replay builds ~100k short-lived acyclic objects per chunk (freed by reference
+        # counting): the cyclic collector's passes over them cost ~15 %, so it pauses for the
+        # chunk (never across a ``yield``). The rows are converted to Arrow and dropped before it
+        # resumes: its first pass then walks none of them; anything cyclic is collected then.
+        converted = None
+        with _gc_paused():
+            out = _replay_complete(
+                work,
+                rows,
+                starts,
+                cols,
+                settings=self.settings,
+                as_of_ms=self.as_of_ms,
+                tables=self.tables,
+                kinds=self.kinds,
+                span=self.span,
+                num_partitions=self.num_partitions,
+                log_end_ms=self.log_end_ms,
+                counters=self.counters,
             )
+            if any(out.values()):
+                converted = (
+                    {name: rows_to_arrow(GOLD_SPECS[name], rs) for name, rs in out.items() if rs}
+                    if self.as_tables
+                    else _union_table(out)
+                )
+            del out
+        if converted is not None:
+            yield converted
 
 
 def _complete_groups(batches: Iterable[pa.RecordBatch], rows_per_replay: int) -> Iterator[list[pa.Table]]:
     """Batches of rows sorted by group -> lists of slices holding only complete groups, at least
     ``rows_per_replay`` rows each (the last list: whatever is left)."""
-    import numpy as np
-
     pending: list[pa.Table] = []  # the last group seen, maybe not complete yet
     pending_gid: str | None = None
     ready: list[pa.Table] = []  # complete groups not replayed yet
@@ -258,6 +344,9 @@ def _complete_groups(batches: Iterable[pa.RecordBatch], rows_per_replay: int) ->
 
 def _replay_complete(
     work: pa.Table,
+    rows: Any,
+    starts: Any,
+    cols: dict[str, Any] | None,
     *,
     settings: ReplaySettings,
     as_of_ms: int | None,
@@ -268,28 +357,26 @@ def _replay_complete(
     log_end_ms: int | None,
     counters: RunCounters | None,
 ) -> dict[str, list[dict[str, Any]]]:
-    """Complete groups' rows -> their gold rows, by table."""
+    """Complete groups' rows (``work``'s, or its ``rows`` in that order) -> their gold rows, by
+    table (the caller pauses the cyclic collector: ``_Replay``)."""
     from coordinator_core.replay import new_snapshot, replay_runs
 
     out: dict[str, list[dict[str, Any]]] = {t: [] for t in tables}
-    # the replay builds ~100k short-lived acyclic objects per batch (freed by reference counting):
-    # the cyclic collector's passes over them cost ~15 %, so it pauses for the batch (never
-    # across a ``yield``); anything cyclic is collected once it resumes
-    with _gc_paused():
-        for gid, items in items_by_group(work, compress="offset_commit" not in kinds, max_span_ms=span):
-            result = replay_runs(
-                new_snapshot(gid),
-                items,
-                settings=settings,
-                as_of_ms=as_of_ms,
-                event_kinds=kinds,
-                log_end_ms=log_end_ms,
-                counters=counters,
-            )
-            for name, rows in gold_rows(
-                result, tables=tables, settings=settings, num_partitions=num_partitions
-            ).items():
-                out[name].extend(rows)
+    groups = items_by_group(
+        work, compress="offset_commit" not in kinds, max_span_ms=span, rows=rows, starts=starts, cols=cols
+    )
+    for gid, items in groups:
+        result = replay_runs(
+            new_snapshot(gid),
+            items,
+            settings=settings,
+            as_of_ms=as_of_ms,
+            event_kinds=kinds,
+            log_end_ms=log_end_ms,
+            counters=counters,
+        )
+        for name, rows_of in gold_rows(result, tables=tables, settings=settings, num_partitions=num_partitions).items():
+            out[name].extend(rows_of)
     return out
 
 

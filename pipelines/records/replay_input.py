@@ -267,10 +267,43 @@ def replay_order(table: pa.Table) -> Any:
     cheaper: the group ids are ranked once per distinct value and the three keys packed into
     one int64 when their ranges fit (a replay input always does), else ``numpy.lexsort``.
     """
+    return replay_order_and_groups(table)[0]
+
+
+def sort_packed(keys: Sequence[Any]) -> Any:
+    """Row indices ordering non-negative int64 ``keys`` (most significant first) stably, or None
+    when they do not fit in one int64 together with the row number.
+
+    Each row's keys and its row number are packed into one int64 (row number in the low bits:
+    equal keys keep their input order) and the VALUES sorted (numpy's sort of int64 values is
+    several times cheaper than ``argsort``, and ``lexsort`` several times dearer still); the row
+    numbers are the low bits of the result.
+    """
+    n = len(keys[0])
+    row_bits = max(1, n.bit_length())
+    bits = [int(k.max()).bit_length() if n else 0 for k in keys]
+    if sum(bits) + row_bits > 63:
+        return None
+    packed = np.zeros(n, np.int64)
+    for k, b in zip(keys, bits, strict=True):
+        packed <<= b
+        packed |= k
+    packed <<= row_bits
+    packed |= np.arange(n, dtype=np.int64)
+    packed.sort()
+    return packed & ((1 << row_bits) - 1)
+
+
+def replay_order_and_groups(table: pa.Table) -> tuple[Any, Any]:
+    """``replay_order`` and where each group begins in it (indices into the order, ascending;
+    rows of a null group id form one group, last).
+
+    The keys are packed into one int64 with the row number in the low bits (``sort_packed``).
+    """
 
     n = table.num_rows
     if n == 0:
-        return np.empty(0, np.int64)
+        return np.empty(0, np.int64), np.empty(0, np.int64)
     groups = table.column("group_id")
     groups = groups.combine_chunks() if isinstance(groups, pa.ChunkedArray) else groups
     enc = groups.dictionary_encode()
@@ -281,13 +314,12 @@ def replay_order(table: pa.Table) -> Any:
     codes = rank[as_numpy(enc.indices, distinct).astype(np.int64)]
     part = as_numpy(table.column("coordinator_partition"), 0).astype(np.int64)
     off = as_numpy(table.column("log_offset"), 0).astype(np.int64)
-    part = part - part.min()
-    off = off - off.min()
-    p_bits = int(part.max()).bit_length()
-    o_bits = int(off.max()).bit_length()
-    if distinct.bit_length() + p_bits + o_bits <= 62:
-        return np.argsort((codes << (p_bits + o_bits)) | (part << o_bits) | off, kind="stable")
-    return np.lexsort((off, part, codes))
+    order = sort_packed((codes, part - part.min(), off - off.min()))
+    if order is None:
+        order = np.lexsort((off, part, codes))
+    grouped = codes[order]
+    starts = np.concatenate(([0], np.flatnonzero(grouped[1:] != grouped[:-1]) + 1)).astype(np.int64)
+    return order, starts
 
 
 def sorted_by_position(table: pa.Table) -> pa.Table:
