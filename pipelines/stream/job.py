@@ -46,6 +46,7 @@ if __name__ == "__main__" and __package__ in (None, ""):  # spark-submit pipelin
 
 from pipelines.errors import UsageError
 from pipelines.kafka.end_offsets import IntervalSampler
+from pipelines.stream.kafka_packed import read_packed_kafka, uses_packed_kafka
 from pipelines.stream.packing import packed_replay_input
 from pipelines.stream.progress import ProgressRecorder, reconstruct_progress
 from pipelines.stream.settings import REPLAY_QUERY, StreamSettings, settings_from_config
@@ -101,8 +102,12 @@ def start_replay_query(
     """Source → decode → stateful replay → ``foreachBatch`` gold writes (``plans``: batch id →
     the landing source's plan, filled by the sink for the progress; ``decoded``: the decoded
     tables too, from the packed landing source's tasks — see ``replay_writes_decoded``)."""
+    kafka_plans = None
     if uses_packed_landing(settings):
         packed = read_packed_landing(spark, settings, decoded=decoded)
+    elif uses_packed_kafka(spark, cfg, settings):
+        packed = read_packed_kafka(spark, cfg, settings, plan_dir=plan_dir(settings), decoded=decoded)
+        kafka_plans = plan_dir(settings)
     else:
         packed = packed_replay_input(read_raw_stream(spark, cfg, settings))
     gold = stateful_replay(packed, settings)
@@ -110,7 +115,7 @@ def start_replay_query(
         gold.writeStream.queryName(settings.query_name)
         .outputMode("update")
         .option("checkpointLocation", settings.replay_checkpoint)
-        .foreachBatch(GoldBatchWriter(io, settings, plans, decoded=decoded))
+        .foreachBatch(GoldBatchWriter(io, settings, plans, decoded=decoded, kafka_plans=kafka_plans))
     )
     # The query runs on a clone of the session's conf taken at start(): set these for it only.
     user = set(cfg.spark.conf) - {"spark.sql.shuffle.partitions"}
@@ -147,12 +152,13 @@ def state_conf(spark: SparkSession, partitions: int | None = None) -> dict[str, 
     }
 
 
-def replay_writes_decoded(settings: StreamSettings) -> bool:
-    """Whether the replay query writes the decoded tables itself: its packed landing source
-    decodes every record it takes anyway, so its tasks keep those rows for the sink (files of
-    the batch's plan directory) instead of a second query decoding the files again. Else
-    (Kafka, ``landing_reader: spark``, a non-local checkpoint) the side query writes them."""
-    return uses_packed_landing(settings) and plan_dir(settings) is not None
+def replay_writes_decoded(settings: StreamSettings, packed_kafka: bool = False) -> bool:
+    """Whether the replay query writes the decoded tables itself: its packed source (landing
+    files, or Kafka with the jar-free engine: ``packed_kafka``) decodes every record it takes
+    anyway, so its tasks keep those rows for the sink (files of the batch's plan directory)
+    instead of a second query reading and decoding the input again. Else (Spark's Kafka
+    connector, a non-local checkpoint) the side query writes them."""
+    return (uses_packed_landing(settings) or packed_kafka) and plan_dir(settings) is not None
 
 
 def start_quarantine_query(
@@ -237,7 +243,7 @@ def _run(
         plans=plans,
     )
     stop = stopper if stopper is not None else _Stopper()
-    in_replay = with_quarantine and replay_writes_decoded(settings)
+    in_replay = with_quarantine and replay_writes_decoded(settings, uses_packed_kafka(spark, cfg, settings))
     starters: list[tuple[str, Callable[[], StreamingQuery]]] = [
         (
             settings.query_name,
@@ -351,7 +357,7 @@ def run_job(conf: Config, available_now: bool = False) -> int:
         # records read = replayed + identical duplicates + refused (ingest_quarantine)
         records, replayed, dups, refused, outliers = (sum(c[i] for c in counted) for i in range(1, 6))
         positions = (
-            f" ({records} records of the landing source = {replayed} replayed + {dups} duplicates + "
+            f" ({records} records of the source = {replayed} replayed + {dups} duplicates + "
             f"{refused} refused into ingest_quarantine; {outliers} ignored by the log clock)"
         )
     log.info(
