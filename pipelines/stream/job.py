@@ -10,10 +10,11 @@ Rules:
   → packed replay input → the stateful function → the gold tables) also writes the decoded
   tables (offset commits, group metadata, group records, quarantined and unsupported records,
   as the batch's decode writes them) so every analytics view answers on a streaming-only
-  warehouse: with the packed landing source (and a local checkpoint) from what its tasks
-  decoded anyway (``replay_writes_decoded``: the files are decoded once); else a second query,
-  ``quarantine``, with its own checkpoint, decodes the source again for them (Spark's
-  file/Kafka source). Available-now runs the two queries one after the other (two cores are
+  warehouse: with the packed landing source or the packed Kafka source (``kafka.engine``
+  python, ``pipelines.stream.kafka_packed``), and a local checkpoint, from what its tasks
+  decoded anyway (``replay_writes_decoded``: the input is read and decoded once); else a second
+  query, ``quarantine``, with its own checkpoint, decodes the source again for them (Spark's
+  Kafka connector). Available-now runs the two queries one after the other (two cores are
   better spent on one at a time); continuous mode runs both side by side.
 - Continuous by default (``stream.trigger_interval``); ``--available-now`` processes what is
   there and stops (what Airflow schedules). SIGTERM/SIGINT stop the queries cleanly (exit 0);
