@@ -84,7 +84,7 @@ class KafkaPackedReader(KafkaStreamReader):
         self.plan_dir = opts.get("plandir") or None
         self.write_decoded = opts.get("writedecoded", "false") == "true" and self.plan_dir is not None
 
-    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[Any]:  # type: ignore[override]
+    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[Any]:
         ranges = list(super().partitions(start, end))
         groups = split_tasks(ranges, self.tasks) if ranges else []  # type: ignore[arg-type]
         where = batch_dir(self.plan_dir, end) if self.plan_dir else None
