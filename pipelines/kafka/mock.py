@@ -7,6 +7,12 @@ Rules:
   ``bootstrap_servers`` like to any cluster.
 - The mock auto-creates a topic on first use with ``MOCK_PARTITIONS`` (4) partitions and rejects
   CreateTopics (it has no controller), so records are produced to ``partition_for(group, 4)``.
+  ``partitions=N`` creates ``topic`` with N partitions before any client sees it (Kafka's default
+  for ``__consumer_offsets`` is 50, ``offsets.topic.num.partitions``) through librdkafka's own
+  mock API (``rd_kafka_mock_topic_create``, called with ctypes on the library confluent-kafka
+  loaded: the Python binding does not expose it).
+- The mock keeps a bounded log per partition (~40-50k records of this project's sizes): whoever
+  produces more must check the watermarks (``bench/kafka_source.py`` refuses a truncated log).
 - It keeps record timestamps (CREATE_TIME) and null values (tombstones) byte-exactly (checked by
   the tests, not assumed).
 Used by tests and ``bench/capture.py`` only; production code never starts a mock.
@@ -14,6 +20,9 @@ Used by tests and ``bench/capture.py`` only; production code never starts a mock
 
 from __future__ import annotations
 
+import ctypes
+import glob
+import os
 from collections.abc import Iterable
 from typing import Any
 
@@ -22,19 +31,71 @@ from pipelines.kafka.client import LIBRDKAFKA_LOGGER, OFFSETS_TOPIC, require_con
 MOCK_PARTITIONS = 4
 
 
+class _NativeMock:
+    """A mock cluster owned by a librdkafka handle made through ctypes, so that its topic can be
+    created with a partition count (``rd_kafka_mock_topic_create``) before any client
+    auto-creates it with the mock's default."""
+
+    def __init__(self, num_brokers: int, topic: str, partitions: int) -> None:
+        ck = require_confluent_kafka()
+        libs = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(ck.__file__))), "confluent_kafka.libs")
+        found = sorted(glob.glob(os.path.join(libs, "librdkafka*.so*")))
+        if not found:
+            raise RuntimeError(f"mock: no librdkafka next to confluent-kafka ({libs}) to create {topic}")
+        lib = ctypes.CDLL(found[0])
+        vp, cp = ctypes.c_void_p, ctypes.c_char_p
+        lib.rd_kafka_conf_new.restype = vp
+        lib.rd_kafka_conf_set.argtypes = [vp, cp, cp, cp, ctypes.c_size_t]
+        lib.rd_kafka_new.restype = vp
+        lib.rd_kafka_new.argtypes = [ctypes.c_int, vp, cp, ctypes.c_size_t]
+        lib.rd_kafka_handle_mock_cluster.restype = vp
+        lib.rd_kafka_handle_mock_cluster.argtypes = [vp]
+        lib.rd_kafka_mock_topic_create.argtypes = [vp, cp, ctypes.c_int, ctypes.c_int]
+        lib.rd_kafka_mock_cluster_bootstraps.restype = cp
+        lib.rd_kafka_mock_cluster_bootstraps.argtypes = [vp]
+        lib.rd_kafka_destroy.argtypes = [vp]
+        err = ctypes.create_string_buffer(512)
+        conf = lib.rd_kafka_conf_new()
+        for k, v in (("test.mock.num.brokers", str(num_brokers)), ("log_level", "3")):
+            if lib.rd_kafka_conf_set(conf, k.encode(), v.encode(), err, len(err)) != 0:
+                raise RuntimeError(f"mock: {k}: {err.value.decode()}")
+        self._lib = lib
+        self._rk = lib.rd_kafka_new(1, conf, err, len(err))  # RD_KAFKA_CONSUMER: never produces
+        if not self._rk:
+            raise RuntimeError(f"mock: {err.value.decode()}")
+        cluster = lib.rd_kafka_handle_mock_cluster(self._rk)
+        code = lib.rd_kafka_mock_topic_create(cluster, topic.encode(), partitions, min(3, num_brokers))
+        if code != 0:
+            self.close()
+            raise RuntimeError(f"mock: creating {topic} with {partitions} partitions failed (error {code})")
+        self.bootstrap_servers = lib.rd_kafka_mock_cluster_bootstraps(cluster).decode()
+
+    def close(self) -> None:
+        if self._rk:
+            self._lib.rd_kafka_destroy(self._rk)
+            self._rk = None
+
+
 class MockKafkaCluster:
     """A running mock cluster. Use as a context manager or call ``close()``.
 
     Args:
         num_brokers: brokers to start (each listens on its own 127.0.0.1 port).
         topic: topic to create (auto-created by a metadata request) at start.
+        partitions: create ``topic`` with this many partitions (else the mock's default, 4).
     """
 
-    def __init__(self, num_brokers: int = 3, topic: str = OFFSETS_TOPIC) -> None:
+    def __init__(self, num_brokers: int = 3, topic: str = OFFSETS_TOPIC, partitions: int | None = None) -> None:
         ck = require_confluent_kafka()
-        self._owner = ck.Producer({"test.mock.num.brokers": num_brokers, "logger": LIBRDKAFKA_LOGGER})
-        md = self._owner.list_topics(timeout=10)
-        self.bootstrap_servers = ",".join(f"{b.host}:{b.port}" for _, b in sorted(md.brokers.items()))
+        self._native: _NativeMock | None = None
+        self._owner: Any = None
+        if partitions is not None:
+            self._native = _NativeMock(num_brokers, topic, partitions)
+            self.bootstrap_servers = self._native.bootstrap_servers
+        else:
+            self._owner = ck.Producer({"test.mock.num.brokers": num_brokers, "logger": LIBRDKAFKA_LOGGER})
+            md = self._owner.list_topics(timeout=10)
+            self.bootstrap_servers = ",".join(f"{b.host}:{b.port}" for _, b in sorted(md.brokers.items()))
         self.topic = topic
         self._producer = ck.Producer(
             {
@@ -97,7 +158,9 @@ class MockKafkaCluster:
         """Stop the brokers (by dropping the client that owns them)."""
         self._producer.flush(5)
         del self._producer
-        del self._owner
+        self._owner = None
+        if self._native is not None:
+            self._native.close()
 
     def __enter__(self) -> MockKafkaCluster:
         return self

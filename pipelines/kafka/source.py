@@ -113,6 +113,13 @@ def _fetch_below_end(msgs: list[Any], rng: KafkaRange, nxt: int, eof_code: int) 
     even when its tail holds no records (transaction markers, compacted records).
     """
     cls = type(msgs[0])
+    parts = list(map(cls.partition, msgs))
+    if parts.count(rng.partition) != len(parts):
+        # a consumer reused for another range (``read_range(consumer=...)``): nothing of an
+        # earlier assignment may pass (librdkafka drops outdated fetches; this makes it certain)
+        msgs = [m for m, p in zip(msgs, parts, strict=True) if p == rng.partition]
+        if not msgs:
+            return msgs, nxt
     errors = list(map(cls.error, msgs))
     # (``errors.count(None)`` would compare a KafkaError with None, which raises)
     if any(map(operator.is_not, errors, itertools.repeat(None))):
@@ -141,8 +148,13 @@ def read_range(
     *,
     fetch_batch: int = 10_000,
     read_timeout_s: float = 60.0,
+    consumer: Any = None,
 ) -> Iterator[pa.RecordBatch]:
-    """Arrow batches of the records in ``[rng.start, rng.end)`` of one partition."""
+    """Arrow batches of the records in ``[rng.start, rng.end)`` of one partition.
+
+    ``consumer``: a consumer (``reader_consumer``) to reuse, assigned to this range only and left
+    open (a task reading several ranges starts one client, not one per range); else one is made
+    and closed here."""
     import pyarrow as pa
 
     from pipelines.kafka.batch_builder import MessageBatchBuilder
@@ -151,7 +163,9 @@ def read_range(
         return
     ck = require_confluent_kafka()
     eof_code = ck.KafkaError._PARTITION_EOF
-    consumer = ck.Consumer(settings.consumer_conf(**{"fetch.wait.max.ms": 100}))
+    own = consumer is None
+    if consumer is None:
+        consumer = reader_consumer(settings)
     try:
         consumer.assign([ck.TopicPartition(rng.topic, rng.partition, rng.start)])
         builder = MessageBatchBuilder(rng.topic)
@@ -174,7 +188,13 @@ def read_range(
                     f"reading {rng.topic}-{rng.partition} [{rng.start}, {rng.end})"
                 )
     finally:
-        consumer.close()
+        if own:
+            consumer.close()
+
+
+def reader_consumer(settings: KafkaSettings) -> Any:
+    """A consumer for ``read_range``: assign() only, no group, no commit."""
+    return require_confluent_kafka().Consumer(settings.consumer_conf(**{"fetch.wait.max.ms": 100}))
 
 
 class _Planner:

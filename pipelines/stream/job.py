@@ -10,10 +10,11 @@ Rules:
   → packed replay input → the stateful function → the gold tables) also writes the decoded
   tables (offset commits, group metadata, group records, quarantined and unsupported records,
   as the batch's decode writes them) so every analytics view answers on a streaming-only
-  warehouse: with the packed landing source (and a local checkpoint) from what its tasks
-  decoded anyway (``replay_writes_decoded``: the files are decoded once); else a second query,
-  ``quarantine``, with its own checkpoint, decodes the source again for them (Spark's
-  file/Kafka source). Available-now runs the two queries one after the other (two cores are
+  warehouse: with the packed landing source or the packed Kafka source (``kafka.engine``
+  python, ``pipelines.stream.kafka_packed``), and a local checkpoint, from what its tasks
+  decoded anyway (``replay_writes_decoded``: the input is read and decoded once); else a second
+  query, ``quarantine``, with its own checkpoint, decodes the source again for them (Spark's
+  Kafka connector). Available-now runs the two queries one after the other (two cores are
   better spent on one at a time); continuous mode runs both side by side.
 - Continuous by default (``stream.trigger_interval``); ``--available-now`` processes what is
   there and stops (what Airflow schedules). SIGTERM/SIGINT stop the queries cleanly (exit 0);
@@ -46,6 +47,7 @@ if __name__ == "__main__" and __package__ in (None, ""):  # spark-submit pipelin
 
 from pipelines.errors import UsageError
 from pipelines.kafka.end_offsets import IntervalSampler
+from pipelines.stream.kafka_packed import read_packed_kafka, uses_packed_kafka
 from pipelines.stream.packing import packed_replay_input
 from pipelines.stream.progress import ProgressRecorder, reconstruct_progress
 from pipelines.stream.segment_source import read_segment_stream, uses_segments
@@ -102,10 +104,14 @@ def start_replay_query(
     """Source → decode → stateful replay → ``foreachBatch`` gold writes (``plans``: batch id →
     the landing source's plan, filled by the sink for the progress; ``decoded``: the decoded
     tables too, from the packed landing source's tasks — see ``replay_writes_decoded``)."""
+    kafka_plans = None
     if uses_segments(settings):
         packed = read_segment_stream(spark, settings, decoded=decoded)
     elif uses_packed_landing(settings):
         packed = read_packed_landing(spark, settings, decoded=decoded)
+    elif uses_packed_kafka(spark, cfg, settings):
+        packed = read_packed_kafka(spark, cfg, settings, plan_dir=plan_dir(settings), decoded=decoded)
+        kafka_plans = plan_dir(settings)
     else:
         packed = packed_replay_input(read_raw_stream(spark, cfg, settings))
     gold = stateful_replay(packed, settings)
@@ -113,7 +119,7 @@ def start_replay_query(
         gold.writeStream.queryName(settings.query_name)
         .outputMode("update")
         .option("checkpointLocation", settings.replay_checkpoint)
-        .foreachBatch(GoldBatchWriter(io, settings, plans, decoded=decoded))
+        .foreachBatch(GoldBatchWriter(io, settings, plans, decoded=decoded, kafka_plans=kafka_plans))
     )
     # The query runs on a clone of the session's conf taken at start(): set these for it only.
     user = set(cfg.spark.conf) - {"spark.sql.shuffle.partitions"}
@@ -150,13 +156,14 @@ def state_conf(spark: SparkSession, partitions: int | None = None) -> dict[str, 
     }
 
 
-def replay_writes_decoded(settings: StreamSettings) -> bool:
-    """Whether the replay query writes the decoded tables itself: its packed landing source
-    decodes every record it takes anyway, so its tasks keep those rows for the sink (files of
-    the batch's plan directory) instead of a second query decoding the files again. Else
-    (Kafka, ``landing_reader: spark``, a non-local checkpoint) the side query writes them. The
-    segment source always writes them (segments need a local checkpoint)."""
-    return (uses_packed_landing(settings) or uses_segments(settings)) and plan_dir(settings) is not None
+def replay_writes_decoded(settings: StreamSettings, packed_kafka: bool = False) -> bool:
+    """Whether the replay query writes the decoded tables itself: its packed source (landing
+    files, broker segments, or Kafka with the jar-free engine: ``packed_kafka``) decodes every
+    record it takes anyway, so its tasks keep those rows for the sink (files of the batch's plan
+    directory) instead of a second query reading and decoding the input again. Else (Spark's
+    Kafka connector, a non-local checkpoint) the side query writes them; segments need a local
+    checkpoint."""
+    return (uses_packed_landing(settings) or uses_segments(settings) or packed_kafka) and plan_dir(settings) is not None
 
 
 def start_quarantine_query(
@@ -241,7 +248,7 @@ def _run(
         plans=plans,
     )
     stop = stopper if stopper is not None else _Stopper()
-    in_replay = with_quarantine and replay_writes_decoded(settings)
+    in_replay = with_quarantine and replay_writes_decoded(settings, uses_packed_kafka(spark, cfg, settings))
     starters: list[tuple[str, Callable[[], StreamingQuery]]] = [
         (
             settings.query_name,
@@ -354,7 +361,7 @@ def run_job(conf: Config, available_now: bool = False) -> int:
     if counted:
         # records read = replayed + identical duplicates + refused (ingest_quarantine) + control records
         records, replayed, dups, refused, outliers, controls = (sum(c[i] for c in counted) for i in range(1, 7))
-        what = "broker segments" if uses_segments(settings_from_config(conf)) else "landing source"
+        what = "broker segments" if uses_segments(settings_from_config(conf)) else "source"
         positions = (
             f" ({records} records of the {what} = {replayed} replayed + {dups} duplicates + "
             f"{refused} refused into ingest_quarantine"

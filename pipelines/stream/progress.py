@@ -62,11 +62,13 @@ def _input_records(progress: dict[str, Any]) -> int:
     return total if progress.get("sources") else int(progress.get("numInputRows") or 0)
 
 
-def progress_row(progress: dict[str, Any], query_name: str) -> dict[str, Any]:
-    """A ``stream_progress`` row from a ``StreamingQueryProgress`` (its JSON as a dict)."""
+def progress_row(progress: dict[str, Any], query_name: str, records: int | None = None) -> dict[str, Any]:
+    """A ``stream_progress`` row from a ``StreamingQueryProgress`` (its JSON as a dict);
+    ``records``: the raw records of the batch when its source counted them (the packed Kafka
+    source's rows are packs and its offsets are positions, not records)."""
     ops = progress.get("stateOperators") or []
     event_time = progress.get("eventTime") or {}
-    records = _input_records(progress)
+    records = _input_records(progress) if records is None else records
     rows = int(progress.get("numInputRows") or 0)
     scale = records / rows if rows else 1.0  # rates in records, not packs
     wm = _parse_time(event_time.get("watermark"))
@@ -161,10 +163,10 @@ class ProgressRecorder:
             data = p if isinstance(p, dict) else json.loads(p.json)
             if int(data["batchId"]) <= last:
                 continue
-            row = progress_row(data, name)
+            plan = self.plans.get(int(data["batchId"])) if name == REPLAY_QUERY else None
+            row = progress_row(data, name, plan.records if plan is not None else None)
             dropped = sum(int(o.get("numRowsDroppedByWatermark") or 0) for o in data.get("stateOperators") or [])
             msg = progress_line(row)
-            plan = self.plans.get(int(data["batchId"])) if name == REPLAY_QUERY else None
             if plan is not None:
                 self.counted.append(
                     (

@@ -78,7 +78,13 @@ class GoldBatchWriter:
     """
 
     def __init__(
-        self, io: TableIO, settings: StreamSettings, plans: dict[int, BatchPlan] | None = None, *, decoded: bool = False
+        self,
+        io: TableIO,
+        settings: StreamSettings,
+        plans: dict[int, BatchPlan] | None = None,
+        *,
+        decoded: bool = False,
+        kafka_plans: str | None = None,
     ) -> None:
         self.io = io
         self.settings = settings
@@ -86,6 +92,7 @@ class GoldBatchWriter:
         self.write_threads = 4
         self.plans = plans if plans is not None else {}
         self.decoded = decoded
+        self.kafka_plans = kafka_plans  # the packed Kafka source's plan dir (its tasks' counts and decoded tables)
 
     def _landing(self, batch_id: int) -> tuple[dict[str, pa.Table], Callable[[], None]]:
         """The packed landing source's output of this batch besides the packs (made once, by
@@ -99,6 +106,15 @@ class GoldBatchWriter:
         from pipelines.stream.segment_source import SegmentStreamReader, segment_options, uses_segments
         from pipelines.stream.source import LandingPackedReader, local_dir, plan_dir, uses_packed_landing
 
+        if self.kafka_plans is not None:  # the packed Kafka source (pipelines.stream.kafka_packed)
+            from pipelines.stream.kafka_packed import sink_output
+            from pipelines.stream.ledger import BatchPlan
+
+            records, decoded, release = sink_output(
+                self.settings.replay_checkpoint, self.kafka_plans, batch_id, self.decoded
+            )
+            self.plans[batch_id] = BatchPlan(records=records or 0)
+            return decoded, release
         segments = uses_segments(self.settings)
         if not (segments or uses_packed_landing(self.settings)):
             return {}, lambda: None
