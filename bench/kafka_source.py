@@ -411,12 +411,12 @@ class _JobCluster:
 def _query_figures(root: Path, records: int) -> dict[str, dict[str, Any]]:
     """Per query, from the job's ``stream_progress`` rows: input records, micro-batches, the
     query's wall (end of its last batch − start of its first), records/s over it, batch p50/p95."""
-    from deltalake import DeltaTable
+    from pipelines.tableio import read_arrow_at
 
     found = list(root.rglob("stream_progress/_delta_log"))
     if not found:
         raise SystemExit(f"no stream_progress table under {root}")
-    rows = DeltaTable(str(found[0].parent)).to_pyarrow_table().to_pylist()
+    rows = read_arrow_at(str(found[0].parent)).to_pylist()
     out: dict[str, dict[str, Any]] = {}
     for name in sorted({r["query_name"] for r in rows}):
         rs = sorted((r for r in rows if r["query_name"] == name and r["input_rows"]), key=lambda r: r["batch_id"])
