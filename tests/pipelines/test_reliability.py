@@ -603,11 +603,13 @@ def _stream_rows(records: list[RawRecord], landing: Path, name: str, mtime: int)
 
 def _reconciled(recorder: Any) -> tuple[int, int, int, int]:
     """(records, replayed, duplicates, refused) over the replay query's micro-batches; each
-    batch's records = replayed + duplicates + refused, and its input rows are those records."""
+    batch's records = replayed + duplicates + refused (+ control records: none in landing
+    files), and its input rows are those records."""
     from pipelines.stream.settings import REPLAY_QUERY
 
     inputs = {r["batch_id"]: r["input_rows"] for r in recorder.rows if r["query_name"] == REPLAY_QUERY}
-    for batch, records, replayed, dups, refused, _ in recorder.counted:
+    for batch, records, replayed, dups, refused, _outliers, controls in recorder.counted:
+        assert controls == 0
         assert records == replayed + dups + refused, (batch, records, replayed, dups, refused)
         assert inputs[batch] == records
     return tuple(sum(c[i] for c in recorder.counted) for i in range(1, 5))  # type: ignore[return-value]
