@@ -37,47 +37,25 @@ ROOT = Path("/tmp/offsetlake-bench")
 HEADER = "## stream on broker segments vs the Parquet landing (fresh process)"
 
 
-def write_log_dir(landing: Path, out: Path, per_batch: int, codec: str) -> int:
-    """The landing's records as a broker log dir (module rules); returns the record count."""
+def landing_as_log_dir(landing: Path, out: Path, per_batch: int, codec: str) -> int:
+    """The landing's records as a broker log dir (``segment_files.write_log_dir``), written by
+    temp name + rename; returns the record count."""
     import pyarrow.compute as pc
     import pyarrow.dataset as ds
 
     from coordinator_core import segments as S
-    from pipelines.segment_files import compress
+    from pipelines.segment_files import write_log_dir
 
-    codec_id = S.CODEC_NAMES.index(codec)
     table = ds.dataset(str(landing), format="parquet").to_table(
         columns=["key", "value", "partition", "offset", "timestamp"]
     )
-    table = table.take(pc.sort_indices(table, [("partition", "ascending"), ("offset", "ascending")]))
-    cols = {c: table.column(c).to_pylist() for c in ("key", "value", "partition", "offset")}
     ts = pc.divide(table.column("timestamp").cast("int64"), 1000).to_pylist()
+    cols = [table.column(c).to_pylist() for c in ("key", "value", "partition", "offset")]
     tmp = out.with_name(out.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
-    files: dict[int, object] = {}
-    batch: list[S.Record] = []
-    part = None
-
-    def flush() -> None:
-        if batch:
-            fh = files.get(part)
-            if fh is None:
-                d = tmp / f"__consumer_offsets-{part}"
-                d.mkdir(parents=True)
-                fh = files[part] = open(d / f"{batch[0].offset:020d}.log", "wb")  # noqa: SIM115
-            fh.write(S.encode_batch_v2(batch, codec=codec_id, compress=compress))  # type: ignore[attr-defined]
-            batch.clear()
-
-    for k, v, p, o, t in zip(cols["key"], cols["value"], cols["partition"], cols["offset"], ts, strict=True):
-        if p != part or len(batch) >= per_batch or (batch and o != batch[-1].offset + 1):
-            flush()
-            part = p
-        batch.append(S.Record(o, t, k, v))
-    flush()
-    for fh in files.values():
-        fh.close()  # type: ignore[attr-defined]
+    n = write_log_dir(zip(*cols, ts, strict=True), tmp, per_batch=per_batch, codec=S.CODEC_NAMES.index(codec))
     os.replace(tmp, out)
-    return table.num_rows
+    return n
 
 
 def run_stream(inp: Path, work: Path) -> tuple[float, float, int]:
@@ -127,7 +105,7 @@ def main() -> None:
     segs = ROOT / f"segments-{landing.name.removeprefix('raw-')}-{args.codec}-{args.per_batch}"
     if not segs.exists():
         t0 = time.perf_counter()
-        n = write_log_dir(landing, segs, args.per_batch, args.codec)
+        n = landing_as_log_dir(landing, segs, args.per_batch, args.codec)
         print(f"wrote {n:,} records as segments in {segs} ({time.perf_counter() - t0:.1f}s)", flush=True)
     runs: dict[str, list[tuple[float, float, int]]] = {"parquet": [], "segments": []}
     for r in range(args.rounds):

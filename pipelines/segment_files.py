@@ -39,7 +39,7 @@ import logging
 import os
 import re
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -420,6 +420,40 @@ def segment_tables(path: str | os.PathLike[str]) -> tuple[pa.Table, pa.Table]:
 
 
 # ---------------------------------------------------------------------------------------------
+# writing (tests, benchmarks: a capture's records as the broker would have stored them)
+def write_log_dir(
+    records: Iterable[tuple[bytes, bytes | None, int, int, int]],
+    out: str | os.PathLike[str],
+    *,
+    per_batch: int = 5,
+    codec: int = seg.CODEC_NONE,
+) -> int:
+    """``(key, value, partition, offset, timestamp_ms)`` records as a broker log dir under ``out``:
+    one ``__consumer_offsets-N/<base offset>.log`` segment per partition, records in offset order,
+    at most ``per_batch`` records per batch and a new batch wherever offsets skip (a compacted
+    log). Returns the record count."""
+    by_part: dict[int, list[tuple[int, int, bytes, bytes | None]]] = {}
+    for key, value, part, off, ts in records:
+        by_part.setdefault(part, []).append((off, ts, key, value))
+    n = 0
+    for part, recs in sorted(by_part.items()):
+        recs.sort(key=lambda r: r[0])
+        d = Path(out) / f"{OFFSETS_TOPIC}-{part}"
+        d.mkdir(parents=True, exist_ok=True)
+        batches: list[bytes] = []
+        batch: list[seg.Record] = []
+        for off, ts, key, value in recs:
+            if batch and (len(batch) >= per_batch or off != batch[-1].offset + 1):
+                batches.append(seg.encode_batch_v2(batch, codec=codec, compress=compress))
+                batch = []
+            batch.append(seg.Record(off, ts, key, value))
+        batches.append(seg.encode_batch_v2(batch, codec=codec, compress=compress))
+        (d / f"{recs[0][0]:020d}.log").write_bytes(b"".join(batches))
+        n += len(recs)
+    return n
+
+
+# ---------------------------------------------------------------------------------------------
 # the raw-record view (what pipelines.raw_files reads)
 def raw_records(
     path: Path, *, require_partition: bool = False, loose_topic: str | None = None
@@ -478,4 +512,5 @@ __all__ = [
     "segment_files",
     "segment_json",
     "segment_tables",
+    "write_log_dir",
 ]

@@ -145,7 +145,8 @@ def arrow_gold(
     out: dict[str, list[pa.Table]] = {n: [GOLD_SPECS[n].arrow_schema().empty_table()] for n in names}
     from coordinator_core.settings import ReplaySettings
 
-    settings = ReplaySettings(retention_ms=retention_ms)
+    coordinator = replay_options.pop("coordinator", None)  # Kafka 3 ("old") or 4 ("new") rules
+    settings = ReplaySettings(retention_ms=retention_ms, **({"coordinator": coordinator} if coordinator else {}))
     for produced in replay_sorted_batches(
         ordered.to_batches(),
         tables=names,

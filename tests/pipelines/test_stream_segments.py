@@ -120,3 +120,56 @@ def main_batch(tmp_path: Path, landing: Path, capsys: pytest.CaptureFixture[str]
     rc = main(["run", "batch", "--conf", str(_conf(tmp_path, "batch", landing)), "--json"])
     json.loads(capsys.readouterr().out)
     return rc
+
+
+@pytest.mark.parametrize(
+    ("coordinator", "shape"),
+    [
+        ("new", {"consumer_groups": 0.5, "conversions": 0.3}),  # Kafka 4: KIP-848 groups, online upgrades
+        ("old", {}),  # Kafka 3's coordinator and records
+    ],
+)
+def test_stream_on_the_segments_of_a_compacted_cluster_log_equals_its_replay(
+    tmp_path: Path, spark: Any, coordinator: str, shape: dict[str, float]
+) -> None:
+    """A generated cluster's log as the broker stores it after its cleaner ran (compacted: offsets
+    skip; idle partitions, groups that never commit, mass restarts), written as segments of a few
+    records per batch: the stream, in many small micro-batches, gives the tables of the replay of
+    the same records at its final watermark."""
+    from coordinator_core.generator import generate
+    from pipelines.config import config_from_dict
+    from pipelines.segment_files import write_log_dir
+    from pipelines.stream import job as stream_job
+    from tests.pipelines.pipeline_helpers import spark_gold
+    from tests.pipelines.test_stream_job import DELAY_MS, assert_gold_equal
+
+    log = generate(
+        groups=10, hours=1.0, seed=13, coordinator=coordinator, compaction="cleaned", retention_ms=10 * 60_000, **shape
+    )
+    assert log.truth["compaction"]["mode"] == "cleaned"
+    records = list(zip(log.keys, log.values, log.partitions, log.offsets, log.timestamps, strict=True))
+    assert write_log_dir(records, tmp_path / "logdir", per_batch=3) == len(records)
+    retention = log.truth["retention_ms"]
+    cfg = config_from_dict(
+        {
+            "paths": {"root": str(tmp_path / "root")},
+            "input": {"path": str(tmp_path / "logdir")},
+            "delta": {"engine": "rust"},
+            "replay": {"retention_ms": retention, "coordinator": coordinator},
+            "stream": {"max_bytes_per_trigger": 60_000, "watermark_delay_ms": DELAY_MS},
+        }
+    )
+    recorder = stream_job.run(spark, cfg, available_now=True, poll_seconds=0.5)
+    assert len([r for r in recorder.rows if r["query_name"] == stream_job.REPLAY_QUERY]) >= 4
+    assert sum(c[2] for c in recorder.counted) == len(records)  # every record replayed once
+
+    from schemas.raw import RAW_RECORDS
+
+    raw = spark.createDataFrame(
+        [(k, v, "__consumer_offsets", p, o, ts) for k, v, p, o, ts in records],
+        "key binary, value binary, topic string, partition int, offset long, ts long",
+    ).selectExpr("key", "value", "topic", "partition", "offset", "timestamp_millis(ts) AS timestamp")
+    assert set(RAW_RECORDS.spark_schema().fieldNames()) >= set(raw.columns)
+    watermark = max(r[4] for r in records) - DELAY_MS
+    want = spark_gold(spark, raw, retention_ms=retention, as_of_ms=watermark, coordinator=coordinator)
+    assert_gold_equal(spark, cfg, want)
