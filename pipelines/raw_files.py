@@ -47,6 +47,9 @@ from schemas.raw import RAW_RECORDS
 
 OFFSETS_TOPIC = "__consumer_offsets"
 RAW_ARROW_SCHEMA: pa.Schema = RAW_RECORDS.arrow_schema()
+#: raw-record landing files: Parquet captures and JSON-lines dumps (kcat, console consumer)
+JSON_SUFFIXES = frozenset({".json", ".jsonl", ".ndjson"})
+RAW_FILE_SUFFIXES = frozenset({".parquet"}) | JSON_SUFFIXES
 _SEQ_RE = re.compile(r"^(?P<prefix>.+)-(?P<seq>\d{8,})\.parquet$")
 
 
@@ -218,9 +221,7 @@ def _input_files(path: Path) -> list[Path]:
         files = sorted(
             p
             for p in path.iterdir()
-            if p.is_file()
-            and not p.name.startswith((".", "_"))
-            and p.suffix in {".parquet", ".jsonl", ".json", ".ndjson"}
+            if p.is_file() and not p.name.startswith((".", "_")) and p.suffix in RAW_FILE_SUFFIXES
         )
         return files + segment_files(path)
     return [path]

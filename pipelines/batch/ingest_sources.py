@@ -25,11 +25,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pipelines.errors import UsageError
+from pipelines.raw_files import JSON_SUFFIXES
 from schemas.raw import RAW_RECORDS, RAW_TRANSACTIONS
 
 log = logging.getLogger("pipelines.batch.ingest")
 RAW_TABLE = RAW_RECORDS.name
-_JSON_SUFFIXES = {".json", ".jsonl", ".ndjson"}
+
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -53,7 +54,7 @@ def landing_files(path: str) -> tuple[list[str], list[str]]:
         raise UsageError(f"input: landing path {path} does not exist (generate data first: offsetlake generate)")
     files = [p] if p.is_file() else sorted(f for f in p.iterdir() if f.is_file() and not f.name.startswith((".", "_")))
     parquet = [str(f) for f in files if f.suffix == ".parquet"]
-    jsonl = [str(f) for f in files if f.suffix in _JSON_SUFFIXES]
+    jsonl = [str(f) for f in files if f.suffix in JSON_SUFFIXES]
     return parquet, jsonl
 
 

@@ -99,6 +99,8 @@ def _walk(path: str) -> tuple[Any, int, str, int]:
         cols[i, 4] = _legacy_count(data[heads[i].position : heads[i].position + heads[i].size])
     if old is not None:
         cols = np.concatenate([old, cols])
+    for stale in [k for k in _WALKS if k[0] == path and k != key]:  # a replaced file's walk
+        del _WALKS[stale]
     _WALKS[key] = (st.st_size, cols, start + walk.end, walk.stop)
     return cols, start + walk.end, walk.stop, st.st_size
 

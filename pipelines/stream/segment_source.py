@@ -153,7 +153,6 @@ class SegmentStreamReader:
         return None if self.plan_dir is None else os.path.join(self.plan_dir, batch_key(start, end))
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[SegmentPartition]:
-        from pipelines.stream.ledger import BatchPlan
         from pipelines.stream.segment_txn import _to_ipc
 
         ranges = self._ranges(start, end)
@@ -167,11 +166,10 @@ class SegmentStreamReader:
             slot[0] += sum(r.end - r.start for r in rs)
             slot[2][p] = rs
         where = self.batch_dir(start, end)
-        if where is not None:
+        if where is not None:  # the sink's part (``batch_output``): the tasks, the closed commits
             from pipelines.stream.source import keep_plan
 
-            closed = None if settled.closed is None else _to_ipc(settled.closed)
-            keep_plan(where, (BatchPlan(), n, closed))
+            keep_plan(where, (n, None if settled.closed is None else _to_ipc(settled.closed)))
         fates = None if settled.fates is None else _to_ipc(settled.fates)
         out = []
         for _b, i, mine in loads:
@@ -205,7 +203,7 @@ class SegmentStreamReader:
             return BatchPlan(), {}
         try:
             with open(os.path.join(where, "plan.pickle"), "rb") as fh:
-                _plan, tasks, closed = pickle.load(fh)
+                tasks, closed = pickle.load(fh)
         except FileNotFoundError:
             raise RuntimeError(f"segments: micro-batch {end} left no plan in {where}") from None
         decoded = read_decoded(where, tasks)

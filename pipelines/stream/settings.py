@@ -123,6 +123,7 @@ def _landing_kind(cfg: Config, path: str) -> str:
     segments), else "files"; a landing holding both is refused (one reader per stream)."""
     from pathlib import Path
 
+    from pipelines.raw_files import RAW_FILE_SUFFIXES
     from pipelines.segment_files import SEGMENT_SUFFIX, segment_files
 
     if cfg.input.format not in ("auto", "segments"):
@@ -137,14 +138,10 @@ def _landing_kind(cfg: Config, path: str) -> str:
             f"input: {path} is one segment file; the stream follows a partition directory "
             "(__consumer_offsets-N/) or a log dir of them: point input.path there"
         )
-    others = [f.name for f in p.iterdir() if f.is_file() and f.suffix in _RAW_SUFFIXES]
+    others = [f.name for f in p.iterdir() if f.is_file() and f.suffix in RAW_FILE_SUFFIXES]
     if others:
         raise UsageError(
             f"input: {path} holds both broker log segments and raw-record files ({others[0]}); the stream "
             "reads one kind per landing: keep them in separate directories"
         )
     return "segments"
-
-
-#: raw-record landing files (Parquet, JSON lines: ``pipelines.batch.ingest_sources``' kinds)
-_RAW_SUFFIXES = (".parquet", ".json", ".jsonl", ".ndjson")
