@@ -165,14 +165,7 @@ def main() -> int:
         del recs
 
         settings = KafkaSettings(mc.bootstrap_servers)
-        from confluent_kafka import Consumer
-
-        from pipelines.kafka.client import watermarks
-
-        probe = Consumer(settings.consumer_conf())
-        marks = watermarks(probe, settings.topic, list(range(mc.num_partitions)), 10.0)
-        probe.close()
-        kept = sum(hi - lo for lo, hi in marks.values())
+        kept = mc.kept()
         if kept != args.records:
             print(
                 f"the mock cluster kept {kept:,} of {args.records:,} records (it drops old segments "

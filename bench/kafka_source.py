@@ -107,7 +107,7 @@ def run_once(args: argparse.Namespace) -> dict[str, Any]:
         with _JobCluster(args) as jc:
             return jc.run(ROOT)
     import pipelines
-    from pipelines.kafka.client import KafkaSettings, watermarks
+    from pipelines.kafka.client import KafkaSettings
     from pipelines.kafka.mock import MockKafkaCluster
     from pipelines.kafka.source import SOURCE_NAME, register_kafka_source
     from pipelines.spark_session import build_spark
@@ -117,12 +117,8 @@ def run_once(args: argparse.Namespace) -> dict[str, Any]:
     work.mkdir(parents=True)
     with MockKafkaCluster(num_brokers=3) as mc:
         mc.produce(_records(args.records, mc.num_partitions))
-        from confluent_kafka import Consumer
-
         settings = KafkaSettings(mc.bootstrap_servers)
-        probe = Consumer(settings.consumer_conf())
-        marks = watermarks(probe, settings.topic, list(range(mc.num_partitions)), 10.0)
-        probe.close()
+        marks = mc.watermarks()
         kept = sum(hi - lo for lo, hi in marks.values())
         if kept != args.records:
             print(f"the mock cluster kept {kept:,} of {args.records:,} records: use 200000 or fewer", file=sys.stderr)
@@ -261,7 +257,6 @@ class _JobCluster:
     def __enter__(self) -> _JobCluster:
         import pyarrow.parquet as pq
 
-        from pipelines.kafka.client import KafkaSettings, watermarks
         from pipelines.kafka.mock import MockKafkaCluster
 
         table = pq.read_table(_generated_log(self.args), columns=["key", "value", "partition", "timestamp"])
@@ -279,13 +274,7 @@ class _JobCluster:
         t = time.perf_counter()
         self.mock.produce(rows)
         self.produce_s = time.perf_counter() - t
-        from confluent_kafka import Consumer
-
-        settings = KafkaSettings(self.mock.bootstrap_servers)
-        probe = Consumer(settings.consumer_conf())
-        marks = watermarks(probe, settings.topic, list(range(self.mock.num_partitions)), 10.0)
-        probe.close()
-        kept = sum(hi - lo for lo, hi in marks.values())
+        kept = self.mock.kept()
         if kept != self.records or self.mock.num_partitions != self.args.partitions:
             self.mock.close()
             print(

@@ -154,6 +154,23 @@ class MockKafkaCluster:
             raise RuntimeError(f"mock produce failed: {left} unflushed, errors {errors[:3]}")
         return [r for r in results if r is not None]
 
+    def watermarks(self, topic: str | None = None) -> dict[int, tuple[int, int]]:
+        """partition -> (low, high) watermark of ``topic`` now."""
+        from confluent_kafka import Consumer
+
+        from pipelines.kafka.client import KafkaSettings, watermarks
+
+        probe = Consumer(KafkaSettings(self.bootstrap_servers).consumer_conf())
+        try:
+            return watermarks(probe, topic or self.topic, self.partitions(topic), 10.0)
+        finally:
+            probe.close()
+
+    def kept(self, topic: str | None = None) -> int:
+        """How many records ``topic`` holds now: the mock keeps ~5 MiB per partition and drops
+        older records beyond that."""
+        return sum(hi - lo for lo, hi in self.watermarks(topic).values())
+
     def close(self) -> None:
         """Stop the brokers (by dropping the client that owns them)."""
         self._producer.flush(5)
