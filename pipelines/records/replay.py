@@ -32,13 +32,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from coordinator_core.events import TABLE_BY_KIND, WITHDRAWN
 from coordinator_core.settings import FACTS_ONLY, ReplaySettings
 from pipelines.records.commit_runs import MIN_ROWS_TO_COMPRESS, default_max_span_ms, items_by_group
 from pipelines.records.gold import DEFAULT_TABLES, GOLD_SPECS, GOLD_UNION_SCHEMA, rows_to_arrow, to_union
-from pipelines.records.replay_input import as_numpy, sorted_by_position
+from pipelines.records.replay_input import replay_order_and_groups, sorted_by_position
 
 if TYPE_CHECKING:
     from coordinator_core.replay import GroupSnapshot, ReplayResult, RunCounters
@@ -198,23 +197,36 @@ def replay_sorted_batches(
     rows_per_replay: int = 100_000,
     as_tables: bool = False,
 ) -> Iterator[Any]:
-    """Replay rows sorted by (group_id, coordinator_partition, log_offset), many groups per batch.
-
-    A group's rows are contiguous (they may span batches; the tail group of a batch is carried,
-    as Arrow rows, into the next) and each group is replayed once. Complete groups are collected
-    until ``rows_per_replay`` input rows, then the runs of offset commits of all of them are
-    reduced with numpy at once, each group is replayed with ``replay_runs`` (see
-    ``replay_table``) and their gold rows are converted in one go (fewer, larger conversions:
-    the per-conversion cost is fixed). The rows equal the core's ``replay`` of every record, one
-    group at a time (the tests compare them).
+    """Replay rows in batches (a group's rows may span batches) through the batch job's path:
+    the batches are concatenated, ordered by (group_id, coordinator_partition, log_offset)
+    (``replay_order_and_groups``: already sorted input keeps its order) and handed to
+    ``replay_ordered``, which collects complete groups until ``rows_per_replay`` input rows,
+    reduces their offset-commit runs with numpy at once, replays each group with
+    ``replay_runs`` (see ``replay_table``) and converts their gold rows in one go. The rows
+    equal the core's ``replay`` of every record, one group at a time (the tests compare them).
 
     Yields union-schema tables (``GOLD_UNION_SCHEMA``), or with ``as_tables`` ``{gold table: its
     rows}`` dicts (no round trip through the union for a writer that writes each table itself).
     """
-    run = _Replay(settings, as_of_ms, tables, num_partitions, log_end_ms, max_span_ms, counters, as_tables)
-    for parts in _complete_groups(batches, rows_per_replay):
-        work = pa.concat_tables(parts) if len(parts) > 1 else parts[0]
-        yield from run(work, None, None, None)
+    parts = [pa.Table.from_batches([b]) if isinstance(b, pa.RecordBatch) else b for b in batches if b.num_rows]
+    if not parts:
+        return
+    table = pa.concat_tables(parts) if len(parts) > 1 else parts[0]
+    order, starts = replay_order_and_groups(table)
+    yield from replay_ordered(
+        table,
+        order,
+        starts,
+        settings=settings,
+        as_of_ms=as_of_ms,
+        tables=tables,
+        num_partitions=num_partitions,
+        log_end_ms=log_end_ms,
+        max_span_ms=max_span_ms,
+        counters=counters,
+        rows_per_replay=rows_per_replay,
+        as_tables=as_tables,
+    )
 
 
 def replay_ordered(
@@ -310,36 +322,6 @@ class _Replay:
             del out
         if converted is not None:
             yield converted
-
-
-def _complete_groups(batches: Iterable[pa.RecordBatch], rows_per_replay: int) -> Iterator[list[pa.Table]]:
-    """Batches of rows sorted by group -> lists of slices holding only complete groups, at least
-    ``rows_per_replay`` rows each (the last list: whatever is left)."""
-    pending: list[pa.Table] = []  # the last group seen, maybe not complete yet
-    pending_gid: str | None = None
-    ready: list[pa.Table] = []  # complete groups not replayed yet
-    ready_rows = 0
-    for batch in batches:
-        if batch.num_rows == 0:
-            continue
-        table = pa.Table.from_batches([batch]) if isinstance(batch, pa.RecordBatch) else batch
-        gcol = table.column("group_id")
-        tail_gid = gcol[-1].as_py()
-        other = np.flatnonzero(~as_numpy(pc.equal(gcol, tail_gid), False).astype(bool))
-        cut = int(other[-1]) + 1 if len(other) else 0  # where the batch's last group begins
-        if cut == 0 and tail_gid == pending_gid:
-            pending.append(table)  # the carried group goes on through this whole batch
-            continue
-        done = pending + ([table.slice(0, cut)] if cut else [])
-        pending, pending_gid = [table.slice(cut)], tail_gid
-        ready.extend(done)
-        ready_rows += sum(t.num_rows for t in done)
-        if ready_rows >= rows_per_replay:
-            yield ready
-            ready, ready_rows = [], 0
-    ready.extend(pending)
-    if ready:
-        yield ready
 
 
 def _replay_complete(
