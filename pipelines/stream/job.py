@@ -341,7 +341,7 @@ def run_job(conf: Config, available_now: bool = False) -> int:
 
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     log.setLevel(logging.INFO)
-    settings_from_config(conf)  # validate before starting Spark
+    settings = settings_from_config(conf)  # validate before starting Spark
     # pandas' FutureWarning from inside pyspark's applyInPandasWithState serializer, once per
     # group and batch in the Python workers (they inherit this environment): noise, not ours.
     os.environ.setdefault("PYTHONWARNINGS", "ignore::FutureWarning")
@@ -361,7 +361,7 @@ def run_job(conf: Config, available_now: bool = False) -> int:
     if counted:
         # records read = replayed + identical duplicates + refused (ingest_quarantine) + control records
         records, replayed, dups, refused, outliers, controls = (sum(c[i] for c in counted) for i in range(1, 7))
-        what = "broker segments" if uses_segments(settings_from_config(conf)) else "source"
+        what = "broker segments" if uses_segments(settings) else "source"
         positions = (
             f" ({records} records of the {what} = {replayed} replayed + {dups} duplicates + "
             f"{refused} refused into ingest_quarantine"

@@ -153,7 +153,7 @@ class SegmentStreamReader:
         return None if self.plan_dir is None else os.path.join(self.plan_dir, batch_key(start, end))
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[SegmentPartition]:
-        from pipelines.stream.segment_txn import _to_ipc
+        from pipelines.tableio.uri import table_to_ipc
 
         ranges = self._ranges(start, end)
         if not ranges:
@@ -169,8 +169,8 @@ class SegmentStreamReader:
         if where is not None:  # the sink's part (``batch_output``): the tasks, the closed commits
             from pipelines.stream.source import keep_plan
 
-            keep_plan(where, (n, None if settled.closed is None else _to_ipc(settled.closed)))
-        fates = None if settled.fates is None else _to_ipc(settled.fates)
+            keep_plan(where, (n, None if settled.closed is None else table_to_ipc(settled.closed)))
+        fates = None if settled.fates is None else table_to_ipc(settled.fates)
         out = []
         for _b, i, mine in loads:
             prior = {k: v for k, v in settled.prior.items() if k[0] in mine}
@@ -195,8 +195,8 @@ class SegmentStreamReader:
         import pyarrow as pa
 
         from pipelines.stream.ledger import BatchPlan
-        from pipelines.stream.segment_txn import _from_ipc
         from pipelines.stream.source import read_decoded
+        from pipelines.tableio.uri import table_from_ipc
 
         where = self.batch_dir(start, end)
         if start == end or where is None:
@@ -210,7 +210,7 @@ class SegmentStreamReader:
         counts = decoded.pop(COUNTS, None)
         bad = decoded.pop("ingest_quarantine", None)
         if closed is not None:
-            rows = _from_ipc(closed)
+            rows = table_from_ipc(closed)
             have = decoded.get("offset_commits")
             decoded["offset_commits"] = (
                 rows if have is None else pa.concat_tables([have, rows.select(have.column_names)])

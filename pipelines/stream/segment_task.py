@@ -37,9 +37,10 @@ def read_partitions(part: SegmentPartition, *, lenient: bool = False) -> Iterato
     from pipelines.segment_input import item_tables
     from pipelines.stream.segment_source import COUNTS
     from pipelines.stream.source import DecodedFiles
+    from pipelines.tableio.uri import table_from_ipc
 
     out = DecodedFiles(part.decoded) if part.decoded is not None else None
-    fates = None if part.fates is None else pa.ipc.open_stream(pa.py_buffer(part.fates)).read_all()
+    fates = None if part.fates is None else table_from_ipc(part.fates)
     data = controls = 0
     for p in sorted(part.ranges):
         items: list[Any] = []

@@ -34,6 +34,8 @@ import pickle
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from pipelines.tableio.uri import table_from_ipc, table_to_ipc
+
 if TYPE_CHECKING:
     import pyarrow as pa
 
@@ -163,14 +165,14 @@ class StateFiles:
                 blob = pickle.load(fh)
         except FileNotFoundError:
             return None
-        return OpenTransactions({k: _from_ipc(v) for k, v in blob.items()})
+        return OpenTransactions({k: table_from_ipc(v) for k, v in blob.items()})
 
     def save(self, position: dict[str, Any], state: OpenTransactions) -> None:
         os.makedirs(self.directory, exist_ok=True)
         path = self._path(position)
         tmp = f"{path}.{os.getpid()}.tmp"
         with open(tmp, "wb") as fh:
-            pickle.dump({k: _to_ipc(v) for k, v in state.rows.items()}, fh, protocol=pickle.HIGHEST_PROTOCOL)
+            pickle.dump({k: table_to_ipc(v) for k, v in state.rows.items()}, fh, protocol=pickle.HIGHEST_PROTOCOL)
         os.replace(tmp, path)
         kept = sorted(
             (e for e in os.scandir(self.directory) if e.name.endswith(".pickle")),
@@ -180,21 +182,6 @@ class StateFiles:
         for old in kept[KEEP:]:
             if old.path != path:
                 os.remove(old.path)
-
-
-def _to_ipc(table: pa.Table) -> bytes:
-    import pyarrow as pa
-
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, table.schema) as w:
-        w.write_table(table)
-    return bytes(sink.getvalue())
-
-
-def _from_ipc(blob: bytes) -> pa.Table:
-    import pyarrow as pa
-
-    return pa.ipc.open_stream(pa.py_buffer(blob)).read_all()
 
 
 __all__ = ["KEEP", "OpenTransactions", "Settled", "StateFiles", "scan", "settle"]

@@ -18,6 +18,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from pipelines.tableio.uri import table_from_ipc, table_to_ipc
+
 if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import DataFrame
@@ -46,18 +48,8 @@ class RoutedFrames:
         return None
 
 
-def _ipc(table: pa.Table) -> bytes:
-    import pyarrow as pa
-
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, table.schema) as writer:
-        writer.write_table(table)
-    return bytes(sink.getvalue().to_pybytes())
-
-
 def routed_frames(df: DataFrame, route: str, route_options: dict[str, Any], names: list[str]) -> RoutedFrames:
     """Run ``route`` over ``df`` once (persisted) and return each table's rows as a DataFrame."""
-    import pyarrow as pa
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
@@ -71,7 +63,7 @@ def routed_frames(df: DataFrame, route: str, route_options: dict[str, Any], name
         rows: list[tuple[str, str, bytes | None, int]] = []
         for tables, consumed in load_route(route)((b for b in batches if b.num_rows), options):
             rows.append(("consumed", "", None, consumed))
-            rows.extend(("rows", name, _ipc(t), t.num_rows) for name, t in tables.items() if t.num_rows)
+            rows.extend(("rows", name, table_to_ipc(t), t.num_rows) for name, t in tables.items() if t.num_rows)
             if len(rows) >= 64:
                 yield _batch(rows)
                 rows = []
@@ -93,7 +85,7 @@ def routed_frames(df: DataFrame, route: str, route_options: dict[str, Any], name
         def unpack(batches: Iterator[pa.RecordBatch], schema: pa.Schema = schema) -> Iterator[pa.RecordBatch]:
             for batch in batches:
                 for blob in batch.column("payload").to_pylist():
-                    table = pa.ipc.open_stream(pa.py_buffer(blob)).read_all()
+                    table = table_from_ipc(blob)
                     yield from table.select(schema.names).cast(schema).to_batches()
 
         rows_of = out.where((F.col("kind") == "rows") & (F.col("name") == name)).select("payload")

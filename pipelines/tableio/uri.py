@@ -126,6 +126,23 @@ def read_arrow_file(location: str | None) -> Any:
         return pa.ipc.open_file(fh).read_all()
 
 
+def table_to_ipc(table: Any) -> bytes:
+    """``table`` as Arrow IPC stream bytes (to pickle or ship to a task; ``table_from_ipc``)."""
+    import pyarrow as pa
+
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    return bytes(sink.getvalue().to_pybytes())
+
+
+def table_from_ipc(blob: bytes) -> Any:
+    """The table of ``table_to_ipc``'s bytes."""
+    import pyarrow as pa
+
+    return pa.ipc.open_stream(pa.py_buffer(blob)).read_all()
+
+
 def exists(location: str) -> bool:
     """True when a file or directory is at ``location`` (asks its filesystem)."""
     from pyarrow import fs
