@@ -1,11 +1,11 @@
 """The replay input the streaming job feeds its stateful function: raw batches → decode → replay
-input → ONE packed row per group and raw Arrow batch.
+input → ONE packed row per group and pack (``PACK_ROWS`` rows of a task's replay input).
 
 Rules:
 - Decode and pack before the shuffle, with the functions the batch job uses: the vectorised
   decoder (``pipelines.records.decode.decode_batch``), the one replay-input projection
   (``replay_input.project_union``) and packing (``replay_input.pack_groups``): one row per group
-  and raw Arrow batch holding that group's rows as an Arrow IPC message, because
+  and pack holding that group's rows as an Arrow IPC message, because
   ``applyInPandasWithState`` converts its input to pandas row by row, so the per-record columns
   must not cross it. Spark's file/Kafka source feeds one ``mapInArrow`` doing this
   (``packed_replay_input``); the packed landing source (``pipelines.stream.source``) calls the
@@ -19,7 +19,7 @@ Rules:
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pipelines.records import replay_input
 from schemas.shapes import STREAM_PACK
@@ -29,8 +29,13 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
 
-#: The packed replay input: one row per (group, input Arrow batch) — see ``pack_batches``.
+#: The packed replay input: one row per group and pack — see ``pack_batches``.
 PACK_DDL = STREAM_PACK.ddl()
+
+#: Replay-input rows packed together: a task's raw batches are held until this many rows, then
+#: packed (one row per group). ``applyInPandasWithState`` converts every input row of a group to
+#: pandas, so fewer, fuller packs per group are cheaper; 262,144 rows hold ~30-60 MB.
+PACK_ROWS = 262_144
 
 
 def pack_batches(
@@ -42,7 +47,8 @@ def pack_batches(
     decoded: Callable[[dict[str, pa.Table]], None] | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """The ``mapInArrow`` function of the replay query: raw batches → decode → replay input → packed
-    rows (one per group and raw batch).
+    rows: one per group and ``PACK_ROWS`` rows of replay input (a task's raw batches are packed
+    together, so a group's records cross the stateful operator's pandas conversion as few rows).
 
     ``outliers``: (partition, offset) of records the log clock ignores (``pipelines.stream.ledger``):
     in their pack's event time they count as ``clock_ms`` (the clock's "now"), so they never move
@@ -53,6 +59,8 @@ def pack_batches(
 
     from pipelines.records.decode import UNION_SCHEMA, decode_batch, split_union_arrow
 
+    held: list[tuple[pa.Table, Any]] = []
+    rows_held = 0
     for batch in batches:
         parts = decode_batch(batch, lenient=lenient)
         if not parts:
@@ -61,16 +69,38 @@ def pack_batches(
         if decoded is not None:
             decoded(tables)
         rows = replay_input.project_tables(tables)
+        if not rows.num_rows:
+            continue
         event = None
-        if outliers and clock_ms is not None and rows.num_rows:
+        if outliers and clock_ms is not None:
             part = rows.column("coordinator_partition").to_numpy(zero_copy_only=False)
             off = rows.column("log_offset").to_numpy(zero_copy_only=False)
             hit = np.fromiter(((int(p), int(o)) in outliers for p, o in zip(part, off, strict=True)), bool, len(off))
             if hit.any():
                 event = np.where(hit, clock_ms, rows.column("log_timestamp_ms").to_numpy(zero_copy_only=False))
-        packed = replay_input.pack_groups(rows, event)
-        if packed.num_rows:
-            yield packed
+        held.append((rows, event))
+        rows_held += rows.num_rows
+        if rows_held >= PACK_ROWS:
+            yield from _pack(held)
+            held, rows_held = [], 0
+    yield from _pack(held)
+
+
+def _pack(held: list[tuple[pa.Table, Any]]) -> Iterator[pa.RecordBatch]:
+    """The held replay-input rows (with their event times, None: the records' own) as packs."""
+    import numpy as np
+    import pyarrow as pa
+
+    if not held:
+        return
+    rows = pa.concat_tables([t for t, _ in held])
+    event = None
+    if any(e is not None for _, e in held):
+        own = [t.column("log_timestamp_ms").to_numpy(zero_copy_only=False) for t, _ in held]
+        event = np.concatenate([o if e is None else e for o, (_, e) in zip(own, held, strict=True)])
+    packed = replay_input.pack_groups(rows, event)
+    if packed.num_rows:
+        yield packed
 
 
 def packed_replay_input(raw_df: DataFrame, *, lenient: bool = False) -> DataFrame:

@@ -375,17 +375,21 @@ class LandingPackedReader:
 
         freeze_worker_heap()
         out = DecodedFiles(partition.decoded) if partition.decoded is not None else None
-        for path in partition.paths:
-            pf = pq.ParquetFile(path)
-            # ``topic`` only fills the decoded tables' raw_topic
-            cols = [c for c in INPUT_COLUMNS if c in pf.schema_arrow.names and (c != "topic" or out is not None)]
-            batches = pf.iter_batches(batch_size=100_000, columns=cols)
-            skip = partition.skip.get(path)
-            if skip:
-                batches = _without_rows(batches, np.asarray(skip, np.int64), pa)
-            yield from pack_batches(
-                batches, lenient=self.lenient, outliers=partition.outliers, clock_ms=partition.clock_ms, decoded=out
-            )
+
+        def raw() -> Iterator[pa.RecordBatch]:  # the task's files, one after the other
+            for path in partition.paths:
+                pf = pq.ParquetFile(path)
+                # ``topic`` only fills the decoded tables' raw_topic
+                cols = [c for c in INPUT_COLUMNS if c in pf.schema_arrow.names and (c != "topic" or out is not None)]
+                batches = pf.iter_batches(batch_size=100_000, columns=cols)
+                skip = partition.skip.get(path)
+                if skip:
+                    batches = _without_rows(batches, np.asarray(skip, np.int64), pa)
+                yield from batches
+
+        yield from pack_batches(
+            raw(), lenient=self.lenient, outliers=partition.outliers, clock_ms=partition.clock_ms, decoded=out
+        )
         if out is not None:
             out.close()
 
