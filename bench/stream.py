@@ -198,9 +198,12 @@ def baseline_batch(spark: Any, landing: Path, retention_ms: int, work: Path) -> 
 
 
 def component_rate(groups: int, hours: float, seed: int, retention_ms: int, calls: int = 11) -> tuple[int, float]:
-    """CPU seconds of the stateful function's pure part (``GroupReplayer.replay_rows``) over a
-    generated log, each group's records split into ``calls`` consecutive calls (state bytes
-    carried across). Returns (records, CPU seconds)."""
+    """CPU seconds of the stateful function's pure part (``BucketReplayer.replay_bucket``) over a
+    generated log: groups in ``STATE_BUCKETS`` buckets (by CRC-32 here; Spark's key is xxhash64,
+    the spread is alike), each group's records split into ``calls`` consecutive calls (the
+    bucket's state carried across). Returns (records, CPU seconds)."""
+    import zlib
+
     import pyarrow as pa
 
     from coordinator_core.codec import decode_record
@@ -209,7 +212,7 @@ def component_rate(groups: int, hours: float, seed: int, retention_ms: int, call
     from pipelines.records.gold import DEFAULT_TABLES
     from pipelines.records.replay_input import REC_GROUP_METADATA, REC_OFFSET_COMMIT
     from pipelines.records.replay_input import schema as replay_input_schema
-    from pipelines.stream.state import GroupReplayer
+    from pipelines.stream.state import STATE_BUCKETS, BucketReplayer
 
     log = generate(groups, hours, seed=seed)
     rows: dict[str, list[dict[str, Any]]] = {}
@@ -263,19 +266,18 @@ def component_rate(groups: int, hours: float, seed: int, retention_ms: int, call
                 )
         rows.setdefault(key.group, []).append(row)
     schema = replay_input_schema()
-    tables = {
-        g: [
-            pa.Table.from_pylist(rs[i * len(rs) // calls : (i + 1) * len(rs) // calls], schema=schema)
-            for i in range(calls)
-        ]
-        for g, rs in rows.items()
-    }
-    fn = GroupReplayer(ReplaySettings(retention_ms=retention_ms, rules="current"), tuple(DEFAULT_TABLES), 50)
+    buckets: dict[int, list[list[dict[str, Any]]]] = {}
+    for g, rs in rows.items():
+        calls_of = buckets.setdefault(zlib.crc32(g.encode()) % STATE_BUCKETS, [[] for _ in range(calls)])
+        for i in range(calls):
+            calls_of[i].extend(rs[i * len(rs) // calls : (i + 1) * len(rs) // calls])
+    tables = {b: [pa.Table.from_pylist(rs, schema=schema) for rs in cs] for b, cs in buckets.items()}
+    fn = BucketReplayer(ReplaySettings(retention_ms=retention_ms, rules="current"), tuple(DEFAULT_TABLES), 50)
     t0 = time.process_time()
-    for g, ts in tables.items():
-        blob = None
+    for ts in tables.values():
+        state: dict[str, Any] = {}
         for t in ts:
-            blob, _out, _nxt = fn.replay_rows(g, blob, t, 0)
+            state, _out, _timer = fn.replay_bucket(state, t, 0)
     return sum(len(r) for r in rows.values()), time.process_time() - t0
 
 

@@ -158,21 +158,23 @@ CLOCK_STAIRS = TableSpec(
 
 STREAM_PACK = TableSpec(
     name="stream_pack",
-    doc="The stream's packed replay input: one row per (group, raw Arrow batch), the group's "
+    doc="The stream's packed replay input: one row per (group, pack of a task's input), the group's "
     "replay-input rows as one Arrow IPC message; ``log_timestamp`` is its newest record's time.",
     columns=(Column("group_id", "string"), Column("log_timestamp", "timestamp"), Column("records", "binary")),
 )
 
 STREAM_STATE = TableSpec(
     name="stream_state",
-    doc="A group's state in the stream's state store: the core's snapshot bytes and their format "
-    "(never changes when the core evolves: the core reads older formats).",
-    columns=(Column("snapshot_format", "int"), Column("snapshot", "binary")),
+    doc="A state bucket's row in the stream's state store: its layout version and its groups "
+    "(group id -> the core's snapshot format, snapshot bytes and timer, pickled; the snapshot "
+    "bytes never change when the core evolves: the core reads older formats).",
+    columns=(Column("layout", "int"), Column("groups", "binary")),
 )
 
 STREAM_OUTPUT = TableSpec(
     name="stream_output",
-    doc="What the stream's stateful function emits per group and call: its changed gold rows, pickled.",
+    doc="What the stream's stateful function emits per state-bucket call: its groups' changed gold "
+    "rows, Arrow IPC bytes per table, pickled.",
     columns=(Column("records", "binary"),),
 )
 

@@ -54,7 +54,7 @@ from pipelines.stream.segment_source import read_segment_stream, uses_segments
 from pipelines.stream.settings import REPLAY_QUERY, StreamSettings, settings_from_config
 from pipelines.stream.sinks import GoldBatchWriter, QuarantineBatchWriter, landing_options
 from pipelines.stream.source import local_dir, plan_dir, read_packed_landing, read_raw_stream, uses_packed_landing
-from pipelines.stream.state import stateful_replay
+from pipelines.stream.state import check_state_layout, stateful_replay
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -104,6 +104,7 @@ def start_replay_query(
     """Source → decode → stateful replay → ``foreachBatch`` gold writes (``plans``: batch id →
     the landing source's plan, filled by the sink for the progress; ``decoded``: the decoded
     tables too, from the packed landing source's tasks — see ``replay_writes_decoded``)."""
+    check_state_layout(settings.replay_checkpoint)
     kafka_plans = None
     if uses_segments(settings):
         packed = read_segment_stream(spark, settings, decoded=decoded)

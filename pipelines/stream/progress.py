@@ -123,7 +123,7 @@ class ProgressRecorder:
     """Polls each query's ``recentProgress``; logs one line per new micro-batch and MERGEs the
     rows into ``stream_progress`` (key (query_name, batch_id); txn version = newest batch id).
 
-    Late data: Spark's ``numRowsDroppedByWatermark`` counts packs (one per group and raw batch);
+    Late data: Spark's ``numRowsDroppedByWatermark`` counts packs (one per group and pack of a task's input);
     for the packed landing source the dropped records are counted exactly (``late_records``)
     and logged as ``DROPPED_LATE=<records>``; otherwise the line says ``DROPPED_LATE_PACKS``.
     ``dropped`` accumulates them: the job fails on it unless ``stream.allow_late_drops``.

@@ -26,11 +26,11 @@ import logging
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from coordinator_core.events import WITHDRAWN
 from pipelines.stream.settings import APP_ID_PREFIX
-from pipelines.stream.state import DELETED_OFFSETS
+from pipelines.stream.state import DELETED_OFFSETS, output_tables
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -41,32 +41,6 @@ if TYPE_CHECKING:
     from pipelines.tableio import TableIO
 
 log = logging.getLogger("offsetlake.stream")
-
-
-def gold_tables(rows: dict[str, list[dict[str, Any]]]) -> dict[str, pa.Table]:
-    """Changed gold rows (``GroupReplayer.replay_rows``, any number of calls merged) → one Arrow
-    table per gold table (``schemas.gold`` columns) + ``DELETED_OFFSETS`` (offsets_current keys)."""
-    import pyarrow as pa
-
-    from pipelines.records.gold import GOLD_SPECS, rows_to_arrow
-
-    out: dict[str, pa.Table] = {}
-    for name, table_rows in rows.items():
-        if not table_rows:
-            continue
-        if name == DELETED_OFFSETS:
-            key = GOLD_SPECS["offsets_current"].arrow_schema()
-            out[name] = pa.Table.from_pylist(
-                table_rows, schema=pa.schema([key.field(c) for c in ("group_id", "topic", "partition")])
-            )
-            continue
-        spec = GOLD_SPECS[name]
-        by_keys: dict[tuple[str, ...], list[dict[str, Any]]] = {}
-        for row in table_rows:  # rows_to_arrow wants one key set (the same event class) per call
-            by_keys.setdefault(tuple(row), []).append(row)
-        parts = [rows_to_arrow(spec, rs) for rs in by_keys.values()]
-        out[name] = parts[0] if len(parts) == 1 else pa.concat_tables(parts)
-    return out
 
 
 class GoldBatchWriter:
@@ -145,20 +119,14 @@ class GoldBatchWriter:
 
     # long: the batch's collect, then its table writes side by side
     def __call__(self, batch_df: DataFrame, batch_id: int) -> None:
-        import pickle
-
         t0 = time.perf_counter()
-        # Runs the decode + stateful replay (one Spark job); one row per group call that changed
-        # something: its rows, pickled by the stateful function (our own workers' output).
+        # Runs the decode + stateful replay (one Spark job); one row per bucket call that changed
+        # something: its Arrow tables, pickled by the stateful function (our own workers' output).
         output = batch_df.toArrow()
         # what the source left besides (it planned the batch and decoded its files for that job;
         # a crash between the writes repeats none: each is idempotent)
         decoded, release = self._landing(batch_id)
-        merged: dict[str, list[dict[str, Any]]] = {}
-        for blob in output.column("records").to_pylist():
-            for name, rows in pickle.loads(blob).items():
-                merged.setdefault(name, []).extend(rows)
-        tables = gold_tables(merged)
+        tables = output_tables(output.column("records").to_pylist())
         timings: dict[str, float] = {"replay": time.perf_counter() - t0}
         written = {name: t.num_rows for name, t in tables.items()}
 

@@ -1,34 +1,47 @@
-"""The stateful function of the streaming replay: one group's packed records (or its timer) →
-its new state and its changed gold rows (``applyInPandasWithState``, event-time timeouts).
+"""The stateful function of the streaming replay: one state bucket's packed records (or its
+timer) → its groups' new states and their changed gold rows (``applyInPandasWithState``,
+event-time timeouts).
 
 Rules:
-- State: one row per group = (snapshot format version, ``serialize_snapshot`` bytes)
-  (``STATE_DDL``). The state schema never changes when the core evolves;
-  ``deserialize_snapshot`` reads older formats. ``STATE_DDL`` and ``STATE_LAYOUT_VERSION`` are
-  registered: existing checkpoints resume only while they stay as they are.
-- Replay is ``pipelines.records.replay.replay_table`` (rows sorted by (partition, offset), runs of
-  offset commits reduced with numpy, exactly the core's ``replay``; duplicates and overlaps are
-  skipped by the snapshot's last applied position), never a re-implementation.
+- Keyed by state bucket, not by group: ``bucket = pmod(xxhash64(group_id), STATE_BUCKETS)``.
+  ``applyInPandasWithState`` pays ~0.6 ms per key and micro-batch for its pandas conversion
+  (input, state, output), more than a group's replay on a log of many small groups; a bucket
+  call replays its groups together (one commit-run reduction over all their rows, one Arrow
+  conversion of their gold rows) and touches only the groups with new records or a due timer.
+- State: one row per bucket = (``STATE_LAYOUT_VERSION``, the bucket's groups pickled as
+  ``{group_id: (snapshot format, serialize_snapshot bytes, timer ms or None)}``)
+  (``STATE_DDL``). The snapshot bytes never change when the core evolves;
+  ``deserialize_snapshot`` reads older formats. ``STATE_DDL``, ``STATE_LAYOUT_VERSION`` and
+  ``STATE_BUCKETS`` are registered (``check_state_layout``): a checkpoint resumes only with the
+  layout it was created with; any other is refused with one line.
+- Replay: the bucket's rows in (group, partition, offset) order (``replay_order_and_groups``),
+  commit runs reduced with numpy for all its groups at once (``items_by_group``, the batch
+  job's), each group's items applied onto its snapshot by the core's ``replay_runs``: exactly
+  the core's ``replay``; duplicates and overlaps are skipped by the snapshot's last applied
+  position. Never a re-implementation.
 - Time: ``withWatermark(log_timestamp, stream.watermark_delay_ms)`` and
   ``GroupStateTimeout.EventTimeTimeout`` only (processing-time timeouts never end under
-  ``trigger(availableNow)``). Every call replays the new records, then runs the expiry decider at
-  ``as_of = watermark``; the timer is set so that it fires once the watermark reaches the core's
-  ``next_expiry_ms``. Predicted events carry the computed due time, so the result does not
-  depend on when the timer fired. Spark drops records older than the previous batch's
+  ``trigger(availableNow)``). A group is replayed when it has new records or when its timer is
+  due (watermark > its timer), exactly when a per-group key would have been called; each
+  replay runs the expiry decider at ``as_of = watermark``; a group's timer is
+  ``max(next_expiry_ms - 1, watermark, 1)`` (Spark fires when watermark > timer), the bucket's
+  is its groups' earliest. Predicted events carry the computed due time, so the result does
+  not depend on when the timer fired. Spark drops records older than the previous batch's
   watermark (the delay must cover the time skew between ``__consumer_offsets`` partitions in
   the input order); the progress counts such drops (``pipelines.stream.progress``).
 - Equality with the batch job: after ``--available-now`` ends, the gold tables equal the batch
   job's on the same input with ``replay.as_of_ms`` = the stream's final watermark (max record
   timestamp − delay): every group was replayed to its last record and every expiry due at or
   before the watermark was applied; nothing due later was.
-- Output: per call that changed something, the changed gold rows as core rows per table
-  (``GroupReplayer.replay_rows``: the group's state row, its changed offsets, its events, and
-  ``DELETED_OFFSETS``), pickled into one binary row (``OUTPUT_DDL``); the driver turns each
-  table's rows into Arrow once per micro-batch (``pipelines.stream.sinks.gold_tables``).
+- Output: per call that changed something, its groups' changed gold rows as Arrow tables
+  (``gold_tables``: the group's state row, its changed offsets, its events, and
+  ``DELETED_OFFSETS``), IPC bytes pickled into one binary row (``OUTPUT_DDL``); the sink
+  concatenates each table's parts (``output_tables``).
 """
 
 from __future__ import annotations
 
+import pickle
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -43,20 +56,25 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame
     from pyspark.sql.streaming.state import GroupState
 
+    from coordinator_core.replay import GroupSnapshot
     from pipelines.stream.settings import StreamSettings
 
 
-#: Layout version of the state row (not of the snapshot bytes, which the core versions itself).
-STATE_LAYOUT_VERSION = 1
+#: Layout version of the state rows (1: one row per group; 2: one row per state bucket).
+STATE_LAYOUT_VERSION = 2
 STATE_DDL = STREAM_STATE.ddl()
+#: State buckets (the stateful operator's keys); a checkpoint keeps the number it started with.
+STATE_BUCKETS = 256
 
-#: Key of the offsets a group no longer holds in ``GroupReplayer.replay_rows``' output.
+#: Key of the offsets a group no longer holds in the output.
 DELETED_OFFSETS = "offsets_current(deleted)"
 
-#: The stateful function's output: one row per call that changed something: its changed gold
-#: rows (``GroupReplayer.replay_rows``) pickled — no per-call Arrow conversion of a few rows into
-#: ~60 union columns; the driver builds each table's Arrow once per micro-batch.
+#: The stateful function's output: one row per call that changed something: its groups'
+#: changed gold rows as Arrow IPC bytes per table, pickled (``output_tables`` reads them).
 OUTPUT_DDL = STREAM_OUTPUT.ddl()
+
+#: A group's entry in its bucket's state: (snapshot format, snapshot bytes, timer ms or None).
+GroupEntry = tuple[int, bytes, "int | None"]
 
 
 def _dedupe_last(rows: list[dict[str, Any]], key: Sequence[str]) -> list[dict[str, Any]]:
@@ -74,49 +92,128 @@ def _dedupe_last(rows: list[dict[str, Any]], key: Sequence[str]) -> list[dict[st
     return out
 
 
+def gold_tables(rows: dict[str, list[dict[str, Any]]]) -> dict[str, pa.Table]:
+    """Changed gold rows (``BucketReplayer.replay_bucket``) → one Arrow table per gold table
+    (``schemas.gold`` columns) + ``DELETED_OFFSETS`` (offsets_current keys)."""
+    import pyarrow as pa
+
+    from pipelines.records.gold import GOLD_SPECS, rows_to_arrow
+
+    out: dict[str, pa.Table] = {}
+    for name, table_rows in rows.items():
+        if not table_rows:
+            continue
+        if name == DELETED_OFFSETS:
+            key = GOLD_SPECS["offsets_current"].arrow_schema()
+            out[name] = pa.Table.from_pylist(
+                table_rows, schema=pa.schema([key.field(c) for c in ("group_id", "topic", "partition")])
+            )
+            continue
+        spec = GOLD_SPECS[name]
+        by_keys: dict[tuple[str, ...], list[dict[str, Any]]] = {}
+        for row in table_rows:  # rows_to_arrow wants one key set (the same event class) per call
+            by_keys.setdefault(tuple(row), []).append(row)
+        parts = [rows_to_arrow(spec, rs) for rs in by_keys.values()]
+        out[name] = parts[0] if len(parts) == 1 else pa.concat_tables(parts)
+    return out
+
+
+def output_tables(blobs: Sequence[bytes]) -> dict[str, pa.Table]:
+    """The stateful function's output rows (``OUTPUT_DDL``) → one Arrow table per gold table
+    (+ ``DELETED_OFFSETS``). Buckets hold different groups: their keys never overlap."""
+    import pyarrow as pa
+
+    from pipelines.tableio.uri import table_from_ipc
+
+    parts: dict[str, list[pa.Table]] = {}
+    for blob in blobs:
+        for name, ipc in pickle.loads(blob).items():
+            parts.setdefault(name, []).append(table_from_ipc(ipc))
+    return {name: ts[0] if len(ts) == 1 else pa.concat_tables(ts) for name, ts in parts.items()}
+
+
+def encode_bucket(groups: dict[str, GroupEntry]) -> bytes:
+    """A bucket's groups as its state row's bytes (``decode_bucket``)."""
+    return pickle.dumps(groups, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def decode_bucket(blob: bytes) -> dict[str, GroupEntry]:
+    """The inverse of ``encode_bucket`` (the state store holds only what this module wrote)."""
+    groups: dict[str, GroupEntry] = pickle.loads(blob)
+    return groups
+
+
 @dataclass(frozen=True)
-class GroupReplayer:
-    """The ``applyInPandasWithState`` function: one group's new records (or its timer) → state
-    update + changed gold rows (core rows per table, pickled: ``OUTPUT_DDL``). Picklable (a
-    frozen dataclass).
-    """
+class BucketReplayer:
+    """The ``applyInPandasWithState`` function: one bucket's new records (or its timer) →
+    state update + its groups' changed gold rows (``OUTPUT_DDL``). Picklable (a frozen
+    dataclass)."""
 
     settings: ReplaySettings
     tables: tuple[str, ...]
     num_partitions: int
 
-    def replay_rows(
-        self, group_id: str, snapshot_blob: bytes | None, records_table: pa.Table | None, watermark_ms: int
-    ) -> tuple[bytes, dict[str, list[dict[str, Any]]], int | None]:
-        """The pure part: (state bytes, input rows, watermark) → (new state bytes, changed gold
-        rows per table (core rows, last row per key; ``DELETED_OFFSETS``: offsets the group no
-        longer holds; a ``withdrawn`` event row: its key is deleted), next timer ms).
-        ``records_table`` is None when the timer fired.
+    # long: one walk over the bucket's groups; pieces would pass the same six locals around
+    def replay_bucket(
+        self, groups: dict[str, GroupEntry], records_table: pa.Table | None, watermark_ms: int
+    ) -> tuple[dict[str, GroupEntry], dict[str, list[dict[str, Any]]], int | None]:
+        """The pure part: (the bucket's groups, its new replay-input rows or None, watermark) →
+        (its groups after, their changed gold rows per table (core rows, last row per key;
+        ``DELETED_OFFSETS``: offsets a group no longer holds; a ``withdrawn`` event row: its key
+        is deleted), the bucket's timer ms or None).
 
-        The watermark is "now" and the end of the log (no record of the group older than it is
+        Replayed: the groups with rows, and those whose timer is due (watermark > timer). The
+        watermark is "now" and the end of the log (no record of the group older than it is
         still to come): forecasts are made at it, and one whose cleanup it has passed with no
         tombstone is withdrawn — the same rows as the batch job with ``as_of`` = the final
         watermark."""
+        from coordinator_core.replay import (
+            SNAPSHOT_FORMAT_VERSION,
+            deserialize_snapshot,
+            new_snapshot,
+            replay_runs,
+            serialize_snapshot,
+        )
+        from pipelines.records.commit_runs import default_max_span_ms, items_by_group
+        from pipelines.records.replay import event_kinds_for
+
+        kinds = frozenset(event_kinds_for(self.tables))
+        as_of = watermark_ms if (self.settings.retention_ms is not None and watermark_ms > 0) else None
+        work: dict[str, list[Any]] = {}
+        if records_table is not None and records_table.num_rows:
+            order, starts = replay_input.replay_order_and_groups(records_table)
+            span = default_max_span_ms(self.settings.retention_ms)
+            compress = "offset_commit" not in kinds
+            for gid, items in items_by_group(
+                records_table, compress=compress, max_span_ms=span, rows=order, starts=starts
+            ):
+                work[gid] = items
+        for gid, (_fmt, _blob, timer) in groups.items():
+            if gid not in work and timer is not None and watermark_ms > timer:
+                work[gid] = []  # its timer is due
+        after_groups = dict(groups)
+        out: dict[str, list[dict[str, Any]]] = {}
+        for gid, items in work.items():
+            entry = groups.get(gid)
+            before = deserialize_snapshot(entry[1]) if entry is not None else new_snapshot(gid)
+            result = replay_runs(
+                before, items, settings=self.settings, as_of_ms=as_of, event_kinds=kinds, log_end_ms=as_of
+            )
+            for name, rows in self._changed_rows(before, result).items():
+                out.setdefault(name, []).extend(rows)
+            nxt = result.snapshot.next_judgment_ms(self.settings)
+            timer = None if nxt is None else max(nxt - 1, watermark_ms, 1)
+            after_groups[gid] = (SNAPSHOT_FORMAT_VERSION, serialize_snapshot(result.snapshot), timer)
+        timers = [t for _f, _b, t in after_groups.values() if t is not None]
+        return after_groups, out, (min(timers) if timers else None)
+
+    def _changed_rows(self, before: GroupSnapshot, result: Any) -> dict[str, list[dict[str, Any]]]:
+        """One group's replay → its changed gold rows (``replay_bucket``)."""
         import dataclasses
 
-        from coordinator_core.replay import deserialize_snapshot, new_snapshot, serialize_snapshot
         from pipelines.records.gold import GOLD_SPECS
-        from pipelines.records.replay import event_kinds_for, gold_rows, replay_table
+        from pipelines.records.replay import gold_rows
 
-        before = deserialize_snapshot(snapshot_blob) if snapshot_blob is not None else new_snapshot(group_id)
-        if records_table is None:
-            records_table = replay_input.schema().empty_table()
-        as_of = watermark_ms if (self.settings.retention_ms is not None and watermark_ms > 0) else None
-        # The bulk replay: sorts by (partition, offset), reduces offset-commit runs with numpy
-        # and gives exactly the core ``replay`` of every record (pipelines.records.replay).
-        result = replay_table(
-            before,
-            records_table,
-            settings=self.settings,
-            as_of_ms=as_of,
-            event_kinds=event_kinds_for(self.tables),
-            log_end_ms=as_of,
-        )
         after = result.snapshot
         # Only what changed: the offsets this call replaced or added, and deletions.
         changed = {tp: e for tp, e in after.offsets.items() if before.offsets.get(tp) != e}
@@ -133,47 +230,86 @@ class GroupReplayer:
                 key = [c for c in GOLD_SPECS[name].primary_key if c in rows[0]]
                 out[name] = _dedupe_last(rows, key)
         if removed and "offsets_current" in self.tables:
-            out[DELETED_OFFSETS] = [{"group_id": group_id, "topic": t, "partition": p} for t, p in removed]
-        nxt = after.next_judgment_ms(self.settings)
-        return serialize_snapshot(after), out, nxt
+            out[DELETED_OFFSETS] = [{"group_id": after.group_id, "topic": t, "partition": p} for t, p in removed]
+        return out
 
     def __call__(self, key: tuple[Any, ...], pdfs: Iterator[pd.DataFrame], state: GroupState) -> Iterator[pd.DataFrame]:
-        from coordinator_core.replay import SNAPSHOT_FORMAT_VERSION
+        from pipelines.tableio.uri import table_to_ipc
         from pipelines.worker_gc import freeze_worker_heap
 
         freeze_worker_heap()  # the worker's collection after the task walks only what it allocated
-        (group_id,) = key
-        blob: bytes | None = None
+        groups: dict[str, GroupEntry] = {}
         if state.exists:
-            _fmt, raw = state.get
-            blob = bytes(raw)
+            layout, raw = state.get
+            if int(layout) != STATE_LAYOUT_VERSION:
+                raise RuntimeError(f"state bucket {key[0]}: layout {layout}, expected {STATE_LAYOUT_VERSION}")
+            groups = decode_bucket(bytes(raw))
         watermark = int(state.getCurrentWatermarkMs())
         table: pa.Table | None = None
         if not state.hasTimedOut:
             packs = [b for pdf in pdfs for b in pdf["records"]]
             if packs:
                 table = replay_input.unpack_group(packs)
-        new_blob, rows, nxt = self.replay_rows(group_id, blob, table, watermark)
-        state.update((SNAPSHOT_FORMAT_VERSION, new_blob))
-        if nxt is not None:
-            # Spark fires when watermark > timeout; the core acts at a time <= as_of: nxt - 1.
-            state.setTimeoutTimestamp(max(nxt - 1, watermark, 1))
+        after, rows, timer = self.replay_bucket(groups, table, watermark)
+        state.update((STATE_LAYOUT_VERSION, encode_bucket(after)))
+        if timer is not None:
+            state.setTimeoutTimestamp(timer)
         if rows:
-            import pickle
-
             import pandas as pd
 
-            yield pd.DataFrame({"records": [pickle.dumps(rows, protocol=pickle.HIGHEST_PROTOCOL)]})
+            blob = {name: table_to_ipc(t) for name, t in gold_tables(rows).items()}
+            yield pd.DataFrame({"records": [pickle.dumps(blob, protocol=pickle.HIGHEST_PROTOCOL)]})
+
+
+#: The file in the replay checkpoint naming its state layout (``check_state_layout``).
+LAYOUT_FILE = "offsetlake_state_layout.json"
+
+
+def check_state_layout(checkpoint: str) -> None:
+    """Refuse (one line, exit 2) a replay checkpoint whose state another layout wrote; name a new
+    one's layout (``LAYOUT_FILE``) before its query first starts.
+
+    A checkpoint with progress but no layout file was written by layout 1 (one state row per
+    group), which Spark cannot read as buckets."""
+    import json
+
+    from pyarrow import fs as pafs
+
+    from pipelines.errors import UsageError
+    from pipelines.tableio.uri import filesystem
+
+    want = {"layout": STATE_LAYOUT_VERSION, "buckets": STATE_BUCKETS}
+    fs, root = filesystem(checkpoint)
+    marker, offsets = f"{root}/{LAYOUT_FILE}", f"{root}/offsets"
+    found, progress = fs.get_file_info([marker, offsets])
+    if found.type == pafs.FileType.File:
+        with fs.open_input_stream(marker) as fh:
+            have = json.loads(fh.read())
+    elif progress.type != pafs.FileType.NotFound:
+        have = {"layout": 1}
+    else:
+        fs.create_dir(root, recursive=True)
+        with fs.open_output_stream(marker) as fh:
+            fh.write(json.dumps(want).encode())
+        return
+    if have != want:
+        raise UsageError(
+            f"stream: the checkpoint {checkpoint} holds state layout {have} and this version keeps {want}; "
+            "move the checkpoint aside to replay the log into a new one (the gold tables are rewritten "
+            "by key), or run the version that wrote it"
+        )
 
 
 def stateful_replay(packed: DataFrame, settings: StreamSettings) -> DataFrame:
     """Packed replay input (``packed_replay_input``) → ``withWatermark`` +
-    ``groupBy(group_id).applyInPandasWithState`` → packed gold rows (``OUTPUT_DDL``)."""
+    ``groupBy(state bucket).applyInPandasWithState`` → packed gold rows (``OUTPUT_DDL``)."""
+    from pyspark.sql import functions as F
     from pyspark.sql.streaming.state import GroupStateTimeout
 
-    fn = GroupReplayer(settings.replay, settings.tables, settings.num_partitions)
+    fn = BucketReplayer(settings.replay, settings.tables, settings.num_partitions)
     return (
         packed.withWatermark("log_timestamp", f"{settings.watermark_delay_ms} milliseconds")
-        .groupBy("group_id")
+        .withColumn("state_bucket", F.pmod(F.xxhash64("group_id"), F.lit(STATE_BUCKETS)))
+        .groupBy("state_bucket")
         .applyInPandasWithState(fn, OUTPUT_DDL, STATE_DDL, "update", GroupStateTimeout.EventTimeTimeout)
     )

@@ -224,35 +224,66 @@ def test_stream_decoded_tables_are_decoded_once_and_leave_out_refused_copies_as_
 
 
 def test_split_calls_with_timers_equal_one_replay(log_records: list[Any]) -> None:
-    """The stateful function's pure part: state bytes carried across calls + a timer call at the
-    end give the same snapshot as one replay of everything at that as_of."""
+    """The stateful function's pure part: a bucket's groups carried across calls (chunks of the
+    log in log order, several groups per call) + a timer call at the end give the same snapshot
+    per group as one replay of everything at that as_of."""
     from coordinator_core.codec import decode_record
     from coordinator_core.records import LogRecord
     from coordinator_core.replay import deserialize_snapshot, replay_groups
     from pipelines.records.gold import DEFAULT_TABLES
-    from pipelines.stream.state import GroupReplayer
+    from pipelines.stream.state import BucketReplayer
 
-    fn = GroupReplayer(ReplaySettings(retention_ms=RETENTION_MS, rules="current"), tuple(DEFAULT_TABLES), 50)
+    fn = BucketReplayer(ReplaySettings(retention_ms=RETENTION_MS, rules="current"), tuple(DEFAULT_TABLES), 50)
     logs = []
     for r in log_records:
         rec = decode_record(r.key, r.value, modern=True)
         logs.append(LogRecord(r.partition, r.offset, r.timestamp_ms, rec.key, rec.value))
     as_of = max(r.timestamp_ms for r in logs) - DELAY_MS
     want = replay_groups(logs, settings=ReplaySettings(retention_ms=RETENTION_MS), as_of_ms=as_of)
+    groups: dict[str, Any] = {}
+    wm = 0
+    for i in range(0, len(logs), 7):  # chunks of 7 records, watermark trailing by DELAY_MS
+        chunk = logs[i : i + 7]
+        groups, _out, timer = fn.replay_bucket(groups, _replay_input_table(chunk), wm)
+        wm = max(wm, max(r.timestamp_ms for r in chunk) - DELAY_MS)
+    groups, _out, timer = fn.replay_bucket(groups, None, as_of)
+    assert set(groups) == set(want)
     for group, result in want.items():
-        recs = [r for r in logs if r.key.group == group]
-        blob = None
-        wm = 0
-        for i in range(0, len(recs), 7):  # chunks of 7 records, watermark trailing by DELAY_MS
-            chunk = recs[i : i + 7]
-            table = _replay_input_table(chunk)
-            blob, _out, _nxt = fn.replay_rows(group, blob, table, wm)
-            wm = max(wm, max(r.timestamp_ms for r in chunk) - DELAY_MS)
-        blob, _out, nxt = fn.replay_rows(group, blob, None, as_of)
-        got = deserialize_snapshot(blob)
+        got = deserialize_snapshot(groups[group][1])
         assert got.offsets == result.snapshot.offsets, group
         assert got.state == result.snapshot.state, group
-        assert nxt is None or nxt > as_of
+    assert timer is None or timer >= as_of
+
+
+def test_a_timer_call_replays_only_the_due_groups(log_records: list[Any]) -> None:
+    """A bucket call without records replays the groups whose timer is due (watermark > timer)
+    and leaves the others' state bytes as they were; the bucket's timer is the earliest."""
+    from coordinator_core.codec import decode_record
+    from coordinator_core.records import LogRecord
+    from pipelines.records.gold import DEFAULT_TABLES
+    from pipelines.stream.state import BucketReplayer
+
+    fn = BucketReplayer(ReplaySettings(retention_ms=RETENTION_MS, rules="current"), tuple(DEFAULT_TABLES), 50)
+    logs = []
+    for r in log_records:
+        rec = decode_record(r.key, r.value, modern=True)
+        logs.append(LogRecord(r.partition, r.offset, r.timestamp_ms, rec.key, rec.value))
+    wm = min(r.timestamp_ms for r in logs)
+    groups, _out, timer = fn.replay_bucket({}, _replay_input_table(logs), wm)
+    timers = {g: e[2] for g, e in groups.items() if e[2] is not None}
+    assert timers and timer == min(timers.values())
+    # a watermark past the earliest timer only
+    first = min(timers.values())
+    later = sorted(t for t in timers.values() if t > first)
+    wm2 = first + 1 if not later else min(first + 1, later[0])
+    due = {g for g, t in timers.items() if wm2 > t}
+    after, out, _ = fn.replay_bucket(groups, None, wm2)
+    assert due and due != set(groups)
+    for g in groups:
+        if g not in due:
+            assert after[g] == groups[g], g  # untouched
+    touched = {r["group_id"] for r in out.get("group_state", [])}
+    assert touched == due
 
 
 def _replay_input_table(records: list[Any]) -> Any:
@@ -400,3 +431,30 @@ def test_stream_from_earliest_on_a_compacted_kafka4_capture_equals_batch(spark: 
     watermark = max(r.timestamp_ms for r in records) - DELAY_MS
     raw = spark.read.schema(RAW_RECORDS.spark_schema()).parquet(str(tmp_path / "landing"))
     assert_gold_equal(spark, cfg, spark_gold(spark, raw, retention_ms=retention, as_of_ms=watermark))
+
+
+def test_a_checkpoint_of_another_state_layout_is_refused(tmp_path: Path) -> None:
+    """A new checkpoint gets the layout file before its query starts; one of the per-group
+    layout (progress, no layout file) or of another bucket count is refused with one line."""
+    import json
+
+    from pipelines.errors import UsageError
+    from pipelines.stream.state import LAYOUT_FILE, STATE_BUCKETS, STATE_LAYOUT_VERSION, check_state_layout
+
+    fresh = tmp_path / "fresh"
+    check_state_layout(str(fresh))
+    assert json.loads((fresh / LAYOUT_FILE).read_text()) == {"layout": STATE_LAYOUT_VERSION, "buckets": STATE_BUCKETS}
+    check_state_layout(str(fresh))  # the same layout resumes
+
+    old = tmp_path / "per_group"
+    (old / "offsets").mkdir(parents=True)
+    (old / "offsets" / "0").write_text("v1\n")
+    with pytest.raises(UsageError, match=r"state layout \{'layout': 1\}"):
+        check_state_layout(str(old))
+    assert not (old / LAYOUT_FILE).exists()
+
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / LAYOUT_FILE).write_text(json.dumps({"layout": STATE_LAYOUT_VERSION, "buckets": STATE_BUCKETS * 2}))
+    with pytest.raises(UsageError, match="move the checkpoint aside"):
+        check_state_layout(str(other))
