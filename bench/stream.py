@@ -330,7 +330,7 @@ def main() -> int:
     )
     load = os.getloadavg()[0]
     results: list[dict[str, Any]] = []
-    rates = [int(x) for x in args.files_per_trigger.split(",")]
+    rates = [int(x) for x in args.files_per_trigger.split(",") if x]  # '' : sustained runs only
     recovery: dict[str, Any] = {}
     head = files[: len(files) - args.holdback]
     # warm-up: the JVM's class loading/JIT and the Python workers' imports happen once per process
