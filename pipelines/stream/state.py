@@ -293,8 +293,14 @@ def check_state_layout(checkpoint: str) -> None:
             fh.write(json.dumps(want).encode())
         return
     if have != want:
+
+        def said(layout: dict[str, Any]) -> str:
+            if layout.get("layout") == 1:
+                return "layout 1 (one state row per group)"
+            return f"layout {layout.get('layout')} ({layout.get('buckets')} state buckets)"
+
         raise UsageError(
-            f"stream: the checkpoint {checkpoint} holds state layout {have} and this version keeps {want}; "
+            f"stream: the checkpoint {checkpoint} holds state {said(have)} and this version keeps {said(want)}; "
             "move the checkpoint aside to replay the log into a new one (the gold tables are rewritten "
             "by key), or run the version that wrote it"
         )

@@ -449,7 +449,7 @@ def test_a_checkpoint_of_another_state_layout_is_refused(tmp_path: Path) -> None
     old = tmp_path / "per_group"
     (old / "offsets").mkdir(parents=True)
     (old / "offsets" / "0").write_text("v1\n")
-    with pytest.raises(UsageError, match=r"state layout \{'layout': 1\}"):
+    with pytest.raises(UsageError, match=r"holds state layout 1 \(one state row per group\)"):
         check_state_layout(str(old))
     assert not (old / LAYOUT_FILE).exists()
 
