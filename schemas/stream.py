@@ -28,7 +28,12 @@ STREAM_PROGRESS = TableSpec(
         Column("input_rows_per_second", "double", True, "Input rate: rows / time since the previous trigger."),
         Column("processed_rows_per_second", "double", True, "Processing rate: rows / batch duration."),
         Column("batch_duration_ms", "bigint", True, "Wall time of the micro-batch (triggerExecution), ms."),
-        Column("state_rows", "bigint", True, "State buckets held in the state store after the batch (each holds its groups' states)."),
+        Column(
+            "state_rows",
+            "bigint",
+            True,
+            "State buckets held in the state store after the batch (each holds its groups' states).",
+        ),
         Column(
             "state_memory_bytes",
             "bigint",
