@@ -11,11 +11,11 @@ Rules:
   of a group): the runs of a whole Arrow batch are reduced with numpy to their survivors (the
   run's first commit and the last per (topic, partition)) plus a summary, only those rows become
   ``LogRecord``s, and the core's ``replay_runs`` decides per run whether applying the survivors
-  is exact (else it asks for all the run's rows). ``replay_table`` is the one-group entry point
-  (the stream's state function); ``replay_ordered`` replays many groups of a table in a given row
-  order without gathering the rows (the batch job's bucket tasks), ``replay_sorted_batches`` the
-  same over batches already sorted; both replay and convert chunks of complete groups with
-  ``_Replay``.
+  is exact (else it asks for all the run's rows). ``replay_onto`` is that replay for many groups
+  onto their snapshots: the stream's state buckets call it directly, ``replay_table`` for one
+  group; ``replay_ordered`` (the batch job's bucket tasks: a table in a given row order, never
+  gathered) and ``replay_sorted_batches`` (batches) call it through ``_Replay``, which converts
+  chunks of complete groups' gold rows.
 - The gold rows are converted to Arrow column by column (``pipelines.records.gold``) while the
   cyclic garbage collector is paused, and dropped before it resumes.
 - Unsupported records (newer record types of the group, unknown value versions) are replayed
@@ -27,7 +27,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import itertools
-from collections.abc import Collection, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -37,7 +37,7 @@ from coordinator_core.events import TABLE_BY_KIND, WITHDRAWN
 from coordinator_core.settings import FACTS_ONLY, ReplaySettings
 from pipelines.records.commit_runs import MIN_ROWS_TO_COMPRESS, default_max_span_ms, items_by_group
 from pipelines.records.gold import DEFAULT_TABLES, GOLD_SPECS, GOLD_UNION_SCHEMA, rows_to_arrow, to_union
-from pipelines.records.replay_input import replay_order_and_groups, sorted_by_position
+from pipelines.records.replay_input import replay_order_and_groups
 
 if TYPE_CHECKING:
     from coordinator_core.replay import GroupSnapshot, ReplayResult, RunCounters
@@ -66,6 +66,68 @@ def _gc_paused() -> Iterator[None]:
             gc.enable()
 
 
+def replay_onto(
+    table: pa.Table,
+    snapshot_of: Callable[[str], GroupSnapshot],
+    *,
+    settings: ReplaySettings = FACTS_ONLY,
+    as_of_ms: int | None = None,
+    event_kinds: Collection[str] | None = None,
+    log_end_ms: int | None = None,
+    assume_log_start: bool = False,
+    max_span_ms: int | None = -1,
+    counters: RunCounters | None = None,
+    min_rows_to_compress: int = MIN_ROWS_TO_COMPRESS,
+    order: Any = None,
+    starts: Any = None,
+    cols: dict[str, Any] | None = None,
+) -> Iterator[tuple[GroupSnapshot, ReplayResult]]:
+    """Each group of ``table``'s replay-input rows replayed onto ``snapshot_of(group_id)``:
+    (snapshot before, result) per group, in group order. The one replay of many groups that the
+    batch job's bucket tasks (from new snapshots), the stream's state buckets (from their
+    groups' snapshots) and ``replay_table`` (one group) run.
+
+    The same result per group as ``replay(snapshot, records_from_arrow(its rows in log order))``:
+    the rows are put in (group_id, coordinator_partition, log_offset) order (``order``/``starts``:
+    ``replay_order_and_groups`` already computed; ``cols``: the table's ``run_columns``), runs
+    of offset commits are reduced with numpy for all groups at once (``items_by_group``) and
+    ``replay_runs`` applies each run from its survivors when that is exact (else from all its
+    rows). With ``event_kinds`` including ``offset_commit`` every record is replayed one by one.
+
+    Args:
+        max_span_ms: longest record-time span of a compressed run (-1: ``default_max_span_ms``,
+            None: no limit).
+        min_rows_to_compress: fewer rows are replayed as plain records (the reduction's fixed
+            numpy cost is ~1 ms; same result either way).
+        settings, as_of_ms, event_kinds, log_end_ms, assume_log_start, counters: as
+            ``coordinator_core.replay.replay_runs``.
+    """
+    from coordinator_core.replay import ALL_EVENT_KINDS, replay_runs
+
+    kinds = ALL_EVENT_KINDS if event_kinds is None else frozenset(event_kinds)
+    if order is None or starts is None:
+        order, starts = replay_order_and_groups(table)
+    if len(order) == 0:
+        return
+    span = default_max_span_ms(settings.retention_ms) if max_span_ms == -1 else max_span_ms
+    compress = "offset_commit" not in kinds and len(order) >= min_rows_to_compress
+    for gid, items in items_by_group(table, compress=compress, max_span_ms=span, rows=order, starts=starts, cols=cols):
+        before = snapshot_of(gid)
+        yield (
+            before,
+            replay_runs(
+                before,
+                items,
+                settings=settings,
+                as_of_ms=as_of_ms,
+                event_kinds=kinds,
+                assume_log_start=assume_log_start,
+                log_end_ms=log_end_ms,
+                counters=counters,
+            ),
+        )
+
+
 def replay_table(
     snapshot: GroupSnapshot,
     table: pa.Table | None,
@@ -79,56 +141,38 @@ def replay_table(
     counters: RunCounters | None = None,
     min_rows_to_compress: int = MIN_ROWS_TO_COMPRESS,
 ) -> ReplayResult:
-    """Replay one group's replay-input rows (``REPLAY_INPUT_DDL`` columns) onto ``snapshot``.
-
-    The same result as ``replay(snapshot, records_from_arrow(sorted rows), ...)``: the rows are
-    put in (coordinator_partition, log_offset) order if they are not, runs of offset commits are
-    reduced with numpy to their survivors plus a summary, and ``replay_runs`` applies each run
-    from its survivors when that is exact (else from all its rows). With ``event_kinds``
-    including ``offset_commit`` every record is replayed one by one.
-
-    Args:
-        snapshot: the group's state before these rows (``new_snapshot(group_id)`` to rebuild).
-        table: the group's rows, any order; rows at or below ``snapshot.last_position`` are
-            duplicates and skipped. None or no rows: only the expiry at ``as_of_ms`` (a timer).
-        settings, as_of_ms, event_kinds, assume_log_start: as
-            ``coordinator_core.replay.replay``.
-        max_span_ms: longest record-time span of a compressed run (-1: ``default_max_span_ms``,
-            None: no limit).
-        counters: accumulates how many runs were compressed or expanded.
-        min_rows_to_compress: fewer rows are replayed as plain records (the reduction's fixed
-            numpy cost is ~1 ms; same result either way).
-
-    The streaming job's call: ``replay_table(state, rows_of_the_micro_batch, settings=...,
-    as_of_ms=watermark, event_kinds=event_kinds_for(tables))`` in
-    place of ``replay(state, records_from_arrow(sorted rows), ...)``; ``table=None`` for a timer.
+    """Replay one group's replay-input rows (any order) onto ``snapshot``: ``replay_onto`` for
+    one group. ``table`` None or without rows: only the expiry at ``as_of_ms`` (a timer).
 
     Raises:
         ValueError: rows of another group than ``snapshot.group_id``.
     """
     from coordinator_core.replay import ALL_EVENT_KINDS, replay_runs
 
-    kinds = ALL_EVENT_KINDS if event_kinds is None else frozenset(event_kinds)
-    items: list[Any] = []
-    if table is not None and table.num_rows:
-        table = sorted_by_position(table)
-        span = default_max_span_ms(settings.retention_ms) if max_span_ms == -1 else max_span_ms
-        # a few rows (a stream's micro-batch): the numpy reduction would cost more than it saves
-        compress = "offset_commit" not in kinds and table.num_rows >= min_rows_to_compress
-        for gid, group_items in items_by_group(table, compress=compress, max_span_ms=span):
-            if gid != snapshot.group_id:
-                raise ValueError(f"rows of group {gid!r} given to the replay of group {snapshot.group_id!r}")
-            items = group_items
-    return replay_runs(
-        snapshot,
-        items,
-        settings=settings,
-        as_of_ms=as_of_ms,
-        event_kinds=kinds,
-        assume_log_start=assume_log_start,
-        log_end_ms=log_end_ms,
-        counters=counters,
-    )
+    options: dict[str, Any] = {
+        "settings": settings,
+        "as_of_ms": as_of_ms,
+        "event_kinds": event_kinds,
+        "log_end_ms": log_end_ms,
+        "assume_log_start": assume_log_start,
+        "counters": counters,
+    }
+    if table is None or not table.num_rows:
+        kinds = ALL_EVENT_KINDS if event_kinds is None else frozenset(event_kinds)
+        return replay_runs(snapshot, [], **{**options, "event_kinds": kinds})
+
+    def own(gid: str) -> GroupSnapshot:
+        if gid != snapshot.group_id:
+            raise ValueError(f"rows of group {gid!r} given to the replay of group {snapshot.group_id!r}")
+        return snapshot
+
+    results = [
+        result
+        for _before, result in replay_onto(
+            table, own, max_span_ms=max_span_ms, min_rows_to_compress=min_rows_to_compress, **options
+        )
+    ]
+    return results[0]
 
 
 def event_kinds_for(tables: Iterable[str]) -> tuple[str, ...]:
@@ -184,49 +228,25 @@ def _union_table(rows: dict[str, list[dict[str, Any]]]) -> pa.Table:
     return pa.concat_tables(parts) if parts else GOLD_UNION_SCHEMA.empty_table()
 
 
-def replay_sorted_batches(
-    batches: Iterable[pa.RecordBatch],
-    *,
-    settings: ReplaySettings = FACTS_ONLY,
-    as_of_ms: int | None = None,
-    tables: Sequence[str] = DEFAULT_TABLES,
-    num_partitions: int = 50,
-    log_end_ms: int | None = None,
-    max_span_ms: int | None = -1,
-    counters: RunCounters | None = None,
-    rows_per_replay: int = 100_000,
-    as_tables: bool = False,
-) -> Iterator[Any]:
+def replay_sorted_batches(batches: Iterable[pa.RecordBatch], **options: Any) -> Iterator[Any]:
     """Replay rows in batches (a group's rows may span batches) through the batch job's path:
     the batches are concatenated, ordered by (group_id, coordinator_partition, log_offset)
     (``replay_order_and_groups``: already sorted input keeps its order) and handed to
     ``replay_ordered``, which collects complete groups until ``rows_per_replay`` input rows,
     reduces their offset-commit runs with numpy at once, replays each group with
-    ``replay_runs`` (see ``replay_table``) and converts their gold rows in one go. The rows
-    equal the core's ``replay`` of every record, one group at a time (the tests compare them).
+    ``replay_runs`` (``replay_onto``) and converts their gold rows in one go. The rows equal the
+    core's ``replay`` of every record, one group at a time (the tests compare them).
 
-    Yields union-schema tables (``GOLD_UNION_SCHEMA``), or with ``as_tables`` ``{gold table: its
-    rows}`` dicts (no round trip through the union for a writer that writes each table itself).
+    ``options``: ``replay_ordered``'s keywords. Yields union-schema tables (``GOLD_UNION_SCHEMA``),
+    or with ``as_tables`` ``{gold table: its rows}`` dicts (no round trip through the union for a
+    writer that writes each table itself).
     """
     parts = [pa.Table.from_batches([b]) if isinstance(b, pa.RecordBatch) else b for b in batches if b.num_rows]
     if not parts:
         return
     table = pa.concat_tables(parts) if len(parts) > 1 else parts[0]
     order, starts = replay_order_and_groups(table)
-    yield from replay_ordered(
-        table,
-        order,
-        starts,
-        settings=settings,
-        as_of_ms=as_of_ms,
-        tables=tables,
-        num_partitions=num_partitions,
-        log_end_ms=log_end_ms,
-        max_span_ms=max_span_ms,
-        counters=counters,
-        rows_per_replay=rows_per_replay,
-        as_tables=as_tables,
-    )
+    yield from replay_ordered(table, order, starts, **options)
 
 
 def replay_ordered(
@@ -341,22 +361,23 @@ def _replay_complete(
 ) -> dict[str, list[dict[str, Any]]]:
     """Complete groups' rows (``work``'s, or its ``rows`` in that order) -> their gold rows, by
     table (the caller pauses the cyclic collector: ``_Replay``)."""
-    from coordinator_core.replay import new_snapshot, replay_runs
+    from coordinator_core.replay import new_snapshot
 
     out: dict[str, list[dict[str, Any]]] = {t: [] for t in tables}
-    groups = items_by_group(
-        work, compress="offset_commit" not in kinds, max_span_ms=span, rows=rows, starts=starts, cols=cols
-    )
-    for gid, items in groups:
-        result = replay_runs(
-            new_snapshot(gid),
-            items,
-            settings=settings,
-            as_of_ms=as_of_ms,
-            event_kinds=kinds,
-            log_end_ms=log_end_ms,
-            counters=counters,
-        )
+    for _before, result in replay_onto(
+        work,
+        new_snapshot,
+        settings=settings,
+        as_of_ms=as_of_ms,
+        event_kinds=kinds,
+        log_end_ms=log_end_ms,
+        max_span_ms=span,
+        counters=counters,
+        min_rows_to_compress=0,
+        order=rows if rows is not None else np.arange(work.num_rows, dtype=np.int64),
+        starts=starts,
+        cols=cols,
+    ):
         for name, rows_of in gold_rows(result, tables=tables, settings=settings, num_partitions=num_partitions).items():
             out[name].extend(rows_of)
     return out

@@ -14,11 +14,11 @@ Rules:
   ``deserialize_snapshot`` reads older formats. ``STATE_DDL``, ``STATE_LAYOUT_VERSION`` and
   ``STATE_BUCKETS`` are registered (``check_state_layout``): a checkpoint resumes only with the
   layout it was created with; any other is refused with one line.
-- Replay: the bucket's rows in (group, partition, offset) order (``replay_order_and_groups``),
-  commit runs reduced with numpy for all its groups at once (``items_by_group``, the batch
-  job's), each group's items applied onto its snapshot by the core's ``replay_runs``: exactly
-  the core's ``replay``; duplicates and overlaps are skipped by the snapshot's last applied
-  position. Never a re-implementation.
+- Replay: ``pipelines.records.replay.replay_onto``, the batch job's replay of many groups (commit
+  runs reduced with numpy for all the bucket's groups at once, each group's items applied onto
+  its snapshot by the core's ``replay_runs``): exactly the core's ``replay``; duplicates and
+  overlaps are skipped by the snapshot's last applied position. A due timer alone is
+  ``replay_table(snapshot, None)``. Never a re-implementation.
 - Time: ``withWatermark(log_timestamp, stream.watermark_delay_ms)`` and
   ``GroupStateTimeout.EventTimeTimeout`` only (processing-time timeouts never end under
   ``trigger(availableNow)``). A group is replayed when it has new records or when its timer is
@@ -153,7 +153,6 @@ class BucketReplayer:
     tables: tuple[str, ...]
     num_partitions: int
 
-    # long: one walk over the bucket's groups; pieces would pass the same six locals around
     def replay_bucket(
         self, groups: dict[str, GroupEntry], records_table: pa.Table | None, watermark_ms: int
     ) -> tuple[dict[str, GroupEntry], dict[str, list[dict[str, Any]]], int | None]:
@@ -171,39 +170,37 @@ class BucketReplayer:
             SNAPSHOT_FORMAT_VERSION,
             deserialize_snapshot,
             new_snapshot,
-            replay_runs,
             serialize_snapshot,
         )
-        from pipelines.records.commit_runs import default_max_span_ms, items_by_group
-        from pipelines.records.replay import event_kinds_for
+        from pipelines.records.replay import event_kinds_for, replay_onto, replay_table
 
-        kinds = frozenset(event_kinds_for(self.tables))
+        def snapshot_of(gid: str) -> GroupSnapshot:
+            entry = groups.get(gid)
+            return deserialize_snapshot(entry[1]) if entry is not None else new_snapshot(gid)
+
         as_of = watermark_ms if (self.settings.retention_ms is not None and watermark_ms > 0) else None
-        work: dict[str, list[Any]] = {}
+        options: dict[str, Any] = {
+            "settings": self.settings,
+            "as_of_ms": as_of,
+            "event_kinds": event_kinds_for(self.tables),
+            "log_end_ms": as_of,
+        }
+        replayed = []
         if records_table is not None and records_table.num_rows:
-            order, starts = replay_input.replay_order_and_groups(records_table)
-            span = default_max_span_ms(self.settings.retention_ms)
-            compress = "offset_commit" not in kinds
-            for gid, items in items_by_group(
-                records_table, compress=compress, max_span_ms=span, rows=order, starts=starts
-            ):
-                work[gid] = items
+            replayed = list(replay_onto(records_table, snapshot_of, **options))
+        with_rows = {before.group_id for before, _ in replayed}
         for gid, (_fmt, _blob, timer) in groups.items():
-            if gid not in work and timer is not None and watermark_ms > timer:
-                work[gid] = []  # its timer is due
+            if gid not in with_rows and timer is not None and watermark_ms > timer:  # its timer is due
+                before = snapshot_of(gid)
+                replayed.append((before, replay_table(before, None, **options)))
         after_groups = dict(groups)
         out: dict[str, list[dict[str, Any]]] = {}
-        for gid, items in work.items():
-            entry = groups.get(gid)
-            before = deserialize_snapshot(entry[1]) if entry is not None else new_snapshot(gid)
-            result = replay_runs(
-                before, items, settings=self.settings, as_of_ms=as_of, event_kinds=kinds, log_end_ms=as_of
-            )
+        for before, result in replayed:
             for name, rows in self._changed_rows(before, result).items():
                 out.setdefault(name, []).extend(rows)
             nxt = result.snapshot.next_judgment_ms(self.settings)
             timer = None if nxt is None else max(nxt - 1, watermark_ms, 1)
-            after_groups[gid] = (SNAPSHOT_FORMAT_VERSION, serialize_snapshot(result.snapshot), timer)
+            after_groups[before.group_id] = (SNAPSHOT_FORMAT_VERSION, serialize_snapshot(result.snapshot), timer)
         timers = [t for _f, _b, t in after_groups.values() if t is not None]
         return after_groups, out, (min(timers) if timers else None)
 
