@@ -33,7 +33,7 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from pipelines.kafka.source import KafkaRange, KafkaStreamReader
-from pipelines.stream.packing import PACK_DDL
+from pipelines.stream.packing import packed_source_class
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -202,27 +202,19 @@ def _source_classes() -> tuple[type, type]:
     """(DataSource, InputPartition) classes, built on first use (pyspark imported late)."""
     global _CLASSES
     if _CLASSES is None:
-        from pyspark.sql.datasource import DataSource, InputPartition
+        from pyspark.sql.datasource import InputPartition
 
         class _Partition(KafkaPackedPartition, InputPartition):
             def __init__(self, ranges: list[KafkaRange], prefix: str | None, decoded: bool) -> None:
                 KafkaPackedPartition.__init__(self, ranges, prefix, decoded)
                 InputPartition.__init__(self, (prefix, [r.value for r in ranges]))
 
-        class _Source(DataSource):
-            @classmethod
-            def name(cls) -> str:
-                return KAFKA_PACKED_SOURCE_NAME
+        def reader(options: dict[str, str]) -> KafkaPackedReader:
+            from pipelines.kafka.source import _raw_schema
 
-            def schema(self) -> str:
-                return PACK_DDL
+            return KafkaPackedReader(options, _raw_schema())
 
-            def streamReader(self, schema: Any) -> Any:
-                from pipelines.kafka.source import _raw_schema
-
-                return KafkaPackedReader(self.options, _raw_schema())
-
-        _CLASSES = (_Source, _Partition)
+        _CLASSES = (packed_source_class(KAFKA_PACKED_SOURCE_NAME, reader), _Partition)
     return _CLASSES
 
 

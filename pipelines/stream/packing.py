@@ -103,6 +103,26 @@ def _pack(held: list[tuple[pa.Table, Any]]) -> Iterator[pa.RecordBatch]:
         yield packed
 
 
+def packed_source_class(name: str, make_reader: Callable[[dict[str, str]], Any]) -> type:
+    """A pyspark ``DataSource`` class registered as ``name`` (checkpoints depend on it: the
+    caller names it) whose rows are the packed replay input (``PACK_DDL``); its stream reader is
+    ``make_reader(options)``. The landing, segment and Kafka sources differ only in that."""
+    from pyspark.sql.datasource import DataSource
+
+    class _Source(DataSource):
+        @classmethod
+        def name(cls) -> str:
+            return name
+
+        def schema(self) -> str:
+            return PACK_DDL
+
+        def streamReader(self, schema: Any) -> Any:
+            return make_reader(dict(self.options))
+
+    return _Source
+
+
 def packed_replay_input(raw_df: DataFrame, *, lenient: bool = False) -> DataFrame:
     """Raw records → packed replay input (``PACK_DDL``), in ONE ``mapInArrow`` pass.
 

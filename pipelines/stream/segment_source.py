@@ -260,10 +260,10 @@ def _segment_source_classes() -> tuple[type, type]:
     """(DataSource, DataSourceStreamReader) classes, built on first use (pyspark imported late)."""
     global _CLASSES
     if _CLASSES is None:
-        from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+        from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
         from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow
 
-        from pipelines.stream.packing import PACK_DDL
+        from pipelines.stream.packing import packed_source_class
 
         class _Partition(SegmentPartition, InputPartition):
             pass
@@ -275,18 +275,7 @@ def _segment_source_classes() -> tuple[type, type]:
                     for p in SegmentStreamReader.partitions(self, start, end)
                 ]
 
-        class _Source(DataSource):
-            @classmethod
-            def name(cls) -> str:
-                return SEGMENT_SOURCE_NAME
-
-            def schema(self) -> str:
-                return PACK_DDL
-
-            def streamReader(self, schema: Any) -> Any:
-                return _Reader(dict(self.options))
-
-        _CLASSES = (_Source, _Reader)
+        _CLASSES = (packed_source_class(SEGMENT_SOURCE_NAME, _Reader), _Reader)
     return _CLASSES
 
 

@@ -41,7 +41,7 @@ import os
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from pipelines.stream.packing import PACK_DDL, pack_batches
+from pipelines.stream.packing import pack_batches, packed_source_class
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -485,7 +485,7 @@ def _landing_source_classes() -> tuple[type, type]:
     """(DataSource, DataSourceStreamReader) classes, built on first use (pyspark imported late)."""
     global _LANDING_CLASSES
     if _LANDING_CLASSES is None:
-        from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+        from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
         from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow
 
         class _Partition(LandingPartition, InputPartition):
@@ -499,18 +499,7 @@ def _landing_source_classes() -> tuple[type, type]:
                     for p in LandingPackedReader.partitions(self, start, end)
                 ]
 
-        class _Source(DataSource):
-            @classmethod
-            def name(cls) -> str:
-                return LANDING_SOURCE_NAME
-
-            def schema(self) -> str:
-                return PACK_DDL
-
-            def streamReader(self, schema: Any) -> Any:
-                return _Reader(dict(self.options))
-
-        _LANDING_CLASSES = (_Source, _Reader)
+        _LANDING_CLASSES = (packed_source_class(LANDING_SOURCE_NAME, _Reader), _Reader)
     return _LANDING_CLASSES
 
 
