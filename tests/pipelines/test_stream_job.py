@@ -458,3 +458,75 @@ def test_a_checkpoint_of_another_state_layout_is_refused(tmp_path: Path) -> None
     (other / LAYOUT_FILE).write_text(json.dumps({"layout": STATE_LAYOUT_VERSION, "buckets": STATE_BUCKETS * 2}))
     with pytest.raises(UsageError, match="move the checkpoint aside"):
         check_state_layout(str(other))
+
+
+@pytest.mark.parametrize(
+    ("coordinator", "shape"),
+    [
+        ("new", {"consumer_groups": 0.5, "conversions": 0.3}),  # Kafka 4: KIP-848 groups, online upgrades
+        ("old", {}),  # Kafka 3's coordinator and records
+    ],
+)
+def test_one_bucket_of_a_compacted_cluster_log_equals_the_core_replay(
+    coordinator: str, shape: dict[str, float]
+) -> None:
+    """Every group of a compacted cluster log (offsets skip; idle partitions, groups that never
+    commit, mass restarts) in ONE state bucket, fed through the project's decoder in log-order
+    chunks with a trailing watermark, then a timer call two retentions after the log: each
+    group's snapshot equals the core's replay of its records at that as_of."""
+    import pyarrow as pa
+
+    from coordinator_core.codec import decode_record
+    from coordinator_core.generator import generate
+    from coordinator_core.records import LogRecord
+    from coordinator_core.replay import deserialize_snapshot, replay_groups
+    from pipelines.raw_files import RAW_ARROW_SCHEMA
+    from pipelines.records import replay_input
+    from pipelines.records.decode import decode_batch, split_union_arrow
+    from pipelines.records.gold import DEFAULT_TABLES
+    from pipelines.stream.state import BucketReplayer
+
+    log = generate(
+        groups=10, hours=1.0, seed=13, coordinator=coordinator, compaction="cleaned", retention_ms=10 * 60_000, **shape
+    )
+    assert log.truth["compaction"]["mode"] == "cleaned"
+    retention = log.truth["retention_ms"]
+    settings = ReplaySettings(retention_ms=retention, coordinator=coordinator)  # type: ignore[arg-type]
+    n = len(log.keys)
+    raw = pa.RecordBatch.from_arrays(
+        [
+            pa.array(log.keys, pa.binary()),
+            pa.array(log.values, pa.binary()),
+            pa.array(["__consumer_offsets"] * n, pa.string()),
+            pa.array(log.partitions, pa.int32()),
+            pa.array(log.offsets, pa.int64()),
+            pa.array(log.timestamps, pa.int64())
+            .cast(pa.timestamp("ms", tz="UTC"))
+            .cast(RAW_ARROW_SCHEMA.field("timestamp").type),
+            pa.array([0] * n, pa.int32()),
+        ],
+        schema=RAW_ARROW_SCHEMA,
+    )
+    order = sorted(range(n), key=lambda i: log.timestamps[i])  # log order across partitions
+    fn = BucketReplayer(settings, tuple(DEFAULT_TABLES), 50)
+    groups: dict[str, Any] = {}
+    wm = 0
+    for lo in range(0, n, 1_500):
+        chunk = raw.take(pa.array(order[lo : lo + 1_500]))
+        parts = [split_union_arrow(u) for u in decode_batch(chunk)]
+        rows = pa.concat_tables([replay_input.project_tables(p) for p in parts])
+        groups, _out, _timer = fn.replay_bucket(groups, rows, wm)
+        wm = max(wm, max(log.timestamps[i] for i in order[lo : lo + 1_500]) - DELAY_MS)
+    as_of = max(log.timestamps) + 2 * retention  # the watermark long after the log: expiries fall due
+    groups, out, timer = fn.replay_bucket(groups, None, as_of)
+    assert out.get("offset_expirations")  # the timer call replayed the due groups
+
+    records = []
+    for i in order:
+        rec = decode_record(log.keys[i], log.values[i], modern=True)
+        records.append(LogRecord(log.partitions[i], log.offsets[i], log.timestamps[i], rec.key, rec.value))
+    want = replay_groups(records, settings=settings, as_of_ms=as_of, log_end_ms=as_of)
+    assert len(want) >= 10 and set(groups) == set(want)
+    for group, result in want.items():
+        assert deserialize_snapshot(groups[group][1]) == result.snapshot, group
+    assert timer is None or timer >= as_of

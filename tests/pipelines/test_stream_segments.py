@@ -130,12 +130,13 @@ def main_batch(tmp_path: Path, landing: Path, capsys: pytest.CaptureFixture[str]
     ],
 )
 def test_stream_on_the_segments_of_a_compacted_cluster_log_equals_its_replay(
-    tmp_path: Path, spark: Any, coordinator: str, shape: dict[str, float]
+    tmp_path: Path, spark: Any, coordinator: str, shape: dict[str, float], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A generated cluster's log as the broker stores it after its cleaner ran (compacted: offsets
     skip; idle partitions, groups that never commit, mass restarts), written as segments of a few
     records per batch: the stream, in many small micro-batches, gives the tables of the replay of
-    the same records at its final watermark."""
+    the same records at its final watermark. With 3 state buckets (a new checkpoint), so every
+    bucket holds several of the groups, with their timers."""
     from coordinator_core.generator import generate
     from pipelines.config import config_from_dict
     from pipelines.segment_files import write_log_dir
@@ -159,8 +160,11 @@ def test_stream_on_the_segments_of_a_compacted_cluster_log_equals_its_replay(
             "stream": {"max_bytes_per_trigger": 60_000, "watermark_delay_ms": DELAY_MS},
         }
     )
+    monkeypatch.setattr("pipelines.stream.state.STATE_BUCKETS", 3)
     recorder = stream_job.run(spark, cfg, available_now=True, poll_seconds=0.5)
-    assert len([r for r in recorder.rows if r["query_name"] == stream_job.REPLAY_QUERY]) >= 4
+    replay_rows = [r for r in recorder.rows if r["query_name"] == stream_job.REPLAY_QUERY]
+    assert len(replay_rows) >= 4
+    assert max(r["state_rows"] for r in replay_rows) == 3  # 10 groups in 3 buckets
     assert sum(c[2] for c in recorder.counted) == len(records)  # every record replayed once
 
     from schemas.raw import RAW_RECORDS
