@@ -81,6 +81,7 @@ def replay_onto(
     order: Any = None,
     starts: Any = None,
     cols: dict[str, Any] | None = None,
+    also: Iterable[str] = (),
 ) -> Iterator[tuple[GroupSnapshot, ReplayResult]]:
     """Each group of ``table``'s replay-input rows replayed onto ``snapshot_of(group_id)``:
     (snapshot before, result) per group, in group order. The one replay of many groups that the
@@ -95,6 +96,8 @@ def replay_onto(
     rows). With ``event_kinds`` including ``offset_commit`` every record is replayed one by one.
 
     Args:
+        also: groups replayed too when ``table`` has no row of theirs: only the expiry at
+            ``as_of_ms`` (a due timer), after the groups with rows.
         max_span_ms: longest record-time span of a compressed run (-1: ``default_max_span_ms``,
             None: no limit).
         min_rows_to_compress: fewer rows are replayed as plain records (the reduction's fixed
@@ -105,74 +108,49 @@ def replay_onto(
     from coordinator_core.replay import ALL_EVENT_KINDS, replay_runs
 
     kinds = ALL_EVENT_KINDS if event_kinds is None else frozenset(event_kinds)
+    options: dict[str, Any] = {
+        "settings": settings,
+        "as_of_ms": as_of_ms,
+        "event_kinds": kinds,
+        "assume_log_start": assume_log_start,
+        "log_end_ms": log_end_ms,
+        "counters": counters,
+    }
     if order is None or starts is None:
         order, starts = replay_order_and_groups(table)
-    if len(order) == 0:
-        return
-    span = default_max_span_ms(settings.retention_ms) if max_span_ms == -1 else max_span_ms
-    compress = "offset_commit" not in kinds and len(order) >= min_rows_to_compress
-    for gid, items in items_by_group(table, compress=compress, max_span_ms=span, rows=order, starts=starts, cols=cols):
-        before = snapshot_of(gid)
-        yield (
-            before,
-            replay_runs(
-                before,
-                items,
-                settings=settings,
-                as_of_ms=as_of_ms,
-                event_kinds=kinds,
-                assume_log_start=assume_log_start,
-                log_end_ms=log_end_ms,
-                counters=counters,
-            ),
-        )
+    seen = set()
+    if len(order):
+        span = default_max_span_ms(settings.retention_ms) if max_span_ms == -1 else max_span_ms
+        compress = "offset_commit" not in kinds and len(order) >= min_rows_to_compress
+        for gid, items in items_by_group(
+            table, compress=compress, max_span_ms=span, rows=order, starts=starts, cols=cols
+        ):
+            seen.add(gid)
+            before = snapshot_of(gid)
+            yield before, replay_runs(before, items, **options)
+    for gid in also:
+        if gid not in seen:
+            before = snapshot_of(gid)
+            yield before, replay_runs(before, [], **options)
 
 
-def replay_table(
-    snapshot: GroupSnapshot,
-    table: pa.Table | None,
-    *,
-    settings: ReplaySettings = FACTS_ONLY,
-    as_of_ms: int | None = None,
-    event_kinds: Collection[str] | None = None,
-    log_end_ms: int | None = None,
-    assume_log_start: bool = False,
-    max_span_ms: int | None = -1,
-    counters: RunCounters | None = None,
-    min_rows_to_compress: int = MIN_ROWS_TO_COMPRESS,
-) -> ReplayResult:
+def replay_table(snapshot: GroupSnapshot, table: pa.Table | None, **options: Any) -> ReplayResult:
     """Replay one group's replay-input rows (any order) onto ``snapshot``: ``replay_onto`` for
-    one group. ``table`` None or without rows: only the expiry at ``as_of_ms`` (a timer).
+    one group (``options``: its keywords). ``table`` None or without rows: only the expiry at
+    ``as_of_ms`` (a timer).
 
     Raises:
         ValueError: rows of another group than ``snapshot.group_id``.
     """
-    from coordinator_core.replay import ALL_EVENT_KINDS, replay_runs
-
-    options: dict[str, Any] = {
-        "settings": settings,
-        "as_of_ms": as_of_ms,
-        "event_kinds": event_kinds,
-        "log_end_ms": log_end_ms,
-        "assume_log_start": assume_log_start,
-        "counters": counters,
-    }
-    if table is None or not table.num_rows:
-        kinds = ALL_EVENT_KINDS if event_kinds is None else frozenset(event_kinds)
-        return replay_runs(snapshot, [], **{**options, "event_kinds": kinds})
+    from pipelines.records.replay_input import schema
 
     def own(gid: str) -> GroupSnapshot:
         if gid != snapshot.group_id:
             raise ValueError(f"rows of group {gid!r} given to the replay of group {snapshot.group_id!r}")
         return snapshot
 
-    results = [
-        result
-        for _before, result in replay_onto(
-            table, own, max_span_ms=max_span_ms, min_rows_to_compress=min_rows_to_compress, **options
-        )
-    ]
-    return results[0]
+    rows = table if table is not None else schema().empty_table()
+    return next(result for _before, result in replay_onto(rows, own, also=(snapshot.group_id,), **options))
 
 
 def event_kinds_for(tables: Iterable[str]) -> tuple[str, ...]:

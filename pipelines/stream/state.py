@@ -17,8 +17,9 @@ Rules:
 - Replay: ``pipelines.records.replay.replay_onto``, the batch job's replay of many groups (commit
   runs reduced with numpy for all the bucket's groups at once, each group's items applied onto
   its snapshot by the core's ``replay_runs``): exactly the core's ``replay``; duplicates and
-  overlaps are skipped by the snapshot's last applied position. A due timer alone is
-  ``replay_table(snapshot, None)``. Never a re-implementation.
+  overlaps are skipped by the snapshot's last applied position; the groups whose timer is due
+  and that have no rows are replayed to the watermark alone (``also``). Never a
+  re-implementation.
 - Time: ``withWatermark(log_timestamp, stream.watermark_delay_ms)`` and
   ``GroupStateTimeout.EventTimeTimeout`` only (processing-time timeouts never end under
   ``trigger(availableNow)``). A group is replayed when it has new records or when its timer is
@@ -172,27 +173,23 @@ class BucketReplayer:
             new_snapshot,
             serialize_snapshot,
         )
-        from pipelines.records.replay import event_kinds_for, replay_onto, replay_table
+        from pipelines.records.replay import event_kinds_for, replay_onto
 
         def snapshot_of(gid: str) -> GroupSnapshot:
             entry = groups.get(gid)
             return deserialize_snapshot(entry[1]) if entry is not None else new_snapshot(gid)
 
         as_of = watermark_ms if (self.settings.retention_ms is not None and watermark_ms > 0) else None
-        options: dict[str, Any] = {
-            "settings": self.settings,
-            "as_of_ms": as_of,
-            "event_kinds": event_kinds_for(self.tables),
-            "log_end_ms": as_of,
-        }
-        replayed = []
-        if records_table is not None and records_table.num_rows:
-            replayed = list(replay_onto(records_table, snapshot_of, **options))
-        with_rows = {before.group_id for before, _ in replayed}
-        for gid, (_fmt, _blob, timer) in groups.items():
-            if gid not in with_rows and timer is not None and watermark_ms > timer:  # its timer is due
-                before = snapshot_of(gid)
-                replayed.append((before, replay_table(before, None, **options)))
+        due = [gid for gid, (_f, _b, timer) in groups.items() if timer is not None and watermark_ms > timer]
+        replayed = replay_onto(
+            records_table if records_table is not None else replay_input.schema().empty_table(),
+            snapshot_of,
+            also=due,
+            settings=self.settings,
+            as_of_ms=as_of,
+            event_kinds=event_kinds_for(self.tables),
+            log_end_ms=as_of,
+        )
         after_groups = dict(groups)
         out: dict[str, list[dict[str, Any]]] = {}
         for before, result in replayed:
