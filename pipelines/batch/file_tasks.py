@@ -22,8 +22,12 @@ if TYPE_CHECKING:
 BATCH_ROWS = 65_536
 
 
-#: at most this many tasks per core: more tasks balance better, each costs a few ms
-TASKS_PER_CORE = 4
+#: tasks per task slot (core): one. Each task pays fixed costs (its output files per table, the
+#: replay input's bucket files, Python task set-up) and the files are already packed heaviest
+#: first, so more tasks cost more than they balance. Measured at 10M records on 2 cores,
+#: alternating runs: the job took 11.0-11.3 s with 2 tasks per stage, 11.6-12.0 s with 4 and
+#: 11.9-12.6 s with 8; 16 (four per unit of the default parallelism, before) 13.7-14.2 s
+TASKS_PER_SLOT = 1
 
 
 def _weight(row: Any, path_at: int) -> int:
@@ -55,14 +59,34 @@ def _simple_struct(ddl: str) -> StructType | None:
     return StructType(fields)
 
 
+def task_slots(spark: SparkSession) -> int:
+    """How many tasks Spark runs at once (``slots_for`` this session's master)."""
+    return slots_for(spark.sparkContext.master or "", int(spark.sparkContext.defaultParallelism))
+
+
+def slots_for(master: str, default_parallelism: int) -> int:
+    """Task slots of a master: N of ``local[N]`` / ``local[N,retries]`` (``local[*]``: the cores
+    this process may use), 1 for ``local``, else the default parallelism (a cluster's executor
+    cores unless ``spark.default.parallelism`` says otherwise)."""
+    import os
+    import re
+
+    m = re.fullmatch(r"local\[(\d+|\*)(?:,\s*\d+)?\]", master.strip())
+    if m is None:
+        return 1 if master.strip() == "local" else max(1, default_parallelism)
+    if m.group(1) != "*":
+        return max(1, int(m.group(1)))
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
 def spread(spark: SparkSession, rows: Sequence[Any], ddl: str, *, weights: Sequence[int] | None = None) -> DataFrame:
     """``rows`` (one per file, with a ``path`` column) as a DataFrame for tasks to work on.
 
-    One task per row up to ``TASKS_PER_CORE`` tasks per core; beyond that rows are packed into
-    that many tasks, heaviest first into the lightest task (by ``weights``, default the local
-    file's size). Tasks are numbered heaviest first, so Spark starts the long ones first and no
-    core idles at the end. No shuffle and no Python evaluator: the rows are made in the tasks by
-    SQL expressions from a JSON literal, so the caller's Python is the stage's only one.
+    One task per row up to ``TASKS_PER_SLOT`` tasks per task slot (``task_slots``); beyond that
+    rows are packed into that many tasks, heaviest first into the lightest task (by ``weights``,
+    default the local file's size). Tasks are numbered heaviest first, so Spark starts the long
+    ones first. No shuffle and no Python evaluator: the rows are made in the tasks by SQL
+    expressions from a JSON literal, so the caller's Python is the stage's only one.
     """
     from pyspark.sql import functions as F
     from pyspark.sql.types import ArrayType, StructType, _parse_datatype_string
@@ -70,7 +94,7 @@ def spread(spark: SparkSession, rows: Sequence[Any], ddl: str, *, weights: Seque
     schema = _simple_struct(ddl) or _parse_datatype_string(ddl)
     assert isinstance(schema, StructType), ddl
     path_at = schema.names.index("path") if "path" in schema.names else 0
-    n = max(1, min(len(rows), spark.sparkContext.defaultParallelism * TASKS_PER_CORE))
+    n = max(1, min(len(rows), task_slots(spark) * TASKS_PER_SLOT))
     bins: list[list[Any]] = [[] for _ in range(n)]
     load = [0] * n
     ws = list(weights) if weights is not None else [_weight(r, path_at) for r in rows]

@@ -9,11 +9,11 @@ Rules:
   tables are committed, together with the raw records' per-partition figures
   (``pipelines.log_shape``). The replay input of a raw_records version is complete when its
   manifest exists; the decode stage keeps one (the newest) and deletes the others.
-- Buckets: ``bucket = string_hash64(group_id) mod B`` (B = 4 per replay task, ``replay_tasks``,
-  fixed by the decode), so a group lives in exactly one bucket. The replay is one Spark stage:
-  each task reads whole buckets' files, orders each by (group_id, coordinator_partition,
-  log_offset) (``replay_order_and_groups``: row indices, the rows are never gathered) and
-  replays it in that order (``replay_ordered``, the core's bulk path: only the rows that become
+- Buckets: ``bucket = string_hash64(group_id) mod B`` (B = ``replay_buckets``, fixed by the
+  decode: 32 on the embedded default), so a group lives in exactly one bucket. The replay is
+  one Spark stage: each task (one per core, ``file_tasks.spread``) reads whole buckets' files,
+  orders each by (group_id, coordinator_partition, log_offset) (``replay_order_and_groups``:
+  row indices, the rows are never gathered) and replays it in that order (``replay_ordered``, the core's bulk path: only the rows that become
   records are taken). No shuffle, no second read of the decoded tables; the newest record time
   comes from the manifest. The same path whether decode and replay run in one process or not.
 - Transactions (broker segments' ``raw_transactions``, KIP-98): the driver stages that table next to
@@ -46,9 +46,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-BUCKETS_PER_REPLAY_TASK = 4
-#: replay tasks per core at least (measured at 10M records on 2 cores: 4 per core was slower)
-REPLAY_TASKS_PER_CORE = 2
 #: the replay input's directory under the warehouse (one subdirectory per decode run)
 REPLAY_INPUT_DIR = "_replay_input"
 MANIFEST = "_manifest.json"
@@ -56,11 +53,14 @@ MANIFEST = "_manifest.json"
 BATCH_ROWS = 32_768
 
 
-def replay_tasks(spark: Any) -> int:
-    """How many tasks replay the buckets: the shuffle partitions, at least
-    ``REPLAY_TASKS_PER_CORE`` per core."""
+def replay_buckets(spark: Any) -> int:
+    """How many buckets the decode cuts the replay input into: 4 x the larger of the shuffle
+    partitions and twice the default parallelism (32 on the embedded default). A bucket is what a
+    replay task sorts and replays at once (its memory); the tasks take whole buckets
+    (``file_tasks.spread``: one task per slot). Measured at 10M records on 2 cores: 16 and 32
+    buckets took the same time, 8 was slower."""
     shuffle = int(spark.conf.get("spark.sql.shuffle.partitions") or 4)
-    return max(shuffle, REPLAY_TASKS_PER_CORE * int(spark.sparkContext.defaultParallelism))
+    return 4 * max(shuffle, 2 * int(spark.sparkContext.defaultParallelism))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -157,7 +157,7 @@ def new_replay_input(io: TableIO, raw_version: int) -> tuple[dict[str, Any], str
 
     assert io.spark is not None
     root = join_path(_root(io), _prefix(raw_version) + uuid.uuid4().hex[:12])
-    return ({"root": root, "buckets": BUCKETS_PER_REPLAY_TASK * replay_tasks(io.spark)}, join_path(root, MANIFEST))
+    return ({"root": root, "buckets": replay_buckets(io.spark)}, join_path(root, MANIFEST))
 
 
 def _runs(io: TableIO) -> list[tuple[str, bool]]:
