@@ -226,7 +226,8 @@ def read_bucket(paths: Sequence[str]) -> pa.Table:
     for path in paths:
         filesystem, inner = filesystem_of(path)
         with filesystem.open_input_stream(inner) as fh:
-            part = pa.ipc.open_stream(fh).read_all()
+            # one thread: the task already has its core (with Arrow's pool: 1.4-1.9x the CPU, measured)
+            part = pa.ipc.open_stream(fh, options=pa.ipc.IpcReadOptions(use_threads=False)).read_all()
         n = part.num_rows
         names = set(part.column_names)
         tables.append(
