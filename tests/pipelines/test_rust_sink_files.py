@@ -1,5 +1,5 @@
 """The Parquet files the rust engine's tasks write (``pipelines.tableio.rust_sink._TaskWriter``):
-which columns are dictionary-encoded, and that the encoding changes no value."""
+which columns are dictionary- or delta-encoded, and that the encodings change no value."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from pipelines.tableio.rust_sink import _TaskWriter, dictionary_columns
+from pipelines.tableio.rust_sink import _TaskWriter, delta_columns, dictionary_columns
 from schemas.decoded import GROUP_METADATA, OFFSET_COMMITS
 
 
@@ -38,11 +38,11 @@ def _offset_commits(n: int) -> pa.Table:
     return pa.table({f.name: pa.array(cols[f.name], f.type) for f in schema}, schema=schema)
 
 
-def _encodings(path: Path) -> dict[str, bool]:
+def _encodings(path: Path, kind: str = "DICTIONARY") -> dict[str, bool]:
     meta = pq.read_metadata(path)
     group = meta.row_group(0)
     return {
-        group.column(i).path_in_schema: any("DICTIONARY" in e for e in group.column(i).encodings)
+        group.column(i).path_in_schema: any(kind in e for e in group.column(i).encodings)
         for i in range(meta.num_columns)
     }
 
@@ -64,3 +64,25 @@ def test_nested_string_columns_are_in_the_dictionary_list() -> None:
     assert "members.list.element.member_id" in columns
     assert "members.list.element.assigned_partitions.list.element.partition" in columns
     assert "log_offset" not in columns and "current_state_timestamp" not in columns
+
+
+def test_64_bit_columns_are_delta_encoded_and_read_back_unchanged(tmp_path: Path) -> None:
+    table = _offset_commits(5000)
+    writer = _TaskWriter(str(tmp_path), OFFSET_COMMITS.arrow_schema(), [], 10_000)
+    writer.write(table)
+    (added,) = writer.close()
+    path = tmp_path / added.path
+    delta = _encodings(path, "DELTA_BINARY_PACKED")
+    assert delta["log_offset"] and delta["log_timestamp"] and delta["committed_offset"] and delta["commit_timestamp"]
+    assert not delta["group_id"] and not delta["coordinator_partition"] and not delta["partition"]
+    assert pq.read_table(path).equals(table)
+    plain = tmp_path / "plain.parquet"
+    pq.write_table(table, plain, compression="snappy")
+    assert path.stat().st_size < plain.stat().st_size
+
+
+def test_nested_64_bit_columns_are_in_the_delta_list() -> None:
+    columns = delta_columns(GROUP_METADATA.arrow_schema())
+    assert "log_offset" in columns and "current_state_timestamp" in columns
+    assert all(encoding == "DELTA_BINARY_PACKED" for encoding in columns.values())
+    assert not set(columns) & set(dictionary_columns(GROUP_METADATA.arrow_schema()))
