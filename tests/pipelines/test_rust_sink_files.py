@@ -47,12 +47,17 @@ def _encodings(path: Path, kind: str = "DICTIONARY") -> dict[str, bool]:
     }
 
 
-def test_written_files_dictionary_encode_strings_and_32_bit_columns_only(tmp_path: Path) -> None:
-    table = _offset_commits(1000)
+def _written(tmp_path: Path, table: pa.Table) -> Path:
+    """The one file a task writer makes of ``table`` (offset_commits' schema)."""
     writer = _TaskWriter(str(tmp_path), OFFSET_COMMITS.arrow_schema(), [], 10_000)
     writer.write(table)
     (added,) = writer.close()
-    path = tmp_path / added.path
+    return tmp_path / added.path
+
+
+def test_written_files_dictionary_encode_strings_and_32_bit_columns_only(tmp_path: Path) -> None:
+    table = _offset_commits(1000)
+    path = _written(tmp_path, table)
     dictionary = _encodings(path)
     assert dictionary["group_id"] and dictionary["topic"] and dictionary["coordinator_partition"]
     assert not dictionary["log_offset"] and not dictionary["committed_offset"] and not dictionary["log_timestamp"]
@@ -68,10 +73,7 @@ def test_nested_string_columns_are_in_the_dictionary_list() -> None:
 
 def test_64_bit_columns_are_delta_encoded_and_read_back_unchanged(tmp_path: Path) -> None:
     table = _offset_commits(5000)
-    writer = _TaskWriter(str(tmp_path), OFFSET_COMMITS.arrow_schema(), [], 10_000)
-    writer.write(table)
-    (added,) = writer.close()
-    path = tmp_path / added.path
+    path = _written(tmp_path, table)
     delta = _encodings(path, "DELTA_BINARY_PACKED")
     assert delta["log_offset"] and delta["log_timestamp"] and delta["committed_offset"] and delta["commit_timestamp"]
     assert not delta["group_id"] and not delta["coordinator_partition"] and not delta["partition"]
