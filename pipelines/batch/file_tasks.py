@@ -11,7 +11,7 @@ Rules:
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -60,23 +60,31 @@ def _simple_struct(ddl: str) -> StructType | None:
 
 
 def task_slots(spark: SparkSession) -> int:
-    """How many tasks Spark runs at once (``slots_for`` this session's master)."""
-    return slots_for(spark.sparkContext.master or "", int(spark.sparkContext.defaultParallelism))
+    """How many tasks Spark runs at once (``slots_for`` this session's master; ``local[*]`` runs
+    as many as the driver JVM's available processors, which honour a container's CPU quota)."""
+    sc = spark.sparkContext
+    return slots_for(sc.master or "", int(sc.defaultParallelism), lambda: _jvm_cores(spark))
 
 
-def slots_for(master: str, default_parallelism: int) -> int:
-    """Task slots of a master: N of ``local[N]`` / ``local[N,retries]`` (``local[*]``: the cores
-    this process may use), 1 for ``local``, else the default parallelism (a cluster's executor
-    cores unless ``spark.default.parallelism`` says otherwise)."""
+def _jvm_cores(spark: SparkSession) -> int:
     import os
+
+    try:
+        return int(spark.sparkContext._jvm.java.lang.Runtime.getRuntime().availableProcessors())  # type: ignore[union-attr]
+    except Exception:  # no JVM gateway here: the cores this process may use
+        return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def slots_for(master: str, default_parallelism: int, cores: Callable[[], int]) -> int:
+    """Task slots of a master: N of ``local[N]`` / ``local[N,retries]``, ``cores()`` for
+    ``local[*]``, 1 for ``local``, else the default parallelism (a cluster's executor cores
+    unless ``spark.default.parallelism`` says otherwise)."""
     import re
 
     m = re.fullmatch(r"local\[(\d+|\*)(?:,\s*\d+)?\]", master.strip())
     if m is None:
         return 1 if master.strip() == "local" else max(1, default_parallelism)
-    if m.group(1) != "*":
-        return max(1, int(m.group(1)))
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return max(1, cores() if m.group(1) == "*" else int(m.group(1)))
 
 
 def spread(spark: SparkSession, rows: Sequence[Any], ddl: str, *, weights: Sequence[int] | None = None) -> DataFrame:
