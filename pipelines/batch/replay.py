@@ -13,8 +13,8 @@ Rules:
   decode: 32 on the embedded default), so a group lives in exactly one bucket. The replay is
   one Spark stage: each task (one per core, ``file_tasks.spread``) reads whole buckets' files,
   orders each by (group_id, coordinator_partition, log_offset) (``replay_order_and_groups``:
-  row indices, the rows are never gathered) and replays it in that order (``replay_ordered``, the core's bulk path: only the rows that become
-  records are taken). No shuffle, no second read of the decoded tables; the newest record time
+  row indices, the rows are never gathered) and replays it in that order (``replay_ordered``,
+  the core's bulk path: only the rows that become records are taken). No shuffle, no second read of the decoded tables; the newest record time
   comes from the manifest. The same path whether decode and replay run in one process or not.
 - Transactions (broker segments' ``raw_transactions``, KIP-98): the driver stages that table next to
   the manifest as one Arrow IPC file (``_transactions.arrow``, rewritten by each replay) and each

@@ -39,6 +39,7 @@ Rules:
 from __future__ import annotations
 
 import base64
+import functools
 import json
 import time
 import uuid
@@ -108,15 +109,17 @@ _DICTIONARY_TYPES = frozenset({"BYTE_ARRAY", "FIXED_LEN_BYTE_ARRAY", "INT32", "B
 _DELTA_TYPES = frozenset({"INT64"})
 
 
-def _leaves(schema: pa.Schema) -> list[tuple[str, str]]:
-    """(dotted path, Parquet physical type) of every leaf column of ``schema``."""
+@functools.lru_cache(maxsize=64)
+def _leaves(schema: pa.Schema) -> tuple[tuple[str, str], ...]:
+    """(dotted path, Parquet physical type) of every leaf column of ``schema`` (each task's
+    writers ask for the same few schemas: cached)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     buf = pa.BufferOutputStream()
     pq.write_table(schema.empty_table(), buf)
     leaves = pq.ParquetFile(pa.BufferReader(buf.getvalue())).schema
-    return [(leaves.column(i).path, leaves.column(i).physical_type) for i in range(len(leaves))]
+    return tuple((leaves.column(i).path, leaves.column(i).physical_type) for i in range(len(leaves)))
 
 
 def dictionary_columns(schema: pa.Schema) -> list[str]:
