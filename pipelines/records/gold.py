@@ -88,6 +88,12 @@ def rows_to_arrow(spec: TableSpec, rows: Sequence[Mapping[str, Any]]) -> pa.Tabl
     return pa.Table.from_arrays(arrays, schema=target)
 
 
+def rows_to_tables(rows: Mapping[str, Sequence[Mapping[str, Any]]]) -> dict[str, pa.Table]:
+    """Core rows by gold table (``pipelines.records.replay.gold_rows``) → one Arrow table per
+    table that has rows (``rows_to_arrow``): the batch's and the stream's conversion."""
+    return {name: rows_to_arrow(GOLD_SPECS[name], rs) for name, rs in rows.items() if rs}
+
+
 # ---------------------------------------------------------------------------------------------
 # The wide "long format" the replay's grouped function emits: a `gold_table` code plus the
 # union of every gold table's columns (same name => same type, checked here at import).

@@ -36,7 +36,7 @@ import pyarrow as pa
 from coordinator_core.events import TABLE_BY_KIND, WITHDRAWN
 from coordinator_core.settings import FACTS_ONLY, ReplaySettings
 from pipelines.records.commit_runs import MIN_ROWS_TO_COMPRESS, default_max_span_ms, items_by_group
-from pipelines.records.gold import DEFAULT_TABLES, GOLD_SPECS, GOLD_UNION_SCHEMA, rows_to_arrow, to_union
+from pipelines.records.gold import DEFAULT_TABLES, GOLD_UNION_SCHEMA, rows_to_tables, to_union
 from pipelines.records.replay_input import replay_order_and_groups
 
 if TYPE_CHECKING:
@@ -202,7 +202,7 @@ def gold_rows(
 
 
 def _union_table(rows: dict[str, list[dict[str, Any]]]) -> pa.Table:
-    parts = [to_union(name, rows_to_arrow(GOLD_SPECS[name], rs)) for name, rs in rows.items() if rs]
+    parts = [to_union(name, t) for name, t in rows_to_tables(rows).items()]
     return pa.concat_tables(parts) if parts else GOLD_UNION_SCHEMA.empty_table()
 
 
@@ -312,11 +312,7 @@ class _Replay:
                 counters=self.counters,
             )
             if any(out.values()):
-                converted = (
-                    {name: rows_to_arrow(GOLD_SPECS[name], rs) for name, rs in out.items() if rs}
-                    if self.as_tables
-                    else _union_table(out)
-                )
+                converted = rows_to_tables(out) if self.as_tables else _union_table(out)
             del out
         if converted is not None:
             yield converted

@@ -96,8 +96,9 @@ def _pack(held: list[tuple[pa.Table, Any]]) -> Iterator[pa.RecordBatch]:
     rows = pa.concat_tables([t for t, _ in held])
     event = None
     if any(e is not None for _, e in held):
-        own = [t.column("log_timestamp_ms").to_numpy(zero_copy_only=False) for t, _ in held]
-        event = np.concatenate([o if e is None else e for o, (_, e) in zip(own, held, strict=True)])
+        event = np.concatenate(
+            [e if e is not None else t.column("log_timestamp_ms").to_numpy(zero_copy_only=False) for t, e in held]
+        )
     packed = replay_input.pack_groups(rows, event)
     if packed.num_rows:
         yield packed

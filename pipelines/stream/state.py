@@ -95,27 +95,19 @@ def _dedupe_last(rows: list[dict[str, Any]], key: Sequence[str]) -> list[dict[st
 
 def gold_tables(rows: dict[str, list[dict[str, Any]]]) -> dict[str, pa.Table]:
     """Changed gold rows (``BucketReplayer.replay_bucket``) → one Arrow table per gold table
-    (``schemas.gold`` columns) + ``DELETED_OFFSETS`` (offsets_current keys)."""
+    (``schemas.gold`` columns, ``rows_to_tables`` as the batch job) + ``DELETED_OFFSETS``
+    (offsets_current keys)."""
     import pyarrow as pa
 
-    from pipelines.records.gold import GOLD_SPECS, rows_to_arrow
+    from pipelines.records.gold import GOLD_SPECS, rows_to_tables
 
-    out: dict[str, pa.Table] = {}
-    for name, table_rows in rows.items():
-        if not table_rows:
-            continue
-        if name == DELETED_OFFSETS:
-            key = GOLD_SPECS["offsets_current"].arrow_schema()
-            out[name] = pa.Table.from_pylist(
-                table_rows, schema=pa.schema([key.field(c) for c in ("group_id", "topic", "partition")])
-            )
-            continue
-        spec = GOLD_SPECS[name]
-        by_keys: dict[tuple[str, ...], list[dict[str, Any]]] = {}
-        for row in table_rows:  # rows_to_arrow wants one key set (the same event class) per call
-            by_keys.setdefault(tuple(row), []).append(row)
-        parts = [rows_to_arrow(spec, rs) for rs in by_keys.values()]
-        out[name] = parts[0] if len(parts) == 1 else pa.concat_tables(parts)
+    out = rows_to_tables({name: rs for name, rs in rows.items() if name != DELETED_OFFSETS})
+    deleted = rows.get(DELETED_OFFSETS)
+    if deleted:
+        key = GOLD_SPECS["offsets_current"].arrow_schema()
+        out[DELETED_OFFSETS] = pa.Table.from_pylist(
+            deleted, schema=pa.schema([key.field(c) for c in ("group_id", "topic", "partition")])
+        )
     return out
 
 
