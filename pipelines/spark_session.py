@@ -16,8 +16,10 @@ Rules:
   ``spark-submit`` the submitter's logging stands. The JVM's own "WARNING: Using incubator
   modules" line (Spark's launcher always adds ``--add-modules=jdk.incubator.vector``) is printed
   by Java's module system, not by log4j, and stays.
-- On a local master, Spark's Python workers fork from ``pipelines.spark_daemon`` (the installed
-  pyspark's bytecode instead of Spark's zip, ``pyspark.worker`` imported once before the fork).
+- On a local master, Spark's Python workers fork from ``pipelines.spark_daemon``
+  (``pyspark.worker`` imported once before the fork), and every Python process Spark starts
+  runs through ``pipelines.worker_python``'s launcher (the installed pyspark's bytecode instead
+  of Spark's zip) when ``PYSPARK_PYTHON`` is this interpreter.
 - On a local master, the driver JVM maps Spark's classes from a class-data-sharing archive the
   first run leaves in the user's cache (``pipelines.jvm_archive``): ~1.5 s less per fresh process.
 - The embedded path (a local master) keeps Spark's SQL warehouse out of the working directory:
@@ -135,6 +137,7 @@ def build_spark(
     if local:
         merged["spark.sql.warehouse.dir"] = local_sql_warehouse()
         merged["spark.python.daemon.module"] = "pipelines.spark_daemon"
+        _use_worker_launcher()
     merged.update({k: str(v) for k, v in (conf or {}).items()})
     archive = _jvm_archive(banner, merged) if local else None
     # our log4j2 configuration first: a user's extraJavaOptions still apply (and may override it)
@@ -156,6 +159,20 @@ def build_spark(
     if not os.environ.get("OFFSETLAKE_DEBUG"):
         quiet_failure_logs(spark)
     return spark
+
+
+def _use_worker_launcher() -> None:
+    """Spark's Python processes start through ``pipelines.worker_python``'s launcher when
+    ``PYSPARK_PYTHON`` names this interpreter (set by ``prepare_environment`` or the caller)."""
+    if os.environ.get("PYSPARK_PYTHON") != sys.executable:
+        return
+    from pyspark.find_spark_home import _find_spark_home
+
+    from pipelines.worker_python import worker_python
+
+    launcher = worker_python(_find_spark_home())
+    if launcher is not None:
+        os.environ["PYSPARK_PYTHON"] = launcher
 
 
 def _jvm_archive(banner: str, conf: Mapping[str, str]) -> Any:
