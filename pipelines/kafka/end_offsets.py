@@ -11,7 +11,8 @@ Rules:
   Spark, no jars; the schema is
   ``schemas.end_offsets.PARTITION_END_OFFSETS``. Time is read once per sample (``sampled_at``).
 - A topic-partition asked for that the cluster does not have (deleted, recreated smaller) gets
-  no row, and is REPORTED (``missing_line``, on the sampler's log each time), never skipped
+  no row, and is REPORTED (``missing_line``: one bounded line on the sampler's log each time,
+  totals and the first topics by name), never skipped
   silently: its groups' lag is unknown, not zero.
 - The scheduled paths sample when ``kafka.bootstrap_servers`` is configured
   (``scheduled_sample``): the batch job once after its replay (whatever starts it: the CLI, the
@@ -202,9 +203,28 @@ def _row(
     }
 
 
+#: topics ``missing_line`` names one by one; the rest are counted (a compacted log of a long-lived
+#: cluster may hold offsets of thousands of deleted topics' partitions)
+MISSING_TOPICS_NAMED = 10
+#: groups named per topic in ``missing_line``
+MISSING_GROUPS_NAMED = 3
+
+
+def _ranges(parts: Sequence[int]) -> str:
+    """``[0, 1, 2, 5, 7, 8]`` → ``0-2,5,7-8``."""
+    runs: list[list[int]] = []
+    for p in sorted(parts):
+        if runs and p == runs[-1][1] + 1:
+            runs[-1][1] = p
+        else:
+            runs.append([p, p])
+    return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
+
+
 def missing_line(missing: Sequence[tuple[str, int, str | None]]) -> str:
-    """One line naming the topic-partitions the cluster does not have (and the groups that
-    committed offsets on them): their lag cannot be sampled."""
+    """One bounded line naming the topic-partitions the cluster does not have (and groups that
+    committed offsets on them): their lag cannot be sampled. Totals always; the first
+    ``MISSING_TOPICS_NAMED`` topics by name with their partitions as ranges."""
     by_topic: dict[str, tuple[set[int], set[str]]] = {}
     for t, p, g in missing:
         parts, groups = by_topic.setdefault(t, (set(), set()))
@@ -212,11 +232,22 @@ def missing_line(missing: Sequence[tuple[str, int, str | None]]) -> str:
             parts.add(p)
         if g is not None:
             groups.add(g)
+    n_parts = sum(len(parts) for parts, _ in by_topic.values())
+    n_groups = len(set().union(*(groups for _, groups in by_topic.values())))
     described = []
-    for t, (parts, groups) in sorted(by_topic.items()):
-        what = f"{t}[{','.join(map(str, sorted(parts)))}]" if parts else t
-        described.append(what + (f" (groups {', '.join(sorted(groups))})" if groups else ""))
-    return f"not on the cluster, no lag sampled for: {'; '.join(described)} (topic deleted, recreated or shrunk?)"
+    for t, (parts, groups) in sorted(by_topic.items())[:MISSING_TOPICS_NAMED]:
+        what = f"{t}[{_ranges(sorted(parts))}]" if parts else t
+        if groups:
+            named = sorted(groups)[:MISSING_GROUPS_NAMED]
+            more = len(groups) - len(named)
+            what += f" (groups {', '.join(named)}{f' and {more} more' if more else ''})"
+        described.append(what)
+    rest = len(by_topic) - len(described)
+    listed = "; ".join(described) + (f"; and {rest} more topics" if rest else "")
+    return (
+        f"not on the cluster, no lag sampled for {n_parts} partitions of {len(by_topic)} topics "
+        f"({n_groups} groups): {listed} (topic deleted, recreated or shrunk?)"
+    )
 
 
 def append_samples(table_path: str, table: pa.Table) -> None:

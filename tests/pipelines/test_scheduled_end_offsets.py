@@ -118,3 +118,19 @@ def test_stream_job_samples_end_offsets_when_an_available_now_run_ends(spark: An
     recorder = stream_job.run(spark, cfg, available_now=True, poll_seconds=0.5)
     _check(cfg, topic)
     assert recorder.end_offsets and "2 rows sampled" in recorder.end_offsets[-1]
+
+
+def test_the_missing_partitions_line_stays_one_bounded_line_whatever_the_log_holds() -> None:
+    """A compacted log of a long-lived cluster may hold offsets of thousands of deleted topics'
+    partitions: the line gives the totals, partitions as ranges, and names the first topics only."""
+    from pipelines.kafka.end_offsets import MISSING_TOPICS_NAMED, missing_line
+
+    few = missing_line([("t", 0, "g1"), ("t", 1, "g2"), ("t", 2, None), ("t", 5, "g1"), ("u", -1, "g3")])
+    assert few.startswith("not on the cluster, no lag sampled for 4 partitions of 2 topics (3 groups): ")
+    assert "t[0-2,5] (groups g1, g2)" in few and "; u (groups g3)" in few and "more" not in few
+    many = [(f"deleted-{i:04d}", p, f"group-{i}-{p % 5}") for i in range(3000) for p in range(64)]
+    line = missing_line(many)
+    assert "192000 partitions of 3000 topics (15000 groups)" in line
+    assert "deleted-0000[0-63] (groups group-0-0, group-0-1, group-0-2 and 2 more)" in line
+    assert f"; and {3000 - MISSING_TOPICS_NAMED} more topics" in line
+    assert len(line) < 2000 and "\n" not in line
