@@ -234,7 +234,37 @@ def first_per_key(table: pa.Table, keys: tuple[str, ...]) -> pa.Table:
     import numpy as np
     import pyarrow as pa
 
+    if _keys_unique(table, keys):
+        return table
     index = pa.array(np.arange(table.num_rows, dtype=np.int64))
     first = table.select(list(keys)).append_column("_row", index).group_by(list(keys)).aggregate([("_row", "min")])
     rows = np.sort(first.column("_row_min").to_numpy())
     return table if len(rows) == table.num_rows else table.take(pa.array(rows))
+
+
+def _keys_unique(table: pa.Table, keys: tuple[str, ...]) -> bool:
+    """True when no ``keys`` value repeats, proved by one sort of the keys packed into int64
+    (non-null, non-negative integer keys whose ranges fit: a log position always does); False
+    when a value repeats or the keys cannot be packed (``first_per_key`` then groups). ~20 ms for
+    2M positions against ~0.3 s for the grouping."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    cols = [table.column(k) for k in keys]
+    if table.num_rows < 2:
+        return True
+    if not all(pa.types.is_integer(c.type) and c.null_count == 0 for c in cols):
+        return False
+    arrays = [c.to_numpy().astype(np.int64, copy=False) for c in cols]
+    if any(int(pc.min(c).as_py()) < 0 for c in cols):
+        return False
+    bits = [int(a.max()).bit_length() for a in arrays]
+    if sum(bits) > 63:
+        return False
+    packed = np.zeros(table.num_rows, np.int64)
+    for a, b in zip(arrays, bits, strict=True):
+        packed <<= b
+        packed |= a
+    packed.sort()
+    return not bool((packed[1:] == packed[:-1]).any())
