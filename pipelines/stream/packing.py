@@ -55,9 +55,8 @@ def pack_batches(
     the watermark; they are replayed as they are. ``decoded``: called with each raw batch's
     decoded tables (``split_union_arrow``), the ones the replay input is projected from."""
     import numpy as np
-    import pyarrow as pa
 
-    from pipelines.records.decode import UNION_SCHEMA, decode_batch, split_union_arrow
+    from pipelines.records.decode import decode_batch, split_union_arrow
 
     held: list[tuple[pa.Table, Any]] = []
     rows_held = 0
@@ -65,7 +64,7 @@ def pack_batches(
         parts = decode_batch(batch, lenient=lenient)
         if not parts:
             continue
-        tables = split_union_arrow(pa.Table.from_batches(parts, schema=UNION_SCHEMA))
+        tables = split_union_arrow(parts)
         if decoded is not None:
             decoded(tables)
         rows = replay_input.project_tables(tables)

@@ -30,7 +30,7 @@ def read_partitions(part: SegmentPartition, *, lenient: bool = False) -> Iterato
     import pyarrow as pa
 
     from pipelines.records import replay_input
-    from pipelines.records.decode import UNION_SCHEMA, decode_batch, split_union_arrow
+    from pipelines.records.decode import decode_batch, split_union_arrow
     from pipelines.records.transactions import attach_transactions
     from pipelines.records.txn_fates import with_txn_fates
     from pipelines.segment_files import SegmentProblem, read_segment_range
@@ -54,7 +54,7 @@ def read_partitions(part: SegmentPartition, *, lenient: bool = False) -> Iterato
         data += t.data_records
         controls += t.control_records
         union = decode_batch(t.raw.combine_chunks().to_batches()[0], lenient=lenient) if t.raw.num_rows else []
-        tables = split_union_arrow(pa.Table.from_batches(union, schema=UNION_SCHEMA)) if union else {}
+        tables = split_union_arrow(union)
         if "offset_commits" in tables:
             tables["offset_commits"] = with_txn_fates(tables["offset_commits"], fates)
         if out is not None:

@@ -71,9 +71,8 @@ def scan(ranges: list[ByteRange]) -> tuple[pa.Table, pa.Table]:
     transactional and control batches inside ``ranges`` (their headers say which:
     ``segment_log.header_columns``)."""
     import numpy as np
-    import pyarrow as pa
 
-    from pipelines.records.decode import UNION_SCHEMA, decode_batch, split_union_arrow
+    from pipelines.records.decode import decode_batch, split_union_arrow
     from pipelines.segment_files import SegmentRecord, read_segment_range
     from pipelines.segment_input import item_tables
     from pipelines.stream.segment_log import header_columns
@@ -94,7 +93,7 @@ def scan(ranges: list[ByteRange]) -> tuple[pa.Table, pa.Table]:
             )
     t = item_tables(items)  # t.raw: the transactional batches' data records
     union = decode_batch(t.raw.combine_chunks().to_batches()[0]) if t.raw.num_rows else []
-    tables = split_union_arrow(pa.Table.from_batches(union, schema=UNION_SCHEMA)) if union else {}
+    tables = split_union_arrow(union)
     commits = tables.get(OFFSET_COMMITS.name)
     return t.transactions, commits if commits is not None else OFFSET_COMMITS.arrow_schema().empty_table()
 
