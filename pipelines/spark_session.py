@@ -164,13 +164,14 @@ def build_spark(
 def _use_worker_launcher() -> None:
     """Spark's Python processes start through ``pipelines.worker_python``'s launcher when
     ``PYSPARK_PYTHON`` names this interpreter (set by ``prepare_environment`` or the caller)."""
-    if os.environ.get("PYSPARK_PYTHON") != sys.executable:
-        return
     from pyspark.find_spark_home import _find_spark_home
 
-    from pipelines.worker_python import worker_python
+    from pipelines.worker_python import same_interpreter, worker_python
 
-    launcher = worker_python(_find_spark_home())
+    python = same_interpreter(os.environ.get("PYSPARK_PYTHON") or sys.executable)
+    if python is None:
+        return
+    launcher = worker_python(_find_spark_home(), python)
     if launcher is not None:
         os.environ["PYSPARK_PYTHON"] = launcher
 

@@ -13,7 +13,8 @@ Rules:
   removes exactly that zip from ``PYTHONPATH`` and execs this interpreter, so they import the
   installed package's cached bytecode. Every other ``PYTHONPATH`` entry stays, in its order.
 - Used only on a local master, and only when ``PYSPARK_PYTHON`` is unset or names this
-  interpreter; a user's own interpreter is left alone.
+  interpreter (``same_interpreter``: ``bin/python`` and ``bin/python3`` of one virtualenv are
+  one); the launcher execs that path. Another interpreter is left alone.
 - The launcher is a cache file, ``<cache>/offsetlake/python/<key>.sh`` (``$XDG_CACHE_HOME`` or
   ``~/.cache``; the key hashes the interpreter and the zip), written once under a temporary name
   and renamed. A cache directory that cannot be written, a zip of another version, or
@@ -77,15 +78,34 @@ def cache_dir() -> Path:
     return Path(base) / "offsetlake" / "python"
 
 
-def worker_python(spark_home: str) -> str | None:
-    """The launcher's path for this interpreter and Spark install (written if missing), or
-    ``None`` when the workers should run this interpreter as it is (module rules)."""
+def same_interpreter(python: str) -> str | None:
+    """``python`` (a path or a name on ``PATH``) as an absolute path when it is this
+    interpreter: the same file in the same directory (``bin/python`` and ``bin/python3`` of one
+    virtualenv), else ``None``."""
+    import shutil
+
+    found = shutil.which(python)
+    if found is None:
+        return None
+    found = os.path.abspath(found)
+    here = os.path.abspath(sys.executable)
+    try:
+        same = os.path.dirname(found) == os.path.dirname(here) and os.path.samefile(found, here)
+    except OSError:
+        return None
+    return found if same else None
+
+
+def worker_python(spark_home: str, python: str) -> str | None:
+    """The launcher's path for ``python`` (this interpreter, ``same_interpreter``) and the
+    Spark install (written if missing), or ``None`` when Spark should start ``python`` as it is
+    (module rules)."""
     if os.environ.get(OFF_ENV) == "0" or os.name != "posix":
         return None
     zip_path = spark_zip(spark_home)
     if zip_path is None:
         return None
-    text = launcher_text(sys.executable, str(zip_path))
+    text = launcher_text(python, str(zip_path))
     key = hashlib.sha256(text.encode()).hexdigest()[:16]
     target = cache_dir() / f"{key}.sh"
     if target.is_file() and os.access(target, os.X_OK):

@@ -63,12 +63,12 @@ def test_the_launcher_removes_exactly_spark_s_zip_and_keeps_every_other_entry_in
 def test_a_zip_of_the_installed_version_gets_a_launcher_written_once(tmp_path: Path, cache: Path) -> None:
     home = _spark_home(tmp_path / "spark", pyspark.__version__)
     assert spark_zip(str(home)) == home / "python" / "lib" / "pyspark.zip"
-    first = worker_python.worker_python(str(home))
+    first = worker_python.worker_python(str(home), sys.executable)
     assert first is not None and Path(first).parent == cache
     assert os.access(first, os.X_OK)
     assert Path(first).read_text() == launcher_text(sys.executable, str(home / "python" / "lib" / "pyspark.zip"))
     stamp = Path(first).stat().st_mtime_ns
-    assert worker_python.worker_python(str(home)) == first
+    assert worker_python.worker_python(str(home), sys.executable) == first
     assert Path(first).stat().st_mtime_ns == stamp
     assert [p.name for p in cache.iterdir()] == [Path(first).name]  # no part left behind
 
@@ -76,16 +76,28 @@ def test_a_zip_of_the_installed_version_gets_a_launcher_written_once(tmp_path: P
 def test_no_launcher_for_another_version_a_missing_zip_an_unwritable_cache_or_when_switched_off(
     tmp_path: Path, cache: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    assert worker_python.worker_python(str(_spark_home(tmp_path / "old", "3.5.1"))) is None
-    assert worker_python.worker_python(str(tmp_path / "nothing")) is None
+    assert worker_python.worker_python(str(_spark_home(tmp_path / "old", "3.5.1")), sys.executable) is None
+    assert worker_python.worker_python(str(tmp_path / "nothing"), sys.executable) is None
     home = _spark_home(tmp_path / "spark", pyspark.__version__)
     monkeypatch.setenv(worker_python.OFF_ENV, "0")
-    assert worker_python.worker_python(str(home)) is None
+    assert worker_python.worker_python(str(home), sys.executable) is None
     monkeypatch.delenv(worker_python.OFF_ENV)
     blocker = tmp_path / "not-a-dir"
     blocker.write_text("")
     monkeypatch.setenv("XDG_CACHE_HOME", str(blocker))
-    assert worker_python.worker_python(str(home)) is None
+    assert worker_python.worker_python(str(home), sys.executable) is None
+
+
+def test_this_interpreter_by_another_name_of_the_same_virtualenv_is_this_interpreter(tmp_path: Path) -> None:
+    here = Path(sys.executable)
+    alias = here.with_name("python3" if here.name != "python3" else "python")
+    if alias.exists():
+        assert worker_python.same_interpreter(str(alias)) == str(alias)
+    assert worker_python.same_interpreter(sys.executable) == os.path.abspath(sys.executable)
+    elsewhere = tmp_path / "python"
+    elsewhere.symlink_to(os.path.realpath(sys.executable))  # the same binary, another environment
+    assert worker_python.same_interpreter(str(elsewhere)) is None
+    assert worker_python.same_interpreter(str(tmp_path / "missing")) is None
 
 
 @pytest.mark.spark
