@@ -17,7 +17,8 @@ Rules:
   one); the launcher execs that path. Another interpreter is left alone.
 - The launcher is a cache file, ``<cache>/offsetlake/python/<key>.sh`` (``$XDG_CACHE_HOME`` or
   ``~/.cache``; the key hashes the interpreter and the zip), written once under a temporary name
-  and renamed. A cache directory that cannot be written, a zip of another version, or
+  and renamed; a launcher whose interpreter or zip no longer exists is removed when another is
+  written. A cache directory that cannot be written, a zip of another version, or
   ``OFFSETLAKE_WORKER_LAUNCHER=0`` leave the interpreter as it is: the zip is compiled in
   every process again, slower and with the same results.
 """
@@ -118,4 +119,19 @@ def worker_python(spark_home: str, python: str) -> str | None:
         part.replace(target)
     except OSError:
         return None
+    _prune(target.parent)
     return str(target)
+
+
+def _prune(directory: Path) -> None:
+    """Remove the launchers whose interpreter or zip is gone (a deleted virtualenv or Spark
+    install): written once per interpreter, they would otherwise pile up."""
+    for launcher in directory.glob("*.sh"):
+        try:
+            lines = launcher.read_text(encoding="utf-8").splitlines()
+            zip_path = next(shlex.split(x[4:])[0] for x in lines if x.startswith("zip="))
+            python = next(shlex.split(x)[1] for x in lines if x.startswith("exec "))
+            if not (os.path.exists(python) and os.path.exists(zip_path)):
+                launcher.unlink()
+        except (OSError, StopIteration, ValueError, IndexError):
+            continue

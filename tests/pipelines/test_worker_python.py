@@ -73,6 +73,18 @@ def test_a_zip_of_the_installed_version_gets_a_launcher_written_once(tmp_path: P
     assert [p.name for p in cache.iterdir()] == [Path(first).name]  # no part left behind
 
 
+def test_launchers_of_interpreters_that_are_gone_are_removed(tmp_path: Path, cache: Path) -> None:
+    cache.mkdir(parents=True)
+    gone = cache / "0000000000000000.sh"
+    gone.write_text(launcher_text(str(tmp_path / "deleted-venv" / "bin" / "python"), "/x/pyspark.zip"))
+    unreadable = cache / "1111111111111111.sh"
+    unreadable.write_text("#!/bin/sh\n")  # not ours to judge: kept
+    home = _spark_home(tmp_path / "spark", pyspark.__version__)
+    kept = worker_python.worker_python(str(home), sys.executable)
+    assert kept is not None
+    assert sorted(p.name for p in cache.iterdir()) == sorted([Path(kept).name, unreadable.name])
+
+
 def test_no_launcher_for_another_version_a_missing_zip_an_unwritable_cache_or_when_switched_off(
     tmp_path: Path, cache: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
