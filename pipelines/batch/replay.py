@@ -3,15 +3,16 @@
 Rules:
 - The replay input (``pipelines.records.replay_input``) is part of the decode stage's output:
   the decode pass, while it writes the decoded tables, projects their rows and appends them to
-  one Arrow IPC stream file (lz4) per (bucket, table) per task (``BucketFiles``) under
-  ``<warehouse>/_replay_input/v<raw_records version>-<run>/``. The commit lists the successful
-  tasks' files in that directory's manifest (the routed writer's side outputs), before the
-  tables are committed, together with the raw records' per-partition figures
-  (``pipelines.log_shape``). The replay input of a raw_records version is complete when its
-  manifest exists; the decode stage keeps one (the newest) and deletes the others.
+  one Arrow IPC file (lz4) per table per task, each record batch one bucket's rows
+  (``BucketFiles``), under ``<warehouse>/_replay_input/v<raw_records version>-<layout>-<run>/``.
+  The commit lists, per (bucket, file), the batch indices in that directory's manifest (the
+  routed writer's side outputs), before the tables are committed, together with the raw
+  records' per-partition figures (``pipelines.log_shape``). The replay input of a raw_records
+  version is complete when its manifest exists; the decode stage keeps one (the newest, of this
+  ``LAYOUT``) and deletes the others. Files = decode tasks x tables, whatever the bucket count.
 - Buckets: ``bucket = string_hash64(group_id) mod B`` (B = ``replay_buckets``, fixed by the
   decode: 32 on the embedded default), so a group lives in exactly one bucket. The replay is
-  one Spark stage: each task (one per core, ``file_tasks.spread``) reads whole buckets' files,
+  one Spark stage: each task (one per core, ``file_tasks.spread``) reads whole buckets' batches,
   orders each by (group_id, coordinator_partition, log_offset) (``replay_order_and_groups``:
   row indices, the rows are never gathered) and replays it in that order (``replay_ordered``,
   the core's bulk path: only the rows that become records are taken). No shuffle, no second read of the decoded tables; the newest record time
@@ -67,12 +68,15 @@ def replay_buckets(spark: Any) -> int:
 # Written by the decode pass
 # ---------------------------------------------------------------------------------------------
 class BucketFiles:
-    """One decode task's replay input cut into buckets: one Arrow IPC stream file (lz4) per
-    (bucket, source table).
+    """One decode task's replay input cut into buckets: ONE Arrow IPC file (lz4) per source table,
+    each record batch holding one bucket's rows.
 
     The decode pass feeds it the decoded tables' rows (``add``) while it writes them. ``close``
-    lists the files in ``side`` (the routed writer's side outputs: only successful tasks' files
-    reach the manifest).
+    lists, per (bucket, source), the file and the indices of that bucket's batches in ``side``
+    (the routed writer's side outputs: only successful tasks' files reach the manifest). A
+    replay task reads only its buckets' batches (``read_bucket``). So the replay input is
+    (decode tasks x sources) files whatever the bucket count: with a file per (bucket, source)
+    a 200-core cluster's run would write ~640k small files.
     """
 
     def __init__(self, root: str, buckets: int, side: list[dict[str, Any]]) -> None:
@@ -84,51 +88,64 @@ class BucketFiles:
         self.buckets = buckets
         self.side = side
         self.tag = uuid.uuid4().hex
-        # (bucket, source) -> [stream, writer, file name, rows, newest ms, buffered slices, their rows]
+        # source -> [stream, writer, file name, batches written]
+        self.files: dict[str, list[Any]] = {}
+        # (bucket, source) -> [batch indices, rows, newest ms, buffered slices, their rows]
         self.open: dict[tuple[int, str], list[Any]] = {}
 
     def add(self, source: str, decoded: pa.Table) -> None:
-        """Rows of decoded table ``source`` (its declared schema) → the buckets' files."""
-        import pyarrow as pa
-
+        """Rows of decoded table ``source`` (its declared schema) → the buckets' batches."""
         if decoded.num_rows == 0:
             return
         table = replay_input.project(source, decoded)
         # only the columns this source fills: the rest are null for its rows (``read_bucket``)
         table = table.select(list(replay_input.SOURCE_COLUMNS[source]))
         for b, rows, newest in replay_input.cut(table, self.buckets):
-            key = (b, source)
-            entry = self.open.get(key)
-            if entry is None:
-                name = f"b{b:05d}-{source}-{self.tag}.arrows"
-                stream = self.fs.open_output_stream(f"{self.root}/{name}")
-                writer = pa.ipc.new_stream(stream, rows.schema, options=pa.ipc.IpcWriteOptions(compression="lz4"))
-                entry = self.open[key] = [stream, writer, name, 0, newest, [], 0]
-            entry[5].append(rows)
-            entry[6] += rows.num_rows
-            entry[3] += rows.num_rows
-            entry[4] = max(entry[4], newest)
-            if entry[6] >= BATCH_ROWS:
-                self._flush(entry)
+            entry = self.open.setdefault((b, source), [[], 0, newest, [], 0])
+            entry[3].append(rows)
+            entry[4] += rows.num_rows
+            entry[1] += rows.num_rows
+            entry[2] = max(entry[2], newest)
+            if entry[4] >= BATCH_ROWS:
+                self._flush(source, entry)
 
-    @staticmethod
-    def _flush(entry: list[Any]) -> None:
+    def _flush(self, source: str, entry: list[Any]) -> None:
         """Write a (bucket, source)'s buffered slices as ONE record batch (few large batches:
         less per-batch IPC and compression overhead, fewer chunks for the replay to sort)."""
         import pyarrow as pa
 
-        if entry[5]:
-            entry[1].write_table(pa.concat_tables(entry[5]).combine_chunks())
-            entry[5], entry[6] = [], 0
+        if not entry[3]:
+            return
+        batch = pa.concat_tables(entry[3]).combine_chunks().to_batches()[0]
+        out = self.files.get(source)
+        if out is None:
+            name = f"{source}-{self.tag}.arrow"
+            stream = self.fs.open_output_stream(f"{self.root}/{name}")
+            writer = pa.ipc.new_file(stream, batch.schema, options=pa.ipc.IpcWriteOptions(compression="lz4"))
+            out = self.files[source] = [stream, writer, name, 0]
+        out[1].write_batch(batch)
+        entry[0].append(out[3])
+        out[3] += 1
+        entry[3], entry[4] = [], 0
 
     def close(self) -> None:
-        for (b, _), entry in sorted(self.open.items()):
-            self._flush(entry)
-            stream, writer, name, rows, newest = entry[:5]
+        for (_, source), entry in sorted(self.open.items()):
+            self._flush(source, entry)
+        for stream, writer, _name, _n in self.files.values():
             writer.close()
             stream.close()
-            self.side.append({"bucket": b, "path": f"{self.uri_root}/{name}", "rows": rows, "max_ts": newest})
+        for (b, source), (batches, rows, newest, _, _) in sorted(self.open.items()):
+            self.side.append(
+                {
+                    "bucket": b,
+                    "path": f"{self.uri_root}/{self.files[source][2]}",
+                    "batches": batches,
+                    "rows": rows,
+                    "max_ts": newest,
+                }
+            )
         self.open.clear()
+        self.files.clear()
 
 
 def bucket_files_for(options: dict[str, Any]) -> BucketFiles | None:
@@ -147,8 +164,13 @@ def _root(io: TableIO) -> str:
     return join_path(io.warehouse, REPLAY_INPUT_DIR)
 
 
+#: the replay input's file layout, in its directory's name: a replay input of another layout (an
+#: older version's files) is not this version's, so the decode runs again and removes it
+LAYOUT = "L2"
+
+
 def _prefix(raw_version: int) -> str:
-    return f"v{raw_version:010d}-"
+    return f"v{raw_version:010d}-{LAYOUT}-"
 
 
 def new_replay_input(io: TableIO, raw_version: int) -> tuple[dict[str, Any], str]:
@@ -215,19 +237,20 @@ def read_manifest(path: str, kind: str | None = None) -> list[dict[str, Any]]:
 # ---------------------------------------------------------------------------------------------
 # Read by the replay tasks
 # ---------------------------------------------------------------------------------------------
-def read_bucket(paths: Sequence[str]) -> pa.Table:
-    """The replay-input rows of one bucket's files."""
+def read_bucket(parts: Sequence[tuple[str, Sequence[int]]]) -> pa.Table:
+    """The replay-input rows of one bucket: (file, its batch indices) of each decode task's files."""
     import pyarrow as pa
 
     from pipelines.tableio.uri import filesystem as filesystem_of
 
     schema = replay_input.schema()
     tables = []
-    for path in paths:
+    for path, batches in parts:
         filesystem, inner = filesystem_of(path)
-        with filesystem.open_input_stream(inner) as fh:
+        with filesystem.open_input_file(inner) as fh:
             # one thread: the task already has its core (with Arrow's pool: 1.4-1.9x the CPU, measured)
-            part = pa.ipc.open_stream(fh, options=pa.ipc.IpcReadOptions(use_threads=False)).read_all()
+            reader = pa.ipc.open_file(fh, options=pa.ipc.IpcReadOptions(use_threads=False))
+            part = pa.Table.from_batches([reader.get_batch(i) for i in batches], schema=reader.schema)
         n = part.num_rows
         names = set(part.column_names)
         tables.append(
@@ -235,7 +258,7 @@ def read_bucket(paths: Sequence[str]) -> pa.Table:
                 [part.column(f.name) if f.name in names else pa.nulls(n, f.type) for f in schema], schema=schema
             )
         )
-    return pa.concat_tables(tables) if tables else schema.empty_table()
+    return pa.concat_tables(tables) if tables else pa.Table.from_batches([], schema=schema)
 
 
 def replay_bucket(table: pa.Table, replay: Callable[[pa.Table, Any, Any], Iterator[Any]]) -> Iterator[Any]:
@@ -271,8 +294,8 @@ def read_transactions(path: str | None) -> pa.Table | None:
 def route_replay(
     batches: Iterator[pa.RecordBatch], options: dict[str, Any]
 ) -> Iterator[tuple[dict[str, pa.Table], int]]:
-    """``TableIO.write_routed`` route over (bucket, its files as JSON) rows: each bucket's rows
-    read, sorted, replayed; the task writes the gold files."""
+    """``TableIO.write_routed`` route over (bucket, its (file, batch indices) as JSON) rows: each
+    bucket's rows read, sorted, replayed; the task writes the gold files."""
     from pipelines.records.replay import replay_ordered
     from pipelines.records.transactions import attach_transactions
 
@@ -281,8 +304,8 @@ def route_replay(
     opts["settings"] = ReplaySettings.from_strings(**options["settings"])  # route options travel as JSON
     txn = read_transactions(options.get("transactions"))
     for batch in batches:
-        for paths in batch.column("paths").to_pylist():
-            rows = attach_transactions(read_bucket(json.loads(paths)), txn)
+        for parts in batch.column("parts").to_pylist():
+            rows = attach_transactions(read_bucket([(p, b) for p, b in json.loads(parts)]), txn)
             replay = functools.partial(replay_ordered, tables=tables, as_tables=True, **opts)
             for out in replay_bucket(rows, replay):
                 yield out, 0
@@ -344,15 +367,15 @@ def write_gold(
         "log_end_ms": log_end_ms,
         "transactions": stage_transactions(io, manifest),
     }
-    by_bucket: dict[int, list[str]] = {}
+    by_bucket: dict[int, list[tuple[str, list[int]]]] = {}
     weight: dict[int, int] = {}
     for e in entries:
-        by_bucket.setdefault(int(e["bucket"]), []).append(str(e["path"]))
+        by_bucket.setdefault(int(e["bucket"]), []).append((str(e["path"]), [int(i) for i in e["batches"]]))
         weight[int(e["bucket"])] = weight.get(int(e["bucket"]), 0) + int(e["rows"])
     work = spread(
         spark,
         [(b, json.dumps(ps)) for b, ps in sorted(by_bucket.items())],
-        "bucket int, paths string",
+        "bucket int, parts string",
         weights=[weight[b] for b in sorted(by_bucket)],
     )
     return _write_gold(io, work, "pipelines.batch.replay:route_replay", options, app_id, version, tables, current_state)

@@ -69,14 +69,26 @@ def test_a_many_file_compacted_cluster_log_gives_the_one_pass_gold_tables(
     summary = run_batch(cfg, spark, io=io)
     assert summary.reconciled and summary.raw_total == len(records)
 
-    # one task per slot decoded the files: each bucket's replay input came from at most `slots` tasks
+    # one task per slot decoded the files, each writing one replay-input file per source table
+    # whatever the bucket count: each bucket's rows came from at most `slots` tasks' files
     manifest = current_replay_input(io, summary.raw_version)
     assert manifest is not None
+    entries = read_manifest(manifest)
+    files = {str(e["path"]) for e in entries}
+    per_source: dict[str, set[str]] = {}
+    for f in files:
+        per_source.setdefault(f.rsplit("/", 1)[-1].rsplit("-", 1)[0], set()).add(f)
+    assert per_source and max(len(fs) for fs in per_source.values()) <= slots
+    buckets_per_file: dict[str, set[int]] = {}
+    for e in entries:
+        buckets_per_file.setdefault(str(e["path"]), set()).add(int(e["bucket"]))
+    assert max(len(b) for b in buckets_per_file.values()) > 1  # a file holds several buckets' batches
     per_bucket: dict[tuple[int, str], int] = {}
-    for entry in read_manifest(manifest):
-        key = (int(entry["bucket"]), str(entry["path"]).rsplit("-", 2)[-2])  # (bucket, source table)
+    for entry in entries:
+        key = (int(entry["bucket"]), str(entry["path"]).rsplit("/", 1)[-1].rsplit("-", 1)[0])
         per_bucket[key] = per_bucket.get(key, 0) + 1
-    assert per_bucket and max(per_bucket.values()) <= slots
+        assert entry["batches"] and int(entry["rows"]) > 0
+    assert max(per_bucket.values()) <= slots
 
     raw = spark.read.schema(RAW_RECORDS.spark_schema()).parquet(str(landing))
     assert_gold_equal(
