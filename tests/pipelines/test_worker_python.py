@@ -58,6 +58,7 @@ def test_the_launcher_removes_exactly_spark_s_zip_and_keeps_every_other_entry_in
     assert _path_seen(launcher, path) == ["/spark home/python/lib/py4j.zip", "/my project", "/other/pyspark.zip"]
     assert _path_seen(launcher, "/spark home/python/lib/pyspark.zip") == []
     assert _path_seen(launcher, "/a:/b") == ["/a", "/b"]
+    assert _path_seen(launcher, "/*:/spark home/python/lib/pyspark.zip:/b?") == ["/*", "/b?"]  # no globbing
 
 
 def test_a_zip_of_the_installed_version_gets_a_launcher_written_once(tmp_path: Path, cache: Path) -> None:
