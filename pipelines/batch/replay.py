@@ -225,8 +225,8 @@ def drop_replay_inputs(io: TableIO, keep: str | None = None) -> int:
 
 
 def read_manifest(path: str, kind: str | None = None) -> list[dict[str, Any]]:
-    """The bucket files the decode's successful tasks wrote (``kind`` None), or their other side
-    entries of ``kind`` (``log_shape.STATS_KIND``)."""
+    """The bucket entries (bucket, file, batch indices, rows, newest ms) the decode's successful
+    tasks wrote (``kind`` None), or their other side entries of ``kind`` (``log_shape.STATS_KIND``)."""
     from pipelines.tableio.uri import filesystem as filesystem_of
 
     filesystem, inner = filesystem_of(path)
@@ -265,8 +265,8 @@ def replay_bucket(table: pa.Table, replay: Callable[[pa.Table, Any, Any], Iterat
     """One bucket's replay-input rows (any order) → ``replay(table, order, group starts)``'s
     outputs, the order being (group_id, coordinator_partition, log_offset)
     (``replay_order_and_groups``; the rows themselves are not gathered: ``replay_ordered``)."""
-    # one chunk per column: a bucket is read from ~30 files, and Arrow's ``take`` on a chunked
-    # column concatenates its chunks first (every records or expanded run's take would)
+    # one chunk per column: a bucket is read as many record batches, and Arrow's ``take`` on a
+    # chunked column concatenates its chunks first (every records or expanded run's take would)
     table = table.combine_chunks()
     order, starts = replay_input.replay_order_and_groups(table)
     yield from replay(table, order, starts)
