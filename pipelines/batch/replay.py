@@ -33,6 +33,7 @@ import json
 import logging
 import uuid
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from coordinator_core.settings import FACTS_ONLY, ReplaySettings
@@ -67,6 +68,27 @@ def replay_buckets(spark: Any) -> int:
 # ---------------------------------------------------------------------------------------------
 # Written by the decode pass
 # ---------------------------------------------------------------------------------------------
+@dataclass
+class _SourceFile:
+    """One decode task's replay-input file of one source table."""
+
+    stream: Any
+    writer: Any
+    name: str
+    batches: int = 0  # record batches written so far (the next one's index)
+
+
+@dataclass
+class _Bucket:
+    """One (bucket, source)'s rows in a decode task: written batches and the buffer."""
+
+    newest: int  # the newest record time, ms
+    batches: list[int] = field(default_factory=list)  # their indices in the source's file
+    rows: int = 0
+    buffered: list[pa.Table] = field(default_factory=list)
+    buffered_rows: int = 0
+
+
 class BucketFiles:
     """One decode task's replay input cut into buckets: ONE Arrow IPC file (lz4) per source table,
     each record batch holding one bucket's rows.
@@ -88,10 +110,8 @@ class BucketFiles:
         self.buckets = buckets
         self.side = side
         self.tag = uuid.uuid4().hex
-        # source -> [stream, writer, file name, batches written]
-        self.files: dict[str, list[Any]] = {}
-        # (bucket, source) -> [batch indices, rows, newest ms, buffered slices, their rows]
-        self.open: dict[tuple[int, str], list[Any]] = {}
+        self.files: dict[str, _SourceFile] = {}
+        self.open: dict[tuple[int, str], _Bucket] = {}
 
     def add(self, source: str, decoded: pa.Table) -> None:
         """Rows of decoded table ``source`` (its declared schema) → the buckets' batches."""
@@ -101,47 +121,47 @@ class BucketFiles:
         # only the columns this source fills: the rest are null for its rows (``read_bucket``)
         table = table.select(list(replay_input.SOURCE_COLUMNS[source]))
         for b, rows, newest in replay_input.cut(table, self.buckets):
-            entry = self.open.setdefault((b, source), [[], 0, newest, [], 0])
-            entry[3].append(rows)
-            entry[4] += rows.num_rows
-            entry[1] += rows.num_rows
-            entry[2] = max(entry[2], newest)
-            if entry[4] >= BATCH_ROWS:
-                self._flush(source, entry)
+            bucket = self.open.setdefault((b, source), _Bucket(newest))
+            bucket.buffered.append(rows)
+            bucket.buffered_rows += rows.num_rows
+            bucket.rows += rows.num_rows
+            bucket.newest = max(bucket.newest, newest)
+            if bucket.buffered_rows >= BATCH_ROWS:
+                self._flush(source, bucket)
 
-    def _flush(self, source: str, entry: list[Any]) -> None:
+    def _flush(self, source: str, bucket: _Bucket) -> None:
         """Write a (bucket, source)'s buffered slices as ONE record batch (few large batches:
         less per-batch IPC and compression overhead, fewer chunks for the replay to sort)."""
         import pyarrow as pa
 
-        if not entry[3]:
+        if not bucket.buffered:
             return
-        batch = pa.concat_tables(entry[3]).combine_chunks().to_batches()[0]
+        batch = pa.concat_tables(bucket.buffered).combine_chunks().to_batches()[0]
         out = self.files.get(source)
         if out is None:
             name = f"{source}-{self.tag}.arrow"
             stream = self.fs.open_output_stream(f"{self.root}/{name}")
             writer = pa.ipc.new_file(stream, batch.schema, options=pa.ipc.IpcWriteOptions(compression="lz4"))
-            out = self.files[source] = [stream, writer, name, 0]
-        out[1].write_batch(batch)
-        entry[0].append(out[3])
-        out[3] += 1
-        entry[3], entry[4] = [], 0
+            out = self.files[source] = _SourceFile(stream, writer, name)
+        out.writer.write_batch(batch)
+        bucket.batches.append(out.batches)
+        out.batches += 1
+        bucket.buffered, bucket.buffered_rows = [], 0
 
     def close(self) -> None:
-        for (_, source), entry in sorted(self.open.items()):
-            self._flush(source, entry)
-        for stream, writer, _name, _n in self.files.values():
-            writer.close()
-            stream.close()
-        for (b, source), (batches, rows, newest, _, _) in sorted(self.open.items()):
+        for (_, source), bucket in sorted(self.open.items()):
+            self._flush(source, bucket)
+        for out in self.files.values():
+            out.writer.close()
+            out.stream.close()
+        for (b, source), bucket in sorted(self.open.items()):
             self.side.append(
                 {
                     "bucket": b,
-                    "path": f"{self.uri_root}/{self.files[source][2]}",
-                    "batches": batches,
-                    "rows": rows,
-                    "max_ts": newest,
+                    "path": f"{self.uri_root}/{self.files[source].name}",
+                    "batches": bucket.batches,
+                    "rows": bucket.rows,
+                    "max_ts": bucket.newest,
                 }
             )
         self.open.clear()
