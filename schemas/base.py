@@ -12,6 +12,7 @@ Rules:
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -44,6 +45,15 @@ class Column:
     type: str
     nullable: bool = True
     doc: str = ""
+
+
+@functools.cache
+def _arrow_schema(columns: tuple[Column, ...]) -> pa.Schema:
+    """The Arrow schema of ``columns``: parsed once per column tuple (~0.1 ms a parse; the stream
+    asks for a table's schema per raw batch). Arrow schemas are immutable, so one is shared."""
+    import pyarrow as pa
+
+    return pa.schema([pa.field(c.name, to_arrow_type(parse_type(c.type)), c.nullable) for c in columns])
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,9 +100,7 @@ class TableSpec:
         return StructType([StructField(c.name, to_spark_type(parse_type(c.type)), c.nullable) for c in self.columns])
 
     def arrow_schema(self) -> pa.Schema:
-        import pyarrow as pa
-
-        return pa.schema([pa.field(c.name, to_arrow_type(parse_type(c.type)), c.nullable) for c in self.columns])
+        return _arrow_schema(self.columns)
 
     def markdown(self) -> str:
         """A Markdown section documenting the table (used for the README's table reference)."""
