@@ -390,6 +390,8 @@ def _group_messages(batch: pa.RecordBatch, starts: np.ndarray, ends: np.ndarray)
     a group's commits): ~280 kB for one commit row on that log, half of all the packed bytes.
     Such a slice's ``members`` column is taken first (a compact copy; nulls and empty lists kept).
     """
+    # a dictionary column would put dictionary messages between the record batches
+    assert not any(pa.types.is_dictionary(f.type) for f in batch.schema), batch.schema
     at = batch.schema.get_field_index("members")
     field = batch.schema.field(at)
     member_offsets = batch.column(at).offsets.to_numpy(zero_copy_only=False)
