@@ -1,7 +1,7 @@
 """The batch job as a user runs it: a fresh process per run, the whole command timed.
 
 What is measured, per size (the landings ``bench/batch.py`` generates: 12,000 groups), in turn
-(A B A B ...), each run from an empty warehouse:
+(A B, B A, ...: the order alternates), each run from an empty warehouse:
 
 - ``run``:   ``python -m pipelines.cli run batch --conf <conf>`` — the user's command, in a fresh
              process: wall time of the whole process (JVM start included), the job's own wall
@@ -154,8 +154,12 @@ def measure(sizes: list[int], rounds: int, vs: Path | None) -> dict[int, dict[st
         runs: dict[str, list[Run]] = {"run": [], "scan": [], "vs": []}
         for i in range(rounds):
             runs["scan"].append(run_scan(landing))
+            # the tree that runs right after the scan's process alternates (A B, B A, ...): a run's
+            # place in the round must not decide the pair's ratio
+            if vs is not None and i % 2:
+                runs["vs"].append(run_job(vs, "vs", landing))
             runs["run"].append(run_job(REPO, "run", landing))
-            if vs is not None:
+            if vs is not None and not i % 2:
                 runs["vs"].append(run_job(vs, "vs", landing))
             r = runs["run"][-1]
             extra = f"; --vs {runs['vs'][-1].wall_s:.1f} s" if vs is not None else ""
