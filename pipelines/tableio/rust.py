@@ -16,8 +16,10 @@ Rules:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, Literal
 
 from pipelines.tableio import deltars
@@ -148,6 +150,28 @@ class RustEngine:
         return _RoutedWrite(self.io, list(names), **options).run(df, route)
 
 
+@contextlib.contextmanager
+def _without_whole_stage_codegen(spark: SparkSession) -> Iterator[None]:
+    """Whole-stage code generation off while a routed pass is planned and run, then as before.
+
+    A routed pass's JVM side is its task list (``pipelines.batch.file_tasks.spread``: a few rows
+    made from a JSON literal), so generated code buys nothing there; but the literal makes every
+    pass's code new, and the process's first compile is cold. Measured on the 10M batch command
+    (event log): the first pass was planned in 0.46 s instead of 0.93 s, the later ones in
+    0.02 s instead of 0.04-0.05 s. Set on the session for the pass only (the batch driver runs
+    one job at a time)."""
+    key = "spark.sql.codegen.wholeStage"
+    before = spark.conf.get(key, None)
+    spark.conf.set(key, "false")
+    try:
+        yield
+    finally:
+        if before is None:
+            spark.conf.unset(key)
+        else:
+            spark.conf.set(key, before)
+
+
 class _RoutedWrite:
     """One routed write: markers checked, staging made, one Spark job and its commits, results."""
 
@@ -217,7 +241,8 @@ class _RoutedWrite:
         options = {**self.options, "tables": json.dumps(tables), "route": route, "write_mode": mode}
         if app_id is not None and version is not None:
             options.update(txn_app_id=app_id, txn_version=str(version))
-        rust_sink.run(df, rust_sink.RoutedWriter(options, mode == "overwrite"))
+        with _without_whole_stage_codegen(df.sparkSession):
+            rust_sink.run(df, rust_sink.RoutedWriter(options, mode == "overwrite"))
         out = {}
         for n in names:
             if n in self.staged:

@@ -55,3 +55,27 @@ def test_spread_builds_the_schema_sparks_ddl_parser_gives(spark: Any) -> None:
     for ddl in ("path string", "bucket int, paths string", "a bigint,b binary"):
         assert _simple_struct(ddl) == _parse_datatype_string(ddl)
     assert _simple_struct("a array<int>") is None and _simple_struct("a int not null") is None
+
+
+@pytest.mark.parametrize("setting", [None, "false"])
+def test_a_routed_write_leaves_the_sessions_codegen_setting_as_it_found_it(
+    tmp_path: Path, spark: Any, setting: str | None
+) -> None:
+    """The rust engine's routed pass runs without whole-stage codegen (``rust._without_whole_stage
+    _codegen``); afterwards the session's setting is what it was, whatever it was."""
+    key = "spark.sql.codegen.wholeStage"
+    cfg = load_config(overrides={"paths.root": str(tmp_path)})
+    write_raw_records(sample_records(2, seed=5), cfg.paths.landing, rows_per_file=40)
+    io = TableIO(cfg, spark, engine="rust")
+    if setting is not None:
+        spark.conf.set(key, setting)
+    try:
+        before = spark.conf.get(key)
+        ingest(spark, cfg, io)
+        raw = io.count("raw_records")
+        write_decoded_from_raw_table(io, app_id="t", version=1, expected_rows=raw)
+        assert io.count("offset_commits") > 0
+        assert spark.conf.get(key) == before
+    finally:
+        spark.conf.unset(key)
+    assert spark.conf.get(key) == "true"
