@@ -161,15 +161,12 @@ def _without_whole_stage_codegen(spark: SparkSession) -> Iterator[None]:
     0.02 s instead of 0.04-0.05 s. Set on the session for the pass only (the batch driver runs
     one job at a time)."""
     key = "spark.sql.codegen.wholeStage"
-    before = spark.conf.get(key, None)
+    before = str(spark.conf.get(key))  # unset: the built-in default ("true")
     spark.conf.set(key, "false")
     try:
         yield
     finally:
-        if before is None:
-            spark.conf.unset(key)
-        else:
-            spark.conf.set(key, before)
+        spark.conf.set(key, before)
 
 
 class _RoutedWrite:
