@@ -5,14 +5,16 @@ without Spark, so the figure is the tasks' Python CPU alone (no JVM, no worker s
 - ``ingest``: ``pipelines.batch.ingest:route_copy_files`` over landing files (read and check
   every page, position ranges, byte copy);
 - ``decode``: ``pipelines.batch.decode:route_decode_files`` over raw_records files (decode, the
-  decoded tables' Parquet files, the replay input's bucket files, the log-shape figures).
+  decoded tables' Parquet files, the replay input's bucket files, the log-shape figures);
+- ``joint``: the same route over landing files that it also copies into raw_records (the batch
+  job's pass when it runs both stages: ``ingest.LandingAppend``).
 
 Prints one JSON line: rows, the first call's CPU (imports included) and the best of the next
 three (warm). Run it from the tree to measure (``cd <tree> && PYTHONPATH=<tree> python
 <this file> ...``) to pair old and new code.
 
 Usage:
-    python bench/stage_tasks.py ingest|decode DIR_OF_PARQUET_FILES NFILES
+    python bench/stage_tasks.py ingest|decode|joint DIR_OF_PARQUET_FILES NFILES
 """
 
 from __future__ import annotations
@@ -41,11 +43,15 @@ def main(argv: list[str]) -> int:
         route = "pipelines.batch.ingest:route_copy_files"
         options: dict[str, object] = {"min_copy_rows": 125_000, "existing": [], "num_partitions": 50}
     else:
+        from pipelines.batch.decode import LANDING_KEY
         from pipelines.records.decode import TABLES
 
         names = list(TABLES)
         route = "pipelines.batch.decode:route_decode_files"
         options = {"lenient": False, "txn_fates": None, "replay_input": {"root": out + "/ri", "buckets": 32}}
+        if which == "joint":
+            names.insert(0, "raw_records")
+            options.update(min_copy_rows=125_000, existing=[], num_partitions=50, **{LANDING_KEY: files})
 
     def writer() -> RoutedWriter:
         shutil.rmtree(out, ignore_errors=True)

@@ -11,6 +11,9 @@ Rules:
 - Transactions (broker segments, KIP-98): the driver stages what became of each transactional
   record (``pipelines.batch.decode_txn``) and the tasks set the transaction columns of their
   offset-commit rows from it; no row is added or removed.
+- The ingest's landing files may join the pass (``LandingAppend``, the batch job running both
+  stages): each is read once, copied into raw_records and decoded; raw_records is committed
+  first, then the decoded tables with the marker of the version that append made.
 - Every raw record becomes exactly one row of exactly one table; the driver checks that the
   rows written add up to the rows read before committing anything (raw = decoded + quarantined
   + unsupported, enforced at the commit).
@@ -27,6 +30,7 @@ from pipelines.records.decode import TABLES, decode_tables
 if TYPE_CHECKING:
     import pyarrow as pa
 
+    from pipelines.batch.ingest import LandingAppend
     from pipelines.tableio import TableIO, WriteResult
 
 FILE_ROUTE = "pipelines.batch.decode:route_decode_files"
@@ -81,27 +85,43 @@ def _spooled(
 
 def route_decode_files(
     batches: Iterator[pa.RecordBatch], options: dict[str, Any]
-) -> Iterator[tuple[dict[str, pa.Table], int]]:
+) -> Iterator[tuple[dict[str, Any], int]]:
     """``RoutedWriter`` route (``pipelines.tableio.rust_sink``) over FILE PATHS (column ``path``) of raw_records'
     snapshot: each file is read with pyarrow in bounded batches and decoded (no row crosses
-    the JVM)."""
+    the JVM). The landing files listed under ``options[LANDING_KEY]`` are the ingest's
+    (``pipelines.batch.ingest.landing_file``): their rows also go to raw_records as they are
+    decoded."""
     from pipelines.batch.file_tasks import parquet_batches
+    from pipelines.batch.ingest import landing_file
     from pipelines.records.decode import INPUT_COLUMNS
+    from pipelines.tableio import SIDE_KEY
 
     lenient = bool(options.get("lenient", False))
     stats = _stats_for(options)
     fates = read_txn_fates(options.get("txn_fates"))
+    landing = set(options.get(LANDING_KEY, ()))
 
-    def decoded() -> Iterator[tuple[dict[str, pa.Table], int]]:
+    def decode(raw: pa.RecordBatch) -> dict[str, Any]:
+        tables: dict[str, Any] = decode_tables(_seen(raw, stats), lenient=lenient)
+        if fates is not None and "offset_commits" in tables:
+            tables["offset_commits"] = with_txn_fates(tables["offset_commits"], fates)
+        return tables
+
+    def decoded() -> Iterator[tuple[dict[str, Any], int]]:
         for batch in batches:
             for path in batch.column("path").to_pylist():
+                if path in landing:
+                    for out, rows in landing_file(path, options, options[SIDE_KEY], DECODE_BATCH_ROWS):
+                        yield (out, 0) if rows is None else ({**decode(rows), **out}, rows.num_rows)
+                    continue
                 for raw in parquet_batches(path, INPUT_COLUMNS, DECODE_BATCH_ROWS):
-                    tables = decode_tables(_seen(raw, stats), lenient=lenient)
-                    if fates is not None and "offset_commits" in tables:
-                        tables["offset_commits"] = with_txn_fates(tables["offset_commits"], fates)
-                    yield tables, raw.num_rows
+                    yield decode(raw), raw.num_rows
 
     yield from _spooled(decoded(), options, stats)
+
+
+#: route option: the landing files a decode pass also copies into raw_records (``LandingAppend``)
+LANDING_KEY = "landing_files"
 
 
 def _route_options(lenient: bool, spool: tuple[dict[str, Any], str] | None, fates: str | None) -> dict[str, Any]:
@@ -116,11 +136,18 @@ def write_decoded_from_raw_table(
     lenient: bool = False,
     expected_rows: int | None = None,
     spool: tuple[dict[str, Any], str] | None = None,
+    landing: LandingAppend | None = None,
 ) -> dict[str, WriteResult]:
     """Decode ``raw_records`` into the five decoded tables in one pass, one Spark task per group of
     raw_records' files. ``spool`` (``pipelines.batch.replay.new_replay_input``): the same pass
     writes the replay input, and the commit lists it in the manifest (then the pass runs even when
     the tables already carry the marker: only the replay input is new).
+
+    ``landing``: the ingest's routed write joins the pass. Its landing files are read once, copied
+    into raw_records (checked as the ingest checks them) and decoded with raw_records' own files;
+    raw_records' append is committed first, then the decoded tables with the marker ``version``
+    (the version that append makes: ``landing.table_version + 1``). ``expected_rows`` counts
+    both. When the check refuses, nothing is committed (``COMMIT_REFUSED``).
 
     Raises:
         UsageError: raw_records' snapshot is not its file list (deletion vectors, column mapping).
@@ -137,18 +164,29 @@ def write_decoded_from_raw_table(
             "directly and needs a plain Delta table (rewrite it without those features)"
         )
     fates = stage_txn_fates(io)
+    route_options = _route_options(lenient, spool, fates)
+    names, extra = list(TABLES), {}
+    if landing is not None:
+        from pipelines.batch.ingest import CHECK, RAW_TABLE
+
+        route_options.update(landing.options, **{LANDING_KEY: landing.files})
+        files = [*files, *landing.files]
+        names = [RAW_TABLE, *names]
+        extra = {"commit_check": CHECK, "appended": {RAW_TABLE: {"rows": landing.rows, "metadata": landing.metadata}}}
     try:
-        return io.write_routed(
-            TABLES,
+        results = io.write_routed(
+            names,
             spread(io.spark, [(f,) for f in files], "path string"),
             FILE_ROUTE,
-            route_options=_route_options(lenient, spool, fates),
+            route_options=route_options,
             txn_app_id=app_id,
             txn_version=version,
             rows_equal_input=True,
             expected_rows=expected_rows,
             side_manifest=spool[1] if spool else None,
+            **extra,
         )
+        return {name: wr for name, wr in results.items() if name in TABLES}
     finally:
         if fates is not None:
             io.drop_staged(TXN_FATES)

@@ -12,7 +12,9 @@ Rules:
   copied byte for byte, the others are read and cast with pyarrow. The same pass reports each
   file's position ranges and the commit goes through only if they are disjoint
   (``check_disjoint``); a refused commit deletes the copies and the exact path below runs.
-  Anything else (JSON lines, object stores, Kafka, a Delta source, odd column types) goes
+  That write (``LandingAppend``) may run inside a larger pass over the same files: the batch
+  job's decode pass reads each landing file once, copies and decodes it, and commits
+  raw_records first (``pipelines.batch.decode``). Anything else (JSON lines, object stores, Kafka, a Delta source, odd column types) goes
   through Spark's readers.
 - Files an earlier ingest committed (same absolute path, size and mtime; recorded in the
   commit's metadata) are not read again: a rerun over an unchanged landing directory costs a
@@ -65,7 +67,7 @@ from collections.abc import Callable, Collection, Iterator
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from pipelines.batch.file_tasks import parquet_batches, spread
+from pipelines.batch.file_tasks import BATCH_ROWS, parquet_batches, spread
 from pipelines.batch.ingest_sources import (
     check_landing_schemas,
     landing_files,
@@ -150,7 +152,7 @@ def normalize(df: DataFrame, *, dedupe: bool = True) -> DataFrame:
 # Parquet landing files, read by the tasks themselves
 
 
-def _landing_caster(schema: pa.Schema) -> Callable[[pa.RecordBatch], pa.Table] | None:
+def _landing_caster(schema: pa.Schema) -> Callable[[pa.RecordBatch], pa.RecordBatch] | None:
     """How to turn one landing file's batches into ``RAW_RECORDS`` rows, or ``None`` when the
     file is not plainly castable (then the whole landing goes through Spark's reader)."""
     import pyarrow as pa
@@ -173,7 +175,7 @@ def _landing_caster(schema: pa.Schema) -> Callable[[pa.RecordBatch], pa.Table] |
         if name in names and not ok(schema.field(name).type):
             return None
 
-    def cast(batch: pa.RecordBatch) -> pa.Table:
+    def cast(batch: pa.RecordBatch) -> pa.RecordBatch:
         n = batch.num_rows
         cols = []
         for f in target:
@@ -183,7 +185,7 @@ def _landing_caster(schema: pa.Schema) -> Callable[[pa.RecordBatch], pa.Table] |
                 cols.append(pa.array(["__consumer_offsets"] * n, f.type))
             else:  # timestampType
                 cols.append(pa.array([0] * n, f.type))
-        return pa.Table.from_arrays(cols, schema=target)
+        return pa.RecordBatch.from_arrays(cols, schema=target)
 
     return cast
 
@@ -223,57 +225,69 @@ def landing_files_readable_by_tasks(cfg: Config, known: Collection[str] = ()) ->
     return parquet
 
 
-def route_copy_files(
-    batches: Iterator[pa.RecordBatch], options: dict[str, Any]
-) -> Iterator[tuple[dict[str, pa.Table], int]]:
-    """``RoutedWriter`` route (``pipelines.tableio.rust_sink``) over landing file paths: each file's rows, cast to
-    ``RAW_RECORDS``, in file order.
+#: the kind of the side entries a landing file's route reports: its position ranges per log
+#: partition (``check_disjoint`` reads them; a decode pass's other side entries have other kinds)
+POSITIONS_KIND = "positions"
+
+
+def landing_file(
+    path: str, options: dict[str, Any], side: list[dict[str, Any]] | None, batch_size: int = BATCH_ROWS
+) -> Iterator[tuple[dict[str, Any], pa.RecordBatch | None]]:
+    """One landing file's way into raw_records, batch by batch: pairs of (what to write to
+    raw_records, the batch's rows in ``RAW_RECORDS``' schema or ``None``).
 
     A file already in ``RAW_RECORDS``' exact schema with at least ``options["min_copy_rows"]``
-    rows is copied byte for byte (no decode and re-encode); smaller ones are rewritten so a
-    landing of many small captures does not become a table of many small files.
+    rows is copied byte for byte (``ParquetFileCopy``, in the last pair, after every page was
+    read: a damaged file fails here, naming itself, instead of entering raw_records); smaller
+    ones are rewritten with their batches, so a landing of many small captures does not become a
+    table of many small files. The file's position ranges go to ``side`` (``POSITIONS_KIND``).
     """
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from pipelines.tableio import SIDE_KEY, ParquetFileCopy, file_matches
+    from pipelines.tableio import ParquetFileCopy, file_matches
 
     target = RAW_RECORDS.arrow_schema()
     min_copy = options.get("min_copy_rows")
+    pf = pq.ParquetFile(path)
+    schema, rows = pf.schema_arrow, pf.metadata.num_rows
+    pf.close()
+    positions: list[pa.Table] = []
+    copy = min_copy is not None and rows >= int(min_copy) and file_matches(schema, target)
+    cast = None if copy else _landing_caster(schema)
+    if not copy and cast is None:
+        raise ValueError(f"{path}: not a raw-record Parquet file")
+    for raw in _checked_batches(path, batch_size):
+        out = raw if cast is None else cast(raw)
+        positions.append(pa.Table.from_batches([out]).select(list(POSITION)))
+        yield ({} if copy else {RAW_TABLE: pa.Table.from_batches([out])}), out
+    if copy:
+        yield {RAW_TABLE: ParquetFileCopy(path, rows)}, None
+    if side is not None and positions:
+        ranges = table_ranges_arrow(pa.concat_tables(positions)).to_pylist()
+        side.extend({"kind": POSITIONS_KIND, **r} for r in ranges)
+
+
+def route_copy_files(
+    batches: Iterator[pa.RecordBatch], options: dict[str, Any]
+) -> Iterator[tuple[dict[str, Any], int]]:
+    """``RoutedWriter`` route (``pipelines.tableio.rust_sink``) over landing file paths: each
+    file's rows, cast to ``RAW_RECORDS``, in file order (``landing_file``)."""
+    from pipelines.tableio import SIDE_KEY
+
     side = options.get(SIDE_KEY)
     for batch in batches:
         for path in batch.column("path").to_pylist():
-            pf = pq.ParquetFile(path)
-            schema, rows = pf.schema_arrow, pf.metadata.num_rows
-            pf.close()
-            positions: list[pa.Table] = []
-            if min_copy is not None and rows >= int(min_copy) and file_matches(schema, target):
-                # every page is read (and so checked) before the bytes are adopted: a damaged
-                # file fails here, naming itself, instead of entering raw_records
-                for raw in _checked_batches(path):
-                    positions.append(pa.Table.from_batches([raw]).select(list(POSITION)))
-                yield {RAW_TABLE: ParquetFileCopy(path, rows)}, rows
-            else:
-                cast = _landing_caster(schema)
-                if cast is None:
-                    raise ValueError(f"{path}: not a raw-record Parquet file")
-                for raw in _checked_batches(path):
-                    rows_out = cast(raw)
-                    positions.append(rows_out.select(list(POSITION)))
-                    yield {RAW_TABLE: rows_out}, raw.num_rows
-            if side is not None and positions:
-                t = pa.concat_tables(positions)
-                if "topic" not in t.column_names:
-                    t = t.append_column("topic", pa.array(["__consumer_offsets"] * t.num_rows, pa.string()))
-                side.extend(table_ranges_arrow(t.select(list(POSITION))).to_pylist())
+            for out, rows in landing_file(path, options, side):
+                yield out, 0 if rows is None else rows.num_rows
 
 
-def _checked_batches(path: str) -> Iterator[pa.RecordBatch]:
+def _checked_batches(path: str, batch_size: int) -> Iterator[pa.RecordBatch]:
     """A landing file's batches; a file that cannot be read fails with its name."""
     import pyarrow as pa
 
     try:
-        yield from parquet_batches(path)
+        yield from parquet_batches(path, batch_size=batch_size)
     except (pa.ArrowException, OSError) as exc:
         raise ValueError(f"{path}: unreadable landing Parquet file ({exc})") from exc
 
@@ -281,8 +295,9 @@ def _checked_batches(path: str) -> Iterator[pa.RecordBatch]:
 def check_disjoint(side: list[dict[str, Any]], options: dict[str, Any]) -> str | None:
     """``commit_check`` of the copy: refuse when the files' position ranges (the routes' side
     outputs) repeat a position or overlap each other or raw_records' (``options["existing"]``)."""
-    ranges = [PositionRange(**r) for r in [*side, *options.get("existing", [])]]
-    if ranges_disjoint(ranges) and ranges_in_bounds(side, options.get("num_partitions")):
+    ours = [{k: v for k, v in e.items() if k != "kind"} for e in side if e.get("kind") == POSITIONS_KIND]
+    ranges = [PositionRange(**r) for r in [*ours, *options.get("existing", [])]]
+    if ranges_disjoint(ranges) and ranges_in_bounds(ours, options.get("num_partitions")):
         return None
     return "the input overlaps itself or raw_records, or has positions outside the configured partitions"
 
@@ -328,13 +343,21 @@ def ingested_files(io: TableIO) -> dict[str, int]:
 # the ingest step
 
 
-def ingest(spark: SparkSession, cfg: Config, io: TableIO, source: DataFrame | None = None) -> IngestResult:
+def ingest(
+    spark: SparkSession,
+    cfg: Config,
+    io: TableIO,
+    source: DataFrame | None = None,
+    *,
+    routed_write: Callable[[LandingAppend], None] | None = None,
+) -> IngestResult:
     """Append the new records of ``source`` (default: the configured input) to ``raw_records``.
 
     Which way the rows go depends on the input's shape only (never on what started the job): a
-    local Parquet landing is appended by tasks that copy its files (``_append_routed``); other
-    sources through Spark's readers (``_append_checked``); either falls back to the exact
-    validation (``_append_exact``) when positions repeat, overlap or need checking.
+    local Parquet landing is appended by tasks that copy its files (``_append_routed``; its
+    ``LandingAppend`` is written by ``routed_write`` when given, e.g. the batch job's decode
+    pass); other sources through Spark's readers (``_append_checked``); either falls back to the
+    exact validation (``_append_exact``) when positions repeat, overlap or need checking.
     """
     io.ensure(RAW_TABLE)
     seg = None
@@ -357,7 +380,7 @@ def ingest(spark: SparkSession, cfg: Config, io: TableIO, source: DataFrame | No
         return IngestResult(cfg.input.source, plan.skipped_rows, 0, before, io.version(RAW_TABLE) or 0)
     existing = table_ranges(io.read(RAW_TABLE)) if before else []
     if plan.files is not None:
-        appended = _append_routed(spark, cfg, io, plan, existing)
+        appended = _append_routed(cfg, io, plan, existing, before, routed_write)
     else:
         appended = _append_checked(cfg, io, plan, existing)
     refused: int = 0
@@ -430,7 +453,50 @@ def _skip_ingested(spark: SparkSession, plan: _Plan, files: list[str], known: di
     return True
 
 
-def _append_routed(spark: SparkSession, cfg: Config, io: TableIO, plan: _Plan, existing: list[PositionRange]) -> bool:
+@dataclass(frozen=True)
+class LandingAppend:
+    """The routed ingest's write: landing files copied into raw_records by tasks that read every
+    page and report the files' position ranges, committed only when ``CHECK`` finds nothing
+    repeated or overlapping (else ``COMMIT_REFUSED``: nothing is committed).
+
+    ``write`` runs it as a pass of its own; the batch job gives it to the decode's pass instead,
+    which reads the same files (``pipelines.batch.decode``): then one pass copies, checks and
+    decodes them, and raw_records is committed first, at version ``table_version + 1``.
+    """
+
+    files: list[str]
+    options: dict[str, Any]  # route options of landing_file and CHECK
+    rows: int  # rows the files hold: all appended
+    metadata: dict[str, Any]  # raw_records' commit metadata (FILES_KEY: the files' stamps)
+    table_rows: int  # rows raw_records holds before
+    table_version: int  # raw_records' version before
+
+    def write(self, io: TableIO) -> None:
+        assert io.spark is not None
+        io.write_routed(
+            [RAW_TABLE],
+            spread(io.spark, [(f,) for f in self.files], "path string"),
+            "pipelines.batch.ingest:route_copy_files",
+            mode="append",
+            route_options=self.options,
+            rows_equal_input=True,
+            expected_rows=self.rows,
+            metadata=self.metadata,
+            commit_check=CHECK,
+        )
+
+
+CHECK = "pipelines.batch.ingest:check_disjoint"
+
+
+def _append_routed(
+    cfg: Config,
+    io: TableIO,
+    plan: _Plan,
+    existing: list[PositionRange],
+    before: int,
+    write: Callable[[LandingAppend], None] | None,
+) -> bool:
     """One pass: the tasks copy their files and report each file's position ranges; the commit
     goes through only when nothing repeats or overlaps. False: refused (take the exact path)."""
     assert plan.files is not None
@@ -441,18 +507,12 @@ def _append_routed(spark: SparkSession, cfg: Config, io: TableIO, plan: _Plan, e
         "existing": [asdict(r) for r in existing],
         "num_partitions": cfg.offsets_topic.num_partitions,
     }
+    append = LandingAppend(plan.files, options, plan.n_new, plan.metadata, before, io.version(RAW_TABLE) or 0)
     try:
-        io.write_routed(
-            [RAW_TABLE],
-            spread(spark, [(f,) for f in plan.files], "path string"),
-            "pipelines.batch.ingest:route_copy_files",
-            mode="append",
-            route_options=options,
-            rows_equal_input=True,
-            expected_rows=plan.n_new,
-            metadata=plan.metadata,
-            commit_check="pipelines.batch.ingest:check_disjoint",
-        )
+        if write is None:
+            append.write(io)
+        else:
+            write(append)
     except RuntimeError as exc:  # the commit check refused (raised by the driver-side commit)
         from pipelines.tableio import COMMIT_REFUSED
 

@@ -7,7 +7,8 @@ Run it any way, the same code path (the summary's ``paths`` say which path each 
 
 Rules:
 - One path per stage: ingest (``pipelines.batch.ingest``), decode (``pipelines.batch.decode``:
-  one routed pass writes the decoded tables and the replay input), replay
+  one routed pass writes the decoded tables and the replay input; when the run does both stages
+  and the ingest copies landing files, that pass copies them too: ``_DecodeInIngest``), replay
   (``pipelines.batch.replay``: tasks replay the replay input's buckets and write the gold
   tables). Every table write goes through ``pipelines.tableio`` (its engine decides how files
   land: delta-rs embedded, or Spark's Delta on a cluster).
@@ -48,6 +49,7 @@ from pipelines.batch.summary import BatchSummary, Progress, TableLine, render_su
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
+    from pipelines.batch.ingest import LandingAppend
     from pipelines.config import Config
     from pipelines.tableio import TableIO, WriteResult
 
@@ -145,10 +147,12 @@ def _run_batch(
     progress = Progress(summary, say)
     io = io or TableIO(cfg, spark)
     say(f"[batch] delta engine: {io.engine}; warehouse: {cfg.paths.warehouse}")
+    # when both run, the decode's pass also copies the ingest's landing files: they are read once
+    joint = _DecodeInIngest(io) if "ingest" in stages and "decode" in stages else None
     with progress.stage("ingest") as st:
-        st.detail = _ingest(cfg, spark, io, summary) if "ingest" in stages else _raw_only(io, summary)
+        st.detail = _ingest(cfg, spark, io, summary, joint) if "ingest" in stages else _raw_only(io, summary)
     with progress.stage("decode") as st:
-        st.detail, decoded_changed = _decode(io, summary) if "decode" in stages else ("not this stage", False)
+        st.detail, decoded_changed = _decode(io, summary, joint) if "decode" in stages else ("not this stage", False)
         summary.offset_commits = io.count("offset_commits")
         summary.group_metadata = io.count("group_metadata")
         summary.group_records = io.count("group_records")
@@ -187,12 +191,46 @@ def _raw_only(io: TableIO, summary: BatchSummary) -> str:
     return f"not this stage; raw_records {summary.raw_total} rows (v{summary.raw_version})"
 
 
-def _ingest(cfg: Config, spark: SparkSession, io: TableIO, summary: BatchSummary) -> str:
-    """Landing files -> raw_records (``pipelines.batch.ingest``)."""
+class _DecodeInIngest:
+    """The decode's pass, run by the ingest when it copies landing files into raw_records
+    (``ingest.LandingAppend``): one pass reads each landing file once, copies it, checks it and
+    decodes it with raw_records' own files. The decode stage then finds its tables at the new
+    raw_records version. A refused check commits nothing: the ingest takes its exact path and
+    the decode stage its own pass."""
+
+    def __init__(self, io: TableIO) -> None:
+        self.io = io
+        self.results: dict[str, WriteResult] | None = None
+
+    def write(self, landing: LandingAppend) -> None:
+        from pipelines.batch import replay
+        from pipelines.batch.decode import write_decoded_from_raw_table
+
+        io, version = self.io, landing.table_version + 1
+        spool = replay.new_replay_input(io, version)
+        try:
+            self.results = write_decoded_from_raw_table(
+                io,
+                app_id=DECODE_APP_ID + txn_tag(io),
+                version=version,
+                expected_rows=landing.table_rows + landing.rows,
+                spool=spool,
+                landing=landing,
+            )
+        except BaseException:
+            replay.drop_replay_inputs(io, keep=replay.current_replay_input(io, landing.table_version))
+            raise
+        replay.drop_replay_inputs(io, keep=spool[1])  # older versions' replay inputs
+
+
+def _ingest(cfg: Config, spark: SparkSession, io: TableIO, summary: BatchSummary, joint: _DecodeInIngest | None) -> str:
+    """Landing files -> raw_records (``pipelines.batch.ingest``); a local Parquet landing's
+    files through the decode's pass when ``joint`` is given."""
     from pipelines.batch import ingest as ingest_mod
 
-    res = ingest_mod.ingest(spark, cfg, io)
-    summary.paths["ingest"] = f"{res.source} -> raw_records"
+    res = ingest_mod.ingest(spark, cfg, io, routed_write=joint.write if joint is not None else None)
+    joined = joint is not None and joint.results is not None
+    summary.paths["ingest"] = f"{res.source} -> raw_records" + (" (copied by the decode's pass)" if joined else "")
     summary.source = res.source
     summary.records_read = res.records_read
     summary.records_new = res.records_new
@@ -219,9 +257,10 @@ def _ingest(cfg: Config, spark: SparkSession, io: TableIO, summary: BatchSummary
     )
 
 
-def _decode(io: TableIO, summary: BatchSummary) -> tuple[str, bool]:
+def _decode(io: TableIO, summary: BatchSummary, joint: _DecodeInIngest | None) -> tuple[str, bool]:
     """raw_records -> the decoded tables and the replay input, one routed pass (full rebuild at
-    this raw_records version). Returns (detail, whether a decoded table changed)."""
+    this raw_records version; the ingest's when ``joint`` ran it). Returns (detail, whether a
+    decoded table changed)."""
     from pipelines.batch import replay
     from pipelines.batch.decode import write_decoded_from_raw_table
 
@@ -229,6 +268,9 @@ def _decode(io: TableIO, summary: BatchSummary) -> tuple[str, bool]:
     summary.paths["decode"] = DECODE_PATH
     app_id = DECODE_APP_ID + txn_tag(io)
     if _all_applied(io, DECODED_TABLES, app_id, raw_version) and replay.current_replay_input(io, raw_version):
+        if joint is not None and joint.results is not None:
+            changed = any(not wr.skipped for wr in joint.results.values())
+            return "in the ingest's pass: " + ", ".join(f"{n} {io.count(n)}" for n in DECODED_TABLES), changed
         return f"up to date with raw_records v{raw_version}", False
     spool = replay.new_replay_input(io, raw_version)
     try:

@@ -294,9 +294,14 @@ class TableIO:
         next), ``metadata``, ``side_manifest`` (where the commit lists what the routes wrote
         beside the tables under ``route_options[SIDE_KEY]``), ``commit_check``
         (``module:function``: may refuse the commit after seeing the side outputs; the error then
-        contains ``COMMIT_REFUSED``). Tables already carrying the marker are left alone. Both
-        engines run the same routes: the rust engine's tasks write the files themselves, the spark
-        engine writes each table from a persisted pass (``pipelines.tableio.routed``).
+        contains ``COMMIT_REFUSED``), ``appended`` (rust engine only: ``{name: {"rows": n,
+        "metadata": {...}}}``: tables of ``names`` that receive the pass's input itself, e.g. the
+        landing files a pass copies into raw_records while it decodes them; each is committed
+        first, as an append without the marker and with its own metadata, and must receive
+        exactly ``rows`` rows, so the others' marker can name the version it makes). Tables
+        already carrying the marker are left alone. Both engines run the same routes: the rust
+        engine's tasks write the files themselves, the spark engine writes each table from a
+        persisted pass (``pipelines.tableio.routed``).
         """
         return self._engine.write_routed(list(names), df, route, **options)
 

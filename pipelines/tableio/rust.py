@@ -187,8 +187,10 @@ class _RoutedWrite:
         metadata: dict[str, Any] | None = None,
         side_manifest: str | None = None,
         commit_check: str | None = None,
+        appended: dict[str, dict[str, Any]] | None = None,
     ) -> None:
         self.io, self.names, self.mode, self.staged = io, names, mode, set(staged)
+        self.appended = appended or {}
         self.app_id, self.version = txn_app_id, txn_version
         self.options = {
             "route_options": json.dumps(route_options or {}),
@@ -232,6 +234,7 @@ class _RoutedWrite:
                 "arrow_schema": rust_sink.encode_schema(sp.arrow_schema()),
                 "partition_by": list(sp.partition_by),
                 "marked": sp.name not in self.staged,
+                **({"append": self.appended[sp.name]} if sp.name in self.appended else {}),
             }
             for sp in specs
         ]
@@ -246,5 +249,5 @@ class _RoutedWrite:
                 continue
             after = io.version(n) or 0
             rows = deltars.rows_of_latest_commit(io.path(n)) if after != before[n] else None
-            out[n] = WriteResult(n, mode, after, after == before[n], rows)
+            out[n] = WriteResult(n, "append" if n in self.appended else mode, after, after == before[n], rows)
         return out

@@ -407,7 +407,10 @@ class RoutedWriter:
     as Parquet files; driver: one delta-rs commit per table.
 
     Options: ``tables`` (JSON list of ``{name, path, arrow_schema, partition_by, marked}``;
-    ``marked: false`` commits that table without the idempotency marker, e.g. a staging table),
+    ``marked: false`` commits that table without the idempotency marker, e.g. a staging table;
+    ``append: {rows, metadata}`` makes a table the pass's appended input: committed first, as an
+    append without the marker and with its own commit metadata, its rows left out of
+    ``rows_equal_input`` and required to number ``rows``),
     ``route`` (``module:function``; ``route(batches, route_options)`` takes the task's iterator of
     Arrow batches and yields ``({table name: pa.Table | ParquetFileCopy}, input records
     consumed)`` pairs — the
@@ -468,14 +471,22 @@ class RoutedWriter:
                     files[name].extend(fs)
         return files, rows_in
 
+    def _problem(self, files: dict[str, list[FileAdd]], rows_in: int) -> str | None:
+        """Why the rows do not add up (nothing is committed then), or ``None``."""
+        rows = {name: sum(f.num_records for f in fs) for name, fs in files.items()}
+        for t in self.tables:
+            if t.get("append") and rows[t["name"]] != t["append"]["rows"]:
+                return f"appended {rows[t['name']]} rows to {t['name']}, expected {t['append']['rows']}"
+        written = sum(rows[t["name"]] for t in self.tables if not t.get("append"))
+        if self.expected_rows is not None and rows_in != self.expected_rows:
+            return f"read {rows_in} input rows, expected {self.expected_rows}"
+        if self.rows_equal_input and written != rows_in:
+            return f"routed {written} rows from {rows_in} input rows"
+        return None
+
     def commit(self, messages: list[Any]) -> None:
         files, rows_in = self._all(messages)
-        written = sum(f.num_records for fs in files.values() for f in fs)
-        problem = None
-        if self.rows_equal_input and written != rows_in:
-            problem = f"routed {written} rows from {rows_in} input rows"
-        if self.expected_rows is not None and rows_in != self.expected_rows:
-            problem = f"read {rows_in} input rows, expected {self.expected_rows}"
+        problem = self._problem(files, rows_in)
         if problem is not None:
             self.abort(messages)
             raise RuntimeError(f"count mismatch, nothing committed: {problem}")
@@ -491,18 +502,20 @@ class RoutedWriter:
             fs_, inner = filesystem(self.side_manifest)
             with fs_.open_output_stream(inner) as out:
                 out.write(json.dumps(side, separators=(",", ":")).encode())
-        for t in self.tables:
-            marked = t.get("marked", True)
+        # the appended input first: the other tables' marker names the version it makes
+        for t in sorted(self.tables, key=lambda t: not t.get("append")):
+            append = t.get("append")
+            marked = t.get("marked", True) and not append
             commit_files(
                 t["path"],
                 files[t["name"]],
                 schema=decode_schema(t["arrow_schema"]),
                 partition_by=list(t["partition_by"]),
-                overwrite=self.overwrite,
+                overwrite=self.overwrite and not append,
                 app_id=self.app_id if marked else None,
                 txn_version=self.txn_version if marked else None,
-                require_latest=self.require_latest,
-                metadata=self.metadata,
+                require_latest=self.require_latest and not append,
+                metadata={**self.metadata, **append["metadata"]} if append else self.metadata,
             )
 
     def abort(self, messages: list[Any]) -> None:

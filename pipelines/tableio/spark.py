@@ -146,6 +146,8 @@ class SparkEngine:
         from pipelines.tableio.rust_sink import load_route
         from schemas import get as get_spec
 
+        if options.get("appended"):  # its routes hand over whole files (ParquetFileCopy)
+            raise ValueError("write_routed(appended=...) is the rust engine's: its tasks copy the files")
         route_options: dict[str, Any] = options.get("route_options") or {}
         txn_app_id, txn_version = options.get("txn_app_id"), options.get("txn_version")
         mode: WriteMode = options.get("mode", "overwrite")

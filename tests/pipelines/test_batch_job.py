@@ -258,3 +258,74 @@ def test_every_gold_delta_table_equals_the_pure_core_replay(
     for spec in GOLD_TABLES:
         want = spark.createDataFrame(expected[spec.name].to_pylist(), spec.spark_schema())
         assert_df_equality(io.read(spec.name), want, ignore_row_order=True, ignore_nullable=True)
+
+
+def _rows_by_table(io: TableIO) -> dict[str, list[str]]:
+    """Every table's rows (order-independent), versions aside."""
+    return {name: rows for name, (_version, rows) in _snapshot(io).items()}
+
+
+def _files_no_commit_added(table_dir: Path) -> set[str]:
+    """Data files in a table's directory that no commit of its Delta log ever added."""
+    added = set()
+    for log in (table_dir / "_delta_log").glob("*.json"):
+        for line in log.read_text().splitlines():
+            action = json.loads(line)
+            if "add" in action:
+                added.add(action["add"]["path"])
+    return (
+        {str(p.relative_to(table_dir)) for p in table_dir.rglob("*.parquet")}
+        - added
+        - {str(p.relative_to(table_dir)) for p in (table_dir / "_delta_log").rglob("*.parquet")}
+    )
+
+
+def test_the_decode_pass_copies_the_landing_and_the_job_equals_its_stages_run_one_by_one(
+    spark: Any, tmp_path: Path
+) -> None:
+    """The batch job's decode pass copies the ingest's landing files into raw_records (one read of
+    each file); its tables are those of the three stages run one after the other, and when the
+    ingest's check refuses (a file re-delivered) nothing of the pass stays and the job takes the
+    exact ingest and its own decode pass."""
+    from pipelines.batch.decode import TABLES
+    from pipelines.batch.job import DECODE_APP_ID
+
+    def conf(name: str) -> Config:
+        # 200-row files: 120-row landing files are copied byte for byte, smaller ones rewritten
+        overrides = {"paths.root": str(tmp_path / name), "delta.target_file_rows": 200, "replay.retention_ms": 60_000}
+        return load_config(overrides=overrides)
+
+    joint, staged = conf("joint"), conf("staged")
+    records = sample_records(6, seed=7)
+    first = [r for r in records if r.offset < 30]
+    later = [r for r in records if r.offset >= 30]
+    assert first and later
+    stage_by_stage = ("ingest",), ("decode",), ("replay",)
+    for cfg in (joint, staged):
+        write_raw_records(first, cfg.paths.landing, rows_per_file=120)
+    io, io_staged = TableIO(joint, spark), TableIO(staged, spark)
+
+    one = run_batch(joint, spark, io=io)
+    for stages in stage_by_stage:
+        run_batch(staged, spark, io=io_staged, stages=stages)
+    assert one.paths["ingest"] == "landing -> raw_records (copied by the decode's pass)"
+    assert one.reconciled and one.records_new == len(first) and one.raw_version == 1
+    assert io.version("raw_records") == 1  # one commit: the pass's append
+    assert all(io.applied(name, DECODE_APP_ID, 1) for name in TABLES)
+    assert _rows_by_table(io) == _rows_by_table(io_staged)
+
+    # a re-delivered file (positions already in raw_records) with new records: the check refuses
+    for cfg in (joint, staged):
+        write_raw_records([*first[:40], *later], cfg.paths.landing, rows_per_file=120)
+    two = run_batch(joint, spark, io=io)
+    for stages in stage_by_stage:
+        run_batch(staged, spark, io=io_staged, stages=stages)
+    assert two.paths["ingest"] == "landing -> raw_records"  # the exact path, then the decode's own pass
+    # read: the first run's files (known, not opened again) and the new ones; 40 rows re-delivered
+    assert two.records_new == len(later) and two.records_read - two.records_new == len(first) + 40
+    assert two.reconciled and two.raw_total == len(records)
+    assert _rows_by_table(io) == _rows_by_table(io_staged)
+    warehouse = Path(io.warehouse)
+    for name in ("raw_records", *TABLES):
+        assert _files_no_commit_added(warehouse / name) == set(), name  # the refused pass's files are gone
+    assert len(list((warehouse / "_replay_input").iterdir())) == 1
