@@ -422,8 +422,9 @@ class RoutedWriter:
     wrote beside the tables to ``route_options[SIDE_KEY]``; the commit writes the successful
     tasks' entries there as one JSON list before committing the tables), ``commit_check``
     (optional ``module:function``, called on the driver as ``check(side entries, route_options)``
-    after the tasks: a returned reason aborts the write, nothing is committed, and the error
-    message starts with ``COMMIT_REFUSED``), and the marker / mode options of
+    after the tasks and before the counts are checked: a returned reason aborts the write,
+    nothing is committed, and the error message starts with ``COMMIT_REFUSED``), and the marker
+    / mode options of
     ``TableWriter``.
     """
 
@@ -486,17 +487,19 @@ class RoutedWriter:
 
     def commit(self, messages: list[Any]) -> None:
         files, rows_in = self._all(messages)
-        problem = self._problem(files, rows_in)
-        if problem is not None:
-            self.abort(messages)
-            raise RuntimeError(f"count mismatch, nothing committed: {problem}")
-        # what the successful tasks' routes reported beside the tables (failed attempts' are not)
+        # what the successful tasks' routes reported beside the tables (failed attempts' are not).
+        # The check first: a route may leave rows of a pass the check refuses uncounted (the
+        # decode's pass does not decode landing rows without a position)
         side = [e for m in messages if isinstance(m, RoutedMessage) for e in m.side]
         if self.commit_check:
             refused = load_route(self.commit_check)(side, self.route_options)
             if refused:
                 self.abort(messages)
                 raise RuntimeError(f"{COMMIT_REFUSED}: {refused}")
+        problem = self._problem(files, rows_in)
+        if problem is not None:
+            self.abort(messages)
+            raise RuntimeError(f"count mismatch, nothing committed: {problem}")
         if self.side_manifest:
             # saved before the tables are committed
             fs_, inner = filesystem(self.side_manifest)

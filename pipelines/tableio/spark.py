@@ -158,14 +158,15 @@ class SparkEngine:
         before = {n: io.version(n) for n in names}
         out = routed_frames(df, route, route_options, list(names))
         try:
+            # the check first, as the rust engine does
+            refused = load_route(commit_check)(out.side, route_options) if commit_check else None
+            if refused:
+                raise RuntimeError(f"{COMMIT_REFUSED}: {refused}")
             problem = out.problem(
                 rows_equal_input=bool(options.get("rows_equal_input")), expected_rows=options.get("expected_rows")
             )
             if problem is not None:
                 raise RuntimeError(f"count mismatch, nothing committed: {problem}")
-            refused = load_route(commit_check)(out.side, route_options) if commit_check else None
-            if refused:
-                raise RuntimeError(f"{COMMIT_REFUSED}: {refused}")
             if side_manifest:  # saved before the tables are committed, as the rust engine does
                 filesystem, inner = uris.filesystem(side_manifest)
                 with filesystem.open_output_stream(inner) as fh:

@@ -333,3 +333,32 @@ def test_the_decode_pass_copies_the_landing_and_the_job_equals_its_stages_run_on
     for name in ("raw_records", *TABLES):
         assert _files_no_commit_added(warehouse / name) == set(), name  # the refused pass's files are gone
     assert len(list((warehouse / "_replay_input").iterdir())) == 1
+
+
+def test_landing_rows_without_a_position_stop_the_decode_pass_and_the_exact_ingest_refuses_them(
+    cfg: Config, spark: Any
+) -> None:
+    """The decode's pass meets the landing's rows before the ingest's check: rows with a null
+    position are not decoded there, the check refuses the pass (nothing committed) and the exact
+    path quarantines them, as when the stages run one by one."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from pipelines.batch.decode import TABLES
+    from pipelines.raw_files import RAW_ARROW_SCHEMA, records_to_batch
+
+    records = sample_records(4, seed=9)
+    write_raw_records(records, cfg.paths.landing)
+    bad = records_to_batch(records[:4])
+    cols = {n: bad.column(n) for n in RAW_ARROW_SCHEMA.names}
+    cols["offset"] = pa.array([None, 10_001, 10_002, None], pa.int64())
+    cols["partition"] = pa.array([3, None, 2_147_483_647, 60], pa.int32())
+    pq.write_table(pa.table(cols), Path(cfg.paths.landing) / "nulls-00000000.parquet")
+    io = TableIO(cfg, spark)
+    summary = run_batch(cfg, spark, io=io)
+    assert summary.paths["ingest"] == "landing -> raw_records"
+    assert summary.refused == 4 and summary.refused_reasons == {"null_position": 3, "partition_out_of_range": 1}
+    assert summary.records_new == len(records) == summary.raw_total and summary.reconciled
+    warehouse = Path(io.warehouse)
+    for name in ("raw_records", *TABLES):
+        assert _files_no_commit_added(warehouse / name) == set(), name
