@@ -3,7 +3,9 @@ Delta commit, rerun it, and compare every table's content with a clean run.
 
 For N = 1, 2, ... (until a run finishes before its N-th commit): a fresh warehouse over the same
 landing (a generated log plus hostile rows: bad positions and a conflicting duplicate, so
-``ingest_quarantine`` is written too), ``offsetlake run batch`` started in its own process
+``ingest_quarantine`` is written too and the ingest takes its exact path; ``--clean``: the
+generated log alone, whose files the decode's pass copies into raw_records, committing
+raw_records before the decoded tables), ``offsetlake run batch`` started in its own process
 group, killed (SIGKILL, the whole group: driver and JVM) as soon as the N-th ``_delta_log``
 commit file appears; then ``offsetlake run batch`` again, which must exit 0. Every table's rows
 are hashed (sorted, order-free; ``ingest_quarantine.run_id`` left out: it names the run) and
@@ -40,13 +42,16 @@ from pipelines.tableio import is_table_at  # noqa: E402
 from pipelines.tableio.orphans import orphan_files  # noqa: E402
 
 SECTION = "## crash at every commit (batch job)"
+SECTION_CLEAN = "## crash at every commit (batch job, a clean landing: the decode's pass copies it)"
 ENV = dict(os.environ, SPARK_LOCAL_IP="127.0.0.1", PYSPARK_PYTHON=sys.executable)
 EXE = str(Path(sys.executable).parent / "offsetlake")
 
 
-def make_landing(landing: Path, groups: int) -> None:
+def make_landing(landing: Path, groups: int, clean: bool) -> None:
     records = sample_records(groups, seed=21)
     write_raw_records(records, landing)
+    if clean:
+        return
     bad = records_to_batch(records[:6])
     cols = {n: bad.column(n) for n in RAW_ARROW_SCHEMA.names}
     cols["offset"] = pa.array([None, None, 5, 6, 7, 8], pa.int64())
@@ -65,7 +70,7 @@ def table_hashes(warehouse: Path) -> dict[str, str]:
 
     out = {}
     for d in sorted(warehouse.iterdir()):
-        if not is_table_at(str(d)):
+        if not d.is_dir() or not is_table_at(str(d)):  # the warehouse also holds the lock's files
             continue
         t = read_arrow_at(str(d))
         if "run_id" in t.column_names and d.name == "ingest_quarantine":
@@ -105,12 +110,13 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--groups", type=int, default=10)
     ap.add_argument("--max-commits", type=int, default=40)
+    ap.add_argument("--clean", action="store_true", help="no hostile rows: the decode's pass copies the landing")
     ap.add_argument("--write-results", action="store_true")
     args = ap.parse_args(argv)
     tmp = Path(tempfile.mkdtemp(prefix="crash-matrix-"))
     try:
         landing = tmp / "landing"
-        make_landing(landing, args.groups)
+        make_landing(landing, args.groups, args.clean)
 
         def fresh(name: str) -> Path:
             root = tmp / name
@@ -133,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
             wh = conf.parent / "data" / "warehouse"
             same = rc2 == 0 and table_hashes(wh) == want
             leftovers = (wh / "_staging").exists() or any(
-                orphan_files(d, time.time()) for d in wh.iterdir() if is_table_at(str(d))
+                orphan_files(d, time.time()) for d in wh.iterdir() if d.is_dir() and is_table_at(str(d))
             )
             diff = "" if same else ", ".join(k for k, v in table_hashes(wh).items() if want.get(k) != v)
             results.append((n, killed, same and not leftovers, diff or ("leftovers" if leftovers else "")))
@@ -144,10 +150,12 @@ def main(argv: list[str] | None = None) -> int:
             )
             shutil.rmtree(conf.parent, ignore_errors=True)
         ok = all(r[2] for r in results)
+        section = SECTION_CLEAN if args.clean else SECTION
         lines = [
-            SECTION,
+            section,
             "",
-            f"`.venv/bin/python bench/crash_matrix.py --groups {args.groups} --write-results` (local[2]; "
+            f"`.venv/bin/python bench/crash_matrix.py --groups {args.groups}{' --clean' if args.clean else ''} "
+            f"--write-results` (local[2]; {'the generated log alone' if args.clean else 'with hostile rows'}; "
             f"{len(want)} tables, {total} commits in a clean run).",
             "",
             "| kill points | killed before finishing | reruns identical to the clean run (every table) "
@@ -163,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
         text = "\n".join(lines)
         print(text)
         if args.write_results:
-            write_section(SECTION, text)
+            write_section(section, text)
         return 0 if ok else 1
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
