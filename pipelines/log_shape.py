@@ -9,6 +9,7 @@ partitions whose range is not full (offsets absent) pay for the window that find
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -129,10 +130,11 @@ def combine(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
     ]
 
 
-def log_partitions(raw: DataFrame, stats: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """``raw_records`` (positions unique) and its ``partition_stats`` → the ``log_partitions``
-    rows (one per ``__consumer_offsets`` partition: small, on the driver). A window job runs only
-    over partitions whose offset range is not full."""
+def log_partitions(read_raw: Callable[[], DataFrame], stats: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``raw_records`` (positions unique; ``read_raw`` reads it, only when needed) and its
+    ``partition_stats`` → the ``log_partitions`` rows (one per ``__consumer_offsets`` partition:
+    small, on the driver). A window job runs only over partitions whose offset range is not
+    full."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
@@ -142,7 +144,8 @@ def log_partitions(raw: DataFrame, stats: list[dict[str, Any]]) -> list[dict[str
     if gappy:
         w = Window.partitionBy("partition").orderBy("offset")
         for h in (
-            raw.where((F.col("topic") == OFFSETS_TOPIC) & F.col("partition").isin(gappy))
+            read_raw()
+            .where((F.col("topic") == OFFSETS_TOPIC) & F.col("partition").isin(gappy))
             .select("partition", "offset", (F.col("offset") - F.lag("offset").over(w) - 1).alias("hole"))
             .where(F.col("hole") > 0)
             .groupBy("partition")

@@ -29,7 +29,7 @@ def test_log_partitions_equal_the_core_rule_on_compacted_and_whole_partitions(sp
         kept[part] = offsets
         log += [(b"k", b"v", part, o, 1_700_000_000_000 + o) for o in offsets]
     raw = raw_df(spark, log)
-    rows = {r["log_partition"]: r for r in log_partitions(raw, partition_stats(raw))}
+    rows = {r["log_partition"]: r for r in log_partitions(lambda: raw, partition_stats(raw))}
     assert set(rows) == set(kept)
     for part, offsets in kept.items():
         want = partition_shape(offsets)
