@@ -14,8 +14,8 @@ Rules:
   (``check_disjoint``); a refused commit deletes the copies and the exact path below runs.
   That write (``LandingAppend``) may run inside a larger pass over the same files: the batch
   job's decode pass reads each landing file once, copies and decodes it, and commits
-  raw_records first (``pipelines.batch.decode``). Anything else (JSON lines, object stores, Kafka, a Delta source, odd column types) goes
-  through Spark's readers.
+  raw_records first (``pipelines.batch.decode``). Anything else (JSON lines, object stores,
+  Kafka, a Delta source, odd column types) goes through Spark's readers.
 - Files an earlier ingest committed (same absolute path, size and mtime; recorded in the
   commit's metadata) are not read again: a rerun over an unchanged landing directory costs a
   directory listing. Their rows still count as read (and as duplicates).
