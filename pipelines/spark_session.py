@@ -22,6 +22,10 @@ Rules:
   of Spark's zip) when ``PYSPARK_PYTHON`` is this interpreter.
 - On a local master, the driver JVM maps Spark's classes from a class-data-sharing archive the
   first run leaves in the user's cache (``pipelines.jvm_archive``): ~1.5 s less per fresh process.
+- ``quick_jit`` (the batch job and the quickstart, on a local master): the driver JVM compiles
+  with C1 only (``QUICK_JIT``), before the user's own options (a later ``-XX:TieredStopAtLevel``
+  of theirs wins). Those jobs' rows never cross the JVM, and C2's compiler threads took a core
+  from the Python workers in a fresh process's first seconds. A stream keeps the full JIT.
 - The embedded path (a local master) keeps Spark's SQL warehouse out of the working directory:
   ``spark.sql.warehouse.dir`` defaults to ``offsetlake-spark-warehouse-<uid>`` under the system
   temp directory (Spark's own default, ``./spark-warehouse``, littered wherever a command ran);
@@ -106,12 +110,19 @@ def local_sql_warehouse() -> str:
     return os.path.join(tempfile.gettempdir(), f"offsetlake-spark-warehouse-{os.getuid()}")
 
 
+#: the driver JVM's JIT for a short job (``quick_jit``): C1 only. Measured on the 10M batch
+#: command, alternating with the full JIT (3 pairs): job 9.2-9.8 s against 10.1-10.6 s, the whole
+#: process 11.5-12.3 s against 13.2-13.7 s (bench/RESULTS.md)
+QUICK_JIT = "-XX:TieredStopAtLevel=1"
+
+
 def build_spark(
     app_name: str = "offsetlake",
     master: str | None = None,
     conf: Mapping[str, Any] | None = None,
     *,
     log_level: str = "WARN",
+    quick_jit: bool = False,
 ) -> SparkSession:
     """Create (or reuse) the SparkSession with the project's defaults.
 
@@ -121,6 +132,8 @@ def build_spark(
             ``local[*]``.
         conf: extra Spark settings, applied over ``DEFAULT_CONF``.
         log_level: Spark's log level for the session.
+        quick_jit: a short job on a local master: the driver JVM compiles with C1 only
+            (module rules).
     """
     prepare_environment()
     banner = check_java()
@@ -146,6 +159,7 @@ def build_spark(
         for o in (
             f"-Dlog4j2.configurationFile={LOG4J2_CONF}",
             *(archive.options if archive else []),
+            QUICK_JIT if quick_jit and local else None,
             merged.get("spark.driver.extraJavaOptions"),
         )
         if o
@@ -236,10 +250,11 @@ def kafka_connector_available(spark: SparkSession) -> bool:
         return False
 
 
-def build_spark_from_config(cfg: Any, *, app_suffix: str | None = None) -> SparkSession:
+def build_spark_from_config(cfg: Any, *, app_suffix: str | None = None, quick_jit: bool = False) -> SparkSession:
     """The SparkSession for a loaded ``pipelines.config.Config`` (``spark.*`` + ``stream.state_store``).
 
-    ``spark.master: null`` keeps spark-submit's master or uses ``local[*]``.
+    ``spark.master: null`` keeps spark-submit's master or uses ``local[*]``; ``quick_jit``: see
+    ``build_spark``.
     """
     extra: dict[str, Any] = {}
     if cfg.stream.state_store == "hdfs":
@@ -250,4 +265,4 @@ def build_spark_from_config(cfg: Any, *, app_suffix: str | None = None) -> Spark
 
     extra.update({k: option_value(v) for k, v in cfg.spark.conf.items()})  # secrets revealed: never log
     name = cfg.spark.app_name + (f"-{app_suffix}" if app_suffix else "")
-    return build_spark(name, master=cfg.spark.master, conf=extra, log_level=cfg.spark.log_level)
+    return build_spark(name, master=cfg.spark.master, conf=extra, log_level=cfg.spark.log_level, quick_jit=quick_jit)

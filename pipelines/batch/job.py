@@ -435,7 +435,7 @@ def run_from_args(args: Any) -> int:
     err.print(f"[batch] config: {' + '.join(cfg.sources)}")
     # the lock first: a refused run starts no JVM (run_batch takes it again, re-entrantly)
     with warehouse_lock(cfg.paths.warehouse, "offsetlake batch (" + "+".join(stages) + ")", job="batch"):
-        spark = build_spark_from_config(cfg, app_suffix="batch")
+        spark = build_spark_from_config(cfg, app_suffix="batch", quick_jit=True)
         summary = run_batch(cfg, spark, echo=lambda m: err.print(m, highlight=False), stages=stages)
     if getattr(args, "json", False):
         print(json.dumps(summary.as_dict(), indent=2))

@@ -372,7 +372,7 @@ def run(args: argparse.Namespace) -> int:
         )
         err.print(f"[quickstart] generated {n:,} records for {groups} groups ({how}) into {landing}")
 
-    spark = build_spark_from_config(cfg, app_suffix="quickstart")
+    spark = build_spark_from_config(cfg, app_suffix="quickstart", quick_jit=True)
     summary = run_batch(cfg, spark, echo=lambda m: err.print(m, highlight=False))
     render_summary(summary, console)
 
