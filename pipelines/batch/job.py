@@ -203,24 +203,30 @@ class _DecodeInIngest:
         self.results: dict[str, WriteResult] | None = None
 
     def write(self, landing: LandingAppend) -> None:
-        from pipelines.batch import replay
-        from pipelines.batch.decode import write_decoded_from_raw_table
+        self.results = _decode_pass(
+            self.io, landing.table_version + 1, landing.table_rows + landing.rows, landing.table_version, landing
+        )
 
-        io, version = self.io, landing.table_version + 1
-        spool = replay.new_replay_input(io, version)
-        try:
-            self.results = write_decoded_from_raw_table(
-                io,
-                app_id=DECODE_APP_ID + txn_tag(io),
-                version=version,
-                expected_rows=landing.table_rows + landing.rows,
-                spool=spool,
-                landing=landing,
-            )
-        except BaseException:
-            replay.drop_replay_inputs(io, keep=replay.current_replay_input(io, landing.table_version))
-            raise
-        replay.drop_replay_inputs(io, keep=spool[1])  # older versions' replay inputs
+
+def _decode_pass(
+    io: TableIO, version: int, rows: int, before: int, landing: LandingAppend | None = None
+) -> dict[str, WriteResult]:
+    """The decode's routed pass into a fresh replay input for raw_records ``version`` (``rows``
+    rows; with ``landing``, the ingest's files join it). On failure the replay inputs but raw
+    version ``before``'s are dropped; on success all but the new one."""
+    from pipelines.batch import replay
+    from pipelines.batch.decode import write_decoded_from_raw_table
+
+    spool = replay.new_replay_input(io, version)
+    try:
+        results = write_decoded_from_raw_table(
+            io, app_id=DECODE_APP_ID + txn_tag(io), version=version, expected_rows=rows, spool=spool, landing=landing
+        )
+    except BaseException:
+        replay.drop_replay_inputs(io, keep=replay.current_replay_input(io, before))
+        raise
+    replay.drop_replay_inputs(io, keep=spool[1])  # older versions' replay inputs
+    return results
 
 
 def _ingest(cfg: Config, spark: SparkSession, io: TableIO, summary: BatchSummary, joint: _DecodeInIngest | None) -> str:
@@ -262,7 +268,6 @@ def _decode(io: TableIO, summary: BatchSummary, joint: _DecodeInIngest | None) -
     this raw_records version; the ingest's when ``joint`` ran it). Returns (detail, whether a
     decoded table changed)."""
     from pipelines.batch import replay
-    from pipelines.batch.decode import write_decoded_from_raw_table
 
     raw_version = summary.raw_version
     summary.paths["decode"] = DECODE_PATH
@@ -272,15 +277,7 @@ def _decode(io: TableIO, summary: BatchSummary, joint: _DecodeInIngest | None) -
             changed = any(not wr.skipped for wr in joint.results.values())
             return "in the ingest's pass: " + ", ".join(f"{n} {io.count(n)}" for n in DECODED_TABLES), changed
         return f"up to date with raw_records v{raw_version}", False
-    spool = replay.new_replay_input(io, raw_version)
-    try:
-        results = write_decoded_from_raw_table(
-            io, app_id=app_id, version=raw_version, expected_rows=summary.raw_total, spool=spool
-        )
-    except BaseException:
-        replay.drop_replay_inputs(io, keep=replay.current_replay_input(io, raw_version))
-        raise
-    replay.drop_replay_inputs(io, keep=spool[1])  # older versions' replay inputs
+    results = _decode_pass(io, raw_version, summary.raw_total, raw_version)
     changed = any(not wr.skipped for wr in results.values())
     return ", ".join(f"{name} {io.count(name)}" for name in DECODED_TABLES), changed
 
