@@ -68,6 +68,7 @@ def test_a_many_file_compacted_cluster_log_gives_the_one_pass_gold_tables(
     io = TableIO(cfg, spark)
     summary = run_batch(cfg, spark, io=io)
     assert summary.reconciled and summary.raw_total == len(records)
+    assert summary.paths["ingest"] == "landing -> raw_records (copied by the decode's pass)"
 
     # one task per slot decoded the files, each writing one replay-input file per source table
     # whatever the bucket count: each bucket's rows came from at most `slots` tasks' files

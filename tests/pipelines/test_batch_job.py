@@ -290,19 +290,34 @@ def test_the_decode_pass_copies_the_landing_and_the_job_equals_its_stages_run_on
     """The batch job's decode pass copies the ingest's landing files into raw_records (one read of
     each file); its tables are those of the three stages run one after the other, and when the
     ingest's check refuses (a file re-delivered) nothing of the pass stays and the job takes the
-    exact ingest and its own decode pass."""
+    exact ingest and its own decode pass. The log: a compacted capture of a Kafka 4 coordinator
+    (KIP-848 groups, online upgrades, idle partitions)."""
+    from coordinator_core.generator import generate
     from pipelines.batch.decode import TABLES
     from pipelines.batch.job import DECODE_APP_ID
 
     def conf(name: str) -> Config:
         # 200-row files: 120-row landing files are copied byte for byte, smaller ones rewritten
-        overrides = {"paths.root": str(tmp_path / name), "delta.target_file_rows": 200, "replay.retention_ms": 60_000}
+        overrides = {
+            "paths.root": str(tmp_path / name),
+            "delta.target_file_rows": 200,
+            "replay.retention_ms": 10 * 60_000,
+            "replay.coordinator": "new",
+        }
         return load_config(overrides=overrides)
 
     joint, staged = conf("joint"), conf("staged")
-    records = sample_records(6, seed=7)
-    first = [r for r in records if r.offset < 30]
-    later = [r for r in records if r.offset >= 30]
+    log = generate(
+        groups=6, hours=1.0, seed=7, coordinator="new", compaction="cleaned", retention_ms=10 * 60_000,
+        consumer_groups=0.5, conversions=0.3,
+    )  # fmt: skip
+    records = [
+        RawRecord(k, v, "__consumer_offsets", p, o, ts)
+        for k, v, p, o, ts in zip(log.keys, log.values, log.partitions, log.offsets, log.timestamps, strict=True)
+    ]
+    cut = sorted(r.offset for r in records)[len(records) // 2]
+    first = [r for r in records if r.offset < cut]
+    later = [r for r in records if r.offset >= cut]
     assert first and later
     stage_by_stage = ("ingest",), ("decode",), ("replay",)
     for cfg in (joint, staged):
