@@ -30,9 +30,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from coordinator_core.codec import decode_record, encode_key, encode_record, encode_value  # noqa: E402
-from coordinator_core.consumer_protocol import encode_assignment, encode_subscription, parse_member_blobs  # noqa: E402
-from coordinator_core.records import (  # noqa: E402
+from coordinator_core import (  # noqa: E402
     Assignment,
     GroupMetadataKey,
     GroupMetadataValue,
@@ -42,6 +40,13 @@ from coordinator_core.records import (  # noqa: E402
     Record,
     Subscription,
     TopicPartitions,
+    decode_record,
+    encode_assignment,
+    encode_key,
+    encode_record,
+    encode_subscription,
+    encode_value,
+    parse_member_blobs,
 )
 
 SECTION = "## decode (core codec)"

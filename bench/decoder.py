@@ -90,7 +90,7 @@ def cpu(fn: Callable[[], Any]) -> float:
 def single_process(
     path: Path, rows: int | None, rounds: int, batch_rows: int, before: ModuleType | None
 ) -> dict[str, Any]:
-    from coordinator_core.codec import decode_record
+    from coordinator_core import decode_record
     from pipelines.records import decode as after
 
     table = pq.read_table(path, columns=COLUMNS)

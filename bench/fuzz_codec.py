@@ -34,10 +34,14 @@ sys.path.insert(0, str(REPO))
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from coordinator_core.codec import decode_record, encode_record  # noqa: E402
-from coordinator_core.consumer_protocol import decode_assignment, decode_subscription  # noqa: E402
-from coordinator_core.errors import CorruptRecordError  # noqa: E402
-from coordinator_core.records import GroupMetadataValue  # noqa: E402
+from coordinator_core import (  # noqa: E402
+    CorruptRecordError,
+    GroupMetadataValue,
+    decode_assignment,
+    decode_record,
+    decode_subscription,
+    encode_record,
+)
 from tests.coordinator_core import strategies as S  # noqa: E402
 
 SECTION = "## fuzz (core codec)"
@@ -212,7 +216,7 @@ def run(cases: int, seed: int, n_seeds: int, modern: bool = False) -> dict[str, 
 
 
 def _parse_blobs(protocol_type: str, member: S.MemberMetadata) -> None:
-    from coordinator_core.consumer_protocol import parse_member_blobs
+    from coordinator_core import parse_member_blobs
 
     parse_member_blobs(protocol_type, member)  # must never raise
 

@@ -41,8 +41,7 @@ import pyarrow as pa  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
 
 from bench.results import write_section  # noqa: E402
-from coordinator_core.codec import decode_key, decode_value, encode_value  # noqa: E402
-from coordinator_core.records import GroupMetadataKey  # noqa: E402
+from coordinator_core import GroupMetadataKey, decode_key, decode_value, encode_value  # noqa: E402
 from pipelines.commands.quickstart import sample_records  # noqa: E402
 from pipelines.raw_files import RAW_ARROW_SCHEMA, RawRecord, records_to_batch, write_raw_records  # noqa: E402
 

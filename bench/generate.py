@@ -3,7 +3,7 @@
 Two measurements in one run:
 1. ratio: the generator's encoded fast path (``BytesLog``: cached keys, precompiled structs,
    commit responses off the queue) against the straightforward path on the same config
-   (decoded ``LogRecord``s encoded one by one with ``coordinator_core.codec``). Both produce the
+   (decoded ``LogRecord``s encoded one by one with ``coordinator_core.codec.record_codec``). Both produce the
    same bytes (a test checks it).
 2. volume: ``write_generated`` end to end (simulation + Arrow + Parquet files) on a bigger
    config, and the time that rate needs for 10M records.
@@ -27,7 +27,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from coordinator_core.generator import GeneratorConfig, LogGenerator
+from coordinator_core.simulator.generator import GeneratorConfig, LogGenerator
 from pipelines.commands.generate import write_generated
 
 SECTION = "## generate (simulator)"

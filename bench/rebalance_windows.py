@@ -3,7 +3,7 @@
 For each generated world (seeds × Kafka 3/4 coordinator, the default mix and a stressed one with
 more mass restarts, churn and coordinator failovers, plus the quickstart's world) the replay
 infers a window [earliest, latest] and an estimate for every rebalance start the log does not
-store (``coordinator_core.rebalance.start_window``); ``coordinator_core.rebalance_truth`` matches
+store (``coordinator_core.loader.rebalance.start_window``); ``coordinator_core.simulator.rebalance_truth`` matches
 each with the simulator's true start. Reported: how many windows hold the truth (must be all),
 the median and p90 window width, the estimate's error, per estimate method, and on the
 quickstart world the rebalance-minutes range and how many estimated durations reach 1 minute
@@ -22,8 +22,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from coordinator_core.generator import generate
-from coordinator_core.rebalance_truth import WindowCheck, check_windows
+from coordinator_core.simulator.generator import generate
+from coordinator_core.simulator.rebalance_truth import WindowCheck, check_windows
 
 SECTION = "## rebalance start windows (issue 17)"
 STRESSED = {"mass_restarts": 0.7, "failovers_per_hour": 3.0, "churn_per_hour": 3.0}
@@ -97,7 +97,7 @@ def main() -> int:
         f"Quickstart world: {len(quick)} inferred starts; estimated durations ≥ 1 min: {long} (true: {true_long});"
         " the old fixed guess gave the issue 7 of 23 rebalances ≥ 1 min, 5 at exactly 300000 ms.",
         "",
-        "Width = latest − earliest possible start by Kafka's rules only (`coordinator_core.rebalance`). Windows"
+        "Width = latest − earliest possible start by Kafka's rules only (`coordinator_core.loader.rebalance`). Windows"
         " of rebalances after skipped generations or in groups with static members reach back to the previous"
         " group record (the join phase can re-arm: no rebalance-timeout bound); unbounded below = not even that"
         " record is known. Crashes and leaves keep the rebalance timeout's width (300 s): commits do not bound"

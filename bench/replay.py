@@ -1,4 +1,4 @@
-"""Benchmark: the pure-Python replay (``coordinator_core.replay``) on a generated log.
+"""Benchmark: the pure-Python replay (``coordinator_core.loader.replay``) on a generated log.
 
 What it measures (one core, records already decoded — the codec has its own benchmark):
 - baseline: the cheapest possible Python loop over the same records (store each commit in a
@@ -37,20 +37,25 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from coordinator_core.consumer_protocol import encode_assignment, encode_subscription
-from coordinator_core.records import (
+from coordinator_core import (
     Assignment,
     GroupMetadataKey,
     GroupMetadataValue,
+    GroupSnapshot,
     LogRecord,
     MemberMetadata,
     OffsetCommitKey,
     OffsetCommitValue,
+    ReplaySettings,
     Subscription,
     TopicPartitions,
+    deserialize_snapshot,
+    encode_assignment,
+    encode_subscription,
+    new_snapshot,
+    replay,
+    serialize_snapshot,
 )
-from coordinator_core.replay import GroupSnapshot, deserialize_snapshot, new_snapshot, replay, serialize_snapshot
-from coordinator_core.settings import ReplaySettings
 
 WEEK = 7 * 86_400_000
 T0 = 1_767_225_600_000
@@ -301,7 +306,7 @@ BULK_KINDS = ("group_lifecycle", "group_member", "offset_expiration", "rebalance
 def bulk_bench(logs: dict[str, list[LogRecord]], total: int, base_s: float, repeat: int) -> None:
     """``replay`` vs ``compress_commit_runs`` + ``replay_runs`` (the gold tables' event kinds,
     7-day retention, expiry at the end), same records, results compared."""
-    from coordinator_core.replay import RunCounters, compress_commit_runs, replay_runs
+    from coordinator_core import RunCounters, compress_commit_runs, replay_runs
 
     def full() -> list[Any]:
         return [
@@ -363,7 +368,7 @@ def write_replay_input(logs: dict[str, list[LogRecord]], path: str) -> None:
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
-    from coordinator_core.codec import encode_key, encode_value
+    from coordinator_core import encode_key, encode_value
     from pipelines.records.decode import UNION_SCHEMA, decode_batch
     from schemas.base import parse_type, to_arrow_type
     from schemas.shapes import REPLAY_INPUT
@@ -423,7 +428,7 @@ def per_record(table: Any, *, tables: Any, num_partitions: int, settings: Any, a
     ``replay`` once per group, the same gold conversion."""
     import pyarrow as pa
 
-    from coordinator_core.replay import new_snapshot, replay
+    from coordinator_core import new_snapshot, replay
     from pipelines.records.gold import GOLD_SPECS, rows_to_arrow, to_union
     from pipelines.records.log_records import records_from_arrow
     from pipelines.records.replay import event_kinds_for, gold_rows
@@ -454,7 +459,7 @@ def arrow_bench(path: str, batch_rows: int, repeat: int) -> int:
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
-    from coordinator_core.replay import RunCounters, replay_runs
+    from coordinator_core import RunCounters, replay_runs
     from pipelines.records import replay as rj
     from pipelines.records.gold import DEFAULT_TABLES
 

@@ -1,7 +1,7 @@
 """Benchmark: the pure-Python replay on a mixed Kafka 4 cluster's log (issue 14) next to a
 classic-only log of the same size, in one run.
 
-Both logs come from the generator (``coordinator_core.generator``) with the same seed, groups and
+Both logs come from the generator (``coordinator_core.simulator.generator``) with the same seed, groups and
 hours; the mixed one has ``--consumer-groups`` of its application/static/console groups on the
 KIP-848 consumer protocol and ``--conversions`` of its classic application groups upgraded online
 (some back). Both are cut to the same number of records (the first N in log order) and decoded
@@ -29,11 +29,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.results import write_section
-from coordinator_core.codec import decode_record
-from coordinator_core.generator import generate
-from coordinator_core.records import LogRecord
-from coordinator_core.replay import replay_groups
-from coordinator_core.settings import ReplaySettings
+from coordinator_core import LogRecord, ReplaySettings, decode_record, replay_groups
+from coordinator_core.simulator.generator import generate
 
 WEEK = 7 * 86_400_000
 HEADER = "## replay, mixed Kafka 4 cluster vs classic-only"

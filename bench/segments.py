@@ -28,9 +28,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import pyarrow.parquet as pq
 
+from coordinator_core import OffsetCommitKey, OffsetCommitValue, encode_key, encode_value
 from coordinator_core import segments as S
-from coordinator_core.codec import encode_key, encode_value
-from coordinator_core.records import OffsetCommitKey, OffsetCommitValue
 from pipelines.raw_files import RawRecord, RawRecordWriter, read_raw_records
 from pipelines.segment_files import compress, crc32c, decompress, read_segment_file
 

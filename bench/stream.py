@@ -2,7 +2,7 @@
 latency, state size, recovery time — against the batch replay of the same log in the same run.
 
 What is measured:
-1. A generated log (``coordinator_core.generator``: time-ordered, many groups, rebalances,
+1. A generated log (``coordinator_core.simulator.generator``: time-ordered, many groups, rebalances,
    expiries) is landed as Parquet files of ``--rows-per-file`` rows (mtimes in name order).
 2. For each ``--files-per-trigger`` value (the micro-batch size: an input rate R with a trigger
    interval T gives batches of R·T records), the streaming job runs with ``--available-now`` over
@@ -206,9 +206,8 @@ def component_rate(groups: int, hours: float, seed: int, retention_ms: int, call
 
     import pyarrow as pa
 
-    from coordinator_core.codec import decode_record
-    from coordinator_core.generator import generate
-    from coordinator_core.settings import ReplaySettings
+    from coordinator_core import ReplaySettings, decode_record
+    from coordinator_core.simulator.generator import generate
     from pipelines.records.gold import DEFAULT_TABLES
     from pipelines.records.replay_input import REC_GROUP_METADATA, REC_OFFSET_COMMIT
     from pipelines.records.replay_input import schema as replay_input_schema
@@ -419,7 +418,7 @@ def main() -> int:
         "",
         f"Command: {cmd}",
         "",
-        f"Log: `coordinator_core.generator` {args.groups} groups × {args.hours} h (seed {args.seed}) = "
+        f"Log: `coordinator_core.simulator.generator` {args.groups} groups × {args.hours} h (seed {args.seed}) = "
         f"{n_total:,} records in {len(files)} files of {args.rows_per_file:,} rows; retention {retention} ms; "
         f"watermark delay 60 s; RocksDB state store; delta-rs MERGE sink; 2 shuffle partitions. "
         f"Machine: 2 cores shared with other engineers (1-min load average at start: {load:.1f}), so "

@@ -35,7 +35,7 @@ Gold tables and their columns (``to_row()`` keys; Spark DDL type):
 | cause | string | e.g. rebalance_started, join_completed, sync_completed, all_members_left, sync_not_completed, group_tombstone, offsets_expired, offset_commit, first_record |
 | log_partition | int | position of the record that told it (null for predictions) |
 | log_offset | bigint | " |
-| timestamp_earliest_ms, timestamp_latest_ms | bigint | an inferred rebalance start (``timestamp_source = estimate``): the window it must lie in by Kafka's rules (``coordinator_core.rebalance.start_window``); earliest null when the log shows no bound; both null otherwise |
+| timestamp_earliest_ms, timestamp_latest_ms | bigint | an inferred rebalance start (``timestamp_source = estimate``): the window it must lie in by Kafka's rules (``coordinator_core.loader.rebalance.start_window``); earliest null when the log shows no bound; both null otherwise |
 | estimate_method | string | how ``timestamp_ms`` was estimated inside that window (initial_delay, initial_delay_rearmed, departed_last_commit, departed_session_timeout, members_rejoin) |
 
 ``rebalances`` (``Rebalance``, kind ``rebalance``): one row per generation change (and one per
@@ -139,7 +139,7 @@ updates the same row
 | offsets_remaining | int | offsets still held (a group tombstone does not delete offsets) |
 | log_partition, log_offset | int, bigint | |
 
-Snapshot rows (``coordinator_core.replay.GroupSnapshot``): ``to_state_row()`` feeds ``group_state``
+Snapshot rows (``coordinator_core.loader.replay.GroupSnapshot``): ``to_state_row()`` feeds ``group_state``
 (group_id, coordinator_partition, state, exists (false: never created or deleted), generation,
 protocol_type, protocol, leader, current_state_timestamp, state_timestamp_ms (when it entered its
 state), members (array of the ``group_members`` member struct without group/generation/log
@@ -156,7 +156,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any, ClassVar, TypeAlias
 
-from coordinator_core.records import OffsetCommitValue
+from coordinator_core.codec.records import OffsetCommitValue
 
 Row: TypeAlias = dict[str, Any]
 
@@ -584,7 +584,7 @@ class ReplayStats:
     predicted_expirations: int = 0
     predicted_deaths: int = 0
     predictions_contradicted: int = 0
-    transactional_commits: int = 0  # pending until their marker (``coordinator_core.transactions``)
+    transactional_commits: int = 0  # pending until their marker (``coordinator_core.loader.transactions``)
     txn_markers: int = 0  # COMMIT/ABORT markers given (not counted as records)
     transactions_committed: int = 0  # markers that found pending offsets
     transactions_aborted: int = 0

@@ -57,7 +57,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
-from coordinator_core.records import GroupMetadataKey, OffsetCommitKey, OffsetCommitValue, Record
+from coordinator_core.codec.records import GroupMetadataKey, OffsetCommitKey, OffsetCommitValue, Record
 from coordinator_core.settings import DEFAULT_CLEANUP_INTERVAL_MS as DEFAULT_CLEANUP_INTERVAL_MS
 from coordinator_core.settings import Coordinator, ExpiryRules, parse_choice
 from coordinator_core.state import GroupState
@@ -386,8 +386,8 @@ def offset_due_times(
 
 
 class BulkFold(Protocol):
-    """What the commit-run fast path (``coordinator_core.commit_runs``) may ask of a replay's
-    working state (``coordinator_core.group_fold.GroupFold``), and nothing more.
+    """What the commit-run fast path (``coordinator_core.loader.commit_runs``) may ask of a replay's
+    working state (``coordinator_core.loader.group_fold.GroupFold``), and nothing more.
 
     A run of offset commits may be applied from its survivors only when no expiry judgment can
     fall inside it (see ``commit_runs``): that question is the decider's, so the fold answers it

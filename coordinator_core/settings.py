@@ -10,7 +10,7 @@ Rules:
   KIP-186), the current expiry rules (KAFKA-13636), ``auto`` coordinator, and
   ``offsets.retention.check.interval.ms`` (10 minutes, ``OffsetConfig``), and
   ``group.initial.rebalance.delay.ms`` (3 s, KIP-134) for the start windows of rebalances from
-  Empty (``coordinator_core.rebalance.start_window``): the log does not store it.
+  Empty (``coordinator_core.loader.rebalance.start_window``): the log does not store it.
 - ``FACTS_ONLY`` (``retention_ms=None``) replays the log's facts only: no expiry prediction.
   It is the default of the core's replay functions, which cannot assume a broker's retention.
 - ``Coordinator.AUTO`` is for reading a log: Kafka 4's rules once the group's own records show

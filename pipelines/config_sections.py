@@ -11,7 +11,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from coordinator_core.settings import ReplaySettings
+from coordinator_core import ReplaySettings
 from pipelines.errors import UsageError
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import yaml
 
-from coordinator_core.errors import ConfigError
+from coordinator_core import ConfigError
 from coordinator_core.simulator import Scenario
 from pipelines.errors import UsageError
 

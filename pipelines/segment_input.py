@@ -132,9 +132,7 @@ def replay_items(path: str | os.PathLike[str], *, modern: bool = True) -> Iterat
     """The core's replay input of the segments under ``path``: each data record decoded (with its
     producer id when its batch is transactional), each COMMIT/ABORT as a ``TxnMarker``; other
     control records, problems and corrupt records are left out (``read_segment_items`` shows them)."""
-    from coordinator_core.codec import decode_record
-    from coordinator_core.errors import CorruptRecordError
-    from coordinator_core.records import LogRecord
+    from coordinator_core import CorruptRecordError, LogRecord, decode_record
 
     for item in read_segment_items(path):
         if isinstance(item, SegmentProblem) or item.partition is None:
@@ -154,7 +152,7 @@ def replay_items(path: str | os.PathLike[str], *, modern: bool = True) -> Iterat
 def txn_marker(item: Any) -> Any:
     """A segment's COMMIT/ABORT control record as the core's ``TxnMarker`` (None for anything
     else: data records, other control records, records without a partition)."""
-    from coordinator_core.records import TxnMarker
+    from coordinator_core import TxnMarker
 
     if item.partition is None or item.control_type not in (seg.CONTROL_ABORT, seg.CONTROL_COMMIT):
         return None

@@ -17,12 +17,12 @@ Rules:
   group's records order totally by (coordinator_partition, log_offset). ``topic`` /
   ``partition`` in ``offset_commits`` are the *committed* topic-partition (Kafka's key fields).
 - ``offset_commits`` says which commits were transactional and what became of their transaction
-  (``TXN_COLUMNS``: ``coordinator_core.transactions.transaction_fates`` over ``raw_transactions``,
+  (``TXN_COLUMNS``: ``coordinator_core.loader.transactions.transaction_fates`` over ``raw_transactions``,
   set by the batch decode); null where the input has no batch attributes.
 - ``quarantine``, ``group_records`` and ``unsupported_records`` keep the raw record in Spark's Kafka source
   columns (key, value, topic, partition, offset, timestamp): they can be fed back to decode.
 - Times are TIMESTAMP (UTC, converted from the core's epoch ms); wire sentinels (-1) are null,
-  exactly as ``coordinator_core.records`` has them.
+  exactly as ``coordinator_core.codec.records`` has them.
 """
 
 from __future__ import annotations

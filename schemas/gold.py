@@ -1,4 +1,4 @@
-"""Gold tables: what the per-group replay (``coordinator_core.replay``) says about each group.
+"""Gold tables: what the per-group replay (``coordinator_core.loader.replay``) says about each group.
 
 Rules:
 - Columns are the keys of the core's rows (``GroupSnapshot.to_state_row()`` /

@@ -27,7 +27,7 @@ print(json.dumps(top))
 
 def test_core_and_every_submodule_import_only_the_standard_library() -> None:
     submodules = [m.name for m in pkgutil.walk_packages(coordinator_core.__path__, "coordinator_core.")]
-    assert "coordinator_core.codec" in submodules and "coordinator_core.wire" in submodules
+    assert "coordinator_core.codec.record_codec" in submodules and "coordinator_core.codec.wire" in submodules
     out = subprocess.run(
         [sys.executable, "-I", "-c", f"import sys; sys.path.insert(0, {str(REPO)!r})\n" + _PROBE],
         capture_output=True,

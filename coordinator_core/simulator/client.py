@@ -31,7 +31,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-from coordinator_core.assignors import (
+from coordinator_core.codec.records import Assignment, Subscription, TopicPartitions
+from coordinator_core.simulator import protocol as p
+from coordinator_core.simulator.assignors import (
     COOPERATIVE,
     MemberSubscription,
     assign,
@@ -39,8 +41,6 @@ from coordinator_core.assignors import (
     encode_sticky_user_data,
     member_data,
 )
-from coordinator_core.records import Assignment, Subscription, TopicPartitions
-from coordinator_core.simulator import protocol as p
 from coordinator_core.simulator.trace import TraceEvent
 from coordinator_core.simulator.wire import (
     decode_assignment,

@@ -25,12 +25,14 @@ Rules:
 from __future__ import annotations
 
 import hashlib
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import Any, Protocol
 
-from coordinator_core.consumer_group_model import LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH
-from coordinator_core.consumer_group_writer import Partitions
+from coordinator_core.codec.wire import uuid_to_str
+from coordinator_core.modern.consumer.model import LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH
 from coordinator_core.simulator import protocol as p
 from coordinator_core.simulator.client import ClientConfig
+from coordinator_core.simulator.consumer_group_writer import Partitions
 from coordinator_core.simulator.consumer_groups import (
     ACK_DELAY_MS,
     FENCED_MEMBER_EPOCH,
@@ -39,12 +41,18 @@ from coordinator_core.simulator.consumer_groups import (
     ConsumerGroupHeartbeatRequest,
     ConsumerGroupHeartbeatResponse,
 )
-from coordinator_core.wire import uuid_to_str
-
-if TYPE_CHECKING:
-    from coordinator_core.simulator.engine import Simulator
 
 TP = tuple[str, int]
+
+
+class ClientRuntime(Protocol):
+    """What a consumer-group client needs from the event loop (``engine.Simulator``)."""
+
+    now: int
+
+    def schedule(self, at_ms: int, fn: Callable[[], None]) -> None: ...
+
+    def position(self, tp: TP, now_ms: int) -> int: ...
 
 
 def member_id_for(name: str, life: int) -> str:
@@ -63,7 +71,7 @@ class ConsumerGroupClient:
         self,
         name: str,
         cfg: ClientConfig,
-        sim: Simulator,
+        sim: ClientRuntime,
         coordinator: ConsumerGroupCoordinator,
         *,
         server_assignor: str | None = None,

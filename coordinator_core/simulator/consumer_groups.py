@@ -51,12 +51,13 @@ Rules:
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
-from coordinator_core.consumer_group_model import (
+from coordinator_core.codec.records import GroupMetadataKey, OffsetCommitKey, OffsetCommitValue, Record
+from coordinator_core.modern.consumer.model import (
     LEAVE_GROUP_MEMBER_EPOCH,
     LEAVE_GROUP_STATIC_MEMBER_EPOCH,
     ConsumerGroupSnapshot,
@@ -66,23 +67,44 @@ from coordinator_core.consumer_group_model import (
     derive_state,
     plan_cleanup,
 )
-from coordinator_core.consumer_group_writer import (
+from coordinator_core.simulator import protocol as p
+from coordinator_core.simulator.client import ClientConfig
+from coordinator_core.simulator.consumer_group_writer import (
     STABLE,
     UNRELEASED_PARTITIONS,
     UNREVOKED_PARTITIONS,
     ConsumerGroupWriter,
     Partitions,
 )
-from coordinator_core.records import GroupMetadataKey, OffsetCommitKey, OffsetCommitValue, Record
-from coordinator_core.simulator import protocol as p
 from coordinator_core.simulator.coordinator import E_COMMIT_TS, E_EPOCH, E_EXPIRE_TS, E_METADATA, E_OFFSET, OffsetEntry
 from coordinator_core.simulator.wire import decode_assignment, decode_subscription
 
 if TYPE_CHECKING:
     from coordinator_core.simulator.coordinator import Coordinator, Group
-    from coordinator_core.simulator.engine import Simulator
 
 TP = tuple[str, int]
+
+
+class AdoptedMember(Protocol):
+    """A classic member that carries on in a converted group (the engine's client)."""
+
+    @property
+    def cfg(self) -> ClientConfig: ...
+
+
+class Runtime(Protocol):
+    """What the consumer-group coordinator needs from the event loop (``engine.Simulator``)."""
+
+    now: int
+    topics: dict[str, int]
+
+    def schedule(self, at_ms: int, fn: Callable[[], None]) -> None: ...
+
+    def adopt_classic_member(
+        self, group_id: str, member_id: str, generation: int, owned: frozenset[TP]
+    ) -> AdoptedMember | None: ...
+
+
 #: ``group.consumer.heartbeat.interval.ms`` / ``group.consumer.session.timeout.ms`` defaults.
 HEARTBEAT_INTERVAL_MS: Final = 5_000
 SESSION_TIMEOUT_MS: Final = 45_000
@@ -157,7 +179,7 @@ class ConsumerGroupRuntime:
 class ConsumerGroupCoordinator:
     """The KIP-848 side of the simulated group coordinator (see the module rules)."""
 
-    def __init__(self, sim: Simulator, classic: Coordinator) -> None:
+    def __init__(self, sim: Runtime, classic: Coordinator) -> None:
         self.sim = sim
         self.classic = classic
         self.log = classic.log

@@ -43,7 +43,13 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Final, Protocol
 
-from coordinator_core.records import GroupMetadataKey, GroupMetadataValue, LogRecord, MemberMetadata, OffsetCommitKey
+from coordinator_core.codec.records import (
+    GroupMetadataKey,
+    GroupMetadataValue,
+    LogRecord,
+    MemberMetadata,
+    OffsetCommitKey,
+)
 from coordinator_core.simulator import protocol as p
 from coordinator_core.simulator.log import RecordLog
 from coordinator_core.simulator.trace import TraceEvent
@@ -1297,8 +1303,9 @@ class Coordinator:
 
     def load_partition(self, partition: int, records: Iterable[LogRecord]) -> None:
         """The new coordinator loads the partition: each group's records go through the replay
-        engine (``coordinator_core.replay``, spec §10) and the result is materialised."""
-        from coordinator_core.replay import new_snapshot, replay
+        engine (``coordinator_core.loader.replay``, spec §10) and the result is materialised."""
+        from coordinator_core.loader.replay import replay
+        from coordinator_core.loader.snapshot import new_snapshot
 
         by_group: dict[str, list[LogRecord]] = {}
         for r in records:

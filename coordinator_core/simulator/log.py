@@ -3,7 +3,7 @@
 Rules:
 - Each record goes to ``partition_for(group)`` and gets that partition's next offset; its
   timestamp is the simulated time of the append (CREATE_TIME).
-- Kafka 4 consumer-group records (KIP-848, ``coordinator_core.modern_records``) go through the
+- Kafka 4 consumer-group records (KIP-848, ``coordinator_core.codec.modern_records``) go through the
   same ``append`` (one coordinator write = consecutive offsets, one timestamp).
 - ``RecordLog`` keeps decoded ``LogRecord`` objects (tests, ``offsetlake simulate``, failover
   replay). ``BytesLog`` keeps only encoded columns (the generator's fast path) and hands them out
@@ -14,8 +14,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from coordinator_core.modern_records import ModernKey, ModernValue
-from coordinator_core.records import GroupMetadataKey, GroupMetadataValue, LogRecord, OffsetCommitKey, OffsetCommitValue
+from coordinator_core.codec.modern_records import ModernKey, ModernValue
+from coordinator_core.codec.records import (
+    GroupMetadataKey,
+    GroupMetadataValue,
+    LogRecord,
+    OffsetCommitKey,
+    OffsetCommitValue,
+)
 from coordinator_core.simulator.wire import OffsetCommitEncoder, encode_key, encode_value, partition_for
 
 #: What the simulated coordinators append: classic and KIP-848 keys and values.

@@ -23,8 +23,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from coordinator_core.codec.records import LogRecord
 from coordinator_core.errors import ConfigError
-from coordinator_core.records import LogRecord
 from coordinator_core.simulator import protocol as p
 from coordinator_core.simulator.client import ClientConfig
 from coordinator_core.simulator.coordinator import CoordinatorConfig

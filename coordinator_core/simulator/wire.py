@@ -4,34 +4,34 @@ Rules:
 - ``partition_for`` is Kafka's ``Utils.abs(groupId.hashCode) % partitions`` (spec §6):
   ``coordinator_core.partitioner``'s.
 - Records and embedded consumer-protocol blobs (spec §3-§5) are encoded with the shared codecs
-  (``coordinator_core.codec``, ``coordinator_core.consumer_protocol``), re-exported here for the
+  (``coordinator_core.codec.record_codec``, ``coordinator_core.codec.consumer_protocol``), re-exported here for the
   simulator's modules.
 - ``OffsetCommitEncoder`` builds offset-commit key/value bytes fast (keys cached per
   (group, topic, partition), values with one precompiled ``struct``). Tests check it against
-  ``coordinator_core.codec``.
+  ``coordinator_core.codec.record_codec``.
 """
 
 from __future__ import annotations
 
 import struct
 
-from coordinator_core import codec
-from coordinator_core.consumer_protocol import decode_assignment as decode_assignment
-from coordinator_core.consumer_protocol import decode_subscription as decode_subscription
-from coordinator_core.consumer_protocol import encode_assignment as encode_assignment
-from coordinator_core.consumer_protocol import encode_subscription as encode_subscription
-from coordinator_core.modern_records import ModernKey, ModernValue
+from coordinator_core.codec import record_codec as codec
+from coordinator_core.codec.consumer_protocol import decode_assignment as decode_assignment
+from coordinator_core.codec.consumer_protocol import decode_subscription as decode_subscription
+from coordinator_core.codec.consumer_protocol import encode_assignment as encode_assignment
+from coordinator_core.codec.consumer_protocol import encode_subscription as encode_subscription
+from coordinator_core.codec.modern_records import ModernKey, ModernValue
+from coordinator_core.codec.records import GroupMetadataKey, GroupMetadataValue, OffsetCommitKey, OffsetCommitValue
 from coordinator_core.partitioner import partition_for as partition_for
-from coordinator_core.records import GroupMetadataKey, GroupMetadataValue, OffsetCommitKey, OffsetCommitValue
 
 
 def encode_key(key: OffsetCommitKey | GroupMetadataKey | ModernKey) -> bytes:
-    """A record key's bytes (``coordinator_core.codec``)."""
+    """A record key's bytes (``coordinator_core.codec.record_codec``)."""
     return codec.encode_key(key)
 
 
 def encode_value(value: OffsetCommitValue | GroupMetadataValue | ModernValue) -> bytes:
-    """A record value's bytes (``coordinator_core.codec``; never a tombstone here)."""
+    """A record value's bytes (``coordinator_core.codec.record_codec``; never a tombstone here)."""
     out = codec.encode_value(value)
     assert out is not None
     return out

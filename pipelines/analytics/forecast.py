@@ -12,10 +12,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from coordinator_core.expiry import OffsetState, offset_due_times
-from coordinator_core.records import OffsetCommitValue
-from coordinator_core.settings import ExpiryRules
-from coordinator_core.state import GroupState
+from coordinator_core import ExpiryRules, GroupState, OffsetCommitValue, OffsetState, offset_due_times
 
 
 def to_ms(v: Any) -> int | None:

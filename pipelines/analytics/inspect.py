@@ -12,7 +12,7 @@ Rules:
   group-metadata record), so a T inside a rebalance is PreparingRebalance/CompletingRebalance
   only in hindsight. State at T = the last transition at or before T (inferred ones included,
   flagged); generation likewise. An inferred rebalance start is a window (issue 17,
-  ``coordinator_core.rebalance.start_window``): a T inside it is told as both states it may be
+  ``coordinator_core.loader.rebalance.start_window``): a T inside it is told as both states it may be
   (``Stable or PreparingRebalance``), with the window, never as the estimate's side of it.
 - Lag (``pipelines.analytics.lag``, the rules the views follow): without ``--as-of`` the NEWEST
   ``partition_end_offsets`` sample of each topic-partition (a sampler run after the last batch
@@ -40,12 +40,27 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from coordinator_core import (
+    CoordinatorError,
+    LogRecord,
+    OffsetCommitted,
+    PartitionShape,
+    Rebalance,
+    StateTransition,
+    TxnMarker,
+    decode_record,
+    new_snapshot,
+    offset_due_times,
+    partition_for,
+    partition_shape,
+    replay,
+    snapshot_as_of,
+)
+from coordinator_core.modern.consumer.model import pairs
 from pipelines.analytics.reads import driver_io, epoch_ms
 from pipelines.errors import UsageError
 
 if TYPE_CHECKING:
-    from coordinator_core.log_shape import PartitionShape
-    from coordinator_core.records import LogRecord
     from pipelines.config import Config
 
 RECENT = 10
@@ -82,12 +97,6 @@ def read_group_records(cfg: Config, group_id: str) -> tuple[int, list[LogRecord]
     """
     import pyarrow.dataset as ds
 
-    from coordinator_core.codec import decode_record
-    from coordinator_core.errors import CoordinatorError
-    from coordinator_core.log_shape import partition_shape
-    from coordinator_core.partitioner import partition_for
-    from coordinator_core.records import LogRecord
-
     part = partition_for(group_id, cfg.offsets_topic.num_partitions)
     table = driver_io(cfg).read_arrow(
         "raw_records", ["key", "value", "partition", "offset", "timestamp"], ds.field("partition") == part
@@ -119,8 +128,6 @@ def with_transactions(cfg: Config, part: int, records: list[LogRecord]) -> list[
     import dataclasses
 
     import pyarrow.dataset as ds
-
-    from coordinator_core.records import TxnMarker
 
     cols = ["offset", "producer_id", "control_type", "timestamp"]
     txn = driver_io(cfg).read_arrow("raw_transactions", cols, ds.field("partition") == part)
@@ -187,9 +194,6 @@ class GroupView:
 
 def inspect_group(cfg: Config, group_id: str, as_of_ms: int | None = None) -> GroupView:
     """Build the view of ``group_id`` at ``as_of_ms`` (None = end of its log)."""
-    from coordinator_core.events import OffsetCommitted, Rebalance, StateTransition
-    from coordinator_core.expiry import offset_due_times
-    from coordinator_core.replay import new_snapshot, replay, snapshot_as_of
     from pipelines.analytics.group_lag import add_lag
 
     part, records, _, shape = read_group_records(cfg, group_id)
@@ -294,8 +298,6 @@ def consumer_description(c: Any, assignor: str | None) -> dict[str, Any] | None:
     ASSIGNMENT-STRATEGY, STATE, GROUP-EPOCH, TARGET-ASSIGNMENT-EPOCH, #MEMBERS; per member
     CONSUMER-ID, HOST, CLIENT-ID, #PARTITIONS, CURRENT-EPOCH, CURRENT-ASSIGNMENT, TARGET-EPOCH,
     TARGET-ASSIGNMENT (plus its MemberState, partitions pending revocation, subscription)."""
-    from coordinator_core.consumer_group_model import pairs
-
     if c is None:
         return None
 

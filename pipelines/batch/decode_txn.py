@@ -3,7 +3,7 @@
 Rules:
 - Input: ``raw_transactions`` (``schemas.raw``: broker segments' transactional records and
   COMMIT/ABORT markers). The driver resolves it with the core's rule
-  (``coordinator_core.transactions.transaction_fates``: a record's transaction is closed by the
+  (``coordinator_core.loader.transactions.transaction_fates``: a record's transaction is closed by the
   first COMMIT/ABORT marker of its producer in its partition after it, whatever the group; none:
   open at the end of the log) into one row per transactional record (``txn_fates_table``), staged
   as one Arrow IPC file under the run's staging directory (``stage_txn_fates``; the decode drops

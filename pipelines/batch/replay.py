@@ -36,7 +36,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from coordinator_core.settings import FACTS_ONLY, ReplaySettings
+from coordinator_core import FACTS_ONLY, ReplaySettings
 from pipelines.records import replay_input
 from pipelines.tableio.uri import read_arrow_file, write_arrow_file
 

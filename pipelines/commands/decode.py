@@ -103,7 +103,7 @@ def _parse_hex(text: str, what: str) -> bytes:
 
 
 def _render(record: Any, fmt: str, num_partitions: int) -> dict[str, Any]:
-    from coordinator_core.formatter import to_kafka_json, to_rich_json
+    from coordinator_core import to_kafka_json, to_rich_json
 
     if fmt == "rich":
         return to_rich_json(record, num_partitions)
@@ -113,8 +113,7 @@ def _render(record: Any, fmt: str, num_partitions: int) -> dict[str, Any]:
 def _decode(key: bytes, value: bytes | None, lenient: bool) -> tuple[Any, str | None]:
     """The record (modern types materialised) and, when its key is of a modern type but does
     not parse as one, the reason it is shown as an unknown record instead."""
-    from coordinator_core.codec import decode_record
-    from coordinator_core.errors import CorruptRecordError
+    from coordinator_core import CorruptRecordError, decode_record
 
     try:
         return decode_record(key, value, lenient=lenient, modern=True), None
@@ -137,7 +136,7 @@ def _dump(obj: dict[str, Any]) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from coordinator_core.errors import CorruptRecordError
+    from coordinator_core import CorruptRecordError
 
     if args.num_partitions <= 0:
         raise UsageError(f"--num-partitions must be positive, got {args.num_partitions}")
@@ -173,7 +172,7 @@ def _error_json(exc: Any, key: bytes, value: bytes | None) -> dict[str, Any]:
 def _decode_file(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from coordinator_core.errors import CorruptRecordError
+    from coordinator_core import CorruptRecordError
     from pipelines.raw_files import _input_files, read_raw_records
     from pipelines.segment_files import SegmentProblem, SegmentRecord, read_segment_file, segment_json
 

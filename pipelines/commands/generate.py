@@ -1,7 +1,7 @@
 """``offsetlake generate``: a realistic multi-group ``__consumer_offsets`` log from the simulator.
 
 Rules:
-- The log comes from ``coordinator_core.generator`` (deterministic for a seed) and is written
+- The log comes from ``coordinator_core.simulator.generator`` (deterministic for a seed) and is written
   with ``pipelines.raw_files.RawRecordWriter`` (raw-record Parquet, sequential file names,
   temp + rename), so every reader of captured logs reads it unchanged.
 - ``<out>/_truth.json`` holds what the simulator knows (per group: kind, traits, final state,
@@ -22,7 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from coordinator_core.expiry import SIMULATED_COORDINATOR
+from coordinator_core import SIMULATED_COORDINATOR
 from pipelines.errors import UsageError
 
 #: ``--mixed``: (consumer-protocol groups, online conversions) shares
@@ -236,7 +236,7 @@ def write_generated(
     """Generate a log into ``out`` (Parquet files + ``_truth.json``); returns the record count."""
     import pyarrow as pa
 
-    from coordinator_core.generator import GeneratorConfig, LogGenerator
+    from coordinator_core.simulator.generator import GeneratorConfig, LogGenerator
     from pipelines.raw_files import RAW_ARROW_SCHEMA, RawRecordWriter
 
     try:

@@ -6,7 +6,7 @@ Rules:
 - The log comes from the coordinator simulator (``offsetlake generate``'s ``write_generated``)
   when present; otherwise from ``sample_records`` below: a small deterministic log of consumer groups
   (join, commits, a member leaving, an empty group, a deleted group) encoded with the shared
-  codec (``coordinator_core.codec``).
+  codec (``coordinator_core.codec.record_codec``).
 - The sample cluster runs Kafka 4's coordinator (``generate.coordinator``) and ``--world
   realistic`` (the default) has the shapes real clusters hold: idle partitions committed once,
   offset-less groups, members restarting all at once (``GeneratorConfig``'s defaults);
@@ -63,8 +63,7 @@ def _str16(s: str) -> bytes:
 
 def _subscription_v0(topics: list[str]) -> bytes:
     try:
-        from coordinator_core.consumer_protocol import encode_subscription
-        from coordinator_core.records import Subscription
+        from coordinator_core import Subscription, encode_subscription
 
         return encode_subscription(Subscription(topics=tuple(topics)))
     except ImportError:  # ConsumerProtocolSubscription v0: version, topics, user_data
@@ -73,8 +72,7 @@ def _subscription_v0(topics: list[str]) -> bytes:
 
 def _assignment_v0(parts: dict[str, list[int]]) -> bytes:
     try:
-        from coordinator_core.consumer_protocol import encode_assignment
-        from coordinator_core.records import Assignment, TopicPartitions
+        from coordinator_core import Assignment, TopicPartitions, encode_assignment
 
         return encode_assignment(
             Assignment(assigned_partitions=tuple(TopicPartitions(t, tuple(p)) for t, p in parts.items()))
@@ -88,7 +86,7 @@ def _assignment_v0(parts: dict[str, list[int]]) -> bytes:
 
 def _partition_for(group: str, num_partitions: int) -> int:
     try:
-        from coordinator_core.partitioner import partition_for
+        from coordinator_core import partition_for
 
         return int(partition_for(group, num_partitions))
     except ImportError:
@@ -100,7 +98,7 @@ def _partition_for(group: str, num_partitions: int) -> int:
 
 
 def _group_metadata(gen: int, mids: list[str], ts: int, topic: str, n_parts: int, host_net: int) -> Any:
-    from coordinator_core.records import GroupMetadataValue, MemberMetadata
+    from coordinator_core import GroupMetadataValue, MemberMetadata
 
     if not mids:  # Empty: no protocol, no leader, no members (GroupMetadataManager writes this)
         return GroupMetadataValue(
@@ -153,8 +151,7 @@ def sample_records(
     goes Stable), offset commits, one member leaving (next generation), more commits; every third
     group then goes Empty and every fifth is deleted (offset tombstones + group tombstone).
     """
-    from coordinator_core.codec import encode_key, encode_value
-    from coordinator_core.records import GroupMetadataKey, OffsetCommitKey, OffsetCommitValue
+    from coordinator_core import GroupMetadataKey, OffsetCommitKey, OffsetCommitValue, encode_key, encode_value
     from pipelines.raw_files import OFFSETS_TOPIC, RawRecord
 
     rng = random.Random(seed)

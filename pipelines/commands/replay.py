@@ -3,9 +3,9 @@
 Rules:
 - Input: the files ``offsetlake decode --input`` reads (JSON lines with hex/base64 key/value,
   Parquet with Spark's Kafka source schema, or a directory of them), read with
-  ``pipelines.raw_files.read_raw_records`` and decoded with ``coordinator_core.codec``.
+  ``pipelines.raw_files.read_raw_records`` and decoded with ``coordinator_core.codec.record_codec``.
 - Records are grouped by group id and replayed in (partition, offset) order by
-  ``coordinator_core.replay`` (the same core the Spark jobs run). Corrupt records are counted
+  ``coordinator_core.loader.replay`` (the same core the Spark jobs run). Corrupt records are counted
   and skipped (``--strict``: exit 2 at the first one).
 - Output: JSON lines on stdout, one per group (sorted by group id): the ``group_state`` row plus
   ``offsets``; ``--events`` prints the event stream instead (one row per event, with ``kind``
@@ -16,7 +16,7 @@ Rules:
   of its partition's later records does not move it (a warning names what was ignored).
 - Broker log segments in the input carry transactions (KIP-98): a record of a transactional batch
   keeps its producer id and the COMMIT/ABORT markers join the replay (``_with_transactions``), so
-  transactional commits replay as Kafka's loader does (``coordinator_core.transactions``).
+  transactional commits replay as Kafka's loader does (``coordinator_core.loader.transactions``).
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from pipelines.errors import UsageError
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
-    from coordinator_core.records import LogRecord
+    from coordinator_core import LogRecord
     from pipelines.raw_files import RawRecord
 
 DESCRIPTION = """\
@@ -48,8 +48,13 @@ examples:
 
 
 def register(subparsers: Any) -> None:
-    from coordinator_core.expiry import DEFAULT_CLEANUP_INTERVAL_MS, DEFAULT_COORDINATOR, REPLAY_COORDINATORS, RULE_SETS
-    from coordinator_core.settings import DEFAULT_INITIAL_REBALANCE_DELAY_MS
+    from coordinator_core import (
+        DEFAULT_CLEANUP_INTERVAL_MS,
+        DEFAULT_COORDINATOR,
+        DEFAULT_INITIAL_REBALANCE_DELAY_MS,
+        REPLAY_COORDINATORS,
+        RULE_SETS,
+    )
 
     p = subparsers.add_parser(
         "replay",
@@ -119,9 +124,7 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from coordinator_core.events import TABLE_BY_KIND
-    from coordinator_core.replay import replay_groups
-    from coordinator_core.settings import ReplaySettings
+    from coordinator_core import TABLE_BY_KIND, ReplaySettings, replay_groups
     from pipelines.raw_files import RawRecord, read_raw_records
 
     if args.retention_ms is not None and args.retention_ms <= 0:
@@ -185,7 +188,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _event_kinds(args: argparse.Namespace) -> frozenset[str] | None:
     """The ``--kinds`` asked for (``None`` = all), checked against the known event kinds."""
-    from coordinator_core.events import TABLE_BY_KIND
+    from coordinator_core import TABLE_BY_KIND
 
     kinds: frozenset[str] | None = None
     if args.kinds:
@@ -216,9 +219,7 @@ def _read_input(
         The records, every record's (topic, partition, offset, timestamp) for the log clock
         (records after the cut included), and the counts.
     """
-    from coordinator_core.codec import decode_record
-    from coordinator_core.errors import CorruptRecordError
-    from coordinator_core.records import LogRecord
+    from coordinator_core import CorruptRecordError, LogRecord, decode_record
 
     wanted = set(args.group) if args.group else None
     records: list[LogRecord] = []
@@ -252,7 +253,7 @@ def _with_transactions(records: list[Any], args: argparse.Namespace) -> list[Any
     COMMIT/ABORT markers (within the as-of cut); records of other inputs unchanged."""
     from pathlib import Path
 
-    from coordinator_core.records import TxnMarker
+    from coordinator_core import TxnMarker
     from pipelines.segment_files import SEGMENT_SUFFIX, SegmentProblem, read_segment_items
     from pipelines.segment_input import producer_of, txn_marker
 

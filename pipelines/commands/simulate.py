@@ -83,7 +83,7 @@ def main(args: argparse.Namespace) -> int:
 
 def write_outputs(result: Any, out: Path) -> None:
     """Write the records (raw-record Parquet) and the trace (JSON lines) into ``out``."""
-    from coordinator_core.codec import encode_key, encode_value
+    from coordinator_core import encode_key, encode_value
     from pipelines.raw_files import RawRecord, RawRecordWriter
 
     out.mkdir(parents=True, exist_ok=True)

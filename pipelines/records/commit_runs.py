@@ -21,7 +21,7 @@ from pipelines.records.log_records import records_from_arrow
 from pipelines.records.replay_input import REC_OFFSET_COMMIT, REC_UNSUPPORTED, as_numpy
 
 if TYPE_CHECKING:
-    from coordinator_core.records import ReplayItem
+    from coordinator_core import ReplayItem
 
 
 #: ``replay_table`` reduces commit runs with numpy from this many rows on (fewer: plain records)
@@ -87,7 +87,7 @@ def _by_run_topic_partition(run_of: Any, tidx: Any, tpart: Any) -> Any:
 
 # long: one vectorised pass over a batch's runs; pieces would materialise the masks twice
 def _commit_runs(cols: dict[str, Any], starts: Any, max_span_ms: int | None, rows: Any = None) -> dict[str, Any]:
-    """The vectorised twin of ``coordinator_core.replay.compress_commit_runs`` for many groups.
+    """The vectorised twin of ``coordinator_core.loader.commit_runs.compress_commit_runs`` for many groups.
 
     ``cols``: ``run_columns`` of the table; ``rows`` (optional): the table's rows in replay
     order (default: the table's own order); ``starts``: where each group begins in that order.
@@ -189,7 +189,7 @@ def items_by_group(
     ``run_columns`` when the caller already has them."""
     import numpy as np
 
-    from coordinator_core.replay import CommitRun
+    from coordinator_core import CommitRun
 
     n = table.num_rows if rows is None else len(rows)
     if n == 0:

@@ -13,7 +13,7 @@ Rules:
 - The fast path only accepts rows it can prove well-formed under the exact layouts of spec
   §3.2/§4.1 (known versions, exact lengths, no trailing bytes, single-byte compact lengths,
   no tagged fields, ASCII-or-valid UTF-8). Every other row goes to the core codec
-  (``coordinator_core.codec.decode_record``), which decides: decoded, unsupported (unknown
+  (``coordinator_core.codec.record_codec.decode_record``), which decides: decoded, unsupported (unknown
   record type / value version) or quarantine (``CoordinatorError`` and friends).
 - Group metadata (key version 2) is always decoded by the core codec; its rows are collected
   column-wise, and each distinct member subscription/assignment blob is parsed once (bounded

@@ -16,30 +16,29 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from coordinator_core.codec import decode_record
-from coordinator_core.consumer_protocol import CONSUMER_PROTOCOL_TYPE, parse_member_blobs
-from coordinator_core.errors import CorruptRecordError
-from coordinator_core.formatter import to_kafka_json
-from coordinator_core.modern_records import (
+from coordinator_core import (
+    CONSUMER_PROTOCOL_TYPE,
     VALUE_TYPE_BY_CLASS,
+    CorruptRecordError,
     GroupKey,
     GroupMemberKey,
-    RegularExpressionKey,
-    group_type,
-)
-from coordinator_core.records import (
     GroupMetadataKey,
     GroupMetadataValue,
     MemberMetadata,
     OffsetCommitKey,
     OffsetCommitValue,
+    RegularExpressionKey,
     UnknownKey,
     UnknownValue,
+    decode_record,
+    group_type,
+    parse_member_blobs,
     record_type_name,
+    to_kafka_json,
 )
 
 if TYPE_CHECKING:
-    from coordinator_core.records import Record
+    from coordinator_core import Record
 
 from pipelines.records.decode_common import (
     KIND_GROUP_METADATA,

@@ -5,7 +5,7 @@ Rules:
   constructors (``wire.fast_constructor``), in the table's row order; unsupported rows and Kafka 4
   group records are decoded by the core codec from their raw bytes with ``modern=True`` (the
   consumer-group fold reads the KIP-848 records' fields). The result equals decoding the raw
-  records with ``coordinator_core.codec.decode_record(..., modern=True)`` (the tests compare them).
+  records with ``coordinator_core.codec.record_codec.decode_record(..., modern=True)`` (the tests compare them).
   An offset commit of a transactional batch keeps its producer id; a transaction-marker row
   becomes the core's ``TxnMarker``.
 """
@@ -28,13 +28,13 @@ from pipelines.records.replay_input import (
 )
 
 if TYPE_CHECKING:
-    from coordinator_core.records import ReplayItem
+    from coordinator_core import ReplayItem
 
 
 @functools.cache
 def _fast(cls: type) -> Callable[[Sequence[Any]], Any]:
     """The core's slot-filling constructor for ``cls`` (generated once per class)."""
-    from coordinator_core.wire import fast_constructor
+    from coordinator_core import fast_constructor
 
     return fast_constructor(cls)
 
@@ -51,8 +51,7 @@ def records_from_arrow(table: pa.Table, rows: Any = None) -> list[ReplayItem]:
     """
     import numpy as np
 
-    from coordinator_core.codec import decode_record
-    from coordinator_core.records import (
+    from coordinator_core import (
         GroupMetadataKey,
         GroupMetadataValue,
         LogRecord,
@@ -60,6 +59,7 @@ def records_from_arrow(table: pa.Table, rows: Any = None) -> list[ReplayItem]:
         OffsetCommitKey,
         OffsetCommitValue,
         TxnMarker,
+        decode_record,
     )
 
     if rows is None:
@@ -95,7 +95,7 @@ def records_from_arrow(table: pa.Table, rows: Any = None) -> list[ReplayItem]:
     tomb = col("is_tombstone")
     vver = col("value_version")
     out: list[Any] = [None] * n
-    # slot-filling constructors of the core (``coordinator_core.wire.fast_constructor``): the same
+    # slot-filling constructors of the core (``coordinator_core.codec.wire.fast_constructor``): the same
     # frozen dataclasses, about half the construction cost of their ``__init__``
     new_log = _fast(LogRecord)
 

@@ -33,14 +33,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 
-from coordinator_core.events import TABLE_BY_KIND, WITHDRAWN
-from coordinator_core.settings import FACTS_ONLY, ReplaySettings
+from coordinator_core import FACTS_ONLY, TABLE_BY_KIND, WITHDRAWN, ReplaySettings
 from pipelines.records.commit_runs import MIN_ROWS_TO_COMPRESS, default_max_span_ms, items_by_group
 from pipelines.records.gold import DEFAULT_TABLES, GOLD_UNION_SCHEMA, rows_to_tables, to_union
 from pipelines.records.replay_input import replay_order_and_groups
 
 if TYPE_CHECKING:
-    from coordinator_core.replay import GroupSnapshot, ReplayResult, RunCounters
+    from coordinator_core import GroupSnapshot, ReplayResult, RunCounters
 
 
 KINDS_BY_TABLE: dict[str, str] = {table: kind for kind, table in TABLE_BY_KIND.items()}
@@ -103,9 +102,9 @@ def replay_onto(
         min_rows_to_compress: fewer rows are replayed as plain records (the reduction's fixed
             numpy cost is ~1 ms; same result either way).
         settings, as_of_ms, event_kinds, log_end_ms, assume_log_start, counters: as
-            ``coordinator_core.replay.replay_runs``.
+            ``coordinator_core.loader.replay.replay_runs``.
     """
-    from coordinator_core.replay import ALL_EVENT_KINDS, replay_runs
+    from coordinator_core import ALL_EVENT_KINDS, replay_runs
 
     kinds = ALL_EVENT_KINDS if event_kinds is None else frozenset(event_kinds)
     options: dict[str, Any] = {
@@ -335,7 +334,7 @@ def _replay_complete(
 ) -> dict[str, list[dict[str, Any]]]:
     """Complete groups' rows (``work``'s, or its ``rows`` in that order) -> their gold rows, by
     table (the caller pauses the cyclic collector: ``_Replay``)."""
-    from coordinator_core.replay import new_snapshot
+    from coordinator_core import new_snapshot
 
     out: dict[str, list[dict[str, Any]]] = {t: [] for t in tables}
     for _before, result in replay_onto(

@@ -1,6 +1,6 @@
 """Transactions in the replay input: producer ids on the rows, COMMIT/ABORT markers per group.
 
-Rules (KIP-98; the core applies them: ``coordinator_core.transactions``):
+Rules (KIP-98; the core applies them: ``coordinator_core.loader.transactions``):
 - Input: replay-input rows of whole groups (``pipelines.records.replay_input``) and the
   ``raw_transactions`` rows (``schemas.raw``: a row per record of a transactional batch and per
   control record of broker segments). Arrow and numpy only.

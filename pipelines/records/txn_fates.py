@@ -2,7 +2,7 @@
 
 Rules:
 - ``txn_fates_table``: ``raw_transactions`` rows (``schemas.raw``: transactional records and
-  COMMIT/ABORT markers) resolved with the core's rule (``coordinator_core.transactions.
+  COMMIT/ABORT markers) resolved with the core's rule (``coordinator_core.loader.transactions.
   transaction_fates``: a record's transaction is closed by the first COMMIT/ABORT marker of its
   producer in its partition after it, whatever the group; none: open) into one row per
   transactional record, sorted by position. Transactional records are few next to the log: the
@@ -37,8 +37,7 @@ def txn_fates_table(txn: pa.Table) -> pa.Table:
     log_offset, producer_id, txn_outcome, txn_marker_offset), sorted by position (module rules)."""
     import pyarrow as pa
 
-    from coordinator_core.records import TxnMarker
-    from coordinator_core.transactions import transaction_fates
+    from coordinator_core import TxnMarker, transaction_fates
     from schemas.decoded import OFFSET_COMMITS
 
     cols = [txn.column(c).to_pylist() for c in ("partition", "offset", "producer_id", "control_type")]

@@ -1,6 +1,6 @@
 """Transactions across the micro-batches of a segment stream (KIP-98).
 
-Rules (the core applies the semantics: ``coordinator_core.transactions``):
+Rules (the core applies the semantics: ``coordinator_core.loader.transactions``):
 - A COMMIT/ABORT marker applies to every group of its partition holding pending offsets of its
   producer (Kafka's ``replayEndTransactionMarker``); in a stream those offsets may have been read
   by any earlier micro-batch, and the micro-batch that reads the marker must hand it to their

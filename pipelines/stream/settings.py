@@ -23,7 +23,7 @@ import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from coordinator_core.settings import ReplaySettings
+from coordinator_core import ReplaySettings
 from pipelines.errors import UsageError
 from pipelines.tableio import uri as uris
 

@@ -28,7 +28,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
-from coordinator_core.events import WITHDRAWN
+from coordinator_core import WITHDRAWN
 from pipelines.stream.settings import APP_ID_PREFIX
 from pipelines.stream.state import DELETED_OFFSETS, output_tables
 

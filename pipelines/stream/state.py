@@ -47,7 +47,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from coordinator_core.settings import ReplaySettings
+from coordinator_core import ReplaySettings
 from pipelines.records import replay_input
 from schemas.shapes import STREAM_OUTPUT, STREAM_STATE
 
@@ -57,7 +57,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame
     from pyspark.sql.streaming.state import GroupState
 
-    from coordinator_core.replay import GroupSnapshot
+    from coordinator_core import GroupSnapshot
     from pipelines.stream.settings import StreamSettings
 
 
@@ -159,10 +159,11 @@ class BucketReplayer:
         still to come): forecasts are made at it, and one whose cleanup it has passed with no
         tombstone is withdrawn — the same rows as the batch job with ``as_of`` = the final
         watermark."""
-        from coordinator_core.replay import (
+        from coordinator_core import (
             SNAPSHOT_FORMAT_VERSION,
             deserialize_snapshot,
             new_snapshot,
+            next_judgment_ms,
             serialize_snapshot,
         )
         from pipelines.records.replay import event_kinds_for, replay_onto
@@ -187,7 +188,7 @@ class BucketReplayer:
         for before, result in replayed:
             for name, rows in self._changed_rows(before, result).items():
                 out.setdefault(name, []).extend(rows)
-            nxt = result.snapshot.next_judgment_ms(self.settings)
+            nxt = next_judgment_ms(result.snapshot, self.settings)
             timer = None if nxt is None else max(nxt - 1, watermark_ms, 1)
             after_groups[before.group_id] = (SNAPSHOT_FORMAT_VERSION, serialize_snapshot(result.snapshot), timer)
         timers = [t for _f, _b, t in after_groups.values() if t is not None]

@@ -1,6 +1,6 @@
 """A consumer group's (KIP-848) records written the way Kafka 4's coordinator writes them.
 
-Every record is built from ``coordinator_core.modern_records`` values, encoded to the bytes a
+Every record is built from ``coordinator_core.codec.modern_records`` values, encoded to the bytes a
 broker writes (``codec.encode_record``) and decoded back (``decode_record(..., modern=True)``),
 so the tests fold bytes, not hand-made objects. ``ConsumerGroupLog`` hands out consecutive log
 offsets in one ``__consumer_offsets`` partition; records appended between ``batch()`` calls
@@ -14,10 +14,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from coordinator_core.codec import decode_record, encode_record
-from coordinator_core.consumer_group_writer import topic_id_for as topic_id
-from coordinator_core.consumer_protocol import encode_assignment, encode_subscription
-from coordinator_core.modern_records import (
+from coordinator_core.codec.consumer_protocol import encode_assignment, encode_subscription
+from coordinator_core.codec.modern_records import (
     ClassicMemberMetadata,
     ClassicProtocol,
     ConsumerGroupCurrentMemberAssignmentValue,
@@ -34,7 +32,8 @@ from coordinator_core.modern_records import (
     TopicIdPartitions,
     TopicMetadata,
 )
-from coordinator_core.records import (
+from coordinator_core.codec.record_codec import decode_record, encode_record
+from coordinator_core.codec.records import (
     Assignment,
     GroupMetadataKey,
     GroupMetadataValue,
@@ -48,6 +47,7 @@ from coordinator_core.records import (
     Subscription,
     TopicPartitions,
 )
+from coordinator_core.simulator.consumer_group_writer import topic_id_for as topic_id
 
 T0 = 1_760_000_000_000
 STABLE, UNREVOKED, UNRELEASED = 0, 1, 2
@@ -257,7 +257,7 @@ def kafka4_consumer_group_life(group: str = "cg", *, t0: int = T0) -> ConsumerGr
     a classic group (generation 3) upgraded online, a consumer-protocol member joining, both
     reconciled and committing (``orders`` subscribed, ``audit`` committed once and no longer
     subscribed), the classic-protocol member leaving, the rest reconciled and committing."""
-    from coordinator_core.consumer_group_writer import ConsumerGroupWriter
+    from coordinator_core.simulator.consumer_group_writer import ConsumerGroupWriter
 
     log = ConsumerGroupLog(group, t0=t0)
     w = ConsumerGroupWriter(group, {"orders": 4, "audit": 1})

@@ -15,7 +15,7 @@ sample values straight from the schema — ``min`` (nulls, empty arrays, tagged 
 non-ASCII strings, negative and 64-bit integers), ``unknown_tags`` (``full`` plus unknown tagged
 fields at the top level and in the first nested struct) and ``tombstone`` — and encodes them
 with the small schema-driven encoder below, written from Kafka's ``MessageDataGenerator`` rules
-and independent of ``coordinator_core.wire``. The expected console JSON is produced the same
+and independent of ``coordinator_core.codec.wire``. The expected console JSON is produced the same
 way, from ``JsonConverterGenerator``'s rules (camelCase names, tagged fields only when not
 default, uuids as ``Uuid.toString()``, bytes base64). The test suite then checks that the core
 codec decodes every vector to exactly that JSON and re-encodes it byte for byte.

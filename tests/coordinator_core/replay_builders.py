@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from coordinator_core.consumer_protocol import encode_assignment, encode_subscription
-from coordinator_core.records import (
+from coordinator_core.codec.consumer_protocol import encode_assignment, encode_subscription
+from coordinator_core.codec.records import (
     Assignment,
     GroupMetadataKey,
     GroupMetadataValue,

@@ -13,7 +13,7 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from coordinator_core.records import (
+from coordinator_core.codec.records import (
     Assignment,
     GroupMetadataKey,
     GroupMetadataValue,
@@ -60,7 +60,7 @@ group_metadata_keys = st.builds(GroupMetadataKey, group=names)
 @st.composite
 def unknown_keys(draw: st.DrawFn) -> UnknownKey:
     """Newer record types (3-24): raw bytes = version + GroupId (+ one more string)."""
-    from coordinator_core.codec import decode_key
+    from coordinator_core.codec.record_codec import decode_key
 
     version = draw(st.integers(3, 24))
     parts = [version.to_bytes(2, "big", signed=True)]
@@ -185,7 +185,7 @@ def assignments(draw: st.DrawFn, version: int | None = None) -> Assignment:
 @st.composite
 def consumer_group_values(draw: st.DrawFn, version: int | None = None, max_members: int = 4) -> GroupMetadataValue:
     """A "consumer" group whose members carry valid subscription/assignment blobs."""
-    from coordinator_core.consumer_protocol import encode_assignment, encode_subscription
+    from coordinator_core.codec.consumer_protocol import encode_assignment, encode_subscription
 
     base = draw(group_metadata_values(version=version, max_members=0))
     members = []
@@ -218,7 +218,7 @@ def consumer_group_values(draw: st.DrawFn, version: int | None = None, max_membe
 
 # ---------------------------------------------------------------------------------------------
 # Kafka 4's modern group records (KIP-848 consumer, KIP-932 share, KIP-1071 streams), derived
-# from the declarative layouts of ``coordinator_core.modern_records`` so every field of every
+# from the declarative layouts of ``coordinator_core.codec.modern_records`` so every field of every
 # record type is exercised: sentinel ints are None rather than -1, nullable fields may be None,
 # unknown tags are above the known ones (Kafka's writer puts them there), uuids are 16 random
 # bytes in ``Uuid.toString()`` form.
@@ -233,7 +233,7 @@ _INT_RANGES = {
 
 
 def _modern_field(f: Any, builders: dict[str, Any]) -> st.SearchStrategy[Any]:
-    from coordinator_core.wire import uuid_to_str
+    from coordinator_core.codec.wire import uuid_to_str
 
     t = f.type
     base: st.SearchStrategy[Any]
@@ -269,7 +269,7 @@ def _modern_struct(fields: tuple[Any, ...], builder: Any, builders: dict[str, An
 
 
 def modern_values(record_type: int) -> st.SearchStrategy[Any]:
-    from coordinator_core.modern_records import MODERN_TYPES, struct_builders
+    from coordinator_core.codec.modern_records import MODERN_TYPES, struct_builders
 
     t = MODERN_TYPES[record_type]
     builders = struct_builders(t.value_message)
@@ -277,7 +277,7 @@ def modern_values(record_type: int) -> st.SearchStrategy[Any]:
 
 
 def modern_keys(record_type: int) -> st.SearchStrategy[Any]:
-    from coordinator_core.modern_records import MODERN_TYPES, GroupKey, GroupMemberKey, RegularExpressionKey
+    from coordinator_core.codec.modern_records import MODERN_TYPES, GroupKey, GroupMemberKey, RegularExpressionKey
 
     cls = MODERN_TYPES[record_type].key_layout.cls
     if cls is GroupKey:
@@ -289,7 +289,7 @@ def modern_keys(record_type: int) -> st.SearchStrategy[Any]:
 
 @st.composite
 def modern_records(draw: st.DrawFn, tombstones: bool = True) -> Record:
-    from coordinator_core.modern_records import MODERN_TYPES
+    from coordinator_core.codec.modern_records import MODERN_TYPES
 
     record_type = draw(st.sampled_from(sorted(MODERN_TYPES)))
     key = draw(modern_keys(record_type))

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from coordinator_core.assignors import (
+from coordinator_core.simulator.assignors import (
     MemberSubscription,
     assign,
     cooperative_sticky_assign,

@@ -6,9 +6,15 @@ import struct
 
 import pytest
 
-from coordinator_core.codec import decode_key, decode_record, decode_value, encode_key, encode_record, encode_value
-from coordinator_core.errors import CorruptRecordError
-from coordinator_core.records import (
+from coordinator_core.codec.record_codec import (
+    decode_key,
+    decode_record,
+    decode_value,
+    encode_key,
+    encode_record,
+    encode_value,
+)
+from coordinator_core.codec.records import (
     RECORD_TYPE_NAMES,
     GroupMetadataKey,
     GroupMetadataValue,
@@ -19,6 +25,7 @@ from coordinator_core.records import (
     UnknownKey,
     UnknownValue,
 )
+from coordinator_core.errors import CorruptRecordError
 
 OFFSET_KEY = bytes.fromhex("0001000867726f75702d69640003666f6f00000001")
 GROUP_KEY = bytes.fromhex("0002000867726f75702d6964")
@@ -353,7 +360,7 @@ def test_encoding_unrepresentable_values_raises_value_error() -> None:
 def test_fast_constructor_fills_slots_and_respects_post_init() -> None:
     from dataclasses import dataclass
 
-    from coordinator_core.wire import fast_constructor
+    from coordinator_core.codec.wire import fast_constructor
 
     @dataclass(frozen=True, slots=True)
     class Plain:

@@ -7,16 +7,23 @@ from __future__ import annotations
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from coordinator_core.codec import decode_key, decode_record, decode_value, encode_key, encode_record, encode_value
-from coordinator_core.consumer_protocol import (
+from coordinator_core.codec.consumer_protocol import (
     decode_assignment,
     decode_subscription,
     encode_assignment,
     encode_subscription,
     parse_member_blobs,
 )
+from coordinator_core.codec.record_codec import (
+    decode_key,
+    decode_record,
+    decode_value,
+    encode_key,
+    encode_record,
+    encode_value,
+)
+from coordinator_core.codec.records import GroupMetadataValue, Record
 from coordinator_core.errors import CorruptRecordError
-from coordinator_core.records import GroupMetadataValue, Record
 from tests.coordinator_core import strategies as S
 
 PROPS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -132,7 +139,8 @@ def test_keys_are_exact_identities() -> None:
 
 
 def _all_layouts() -> list[object]:
-    from coordinator_core import codec, consumer_protocol
+    from coordinator_core.codec import consumer_protocol as consumer_protocol
+    from coordinator_core.codec import record_codec as codec
 
     layouts: list[object] = [
         *codec._KEY_LAYOUTS.values(),
@@ -150,7 +158,7 @@ LAYOUTS = _all_layouts()
 @st.composite
 def layout_inputs(draw: st.DrawFn) -> tuple[object, bytes]:
     """A layout and bytes near its valid encodings (valid, mutated or truncated)."""
-    from coordinator_core import codec
+    from coordinator_core.codec import record_codec as codec
 
     layout = draw(st.sampled_from(LAYOUTS))
     msg = layout.message.name  # type: ignore[attr-defined]
@@ -177,7 +185,7 @@ def layout_inputs(draw: st.DrawFn) -> tuple[object, bytes]:
 @PROPS
 @given(layout_inputs())
 def test_fused_reader_agrees_with_the_generic_step_reader(case: tuple[object, bytes]) -> None:
-    from coordinator_core.wire import WireError
+    from coordinator_core.codec.wire import WireError
 
     layout, data = case
 

@@ -1,4 +1,4 @@
-"""The fold of a Kafka 4 consumer group (``coordinator_core.consumer_group``), on records encoded
+"""The fold of a Kafka 4 consumer group (``coordinator_core.modern.consumer.fold``), on records encoded
 to the bytes a broker writes (``consumer_group_log``). Each scenario follows a test of Kafka's
 own suite (``GroupMetadataManagerTest``, ``ConsumerGroupTest``, ``OffsetMetadataManagerTest``,
 named in the docstrings): the record sequence that test asserts, then the state Kafka's loader
@@ -10,28 +10,24 @@ import dataclasses
 
 import pytest
 
-from coordinator_core.consumer_group import (
-    DEFAULT_CONSUMER_ASSIGNOR,
-    DEFAULT_SESSION_TIMEOUT_MS,
-    ConsumerGroupFold,
-    ConsumerGroupState,
-    as_rebalance,
-    as_transition,
-    deletion_records,
-    dump_snapshot,
-    fold,
-    load_snapshot,
-    member_events,
-    offset_due_ms,
-    plan_cleanup,
-)
-from coordinator_core.consumer_group_events import (
+from coordinator_core.codec.records import OffsetCommitKey, OffsetCommitValue
+from coordinator_core.modern.consumer.events import (
     ConsumerAnomaly,
     ConsumerRebalance,
     ConsumerStateChange,
     ProtocolConversion,
 )
-from coordinator_core.records import OffsetCommitKey, OffsetCommitValue
+from coordinator_core.modern.consumer.fold import ConsumerGroupFold, fold
+from coordinator_core.modern.consumer.model import (
+    DEFAULT_CONSUMER_ASSIGNOR,
+    ConsumerGroupState,
+    deletion_records,
+    dump_snapshot,
+    load_snapshot,
+    offset_due_ms,
+    plan_cleanup,
+)
+from coordinator_core.modern.consumer.rows import DEFAULT_SESSION_TIMEOUT_MS, as_rebalance, as_transition, member_events
 from tests.coordinator_core.consumer_group_log import (
     UNRELEASED,
     UNREVOKED,

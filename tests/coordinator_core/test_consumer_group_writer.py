@@ -7,9 +7,10 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from coordinator_core.consumer_group import ConsumerGroupState, dump_snapshot, fold, load_snapshot
-from coordinator_core.consumer_group_events import ConsumerAnomaly, ConsumerRebalance, ProtocolConversion
-from coordinator_core.consumer_group_writer import UNRELEASED_PARTITIONS, ConsumerGroupWriter, topic_id_for
+from coordinator_core.modern.consumer.events import ConsumerAnomaly, ConsumerRebalance, ProtocolConversion
+from coordinator_core.modern.consumer.fold import fold
+from coordinator_core.modern.consumer.model import ConsumerGroupState, dump_snapshot, load_snapshot
+from coordinator_core.simulator.consumer_group_writer import UNRELEASED_PARTITIONS, ConsumerGroupWriter, topic_id_for
 from tests.coordinator_core.consumer_group_log import ConsumerGroupLog
 
 TOPICS = {"foo": 6, "bar": 3}

@@ -6,7 +6,7 @@ import struct
 
 import pytest
 
-from coordinator_core.consumer_protocol import (
+from coordinator_core.codec.consumer_protocol import (
     decode_assignment,
     decode_subscription,
     decode_subscription_tolerant,
@@ -15,8 +15,8 @@ from coordinator_core.consumer_protocol import (
     parse_member_blobs,
     subscribed_topics_v0,
 )
+from coordinator_core.codec.records import Assignment, MemberMetadata, Subscription, TopicPartitions
 from coordinator_core.errors import CorruptRecordError
-from coordinator_core.records import Assignment, MemberMetadata, Subscription, TopicPartitions
 
 SUB_V3 = Subscription(
     topics=("a", "b"),

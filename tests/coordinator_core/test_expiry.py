@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import pytest
 
+from coordinator_core.codec.records import GroupMetadataKey, LogRecord, OffsetCommitKey
 from coordinator_core.events import Event, GroupLifecycle, OffsetExpiration, StateTransition
 from coordinator_core.expiry import RULE_SETS, expire_offsets, next_expiry_ms, plan_expiry
-from coordinator_core.records import GroupMetadataKey, LogRecord, OffsetCommitKey
-from coordinator_core.replay import GroupSnapshot, new_snapshot, replay
+from coordinator_core.loader.replay import replay
+from coordinator_core.loader.snapshot import GroupSnapshot, new_snapshot
 from coordinator_core.settings import ReplaySettings
 from coordinator_core.state import GroupState
 from tests.coordinator_core.replay_builders import GroupLog, member

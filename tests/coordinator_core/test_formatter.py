@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import json
 
-from coordinator_core.codec import decode_record, encode_key, encode_value
-from coordinator_core.consumer_protocol import encode_assignment, encode_subscription
-from coordinator_core.formatter import to_kafka_json, to_rich_json
-from coordinator_core.partitioner import partition_for
-from coordinator_core.records import (
+from coordinator_core.codec.consumer_protocol import encode_assignment, encode_subscription
+from coordinator_core.codec.formatter import to_kafka_json, to_rich_json
+from coordinator_core.codec.record_codec import decode_record, encode_key, encode_value
+from coordinator_core.codec.records import (
     Assignment,
     GroupMetadataKey,
     GroupMetadataValue,
@@ -21,6 +20,7 @@ from coordinator_core.records import (
     UnknownKey,
     UnknownValue,
 )
+from coordinator_core.partitioner import partition_for
 
 
 def test_sentinels_print_as_minus_one_like_kafka() -> None:

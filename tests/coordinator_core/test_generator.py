@@ -7,11 +7,12 @@ from typing import Any
 
 import pytest
 
-from coordinator_core import codec
-from coordinator_core.generator import GeneratedLog, GeneratorConfig, LogGenerator, generate
+from coordinator_core.codec import record_codec as codec
+from coordinator_core.codec.records import GroupMetadataKey, LogRecord, OffsetCommitKey
+from coordinator_core.loader.replay import replay
+from coordinator_core.loader.snapshot import new_snapshot
 from coordinator_core.partitioner import partition_for
-from coordinator_core.records import GroupMetadataKey, LogRecord, OffsetCommitKey
-from coordinator_core.replay import new_snapshot, replay
+from coordinator_core.simulator.generator import GeneratedLog, GeneratorConfig, LogGenerator, generate
 
 
 @pytest.fixture(scope="module")
@@ -153,7 +154,7 @@ def test_the_log_does_not_depend_on_the_interpreters_hash_seed() -> None:
     import sys
 
     code = (
-        "import hashlib; from coordinator_core.generator import generate; "
+        "import hashlib; from coordinator_core.simulator.generator import generate; "
         "g = generate(8, 0.5, seed=13, failovers_per_hour=4); h = hashlib.sha256(); "
         "[h.update(k + (v or b'-') + p.to_bytes(4, 'big') + o.to_bytes(8, 'big') + t.to_bytes(8, 'big')) "
         "for k, v, p, o, t in zip(g.keys, g.values, g.partitions, g.offsets, g.timestamps)]; print(h.hexdigest())"

@@ -10,10 +10,7 @@ from typing import Any
 
 import pytest
 
-from coordinator_core.codec import decode_record
-from coordinator_core.consumer_group_writer import UNREVOKED_PARTITIONS, topic_id_for
-from coordinator_core.generator import GeneratedLog, generate
-from coordinator_core.modern_records import (
+from coordinator_core.codec.modern_records import (
     ConsumerGroupCurrentMemberAssignmentValue,
     ConsumerGroupMemberMetadataValue,
     ConsumerGroupMetadataValue,
@@ -22,13 +19,17 @@ from coordinator_core.modern_records import (
     GroupKey,
     GroupMemberKey,
 )
-from coordinator_core.records import GroupMetadataKey, GroupMetadataValue, LogRecord
-from coordinator_core.replay import ReplayResult, new_snapshot, replay, replay_groups
+from coordinator_core.codec.record_codec import decode_record
+from coordinator_core.codec.records import GroupMetadataKey, GroupMetadataValue, LogRecord
+from coordinator_core.loader.replay import ReplayResult, replay, replay_groups
+from coordinator_core.loader.snapshot import new_snapshot
 from coordinator_core.settings import ReplaySettings
 from coordinator_core.simulator.client import ClientConfig
+from coordinator_core.simulator.consumer_group_writer import UNREVOKED_PARTITIONS, topic_id_for
 from coordinator_core.simulator.consumer_groups import STALE_MEMBER_EPOCH
 from coordinator_core.simulator.coordinator import CoordinatorConfig
 from coordinator_core.simulator.engine import Simulator
+from coordinator_core.simulator.generator import GeneratedLog, generate
 from coordinator_core.simulator.log import RecordLog
 from coordinator_core.simulator.protocol import ILLEGAL_GENERATION, NONE, UNKNOWN_MEMBER_ID
 

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from coordinator_core import codec
-from coordinator_core.generator import GeneratedLog, generate
-from coordinator_core.records import GroupMetadataKey, GroupMetadataValue, LogRecord, OffsetCommitKey
+from coordinator_core.codec import record_codec as codec
+from coordinator_core.codec.records import GroupMetadataKey, GroupMetadataValue, LogRecord, OffsetCommitKey
+from coordinator_core.simulator.generator import GeneratedLog, generate
 
 OFF = {"idle_partitions": 0.0, "commit_changed_only": 0.0, "offsetless_groups": 0.0, "mass_restarts": 0.0}
 

@@ -3,7 +3,7 @@ streams) and bytes checked by hand against Kafka's message JSON.
 
 The vector files (``vectors/kip848/*.json``) were written by ``gen_kip848_vectors.py`` from
 apache/kafka 4.4's ``group-coordinator/src/main/resources/common/message`` files with an
-encoder independent of ``coordinator_core.wire``; every case must decode (``modern=True``) to
+encoder independent of ``coordinator_core.codec.wire``; every case must decode (``modern=True``) to
 exactly the console JSON stored with it and re-encode byte for byte.
 
 How the hand-verified bytes were checked (``test_hand_verified_*``): each hex string below was
@@ -24,10 +24,8 @@ from typing import Any
 
 import pytest
 
-from coordinator_core.codec import decode_record, encode_record
-from coordinator_core.errors import CorruptRecordError
-from coordinator_core.formatter import to_kafka_json
-from coordinator_core.modern_records import (
+from coordinator_core.codec.formatter import to_kafka_json
+from coordinator_core.codec.modern_records import (
     MODERN_TYPES,
     ConsumerGroupCurrentMemberAssignmentValue,
     ConsumerGroupMemberMetadataValue,
@@ -50,7 +48,9 @@ from coordinator_core.modern_records import (
     TopicIdPartitions,
     TopicPartitionsInfo,
 )
-from coordinator_core.records import Record, UnknownKey, UnknownValue
+from coordinator_core.codec.record_codec import decode_record, encode_record
+from coordinator_core.codec.records import Record, UnknownKey, UnknownValue
+from coordinator_core.errors import CorruptRecordError
 
 VECTOR_DIR = Path(__file__).parent / "vectors" / "kip848"
 FILES = sorted(VECTOR_DIR.glob("*.json"))

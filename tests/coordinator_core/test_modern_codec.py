@@ -1,4 +1,4 @@
-"""The rules of the modern-record codec (``coordinator_core.modern_records`` + ``wire``) that the
+"""The rules of the modern-record codec (``coordinator_core.codec.modern_records`` + ``wire``) that the
 golden vectors do not pin by themselves: tagged-field order and defaults, presence markers,
 strict keys, unknown versions and record types, the default (classic) decode path."""
 
@@ -8,10 +8,8 @@ from dataclasses import dataclass
 
 import pytest
 
-from coordinator_core.codec import decode_key, decode_record, encode_key, encode_record, encode_value
-from coordinator_core.errors import CorruptRecordError
-from coordinator_core.formatter import to_kafka_json, to_rich_json
-from coordinator_core.modern_records import (
+from coordinator_core.codec.formatter import to_kafka_json, to_rich_json
+from coordinator_core.codec.modern_records import (
     ConsumerGroupCurrentMemberAssignmentValue,
     ConsumerGroupMetadataValue,
     GroupKey,
@@ -20,8 +18,10 @@ from coordinator_core.modern_records import (
     TopicIdPartitions,
     group_type,
 )
-from coordinator_core.records import Record, UnknownKey, UnknownValue
-from coordinator_core.wire import Field, Message, WireError, compile_layout, uuid_from_str, uuid_to_str
+from coordinator_core.codec.record_codec import decode_key, decode_record, encode_key, encode_record, encode_value
+from coordinator_core.codec.records import Record, UnknownKey, UnknownValue
+from coordinator_core.codec.wire import Field, Message, WireError, compile_layout, uuid_from_str, uuid_to_str
+from coordinator_core.errors import CorruptRecordError
 
 G = "0001" + "67"  # GroupId "g"
 M = "0001" + "6d"  # MemberId "m"

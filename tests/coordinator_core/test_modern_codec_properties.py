@@ -10,12 +10,12 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from coordinator_core.codec import decode_record, encode_record
+from coordinator_core.codec.formatter import to_kafka_json, to_rich_json
+from coordinator_core.codec.modern_records import MODERN_TYPES
+from coordinator_core.codec.record_codec import decode_record, encode_record
+from coordinator_core.codec.records import Record
+from coordinator_core.codec.wire import WireError
 from coordinator_core.errors import CorruptRecordError
-from coordinator_core.formatter import to_kafka_json, to_rich_json
-from coordinator_core.modern_records import MODERN_TYPES
-from coordinator_core.records import Record
-from coordinator_core.wire import WireError
 from tests.coordinator_core import strategies as S
 from tests.coordinator_core.test_codec_properties import _mutations
 

@@ -6,7 +6,7 @@ coordinator, crashes, rolling deploys, static members, members restarting togeth
 failovers, churn) every inferred start's window [earliest, latest] must contain the true start,
 the estimate must lie inside its window, and a window must be narrower than the rebalance
 timeout where the log allows it (the old fixed guess put every start at the timeout's edge).
-Known answers with hand-built logs pin each rule of ``coordinator_core.rebalance.start_window``.
+Known answers with hand-built logs pin each rule of ``coordinator_core.loader.rebalance.start_window``.
 """
 
 from __future__ import annotations
@@ -17,10 +17,11 @@ from typing import Any
 import pytest
 
 from coordinator_core.events import Rebalance, StateTransition
-from coordinator_core.generator import generate
-from coordinator_core.rebalance_truth import WindowCheck, check_windows
-from coordinator_core.replay import new_snapshot, replay
+from coordinator_core.loader.replay import replay
+from coordinator_core.loader.snapshot import new_snapshot
 from coordinator_core.settings import ReplaySettings
+from coordinator_core.simulator.generator import generate
+from coordinator_core.simulator.rebalance_truth import WindowCheck, check_windows
 
 from .replay_builders import GroupLog, member
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from coordinator_core.codec.records import MemberMetadata, OffsetCommitValue
 from coordinator_core.events import (
     EVENT_TYPES,
     GroupLifecycle,
@@ -13,18 +14,9 @@ from coordinator_core.events import (
     Rebalance,
     StateTransition,
 )
-from coordinator_core.records import MemberMetadata, OffsetCommitValue
-from coordinator_core.replay import (
-    SNAPSHOT_FORMAT_VERSION,
-    GroupSnapshot,
-    ReplayResult,
-    deserialize_snapshot,
-    new_snapshot,
-    replay,
-    replay_groups,
-    serialize_snapshot,
-    snapshot_as_of,
-)
+from coordinator_core.loader.replay import ReplayResult, replay, replay_groups, snapshot_as_of
+from coordinator_core.loader.snapshot import SNAPSHOT_FORMAT_VERSION, GroupSnapshot, new_snapshot
+from coordinator_core.loader.snapshot_codec import deserialize_snapshot, serialize_snapshot
 from coordinator_core.settings import ReplaySettings
 from coordinator_core.state import GroupState
 from tests.coordinator_core.replay_builders import GroupLog, member

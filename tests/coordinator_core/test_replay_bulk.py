@@ -16,24 +16,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from coordinator_core.codec import decode_record
+from coordinator_core.codec.record_codec import decode_record
+from coordinator_core.codec.records import LogRecord, OffsetCommitKey
 from coordinator_core.expiry import COORDINATORS, RULE_SETS
-from coordinator_core.generator import generate
-from coordinator_core.records import LogRecord, OffsetCommitKey
-from coordinator_core.replay import (
-    ALL_EVENT_KINDS,
-    CommitRun,
-    GroupSnapshot,
-    ReplayResult,
-    RunCounters,
-    compress_commit_runs,
-    deserialize_snapshot,
-    new_snapshot,
-    replay,
-    replay_runs,
-    serialize_snapshot,
-)
+from coordinator_core.loader.commit_runs import CommitRun, RunCounters, compress_commit_runs
+from coordinator_core.loader.group_fold import ALL_EVENT_KINDS
+from coordinator_core.loader.replay import ReplayResult, replay, replay_runs
+from coordinator_core.loader.snapshot import GroupSnapshot, new_snapshot
+from coordinator_core.loader.snapshot_codec import deserialize_snapshot, serialize_snapshot
 from coordinator_core.settings import ReplaySettings
+from coordinator_core.simulator.generator import generate
 from tests.coordinator_core.replay_builders import GroupLog, member
 
 MINUTE = 60_000
@@ -385,8 +377,8 @@ def test_the_working_state_freezes_every_field_in_place() -> None:
     import dataclasses
     from types import MappingProxyType
 
-    from coordinator_core.group_fold import GroupFold
-    from coordinator_core.records import OffsetCommitValue
+    from coordinator_core.codec.records import OffsetCommitValue
+    from coordinator_core.loader.group_fold import GroupFold
     from coordinator_core.settings import FACTS_ONLY
     from coordinator_core.state import GroupState
 

@@ -4,9 +4,12 @@ Dead group while it has members - whose subscribed idle offsets are not predicte
 
 from __future__ import annotations
 
-from coordinator_core.consumer_group_writer import ConsumerGroupWriter
 from coordinator_core.events import GroupLifecycle, OffsetExpiration, Rebalance, StateTransition
-from coordinator_core.replay import ReplaySettings, deserialize_snapshot, new_snapshot, replay, serialize_snapshot
+from coordinator_core.loader.replay import replay
+from coordinator_core.loader.snapshot import new_snapshot
+from coordinator_core.loader.snapshot_codec import deserialize_snapshot, serialize_snapshot
+from coordinator_core.settings import ReplaySettings
+from coordinator_core.simulator.consumer_group_writer import ConsumerGroupWriter
 from coordinator_core.state import GroupState
 from tests.coordinator_core.consumer_group_log import ConsumerGroupLog, kafka4_consumer_group_life
 

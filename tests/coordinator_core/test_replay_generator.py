@@ -1,4 +1,4 @@
-"""Replaying the generator's log (``coordinator_core.generator``: groups run through the
+"""Replaying the generator's log (``coordinator_core.simulator.generator``: groups run through the
 coordinator simulator) gives what the simulator knows about every group (its ``truth()``).
 
 Without retention the replay must reproduce every live group exactly (state, generation,
@@ -14,12 +14,12 @@ from typing import Any
 
 import pytest
 
-from coordinator_core.codec import decode_record
+from coordinator_core.codec.record_codec import decode_record
+from coordinator_core.codec.records import LogRecord
 from coordinator_core.events import GroupLifecycle, OffsetExpiration, StateTransition
-from coordinator_core.generator import generate
-from coordinator_core.records import LogRecord
-from coordinator_core.replay import ReplayResult, replay_groups
+from coordinator_core.loader.replay import ReplayResult, replay_groups
 from coordinator_core.settings import ReplaySettings
+from coordinator_core.simulator.generator import generate
 
 pytestmark = pytest.mark.slow
 

@@ -8,15 +8,10 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from coordinator_core.records import LogRecord
-from coordinator_core.replay import (
-    GroupSnapshot,
-    ReplayResult,
-    deserialize_snapshot,
-    new_snapshot,
-    replay,
-    serialize_snapshot,
-)
+from coordinator_core.codec.records import LogRecord
+from coordinator_core.loader.replay import ReplayResult, replay
+from coordinator_core.loader.snapshot import GroupSnapshot, new_snapshot
+from coordinator_core.loader.snapshot_codec import deserialize_snapshot, serialize_snapshot
 from coordinator_core.settings import ReplaySettings
 from tests.coordinator_core.replay_builders import GroupLog, member
 

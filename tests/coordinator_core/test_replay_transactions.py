@@ -10,7 +10,7 @@ Facts from Kafka 4's ``OffsetMetadataManager`` (``replay`` with a producer id,
 
 from __future__ import annotations
 
-from coordinator_core.records import (
+from coordinator_core.codec.records import (
     GroupMetadataKey,
     GroupMetadataValue,
     LogRecord,
@@ -19,15 +19,10 @@ from coordinator_core.records import (
     ReplayItem,
     TxnMarker,
 )
-from coordinator_core.replay import (
-    compress_commit_runs,
-    deserialize_snapshot,
-    new_snapshot,
-    replay,
-    replay_groups,
-    replay_runs,
-    serialize_snapshot,
-)
+from coordinator_core.loader.commit_runs import compress_commit_runs
+from coordinator_core.loader.replay import replay, replay_groups, replay_runs
+from coordinator_core.loader.snapshot import new_snapshot
+from coordinator_core.loader.snapshot_codec import deserialize_snapshot, serialize_snapshot
 from coordinator_core.settings import Coordinator, ReplaySettings
 from coordinator_core.state import GroupState
 
@@ -241,7 +236,7 @@ def test_bulk_path_splits_commit_runs_at_transactional_records_and_equals_the_fu
 
 
 def test_transaction_fate_is_the_first_marker_of_its_producer_after_it_in_its_partition() -> None:
-    from coordinator_core.transactions import TxnFate, transaction_fates
+    from coordinator_core.loader.transactions import TxnFate, transaction_fates
 
     log = TxnLog(partition=7, first_offset=0)
     log.marker(True)  # 0: before any record of PID: closes nothing

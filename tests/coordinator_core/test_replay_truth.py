@@ -8,10 +8,11 @@ Kafka's loader fold followed by one cleanup at T.
 
 from __future__ import annotations
 
-from coordinator_core.consumer_protocol import subscribed_topics_v0
+from coordinator_core.codec.consumer_protocol import subscribed_topics_v0
 from coordinator_core.events import GroupLifecycle, OffsetExpiration, StateTransition
+from coordinator_core.loader.replay import replay
+from coordinator_core.loader.snapshot import group_subscribed_topics, new_snapshot
 from coordinator_core.log_shape import partition_shape
-from coordinator_core.replay import group_subscribed_topics, new_snapshot, replay
 from coordinator_core.settings import ReplaySettings
 from coordinator_core.state import GroupState
 from tests.coordinator_core.replay_builders import GroupLog, member

@@ -11,12 +11,12 @@ from typing import Any
 
 import pytest
 
-from coordinator_core.codec import decode_record
+from coordinator_core.codec.record_codec import decode_record
+from coordinator_core.codec.records import LogRecord
 from coordinator_core.events import GroupLifecycle, StateTransition
-from coordinator_core.generator import generate
-from coordinator_core.records import LogRecord
-from coordinator_core.replay import ReplayResult, replay_groups
+from coordinator_core.loader.replay import ReplayResult, replay_groups
 from coordinator_core.settings import ReplaySettings
+from coordinator_core.simulator.generator import generate
 
 pytestmark = pytest.mark.slow
 

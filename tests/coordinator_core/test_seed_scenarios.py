@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from coordinator_core.records import GroupMetadataValue
+from coordinator_core.codec.records import GroupMetadataValue
 from coordinator_core.simulator import ScenarioResult
 from pipelines.scenario_files import load_scenario, shipped_scenarios
 

@@ -19,7 +19,8 @@ from pathlib import Path
 import pytest
 
 from coordinator_core.events import GroupLifecycle, Rebalance, StateTransition
-from coordinator_core.replay import ReplayResult, new_snapshot, replay, replay_groups
+from coordinator_core.loader.replay import ReplayResult, replay, replay_groups
+from coordinator_core.loader.snapshot import new_snapshot
 from coordinator_core.settings import ReplaySettings
 from coordinator_core.state import GroupState
 from tests.coordinator_core.replay_builders import GroupLog, member

@@ -9,7 +9,7 @@ import random
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from coordinator_core.assignors import MemberSubscription, server_range_assign, uniform_assign
+from coordinator_core.simulator.assignors import MemberSubscription, server_range_assign, uniform_assign
 
 
 def _owned(**owned: list[tuple[str, int]]) -> dict[str, MemberSubscription]:

@@ -7,7 +7,8 @@ import pickle
 import pytest
 
 from coordinator_core import expiry
-from coordinator_core.replay import new_snapshot, replay
+from coordinator_core.loader.replay import replay
+from coordinator_core.loader.snapshot import new_snapshot
 from coordinator_core.settings import FACTS_ONLY, Coordinator, ExpiryRules, ReplaySettings
 
 

@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
-from coordinator_core import codec
+from coordinator_core.codec import record_codec as codec
+from coordinator_core.codec.records import GroupMetadataValue, OffsetCommitKey, OffsetCommitValue
 from coordinator_core.errors import ConfigError
-from coordinator_core.records import GroupMetadataValue, OffsetCommitKey, OffsetCommitValue
 from coordinator_core.simulator import CoordinatorConfig, Scenario, ScenarioResult, Simulator
 from coordinator_core.simulator import protocol as p
 from coordinator_core.simulator.client import ClientConfig

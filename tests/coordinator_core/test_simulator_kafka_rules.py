@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from coordinator_core.records import GroupMetadataKey
+from coordinator_core.codec.records import GroupMetadataKey
 from coordinator_core.simulator import Scenario, ScenarioResult, Simulator
 from coordinator_core.simulator.client import ClientConfig
 from coordinator_core.simulator.coordinator import CoordinatorConfig

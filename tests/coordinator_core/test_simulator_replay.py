@@ -1,4 +1,4 @@
-"""Replaying the simulator's records (coordinator_core.replay) gives back its groups."""
+"""Replaying the simulator's records (coordinator_core.loader.replay) gives back its groups."""
 
 from __future__ import annotations
 
@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from coordinator_core.replay import new_snapshot, replay
+from coordinator_core.loader.replay import replay
+from coordinator_core.loader.snapshot import new_snapshot
 from pipelines.scenario_files import load_scenario, shipped_scenarios
 
 

@@ -4,9 +4,9 @@ re-creates the deleted offsets."""
 
 from __future__ import annotations
 
-from coordinator_core.codec import decode_record
-from coordinator_core.generator import generate
-from coordinator_core.records import OffsetCommitKey
+from coordinator_core.codec.record_codec import decode_record
+from coordinator_core.codec.records import OffsetCommitKey
+from coordinator_core.simulator.generator import generate
 
 
 def test_no_offset_of_a_deleted_topic_is_committed_after_its_deletion() -> None:

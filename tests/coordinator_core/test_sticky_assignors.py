@@ -8,7 +8,8 @@ import itertools
 
 import pytest
 
-from coordinator_core.assignors import (
+from coordinator_core.codec.records import Subscription, TopicPartitions
+from coordinator_core.simulator.assignors import (
     MemberSubscription,
     abstract_sticky_assign,
     cooperative_sticky_assign,
@@ -19,7 +20,6 @@ from coordinator_core.assignors import (
     member_data,
     sticky_assign,
 )
-from coordinator_core.records import Subscription, TopicPartitions
 
 TP = tuple[str, int]
 
@@ -264,7 +264,7 @@ def test_the_cooperative_assignor_reads_the_subscriptions_generation_then_its_us
 # the simulated eager sticky client
 # ---------------------------------------------------------------------------------------------
 def test_an_eager_sticky_client_sends_its_previous_assignment_and_generation_in_user_data_and_keeps_it() -> None:
-    from coordinator_core.records import GroupMetadataValue
+    from coordinator_core.codec.records import GroupMetadataValue
     from coordinator_core.simulator import Scenario
     from coordinator_core.simulator.wire import decode_assignment, decode_subscription
 

@@ -15,8 +15,7 @@ from typing import Any
 
 import pytest
 
-from coordinator_core.codec import decode_key, decode_record, decode_value, encode_key, encode_value
-from coordinator_core.consumer_protocol import (
+from coordinator_core.codec.consumer_protocol import (
     decode_assignment,
     decode_subscription,
     decode_subscription_tolerant,
@@ -25,10 +24,9 @@ from coordinator_core.consumer_protocol import (
     parse_member_blobs,
     subscribed_topics_v0,
 )
-from coordinator_core.errors import CorruptRecordError
-from coordinator_core.formatter import to_kafka_json
-from coordinator_core.partitioner import java_string_hash, kafka_abs, partition_for
-from coordinator_core.records import (
+from coordinator_core.codec.formatter import to_kafka_json
+from coordinator_core.codec.record_codec import decode_key, decode_record, decode_value, encode_key, encode_value
+from coordinator_core.codec.records import (
     GroupMetadataKey,
     GroupMetadataValue,
     OffsetCommitKey,
@@ -36,6 +34,8 @@ from coordinator_core.records import (
     UnknownKey,
     UnknownValue,
 )
+from coordinator_core.errors import CorruptRecordError
+from coordinator_core.partitioner import java_string_hash, kafka_abs, partition_for
 
 VECTORS = Path(__file__).resolve().parents[2] / "docs" / "spec" / "vectors"
 

@@ -2,7 +2,7 @@
 
 Classic groups (``test_replay_job.build_log``: consumer/connect/simple groups, tombstones, an
 unsupported record type, a corrupt offset commit) plus Kafka 4 consumer groups written by
-``coordinator_core.consumer_group_writer`` (encoded to the bytes a broker writes): one that
+``coordinator_core.simulator.consumer_group_writer`` (encoded to the bytes a broker writes): one that
 stays Stable with members, one converted online from classic (``kafka4_consumer_group_life``),
 one that empties, one deleted; a share group and a streams group (records counted, not folded);
 and the Kafka 4 records that must not reach the replay: a consumer-group key that does not
@@ -15,17 +15,22 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from coordinator_core.codec import encode_key, encode_value
-from coordinator_core.consumer_group_writer import ConsumerGroupWriter
-from coordinator_core.modern_records import (
+from coordinator_core import (
     GroupKey,
     GroupMemberKey,
+    OffsetCommitKey,
+    OffsetCommitValue,
+    Record,
+    encode_key,
+    encode_value,
+    partition_for,
+)
+from coordinator_core.codec.modern_records import (
     ShareGroupMemberMetadataValue,
     ShareGroupMetadataValue,
     StreamsGroupMetadataValue,
 )
-from coordinator_core.partitioner import partition_for
-from coordinator_core.records import OffsetCommitKey, OffsetCommitValue, Record
+from coordinator_core.simulator.consumer_group_writer import ConsumerGroupWriter
 from tests.coordinator_core.consumer_group_log import kafka4_consumer_group_life
 from tests.pipelines.test_replay_job import BASE_MS, build_log
 
@@ -116,8 +121,7 @@ def mixed_log(n_classic: int = 8, seed: int = 11) -> RawLog:
     _consumer_groups(w, BASE_MS + 4 * HOUR)
     _kafka4_odd_records(w, BASE_MS + 5 * HOUR)
     # the classic records' partition is recomputed from their group: decode with the core
-    from coordinator_core.codec import decode_record
-    from coordinator_core.errors import CoordinatorError
+    from coordinator_core import CoordinatorError, decode_record
 
     next_offset: dict[int, int] = {}
     out: RawLog = []

@@ -143,7 +143,7 @@ def arrow_gold(
         as_of_ms, log_end = as_of_and_log_end(as_of_ms, log_end, newest)
     ordered = inp.take(pa.array(replay_input.replay_order(inp), pa.int64()))
     out: dict[str, list[pa.Table]] = {n: [GOLD_SPECS[n].arrow_schema().empty_table()] for n in names}
-    from coordinator_core.settings import ReplaySettings
+    from coordinator_core import ReplaySettings
 
     coordinator = replay_options.pop("coordinator", None)  # Kafka 3 ("old") or 4 ("new") rules
     settings = ReplaySettings(retention_ms=retention_ms, **({"coordinator": coordinator} if coordinator else {}))

@@ -1,5 +1,5 @@
 """Analytics views on a generated log with known answers: the real batch job runs once on a
-small simulator log (``coordinator_core.generator``); views are checked against the
+small simulator log (``coordinator_core.simulator.generator``); views are checked against the
 simulator's truth (rebalances, static rejoins, members, coordinator partitions), against the
 core (offset expiry forecasts) and against the Burrow reference (statuses over real windows
 with hand-made end-offset samples). The HTML report on the same warehouse is checked too."""
@@ -15,10 +15,8 @@ import pytest
 
 pytestmark = pytest.mark.spark
 
-from coordinator_core.codec import decode_record  # noqa: E402
-from coordinator_core.generator import generate  # noqa: E402
-from coordinator_core.records import LogRecord, OffsetCommitKey  # noqa: E402
-from coordinator_core.settings import ReplaySettings  # noqa: E402
+from coordinator_core import LogRecord, OffsetCommitKey, ReplaySettings, decode_record  # noqa: E402
+from coordinator_core.simulator.generator import generate  # noqa: E402
 from pipelines.analytics.burrow import Commit, evaluate  # noqa: E402
 from pipelines.config import Config, load_config  # noqa: E402
 
@@ -222,8 +220,7 @@ def test_commit_cadence_counts_every_commit(spark: Any, world: World) -> None:
 
 
 def test_offsets_at_risk_uses_the_cores_expiry_forecast(spark: Any, world: World) -> None:
-    from coordinator_core.expiry import offset_due_times
-    from coordinator_core.replay import replay_groups
+    from coordinator_core import offset_due_times, replay_groups
 
     retention = world.truth["retention_ms"]
     end = max(r.timestamp_ms for r in world.records)

@@ -26,7 +26,7 @@ pytestmark = pytest.mark.spark
 def test_a_many_file_compacted_cluster_log_gives_the_one_pass_gold_tables(
     spark: Any, tmp_path: Path, coordinator: str, shape: dict[str, float]
 ) -> None:
-    from coordinator_core.generator import generate
+    from coordinator_core.simulator.generator import generate
     from pipelines.batch.file_tasks import task_slots
     from pipelines.batch.job import run_batch
     from pipelines.batch.replay import current_replay_input, read_manifest

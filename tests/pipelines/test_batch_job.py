@@ -101,7 +101,7 @@ def test_new_input_is_ingested_and_every_derived_table_is_rebuilt(
 ) -> None:
     io = TableIO(cfg, spark)
     first = run_batch(cfg, spark, io=io)
-    from coordinator_core.codec import decode_key
+    from coordinator_core import decode_key
 
     old = sample_records(8, seed=3)
     # two more groups (indexes 8, 9), placed after every existing offset of their partitions
@@ -292,7 +292,7 @@ def test_the_decode_pass_copies_the_landing_and_the_job_equals_its_stages_run_on
     ingest's check refuses (a file re-delivered) nothing of the pass stays and the job takes the
     exact ingest and its own decode pass. The log: a compacted capture of a Kafka 4 coordinator
     (KIP-848 groups, online upgrades, idle partitions)."""
-    from coordinator_core.generator import generate
+    from coordinator_core.simulator.generator import generate
     from pipelines.batch.decode import TABLES
     from pipelines.batch.job import DECODE_APP_ID
 

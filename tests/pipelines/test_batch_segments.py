@@ -17,9 +17,8 @@ import pytest
 
 pytestmark = pytest.mark.spark
 
+from coordinator_core import OffsetCommitKey, OffsetCommitValue, encode_key, encode_value  # noqa: E402
 from coordinator_core import segments as S  # noqa: E402
-from coordinator_core.codec import encode_key, encode_value  # noqa: E402
-from coordinator_core.records import OffsetCommitKey, OffsetCommitValue  # noqa: E402
 from pipelines.cli import main  # noqa: E402
 from pipelines.segment_files import SegmentProblem, compress, read_segment_items  # noqa: E402
 from pipelines.segment_input import replay_items  # noqa: E402
@@ -88,8 +87,7 @@ def _offset_commits_txn(warehouse: Path) -> list[tuple[Any, ...]]:
 
 def _core_txn(landing: Path) -> list[tuple[Any, ...]]:
     """The core's rule over the same segments: every data record, its transaction's fate."""
-    from coordinator_core.records import LogRecord, TxnMarker
-    from coordinator_core.transactions import transaction_fates
+    from coordinator_core import LogRecord, TxnMarker, transaction_fates
 
     items = list(replay_items(landing))
     fates = transaction_fates(
@@ -112,7 +110,7 @@ def _core_txn(landing: Path) -> list[tuple[Any, ...]]:
 def test_batch_job_on_broker_segments_applies_commit_and_abort_markers_and_quarantines_a_bad_batch(
     tmp_path: Path, spark: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from coordinator_core.replay import replay_groups
+    from coordinator_core import replay_groups
     from pipelines.config import load_config
 
     landing = tmp_path / "landing"

@@ -2,7 +2,7 @@
 
 The input mixes every offset-commit value version, tombstones, group metadata v0-v4, newer
 record types, unknown value versions and corrupt bytes; expected DataFrames are built row by
-row from ``coordinator_core.codec`` and compared with chispa.
+row from ``coordinator_core.codec.record_codec`` and compared with chispa.
 """
 
 from __future__ import annotations
@@ -12,12 +12,11 @@ from typing import Any
 
 import pytest
 
-from coordinator_core.codec import decode_record, encode_key, encode_value
-from coordinator_core.consumer_protocol import encode_assignment, encode_subscription
-from coordinator_core.errors import CorruptRecordError
-from coordinator_core.modern_records import VALUE_TYPE_BY_CLASS, ConsumerGroupMemberMetadataValue, GroupMemberKey
-from coordinator_core.records import (
+from coordinator_core import (
+    VALUE_TYPE_BY_CLASS,
     Assignment,
+    CorruptRecordError,
+    GroupMemberKey,
     GroupMetadataKey,
     GroupMetadataValue,
     MemberMetadata,
@@ -27,7 +26,13 @@ from coordinator_core.records import (
     TopicPartitions,
     UnknownKey,
     UnknownValue,
+    decode_record,
+    encode_assignment,
+    encode_key,
+    encode_subscription,
+    encode_value,
 )
+from coordinator_core.codec.modern_records import ConsumerGroupMemberMetadataValue
 from schemas.decoded import GROUP_METADATA, OFFSET_COMMITS, QUARANTINE, UNSUPPORTED_RECORDS
 
 pytestmark = pytest.mark.spark
@@ -94,7 +99,7 @@ def raw_df(spark: Any, rows: list[tuple[bytes | None, bytes | None]]) -> Any:
 
 def expected_tables(rows: list[tuple[bytes | None, bytes | None]]) -> dict[str, list[dict[str, Any]]]:
     """Each decoded table's rows, built independently from the core codec."""
-    from coordinator_core.consumer_protocol import parse_member_blobs
+    from coordinator_core import parse_member_blobs
 
     out: dict[str, list[dict[str, Any]]] = {"oc": [], "gm": [], "un": [], "q": [], "gr": []}
     for i, (k, v) in enumerate(rows):

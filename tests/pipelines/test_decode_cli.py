@@ -11,8 +11,14 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from coordinator_core.codec import encode_key, encode_value
-from coordinator_core.records import GroupMetadataKey, GroupMetadataValue, OffsetCommitKey, OffsetCommitValue
+from coordinator_core import (
+    GroupMetadataKey,
+    GroupMetadataValue,
+    OffsetCommitKey,
+    OffsetCommitValue,
+    encode_key,
+    encode_value,
+)
 from pipelines.cli import main
 
 VECTORS = Path(__file__).resolve().parents[2] / "docs" / "spec" / "vectors"

@@ -24,11 +24,9 @@ import pyarrow.compute as pc
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from coordinator_core.codec import decode_record, encode_key, encode_value
-from coordinator_core.consumer_protocol import encode_assignment, encode_subscription
-from coordinator_core.errors import CoordinatorError
-from coordinator_core.records import (
+from coordinator_core import (
     Assignment,
+    CoordinatorError,
     GroupMetadataKey,
     GroupMetadataValue,
     MemberMetadata,
@@ -36,6 +34,11 @@ from coordinator_core.records import (
     OffsetCommitValue,
     Subscription,
     TopicPartitions,
+    decode_record,
+    encode_assignment,
+    encode_key,
+    encode_subscription,
+    encode_value,
 )
 from pipelines.records.decode import (
     KIND_OFFSET_COMMIT,
@@ -333,7 +336,7 @@ def test_group_metadata_with_shared_member_blobs_equals_the_core(
 @settings(max_examples=400, deadline=None)
 @given(st.data())
 def test_fast_assignment_reader_agrees_with_the_core_or_defers(data: st.DataObject) -> None:
-    from coordinator_core.consumer_protocol import parse_member_blobs
+    from coordinator_core import parse_member_blobs
     from pipelines.records.decode_rows import _FALLBACK, _fast_assigned_partitions
 
     real = encode_assignment(

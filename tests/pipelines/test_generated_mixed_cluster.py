@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from coordinator_core.generator import GeneratedLog, generate
+from coordinator_core.simulator.generator import GeneratedLog, generate
 
 pytestmark = pytest.mark.spark
 

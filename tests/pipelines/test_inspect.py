@@ -11,8 +11,8 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from coordinator_core.events import Rebalance
-from coordinator_core.generator import generate
+from coordinator_core import Rebalance
+from coordinator_core.simulator.generator import generate
 from pipelines.analytics.inspect import inspect_group, parse_time
 from pipelines.config import Config, load_config
 from pipelines.errors import UsageError
@@ -54,9 +54,7 @@ def _build_warehouse(root: Path) -> tuple[Config, dict[str, Any]]:
     )
     write_deltalake(cfg.table_path("raw_records"), table)
     # group_state (for close-match suggestions), rows straight from the core replay
-    from coordinator_core.codec import decode_record
-    from coordinator_core.records import LogRecord
-    from coordinator_core.replay import replay_groups
+    from coordinator_core import LogRecord, decode_record, replay_groups
     from pipelines.records.gold import GOLD_SPECS, rows_to_arrow
 
     recs = []
@@ -83,7 +81,7 @@ def test_end_of_log_matches_the_simulators_truth(warehouse: tuple[Config, dict[s
 
 
 def test_as_of_inside_a_rebalance_shows_the_inferred_state(warehouse: tuple[Config, dict[str, Any]]) -> None:
-    from coordinator_core.replay import new_snapshot, replay
+    from coordinator_core import new_snapshot, replay
     from pipelines.analytics.inspect import read_group_records
 
     cfg, truth = warehouse
@@ -115,7 +113,7 @@ def test_as_of_inside_a_rebalance_shows_the_inferred_state(warehouse: tuple[Conf
 def test_as_of_inside_a_rebalance_start_window_says_both_states(warehouse: tuple[Config, dict[str, Any]]) -> None:
     # issue 17: the log cannot tell when a rebalance began, only a window; a time inside it is
     # "Stable or PreparingRebalance" (and the window is shown), never the estimate's side of it
-    from coordinator_core.replay import new_snapshot, replay
+    from coordinator_core import new_snapshot, replay
     from pipelines.analytics.inspect import read_group_records
     from pipelines.analytics.inspect_render import render
 

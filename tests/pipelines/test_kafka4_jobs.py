@@ -13,9 +13,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from coordinator_core.codec import decode_record
-from coordinator_core.replay import new_snapshot, replay
-from coordinator_core.settings import ReplaySettings
+from coordinator_core import ReplaySettings, decode_record, new_snapshot, replay
 from pipelines.records.decode import decode_tables
 from tests.pipelines.mixed_log import (
     CONSUMER_GROUPS,
@@ -159,7 +157,7 @@ def test_consumer_members_carry_the_cores_epoch_and_assignments(log: RawLog) -> 
         except Exception:
             continue
         if r.key.group == "cg-orders":
-            from coordinator_core.records import LogRecord
+            from coordinator_core import LogRecord
 
             recs.append(LogRecord(p, o, ts, r.key, r.value))
     snap = replay(new_snapshot("cg-orders"), recs, settings=ReplaySettings(retention_ms=DAY)).snapshot
@@ -199,8 +197,7 @@ def inspect_cfg(log: RawLog, tmp_path_factory: pytest.TempPathFactory) -> Any:
 
 
 def _core_snapshot(log: RawLog, gid: str, at: int | None = None) -> Any:
-    from coordinator_core.records import LogRecord
-    from coordinator_core.replay import snapshot_as_of
+    from coordinator_core import LogRecord, snapshot_as_of
 
     recs = []
     for k, v, p, o, ts in log:

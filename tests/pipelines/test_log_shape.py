@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from coordinator_core.log_shape import partition_shape
+from coordinator_core import partition_shape
 
 pytestmark = pytest.mark.spark
 

@@ -98,8 +98,7 @@ KCAT_DUMP = Path(__file__).parent / "vectors" / "kcat" / "consumer_offsets_J.jso
 
 def _kcat_expected() -> list[RawRecord]:
     # what make_consumer_offsets_J.py produced; kcat wrote it with -J (real output, see that script)
-    from coordinator_core.codec import encode_key, encode_value
-    from coordinator_core.records import GroupMetadataKey, OffsetCommitKey, OffsetCommitValue
+    from coordinator_core import GroupMetadataKey, OffsetCommitKey, OffsetCommitValue, encode_key, encode_value
 
     t0 = 1_700_000_000_000
     kv = [

@@ -310,8 +310,7 @@ def test_a_parquet_file_with_a_wrong_column_type_fails_with_one_line_naming_file
 
 @SPARK
 def test_one_record_from_the_year_9999_does_not_move_now_for_every_group(tmp_path: Path, spark: Any) -> None:
-    from coordinator_core.codec import encode_key, encode_value
-    from coordinator_core.records import OffsetCommitKey, OffsetCommitValue
+    from coordinator_core import OffsetCommitKey, OffsetCommitValue, encode_key, encode_value
     from pipelines.batch.job import gold_table_names, run_batch
     from pipelines.tableio import TableIO
 
@@ -718,8 +717,7 @@ def test_a_file_landed_again_after_newer_data_is_counted_as_duplicates_and_does_
 def test_one_record_from_the_year_9999_does_not_move_the_streams_watermark_and_it_equals_the_batch(
     spark: Any, tmp_path: Path
 ) -> None:
-    from coordinator_core.codec import encode_key, encode_value
-    from coordinator_core.records import OffsetCommitKey, OffsetCommitValue
+    from coordinator_core import OffsetCommitKey, OffsetCommitValue, encode_key, encode_value
     from pipelines.stream import job as stream_job
     from tests.pipelines.test_stream_job import DELAY_MS, RETENTION_MS, land, sample_log, stream_config
 
@@ -825,8 +823,7 @@ def test_the_stream_refuses_to_read_landing_files_with_sparks_file_source(tmp_pa
 def test_the_replay_command_keeps_now_when_one_record_is_from_the_year_9999(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from coordinator_core.codec import encode_key, encode_value
-    from coordinator_core.records import OffsetCommitKey, OffsetCommitValue
+    from coordinator_core import OffsetCommitKey, OffsetCommitValue, encode_key, encode_value
 
     good = sample_records(4, seed=6)
     part = good[0].partition

@@ -14,10 +14,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-from coordinator_core.generator import generate
-from coordinator_core.replay import (
+from coordinator_core import (
     ALL_EVENT_KINDS,
     CommitRun,
+    ReplaySettings,
     RunCounters,
     compress_commit_runs,
     deserialize_snapshot,
@@ -25,7 +25,7 @@ from coordinator_core.replay import (
     replay,
     serialize_snapshot,
 )
-from coordinator_core.settings import ReplaySettings
+from coordinator_core.simulator.generator import generate
 from pipelines.records.commit_runs import default_max_span_ms, items_by_group
 from pipelines.records.log_records import records_from_arrow
 from pipelines.records.replay import replay_sorted_batches, replay_table

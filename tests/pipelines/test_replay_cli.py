@@ -7,9 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from coordinator_core.codec import encode_record
-from coordinator_core.modern_records import GroupMemberKey
-from coordinator_core.records import LogRecord, Record, UnknownValue
+from coordinator_core import GroupMemberKey, LogRecord, Record, UnknownValue, encode_record
 from pipelines.cli import main
 from pipelines.raw_files import RawRecord, write_raw_records
 from tests.coordinator_core.replay_builders import GroupLog, member

@@ -5,7 +5,7 @@ A multi-group log (consumer groups that rebalance, empty out and die; simple gro
 commit; a connect group; offset/group tombstones; newer record types; a corrupt record) is
 encoded with the core codec, run through the batch job (``pipelines.batch.job``: decode,
 replay input, replay by bucket, Delta tables); the expected rows come from decoding the same
-bytes with the core codec and calling ``coordinator_core.replay`` per group, converted by the
+bytes with the core codec and calling ``coordinator_core.loader.replay`` per group, converted by the
 same column rule.
 """
 
@@ -20,24 +20,29 @@ import pyarrow as pa
 import pyarrow.compute
 import pytest
 
-from coordinator_core.codec import decode_record, encode_key, encode_value
-from coordinator_core.consumer_protocol import encode_assignment, encode_subscription
-from coordinator_core.errors import CoordinatorError
-from coordinator_core.modern_records import ConsumerGroupMetadataValue, GroupKey
-from coordinator_core.partitioner import partition_for
-from coordinator_core.records import (
+from coordinator_core import (
     Assignment,
+    CoordinatorError,
+    GroupKey,
     GroupMetadataKey,
     GroupMetadataValue,
     LogRecord,
     MemberMetadata,
     OffsetCommitKey,
     OffsetCommitValue,
+    ReplaySettings,
     Subscription,
     TopicPartitions,
+    decode_record,
+    encode_assignment,
+    encode_key,
+    encode_subscription,
+    encode_value,
+    new_snapshot,
+    partition_for,
+    replay,
 )
-from coordinator_core.replay import new_snapshot, replay
-from coordinator_core.settings import ReplaySettings
+from coordinator_core.codec.modern_records import ConsumerGroupMetadataValue
 from pipelines.records.gold import GOLD_SPECS, GoldMappingError, column_mapping, rows_to_arrow
 from pipelines.records.replay import event_kinds_for, gold_rows
 from schemas.gold import GOLD_TABLES
@@ -230,7 +235,7 @@ def test_every_core_row_key_maps_to_exactly_one_gold_column() -> None:
 
 def test_sorted_batches_replay_equals_one_call_per_group_across_batch_boundaries() -> None:
     """The tail group of a batch continues in the next batch: still one replay per group."""
-    from coordinator_core.replay import new_snapshot
+    from coordinator_core import new_snapshot
     from pipelines.records.gold import GOLD_SPECS, to_union
     from pipelines.records.replay import replay_sorted_batches, replay_table
 
@@ -421,7 +426,7 @@ def test_the_batch_jobs_gold_equals_pure_core_replay_on_a_simulator_generated_lo
     expiry tombstones): the job's gold rows == the pure core's, table by table."""
     from chispa import assert_df_equality
 
-    from coordinator_core.generator import generate
+    from coordinator_core.simulator.generator import generate
 
     generated = generate(16, 0.05, seed=5)
     log = list(zip(generated.keys, generated.values, generated.partitions, generated.offsets, generated.timestamps))
@@ -439,7 +444,7 @@ def test_gold_rows_keep_one_row_per_event_key_the_later_one() -> None:
     """An offset tombstone re-told as group_deleted by the group tombstone of its batch
     (DeleteGroups) is ONE offset_expirations row (the later one), as the streaming MERGE leaves it
     — never two rows for one key. A withdrawn forecast is no row."""
-    from coordinator_core.replay import new_snapshot, replay
+    from coordinator_core import new_snapshot, replay
     from pipelines.records.replay import gold_rows
     from tests.coordinator_core.replay_builders import GroupLog, member
 

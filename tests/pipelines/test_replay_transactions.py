@@ -7,10 +7,17 @@ from typing import Any
 
 import pyarrow as pa
 
-from coordinator_core.codec import encode_key, encode_value
-from coordinator_core.records import LogRecord, OffsetCommitKey, OffsetCommitValue, ReplayItem, TxnMarker
-from coordinator_core.replay import replay_groups
-from coordinator_core.settings import ReplaySettings
+from coordinator_core import (
+    LogRecord,
+    OffsetCommitKey,
+    OffsetCommitValue,
+    ReplayItem,
+    ReplaySettings,
+    TxnMarker,
+    encode_key,
+    encode_value,
+    replay_groups,
+)
 from pipelines.records.replay import replay_sorted_batches
 from pipelines.records.replay_input import replay_order
 from pipelines.records.transactions import attach_transactions
@@ -160,8 +167,8 @@ def test_inspect_replays_a_segment_warehouses_transactions_as_the_batch_does(tmp
 
     from deltalake import write_deltalake
 
+    from coordinator_core import partition_for
     from coordinator_core import segments as S
-    from coordinator_core.partitioner import partition_for
     from pipelines.cli import main
     from pipelines.segment_input import landing_tables
     from tests.pipelines.test_batch_segments import _commit, _marker, _txn

@@ -10,10 +10,8 @@ from typing import Any
 
 import pytest
 
-from coordinator_core.codec import decode_record
-from coordinator_core.generator import generate
-from coordinator_core.records import LogRecord
-from coordinator_core.replay import replay_groups
+from coordinator_core import LogRecord, decode_record, replay_groups
+from coordinator_core.simulator.generator import generate
 from pipelines.config import Config, load_config
 
 

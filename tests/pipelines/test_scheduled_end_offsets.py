@@ -23,9 +23,7 @@ GROUP = "lag-consumer"
 def _landing(root: Path, topic: str, gone: str) -> None:
     """A simple consumer's commits: topic-0 at 3 then 7, topic-1 at 6, and one on a topic the
     cluster does not have."""
-    from coordinator_core.codec import encode_record
-    from coordinator_core.partitioner import partition_for
-    from coordinator_core.records import OffsetCommitKey, OffsetCommitValue, Record
+    from coordinator_core import OffsetCommitKey, OffsetCommitValue, Record, encode_record, partition_for
     from pipelines.raw_files import write_raw_records
 
     part = partition_for(GROUP, 50)

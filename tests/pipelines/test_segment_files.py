@@ -8,9 +8,15 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
+from coordinator_core import (
+    GroupMetadataKey,
+    GroupMetadataValue,
+    OffsetCommitKey,
+    OffsetCommitValue,
+    encode_key,
+    encode_value,
+)
 from coordinator_core import segments as S
-from coordinator_core.codec import encode_key, encode_value
-from coordinator_core.records import GroupMetadataKey, GroupMetadataValue, OffsetCommitKey, OffsetCommitValue
 from pipelines.cli import main
 from pipelines.errors import UsageError
 from pipelines.raw_files import iter_raw_batches, read_raw_records
@@ -198,7 +204,7 @@ def test_a_text_file_named_log_is_one_usage_error_not_a_quarantined_segment(
 def test_a_generated_log_as_broker_segments_replays_exactly_like_its_parquet_landing(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from coordinator_core.generator import generate
+    from coordinator_core.simulator.generator import generate
     from pipelines.raw_files import RawRecord, write_raw_records
 
     log = generate(6, 0.5, seed=18)

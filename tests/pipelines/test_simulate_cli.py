@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from coordinator_core.codec import decode_record
+from coordinator_core import decode_record
 from pipelines.cli import main
 from pipelines.raw_files import read_raw_records
 

@@ -38,7 +38,7 @@ def wh(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Warehouse:
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    from coordinator_core.generator import generate
+    from coordinator_core.simulator.generator import generate
     from pipelines.batch.job import run_batch
     from pipelines.raw_files import RawRecord, write_raw_records
     from pipelines.tableio import TableIO, append_arrow_at, conform_arrow

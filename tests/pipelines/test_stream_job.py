@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from coordinator_core.settings import ReplaySettings
+from coordinator_core import ReplaySettings
 
 RETENTION_MS = 20_000
 DELAY_MS = 5_000
@@ -147,8 +147,7 @@ def test_a_group_without_members_packs_only_its_own_rows(log_records: list[Any])
 
 
 def _decoded(raw: list[Any]) -> list[Any]:
-    from coordinator_core.codec import decode_record
-    from coordinator_core.records import LogRecord
+    from coordinator_core import LogRecord, decode_record
 
     out = []
     for r in raw:
@@ -273,9 +272,7 @@ def test_split_calls_with_timers_equal_one_replay(log_records: list[Any]) -> Non
     """The stateful function's pure part: a bucket's groups carried across calls (chunks of the
     log in log order, several groups per call) + a timer call at the end give the same snapshot
     per group as one replay of everything at that as_of."""
-    from coordinator_core.codec import decode_record
-    from coordinator_core.records import LogRecord
-    from coordinator_core.replay import deserialize_snapshot, replay_groups
+    from coordinator_core import LogRecord, decode_record, deserialize_snapshot, replay_groups
     from pipelines.records.gold import DEFAULT_TABLES
     from pipelines.stream.state import BucketReplayer
 
@@ -304,8 +301,7 @@ def test_split_calls_with_timers_equal_one_replay(log_records: list[Any]) -> Non
 def test_a_timer_call_replays_only_the_due_groups(log_records: list[Any]) -> None:
     """A bucket call without records replays the groups whose timer is due (watermark > timer)
     and leaves the others' state bytes as they were; the bucket's timer is the earliest."""
-    from coordinator_core.codec import decode_record
-    from coordinator_core.records import LogRecord
+    from coordinator_core import LogRecord, decode_record
     from pipelines.records.gold import DEFAULT_TABLES
     from pipelines.stream.state import BucketReplayer
 
@@ -336,7 +332,7 @@ def _replay_input_table(records: list[Any]) -> Any:
     """Replay-input rows (``REPLAY_INPUT_DDL``) for core records, via the batch's own mapping."""
     import pyarrow as pa
 
-    from coordinator_core.records import GroupMetadataKey, OffsetCommitKey
+    from coordinator_core import GroupMetadataKey, OffsetCommitKey
     from pipelines.records.replay_input import schema as replay_input_schema
 
     rows = []
@@ -362,8 +358,7 @@ def _replay_input_table(records: list[Any]) -> Any:
                     expire_timestamp_ms=v.expire_timestamp,
                 )
         elif not isinstance(r.key, GroupMetadataKey):  # a Kafka 4 group record: its raw bytes
-            from coordinator_core.codec import encode_record
-            from coordinator_core.records import Record
+            from coordinator_core import Record, encode_record
             from pipelines.records.replay_input import REC_GROUP_RECORD
 
             key, value = encode_record(Record(r.key, r.value))
@@ -439,7 +434,7 @@ def test_silent_empty_group_expires_only_when_the_watermark_passes_its_due_time(
 
 
 def _group_of(raw: Any) -> str:
-    from coordinator_core.codec import decode_key
+    from coordinator_core import decode_key
 
     return str(decode_key(raw.key).group)
 
@@ -449,7 +444,7 @@ def _group_of(raw: Any) -> str:
 def test_stream_from_earliest_on_a_compacted_kafka4_capture_equals_batch(spark: Any, tmp_path: Path) -> None:
     """Issue 13: a compacted capture written by Kafka 4's coordinator (idle partitions, offset-less
     groups, mass restarts), streamed from earliest in small files, gives the batch job's tables."""
-    from coordinator_core.generator import generate
+    from coordinator_core.simulator.generator import generate
     from pipelines.config import config_from_dict
     from pipelines.raw_files import RawRecord
     from pipelines.stream import job as stream_job
@@ -522,10 +517,8 @@ def test_one_bucket_of_a_compacted_cluster_log_equals_the_core_replay(
     group's snapshot equals the core's replay of its records at that as_of."""
     import pyarrow as pa
 
-    from coordinator_core.codec import decode_record
-    from coordinator_core.generator import generate
-    from coordinator_core.records import LogRecord
-    from coordinator_core.replay import deserialize_snapshot, replay_groups
+    from coordinator_core import LogRecord, decode_record, deserialize_snapshot, replay_groups
+    from coordinator_core.simulator.generator import generate
     from pipelines.raw_files import RAW_ARROW_SCHEMA
     from pipelines.records import replay_input
     from pipelines.records.decode import decode_batch, split_union_arrow

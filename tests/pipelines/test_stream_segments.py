@@ -137,7 +137,7 @@ def test_stream_on_the_segments_of_a_compacted_cluster_log_equals_its_replay(
     records per batch: the stream, in many small micro-batches, gives the tables of the replay of
     the same records at its final watermark. With 3 state buckets (a new checkpoint), so every
     bucket holds several of the groups, with their timers."""
-    from coordinator_core.generator import generate
+    from coordinator_core.simulator.generator import generate
     from pipelines.config import config_from_dict
     from pipelines.segment_files import write_log_dir
     from pipelines.stream import job as stream_job

@@ -79,10 +79,8 @@ def test_driver_reads_find_tables_of_a_warehouse_given_as_a_uri(tmp_path: Path) 
 
     cfg = load_config(overrides={"paths.root": str(tmp_path), "paths.warehouse": "file://" + str(tmp_path / "wh")})
     assert cfg.table_path("group_state").startswith("file:///")
-    from coordinator_core.codec import decode_record
-    from coordinator_core.generator import generate
-    from coordinator_core.records import LogRecord
-    from coordinator_core.replay import replay_groups
+    from coordinator_core import LogRecord, decode_record, replay_groups
+    from coordinator_core.simulator.generator import generate
 
     log = generate(3, 1.0, seed=2)
     recs = []

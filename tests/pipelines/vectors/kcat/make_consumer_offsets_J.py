@@ -10,8 +10,7 @@ value, quote, backslash and newline bytes, non-ASCII UTF-8 metadata and a tombst
 import subprocess
 import sys
 
-from coordinator_core.codec import encode_key, encode_value
-from coordinator_core.records import GroupMetadataKey, OffsetCommitKey, OffsetCommitValue
+from coordinator_core import GroupMetadataKey, OffsetCommitKey, OffsetCommitValue, encode_key, encode_value
 from pipelines.kafka.mock import MockKafkaCluster
 
 

@@ -12,7 +12,7 @@ Rules (Kafka's loader, ``GroupMetadataManager.doLoadGroupsAndOffsets`` and the n
 - Offsets for a group with no metadata record create a simple group: Empty, no protocol type,
   generation 0 (``OffsetMetadataManager.replay`` auto-creates it; the old loader at the end).
 - Kafka 4 consumer groups (KIP-848, record types 3-8 and 16 decoded with ``modern=True``) are
-  folded by the group's ``coordinator_core.consumer_group`` fold, one handler per record type;
+  folded by the group's ``coordinator_core.modern.consumer.fold`` fold, one handler per record type;
   the classic fields mirror the live consumer group (``record_handlers.mirror_consumer``), its
   offsets follow the consumer rule (``expiry``), and a group converted between the protocols is
   one group across the change. Other record types (share/streams groups, undecoded modern
@@ -37,7 +37,7 @@ Rules (Kafka's loader, ``GroupMetadataManager.doLoadGroupsAndOffsets`` and the n
     ``predicted_death_restore``) and restored by the next call, which withdraws (status
     ``withdrawn``, same key) the forecasts it no longer makes. Streaming calls
     ``replay(snapshot, [], as_of_ms=watermark, log_end_ms=watermark)`` on a timer set at
-    ``GroupSnapshot.next_judgment_ms``; the watermark must not pass the timestamp of a record of
+    ``group_fold.next_judgment_ms``; the watermark must not pass the timestamp of a record of
     the group not yet replayed.
 - Kafka 3 or 4 (``settings.coordinator``): ``auto`` takes Kafka 4's rules once the group's records show
   Kafka 4 wrote them (a generation-0 group record). Kafka 3 deletes a simple group with its last
@@ -49,7 +49,7 @@ Rules (Kafka's loader, ``GroupMetadataManager.doLoadGroupsAndOffsets`` and the n
 
 API: ``replay`` (one group) / ``replay_runs`` (one group, runs of offset commits given as
 ``CommitRun``: their survivors plus a summary, applied from the survivors when that is exact —
-same result as ``replay``; ``coordinator_core.commit_runs``) / ``replay_groups`` (a mixed log) /
+same result as ``replay``; ``coordinator_core.loader.commit_runs``) / ``replay_groups`` (a mixed log) /
 ``snapshot_as_of`` (the group at time T or log offset O). The broker settings a replay assumes
 are one ``ReplaySettings`` value (``coordinator_core.settings``; default ``FACTS_ONLY``: no
 retention, so no prediction).
@@ -58,8 +58,8 @@ Modules (Kafka's own split: the loader's fold, one handler per record type, the 
 ``snapshot`` (``GroupSnapshot``, gold row shaping), ``snapshot_codec`` (its bytes, on ``wire``),
 ``group_fold`` (the working state, lifecycle and expiry bookkeeping), ``record_handlers`` (one
 handler per record type), ``rebalance`` (the rebalance and member rows), ``commit_runs`` (the
-bulk path, behind ``expiry.BulkFold``). This module is the loop and the entry points; it
-re-exports the snapshot names its callers used before the split.
+bulk path, behind ``expiry.BulkFold``). This module is the loop and the entry points; the
+names of the modules it is carved into are imported from them (or from ``coordinator_core``).
 
 Transactions (KIP-98; ``transactions`` has the rules): a record of a transactional batch
 carries its producer id (``LogRecord.producer_id``) and the COMMIT/ABORT control records of the
@@ -83,18 +83,8 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 
-from coordinator_core.commit_runs import CommitRun, RunCounters, compress_commit_runs, unroll
-from coordinator_core.events import Event, ReplayStats
-from coordinator_core.group_fold import ALL_EVENT_KINDS, GroupFold
-from coordinator_core.modern_records import GroupKey, GroupMemberKey, RegularExpressionKey, group_type
-from coordinator_core.record_handlers import (
-    apply_consumer_record,
-    apply_group_metadata,
-    apply_group_tombstone,
-    apply_offset_commit,
-    apply_offset_tombstone,
-)
-from coordinator_core.records import (
+from coordinator_core.codec.modern_records import GroupKey, GroupMemberKey, RegularExpressionKey, group_type
+from coordinator_core.codec.records import (
     GroupMetadataKey,
     GroupMetadataValue,
     LogRecord,
@@ -104,49 +94,27 @@ from coordinator_core.records import (
     TxnMarker,
     UnknownValue,
 )
-from coordinator_core.settings import FACTS_ONLY, Coordinator, ReplaySettings
-from coordinator_core.snapshot import (
-    SNAPSHOT_FORMAT_VERSION,
-    GroupSnapshot,
-    OffsetState,
-    PredictedExpiry,
-    TopicPartition,
-    group_subscribed_topics,
-    new_snapshot,
+from coordinator_core.events import Event, ReplayStats
+from coordinator_core.loader.commit_runs import CommitRun, RunCounters, unroll
+from coordinator_core.loader.group_fold import ALL_EVENT_KINDS, GroupFold
+from coordinator_core.loader.record_handlers import (
+    apply_consumer_record,
+    apply_group_metadata,
+    apply_group_tombstone,
+    apply_offset_commit,
+    apply_offset_tombstone,
 )
-from coordinator_core.snapshot_codec import deserialize_snapshot, serialize_snapshot
-from coordinator_core.transactions import apply_txn_marker, apply_txn_offset_commit, drop_pending
+from coordinator_core.loader.snapshot import GroupSnapshot, new_snapshot
+from coordinator_core.loader.transactions import apply_txn_marker, apply_txn_offset_commit, drop_pending
+from coordinator_core.settings import FACTS_ONLY, Coordinator, ReplaySettings
 
 _NEW = Coordinator.NEW
 #: keys of the consumer-group records (``decode_record(..., modern=True)``): folded by the group's
-#: ``coordinator_core.consumer_group`` fold; decoded without ``modern`` they stay unsupported
+#: ``coordinator_core.modern.consumer.fold`` fold; decoded without ``modern`` they stay unsupported
 CONSUMER_RECORD_TYPES = frozenset({3, 4, 5, 6, 7, 8, 16})
 _CONSUMER_KEYS = (GroupKey, GroupMemberKey, RegularExpressionKey)
 
-__all__ = [
-    "ALL_EVENT_KINDS",
-    "SNAPSHOT_FORMAT_VERSION",
-    "CommitRun",
-    "GroupSnapshot",
-    "OffsetState",
-    "PredictedExpiry",
-    "ReplayItem",
-    "ReplayResult",
-    "ReplaySettings",
-    "ReplayStats",
-    "RunCounters",
-    "TopicPartition",
-    "TxnMarker",
-    "compress_commit_runs",
-    "deserialize_snapshot",
-    "group_subscribed_topics",
-    "new_snapshot",
-    "replay",
-    "replay_groups",
-    "replay_runs",
-    "serialize_snapshot",
-    "snapshot_as_of",
-]
+__all__ = ["CONSUMER_RECORD_TYPES", "ReplayResult", "replay", "replay_groups", "replay_runs", "snapshot_as_of"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -232,7 +200,7 @@ def replay_runs(
 ) -> ReplayResult:
     """``replay`` over records and ``CommitRun``s: the same result as replaying every record.
 
-    A run is applied from its survivors when that is exact (see ``coordinator_core.commit_runs``),
+    A run is applied from its survivors when that is exact (see ``coordinator_core.loader.commit_runs``),
     else from ``run.expand()``. Build the items with ``compress_commit_runs`` or a vectorised
     equivalent (``pipelines.records.replay``). ``counters`` (optional) tells how many runs were
     compressed or expanded, and why.

@@ -39,17 +39,21 @@ Rules:
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, NamedTuple
+from typing import NamedTuple, Protocol
 
 from coordinator_core import expiry as _expiry
-from coordinator_core.events import GroupMember, Rebalance
-from coordinator_core.records import GroupMetadataValue, MemberMetadata
+from coordinator_core.codec.records import GroupMetadataValue, MemberMetadata
+from coordinator_core.codec.wire import fast_constructor
+from coordinator_core.events import Event, GroupMember, Rebalance
+from coordinator_core.loader.snapshot import (
+    OffsetState,
+    TopicPartition,
+    assigned_of,
+    member_identity,
+    sorted_assigned_of,
+    sorted_topics_of,
+)
 from coordinator_core.settings import DEFAULT_INITIAL_REBALANCE_DELAY_MS, Coordinator
-from coordinator_core.snapshot import TopicPartition, assigned_of, member_identity, sorted_assigned_of, sorted_topics_of
-from coordinator_core.wire import fast_constructor
-
-if TYPE_CHECKING:
-    from coordinator_core.group_fold import GroupFold
 
 # slot-filling constructors of the frozen event classes (``wire.fast_constructor``)
 _new_rebalance = fast_constructor(Rebalance)
@@ -69,6 +73,20 @@ DEPARTED_SESSION_TIMEOUT = "departed_session_timeout"  # a departed member's ses
 MEMBERS_REJOIN = "members_rejoin"  # no evidence: the members rejoined within a heartbeat interval
 
 Assignments = dict[str, frozenset[TopicPartition] | None]
+#: the last rebalance's member maps, keyed by the members tuple they describe (``rebalance_event``)
+RebalanceCache = tuple[tuple[MemberMetadata, ...], dict[str, MemberMetadata], Assignments | None]
+
+
+class Fold(Protocol):
+    """What the rebalance rows read of the group's fold (``group_fold.GroupFold`` is the one):
+    the fold's module builds on this one, so this one knows the fold by this interface."""
+
+    group_id: str
+    coordinator: Coordinator
+    initial_delay: int
+    offsets: dict[TopicPartition, OffsetState]
+    events: list[Event]
+    rb_cache: RebalanceCache | None
 
 
 class Before(NamedTuple):
@@ -178,7 +196,7 @@ def _assignment_diff(
     return moved, gained, lost
 
 
-def window_of(w: GroupFold, v: GroupMetadataValue, prev: Before, prev_gen: int | None, end_join: int) -> StartWindow:
+def window_of(w: Fold, v: GroupMetadataValue, prev: Before, prev_gen: int | None, end_join: int) -> StartWindow:
     """The start window of the rebalance that wrote ``v`` (before the fold takes the record)."""
     skipped = 1 if prev_gen is None else max(0, v.generation - prev_gen - 1)
     departed: list[tuple[int, int]] = []
@@ -202,7 +220,7 @@ def window_of(w: GroupFold, v: GroupMetadataValue, prev: Before, prev_gen: int |
 
 
 def rebalance_event(
-    w: GroupFold,
+    w: Fold,
     v: GroupMetadataValue,
     base: str,
     ts: int,
@@ -272,7 +290,7 @@ def rebalance_event(
     )  # fmt: skip
 
 
-def tell_members(w: GroupFold, v: GroupMetadataValue, base: str, ts: int, pos: tuple[int, int]) -> None:
+def tell_members(w: Fold, v: GroupMetadataValue, base: str, ts: int, pos: tuple[int, int]) -> None:
     """One ``group_member`` row per member of the record."""
     consumer = (v.protocol_type or None) == _expiry.CONSUMER_PROTOCOL_TYPE
     events = w.events

@@ -2,7 +2,7 @@
 
 Rules:
 - The log does not store when a classic group entered PreparingRebalance; the replay infers a
-  window for it (``coordinator_core.rebalance.start_window``). The simulator knows it: the
+  window for it (``coordinator_core.loader.rebalance.start_window``). The simulator knows it: the
   generator's truth lists, per group, every entry into PreparingRebalance as ``[time_ms,
   generation, state left]`` (``rebalance_starts``).
 - A ``rebalances`` row with an inferred start (``start_method`` set) is matched with the first
@@ -20,10 +20,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from coordinator_core.codec import decode_record
+from coordinator_core.codec.record_codec import decode_record
+from coordinator_core.codec.records import LogRecord
 from coordinator_core.events import Rebalance
-from coordinator_core.records import LogRecord
-from coordinator_core.replay import replay_groups
+from coordinator_core.loader.replay import replay_groups
 from coordinator_core.settings import ReplaySettings
 
 

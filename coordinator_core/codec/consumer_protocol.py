@@ -2,7 +2,7 @@
 
 Layouts mirror Kafka's ``ConsumerProtocolSubscription.json`` and
 ``ConsumerProtocolAssignment.json`` (``validVersions 0-3``, never flexible) and run on the
-generic reader of ``coordinator_core.wire``.
+generic reader of ``coordinator_core.codec.wire``.
 
 Rules (``ConsumerProtocol.java``):
 - Each blob starts with an int16 version. A negative version is corrupt; a version above the
@@ -26,9 +26,9 @@ from __future__ import annotations
 import struct
 from typing import Final, NamedTuple
 
+from coordinator_core.codec.records import Assignment, MemberMetadata, Subscription, TopicPartitions
+from coordinator_core.codec.wire import Buffer, Field, Layout, Message, WireError, compile_layout
 from coordinator_core.errors import CorruptRecordError, Part
-from coordinator_core.records import Assignment, MemberMetadata, Subscription, TopicPartitions
-from coordinator_core.wire import Buffer, Field, Layout, Message, WireError, compile_layout
 
 __all__ = [
     "ASSIGNMENT",

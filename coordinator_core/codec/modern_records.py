@@ -40,7 +40,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Final, TypeAlias
 
-from coordinator_core.wire import Builder, Field, Layout, Message, compile_layout
+from coordinator_core.codec.wire import Builder, Field, Layout, Message, compile_layout
 
 TaggedFields: TypeAlias = tuple[tuple[int, bytes], ...]
 

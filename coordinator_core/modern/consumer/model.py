@@ -1,5 +1,5 @@
 """A Kafka 4 consumer group (KIP-848) as a value: members, epochs, the derived state, and the
-rules Kafka applies to it (offset expiry, deletion). ``coordinator_core.consumer_group`` folds
+rules Kafka applies to it (offset expiry, deletion). ``coordinator_core.modern.consumer.fold`` folds
 records into it.
 
 Facts from apache/kafka's group-coordinator module (4.0-4.x): ``ConsumerGroup``,
@@ -38,15 +38,15 @@ from types import MappingProxyType
 from typing import Any, Final, Literal, TypeAlias
 
 from coordinator_core import expiry as _expiry
-from coordinator_core.consumer_group_events import ConsumerRebalance
-from coordinator_core.modern_records import (
+from coordinator_core.codec.modern_records import (
     ClassicMemberMetadata,
     ClassicProtocol,
     GroupKey,
     GroupMemberKey,
     RegularExpressionKey,
 )
-from coordinator_core.records import OffsetCommitKey, OffsetCommitValue, Record
+from coordinator_core.codec.records import OffsetCommitKey, OffsetCommitValue, Record
+from coordinator_core.modern.consumer.events import ConsumerRebalance
 from coordinator_core.state import GroupState
 
 #: ``group.consumer.assignors`` default: uniform first (Kafka 4.0 ``GroupCoordinatorConfig``).

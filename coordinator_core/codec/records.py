@@ -4,7 +4,7 @@ Rules:
 - Records are frozen, slotted dataclasses. A record value of ``None`` is a tombstone.
 - The key version is the record type: 0/1 offset commit, 2 group metadata, 3-24 newer group
   types (``UnknownKey``: recognised, reported, never fatal). Decoded with ``modern=True``, the
-  KIP-848/932/1071 types become the keys and values of ``coordinator_core.modern_records``.
+  KIP-848/932/1071 types become the keys and values of ``coordinator_core.codec.modern_records``.
 - Wire sentinels become ``None`` at the codec boundary: leader_epoch -1, expire_timestamp -1,
   current_state_timestamp -1, rebalance_timeout -1, null strings/bytes. Fields absent in the
   value's version are ``None`` too (so ``decode(encode(x)) == x`` holds per version).
@@ -15,7 +15,7 @@ Rules:
   that batch was transactional (KIP-98; ``None``: a plain record, Kafka's ``NO_PRODUCER_ID``).
 - ``TxnMarker`` is a COMMIT/ABORT control record of a ``__consumer_offsets`` partition
   (``ControlRecordType``, ``EndTransactionMarker``): it belongs to no group and applies to every
-  group of its partition holding pending offsets of its producer (``coordinator_core.replay``).
+  group of its partition holding pending offsets of its producer (``coordinator_core.loader.replay``).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TypeAlias
 
-from coordinator_core.modern_records import ModernKey, ModernValue
+from coordinator_core.codec.modern_records import ModernKey, ModernValue
 
 TaggedFields: TypeAlias = tuple[tuple[int, bytes], ...]
 

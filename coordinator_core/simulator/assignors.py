@@ -41,8 +41,8 @@ import struct
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from coordinator_core.codec.records import Subscription
 from coordinator_core.partitioner import java_string_hash
-from coordinator_core.records import Subscription
 
 TopicPartition = tuple[str, int]
 AssignmentMap = dict[str, list[TopicPartition]]

@@ -3,7 +3,7 @@
 MemberMetadata, TargetAssignmentMetadata, TargetAssignmentMember, CurrentMemberAssignment,
 RegularExpression, and the classic GroupMetadata) to a ``ConsumerGroupFold``.
 
-Rules: see ``coordinator_core.consumer_group`` (the fold owns the state and the events; a
+Rules: see ``coordinator_core.modern.consumer.fold`` (the fold owns the state and the events; a
 handler decides what one record does to it, through the fold's handler API: ``consumer_group``,
 ``update_member``, ``bump``, ``install_target``, ``remove``, ``count``, ``anomaly``, ``tell``).
 """
@@ -13,11 +13,9 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Iterable, Mapping
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Final
+from typing import Final, Protocol
 
-from coordinator_core.consumer_group_events import ProtocolConversion
-from coordinator_core.consumer_group_model import LEAVE_GROUP_MEMBER_EPOCH, Assignment, ConsumerMember, ResolvedRegex
-from coordinator_core.modern_records import (
+from coordinator_core.codec.modern_records import (
     MODERN_MEMBER_STATES,
     ConsumerGroupCurrentMemberAssignmentValue,
     ConsumerGroupMemberMetadataValue,
@@ -30,10 +28,44 @@ from coordinator_core.modern_records import (
     RegularExpressionKey,
     TopicIdPartitions,
 )
-from coordinator_core.records import GroupMetadataValue, LogRecord
+from coordinator_core.codec.records import GroupMetadataValue, LogRecord
+from coordinator_core.modern.consumer.events import ConsumerEvent, ProtocolConversion
+from coordinator_core.modern.consumer.model import (
+    LEAVE_GROUP_MEMBER_EPOCH,
+    Assignment,
+    ConsumerMember,
+    GroupType,
+    ResolvedRegex,
+)
 
-if TYPE_CHECKING:
-    from coordinator_core.consumer_group import ConsumerGroupFold
+
+class Fold(Protocol):
+    """What a handler reads and changes of the group's fold (``fold.ConsumerGroupFold`` is the
+    one): the fold imports its handlers, so they know it by this interface, not by its module."""
+
+    group_id: str
+    group_type: GroupType | None
+    target_epoch: int
+    metadata_hash: int
+    members: dict[str, ConsumerMember]
+    target: dict[str, Assignment]
+    regexes: dict[str, ResolvedRegex]
+    topic_names: dict[str, str]
+    has_subscription_metadata: bool
+    classic_generation: int | None
+    classic_protocol_type: str | None
+    classic_members: int
+    removed_type: GroupType | None
+    removed_ms: int | None
+
+    def tell(self, event: ConsumerEvent) -> None: ...
+    def anomaly(self, reason: str, detail: str) -> None: ...
+    def count(self, topics: Iterable[str], delta: int) -> None: ...
+    def consumer_group(self, record: LogRecord, create: bool) -> bool: ...
+    def remove(self, record: LogRecord, kind: GroupType) -> None: ...
+    def update_member(self, old: ConsumerMember | None, new: ConsumerMember | None) -> None: ...
+    def bump(self, record: LogRecord, epoch: int) -> None: ...
+    def install_target(self, record: LogRecord, epoch: int) -> None: ...
 
 
 def record_position(r: LogRecord) -> str:
@@ -48,7 +80,7 @@ def _assignment(tps: Iterable[TopicIdPartitions]) -> Assignment:
     return tuple((tid, tuple(sorted(ps))) for tid, ps in sorted(merged.items()) if ps)
 
 
-def _on_group_metadata(f: ConsumerGroupFold, r: LogRecord) -> None:
+def _on_group_metadata(f: Fold, r: LogRecord) -> None:
     """GroupMetadata (2): a value puts a classic group in place of any group; a tombstone
     removes any group (``removeGroup``)."""
     value = r.value
@@ -82,7 +114,7 @@ def _on_group_metadata(f: ConsumerGroupFold, r: LogRecord) -> None:
     f.classic_members = len(value.members)
 
 
-def _on_group_epoch(f: ConsumerGroupFold, r: LogRecord) -> None:
+def _on_group_epoch(f: Fold, r: LogRecord) -> None:
     value = r.value
     if value is None:
         if not f.consumer_group(r, create=False):
@@ -103,7 +135,7 @@ def _on_group_epoch(f: ConsumerGroupFold, r: LogRecord) -> None:
     f.bump(r, value.epoch)
 
 
-def _on_partition_metadata(f: ConsumerGroupFold, r: LogRecord) -> None:
+def _on_partition_metadata(f: Fold, r: LogRecord) -> None:
     value = r.value
     if not f.consumer_group(r, create=value is not None):
         return
@@ -113,7 +145,7 @@ def _on_partition_metadata(f: ConsumerGroupFold, r: LogRecord) -> None:
             f.topic_names[t.topic_id] = t.topic_name
 
 
-def _on_member_metadata(f: ConsumerGroupFold, r: LogRecord) -> None:
+def _on_member_metadata(f: Fold, r: LogRecord) -> None:
     key, value = r.key, r.value
     assert isinstance(key, GroupMemberKey)
     if not f.consumer_group(r, create=value is not None):
@@ -156,7 +188,7 @@ def _on_member_metadata(f: ConsumerGroupFold, r: LogRecord) -> None:
     f.update_member(old, new)
 
 
-def _on_target_metadata(f: ConsumerGroupFold, r: LogRecord) -> None:
+def _on_target_metadata(f: Fold, r: LogRecord) -> None:
     value = r.value
     if not f.consumer_group(r, create=value is not None):
         return
@@ -176,7 +208,7 @@ def _on_target_metadata(f: ConsumerGroupFold, r: LogRecord) -> None:
     f.install_target(r, value.assignment_epoch)
 
 
-def _on_target_member(f: ConsumerGroupFold, r: LogRecord) -> None:
+def _on_target_member(f: Fold, r: LogRecord) -> None:
     key, value = r.key, r.value
     assert isinstance(key, GroupMemberKey)
     if not f.consumer_group(r, create=value is not None):
@@ -188,7 +220,7 @@ def _on_target_member(f: ConsumerGroupFold, r: LogRecord) -> None:
     f.target[key.member_id] = _assignment(value.topic_partitions)
 
 
-def _on_current_assignment(f: ConsumerGroupFold, r: LogRecord) -> None:
+def _on_current_assignment(f: Fold, r: LogRecord) -> None:
     key, value = r.key, r.value
     assert isinstance(key, GroupMemberKey)
     if not f.consumer_group(r, create=value is not None):
@@ -221,7 +253,7 @@ def _on_current_assignment(f: ConsumerGroupFold, r: LogRecord) -> None:
     )
 
 
-def _on_regular_expression(f: ConsumerGroupFold, r: LogRecord) -> None:
+def _on_regular_expression(f: Fold, r: LogRecord) -> None:
     key, value = r.key, r.value
     assert isinstance(key, RegularExpressionKey)
     if not f.consumer_group(r, create=value is not None):
@@ -236,7 +268,7 @@ def _on_regular_expression(f: ConsumerGroupFold, r: LogRecord) -> None:
         f.count(new.topics, 1)
 
 
-HANDLERS: Final[Mapping[int, Callable[[ConsumerGroupFold, LogRecord], None]]] = MappingProxyType(
+HANDLERS: Final[Mapping[int, Callable[[Fold, LogRecord], None]]] = MappingProxyType(
     {
         2: _on_group_metadata,
         3: _on_group_epoch,

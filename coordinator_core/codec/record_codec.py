@@ -3,7 +3,7 @@
 The layouts are declared once, as data, mirroring Kafka's message JSON files
 (``OffsetCommitKey.json``, ``OffsetCommitValue.json``, ``GroupMetadataKey.json``,
 ``GroupMetadataValue.json``) and executed by the generic reader/writer of
-``coordinator_core.wire``. Per-version layouts are compiled once at import.
+``coordinator_core.codec.wire``. Per-version layouts are compiled once at import.
 
 Rules:
 - Key = int16 key version (the record type) + key struct; value = int16 value version + value
@@ -29,10 +29,10 @@ Rules:
 - Corrupt bytes raise ``CorruptRecordError`` (record type, version, part, byte position) and
   nothing else: no IndexError/struct.error escapes, no allocation before a length is checked.
 - The embedded consumer-protocol blobs (subscription/assignment) stay opaque bytes here; see
-  ``coordinator_core.consumer_protocol``.
+  ``coordinator_core.codec.consumer_protocol``.
 - ``modern=True`` (``decode_key``/``decode_record``) materialises the KIP-848 consumer-group,
   KIP-932 share-group and KIP-1071 streams-group record types of Kafka 4
-  (``coordinator_core.modern_records``): their keys are decoded strictly (trailing bytes are
+  (``coordinator_core.codec.modern_records``): their keys are decoded strictly (trailing bytes are
   corrupt) and their values with Kafka's layouts; a value version other than 0 is
   ``UnknownValue`` (Kafka 4's ``CoordinatorRecordSerde`` rejects it too; ``lenient`` does not
   apply). Without it (the default, what the batch/stream decode and the classic replay use)
@@ -45,15 +45,14 @@ from __future__ import annotations
 import struct
 from typing import Final
 
-from coordinator_core.errors import CorruptRecordError, Part
-from coordinator_core.modern_records import (
+from coordinator_core.codec.modern_records import (
     MODERN_TYPES,
     VALUE_TYPE_BY_CLASS,
     GroupKey,
     GroupMemberKey,
     RegularExpressionKey,
 )
-from coordinator_core.records import (
+from coordinator_core.codec.records import (
     GroupMetadataKey,
     GroupMetadataValue,
     MemberMetadata,
@@ -65,7 +64,17 @@ from coordinator_core.records import (
     UnknownKey,
     UnknownValue,
 )
-from coordinator_core.wire import Buffer, Builder, Field, Layout, Message, WireError, compile_layout, fast_constructor
+from coordinator_core.codec.wire import (
+    Buffer,
+    Builder,
+    Field,
+    Layout,
+    Message,
+    WireError,
+    compile_layout,
+    fast_constructor,
+)
+from coordinator_core.errors import CorruptRecordError, Part
 
 __all__ = [
     "GROUP_METADATA_KEY",

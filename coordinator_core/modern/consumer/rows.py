@@ -19,9 +19,9 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from coordinator_core.consumer_group_events import ConsumerRebalance, ConsumerStateChange
-from coordinator_core.consumer_group_model import ConsumerGroupSnapshot, pairs
 from coordinator_core.events import GroupMember, Rebalance, StateTransition
+from coordinator_core.modern.consumer.events import ConsumerRebalance, ConsumerStateChange
+from coordinator_core.modern.consumer.model import ConsumerGroupSnapshot, pairs
 
 #: ``group.consumer.session.timeout.ms`` default: a consumer-protocol member's session timeout is
 #: the group's (a config, not in the records); a classic-protocol member's is in its metadata.

@@ -19,7 +19,7 @@ Rules (Kafka's loader, ``GroupMetadataManager.doLoadGroupsAndOffsets`` and the n
   classic members) so the expiry decider and the rows read one group; its deletion (its
   tombstones) takes the group tombstone's path; its events become the gold rows
   (``consumer_group_rows``).
-- Transactional offset commits and markers: ``coordinator_core.transactions``.
+- Transactional offset commits and markers: ``coordinator_core.loader.transactions``.
 """
 
 from __future__ import annotations
@@ -29,22 +29,16 @@ from collections.abc import Iterator
 from typing import NamedTuple
 
 from coordinator_core import expiry as _expiry
-from coordinator_core.consumer_group import (
-    DEFAULT_CONSUMER_ASSIGNOR,
-    ConsumerGroupFold,
-    ConsumerGroupState,
-    as_rebalance,
-    as_transition,
-    member_events,
-)
-from coordinator_core.consumer_group_events import ConsumerRebalance, ConsumerStateChange
-from coordinator_core.consumer_group_model import preferred_assignor
+from coordinator_core.codec.records import GroupMetadataValue, LogRecord, OffsetCommitValue
 from coordinator_core.events import OffsetCommitted, OffsetExpiration
-from coordinator_core.group_fold import STATE_VALUE, GroupFold, new_transition
-from coordinator_core.rebalance import Before, StartWindow, rebalance_event, tell_members, window_of
-from coordinator_core.records import GroupMetadataValue, LogRecord, OffsetCommitValue
+from coordinator_core.loader.group_fold import STATE_VALUE, GroupFold, new_transition
+from coordinator_core.loader.rebalance import Before, StartWindow, rebalance_event, tell_members, window_of
+from coordinator_core.loader.snapshot import TopicPartition, group_subscribed_topics
+from coordinator_core.modern.consumer.events import ConsumerRebalance, ConsumerStateChange
+from coordinator_core.modern.consumer.fold import ConsumerGroupFold
+from coordinator_core.modern.consumer.model import DEFAULT_CONSUMER_ASSIGNOR, ConsumerGroupState, preferred_assignor
+from coordinator_core.modern.consumer.rows import as_rebalance, as_transition, member_events
 from coordinator_core.settings import Coordinator
-from coordinator_core.snapshot import TopicPartition, group_subscribed_topics
 from coordinator_core.state import GroupState
 
 _E = GroupState.EMPTY
@@ -481,7 +475,7 @@ def _materialise(w: GroupFold, r: _Record) -> None:
 # Kafka 4 consumer groups (KIP-848): their records go to the group's consumer fold
 # ---------------------------------------------------------------------------------------------
 def apply_consumer_record(w: GroupFold, rec: LogRecord) -> None:
-    """A consumer-group record (types 3-8, 16; ``coordinator_core.consumer_group`` has one
+    """A consumer-group record (types 3-8, 16; ``coordinator_core.modern.consumer.fold`` has one
     handler per type), or a GroupMetadata record of a group that has been a consumer group (an
     online upgrade/downgrade: the fold follows the group across). The classic fields mirror a
     live consumer group (``mirror_consumer``); its deletion is the group tombstone's path."""

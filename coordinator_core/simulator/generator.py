@@ -176,7 +176,7 @@ class LogGenerator:
     """Plans group lifecycles, runs the simulator and hands out encoded chunks."""
 
     def __init__(self, config: GeneratorConfig, *, fast: bool = True) -> None:
-        """``fast=False`` keeps decoded records and encodes them with ``coordinator_core.codec``
+        """``fast=False`` keeps decoded records and encodes them with ``coordinator_core.codec.record_codec``
         (the straightforward path: the benchmark's baseline and a cross-check of the bytes)."""
         if config.groups < 1 or config.hours <= 0:
             raise ValueError("groups must be >= 1 and hours > 0")
@@ -600,7 +600,7 @@ class LogGenerator:
 
     def _compact(self, whole: Chunk) -> Chunk:
         """What the log cleaner leaves (``coordinator_core.compaction``), and the truth about it."""
-        from coordinator_core.codec import decode_key
+        from coordinator_core.codec.record_codec import decode_key
 
         counts: dict[int, int] = {}
         firsts: dict[int, int] = {}
@@ -670,7 +670,7 @@ class LogGenerator:
         log = self.log
         if isinstance(log, BytesLog):
             return Chunk(*log.drain())
-        from coordinator_core import codec
+        from coordinator_core.codec import record_codec as codec
 
         records, log.records = log.records, []
         values: list[bytes | None] = [codec.encode_value(r.value) for r in records]

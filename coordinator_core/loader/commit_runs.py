@@ -4,7 +4,7 @@ Rules: this module belongs to the expiry decider (``coordinator_core.expiry``): 
 be applied from its survivors is an expiry question, asked of the replay's working state only
 through ``expiry.BulkFold`` (``emits_commit_events``, ``last_position``, ``quiet_through``,
 ``skip_commits``); nothing here reads or writes the fold's state. ``replay_runs``
-(``coordinator_core.replay``) gives the same result as replaying every record:
+(``coordinator_core.loader.replay``) gives the same result as replaying every record:
 
 Within a group, the offset commits between two other records (group metadata, tombstones,
 unsupported records) form a run; of a run only the last commit per (topic, partition) stays
@@ -42,8 +42,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
+from coordinator_core.codec.records import LogRecord, OffsetCommitKey, OffsetCommitValue, ReplayItem
 from coordinator_core.expiry import BulkFold
-from coordinator_core.records import LogRecord, OffsetCommitKey, OffsetCommitValue, ReplayItem
 
 TopicPartition = tuple[str, int]
 

@@ -13,7 +13,7 @@ Rules:
   offset a COMMIT made; the Kafka 4 tail is then written even for a classic group.
 - A reader reads every format version up to ``SNAPSHOT_FORMAT_VERSION``; new versions may only
   append fields. Format v1 and v2 bytes are frozen (the golden test): the encoding must not change.
-- Every primitive is ``coordinator_core.wire``'s (varlongs, zigzag, compact bytes): there is no
+- Every primitive is ``coordinator_core.codec.wire``'s (varlongs, zigzag, compact bytes): there is no
   second varint implementation here; this module only composes them.
 - Bad bytes raise ``ValueError`` (never ``IndexError`` or ``WireError``).
 """
@@ -23,10 +23,19 @@ from __future__ import annotations
 from collections.abc import Mapping
 from types import MappingProxyType
 
-from coordinator_core.consumer_group_model import dump_snapshot as dump_consumer_snapshot
-from coordinator_core.consumer_group_model import load_snapshot as load_consumer_snapshot
-from coordinator_core.records import MemberMetadata, OffsetCommitValue
-from coordinator_core.snapshot import (
+from coordinator_core.codec.records import MemberMetadata, OffsetCommitValue
+from coordinator_core.codec.wire import (
+    WireError,
+    append_compact_nullable_bytes,
+    append_uvarlong,
+    append_varlong,
+    read_compact_nullable_bytes,
+    read_uvarlong,
+    read_varlong,
+    unzigzag,
+    zigzag,
+)
+from coordinator_core.loader.snapshot import (
     EMPTY_OFFSETS,
     EMPTY_PENDING,
     EMPTY_PREDICTED,
@@ -39,18 +48,9 @@ from coordinator_core.snapshot import (
     PredictedExpiry,
     TopicPartition,
 )
+from coordinator_core.modern.consumer.model import dump_snapshot as dump_consumer_snapshot
+from coordinator_core.modern.consumer.model import load_snapshot as load_consumer_snapshot
 from coordinator_core.state import GroupState
-from coordinator_core.wire import (
-    WireError,
-    append_compact_nullable_bytes,
-    append_uvarlong,
-    append_varlong,
-    read_compact_nullable_bytes,
-    read_uvarlong,
-    read_varlong,
-    unzigzag,
-    zigzag,
-)
 
 _STATES: tuple[GroupState, ...] = (
     GroupState.EMPTY,

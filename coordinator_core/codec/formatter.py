@@ -38,16 +38,8 @@ import base64
 import dataclasses
 from typing import Any
 
-from coordinator_core.codec import (
-    GROUP_METADATA_VALUE,
-    HIGHEST_VALUE_VERSION,
-    OFFSET_COMMIT_KEY,
-    OFFSET_COMMIT_VALUE,
-    decode_value,
-)
-from coordinator_core.consumer_protocol import ASSIGNMENT, SUBSCRIPTION, parse_member_blobs
-from coordinator_core.errors import CorruptRecordError
-from coordinator_core.modern_records import (
+from coordinator_core.codec.consumer_protocol import ASSIGNMENT, SUBSCRIPTION, parse_member_blobs
+from coordinator_core.codec.modern_records import (
     MODERN_MEMBER_STATES,
     MODERN_TYPES,
     STREAMS_MEMBER_STATES,
@@ -57,8 +49,14 @@ from coordinator_core.modern_records import (
     RegularExpressionKey,
     group_type,
 )
-from coordinator_core.partitioner import DEFAULT_NUM_PARTITIONS, partition_for
-from coordinator_core.records import (
+from coordinator_core.codec.record_codec import (
+    GROUP_METADATA_VALUE,
+    HIGHEST_VALUE_VERSION,
+    OFFSET_COMMIT_KEY,
+    OFFSET_COMMIT_VALUE,
+    decode_value,
+)
+from coordinator_core.codec.records import (
     GroupMetadataKey,
     GroupMetadataValue,
     OffsetCommitKey,
@@ -69,7 +67,9 @@ from coordinator_core.records import (
     UnknownValue,
     record_type_name,
 )
-from coordinator_core.wire import Field, Message, in_versions
+from coordinator_core.codec.wire import Field, Message, in_versions
+from coordinator_core.errors import CorruptRecordError
+from coordinator_core.partitioner import DEFAULT_NUM_PARTITIONS, partition_for
 
 __all__ = ["message_to_json", "to_kafka_json", "to_rich_json"]
 

@@ -48,17 +48,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-from coordinator_core.assignors import SERVER_ASSIGNORS, MemberSubscription, range_assign
-from coordinator_core.consumer_group_model import (
-    DEFAULT_CONSUMER_ASSIGNOR,
-    LEAVE_GROUP_STATIC_MEMBER_EPOCH,
-    ConsumerGroupSnapshot,
-    ConsumerMember,
-    deletion_records,
-    preferred_assignor,
-)
-from coordinator_core.consumer_protocol import encode_assignment, encode_subscription
-from coordinator_core.modern_records import (
+from coordinator_core.codec.consumer_protocol import encode_assignment, encode_subscription
+from coordinator_core.codec.modern_records import (
     ClassicMemberMetadata,
     ClassicProtocol,
     ConsumerGroupCurrentMemberAssignmentValue,
@@ -73,7 +64,7 @@ from coordinator_core.modern_records import (
     TopicIdPartitions,
     TopicMetadata,
 )
-from coordinator_core.records import (
+from coordinator_core.codec.records import (
     Assignment,
     GroupMetadataKey,
     GroupMetadataValue,
@@ -82,7 +73,16 @@ from coordinator_core.records import (
     Subscription,
     TopicPartitions,
 )
-from coordinator_core.wire import uuid_to_str
+from coordinator_core.codec.wire import uuid_to_str
+from coordinator_core.modern.consumer.model import (
+    DEFAULT_CONSUMER_ASSIGNOR,
+    LEAVE_GROUP_STATIC_MEMBER_EPOCH,
+    ConsumerGroupSnapshot,
+    ConsumerMember,
+    deletion_records,
+    preferred_assignor,
+)
+from coordinator_core.simulator.assignors import SERVER_ASSIGNORS, MemberSubscription, range_assign
 
 STABLE, UNREVOKED_PARTITIONS, UNRELEASED_PARTITIONS = 0, 1, 2
 Partitions = frozenset[tuple[str, int]]  # (topic name, partition)

@@ -3,13 +3,13 @@
 Rules:
 - ``GroupSnapshot`` is the group *as of* the ``as_of_ms`` of the replay call that made it (the
   loader fold, then one cleanup); what that cleanup removed is kept aside so the next call
-  restores the fold (see ``coordinator_core.replay``).
+  restores the fold (see ``coordinator_core.loader.replay``).
 - ``to_state_row()`` / ``offset_rows()`` shape the gold rows (``group_state``,
   ``offsets_current``; columns in ``coordinator_core.events``).
 - Members' subscription/assignment blobs are parsed only for protocol type ``consumer``
   (spec §5), as Kafka's ``computeSubscribedTopics`` does (v0 parse; any error: unknown), and
   cached: a group's blobs recur in record after record.
-- The byte form is ``coordinator_core.snapshot_codec``'s.
+- The byte form is ``coordinator_core.loader.snapshot_codec``'s.
 """
 
 from __future__ import annotations
@@ -22,13 +22,13 @@ from types import MappingProxyType
 from typing import Any
 
 from coordinator_core import expiry as _expiry
-from coordinator_core.consumer_group_model import ConsumerGroupSnapshot
-from coordinator_core.consumer_group_rows import member_structs as consumer_member_structs
+from coordinator_core.codec.records import MemberMetadata, OffsetCommitValue
+from coordinator_core.codec.wire import fast_constructor
+from coordinator_core.modern.consumer.model import ConsumerGroupSnapshot
+from coordinator_core.modern.consumer.rows import member_structs as consumer_member_structs
 from coordinator_core.partitioner import partition_for
-from coordinator_core.records import MemberMetadata, OffsetCommitValue
 from coordinator_core.settings import FACTS_ONLY, ReplaySettings
 from coordinator_core.state import GroupState
-from coordinator_core.wire import fast_constructor
 
 OffsetState = _expiry.OffsetState
 TopicPartition = tuple[str, int]
@@ -37,7 +37,7 @@ PredictedExpiry = tuple[int, int, int]
 #: what a forecast death dropped: (state_timestamp_ms, protocol_type, protocol, leader, has_metadata)
 DeathRestore = tuple[int | None, str | None, str | None, str | None, bool]
 
-#: the byte format ``coordinator_core.snapshot_codec`` writes (format v1 stays readable)
+#: the byte format ``coordinator_core.loader.snapshot_codec`` writes (format v1 stays readable)
 SNAPSHOT_FORMAT_VERSION = 2
 
 _D = GroupState.DEAD
@@ -145,16 +145,6 @@ class GroupSnapshot:
         """When the rules next remove something from the group as it stands (as of its
         ``as_of``), leaving out what the log showed the broker kept (None: no retention set)."""
         return _expiry.next_expiry_ms(self, settings.retention_ms, settings.rules, self.settled, self.settled_death_ms)
-
-    def next_judgment_ms(self, settings: ReplaySettings) -> int | None:
-        """The next time a replay with no new record changes what it says of the group: a
-        prediction falls due (the as-of view changes) or one is overdue with no tombstone and
-        gets contradicted. Streaming arms its event-time timer here (None: nothing to wait for)."""
-        if settings.retention_ms is None:
-            return None
-        from coordinator_core.group_fold import GroupFold  # the fold builds on this module
-
-        return GroupFold(self, settings, frozenset()).next_timer(self)
 
     def to_state_row(self, *, settings: ReplaySettings = FACTS_ONLY, num_partitions: int = 50) -> dict[str, Any]:
         """The ``group_state`` row (see ``coordinator_core.events`` for the columns); a live
@@ -296,7 +286,7 @@ def new_snapshot(group_id: str) -> GroupSnapshot:
 # ---------------------------------------------------------------------------------------------
 @functools.lru_cache(maxsize=8192)
 def subscribed_topics_of(blob: bytes) -> frozenset[str] | None:
-    from coordinator_core import consumer_protocol
+    from coordinator_core.codec import consumer_protocol as consumer_protocol
 
     try:
         return consumer_protocol.subscribed_topics_v0(blob)
@@ -306,7 +296,7 @@ def subscribed_topics_of(blob: bytes) -> frozenset[str] | None:
 
 @functools.lru_cache(maxsize=8192)
 def assigned_of(blob: bytes) -> frozenset[TopicPartition] | None:
-    from coordinator_core import consumer_protocol
+    from coordinator_core.codec import consumer_protocol as consumer_protocol
 
     if not blob:
         return frozenset()  # Kafka fills missing assignments with an empty array

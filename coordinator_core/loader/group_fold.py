@@ -2,7 +2,7 @@
 
 Rules:
 - ``GroupFold`` is a mutable copy of a ``GroupSnapshot``, private to one replay call; ``freeze``
-  makes the next snapshot. The record handlers (``coordinator_core.record_handlers``) change it;
+  makes the next snapshot. The record handlers (``coordinator_core.loader.record_handlers``) change it;
   every state change goes through ``transition`` (Kafka's ``ClassicGroupState`` table,
   ``coordinator_core.state``) and is told as an event of the kinds asked for.
 - Restoring: a snapshot is the group *as of* its call's ``as_of_ms``; the fold restores what
@@ -14,24 +14,24 @@ Rules:
   next time that can happen (-1: unknown), so the loop judges only when it may matter; ``finish``
   runs the one cleanup at ``as_of``.
 - ``quiet_through``/``skip_commits``/``emits_commit_events`` are the whole interface the
-  commit-run bulk path (``coordinator_core.commit_runs``, typed by ``expiry.BulkFold``) uses.
+  commit-run bulk path (``coordinator_core.loader.commit_runs``, typed by ``expiry.BulkFold``) uses.
 - Coordinator ``auto`` resolves per group: ``new`` once the group's records show Kafka 4 wrote
   them (``new_coordinator_seen``), else ``old``.
-- Transactions (KIP-98, ``coordinator_core.transactions``): ``pending_txn`` (open ones, by producer
+- Transactions (KIP-98, ``coordinator_core.loader.transactions``): ``pending_txn`` (open ones, by producer
   id), ``txn_offsets`` (who committed each held offset); a group with pending offsets cannot die.
 """
 
 from __future__ import annotations
 
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from coordinator_core import expiry as _expiry
-from coordinator_core.consumer_group import ConsumerGroupFold
+from coordinator_core.codec.records import OffsetCommitValue
+from coordinator_core.codec.wire import fast_constructor
 from coordinator_core.events import WITHDRAWN, Event, GroupLifecycle, OffsetExpiration, ReplayStats, StateTransition
-from coordinator_core.records import MemberMetadata, OffsetCommitValue
-from coordinator_core.settings import Coordinator, ReplaySettings
-from coordinator_core.snapshot import (
+from coordinator_core.loader.rebalance import RebalanceCache, StartWindow
+from coordinator_core.loader.snapshot import (
     EMPTY_OFFSETS,
     EMPTY_PENDING,
     EMPTY_PREDICTED,
@@ -44,12 +44,10 @@ from coordinator_core.snapshot import (
     TopicPartition,
     new_group_snapshot,
 )
+from coordinator_core.modern.consumer.fold import ConsumerGroupFold
+from coordinator_core.settings import Coordinator, ReplaySettings
 from coordinator_core.state import GroupState
 from coordinator_core.state import transition as _state_transition
-from coordinator_core.wire import fast_constructor
-
-if TYPE_CHECKING:
-    from coordinator_core.rebalance import StartWindow
 
 # slot-filling constructor of the frozen event class (``wire.fast_constructor``): the same
 # objects at a fraction of a dataclass ``__init__`` (events are built by the hundred thousand)
@@ -160,14 +158,7 @@ class GroupFold:
         self.sit: int | None = None
         # the last rebalance's member maps, keyed by the members tuple they describe: the next
         # record's "before" is this record's "after" (``_rebalance``)
-        self.rb_cache: (
-            tuple[
-                tuple[MemberMetadata, ...],
-                dict[str, MemberMetadata],
-                dict[str, frozenset[TopicPartition] | None] | None,
-            ]
-            | None
-        ) = None
+        self.rb_cache: RebalanceCache | None = None
         # (event index, group type): the kind of group the events from that index on are about
         # (``ReplayResult.event_group_types``)
         self.type_marks: list[tuple[int, str]] = [(0, self.group_type)]
@@ -436,7 +427,7 @@ class GroupFold:
         return best
 
     def next_timer(self, view: GroupSnapshot) -> int | None:
-        """``GroupSnapshot.next_judgment_ms`` on the fold restored from ``view``."""
+        """``next_judgment_ms`` on the fold restored from ``view``."""
         retention = self.retention_ms
         assert retention is not None
         times: list[int] = []
@@ -567,7 +558,7 @@ class GroupFold:
     ) -> bool:
         """Nothing of the group can be judged, and no commit known by these aggregates can be
         due (plus grace), up to ``t_max``: then expiry checks inside a run up to ``t_max`` all
-        find nothing (see ``coordinator_core.commit_runs``)."""
+        find nothing (see ``coordinator_core.loader.commit_runs``)."""
         retention = self.retention_ms
         if retention is None:
             return True
@@ -589,3 +580,12 @@ class GroupFold:
 
     def skip_commits(self, n: int) -> None:
         self.skipped_commits += n
+
+
+def next_judgment_ms(snapshot: GroupSnapshot, settings: ReplaySettings) -> int | None:
+    """The next time a replay with no new record changes what it says of the group: a prediction
+    falls due (the as-of view changes) or one is overdue with no tombstone and gets contradicted.
+    Streaming arms its event-time timer here (None: nothing to wait for)."""
+    if settings.retention_ms is None:
+        return None
+    return GroupFold(snapshot, settings, frozenset()).next_timer(snapshot)

@@ -1,6 +1,6 @@
 """The fold of one Kafka 4 consumer group (KIP-848): its records, in log order, into a
-``ConsumerGroupSnapshot`` (``coordinator_core.consumer_group_model``), telling what happened
-(``coordinator_core.consumer_group_events``).
+``ConsumerGroupSnapshot`` (``coordinator_core.modern.consumer.model``), telling what happened
+(``coordinator_core.modern.consumer.events``).
 
 Facts from apache/kafka's group-coordinator module (4.0-4.x): ``GroupMetadataManager.replay``
 for ConsumerGroupMetadata (3), PartitionMetadata (4), MemberMetadata (5), TargetAssignment-
@@ -12,8 +12,8 @@ and the classic GroupMetadata (2); ``getOrMaybeCreatePersistedConsumerGroup``,
 Rules:
 - One fold per group id, fed each record once, in log order (the replay loop owns positions
   and duplicates); one handler per record type (``HANDLERS``,
-  ``coordinator_core.consumer_group_handlers``); gold rows in ``consumer_group_rows``. Keys/values are
-  ``coordinator_core.modern_records`` objects (``decode_record(..., modern=True)``); ``None``
+  ``coordinator_core.modern.consumer.handlers``); gold rows in ``consumer_group_rows``. Keys/values are
+  ``coordinator_core.codec.modern_records`` objects (``decode_record(..., modern=True)``); ``None``
   is a tombstone.
 - A value record creates the consumer group when none exists, or when the group is a *simple*
   classic group (no protocol type, Empty), which it replaces. A tombstone never creates one: a
@@ -58,59 +58,31 @@ import dataclasses
 from collections.abc import Iterable
 from types import MappingProxyType
 
-from coordinator_core.consumer_group_events import (
+from coordinator_core.codec.records import LogRecord, record_type_name
+from coordinator_core.events import MemberPartition
+from coordinator_core.modern.consumer.events import (
     ConsumerAnomaly,
     ConsumerEvent,
     ConsumerRebalance,
     ConsumerStateChange,
     ProtocolConversion,
 )
-from coordinator_core.consumer_group_handlers import HANDLERS, record_position
-from coordinator_core.consumer_group_model import (
+from coordinator_core.modern.consumer.handlers import HANDLERS, record_position
+from coordinator_core.modern.consumer.model import (
     DEFAULT_CONSUMER_ASSIGNOR,
     Assignment,
-    CleanupPlan,
     ConsumerGroupSnapshot,
     ConsumerGroupState,
     ConsumerMember,
     GroupType,
     ResolvedRegex,
     TopicIdPartition,
-    deletion_records,
     derive_state,
-    dump_snapshot,
-    load_snapshot,
-    offset_due_ms,
     pairs,
-    plan_cleanup,
     preferred_assignor,
 )
-from coordinator_core.consumer_group_rows import DEFAULT_SESSION_TIMEOUT_MS, as_rebalance, as_transition, member_events
-from coordinator_core.events import MemberPartition
-from coordinator_core.records import LogRecord, record_type_name
 
-__all__ = [  # the fold, and the model it builds (one import point)
-    "DEFAULT_CONSUMER_ASSIGNOR",
-    "DEFAULT_SESSION_TIMEOUT_MS",
-    "HANDLERS",
-    "Assignment",
-    "CleanupPlan",
-    "ConsumerGroupFold",
-    "ConsumerGroupSnapshot",
-    "ConsumerGroupState",
-    "ConsumerMember",
-    "ResolvedRegex",
-    "as_rebalance",
-    "as_transition",
-    "deletion_records",
-    "derive_state",
-    "dump_snapshot",
-    "fold",
-    "load_snapshot",
-    "member_events",
-    "offset_due_ms",
-    "plan_cleanup",
-]
+__all__ = ["ConsumerGroupFold", "fold"]
 
 
 class ConsumerGroupFold:
@@ -247,7 +219,7 @@ class ConsumerGroupFold:
         self.last_timestamp_ms = record.timestamp_ms
         return self._events
 
-    # -- the handlers' API (coordinator_core.consumer_group_handlers) -------------------------
+    # -- the handlers' API (coordinator_core.modern.consumer.handlers) -------------------------
     def tell(self, event: ConsumerEvent) -> None:
         """Add an event to what the current record tells."""
         self._events.append(event)

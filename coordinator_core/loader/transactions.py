@@ -32,11 +32,11 @@ from bisect import bisect_right
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from coordinator_core.codec.records import OffsetCommitValue, TxnMarker
 from coordinator_core.events import OffsetCommitted
-from coordinator_core.group_fold import GroupFold
-from coordinator_core.record_handlers import offset_created_group
-from coordinator_core.records import OffsetCommitValue, TxnMarker
-from coordinator_core.snapshot import TopicPartition
+from coordinator_core.loader.group_fold import GroupFold
+from coordinator_core.loader.record_handlers import offset_created_group
+from coordinator_core.loader.snapshot import TopicPartition
 from coordinator_core.state import GroupState
 
 _D = GroupState.DEAD
