@@ -38,7 +38,7 @@ queue event (same validation code). The simulation itself (heartbeats, timers, r
 rest of the cost; it grows with the number of consumers per committed partition. The end-to-end
 figure includes Arrow conversion and zstd Parquet writing, whose pyarrow threads' CPU time
 `process_time` also counts. Both paths produce identical bytes
-(`tests/coordinator_core/test_generator.py::test_the_fast_encoded_path_writes_exactly_the_codecs_bytes`).
+(`tests/coordinator_core/simulator/test_generator.py::test_the_fast_encoded_path_writes_exactly_the_codecs_bytes`).
 """
 
 

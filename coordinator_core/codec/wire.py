@@ -530,7 +530,7 @@ def _fuse(layout: Layout, plan: list[tuple[Any, ...]]) -> Callable[[Buffer, int,
     precompiled ``struct.Struct``, strings/bytes whose length is in range, a zero tagged-field
     count) and hands anything else — nulls, compact varint lengths, arrays, bad bytes — to the
     very step function the generic reader runs, so results and errors are identical by
-    construction (``tests/coordinator_core/test_codec_properties.py`` checks it on mutants).
+    construction (``tests/coordinator_core/codec/test_codec_properties.py`` checks it on mutants).
     """
     n = len(layout.template)
     ns: dict[str, Any] = {"_scratch": None, "_n": n, "_u16": INT16.unpack_from, "_u32": INT32.unpack_from}

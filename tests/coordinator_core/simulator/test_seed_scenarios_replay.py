@@ -25,7 +25,7 @@ from coordinator_core.settings import ReplaySettings
 from coordinator_core.state import GroupState
 from tests.coordinator_core.replay_builders import GroupLog, member
 
-SCENARIOS = Path(__file__).resolve().parents[2] / "conf" / "scenarios"
+SCENARIOS = Path(__file__).resolve().parents[3] / "conf" / "scenarios"
 
 
 def _states(result: ReplayResult) -> list[str]:

@@ -17,7 +17,7 @@ from coordinator_core.codec.records import Record
 from coordinator_core.codec.wire import WireError
 from coordinator_core.errors import CorruptRecordError
 from tests.coordinator_core import strategies as S
-from tests.coordinator_core.test_codec_properties import _mutations
+from tests.coordinator_core.codec.test_codec_properties import _mutations
 
 PROPS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

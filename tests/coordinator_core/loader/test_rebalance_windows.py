@@ -22,8 +22,7 @@ from coordinator_core.loader.snapshot import new_snapshot
 from coordinator_core.settings import ReplaySettings
 from coordinator_core.simulator.generator import generate
 from coordinator_core.simulator.rebalance_truth import WindowCheck, check_windows
-
-from .replay_builders import GroupLog, member
+from tests.coordinator_core.replay_builders import GroupLog, member
 
 WORLDS: list[tuple[int, dict[str, Any]]] = [
     (0, {"coordinator": "old"}),

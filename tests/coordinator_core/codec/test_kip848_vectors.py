@@ -52,7 +52,7 @@ from coordinator_core.codec.record_codec import decode_record, encode_record
 from coordinator_core.codec.records import Record, UnknownKey, UnknownValue
 from coordinator_core.errors import CorruptRecordError
 
-VECTOR_DIR = Path(__file__).parent / "vectors" / "kip848"
+VECTOR_DIR = Path(__file__).resolve().parents[1] / "vectors" / "kip848"
 FILES = sorted(VECTOR_DIR.glob("*.json"))
 
 

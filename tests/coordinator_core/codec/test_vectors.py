@@ -37,7 +37,7 @@ from coordinator_core.codec.records import (
 from coordinator_core.errors import CorruptRecordError
 from coordinator_core.partitioner import java_string_hash, kafka_abs, partition_for
 
-VECTORS = Path(__file__).resolve().parents[2] / "docs" / "spec" / "vectors"
+VECTORS = Path(__file__).resolve().parents[3] / "docs" / "spec" / "vectors"
 
 
 def _load(name: str) -> list[dict[str, Any]]:
