@@ -135,7 +135,10 @@ def free_port() -> int:
 
 def cluster_id() -> str:
     """A KRaft cluster id: a random UUID in Kafka's form (url-safe base64, no padding)."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    while True:  # Kafka's Uuid.randomUuid never starts with '-': a tool's argument parser reads that as a flag
+        text = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not text.startswith("-"):
+            return text
 
 
 def java_binary() -> str:
