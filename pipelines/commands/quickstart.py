@@ -26,6 +26,7 @@ import struct
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pipelines.commands import quickstart_real
 from pipelines.errors import UsageError
 
 if TYPE_CHECKING:
@@ -304,6 +305,7 @@ def register(subparsers: Any) -> None:
         default="none",
         help="cleaned: the log as a capture of the compacted topic reads it (default: %(default)s)",
     )
+    quickstart_real.add_args(p)
     p.add_argument("--fresh", action="store_true", help="delete --dir first")
     p.add_argument("--conf", default=None, help="base overlay to start from (default: conf/local.yaml)")
     p.set_defaults(func=run)
@@ -320,15 +322,16 @@ def run(args: argparse.Namespace) -> int:
     root = Path(args.dir).expanduser().resolve()
     if args.retention_ms <= 0:
         raise UsageError("--retention-ms: expected a positive integer")
-    cfg = load_config(
-        args.conf,
-        overrides={
-            "paths.root": str(root),
-            "input.source": "landing",
-            "replay.retention_ms": args.retention_ms,
-            "generate.retention_ms": args.retention_ms,
-        },
-    )
+    real = getattr(args, "kafka", "generated") == "real"
+    overrides: dict[str, Any] = {
+        "paths.root": str(root),
+        "input.source": "landing",
+        "replay.retention_ms": args.retention_ms,
+        "generate.retention_ms": args.retention_ms,
+    }
+    if real:  # the local broker's own settings (pipelines/kafka/local_broker.py), not the simulator's
+        overrides.update(quickstart_real.REPLAY_SETTINGS)
+    cfg = load_config(args.conf, overrides=overrides)
     groups, hours = args.groups, args.hours
     seed = args.seed if args.seed is not None else cfg.generate.seed
     if groups <= 0:
@@ -348,13 +351,21 @@ def run(args: argparse.Namespace) -> int:
     conf_file.write_text(
         "# written by offsetlake quickstart: the sample cluster's settings\n"
         f"paths:\n  root: {root}\n"
-        f"replay:\n  retention_ms: {args.retention_ms}\n  coordinator: {cfg.replay.coordinator}\n"
+        f"offsets_topic:\n  num_partitions: {cfg.offsets_topic.num_partitions}\n"
+        f"replay:\n  retention_ms: {cfg.replay.retention_ms}\n  coordinator: {cfg.replay.coordinator}\n"
+        f"  cleanup_interval_ms: {cfg.replay.cleanup_interval_ms}\n"
+        f"  initial_rebalance_delay_ms: {cfg.replay.initial_rebalance_delay_ms}\n"
         f"generate:\n  coordinator: {cfg.generate.coordinator}\n"
     )
 
     landing = Path(cfg.paths.landing)
+    world = None
     if landing.exists() and any(landing.glob("*.parquet")):
         err.print(f"[quickstart] reusing the sample log in {landing} (use --fresh to regenerate)")
+    elif real:
+        world = quickstart_real.capture_real_world(
+            cfg, root, args.kafka_version, lambda m: err.print(m, highlight=False)
+        )
     else:
         n, how = generate_sample(
             landing,
@@ -384,8 +395,12 @@ def run(args: argparse.Namespace) -> int:
             console.print(f"(skipped: table {', '.join(missing)} not built)")
             continue
         show_query(spark, sql, console, limit=20)
+    disagree = 0 if world is None else quickstart_real.print_agreement(spark, world, console)
     console.print(
         f'\nnext: offsetlake sql --conf {conf_file} "SELECT * FROM group_state"   |   '
         f"offsetlake tables --conf {conf_file}"
     )
+    if disagree:
+        err.print(f"[quickstart] offsetlake and the broker disagree on {disagree} group(s): see the table above")
+        return 1
     return 0
