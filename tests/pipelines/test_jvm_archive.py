@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.runtime import jvm_archive as jvm_archive
+from pipelines.runtime import jvm_archive
 from pipelines.runtime.jvm_archive import JvmArchive, archive_key
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pyspark
 import pytest
 
-from pipelines.runtime import worker_python as worker_python
+from pipelines.runtime import worker_python
 from pipelines.runtime.worker_python import launcher_text, spark_zip
 
 
