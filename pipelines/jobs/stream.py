@@ -119,12 +119,12 @@ def start_replay_query(
     output: SourceOutput = NO_OUTPUT
     if uses_segments(settings):
         packed = read_segment_stream(spark, settings, decoded=decoded)
-        segments = SegmentStreamReader(segment_options(settings, decoded=decoded))
-        output = ReaderOutput(segments, settings.replay_checkpoint)
+        segments = segment_options(settings, decoded=decoded)
+        output = ReaderOutput(lambda: SegmentStreamReader(segments), settings.replay_checkpoint)
     elif uses_packed_landing(settings):
         packed = read_packed_landing(spark, settings, decoded=decoded)
-        landing = LandingPackedReader(landing_reader_options(settings, decoded=decoded))
-        output = ReaderOutput(landing, settings.replay_checkpoint)
+        landing = landing_reader_options(settings, decoded=decoded)
+        output = ReaderOutput(lambda: LandingPackedReader(landing), settings.replay_checkpoint)
     elif uses_packed_kafka(spark, cfg, settings):
         plans_at = plan_dir(settings)
         assert plans_at is not None  # the packed Kafka source needs a local checkpoint

@@ -58,16 +58,17 @@ class BatchReader(Protocol):
 
 class ReaderOutput:
     """The output of a planning reader's micro-batch, found by the batch's offsets in the
-    replay checkpoint (``checkpoint.batch_offsets``): a batch without offsets has nothing."""
+    replay checkpoint (``checkpoint.batch_offsets``): a batch without offsets has nothing.
+    ``make_reader`` builds a fresh reader per batch (a reader keeps state of its own query)."""
 
-    def __init__(self, reader: BatchReader, checkpoint: str) -> None:
-        self.reader = reader
+    def __init__(self, make_reader: Callable[[], BatchReader], checkpoint: str) -> None:
+        self.make_reader = make_reader
         self.checkpoint = checkpoint
 
     def take(self, batch_id: int) -> Taken:
-        offsets = batch_offsets(self.checkpoint, batch_id, self.reader.initialOffset())
+        reader = self.make_reader()
+        offsets = batch_offsets(self.checkpoint, batch_id, reader.initialOffset())
         if offsets is None:
             return None, {}, _nothing
-        plan, decoded = self.reader.batch_output(*offsets)
-        reader = self.reader
+        plan, decoded = reader.batch_output(*offsets)
         return plan, decoded, lambda: reader.release(*offsets)
