@@ -1,8 +1,8 @@
 """Shared wiring for the offsetlake DAGs: read ``conf/``, build SparkSubmitOperator tasks.
 
 Rules (DESIGN §2: no business logic in DAGs):
-- The DAGs only schedule the project's spark-submit entry scripts (``pipelines/batch/job.py``,
-  ``pipelines/stream/job.py``, ``pipelines/jobs/*.py``): the same code ``offsetlake run`` runs;
+- The DAGs only schedule the project's spark-submit entry scripts (``pipelines/jobs/*.py``:
+  batch, stream, dq, maintenance): the same code ``offsetlake run`` runs;
   every parameter comes from the config file named by ``$OFFSETLAKE_CONF`` (default
   ``conf/local.yaml``; a relative name is found as the CLI finds ``--conf``: in the working
   directory, else in the repository), loaded with ``pipelines.config`` (loading only).
@@ -124,7 +124,7 @@ def job_args(settings: DagSettings, *extra: str) -> list[str]:
 
 def spark_job(settings: DagSettings, task_id: str, script: str, args: Sequence[str] = (), **overrides: Any) -> Any:
     """A SparkSubmitOperator running the entry script ``script`` (relative to the repository,
-    e.g. ``pipelines/batch/job.py``) with the job args."""
+    e.g. ``pipelines/jobs/batch.py``) with the job args."""
     from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
     return SparkSubmitOperator(

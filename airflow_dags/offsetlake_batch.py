@@ -36,7 +36,7 @@ with DAG(
     tags=["offsetlake", "batch"],
     doc_md=__doc__,
 ) as dag:
-    batch = spark_job(settings, "batch", "pipelines/batch/job.py")
+    batch = spark_job(settings, "batch", "pipelines/jobs/batch.py")
     dq = spark_job(
         settings,
         "dq",

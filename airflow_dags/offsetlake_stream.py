@@ -30,7 +30,7 @@ with DAG(
     tags=["offsetlake", "stream"],
     doc_md=__doc__,
 ) as dag:
-    stream = spark_job(settings, "stream_available_now", "pipelines/stream/job.py", ["--available-now"])
+    stream = spark_job(settings, "stream_available_now", "pipelines/jobs/stream.py", ["--available-now"])
     dq = spark_job(
         settings,
         "dq",

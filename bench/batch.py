@@ -16,7 +16,7 @@ groups into /tmp/offsetlake-bench (never the repo), then measures in the same ru
               the same sample, one process;
 - decode:     Spark ``decode_union`` (one mapInArrow pass) written to Parquet (every column
               consumed; not a noop write, DESIGN §7);
-- end-to-end: ``pipelines.batch.job.run_batch`` (ingest into Delta raw_records, decode, the
+- end-to-end: ``pipelines.jobs.batch.run_batch`` (ingest into Delta raw_records, decode, the
               four decoded Delta tables, per-group replay, seven gold Delta tables; delta-rs);
 - peak RSS of the whole process tree (driver, JVM, Python workers), sampled every 0.2 s.
 
@@ -120,7 +120,7 @@ def _group_setup(rng: np.random.Generator, n_groups: int) -> tuple[list[str], np
 def generate_log(out_dir: Path, n_records: int, n_groups: int, seed: int = 7, chunk: int = 1_000_000) -> GenStats:
     """Write a synthetic raw log of ``n_records`` records as Parquet files (log order)."""
     from coordinator_core import GroupMetadataKey, GroupMetadataValue, encode_key, encode_value
-    from pipelines.raw_files import RawRecordWriter
+    from pipelines.inputs.raw_files import RawRecordWriter
     from schemas.raw import RAW_RECORDS
 
     started = time.perf_counter()
@@ -418,8 +418,8 @@ def spark_decode(spark: Any, path: Path, out: Path) -> float:
 
 
 def end_to_end(spark: Any, path: Path, root: Path) -> tuple[float, dict[str, Any]]:
-    from pipelines.batch.job import run_batch
     from pipelines.config import config_from_dict
+    from pipelines.jobs.batch import run_batch
 
     if root.exists():
         shutil.rmtree(root)
@@ -515,7 +515,7 @@ def run(sizes: list[int], args: argparse.Namespace) -> None:
     import dataclasses
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    from pipelines.spark_session import build_spark
+    from pipelines.runtime.spark_session import build_spark
 
     logs = {}
     for n in sizes:
@@ -554,7 +554,7 @@ def run(sizes: list[int], args: argparse.Namespace) -> None:
         assert r.summary.get("reconciled"), r.summary
         # the job's own record of the path each stage took: the one the CLI and Airflow take
         paths = r.summary.get("paths", {})
-        from pipelines.batch.job import DECODE_PATH, REPLAY_PATH
+        from pipelines.jobs.batch import DECODE_PATH, REPLAY_PATH
 
         assert (paths.get("decode"), paths.get("replay")) == (DECODE_PATH, REPLAY_PATH), paths
         print(
@@ -629,7 +629,7 @@ def render(results: list[SizeResult], base: dict[str, float], args: argparse.Nam
         ]
     lines += [
         "",
-        "End-to-end = `pipelines.batch.job.run_batch` on the delta-rs engine: ingest (one pass: the "
+        "End-to-end = `pipelines.jobs.batch.run_batch` on the delta-rs engine: ingest (one pass: the "
         "tasks copy the landing files into Delta `raw_records` — byte for byte when already in its "
         "schema — and report their offset ranges; committed only when nothing overlaps), decode (one "
         "pass: the tasks read `raw_records`' files, decode, write the four decoded Delta tables and spool "

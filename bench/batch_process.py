@@ -51,7 +51,7 @@ HEADER = "## batch as a user runs it (fresh process, whole command)"
 SCAN = """
 import sys, time
 from pipelines.config import load_config
-from pipelines.spark_session import build_spark_from_config
+from pipelines.runtime.spark_session import build_spark_from_config
 from pyspark.sql import functions as F
 spark = build_spark_from_config(load_config(sys.argv[1]), app_suffix="scan")
 def scan():

@@ -40,7 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
 def _records(n: int, partitions: int) -> list[tuple[bytes, bytes | None, int, int]]:
-    from pipelines.commands.quickstart import sample_records
+    from pipelines.inputs.sample import sample_records
 
     base = sample_records(200, seed=3, num_partitions=partitions)
     out = []
@@ -149,7 +149,7 @@ def main() -> int:
     from pipelines.kafka.client import KafkaSettings
     from pipelines.kafka.mock import MockKafkaCluster
     from pipelines.kafka.source import SOURCE_NAME, register_kafka_source
-    from pipelines.spark_session import build_spark
+    from pipelines.runtime.spark_session import build_spark
     from schemas.raw import RAW_RECORDS
 
     work = Path(args.work)

@@ -36,8 +36,8 @@ import pyarrow as pa  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
 
 from bench.results import write_section  # noqa: E402
-from pipelines.commands.quickstart import sample_records  # noqa: E402
-from pipelines.raw_files import RAW_ARROW_SCHEMA, records_to_batch, write_raw_records  # noqa: E402
+from pipelines.inputs.raw_files import RAW_ARROW_SCHEMA, records_to_batch, write_raw_records  # noqa: E402
+from pipelines.inputs.sample import sample_records  # noqa: E402
 from pipelines.tableio import is_table_at  # noqa: E402
 from pipelines.tableio.orphans import orphan_files  # noqa: E402
 

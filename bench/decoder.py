@@ -15,7 +15,7 @@ median round are reported:
   revision REV (loaded from ``git show``), so before/after ratios come from one run.
 
 With ``--spark``: on the same file, Spark local[2] (one SparkSession,
-``pipelines.spark_session.build_spark``), wall time of a ``noop`` write of (a) an identity
+``pipelines.runtime.spark_session.build_spark``), wall time of a ``noop`` write of (a) an identity
 ``mapInArrow`` over the decoder's input columns, (b) a ``mapInArrow`` emitting union-shaped
 batches without decoding (kind + positions, the other 29 columns null: the cost of handing the
 union schema to the JVM), (c) ``decode_union`` and (d) the ``--before`` ``decode_union``,
@@ -186,7 +186,7 @@ def single_process(
 
 def spark_passes(path: Path, rounds: int, before: ModuleType | None) -> dict[str, Any]:
     from pipelines.records.decode import INPUT_COLUMNS
-    from pipelines.spark_session import build_spark
+    from pipelines.runtime.spark_session import build_spark
     from pipelines.stream.decode import decode_union, union_spark_schema
 
     spark = build_spark("bench-decoder", master="local[2]")

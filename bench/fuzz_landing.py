@@ -42,8 +42,8 @@ import pyarrow.parquet as pq  # noqa: E402
 
 from bench.results import write_section  # noqa: E402
 from coordinator_core import GroupMetadataKey, decode_key, decode_value, encode_value  # noqa: E402
-from pipelines.commands.quickstart import sample_records  # noqa: E402
-from pipelines.raw_files import RAW_ARROW_SCHEMA, RawRecord, records_to_batch, write_raw_records  # noqa: E402
+from pipelines.inputs.raw_files import RAW_ARROW_SCHEMA, RawRecord, records_to_batch, write_raw_records  # noqa: E402
+from pipelines.inputs.sample import sample_records  # noqa: E402
 
 SECTION = "## fuzz (landing files → batch job)"
 FAR = 253_402_300_799_000  # 9999-12-31T23:59:59Z

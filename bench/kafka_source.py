@@ -58,7 +58,7 @@ if "PYTHONPATH" not in os.environ:  # a --compare child imports the tree its PYT
 
 
 def _records(n: int, partitions: int) -> list[tuple[bytes, bytes | None, int, int]]:
-    from pipelines.commands.quickstart import sample_records
+    from pipelines.inputs.sample import sample_records
 
     base = sample_records(200, seed=3, num_partitions=partitions)
     t0 = 1_700_000_000_000
@@ -110,7 +110,7 @@ def run_once(args: argparse.Namespace) -> dict[str, Any]:
     from pipelines.kafka.client import KafkaSettings
     from pipelines.kafka.mock import MockKafkaCluster
     from pipelines.kafka.source import SOURCE_NAME, register_kafka_source
-    from pipelines.spark_session import build_spark
+    from pipelines.runtime.spark_session import build_spark
 
     work = Path(args.work)
     shutil.rmtree(work, ignore_errors=True)

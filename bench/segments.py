@@ -7,7 +7,7 @@ request) as one segment per codec with ``coordinator_core.segments``' encoder an
 raw-record Parquet landing file (``RawRecordWriter``, zstd), then times, per variant:
 - ``core``: ``segments.iter_batches`` over the file's bytes (CRC-32C checked, pure Python; the
   codec primitives from cramjam), records counted; ``core+C crc``: the same with
-  google-crc32c's CRC (what ``pipelines.segment_files`` passes);
+  google-crc32c's CRC (what ``pipelines.inputs.segment_files`` passes);
 - ``rows``: ``segment_files.read_segment_file`` (the pipeline view: a ``SegmentRecord`` per record);
 - ``raw``: ``raw_files.read_raw_records`` (the raw-record view every reader shares);
 - Parquet: ``pyarrow.parquet.read_table`` (columnar, C++) and ``read_raw_records`` on it.
@@ -30,8 +30,8 @@ import pyarrow.parquet as pq
 
 from coordinator_core import OffsetCommitKey, OffsetCommitValue, encode_key, encode_value
 from coordinator_core import segments as S
-from pipelines.raw_files import RawRecord, RawRecordWriter, read_raw_records
-from pipelines.segment_files import compress, crc32c, decompress, read_segment_file
+from pipelines.inputs.raw_files import RawRecord, RawRecordWriter, read_raw_records
+from pipelines.inputs.segment_files import compress, crc32c, decompress, read_segment_file
 
 T0 = 1_700_000_000_000
 

@@ -99,7 +99,7 @@ def run_sustained(
 
     import pyarrow.parquet as pq
 
-    from pipelines.stream import job as stream_job
+    from pipelines.jobs import stream as stream_job
 
     root = work / f"sustained-{rate}"
     landing = root / "landing"
@@ -178,7 +178,7 @@ def run_sustained(
 
 
 def run_stream(spark: Any, cfg: Any) -> tuple[list[dict[str, Any]], float]:
-    from pipelines.stream import job as stream_job
+    from pipelines.jobs import stream as stream_job
 
     t0 = time.perf_counter()
     rec = stream_job.run(spark, cfg, available_now=True, with_quarantine=False, poll_seconds=0.5)
@@ -189,7 +189,7 @@ def run_stream(spark: Any, cfg: Any) -> tuple[list[dict[str, Any]], float]:
 def baseline_batch(spark: Any, landing: Path, retention_ms: int, work: Path) -> tuple[int, float]:
     """The batch job (``run batch``'s one path: ingest, decode, replay, Delta tables) over the same
     landing files, in this session: (records, seconds)."""
-    from pipelines.batch.job import run_batch
+    from pipelines.jobs.batch import run_batch
 
     cfg = make_config(work / "baseline-batch", landing, 1, retention_ms)
     t0 = time.perf_counter()
@@ -304,7 +304,7 @@ def main() -> int:
         return 0
 
     from pipelines.commands.generate import write_generated
-    from pipelines.spark_session import build_spark
+    from pipelines.runtime.spark_session import build_spark
 
     work = Path(args.work or tempfile.mkdtemp(prefix="bench-stream-"))
     shutil.rmtree(work, ignore_errors=True)

@@ -44,7 +44,7 @@ def landing_as_log_dir(landing: Path, out: Path, per_batch: int, codec: str) -> 
     import pyarrow.dataset as ds
 
     from coordinator_core import segments as S
-    from pipelines.segment_files import write_log_dir
+    from pipelines.inputs.segment_files import write_log_dir
 
     table = ds.dataset(str(landing), format="parquet").to_table(
         columns=["key", "value", "partition", "offset", "timestamp"]

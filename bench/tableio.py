@@ -54,7 +54,7 @@ def main() -> int:
 
     import schemas
     from pipelines.config import load_config
-    from pipelines.spark_session import build_spark
+    from pipelines.runtime.spark_session import build_spark
     from pipelines.tableio import TableIO, append_arrow_at
     from schemas.base import Column, TableSpec
     from schemas.raw import RAW_RECORDS

@@ -16,7 +16,7 @@ Rules:
   can be compacted too; the counts tell).
 
 ``partition_shape`` is the reference rule over one partition's offsets; the pipelines compute
-the same with numpy over whole tables (``pipelines.log_shape``) and a test holds them equal.
+the same with numpy over whole tables (``pipelines.inputs.log_shape``) and a test holds them equal.
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ Rules:
   therefore cannot move it; the outliers are reported (position and timestamp) so the run says
   what it ignored. Nothing is dropped: the records themselves are replayed as they are.
 - Cost: on clean data none of its own: ``clock_from_stats`` decides from the per-partition
-  aggregate the batch job computes anyway (``pipelines.log_shape.partition_stats``). Otherwise
+  aggregate the batch job computes anyway (``pipelines.inputs.log_shape.partition_stats``). Otherwise
   one column-pruned scan. Each task keeps only its *staircase* per partition — the rows
   whose timestamp is at least every later row's of the same partition in the task (in ordered
   data: the last row) — because a row with a later, newer row in its own task can be neither an
@@ -190,7 +190,7 @@ def decide(
 
 
 def clock_from_stats(stats: Iterable[dict[str, Any]], tolerance_ms: int, wall_ms: int | None = None) -> LogClock | None:
-    """The clock from per-partition figures (``pipelines.log_shape.partition_stats``) when they
+    """The clock from per-partition figures (``pipelines.inputs.log_shape.partition_stats``) when they
     prove there is no outlier, else None (run ``log_clock``). Exact: when a partition's newest
     timestamp is within ``tolerance`` of its last record's (a later record, or that record itself)
     and the last record is not ahead of the wall clock, no record of it can be an outlier (none is

@@ -29,7 +29,7 @@ def vectors_dir() -> Path:
 def spark() -> Iterator[object]:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    from pipelines.spark_session import build_spark
+    from pipelines.runtime.spark_session import build_spark
 
     session = build_spark(
         "offsetlake-tests",

@@ -126,7 +126,7 @@ def test_dag_parameters_are_rendered_from_the_config(monkeypatch: pytest.MonkeyP
             assert task.env_vars["PYSPARK_PYTHON"] == sys.executable
     # one task runs the whole batch job, as ``offsetlake run batch`` does
     assert batch.get_task("batch").application_args[4:] == []
-    assert batch.get_task("batch").application.endswith("pipelines/batch/job.py")
+    assert batch.get_task("batch").application.endswith("pipelines/jobs/batch.py")
     assert batch.get_task("dq").application_args[4:6] == ["--suites", "batch"]
     assert stream.get_task("dq").application_args[4:6] == ["--suites", "stream"]
     assert stream.get_task("stream_available_now").application_args[4:] == ["--available-now"]
@@ -170,7 +170,7 @@ def _corrupt_record(landing: Path) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from pipelines.raw_files import iter_raw_batches
+    from pipelines.inputs.raw_files import iter_raw_batches
     from schemas.raw import RAW_RECORDS
 
     table = pa.Table.from_batches(list(iter_raw_batches(landing)))

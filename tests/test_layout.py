@@ -61,3 +61,90 @@ def test_the_wings_build_on_records_and_not_on_each_other() -> None:
     for path in (REPO / "pipelines" / "records").rglob("*.py"):
         bad = {m for m in _imports(path) if m.startswith(("pyspark", "pipelines.batch", "pipelines.stream"))}
         assert bad == set(), f"{path.relative_to(REPO)} imports {sorted(bad)}"
+
+
+# ---- the pipelines' rooms (issue 32) -----------------------------------------------------------
+#: what stands at the root of ``pipelines/`` besides its rooms (ARCHITECTURE.md, "The pipelines' rooms")
+PIPELINES_ROOT = {"__init__.py", "__main__.py", "cli.py", "errors.py", "log_clock.py"}
+#: every name of the warehouse's own layout, spelled only in ``pipelines/warehouse/layout.py``
+WAREHOUSE_NAMES = ("_offsetlake.lock", "_offsetlake.job", "_staging", "_replay_input", "_runs")
+
+
+def test_the_pipelines_root_holds_rooms_not_loose_modules() -> None:
+    loose = {p.name for p in (REPO / "pipelines").glob("*.py")}
+    assert loose == PIPELINES_ROOT
+
+
+def test_every_job_is_in_the_jobs_room() -> None:
+    jobs = {p.stem for p in (REPO / "pipelines" / "jobs").glob("*.py")} - {"__init__"}
+    assert jobs == {"batch", "stream", "dq", "maintenance"}
+    strays = [str(p.relative_to(REPO)) for p in (REPO / "pipelines").rglob("job.py")]
+    assert strays == []
+    for path in (REPO / "pipelines").rglob("*.py"):
+        if {REPO / "pipelines" / "jobs", REPO / "pipelines" / "commands"} & set(path.parents):
+            continue  # the commands start the jobs; nothing else imports one
+        bad = {m for m in _imports(path) if m.startswith("pipelines.jobs")}
+        assert bad == set(), f"{path.relative_to(REPO)} imports a job: {sorted(bad)}"
+
+
+def test_the_warehouse_layout_is_spelled_in_one_module() -> None:
+    owner = REPO / "pipelines" / "warehouse" / "layout.py"
+    spelled = []
+    for path in _modules():
+        if path == owner:
+            continue
+        tree = ast.parse(path.read_text())
+        prose = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Expr)}  # docstrings
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in prose:
+                parts = node.value.split("/")
+                if any(part in WAREHOUSE_NAMES for part in parts):
+                    spelled.append(f"{path.relative_to(REPO)}:{node.lineno}: {node.value!r}")
+    assert spelled == []
+    text = owner.read_text()
+    assert all(f'"{name}' in text for name in WAREHOUSE_NAMES)
+
+
+def _circles_in(package: Path, prefix: str) -> list[list[str]]:
+    """Modules of ``package`` that import each other in a loop (imports in functions included)."""
+    graph = {f"{prefix}.{p.stem}": {m for m in _imports(p) if m.startswith(prefix + ".")} for p in package.glob("*.py")}
+    graph = {m: {t if t in graph else t.rsplit(".", 1)[0] for t in ts} & set(graph) - {m} for m, ts in graph.items()}
+    seen: set[str] = set()
+    circles = []
+    for start in sorted(graph):
+        # every module that reaches back to ``start``
+        stack, reach = [start], set()
+        while stack:
+            for nxt in graph[stack.pop()]:
+                if nxt not in reach:
+                    reach.add(nxt)
+                    stack.append(nxt)
+        if start in reach and start not in seen:
+            part = sorted(m for m in reach if start in _reach(graph, m))
+            seen.update(part)
+            circles.append(part)
+    return circles
+
+
+def _reach(graph: dict[str, set[str]], start: str) -> set[str]:
+    stack, out = [start], set()
+    while stack:
+        for nxt in graph[stack.pop()]:
+            if nxt not in out:
+                out.add(nxt)
+                stack.append(nxt)
+    return out
+
+
+def test_the_stream_wing_has_no_import_circle() -> None:
+    assert _circles_in(REPO / "pipelines" / "stream", "pipelines.stream") == []
+
+
+def test_the_stream_sink_knows_no_source() -> None:
+    """The sink receives a ``source_output.SourceOutput``; it never builds a source's reader."""
+    sources = ("source", "segment_source", "kafka_packed", "progress")
+    imports = _imports(REPO / "pipelines" / "stream" / "sinks.py")
+    bad = {
+        m for m in imports for s in sources if m == f"pipelines.stream.{s}" or m.startswith(f"pipelines.stream.{s}.")
+    }
+    assert bad == set()

@@ -22,6 +22,7 @@ from types import MappingProxyType
 from typing import Any
 
 from coordinator_core import expiry as _expiry
+from coordinator_core.codec import consumer_protocol
 from coordinator_core.codec.records import MemberMetadata, OffsetCommitValue
 from coordinator_core.codec.wire import fast_constructor
 from coordinator_core.modern.consumer.model import ConsumerGroupSnapshot
@@ -279,15 +280,13 @@ def new_snapshot(group_id: str) -> GroupSnapshot:
 
 
 # ---------------------------------------------------------------------------------------------
-# Embedded consumer protocol (lazy: another module owns the parsers). Pure functions of the
+# Embedded consumer protocol (``codec.consumer_protocol`` owns the parsers). Pure functions of the
 
 
 # blob's bytes, cached: a group's blobs recur in record after record (and across groups).
 # ---------------------------------------------------------------------------------------------
 @functools.lru_cache(maxsize=8192)
 def subscribed_topics_of(blob: bytes) -> frozenset[str] | None:
-    from coordinator_core.codec import consumer_protocol as consumer_protocol
-
     try:
         return consumer_protocol.subscribed_topics_v0(blob)
     except Exception:  # the broker catches every parse error (computeSubscribedTopics)
@@ -296,8 +295,6 @@ def subscribed_topics_of(blob: bytes) -> frozenset[str] | None:
 
 @functools.lru_cache(maxsize=8192)
 def assigned_of(blob: bytes) -> frozenset[TopicPartition] | None:
-    from coordinator_core.codec import consumer_protocol as consumer_protocol
-
     if not blob:
         return frozenset()  # Kafka fills missing assignments with an empty array
     try:

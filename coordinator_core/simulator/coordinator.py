@@ -50,6 +50,8 @@ from coordinator_core.codec.records import (
     MemberMetadata,
     OffsetCommitKey,
 )
+from coordinator_core.loader.replay import replay
+from coordinator_core.loader.snapshot import new_snapshot
 from coordinator_core.simulator import protocol as p
 from coordinator_core.simulator.log import RecordLog
 from coordinator_core.simulator.trace import TraceEvent
@@ -1304,9 +1306,6 @@ class Coordinator:
     def load_partition(self, partition: int, records: Iterable[LogRecord]) -> None:
         """The new coordinator loads the partition: each group's records go through the replay
         engine (``coordinator_core.loader.replay``, spec §10) and the result is materialised."""
-        from coordinator_core.loader.replay import replay
-        from coordinator_core.loader.snapshot import new_snapshot
-
         by_group: dict[str, list[LogRecord]] = {}
         for r in records:
             if self.modern is not None and r.group is not None and self.modern.owns(r.group):

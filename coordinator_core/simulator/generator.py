@@ -63,6 +63,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from coordinator_core.codec.record_codec import decode_key, encode_key, encode_value
 from coordinator_core.compaction import DEFAULT_DELETE_RETENTION_MS, cleaner_points_for_dirty_ratio, compact
 from coordinator_core.expiry import SIMULATED_COORDINATOR
 from coordinator_core.simulator.client import ClientConfig
@@ -600,8 +601,6 @@ class LogGenerator:
 
     def _compact(self, whole: Chunk) -> Chunk:
         """What the log cleaner leaves (``coordinator_core.compaction``), and the truth about it."""
-        from coordinator_core.codec.record_codec import decode_key
-
         counts: dict[int, int] = {}
         firsts: dict[int, int] = {}
         for part, off in zip(whole.partitions, whole.offsets):
@@ -670,12 +669,10 @@ class LogGenerator:
         log = self.log
         if isinstance(log, BytesLog):
             return Chunk(*log.drain())
-        from coordinator_core.codec import record_codec as codec
-
         records, log.records = log.records, []
-        values: list[bytes | None] = [codec.encode_value(r.value) for r in records]
+        values: list[bytes | None] = [encode_value(r.value) for r in records]
         return Chunk(
-            [codec.encode_key(r.key) for r in records],
+            [encode_key(r.key) for r in records],
             values,
             [r.partition for r in records],
             [r.offset for r in records],

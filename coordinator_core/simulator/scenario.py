@@ -3,7 +3,7 @@
 Rules:
 - ``Scenario.from_dict`` validates strictly: an unknown key or a bad value raises
   ``ConfigError`` naming the key path (``timeline[2].acton``). YAML parsing lives in
-  ``pipelines.scenario_files`` (the core has no third-party imports).
+  ``pipelines.inputs.scenario_files`` (the core has no third-party imports).
 - Top-level keys: ``name``, ``description``, ``until_ms``, ``seed``, ``coordinator`` (fields of
   ``CoordinatorConfig``), ``topics`` (name → partitions, or ``{partitions, messages_per_sec}``),
   ``client_defaults`` and ``clients`` (fields of ``ClientConfig``; ``client_version: pre-2.4``

@@ -7,7 +7,7 @@ Rules:
   ``group_records``, ``unsupported_records`` and ``quarantine`` are written as Parquet files by the same task
   (``TableIO.write_routed``). Nothing is decoded twice and no decoded row crosses the JVM.
 - The same pass writes the replay input, cut into buckets (``pipelines.batch.replay``), and the
-  raw records' per-partition figures (``pipelines.log_shape``) beside it.
+  raw records' per-partition figures (``pipelines.inputs.log_shape``) beside it.
 - Transactions (broker segments, KIP-98): the driver stages what became of each transactional
   record (``pipelines.batch.decode_txn``) and the tasks set the transaction columns of their
   offset-commit rows from it; no row is added or removed.
@@ -44,7 +44,7 @@ def _stats_for(options: dict[str, Any]) -> Any:
     """With the replay input, the raw records' per-partition figures go beside it (``log_shape``)."""
     if not options.get("replay_input"):
         return None
-    from pipelines.log_shape import StatsAccumulator
+    from pipelines.inputs.log_shape import StatsAccumulator
 
     return StatsAccumulator()
 

@@ -48,7 +48,7 @@ Rules:
   with one line naming the file and the column (``check_landing_schemas``).
 - Sources (``input.source``):
     landing  Parquet files (Spark's file source, executors read in parallel) and/or JSON-lines
-             captures (read with ``pipelines.raw_files`` on the driver: a debugging/interchange
+             captures (read with ``pipelines.inputs.raw_files`` on the driver: a debugging/interchange
              format, small by nature). ``input.format: auto`` picks by file extension.
     delta    an existing ``raw_records`` Delta table (``input.path``); when it *is* the
              warehouse's own ``raw_records`` there is nothing to ingest.

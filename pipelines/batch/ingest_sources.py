@@ -2,10 +2,10 @@
 
 Rules (``input.source``):
 - landing: Parquet files (Spark's file source, executors read in parallel) and/or JSON-lines
-  captures (read with ``pipelines.raw_files`` on the driver: a debugging/interchange format,
+  captures (read with ``pipelines.inputs.raw_files`` on the driver: a debugging/interchange format,
   small by nature) and/or broker log segments (``__consumer_offsets-N/`` partition directories
   of ``%020d.log`` files in the landing, or the landing itself one such directory or a copy of a
-  broker's log dir; read on the driver by ``pipelines.segment_input.landing_tables``): their data
+  broker's log dir; read on the driver by ``pipelines.inputs.segment_input.landing_tables``): their data
   records are raw records, their transactional records and COMMIT/ABORT markers go to
   ``raw_transactions`` and their unreadable batches to ``ingest_quarantine`` (reason
   ``bad_batch``) — ``write_segment_side``. ``input.format: auto`` picks by file extension
@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pipelines.errors import UsageError
-from pipelines.raw_files import JSON_SUFFIXES
+from pipelines.inputs.raw_files import JSON_SUFFIXES
 from schemas.raw import RAW_RECORDS, RAW_TRANSACTIONS
 
 log = logging.getLogger("pipelines.batch.ingest")
@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
     from pipelines.config import Config
-    from pipelines.segment_input import LandingTables
+    from pipelines.inputs.segment_input import LandingTables
     from pipelines.tableio import TableIO
 
 
@@ -60,7 +60,7 @@ def landing_files(path: str) -> tuple[list[str], list[str]]:
 
 def landing_segments(path: str) -> list[Path]:
     """The broker segment files of a local landing (see the module rules; none for an object store)."""
-    from pipelines.segment_files import SEGMENT_SUFFIX, segment_files
+    from pipelines.inputs.segment_files import SEGMENT_SUFFIX, segment_files
 
     p = Path(path)
     if "://" in path or not p.exists() or (p.is_file() and p.suffix != SEGMENT_SUFFIX):
@@ -70,7 +70,7 @@ def landing_segments(path: str) -> list[Path]:
 
 def segment_input(cfg: Config) -> LandingTables | None:
     """The landing's broker segments read whole (``None``: none, or not a landing input)."""
-    from pipelines.segment_input import landing_tables
+    from pipelines.inputs.segment_input import landing_tables
 
     if cfg.input.source != "landing" or cfg.input.format not in ("auto", "segments"):
         return None
@@ -109,11 +109,11 @@ def read_landing(
     segments: LandingTables | None = None,
 ) -> DataFrame:
     """Raw records from a landing directory (or one file) of Parquet and/or JSON-lines captures
-    (``positions``: JSON lines without partition/offset, ``pipelines.raw_files``) and/or broker
+    (``positions``: JSON lines without partition/offset, ``pipelines.inputs.raw_files``) and/or broker
     segments (``segments``: read by ``segment_input``)."""
     import pyarrow as pa
 
-    from pipelines.raw_files import RAW_ARROW_SCHEMA, iter_raw_batches
+    from pipelines.inputs.raw_files import RAW_ARROW_SCHEMA, iter_raw_batches
 
     schema = RAW_RECORDS.spark_schema()
     if "://" in path:  # object store: Spark lists it; only Parquet is supported there

@@ -7,7 +7,7 @@ Rules:
   (``BucketFiles``), under ``<warehouse>/_replay_input/v<raw_records version>-<layout>-<run>/``.
   The commit lists, per (bucket, file), the batch indices in that directory's manifest (the
   routed writer's side outputs), before the tables are committed, together with the raw
-  records' per-partition figures (``pipelines.log_shape``). The replay input of a raw_records
+  records' per-partition figures (``pipelines.inputs.log_shape``). The replay input of a raw_records
   version is complete when its manifest exists; the decode stage keeps one (the newest, of this
   ``LAYOUT``) and deletes the others. Files = decode tasks x tables, whatever the bucket count.
 - Buckets: ``bucket = string_hash64(group_id) mod B`` (B = ``replay_buckets``, fixed by the
@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 from coordinator_core import FACTS_ONLY, ReplaySettings
 from pipelines.records import replay_input
 from pipelines.tableio.uri import read_arrow_file, write_arrow_file
+from pipelines.warehouse.layout import REPLAY_INPUT_DIR
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -48,8 +49,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-#: the replay input's directory under the warehouse (one subdirectory per decode run)
-REPLAY_INPUT_DIR = "_replay_input"
 MANIFEST = "_manifest.json"
 #: rows a task buffers per (bucket, source) before writing them as one record batch
 BATCH_ROWS = 32_768

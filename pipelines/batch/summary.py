@@ -18,6 +18,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from pipelines.warehouse.layout import BATCH_RUNS_DIR
+
 
 @dataclass
 class TableLine:
@@ -167,10 +169,6 @@ def render_summary(summary: BatchSummary, console: Any = None) -> None:
         console.print(f"[yellow]warning:[/yellow] {w}")
 
 
-#: where the batch job keeps its run records, under the warehouse
-RUNS_DIR = "_runs/batch"
-
-
 def save_run_record(warehouse: str, run_id: str, summary: BatchSummary) -> str:
     """Write ``summary`` as ``<warehouse>/_runs/batch/<UTC time>-<run id>.json``; its path."""
     import json
@@ -180,7 +178,7 @@ def save_run_record(warehouse: str, run_id: str, summary: BatchSummary) -> str:
     from pipelines.tableio.uri import filesystem as filesystem_of
 
     name = datetime.now(UTC).strftime("%Y%m%dT%H%M%S") + f"-{run_id}.json"
-    path = join_path(join_path(warehouse, RUNS_DIR), name)
+    path = join_path(join_path(warehouse, BATCH_RUNS_DIR), name)
     filesystem, inner = filesystem_of(path)
     filesystem.create_dir(inner.rsplit("/", 1)[0], recursive=True)
     with filesystem.open_output_stream(inner) as out:
@@ -197,7 +195,7 @@ def run_records(warehouse: str) -> list[dict[str, Any]]:
     from pipelines.config import join_path
     from pipelines.tableio.uri import filesystem as filesystem_of
 
-    filesystem, inner = filesystem_of(join_path(warehouse, RUNS_DIR))
+    filesystem, inner = filesystem_of(join_path(warehouse, BATCH_RUNS_DIR))
     infos = filesystem.get_file_info(fs.FileSelector(inner, allow_not_found=True))
     out = []
     for info in sorted(infos, key=lambda i: i.path):

@@ -21,7 +21,7 @@ Rules:
   10, as Kafka 3.x's formatter tests do) is shown as before (``"data":"unknown"``; ``rich`` adds
   ``modernKeyError``); a modern key with a corrupt value is a corrupt record.
 - ``--input`` also reads broker log segments (``00000000000000000000.log``, a
-  ``__consumer_offsets-N`` directory, or a directory of them; ``pipelines.segment_files``):
+  ``__consumer_offsets-N`` directory, or a directory of them; ``pipelines.inputs.segment_files``):
   data records print as above (``rich`` adds ``segment``: file, batch position, producer
   id/epoch, transactional flag); a control record prints as ``{"control": {...}}`` (COMMIT/ABORT
   with the producer id/epoch and coordinator epoch) and an unreadable batch (CRC mismatch, codec
@@ -173,8 +173,8 @@ def _decode_file(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from coordinator_core import CorruptRecordError
-    from pipelines.raw_files import _input_files, read_raw_records
-    from pipelines.segment_files import SegmentProblem, SegmentRecord, read_segment_file, segment_json
+    from pipelines.inputs.raw_files import _input_files, read_raw_records
+    from pipelines.inputs.segment_files import SegmentProblem, SegmentRecord, read_segment_file, segment_json
 
     out = sys.stdout
     total = corrupt = controls = problems = 0

@@ -2,7 +2,7 @@
 
 Rules:
 - The log comes from ``coordinator_core.simulator.generator`` (deterministic for a seed) and is written
-  with ``pipelines.raw_files.RawRecordWriter`` (raw-record Parquet, sequential file names,
+  with ``pipelines.inputs.raw_files.RawRecordWriter`` (raw-record Parquet, sequential file names,
   temp + rename), so every reader of captured logs reads it unchanged.
 - ``<out>/_truth.json`` holds what the simulator knows (per group: kind, traits, final state,
   generation, rebalances, every death with its cause, tombstones by cause; the retention checks'
@@ -237,7 +237,7 @@ def write_generated(
     import pyarrow as pa
 
     from coordinator_core.simulator.generator import GeneratorConfig, LogGenerator
-    from pipelines.raw_files import RAW_ARROW_SCHEMA, RawRecordWriter
+    from pipelines.inputs.raw_files import RAW_ARROW_SCHEMA, RawRecordWriter
 
     try:
         gen = LogGenerator(

@@ -3,34 +3,26 @@
 Rules:
 - Everything goes under one directory (``--dir``, default ``./offsetlake-data/quickstart``) so the
   quickstart never touches a real warehouse; ``--fresh`` deletes it first.
-- The log comes from the coordinator simulator (``offsetlake generate``'s ``write_generated``)
-  when present; otherwise from ``sample_records`` below: a small deterministic log of consumer groups
-  (join, commits, a member leaving, an empty group, a deleted group) encoded with the shared
-  codec (``coordinator_core.codec.record_codec``).
+- The log comes from the coordinator simulator (``offsetlake generate``'s ``write_generated``).
 - The sample cluster runs Kafka 4's coordinator (``generate.coordinator``) and ``--world
   realistic`` (the default) has the shapes real clusters hold: idle partitions committed once,
   offset-less groups, members restarting all at once (``GeneratorConfig``'s defaults);
   ``--world plain`` turns them off. ``--compaction cleaned`` reads the log as a capture from
   ``earliest`` of the compacted topic would (the summary then says which groups' history starts
   inside the compacted part).
-- The batch job is the real one (``pipelines.batch.job.run_batch``); the three example queries
+- The batch job is the real one (``pipelines.jobs.batch.run_batch``); the three example queries
   are printed with their SQL and their results.
 """
 
 from __future__ import annotations
 
 import argparse
-import random
 import shutil
-import struct
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pipelines.commands import quickstart_real
 from pipelines.errors import UsageError
-
-if TYPE_CHECKING:
-    from pipelines.raw_files import RawRecord
 
 EXAMPLE_QUERIES: list[tuple[str, str]] = [
     ("Groups by state", "SELECT state, count(*) AS groups FROM group_state GROUP BY state ORDER BY groups DESC, state"),
@@ -51,162 +43,6 @@ EXAMPLE_QUERIES: list[tuple[str, str]] = [
         "ORDER BY rebalances DESC, g.group_id LIMIT 8",
     ),
 ]
-
-
-# --------------------------------------------------------------------------------------------
-# fallback sample log
-
-
-def _str16(s: str) -> bytes:
-    b = s.encode("utf-8")
-    return struct.pack(">h", len(b)) + b
-
-
-def _subscription_v0(topics: list[str]) -> bytes:
-    try:
-        from coordinator_core import Subscription, encode_subscription
-
-        return encode_subscription(Subscription(topics=tuple(topics)))
-    except ImportError:  # ConsumerProtocolSubscription v0: version, topics, user_data
-        return struct.pack(">hi", 0, len(topics)) + b"".join(_str16(t) for t in topics) + struct.pack(">i", -1)
-
-
-def _assignment_v0(parts: dict[str, list[int]]) -> bytes:
-    try:
-        from coordinator_core import Assignment, TopicPartitions, encode_assignment
-
-        return encode_assignment(
-            Assignment(assigned_partitions=tuple(TopicPartitions(t, tuple(p)) for t, p in parts.items()))
-        )
-    except ImportError:  # ConsumerProtocolAssignment v0
-        out = struct.pack(">hi", 0, len(parts))
-        for topic, ps in parts.items():
-            out += _str16(topic) + struct.pack(">i", len(ps)) + b"".join(struct.pack(">i", p) for p in ps)
-        return out + struct.pack(">i", -1)
-
-
-def _partition_for(group: str, num_partitions: int) -> int:
-    try:
-        from coordinator_core import partition_for
-
-        return int(partition_for(group, num_partitions))
-    except ImportError:
-        h = 0
-        for ch in group.encode("utf-16-be").decode("utf-16-be"):
-            h = (31 * h + ord(ch)) & 0xFFFFFFFF
-        h = h - (1 << 32) if h >= 1 << 31 else h
-        return (0 if h == -(1 << 31) else abs(h)) % num_partitions
-
-
-def _group_metadata(gen: int, mids: list[str], ts: int, topic: str, n_parts: int, host_net: int) -> Any:
-    from coordinator_core import GroupMetadataValue, MemberMetadata
-
-    if not mids:  # Empty: no protocol, no leader, no members (GroupMetadataManager writes this)
-        return GroupMetadataValue(
-            protocol_type="consumer",
-            generation=gen,
-            protocol=None,
-            leader=None,
-            members=(),
-            current_state_timestamp=ts,
-            version=3,
-        )
-    owned: dict[str, dict[str, list[int]]] = {m: {topic: []} for m in mids}
-    for p in range(n_parts):  # range-style assignment
-        owned[mids[p % len(mids)]][topic].append(p)
-    members = tuple(
-        MemberMetadata(
-            member_id=m,
-            client_id=m.rsplit("-", 1)[0],
-            client_host=f"/10.0.{host_net}.{i + 10}",
-            session_timeout=45_000,
-            rebalance_timeout=300_000,
-            group_instance_id=None,
-            subscription=_subscription_v0([topic]),
-            assignment=_assignment_v0(owned[m]),
-        )
-        for i, m in enumerate(mids)
-    )
-    return GroupMetadataValue(
-        protocol_type="consumer",
-        generation=gen,
-        protocol="range",
-        leader=mids[0],
-        members=members,
-        current_state_timestamp=ts,
-        version=3,
-    )
-
-
-def sample_records(
-    groups: int = 6,
-    *,
-    seed: int = 7,
-    num_partitions: int = 50,
-    start_ms: int = 1_700_000_000_000,
-    commits_per_member: int = 4,
-) -> list[RawRecord]:
-    """A small deterministic ``__consumer_offsets`` log (raw records, encoded by the core codec).
-
-    Each group: a generation with 2-3 members (the GroupMetadata record written when the group
-    goes Stable), offset commits, one member leaving (next generation), more commits; every third
-    group then goes Empty and every fifth is deleted (offset tombstones + group tombstone).
-    """
-    from coordinator_core import GroupMetadataKey, OffsetCommitKey, OffsetCommitValue, encode_key, encode_value
-    from pipelines.raw_files import OFFSETS_TOPIC, RawRecord
-
-    rng = random.Random(seed)
-    events: list[tuple[int, int, int, bytes, bytes | None]] = []  # (ts, seq, partition, key, value)
-    services = ["orders", "payments", "billing", "search", "inventory", "shipping", "audit", "fraud"]
-
-    def emit(part: int, ts: int, key: Any, value: Any) -> None:
-        events.append((ts, len(events), part, encode_key(key), None if value is None else encode_value(value)))
-
-    for g in range(groups):
-        group = f"{services[g % len(services)]}-consumer-{g}"
-        part = _partition_for(group, num_partitions)
-        topic = f"{services[g % len(services)]}-events"
-        n_parts = rng.choice([3, 4, 6])
-        t = start_ms + g * 7_000
-        members = [f"consumer-{group}-{i}-{rng.randrange(16**8):08x}" for i in range(rng.choice([2, 3]))]
-        committed = dict.fromkeys(range(n_parts), 0)
-        for gen, mids in ((1, members), (2, members[:-1])):
-            emit(part, t, GroupMetadataKey(group), _group_metadata(gen, mids, t, topic, n_parts, g))
-            for _ in range(commits_per_member):
-                t += rng.randrange(800, 2_500)
-                for p in range(n_parts):
-                    committed[p] += rng.randrange(1, 500)
-                    emit(
-                        part,
-                        t,
-                        OffsetCommitKey(group, topic, p),
-                        OffsetCommitValue(
-                            offset=committed[p],
-                            metadata="",
-                            commit_timestamp=t,
-                            leader_epoch=rng.choice([None, 3]),
-                            version=3,
-                        ),
-                    )
-            t += 3_000
-        if g % 3 == 2 or g % 5 == 4:
-            t += 10_000
-            emit(part, t, GroupMetadataKey(group), _group_metadata(3, [], t, topic, n_parts, g))
-        if g % 5 == 4:
-            t += 1_000
-            for p in range(n_parts):
-                emit(part, t, OffsetCommitKey(group, topic, p), None)
-            emit(part, t, GroupMetadataKey(group), None)
-    # a log's offsets follow time: assign them per partition in (timestamp, emission) order
-    events.sort(key=lambda e: (e[0], e[1]))
-    next_offset: dict[int, int] = {}
-    out: list[RawRecord] = []
-    for ts, _, part, key, value in events:
-        off = next_offset.get(part, 0)
-        next_offset[part] = off + 1
-        out.append(RawRecord(key, value, OFFSETS_TOPIC, part, off, ts))
-    out.sort(key=lambda r: (r.partition, r.offset))
-    return out
 
 
 #: ``--world plain``: the generator's world shapes turned off (the mix before issue 13)
@@ -238,14 +74,8 @@ def generate_sample(
     ``cleaned`` (``GeneratorConfig.compaction``); ``consumer_groups`` / ``conversions``: the
     mixed Kafka 4 cluster's shares (``generate.*`` in the config).
     """
-    from pipelines.raw_files import write_raw_records
+    from pipelines.commands.generate import write_generated
 
-    try:
-        from pipelines.commands.generate import write_generated
-    except ImportError:  # the simulator is optional for the quickstart
-        records = sample_records(groups, seed=seed, num_partitions=num_partitions)
-        write_raw_records(records, landing)
-        return len(records), "built-in sample"
     if world not in ("plain", "realistic"):
         raise UsageError(f"--world: expected plain or realistic, got {world!r}")
     shapes: dict[str, Any] = dict(PLAIN_WORLD) if world == "plain" else {}
@@ -314,10 +144,10 @@ def register(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from pipelines.batch.job import run_batch
     from pipelines.batch.summary import render_summary
     from pipelines.config import load_config
-    from pipelines.spark_session import build_spark_from_config
+    from pipelines.jobs.batch import run_batch
+    from pipelines.runtime.spark_session import build_spark_from_config
 
     root = Path(args.dir).expanduser().resolve()
     if args.retention_ms <= 0:

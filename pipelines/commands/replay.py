@@ -3,7 +3,7 @@
 Rules:
 - Input: the files ``offsetlake decode --input`` reads (JSON lines with hex/base64 key/value,
   Parquet with Spark's Kafka source schema, or a directory of them), read with
-  ``pipelines.raw_files.read_raw_records`` and decoded with ``coordinator_core.codec.record_codec``.
+  ``pipelines.inputs.raw_files.read_raw_records`` and decoded with ``coordinator_core.codec.record_codec``.
 - Records are grouped by group id and replayed in (partition, offset) order by
   ``coordinator_core.loader.replay`` (the same core the Spark jobs run). Corrupt records are counted
   and skipped (``--strict``: exit 2 at the first one).
@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterable
 
     from coordinator_core import LogRecord
-    from pipelines.raw_files import RawRecord
+    from pipelines.inputs.raw_files import RawRecord
 
 DESCRIPTION = """\
 Replay __consumer_offsets records into each group's state (Kafka's loader rules) and print
@@ -125,7 +125,7 @@ def register(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from coordinator_core import TABLE_BY_KIND, ReplaySettings, replay_groups
-    from pipelines.raw_files import RawRecord, read_raw_records
+    from pipelines.inputs.raw_files import RawRecord, read_raw_records
 
     if args.retention_ms is not None and args.retention_ms <= 0:
         raise UsageError("--retention-ms must be a positive number of milliseconds")
@@ -254,8 +254,8 @@ def _with_transactions(records: list[Any], args: argparse.Namespace) -> list[Any
     from pathlib import Path
 
     from coordinator_core import TxnMarker
-    from pipelines.segment_files import SEGMENT_SUFFIX, SegmentProblem, read_segment_items
-    from pipelines.segment_input import producer_of, txn_marker
+    from pipelines.inputs.segment_files import SEGMENT_SUFFIX, SegmentProblem, read_segment_items
+    from pipelines.inputs.segment_input import producer_of, txn_marker
 
     path = Path(args.input)
     if not (path.is_dir() or path.suffix == SEGMENT_SUFFIX):

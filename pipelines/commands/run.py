@@ -1,8 +1,8 @@
 """``offsetlake run batch|stream --conf FILE``: run a job (the same code spark-submit runs).
 
-Rules: ``run batch`` is ``pipelines/batch/job.py`` (its options, ``--stage`` included, come from
+Rules: ``run batch`` is ``pipelines/jobs/batch.py`` (its options, ``--stage`` included, come from
 ``add_batch_arguments``: one definition); ``run stream`` calls
-``pipelines.stream.job.run_job(conf, available_now=...)`` (imported lazily: it is optional).
+``pipelines.jobs.stream.run_job(conf, available_now=...)`` (imported lazily: it is optional).
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from pipelines.errors import UsageError
 
 
 def register(subparsers: Any) -> None:
-    from pipelines.batch.job import add_batch_arguments
     from pipelines.config import add_conf_arguments
+    from pipelines.jobs.batch import add_batch_arguments
 
     p = subparsers.add_parser(
         "run",
@@ -43,7 +43,7 @@ def register(subparsers: Any) -> None:
 
 
 def run_batch(args: argparse.Namespace) -> int:
-    from pipelines.batch.job import run_from_args
+    from pipelines.jobs.batch import run_from_args
 
     return run_from_args(args)
 
@@ -55,7 +55,7 @@ def run_stream(args: argparse.Namespace) -> int:
     import importlib
 
     try:
-        stream_job = importlib.import_module("pipelines.stream.job")
+        stream_job = importlib.import_module("pipelines.jobs.stream")
     except ImportError as exc:
         raise UsageError(f"the streaming job is not available in this build ({exc})") from None
     rc = stream_job.run_job(cfg, available_now=args.available_now)

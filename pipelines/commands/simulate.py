@@ -1,7 +1,7 @@
 """``offsetlake simulate``: run one scenario through the coordinator simulator.
 
 Rules:
-- The scenario is a YAML file (``pipelines.scenario_files``; a bare name means a file shipped
+- The scenario is a YAML file (``pipelines.inputs.scenario_files``; a bare name means a file shipped
   in ``conf/scenarios``). Bad files exit 2 with the offending key path.
 - Output in ``--out DIR``: the records as raw-record Parquet (``part-00000000.parquet``, the
   schema every reader of captured logs takes) and the trace as JSON lines (``_trace.jsonl``:
@@ -48,7 +48,7 @@ def register(subparsers: Any) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from pipelines.scenario_files import load_scenario, shipped_scenarios
+    from pipelines.inputs.scenario_files import load_scenario, shipped_scenarios
 
     if args.list:
         for path in shipped_scenarios():
@@ -84,7 +84,7 @@ def main(args: argparse.Namespace) -> int:
 def write_outputs(result: Any, out: Path) -> None:
     """Write the records (raw-record Parquet) and the trace (JSON lines) into ``out``."""
     from coordinator_core import encode_key, encode_value
-    from pipelines.raw_files import RawRecord, RawRecordWriter
+    from pipelines.inputs.raw_files import RawRecord, RawRecordWriter
 
     out.mkdir(parents=True, exist_ok=True)
     rows = [

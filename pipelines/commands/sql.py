@@ -24,7 +24,7 @@ Rules:
 - No query: a shell when stdin is a terminal (statements end with ``;`` or an empty line,
   ``\\d`` lists tables and views, ``\\d NAME`` its columns, ``\\q`` quits); else the statement is
   read from stdin.
-- Spark keeps its SQL warehouse out of the working directory (``pipelines.spark_session``).
+- Spark keeps its SQL warehouse out of the working directory (``pipelines.runtime.spark_session``).
 """
 
 from __future__ import annotations
@@ -272,7 +272,7 @@ class Session:
             raise UsageError(f"query failed: {_first_line(exc)}") from None
 
     def _spark_with(self, closure: list[str] | None) -> SparkSession:
-        from pipelines.spark_session import build_spark_from_config
+        from pipelines.runtime.spark_session import build_spark_from_config
 
         if self._spark is None:
             self._spark = build_spark_from_config(self.cfg, app_suffix="sql")

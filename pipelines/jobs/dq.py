@@ -51,7 +51,7 @@ def run_from_args(args: Any) -> int:
     from pipelines.errors import UsageError
     from pipelines.quality.runner import format_summary, run_quality
     from pipelines.quality.suites import select_suites
-    from pipelines.spark_session import build_spark_from_config
+    from pipelines.runtime.spark_session import build_spark_from_config
 
     cfg = config_from_args(args)
     try:

@@ -12,7 +12,7 @@ Rules:
   readers need them); ``--retention-hours`` overrides it for one run.
 - One table's failure does not stop the others; the job exits 1 if any table failed.
 - With ``delta.engine: rust`` no SparkSession is started (delta-rs does the work).
-- Holds the warehouse's writer lock (``pipelines.warehouse_lock``) while it runs.
+- Holds the warehouse's writer lock (``pipelines.warehouse.lock``) while it runs.
 """
 
 from __future__ import annotations
@@ -94,7 +94,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     from pipelines.config import add_conf_arguments, config_from_args
     from pipelines.errors import UsageError
-    from pipelines.spark_session import build_spark_from_config
+    from pipelines.runtime.spark_session import build_spark_from_config
     from pipelines.tableio import TableIO
 
     parser = argparse.ArgumentParser(
@@ -114,9 +114,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         cfg = config_from_args(args)
         if args.retention_hours is not None and args.retention_hours < 0:
             raise UsageError("--retention-hours: expected a non-negative integer")
-        from pipelines.warehouse_lock import warehouse_lock
+        from pipelines.warehouse.lock import warehouse_lock
 
-        # a writer like the jobs: never next to a batch or a stream (pipelines.warehouse_lock)
+        # a writer like the jobs: never next to a batch or a stream (pipelines.warehouse.lock)
         with warehouse_lock(cfg.paths.warehouse, "offsetlake maintenance"):
             # delta-rs needs no SparkSession; auto/spark need one to find (or use) Delta's jars
             spark = None if cfg.delta.engine == "rust" else build_spark_from_config(cfg, app_suffix="maintenance")

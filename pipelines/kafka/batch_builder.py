@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from pipelines.raw_files import RAW_ARROW_SCHEMA
+from pipelines.inputs.raw_files import RAW_ARROW_SCHEMA
 
 _I32_MAX = 2**31 - 1
 _TIMESTAMP_TYPE = RAW_ARROW_SCHEMA.field("timestamp").type

@@ -39,6 +39,7 @@ from typing import Any
 import pyarrow.parquet as pq
 
 from pipelines.errors import UsageError
+from pipelines.inputs.raw_files import RawRecordWriter
 from pipelines.kafka.batch_builder import MessageBatchBuilder
 from pipelines.kafka.client import (
     KafkaSettings,
@@ -47,7 +48,6 @@ from pipelines.kafka.client import (
     topic_partitions,
     watermarks,
 )
-from pipelines.raw_files import RawRecordWriter
 
 STATE_FILE = "_offsetlake_capture.json"
 FILE_PREFIX = "capture"

@@ -407,7 +407,7 @@ def choose_engine(spark: SparkSession, engine: str) -> str:
     Raises:
         UsageError: ``jvm`` was asked for but the spark-sql-kafka jar is not on the classpath.
     """
-    from pipelines.spark_session import kafka_connector_available
+    from pipelines.runtime.spark_session import kafka_connector_available
 
     if engine == "python":
         return "python"

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from great_expectations.expectations.expectation import Expectation
     from pyspark.sql import DataFrame
 
-    from pipelines.config_sections import DqConf
+    from pipelines.config.sections import DqConf
 
 #: Kafka's classic group states (``ClassicGroupState`` / ``GroupState.scala``) and a consumer
 #: group's (KIP-848, ``ConsumerGroup.ConsumerGroupState``: Assigning, Reconciling)

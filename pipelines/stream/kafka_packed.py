@@ -18,7 +18,7 @@ Rules:
   first (``batch.json``, temp name + rename), so the query's sink (``batch_output``) takes every
   task's output or fails — never a silent loss; it counts the records the tasks read (the
   progress's input count: the rows of this source are packs). No second query reads Kafka
-  for the decoded tables (``pipelines.stream.job.replay_writes_decoded``).
+  for the decoded tables (``pipelines.jobs.stream.replay_writes_decoded``).
 - Positions in Kafka are unique (one record per partition and offset), so there is no plan of
   duplicates or refusals as for landing files; the log clock's outliers are not applied (as
   with the Kafka path before).
@@ -29,11 +29,16 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Callable, Iterator, Mapping
+import shutil
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from pipelines.kafka.source import KafkaRange, KafkaStreamReader
+from pipelines.stream.checkpoint import checkpoint_offsets
+from pipelines.stream.ledger import BatchPlan
 from pipelines.stream.packing import packed_source_class
+from pipelines.stream.source import local_dir
+from pipelines.stream.source_output import Taken
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -103,9 +108,9 @@ class KafkaPackedReader(KafkaStreamReader):
     def read(self, partition: Any) -> Iterator[pa.RecordBatch]:
         from pipelines.kafka.source import reader_consumer
         from pipelines.records.decode import INPUT_COLUMNS
+        from pipelines.runtime.worker_gc import freeze_worker_heap
         from pipelines.stream.packing import pack_batches
         from pipelines.stream.source import DecodedFiles
-        from pipelines.worker_gc import freeze_worker_heap
 
         if not isinstance(partition, KafkaPackedPartition):
             return  # Spark hands one InputPartition(None) when planning found no ranges
@@ -169,33 +174,34 @@ def batch_output(plan_dir: str, end: Mapping[str, Any], decoded: bool) -> tuple[
     return records, tables
 
 
-def sink_output(
-    checkpoint: str, plan_dir: str, batch_id: int, decoded: bool
-) -> tuple[int | None, dict[str, pa.Table], Callable[[], None]]:
-    """For the replay query's sink: (records the micro-batch's tasks read, with ``decoded`` its
-    decoded tables,
-    what removes its directory once they are written), found by the batch's end offsets in the
-    checkpoint's offset log (written before the batch runs). A micro-batch without data
-    (Spark's no-data batch: the same end as the batch before) has nothing; any other batch
-    without its tasks' output is an error."""
-    import shutil
+class KafkaPackedOutput:
+    """The packed Kafka source's output of a micro-batch for the replay query's sink
+    (``source_output.SourceOutput``): the records its tasks read, with ``decoded`` its decoded
+    tables, and what removes its directory once they are written, found by the batch's end
+    offsets in the checkpoint's offset log (written before the batch runs). A micro-batch
+    without data (Spark's no-data batch: the same end as the batch before) has nothing; any
+    other batch without its tasks' output is an error."""
 
-    from pipelines.stream.progress import _checkpoint_offsets
-    from pipelines.stream.source import local_dir
+    def __init__(self, checkpoint: str, plan_dir: str, decoded: bool) -> None:
+        self.checkpoint = checkpoint
+        self.plan_dir = plan_dir
+        self.decoded = decoded
 
-    local = str(local_dir(checkpoint))
-    cur = _checkpoint_offsets(local, batch_id)
-    end = cur[1][0] if cur is not None and cur[1] else None
-    if not isinstance(end, dict):
-        raise RuntimeError(f"kafka: micro-batch {batch_id} has no offsets in {checkpoint}")
-    found = batch_output(plan_dir, end, decoded)
-    if found is None:
-        prev = _checkpoint_offsets(local, batch_id - 1) if batch_id > 0 else None
-        if prev is not None and prev[1] and prev[1][0] == end:
-            return 0, {}, lambda: None
-        raise RuntimeError(f"kafka: micro-batch {batch_id} left no output in {batch_dir(plan_dir, end)}")
-    records, tables = found
-    return records, tables, lambda: shutil.rmtree(batch_dir(plan_dir, end), ignore_errors=True)
+    def take(self, batch_id: int) -> Taken:
+        local = str(local_dir(self.checkpoint))
+        cur = checkpoint_offsets(local, batch_id)
+        end = cur[1][0] if cur is not None and cur[1] else None
+        if not isinstance(end, dict):
+            raise RuntimeError(f"kafka: micro-batch {batch_id} has no offsets in {self.checkpoint}")
+        found = batch_output(self.plan_dir, end, self.decoded)
+        if found is None:
+            prev = checkpoint_offsets(local, batch_id - 1) if batch_id > 0 else None
+            if prev is not None and prev[1] and prev[1][0] == end:
+                return BatchPlan(records=0), {}, lambda: None
+            raise RuntimeError(f"kafka: micro-batch {batch_id} left no output in {batch_dir(self.plan_dir, end)}")
+        records, tables = found
+        where = batch_dir(self.plan_dir, end)
+        return BatchPlan(records=records), tables, lambda: shutil.rmtree(where, ignore_errors=True)
 
 
 def _source_classes() -> tuple[type, type]:

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pipelines.records.replay_input import unpack_group
+from pipelines.stream.checkpoint import checkpoint_offsets
 from pipelines.stream.settings import APP_ID_PREFIX, REPLAY_QUERY
 from pipelines.stream.source import LandingPackedReader, local_dir
 
@@ -259,30 +260,6 @@ class ProgressRecorder:
             log.warning("stream_progress write failed: %s", exc)
 
 
-def batch_offsets(
-    checkpoint: str, batch_id: int, initial: dict[str, Any] | None = None
-) -> tuple[dict[str, Any], dict[str, Any]] | None:
-    """(start, end) offsets of the packed landing (or segment) source in micro-batch
-    ``batch_id``, from the checkpoint's offset log (written before the batch runs), else None;
-    the first micro-batch starts at ``initial`` (default: the landing source's initial offset)."""
-    local = local_dir(checkpoint)
-    cur = _checkpoint_offsets(str(local), batch_id) if local else None
-    if cur is None or not cur[1] or not isinstance(cur[1][0], dict) or "records" not in cur[1][0]:
-        return None
-    prev = _checkpoint_offsets(str(local), batch_id - 1) if batch_id > 0 else None
-    start = prev[1][0] if prev and prev[1] and isinstance(prev[1][0], dict) else None
-    return start or initial or LandingPackedReader({"path": ""}).initialOffset(), cur[1][0]
-
-
-def _checkpoint_offsets(checkpoint: str, batch_id: int) -> tuple[dict[str, Any], list[Any]] | None:
-    """(metadata, source offsets) of a micro-batch from the checkpoint's offset log."""
-    try:
-        lines = (Path(checkpoint) / "offsets" / str(batch_id)).read_text().splitlines()
-        return json.loads(lines[1]), [json.loads(x) if x.strip() not in ("", "-") else None for x in lines[2:]]
-    except (OSError, ValueError, IndexError):
-        return None
-
-
 def reconstruct_progress(io: TableIO, query_name: str, checkpoint: str) -> int:
     """Add the ``stream_progress`` rows of micro-batches the checkpoint committed but the table
     misses (the job was killed between a batch's commit and its progress poll). Rebuilt from the
@@ -305,11 +282,11 @@ def reconstruct_progress(io: TableIO, query_name: str, checkpoint: str) -> int:
     for bid in done:
         if bid in have:
             continue
-        cur = _checkpoint_offsets(str(local), bid)
+        cur = checkpoint_offsets(str(local), bid)
         if cur is None:
             continue
         meta, offsets = cur
-        prev = _checkpoint_offsets(str(local), bid - 1) if bid > 0 else None
+        prev = checkpoint_offsets(str(local), bid - 1) if bid > 0 else None
         end = offsets[0] if offsets else None
         start = prev[1][0] if prev and prev[1] else None
         records = None

@@ -3,7 +3,7 @@ ends, and which bytes its tasks read.
 
 Rules:
 - Layout: the landing holds ``<topic>-<N>`` partition directories of segment files
-  (``pipelines.segment_files``: Kafka's names, the base offset, so name order is log order).
+  (``pipelines.inputs.segment_files``: Kafka's names, the base offset, so name order is log order).
 - A partition's position is ``[next offset, segment base offset, byte]``: the next batch to read
   starts at that byte of that segment. It is resumed there while the segment still has a batch
   starting at that byte (or ends there); otherwise (the copy was replaced: the broker's cleaner
@@ -113,7 +113,7 @@ def header_columns(path: str) -> Any:
 
 def _legacy_count(data: bytes) -> int:
     from coordinator_core import segments as seg
-    from pipelines.segment_files import crc32c, decompress
+    from pipelines.inputs.segment_files import crc32c, decompress
 
     (item,) = list(seg.iter_batches(data, decompress=decompress, crc32c_fn=crc32c))
     return len(item.records) if isinstance(item, seg.RecordBatch) else 1
@@ -121,7 +121,7 @@ def _legacy_count(data: bytes) -> int:
 
 def partition_files(root: str) -> dict[int, list[tuple[int, str]]]:
     """partition -> its segment files as (base offset, path), in log order."""
-    from pipelines.segment_files import OFFSETS_TOPIC, is_segment_dir
+    from pipelines.inputs.segment_files import OFFSETS_TOPIC, is_segment_dir
 
     out: dict[int, list[tuple[int, str]]] = {}
     base = Path(root)

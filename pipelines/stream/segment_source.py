@@ -10,7 +10,7 @@ Rules:
 - Offsets: ``{"parts": {partition: [next offset, segment base, byte]}, "records": n}``; ``records``
   counts the records the batch headers announce (the progress's input count).
 - Tasks: each takes whole partitions (a marker meets every record of its partition in the same
-  task) and does what the batch job does with segments (``pipelines.segment_input``): data
+  task) and does what the batch job does with segments (``pipelines.inputs.segment_input``): data
   records decoded (``pipelines.records.decode``), the transactional ones carrying their
   producer id, COMMIT/ABORT markers handed to the groups they close
   (``pipelines.records.transactions``), packed per group (``replay_input.pack_groups``). It
@@ -32,10 +32,10 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from pipelines.stream.segment_log import START, ByteRange, Pos
+from pipelines.stream.segment_task import COUNTS, SegmentPartition, read_partitions
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -48,17 +48,6 @@ log = logging.getLogger("offsetlake.stream")
 
 SEGMENT_SOURCE_NAME = "offsetlake_segments"
 DEFAULT_BYTES_PER_TRIGGER = 128 * 1024 * 1024
-COUNTS = "_segment_counts"  # a task's counts, among its decoded files
-
-
-@dataclass
-class SegmentPartition:
-    """One task: its partitions' byte ranges and the micro-batch's transactions (picklable)."""
-
-    ranges: dict[int, list[ByteRange]]
-    fates: bytes | None = None  # Arrow IPC of ``txn_fates_table``
-    prior: dict[tuple[int, int], set[str]] = field(default_factory=dict)
-    decoded: str | None = None
 
 
 def _positions(offset: dict[str, Any]) -> dict[int, Pos]:
@@ -180,8 +169,7 @@ class SegmentStreamReader:
 
     # -- the tasks -------------------------------------------------------------------------
     def read(self, partition: SegmentPartition) -> Iterator[pa.RecordBatch]:
-        from pipelines.stream.segment_task import read_partitions
-        from pipelines.worker_gc import freeze_worker_heap
+        from pipelines.runtime.worker_gc import freeze_worker_heap
 
         freeze_worker_heap()
         return read_partitions(partition, lenient=self.lenient)

@@ -17,25 +17,37 @@ Rules (``pipelines.stream.segment_source`` has the whole picture):
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+
+from pipelines.stream.segment_log import ByteRange
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
-    from pipelines.stream.segment_source import SegmentPartition
+COUNTS = "_segment_counts"  # a task's counts, among its decoded files
+
+
+@dataclass
+class SegmentPartition:
+    """One task: its partitions' byte ranges and the micro-batch's transactions (picklable)."""
+
+    ranges: dict[int, list[ByteRange]]
+    fates: bytes | None = None  # Arrow IPC of ``txn_fates_table``
+    prior: dict[tuple[int, int], set[str]] = field(default_factory=dict)
+    decoded: str | None = None
 
 
 def read_partitions(part: SegmentPartition, *, lenient: bool = False) -> Iterator[pa.RecordBatch]:
     """The task's packs, partition by partition (module rules)."""
     import pyarrow as pa
 
+    from pipelines.inputs.segment_files import SegmentProblem, read_segment_range
+    from pipelines.inputs.segment_input import item_tables
     from pipelines.records import replay_input
     from pipelines.records.decode import decode_batch, split_union_arrow
     from pipelines.records.transactions import attach_transactions
     from pipelines.records.txn_fates import with_txn_fates
-    from pipelines.segment_files import SegmentProblem, read_segment_range
-    from pipelines.segment_input import item_tables
-    from pipelines.stream.segment_source import COUNTS
     from pipelines.stream.source import DecodedFiles
     from pipelines.tableio.uri import table_from_ipc
 

@@ -72,9 +72,9 @@ def scan(ranges: list[ByteRange]) -> tuple[pa.Table, pa.Table]:
     ``segment_log.header_columns``)."""
     import numpy as np
 
+    from pipelines.inputs.segment_files import SegmentRecord, read_segment_range
+    from pipelines.inputs.segment_input import item_tables
     from pipelines.records.decode import decode_batch, split_union_arrow
-    from pipelines.segment_files import SegmentRecord, read_segment_range
-    from pipelines.segment_input import item_tables
     from pipelines.stream.segment_log import header_columns
     from schemas.decoded import OFFSET_COMMITS
 

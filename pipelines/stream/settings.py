@@ -123,8 +123,8 @@ def _landing_kind(cfg: Config, path: str) -> str:
     segments), else "files"; a landing holding both is refused (one reader per stream)."""
     from pathlib import Path
 
-    from pipelines.raw_files import RAW_FILE_SUFFIXES
-    from pipelines.segment_files import SEGMENT_SUFFIX, segment_files
+    from pipelines.inputs.raw_files import RAW_FILE_SUFFIXES
+    from pipelines.inputs.segment_files import SEGMENT_SUFFIX, segment_files
 
     if cfg.input.format not in ("auto", "segments"):
         return "files"

@@ -29,6 +29,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
 from coordinator_core import WITHDRAWN
+from pipelines.stream.ledger import quarantine_rows
 from pipelines.stream.settings import APP_ID_PREFIX
 from pipelines.stream.state import DELETED_OFFSETS, output_tables
 
@@ -38,6 +39,7 @@ if TYPE_CHECKING:
 
     from pipelines.stream.ledger import BatchPlan
     from pipelines.stream.settings import StreamSettings
+    from pipelines.stream.source_output import SourceOutput
     from pipelines.tableio import TableIO
 
 log = logging.getLogger("offsetlake.stream")
@@ -52,59 +54,24 @@ class GoldBatchWriter:
     """
 
     def __init__(
-        self,
-        io: TableIO,
-        settings: StreamSettings,
-        plans: dict[int, BatchPlan] | None = None,
-        *,
-        decoded: bool = False,
-        kafka_plans: str | None = None,
+        self, io: TableIO, settings: StreamSettings, source: SourceOutput, plans: dict[int, BatchPlan] | None = None
     ) -> None:
         self.io = io
         self.settings = settings
         self.app_id = settings.app_id
         self.write_threads = 4
         self.plans = plans if plans is not None else {}
-        self.decoded = decoded
-        self.kafka_plans = kafka_plans  # the packed Kafka source's plan dir (its tasks' counts and decoded tables)
+        self.source = source  # what the source left of each micro-batch beside its rows
 
     def _landing(self, batch_id: int) -> tuple[dict[str, pa.Table], Callable[[], None]]:
-        """The packed landing source's output of this batch besides the packs (made once, by
-        the source and its tasks, taken from its plan directory): the plan
-        (``pipelines.stream.ledger``), whose refused records are appended to
-        ``ingest_quarantine`` (MERGEd on ``record_id`` with the txn: written once) and whose
-        counts are kept for the progress line; with ``decoded``, the decoded tables its tasks
-        wrote. Returns (those tables, what removes the batch's files once written)."""
-        from pipelines.stream.ledger import quarantine_rows
-        from pipelines.stream.progress import batch_offsets
-        from pipelines.stream.segment_source import SegmentStreamReader, segment_options, uses_segments
-        from pipelines.stream.source import LandingPackedReader, local_dir, plan_dir, uses_packed_landing
-
-        if self.kafka_plans is not None:  # the packed Kafka source (pipelines.stream.kafka_packed)
-            from pipelines.stream.kafka_packed import sink_output
-            from pipelines.stream.ledger import BatchPlan
-
-            records, decoded, release = sink_output(
-                self.settings.replay_checkpoint, self.kafka_plans, batch_id, self.decoded
-            )
-            self.plans[batch_id] = BatchPlan(records=records or 0)
+        """What the source left of this batch besides the packs (``source_output``: made once,
+        by the source and its tasks): its plan (``pipelines.stream.ledger``), whose refused
+        records are appended to ``ingest_quarantine`` (MERGEd on ``record_id`` with the txn:
+        written once) and whose counts are kept for the progress line, and the decoded tables
+        its tasks wrote. Returns (those tables, what removes the batch's files once written)."""
+        plan, decoded, release = self.source.take(batch_id)
+        if plan is None:
             return decoded, release
-        segments = uses_segments(self.settings)
-        if not (segments or uses_packed_landing(self.settings)):
-            return {}, lambda: None
-        reader: LandingPackedReader | SegmentStreamReader
-        if segments:
-            reader = SegmentStreamReader(segment_options(self.settings, decoded=self.decoded))
-        else:
-            options = landing_options(self.settings, str(local_dir(self.settings.landing)))
-            plans = plan_dir(self.settings)
-            if plans is not None:
-                options.update(planDir=plans, writeDecoded=str(self.decoded).lower())
-            reader = LandingPackedReader(options)
-        offsets = batch_offsets(self.settings.replay_checkpoint, batch_id, reader.initialOffset())
-        if offsets is None:
-            return {}, lambda: None
-        plan, decoded = reader.batch_output(*offsets)
         if plan.refused:
             rows = quarantine_rows(plan, f"{self.app_id}/{batch_id}")
             self.io.merge("ingest_quarantine", rows, txn_app_id=self.app_id, txn_version=batch_id)
@@ -115,7 +82,7 @@ class GoldBatchWriter:
                 ", ".join(f"{k} {v}" for k, v in sorted(plan.reasons().items())),
             )
         self.plans[batch_id] = plan
-        return decoded, lambda: reader.release(*offsets)
+        return decoded, release
 
     # long: the batch's collect, then its table writes side by side
     def __call__(self, batch_df: DataFrame, batch_id: int) -> None:
@@ -174,17 +141,6 @@ class GoldBatchWriter:
                 timings.update(job.result())
         release()
         log.debug("batch %d rows %s seconds %s", batch_id, written, {k: round(v, 2) for k, v in timings.items()})
-
-
-def landing_options(settings: StreamSettings, path: str) -> dict[str, str]:
-    """The packed landing source's options (``pipelines.stream.source.read_packed_landing``)."""
-    import os
-
-    return {
-        "path": os.path.abspath(path),
-        "numPartitions": str(settings.num_partitions),
-        "clockOutlierMs": str(settings.clock_outlier_ms),
-    }
 
 
 class QuarantineBatchWriter:

@@ -18,7 +18,7 @@ Rules:
   of the records it packs there (``DecodedFiles``: the decode runs once for both), and marks
   its output complete; the sink MERGEs them and removes the directory (``release``).
   ``planDir`` must be visible to the tasks and the driver, as the landing directory is.
-- Task code starts with ``pipelines.worker_gc.freeze_worker_heap`` (a reused worker's
+- Task code starts with ``pipelines.runtime.worker_gc.freeze_worker_heap`` (a reused worker's
   collection after each task then walks only what the task allocated).
 - With ``stream.landing_reader: python`` (default, local landing directories) the tasks of a
   Python data source (``LandingPackedReader``, registered as ``offsetlake_landing_packed``: a
@@ -371,7 +371,7 @@ class LandingPackedReader:
         import pyarrow.parquet as pq
 
         from pipelines.records.decode import INPUT_COLUMNS
-        from pipelines.worker_gc import freeze_worker_heap
+        from pipelines.runtime.worker_gc import freeze_worker_heap
 
         freeze_worker_heap()
         out = DecodedFiles(partition.decoded) if partition.decoded is not None else None
@@ -518,16 +518,30 @@ def read_packed_landing(spark: SparkSession, settings: StreamSettings, *, decode
     ``decoded``: its tasks also write the decoded tables for the sink (needs ``plan_dir``)."""
     source, _ = _landing_source_classes()
     spark.dataSource.register(source)
-    path = local_dir(settings.landing)
-    assert path is not None
-    from pipelines.stream.sinks import landing_options
-
-    reader = spark.readStream.format(LANDING_SOURCE_NAME).options(**landing_options(settings, path))
-    plans = plan_dir(settings)
-    if plans is not None:  # the sink takes each micro-batch's plan from there (planned once)
-        reader = reader.option("planDir", plans).option("writeDecoded", str(decoded).lower())
+    reader = spark.readStream.format(LANDING_SOURCE_NAME).options(**landing_reader_options(settings, decoded=decoded))
     if settings.max_bytes_per_trigger is not None:
         reader = reader.option("maxBytesPerTrigger", str(settings.max_bytes_per_trigger))
     else:
         reader = reader.option("maxFilesPerTrigger", str(settings.max_files_per_trigger))
     return reader.load()
+
+
+def landing_options(settings: StreamSettings, path: str) -> dict[str, str]:
+    """The packed landing source's options for reading ``path`` (``late_records`` too)."""
+    return {
+        "path": os.path.abspath(path),
+        "numPartitions": str(settings.num_partitions),
+        "clockOutlierMs": str(settings.clock_outlier_ms),
+    }
+
+
+def landing_reader_options(settings: StreamSettings, *, decoded: bool) -> dict[str, str]:
+    """The replay query's packed landing source's options: with a plan directory, the sink takes
+    each micro-batch's plan from there (planned once) and, with ``decoded``, its decoded tables."""
+    path = local_dir(settings.landing)
+    assert path is not None
+    options = landing_options(settings, path)
+    plans = plan_dir(settings)
+    if plans is not None:
+        options.update(planDir=plans, writeDecoded=str(decoded).lower())
+    return options

@@ -221,8 +221,8 @@ class BucketReplayer:
         return out
 
     def __call__(self, key: tuple[Any, ...], pdfs: Iterator[pd.DataFrame], state: GroupState) -> Iterator[pd.DataFrame]:
+        from pipelines.runtime.worker_gc import freeze_worker_heap
         from pipelines.tableio.uri import table_to_ipc
-        from pipelines.worker_gc import freeze_worker_heap
 
         freeze_worker_heap()  # the worker's collection after the task walks only what it allocated
         groups: dict[str, GroupEntry] = {}

@@ -45,6 +45,7 @@ from pipelines.tableio.base import (
     conform,
     conform_arrow,
 )
+from pipelines.warehouse.layout import STAGING_DIR
 from schemas import get as get_spec
 
 if TYPE_CHECKING:
@@ -77,7 +78,7 @@ log = logging.getLogger(__name__)
 
 def resolve_engine(requested: str, spark: SparkSession | None) -> EngineName:
     """``auto`` → ``spark`` when Delta's Spark classes load, else ``rust``."""
-    from pipelines.spark_session import delta_available
+    from pipelines.runtime.spark_session import delta_available
 
     if requested == "rust":
         return "rust"
@@ -123,7 +124,7 @@ class TableIO:
     def run_id(self) -> str:
         """This run's id: the warehouse lock's when this process holds it (its staging
         directory is ``_staging/<run id>``), else one of its own."""
-        from pipelines.warehouse_lock import current_run_id, new_run_id
+        from pipelines.warehouse.lock import current_run_id, new_run_id
 
         held = current_run_id(self.warehouse)  # a TableIO may outlive one run (tests, quickstart)
         if held is not None:
@@ -384,9 +385,9 @@ class TableIO:
     # ---- staging ----------------------------------------------------------------------------
     def staging_path(self, name: str) -> str:
         """Where a routed write stages ``name``'s rows: ``_staging/<run id>/<name>`` under the
-        warehouse, so two runs never share a staging directory (``pipelines.warehouse_lock``
+        warehouse, so two runs never share a staging directory (``pipelines.warehouse.lock``
         removes the ones a dead run left)."""
-        return uri.join(self.warehouse, "_staging", self.run_id, name)
+        return uri.join(self.warehouse, STAGING_DIR, self.run_id, name)
 
     def read_staged(self, name: str) -> pa.Table:
         """The staged rows of ``name`` as an Arrow table (declared schema)."""

@@ -7,7 +7,7 @@ Rules:
 - An orphan is an unknown ``.parquet`` file older than ``before`` (written by an attempt that
   died before its commit; no reader can ever see it). Removed-but-known files are VACUUM's.
 - Local tables only (``pathlib``): the caller is the warehouse lock's cleanup, which runs only
-  where the lock is a local ``flock`` (``pipelines.warehouse_lock``).
+  where the lock is a local ``flock`` (``pipelines.warehouse.lock``).
 """
 
 from __future__ import annotations

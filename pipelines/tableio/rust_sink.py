@@ -17,7 +17,7 @@ Rules:
   finished one), the new files are deleted and nothing is committed.
 - A refused commit (counts that do not add up, a failed ``commit_check``) deletes the files the
   tasks wrote. A failed task fails the job before any commit: the files other tasks wrote are
-  unreferenced, the next run's orphan cleanup removes them (``pipelines.warehouse_lock``), and
+  unreferenced, the next run's orphan cleanup removes them (``pipelines.warehouse.lock``), and
   readers never see them because Delta readers only read files named in the log.
 - Batches are cast to the table's declared Arrow schema (``schemas/``), so files written here and
   files written by delta-rs MERGE are identical in type. Only string/bytes and 32-bit columns are
@@ -33,7 +33,7 @@ Rules:
 - Stats: ``numRecords``, ``nullCount`` of top-level columns and min/max of integer columns (exact, so
   data skipping stays correct). Partition columns (if any) are written Hive-style
   (``col=value/``) and left out of the data files, as the Delta protocol prescribes.
-- Every task starts with ``pipelines.worker_gc.freeze_worker_heap()``.
+- Every task starts with ``pipelines.runtime.worker_gc.freeze_worker_heap()``.
 """
 
 from __future__ import annotations
@@ -535,7 +535,7 @@ def run(df: DataFrame, writer: TableWriter | RoutedWriter) -> None:
     def task(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         import pyarrow as pa
 
-        from pipelines.worker_gc import freeze_worker_heap
+        from pipelines.runtime.worker_gc import freeze_worker_heap
 
         freeze_worker_heap()
         message = writer.write(batches)

@@ -38,9 +38,9 @@ def world(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> World:
     from deltalake import write_deltalake
 
     from pipelines.analytics.views import register_analytics_views
-    from pipelines.batch.job import run_batch
     from pipelines.commands.sql import register_views
-    from pipelines.raw_files import RawRecord, write_raw_records
+    from pipelines.inputs.raw_files import RawRecord, write_raw_records
+    from pipelines.jobs.batch import run_batch
     from pipelines.records.gold import rows_to_arrow
     from schemas import get as get_spec
 

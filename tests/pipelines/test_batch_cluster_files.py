@@ -28,10 +28,10 @@ def test_a_many_file_compacted_cluster_log_gives_the_one_pass_gold_tables(
 ) -> None:
     from coordinator_core.simulator.generator import generate
     from pipelines.batch.file_tasks import task_slots
-    from pipelines.batch.job import run_batch
     from pipelines.batch.replay import current_replay_input, read_manifest
     from pipelines.config import config_from_dict
-    from pipelines.raw_files import RawRecord
+    from pipelines.inputs.raw_files import RawRecord
+    from pipelines.jobs.batch import run_batch
     from pipelines.tableio import TableIO
     from schemas.raw import RAW_RECORDS
     from tests.pipelines.pipeline_helpers import spark_gold

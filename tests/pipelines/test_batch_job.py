@@ -15,10 +15,10 @@ import pytest
 
 pytestmark = pytest.mark.spark
 
-from pipelines.batch.job import gold_table_names, run_batch  # noqa: E402
-from pipelines.commands.quickstart import sample_records  # noqa: E402
 from pipelines.config import Config, load_config  # noqa: E402
-from pipelines.raw_files import RawRecord, write_raw_records  # noqa: E402
+from pipelines.inputs.raw_files import RawRecord, write_raw_records  # noqa: E402
+from pipelines.inputs.sample import sample_records  # noqa: E402
+from pipelines.jobs.batch import gold_table_names, run_batch  # noqa: E402
 from pipelines.tableio import TableIO  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
@@ -189,7 +189,7 @@ def test_spark_submit_runs_the_batch_script(tmp_path: Path) -> None:
             "local[1]",
             "--driver-memory",
             "1g",
-            str(REPO / "pipelines" / "batch" / "job.py"),
+            str(REPO / "pipelines" / "jobs" / "batch.py"),
             "--conf",
             str(conf),
             "--json",
@@ -294,7 +294,7 @@ def test_the_decode_pass_copies_the_landing_and_the_job_equals_its_stages_run_on
     (KIP-848 groups, online upgrades, idle partitions)."""
     from coordinator_core.simulator.generator import generate
     from pipelines.batch.decode import TABLES
-    from pipelines.batch.job import DECODE_APP_ID
+    from pipelines.jobs.batch import DECODE_APP_ID
 
     def conf(name: str) -> Config:
         # 200-row files: 120-row landing files are copied byte for byte, smaller ones rewritten
@@ -360,7 +360,7 @@ def test_landing_rows_without_a_position_stop_the_decode_pass_and_the_exact_inge
     import pyarrow.parquet as pq
 
     from pipelines.batch.decode import TABLES
-    from pipelines.raw_files import RAW_ARROW_SCHEMA, records_to_batch
+    from pipelines.inputs.raw_files import RAW_ARROW_SCHEMA, records_to_batch
 
     records = sample_records(4, seed=9)
     write_raw_records(records, cfg.paths.landing)

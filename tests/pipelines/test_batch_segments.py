@@ -20,8 +20,8 @@ pytestmark = pytest.mark.spark
 from coordinator_core import OffsetCommitKey, OffsetCommitValue, encode_key, encode_value  # noqa: E402
 from coordinator_core import segments as S  # noqa: E402
 from pipelines.cli import main  # noqa: E402
-from pipelines.segment_files import SegmentProblem, compress, read_segment_items  # noqa: E402
-from pipelines.segment_input import replay_items  # noqa: E402
+from pipelines.inputs.segment_files import SegmentProblem, compress, read_segment_items  # noqa: E402
+from pipelines.inputs.segment_input import replay_items  # noqa: E402
 
 T0 = 1_700_000_000_000
 

@@ -12,9 +12,9 @@ pytestmark = pytest.mark.spark
 
 from pipelines.batch.decode import TABLES, write_decoded_from_raw_table  # noqa: E402
 from pipelines.batch.ingest import ingest  # noqa: E402
-from pipelines.commands.quickstart import sample_records  # noqa: E402
 from pipelines.config import Config, load_config  # noqa: E402
-from pipelines.raw_files import RawRecord, write_raw_records  # noqa: E402
+from pipelines.inputs.raw_files import RawRecord, write_raw_records  # noqa: E402
+from pipelines.inputs.sample import sample_records  # noqa: E402
 from pipelines.tableio import TableIO, conform  # noqa: E402
 from schemas import get as get_spec  # noqa: E402
 from tests.pipelines.pipeline_helpers import decode_raw  # noqa: E402

@@ -33,9 +33,9 @@ def mixed() -> GeneratedLog:
 
 
 def _run_batch(spark: Any, root: Path, log: GeneratedLog) -> Any:
-    from pipelines.batch.job import run_batch
     from pipelines.config import load_config
-    from pipelines.raw_files import RawRecord, write_raw_records
+    from pipelines.inputs.raw_files import RawRecord, write_raw_records
+    from pipelines.jobs.batch import run_batch
     from pipelines.tableio import TableIO
 
     truth = log.truth
@@ -104,8 +104,8 @@ def test_the_stream_on_a_generated_mixed_cluster_writes_the_tables_of_the_batch(
     """The same generated mixed cluster through the streaming job, several micro-batches: every
     gold table equals the batch job's functions at the stream's final watermark (the chain
     stream == batch == the generator's truth), consumer groups replayed as consumer groups."""
-    from pipelines.raw_files import RawRecord
-    from pipelines.stream import job as stream_job
+    from pipelines.inputs.raw_files import RawRecord
+    from pipelines.jobs import stream as stream_job
     from pipelines.tableio import TableIO
     from tests.pipelines.test_stream_job import DELAY_MS, assert_gold_equal, batch_gold, land, stream_config
 

@@ -16,7 +16,7 @@ from pipelines.batch.ingest import ingest, normalize  # noqa: E402
 from pipelines.batch.ingest_sources import read_landing  # noqa: E402
 from pipelines.config import Config, load_config  # noqa: E402
 from pipelines.errors import UsageError  # noqa: E402
-from pipelines.raw_files import RawRecord, write_raw_records  # noqa: E402
+from pipelines.inputs.raw_files import RawRecord, write_raw_records  # noqa: E402
 from pipelines.tableio import TableIO  # noqa: E402
 
 

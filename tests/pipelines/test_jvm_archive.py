@@ -1,4 +1,4 @@
-"""The driver JVM's class-data-sharing archive cache (pipelines.jvm_archive): no JVM started here."""
+"""The driver JVM's class-data-sharing archive cache (pipelines.runtime.jvm_archive): no JVM started here."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from pipelines import jvm_archive
-from pipelines.jvm_archive import JvmArchive, archive_key
+from pipelines.runtime import jvm_archive
+from pipelines.runtime.jvm_archive import JvmArchive, archive_key
 
 
 @pytest.fixture

@@ -364,8 +364,8 @@ def test_the_stream_on_a_mixed_cluster_equals_the_pure_core(spark: Any, tmp_path
     """The stream (many micro-batches: a group's records arrive in several calls, the converted
     group's classic and consumer records among them) == the pure core at its final watermark,
     which is also what the batch job's functions give (``test_stream_job``'s reference)."""
-    from pipelines.raw_files import RawRecord
-    from pipelines.stream import job as stream_job
+    from pipelines.inputs.raw_files import RawRecord
+    from pipelines.jobs import stream as stream_job
     from pipelines.tableio import TableIO
     from schemas.gold import GOLD_TABLES
     from tests.pipelines.test_stream_job import DELAY_MS, RETENTION_MS, assert_gold_equal, land, stream_config

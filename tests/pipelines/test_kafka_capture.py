@@ -21,11 +21,11 @@ import pytest
 
 pytest.importorskip("confluent_kafka")
 
-from pipelines.commands.quickstart import sample_records
+from pipelines.inputs.raw_files import RawRecord, read_raw_records
+from pipelines.inputs.sample import sample_records
 from pipelines.kafka.capture import STATE_FILE, CaptureState, capture, capture_files
 from pipelines.kafka.client import KafkaSettings, KafkaUnavailableError
 from pipelines.kafka.mock import MOCK_PARTITIONS, MockKafkaCluster
-from pipelines.raw_files import RawRecord, read_raw_records
 
 pytestmark = pytest.mark.kafka
 

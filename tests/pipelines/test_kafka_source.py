@@ -18,12 +18,12 @@ import pytest
 
 pytest.importorskip("confluent_kafka")
 
-from pipelines.commands.quickstart import sample_records
+from pipelines.inputs.raw_files import RawRecord, read_raw_records, write_raw_records
+from pipelines.inputs.sample import sample_records
 from pipelines.kafka.capture import capture
 from pipelines.kafka.client import KafkaSettings
 from pipelines.kafka.mock import MOCK_PARTITIONS, MockKafkaCluster
 from pipelines.kafka.source import SOURCE_NAME, offsets_json, register_kafka_source
-from pipelines.raw_files import RawRecord, read_raw_records, write_raw_records
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
 
@@ -152,7 +152,7 @@ def test_batch_read_honours_starting_and_ending_offsets(
 def test_batch_job_from_kafka_builds_the_same_delta_tables_as_from_landing_files(
     spark: Any, cluster: MockKafkaCluster, offsets_topic: str, records: list[RawRecord], tmp_path: Path
 ) -> None:
-    batch = pytest.importorskip("pipelines.batch.job")
+    batch = pytest.importorskip("pipelines.jobs.batch")
     from pipelines.config import config_from_dict
     from pipelines.tableio import TableIO
 
@@ -196,7 +196,7 @@ def test_stream_job_reading_kafka_equals_the_batch_replay_of_the_same_log(
     the batch replay of the same records read from landing files, at the stream's watermark."""
     stream_test = pytest.importorskip("tests.pipelines.test_stream_job")
     from pipelines.config import config_from_dict
-    from pipelines.stream import job as stream_job
+    from pipelines.jobs import stream as stream_job
     from schemas.raw import RAW_RECORDS
     from tests.pipelines.pipeline_helpers import spark_gold
 
@@ -236,7 +236,7 @@ def test_engine_auto_falls_back_to_the_python_source_and_jvm_without_the_jar_is_
     from pipelines.config import config_from_dict
     from pipelines.errors import UsageError
     from pipelines.kafka.source import choose_engine, read_kafka_stream
-    from pipelines.spark_session import kafka_connector_available
+    from pipelines.runtime.spark_session import kafka_connector_available
     from schemas.raw import RAW_RECORDS
 
     if kafka_connector_available(spark):

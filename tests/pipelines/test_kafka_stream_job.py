@@ -18,7 +18,7 @@ import pytest
 
 pytest.importorskip("confluent_kafka")
 
-from pipelines.commands.quickstart import sample_records
+from pipelines.inputs.sample import sample_records
 from pipelines.kafka.mock import MockKafkaCluster
 
 pytestmark = [pytest.mark.kafka]
@@ -77,8 +77,8 @@ def test_stream_job_from_kafka_is_one_query_writing_the_decoded_tables_and_resta
     decode of the records and its gold tables the batch replay at the watermark; a second run
     after more records are produced resumes from the checkpoint: every record once."""
     from pipelines.config import config_from_dict
-    from pipelines.raw_files import write_raw_records
-    from pipelines.stream import job as stream_job
+    from pipelines.inputs.raw_files import write_raw_records
+    from pipelines.jobs import stream as stream_job
     from pipelines.stream.settings import settings_from_config
     from pipelines.stream.source import plan_dir
     from pipelines.tableio import TableIO

@@ -13,7 +13,7 @@ pytestmark = pytest.mark.spark
 
 
 def test_log_partitions_equal_the_core_rule_on_compacted_and_whole_partitions(spark: Any) -> None:
-    from pipelines.log_shape import log_partitions
+    from pipelines.inputs.log_shape import log_partitions
     from tests.pipelines.pipeline_helpers import partition_stats
     from tests.pipelines.test_replay_job import raw_df
 
@@ -79,7 +79,7 @@ def test_the_decode_passs_per_partition_figures_equal_the_aggregate(spark: Any) 
     ``partition_stats``' aggregate, whatever way the records are cut into batches and tasks."""
     import pyarrow as pa
 
-    from pipelines.log_shape import StatsAccumulator, combine
+    from pipelines.inputs.log_shape import StatsAccumulator, combine
     from tests.pipelines.pipeline_helpers import partition_stats
     from tests.pipelines.test_replay_job import raw_df
 

@@ -69,8 +69,8 @@ def _failed(report: Any) -> set[str]:
 @pytest.fixture(scope="module")
 def clean_root(tmp_path_factory: pytest.TempPathFactory, spark: Any) -> Path:
     """A warehouse built by the real batch job from a small generated log."""
-    from pipelines.batch.job import run_batch
     from pipelines.commands.quickstart import generate_sample
+    from pipelines.jobs.batch import run_batch
 
     root = tmp_path_factory.mktemp("dq_clean")
     conf = _conf(root)

@@ -18,7 +18,7 @@ REPO = Path(__file__).resolve().parents[2]
 PROBE = """
 import json, sys
 from pipelines.config import load_config
-from pipelines.spark_session import build_spark_from_config
+from pipelines.runtime.spark_session import build_spark_from_config
 cfg = load_config(overrides=json.loads(sys.argv[1]))
 spark = build_spark_from_config(cfg, app_suffix="batch", quick_jit=sys.argv[2] == "quick")
 jvm = spark.sparkContext._jvm

@@ -9,7 +9,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from pipelines.errors import UsageError
-from pipelines.raw_files import (
+from pipelines.inputs.raw_files import (
     RAW_ARROW_SCHEMA,
     RawRecord,
     RawRecordWriter,

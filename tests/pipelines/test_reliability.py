@@ -17,9 +17,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from pipelines.commands.quickstart import sample_records
 from pipelines.config import Config, load_config
-from pipelines.raw_files import RAW_ARROW_SCHEMA, RawRecord, records_to_batch, write_raw_records
+from pipelines.inputs.raw_files import RAW_ARROW_SCHEMA, RawRecord, records_to_batch, write_raw_records
+from pipelines.inputs.sample import sample_records
 
 REPO = Path(__file__).resolve().parents[2]
 SPARK = pytest.mark.spark
@@ -74,7 +74,7 @@ def _write_table(path: Path, columns: dict[str, pa.Array]) -> None:
 
 def _hold_lock(warehouse: str, command: str) -> subprocess.Popen[str]:
     code = (
-        "import sys, time\nfrom pipelines.warehouse_lock import WarehouseLock\n"
+        "import sys, time\nfrom pipelines.warehouse.lock import WarehouseLock\n"
         "WarehouseLock(sys.argv[1], sys.argv[2]).acquire()\nprint('held', flush=True)\ntime.sleep(600)\n"
     )
     proc = subprocess.Popen(
@@ -97,8 +97,8 @@ def test_a_second_writer_is_refused_with_one_line_naming_the_holder_and_a_dead_h
             rc, _, err = _cli([*job, "--conf", str(conf)], capsys)
             line = _one_line(err)
             assert rc == 2 and f"pid {holder.pid}" in line and "offsetlake stream" in line, err
-        from pipelines.batch.job import run_batch
-        from pipelines.warehouse_lock import WarehouseBusyError
+        from pipelines.jobs.batch import run_batch
+        from pipelines.warehouse.lock import WarehouseBusyError
 
         with pytest.raises(WarehouseBusyError):  # the replay stage alone as well
             run_batch(cfg, spark, stages=("replay",))
@@ -160,7 +160,7 @@ def _valid(n_groups: int = 3, seed: int = 4) -> list[RawRecord]:
 
 @SPARK
 def test_bad_positions_are_refused_into_ingest_quarantine_and_never_poison_raw_records(cfg: Config, spark: Any) -> None:
-    from pipelines.batch.job import run_batch
+    from pipelines.jobs.batch import run_batch
     from pipelines.tableio import TableIO
 
     good = _valid()
@@ -209,7 +209,7 @@ def test_bad_positions_are_refused_into_ingest_quarantine_and_never_poison_raw_r
 def test_conflicting_duplicates_are_quarantined_with_both_copies_and_identical_ones_counted(
     cfg: Config, spark: Any
 ) -> None:
-    from pipelines.batch.job import run_batch
+    from pipelines.jobs.batch import run_batch
     from pipelines.tableio import TableIO
 
     good = _valid()
@@ -311,7 +311,7 @@ def test_a_parquet_file_with_a_wrong_column_type_fails_with_one_line_naming_file
 @SPARK
 def test_one_record_from_the_year_9999_does_not_move_now_for_every_group(tmp_path: Path, spark: Any) -> None:
     from coordinator_core import OffsetCommitKey, OffsetCommitValue, encode_key, encode_value
-    from pipelines.batch.job import gold_table_names, run_batch
+    from pipelines.jobs.batch import gold_table_names, run_batch
     from pipelines.tableio import TableIO
 
     good = sample_records(6, seed=3, start_ms=int(time.time() * 1000) - 30 * 86_400_000)
@@ -356,7 +356,7 @@ def test_one_record_from_the_year_9999_does_not_move_now_for_every_group(tmp_pat
 def test_leftover_staging_and_orphan_files_of_a_failed_attempt_are_removed_by_the_next_run(
     cfg: Config, spark: Any
 ) -> None:
-    from pipelines.batch.job import run_batch
+    from pipelines.jobs.batch import run_batch
     from pipelines.tableio import TableIO
 
     write_raw_records(_valid(), cfg.paths.landing)
@@ -532,7 +532,7 @@ def test_secrets_referenced_from_the_environment_never_reach_output_logs_or_delt
 
 @SPARK
 def test_stream_over_files_with_reversed_mtimes_gives_the_tables_of_ordered_files(spark: Any, tmp_path: Path) -> None:
-    from pipelines.stream import job as stream_job
+    from pipelines.jobs import stream as stream_job
     from tests.pipelines.test_stream_job import DELAY_MS, assert_gold_equal, batch_gold, land, sample_log, stream_config
 
     records = sample_log(8, seed=5)
@@ -568,7 +568,7 @@ def test_stream_over_files_with_reversed_mtimes_gives_the_tables_of_ordered_file
 @SPARK
 def test_records_arriving_behind_the_watermark_fail_the_stream_counted_in_records(spark: Any, tmp_path: Path) -> None:
     from pipelines.errors import UsageError
-    from pipelines.stream import job as stream_job
+    from pipelines.jobs import stream as stream_job
     from tests.pipelines.test_stream_job import land, sample_log, stream_config
 
     records = sample_log(6, seed=9)
@@ -618,7 +618,7 @@ def _reconciled(recorder: Any) -> tuple[int, int, int, int]:
 def test_stream_refuses_bad_positions_and_conflicting_copies_into_ingest_quarantine_and_counts_reconcile(
     spark: Any, tmp_path: Path
 ) -> None:
-    from pipelines.stream import job as stream_job
+    from pipelines.jobs import stream as stream_job
     from pipelines.tableio import TableIO
     from tests.pipelines.test_stream_job import DELAY_MS, assert_gold_equal, batch_gold, land, sample_log, stream_config
 
@@ -688,7 +688,7 @@ def test_a_file_landed_again_after_newer_data_is_counted_as_duplicates_and_does_
 ) -> None:
     import shutil
 
-    from pipelines.stream import job as stream_job
+    from pipelines.jobs import stream as stream_job
     from tests.pipelines.test_stream_job import DELAY_MS, assert_gold_equal, batch_gold, land, sample_log, stream_config
 
     records = sample_log(6, seed=9)
@@ -718,7 +718,7 @@ def test_one_record_from_the_year_9999_does_not_move_the_streams_watermark_and_i
     spark: Any, tmp_path: Path
 ) -> None:
     from coordinator_core import OffsetCommitKey, OffsetCommitValue, encode_key, encode_value
-    from pipelines.stream import job as stream_job
+    from pipelines.jobs import stream as stream_job
     from tests.pipelines.test_stream_job import DELAY_MS, RETENTION_MS, land, sample_log, stream_config
 
     records = sample_log(8, seed=5)
@@ -916,7 +916,7 @@ def test_a_file_landed_twice_in_the_stream_leaves_one_row_per_position_in_every_
     row twice."""
     import shutil
 
-    from pipelines.stream import job as stream_job
+    from pipelines.jobs import stream as stream_job
     from pipelines.tableio import TableIO
     from tests.pipelines.test_stream_job import land, sample_log, stream_config
 

@@ -9,7 +9,7 @@ import pytest
 
 from coordinator_core import GroupMemberKey, LogRecord, Record, UnknownValue, encode_record
 from pipelines.cli import main
-from pipelines.raw_files import RawRecord, write_raw_records
+from pipelines.inputs.raw_files import RawRecord, write_raw_records
 from tests.coordinator_core.replay_builders import GroupLog, member
 
 WEEK = 7 * 86_400_000

@@ -3,7 +3,7 @@ pure core replay returns for it.
 
 A multi-group log (consumer groups that rebalance, empty out and die; simple groups that only
 commit; a connect group; offset/group tombstones; newer record types; a corrupt record) is
-encoded with the core codec, run through the batch job (``pipelines.batch.job``: decode,
+encoded with the core codec, run through the batch job (``pipelines.jobs.batch``: decode,
 replay input, replay by bucket, Delta tables); the expected rows come from decoding the same
 bytes with the core codec and calling ``coordinator_core.loader.replay`` per group, converted by the
 same column rule.
@@ -376,9 +376,9 @@ def gold_from_job(
     echo: Any = None,
 ) -> Any:
     """Run the batch job (``run batch``'s path) over ``log`` landed as one file; its TableIO."""
-    from pipelines.batch.job import run_batch
     from pipelines.config import load_config
-    from pipelines.raw_files import RawRecord, write_raw_records
+    from pipelines.inputs.raw_files import RawRecord, write_raw_records
+    from pipelines.jobs.batch import run_batch
     from pipelines.tableio import TableIO
 
     cfg = load_config(

@@ -170,7 +170,7 @@ def test_inspect_replays_a_segment_warehouses_transactions_as_the_batch_does(tmp
     from coordinator_core import partition_for
     from coordinator_core import segments as S
     from pipelines.cli import main
-    from pipelines.segment_input import landing_tables
+    from pipelines.inputs.segment_input import landing_tables
     from tests.pipelines.test_batch_segments import _commit, _marker, _txn
 
     group = "orders-app"

@@ -16,8 +16,8 @@ from deltalake import DeltaTable
 
 from pipelines.batch.decode import FILE_ROUTE, LANDING_KEY, TABLES
 from pipelines.batch.ingest import CHECK, RAW_TABLE
-from pipelines.commands.quickstart import sample_records
-from pipelines.raw_files import write_raw_records
+from pipelines.inputs.raw_files import write_raw_records
+from pipelines.inputs.sample import sample_records
 from pipelines.tableio import deltars
 from pipelines.tableio.deltars import already_applied
 from pipelines.tableio.rust_sink import RoutedMessage, RoutedWriter, encode_schema

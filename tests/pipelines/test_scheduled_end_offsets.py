@@ -12,8 +12,8 @@ import pytest
 
 pytest.importorskip("confluent_kafka")
 
+from pipelines.inputs.raw_files import RawRecord
 from pipelines.kafka.mock import MockKafkaCluster
-from pipelines.raw_files import RawRecord
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
 
@@ -24,7 +24,7 @@ def _landing(root: Path, topic: str, gone: str) -> None:
     """A simple consumer's commits: topic-0 at 3 then 7, topic-1 at 6, and one on a topic the
     cluster does not have."""
     from coordinator_core import OffsetCommitKey, OffsetCommitValue, Record, encode_record, partition_for
-    from pipelines.raw_files import write_raw_records
+    from pipelines.inputs.raw_files import write_raw_records
 
     part = partition_for(GROUP, 50)
     commits = [(topic, 0, 3, 10_000), (topic, 1, 6, 20_000), (topic, 0, 7, 20_000), (gone, 0, 5, 20_000)]
@@ -82,7 +82,7 @@ def _check(cfg: Any, topic: str) -> None:
 
 def test_batch_job_samples_end_offsets_after_its_replay_when_a_cluster_is_configured(spark: Any, world: Any) -> None:
     from pipelines.analytics.inspect import inspect_group
-    from pipelines.batch.job import run_batch
+    from pipelines.jobs.batch import run_batch
 
     mc, root, topic, gone = world
     cfg = _cfg(root / "batch", mc.bootstrap_servers)
@@ -98,7 +98,7 @@ def test_batch_job_samples_end_offsets_after_its_replay_when_a_cluster_is_config
 
 
 def test_batch_job_without_a_cluster_samples_nothing(spark: Any, world: Any) -> None:
-    from pipelines.batch.job import run_batch
+    from pipelines.jobs.batch import run_batch
     from pipelines.tableio import TableIO
 
     _, root, _, _ = world
@@ -109,7 +109,7 @@ def test_batch_job_without_a_cluster_samples_nothing(spark: Any, world: Any) -> 
 
 
 def test_stream_job_samples_end_offsets_when_an_available_now_run_ends(spark: Any, world: Any) -> None:
-    from pipelines.stream import job as stream_job
+    from pipelines.jobs import stream as stream_job
 
     mc, root, topic, _ = world
     cfg = _cfg(root / "stream", mc.bootstrap_servers)

@@ -19,8 +19,8 @@ from coordinator_core import (
 from coordinator_core import segments as S
 from pipelines.cli import main
 from pipelines.errors import UsageError
-from pipelines.raw_files import iter_raw_batches, read_raw_records
-from pipelines.segment_files import (
+from pipelines.inputs.raw_files import iter_raw_batches, read_raw_records
+from pipelines.inputs.segment_files import (
     SEGMENT_PROBLEMS_SCHEMA,
     SEGMENT_RECORDS_SCHEMA,
     SegmentProblem,
@@ -205,7 +205,7 @@ def test_a_generated_log_as_broker_segments_replays_exactly_like_its_parquet_lan
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from coordinator_core.simulator.generator import generate
-    from pipelines.raw_files import RawRecord, write_raw_records
+    from pipelines.inputs.raw_files import RawRecord, write_raw_records
 
     log = generate(6, 0.5, seed=18)
     rows = sorted(zip(log.partitions, log.offsets, log.timestamps, log.keys, log.values))

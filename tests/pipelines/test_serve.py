@@ -88,9 +88,9 @@ def _sample(
 def wh(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Warehouse:
     import pyarrow.compute as pc
 
-    from pipelines.batch.job import run_batch
-    from pipelines.commands.quickstart import sample_records
-    from pipelines.raw_files import write_raw_records
+    from pipelines.inputs.raw_files import write_raw_records
+    from pipelines.inputs.sample import sample_records
+    from pipelines.jobs.batch import run_batch
     from pipelines.tableio import TableIO
 
     root = tmp_path_factory.mktemp("servewh")

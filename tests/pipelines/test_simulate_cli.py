@@ -9,7 +9,7 @@ import pytest
 
 from coordinator_core import decode_record
 from pipelines.cli import main
-from pipelines.raw_files import read_raw_records
+from pipelines.inputs.raw_files import read_raw_records
 
 
 def test_simulate_writes_readable_records_and_a_trace(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -111,7 +111,7 @@ def test_generate_rejects_nonsense_sizes(capsys: pytest.CaptureFixture[str]) -> 
 
 
 def test_simulate_list_names_every_shipped_scenario(capsys: pytest.CaptureFixture[str]) -> None:
-    from pipelines.scenario_files import shipped_scenarios
+    from pipelines.inputs.scenario_files import shipped_scenarios
 
     assert main(["simulate", "--list"]) == 0
     out = capsys.readouterr().out

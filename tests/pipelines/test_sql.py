@@ -39,8 +39,8 @@ def wh(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Warehouse:
     import pyarrow.compute as pc
 
     from coordinator_core.simulator.generator import generate
-    from pipelines.batch.job import run_batch
-    from pipelines.raw_files import RawRecord, write_raw_records
+    from pipelines.inputs.raw_files import RawRecord, write_raw_records
+    from pipelines.jobs.batch import run_batch
     from pipelines.tableio import TableIO, append_arrow_at, conform_arrow
     from schemas import get as get_spec
 

@@ -26,7 +26,7 @@ DELAY_MS = 5_000
 # ---------------------------------------------------------------------------------------------
 def sample_log(groups: int = 12, seed: int = 3) -> list[Any]:
     """A multi-group log (rebalances, Empty groups, deletions) in time order across partitions."""
-    from pipelines.commands.quickstart import sample_records
+    from pipelines.inputs.sample import sample_records
 
     records = sample_records(groups, seed=seed)
     records.sort(key=lambda r: (r.timestamp_ms, r.partition, r.offset))
@@ -36,7 +36,7 @@ def sample_log(groups: int = 12, seed: int = 3) -> list[Any]:
 def land(records: list[Any], landing: Path, rows_per_file: int, *, mtime_base: int = 1_600_000_000) -> list[Path]:
     """Write raw-record files whose modification times follow their names (the file source's
     order): each new file is one second newer than every file already there."""
-    from pipelines.raw_files import RawRecordWriter
+    from pipelines.inputs.raw_files import RawRecordWriter
 
     existing = [int(p.stat().st_mtime) for p in landing.glob("*.parquet")] if landing.is_dir() else []
     base = max([mtime_base - 1, *existing]) + 1
@@ -160,7 +160,7 @@ def _decoded(raw: list[Any]) -> list[Any]:
 def test_stream_in_small_files_equals_batch_at_the_final_watermark(
     spark: Any, log_records: list[Any], batch_reference: Any, tmp_path: Path
 ) -> None:
-    from pipelines.stream import job as stream_job
+    from pipelines.jobs import stream as stream_job
     from pipelines.tableio import TableIO
 
     _, gold, watermark = batch_reference
@@ -215,7 +215,7 @@ def test_same_file_landed_twice_and_overlapping_capture_change_nothing(
 ) -> None:
     """The stream's landing reader (Spark's file source is refused for landing files:
     ``test_the_stream_refuses_to_read_landing_files_with_sparks_file_source``)."""
-    from pipelines.stream import job as stream_job
+    from pipelines.jobs import stream as stream_job
 
     _, gold, _ = batch_reference
     landing = tmp_path / "landing"
@@ -240,7 +240,7 @@ def test_stream_decoded_tables_are_decoded_once_and_leave_out_refused_copies_as_
     query decodes the files again): a position whose copies disagree is refused into
     ``ingest_quarantine`` and is in no decoded table (the batch job decodes ``raw_records``); an
     identical copy is written once; the batch's plan directory is emptied."""
-    from pipelines.stream import job as stream_job
+    from pipelines.jobs import stream as stream_job
     from pipelines.stream.settings import settings_from_config
     from pipelines.stream.source import plan_dir
     from pipelines.tableio import TableIO
@@ -402,7 +402,7 @@ def test_silent_empty_group_expires_only_when_the_watermark_passes_its_due_time(
     from chispa import assert_df_equality
     from pyspark.sql import functions as F
 
-    from pipelines.stream import job as stream_job
+    from pipelines.jobs import stream as stream_job
     from pipelines.tableio import TableIO
 
     _, gold, _ = batch_reference
@@ -446,8 +446,8 @@ def test_stream_from_earliest_on_a_compacted_kafka4_capture_equals_batch(spark: 
     groups, mass restarts), streamed from earliest in small files, gives the batch job's tables."""
     from coordinator_core.simulator.generator import generate
     from pipelines.config import config_from_dict
-    from pipelines.raw_files import RawRecord
-    from pipelines.stream import job as stream_job
+    from pipelines.inputs.raw_files import RawRecord
+    from pipelines.jobs import stream as stream_job
     from schemas.raw import RAW_RECORDS
     from tests.pipelines.pipeline_helpers import spark_gold
 
@@ -519,7 +519,7 @@ def test_one_bucket_of_a_compacted_cluster_log_equals_the_core_replay(
 
     from coordinator_core import LogRecord, decode_record, deserialize_snapshot, replay_groups
     from coordinator_core.simulator.generator import generate
-    from pipelines.raw_files import RAW_ARROW_SCHEMA
+    from pipelines.inputs.raw_files import RAW_ARROW_SCHEMA
     from pipelines.records import replay_input
     from pipelines.records.decode import decode_batch, split_union_arrow
     from pipelines.records.gold import DEFAULT_TABLES

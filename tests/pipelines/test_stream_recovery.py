@@ -1,6 +1,6 @@
 """Crash recovery and shutdown of the streaming job, in a real subprocess.
 
-The job runs as ``python -m pipelines.stream.job`` (what spark-submit runs) with its own
+The job runs as ``python -m pipelines.jobs.stream`` (what spark-submit runs) with its own
 checkpoint. It is SIGKILLed (its whole process group: the Python driver and its JVM) once the
 checkpoint's ``commits/`` holds k micro-batches — usually in the middle of batch k's Delta
 writes — then restarted with ``--available-now``. The final gold tables must equal the batch
@@ -58,7 +58,7 @@ stream:
 
 
 def start_job(conf: Path, log: Path, *, available_now: bool) -> subprocess.Popen[bytes]:
-    cmd = [sys.executable, "-m", "pipelines.stream.job", "--conf", str(conf)]
+    cmd = [sys.executable, "-m", "pipelines.jobs.stream", "--conf", str(conf)]
     if available_now:
         cmd.append("--available-now")
     env = dict(os.environ, PYTHONWARNINGS="ignore")
@@ -142,9 +142,9 @@ def test_sigterm_stops_the_continuous_job_cleanly(tmp_path: Path) -> None:
 
 
 def test_stream_job_script_refuses_a_bad_config_with_one_line_and_exit_2(tmp_path: Path) -> None:
-    """``spark-submit pipelines/stream/job.py`` runs the file as a script (no package, any working
+    """``spark-submit pipelines/jobs/stream.py`` runs the file as a script (no package, any working
     directory): it imports the project and refuses a bad config before Spark starts."""
-    script = REPO / "pipelines" / "stream" / "job.py"
+    script = REPO / "pipelines" / "jobs" / "stream.py"
     proc = subprocess.run(
         [sys.executable, str(script), "--set", "input.source=delta"],
         cwd=tmp_path,

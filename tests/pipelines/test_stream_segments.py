@@ -20,7 +20,7 @@ import pytest
 pytestmark = pytest.mark.spark
 
 from coordinator_core import segments as S  # noqa: E402
-from pipelines.segment_files import compress  # noqa: E402
+from pipelines.inputs.segment_files import compress  # noqa: E402
 from tests.pipelines.test_batch_segments import _commit, _marker, _offset_commits_txn, _offsets_current, _txn  # noqa: E402
 
 P7 = "__consumer_offsets-7"
@@ -71,7 +71,7 @@ def test_stream_on_a_growing_log_dir_applies_a_marker_read_runs_later_and_equals
     tmp_path: Path, spark: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from pipelines.config import load_config
-    from pipelines.stream import job as stream_job
+    from pipelines.jobs import stream as stream_job
 
     landing = tmp_path / "landing"
     _first_half(landing)
@@ -139,8 +139,8 @@ def test_stream_on_the_segments_of_a_compacted_cluster_log_equals_its_replay(
     bucket holds several of the groups, with their timers."""
     from coordinator_core.simulator.generator import generate
     from pipelines.config import config_from_dict
-    from pipelines.segment_files import write_log_dir
-    from pipelines.stream import job as stream_job
+    from pipelines.inputs.segment_files import write_log_dir
+    from pipelines.jobs import stream as stream_job
     from tests.pipelines.pipeline_helpers import spark_gold
     from tests.pipelines.test_stream_job import DELAY_MS, assert_gold_equal
 

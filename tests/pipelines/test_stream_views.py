@@ -72,8 +72,8 @@ def _rows(io: Any, view: str) -> list[tuple[Any, ...]]:
 @pytest.mark.spark
 def test_every_view_on_a_streaming_only_warehouse_is_the_batch_warehouse_view(spark: Any, tmp_path: Path) -> None:
     from pipelines.analytics.views import VIEW_NAMES
-    from pipelines.batch.job import run_batch
-    from pipelines.stream import job as stream_job
+    from pipelines.jobs import stream as stream_job
+    from pipelines.jobs.batch import run_batch
     from pipelines.tableio import TableIO
 
     records = sample_log(groups=6, seed=5)

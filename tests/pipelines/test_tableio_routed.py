@@ -14,9 +14,9 @@ pytestmark = pytest.mark.spark
 from pipelines.batch.decode import FILE_ROUTE, TABLES, write_decoded_from_raw_table  # noqa: E402
 from pipelines.batch.file_tasks import spread  # noqa: E402
 from pipelines.batch.ingest import ingest  # noqa: E402
-from pipelines.commands.quickstart import sample_records  # noqa: E402
 from pipelines.config import load_config  # noqa: E402
-from pipelines.raw_files import write_raw_records  # noqa: E402
+from pipelines.inputs.raw_files import write_raw_records  # noqa: E402
+from pipelines.inputs.sample import sample_records  # noqa: E402
 from pipelines.tableio import TableIO  # noqa: E402
 from pipelines.tableio.routed import routed_frames  # noqa: E402
 

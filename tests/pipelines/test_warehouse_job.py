@@ -1,6 +1,6 @@
 """One job per warehouse: the batch and the streaming job write the same tables, so a warehouse
 written by one is refused to the other with one line, before anything is read or written
-(``pipelines.warehouse_lock``: the job record, and what an older warehouse shows)."""
+(``pipelines.warehouse.lock``: the job record, and what an older warehouse shows)."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.commands.quickstart import sample_records
 from pipelines.config import load_config
-from pipelines.raw_files import write_raw_records
-from pipelines.warehouse_lock import WarehouseKeptError, claim_job, warehouse_job
+from pipelines.inputs.raw_files import write_raw_records
+from pipelines.inputs.sample import sample_records
+from pipelines.warehouse.lock import WarehouseKeptError, claim_job, warehouse_job
 
 
 def test_the_first_job_keeps_the_warehouse_and_the_other_is_refused_naming_both(tmp_path: Path) -> None:

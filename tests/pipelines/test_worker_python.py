@@ -1,4 +1,4 @@
-"""The launcher Spark's Python processes start through on a local master (pipelines.worker_python)."""
+"""The launcher Spark's Python processes start through on a local master (pipelines.runtime.worker_python)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from pathlib import Path
 import pyspark
 import pytest
 
-from pipelines import worker_python
-from pipelines.worker_python import launcher_text, spark_zip
+from pipelines.runtime import worker_python
+from pipelines.runtime.worker_python import launcher_text, spark_zip
 
 
 @pytest.fixture

@@ -139,7 +139,7 @@ def test_keys_are_exact_identities() -> None:
 
 
 def _all_layouts() -> list[object]:
-    from coordinator_core.codec import consumer_protocol as consumer_protocol
+    from coordinator_core.codec import consumer_protocol
     from coordinator_core.codec import record_codec as codec
 
     layouts: list[object] = [

@@ -341,7 +341,7 @@ def test_generator_log_compressed_equals_full(
 
 
 def test_scenario_logs_compressed_equal_full() -> None:
-    from pipelines.scenario_files import load_scenario, shipped_scenarios
+    from pipelines.inputs.scenario_files import load_scenario, shipped_scenarios
 
     paths: list[Path] = list(shipped_scenarios())
     assert paths

@@ -6,7 +6,7 @@ import pytest
 
 from coordinator_core.codec.records import GroupMetadataValue
 from coordinator_core.simulator import ScenarioResult
-from pipelines.scenario_files import load_scenario, shipped_scenarios
+from pipelines.inputs.scenario_files import load_scenario, shipped_scenarios
 
 
 def run(name: str) -> ScenarioResult:

@@ -8,7 +8,7 @@ import pytest
 
 from coordinator_core.loader.replay import replay
 from coordinator_core.loader.snapshot import new_snapshot
-from pipelines.scenario_files import load_scenario, shipped_scenarios
+from pipelines.inputs.scenario_files import load_scenario, shipped_scenarios
 
 
 @pytest.mark.parametrize("path", shipped_scenarios(), ids=lambda p: p.stem)

@@ -59,7 +59,7 @@ def launcher_text(python: str, zip_path: str) -> str:
     """The launcher script: ``PYTHONPATH`` without ``zip_path``, then exec ``python``."""
     return (
         "#!/bin/sh\n"
-        "# offsetlake (pipelines/worker_python.py): Spark's Python processes import the installed\n"
+        "# offsetlake (pipelines/runtime/worker_python.py): Spark's Python processes import the installed\n"
         "# pyspark's bytecode instead of compiling Spark's zip of the same version in every process\n"
         "set -f  # the entries are split on ':' only, never expanded as patterns\n"
         f"zip={shlex.quote(zip_path)}\n"

@@ -19,11 +19,11 @@ Rules:
   ``UsageError`` naming the file and line.
 - JSON-lines fields are checked: a line with a field this reader does not know, or without
   ``key`` and ``value`` (``null`` for a tombstone, never implied), is an error naming the line
-  and the field. A line with ``payload`` is kcat's ``-J`` envelope (``pipelines.kcat_lines``).
+  and the field. A line with ``payload`` is kcat's ``-J`` envelope (``pipelines.inputs.kcat_lines``).
   Lines are read as bytes (each byte one character, then text fields re-read as UTF-8), so a
   kcat key/payload comes back byte for byte and a binary or text file is a one-line error.
 - Broker log segments (``.log`` files, ``<topic>-<N>`` partition directories, a directory of
-  them; ``pipelines.segment_files``) are read as their data records; their partition comes
+  them; ``pipelines.inputs.segment_files``) are read as their data records; their partition comes
   from the directory name (``positions="required"``: a segment outside one is an error).
 """
 
@@ -213,7 +213,7 @@ def write_raw_records(
 # Reading
 # ---------------------------------------------------------------------------------------------
 def _input_files(path: Path) -> list[Path]:
-    from pipelines.segment_files import segment_files
+    from pipelines.inputs.segment_files import segment_files
 
     if not path.exists():
         raise UsageError(f"{path}: no such file or directory")
@@ -285,9 +285,9 @@ def _read_jsonl(path: Path, positions: str = "line") -> Iterator[RawRecord]:
     if positions not in POSITION_MODES:
         raise ValueError(f"positions must be one of {POSITION_MODES}")
     base = (path.stat().st_mtime_ns // 1_000_000) * 1_000_000 if positions == "synthesize" else 0
-    from pipelines.kcat_lines import is_kcat_line, kcat_fields, text
+    from pipelines.inputs.kcat_lines import is_kcat_line, kcat_fields, text
 
-    with path.open("rb") as fh:  # bytes: kcat -J lines carry raw bytes (pipelines.kcat_lines)
+    with path.open("rb") as fh:  # bytes: kcat -J lines carry raw bytes (pipelines.inputs.kcat_lines)
         for lineno, raw_line in enumerate(fh, start=1):
             line = raw_line.decode("latin-1")
             if not line.strip():
@@ -344,8 +344,8 @@ def _read_jsonl(path: Path, positions: str = "line") -> Iterator[RawRecord]:
 
 
 def _read_records(path: Path, positions: str = "line") -> Iterator[RawRecord]:
-    if path.suffix == ".log":  # a broker log segment (pipelines.segment_files)
-        from pipelines.segment_files import raw_records
+    if path.suffix == ".log":  # a broker log segment (pipelines.inputs.segment_files)
+        from pipelines.inputs.segment_files import raw_records
 
         loose = SYNTHETIC_TOPIC_PREFIX + path.name if positions == "synthesize" else None
         for fields in raw_records(path, require_partition=positions == "required", loose_topic=loose):

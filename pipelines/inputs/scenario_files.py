@@ -18,7 +18,7 @@ from coordinator_core import ConfigError
 from coordinator_core.simulator import Scenario
 from pipelines.errors import UsageError
 
-SCENARIO_DIR = Path(__file__).resolve().parent.parent / "conf" / "scenarios"
+SCENARIO_DIR = Path(__file__).resolve().parents[2] / "conf" / "scenarios"
 
 
 def find_scenario(name_or_path: str) -> Path:

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pipelines.config_sections import (
+from pipelines.config.sections import (
     AirflowConf,
     DeltaConf,
     DqConf,
@@ -48,7 +48,7 @@ from pipelines.config_sections import (
     SparkConf,
     StreamConf,
 )
-from pipelines.config_validation import (
+from pipelines.config.validation import (
     deep_merge,
     dotted_to_nested,
     fields_of,
@@ -59,7 +59,7 @@ from pipelines.config_validation import (
 )
 from pipelines.errors import UsageError
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 CONF_DIR = REPO_ROOT / "conf"
 BASE_CONF = CONF_DIR / "base.yaml"
 DEFAULT_CONF = CONF_DIR / "local.yaml"

@@ -10,18 +10,18 @@ Rules:
   a data-source write "is aborting") are switched off: the
   failure reaches the caller as an exception and the CLI prints it as one line. With
   ``--debug`` (``OFFSETLAKE_DEBUG=1``) they stay on.
-- The driver JVM logs through ``pipelines/log4j2.properties`` (``-Dlog4j2.configurationFile``
+- The driver JVM logs through ``pipelines/runtime/log4j2.properties`` (``-Dlog4j2.configurationFile``
   in ``spark.driver.extraJavaOptions``, before the user's own options): no start-up notices, no
   NativeCodeLoader warning, errors shown. It applies when this process starts the JVM; under
   ``spark-submit`` the submitter's logging stands. The JVM's own "WARNING: Using incubator
   modules" line (Spark's launcher always adds ``--add-modules=jdk.incubator.vector``) is printed
   by Java's module system, not by log4j, and stays.
-- On a local master, Spark's Python workers fork from ``pipelines.spark_daemon``
+- On a local master, Spark's Python workers fork from ``pipelines.runtime.spark_daemon``
   (``pyspark.worker`` imported once before the fork), and every Python process Spark starts
-  runs through ``pipelines.worker_python``'s launcher (the installed pyspark's bytecode instead
+  runs through ``pipelines.runtime.worker_python``'s launcher (the installed pyspark's bytecode instead
   of Spark's zip) when ``PYSPARK_PYTHON`` is this interpreter.
 - On a local master, the driver JVM maps Spark's classes from a class-data-sharing archive the
-  first run leaves in the user's cache (``pipelines.jvm_archive``): ~1.5 s less per fresh process.
+  first run leaves in the user's cache (``pipelines.runtime.jvm_archive``): ~1.5 s less per fresh process.
 - ``quick_jit`` (the batch job and the quickstart, on a local master): the driver JVM compiles
   with C1 only (``QUICK_JIT``), before the user's own options (a later ``-XX:TieredStopAtLevel``
   of theirs wins). Those jobs' rows never cross the JVM, and C2's compiler threads took a core
@@ -149,7 +149,7 @@ def build_spark(
     merged = dict(DEFAULT_CONF)
     if local:
         merged["spark.sql.warehouse.dir"] = local_sql_warehouse()
-        merged["spark.python.daemon.module"] = "pipelines.spark_daemon"
+        merged["spark.python.daemon.module"] = "pipelines.runtime.spark_daemon"
         _use_worker_launcher()
     merged.update({k: str(v) for k, v in (conf or {}).items()})
     archive = _jvm_archive(banner, merged) if local else None
@@ -176,11 +176,11 @@ def build_spark(
 
 
 def _use_worker_launcher() -> None:
-    """Spark's Python processes start through ``pipelines.worker_python``'s launcher when
+    """Spark's Python processes start through ``pipelines.runtime.worker_python``'s launcher when
     ``PYSPARK_PYTHON`` names this interpreter (set by ``prepare_environment`` or the caller)."""
     from pyspark.find_spark_home import _find_spark_home
 
-    from pipelines.worker_python import same_interpreter, worker_python
+    from pipelines.runtime.worker_python import same_interpreter, worker_python
 
     python = same_interpreter(os.environ.get("PYSPARK_PYTHON") or sys.executable)
     if python is None:
@@ -195,7 +195,7 @@ def _jvm_archive(banner: str, conf: Mapping[str, str]) -> Any:
     from pyspark import SparkContext
     from pyspark.find_spark_home import _find_spark_home
 
-    from pipelines.jvm_archive import JvmArchive
+    from pipelines.runtime.jvm_archive import JvmArchive
 
     java = _java_binary()
     if java is None or SparkContext._active_spark_context is not None:

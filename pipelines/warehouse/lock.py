@@ -54,12 +54,10 @@ from typing import Any
 from pipelines.errors import UsageError
 from pipelines.tableio.orphans import orphan_files
 from pipelines.tableio.uri import is_delta_table, is_local, local_path
+from pipelines.warehouse.layout import BATCH_RUNS_DIR, JOB_FILE, LOCK_FILE, STAGING_DIR
 
 log = logging.getLogger("offsetlake.lock")
 
-LOCK_FILE = "_offsetlake.lock"
-JOB_FILE = "_offsetlake.job"
-STAGING_DIR = "_staging"
 JOBS = ("batch", "stream")
 
 
@@ -270,7 +268,7 @@ def warehouse_job(root: str) -> str | None:
         pass
     if is_delta_table(os.path.join(root, "stream_progress")):
         return "stream"
-    if os.path.isdir(os.path.join(root, "_runs", "batch")) or is_delta_table(os.path.join(root, "raw_records")):
+    if os.path.isdir(os.path.join(root, BATCH_RUNS_DIR)) or is_delta_table(os.path.join(root, "raw_records")):
         return "batch"
     return None
 

@@ -1,4 +1,4 @@
-"""kcat's JSON envelope (``kcat -C -J``) as input lines of ``pipelines.raw_files``.
+"""kcat's JSON envelope (``kcat -C -J``) as input lines of ``pipelines.inputs.raw_files``.
 
 The accepted command line (one JSON object per record, one per line)::
 
@@ -8,13 +8,13 @@ The accepted command line (one JSON object per record, one per line)::
 Kafka source read (every offset commit, ``pipelines.kafka.client``); librdkafka's default,
 ``read_committed``, would drop aborted transactional commits and stop at the last stable
 offset. Neither shows the COMMIT/ABORT markers: only segment files carry them
-(``pipelines.segment_files``). Keep the file byte for byte as kcat wrote it.
+(``pipelines.inputs.segment_files``). Keep the file byte for byte as kcat wrote it.
 
 Rules (facts from kcat's ``json.c`` with yajl):
 - kcat writes ``key`` and ``payload`` with ``yajl_gen_string`` over the raw bytes: ``"`` and
   ``\\`` are escaped, bytes below 0x20 become ``\\u00XX`` (or ``\\b \\f \\n \\r \\t``) and every
   other byte, 0x80-0xFF included, is written as it is — so the line is not UTF-8 in general.
-  ``pipelines.raw_files`` reads lines as bytes (each byte one character), which makes each
+  ``pipelines.inputs.raw_files`` reads lines as bytes (each byte one character), which makes each
   character of ``key``/``payload`` exactly one byte again. A character above U+00FF means the
   file was re-encoded after kcat wrote it (e.g. invalid bytes replaced by U+FFFD): an error,
   never a guess.

@@ -2,7 +2,7 @@
 
 Run it any way, the same code path (the summary's ``paths`` say which path each stage took):
     offsetlake run batch --conf conf/local.yaml
-    spark-submit pipelines/batch/job.py --conf conf/local.yaml
+    spark-submit pipelines/jobs/batch.py --conf conf/local.yaml
     the Airflow DAG ``offsetlake_batch`` (one task runs all three stages) and ``bench/batch.py``
 
 Rules:
@@ -25,7 +25,7 @@ Rules:
 - The summary asserts ``raw = decoded + quarantined + unsupported`` (a mismatch fails the job)
   and reports ``read = new + duplicates + refused`` for the ingest (refused rows: bad or
   conflicting positions, in ``ingest_quarantine``).
-- One writer per warehouse: the run holds ``pipelines.warehouse_lock`` throughout.
+- One writer per warehouse: the run holds ``pipelines.warehouse.lock`` throughout.
 - "Now" for expiry: ``replay.as_of_ms``, else the robust log clock (``pipelines.log_clock``): a
   record far ahead of its partition's later records does not move it; the summary lists them.
 """
@@ -41,7 +41,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-if __name__ == "__main__" and __package__ in (None, ""):  # spark-submit pipelines/batch/job.py
+if __name__ == "__main__" and __package__ in (None, ""):  # spark-submit pipelines/jobs/batch.py
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 from pipelines.batch.summary import BatchSummary, Progress, TableLine, render_summary, save_run_record
@@ -119,10 +119,10 @@ def run_batch(
 ) -> BatchSummary:
     """Run ingest → decode → replay → gold writes once (or only ``stages``); returns the summary.
 
-    Holds the warehouse's writer lock throughout (``pipelines.warehouse_lock``): a second batch,
+    Holds the warehouse's writer lock throughout (``pipelines.warehouse.lock``): a second batch,
     a batch during a stream or two replays are refused before anything is read.
     """
-    from pipelines.warehouse_lock import warehouse_lock
+    from pipelines.warehouse.lock import warehouse_lock
 
     say = echo or (lambda msg: log.info(msg))
     with warehouse_lock(cfg.paths.warehouse, "offsetlake batch (" + "+".join(stages) + ")", job="batch") as lock:
@@ -286,7 +286,7 @@ def _replay(cfg: Config, io: TableIO, summary: BatchSummary, gold_written: dict[
     """The replay input -> the gold tables, and the log's shape -> ``log_partitions``."""
     from pipelines.batch import replay
     from pipelines.errors import UsageError
-    from pipelines.log_shape import STATS_KIND, combine, compaction_note, log_partitions, rows_to_table
+    from pipelines.inputs.log_shape import STATS_KIND, combine, compaction_note, log_partitions, rows_to_table
 
     raw_version = summary.raw_version
     tag = txn_tag(io)
@@ -372,7 +372,7 @@ def _table_lines(io: TableIO, summary: BatchSummary, gold_written: dict[str, str
 
 
 def add_batch_arguments(parser: Any) -> None:
-    """The job's options, shared by ``spark-submit pipelines/batch/job.py`` and ``offsetlake run batch``."""
+    """The job's options, shared by ``spark-submit pipelines/jobs/batch.py`` and ``offsetlake run batch``."""
     from pipelines.config import add_conf_arguments
 
     add_conf_arguments(parser)
@@ -386,7 +386,7 @@ def add_batch_arguments(parser: Any) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point for ``spark-submit pipelines/batch/job.py --conf ...`` and ``offsetlake run batch``."""
+    """Entry point for ``spark-submit pipelines/jobs/batch.py --conf ...`` and ``offsetlake run batch``."""
     import argparse
 
     from pipelines.errors import UsageError
@@ -409,8 +409,8 @@ def run_from_args(args: Any) -> int:
 
     from pipelines.config import config_from_args
     from pipelines.errors import UsageError
-    from pipelines.spark_session import build_spark_from_config
-    from pipelines.warehouse_lock import warehouse_lock
+    from pipelines.runtime.spark_session import build_spark_from_config
+    from pipelines.warehouse.lock import warehouse_lock
 
     cfg = config_from_args(args)
     err = Console(stderr=True)

@@ -1,4 +1,4 @@
-"""Validating configuration data against the declared sections (``pipelines.config_sections``).
+"""Validating configuration data against the declared sections (``pipelines.config.sections``).
 
 Rules:
 - Every file is validated on its own before merging, so an error names the file that holds the
@@ -18,7 +18,7 @@ import typing
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from pipelines.config_sections import Secret
+from pipelines.config.sections import Secret
 from pipelines.errors import UsageError
 
 

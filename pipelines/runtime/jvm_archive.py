@@ -6,7 +6,7 @@ Rules:
   (JEP 350, Java 13+) maps them from one file instead: measured here, session start 3.6 s →
   2.3–2.9 s and the first job 1.8 s → 0.9–1.1 s.
 - Used only where this process starts the JVM itself on a local master (the embedded path, like
-  ``pipelines/log4j2.properties``); under spark-submit or on a cluster nothing changes.
+  ``pipelines/runtime/log4j2.properties``); under spark-submit or on a cluster nothing changes.
 - The archive is a cache file, ``<cache>/offsetlake/jvm/<key>.jsa`` (``$XDG_CACHE_HOME`` or
   ``~/.cache``). The key hashes what the archive is only valid for: the java binary and its
   version, Spark's jar directory and its jars (names and sizes), the classpath settings and the
@@ -35,7 +35,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from pipelines.warehouse_lock import pid_alive
+from pipelines.warehouse.lock import pid_alive
 
 #: archives kept in the cache directory (one per Spark install / Java / memory setting)
 KEEP = 3

@@ -9,7 +9,7 @@ Rules:
   Counts: data records + control records = records read; every problem is one quarantine row.
 - ``replay_items`` gives the core's replay input: records with their producer id when their
   batch is transactional, COMMIT/ABORT markers as ``TxnMarker``s.
-- Reading is ``pipelines.segment_files``'; nothing here applies transaction semantics.
+- Reading is ``pipelines.inputs.segment_files``'; nothing here applies transaction semantics.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import pyarrow as pa
 
 from coordinator_core import segments as seg
 from pipelines.errors import UsageError
-from pipelines.segment_files import (
+from pipelines.inputs.segment_files import (
     OFFSETS_TOPIC,
     SegmentProblem,
     SegmentRecord,
@@ -62,7 +62,7 @@ def landing_tables(files: list[Path]) -> LandingTables:
 
 
 def item_tables(items: list[SegmentRecord | SegmentProblem]) -> LandingTables:
-    """Segment items (``pipelines.segment_files``) in the three shapes (module rules)."""
+    """Segment items (``pipelines.inputs.segment_files``) in the three shapes (module rules)."""
     from schemas.raw import RAW_RECORDS, RAW_TRANSACTIONS
 
     raw: list[SegmentRecord] = []

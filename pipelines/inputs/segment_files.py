@@ -20,14 +20,14 @@ Rules:
   without a key — as a ``SegmentProblem`` (file, byte position, length, reason, raw bytes).
   ``read_segment_items`` yields them in file order; counts: records read = data + control,
   problems are counted as batches (their records cannot be counted).
-- ``pipelines.raw_files`` reads segments through ``raw_records``: data records only, in the
+- ``pipelines.inputs.raw_files`` reads segments through ``raw_records``: data records only, in the
   raw-record shape (Spark's Kafka source schema has no producer/control columns, and Kafka's
   consumers and Spark's Kafka source never return control records either); control records
   and problems are logged as warnings there. The full view (control markers, producer ids,
   problems) is ``read_segment_items`` / ``segment_tables`` (Arrow: ``SEGMENT_RECORDS_SCHEMA``
   = the raw-record columns + the segment columns, ``SEGMENT_PROBLEMS_SCHEMA``), which
   ``offsetlake decode`` prints. Nothing here applies transaction semantics (the core's replay
-  does); ``pipelines.segment_input`` shapes segments for the batch job and the core.
+  does); ``pipelines.inputs.segment_input`` shapes segments for the batch job and the core.
 - Bad bytes are never fatal: a segment reader never raises on a file's content, only on a path
   that does not exist or cannot be read, or a file that does not start with a batch header
   (no magic 0-2 at byte 16: a text ``.log``, an index file): ``UsageError``, one line.
@@ -454,7 +454,7 @@ def write_log_dir(
 
 
 # ---------------------------------------------------------------------------------------------
-# the raw-record view (what pipelines.raw_files reads)
+# the raw-record view (what pipelines.inputs.raw_files reads)
 def raw_records(
     path: Path, *, require_partition: bool = False, loose_topic: str | None = None
 ) -> Iterator[tuple[bytes, bytes | None, str, int, int, int, int]]:

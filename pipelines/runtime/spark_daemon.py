@@ -6,10 +6,10 @@ Rules:
   carry, as Spark's own daemon notes) and freezes the collector's view of that heap
   (``gc.freeze``), so every forked worker starts with it imported and walks none of it.
 - Which ``pyspark`` it imports (the installed package's bytecode, not Spark's zip) is the
-  interpreter launcher's business (``pipelines.worker_python``), as for every Python process
+  interpreter launcher's business (``pipelines.runtime.worker_python``), as for every Python process
   Spark starts.
 - Then it is Spark's daemon (``pyspark.daemon.manager``), unchanged.
-- Set by ``pipelines.spark_session`` on local masters only; on a cluster Spark's daemon stays.
+- Set by ``pipelines.runtime.spark_session`` on local masters only; on a cluster Spark's daemon stays.
 """
 
 from __future__ import annotations

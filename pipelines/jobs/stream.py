@@ -2,8 +2,8 @@
 
 Run it either way (same code path):
     offsetlake run stream --conf conf/local.yaml [--available-now]
-    spark-submit pipelines/stream/job.py --conf conf/local.yaml [--available-now]
-    python -m pipelines.stream.job --conf conf/local.yaml [--available-now]
+    spark-submit pipelines/jobs/stream.py --conf conf/local.yaml [--available-now]
+    python -m pipelines.jobs.stream --conf conf/local.yaml [--available-now]
 
 Rules:
 - The ``replay`` query (offset commits, group metadata and unsupported records of a known group
@@ -20,7 +20,7 @@ Rules:
   there and stops (what Airflow schedules). SIGTERM/SIGINT stop the queries cleanly (exit 0);
   bad config exits 2 with one line, before Spark starts; records dropped as late fail the run
   (``DataLossError``) unless ``stream.allow_late_drops``.
-- One writer per warehouse: the run holds ``pipelines.warehouse_lock`` throughout.
+- One writer per warehouse: the run holds ``pipelines.warehouse.lock`` throughout.
 - With ``kafka.bootstrap_servers`` configured, end offsets (lag) are sampled every
   ``pipelines.kafka.end_offsets.STREAM_INTERVAL_S`` while the queries run and once at the end
   (``IntervalSampler``); an unreachable cluster is logged, never fatal.
@@ -39,7 +39,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-if __name__ == "__main__" and __package__ in (None, ""):  # spark-submit pipelines/stream/job.py
+if __name__ == "__main__" and __package__ in (None, ""):  # spark-submit pipelines/jobs/stream.py
     # the repository root instead of this directory (its modules would shadow top-level names)
     _here = os.path.dirname(os.path.abspath(__file__))
     sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _here]
@@ -47,13 +47,23 @@ if __name__ == "__main__" and __package__ in (None, ""):  # spark-submit pipelin
 
 from pipelines.errors import UsageError
 from pipelines.kafka.end_offsets import IntervalSampler
-from pipelines.stream.kafka_packed import read_packed_kafka, uses_packed_kafka
+from pipelines.stream.kafka_packed import KafkaPackedOutput, read_packed_kafka, uses_packed_kafka
 from pipelines.stream.packing import packed_replay_input
 from pipelines.stream.progress import ProgressRecorder, reconstruct_progress
-from pipelines.stream.segment_source import read_segment_stream, uses_segments
+from pipelines.stream.segment_source import SegmentStreamReader, read_segment_stream, segment_options, uses_segments
 from pipelines.stream.settings import REPLAY_QUERY, StreamSettings, settings_from_config
-from pipelines.stream.sinks import GoldBatchWriter, QuarantineBatchWriter, landing_options
-from pipelines.stream.source import local_dir, plan_dir, read_packed_landing, read_raw_stream, uses_packed_landing
+from pipelines.stream.sinks import GoldBatchWriter, QuarantineBatchWriter
+from pipelines.stream.source import (
+    LandingPackedReader,
+    landing_options,
+    landing_reader_options,
+    local_dir,
+    plan_dir,
+    read_packed_landing,
+    read_raw_stream,
+    uses_packed_landing,
+)
+from pipelines.stream.source_output import NO_OUTPUT, ReaderOutput, SourceOutput
 from pipelines.stream.state import check_state_layout, stateful_replay
 
 if TYPE_CHECKING:
@@ -105,14 +115,21 @@ def start_replay_query(
     the landing source's plan, filled by the sink for the progress; ``decoded``: the decoded
     tables too, from the packed landing source's tasks — see ``replay_writes_decoded``)."""
     check_state_layout(settings.replay_checkpoint)
-    kafka_plans = None
+    # the source, and what it leaves of each micro-batch beside its rows for the sink
+    output: SourceOutput = NO_OUTPUT
     if uses_segments(settings):
         packed = read_segment_stream(spark, settings, decoded=decoded)
+        segments = segment_options(settings, decoded=decoded)
+        output = ReaderOutput(lambda: SegmentStreamReader(segments), settings.replay_checkpoint)
     elif uses_packed_landing(settings):
         packed = read_packed_landing(spark, settings, decoded=decoded)
+        landing = landing_reader_options(settings, decoded=decoded)
+        output = ReaderOutput(lambda: LandingPackedReader(landing), settings.replay_checkpoint)
     elif uses_packed_kafka(spark, cfg, settings):
-        packed = read_packed_kafka(spark, cfg, settings, plan_dir=plan_dir(settings), decoded=decoded)
-        kafka_plans = plan_dir(settings)
+        plans_at = plan_dir(settings)
+        assert plans_at is not None  # the packed Kafka source needs a local checkpoint
+        packed = read_packed_kafka(spark, cfg, settings, plan_dir=plans_at, decoded=decoded)
+        output = KafkaPackedOutput(settings.replay_checkpoint, plans_at, decoded)
     else:
         packed = packed_replay_input(read_raw_stream(spark, cfg, settings))
     gold = stateful_replay(packed, settings)
@@ -120,7 +137,7 @@ def start_replay_query(
         gold.writeStream.queryName(settings.query_name)
         .outputMode("update")
         .option("checkpointLocation", settings.replay_checkpoint)
-        .foreachBatch(GoldBatchWriter(io, settings, plans, decoded=decoded, kafka_plans=kafka_plans))
+        .foreachBatch(GoldBatchWriter(io, settings, output, plans))
     )
     # The query runs on a clone of the session's conf taken at start(): set these for it only.
     user = set(cfg.spark.conf) - {"spark.sql.shuffle.partitions"}
@@ -198,7 +215,7 @@ def run(
     Available-now runs the replay query, then the quarantine query when there is one (two cores
     are better spent on one at a time); continuous mode runs both side by side.
     """
-    from pipelines.warehouse_lock import warehouse_lock
+    from pipelines.warehouse.lock import warehouse_lock
 
     # one writer per warehouse: a batch (or a second stream) is refused while this runs
     with warehouse_lock(cfg.paths.warehouse, "offsetlake stream", job="stream") as lock:
@@ -338,7 +355,7 @@ def _watch(
 
 def run_job(conf: Config, available_now: bool = False) -> int:
     """Run the streaming job with ``conf`` (builds Spark); ``offsetlake run stream`` and ``main``."""
-    from pipelines.spark_session import build_spark_from_config
+    from pipelines.runtime.spark_session import build_spark_from_config
 
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     log.setLevel(logging.INFO)
@@ -346,7 +363,7 @@ def run_job(conf: Config, available_now: bool = False) -> int:
     # pandas' FutureWarning from inside pyspark's applyInPandasWithState serializer, once per
     # group and batch in the Python workers (they inherit this environment): noise, not ours.
     os.environ.setdefault("PYTHONWARNINGS", "ignore::FutureWarning")
-    from pipelines.warehouse_lock import warehouse_lock
+    from pipelines.warehouse.lock import warehouse_lock
 
     stopper = _Stopper()
     stopper.install()
@@ -381,7 +398,7 @@ def run_job(conf: Config, available_now: bool = False) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of ``spark-submit pipelines/stream/job.py``: parse ``--conf``/``--set``/
+    """Entry point of ``spark-submit pipelines/jobs/stream.py``: parse ``--conf``/``--set``/
     ``--available-now`` and run the streaming job."""
     import argparse
 
