@@ -31,9 +31,10 @@ Rules (Kafka's loader, ``GroupMetadataManager.doLoadGroupsAndOffsets`` and the n
     contradicted (``settled``, counted in ``predictions_contradicted``), never told, and the rules
     do not predict it again until the group's state gives it another due time; ``log_end_ms``
     (how far the log reaches) contradicts in the same way;
-  - at the end (``as_of_ms``) one cleanup runs on the fold: what it removes is told as a
-    forecast (status ``predicted``) and taken out of the returned snapshot, which is the view
-    *as of* ``as_of_ms``; the fold behind it is kept (``predicted_removed``,
+  - at the end (``as_of_ms``) what the rules have due is told as a forecast (status
+    ``predicted``, with its cleanup window); due is not dead (``coordinator_core.as_of_view``):
+    the returned snapshot, the view *as of* ``as_of_ms``, keeps it until the window has passed,
+    then drops it; the fold behind it is kept (``predicted_removed``,
     ``predicted_death_restore``) and restored by the next call, which withdraws (status
     ``withdrawn``, same key) the forecasts it no longer makes. Streaming calls
     ``replay(snapshot, [], as_of_ms=watermark, log_end_ms=watermark)`` on a timer set at
@@ -429,7 +430,8 @@ def snapshot_as_of(
     """The group as it was at time ``as_of_ms`` and/or log offset ``as_of_offset`` (inclusive).
 
     Records after the cut are ignored: the loader fold of the rest, then (with
-    ``settings.retention_ms``) one cleanup at ``as_of_ms``. What happened after the cut is not used as
+    ``settings.retention_ms``) the view as of ``as_of_ms`` (due is not dead: forecasts whose
+    cleanup window has not passed are still held). What happened after the cut is not used as
     evidence: this is what one could have known at that moment. ``group_id`` defaults to the
     first record's group.
     """
