@@ -426,13 +426,15 @@ def snapshot_as_of(
     as_of_ms: int | None = None,
     as_of_offset: int | None = None,
     settings: ReplaySettings = FACTS_ONLY,
+    log_end_ms: int | None = None,
 ) -> GroupSnapshot:
     """The group as it was at time ``as_of_ms`` and/or log offset ``as_of_offset`` (inclusive).
 
     Records after the cut are ignored: the loader fold of the rest, then (with
     ``settings.retention_ms``) the view as of ``as_of_ms`` (due is not dead: forecasts whose
     cleanup window has not passed are still held). What happened after the cut is not used as
-    evidence: this is what one could have known at that moment. ``group_id`` defaults to the
+    evidence: this is what one could have known at that moment (``log_end_ms``: how far the log
+    was known to reach, judging forecasts as the batch does). ``group_id`` defaults to the
     first record's group.
     """
     kept: list[ReplayItem] = []
@@ -446,4 +448,6 @@ def snapshot_as_of(
         kept.append(rec)
     if group_id is None:
         raise ValueError("snapshot_as_of needs a group_id when there are no records")
-    return replay(new_snapshot(group_id), kept, settings=settings, as_of_ms=as_of_ms, event_kinds=()).snapshot
+    return replay(
+        new_snapshot(group_id), kept, settings=settings, as_of_ms=as_of_ms, event_kinds=(), log_end_ms=log_end_ms
+    ).snapshot

@@ -32,20 +32,25 @@ if TYPE_CHECKING:
     from pipelines.raw_files import RawRecord
 
 EXAMPLE_QUERIES: list[tuple[str, str]] = [
-    ("Groups by state", "SELECT state, count(*) AS groups FROM group_state GROUP BY state ORDER BY groups DESC, state"),
+    (
+        # due is not dead: a group whose deletion is only due is still there (Empty, offsets due)
+        "Groups by state (a deletion only due is a forecast: the group is still there)",
+        "SELECT state, count(*) AS groups, count_if(death_forecast_from_time IS NOT NULL) AS deletion_due, "
+        "sum(coalesce(offsets_due, 0)) AS offsets_due FROM group_state GROUP BY state ORDER BY groups DESC, state",
+    ),
     (
         "Busiest groups: committed partitions and latest commit",
         "SELECT group_id, count(*) AS partitions, max(commit_timestamp) AS last_commit "
         "FROM offsets_current GROUP BY group_id ORDER BY partitions DESC, group_id LIMIT 5",
     ),
     (
-        "What each group went through: rebalances and expired offsets",
+        "What each group went through: rebalances, and expiries (forecast, or confirmed by a tombstone)",
         "SELECT g.group_id, g.state, g.generation, coalesce(r.rebalances, 0) AS rebalances, "
-        "coalesce(e.expired, 0) AS expired_offsets, coalesce(e.confirmed, 0) AS confirmed_by_log "
+        "coalesce(e.forecast, 0) AS expiry_forecasts, coalesce(e.confirmed, 0) AS expiries_confirmed "
         "FROM group_state g "
         "LEFT JOIN (SELECT group_id, count(*) AS rebalances FROM rebalances "
         "WHERE cause <> 'static_member_rejoined' GROUP BY group_id) r ON r.group_id = g.group_id "
-        "LEFT JOIN (SELECT group_id, count(*) AS expired, count_if(status = 'confirmed') AS confirmed "
+        "LEFT JOIN (SELECT group_id, count_if(status = 'predicted') AS forecast, count_if(confirmed) AS confirmed "
         "FROM offset_expirations WHERE cause = 'retention' GROUP BY group_id) e ON e.group_id = g.group_id "
         "ORDER BY rebalances DESC, g.group_id LIMIT 8",
     ),
@@ -379,6 +384,7 @@ def run(args: argparse.Namespace) -> int:
     from pipelines.commands.sql import register_views, show_query
 
     names = register_views(spark, cfg)
+    _print_now(spark, cfg, console)
     for title, sql in EXAMPLE_QUERIES:
         console.rule(title)
         console.print(sql, style="cyan", highlight=False)
@@ -389,6 +395,17 @@ def run(args: argparse.Namespace) -> int:
         show_query(spark, sql, console, limit=20)
     console.print(
         f'\nnext: offsetlake sql --conf {conf_file} "SELECT * FROM group_state"   |   '
-        f"offsetlake tables --conf {conf_file}"
+        f"offsetlake tables --conf {conf_file}   |   offsetlake inspect group <id> --conf {conf_file}   |   "
+        f"offsetlake report --conf {conf_file}   |   offsetlake metrics --conf {conf_file}   |   "
+        f"offsetlake serve --conf {conf_file}"
     )
     return 0
+
+
+def _print_now(spark: Any, cfg: Any, console: Any) -> None:
+    """The as-of the state below is told at (``pipelines.log_clock``: one "now" for every view)."""
+    from pipelines.log_clock import now_of
+
+    row = spark.sql(f"SELECT as_of FROM ({now_of(cfg)}) a").collect()
+    at = row[0]["as_of"] if row else None
+    console.print(f"state as of {at} (replay.now: {cfg.replay.now}; the tables' as_of is the newest record)")
