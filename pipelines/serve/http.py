@@ -102,7 +102,7 @@ def burrow_status(snap: metrics.Snapshot, cluster: str, group: str) -> dict[str,
         "partitions": parts,
         "partition_count": len(parts),
         "maxlag": maxlag,
-        "totallag": sum(q["current_lag"] for q in lagged),
+        "totallag": sum(q["current_lag"] for q in lagged) if lagged else None,  # unknown without samples
     }
 
 
