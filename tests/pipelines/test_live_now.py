@@ -144,3 +144,46 @@ def test_a_new_end_offset_sample_after_silence_turns_statuses_to_stop_without_a_
     assert group_status(group) == "ERR"
     # no batch run in between: the gold tables are the versions the first answer read
     assert [io.version(n) for n in ("group_state", "offsets_current", "offset_commits")] == [0, 0, 0]
+
+
+def test_serve_answers_burrows_discovery_and_lag_and_an_unknown_lag_is_null(tmp_path: Path) -> None:
+    import json
+    import threading
+    import urllib.request
+
+    from pipelines.serve.http import make_server
+    from pipelines.tableio import TableIO
+
+    cfg = _warehouse(tmp_path)  # no end-offset samples: lag unknown
+    io = TableIO(cfg, None, engine="rust")
+    state = io.read_arrow("group_state")
+    assert state is not None
+    existing = sorted(r["group_id"] for r in state.to_pylist() if r["exists"])
+    server = make_server(io, port=0, cluster="test")
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        host, port = server.server_address[:2]
+
+        def get(path: str) -> tuple[int, dict[str, Any]]:
+            try:
+                with urllib.request.urlopen(f"http://{host}:{port}{path}", timeout=60) as r:
+                    return r.status, json.loads(r.read())
+            except urllib.error.HTTPError as e:
+                return e.code, json.loads(e.read())
+
+        code, body = get("/v3/kafka")
+        assert (code, body["error"], body["clusters"]) == (200, False, ["test"])
+        code, body = get("/v3/kafka/test/consumer")
+        assert code == 200 and body["consumers"] == existing and body["as_of_ms"] is not None
+        assert get("/v3/kafka/other/consumer")[0] == 404
+        group = existing[0]
+        code, body = get(f"/v3/kafka/test/consumer/{group}/lag")
+        assert code == 200 and body["message"] == "consumer lag returned"
+        status = body["status"]
+        assert status["partition_count"] == len(status["partitions"]) > 0
+        # no end-offset sample: the lag is unknown, never 0
+        assert status["totallag"] is None and status["maxlag"] is None and status["status"] == "UNKNOWN"
+    finally:
+        server.shutdown()
+        server.server_close()
