@@ -64,11 +64,12 @@ if TYPE_CHECKING:
     from coordinator_core.expiry import SIMULATED_COORDINATOR as SIMULATED_COORDINATOR
     from coordinator_core.expiry import OffsetState as OffsetState
     from coordinator_core.expiry import offset_due_times as offset_due_times
+    from coordinator_core.loader.as_of_view import next_judgment_ms as next_judgment_ms
+    from coordinator_core.loader.as_of_view import next_times_of as next_times_of
     from coordinator_core.loader.commit_runs import CommitRun as CommitRun
     from coordinator_core.loader.commit_runs import RunCounters as RunCounters
     from coordinator_core.loader.commit_runs import compress_commit_runs as compress_commit_runs
     from coordinator_core.loader.group_fold import ALL_EVENT_KINDS as ALL_EVENT_KINDS
-    from coordinator_core.loader.group_fold import next_judgment_ms as next_judgment_ms
     from coordinator_core.loader.replay import ReplayResult as ReplayResult
     from coordinator_core.loader.replay import replay as replay
     from coordinator_core.loader.replay import replay_groups as replay_groups
@@ -155,7 +156,8 @@ _PUBLIC: dict[str, tuple[str, ...]] = {
     ),
     "coordinator_core.log_shape": ("PartitionShape", "partition_shape"),
     "coordinator_core.loader.commit_runs": ("CommitRun", "RunCounters", "compress_commit_runs"),
-    "coordinator_core.loader.group_fold": ("ALL_EVENT_KINDS", "next_judgment_ms"),
+    "coordinator_core.loader.group_fold": ("ALL_EVENT_KINDS",),
+    "coordinator_core.loader.as_of_view": ("next_judgment_ms", "next_times_of"),
     "coordinator_core.loader.snapshot": ("GroupSnapshot", "SNAPSHOT_FORMAT_VERSION", "new_snapshot"),
     "coordinator_core.loader.snapshot_codec": ("deserialize_snapshot", "serialize_snapshot"),
     "coordinator_core.loader.transactions": ("transaction_fates",),

@@ -121,7 +121,7 @@ updates the same row
 | predicted_ms | bigint | computed expiry time (base + retention, or expire_timestamp) |
 | observed_ms | bigint | timestamp of the tombstone in the log |
 | rules | string | rule set used for the prediction |
-| log_partition, log_offset | int, bigint | the observed tombstone's position |
+| log_partition, log_offset | int, bigint | the observed tombstone's position; then (also in group_lifecycle) confirmed (the log attests it), forecast_from_ms, forecast_to_ms (a forecast's window, ``expiry.cleanup_window``) |
 
 ``group_lifecycle`` (``GroupLifecycle``, kind ``group_lifecycle``)
 
@@ -139,15 +139,14 @@ updates the same row
 | offsets_remaining | int | offsets still held (a group tombstone does not delete offsets) |
 | log_partition, log_offset | int, bigint | |
 
-Snapshot rows (``coordinator_core.loader.replay.GroupSnapshot``): ``to_state_row()`` feeds ``group_state``
-(group_id, coordinator_partition, state, exists (false: never created or deleted), generation,
-protocol_type, protocol, leader, current_state_timestamp, state_timestamp_ms (when it entered its
-state), members (array of the ``group_members`` member struct without group/generation/log
-columns), member_count,
-offset_count, subscribed_topics, last_log_partition, last_log_offset, last_timestamp_ms,
-next_expiry_ms, records_applied, unsupported_records, format_version, group_type) and ``offset_rows()`` feeds
-``offsets_current`` (group_id, topic, partition, offset, leader_epoch, metadata, commit_timestamp,
-expire_timestamp, value_version, log_partition, log_offset, timestamp_ms).
+Snapshot rows (``coordinator_core.loader.snapshot.GroupSnapshot``): ``to_state_row()`` feeds ``group_state`` (group_id,
+coordinator_partition, state, exists (false: never created or deleted), generation, protocol_type, protocol, leader,
+current_state_timestamp, state_timestamp_ms (when it entered its state), members (array of the ``group_members`` member
+struct without group/generation/log columns), member_count, offset_count, subscribed_topics, last_log_partition,
+last_log_offset, last_timestamp_ms, next_expiry_ms, records_applied, unsupported_records, format_version, group_type,
+then ``GroupSnapshot.forecast_columns``: offsets_due, death_forecast_from_ms, death_forecast_to_ms) and
+``offset_rows()`` feeds ``offsets_current`` (group_id, topic, partition, offset, leader_epoch, metadata,
+commit_timestamp, expire_timestamp, value_version, log_partition, log_offset, timestamp_ms).
 """
 
 from __future__ import annotations
@@ -470,6 +469,8 @@ class OffsetExpiration:
     rules: str | None
     log_partition: int | None = None
     log_offset: int | None = None
+    forecast_from_ms: int | None = None  # a forecast's window (None: what the log told)
+    forecast_to_ms: int | None = None
 
     def to_row(self) -> Row:
         return {
@@ -486,6 +487,9 @@ class OffsetExpiration:
             "rules": self.rules,
             "log_partition": self.log_partition,
             "log_offset": self.log_offset,
+            "confirmed": self.status in ("observed", "confirmed"),
+            "forecast_from_ms": self.forecast_from_ms,
+            "forecast_to_ms": self.forecast_to_ms,
         }
 
 
@@ -510,6 +514,8 @@ class GroupLifecycle:
     offsets_remaining: int | None = 0
     log_partition: int | None = None
     log_offset: int | None = None
+    forecast_from_ms: int | None = None  # a forecast's window (None: what the log told)
+    forecast_to_ms: int | None = None
 
     def to_row(self) -> Row:
         return {
@@ -527,6 +533,9 @@ class GroupLifecycle:
             "offsets_remaining": self.offsets_remaining,
             "log_partition": self.log_partition,
             "log_offset": self.log_offset,
+            "confirmed": self.status in ("observed", "confirmed"),
+            "forecast_from_ms": self.forecast_from_ms,
+            "forecast_to_ms": self.forecast_to_ms,
         }
 
 
@@ -552,14 +561,12 @@ def _fast_frozen_init(cls: type) -> None:
 
 Event: TypeAlias = StateTransition | Rebalance | GroupMember | OffsetCommitted | OffsetExpiration | GroupLifecycle
 
-for _cls in (StateTransition, Rebalance, GroupMember, OffsetCommitted, OffsetExpiration, GroupLifecycle):
+_EVENT_CLASSES = (StateTransition, Rebalance, GroupMember, OffsetCommitted, OffsetExpiration, GroupLifecycle)
+for _cls in _EVENT_CLASSES:
     _fast_frozen_init(_cls)
 
 #: Every event class, by ``kind``.
-EVENT_TYPES: dict[str, type[Event]] = {
-    cls.kind: cls
-    for cls in (StateTransition, Rebalance, GroupMember, OffsetCommitted, OffsetExpiration, GroupLifecycle)
-}
+EVENT_TYPES: dict[str, type[Event]] = {cls.kind: cls for cls in _EVENT_CLASSES}
 
 #: event kind -> gold table name.
 TABLE_BY_KIND: dict[str, str] = {cls.kind: cls.table for cls in EVENT_TYPES.values()}

@@ -36,7 +36,11 @@ Rules:
   a group without protocol type and does not die again.
 - The broker acts only in its periodic cleanup (``offsets.retention.check.interval.ms``, 10
   minutes by default): something due at ``d`` is removed by the first cleanup in
-  ``[d, d + interval)``, and the broker writes a tombstone for it. ``judgment_ms`` is the time
+  ``[d, d + interval)``, and the broker writes a tombstone for it. So *due is not dead*: as of
+  a time ``T`` in that window (``cleanup_window``) the removal is a forecast, the offsets are
+  still held and a group whose offsets are due is still Empty (``exists``); only once the
+  window has passed (``T >= d + interval``) does the as-of view drop them (still a forecast
+  until a tombstone confirms it). ``judgment_ms`` is the time
   after which a record of the group that is not that tombstone shows it was NOT removed
   (``due + interval + CLEANUP_SLACK_MS``: the new coordinator re-arms its timer after each run,
   so runs drift by their own duration). The replay settles such a prediction as contradicted
@@ -258,6 +262,23 @@ def check_coordinator(coordinator: str, *, allow_auto: bool = False) -> Coordina
 def judgment_delay_ms(cleanup_interval_ms: int) -> int:
     """From a due time to the moment a record that is not its tombstone contradicts it."""
     return cleanup_interval_ms + min(CLEANUP_SLACK_MS, cleanup_interval_ms // 2)
+
+
+def cleanup_window(effective_due: int, cleanup_interval_ms: int) -> tuple[int, int]:
+    """When the broker removes something due at ``effective_due``: its next cleanup of the
+    group's partition, in ``[due, due + interval]`` (the tick's phase unknown). Until a tombstone
+    confirms the removal it is a forecast with this window; the group keeps what is due (an
+    Empty group whose offsets are due is Empty, not Dead) until the window has passed."""
+    return effective_due, effective_due + cleanup_interval_ms
+
+
+def death_window(death_ms: int, since_ms: int | None, cleanup_interval_ms: int, *, strict: bool) -> tuple[int, int]:
+    """The cleanup window of a group death computed at ``death_ms`` (``ExpiryPlan.death_ms``;
+    not before the group entered its current situation, ``since_ms``): the cleanup that removes
+    its last due offsets, or, for a group the log itself left Empty without offsets
+    (``strict``), the first one strictly after."""
+    death = death_ms if since_ms is None or since_ms <= death_ms else since_ms
+    return cleanup_window(death + 1 if strict else death, cleanup_interval_ms)
 
 
 def plan_expiry(

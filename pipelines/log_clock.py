@@ -1,7 +1,22 @@
-"""The log's clock: "now" for offset expiry when ``replay.as_of_ms`` is not set, robust to a
-record with an absurd timestamp.
+"""The one owner of "now": the log's clock (the gold tables' ``as_of``, robust to a record with
+an absurd timestamp), the evidence horizon both wings judge forecasts against, and the "now" every
+status and countdown is evaluated at (views, ``inspect``, ``metrics``/``serve``, the report).
 
-Rules:
+Rules of "now" (ARCHITECTURE.md, "where each rule lives"):
+- The gold tables state the present *as of* the log clock (``replay.as_of_ms`` when set): the
+  batch's ``as_of``; the stream's is its watermark plus ``stream.watermark_delay_ms``
+  (``stream_as_of``: the newest record time of the batches before), so after
+  ``--available-now`` both state the same present for the same input.
+- Forecasts are judged against the log only up to ``evidence_horizon``: the newest record minus
+  the stream's watermark delay (the stream cannot know a partition's last minute is in; the batch
+  takes the same horizon so both say the same), never past ``as_of``.
+- Statuses and countdowns (Burrow's STOP, "expires in", at-risk) are evaluated at ``now_sql``,
+  chosen by ``replay.now``: ``evidence`` (default) the newest evidence — the newest record in
+  ``group_state`` or end-offset sample in ``partition_end_offsets``, whichever is later: a new
+  sample moves it without a new batch run; ``log`` the newest record only; ``wall`` the wall
+  clock (a live deployment). ``replay.as_of_ms`` fixes it. Every output prints the now it used.
+
+Rules of the log clock:
 - The coordinator stamps its records (CREATE_TIME) with its own clock as it appends them, so
   within one ``__consumer_offsets`` partition timestamps follow offsets, give or take clock
   steps. A record whose timestamp is more than ``tolerance`` ahead of every later (non-outlier)
@@ -238,3 +253,72 @@ def records_clock(records: Iterable[Any], tolerance_ms: int, wall_ms: int | None
         tolerance_ms,
         wall_ms,
     )
+
+
+#: ``replay.now``: how the "now" of statuses and countdowns is chosen (module rules).
+NOW_MODES: tuple[str, ...] = ("evidence", "log", "wall")
+
+
+def stream_as_of(watermark_ms: int, delay_ms: int) -> int | None:
+    """The stream's ``as_of`` in a micro-batch: its watermark plus the delay (the newest record
+    time of the batches before); None before the first watermark."""
+    return watermark_ms + delay_ms if watermark_ms > 0 else None
+
+
+def evidence_horizon(as_of_ms: int | None, newest_ms: int | None, delay_ms: int) -> int | None:
+    """How far the log is taken as complete when judging forecasts: the newest record minus the
+    stream's watermark delay, never past ``as_of`` (a forecast at a later as-of is not
+    contradicted by a log that does not reach it)."""
+    if newest_ms is None:
+        return as_of_ms
+    horizon = newest_ms - delay_ms
+    return horizon if as_of_ms is None else min(as_of_ms, horizon)
+
+
+def now_sql(as_of_ms: int | None, mode: str = "evidence") -> str:
+    """One-row SQL (column ``as_of``, a timestamp) of "now" for statuses and countdowns (Spark SQL
+    that DuckDB runs after transpiling; reads ``group_state`` and, for ``evidence``,
+    ``partition_end_offsets``)."""
+    if as_of_ms is not None:
+        return f"SELECT timestamp_millis({int(as_of_ms)}) AS as_of"
+    if mode == "wall":
+        return "SELECT current_timestamp() AS as_of"
+    log = "(SELECT max(last_timestamp) FROM group_state)"
+    if mode == "log":
+        return f"SELECT {log} AS as_of"
+    if mode != "evidence":
+        raise ValueError(f"unknown replay.now {mode!r}; choose one of {', '.join(NOW_MODES)}")
+    sample = "(SELECT max(sampled_at) FROM partition_end_offsets)"
+    return f"SELECT CASE WHEN {sample} IS NULL OR {log} >= {sample} THEN {log} ELSE {sample} END AS as_of"
+
+
+def now_of(cfg: Any) -> str:
+    """``now_sql`` for a configuration (``replay.as_of_ms``, ``replay.now``)."""
+    return now_sql(cfg.replay.as_of_ms, cfg.replay.now)
+
+
+def newest_ms(read_arrow: Any, table: str, column: str) -> int | None:
+    """The newest time in a timestamp column of a table (``read_arrow(table, columns)``: an Arrow
+    table or None when the table does not exist)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    t = read_arrow(table, [column])
+    if t is None or t.num_rows == 0:
+        return None
+    v = pc.max(pc.cast(pc.cast(t.column(column), pa.timestamp("ms", "UTC")), pa.int64())).as_py()
+    return None if v is None else int(v)
+
+
+def now_ms(cfg: Any, read_arrow: Any, wall_ms: int | None = None) -> tuple[int | None, str]:
+    """``now_sql`` computed on the driver (``inspect``, the report). Returns (epoch ms, or None
+    for an empty warehouse; what it is)."""
+    if cfg.replay.as_of_ms is not None:
+        return int(cfg.replay.as_of_ms), "replay.as_of_ms"
+    if cfg.replay.now == "wall":
+        return (int(time.time() * 1000) if wall_ms is None else wall_ms), "the wall clock (replay.now: wall)"
+    log = newest_ms(read_arrow, "group_state", "last_timestamp")
+    sample = newest_ms(read_arrow, "partition_end_offsets", "sampled_at") if cfg.replay.now == "evidence" else None
+    if sample is not None and (log is None or sample > log):
+        return sample, "the newest end-offset sample"
+    return log, "the newest record replayed"

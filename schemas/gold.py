@@ -56,11 +56,49 @@ _LOG_POS = (
     Column("log_offset", "bigint", True, "Offset of that record (null for predictions)."),
 )
 
+#: appended last (``TableIO.ensure`` adds them to existing warehouses; older rows read null)
+_FORECAST_STATE = (
+    Column(
+        "offsets_due",
+        "int",
+        True,
+        "Offsets held whose removal the rules forecast and the broker's cleanup may not have run yet "
+        "(their window has not passed): still committed, still returned by OffsetFetch.",
+    ),
+    Column(
+        "death_forecast_from_time",
+        "timestamp",
+        True,
+        "A group that still exists but is due to be deleted (its offsets expired or none left): the "
+        "earliest time of the broker's cleanup that deletes it (null: no deletion due).",
+    ),
+    Column(
+        "death_forecast_to_time",
+        "timestamp",
+        True,
+        "The latest time of that cleanup (`death_forecast_from_time` + cleanup_interval_ms).",
+    ),
+)
+_FORECAST_EVENT = (
+    Column("confirmed", "boolean", True, "A tombstone in the log attests it (status observed or confirmed)."),
+    Column(
+        "forecast_from_time",
+        "timestamp",
+        True,
+        "A forecast's window: the broker's next cleanup of the group's partition removes it between this "
+        "time (when it fell due) and `forecast_to_time` (null when confirmed).",
+    ),
+    Column("forecast_to_time", "timestamp", True, "End of the forecast's window (due + cleanup_interval_ms)."),
+)
+
 GROUP_STATE = TableSpec(
     name="group_state",
     doc="Every group as of `as_of` (one row per group): what Kafka's loader holds after its "
-    "records (latest value per key, tombstones delete), then one cleanup at `as_of` (the offsets and "
-    "group death it forecasts are in offset_expirations/group_lifecycle with status predicted).",
+    "records (latest value per key, tombstones delete). Due is not dead: what the rules have due is a "
+    "forecast until a tombstone confirms it, removed from the view only once its cleanup window "
+    "(due .. due + cleanup_interval_ms) has passed; until then the group keeps it (an Empty group whose "
+    "offsets are due is Empty, `offsets_due` > 0, `death_forecast_*` its deletion's window). The "
+    "forecasts are in offset_expirations/group_lifecycle with status predicted.",
     columns=(
         _GROUP,
         Column("coordinator_partition", "int", True, "`__consumer_offsets` partition holding the group."),
@@ -116,6 +154,7 @@ GROUP_STATE = TableSpec(
         ),
         Column("format_version", "int", True, "Version of the snapshot format."),
         _GROUP_TYPE,
+        *_FORECAST_STATE,
     ),
     primary_key=("group_id",),
     mode="merge",
@@ -317,7 +356,8 @@ OFFSET_EXPIRATIONS = TableSpec(
             "status",
             "string",
             True,
-            "observed | confirmed (the tombstone of a predicted removal) | predicted (a forecast at as_of).",
+            "observed | confirmed (the tombstone of a predicted removal) | predicted (a forecast at as_of, "
+            "with its window; the offset stays in offsets_current until the window has passed).",
         ),
         Column(
             "predicted_time",
@@ -330,6 +370,7 @@ OFFSET_EXPIRATIONS = TableSpec(
         Column("rules", "string", True, "Expiry rule set used for the prediction."),
         *_LOG_POS,
         _GROUP_TYPE,
+        *_FORECAST_EVENT,
     ),
     primary_key=("group_id", "event_key"),
     mode="merge",
@@ -364,6 +405,7 @@ GROUP_LIFECYCLE = TableSpec(
         Column("offsets_remaining", "int", True, "Offsets still held (a group tombstone does not delete offsets)."),
         *_LOG_POS,
         _GROUP_TYPE,
+        *_FORECAST_EVENT,
     ),
     primary_key=("group_id", "event_key"),
     mode="merge",

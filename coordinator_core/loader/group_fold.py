@@ -12,7 +12,7 @@ Rules:
   the log shows the broker did not carry out (``due + grace`` passed without its tombstone) is
   settled as contradicted (``judge``, ``contradict_by``); ``next_check`` is a lower bound of the
   next time that can happen (-1: unknown), so the loop judges only when it may matter; ``finish``
-  runs the one cleanup at ``as_of``.
+  is done by ``coordinator_core.loader.as_of_view`` (the view as of ``as_of``).
 - ``quiet_through``/``skip_commits``/``emits_commit_events`` are the whole interface the
   commit-run bulk path (``coordinator_core.loader.commit_runs``, typed by ``expiry.BulkFold``) uses.
 - Coordinator ``auto`` resolves per group: ``new`` once the group's records show Kafka 4 wrote
@@ -29,7 +29,7 @@ from typing import Any
 from coordinator_core import expiry as _expiry
 from coordinator_core.codec.records import OffsetCommitValue
 from coordinator_core.codec.wire import fast_constructor
-from coordinator_core.events import WITHDRAWN, Event, GroupLifecycle, OffsetExpiration, ReplayStats, StateTransition
+from coordinator_core.events import Event, GroupLifecycle, OffsetExpiration, ReplayStats, StateTransition
 from coordinator_core.loader.rebalance import RebalanceCache, StartWindow
 from coordinator_core.loader.snapshot import (
     EMPTY_OFFSETS,
@@ -76,7 +76,7 @@ class GroupFold:
     __slots__ = (
         "commit_events", "confirmed_death", "consumer", "coordinator", "coordinator_setting", "created_by_commit",
         "current_state_timestamp", "emitted_death", "emitted_exp", "events", "exists", "first_position",
-        "generation", "grace", "group_id", "has_metadata", "initial_delay", "kinds", "last_offset_removal_ms",
+        "generation", "grace", "group_id", "has_metadata", "initial_delay", "interval", "kinds", "last_offset_removal_ms",
         "last_position", "last_timestamp_ms", "leader", "log_start", "members", "metadata_timestamp_ms",
         "new_coordinator_seen", "next_check", "offsets", "other_type", "pending_contradictions", "pending_txn",
         "predicted_death_ms",
@@ -96,6 +96,7 @@ class GroupFold:
         self.new_coordinator_seen = s.new_coordinator_seen
         self.coordinator = coordinator if coordinator != _AUTO else (_NEW if s.new_coordinator_seen else _OLD)
         self.grace = _expiry.judgment_delay_ms(settings.cleanup_interval_ms)
+        self.interval = settings.cleanup_interval_ms
         self.initial_delay = settings.initial_rebalance_delay_ms
         self.group_id = s.group_id
         self.state = s.state
@@ -273,8 +274,9 @@ class GroupFold:
         group_tombstone: bool = False,
         offsets_remaining: int = 0,
         pos: tuple[int, int] | None = None,
+        window: tuple[int, int] | None = None,
     ) -> None:
-        """Tell the group's deletion: observed, confirmed, predicted (a forecast) or withdrawn."""
+        """Tell the group's deletion: observed, confirmed, predicted (a forecast: its window) or withdrawn."""
         self.lifecycle(
             "group_deleted",
             event_key=key,
@@ -289,6 +291,8 @@ class GroupFold:
             offsets_remaining=offsets_remaining,
             log_partition=None if pos is None else pos[0],
             log_offset=None if pos is None else pos[1],
+            forecast_from_ms=None if window is None else window[0],
+            forecast_to_ms=None if window is None else window[1],
         )
 
     def create(self, ts: int, cause: str, pos: tuple[int, int] | None, key: str) -> None:
@@ -347,6 +351,7 @@ class GroupFold:
         predicted_ms: int | None,
         observed_ms: int | None,
         pos: tuple[int, int] | None,
+        window: tuple[int, int] | None = None,
     ) -> None:
         if "offset_expiration" in self.kinds:
             self.events.append(
@@ -364,6 +369,8 @@ class GroupFold:
                     self.rules.value if predicted_ms is not None else None,
                     None if pos is None else pos[0],
                     None if pos is None else pos[1],
+                    None if window is None else window[0],
+                    None if window is None else window[1],
                 )
             )
 
@@ -425,93 +432,6 @@ class GroupFold:
                 if t < best:
                     best = t
         return best
-
-    def next_timer(self, view: GroupSnapshot) -> int | None:
-        """``next_judgment_ms`` on the fold restored from ``view``."""
-        retention = self.retention_ms
-        assert retention is not None
-        times: list[int] = []
-        nj = self.next_judgment()
-        if nj < _FAR:
-            times.append(nj)
-        # a fold prediction not yet in the view falls due: the view changes then
-        sit = _expiry.situation(self, self.rules)
-        if self.exists and self.state is _E and not self.offsets:
-            if view.predicted_death_ms is None and not self.pending_txn:
-                base = _expiry.death_base(self)
-                if base is not None and base != self.settled_death_ms:
-                    times.append(base + 1)
-        elif sit != _SIT_NONE:
-            for tp, entry in self.offsets.items():
-                if tp in view.predicted_removed:
-                    continue
-                due = _expiry.due_ms(entry[0], tp[0], sit, retention, self)
-                if due is not None and self.settled.get(tp) != due:
-                    times.append(self.effective_due(due, entry))
-        return min(times) if times else None
-
-    def finish(self, as_of: int, log_end: int | None) -> None:
-        """The group as of ``as_of``: the loader fold followed by one cleanup at ``as_of``.
-
-        What the end of the log already contradicts (``log_end``: the log reaches past the
-        cleanup that had to remove it, and holds no tombstone) is settled first. What the cleanup
-        at ``as_of`` removes is a forecast: told with status ``predicted``, taken out of the
-        view (``offsets``, ``state``) and kept aside (``predicted_removed``) so that a later call
-        restores the fold. Forecasts an earlier call told that this one neither confirmed nor
-        tells again are withdrawn (a ``withdrawn`` row with the same key)."""
-        retention = self.retention_ms
-        assert retention is not None
-        if log_end is not None:
-            self.contradict_by(log_end - self.grace - 1)
-        plan = _expiry.plan_expiry(
-            self, as_of, retention, self.rules, self.coordinator, self.settled, self.settled_death_ms
-        )
-        for tp, due in plan.expired:
-            entry = self.offsets.pop(tp)
-            v = entry[0]
-            e = self.effective_due(due, entry)
-            self.predicted_removed[tp] = entry
-            self.predicted_expired[tp] = (v.offset, v.commit_timestamp, e)
-            self.stats.predicted_expirations += 1
-            self.expiration(tp, v.offset, v.commit_timestamp, "retention", "predicted", e, None, None)
-        if plan.group_dies and plan.death_ms is not None and self.exists and self.state is not _D:
-            since = self.situation_since_ms
-            death = plan.death_ms if since is None or since <= plan.death_ms else since
-            self.stats.predicted_deaths += 1
-            self.deleted(
-                f"expiry:{plan.death_ms}",
-                "predicted",
-                "offsets_expired",
-                generation=self.generation,
-                at=death,
-                predicted_ms=death,
-                group_tombstone=plan.group_tombstone,
-            )
-            self.predicted_death_ms = plan.death_ms
-            self.predicted_death_restore = (
-                self.state_timestamp_ms,
-                self.protocol_type,
-                self.protocol,
-                self.leader,
-                self.has_metadata,
-            )
-            self.drop_metadata()
-            self.state = _D
-            self.exists = False
-            self.state_timestamp_ms = death
-        for tp, (off, cts, _pms) in self.emitted_exp.items():
-            now = self.predicted_expired.get(tp)
-            if now is None or now[:2] != (off, cts):
-                self.expiration(tp, off, cts, "retention", WITHDRAWN, None, None, None)
-        if self.emitted_death is not None and self.emitted_death != self.predicted_death_ms:
-            self.deleted(
-                f"expiry:{self.emitted_death}",
-                WITHDRAWN,
-                "offsets_expired",
-                generation=self.generation,
-                at=None,
-                offsets_remaining=len(self.offsets),
-            )
 
     def invalidate_expiry(self) -> None:
         if self.retention_ms is not None:
@@ -580,12 +500,3 @@ class GroupFold:
 
     def skip_commits(self, n: int) -> None:
         self.skipped_commits += n
-
-
-def next_judgment_ms(snapshot: GroupSnapshot, settings: ReplaySettings) -> int | None:
-    """The next time a replay with no new record changes what it says of the group: a prediction
-    falls due (the as-of view changes) or one is overdue with no tombstone and gets contradicted.
-    Streaming arms its event-time timer here (None: nothing to wait for)."""
-    if settings.retention_ms is None:
-        return None
-    return GroupFold(snapshot, settings, frozenset()).next_timer(snapshot)

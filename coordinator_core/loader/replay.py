@@ -31,13 +31,14 @@ Rules (Kafka's loader, ``GroupMetadataManager.doLoadGroupsAndOffsets`` and the n
     contradicted (``settled``, counted in ``predictions_contradicted``), never told, and the rules
     do not predict it again until the group's state gives it another due time; ``log_end_ms``
     (how far the log reaches) contradicts in the same way;
-  - at the end (``as_of_ms``) one cleanup runs on the fold: what it removes is told as a
-    forecast (status ``predicted``) and taken out of the returned snapshot, which is the view
-    *as of* ``as_of_ms``; the fold behind it is kept (``predicted_removed``,
+  - at the end (``as_of_ms``) what the rules have due is told as a forecast (status
+    ``predicted``, with its cleanup window); due is not dead (``group_fold._finish_view``):
+    the returned snapshot, the view *as of* ``as_of_ms``, keeps it until the window has passed,
+    then drops it; the fold behind it is kept (``predicted_removed``,
     ``predicted_death_restore``) and restored by the next call, which withdraws (status
     ``withdrawn``, same key) the forecasts it no longer makes. Streaming calls
     ``replay(snapshot, [], as_of_ms=watermark, log_end_ms=watermark)`` on a timer set at
-    ``group_fold.next_judgment_ms``; the watermark must not pass the timestamp of a record of
+    ``as_of_view.next_judgment_ms``; the watermark must not pass the timestamp of a record of
     the group not yet replayed.
 - Kafka 3 or 4 (``settings.coordinator``): ``auto`` takes Kafka 4's rules once the group's records show
   Kafka 4 wrote them (a generation-0 group record). Kafka 3 deletes a simple group with its last
@@ -95,6 +96,7 @@ from coordinator_core.codec.records import (
     UnknownValue,
 )
 from coordinator_core.events import Event, ReplayStats
+from coordinator_core.loader import as_of_view as _as_of_view
 from coordinator_core.loader.commit_runs import CommitRun, RunCounters, unroll
 from coordinator_core.loader.group_fold import ALL_EVENT_KINDS, GroupFold
 from coordinator_core.loader.record_handlers import (
@@ -322,7 +324,7 @@ def _finish(w: GroupFold, stats: ReplayStats, as_of_ms: int | None, log_end_ms: 
         if at is None and (w.emitted_exp or w.emitted_death is not None):
             at = w.last_timestamp_ms  # forecasts an earlier call told are judged at the group's newest record
         if at is not None:
-            w.finish(at, log_end_ms)
+            _as_of_view.finish(w, at, log_end_ms)
     return ReplayResult(w.freeze(), w.events, stats, tuple(w.type_marks))
 
 
@@ -393,12 +395,15 @@ def snapshot_as_of(
     as_of_ms: int | None = None,
     as_of_offset: int | None = None,
     settings: ReplaySettings = FACTS_ONLY,
+    log_end_ms: int | None = None,
 ) -> GroupSnapshot:
     """The group as it was at time ``as_of_ms`` and/or log offset ``as_of_offset`` (inclusive).
 
     Records after the cut are ignored: the loader fold of the rest, then (with
-    ``settings.retention_ms``) one cleanup at ``as_of_ms``. What happened after the cut is not used as
-    evidence: this is what one could have known at that moment. ``group_id`` defaults to the
+    ``settings.retention_ms``) the view as of ``as_of_ms`` (due is not dead: forecasts whose
+    cleanup window has not passed are still held). What happened after the cut is not used as
+    evidence: this is what one could have known at that moment (``log_end_ms``: how far the log
+    was known to reach, judging forecasts as the batch does). ``group_id`` defaults to the
     first record's group.
     """
     kept: list[ReplayItem] = []
@@ -412,4 +417,6 @@ def snapshot_as_of(
         kept.append(rec)
     if group_id is None:
         raise ValueError("snapshot_as_of needs a group_id when there are no records")
-    return replay(new_snapshot(group_id), kept, settings=settings, as_of_ms=as_of_ms, event_kinds=()).snapshot
+    return replay(
+        new_snapshot(group_id), kept, settings=settings, as_of_ms=as_of_ms, event_kinds=(), log_end_ms=log_end_ms
+    ).snapshot

@@ -64,7 +64,8 @@ class GroupSnapshot:
     record_timestamp_ms). Members keep their subscription/assignment blobs.
 
     The snapshot is the group *as of* the ``as_of_ms`` of the call that made it: the loader fold,
-    then one cleanup. What that cleanup removed is kept aside so the next call restores the fold:
+    then the forecasts whose cleanup window has passed taken out (``group_fold._finish_view``; due is not
+    dead). What they removed is kept aside so the next call restores the fold:
     ``predicted_removed`` (the offsets, whole) and ``predicted_death_restore`` (what the group
     held before its forecast death); ``predicted_expired`` / ``predicted_death_ms`` are the
     forecasts told (withdrawn by a later call that no longer makes them). ``settled`` /
@@ -183,7 +184,25 @@ class GroupSnapshot:
             "predictions_contradicted": self.predictions_contradicted + self.pending_contradictions,
             "format_version": SNAPSHOT_FORMAT_VERSION,
             "group_type": self.kind_told(),
+            **self.forecast_columns(settings),
         }
+
+    def forecast_columns(self, settings: ReplaySettings) -> dict[str, Any]:
+        """What the view holds that is already due (due is not dead: ``expiry.cleanup_window``):
+        ``offsets_due``, the held offsets whose removal is forecast, and the window of a forecast
+        deletion of a group that still exists (``death_forecast_from_ms``/``_to_ms``)."""
+        offsets, told = self.offsets, self.predicted_expired
+        due = sum(
+            1
+            for tp, (off, cts, _e) in told.items()
+            if tp in offsets and (offsets[tp][0].offset, offsets[tp][0].commit_timestamp) == (off, cts)
+        )
+        lo = hi = None
+        death = self.predicted_death_ms
+        if death is not None and self.predicted_death_restore is None and self.exists:
+            strict = not offsets and not self.predicted_removed
+            lo, hi = _expiry.death_window(death, self.situation_since_ms, settings.cleanup_interval_ms, strict=strict)
+        return {"offsets_due": due, "death_forecast_from_ms": lo, "death_forecast_to_ms": hi}
 
     def kind_told(self) -> str:
         """The kind of group the state row tells: ``group_type``, except that a consumer group

@@ -3,7 +3,7 @@
 Rules: expiry rules are never re-implemented in SQL. ``AT_RISK_JOIN_SQL`` gives each offset with
 its group's state columns; ``due_times_fn`` (per group: ``pipelines.analytics.forecast.due_times``,
 the core's ``offset_due_times``) predicts each due time; ``at_risk_sql`` compares them with
-``as_of`` (``as_of_sql``: ``replay.as_of_ms`` when configured, else the warehouse's last record).
+``as_of`` (``as_of_sql``: the one "now", ``pipelines.log_clock.now_of``).
 Spark runs the grouped function with ``applyInPandas`` (``offsets_at_risk_df``); DuckDB runs the
 same pieces on the driver (``pipelines.analytics.duck``).
 """
@@ -84,8 +84,9 @@ FROM _offsets_due d CROSS JOIN ({as_of_sql(cfg)}) a
 
 
 def as_of_sql(cfg: Config) -> str:
-    """One-row query with the ``as_of`` timestamp: replay.as_of_ms, else the warehouse's last record."""
-    as_of_ms = cfg.replay.as_of_ms
-    if as_of_ms is not None:
-        return f"SELECT timestamp_millis({int(as_of_ms)}) AS as_of"
-    return "SELECT max(last_timestamp) AS as_of FROM group_state"
+    """One-row query with the ``as_of`` timestamp: the one "now" of statuses and countdowns
+    (``pipelines.log_clock.now_of``: replay.as_of_ms, else ``replay.now``, by default the newest
+    evidence — the last record or end-offset sample)."""
+    from pipelines.log_clock import now_of
+
+    return now_of(cfg)

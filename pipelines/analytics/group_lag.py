@@ -102,7 +102,8 @@ def add_lag(
         "max_lag": max(lags) if lags else None,
         "max_lag_ms": max(t_lags) if t_lags else None,
         "status": burrow.group_status(o["status"] for o in offsets),
-        "partitions_with_lag": len(lags),
+        "partitions_with_lag": sum(1 for o in offsets if (o["lag"] or 0) > 0 and not o["ahead_of_end"]),
+        "partitions_lag_known": len(lags),
         "ahead_of_end": sum(1 for o in offsets if o["ahead_of_end"]),
         "end_offsets_sampled": sampled,
         "topics_without_samples": sorted({o["topic"] for o in offsets if (o["topic"], o["partition"]) not in samples})

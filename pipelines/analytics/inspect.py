@@ -185,6 +185,10 @@ class GroupView:
     consumer: dict[str, Any] | None = None
     #: group totals (total lag, max lag, max time lag), Burrow's group status, topics never sampled
     lag: dict[str, Any] = field(default_factory=dict)
+    #: where the as-of came from: ``--as-of`` or the one "now" (``pipelines.log_clock.now_ms``)
+    as_of_source: str = "--as-of"
+    #: due is not dead: held offsets whose removal is forecast, the group's deletion window
+    forecast: dict[str, Any] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         from dataclasses import asdict
@@ -193,7 +197,8 @@ class GroupView:
 
 
 def inspect_group(cfg: Config, group_id: str, as_of_ms: int | None = None) -> GroupView:
-    """Build the view of ``group_id`` at ``as_of_ms`` (None = end of its log)."""
+    """Build the view of ``group_id`` at ``as_of_ms`` (None = the one "now" of every view:
+    ``pipelines.log_clock``, the newest evidence by default)."""
     from pipelines.analytics.group_lag import add_lag
 
     part, records, _, shape = read_group_records(cfg, group_id)
@@ -211,8 +216,8 @@ def inspect_group(cfg: Config, group_id: str, as_of_ms: int | None = None) -> Gr
         event_kinds=("state_transition", "rebalance", "offset_commit"),
         settings=settings.with_retention(None),
     )
-    t_end = items[-1].timestamp_ms if as_of_ms is None else as_of_ms
-    snap = snapshot_as_of(items, group_id=group_id, as_of_ms=t_end, settings=settings)
+    t_end, as_of_source, log_end = _as_of(cfg, as_of_ms, items[-1].timestamp_ms)
+    snap = snapshot_as_of(items, group_id=group_id, as_of_ms=t_end, settings=settings, log_end_ms=log_end)
     history = "complete as captured"
     if shape is not None and shape.compacted_until is not None and records[0].offset < shape.compacted_until:
         history = (
@@ -245,7 +250,9 @@ def inspect_group(cfg: Config, group_id: str, as_of_ms: int | None = None) -> Gr
     rebalances = [e for e in full.events if isinstance(e, Rebalance) and e.end_ms <= t_end]
     return GroupView(
         group_id=group_id,
-        as_of_ms=as_of_ms,
+        as_of_ms=t_end,
+        as_of_source=as_of_source,
+        forecast={k: row[k] for k in ("offsets_due", "death_forecast_from_ms", "death_forecast_to_ms")},
         coordinator_partition=part,
         state=state,
         state_inferred=inferred,
@@ -269,6 +276,24 @@ def inspect_group(cfg: Config, group_id: str, as_of_ms: int | None = None) -> Gr
         consumer=consumer_description(snap.consumer, snap.protocol) if snap.group_type == "consumer" else None,
         lag=lag,
     )
+
+
+def _as_of(cfg: Config, as_of_ms: int | None, group_newest_ms: int) -> tuple[int, str, int | None]:
+    """(the as-of, where it came from, the evidence horizon forecasts are judged against).
+
+    Without ``--as-of``: the one "now" of every view (``pipelines.log_clock.now_ms``), never the
+    group's own last record; the horizon is the gold tables' (``log_clock.evidence_horizon``)."""
+    from pipelines.log_clock import evidence_horizon, newest_ms, now_ms
+
+    read = driver_io(cfg).read_arrow
+    t_end, source = as_of_ms, "--as-of"
+    if t_end is None:
+        now, source = now_ms(cfg, read)
+        t_end = group_newest_ms if now is None else max(now, group_newest_ms)
+        if now is None or now < group_newest_ms:
+            source = "the group's newest record (raw_records is ahead of group_state: run the batch job)"
+    newest = newest_ms(read, "group_state", "last_timestamp")
+    return t_end, source, evidence_horizon(t_end, newest, cfg.stream.watermark_delay_ms)
 
 
 def _rebalance_window_at(

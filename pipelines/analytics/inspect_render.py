@@ -260,8 +260,8 @@ def _header(view: GroupView) -> Any:
     head.add_column()
     for k, v in (
         ("group", f"{view.group_id} ({view.group_type})"),
-        ("as of", fmt_ms(view.as_of_ms) if view.as_of_ms is not None else "end of log"),
-        ("state", state_text),
+        ("as of", f"{fmt_ms(view.as_of_ms)} ({view.as_of_source})" if view.as_of_ms is not None else "end of log"),
+        ("state", state_text + _due_text(view)),
         ("generation", str(view.generation)),
         ("protocol", f"{view.protocol_type or '-'} / {view.protocol or '-'}"),
         ("leader", view.leader or "-"),
@@ -271,6 +271,20 @@ def _header(view: GroupView) -> Any:
     ):
         head.add_row(k, v)
     return head
+
+
+def _due_text(view: Any) -> str:
+    """Due is not dead: what the rules have due and the broker's next cleanup has not yet removed."""
+    f = view.forecast or {}
+    lo, hi, due = f.get("death_forecast_from_ms"), f.get("death_forecast_to_ms"), f.get("offsets_due") or 0
+    if lo is not None and hi is not None:
+        return (
+            f" — deletion due (a forecast, no tombstone yet): the broker's next cleanup removes it between "
+            f"{fmt_ms(lo)} and {fmt_ms(hi)}; its {due} offset(s) are still committed"
+        )
+    if due:
+        return f" — {due} offset(s) due for removal at the broker's next cleanup (still committed)"
+    return ""
 
 
 def _table(

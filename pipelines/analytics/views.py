@@ -309,20 +309,22 @@ GROUP BY r.coordinator_partition
         "it expires within N hours (at_risk_hours, default 24), and kept_past_due when it was due "
         "before as_of and the log shows the broker kept it (its retention or rules differ from "
         "the configured ones).",
-        ("offsets_current", "group_state"),
+        ("offsets_current", "group_state", "partition_end_offsets"),
     ),
     View(
         "partition_status_now",
         "",
-        "partition_status_at(as_of): Burrow status of every partition at the as_of time, with the "
-        "lag from each partition's newest end-offset sample (log_end_offset, current_lag, lag_ms, "
-        "ahead_of_end) unless replay.as_of_ms fixes the moment.",
-        (),
+        "partition_status_at(now): Burrow status at the one now (pipelines.log_clock) of every "
+        "partition the group still holds an offset for (offsets_current: not those of deleted topics "
+        "or groups), with the lag from each partition's newest end-offset sample (log_end_offset, "
+        "current_lag, lag_ms, ahead_of_end) unless replay.as_of_ms fixes the moment.",
+        ("offsets_current",),
     ),
     View(
         "group_status_now",
         f"""
-SELECT p.group_id, count(*) AS partitions, count(p.current_lag) AS partitions_with_lag,
+SELECT p.group_id, count(*) AS partitions, count_if(p.current_lag > 0 AND NOT p.ahead_of_end) AS partitions_with_lag,
+       count(p.current_lag) AS partitions_lag_known,
        sum(p.current_lag) AS total_lag, max(p.current_lag) AS max_lag, max(p.lag_ms) AS max_lag_ms,
        count_if(p.ahead_of_end) AS offsets_ahead_of_end,
        {group_status_sql("p.status")} AS status
@@ -330,7 +332,8 @@ FROM partition_status_now p
 JOIN offsets_current o ON o.group_id = p.group_id AND o.topic = p.topic AND o.partition = p.partition
 GROUP BY p.group_id
 """,
-        "Per group, over the partitions it still holds offsets for (offsets_current): total lag, "
+        "Per group, over the partitions it still holds offsets for (offsets_current): partitions with "
+        "lag (> 0, not above the log end) and with a known lag, total lag, "
         "max lag, max time lag, offsets above the log end, and Burrow's group status rolled up "
         "from partition_status_now (ERR if any partition is STOP, STALL or REWIND, else WARN if "
         "any is WARN, else OK; UNKNOWN without lag).",
@@ -461,7 +464,7 @@ def register_analytics_views(
 PYTHON_VIEWS: dict[str, tuple[str, tuple[str, ...]]] = {
     "offsets_at_risk": (
         "computes expiry times with the core (coordinator_core.expiry) in a pandas function",
-        ("offsets_current", "group_state"),
+        ("offsets_current", "group_state", "partition_end_offsets"),  # the now: log_clock.now_of
     )
 }
 
@@ -493,7 +496,11 @@ FROM w
     if name == "partition_status_now":
         as_of = cfg.replay.as_of_ms
         at = int(as_of) if as_of is not None else f"({as_of_sql(cfg)})"
-        return partition_status_at_sql(at, window=burrow_window, newest=as_of is None)
+        held = (
+            "WHERE EXISTS (SELECT 1 FROM offsets_current o WHERE o.group_id = s.group_id AND o.topic = s.topic "
+            "AND o.partition = s.partition)"
+        )
+        return f"SELECT s.* FROM ({partition_status_at_sql(at, window=burrow_window, newest=as_of is None)}) s {held}"
     return next(v.sql for v in VIEWS if v.name == name)
 
 

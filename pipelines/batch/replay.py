@@ -352,6 +352,8 @@ def write_gold(
     num_partitions: int = 50,
     log_end_ms: int | None = None,
     on_as_of: Callable[[int | None], None] | None = None,
+    evidence_delay_ms: int = 0,
+    log_now_ms: int | None = None,
 ) -> dict[str, str]:
     """Replay the replay input of ``manifest`` and write the gold tables.
 
@@ -362,6 +364,7 @@ def write_gold(
         RuntimeError: the replay input does not hold the decoded tables' rows (decode again).
     """
     from pipelines.batch.file_tasks import spread
+    from pipelines.log_clock import evidence_horizon
     from pipelines.records.replay import as_of_and_log_end
 
     spark = io.spark
@@ -373,9 +376,12 @@ def write_gold(
         )
     log.info("replay: %d buckets' files, %d rows", len(entries), sum(int(e["rows"]) for e in entries))
     if settings.retention_ms is not None:
-        as_of_ms, log_end_ms = as_of_and_log_end(
-            as_of_ms, log_end_ms, max((int(e["max_ts"]) for e in entries), default=None)
-        )
+        # the stream's present: as of the newest record, forecasts judged up to the evidence
+        # horizon (pipelines.log_clock), so both wings state the same for the same input
+        newest = log_now_ms if log_now_ms is not None else max((int(e["max_ts"]) for e in entries), default=None)
+        as_of_ms, _ = as_of_and_log_end(as_of_ms, log_end_ms, newest)
+        if log_end_ms is None:
+            log_end_ms = evidence_horizon(as_of_ms, newest, evidence_delay_ms)
     if on_as_of is not None:
         on_as_of(as_of_ms)
     options = {

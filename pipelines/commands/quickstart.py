@@ -25,20 +25,25 @@ from pipelines.commands import quickstart_real
 from pipelines.errors import UsageError
 
 EXAMPLE_QUERIES: list[tuple[str, str]] = [
-    ("Groups by state", "SELECT state, count(*) AS groups FROM group_state GROUP BY state ORDER BY groups DESC, state"),
+    (
+        # due is not dead: a group whose deletion is only due is still there (Empty, offsets due)
+        "Groups by state (a deletion only due is a forecast: the group is still there)",
+        "SELECT state, count(*) AS groups, count_if(death_forecast_from_time IS NOT NULL) AS deletion_due, "
+        "sum(coalesce(offsets_due, 0)) AS offsets_due FROM group_state GROUP BY state ORDER BY groups DESC, state",
+    ),
     (
         "Busiest groups: committed partitions and latest commit",
         "SELECT group_id, count(*) AS partitions, max(commit_timestamp) AS last_commit "
         "FROM offsets_current GROUP BY group_id ORDER BY partitions DESC, group_id LIMIT 5",
     ),
     (
-        "What each group went through: rebalances and expired offsets",
+        "What each group went through: rebalances, and expiries (forecast, or confirmed by a tombstone)",
         "SELECT g.group_id, g.state, g.generation, coalesce(r.rebalances, 0) AS rebalances, "
-        "coalesce(e.expired, 0) AS expired_offsets, coalesce(e.confirmed, 0) AS confirmed_by_log "
+        "coalesce(e.forecast, 0) AS expiry_forecasts, coalesce(e.confirmed, 0) AS expiries_confirmed "
         "FROM group_state g "
         "LEFT JOIN (SELECT group_id, count(*) AS rebalances FROM rebalances "
         "WHERE cause <> 'static_member_rejoined' GROUP BY group_id) r ON r.group_id = g.group_id "
-        "LEFT JOIN (SELECT group_id, count(*) AS expired, count_if(status = 'confirmed') AS confirmed "
+        "LEFT JOIN (SELECT group_id, count_if(status = 'predicted') AS forecast, count_if(confirmed) AS confirmed "
         "FROM offset_expirations WHERE cause = 'retention' GROUP BY group_id) e ON e.group_id = g.group_id "
         "ORDER BY rebalances DESC, g.group_id LIMIT 8",
     ),
@@ -177,38 +182,9 @@ def run(args: argparse.Namespace) -> int:
     # piped or captured output gets a width that fits group ids instead of rich's 80 columns
     console = Console() if sys.stdout.isatty() else Console(width=132)
     err = Console(stderr=True)
-    conf_file = root / "quickstart.yaml"
-    conf_file.write_text(
-        "# written by offsetlake quickstart: the sample cluster's settings\n"
-        f"paths:\n  root: {root}\n"
-        f"offsets_topic:\n  num_partitions: {cfg.offsets_topic.num_partitions}\n"
-        f"replay:\n  retention_ms: {cfg.replay.retention_ms}\n  coordinator: {cfg.replay.coordinator}\n"
-        f"  cleanup_interval_ms: {cfg.replay.cleanup_interval_ms}\n"
-        f"  initial_rebalance_delay_ms: {cfg.replay.initial_rebalance_delay_ms}\n"
-        f"generate:\n  coordinator: {cfg.generate.coordinator}\n"
-    )
+    conf_file = _write_conf(cfg, root)
 
-    landing = Path(cfg.paths.landing)
-    world = None
-    if landing.exists() and any(landing.glob("*.parquet")):
-        err.print(f"[quickstart] reusing the sample log in {landing} (use --fresh to regenerate)")
-    elif real:
-        world = quickstart_real.capture_real_world(
-            cfg, root, args.kafka_version, lambda m: err.print(m, highlight=False)
-        )
-    else:
-        n, how = generate_sample(
-            landing,
-            groups=groups,
-            hours=hours,
-            seed=seed,
-            num_partitions=cfg.offsets_topic.num_partitions,
-            retention_ms=cfg.generate.retention_ms,
-            world=args.world,
-            compaction=args.compaction,
-            **cfg.generate.cluster,
-        )
-        err.print(f"[quickstart] generated {n:,} records for {groups} groups ({how}) into {landing}")
+    world = _land(cfg, args, root, seed, err)
 
     spark = build_spark_from_config(cfg, app_suffix="quickstart", quick_jit=True)
     summary = run_batch(cfg, spark, echo=lambda m: err.print(m, highlight=False))
@@ -217,6 +193,7 @@ def run(args: argparse.Namespace) -> int:
     from pipelines.commands.sql import register_views, show_query
 
     names = register_views(spark, cfg)
+    _print_now(spark, cfg, console)
     for title, sql in EXAMPLE_QUERIES:
         console.rule(title)
         console.print(sql, style="cyan", highlight=False)
@@ -228,9 +205,60 @@ def run(args: argparse.Namespace) -> int:
     disagree = 0 if world is None else quickstart_real.print_agreement(spark, world, console)
     console.print(
         f'\nnext: offsetlake sql --conf {conf_file} "SELECT * FROM group_state"   |   '
-        f"offsetlake tables --conf {conf_file}"
+        f"offsetlake tables --conf {conf_file}   |   offsetlake inspect group <id> --conf {conf_file}   |   "
+        f"offsetlake report --conf {conf_file}   |   offsetlake metrics --conf {conf_file}   |   "
+        f"offsetlake serve --conf {conf_file}"
     )
     if disagree:
         err.print(f"[quickstart] offsetlake and the broker disagree on {disagree} group(s): see the table above")
         return 1
     return 0
+
+
+def _write_conf(cfg: Any, root: Path) -> Path:
+    """``<dir>/quickstart.yaml``: the sample cluster's settings, for the commands after the quickstart."""
+    conf_file = root / "quickstart.yaml"
+    conf_file.write_text(
+        "# written by offsetlake quickstart: the sample cluster's settings\n"
+        f"paths:\n  root: {root}\n"
+        f"offsets_topic:\n  num_partitions: {cfg.offsets_topic.num_partitions}\n"
+        f"replay:\n  retention_ms: {cfg.replay.retention_ms}\n  coordinator: {cfg.replay.coordinator}\n"
+        f"  cleanup_interval_ms: {cfg.replay.cleanup_interval_ms}\n"
+        f"  initial_rebalance_delay_ms: {cfg.replay.initial_rebalance_delay_ms}\n"
+        f"generate:\n  coordinator: {cfg.generate.coordinator}\n"
+    )
+    return conf_file
+
+
+def _land(cfg: Any, args: argparse.Namespace, root: Path, seed: int, err: Any) -> Any:
+    """The landing: reused, generated, or captured from a real broker (then its world is returned)."""
+    landing = Path(cfg.paths.landing)
+    if landing.exists() and any(landing.glob("*.parquet")):
+        err.print(f"[quickstart] reusing the sample log in {landing} (use --fresh to regenerate)")
+        return None
+    if getattr(args, "kafka", "generated") == "real":
+        return quickstart_real.capture_real_world(
+            cfg, root, args.kafka_version, lambda m: err.print(m, highlight=False)
+        )
+    n, how = generate_sample(
+        landing,
+        groups=args.groups,
+        hours=args.hours,
+        seed=seed,
+        num_partitions=cfg.offsets_topic.num_partitions,
+        retention_ms=cfg.generate.retention_ms,
+        world=args.world,
+        compaction=args.compaction,
+        **cfg.generate.cluster,
+    )
+    err.print(f"[quickstart] generated {n:,} records for {args.groups} groups ({how}) into {landing}")
+    return None
+
+
+def _print_now(spark: Any, cfg: Any, console: Any) -> None:
+    """The as-of the state below is told at (``pipelines.log_clock``: one "now" for every view)."""
+    from pipelines.log_clock import now_of
+
+    row = spark.sql(f"SELECT as_of FROM ({now_of(cfg)}) a").collect()
+    at = row[0]["as_of"] if row else None
+    console.print(f"state as of {at} (replay.now: {cfg.replay.now}; the tables' as_of is the newest record)")

@@ -141,6 +141,7 @@ class ReplayConf:
     cleanup_interval_ms: int = _f(600_000, "positive")
     initial_rebalance_delay_ms: int = _f(3_000, "non_negative")
     clock_outlier_ms: int = _f(86_400_000, "positive")
+    now: Literal["evidence", "log", "wall"] = _f("evidence")
 
     def settings(self) -> ReplaySettings:
         """The core's replay settings from this section (the one place they are built)."""

@@ -84,7 +84,11 @@ def gold_table_names() -> tuple[str, ...]:
 
 def replay_fingerprint(cfg: Config) -> str:
     """Short hash of the settings the gold tables depend on (part of the gold app id)."""
-    payload = {"replay": cfg.to_dict()["replay"], "num_partitions": cfg.offsets_topic.num_partitions}
+    replay = {k: v for k, v in cfg.to_dict()["replay"].items() if k != "now"}  # "now" is the views', not gold's
+    # the as-of view's rule (2: due is not dead, coordinator_core.loader.group_fold, the view as of T) and the evidence
+    # horizon (log_clock.evidence_horizon) are part of what the gold tables say
+    horizon = {"as_of_view": 2, "evidence_delay_ms": cfg.stream.watermark_delay_ms}
+    payload = {"replay": replay, "num_partitions": cfg.offsets_topic.num_partitions, **horizon}
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:12]
 
 
@@ -300,7 +304,8 @@ def _replay(cfg: Config, io: TableIO, summary: BatchSummary, gold_written: dict[
         raise UsageError(f"the decoded tables are not at raw_records v{raw_version}: run the decode stage first")
     # what the capture says about itself, from the decode pass that read every raw record
     stats = combine(replay.read_manifest(manifest, STATS_KIND))
-    as_of_ms = cfg.replay.as_of_ms if cfg.replay.as_of_ms is not None else _log_clock(cfg, io, stats, summary)
+    log_now = None if cfg.replay.as_of_ms is not None else _log_clock(cfg, io, stats, summary)
+    as_of_ms = cfg.replay.as_of_ms if cfg.replay.as_of_ms is not None else log_now
     # one row per __consumer_offsets partition: a small current-state table, MERGEd from Arrow on
     # the driver (no Spark write job), rows gone from the log deleted. Before the gold tables,
     # which are this stage's "up to date" test: a run killed between the two redoes both (this
@@ -324,6 +329,8 @@ def _replay(cfg: Config, io: TableIO, summary: BatchSummary, gold_written: dict[
             as_of_ms=as_of_ms,
             num_partitions=cfg.offsets_topic.num_partitions,
             on_as_of=as_of.append,
+            evidence_delay_ms=cfg.stream.watermark_delay_ms,
+            log_now_ms=log_now,
         )
     )
     return f"{len(gold_table_names())} gold tables, as_of_ms={as_of[0] if as_of else None}"

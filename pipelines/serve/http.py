@@ -6,7 +6,10 @@ Rules:
   ``message``, ``status`` with ``cluster``, ``group``, ``status``, ``complete``, ``partitions``
   (topic, partition, owner = client host, client_id, member_id of the current assignment, status, start/end commit of the window, current_lag), ``partition_count``,
   ``maxlag``, ``totallag``; ``request``); an unknown cluster or group is 404 with
-  ``error: true`` as Burrow answers. ``GET /healthz``: 200 with the as_of time and table versions.
+  ``error: true`` as Burrow answers. Burrow's discovery: ``GET /v3/kafka`` (the cluster list),
+  ``GET /v3/kafka/<cluster>/consumer`` (its groups that exist), and ``.../consumer/<group>/lag``
+  (the status with every partition). Each answer carries ``as_of_ms``, the one "now" its statuses
+  were evaluated at (``pipelines.log_clock``). ``GET /healthz``: 200 with the as_of time and table versions.
   Anything else is 404; methods other than GET/HEAD are 405. Nothing is ever written.
 - One ``Snapshot`` is cached: for ``ttl_s`` seconds it is served as is; after that the tables'
   Delta versions (``metrics.table_versions``) are read and the snapshot is recomputed only when
@@ -102,7 +105,7 @@ def burrow_status(snap: metrics.Snapshot, cluster: str, group: str) -> dict[str,
         "partitions": parts,
         "partition_count": len(parts),
         "maxlag": maxlag,
-        "totallag": sum(q["current_lag"] for q in lagged),
+        "totallag": sum(q["current_lag"] for q in lagged) if lagged else None,  # unknown without samples
     }
 
 
@@ -137,23 +140,40 @@ class Handler(BaseHTTPRequestHandler):
                     },
                 )
             seg = [unquote(s) for s in path.strip("/").split("/")]
-            if len(seg) == 6 and seg[:2] == ["v3", "kafka"] and seg[3] == "consumer" and seg[5] == "status":
-                return self._status(seg[2], seg[4])
+            if seg == ["v3", "kafka"]:
+                return self._json(200, self._burrow("cluster list returned", clusters=[self.server.cache.cluster]))
+            if len(seg) == 4 and seg[:2] == ["v3", "kafka"] and seg[3] == "consumer":
+                return self._consumers(seg[2])
+            if len(seg) == 6 and seg[:2] == ["v3", "kafka"] and seg[3] == "consumer" and seg[5] in ("status", "lag"):
+                return self._status(seg[2], seg[4], seg[5])
             return self._json(404, {"error": True, "message": "not found"})
         except Exception as exc:  # one line to the client, the server keeps serving
             return self._json(500, {"error": True, "message": f"{type(exc).__name__}: {exc}".splitlines()[0]})
 
-    def _status(self, cluster: str, group: str) -> None:
+    def _burrow(self, message: str, *, error: bool = False, **body: Any) -> dict[str, Any]:
+        """Burrow's envelope (``error``, ``message``, ``request``) around ``body``."""
         request = {"url": self.path, "host": self.server.server_address[0]}
+        return {"error": error, "message": message, **body, "request": request}
+
+    def _consumers(self, cluster: str) -> None:
+        """Burrow's ``/v3/kafka/<cluster>/consumer``: the groups the warehouse knows."""
         if cluster != self.server.cache.cluster:
-            return self._json(404, {"error": True, "message": "cluster not found", "request": request})
+            return self._json(404, self._burrow("cluster not found", error=True))
+        snap, _ = self.server.cache.get()
+        groups = sorted(g["group_id"] for g in snap.groups if g.get("state") != "Dead")
+        return self._json(200, self._burrow("consumer list returned", consumers=groups, as_of_ms=snap.as_of_ms))
+
+    def _status(self, cluster: str, group: str, kind: str = "status") -> None:
+        """``.../status`` (Burrow's evaluation) and ``.../lag`` (the same with every partition, as
+        Burrow's lag endpoint returns it: ours always lists every partition)."""
+        if cluster != self.server.cache.cluster:
+            return self._json(404, self._burrow("cluster not found", error=True))
         snap, _ = self.server.cache.get()
         status = burrow_status(snap, cluster, group)
         if status is None:
-            return self._json(404, {"error": True, "message": "consumer group not found", "request": request})
-        return self._json(
-            200, {"error": False, "message": "consumer status returned", "status": status, "request": request}
-        )
+            return self._json(404, self._burrow("consumer group not found", error=True))
+        message = "consumer status returned" if kind == "status" else "consumer lag returned"
+        return self._json(200, self._burrow(message, status=status, as_of_ms=snap.as_of_ms))
 
     def _json(self, code: int, body: dict[str, Any]) -> None:
         self._send(code, json.dumps(body).encode(), "application/json")

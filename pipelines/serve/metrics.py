@@ -7,8 +7,9 @@ Rules:
   definition (``partition_status_now`` for Burrow statuses, ``offsets_at_risk`` for due times).
   A declared table the warehouse does not hold yet (``partition_end_offsets`` before the first
   sample) reads as empty: its metrics are absent, never zero.
-- "Now" is the warehouse's ``as_of`` (``replay.as_of_ms``, else the last record time in
-  ``group_state``: ``at_risk.as_of_sql``), never the wall clock: the rebalance window ends there.
+- "Now" is the one "now" of every view (``pipelines.log_clock.now_of``: ``replay.as_of_ms``, else
+  ``replay.now``: by default the newest evidence, the last record in ``group_state`` or the newest
+  end-offset sample, so a new sample moves it without a batch run): the rebalance window ends there.
 - Lag now (per partition of ``offsets_current``) follows ``pipelines.analytics.lag`` through its
   one SQL form (``lag_sql.lag_ctes``) at the NEWEST sample of the topic-partition (it may be
   newer than ``as_of``: a live sampler runs after the last batch): log end minus the committed
@@ -223,7 +224,8 @@ def family(name: str, kind: str, doc: str, samples: Iterable[Sample]) -> str:
 
 #: every family (all gauges) and its HELP text, in exposition order (README "Monitoring" lists them)
 FAMILIES: dict[str, str] = {
-    "offsetlake_as_of_timestamp_seconds": "The warehouse's now: replay.as_of_ms, else the last record time in group_state.",
+    "offsetlake_as_of_timestamp_seconds": "The now statuses are evaluated at: replay.as_of_ms, else replay.now "
+    "(evidence: the newest record or end-offset sample; log; wall).",
     "kafka_consumergroup_groups": "Consumer groups per state (group_state).",
     "kafka_consumergroup_group_state": "1 for the group's current state, 0 for the others (one-hot over the state label).",
     "kafka_consumergroup_group_members": "Current members of the group.",

@@ -24,16 +24,19 @@ Rules:
   ``GroupStateTimeout.EventTimeTimeout`` only (processing-time timeouts never end under
   ``trigger(availableNow)``). A group is replayed when it has new records or when its timer is
   due (watermark > its timer), exactly when a per-group key would have been called; each
-  replay runs the expiry decider at ``as_of = watermark``; a group's timer is
-  ``max(next_expiry_ms - 1, watermark, 1)`` (Spark fires when watermark > timer), the bucket's
-  is its groups' earliest. Predicted events carry the computed due time, so the result does
-  not depend on when the timer fired. Spark drops records older than the previous batch's
-  watermark (the delay must cover the time skew between ``__consumer_offsets`` partitions in
-  the input order); the progress counts such drops (``pipelines.stream.progress``).
-- Equality with the batch job: after ``--available-now`` ends, the gold tables equal the batch
-  job's on the same input with ``replay.as_of_ms`` = the stream's final watermark (max record
-  timestamp − delay): every group was replayed to its last record and every expiry due at or
-  before the watermark was applied; nothing due later was.
+  replay states the present at ``as_of = watermark + delay`` (``log_clock.stream_as_of``: the
+  newest record time of the batches before) and judges forecasts against the log up to the
+  watermark (the evidence horizon); a group's timer is the earlier of its next judgment − 1 and
+  its next change of the view − delay − 1 (``coordinator_core.next_times_of``; Spark fires when
+  watermark > timer), the bucket's is its groups' earliest. Predicted events carry the computed
+  due time, so the result does not depend on when the timer fired. Spark drops records older
+  than the previous batch's watermark (the delay must cover the time skew between
+  ``__consumer_offsets`` partitions in the input order); the progress counts such drops
+  (``pipelines.stream.progress``).
+- Equality with the batch job: after ``--available-now`` ends, the final watermark is the newest
+  record time − delay, so the stream states the present as of the newest record, as the batch
+  job does, and both judge forecasts against the same evidence horizon
+  (``log_clock.evidence_horizon``): the gold tables are equal, current state included.
 - Output: per call that changed something, its groups' changed gold rows as Arrow tables
   (``gold_tables``: the group's state row, its changed offsets, its events, and
   ``DELETED_OFFSETS``), IPC bytes pickled into one binary row (``OUTPUT_DDL``); the sink
@@ -145,6 +148,8 @@ class BucketReplayer:
     settings: ReplaySettings
     tables: tuple[str, ...]
     num_partitions: int
+    #: ``stream.watermark_delay_ms``: ``as_of`` = watermark + delay (``log_clock.stream_as_of``)
+    delay_ms: int = 0
 
     def replay_bucket(
         self, groups: dict[str, GroupEntry], records_table: pa.Table | None, watermark_ms: int
@@ -159,20 +164,19 @@ class BucketReplayer:
         still to come): forecasts are made at it, and one whose cleanup it has passed with no
         tombstone is withdrawn — the same rows as the batch job with ``as_of`` = the final
         watermark."""
-        from coordinator_core import (
-            SNAPSHOT_FORMAT_VERSION,
-            deserialize_snapshot,
-            new_snapshot,
-            next_judgment_ms,
-            serialize_snapshot,
-        )
+        from coordinator_core import SNAPSHOT_FORMAT_VERSION, deserialize_snapshot, new_snapshot, serialize_snapshot
         from pipelines.records.replay import event_kinds_for, replay_onto
 
         def snapshot_of(gid: str) -> GroupSnapshot:
             entry = groups.get(gid)
             return deserialize_snapshot(entry[1]) if entry is not None else new_snapshot(gid)
 
-        as_of = watermark_ms if (self.settings.retention_ms is not None and watermark_ms > 0) else None
+        from pipelines.log_clock import stream_as_of
+
+        # the present as of the newest record time of the batches before (the batch's as_of at the
+        # end); forecasts judged against the log up to the watermark (its evidence horizon)
+        as_of = stream_as_of(watermark_ms, self.delay_ms) if self.settings.retention_ms is not None else None
+        log_end = watermark_ms if as_of is not None else None
         due = [gid for gid, (_f, _b, timer) in groups.items() if timer is not None and watermark_ms > timer]
         replayed = replay_onto(
             records_table if records_table is not None else replay_input.schema().empty_table(),
@@ -181,18 +185,29 @@ class BucketReplayer:
             settings=self.settings,
             as_of_ms=as_of,
             event_kinds=event_kinds_for(self.tables),
-            log_end_ms=as_of,
+            log_end_ms=log_end,
         )
         after_groups = dict(groups)
         out: dict[str, list[dict[str, Any]]] = {}
         for before, result in replayed:
             for name, rows in self._changed_rows(before, result).items():
                 out.setdefault(name, []).extend(rows)
-            nxt = next_judgment_ms(result.snapshot, self.settings)
-            timer = None if nxt is None else max(nxt - 1, watermark_ms, 1)
+            timer = self._timer(result.snapshot, watermark_ms)
             after_groups[before.group_id] = (SNAPSHOT_FORMAT_VERSION, serialize_snapshot(result.snapshot), timer)
         timers = [t for _f, _b, t in after_groups.values() if t is not None]
         return after_groups, out, (min(timers) if timers else None)
+
+    def _timer(self, snap: GroupSnapshot, watermark_ms: int) -> int | None:
+        """Spark fires when watermark > timer: a judgment ``j`` is due when the watermark (the
+        evidence horizon) reaches it, a change of the view ``v`` when ``as_of`` (watermark +
+        delay) does."""
+        from coordinator_core import next_times_of
+
+        judgment, view = next_times_of(snap, self.settings)
+        times = [t - 1 for t in (judgment,) if t is not None] + [
+            v - self.delay_ms - 1 for v in (view,) if v is not None
+        ]
+        return max(min(times), watermark_ms, 1) if times else None
 
     def _changed_rows(self, before: GroupSnapshot, result: Any) -> dict[str, list[dict[str, Any]]]:
         """One group's replay → its changed gold rows (``replay_bucket``)."""
@@ -299,7 +314,7 @@ def stateful_replay(packed: DataFrame, settings: StreamSettings) -> DataFrame:
     from pyspark.sql import functions as F
     from pyspark.sql.streaming.state import GroupStateTimeout
 
-    fn = BucketReplayer(settings.replay, settings.tables, settings.num_partitions)
+    fn = BucketReplayer(settings.replay, settings.tables, settings.num_partitions, settings.watermark_delay_ms)
     return (
         packed.withWatermark("log_timestamp", f"{settings.watermark_delay_ms} milliseconds")
         .withColumn("state_bucket", F.pmod(F.xxhash64("group_id"), F.lit(STATE_BUCKETS)))

@@ -188,9 +188,26 @@ def test_replay_with_retention_forecasts_expiry_at_the_end_of_the_log() -> None:
     assert [(d.timestamp_ms, d.status, d.group_tombstone) for d in deaths] == [(empty_at + WEEK, "predicted", True)]
     # a forecast is no transition: the history holds only what the log shows
     assert not [e for e in result.events if isinstance(e, StateTransition) and e.to_state == "Dead"]
-    # the state as of T is the fold followed by one cleanup at T
+    # due is not dead: a minute after the due time the broker's next cleanup may not have run
+    # (it runs within cleanup_interval_ms): the group is Empty with its offsets due, the
+    # deletion a forecast with that window
     snap = result.snapshot
-    assert (snap.state, snap.exists, snap.offset_count) == (GroupState.DEAD, False, 0)
+    assert (snap.state, snap.exists, snap.offset_count) == (GroupState.EMPTY, True, 2)
+    interval = ReplaySettings().cleanup_interval_ms
+    assert [(e.forecast_from_ms, e.forecast_to_ms) for e in exps] == [(empty_at + WEEK, empty_at + WEEK + interval)] * 2
+    assert [(d.forecast_from_ms, d.forecast_to_ms, d.offsets_remaining) for d in deaths] == [
+        (empty_at + WEEK, empty_at + WEEK + interval, 2)
+    ]
+    row = snap.to_state_row(settings=ReplaySettings(retention_ms=WEEK))
+    assert (row["state"], row["exists"], row["offsets_due"]) == ("Empty", True, 2)
+    assert (row["death_forecast_from_ms"], row["death_forecast_to_ms"]) == (empty_at + WEEK, empty_at + WEEK + interval)
+    # once the window has passed (no log beyond to contradict it) the view drops them: Dead
+    later = replay(snap, [], settings=ReplaySettings(retention_ms=WEEK), as_of_ms=empty_at + WEEK + interval).snapshot
+    assert (later.state, later.exists, later.offset_count) == (GroupState.DEAD, False, 0)
+    assert later.to_state_row(settings=ReplaySettings(retention_ms=WEEK))["death_forecast_from_ms"] is None
+    # and an earlier as-of restores the fold: the forecast view is a view, not a fact
+    back = replay(later, [], settings=ReplaySettings(retention_ms=WEEK), as_of_ms=as_of).snapshot
+    assert (back.state, back.exists, back.offset_count) == (GroupState.EMPTY, True, 2)
 
 
 def test_the_end_of_the_log_contradicts_a_removal_whose_cleanup_it_reaches_past() -> None:
@@ -267,7 +284,11 @@ def test_next_expiry_drives_the_timer() -> None:
     t1 = next_expiry_ms(snap, WEEK)
     assert t1 == log.records[0].timestamp_ms + WEEK
     assert snap.next_expiry_ms(ReplaySettings(retention_ms=WEEK)) == t1
-    after = replay(snap, [], settings=ReplaySettings(retention_ms=WEEK), as_of_ms=t1).snapshot
+    settings = ReplaySettings(retention_ms=WEEK)
+    due = replay(snap, [], settings=settings, as_of_ms=t1).snapshot
+    # at its due time the offset is still held (its cleanup runs within the interval)
+    assert (due.offset_count, due.to_state_row(settings=settings)["offsets_due"]) == (2, 1)
+    after = replay(snap, [], settings=settings, as_of_ms=t1 + settings.cleanup_interval_ms).snapshot
     assert after.offset_count == 1
     assert next_expiry_ms(after, WEEK) == log.now + WEEK
     assert next_expiry_ms(snap, None) is None

@@ -368,12 +368,20 @@ def test_the_stream_on_a_mixed_cluster_equals_the_pure_core(spark: Any, tmp_path
     from pipelines.jobs import stream as stream_job
     from pipelines.tableio import TableIO
     from schemas.gold import GOLD_TABLES
-    from tests.pipelines.test_stream_job import DELAY_MS, RETENTION_MS, assert_gold_equal, land, stream_config
+    from tests.pipelines.test_stream_job import (
+        DELAY_MS,
+        RETENTION_MS,
+        assert_gold_equal,
+        final_present,
+        land,
+        stream_config,
+    )
 
     records = [RawRecord(k, v, "__consumer_offsets", p, o, ts) for k, v, p, o, ts in log]
     watermark = max(ts for *_, ts in log) - DELAY_MS
-    core = core_gold(log, retention_ms=RETENTION_MS, as_of_ms=watermark)
-    batch = arrow_gold(raw_table(log), retention_ms=RETENTION_MS, as_of_ms=watermark)
+    present = final_present(watermark)
+    core = core_gold(log, retention_ms=RETENTION_MS, **present)
+    batch = arrow_gold(raw_table(log), retention_ms=RETENTION_MS, **present)
     assert all(rows(batch[n]) == rows(core[n]) for n in core)
     land(records, tmp_path / "landing", rows_per_file=60)
     cfg = stream_config(tmp_path)

@@ -210,7 +210,11 @@ def test_stream_job_reading_kafka_equals_the_batch_replay_of_the_same_log(
     watermark = max(r.timestamp_ms for r in records) - stream_test.DELAY_MS
     raw = spark.read.schema(RAW_RECORDS.spark_schema()).parquet(str(landing))
     expected = spark_gold(
-        spark, raw, retention_ms=stream_test.RETENTION_MS, as_of_ms=watermark, num_partitions=MOCK_PARTITIONS
+        spark,
+        raw,
+        retention_ms=stream_test.RETENTION_MS,
+        num_partitions=MOCK_PARTITIONS,
+        **stream_test.final_present(watermark),
     )
 
     cfg = config_from_dict(

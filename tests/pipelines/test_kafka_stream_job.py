@@ -129,6 +129,10 @@ def test_stream_job_from_kafka_is_one_query_writing_the_decoded_tables_and_resta
         seen = first if part == 0 else records
         watermark = max(r.timestamp_ms for r in seen) - stream_test.DELAY_MS
         gold = spark_gold(
-            spark, raw, retention_ms=stream_test.RETENTION_MS, as_of_ms=watermark, num_partitions=PARTITIONS
+            spark,
+            raw,
+            retention_ms=stream_test.RETENTION_MS,
+            num_partitions=PARTITIONS,
+            **stream_test.final_present(watermark),
         )
         stream_test.assert_gold_equal(spark, cfg, gold)

@@ -1,4 +1,5 @@
-"""The quickstart as a user runs it (a fresh process): its history holds only what the log shows.
+"""The quickstart as a user runs it (a fresh process): its history holds only what the log shows,
+and its present is the simulated broker's (due is not dead, issue 33).
 
 Issue 13: on the sample cluster (Kafka 4's coordinator, groups coming and going, offsets
 expiring in-run) ``group_lifecycle`` holds only deletions the log confirms (a tombstone) or
@@ -47,6 +48,24 @@ def test_quickstart_tells_only_deletions_the_log_confirms_or_forecasts_at_its_en
             assert r["predicted_time"].timestamp() * 1000 + CLEANUP_MS + 60_000 > end.timestamp() * 1000, r
         else:
             assert r["status"] in ("observed", "confirmed") and r["observed_time"] is not None, r
+    # due is not dead (issue 33): every group's state and existence at the end equal the simulated
+    # broker's (the generator's truth), deletions only due shown as Empty with their forecast
+    import json
+    from collections import Counter
+
+    truth = json.loads((tmp_path / "qs" / "landing" / "_truth.json").read_text())["groups"]
+    state = DeltaTable(str(wh / "group_state")).to_pyarrow_table().to_pylist()
+    assert Counter(r["state"] for r in state) == Counter(
+        g["final_state"] for g in truth.values() if g["final_state"] != "NeverCreated"
+    )
+    for r in state:
+        assert (r["exists"], r["offset_count"]) == (
+            truth[r["group_id"]]["exists"],
+            truth[r["group_id"]]["live_offsets"],
+        )
+        if r["death_forecast_from_time"] is not None:
+            assert r["state"] == "Empty" and r["death_forecast_to_time"] > end, r["group_id"]
+    assert "state as of" in proc.stdout
     transitions = DeltaTable(str(wh / "group_transitions")).to_pyarrow_table().to_pylist()
     assert not [t for t in transitions if t["timestamp_source"] == "predicted"]
     # Kafka 4's creation record is a creation: no group is created and deleted within seconds

@@ -719,7 +719,7 @@ def test_one_record_from_the_year_9999_does_not_move_the_streams_watermark_and_i
 ) -> None:
     from coordinator_core import OffsetCommitKey, OffsetCommitValue, encode_key, encode_value
     from pipelines.jobs import stream as stream_job
-    from tests.pipelines.test_stream_job import DELAY_MS, RETENTION_MS, land, sample_log, stream_config
+    from tests.pipelines.test_stream_job import DELAY_MS, RETENTION_MS, final_present, land, sample_log, stream_config
 
     records = sample_log(8, seed=5)
     # a commit of a group of its own dated 9999, in the middle of the busiest partition's log
@@ -755,7 +755,7 @@ def test_one_record_from_the_year_9999_does_not_move_the_streams_watermark_and_i
     from tests.pipelines.pipeline_helpers import arrow_gold
 
     raw = pq.read_table(landing, columns=["key", "value", "topic", "partition", "offset", "timestamp"])
-    want = arrow_gold(raw, retention_ms=RETENTION_MS, as_of_ms=watermark)
+    want = arrow_gold(raw, retention_ms=RETENTION_MS, **final_present(watermark))
     io = TableIO(cfg, spark)
 
     def content(t: pa.Table) -> list[str]:

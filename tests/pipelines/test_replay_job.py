@@ -179,7 +179,11 @@ def build_log(n_groups: int = 14, seed: int = 11) -> list[tuple[bytes, bytes | N
 
 
 def core_gold(
-    log: list[tuple[bytes, bytes | None, int, int, int]], *, retention_ms: int | None, as_of_ms: int | None
+    log: list[tuple[bytes, bytes | None, int, int, int]],
+    *,
+    retention_ms: int | None,
+    as_of_ms: int | None,
+    log_end_ms: int | None = None,
 ) -> dict[str, pa.Table]:
     """The pure core's gold rows: decode each record, replay each group, convert. The
     coordinator is Kafka 3's, as the jobs compared with it are configured (``gold_from_job``,
@@ -205,7 +209,7 @@ def core_gold(
             recs,
             settings=settings,
             as_of_ms=as_of_ms,
-            log_end_ms=as_of_ms,
+            log_end_ms=as_of_ms if log_end_ms is None else log_end_ms,
             event_kinds=event_kinds_for(tables),
         )
         for name, rs in gold_rows(result, tables=tables, settings=settings).items():

@@ -1,9 +1,10 @@
 """The streaming replay equals the batch replay; duplicates and overlaps change nothing.
 
 What "equal" means: after ``--available-now`` the stream has replayed every group to its last
-record and applied every expiry due at or before its final watermark (max record timestamp −
-``stream.watermark_delay_ms``). The batch job run with ``as_of_ms`` = that watermark must give
-the same gold tables, row for row (chispa, row order ignored).
+record; its final watermark is the newest record time − ``stream.watermark_delay_ms``, so it
+states the present as of the newest record (watermark + delay) and judges forecasts against the
+log up to the watermark (``pipelines.log_clock``). The batch job states the same present by
+default: the same gold tables, current state included, row for row (chispa, row order ignored).
 """
 
 from __future__ import annotations
@@ -61,14 +62,22 @@ def stream_config(root: Path, **stream: Any) -> Any:
     )
 
 
-def batch_gold(spark: Any, landing: Path, as_of_ms: int) -> dict[str, Any]:
-    """The gold tables the batch job's functions compute over the landing files (one row per key:
-    the replay keeps the last row per event key, as the stream's MERGE does)."""
+def final_present(watermark_ms: int, delay_ms: int = DELAY_MS) -> dict[str, int]:
+    """What a stream whose final watermark is ``watermark_ms`` states: the present as of the
+    watermark + delay (the newest record), forecasts judged up to the watermark — the batch job's
+    default (``log_clock.stream_as_of``, ``log_clock.evidence_horizon``)."""
+    return {"as_of_ms": watermark_ms + delay_ms, "log_end_ms": watermark_ms}
+
+
+def batch_gold(spark: Any, landing: Path, watermark_ms: int) -> dict[str, Any]:
+    """The gold tables the batch job's functions compute over the landing files at the present a
+    stream with final watermark ``watermark_ms`` states (one row per key: the replay keeps the
+    last row per event key, as the stream's MERGE does)."""
     from schemas.raw import RAW_RECORDS
     from tests.pipelines.pipeline_helpers import spark_gold
 
     raw = spark.read.schema(RAW_RECORDS.spark_schema()).parquet(str(landing))
-    return spark_gold(spark, raw, retention_ms=RETENTION_MS, as_of_ms=as_of_ms)
+    return spark_gold(spark, raw, retention_ms=RETENTION_MS, **final_present(watermark_ms))
 
 
 def assert_gold_equal(spark: Any, cfg: Any, expected: dict[str, Any]) -> None:
@@ -298,6 +307,46 @@ def test_split_calls_with_timers_equal_one_replay(log_records: list[Any]) -> Non
     assert timer is None or timer >= as_of
 
 
+def test_split_calls_with_a_watermark_delay_state_the_batchs_present(log_records: list[Any]) -> None:
+    """Issue 33: with the watermark trailing the newest record by the delay, the stateful
+    function's calls (chunks, then the final no-data call at the final watermark) state each group
+    as one replay of everything does at the batch's present: as of the newest record, forecasts
+    judged up to the newest record − delay. Due is not dead in both: a forecast whose window has
+    not passed keeps its offsets and the group Empty."""
+    from coordinator_core import LogRecord, decode_record, deserialize_snapshot, replay_groups
+    from pipelines.records.gold import DEFAULT_TABLES
+    from pipelines.stream.state import BucketReplayer
+
+    settings = ReplaySettings(retention_ms=RETENTION_MS, rules="current", cleanup_interval_ms=30_000)
+    fn = BucketReplayer(settings, tuple(DEFAULT_TABLES), 50, DELAY_MS)
+    logs = []
+    for r in log_records:
+        rec = decode_record(r.key, r.value, modern=True)
+        logs.append(LogRecord(r.partition, r.offset, r.timestamp_ms, rec.key, rec.value))
+    newest = max(r.timestamp_ms for r in logs)
+    want = replay_groups(logs, settings=settings, **final_present(newest - DELAY_MS))
+    groups: dict[str, Any] = {}
+    wm = 0
+    for i in range(0, len(logs), 7):
+        chunk = logs[i : i + 7]
+        groups, _out, _timer = fn.replay_bucket(groups, _replay_input_table(chunk), wm)
+        wm = max(wm, max(r.timestamp_ms for r in chunk) - DELAY_MS)
+    groups, _out, timer = fn.replay_bucket(groups, None, wm)
+    assert wm == newest - DELAY_MS and set(groups) == set(want)
+    due = 0
+    for group, result in want.items():
+        got = deserialize_snapshot(groups[group][1])
+        assert (got.state, got.exists, dict(got.offsets)) == (
+            result.snapshot.state,
+            result.snapshot.exists,
+            dict(result.snapshot.offsets),
+        ), group
+        assert got.forecast_columns(settings) == result.snapshot.forecast_columns(settings), group
+        due += got.forecast_columns(settings)["offsets_due"]
+    assert due > 0  # offsets due, not yet removed, at the present both state
+    assert timer is None or timer >= wm
+
+
 def test_a_timer_call_replays_only_the_due_groups(log_records: list[Any]) -> None:
     """A bucket call without records replays the groups whose timer is due (watermark > timer)
     and leaves the others' state bytes as they were; the bucket's timer is the earliest."""
@@ -471,7 +520,7 @@ def test_stream_from_earliest_on_a_compacted_kafka4_capture_equals_batch(spark: 
     stream_job.run(spark, cfg, available_now=True, with_quarantine=False, poll_seconds=0.5)
     watermark = max(r.timestamp_ms for r in records) - DELAY_MS
     raw = spark.read.schema(RAW_RECORDS.spark_schema()).parquet(str(tmp_path / "landing"))
-    assert_gold_equal(spark, cfg, spark_gold(spark, raw, retention_ms=retention, as_of_ms=watermark))
+    assert_gold_equal(spark, cfg, spark_gold(spark, raw, retention_ms=retention, **final_present(watermark)))
 
 
 def test_a_checkpoint_of_another_state_layout_is_refused(tmp_path: Path) -> None:

@@ -142,7 +142,7 @@ def test_stream_on_the_segments_of_a_compacted_cluster_log_equals_its_replay(
     from pipelines.inputs.segment_files import write_log_dir
     from pipelines.jobs import stream as stream_job
     from tests.pipelines.pipeline_helpers import spark_gold
-    from tests.pipelines.test_stream_job import DELAY_MS, assert_gold_equal
+    from tests.pipelines.test_stream_job import DELAY_MS, assert_gold_equal, final_present
 
     log = generate(
         groups=10, hours=1.0, seed=13, coordinator=coordinator, compaction="cleaned", retention_ms=10 * 60_000, **shape
@@ -175,5 +175,5 @@ def test_stream_on_the_segments_of_a_compacted_cluster_log_equals_its_replay(
     ).selectExpr("key", "value", "topic", "partition", "offset", "timestamp_millis(ts) AS timestamp")
     assert set(RAW_RECORDS.spark_schema().fieldNames()) >= set(raw.columns)
     watermark = max(r[4] for r in records) - DELAY_MS
-    want = spark_gold(spark, raw, retention_ms=retention, as_of_ms=watermark, coordinator=coordinator)
+    want = spark_gold(spark, raw, retention_ms=retention, coordinator=coordinator, **final_present(watermark))
     assert_gold_equal(spark, cfg, want)

@@ -472,7 +472,10 @@ def _golden_snapshot() -> GroupSnapshot:
     log.commit("u", 1, 7, expire=log.now + 5000)  # unsubscribed topic: predicted to expire
     log.unknown(5)
     return replay(
-        new_snapshot("golden"), log.records, settings=ReplaySettings(retention_ms=10_000), as_of_ms=log.now + 6000
+        new_snapshot("golden"),
+        log.records,
+        settings=ReplaySettings(retention_ms=10_000, cleanup_interval_ms=1000),  # its window passed by as_of
+        as_of_ms=log.now + 6000,
     ).snapshot
 
 

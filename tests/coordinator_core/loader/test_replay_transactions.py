@@ -110,7 +110,7 @@ def test_pending_offset_blocks_expiry_of_its_partition_and_the_group_death_under
     log.commit("t", 0, 10, at=T0 + 10)
     log.commit("t", 1, 11, at=T0 + 10)
     log.commit("t", 0, 12, pid=PID, at=T0 + 20)
-    settings = ReplaySettings(retention_ms=1_000)
+    settings = ReplaySettings(retention_ms=1_000, cleanup_interval_ms=10_000)  # window passed by as_of
     snap = replay(new_snapshot("g"), log.items, settings=settings, as_of_ms=T0 + 60_000).snapshot
     # t-1 expires, t-0 waits for its transaction; the group stays (an open transaction)
     assert _offsets(snap) == {("t", 0): 10}
@@ -125,7 +125,7 @@ def test_kafka_3_expires_the_offset_of_a_pending_partition_but_keeps_the_group()
     log = TxnLog()
     log.commit("t", 0, 10, at=T0 + 10)
     log.commit("t", 0, 12, pid=PID, at=T0 + 20)
-    settings = ReplaySettings(retention_ms=1_000, coordinator=Coordinator.OLD)
+    settings = ReplaySettings(retention_ms=1_000, coordinator=Coordinator.OLD, cleanup_interval_ms=10_000)
     snap = replay(new_snapshot("g"), log.items, settings=settings, as_of_ms=T0 + 60_000).snapshot
     assert _offsets(snap) == {}  # getExpiredOffsets skips only in-flight plain commits
     assert snap.exists  # hasOffsets counts pendingTransactionalOffsetCommits

@@ -207,11 +207,12 @@ def test_a_forecast_is_withdrawn_by_a_later_call_when_the_group_comes_back() -> 
         new_snapshot("g"),
         log.records,
         settings=ReplaySettings(retention_ms=WEEK),
-        as_of_ms=due + MINUTE,
-        log_end_ms=due + MINUTE,
+        as_of_ms=due + 11 * MINUTE,
+        log_end_ms=due + 11 * MINUTE,
     )
     assert [e.status for e in _expirations(first.events)] == ["predicted"]
-    assert first.snapshot.state is GroupState.DEAD  # the view as of T: one cleanup at T
+    # the view as of T: the cleanup window (10 minutes) has passed, so the removal is shown
+    assert first.snapshot.state is GroupState.DEAD
     back = GroupLog(first_offset=200, start_ms=due + 30 * MINUTE)
     back.stable(3, [member("m2", assigned={"t": [0]})])
     later = replay(

@@ -88,8 +88,12 @@ def test_three_consumers_at_once_one_rebalance_two_generations() -> None:
     # closing the application: all three removed, the group is Empty (generation 3)
     assert _states(result)[-2:] == ["PreparingRebalance", "Empty"]
     assert (result.snapshot.state, result.snapshot.generation) == (GroupState.EMPTY, 3)
-    # with no offsets the cleanup removes the group (Empty -> Dead)
-    dead = replay(result.snapshot, [], settings=ReplaySettings(retention_ms=7 * 86_400_000), as_of_ms=log.now + 600_000)
+    # with no offsets the next cleanup removes the group (Empty -> Dead): until its window (one
+    # cleanup interval) has passed it is a forecast and the group is still Empty
+    settings = ReplaySettings(retention_ms=7 * 86_400_000)
+    due = replay(result.snapshot, [], settings=settings, as_of_ms=log.now + 600_000)
+    assert due.snapshot.state is GroupState.EMPTY and due.snapshot.exists
+    dead = replay(result.snapshot, [], settings=settings, as_of_ms=log.now + 2 * 600_000)
     assert dead.snapshot.state is GroupState.DEAD
 
 
@@ -165,7 +169,8 @@ def test_offsets_of_an_unknown_group_create_an_empty_group_that_dies_with_its_la
     snap = result.snapshot
     assert (snap.state, snap.protocol_type, snap.generation) == (GroupState.EMPTY, None, 0)
     week = 7 * 86_400_000
-    expired = replay(snap, [], settings=ReplaySettings(retention_ms=week), as_of_ms=log.now + week)
+    # once its cleanup window (due .. due + 10 min) has passed
+    expired = replay(snap, [], settings=ReplaySettings(retention_ms=week), as_of_ms=log.now + week + 600_000)
     assert expired.snapshot.state is GroupState.DEAD and expired.snapshot.offset_count == 0
     (death,) = [e for e in expired.events if isinstance(e, GroupLifecycle) and e.event == "group_deleted"]
     assert not death.group_tombstone  # generation 0: "only using Kafka for offset storage"
