@@ -333,6 +333,11 @@ class GroupMember:
     member_epoch: int | None = None
     member_state: str | None = None
     pending_revocation_partitions: tuple[tuple[str, int], ...] | None = None
+    # a streams group's member (KIP-1071; None for other members): its process, and its tasks
+    # as (role: active | standby | warmup, subtopology id, partition) (``coordinator_core.streams.rows``)
+    process_id: str | None = None
+    assigned_tasks: tuple[tuple[str, str, int], ...] | None = None
+    pending_revocation_tasks: tuple[tuple[str, str, int], ...] | None = None
 
     def to_row(self) -> Row:
         pending = self.pending_revocation_partitions
@@ -360,7 +365,16 @@ class GroupMember:
             "pending_revocation_partitions": None
             if pending is None
             else [{"topic": t, "partition": p} for t, p in pending],
+            "process_id": self.process_id,
+            "assigned_tasks": _tasks(self.assigned_tasks),
+            "pending_revocation_tasks": _tasks(self.pending_revocation_tasks),
         }
+
+
+def _tasks(tasks: tuple[tuple[str, str, int], ...] | None) -> list[dict[str, Any]] | None:
+    if tasks is None:
+        return None
+    return [{"role": r, "subtopology_id": s, "partition": p} for r, s, p in tasks]
 
 
 @dataclass(frozen=True, slots=True)

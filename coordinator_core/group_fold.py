@@ -29,6 +29,8 @@ from typing import TYPE_CHECKING, Any
 from coordinator_core import expiry as _expiry
 from coordinator_core.consumer_group import ConsumerGroupFold
 from coordinator_core.events import WITHDRAWN, Event, GroupLifecycle, OffsetExpiration, ReplayStats, StateTransition
+from coordinator_core.modern.group_epochs import ModernGroupFold, ModernGroupSnapshot
+from coordinator_core.modern.share.fold import ShareGroupFold
 from coordinator_core.records import MemberMetadata, OffsetCommitValue
 from coordinator_core.settings import Coordinator, ReplaySettings
 from coordinator_core.snapshot import (
@@ -46,6 +48,7 @@ from coordinator_core.snapshot import (
 )
 from coordinator_core.state import GroupState
 from coordinator_core.state import transition as _state_transition
+from coordinator_core.streams.fold import StreamsGroupFold
 from coordinator_core.wire import fast_constructor
 
 if TYPE_CHECKING:
@@ -72,6 +75,13 @@ ALL_EVENT_KINDS: frozenset[str] = frozenset(
 )
 
 
+def restore_modern(s: ModernGroupSnapshot | None) -> ModernGroupFold | None:
+    """The share or streams fold behind a snapshot's ``modern`` (None: never such a group)."""
+    if s is None:
+        return None
+    return ShareGroupFold(s.group_id, s) if s.group_type == "share" else StreamsGroupFold(s.group_id, s)
+
+
 class GroupFold:
     """Mutable working copy of a snapshot, private to one ``replay`` call (see the module rules)."""
 
@@ -79,7 +89,7 @@ class GroupFold:
         "commit_events", "confirmed_death", "consumer", "coordinator", "coordinator_setting", "created_by_commit",
         "current_state_timestamp", "emitted_death", "emitted_exp", "events", "exists", "first_position",
         "generation", "grace", "group_id", "has_metadata", "initial_delay", "kinds", "last_offset_removal_ms",
-        "last_position", "last_timestamp_ms", "leader", "log_start", "members", "metadata_timestamp_ms",
+        "last_position", "last_timestamp_ms", "leader", "log_start", "members", "metadata_timestamp_ms", "modern",
         "new_coordinator_seen", "next_check", "offsets", "other_type", "pending_contradictions", "pending_txn",
         "predicted_death_ms",
         "predicted_death_restore", "predicted_expired", "predicted_removed", "predictions_contradicted",
@@ -144,7 +154,8 @@ class GroupFold:
         self.tombstone_run: list[tuple[str, int, int, int, int, int]] = list(s.tombstone_run)
         # Kafka 4 group types: the consumer group's own fold (KIP-848), share/streams seen
         self.consumer = None if s.consumer is None else ConsumerGroupFold(s.group_id, s.consumer)
-        self.other_type = s.group_type if s.group_type in ("share", "streams") else None
+        self.other_type = s.group_type if s.group_type in ("share", "streams") and s.modern is None else None
+        self.modern = restore_modern(s.modern)  # a share or streams group's fold (KIP-932, KIP-1071)
         self.pending_txn: dict[int, dict[TopicPartition, OffsetState]] = {k: dict(p) for k, p in s.pending_txn.items()}
         self.txn_offsets: dict[TopicPartition, int] = dict(s.txn_offsets)
         self.retention_ms = retention_ms
@@ -212,6 +223,7 @@ class GroupFold:
                 None if self.consumer is None else self.consumer.snapshot(),
                 MappingProxyType({k: MappingProxyType(p) for k, p in self.pending_txn.items()}) or EMPTY_PENDING,
                 MappingProxyType(self.txn_offsets) if self.txn_offsets else EMPTY_TXN_OFFSETS,
+                None if self.modern is None else self.modern.snapshot(),
             )
         )
 
@@ -221,6 +233,9 @@ class GroupFold:
         c = self.consumer
         if c is not None and c.group_type == "consumer":
             return "consumer"
+        m = self.modern
+        if m is not None and m.exists:
+            return m.kind
         return self.other_type or "classic"
 
     # -- events ------------------------------------------------------------------------------
@@ -415,7 +430,7 @@ class GroupFold:
         grace = self.grace
         best = _FAR
         if self.exists and self.state is _E and not self.offsets:
-            if self.pending_txn:
+            if self.pending_txn or self.group_type == "share":
                 return best  # an open transaction keeps the group (it cannot die)
             base = _expiry.death_base(self)
             death = base if base is not None else -1
@@ -446,7 +461,7 @@ class GroupFold:
         # a fold prediction not yet in the view falls due: the view changes then
         sit = _expiry.situation(self, self.rules)
         if self.exists and self.state is _E and not self.offsets:
-            if view.predicted_death_ms is None and not self.pending_txn:
+            if view.predicted_death_ms is None and not self.pending_txn and self.group_type != "share":
                 base = _expiry.death_base(self)
                 if base is not None and base != self.settled_death_ms:
                     times.append(base + 1)
