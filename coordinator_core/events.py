@@ -70,8 +70,7 @@ same-generation rewrite, ``cause = static_member_rejoined``)
 | cause | string | new_generation \| ended_empty \| static_member_rejoined \| first_record |
 | log_partition, log_offset | int, bigint | |
 
-``group_members`` (``GroupMember``, kind ``group_member``): one row per member per group-metadata
-record with members
+``group_members`` (``GroupMember``, kind ``group_member``): one row per member per group-metadata record with members
 
 | column | type |
 |---|---|
@@ -85,8 +84,8 @@ record with members
 | assigned_partitions | array<struct<topic:string,partition:int>> (null if unparseable) |
 | timestamp_ms | bigint |
 | log_partition, log_offset | int, bigint |
-| member_epoch, member_state | int, string (consumer-group members, KIP-848; null for classic members) |
-| pending_revocation_partitions | array<struct<topic:string,partition:int>> (consumer-group members; null for classic) |
+| member_epoch, member_state, pending_revocation_partitions | int, string, array<struct<topic,partition>> (KIP-848/932 members; null for classic) |
+| process_id, assigned_tasks, pending_revocation_tasks | string, array<struct<role,subtopology_id,partition>> (KIP-1071 streams members; else null) |
 
 ``offset_commits_replayed`` (``OffsetCommitted``, kind ``offset_commit``)
 
@@ -143,9 +142,9 @@ Snapshot rows (``coordinator_core.replay.GroupSnapshot``): ``to_state_row()`` fe
 (group_id, coordinator_partition, state, exists (false: never created or deleted), generation,
 protocol_type, protocol, leader, current_state_timestamp, state_timestamp_ms (when it entered its
 state), members (array of the ``group_members`` member struct without group/generation/log
-columns), member_count,
-offset_count, subscribed_topics, last_log_partition, last_log_offset, last_timestamp_ms,
-next_expiry_ms, records_applied, unsupported_records, format_version, group_type) and ``offset_rows()`` feeds
+columns), member_count, offset_count, subscribed_topics, last_log_partition, last_log_offset,
+last_timestamp_ms, next_expiry_ms, records_applied, unsupported_records, format_version, group_type,
+offsets_kept_in: ``__share_group_state`` for a share group, else ``__consumer_offsets``) and ``offset_rows()`` feeds
 ``offsets_current`` (group_id, topic, partition, offset, leader_epoch, metadata, commit_timestamp,
 expire_timestamp, value_version, log_partition, log_offset, timestamp_ms).
 """
@@ -305,6 +304,10 @@ class Rebalance:
         }
 
 
+def _tasks(ts: tuple[tuple[str, str, int], ...] | None) -> list[dict[str, Any]] | None:
+    return None if ts is None else [{"role": r, "subtopology_id": s, "partition": p} for r, s, p in ts]
+
+
 @dataclass(frozen=True, slots=True)
 class GroupMember:
     """One member of one generation, as stored by the group-metadata record."""
@@ -328,13 +331,9 @@ class GroupMember:
     timestamp_ms: int
     log_partition: int | None = None
     log_offset: int | None = None
-    # a consumer group's member (KIP-848; None for a classic member): its epoch, its MemberState
-    # and the partitions it still has to revoke (``consumer_group_rows.member_events``)
-    member_epoch: int | None = None
+    member_epoch: int | None = None  # KIP-848/932/1071 members only (None for classic); streams: process, tasks
     member_state: str | None = None
     pending_revocation_partitions: tuple[tuple[str, int], ...] | None = None
-    # a streams group's member (KIP-1071; None for other members): its process, and its tasks
-    # as (role: active | standby | warmup, subtopology id, partition) (``coordinator_core.streams.rows``)
     process_id: str | None = None
     assigned_tasks: tuple[tuple[str, str, int], ...] | None = None
     pending_revocation_tasks: tuple[tuple[str, str, int], ...] | None = None
@@ -369,12 +368,6 @@ class GroupMember:
             "assigned_tasks": _tasks(self.assigned_tasks),
             "pending_revocation_tasks": _tasks(self.pending_revocation_tasks),
         }
-
-
-def _tasks(tasks: tuple[tuple[str, str, int], ...] | None) -> list[dict[str, Any]] | None:
-    if tasks is None:
-        return None
-    return [{"role": r, "subtopology_id": s, "partition": p} for r, s, p in tasks]
 
 
 @dataclass(frozen=True, slots=True)

@@ -29,8 +29,7 @@ from typing import TYPE_CHECKING, Any
 from coordinator_core import expiry as _expiry
 from coordinator_core.consumer_group import ConsumerGroupFold
 from coordinator_core.events import WITHDRAWN, Event, GroupLifecycle, OffsetExpiration, ReplayStats, StateTransition
-from coordinator_core.modern.group_epochs import ModernGroupFold, ModernGroupSnapshot
-from coordinator_core.modern.share.fold import ShareGroupFold
+from coordinator_core.modern.folds import restore_modern
 from coordinator_core.records import MemberMetadata, OffsetCommitValue
 from coordinator_core.settings import Coordinator, ReplaySettings
 from coordinator_core.snapshot import (
@@ -48,7 +47,6 @@ from coordinator_core.snapshot import (
 )
 from coordinator_core.state import GroupState
 from coordinator_core.state import transition as _state_transition
-from coordinator_core.streams.fold import StreamsGroupFold
 from coordinator_core.wire import fast_constructor
 
 if TYPE_CHECKING:
@@ -73,13 +71,6 @@ _FAR = 1 << 62
 ALL_EVENT_KINDS: frozenset[str] = frozenset(
     {"state_transition", "rebalance", "group_member", "offset_commit", "offset_expiration", "group_lifecycle"}
 )
-
-
-def restore_modern(s: ModernGroupSnapshot | None) -> ModernGroupFold | None:
-    """The share or streams fold behind a snapshot's ``modern`` (None: never such a group)."""
-    if s is None:
-        return None
-    return ShareGroupFold(s.group_id, s) if s.group_type == "share" else StreamsGroupFold(s.group_id, s)
 
 
 class GroupFold:

@@ -285,7 +285,7 @@ def tell_members(w: GroupFold, v: GroupMetadataValue, base: str, ts: int, pos: t
                     m.member_id == v.leader, v.protocol,
                     sorted_topics_of(m.subscription) if consumer else None,
                     sorted_assigned_of(m.assignment) if consumer else None,
-                    ts, pos[0], pos[1], None, None, None,
+                    ts, pos[0], pos[1], None, None, None, None, None, None,
                 )
             )
         )  # fmt: skip

@@ -10,7 +10,7 @@ Facts from apache/kafka's group-coordinator module (4.2-4.4): ``StreamsGroup``,
 Rules:
 - State (``StreamsGroup.maybeUpdateGroupState``): Empty without members; NotReady while there
   is no topology or its epoch is not the validated topology epoch (StreamsGroupMetadata's
-  ValidatedTopologyEpoch, -1 when absent); Assigning when the group epoch is ahead of the
+  ValidatedTopologyEpoch, -1 when absent, 0 before any); Assigning when the group epoch is ahead of the
   target assignment epoch; Reconciling while a member is not STABLE at the target assignment
   epoch; else Stable. Dead once removed.
 - A member first seen through MemberMetadata or CurrentMemberAssignment is uninitialized
@@ -144,10 +144,12 @@ def topology_from_record(v: StreamsGroupTopologyValue) -> Topology:
 @dataclass(frozen=True, slots=True)
 class StreamsDetails:
     """What only a streams group has: its topology (None: no record, or tombstoned), the
-    validated topology epoch and the assignment configs of the last assignment."""
+    validated topology epoch (0 until a StreamsGroupMetadata sets it: the loader's
+    ``TimelineInteger`` starts at 0; a record without the field sets -1) and the assignment
+    configs of the last assignment."""
 
     topology: Topology | None = None
-    validated_topology_epoch: int = -1
+    validated_topology_epoch: int = 0
     last_assignment_configs: tuple[tuple[str, str], ...] = ()
 
 

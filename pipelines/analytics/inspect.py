@@ -176,6 +176,10 @@ class GroupView:
     #: a consumer group (KIP-848) as ``kafka-consumer-groups --describe --state --members --verbose``
     #: shows it: assignment strategy, state, group and target-assignment epochs, members
     consumer: dict[str, Any] | None = None
+    #: a share group (KIP-932) / streams group (KIP-1071) as ``kafka-share-groups.sh`` /
+    #: ``kafka-streams-groups.sh --describe --state --members --verbose`` show it (``inspect_modern``)
+    share: dict[str, Any] | None = None
+    streams: dict[str, Any] | None = None
     #: group totals (total lag, max lag, max time lag), Burrow's group status, topics never sampled
     lag: dict[str, Any] = field(default_factory=dict)
 
@@ -191,6 +195,7 @@ def inspect_group(cfg: Config, group_id: str, as_of_ms: int | None = None) -> Gr
     from coordinator_core.expiry import offset_due_times
     from coordinator_core.replay import new_snapshot, replay, snapshot_as_of
     from pipelines.analytics.group_lag import add_lag
+    from pipelines.analytics.inspect_modern import share_description, streams_description
 
     part, records, _, shape = read_group_records(cfg, group_id)
     if not records:
@@ -263,6 +268,8 @@ def inspect_group(cfg: Config, group_id: str, as_of_ms: int | None = None) -> Gr
         state_window_ms=window,
         group_type=snap.group_type,
         consumer=consumer_description(snap.consumer, snap.protocol) if snap.group_type == "consumer" else None,
+        share=share_description(snap.modern, part) if snap.group_type == "share" else None,
+        streams=streams_description(snap.modern, part) if snap.group_type == "streams" else None,
         lag=lag,
     )
 

@@ -112,6 +112,15 @@ class ShareGroupLog(ConsumerGroupLog):
         self.current(member_id, epoch, targets.get(member_id, {}), previous=0)
         return self.since(mark)
 
+    def assign(self, targets: Mapping[str, Parts]) -> list[LogRecord]:
+        """The next heartbeat after a bump: the new target assignment of the current epoch."""
+        mark = len(self.records)
+        self.batch()
+        for mid, parts in sorted(targets.items()):
+            self.target(mid, parts)
+        self.target_epoch(self.epoch)
+        return self.since(mark)
+
     def heartbeat(self, member_id: str, parts: Parts) -> list[LogRecord]:
         """A member's heartbeat picking up the target assignment of the current epoch."""
         mark = len(self.records)
