@@ -195,7 +195,6 @@ def inspect_group(cfg: Config, group_id: str, as_of_ms: int | None = None) -> Gr
     from coordinator_core.expiry import offset_due_times
     from coordinator_core.replay import new_snapshot, replay, snapshot_as_of
     from pipelines.analytics.group_lag import add_lag
-    from pipelines.analytics.inspect_modern import share_description, streams_description
 
     part, records, _, shape = read_group_records(cfg, group_id)
     if not records:
@@ -267,11 +266,22 @@ def inspect_group(cfg: Config, group_id: str, as_of_ms: int | None = None) -> Gr
         history=history,
         state_window_ms=window,
         group_type=snap.group_type,
-        consumer=consumer_description(snap.consumer, snap.protocol) if snap.group_type == "consumer" else None,
-        share=share_description(snap.modern, part) if snap.group_type == "share" else None,
-        streams=streams_description(snap.modern, part) if snap.group_type == "streams" else None,
+        **_descriptions(snap, part),
         lag=lag,
     )
+
+
+def _descriptions(snap: Any, part: int) -> dict[str, Any]:
+    """A consumer, share or streams group's own description, as Kafka's tool for its kind
+    prints it (None for the other kinds)."""
+    from pipelines.analytics.inspect_modern import share_description, streams_description
+
+    kind = snap.group_type
+    return {
+        "consumer": consumer_description(snap.consumer, snap.protocol) if kind == "consumer" else None,
+        "share": share_description(snap.modern, part) if kind == "share" else None,
+        "streams": streams_description(snap.modern, part) if kind == "streams" else None,
+    }
 
 
 def _rebalance_window_at(

@@ -93,7 +93,7 @@ def test_a_streams_group_tasks_epochs_and_offsets(gold: dict[str, pa.Table]) -> 
     moves = [r["to_state"] for r in _of(gold, "group_transitions", STREAMS_GROUP)]
     # the topology creates the group; the new member is uninitialized (Reconciling: the topology
     # epoch 0 is the loader's initial validated epoch), then the epoch bump, then its assignment
-    assert moves[:4] == ["Empty", "Reconciling", "Assigning", "Stable"] and moves[-1] == "Stable"
+    assert moves[:5] == ["Empty", "Reconciling", "Assigning", "Reconciling", "Stable"] and moves[-1] == "Stable"
 
 
 def test_inspect_shows_them_as_kafkas_tools_do(log: RawLog, tmp_path_factory: pytest.TempPathFactory) -> None:
