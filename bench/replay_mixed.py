@@ -4,7 +4,8 @@ classic-only log of the same size, in one run.
 Both logs come from the generator (``coordinator_core.simulator.generator``) with the same seed, groups and
 hours; the mixed one has ``--consumer-groups`` of its application/static/console groups on the
 KIP-848 consumer protocol and ``--conversions`` of its classic application groups upgraded online
-(some back). Both are cut to the same number of records (the first N in log order) and decoded
+(some back), plus ``--share-groups`` share groups (KIP-932) and ``--streams-groups`` streams
+groups (KIP-1071). Both are cut to the same number of records (the first N in log order) and decoded
 to ``LogRecord`` objects up front (``decode_record(..., modern=True)``: the codec is not measured).
 Then ``replay_groups`` runs on each, in turn, in three modes (state only, every event, every
 event + offset expiry at the log's end), best of ``--repeat`` in CPU seconds of the process; the
@@ -62,7 +63,12 @@ def _composition(records: list[LogRecord]) -> dict[str, int]:
     kinds: collections.Counter[str] = collections.Counter()
     for r in records:
         v = r.key.version
-        kinds["offset commits" if v in (0, 1) else "classic group records" if v == 2 else "KIP-848 records"] += 1
+        if v in (0, 1):
+            kinds["offset commits"] += 1
+        elif v == 2:
+            kinds["classic group records"] += 1
+        else:
+            kinds["KIP-848 records" if v in (3, 4, 5, 6, 7, 8, 16) else "share/streams records"] += 1
     return dict(kinds)
 
 
@@ -73,6 +79,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--consumer-groups", type=float, default=0.5)
     ap.add_argument("--conversions", type=float, default=0.3)
+    ap.add_argument("--share-groups", type=int, default=4)
+    ap.add_argument("--streams-groups", type=int, default=4)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--write-results", action="store_true", help="replace this section of bench/RESULTS.md")
     args = ap.parse_args(argv)
@@ -81,7 +89,13 @@ def main(argv: list[str] | None = None) -> int:
     classic, _, gen_classic = _log(args.groups, args.hours, args.seed)
     gen_classic_n = len(classic)
     mixed, truth, gen_mixed = _log(
-        args.groups, args.hours, args.seed, consumer_groups=args.consumer_groups, conversions=args.conversions
+        args.groups,
+        args.hours,
+        args.seed,
+        consumer_groups=args.consumer_groups,
+        conversions=args.conversions,
+        share_groups=args.share_groups,
+        streams_groups=args.streams_groups,
     )
     gen_mixed_n = len(mixed)
     n = min(len(classic), len(mixed))
@@ -118,20 +132,22 @@ def main(argv: list[str] | None = None) -> int:
             "",
             f"Command: `.venv/bin/python bench/replay_mixed.py --groups {args.groups} --hours {args.hours} "
             f"--seed {args.seed} --consumer-groups {args.consumer_groups} --conversions {args.conversions} "
+            f"--share-groups {args.share_groups} --streams-groups {args.streams_groups} "
             f"--repeat {args.repeat} --write-results`",
             "",
             f"Two generated logs (seed {args.seed}, {args.groups} groups, {args.hours} h, Kafka 4's coordinator) cut to "
             f"the same {n:,} records: a classic-only cluster, and a mixed one ({types.get('consumer', 0)} consumer "
-            f"groups at the end, {converted} classic groups upgraded online, {types.get('classic', 0)} classic). "
+            f"groups at the end, {converted} classic groups upgraded online, {types.get('classic', 0)} classic, "
+            f"{args.share_groups} share groups, {args.streams_groups} streams groups). "
             "Records decoded up front; `replay_groups` on each, in turn. " + cond + ".",
             "",
-            "| log | offset commits | classic group records | KIP-848 records |",
-            "|---|---:|---:|---:|",
+            "| log | offset commits | classic group records | KIP-848 records | share/streams records |",
+            "|---|---:|---:|---:|---:|",
         ]
         for name, c in comp.items():
             lines.append(
                 f"| {name} | {c.get('offset commits', 0):,} | {c.get('classic group records', 0):,} "
-                f"| {c.get('KIP-848 records', 0):,} |"
+                f"| {c.get('KIP-848 records', 0):,} | {c.get('share/streams records', 0):,} |"
             )
         lines += [
             "",

@@ -70,8 +70,7 @@ same-generation rewrite, ``cause = static_member_rejoined``)
 | cause | string | new_generation \| ended_empty \| static_member_rejoined \| first_record |
 | log_partition, log_offset | int, bigint | |
 
-``group_members`` (``GroupMember``, kind ``group_member``): one row per member per group-metadata
-record with members
+``group_members`` (``GroupMember``, kind ``group_member``): one row per member per group-metadata record with members
 
 | column | type |
 |---|---|
@@ -85,16 +84,14 @@ record with members
 | assigned_partitions | array<struct<topic:string,partition:int>> (null if unparseable) |
 | timestamp_ms | bigint |
 | log_partition, log_offset | int, bigint |
-| member_epoch, member_state | int, string (consumer-group members, KIP-848; null for classic members) |
-| pending_revocation_partitions | array<struct<topic:string,partition:int>> (consumer-group members; null for classic) |
+| member_epoch, member_state, pending_revocation_partitions | int, string, array<struct<topic,partition>> (KIP-848/932 members; null for classic) |
+| process_id, assigned_tasks, pending_revocation_tasks | string, array<struct<role,subtopology_id,partition>> (KIP-1071 streams members; else null) |
 
 ``offset_commits_replayed`` (``OffsetCommitted``, kind ``offset_commit``)
 
 | column | type | meaning |
 |---|---|---|
-| group_id, event_key, topic | string | |
-| partition | int | |
-| offset | bigint | |
+| group_id, event_key, topic; partition; offset | string; int; bigint | |
 | leader_epoch | int | |
 | metadata | string | |
 | commit_timestamp, expire_timestamp | bigint | Kafka's fields |
@@ -105,16 +102,12 @@ record with members
 | timestamp_ms | bigint | the record's timestamp |
 | log_partition, log_offset | int, bigint | |
 
-``offset_expirations`` (``OffsetExpiration``, kind ``offset_expiration``): one row per removed
-offset value; MERGE key ``(group_id, event_key)`` where ``event_key`` =
-``<topic>:<partition>:<offset>:<commit_timestamp>`` so the later confirmation of a predicted expiry
-updates the same row
+``offset_expirations`` (``OffsetExpiration``, kind ``offset_expiration``): one row per removed offset value; MERGE key
+``(group_id, event_key)``, ``event_key`` = ``<topic>:<partition>:<offset>:<commit_timestamp>`` (a confirmation updates it)
 
 | column | type | meaning |
 |---|---|---|
-| group_id, event_key, topic | string | |
-| partition | int | |
-| offset | bigint | |
+| group_id, event_key, topic; partition; offset | string; int; bigint | |
 | commit_timestamp | bigint | of the removed commit |
 | cause | string | retention (predicted by the expiry rules) \| tombstone (observed, not predicted) \| group_deleted (offset tombstone written with the group tombstone at the same timestamp) |
 | status | string | predicted \| observed \| confirmed (predicted, then the log's tombstone seen) |
@@ -139,14 +132,9 @@ updates the same row
 | offsets_remaining | int | offsets still held (a group tombstone does not delete offsets) |
 | log_partition, log_offset | int, bigint | |
 
-Snapshot rows (``coordinator_core.loader.snapshot.GroupSnapshot``): ``to_state_row()`` feeds ``group_state`` (group_id,
-coordinator_partition, state, exists (false: never created or deleted), generation, protocol_type, protocol, leader,
-current_state_timestamp, state_timestamp_ms (when it entered its state), members (array of the ``group_members`` member
-struct without group/generation/log columns), member_count, offset_count, subscribed_topics, last_log_partition,
-last_log_offset, last_timestamp_ms, next_expiry_ms, records_applied, unsupported_records, format_version, group_type,
-then ``GroupSnapshot.forecast_columns``: offsets_due, death_forecast_from_ms, death_forecast_to_ms) and
-``offset_rows()`` feeds ``offsets_current`` (group_id, topic, partition, offset, leader_epoch, metadata,
-commit_timestamp, expire_timestamp, value_version, log_partition, log_offset, timestamp_ms).
+Snapshot rows (``coordinator_core.loader.snapshot.GroupSnapshot``): ``to_state_row()`` feeds ``group_state`` (its
+columns in ``schemas/gold.py``; the forecast ones from ``GroupSnapshot.forecast_columns``, then offsets_kept_in:
+``__share_group_state`` for a share group) and ``offset_rows()`` feeds ``offsets_current``.
 """
 
 from __future__ import annotations
@@ -304,6 +292,10 @@ class Rebalance:
         }
 
 
+def _tasks(ts: tuple[tuple[str, str, int], ...] | None) -> list[dict[str, Any]] | None:
+    return None if ts is None else [{"role": r, "subtopology_id": s, "partition": p} for r, s, p in ts]
+
+
 @dataclass(frozen=True, slots=True)
 class GroupMember:
     """One member of one generation, as stored by the group-metadata record."""
@@ -327,11 +319,12 @@ class GroupMember:
     timestamp_ms: int
     log_partition: int | None = None
     log_offset: int | None = None
-    # a consumer group's member (KIP-848; None for a classic member): its epoch, its MemberState
-    # and the partitions it still has to revoke (``consumer_group_rows.member_events``)
-    member_epoch: int | None = None
+    member_epoch: int | None = None  # KIP-848/932/1071 members only (None for classic); streams: process, tasks
     member_state: str | None = None
     pending_revocation_partitions: tuple[tuple[str, int], ...] | None = None
+    process_id: str | None = None
+    assigned_tasks: tuple[tuple[str, str, int], ...] | None = None
+    pending_revocation_tasks: tuple[tuple[str, str, int], ...] | None = None
 
     def to_row(self) -> Row:
         pending = self.pending_revocation_partitions
@@ -359,6 +352,9 @@ class GroupMember:
             "pending_revocation_partitions": None
             if pending is None
             else [{"topic": t, "partition": p} for t, p in pending],
+            "process_id": self.process_id,
+            "assigned_tasks": _tasks(self.assigned_tasks),
+            "pending_revocation_tasks": _tasks(self.pending_revocation_tasks),
         }
 
 

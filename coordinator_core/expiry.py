@@ -27,6 +27,9 @@ Rules:
   consumer_group``) follows its own rule whatever the rule set: in every state but Dead, the
   offsets of topics it subscribes to (members' names and resolved regexes) never expire, the
   others at ``commit_timestamp + retention`` (never the Empty-state base of classic groups).
+  A Kafka 4 streams group (KIP-1071) follows the same rule, subscribed to its topology's source
+  and repartition source topics while not Empty, to nothing while Empty. A share group
+  (KIP-932) never expires and never dies by the cleanup (``ShareGroup.shouldExpire`` is false).
 - Group death (``cleanupGroupMetadata``): after the removal, an Empty group without offsets
   becomes Dead; the old coordinator writes a group tombstone only when ``generation > 0``. A
   group the log itself left Empty without offsets dies at the first cleanup strictly after
@@ -172,10 +175,15 @@ _V2_4 = ExpiryRules.V2_4_TO_3_1
 def situation(group: GroupView, rules: ExpiryRules) -> int:
     """Classify the group for the expiry rules (an opaque small int used by ``due_ms``)."""
     state = group.state
-    if group.group_type == "consumer" and state is not _DEAD:
-        # Kafka 4 consumer group (KIP-848): its own rule in every state, whatever rule set the
-        # classic groups follow (ConsumerGroup.offsetExpirationCondition + isSubscribedToTopic)
+    kind = group.group_type
+    if (kind == "consumer" or kind == "streams") and state is not _DEAD:
+        # Kafka 4 consumer group (KIP-848) or streams group (KIP-1071): its own rule in every
+        # state, whatever rule set the classic groups follow ({Consumer,Streams}Group.
+        # offsetExpirationCondition + isSubscribedToTopic; a streams group subscribes to nothing
+        # while Empty)
         return _UNSUBSCRIBED
+    if kind == "share" and state is not _DEAD:
+        return _NONE  # a share group holds no offsets here and never expires (shouldExpire false)
     if rules == _PRE_2_1:
         return _PRE_21
     ptype = group.protocol_type
@@ -320,7 +328,7 @@ def plan_expiry(
             if due is not None and due <= now_ms and (settled is None or settled.get(tp) != due):
                 expired.append((tp, due))
     # an open transaction keeps the group (hasOffsets / cleanupExpiredOffsets)
-    dies = group.state is _EMPTY and len(expired) == len(offsets) and not open_txn
+    dies = group.state is _EMPTY and len(expired) == len(offsets) and not open_txn and group.group_type != "share"
     death_ms: int | None = None
     if dies:
         base = death_base(group)
@@ -355,8 +363,8 @@ def next_expiry_ms(
     are left out: the broker kept them.
     """
     rules = check_rules(rules)
-    if retention_ms is None:
-        return None
+    if retention_ms is None or (group.group_type == "share" and group.state is not _DEAD):
+        return None  # a share group never expires
     if group.state is _EMPTY and not group.offsets:
         if group.pending_txn:
             return None  # an open transaction keeps the group

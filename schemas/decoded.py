@@ -183,7 +183,7 @@ GROUP_RECORDS = TableSpec(
     doc="One row per Kafka 4 group record (KIP-848 consumer groups 3-8/16, KIP-932 share groups 10-15, "
     "KIP-1071 streams groups 17/19-23), tombstones included, decoded by the core codec (`modern=True`): "
     "the raw record, its type and group kind, and the value as Kafka's CoordinatorRecordMessageFormatter "
-    "prints it. The replay folds the consumer-group records; share/streams records are counted per group.",
+    "prints it. The replay folds the consumer-, share- and streams-group records.",
     columns=(
         *_RAW,
         Column("group_id", "string", False, "Group id (the key's GroupId)."),

@@ -22,6 +22,7 @@ from schemas.base import Column, TableSpec
 
 TOPIC_PARTITIONS = "array<struct<topic:string,partition:int>>"
 MEMBER_PARTITIONS = "array<struct<member_id:string,topic:string,partition:int>>"
+STREAMS_TASKS = "array<struct<role:string,subtopology_id:string,partition:int>>"
 STATE_MEMBER_TYPE = (
     "struct<member_id:string,group_instance_id:string,client_id:string,client_host:string,"
     "session_timeout:int,rebalance_timeout:int,is_leader:boolean,"
@@ -102,7 +103,14 @@ GROUP_STATE = TableSpec(
     columns=(
         _GROUP,
         Column("coordinator_partition", "int", True, "`__consumer_offsets` partition holding the group."),
-        Column("state", "string", False, "Kafka state: Empty, PreparingRebalance, CompletingRebalance, Stable, Dead."),
+        Column(
+            "state",
+            "string",
+            False,
+            "Kafka state: Empty, PreparingRebalance, CompletingRebalance, Stable, Dead (classic); Empty, "
+            "Assigning, Reconciling, Stable (consumer); Empty, Stable (share); Empty, NotReady, Assigning, "
+            "Reconciling, Stable (streams).",
+        ),
         Column("exists", "boolean", True, "False for a group that was deleted (Dead) or never created."),
         Column("generation", "int", True, "Generation id."),
         Column("protocol_type", "string", True, "Protocol type (consumer, connect, ...); null = simple group."),
@@ -155,6 +163,15 @@ GROUP_STATE = TableSpec(
         Column("format_version", "int", True, "Version of the snapshot format."),
         _GROUP_TYPE,
         *_FORECAST_STATE,
+        Column(
+            "offsets_kept_in",
+            "string",
+            True,
+            "Where the group's consumption positions live: __consumer_offsets (its committed offsets: "
+            "offsets_current, offset_expirations, lag), or __share_group_state for a share group (KIP-932: "
+            "it commits nothing to __consumer_offsets, so it has no offset, expiry or lag rows here, and it "
+            "never expires).",
+        ),
     ),
     primary_key=("group_id",),
     mode="merge",
@@ -205,7 +222,10 @@ REBALANCES = TableSpec(
     doc="One row per generation change (and per same-generation static-member rewrite): "
     "estimated start/end, members in/out, partitions moved, assignor and leader. A consumer group "
     "(KIP-848, group_type consumer): one row per group-epoch bump (generation = group epoch, protocol = "
-    "the server assignor, no leader; it ends when the group is Stable at that epoch).",
+    "the server assignor, no leader; it ends when the group is Stable at that epoch); a share group (KIP-932) "
+    "or streams group (KIP-1071) the same (protocol = the broker's assignor; a share rebalance ends when every "
+    "member took the new epoch's assignment; a streams rebalance counts active tasks moved, the subtopology id "
+    "in partitions_gained/lost's topic).",
     columns=(
         _GROUP,
         _EVENT_KEY,
@@ -261,7 +281,9 @@ GROUP_MEMBERS = TableSpec(
     name="group_members",
     doc="Members per generation: one row per member per group-metadata record with members; a consumer "
     "group's (KIP-848) members each time it is Stable at a new group epoch (generation = member epoch), "
-    "with their assigned and pending-revocation partitions.",
+    "with their assigned and pending-revocation partitions; a share group's (KIP-932) each time every member "
+    "took the new epoch's assignment; a streams group's (KIP-1071) each time it is Stable at a new epoch, with "
+    "their process ids and tasks.",
     columns=(
         _GROUP,
         _EVENT_KEY,
@@ -305,6 +327,26 @@ GROUP_MEMBERS = TableSpec(
             True,
             "Consumer-group member: partitions it still has to revoke (topic name, or topic id when no record "
             "named it); null for classic members.",
+        ),
+        Column(
+            "process_id",
+            "string",
+            True,
+            "Streams-group member (KIP-1071): the Kafka Streams process (client instance) it runs in; null for "
+            "other members.",
+        ),
+        Column(
+            "assigned_tasks",
+            STREAMS_TASKS,
+            True,
+            "Streams-group member: its tasks, role active, standby or warmup (its assigned_partitions is null: "
+            "streams members own tasks); null for other members.",
+        ),
+        Column(
+            "pending_revocation_tasks",
+            STREAMS_TASKS,
+            True,
+            "Streams-group member: tasks it still has to revoke; null for other members.",
         ),
     ),
     primary_key=("group_id", "event_key"),

@@ -49,7 +49,7 @@ def next_times(w: GroupFold, view: GroupSnapshot) -> tuple[int | None, int | Non
     interval = w.interval
     sit = _expiry.situation(w, w.rules)
     if w.exists and w.state is _E and not w.offsets:
-        if not w.pending_txn:
+        if not w.pending_txn and w.group_type != "share":  # a share group's offsets are not here: it never expires
             base = _expiry.death_base(w)
             if base is not None and base != w.settled_death_ms:
                 if view.predicted_death_ms is None:

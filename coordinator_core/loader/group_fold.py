@@ -30,6 +30,7 @@ from coordinator_core import expiry as _expiry
 from coordinator_core.codec.records import OffsetCommitValue
 from coordinator_core.codec.wire import fast_constructor
 from coordinator_core.events import Event, GroupLifecycle, OffsetExpiration, ReplayStats, StateTransition
+from coordinator_core.loader.modern_folds import restore_modern
 from coordinator_core.loader.rebalance import RebalanceCache, StartWindow
 from coordinator_core.loader.snapshot import (
     EMPTY_OFFSETS,
@@ -77,7 +78,7 @@ class GroupFold:
         "commit_events", "confirmed_death", "consumer", "coordinator", "coordinator_setting", "created_by_commit",
         "current_state_timestamp", "emitted_death", "emitted_exp", "events", "exists", "first_position",
         "generation", "grace", "group_id", "has_metadata", "initial_delay", "interval", "kinds", "last_offset_removal_ms",
-        "last_position", "last_timestamp_ms", "leader", "log_start", "members", "metadata_timestamp_ms",
+        "last_position", "last_timestamp_ms", "leader", "log_start", "members", "metadata_timestamp_ms", "modern",
         "new_coordinator_seen", "next_check", "offsets", "other_type", "pending_contradictions", "pending_txn",
         "predicted_death_ms",
         "predicted_death_restore", "predicted_expired", "predicted_removed", "predictions_contradicted",
@@ -143,7 +144,8 @@ class GroupFold:
         self.tombstone_run: list[tuple[str, int, int, int, int, int]] = list(s.tombstone_run)
         # Kafka 4 group types: the consumer group's own fold (KIP-848), share/streams seen
         self.consumer = None if s.consumer is None else ConsumerGroupFold(s.group_id, s.consumer)
-        self.other_type = s.group_type if s.group_type in ("share", "streams") else None
+        self.other_type = s.group_type if s.group_type in ("share", "streams") and s.modern is None else None
+        self.modern = restore_modern(s.modern)  # a share or streams group's fold (KIP-932, KIP-1071)
         self.pending_txn: dict[int, dict[TopicPartition, OffsetState]] = {k: dict(p) for k, p in s.pending_txn.items()}
         self.txn_offsets: dict[TopicPartition, int] = dict(s.txn_offsets)
         self.retention_ms = retention_ms
@@ -204,6 +206,7 @@ class GroupFold:
                 None if self.consumer is None else self.consumer.snapshot(),
                 MappingProxyType({k: MappingProxyType(p) for k, p in self.pending_txn.items()}) or EMPTY_PENDING,
                 MappingProxyType(self.txn_offsets) if self.txn_offsets else EMPTY_TXN_OFFSETS,
+                None if self.modern is None else self.modern.snapshot(),
             )
         )
 
@@ -213,6 +216,9 @@ class GroupFold:
         c = self.consumer
         if c is not None and c.group_type == "consumer":
             return "consumer"
+        m = self.modern
+        if m is not None and m.exists:
+            return m.kind
         return self.other_type or "classic"
 
     # -- events ------------------------------------------------------------------------------
@@ -413,7 +419,7 @@ class GroupFold:
         grace = self.grace
         best = _FAR
         if self.exists and self.state is _E and not self.offsets:
-            if self.pending_txn:
+            if self.pending_txn or self.group_type == "share":
                 return best  # an open transaction keeps the group (it cannot die)
             base = _expiry.death_base(self)
             death = base if base is not None else -1

@@ -303,7 +303,7 @@ def tell_members(w: Fold, v: GroupMetadataValue, base: str, ts: int, pos: tuple[
                     m.member_id == v.leader, v.protocol,
                     sorted_topics_of(m.subscription) if consumer else None,
                     sorted_assigned_of(m.assignment) if consumer else None,
-                    ts, pos[0], pos[1], None, None, None,
+                    ts, pos[0], pos[1], None, None, None, None, None, None,
                 )
             )
         )  # fmt: skip

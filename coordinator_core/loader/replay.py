@@ -15,9 +15,12 @@ Rules (Kafka's loader, ``GroupMetadataManager.doLoadGroupsAndOffsets`` and the n
   folded by the group's ``coordinator_core.modern.consumer.fold`` fold, one handler per record type;
   the classic fields mirror the live consumer group (``record_handlers.mirror_consumer``), its
   offsets follow the consumer rule (``expiry``), and a group converted between the protocols is
-  one group across the change. Other record types (share/streams groups, undecoded modern
-  types, key versions beyond) and offset values of unknown versions are counted
-  (``unsupported_records``) and skipped, never fatal (KIP-915).
+  one group across the change. Share groups (KIP-932, types 10-15) and streams groups
+  (KIP-1071, types 17 and 19-23) are folded by their own folds (``coordinator_core.loader.
+  modern_groups``: ``modern/share/``, ``streams/``), mirrored into the classic fields the same
+  way. Other record types (undecoded modern types, the never-final 9/18/24, key versions
+  beyond) and offset values of unknown versions are counted (``unsupported_records``) and
+  skipped, never fatal (KIP-915).
 - Idempotent: the snapshot remembers the last applied (partition, offset); a record at or below
   it is a duplicate and skipped. Replaying the same input twice, or overlapping inputs, changes
   nothing, and one pass over a log equals any split of it into consecutive chunks.
@@ -99,6 +102,7 @@ from coordinator_core.events import Event, ReplayStats
 from coordinator_core.loader import as_of_view as _as_of_view
 from coordinator_core.loader.commit_runs import CommitRun, RunCounters, unroll
 from coordinator_core.loader.group_fold import ALL_EVENT_KINDS, GroupFold
+from coordinator_core.loader.modern_groups import MODERN_FOLDED_TYPES, apply_modern_record
 from coordinator_core.loader.record_handlers import (
     apply_consumer_record,
     apply_group_metadata,
@@ -108,6 +112,7 @@ from coordinator_core.loader.record_handlers import (
 )
 from coordinator_core.loader.snapshot import GroupSnapshot, new_snapshot
 from coordinator_core.loader.transactions import apply_txn_marker, apply_txn_offset_commit, drop_pending
+from coordinator_core.modern.share.model import SHARE_RECORD_TYPES
 from coordinator_core.settings import FACTS_ONLY, Coordinator, ReplaySettings
 
 _NEW = Coordinator.NEW
@@ -115,6 +120,7 @@ _NEW = Coordinator.NEW
 #: ``coordinator_core.modern.consumer.fold`` fold; decoded without ``modern`` they stay unsupported
 CONSUMER_RECORD_TYPES = frozenset({3, 4, 5, 6, 7, 8, 16})
 _CONSUMER_KEYS = (GroupKey, GroupMemberKey, RegularExpressionKey)
+_MODERN_KEYS = (GroupKey, GroupMemberKey)
 
 __all__ = ["CONSUMER_RECORD_TYPES", "ReplayResult", "replay", "replay_groups", "replay_runs", "snapshot_as_of"]
 
@@ -280,6 +286,10 @@ def _fold(w: GroupFold, records: Iterable[ReplayItem]) -> ReplayStats:  # long: 
         ):
             _mark_type(w, "consumer")
             apply_consumer_record(w, rec)
+            _mark_type(w, w.group_type)
+        elif key.version in MODERN_FOLDED_TYPES and isinstance(key, _MODERN_KEYS) and type(value) is not UnknownValue:
+            _mark_type(w, "share" if key.version in SHARE_RECORD_TYPES else "streams")
+            apply_modern_record(w, rec)
             _mark_type(w, w.group_type)
         else:
             kind = group_type(key.version)

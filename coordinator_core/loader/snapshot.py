@@ -27,9 +27,13 @@ from coordinator_core.codec.records import MemberMetadata, OffsetCommitValue
 from coordinator_core.codec.wire import fast_constructor
 from coordinator_core.modern.consumer.model import ConsumerGroupSnapshot
 from coordinator_core.modern.consumer.rows import member_structs as consumer_member_structs
+from coordinator_core.modern.group_epochs import ModernGroupSnapshot
+from coordinator_core.modern.share.model import OFFSETS_KEPT_IN as SHARE_OFFSETS_KEPT_IN
+from coordinator_core.modern.share.rows import member_structs as share_member_structs
 from coordinator_core.partitioner import partition_for
 from coordinator_core.settings import FACTS_ONLY, ReplaySettings
 from coordinator_core.state import GroupState
+from coordinator_core.streams.rows import member_structs as streams_member_structs
 
 OffsetState = _expiry.OffsetState
 TopicPartition = tuple[str, int]
@@ -123,6 +127,9 @@ class GroupSnapshot:
     # made, the producer id of its transaction
     pending_txn: PendingTxn = field(default_factory=lambda: EMPTY_PENDING)
     txn_offsets: Mapping[TopicPartition, int] = field(default_factory=lambda: EMPTY_TXN_OFFSETS)
+    # a share group (KIP-932) or streams group (KIP-1071): its fold (``coordinator_core.loader.
+    # modern_groups``; the classic fields above mirror it as for ``consumer``); kept once deleted
+    modern: ModernGroupSnapshot | None = None
 
     # -- derived -----------------------------------------------------------------------------
     @property
@@ -154,8 +161,12 @@ class GroupSnapshot:
         Stable) and its members are its consumer members."""
         last = self.last_position
         c = self.consumer
+        m = self.modern
         if c is not None and c.group_type == "consumer":
             state, members = c.state.value, consumer_member_structs(c)
+        elif m is not None and m.exists:
+            state = m.state
+            members = (share_member_structs if m.group_type == "share" else streams_member_structs)(m)
         else:
             state = self.state.value
             members = [_member_struct(m, self.leader, self.protocol_type) for m in self.members]
@@ -185,6 +196,7 @@ class GroupSnapshot:
             "format_version": SNAPSHOT_FORMAT_VERSION,
             "group_type": self.kind_told(),
             **self.forecast_columns(settings),
+            "offsets_kept_in": self.offsets_kept_in(),
         }
 
     def forecast_columns(self, settings: ReplaySettings) -> dict[str, Any]:
@@ -211,7 +223,17 @@ class GroupSnapshot:
         c = self.consumer
         if not self.exists and c is not None and c.group_type != "consumer" and c.removed_type == "consumer":
             return "consumer"
+        m = self.modern
+        if not self.exists and m is not None and m.deleted:
+            return m.group_type
         return self.group_type
+
+    def offsets_kept_in(self) -> str:
+        """Where the group's consumption positions live: ``__consumer_offsets`` (its committed
+        offsets, ``offsets_current``), or ``__share_group_state`` for a share group (KIP-932:
+        share-partition start offsets and in-flight records; nothing in ``__consumer_offsets``,
+        so no offset, expiry or lag rows)."""
+        return SHARE_OFFSETS_KEPT_IN if self.kind_told() == "share" else "__consumer_offsets"
 
     def offset_rows(self) -> list[dict[str, Any]]:
         """``offsets_current`` rows, sorted by (topic, partition); ``transactional_producer_id``
@@ -246,7 +268,7 @@ _SNAPSHOT_FIELDS = (
     "unsupported_records", "last_offset_removal_ms", "predicted_expired", "predicted_death_ms", "tombstone_run",
     "predicted_removed", "predicted_death_restore", "settled", "settled_death_ms", "situation_since_ms",
     "first_position", "new_coordinator_seen", "predictions_contradicted", "pending_contradictions",
-    "created_by_commit", "group_type", "consumer", "pending_txn", "txn_offsets",
+    "created_by_commit", "group_type", "consumer", "pending_txn", "txn_offsets", "modern",
 )  # fmt: skip
 if tuple(f.name for f in dataclasses.fields(GroupSnapshot)) != _SNAPSHOT_FIELDS:  # pragma: no cover
     raise RuntimeError("GroupSnapshot's fields changed: update _SNAPSHOT_FIELDS, GroupFold.freeze and new_snapshot")
@@ -294,6 +316,7 @@ def new_snapshot(group_id: str) -> GroupSnapshot:
             None,
             EMPTY_PENDING,
             EMPTY_TXN_OFFSETS,
+            None,
         )
     )
 

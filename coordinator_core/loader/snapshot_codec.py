@@ -10,7 +10,10 @@ Rules:
   a reader that stops before the tail reads the group as classic. After it, only for a group
   with transactional state (so every other group's bytes stay as they were), the transactional
   tail: the pending transactional offsets by producer id, then the producer id of each held
-  offset a COMMIT made; the Kafka 4 tail is then written even for a classic group.
+  offset a COMMIT made; the Kafka 4 tail is then written even for a classic group. After it,
+  only for a share or streams group (KIP-932, KIP-1071), the share/streams tail: the group's
+  kind and its fold (``modern.group_epochs.dump_modern``); the tails before it are then written
+  (empty when they hold nothing).
 - A reader reads every format version up to ``SNAPSHOT_FORMAT_VERSION``; new versions may only
   append fields. Format v1 and v2 bytes are frozen (the golden test): the encoding must not change.
 - Every primitive is ``coordinator_core.codec.wire``'s (varlongs, zigzag, compact bytes): there is no
@@ -20,6 +23,7 @@ Rules:
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from types import MappingProxyType
 
@@ -50,8 +54,12 @@ from coordinator_core.loader.snapshot import (
 )
 from coordinator_core.modern.consumer.model import dump_snapshot as dump_consumer_snapshot
 from coordinator_core.modern.consumer.model import load_snapshot as load_consumer_snapshot
+from coordinator_core.modern.group_epochs import TypeCodec, dump_modern, load_modern
+from coordinator_core.modern.share.model import SHARE_CODEC
 from coordinator_core.state import GroupState
+from coordinator_core.streams.model import STREAMS_CODEC
 
+_CODECS: dict[str, TypeCodec] = {"share": SHARE_CODEC, "streams": STREAMS_CODEC}
 _STATES: tuple[GroupState, ...] = (
     GroupState.EMPTY,
     GroupState.PREPARING_REBALANCE,
@@ -222,11 +230,12 @@ def serialize_snapshot(s: GroupSnapshot) -> bytes:
     w.u(s.pending_contradictions)
     w.opt_pos(s.created_by_commit)
     txn = bool(s.pending_txn or s.txn_offsets)
-    if s.group_type != "classic" or s.consumer is not None or txn:
+    modern = s.modern
+    if s.group_type != "classic" or s.consumer is not None or txn or modern is not None:
         # the Kafka 4 tail (optional, so a classic group's bytes are v2's exactly)
         w.s(s.group_type)
         w.b(None if s.consumer is None else dump_consumer_snapshot(s.consumer))
-    if txn:
+    if txn or modern is not None:
         # the transactional tail (optional, after the Kafka 4 tail)
         w.u(len(s.pending_txn))
         for pid, pending in sorted(s.pending_txn.items()):
@@ -237,6 +246,10 @@ def serialize_snapshot(s: GroupSnapshot) -> bytes:
             w.s(topic)
             w.i(partition)
             w.i(pid)
+    if modern is not None:
+        # the share/streams tail (optional, after the transactional tail)
+        w.s(modern.group_type)
+        w.b(dump_modern(modern, _CODECS[modern.group_type]))
     return bytes(w.buf)
 
 
@@ -381,11 +394,15 @@ def deserialize_snapshot(data: bytes) -> GroupSnapshot:  # long: one read per fi
             for _ in range(r.u()):
                 tp = (r.rs(), r.i())
                 txn_offsets[tp] = r.i()
+        modern = None
+        if version >= 2 and r.pos < r.end:  # the share/streams tail
+            codec = _CODECS[r.rs()]
+            modern = load_modern(r.rb(), codec)
         if version < 2 and (predicted or death is not None):
             # a v1 snapshot's view had already removed its predictions (and their values are
             # gone): keep it as the fold, with nothing outstanding to confirm or withdraw
             predicted, death = {}, None
-    except (IndexError, UnicodeDecodeError, WireError, KeyError, TypeError) as exc:
+    except (IndexError, UnicodeDecodeError, WireError, KeyError, TypeError, json.JSONDecodeError) as exc:
         raise ValueError(f"corrupt snapshot bytes: {exc}") from exc
     return GroupSnapshot(
         group_id=group_id,
@@ -424,4 +441,5 @@ def deserialize_snapshot(data: bytes) -> GroupSnapshot:  # long: one read per fi
         consumer=consumer,
         pending_txn=MappingProxyType(pending_txn) if pending_txn else EMPTY_PENDING,
         txn_offsets=MappingProxyType(txn_offsets) if txn_offsets else EMPTY_TXN_OFFSETS,
+        modern=modern,
     )

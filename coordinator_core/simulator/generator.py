@@ -59,11 +59,12 @@ Rules:
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from coordinator_core.codec.record_codec import decode_key, encode_key, encode_value
+from coordinator_core.codec.records import Record
 from coordinator_core.compaction import DEFAULT_DELETE_RETENTION_MS, cleaner_points_for_dirty_ratio, compact
 from coordinator_core.expiry import SIMULATED_COORDINATOR
 from coordinator_core.simulator.client import ClientConfig
@@ -71,6 +72,7 @@ from coordinator_core.simulator.coordinator import CoordinatorConfig
 from coordinator_core.simulator.engine import Simulator
 from coordinator_core.simulator.log import BytesLog, RecordLog
 from coordinator_core.simulator.protocol import DeleteGroupsRequest
+from coordinator_core.simulator.share_streams import ShareStreamsPlan
 
 DEFAULT_START_MS = 1_767_225_600_000  # 2026-01-01T00:00:00Z
 HOUR = 3_600_000
@@ -136,6 +138,8 @@ class GeneratorConfig:
     consumer_groups: float = 0.0  # share of app/static/console groups on the consumer protocol
     conversions: float = 0.0  # share of dynamic classic app groups upgraded online to consumer
     conversions_back: float = 0.3  # share of the upgraded groups redeployed back to classic
+    share_groups: int = 0  # share groups (KIP-932: ``simulator.share_streams``)
+    streams_groups: int = 0  # streams groups (KIP-1071)
 
     @property
     def effective_retention_ms(self) -> int:
@@ -201,6 +205,10 @@ class LogGenerator:
                 raise ValueError(f"{name} must be within 0..1, got {getattr(config, name)}")
         if (config.consumer_groups > 0 or config.conversions > 0) and config.coordinator != "new":
             raise ValueError("consumer groups (KIP-848) need coordinator 'new' (Kafka 4's group coordinator)")
+        if (config.share_groups or config.streams_groups) and config.coordinator != "new":
+            raise ValueError("share and streams groups (KIP-932, KIP-1071) need coordinator 'new'")
+        if config.share_groups < 0 or config.streams_groups < 0:
+            raise ValueError("share_groups and streams_groups must be >= 0")
         if config.delete_retention_ms < 0:
             raise ValueError(f"delete_retention_ms must be >= 0, got {config.delete_retention_ms}")
         self.cfg = config
@@ -245,6 +253,14 @@ class LogGenerator:
         self._removed_by_group: dict[str, list[int]] = {}
         self._make_idle_partitions()
         self._plan()
+        self.modern = ShareStreamsPlan(self.sim.at, self._append, self.topics, config.seed, self.start, self.end)
+        self.modern.plan_share(config.share_groups)
+        self.modern.plan_streams(config.streams_groups)
+
+    def _append(self, records: Iterable[Record]) -> None:
+        """One coordinator write of a share or streams group, at the simulator's now."""
+        for r in records:
+            self.log.append(self.sim.now, r.key, r.value)  # type: ignore[arg-type]
 
     # ------------------------------------------------------------------------------------------
     # planning
@@ -756,6 +772,7 @@ class LogGenerator:
             },
             "compaction": self._compaction_truth or {"mode": "none"},
             "groups": groups,
+            "modern_groups": self.modern.truth(),  # share (KIP-932) and streams (KIP-1071) groups
         }
 
     def _consumer_truth(self, gid: str, entry: dict[str, Any]) -> None:

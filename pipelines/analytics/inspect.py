@@ -183,6 +183,10 @@ class GroupView:
     #: a consumer group (KIP-848) as ``kafka-consumer-groups --describe --state --members --verbose``
     #: shows it: assignment strategy, state, group and target-assignment epochs, members
     consumer: dict[str, Any] | None = None
+    #: a share group (KIP-932) / streams group (KIP-1071) as ``kafka-share-groups.sh`` /
+    #: ``kafka-streams-groups.sh --describe --state --members --verbose`` show it (``inspect_modern``)
+    share: dict[str, Any] | None = None
+    streams: dict[str, Any] | None = None
     #: group totals (total lag, max lag, max time lag), Burrow's group status, topics never sampled
     lag: dict[str, Any] = field(default_factory=dict)
     #: where the as-of came from: ``--as-of`` or the one "now" (``pipelines.log_clock.now_ms``)
@@ -273,7 +277,7 @@ def inspect_group(cfg: Config, group_id: str, as_of_ms: int | None = None) -> Gr
         history=history,
         state_window_ms=window,
         group_type=snap.group_type,
-        consumer=consumer_description(snap.consumer, snap.protocol) if snap.group_type == "consumer" else None,
+        **_descriptions(snap, part),
         lag=lag,
     )
 
@@ -294,6 +298,19 @@ def _as_of(cfg: Config, as_of_ms: int | None, group_newest_ms: int) -> tuple[int
             source = "the group's newest record (raw_records is ahead of group_state: run the batch job)"
     newest = newest_ms(read, "group_state", "last_timestamp")
     return t_end, source, evidence_horizon(t_end, newest, cfg.stream.watermark_delay_ms)
+
+
+def _descriptions(snap: Any, part: int) -> dict[str, Any]:
+    """A consumer, share or streams group's own description, as Kafka's tool for its kind
+    prints it (None for the other kinds)."""
+    from pipelines.analytics.inspect_modern import share_description, streams_description
+
+    kind = snap.group_type
+    return {
+        "consumer": consumer_description(snap.consumer, snap.protocol) if kind == "consumer" else None,
+        "share": share_description(snap.modern, part) if kind == "share" else None,
+        "streams": streams_description(snap.modern, part) if kind == "streams" else None,
+    }
 
 
 def _rebalance_window_at(

@@ -3,7 +3,7 @@ tables, in ``kafka-consumer-groups --describe``'s vocabulary.
 
 Rules: nothing here reads the warehouse or decides a Kafka rule; it prints what the view holds
 (the header with the state at T and its window when the start of a rebalance is inferred, a
-classic group's members or a consumer group's ``--describe --state --members``, lag totals and
+classic group's members or a consumer/share/streams group's ``--describe --state --members``, lag totals and
 status, committed offsets with owner/lag/status, recent transitions and rebalances, offsets due to
 expire). Piped output is 160 columns wide so member ids are not cut.
 """
@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from pipelines.analytics.inspect import RECENT, GroupView, fmt_ms
+from pipelines.analytics.inspect_modern import render_share, render_streams
 
 
 def render(view: GroupView, console: Any = None) -> None:
@@ -27,6 +28,10 @@ def render(view: GroupView, console: Any = None) -> None:
     console.print(_header(view))
     if view.consumer is not None:  # a consumer group's members are in its own table
         _render_consumer(console, view.group_id, view.consumer)
+    elif view.share is not None:  # share and streams groups: as Kafka's own tools print them
+        render_share(console, view.group_id, view.share, _table)
+    elif view.streams is not None:
+        render_streams(console, view.group_id, view.streams, _table)
     else:
         _render_members(console, view.members)
     console.print(_lag_summary(view))

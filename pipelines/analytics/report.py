@@ -216,12 +216,12 @@ def _ts(ms: int) -> Any:
 
 def _is_rebalance(rebal: pd.DataFrame) -> pd.Series:
     """Rows of ``rebalances`` that are rebalances (``views.IS_REBALANCE_SQL``: a generation
-    change, or a consumer group's epoch bump; not the other causes the table records)."""
-    from pipelines.analytics.views import REBALANCE_CAUSES
+    change, or a consumer, share or streams group's epoch bump; not the other causes the table records)."""
+    from pipelines.analytics.views import MODERN_GROUP_TYPES, REBALANCE_CAUSES
 
     is_reb = rebal["cause"].isin(list(REBALANCE_CAUSES))
     if "group_type" in rebal.columns:  # absent from a warehouse written before it existed
-        is_reb = is_reb | (rebal["group_type"] == "consumer")
+        is_reb = is_reb | rebal["group_type"].isin(list(MODERN_GROUP_TYPES))
     return is_reb
 
 

@@ -44,8 +44,11 @@ if TYPE_CHECKING:
     from pipelines.tableio import TableIO
 
 REBALANCE_CAUSES = ("new_generation", "ended_empty", "first_record")
-#: a consumer group's (KIP-848, ``group_type`` consumer) rows are group-epoch bumps: each is one
-IS_REBALANCE_SQL = "(cause IN ('new_generation', 'ended_empty', 'first_record') OR group_type = 'consumer')"
+#: a consumer (KIP-848), share (KIP-932) or streams (KIP-1071) group's rows are group-epoch bumps: each is one
+MODERN_GROUP_TYPES = ("consumer", "share", "streams")
+IS_REBALANCE_SQL = (
+    "(cause IN ('new_generation', 'ended_empty', 'first_record') OR group_type IN ('consumer', 'share', 'streams'))"
+)
 _IS_REBALANCE = IS_REBALANCE_SQL
 
 

@@ -45,7 +45,9 @@ Mixed Kafka 4 clusters (KIP-848, with --coordinator new): --consumer-groups SHAR
 application, static and console groups use group.protocol=consumer (ConsumerGroupHeartbeat,
 server-side uniform/range assignors, member epochs and reconciliation), --conversions SHARE of
 the classic application groups are upgraded online member by member (and --conversions-back
-SHARE of those go back to classic later); --mixed is --consumer-groups 0.4 --conversions 0.3.
+SHARE of those go back to classic later); --share-groups N and --streams-groups N add share groups
+(KIP-932) and streams groups (KIP-1071); --mixed is --consumer-groups 0.4 --conversions 0.3 and one
+share and one streams group per 20 groups (at least one each).
 
 examples:
   offsetlake generate --groups 20 --hours 2 --seed 7 --out landing/
@@ -179,9 +181,24 @@ def register(subparsers: Any) -> None:
         help="share of the upgraded groups redeployed back to the classic protocol later (default 0.3)",
     )
     p.add_argument(
+        "--share-groups",
+        type=int,
+        default=None,
+        metavar="N",
+        help="share groups (KIP-932) beside the others (default 0, --mixed one per 20 groups, at least 1)",
+    )
+    p.add_argument(
+        "--streams-groups",
+        type=int,
+        default=None,
+        metavar="N",
+        help="streams groups (KIP-1071) beside the others (default 0, --mixed one per 20 groups, at least 1)",
+    )
+    p.add_argument(
         "--mixed",
         action="store_true",
-        help="a mixed Kafka 4 cluster: --consumer-groups 0.4 --conversions 0.3 unless given",
+        help="a mixed Kafka 4 cluster: --consumer-groups 0.4 --conversions 0.3 and share and streams groups "
+        "unless given",
     )
     p.add_argument("--rows-per-file", type=int, default=500_000)
     p.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -215,6 +232,9 @@ def _options(args: argparse.Namespace) -> dict[str, Any]:
         "conversions": args.conversions if args.conversions is not None else MIXED[1] if args.mixed else 0.0,
         "conversions_back": args.conversions_back,
     }
+    for name in ("share_groups", "streams_groups"):
+        given = getattr(args, name, None)
+        opts[name] = given if given is not None else max(1, args.groups // 20) if args.mixed else 0
     if args.retention_ms is not None:
         opts["retention_ms"] = args.retention_ms
     if args.start_ms is not None:

@@ -44,7 +44,11 @@ if TYPE_CHECKING:
 GROUP_STATES = ("Empty", "PreparingRebalance", "CompletingRebalance", "Stable", "Dead")
 #: a consumer group's (KIP-848, ``group_type`` consumer) states: its one-hot is over these
 CONSUMER_GROUP_STATES = ("Empty", "Assigning", "Reconciling", "Stable", "Dead")
-ALL_STATES = (*GROUP_STATES, "Assigning", "Reconciling")
+#: share groups' (KIP-932) and streams groups' (KIP-1071) states (``ShareGroupState``, ``StreamsGroupState``)
+SHARE_GROUP_STATES = ("Empty", "Stable", "Dead")
+STREAMS_GROUP_STATES = ("Empty", "NotReady", "Assigning", "Reconciling", "Stable", "Dead")
+STATES_BY_TYPE = {"consumer": CONSUMER_GROUP_STATES, "share": SHARE_GROUP_STATES, "streams": STREAMS_GROUP_STATES}
+ALL_STATES = (*GROUP_STATES, "Assigning", "Reconciling", "NotReady")
 #: the tables whose Delta versions key the cache (what the queries below read)
 SOURCE_TABLES = (
     "group_state",
@@ -286,7 +290,7 @@ def _group_samples(snap: Snapshot, c: dict[str, Any]) -> dict[str, list[Sample]]
         "kafka_consumergroup_group_state": [
             ({**gl(g["group_id"]), "state": s}, 1 if g["state"] == s else 0)
             for g in groups
-            for s in (CONSUMER_GROUP_STATES if g.get("group_type") == "consumer" else GROUP_STATES)
+            for s in STATES_BY_TYPE.get(g.get("group_type") or "classic", GROUP_STATES)
         ],
         "kafka_consumergroup_group_members": [(gl(g["group_id"]), g["member_count"] or 0) for g in groups],
         "kafka_consumergroup_group_generation": [

@@ -105,14 +105,16 @@ def test_commit_runs_reach_the_fold_only_through_the_expiry_interface() -> None:
 
 # ---- the core's rooms (issue 32) ---------------------------------------------------------------
 #: floor -> the rooms (sub-packages) and root modules standing on it; each imports only from
-#: lower floors. ``streams`` (Kafka 4's streams groups, KIP-1071) is its room when it comes.
+#: lower floors. ``streams`` (Kafka 4's streams groups, KIP-1071) stands above ``modern``: it
+#: builds on ``modern/group_epochs`` (what share and streams groups share).
 FLOORS: dict[int, frozenset[str]] = {
     1: frozenset({"errors", "settings", "partitioner", "compaction", "log_shape", "segments"}),
     2: frozenset({"state", "codec"}),
     3: frozenset({"events", "expiry"}),
-    4: frozenset({"modern", "streams"}),
-    5: frozenset({"loader"}),
-    6: frozenset({"simulator"}),
+    4: frozenset({"modern"}),
+    5: frozenset({"streams"}),
+    6: frozenset({"loader"}),
+    7: frozenset({"simulator"}),
 }
 FLOOR_OF = {unit: floor for floor, units in FLOORS.items() for unit in units}
 
@@ -129,6 +131,8 @@ PUBLIC_MODULES: dict[str, str] = {
     "coordinator_core.simulator.rebalance_truth": "inferred rebalance windows against the generator's truth",
     "coordinator_core.codec.modern_records": "every Kafka 4 record value and key (building records)",
     "coordinator_core.modern.consumer.model": "a KIP-848 group as a value (inspect renders it)",
+    "coordinator_core.modern.share.model": "a KIP-932 share group as a value (inspect renders it)",
+    "coordinator_core.streams.model": "a KIP-1071 streams group as a value (inspect renders it)",
 }
 OUTSIDE = ("pipelines", "schemas", "bench", "airflow_dags", "tests")
 

@@ -4,7 +4,7 @@ Classic groups (``test_replay_job.build_log``: consumer/connect/simple groups, t
 unsupported record type, a corrupt offset commit) plus Kafka 4 consumer groups written by
 ``coordinator_core.simulator.consumer_group_writer`` (encoded to the bytes a broker writes): one that
 stays Stable with members, one converted online from classic (``kafka4_consumer_group_life``),
-one that empties, one deleted; a share group and a streams group (records counted, not folded);
+one that empties, one deleted; a share group and a streams group (folded: members, epochs, tasks);
 and the Kafka 4 records that must not reach the replay: a consumer-group key that does not
 parse, a corrupt consumer-group value (quarantine), a value version Kafka 4 cannot read
 (unsupported). Every record is (key, value, partition, offset, timestamp_ms), in log order.
@@ -17,7 +17,6 @@ from typing import Any
 
 from coordinator_core import (
     GroupKey,
-    GroupMemberKey,
     OffsetCommitKey,
     OffsetCommitValue,
     Record,
@@ -25,13 +24,9 @@ from coordinator_core import (
     encode_value,
     partition_for,
 )
-from coordinator_core.codec.modern_records import (
-    ShareGroupMemberMetadataValue,
-    ShareGroupMetadataValue,
-    StreamsGroupMetadataValue,
-)
 from coordinator_core.simulator.consumer_group_writer import ConsumerGroupWriter
 from tests.coordinator_core.consumer_group_log import kafka4_consumer_group_life
+from tests.coordinator_core.modern_group_log import S_UNREVOKED, ShareGroupLog, StreamsGroupLog
 from tests.pipelines.test_replay_job import BASE_MS, build_log
 
 RawLog = list[tuple[bytes, bytes | None, int, int, int]]
@@ -96,14 +91,37 @@ def _consumer_groups(w: _Writes, t0: int) -> None:
     w.write(t0 + 3 * HOUR + 2_000, d.delete())
 
 
+def _share_and_streams_groups(w: _Writes, t0: int) -> None:
+    """A share group (KIP-932: two members, one leaves; no offsets in __consumer_offsets) and a
+    streams group (KIP-1071: two processes, tasks revoked and moved, offsets committed), written
+    as Kafka 4's coordinator writes them (``tests.coordinator_core.modern_group_log``)."""
+    share = ShareGroupLog(SHARE_GROUP, t0=t0)
+    share.join("s1", ["orders"], {"s1": {"orders": [0, 1, 2, 3]}})
+    share.batch()
+    share.state_metadata({"orders": [0, 1, 2, 3]})
+    share.join("s2", ["orders"], {"s1": {"orders": [0, 1, 2]}, "s2": {"orders": [2, 3]}})
+    share.heartbeat("s1", {"orders": [0, 1, 2]})
+    share.leave("s1")
+    share.assign({"s2": {"orders": [0, 1, 2, 3]}})
+    share.heartbeat("s2", {"orders": [0, 1, 2, 3]})
+    streams = StreamsGroupLog(STREAMS_GROUP, t0=t0 + 10_000)
+    streams.join("a", {"a": {"0": [0, 1], "1": [0, 1]}}, first=True)
+    streams.join("b", {"a": {"0": [0], "1": [0]}, "b": {"0": [1], "1": [1]}}, standby={"b": {"1": [0]}})
+    streams.batch()
+    streams.current("a", 2, {"0": [0], "1": [0]}, previous=1, state=S_UNREVOKED, pending={"0": [1], "1": [1]})
+    streams.batch()
+    streams.current("a", 2, {"0": [0], "1": [0]}, previous=1)
+    for log in (share, streams):
+        for r in log.records:
+            w.write(r.timestamp_ms, [Record(r.key, r.value)])
+    for p in range(2):
+        w.commit(streams.now + 1_000, STREAMS_GROUP, "input", p, 100 + p)
+    w.commit(streams.now + 1_000, STREAMS_GROUP, f"{STREAMS_GROUP}-KSTREAM-REPARTITION-repartition", 0, 7)
+
+
 def _kafka4_odd_records(w: _Writes, t0: int) -> None:
-    """Share and streams groups (counted, not folded), and what must not reach the replay."""
-    w.write(t0, [Record(GroupKey(SHARE_GROUP, 11), ShareGroupMetadataValue(1, 0))])
-    w.write(
-        t0, [Record(GroupMemberKey(SHARE_GROUP, "s1", 10), ShareGroupMemberMetadataValue(None, "c", "/h", ("orders",)))]
-    )
-    w.commit(t0 + 1_000, SHARE_GROUP, "orders", 0, 5)
-    w.write(t0 + 2_000, [Record(GroupKey(STREAMS_GROUP, 17), StreamsGroupMetadataValue(2, 0))])
+    """Share and streams groups, and what must not reach the replay."""
+    _share_and_streams_groups(w, t0)
     good_key = encode_key(GroupKey("cg-orders", 3))
     # a consumer-group key that does not parse (its GroupId length runs past the end)
     w.raw(t0 + 3_000, b"\x00\x05\x00\x40cg-orders", b"\x00\x00", "cg-orders")

@@ -29,6 +29,8 @@ def mixed() -> GeneratedLog:
         conversions=0.5,
         conversions_back=0.5,
         retention_check_phase_ms=0,
+        share_groups=2,
+        streams_groups=2,
     )
 
 
@@ -93,6 +95,13 @@ def test_the_batch_job_on_a_generated_mixed_cluster_tells_the_generators_truth(
             at = epochs[gid][c["group_epoch"]]
             assert at and set(at) <= set(c["members"]), gid
             assert all(at[mid] == c["members"][mid]["member_epoch"] == c["group_epoch"] for mid in at), gid
+    for gid, t in truth["modern_groups"].items():  # share (KIP-932) and streams (KIP-1071) groups
+        r = state[gid]
+        assert (r["state"], r["group_type"]) == (t["final_state"], t["group_type"]), gid
+        assert (r["generation"], sorted(m["member_id"] for m in r["members"])) == (t["group_epoch"], t["members"]), gid
+        assert len(offsets[gid]) == 0 and r["offsets_kept_in"] == (
+            "__share_group_state" if t["group_type"] == "share" else "__consumer_offsets"
+        ), gid
     assert ("consumer", "consumer") in kinds and ("classic", "classic") in kinds
     assert ("consumer", "classic") in kinds  # upgraded online
     assert any("downgraded" in t["traits"] and t["group_type"] == "classic" for t in truth["groups"].values())

@@ -1,0 +1,125 @@
+"""Share groups (KIP-932) replayed from broker bytes, following Kafka's ``ShareGroupTest`` and
+``GroupMetadataManagerTest`` share-group scenarios: state, epochs, members, assignments,
+rebalances, deletion, and no offsets here."""
+
+from __future__ import annotations
+
+from coordinator_core.loader.replay import new_snapshot, replay
+from coordinator_core.loader.snapshot_codec import deserialize_snapshot, serialize_snapshot
+from coordinator_core.modern.share.fold import ShareGroupFold
+from coordinator_core.settings import ReplaySettings
+from tests.coordinator_core.consumer_group_log import topic_id
+from tests.coordinator_core.modern_group_log import ShareGroupLog
+
+DAY = 86_400_000
+
+
+def _two_members() -> ShareGroupLog:
+    log = ShareGroupLog()
+    log.join("m1", ["orders"], {"m1": {"orders": [0, 1, 2]}})
+    log.batch()
+    log.state_metadata({"orders": [0, 1, 2]})
+    # a second member: the simple assignor shares the partitions out; m1 learns at its heartbeat
+    log.join("m2", ["orders"], {"m1": {"orders": [0, 1]}, "m2": {"orders": [1, 2]}})
+    log.heartbeat("m1", {"orders": [0, 1]})
+    return log
+
+
+def test_fold_state_epochs_members_and_assignments() -> None:
+    log = _two_members()
+    f = ShareGroupFold("sg")
+    for r in log.records:
+        f.apply(r)
+    s = f.snapshot()
+    assert (s.exists, s.state, s.group_epoch, s.target_assignment_epoch) == (True, "Stable", 2, 2)
+    assert sorted(s.members) == ["m1", "m2"]
+    oid = topic_id("orders")
+    assert s.members["m1"].assigned_partitions == ((oid, (0, 1)),)
+    assert s.members["m2"].assigned_partitions == ((oid, (1, 2)),)  # partition 1 is shared: no conflict
+    assert s.members["m2"].client_id == "client-m2" and s.members["m2"].subscribed_topic_names == ("orders",)
+    assert s.target_assignment["m1"] == ((oid, (0, 1)),)
+    assert s.details.state_topics.initialized == ((oid, "orders", (0, 1, 2)),)
+
+
+def test_replay_rows_rebalances_and_members() -> None:
+    res = replay(new_snapshot("sg"), _two_members().records)
+    row = res.snapshot.to_state_row()
+    assert (row["state"], row["group_type"], row["generation"], row["protocol_type"]) == ("Stable", "share", 2, "share")
+    assert row["offsets_kept_in"] == "__share_group_state" and row["offset_count"] == 0
+    assert [m["member_id"] for m in row["members"]] == ["m1", "m2"]
+    assert row["members"][1]["assigned_partitions"] == [
+        {"topic": "orders", "partition": 1},
+        {"topic": "orders", "partition": 2},
+    ]
+    rebalances = {e.event_key: e for e in res.events if e.kind == "rebalance"}  # last telling wins
+    assert [(r.generation, r.cause, r.joined, r.protocol_type) for r in rebalances.values()] == [
+        (1, "group_created", ("m1",), "share"),
+        (2, "members_joined", ("m2",), "share"),
+    ]
+    second = list(rebalances.values())[1]
+    assert second.partitions_moved == 2  # partitions 1 and 2 gained a holder
+    assert ("m2", "orders", 2) in second.partitions_gained and second.partitions_lost == (("m1", "orders", 2),)
+    assert second.end_ms == res.snapshot.last_timestamp_ms  # settled when m1 took its new epoch
+    members = [e for e in res.events if e.kind == "group_member"]
+    assert {m.member_id for m in members} >= {"m1", "m2"} and all(m.protocol == "simple" for m in members)
+    types = set(res.event_group_types())
+    assert types == {"share"}
+
+
+def test_leave_then_empty_then_delete_in_kafkas_tombstone_order() -> None:
+    log = _two_members()
+    log.leave("m2")
+    log.leave("m1")
+    res = replay(new_snapshot("sg"), log.records)
+    assert res.snapshot.to_state_row()["state"] == "Empty"
+    assert res.snapshot.modern is not None and res.snapshot.modern.group_epoch == 4
+    left = [e for e in res.events if e.kind == "rebalance" and e.left]
+    assert [(e.generation, e.left, e.members_after) for e in left] == [(3, ("m2",), 1), (4, ("m1",), 0)]
+    log.delete()
+    res2 = replay(res.snapshot, log.records)
+    row = res2.snapshot.to_state_row()
+    assert (row["state"], row["exists"], row["group_type"]) == ("Dead", False, "share")
+    deaths = [e for e in res2.events if e.kind == "group_lifecycle" and e.event == "group_deleted"]
+    assert len(deaths) == 1 and deaths[0].status == "observed"
+    assert not [e for e in res2.events if e.kind == "consumer_anomaly"]
+
+
+def test_a_share_group_never_expires() -> None:
+    log = ShareGroupLog()
+    log.join("m1", ["orders"], {"m1": {"orders": [0]}})
+    log.leave("m1")
+    settings = ReplaySettings(retention_ms=DAY)
+    res = replay(new_snapshot("sg"), log.records, settings=settings, as_of_ms=log.now + 30 * DAY)
+    row = res.snapshot.to_state_row(settings=settings)
+    assert (row["state"], row["exists"], row["next_expiry_ms"]) == ("Empty", True, None)
+    assert not [e for e in res.events if e.kind == "group_lifecycle" and e.event == "group_deleted"]
+    assert res.snapshot.next_judgment_ms(settings) is None
+
+
+def test_snapshot_bytes_round_trip_and_resume_equals_one_pass() -> None:
+    log = _two_members()
+    log.leave("m2")
+    one = replay(new_snapshot("sg"), log.records)
+    cut = 7
+    first = replay(new_snapshot("sg"), log.records[:cut])
+    back = deserialize_snapshot(serialize_snapshot(first.snapshot))
+    assert back == first.snapshot
+    second = replay(back, log.records[cut:])
+    assert second.snapshot == one.snapshot
+    assert first.events + second.events == one.events
+
+
+def test_member_tombstone_before_its_assignment_tombstone_is_an_anomaly_applied_anyway() -> None:
+    log = ShareGroupLog()
+    log.join("m1", ["orders"], {"m1": {"orders": [0]}})
+    log.batch()
+    r = log.member_tombstone("m1")
+    f = ShareGroupFold("sg")
+    for x in log.records[:-1]:
+        f.apply(x)
+    told = f.apply(r)
+    assert [e.reason for e in told if e.kind == "consumer_anomaly"] == [
+        "member_tombstone_before_assignment_tombstone",
+        "member_tombstone_before_target_tombstone",
+    ]
+    assert f.snapshot().members == {}
