@@ -132,7 +132,13 @@ def _lock_down(con: Any, directories: list[str]) -> None:
     """Files only under ``directories``, external access off, configuration locked (module rules)."""
     from pipelines.tableio import uri
 
-    allowed = [(uri.local_path(d) if uri.is_local(d) else d).rstrip("/") + "/" for d in directories]
+    allowed = []
+    for d in directories:
+        if uri.is_local(d):  # delta-rs names the files by the resolved path (symlinks followed)
+            path = uri.local_path(d)
+            allowed += [path.rstrip("/") + "/", os.path.realpath(path).rstrip("/") + "/"]
+        else:
+            allowed.append(d.rstrip("/") + "/")
     con.execute("SET allowed_directories = ?", [allowed])
     con.execute("SET enable_external_access = false")
     con.execute("SET lock_configuration = true")
