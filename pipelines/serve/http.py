@@ -142,8 +142,8 @@ class Handler(BaseHTTPRequestHandler):
             super().log_message(format, *args)
 
     def setup(self) -> None:
-        self.timeout = self.server.idle_timeout_s  # every read on the socket (module rules)
         super().setup()
+        self.connection.settimeout(self.server.idle_timeout_s)  # every read on the socket (module rules)
 
     def do_HEAD(self) -> None:
         self.do_GET()

@@ -113,7 +113,9 @@ def history(dt: Any, limit: int | None = None) -> list[dict[str, Any]]:
                 lines = fh.read().decode().splitlines()
         except (FileNotFoundError, OSError):
             break  # cleaned up behind a checkpoint: what delta-rs would not list either
-        info = next((json.loads(ln)["commitInfo"] for ln in lines if ln.startswith('{"commitInfo"')), {})
+        info: dict[str, Any] = next(
+            (json.loads(ln)["commitInfo"] for ln in lines if ln.startswith('{"commitInfo"')), {}
+        )
         hist.append({**info, "version": version})
     return hist
 
