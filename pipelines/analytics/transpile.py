@@ -24,7 +24,8 @@ Rules:
   DELETE, MERGE, CACHE, SET, ADD JAR, COPY, ATTACH, ...), ``SELECT ... INTO``, a table that is
   not a plain name (``parquet.`/path```, ``db.t``, a table function such as ``read_files(...)``,
   ``read_parquet(...)``, ``IDENTIFIER(...)``; only ``range`` and the generators are allowed),
-  and a function that reads files, the environment or runs code (``READERS``). EXPLAIN is not
+  a script transform (``SELECT TRANSFORM(...) USING 'cmd'``: Spark runs the command), and a
+  function that reads files, the environment or runs code (``READERS``). EXPLAIN is not
   allowed (DuckDB's ``EXPLAIN ANALYZE`` runs its statement).
 """
 
@@ -95,7 +96,18 @@ def check_query_only(tree: Any) -> None:
 
     if not isinstance(tree, (exp.Query, exp.Values)):
         raise NotAQuery(f"only queries are allowed (SELECT, UNION, WITH, VALUES), not {_kind(tree)}")
-    writers = (exp.DDL, exp.DML, exp.Command, exp.Into, exp.Set, exp.Cache, exp.Uncache, exp.Use, exp.Pragma)
+    writers = (
+        exp.DDL,
+        exp.DML,
+        exp.Command,
+        exp.Into,
+        exp.Set,
+        exp.Cache,
+        exp.Uncache,
+        exp.Use,
+        exp.Pragma,
+        exp.QueryTransform,  # SELECT TRANSFORM(...) USING 'script': Spark runs the script
+    )
     for node in tree.walk():
         if isinstance(node, writers):
             raise NotAQuery(f"only queries are allowed: the statement holds {_kind(node)}")

@@ -123,6 +123,8 @@ READS = [
     "SELECT reflect('java.lang.System', 'getenv', 'HOME') AS h",
     "SELECT 1 AS a UNION ALL SELECT length(value) FROM text.`{f}`",
     "WITH t AS (SELECT * FROM csv.`{f}`) SELECT count(*) FROM t",
+    "SELECT TRANSFORM(group_id) USING 'cat {f}' AS (line) FROM offsets_current",
+    "SELECT * FROM offsets_current WHERE group_id IN (SELECT TRANSFORM(group_id) USING 'cat {f}' FROM group_state)",
 ]
 
 
