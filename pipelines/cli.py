@@ -80,6 +80,22 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _writes_under(args: argparse.Namespace) -> str | None:
+    """Where the command writes: its ``--out``, else the warehouse of its config (named by a
+    failure that names no path, e.g. a disk full while a library wrote a buffer)."""
+    out = getattr(args, "out", None)
+    if isinstance(out, str) and out:
+        return out
+    if not hasattr(args, "set_options"):
+        return None
+    try:
+        from pipelines.config import config_from_args
+
+        return config_from_args(args).paths.warehouse
+    except Exception:  # the config itself is not the failure being described
+        return None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -103,7 +119,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:
         if debug:
             raise
-        known = describe_failure(exc)
+        known = describe_failure(exc, _writes_under(args))
         if known is not None:
             print(f"offsetlake {args.command}: error: {known}", file=sys.stderr)
             return 2

@@ -55,10 +55,33 @@ def _exc_text(exc: BaseException) -> str:
     return "\n".join(parts)
 
 
-def describe_failure(exc: BaseException) -> str | None:
+def describe_failure(exc: BaseException, where: str | None = None) -> str | None:
     """One line naming the file, column or device behind a known failure class (disk full,
     read-only or forbidden warehouse, a corrupt or mistyped input file), whatever layer raised
-    it (Python, pyarrow, delta-rs, or Spark/Py4J wrapping a task's error); ``None`` otherwise."""
+    it (Python, pyarrow, delta-rs, or Spark/Py4J wrapping a task's error); ``None`` otherwise.
+    ``where``: what the command writes (its warehouse, its output file), named when the failure
+    itself names no path, with the free space of its device."""
+    line = _describe(exc)
+    if line is None or where is None or "/" in line.split("):", 1)[-1]:
+        return line
+    return f"{line} (writing under {where}{_free(where)})"
+
+
+def _free(where: str) -> str:
+    """``, N MiB free`` on the device holding ``where`` (its nearest existing ancestor)."""
+    import os
+    import shutil
+
+    path = where
+    while path and not os.path.exists(path):
+        path = os.path.dirname(path.rstrip("/"))
+    try:
+        return f", {shutil.disk_usage(path or '/').free / 2**20:.0f} MiB free"
+    except OSError:
+        return ""
+
+
+def _describe(exc: BaseException) -> str | None:
     import errno
     import re
 

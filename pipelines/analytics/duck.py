@@ -14,6 +14,10 @@ Rules:
   the same pieces: its SQL transpiled, its Python function on the driver (``offsets_due_arrow``).
 - A declared table the warehouse does not hold yet is, when a VIEW reads it, an empty table with
   its declared schema (the Spark path's rule, ``views.register_analytics_views``).
+- Locked down at connect: DuckDB reads and writes files under the warehouse and its spill
+  directory only (``allowed_directories``, ``enable_external_access = false``), and its
+  configuration is locked (``lock_configuration``): no statement reads ``/etc/...``, installs an
+  extension or attaches a database, whatever ``offsetlake sql``'s own check let through.
 - Session time zone UTC (as Spark's ``spark.sql.session.timeZone``); DuckDB's spill directory is
   under the system temp directory, never the working directory.
 """
@@ -45,6 +49,7 @@ class DuckDBSession:
         spill = os.path.join(tempfile.gettempdir(), f"offsetlake-duckdb-{os.getuid()}")
         self.con = duckdb.connect(":memory:", config={"temp_directory": spill})
         self.con.execute("SET TimeZone = 'UTC'")
+        _lock_down(self.con, [io.warehouse, spill])
         self._registered: set[str] = set()
         self._replayed: bool | None = None
 
@@ -121,6 +126,22 @@ class DuckDBSession:
         if limit:
             rel = rel.limit(limit)
         return _arrow(rel)
+
+
+def _lock_down(con: Any, directories: list[str]) -> None:
+    """Files only under ``directories``, external access off, configuration locked (module rules)."""
+    from pipelines.tableio import uri
+
+    allowed = []
+    for d in directories:
+        if uri.is_local(d):  # delta-rs names the files by the resolved path (symlinks followed)
+            path = uri.local_path(d)
+            allowed += [path.rstrip("/") + "/", os.path.realpath(path).rstrip("/") + "/"]
+        else:
+            allowed.append(d.rstrip("/") + "/")
+    con.execute("SET allowed_directories = ?", [allowed])
+    con.execute("SET enable_external_access = false")
+    con.execute("SET lock_configuration = true")
 
 
 def _local(file_uri: str) -> str:

@@ -17,10 +17,21 @@ Rules:
   functions with Spark's null rules (``_higher_order``). Any other lambda, and a statement that
   is not a query, raises ``NoDuckDBForm`` with the reason; callers then use Spark.
 - A statement sqlglot cannot parse raises ``SqlSyntaxError`` with its first message line.
+- ``offsetlake sql`` is query-only (``check_query_only``, for every engine, before any engine
+  sees the statement): a SELECT, a set operation (UNION/INTERSECT/EXCEPT), a WITH query or a
+  VALUES list, plus ``SHOW TABLES``/``SHOW VIEWS``. Refused with the reason
+  (``NotAQuery``): any other statement kind (INSERT, INSERT OVERWRITE DIRECTORY, CREATE, DROP,
+  DELETE, MERGE, CACHE, SET, ADD JAR, COPY, ATTACH, ...), ``SELECT ... INTO``, a table that is
+  not a plain name (``parquet.`/path```, ``db.t``, a table function such as ``read_files(...)``,
+  ``read_parquet(...)``, ``IDENTIFIER(...)``; only ``range`` and the generators are allowed),
+  a script transform (``SELECT TRANSFORM(...) USING 'cmd'``: Spark runs the command), and a
+  function that reads files, the environment or runs code (``READERS``). EXPLAIN is not
+  allowed (DuckDB's ``EXPLAIN ANALYZE`` runs its statement).
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 INTEGER_TYPES = ("TINYINT", "SMALLINT", "INT", "BIGINT")
@@ -32,6 +43,104 @@ class NoDuckDBForm(Exception):
 
 class SqlSyntaxError(Exception):
     """The statement does not parse as Spark SQL."""
+
+
+class NotAQuery(Exception):
+    """The statement is not a read-only query over the warehouse's tables (module rules)."""
+
+
+#: functions that read files or other sources, reach the environment or run code (Spark and
+#: DuckDB names; a prefix ends with ``_``)
+READERS = (
+    "read_",
+    "parquet_",
+    "duckdb_",
+    "pragma_",
+    "sniff_",
+    "glob",
+    "getenv",
+    "current_setting",
+    "query",
+    "query_table",
+    "java_method",
+    "reflect",
+    "try_reflect",
+    "delta_scan",
+    "iceberg_",
+    "parquet_scan",
+    "seq_scan",
+    "csv_scan",
+    "json_scan",
+    "load_",
+    "install_",
+    "which_secret",
+    "sql_auto_complete",
+    "http_",
+    "url_get",
+)
+#: table functions allowed in FROM (they read no file)
+TABLE_GENERATORS = frozenset(
+    {"range", "explode", "explode_outer", "posexplode", "posexplode_outer", "inline", "inline_outer", "stack"}
+)
+_SHOW = re.compile(r"^\s*SHOW\s+(TABLES|VIEWS)(\s+LIKE\s+'[^']*')?\s*;?\s*$", re.IGNORECASE)
+
+
+def is_show_tables(sql: str) -> bool:
+    """``SHOW TABLES`` / ``SHOW VIEWS`` (optionally ``LIKE 'pattern'``): the one non-query allowed."""
+    return bool(_SHOW.match(sql))
+
+
+def check_query_only(tree: Any) -> None:
+    """Raise ``NotAQuery`` unless ``tree`` is a read-only query (module rules)."""
+    from sqlglot import exp
+
+    if not isinstance(tree, (exp.Query, exp.Values)):
+        raise NotAQuery(f"only queries are allowed (SELECT, UNION, WITH, VALUES), not {_kind(tree)}")
+    writers = (
+        exp.DDL,
+        exp.DML,
+        exp.Command,
+        exp.Into,
+        exp.Set,
+        exp.Cache,
+        exp.Uncache,
+        exp.Use,
+        exp.Pragma,
+        exp.QueryTransform,  # SELECT TRANSFORM(...) USING 'script': Spark runs the script
+    )
+    for node in tree.walk():
+        if isinstance(node, writers):
+            raise NotAQuery(f"only queries are allowed: the statement holds {_kind(node)}")
+        if isinstance(node, exp.Table):
+            _check_table(node)
+        if isinstance(node, exp.Func):
+            name = _func_name(node)
+            if any(name.startswith(r) if r.endswith("_") else name == r for r in READERS):
+                raise NotAQuery(f"function {name} is not allowed (it reads files or runs code)")
+
+
+def _check_table(node: Any) -> None:
+    from sqlglot import exp
+
+    if isinstance(node.this, exp.Identifier):
+        if node.args.get("db") or node.args.get("catalog"):
+            raise NotAQuery(f"{node.sql('spark')}: tables are named by their bare name (no path, no database)")
+        return
+    fn = node.this
+    name = _func_name(fn) if isinstance(fn, exp.Func) else type(fn).__name__.lower()
+    if name not in TABLE_GENERATORS:
+        raise NotAQuery(f"table function {name} is not allowed (tables are read by their name)")
+
+
+def _func_name(node: Any) -> str:
+    from sqlglot import exp
+
+    return str(node.name if isinstance(node, exp.Anonymous) else node.sql_name()).lower()
+
+
+def _kind(node: Any) -> str:
+    key = str(getattr(node, "key", "") or type(node).__name__).upper()
+    return f"{key} ({node.sql('spark')[:40]})" if key in ("COMMAND", "INTO") else key
 
 
 def parse(sql: str) -> Any:

@@ -46,6 +46,19 @@ def register(subparsers: Any) -> None:
         default=5.0,
         help="serve a computed snapshot this long before checking the tables' versions (default: %(default)s)",
     )
+    s.add_argument(
+        "--max-connections",
+        type=int,
+        default=256,
+        help="connections served at once; past it the longest-idle one is closed (default: %(default)s, "
+        "at most a quarter of the open-file limit)",
+    )
+    s.add_argument(
+        "--idle-timeout",
+        type=float,
+        default=10.0,
+        help="seconds a connection may wait for its next request or header line (default: %(default)s)",
+    )
     s.add_argument("--verbose", "-v", action="store_true", help="log each request on stderr")
     s.set_defaults(func=run_serve)
 
@@ -98,6 +111,8 @@ def run_metrics(args: argparse.Namespace) -> int:
 def run_serve(args: argparse.Namespace) -> int:
     from pipelines.serve.http import make_server
 
+    if args.max_connections < 1 or args.idle_timeout <= 0:
+        raise UsageError("--max-connections must be >= 1 and --idle-timeout > 0")
     io = _io(args)
     try:
         server = make_server(
@@ -108,6 +123,8 @@ def run_serve(args: argparse.Namespace) -> int:
             ttl_s=args.cache_seconds,
             window_s=args.window_seconds,
             verbose=args.verbose,
+            max_connections=args.max_connections,
+            idle_timeout_s=args.idle_timeout,
         )
     except OSError as exc:
         raise UsageError(f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}") from None

@@ -8,11 +8,16 @@ Rules:
   the views it reads transpiled by ``pipelines.analytics.transpile``.
 - ``--engine auto`` (default) picks DuckDB unless: the statement has no faithful DuckDB form
   (e.g. a higher-order function the transpiler does not carry; every analytics view has one) —
-  Spark answers, with a one-line note on stderr; the warehouse is not a local path (a cluster's object store: Spark carries its
+  Spark answers, with a one-line note on stderr (also when DuckDB's binder finds no signature
+  for a function as called, e.g. Spark's ``length(binary)``); the warehouse is not a local path (a cluster's object store: Spark carries its
   credentials); or the tables it reads (views expanded) hold more than ``--duckdb-max-mb``
   (default 4096) MiB of data files in their current snapshots. ``--verbose`` says on stderr
   which engine answered and why.
 - Only the tables and views a statement reads are registered (``SELECT 1`` reads none).
+- Query-only, whatever the engine (``transpile.check_query_only``): a statement that writes,
+  reads a file by its path or runs code is refused before any engine sees it, and DuckDB reads
+  files under the warehouse only (``duck.DuckDBSession``). A statement sqlglot cannot read is
+  refused too (it cannot be checked).
 - Errors (exit 2, one line): no warehouse (no Delta table under ``paths.warehouse``), a table
   or view that is unknown or not built yet, a statement that does not parse (sqlglot's or the
   engine's first line), a query the engine rejects.
@@ -30,6 +35,7 @@ Rules:
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -161,6 +167,16 @@ def show_query(spark: SparkSession, sql: str, console: Any = None, *, limit: int
 
 
 # ---- one statement, either engine ---------------------------------------------------------------
+#: DuckDB's binder naming a function it has no signature for, e.g. Spark's ``length(binary)``
+#: (DuckDB: ``length(BLOB)`` does not exist): the statement is valid Spark SQL without a faithful
+#: DuckDB form, so ``--engine auto`` lets Spark answer it (module rules)
+_NO_SIGNATURE = re.compile(r"No function matches the given name and argument types '[^']*'")
+
+
+class _NoDuckDBSignature(Exception):
+    """DuckDB has no signature for a function as the statement calls it."""
+
+
 @dataclass
 class Plan:
     """How one statement runs: engine, the DuckDB SQL, what to register, why."""
@@ -204,15 +220,27 @@ class Session:
     def plan(self, sql: str) -> Plan:
         """Parse ``sql``, check its names, choose the engine (module rules)."""
         from pipelines.analytics.duck import view_form
-        from pipelines.analytics.transpile import NoDuckDBForm, SqlSyntaxError, parse, referenced_tables, to_duckdb
+        from pipelines.analytics.transpile import (
+            NoDuckDBForm,
+            NotAQuery,
+            SqlSyntaxError,
+            check_query_only,
+            is_show_tables,
+            parse,
+            referenced_tables,
+            to_duckdb,
+        )
         from pipelines.analytics.views import VIEW_NAMES, view_closure
 
         try:
             tree = parse(sql)
-        except SqlSyntaxError as exc:
-            if self.engine == "spark":
-                return Plan("spark", None, reason="forced")
-            raise UsageError(f"query failed: {exc} (valid Spark SQL sqlglot cannot read: --engine spark)") from None
+        except SqlSyntaxError as exc:  # never handed to an engine unread: it may not be a query
+            raise UsageError(f"query failed: {exc}") from None
+        if not is_show_tables(sql):
+            try:
+                check_query_only(tree)
+            except NotAQuery as exc:
+                raise UsageError(f"refused: {exc}") from None
         direct = referenced_tables(tree)
         for name in direct:
             if name not in VIEW_NAMES and name not in self.tables:
@@ -256,7 +284,13 @@ class Session:
             print(f"engine: {plan.engine} ({plan.reason})", file=sys.stderr)
         if plan.engine == "duckdb":
             assert plan.duck_sql is not None and plan.closure is not None
-            return self._duckdb(plan, limit)
+            try:
+                return self._duckdb(plan, limit)
+            except _NoDuckDBSignature as exc:
+                if self.engine != "auto":
+                    raise UsageError(f"query failed: {exc}; use --engine spark (or auto)") from None
+                print(f"note: Spark answers: DuckDB {exc}", file=sys.stderr)
+                plan = Plan("spark", plan.closure, reason=f"DuckDB {exc}")
         spark = self._spark_with(plan.closure)
         df = _run_sql(spark, sql)
         return df.limit(limit).toArrow() if limit else df.toArrow()
@@ -268,6 +302,12 @@ class Session:
         try:  # plan() refused the missing tables the statement names: the others are stand-ins
             self.duck.register(plan.closure)
             return self.duck.query(plan.duck_sql, limit)
+        except duckdb.BinderException as exc:  # a Spark function over types DuckDB's has no form for
+            line = _first_line(exc)
+            m = _NO_SIGNATURE.search(line)
+            if m:
+                raise _NoDuckDBSignature(m.group(0)) from None
+            raise UsageError(f"query failed: {line}") from None
         except duckdb.Error as exc:
             raise UsageError(f"query failed: {_first_line(exc)}") from None
 

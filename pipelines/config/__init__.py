@@ -13,14 +13,16 @@ Rules:
   'abc'")``. Unknown keys are errors too (with a "did you mean" hint).
 - Secrets (Kafka SASL/SSL passwords, anything under ``kafka.secrets``, and any entry of the
   free-form option maps ``input.kafka_options`` / ``spark.conf`` whose key names a secret:
-  ``password``, ``secret``, ``jaas``, ``token``, ``credential``, ``...key``; ``SECRET_KEY_RE``)
+  ``password``, ``secret``, ``jaas``, ``token``, ``credential``, ``...key``, Azure account keys,
+  SAS tokens; a credentials-provider class name is not one: ``is_secret_key``)
   may only be written as ``${ENV_VAR}`` references; a literal is refused without echoing it.
   The loader stores the reference, never the value: ``Secret.reveal()``
   reads the environment at the moment of use, ``repr``/``redacted()`` show ``${ENV_VAR}`` only, so
   a secret cannot reach a log through the config object. ``${...}`` is NOT interpolated anywhere else.
 - Paths: ``paths.root`` resolves against the current working directory; the other ``paths.*`` and
   ``report.out`` resolve against ``paths.root``. URIs with a scheme (``s3a://``, ``abfss://``,
-  ``file:/``) are kept verbatim. Tables live at ``<paths.warehouse>/<table name>``.
+  ``file:/``) are kept verbatim. Tables live at ``<paths.warehouse>/<table name>``; a local
+  warehouse path holding a percent-escape (``%20``) is refused (``tableio.uri.delta_rs_problem``).
 """
 
 from __future__ import annotations
@@ -272,7 +274,9 @@ def add_conf_arguments(parser: Any) -> None:
         action="append",
         default=[],
         dest="set_options",
-        help="override one setting, e.g. --set replay.retention_ms=86400000 (repeatable)",
+        help="override one setting, e.g. --set replay.retention_ms=86400000 (repeatable); an option name "
+        "with dots is quoted or bracketed: --set 'spark.conf.\"spark.sql.shuffle.partitions\"=8' or "
+        "--set 'spark.conf[spark.sql.shuffle.partitions]=8'",
     )
 
 
@@ -323,6 +327,10 @@ def _finish(cfg: Config, origin: str) -> Config:
             f"{origin}: dq.session_timeout_min_ms: must not exceed dq.session_timeout_max_ms "
             f"({cfg.dq.session_timeout_min_ms} > {cfg.dq.session_timeout_max_ms})"
         )
+    from pipelines.tableio.uri import delta_rs_problem
+
+    if problem := delta_rs_problem(paths.warehouse):  # every engine reads the tables' logs with delta-rs
+        raise UsageError(f"{origin}: paths.warehouse: {paths.warehouse}: {problem}")
     sec = cfg.kafka.secrets
     sasl = cfg.kafka.security.protocol.startswith("SASL") or cfg.kafka.security.sasl_mechanism is not None
     if sasl and sec.sasl_password is not None and sec.sasl_username is None:

@@ -4,7 +4,7 @@ Rules:
 - Every file is validated on its own before merging, so an error names the file that holds the
   bad value: ``UsageError("conf/local.yaml: replay.retention_ms: expected a positive integer, got
   'abc'")``. Unknown keys are errors too (with a "did you mean" hint).
-- Secrets may only be written as ``${ENV_VAR}`` references (``SECRET_KEY_RE`` names the free-form
+- Secrets may only be written as ``${ENV_VAR}`` references (``is_secret_key`` names the free-form
   option keys that hold secrets); a literal is refused without echoing it.
 """
 
@@ -36,10 +36,46 @@ def show(value: Any) -> str:
     return repr(value)
 
 
+def split_key(key: str) -> list[str]:
+    """The segments of a dotted override key; a segment holding dots (a Spark or Kafka option
+    name) is quoted, ``spark.conf."spark.sql.shuffle.partitions"``, or bracketed,
+    ``spark.conf[spark.sql.shuffle.partitions]``."""
+    parts: list[str] = []
+    i, n = 0, len(key)
+    while i < n:
+        if key[i] == '"':
+            end = key.find('"', i + 1)
+            if end < 0:
+                raise UsageError(f"--set {key}: unclosed quote")
+            parts.append(key[i + 1 : end])
+            i = end + 1
+        elif key[i] == "[":
+            end = key.find("]", i + 1)
+            if end < 0:
+                raise UsageError(f"--set {key}: unclosed [")
+            parts.append(key[i + 1 : end])
+            i = end + 1
+        else:
+            j = i
+            while j < n and key[j] not in '.["':
+                j += 1
+            parts.append(key[i:j])
+            i = j
+        if i < n and key[i] == ".":
+            i += 1
+            if i == n:
+                parts.append("")
+        elif i < n and key[i] not in '["':
+            raise UsageError(f"--set {key}: expected '.' after a quoted or bracketed segment")
+    if not parts or any(not p for p in parts):
+        raise UsageError(f"--set {key}: empty key segment")
+    return parts
+
+
 def dotted_to_nested(overrides: Mapping[str, Any]) -> dict[str, Any]:
     nested: dict[str, Any] = {}
     for key, value in overrides.items():
-        parts = key.split(".")
+        parts = split_key(key)
         node = nested
         for part in parts[:-1]:
             node = node.setdefault(part, {})
@@ -185,7 +221,7 @@ def _mapping(value: Any, val_tp: Any, origin: str, path: str) -> dict[str, Any]:
     for k, v in value.items():
         if not isinstance(k, str):
             raise UsageError(f"{origin}: {path}: keys must be strings, got {show(k)}")
-        if SECRET_KEY_RE.search(k):
+        if is_secret_key(k):
             if isinstance(v, Secret):
                 out[k] = v
                 continue
@@ -199,7 +235,12 @@ def _mapping(value: Any, val_tp: Any, origin: str, path: str) -> dict[str, Any]:
         if isinstance(v, (dict, list)) or v is None:
             # never echo a nested value: a dotted option key given with --set arrives nested
             got = "a mapping" if isinstance(v, dict) else "a list" if isinstance(v, list) else "null"
-            raise UsageError(f"{origin}: {path}.{k}: expected a scalar, got {got}")
+            hint = (
+                f" (an option name with dots: --set '{path}.\"{k}.…\"=VALUE' or {path}[{k}.…]=VALUE)"
+                if isinstance(v, dict)
+                else ""
+            )
+            raise UsageError(f"{origin}: {path}.{k}: expected a scalar, got {got}{hint}")
         out[k] = check_value(v, val_tp, {}, origin, f"{path}.{k}")
     return out
 
@@ -237,11 +278,25 @@ def to_plain(obj: Any, *, redact: bool = False) -> Any:
     return obj
 
 
-#: An option key that names a secret (matched case-insensitively on the whole key).
+#: An option key that names a secret (searched case-insensitively in the whole key): passwords,
+#: secrets, JAAS configs, tokens, credentials, private/API/access keys, any key ending in ``key``,
+#: Azure account keys (``fs.azure.account.key.<account>...``), SAS tokens
+#: (``fs.azure.sas.<container>.<account>...``, ``fs.azure.sas.fixed.token...``), connection
+#: strings and authorization headers
 SECRET_KEY_RE = re.compile(
-    r"(password|passwd|secret|jaas|token|credential|private[._-]?key|api[._-]?key|access[._-]?key|(^|[._])key$)",
+    r"(password|passwd|secret|jaas|token|credential|private[._-]?key|api[._-]?key|access[._-]?key"
+    r"|account[._-]?key|(^|[._-])sas([._-]|$)|connection[._-]?string|authorization|(^|[._])key$)",
     re.IGNORECASE,
 )
+#: A key that names how a secret is obtained, not a secret: a provider class
+#: (``fs.s3a.aws.credentials.provider``, ``fs.azure.sas.token.provider.type``,
+#: ``fs.azure.account.keyprovider.<account>``), a type, class or implementation name
+NOT_SECRET_KEY_RE = re.compile(r"(provider|[._](type|class|impl)$)", re.IGNORECASE)
+
+
+def is_secret_key(key: str) -> bool:
+    """True when a free-form option key holds a secret (``SECRET_KEY_RE``, ``NOT_SECRET_KEY_RE``)."""
+    return bool(SECRET_KEY_RE.search(key)) and not NOT_SECRET_KEY_RE.search(key)
 
 
 _ENV_REF = re.compile(r"^\$\{([A-Za-z_][A-Za-z0-9_]*)\}$")

@@ -281,6 +281,39 @@ POSITION_MODES = ("line", "required", "synthesize")
 SYNTHETIC_TOPIC_PREFIX = "synthetic:"
 
 
+class _DuplicateField(ValueError):
+    """A JSON object names one field twice (the message is the field)."""
+
+
+def _no_duplicate_fields(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in pairs:
+        if k in out:
+            raise _DuplicateField(k[:80])
+        out[k] = v
+    return out
+
+
+#: the raw-record schema's integer ranges: partition int32, offset int64, timestamp in
+#: microseconds int64 (so milliseconds within int64 / 1000)
+_RANGES = (("partition", 2**31), ("offset", 2**63), ("timestamp_ms", 2**63 // 1000))
+
+
+def _in_range(record: RawRecord, where: str) -> RawRecord:
+    """``record`` when its position and time fit the raw-record schema; else one line naming the
+    file, the line and the field (Arrow would fail later without either)."""
+    for field, bound in _RANGES:
+        v = getattr(record, field)
+        if not -bound <= v < bound:
+            name = "timestamp" if field == "timestamp_ms" else field
+            raise UsageError(
+                f"{where}: '{name}' {v} is out of range (the raw-record schema holds {-bound}..{bound - 1})"
+            )
+    if record.timestamp_type not in (0, 1) and not -(2**31) <= record.timestamp_type < 2**31:
+        raise UsageError(f"{where}: 'timestampType' {record.timestamp_type} is out of range")
+    return record
+
+
 def _read_jsonl(path: Path, positions: str = "line") -> Iterator[RawRecord]:
     if positions not in POSITION_MODES:
         raise ValueError(f"positions must be one of {POSITION_MODES}")
@@ -294,7 +327,12 @@ def _read_jsonl(path: Path, positions: str = "line") -> Iterator[RawRecord]:
                 continue
             where = f"{path}:{lineno}"
             try:
-                obj = json.loads(line)
+                obj = json.loads(line, object_pairs_hook=_no_duplicate_fields)
+            except _DuplicateField as exc:
+                raise UsageError(
+                    f"{where}: the field '{exc}' appears twice on the line: which copy is the record's is "
+                    "ambiguous (JSON readers disagree), so the line is refused"
+                ) from None
             except json.JSONDecodeError as exc:
                 raise UsageError(
                     f"{where}: not valid JSON ({exc.msg}): input files are JSON lines (our fields or "
@@ -303,7 +341,7 @@ def _read_jsonl(path: Path, positions: str = "line") -> Iterator[RawRecord]:
             if not isinstance(obj, dict) or "key" not in obj:
                 raise UsageError(f"{where}: each line must be an object with at least 'key'")
             if is_kcat_line(obj):
-                yield RawRecord(*kcat_fields(obj, where))
+                yield _in_range(RawRecord(*kcat_fields(obj, where)), where)
                 continue
             unknown = sorted(set(obj) - _JSONL_FIELDS)
             if unknown:
@@ -340,7 +378,8 @@ def _read_jsonl(path: Path, positions: str = "line") -> Iterator[RawRecord]:
                 raise UsageError(f"{where}: 'partition', 'offset' and 'timestampType' must be integers") from None
             if "value" not in obj:
                 raise UsageError(f"{where}: no 'value' (write \"value\": null for a tombstone)")
-            yield RawRecord(key, value, topic, partition, offset, _timestamp_ms(obj.get("timestamp"), where), ttype)
+            ts = _timestamp_ms(obj.get("timestamp"), where)
+            yield _in_range(RawRecord(key, value, topic, partition, offset, ts, ttype), where)
 
 
 def _read_records(path: Path, positions: str = "line") -> Iterator[RawRecord]:

@@ -429,8 +429,16 @@ def run_from_args(args: Any) -> int:
 
         check_input(cfg)
     else:
-        from pipelines.tableio import TableIO
+        from pipelines.tableio import TableIO, uri
+        from pipelines.warehouse_lock import WarehouseKeptError, warehouse_job
 
+        kept = warehouse_job(uri.local_path(cfg.paths.warehouse)) if uri.is_local(cfg.paths.warehouse) else None
+        if kept == "stream":  # its ingest would be refused too: say so, not "run the ingest stage"
+            raise WarehouseKeptError(
+                f"warehouse {cfg.paths.warehouse} is written by the stream job, which keeps its tables "
+                "up to date itself; a batch stage needs a warehouse of its own (set paths.warehouse "
+                "and run offsetlake run batch there)"
+            )
         if not TableIO(cfg, None, engine="rust").exists("raw_records"):
             raise UsageError(
                 f"no raw_records table under {cfg.paths.warehouse}: run the ingest stage first "

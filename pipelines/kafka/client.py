@@ -115,6 +115,16 @@ class KafkaSettings:
                 f"Kafka property {bad[0]!r} is a secret: put it in an environment variable "
                 "(kafka.secrets in the config), not in plain settings"
             )
+        protocol = str(self.properties.get("security.protocol", "")).upper()
+        sasl = (
+            protocol.startswith("SASL") or "sasl.mechanism" in self.properties or "sasl.mechanisms" in self.properties
+        )
+        if sasl and "sasl.password" in self.secret_env and "sasl.username" not in self.secret_env:
+            raise UsageError(
+                f"a SASL password is set (${self.secret_env['sasl.password']}) without a user name: set "
+                "kafka.secrets.sasl_username (or $OFFSETLAKE_KAFKA_SASL_USERNAME); SASL authenticates a user "
+                "name with the password"
+            )
 
     # ---- building clients ----------------------------------------------------------------
     def client_conf(self, **extra: Any) -> dict[str, Any]:

@@ -30,24 +30,38 @@ Rules:
   ``spark.sql.warehouse.dir`` defaults to ``offsetlake-spark-warehouse-<uid>`` under the system
   temp directory (Spark's own default, ``./spark-warehouse``, littered wherever a command ran);
   a cluster's (spark-submit's) setting, or one in the config, is left alone.
+- Secret settings never reach a command line: when this process starts the JVM, every setting
+  whose key holds a secret (``config_validation.is_secret_key``: ``spark.hadoop.fs.s3a.secret.key``,
+  Azure account keys, SAS tokens, ...) goes to spark-submit in a properties file of mode 0600
+  (``--properties-file``, with ``--load-spark-defaults`` so ``spark-defaults.conf`` still
+  applies), deleted as soon as the JVM has read it; PySpark passes every other setting as
+  ``--conf key=value``, which ``ps`` and ``/proc/<pid>/cmdline`` show to every user.
 - Delta's Spark classes are used only when their jars are on the classpath (``delta_available``);
   nothing here downloads jars.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+import shlex
 import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from pipelines.errors import JavaNotFoundError
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+
+#: Spark's ``spark.redaction.regex``: matched against each setting's key and value
+REDACTION_REGEX = (
+    "(?i)secret|password|passwd|token|jaas|credential|access[._-]?key|account[._-]?key|private[._-]?key"
+    "|api[._-]?key|[._-]sas[._-]|sig=|connection[._-]?string|authorization|[.]key$"
+)
 
 DEFAULT_CONF: dict[str, str] = {
     "spark.sql.session.timeZone": "UTC",
@@ -61,8 +75,9 @@ DEFAULT_CONF: dict[str, str] = {
     "spark.sql.adaptive.enabled": "true",
     "spark.python.worker.reuse": "true",
     # Spark redacts matching option/conf values in plans, the UI and event logs (its default
-    # misses JAAS configs and credentials)
-    "spark.redaction.regex": "(?i)secret|password|passwd|token|access[.]?key|jaas|credential",
+    # misses JAAS configs, credentials, Azure account keys and SAS tokens): every key
+    # ``config_validation.is_secret_key`` holds a secret, and a SAS token's ``sig=`` in a value
+    "spark.redaction.regex": REDACTION_REGEX,
 }
 
 
@@ -164,15 +179,58 @@ def build_spark(
         )
         if o
     )
-    for key, value in merged.items():
-        builder = builder.config(key, value)
-    spark = builder.getOrCreate()
+    with _secrets_in_a_file(merged) as in_file:
+        for key, value in merged.items():
+            if key not in in_file:
+                builder = builder.config(key, value)
+        spark = builder.getOrCreate()
     if archive is not None:
         archive.started(spark)
     spark.sparkContext.setLogLevel(log_level)
     if not os.environ.get("OFFSETLAKE_DEBUG"):
         quiet_failure_logs(spark)
     return spark
+
+
+@contextlib.contextmanager
+def _secrets_in_a_file(conf: Mapping[str, str]) -> Iterator[set[str]]:
+    """The secret settings of ``conf`` in a 0600 properties file spark-submit reads, when this
+    process is about to start the JVM (module rules); yields the keys it holds."""
+    from pyspark import SparkContext
+
+    from pipelines.config_validation import is_secret_key
+
+    # spark-submit keeps ``spark.*`` keys only, from a properties file as from ``--conf``
+    secrets = {k: v for k, v in conf.items() if k.startswith("spark.") and is_secret_key(k)}
+    if not secrets or SparkContext._active_spark_context is not None or "PYSPARK_GATEWAY_PORT" in os.environ:
+        yield set()
+        return
+    fd, path = tempfile.mkstemp(prefix="offsetlake-spark-", suffix=".properties")  # mode 0600
+    before = os.environ.get("PYSPARK_SUBMIT_ARGS")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write("".join(f"{_escape(k, key=True)}={_escape(v)}\n" for k, v in secrets.items()))
+        args = f"--properties-file {shlex.quote(path)} --load-spark-defaults"
+        os.environ["PYSPARK_SUBMIT_ARGS"] = f"{args} {before or 'pyspark-shell'}"
+        yield set(secrets)
+    finally:
+        if before is None:
+            os.environ.pop("PYSPARK_SUBMIT_ARGS", None)
+        else:
+            os.environ["PYSPARK_SUBMIT_ARGS"] = before
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+
+
+def _escape(text: str, *, key: bool = False) -> str:
+    """``text`` for a Java properties file (``java.util.Properties.load``)."""
+    out = text.replace("\\", "\\\\").replace("\n", "\\n").replace("\r", "\\r").replace("\t", "\\t")
+    if key:
+        for ch in "=: #!":
+            out = out.replace(ch, "\\" + ch)
+    elif out.startswith((" ", "\f")):
+        out = "\\" + out
+    return out
 
 
 def _use_worker_launcher() -> None:

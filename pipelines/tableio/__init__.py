@@ -172,12 +172,16 @@ class TableIO:
         return int(self._dt(name).count()) if self.exists(name) else 0
 
     def history(self, name: str, limit: int | None = None) -> list[dict[str, Any]]:
-        return [dict(h) for h in self._dt(name).history(limit)]
+        from pipelines.tableio import deltars
+
+        return deltars.history(self._dt(name), limit)
 
     def describe(self, name: str) -> TableInfo:
         """Version, rows, data files and latest commit info, from the log."""
+        from pipelines.tableio import deltars
+
         dt = self._dt(name)
-        hist = dt.history(1)
+        hist = deltars.history(dt, 1)
         return TableInfo(int(dt.version()), int(dt.count()), len(dt.file_uris()), dict(hist[0]) if hist else {})
 
     def list_tables(self) -> list[str]:

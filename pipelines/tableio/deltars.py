@@ -11,6 +11,10 @@ Rules:
   them as the ``userMetadata`` JSON; ``latest_commit_info`` merges both spellings).
   ``already_applied``: appends follow Delta's ``txn`` rule (recorded version >= version);
   replacing writes need the LATEST commit to carry exactly the marker.
+- A table's history is ``history`` here: delta-rs 1.6 answers ``DeltaTable.history()`` empty
+  for a local table whose path holds ``#`` or ``?`` (its log listing takes them for a URL's
+  query and fragment), which would hide every marker; then the commits' ``commitInfo`` are read
+  from the log's JSON files themselves.
 - Arrow reads go through the snapshot (``to_pyarrow_dataset``), never a directory listing, and
   read the files through pyarrow's own filesystem (``read_arrow`` says why).
 """
@@ -95,9 +99,30 @@ def commit_properties(app_id: str | None, version: int | None, extra: dict[str, 
     )
 
 
+def history(dt: Any, limit: int | None = None) -> list[dict[str, Any]]:
+    """The newest ``limit`` (all: ``None``) commits' commitInfo, newest first (module rules)."""
+    hist = [dict(h) for h in dt.history(limit)]
+    if hist or dt.version() < 0:
+        return hist
+    fs_, root = uris.filesystem(uris.from_delta_rs(str(dt.table_uri)))
+    newest = int(dt.version())
+    oldest = 0 if limit is None else max(0, newest - limit + 1)
+    for version in range(newest, oldest - 1, -1):
+        try:
+            with fs_.open_input_stream(f"{root}/{uris.DELTA_LOG}/{version:020d}.json") as fh:
+                lines = fh.read().decode().splitlines()
+        except (FileNotFoundError, OSError):
+            break  # cleaned up behind a checkpoint: what delta-rs would not list either
+        info: dict[str, Any] = next(
+            (json.loads(ln)["commitInfo"] for ln in lines if ln.startswith('{"commitInfo"')), {}
+        )
+        hist.append({**info, "version": version})
+    return hist
+
+
 def latest_commit_info(dt: Any) -> dict[str, Any]:
     """The latest commitInfo; Spark-Delta's ``userMetadata`` JSON is merged in (same markers)."""
-    hist = dt.history(1)
+    hist = history(dt, 1)
     info = dict(hist[0]) if hist else {}
     user = info.get("userMetadata")
     if isinstance(user, str) and user.startswith("{"):
@@ -132,8 +157,14 @@ def reader_features(dt: Any) -> list[str]:
 
 
 def file_uris(uri: str, version: int | None = None) -> list[str]:
-    """The data files of the snapshot at ``uri`` (full URIs)."""
-    return list(open_table(uri, version).file_uris())
+    """The data files of the snapshot at ``uri`` (locations: ``data_files``)."""
+    return data_files(open_table(uri, version))
+
+
+def data_files(dt: Any) -> list[str]:
+    """The data files of an open table as locations (``uri.from_delta_rs``: delta-rs answers
+    them percent-encoded), the one way file lists leave delta-rs."""
+    return [uris.from_delta_rs(f) for f in dt.file_uris()]
 
 
 def create(

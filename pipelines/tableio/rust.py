@@ -124,7 +124,7 @@ class RustEngine:
             )
             table = dt.to_pyarrow_table().select(list(spec.column_names)).cast(spec.arrow_schema())
             return spark.createDataFrame(table, schema=schema)
-        files = dt.file_uris()
+        files = deltars.data_files(dt)
         if not files:
             return spark.createDataFrame([], schema)
         reader = spark.read.schema(schema)
@@ -136,7 +136,7 @@ class RustEngine:
         if spec.partition_by:  # partition columns are kept out of the files
             return None
         dt = deltars.open_table(uri)
-        return list(dt.file_uris()) if deltars.file_list_is_snapshot(dt) else None
+        return deltars.data_files(dt) if deltars.file_list_is_snapshot(dt) else None
 
     def optimize(self, uri: str) -> dict[str, Any]:
         return deltars.optimize(uri)

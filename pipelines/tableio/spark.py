@@ -136,7 +136,7 @@ class SparkEngine:
         if spec.partition_by or not deltars.is_table(uri):
             return None
         dt = deltars.open_table(uri)
-        return list(dt.file_uris()) if deltars.file_list_is_snapshot(dt) else None
+        return deltars.data_files(dt) if deltars.file_list_is_snapshot(dt) else None
 
     def write_routed(self, names: list[str], df: DataFrame, route: str, **options: Any) -> dict[str, WriteResult]:
         """``TableIO.write_routed`` (its docstring has the options) with Spark's Delta."""

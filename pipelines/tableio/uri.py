@@ -11,6 +11,16 @@ Rules:
   pyarrow's ``FileSystem.from_uri`` knows ``s3``, ``gs``/``gcs``, ``abfs``/``abfss``, ``hdfs``,
   ``file``, but not Hadoop's ``s3a``/``s3n`` (they name the same S3 objects): ``for_pyarrow``
   rewrites those to ``s3``.
+- A location is always the plain spelling (``/data/wh ré/t``, ``s3a://b/wh/t``), never
+  percent-encoded. delta-rs answers data files percent-encoded (``/data/wh%20r%C3%A9/t/part-…``,
+  with or without ``file://``): ``from_delta_rs`` turns them back into locations, and every
+  file list taken from delta-rs passes through it (``deltars.data_files``), so Spark, DuckDB and
+  pyarrow get paths that exist.
+- delta-kernel decodes a local table path once more than it encodes it (delta-kernel-rs #918,
+  delta-rs 1.6): a path holding ``%`` and two hex digits (``/data/wh%20x``) is written but never
+  read back, whatever its spelling (plain, ``file://``, or through a symlink: delta-rs resolves
+  it). ``for_delta_rs`` refuses such a path (``UsageError``, one line) before delta-rs writes
+  anything; spaces, ``#``, ``?``, a lone ``%`` and non-ASCII names are fine.
 - ``filesystem`` resolves a location to (pyarrow filesystem, path inside it); ``exists`` and
   ``is_delta_table`` ask that filesystem, so they answer for object stores too. Building an
   object-store filesystem may contact the store (S3 region lookup): only these two functions
@@ -81,9 +91,47 @@ def parent(location: str) -> str:
     return head
 
 
+#: ``%`` and two hex digits: what delta-kernel decodes in a local path (module rules)
+_ESCAPE = re.compile(r"%[0-9A-Fa-f]{2}")
+
+
 def for_delta_rs(location: str) -> str:
-    """The spelling delta-rs expects: ``object_store`` parses every scheme above as it is."""
+    """The spelling delta-rs expects: ``object_store`` parses every scheme above as it is; a local
+    path holding a percent-escape is refused (module rules)."""
+    problem = delta_rs_problem(location)
+    if problem:
+        from pipelines.errors import UsageError
+
+        raise UsageError(f"{local_path(location)}: {problem}")
     return location
+
+
+def delta_rs_problem(location: str) -> str | None:
+    """Why delta-rs cannot keep tables at ``location`` (module rules), or ``None``."""
+    m = _ESCAPE.search(local_path(location)) if is_local(location) else None
+    if m is None:
+        return None
+    return (
+        f"a path holding {m.group(0)!r} cannot be read back by delta-rs "
+        "(it decodes the escape: delta-kernel-rs #918); rename the directory"
+    )
+
+
+def from_delta_rs(file_uri: str) -> str:
+    """A data file's location from delta-rs' percent-encoded spelling (``file_uris()``): local
+    files as plain paths, object-store files with their path decoded once."""
+    from urllib.parse import unquote
+
+    s = scheme(file_uri)
+    if s is None:
+        return unquote(file_uri)
+    if s == "file":
+        return local_path(file_uri)
+    head, sep, rest = file_uri.partition("://")
+    if not sep:
+        return file_uri
+    authority, slash, path = rest.partition("/")
+    return f"{head}://{authority}{slash}{unquote(path)}"
 
 
 def for_pyarrow(location: str) -> str:
