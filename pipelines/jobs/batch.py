@@ -430,7 +430,7 @@ def run_from_args(args: Any) -> int:
         check_input(cfg)
     else:
         from pipelines.tableio import TableIO, uri
-        from pipelines.warehouse_lock import WarehouseKeptError, warehouse_job
+        from pipelines.warehouse.lock import WarehouseKeptError, warehouse_job
 
         kept = warehouse_job(uri.local_path(cfg.paths.warehouse)) if uri.is_local(cfg.paths.warehouse) else None
         if kept == "stream":  # its ingest would be refused too: say so, not "run the ingest stage"

@@ -198,7 +198,7 @@ def _secrets_in_a_file(conf: Mapping[str, str]) -> Iterator[set[str]]:
     process is about to start the JVM (module rules); yields the keys it holds."""
     from pyspark import SparkContext
 
-    from pipelines.config_validation import is_secret_key
+    from pipelines.config.validation import is_secret_key
 
     # spark-submit keeps ``spark.*`` keys only, from a properties file as from ``--conf``
     secrets = {k: v for k, v in conf.items() if k.startswith("spark.") and is_secret_key(k)}

@@ -68,7 +68,7 @@ BAD_NUMBERS = [
 
 @pytest.mark.parametrize(("field", "value"), BAD_NUMBERS)
 def test_kcat_numbers_outside_the_schema_name_file_line_and_field(tmp_path: Path, field: str, value: int) -> None:
-    from pipelines.raw_files import iter_raw_batches
+    from pipelines.inputs.raw_files import iter_raw_batches
 
     good = json.dumps(_kcat_line())
     path = _write_lines(tmp_path / "dump.jsonl", [good, json.dumps(_kcat_line(**{field: value}))])
@@ -81,7 +81,7 @@ def test_kcat_numbers_outside_the_schema_name_file_line_and_field(tmp_path: Path
 
 @pytest.mark.parametrize(("field", "value"), [("partition", 2**31), ("offset", 2**64), ("timestamp", 2**62)])
 def test_our_json_lines_numbers_outside_the_schema_name_file_and_line(tmp_path: Path, field: str, value: int) -> None:
-    from pipelines.raw_files import iter_raw_batches
+    from pipelines.inputs.raw_files import iter_raw_batches
 
     line = {"key": "00", "value": None, "encoding": "hex", "partition": 0, "offset": 1, "timestamp": 0}
     line[field] = value
@@ -93,7 +93,7 @@ def test_our_json_lines_numbers_outside_the_schema_name_file_and_line(tmp_path: 
 
 @pytest.mark.parametrize("field", ["offset", "payload", "partition", "key"])
 def test_a_json_line_naming_a_field_twice_is_refused_naming_line_and_field(tmp_path: Path, field: str) -> None:
-    from pipelines.raw_files import iter_raw_batches
+    from pipelines.inputs.raw_files import iter_raw_batches
 
     line = json.dumps(_kcat_line())
     twice = line[:-1] + f', "{field}": {json.dumps(_kcat_line()[field])}' + "}"
@@ -141,7 +141,7 @@ def test_a_sasl_password_without_a_user_name_is_refused_before_a_client_is_built
 def test_stage_replay_on_a_stream_warehouse_advises_a_warehouse_of_its_own(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from pipelines.warehouse_lock import claim_job
+    from pipelines.warehouse.lock import claim_job
 
     wh = tmp_path / "data" / "warehouse"
     wh.mkdir(parents=True)

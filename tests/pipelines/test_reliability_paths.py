@@ -37,7 +37,7 @@ class Odd:
 @pytest.fixture(scope="module")
 def odd(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Odd:
     from pipelines.commands.quickstart import sample_records
-    from pipelines.raw_files import write_raw_records
+    from pipelines.inputs.raw_files import write_raw_records
 
     root = tmp_path_factory.mktemp("paths") / ODD
     root.mkdir()

@@ -93,7 +93,7 @@ def test_credentials_provider_class_names_are_settings_not_secrets(
 
 
 def test_sparks_redaction_regex_covers_every_secret_key_and_a_sas_token_value() -> None:
-    from pipelines.spark_session import DEFAULT_CONF
+    from pipelines.runtime.spark_session import DEFAULT_CONF
 
     regex = DEFAULT_CONF["spark.redaction.regex"]
     assert regex.startswith("(?i)")  # Java's syntax; what follows reads the same in Python's re
@@ -111,7 +111,7 @@ def test_sparks_redaction_regex_covers_every_secret_key_and_a_sas_token_value() 
 _START = """
 import sys, time
 from pipelines.config import load_config
-from pipelines.spark_session import build_spark_from_config
+from pipelines.runtime.spark_session import build_spark_from_config
 spark = build_spark_from_config(load_config(sys.argv[1]))
 conf = spark.sparkContext.getConf()
 ok = all(conf.get(k) == v for k, v in [(sys.argv[2], sys.argv[3]), (sys.argv[4], sys.argv[5])])

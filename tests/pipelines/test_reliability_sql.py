@@ -21,9 +21,9 @@ HOSTNAME = Path("/etc/hostname")
 
 @pytest.fixture(scope="module")
 def wh(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Config:
-    from pipelines.batch.job import run_batch
     from pipelines.commands.quickstart import sample_records
-    from pipelines.raw_files import write_raw_records
+    from pipelines.inputs.raw_files import write_raw_records
+    from pipelines.jobs.batch import run_batch
 
     root = tmp_path_factory.mktemp("sqlro")
     cfg = load_config(overrides={"paths.root": str(root)})
