@@ -110,29 +110,44 @@ def _decompress(codec: int, data: bytes, max_size: int) -> bytes:
         n = cramjam.lz4.decompress_block_into(data, out)
         return bytes(out[:n])
     if codec == seg.CODEC_ZSTD:
-        return _unzstd(data)
+        return _unzstd(data, max_size)
     raise ValueError(f"codec {codec} is not a callback codec")
 
 
 _ZSTD = threading.local()
 
 
-def _unzstd(data: bytes) -> bytes:
+#: compressed bytes fed to the zstd decoder at a time: a zstd block inflates at most ~128 KiB
+#: from a few bytes, so one step of a bomb stays a few MiB before the bound is checked
+_ZSTD_STEP = 512
+
+
+def _unzstd(data: bytes, max_size: int = seg.MAX_INFLATED_BYTES) -> bytes:
     # zstandard, not cramjam: cramjam sets up a decoder per call (~40 us, 100x zstandard's), and
     # the coordinator writes one small zstd frame per commit. Kafka's zstd-jni stream writes no
     # content size, hence the decompression object; every frame must end (eof) or it is truncated.
+    # The input goes in small steps so that the output is bounded by ``max_size`` (a bomb is
+    # stopped after at most one step past the bound, never inflated whole).
     dctx = getattr(_ZSTD, "dctx", None)
     if dctx is None:  # one context per thread: making one costs ~20 us, zstandard's are not thread-safe
         import zstandard
 
         dctx = _ZSTD.dctx = zstandard.ZstdDecompressor()
     parts = []
+    total = 0
     while True:
         obj = dctx.decompressobj()
-        parts.append(obj.decompress(data))
+        pos = 0
+        while not obj.eof and pos < len(data):
+            chunk = obj.decompress(data[pos : pos + _ZSTD_STEP])
+            pos += _ZSTD_STEP
+            total += len(chunk)
+            if total > max_size:
+                raise ValueError(f"inflates past {max_size} bytes, the bound of one batch (a compression bomb?)")
+            parts.append(chunk)
         if not obj.eof:
             raise ValueError("truncated zstd frame")
-        data = obj.unused_data
+        data = obj.unused_data + data[pos:]
         if not data:
             return b"".join(parts)
 
