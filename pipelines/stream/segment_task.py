@@ -33,7 +33,7 @@ def read_partitions(part: SegmentPartition, *, lenient: bool = False) -> Iterato
     from pipelines.records.decode import decode_batch, split_union_arrow
     from pipelines.records.transactions import attach_transactions
     from pipelines.records.txn_fates import with_txn_fates
-    from pipelines.segment_files import SegmentProblem, read_segment_range
+    from pipelines.segment_files import SegmentProblem, overlap_problem, read_segment_range
     from pipelines.segment_input import item_tables
     from pipelines.stream.segment_source import COUNTS
     from pipelines.stream.source import DecodedFiles
@@ -45,11 +45,14 @@ def read_partitions(part: SegmentPartition, *, lenient: bool = False) -> Iterato
     for p in sorted(part.ranges):
         items: list[Any] = []
         for r in part.ranges[p]:
-            items.extend(
-                i
-                for i in read_segment_range(r.path, r.start, r.end)
-                if isinstance(i, SegmentProblem) or r.min_offset <= i.offset < r.end_offset
-            )
+            over = set(r.overlap)
+            for i in read_segment_range(r.path, r.start, r.end):
+                if isinstance(i, SegmentProblem):
+                    items.append(i)
+                elif i.batch_position in over:
+                    items.append(overlap_problem(i))
+                elif r.min_offset <= i.offset < r.end_offset:
+                    items.append(i)
         t = item_tables(items)
         data += t.data_records
         controls += t.control_records
