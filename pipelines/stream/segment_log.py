@@ -238,7 +238,7 @@ def advance(spans: list[Span], take: int, pos: Pos) -> tuple[Pos, int]:
             break
         n = min(left, len(s))
         # an overlapping copy (or an unreadable span) never moves the next offset back
-        pos = (max(pos[0], int(s.last[n - 1]) + 1), s.base, int(s.end[n - 1]))
+        pos = (max(pos[0], int(s.last[:n].max()) + 1), s.base, int(s.end[n - 1]))
         records += int(s.count[:n].sum())
         left -= n
     return pos, records

@@ -89,18 +89,26 @@ def test_the_stream_over_overlapping_segments_drops_nothing_and_reads_no_other_t
 
 
 @SPARK
-def test_the_batch_over_the_same_log_dir_reads_no_other_topic(tmp_path: Path, spark: Any) -> None:
+def test_the_batch_over_the_same_log_dir_reads_no_other_topic_and_says_refused_not_compacted(
+    tmp_path: Path, spark: Any
+) -> None:
     from pipelines.batch.job import run_batch
     from pipelines.config import load_config
 
     landing = tmp_path / "landing"
     _overlapping_log_dir(landing)
     cfg = load_config(_conf(tmp_path, "batch", landing))
-    run_batch(cfg, spark)
+    summary = run_batch(cfg, spark)
     raw = _table(tmp_path / "batch" / "warehouse", "raw_records")
     assert {r["topic"] for r in raw} == {"__consumer_offsets"}
     # the batch's own rule for a second copy: both copies of 5..9 refused, the rest taken
     assert len(raw) == N - 5 + 10
+    # item 8: the refused positions are said to be refused, not the log cleaner's work
+    said = " ".join(summary.warnings)
+    assert "log cleaner" not in said and "transaction markers" not in said, summary.warnings
+    assert "5 offsets refused or quarantined" in said, summary.warnings
+    (p0,) = [r for r in _table(tmp_path / "batch" / "warehouse", "log_partitions") if r["log_partition"] == 0]
+    assert (p0["missing_offsets"], p0["compacted"]) == (0, False)
 
 
 def _torn_tails(landing: Path) -> dict[str, int]:
@@ -239,3 +247,24 @@ def test_compression_bombs_are_quarantined_with_bounded_memory(tmp_path: Path) -
     assert got["records"] == 10
     assert len(got["problems"]) == 3 and all("inflates past" in p for p in got["problems"]), got
     assert got["growth_kb"] < 400 * 1024, got  # a 64 MiB bound, a few copies: never the bomb's GiBs
+
+
+def test_the_stream_plan_reads_every_record_past_an_earlier_segments_tail_and_an_overlap(tmp_path: Path) -> None:
+    """Found by bench/hostile_segments.py: a torn tail in the first segment (its span ends at the
+    next segment's base) then an overlapping second segment: the next offset never goes back."""
+    from pipelines.segment_files import SegmentProblem
+    from pipelines.stream.segment_log import START, advance, partition_files, pending, ranges_between
+    from pipelines.stream.segment_task import range_items
+
+    d = tmp_path / "__consumer_offsets-0"
+    d.mkdir()
+    (d / "00000000000000000000.log").write_bytes(_batches(range(N), "g") + b"\x00" * 50)
+    (d / "00000000000000000007.log").write_bytes(_batches(range(7, 11), "intruder"))
+    files = partition_files(str(tmp_path))[0]
+    spans = pending(files, START, final=True)
+    end, _ = advance(spans, sum(len(s) for s in spans), START)
+    assert end[0] == N
+    items = range_items(ranges_between(files, START, end, final=True))
+    data = sorted(i.offset for i in items if not isinstance(i, SegmentProblem))
+    probs = [i for i in items if isinstance(i, SegmentProblem)]
+    assert data == list(range(N)) and len(probs) == 1 + 4  # the tail, the 4 overlapping copies
