@@ -38,7 +38,6 @@ from coordinator_core.consumer_group import (
     member_events,
 )
 from coordinator_core.consumer_group_events import ConsumerRebalance, ConsumerStateChange
-from coordinator_core.consumer_group_model import preferred_assignor
 from coordinator_core.events import OffsetCommitted, OffsetExpiration
 from coordinator_core.group_fold import STATE_VALUE, GroupFold, new_transition
 from coordinator_core.rebalance import Before, StartWindow, rebalance_event, tell_members, window_of
@@ -523,7 +522,7 @@ def mirror_consumer(w: GroupFold, f: ConsumerGroupFold, ts: int) -> None:
     w.state = state
     w.generation = f.group_epoch
     w.protocol_type = _expiry.CONSUMER_PROTOCOL_TYPE
-    w.protocol = preferred_assignor(f.members.values()) or DEFAULT_CONSUMER_ASSIGNOR
+    w.protocol = f.preferred_assignor() or DEFAULT_CONSUMER_ASSIGNOR
     w.leader = None
     w.members = ()
     w.has_metadata = True
