@@ -14,6 +14,9 @@ Rules:
 - A single missing offset is what a transaction marker leaves; it is counted, but only a
   partition with a gap of more than one offset is called compacted (a transactional partition
   can be compacted too; the counts tell).
+- Offsets the input held but that were refused or quarantined (``accounted``: a conflicting
+  second copy, a bad batch's base offset) are no gap: they are neither the cleaner's work nor a
+  marker's, and are counted apart (``accounted_offsets``) before any gap is inferred.
 
 ``partition_shape`` is the reference rule over one partition's offsets; the pipelines compute
 the same with numpy over whole tables (``pipelines.inputs.log_shape``) and a test holds them equal.
@@ -47,6 +50,7 @@ class PartitionShape:
     gaps: int
     largest_gap: int
     compacted_until: int | None
+    accounted_offsets: int = 0  # offsets within the range refused or quarantined, not missing
 
     @property
     def compacted(self) -> bool:
@@ -54,15 +58,19 @@ class PartitionShape:
         return self.largest_gap > 1
 
 
-def partition_shape(offsets: Sequence[int]) -> PartitionShape:
-    """The shape of one partition from its captured offsets (any order; repeats count once).
+def partition_shape(offsets: Sequence[int], accounted: Sequence[int] = ()) -> PartitionShape:
+    """The shape of one partition from its captured offsets (any order; repeats count once);
+    ``accounted``: offsets the input held that were refused or quarantined (no gap).
 
     Raises:
         ValueError: no offsets.
     """
     if not offsets:
         raise ValueError("partition_shape needs at least one offset")
-    xs = sorted(set(offsets))
+    captured = set(offsets)
+    lo, hi = min(captured), max(captured)
+    known = {o for o in accounted if lo <= o <= hi} - captured
+    xs = sorted(captured | known)
     missing = gaps = largest = 0
     until: int | None = None
     for prev, cur in pairwise(xs):
@@ -72,4 +80,4 @@ def partition_shape(offsets: Sequence[int]) -> PartitionShape:
             gaps += 1
             largest = max(largest, hole)
             until = cur
-    return PartitionShape(len(xs), xs[0], xs[-1], missing, gaps, largest, until)
+    return PartitionShape(len(captured), lo, hi, missing, gaps, largest, until, len(known))

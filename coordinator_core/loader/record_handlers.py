@@ -36,7 +36,7 @@ from coordinator_core.loader.rebalance import Before, StartWindow, rebalance_eve
 from coordinator_core.loader.snapshot import TopicPartition, group_subscribed_topics
 from coordinator_core.modern.consumer.events import ConsumerRebalance, ConsumerStateChange
 from coordinator_core.modern.consumer.fold import ConsumerGroupFold
-from coordinator_core.modern.consumer.model import DEFAULT_CONSUMER_ASSIGNOR, ConsumerGroupState, preferred_assignor
+from coordinator_core.modern.consumer.model import DEFAULT_CONSUMER_ASSIGNOR, ConsumerGroupState
 from coordinator_core.modern.consumer.rows import as_rebalance, as_transition, member_events
 from coordinator_core.settings import Coordinator
 from coordinator_core.state import GroupState
@@ -517,7 +517,7 @@ def mirror_consumer(w: GroupFold, f: ConsumerGroupFold, ts: int) -> None:
     w.state = state
     w.generation = f.group_epoch
     w.protocol_type = _expiry.CONSUMER_PROTOCOL_TYPE
-    w.protocol = preferred_assignor(f.members.values()) or DEFAULT_CONSUMER_ASSIGNOR
+    w.protocol = f.preferred_assignor() or DEFAULT_CONSUMER_ASSIGNOR
     w.leader = None
     w.members = ()
     w.has_metadata = True

@@ -72,7 +72,7 @@ from coordinator_core.segments.format import (
     Record,
     RecordBatch,
 )
-from coordinator_core.segments.framing import frame
+from coordinator_core.segments.framing import MAX_INFLATED_BYTES, frame
 from coordinator_core.segments.reader import iter_batches, iter_records
 from coordinator_core.segments.writer import control_record, encode_batch_v2, encode_control_batch, encode_legacy
 
@@ -89,6 +89,7 @@ __all__ = [
     "CREATE_TIME",
     "LOG_APPEND_TIME",
     "LOG_OVERHEAD",
+    "MAX_INFLATED_BYTES",
     "NO_TIMESTAMP",
     "NO_TIMESTAMP_TYPE",
     "V2_HEADER_SIZE",

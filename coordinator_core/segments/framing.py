@@ -27,14 +27,35 @@ _XERIAL_BLOCK = 32 * 1024  # snappy-java SnappyOutputStream's default block size
 _LZ4_MAGIC = 0x184D2204
 _LZ4_BLOCK_MAX = {4: 1 << 16, 5: 1 << 18, 6: 1 << 20, 7: 1 << 22}
 
+#: The most bytes one batch (or legacy wrapper) may inflate to. Kafka refuses a produce batch
+#: over ``max.message.bytes`` (1 MiB by default; the coordinator's own appends are bounded by
+#: ``offsets.load.buffer.size``, 5 MiB, when it loads them back), and those limits apply to the
+#: compressed size: 64 MiB leaves 64x the default for a generously configured broker and a
+#: highly compressible batch, while a compression bomb (gzip reaches ~1000:1, zstd and LZ4
+#: more) stops at a bounded allocation and is quarantined as a bad batch with its reason.
+MAX_INFLATED_BYTES = 64 << 20
 
-def _gunzip(data: bytes) -> bytes:
+
+def _too_big(codec: str, limit: int) -> _Bad:
+    return _Bad(f"{codec}: inflates past {limit} bytes, the bound of one batch (a compression bomb?)")
+
+
+def _gunzip(data: bytes, limit: int = MAX_INFLATED_BYTES) -> bytes:
     out = []
+    total = 0
     while data:
         d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        buf = data
         try:
-            out.append(d.decompress(data))
-            out.append(d.flush())
+            while True:
+                chunk = d.decompress(buf, limit - total + 1)
+                total += len(chunk)
+                if total > limit:
+                    raise _too_big("gzip", limit)
+                out.append(chunk)
+                buf = d.unconsumed_tail
+                if d.eof or not buf:
+                    break
         except zlib.error as exc:
             raise _Bad(f"gzip: {exc}") from None
         if not d.eof:
@@ -43,24 +64,48 @@ def _gunzip(data: bytes) -> bytes:
     return b"".join(out)
 
 
+def _snappy_length(data: bytes) -> int:
+    """The uncompressed length a raw snappy block declares (its varint preamble)."""
+    n = shift = 0
+    for i, b in enumerate(data[:5]):
+        n |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return n
+        shift += 7
+        if i == 4:
+            break
+    raise _Bad("snappy: bad length preamble")
+
+
 def _call(decompress: Decompress | None, codec: int, data: bytes, max_size: int) -> bytes:
+    """One primitive; ``max_size`` bounds its output (the callback must not inflate past it)."""
     if decompress is None:
         raise _Bad(f"{CODEC_NAMES[codec]}: no decompressor for this codec was given")
     try:
-        return bytes(decompress(codec, data, max_size))
+        out = bytes(decompress(codec, data, max_size))
     except _Bad:
         raise
     except Exception as exc:  # a codec library's error, whatever its class
         raise _Bad(f"{CODEC_NAMES[codec]}: {type(exc).__name__}: {exc}") from None
+    if len(out) > max_size:
+        raise _too_big(CODEC_NAMES[codec], max_size)
+    return out
 
 
-def _unsnappy(data: bytes, decompress: Decompress | None) -> bytes:
+def _unsnappy_block(data: bytes, decompress: Decompress | None, limit: int) -> bytes:
+    if _snappy_length(data) > limit:  # checked before the codec allocates what it declares
+        raise _too_big("snappy", limit)
+    return _call(decompress, CODEC_SNAPPY, data, limit)
+
+
+def _unsnappy(data: bytes, decompress: Decompress | None, limit: int = MAX_INFLATED_BYTES) -> bytes:
     if not data.startswith(_XERIAL_MAGIC):
-        return _call(decompress, CODEC_SNAPPY, data, 0)
+        return _unsnappy_block(data, decompress, limit)
     if len(data) < _XERIAL_HEADER.size:
         raise _Bad("snappy: truncated xerial header")
     pos = _XERIAL_HEADER.size
     out = []
+    total = 0
     while pos < len(data):
         if pos + 4 > len(data):
             raise _Bad("snappy: truncated xerial block length")
@@ -68,12 +113,14 @@ def _unsnappy(data: bytes, decompress: Decompress | None) -> bytes:
         pos += 4
         if n < 0 or pos + n > len(data):
             raise _Bad(f"snappy: xerial block of {n} bytes overruns the data")
-        out.append(_call(decompress, CODEC_SNAPPY, data[pos : pos + n], 0))
+        block = _unsnappy_block(data[pos : pos + n], decompress, limit - total)
+        total += len(block)
+        out.append(block)
         pos += n
     return b"".join(out)
 
 
-def _unlz4(data: bytes, decompress: Decompress | None, magic: int) -> bytes:
+def _unlz4(data: bytes, decompress: Decompress | None, magic: int, limit: int = MAX_INFLATED_BYTES) -> bytes:
     if len(data) < 7 or struct.unpack_from("<I", data, 0)[0] != _LZ4_MAGIC:
         raise _Bad("lz4: not an LZ4 frame (bad magic number)")
     flg, bd = data[4], data[5]
@@ -94,6 +141,7 @@ def _unlz4(data: bytes, decompress: Decompress | None, magic: int) -> bytes:
             raise _Bad(f"lz4: frame descriptor checksum {hc:#04x}, expected {want:#04x}")
     pos += 1
     out = []
+    total = 0
     while True:
         if pos + 4 > len(data):
             raise _Bad("lz4: truncated block header (no end mark)")
@@ -113,19 +161,26 @@ def _unlz4(data: bytes, decompress: Decompress | None, magic: int) -> bytes:
             if struct.unpack_from("<I", data, pos)[0] != xxh32(block):
                 raise _Bad("lz4: block checksum mismatch")
             pos += 4
-        out.append(block if raw else _call(decompress, CODEC_LZ4, block, block_max))
+        plain = block if raw else _call(decompress, CODEC_LZ4, block, block_max)
+        total += len(plain)
+        if total > limit:
+            raise _too_big("lz4", limit)
+        out.append(plain)
     return b"".join(out)
 
 
-def _decompress(codec: int, data: bytes, decompress: Decompress | None, magic: int) -> bytes:
+def _decompress(
+    codec: int, data: bytes, decompress: Decompress | None, magic: int, limit: int = MAX_INFLATED_BYTES
+) -> bytes:
+    """A batch's (or wrapper's) payload inflated, never past ``limit`` bytes."""
     if codec == CODEC_GZIP:
-        return _gunzip(data)
+        return _gunzip(data, limit)
     if codec == CODEC_SNAPPY:
-        return _unsnappy(data, decompress)
+        return _unsnappy(data, decompress, limit)
     if codec == CODEC_LZ4:
-        return _unlz4(data, decompress, magic)
+        return _unlz4(data, decompress, magic, limit)
     if codec == CODEC_ZSTD:
-        return _call(decompress, CODEC_ZSTD, data, 0)
+        return _call(decompress, CODEC_ZSTD, data, limit)
     raise _Bad(f"unknown compression codec {codec}")
 
 

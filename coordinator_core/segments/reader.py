@@ -39,7 +39,7 @@ from coordinator_core.segments.format import (
     _Bad,
     _varint,
 )
-from coordinator_core.segments.framing import _decompress
+from coordinator_core.segments.framing import MAX_INFLATED_BYTES, _decompress
 
 
 # ---------------------------------------------------------------------------------------------
@@ -51,9 +51,11 @@ def iter_batches(
     check_crc: bool = True,
     position: int = 0,
     crc32c_fn: Callable[[bytes], int] | None = None,
+    max_inflated: int = MAX_INFLATED_BYTES,
 ) -> Iterator[RecordBatch | BadBatch]:
     """Every batch in ``data`` (a segment file's bytes), in order; ``position`` is added to
-    reported positions (where ``data`` starts in its file). Never raises on bad bytes."""
+    reported positions (where ``data`` starts in its file). Never raises on bad bytes; a
+    compressed batch that would inflate past ``max_inflated`` bytes is a bad batch."""
     data = bytes(data)
     crc_fn = crc32c_fn or crc32c
     n = len(data)
@@ -88,9 +90,9 @@ def iter_batches(
             if not plausible:
                 raise _Bad(why)
             if magic == 2:
-                yield _read_v2(data, pos, size, decompress, check_crc, crc_fn, position)
+                yield _read_v2(data, pos, size, decompress, check_crc, crc_fn, position, max_inflated)
             else:
-                yield _read_legacy(data, pos, size, magic, decompress, check_crc, position)
+                yield _read_legacy(data, pos, size, magic, decompress, check_crc, position, max_inflated)
         except _Bad as exc:
             # the length field is outside every CRC: go on only if it leads to the end of the
             # data or to something that looks like the next batch header
@@ -136,6 +138,7 @@ def _read_v2(
     check_crc: bool,
     crc_fn: Callable[[bytes], int],
     position: int,
+    max_inflated: int = MAX_INFLATED_BYTES,
 ) -> RecordBatch:
     (
         base_offset,
@@ -166,7 +169,7 @@ def _read_v2(
         raise _Bad(f"negative record count {count}")
     body_start = pos + V2_HEADER_SIZE
     if codec:
-        body = _decompress(codec, data[body_start:end], decompress, 2)
+        body = _decompress(codec, data[body_start:end], decompress, 2, max_inflated)
         records = _read_records(body, 0, len(body), count, base_offset, base_ts, ts_type, max_ts, control)
     else:
         records = _read_records(data, body_start, end, count, base_offset, base_ts, ts_type, max_ts, control)
@@ -308,7 +311,14 @@ def _control_marker(key: bytes | None, value: bytes | None) -> ControlMarker:
 
 
 def _read_legacy(
-    data: bytes, pos: int, size: int, magic: int, decompress: Decompress | None, check_crc: bool, position: int
+    data: bytes,
+    pos: int,
+    size: int,
+    magic: int,
+    decompress: Decompress | None,
+    check_crc: bool,
+    position: int,
+    max_inflated: int = MAX_INFLATED_BYTES,
 ) -> RecordBatch:
     offset, crc, codec, ts_type, ts, key, value = _legacy_message(data, pos, size, magic, check_crc)
     if codec == CODEC_NONE:
@@ -330,7 +340,7 @@ def _read_legacy(
         raise _Bad(f"compression codec {codec} is not valid for magic {magic}")
     if value is None:
         raise _Bad("compressed wrapper message with a null value")
-    inner_bytes = _decompress(codec, value, decompress, magic)
+    inner_bytes = _decompress(codec, value, decompress, magic, max_inflated)
     inner: list[tuple[int, int, int, bytes | None, bytes | None]] = []
     ipos = 0
     n = len(inner_bytes)

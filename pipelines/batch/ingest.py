@@ -208,7 +208,7 @@ def landing_files_readable_by_tasks(cfg: Config, known: Collection[str] = ()) ->
     parquet, jsonl = landing_files(path)
     if jsonl and cfg.input.format != "parquet":
         return None
-    if not parquet or cfg.input.format == "segments" or landing_segments(path):
+    if not parquet or cfg.input.format == "segments" or landing_segments(path, cfg.kafka.topic):
         return None
     for f in parquet:
         if known and file_stamp(f) in known:

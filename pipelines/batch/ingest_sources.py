@@ -58,14 +58,15 @@ def landing_files(path: str) -> tuple[list[str], list[str]]:
     return parquet, jsonl
 
 
-def landing_segments(path: str) -> list[Path]:
-    """The broker segment files of a local landing (see the module rules; none for an object store)."""
+def landing_segments(path: str, topic: str) -> list[Path]:
+    """The broker segment files of ``topic`` (``kafka.topic``) in a local landing (see the
+    module rules; none for an object store)."""
     from pipelines.inputs.segment_files import SEGMENT_SUFFIX, segment_files
 
     p = Path(path)
     if "://" in path or not p.exists() or (p.is_file() and p.suffix != SEGMENT_SUFFIX):
         return []
-    return segment_files(p)
+    return segment_files(p, topic)
 
 
 def segment_input(cfg: Config) -> LandingTables | None:
@@ -74,7 +75,7 @@ def segment_input(cfg: Config) -> LandingTables | None:
 
     if cfg.input.source != "landing" or cfg.input.format not in ("auto", "segments"):
         return None
-    files = landing_segments(cfg.input.path or cfg.paths.landing)
+    files = landing_segments(cfg.input.path or cfg.paths.landing, cfg.kafka.topic)
     return landing_tables(files) if files else None
 
 

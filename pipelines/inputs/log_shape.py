@@ -130,23 +130,46 @@ def combine(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
     ]
 
 
-def log_partitions(read_raw: Callable[[], DataFrame], stats: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def log_partitions(
+    read_raw: Callable[[], DataFrame],
+    stats: list[dict[str, Any]],
+    read_refused: Callable[[], DataFrame | None] | None = None,
+) -> list[dict[str, Any]]:
     """``raw_records`` (positions unique; ``read_raw`` reads it, only when needed) and its
     ``partition_stats`` → the ``log_partitions`` rows (one per ``__consumer_offsets`` partition:
     small, on the driver). A window job runs only over partitions whose offset range is not
-    full."""
+    full. ``read_refused``: the positions refused or quarantined at ingest (``ingest_quarantine``),
+    which fill their gaps before any is inferred (``accounted_offsets``, not a table column:
+    the run summary's)."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
     mine = [r for r in stats if r["topic"] == OFFSETS_TOPIC]
     gappy = [r["partition"] for r in mine if r["last_offset"] - r["first_offset"] + 1 != r["records"]]
     holes: dict[int, Any] = {}
+    accounted: dict[int, int] = {}
     if gappy:
         w = Window.partitionBy("partition").orderBy("offset")
+        raw = read_raw().where((F.col("topic") == OFFSETS_TOPIC) & F.col("partition").isin(gappy))
+        positions = raw.select("partition", "offset", F.lit(False).alias("refused"))
+        refused = read_refused() if read_refused is not None else None
+        if refused is not None:
+            bounds = raw.groupBy("partition").agg(F.min("offset").alias("lo"), F.max("offset").alias("hi"))
+            known = (
+                refused.where((F.col("topic") == OFFSETS_TOPIC) & F.col("partition").isin(gappy))
+                .where(F.col("offset").isNotNull())
+                .select("partition", "offset")
+                .distinct()
+                .join(raw.select("partition", "offset"), ["partition", "offset"], "left_anti")
+                .join(bounds, "partition")
+                .where(F.col("offset").between(F.col("lo"), F.col("hi")))
+                .select("partition", "offset", F.lit(True).alias("refused"))
+            )
+            positions = positions.unionByName(known)
+            for k in known.groupBy("partition").count().collect():
+                accounted[int(k["partition"])] = int(k["count"])
         for h in (
-            read_raw()
-            .where((F.col("topic") == OFFSETS_TOPIC) & F.col("partition").isin(gappy))
-            .select("partition", "offset", (F.col("offset") - F.lag("offset").over(w) - 1).alias("hole"))
+            positions.select("partition", "offset", (F.col("offset") - F.lag("offset").over(w) - 1).alias("hole"))
             .where(F.col("hole") > 0)
             .groupBy("partition")
             .agg(
@@ -175,6 +198,7 @@ def log_partitions(read_raw: Callable[[], DataFrame], stats: list[dict[str, Any]
                 "compacted_until": None if g is None else int(g["until"]),
                 "first_timestamp": r["first_timestamp"],
                 "last_timestamp": r["last_timestamp"],
+                "accounted_offsets": accounted.get(int(r["partition"]), 0),
             }
         )
     return rows
@@ -192,10 +216,17 @@ def rows_to_table(name: str, rows: list[dict[str, Any]]) -> Any:
 
 def compaction_note(io: TableIO, rows: list[Any]) -> str | None:
     """One line for the run summary when the capture is compacted (None: it is not)."""
+    refused = sum(int(r.get("accounted_offsets") or 0) for r in rows)
+    said = (
+        f"{refused} offsets refused or quarantined at ingest (ingest_quarantine), not missing from the log"
+        if refused
+        else None
+    )
     compacted = [r for r in rows if r["compacted"]]
     if not compacted:
         marker = sum(int(r["missing_offsets"]) for r in rows)
-        return None if not marker else f"{marker} offsets absent in single gaps (transaction markers)"
+        note = None if not marker else f"{marker} offsets absent in single gaps (transaction markers)"
+        return "; ".join(x for x in (said, note) if x) or None
     missing = sum(int(r["missing_offsets"]) for r in compacted)
     affected = 0
     if io.exists("group_state"):
@@ -215,5 +246,5 @@ def compaction_note(io: TableIO, rows: list[Any]) -> str | None:
     return (
         f"compacted input: partitions {parts} lack {missing} offsets (the log cleaner's work); "
         f"{affected} groups start inside the compacted part, their earlier history is unknown "
-        "(log_partitions, group_state.first_log_offset)"
+        "(log_partitions, group_state.first_log_offset)" + (f"; {said}" if said else "")
     )

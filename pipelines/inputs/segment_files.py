@@ -96,6 +96,28 @@ class SegmentProblem(NamedTuple):
     base_offset: int | None
     magic: int | None
     offset: int | None = None  # set for one bad record of a readable batch
+    key: bytes | None = None  # the record's key, when the problem is one whole record
+
+
+OVERLAPPING = "overlapping segment"
+
+
+def overlap_problem(r: SegmentRecord) -> SegmentProblem:
+    """A record of a segment whose offsets an earlier segment of its partition holds (an
+    overlapping copy, ``pipelines.stream.segment_log``): quarantined with its key and value."""
+    return SegmentProblem(
+        r.source_file,
+        r.topic,
+        r.partition,
+        r.batch_position,
+        0,
+        f"{OVERLAPPING}: offset {r.offset} is also in an earlier segment of partition {r.partition}",
+        r.value or b"",
+        None,
+        r.magic,
+        r.offset,
+        r.key,
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -110,29 +132,44 @@ def _decompress(codec: int, data: bytes, max_size: int) -> bytes:
         n = cramjam.lz4.decompress_block_into(data, out)
         return bytes(out[:n])
     if codec == seg.CODEC_ZSTD:
-        return _unzstd(data)
+        return _unzstd(data, max_size)
     raise ValueError(f"codec {codec} is not a callback codec")
 
 
 _ZSTD = threading.local()
 
 
-def _unzstd(data: bytes) -> bytes:
+#: compressed bytes fed to the zstd decoder at a time: a zstd block inflates at most ~128 KiB
+#: from a few bytes, so one step of a bomb stays a few MiB before the bound is checked
+_ZSTD_STEP = 512
+
+
+def _unzstd(data: bytes, max_size: int = seg.MAX_INFLATED_BYTES) -> bytes:
     # zstandard, not cramjam: cramjam sets up a decoder per call (~40 us, 100x zstandard's), and
     # the coordinator writes one small zstd frame per commit. Kafka's zstd-jni stream writes no
     # content size, hence the decompression object; every frame must end (eof) or it is truncated.
+    # The input goes in small steps so that the output is bounded by ``max_size`` (a bomb is
+    # stopped after at most one step past the bound, never inflated whole).
     dctx = getattr(_ZSTD, "dctx", None)
     if dctx is None:  # one context per thread: making one costs ~20 us, zstandard's are not thread-safe
         import zstandard
 
         dctx = _ZSTD.dctx = zstandard.ZstdDecompressor()
     parts = []
+    total = 0
     while True:
         obj = dctx.decompressobj()
-        parts.append(obj.decompress(data))
+        pos = 0
+        while not obj.eof and pos < len(data):
+            chunk = obj.decompress(data[pos : pos + _ZSTD_STEP])
+            pos += _ZSTD_STEP
+            total += len(chunk)
+            if total > max_size:
+                raise ValueError(f"inflates past {max_size} bytes, the bound of one batch (a compression bomb?)")
+            parts.append(chunk)
         if not obj.eof:
             raise ValueError("truncated zstd frame")
-        data = obj.unused_data
+        data = obj.unused_data + data[pos:]
         if not data:
             return b"".join(parts)
 
@@ -190,15 +227,32 @@ def _dir_order(d: Path) -> tuple[str, int]:
     return ("", -1) if m is None else (m.group("topic"), int(m.group("partition")))
 
 
-def segment_files(path: str | os.PathLike[str]) -> list[Path]:
-    """Segment files under ``path`` (see the module rules), partitions in number order."""
+def segment_files(path: str | os.PathLike[str], topic: str = OFFSETS_TOPIC) -> list[Path]:
+    """Segment files under ``path`` (see the module rules), partitions in number order; only
+    ``<topic>-N`` directories are read (``kafka.topic``): a broker's log dir holds every topic,
+    and another topic's records are no offsets. The other topics' directories are skipped with
+    one warning naming them; a partition directory or file of another topic is refused."""
     p = Path(path)
     if not p.exists():
         raise UsageError(f"{p}: no such file or directory")
+    own_dir = p if p.is_dir() else p.parent
+    m = _PARTITION_DIR.match(own_dir.name)
+    if m is not None and m.group("topic") != topic and (p.is_file() or is_segment_dir(p)):
+        raise UsageError(
+            f"{p}: a segment of topic {m.group('topic')!r}, not {topic!r} (kafka.topic): "
+            "another topic's records are not offsets"
+        )
     if p.is_file():
         return [p]
     own = sorted(f for f in p.iterdir() if f.is_file() and _SEGMENT_NAME.match(f.name))
     dirs = sorted((d for d in p.iterdir() if is_segment_dir(d)), key=_dir_order)
+    other = [d.name for d in dirs if _dir_order(d)[0] != topic]
+    if other:
+        shown = ", ".join(other[:5]) + (f" and {len(other) - 5} more" if len(other) > 5 else "")
+        log.warning(
+            "%s: skipped %d partition directories of other topics (kafka.topic is %s): %s", p, len(other), topic, shown
+        )
+    dirs = [d for d in dirs if _dir_order(d)[0] == topic]
     return own + [f for d in dirs for f in sorted(d.iterdir()) if f.is_file() and _SEGMENT_NAME.match(f.name)]
 
 
@@ -279,9 +333,11 @@ def read_segment_bytes(data: bytes, path: Path, position: int = 0) -> Iterator[S
             )
 
 
-def read_segment_items(path: str | os.PathLike[str]) -> Iterator[SegmentRecord | SegmentProblem]:
-    """``read_segment_file`` over every segment file under ``path``."""
-    for f in segment_files(path):
+def read_segment_items(
+    path: str | os.PathLike[str], topic: str = OFFSETS_TOPIC
+) -> Iterator[SegmentRecord | SegmentProblem]:
+    """``read_segment_file`` over every segment file of ``topic`` under ``path``."""
+    for f in segment_files(path, topic):
         yield from read_segment_file(f)
 
 
@@ -505,6 +561,7 @@ __all__ = [
     "compress",
     "decompress",
     "is_segment_dir",
+    "overlap_problem",
     "partition_of",
     "raw_records",
     "read_segment_file",

@@ -62,7 +62,8 @@ def landing_tables(files: list[Path]) -> LandingTables:
 
 
 def item_tables(items: list[SegmentRecord | SegmentProblem]) -> LandingTables:
-    """Segment items (``pipelines.inputs.segment_files``) in the three shapes (module rules)."""
+    """Segment items (``pipelines.segment_files``) in the three shapes (module rules)."""
+    from pipelines.inputs.segment_files import OVERLAPPING
     from schemas.raw import RAW_RECORDS, RAW_TRANSACTIONS
 
     raw: list[SegmentRecord] = []
@@ -108,14 +109,16 @@ def item_tables(items: list[SegmentRecord | SegmentProblem]) -> LandingTables:
     )
     prob_t = pa.table(
         {
-            "key": pa.array([None] * len(probs), pa.binary()),
+            "key": pa.array([p.key for p in probs], pa.binary()),
             "value": pa.array([p.data for p in probs], pa.binary()),
             "topic": pa.array([p.topic for p in probs], pa.string()),
             "partition": pa.array([p.partition for p in probs], pa.int32()),
             "offset": pa.array([p.offset if p.offset is not None else p.base_offset for p in probs], pa.int64()),
             "timestamp": pa.array([None] * len(probs), pa.timestamp("us", tz="UTC")),
             "timestampType": pa.array([None] * len(probs), pa.int32()),
-            "reason": pa.array(["bad_batch"] * len(probs), pa.string()),
+            "reason": pa.array(
+                ["overlapping_segment" if p.reason.startswith(OVERLAPPING) else "bad_batch" for p in probs], pa.string()
+            ),
             "detail": pa.array(
                 [f"{p.source_file} byte {p.position} ({p.length} bytes): {p.reason}" for p in probs], pa.string()
             ),

@@ -310,7 +310,11 @@ def _replay(cfg: Config, io: TableIO, summary: BatchSummary, gold_written: dict[
     # the driver (no Spark write job), rows gone from the log deleted. Before the gold tables,
     # which are this stage's "up to date" test: a run killed between the two redoes both (this
     # MERGE then changes nothing), never only the gold tables (bench/crash_matrix.py --clean)
-    shape = log_partitions(lambda: io.read("raw_records"), stats)  # read only for a gappy log
+    shape = log_partitions(  # read only for a gappy log
+        lambda: io.read("raw_records"),
+        stats,
+        lambda: io.read("ingest_quarantine") if io.exists("ingest_quarantine") else None,
+    )
     wr = io.merge("log_partitions", rows_to_table("log_partitions", shape), delete_missing=True)
     gold_written["log_partitions"] = "unchanged" if wr.skipped else "merged"
     note = compaction_note(io, shape)

@@ -26,6 +26,7 @@ Rules:
 
 from __future__ import annotations
 
+import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,11 +36,16 @@ import numpy as np
 
 from coordinator_core.segments.headers import walk_headers
 
+log = logging.getLogger("offsetlake.stream")
+
 #: a partition's position: [next offset, segment base offset (-1: none yet), byte]
 Pos = tuple[int, int, int]
 START: Pos = (0, -1, 0)
 #: attributes of a span the walk could not step over (no batch header there to trust)
 UNREADABLE = -1
+#: attributes of a batch whose offsets an earlier segment of the partition holds (an overlapping
+#: copy): its records are quarantined, never followed (their offsets are read already)
+OVERLAP = -2
 
 
 @dataclass(frozen=True)
@@ -69,6 +75,7 @@ class ByteRange(NamedTuple):
     end: int
     min_offset: int
     end_offset: int
+    overlap: tuple[int, ...] = ()  # byte starts of batches whose offsets an earlier segment holds
 
 
 _WALKS: dict[tuple[str, int], tuple[int, Any, int, str]] = {}  # (path, inode) -> (size, cols, end, stop)
@@ -119,24 +126,45 @@ def _legacy_count(data: bytes) -> int:
     return len(item.records) if isinstance(item, seg.RecordBatch) else 1
 
 
-def partition_files(root: str) -> dict[int, list[tuple[int, str]]]:
-    """partition -> its segment files as (base offset, path), in log order."""
-    from pipelines.inputs.segment_files import OFFSETS_TOPIC, is_segment_dir
+def partition_files(root: str, topic: str = "__consumer_offsets") -> dict[int, list[tuple[int, str]]]:
+    """partition -> its segment files as (base offset, path), in log order; only ``<topic>-N``
+    directories (``kafka.topic``), the others skipped with a warning (once per set)."""
+    from pipelines.inputs.segment_files import is_segment_dir
 
     out: dict[int, list[tuple[int, str]]] = {}
     base = Path(root)
     dirs = [base] if is_segment_dir(base) else [d for d in sorted(base.iterdir()) if is_segment_dir(d)]
+    skipped = []
     for d in dirs:
-        topic, _, num = d.name.rpartition("-")
-        if topic != OFFSETS_TOPIC:
+        name, _, num = d.name.rpartition("-")
+        if name != topic:
+            skipped.append(d.name)
             continue
         files = sorted(f.name for f in d.iterdir() if f.name.endswith(".log") and f.name[:-4].isdigit())
         out[int(num)] = [(int(name[:-4]), str(d / name)) for name in files if len(name) == 24]
+    _warn_once(
+        ("skipped", root, tuple(skipped)),
+        f"segments: {root}: skipped {len(skipped)} partition directories of other topics "
+        f"(kafka.topic is {topic}): {', '.join(skipped[:5])}{' ...' if len(skipped) > 5 else ''}",
+        bool(skipped),
+    )
     return out
 
 
-def pending(files: list[tuple[int, str]], pos: Pos) -> list[Span]:
-    """The batches of one partition after ``pos``, in log order (see the module rules)."""
+_WARNED: set[Any] = set()
+
+
+def _warn_once(key: Any, message: str, when: bool = True) -> None:
+    if when and key not in _WARNED:
+        _WARNED.add(key)
+        log.warning("%s", message)
+
+
+def pending(files: list[tuple[int, str]], pos: Pos, *, final: bool = False) -> list[Span]:
+    """The batches of one partition after ``pos``, in log order (see the module rules).
+    ``final``: the run ends at what is there now (available-now), so an unreadable tail of the
+    last segment is handed to the parser too (the batch job quarantines it); otherwise it waits,
+    with one warning."""
     next_offset, at_base, at_byte = pos
     resume = None
     for i, (b, path) in enumerate(files):
@@ -146,20 +174,35 @@ def pending(files: list[tuple[int, str]], pos: Pos) -> list[Span]:
                 resume = i
             break
     spans: list[Span] = []
-    todo = files[resume:] if resume is not None else files
-    for i, (b, path) in enumerate(todo):
+    first = resume if resume is not None else 0
+    covered = -1  # the highest offset of the partition's earlier segments
+    for i, (b, path) in enumerate(files):
         cols, end, stop, size = _walk(path)
-        if resume is not None and i == 0:
-            cols = cols[cols[:, 0] >= at_byte]
-        cols = cols[cols[:, 2] >= next_offset]
-        last_file = i == len(todo) - 1
-        if not last_file and stop != "end" and end < size:
-            # bytes the walk cannot step over, in a segment the broker no longer writes: the
-            # parser reads (and quarantines) them; they end where the next segment begins
-            nxt_base = todo[i + 1][0]
-            tail = np.array([[end, size, nxt_base - 1, -(2**63), 0, UNREADABLE]], np.int64)
-            if resume is None or i > 0 or end >= at_byte:
+        overlap = cols[:, 2] <= covered  # offsets an earlier segment holds: a second copy
+        if len(cols):
+            covered = max(covered, int(cols[:, 2].max()))
+        if i < first:
+            continue
+        keep = (cols[:, 2] >= next_offset) | overlap
+        if resume is not None and i == first:
+            keep &= cols[:, 0] >= at_byte
+        cols = cols[keep].copy()
+        cols[overlap[keep], 5] = OVERLAP
+        last_file = i == len(files) - 1
+        if stop != "end" and end < size and (resume is None or i > first or end >= at_byte):
+            if not last_file or final:
+                # bytes the walk cannot step over, in a segment the broker no longer writes (or
+                # at the end of a finite run): the parser reads (and quarantines) them; they end
+                # where the next segment begins
+                upto = files[i + 1][0] - 1 if not last_file else max(covered, next_offset - 1)
+                tail = np.array([[end, size, upto, -(2**63), 0, UNREADABLE]], np.int64)
                 cols = np.concatenate([cols, tail])
+            else:
+                _warn_once(
+                    ("stuck", path, end, size),
+                    f"segments: {path}: the partition cannot advance past byte {end} of {size} ({stop}); "
+                    "waiting for the rest of the batch (a run with trigger available-now quarantines it)",
+                )
         if len(cols):
             spans.append(Span(b, path, *(np.ascontiguousarray(cols[:, k]) for k in range(6))))
     return spans
@@ -194,26 +237,29 @@ def advance(spans: list[Span], take: int, pos: Pos) -> tuple[Pos, int]:
         if left <= 0:
             break
         n = min(left, len(s))
-        pos = (int(s.last[n - 1]) + 1, s.base, int(s.end[n - 1]))
+        # an overlapping copy (or an unreadable span) never moves the next offset back
+        pos = (max(pos[0], int(s.last[:n].max()) + 1), s.base, int(s.end[n - 1]))
         records += int(s.count[:n].sum())
         left -= n
     return pos, records
 
 
-def ranges_between(files: list[tuple[int, str]], start: Pos, end: Pos) -> list[ByteRange]:
+def ranges_between(files: list[tuple[int, str]], start: Pos, end: Pos, *, final: bool = False) -> list[ByteRange]:
     """The byte ranges of one partition from position ``start`` to ``end`` (a micro-batch)."""
     out: list[ByteRange] = []
-    for s in pending(files, start):
+    for s in pending(files, start, final=final):
         if s.base > end[1]:
             break
         keep = s.end <= end[2] if s.base == end[1] else np.ones(len(s), bool)
         n = int(np.count_nonzero(keep))
         if n:
-            out.append(ByteRange(s.path, int(s.start[0]), int(s.end[n - 1]), start[0], end[0]))
+            over = tuple(int(x) for x in s.start[:n][s.attrs[:n] == OVERLAP])
+            out.append(ByteRange(s.path, int(s.start[0]), int(s.end[n - 1]), start[0], end[0], over))
     return out
 
 
 __all__ = [
+    "OVERLAP",
     "START",
     "ByteRange",
     "Pos",

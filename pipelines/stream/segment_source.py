@@ -60,6 +60,7 @@ class SegmentStreamReader:
     def __init__(self, options: dict[str, str]) -> None:
         options = {k.lower(): v for k, v in options.items()}
         self.path = options["path"]
+        self.topic = options.get("topic") or "__consumer_offsets"
         self.max_bytes = int(options.get("maxbytespertrigger") or 0) or DEFAULT_BYTES_PER_TRIGGER
         self.tasks = max(1, int(options.get("tasks") or 2))
         self.lenient = options.get("lenient", "false") == "true"
@@ -67,6 +68,7 @@ class SegmentStreamReader:
         self.state_dir = options.get("statedir") or None
         self.write_decoded = options.get("writedecoded", "false") == "true" and self.plan_dir is not None
         self._target: dict[int, Pos] | None = None
+        self._final = False  # available-now: the log dir is read as it is now, tails included
 
     # -- offsets ---------------------------------------------------------------------------
     def initialOffset(self) -> dict[str, Any]:
@@ -80,9 +82,10 @@ class SegmentStreamReader:
     def _pending(self, start: dict[str, Any]) -> tuple[dict[int, Any], dict[int, Any]]:
         from pipelines.stream.segment_log import partition_files, pending
 
-        files = partition_files(self.path)
+        files = partition_files(self.path, self.topic)
         pos = _positions(start)
-        pend = {p: pending(fs, pos.get(p, START)) for p, fs in files.items()}
+        final = self._target is not None or self._final
+        pend = {p: pending(fs, pos.get(p, START), final=final) for p, fs in files.items()}
         if self._target is not None:  # available-now: only what was there when it started
             pend = {p: _upto(spans, self._target.get(p)) for p, spans in pend.items()}
         return files, pend
@@ -90,6 +93,7 @@ class SegmentStreamReader:
     def prepareForTriggerAvailableNow(self) -> None:
         from pipelines.stream.segment_log import advance
 
+        self._final = True
         _files, pend = self._pending(self.initialOffset())
         self._target = {p: advance(spans, sum(len(s) for s in spans), START)[0] for p, spans in pend.items()}
 
@@ -115,9 +119,14 @@ class SegmentStreamReader:
     def _ranges(self, start: dict[str, Any], end: dict[str, Any]) -> dict[int, list[ByteRange]]:
         from pipelines.stream.segment_log import partition_files, ranges_between
 
-        files = partition_files(self.path)
+        files = partition_files(self.path, self.topic)
         a, b = _positions(start), _positions(end)
-        out = {p: ranges_between(files.get(p, []), a.get(p, START), b[p]) for p in b if b[p] != a.get(p, START)}
+        final = self._target is not None or self._final
+        out = {
+            p: ranges_between(files.get(p, []), a.get(p, START), b[p], final=final)
+            for p in b
+            if b[p] != a.get(p, START)
+        }
         return {p: r for p, r in out.items() if r}
 
     def _settle(self, start: dict[str, Any], end: dict[str, Any], ranges: dict[int, list[ByteRange]]) -> Any:
@@ -286,6 +295,7 @@ def segment_options(settings: StreamSettings, *, decoded: bool) -> dict[str, str
         "planDir": str(plan_dir(settings)),
         "stateDir": os.path.join(checkpoint, "segment_txn"),
         "writeDecoded": str(decoded).lower(),
+        "topic": settings.topic,
     }
     if settings.max_bytes_per_trigger is not None:
         options["maxBytesPerTrigger"] = str(settings.max_bytes_per_trigger)

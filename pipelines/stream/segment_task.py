@@ -42,7 +42,6 @@ def read_partitions(part: SegmentPartition, *, lenient: bool = False) -> Iterato
     """The task's packs, partition by partition (module rules)."""
     import pyarrow as pa
 
-    from pipelines.inputs.segment_files import SegmentProblem, read_segment_range
     from pipelines.inputs.segment_input import item_tables
     from pipelines.records import replay_input
     from pipelines.records.decode import decode_batch, split_union_arrow
@@ -55,14 +54,7 @@ def read_partitions(part: SegmentPartition, *, lenient: bool = False) -> Iterato
     fates = None if part.fates is None else table_from_ipc(part.fates)
     data = controls = 0
     for p in sorted(part.ranges):
-        items: list[Any] = []
-        for r in part.ranges[p]:
-            items.extend(
-                i
-                for i in read_segment_range(r.path, r.start, r.end)
-                if isinstance(i, SegmentProblem) or r.min_offset <= i.offset < r.end_offset
-            )
-        t = item_tables(items)
+        t = item_tables(range_items(part.ranges[p]))
         data += t.data_records
         controls += t.control_records
         union = decode_batch(t.raw.combine_chunks().to_batches()[0], lenient=lenient) if t.raw.num_rows else []
@@ -82,4 +74,22 @@ def read_partitions(part: SegmentPartition, *, lenient: bool = False) -> Iterato
         out.close()
 
 
-__all__ = ["read_partitions"]
+def range_items(ranges: list[Any]) -> list[Any]:
+    """The items of one partition's byte ranges (``segment_log.ByteRange``): records from the
+    range's offsets, every problem, and the records of overlapping batches as problems."""
+    from pipelines.inputs.segment_files import SegmentProblem, overlap_problem, read_segment_range
+
+    items: list[Any] = []
+    for r in ranges:
+        over = set(r.overlap)
+        for i in read_segment_range(r.path, r.start, r.end):
+            if isinstance(i, SegmentProblem):
+                items.append(i)
+            elif i.batch_position in over:
+                items.append(overlap_problem(i))
+            elif r.min_offset <= i.offset < r.end_offset:
+                items.append(i)
+    return items
+
+
+__all__ = ["range_items", "read_partitions"]

@@ -58,6 +58,7 @@ class StreamSettings:
     clock_outlier_ms: int = 86_400_000
     #: what the landing holds: "files" (raw-record Parquet) or "segments" (broker log segments)
     landing_kind: str = "files"
+    topic: str = "__consumer_offsets"  # kafka.topic: the only <topic>-N directories a log dir is read from
 
     @property
     def app_id(self) -> str:
@@ -115,6 +116,7 @@ def settings_from_config(cfg: Config) -> StreamSettings:
         allow_late_drops=cfg.stream.allow_late_drops,
         clock_outlier_ms=cfg.replay.clock_outlier_ms,
         landing_kind=kind,
+        topic=cfg.kafka.topic,
     )
 
 
@@ -129,7 +131,7 @@ def _landing_kind(cfg: Config, path: str) -> str:
     if cfg.input.format not in ("auto", "segments"):
         return "files"
     p = Path(path)
-    if not p.exists() or (p.is_file() and p.suffix != SEGMENT_SUFFIX) or not segment_files(p):
+    if not p.exists() or (p.is_file() and p.suffix != SEGMENT_SUFFIX) or not segment_files(p, cfg.kafka.topic):
         if cfg.input.format == "segments":
             raise UsageError(f"input: no broker log segments (__consumer_offsets-N/*.log) in {path}")
         return "files"

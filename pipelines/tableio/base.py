@@ -28,6 +28,15 @@ COMMIT_REFUSED = "offsetlake: commit refused"
 WriteMode = Literal["append", "overwrite"]
 
 
+def before_commit(location: str) -> None:
+    """Called right before every Delta commit: the writer lock this process holds on the
+    warehouse of ``location`` must still be its own (``pipelines.warehouse_lock.check_held``;
+    a lock file removed under a running job must not let a second writer commit too)."""
+    from pipelines.warehouse.lock import check_held
+
+    check_held(location)
+
+
 @dataclass(frozen=True)
 class WriteResult:
     """What a write did: the table version after it and whether it was skipped as a duplicate."""

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from pipelines.tableio import uri as uris
+from pipelines.tableio.base import before_commit
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -179,6 +180,7 @@ def create(
     """An empty table with ``schema`` (``mode="ignore"``: leave an existing one alone)."""
     from deltalake import DeltaTable
 
+    before_commit(uri)
     DeltaTable.create(
         uris.for_delta_rs(uri),
         schema=schema,
@@ -193,6 +195,7 @@ def add_columns(uri: str, fields: pa.Schema) -> None:
     """Add nullable ``fields`` to the table at ``uri`` (one metadata commit; rows read null)."""
     from deltalake import Schema
 
+    before_commit(uri)
     open_table(uri).alter.add_columns(list(Schema.from_arrow(fields).fields))
 
 
@@ -246,6 +249,7 @@ def write_arrow(uri: str, table: pa.Table, mode: str = "append") -> None:
         import os
 
         os.makedirs(uris.local_path(uri), exist_ok=True)
+    before_commit(uri)
     write_deltalake(uris.for_delta_rs(uri), table, mode=mode)  # type: ignore[call-overload]
 
 
@@ -261,6 +265,7 @@ def merge_arrow(
 ) -> dict[str, Any]:
     """MERGE an Arrow source into the table: update rows where ``changed``, insert new ones,
     delete target rows absent from the source when ``delete_missing``; the merge metrics."""
+    before_commit(uri)
     builder = open_table(uri).merge(
         source, predicate=on, source_alias="s", target_alias="t", commit_properties=commit_properties(app_id, version)
     )
@@ -272,6 +277,7 @@ def merge_arrow(
 
 def delete_matching(uri: str, keys: pa.Table, *, on: str, app_id: str | None, version: int | None) -> int:
     """Delete the target rows matching ``keys`` (a MERGE with only a delete clause); rows deleted."""
+    before_commit(uri)
     metrics = (
         open_table(uri)
         .merge(
@@ -315,6 +321,7 @@ def commit_files(
     adds: list[Any] = [AddAction(f.path, f.size, f.partition_values, f.modification_time, True, f.stats) for f in files]
     extra = dict(metadata)
     extra[ROWS_KEY] = sum(f.num_records for f in files)
+    before_commit(uri)
     dt.create_write_transaction(
         adds,
         mode="overwrite" if overwrite else "append",
@@ -326,10 +333,13 @@ def commit_files(
 
 
 def optimize(uri: str) -> dict[str, Any]:
+    before_commit(uri)
     return dict(open_table(uri).optimize.compact())
 
 
 def vacuum(uri: str, retention_hours: int, *, dry_run: bool) -> list[str]:
+    if not dry_run:
+        before_commit(uri)
     return list(
         open_table(uri).vacuum(retention_hours=retention_hours, dry_run=dry_run, enforce_retention_duration=False)
     )

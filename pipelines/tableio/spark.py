@@ -23,7 +23,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from pipelines.tableio import deltars
-from pipelines.tableio.base import EngineName, WriteMode, WriteResult
+from pipelines.tableio.base import EngineName, WriteMode, WriteResult, before_commit
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -58,11 +58,13 @@ class SparkEngine:
         )
         if spec.partition_by:
             builder = builder.partitionedBy(*spec.partition_by)
+        before_commit(uri)
         builder.execute()
 
     def add_columns(self, uri: str, spec: TableSpec, names: list[str]) -> None:
         cols = {c.name: c for c in spec.columns}
         ddl = ", ".join(f"`{n}` {cols[n].type}" for n in names)
+        before_commit(uri)
         self.spark.sql(f"ALTER TABLE delta.`{uri}` ADD COLUMNS ({ddl})")
 
     def write(
@@ -81,6 +83,7 @@ class SparkEngine:
         writer = writer.option("userMetadata", json.dumps(deltars.marker(app_id, version, metadata)))
         if spec.partition_by:
             writer = writer.partitionBy(*spec.partition_by)
+        before_commit(uri)
         writer.save(uri)
 
     def merge(
@@ -116,6 +119,7 @@ class SparkEngine:
         if delete_missing:
             m = m.whenNotMatchedBySourceDelete()
         try:
+            before_commit(uri)
             m.execute()
         finally:
             for key in session_conf:
@@ -123,6 +127,7 @@ class SparkEngine:
         return {}
 
     def delete_keys(self, uri: str, keys: pa.Table, *, on: str, app_id: str | None, version: int | None) -> int | None:
+        before_commit(uri)
         self._table(uri).alias("t").merge(self.spark.createDataFrame(keys).alias("s"), on).whenMatchedDelete().execute()
         return None
 
@@ -191,11 +196,13 @@ class SparkEngine:
             out.packed.unpersist()
 
     def optimize(self, uri: str) -> dict[str, Any]:
+        before_commit(uri)
         self._table(uri).optimize().executeCompaction()
         return {"version": deltars.open_table(uri).version()}
 
     def vacuum(self, uri: str, retention_hours: int, dry_run: bool) -> list[str]:
         if dry_run:  # Spark's VACUUM DRY RUN returns no list: delta-rs lists the same files
             return deltars.vacuum(uri, retention_hours, dry_run=True)
+        before_commit(uri)
         self._table(uri).vacuum(float(retention_hours))
         return []

@@ -14,7 +14,8 @@ from __future__ import annotations
 LOCK_FILE = "_offsetlake.lock"
 #: which job (batch or stream) writes this warehouse: the other one is refused
 JOB_FILE = "_offsetlake.job"
-#: routed writes' staged rows, ``_staging/<run id>/<table>`` (a dead run's are removed)
+#: routed writes' staged rows, ``_staging/<run id>/<table>`` (a dead run's are removed; its holder
+#: is recorded in ``_staging/<run id>/_holder.json``, ``pipelines.warehouse.lock.HOLDER_FILE``)
 STAGING_DIR = "_staging"
 #: the decode stage's replay input, ``_replay_input/v<raw version>-<run>/`` with a manifest
 REPLAY_INPUT_DIR = "_replay_input"
