@@ -30,8 +30,11 @@ Rules:
   ``spark.sql.warehouse.dir`` defaults to ``offsetlake-spark-warehouse-<uid>`` under the system
   temp directory (Spark's own default, ``./spark-warehouse``, littered wherever a command ran);
   a cluster's (spark-submit's) setting, or one in the config, is left alone.
-- Delta's Spark classes are used only when their jars are on the classpath (``delta_available``);
-  nothing here downloads jars.
+- Delta's Spark classes are used only when their jars are on the classpath (``delta_available``).
+  ``build_spark_from_config`` puts them there on the embedded path: ``delta.engine: spark`` and
+  ``kafka.engine: jvm`` add their bundles' jars (fetched on demand) to ``spark.jars``
+  (``pipelines.runtime.spark_jars``); under ``spark-submit`` the submitter's ``--jars`` or
+  ``--packages`` stand.
 """
 
 from __future__ import annotations
@@ -44,7 +47,7 @@ import tempfile
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from pipelines.errors import JavaNotFoundError
+from pipelines.errors import JavaNotFoundError, UsageError
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -230,21 +233,20 @@ def quiet_failure_logs(spark: SparkSession) -> None:
 
 def delta_available(spark: SparkSession) -> bool:
     """True when Delta Lake's Spark classes are on the classpath (the cluster path)."""
-    try:
-        jvm = spark.sparkContext._jvm
-        jvm.java.lang.Class.forName("io.delta.tables.DeltaTable")  # type: ignore[union-attr]
-        return True
-    except Exception:
-        return False
+    return _class_loads(spark, "io.delta.tables.DeltaTable")
 
 
 def kafka_connector_available(spark: SparkSession) -> bool:
     """True when Spark's Kafka source (spark-sql-kafka) is on the classpath."""
+    return _class_loads(spark, "org.apache.spark.sql.kafka010.KafkaSourceProvider")
+
+
+def _class_loads(spark: SparkSession, name: str) -> bool:
+    """True when the driver's context class loader finds ``name``: jars given as ``spark.jars``
+    (``--jars``) live in that loader, not in the one ``Class.forName`` asks from py4j."""
     try:
         jvm = spark.sparkContext._jvm
-        jvm.java.lang.Class.forName(  # type: ignore[union-attr]
-            "org.apache.spark.sql.kafka010.KafkaSourceProvider"
-        )
+        jvm.java.lang.Thread.currentThread().getContextClassLoader().loadClass(name)  # type: ignore[union-attr]
         return True
     except Exception:
         return False
@@ -264,5 +266,20 @@ def build_spark_from_config(cfg: Any, *, app_suffix: str | None = None, quick_ji
     from pipelines.config import option_value
 
     extra.update({k: option_value(v) for k, v in cfg.spark.conf.items()})  # secrets revealed: never log
+    extra.update(_engine_jars(cfg, extra))
     name = cfg.spark.app_name + (f"-{app_suffix}" if app_suffix else "")
     return build_spark(name, master=cfg.spark.master, conf=extra, log_level=cfg.spark.log_level, quick_jit=quick_jit)
+
+
+def _engine_jars(cfg: Any, conf: Mapping[str, Any]) -> dict[str, str]:
+    """The config's engines' jars and Delta's session settings (module rules); a bundle Maven
+    cannot fetch is one line (exit 2), as a missing Java is."""
+    from pipelines.runtime import jvm_deps, spark_jars
+
+    try:
+        return spark_jars.session_conf(cfg, conf, starts_jvm=spark_jars.starts_jvm())
+    except jvm_deps.JvmDepsUnavailable as exc:
+        raise UsageError(
+            f"{exc} (delta.engine: spark / kafka.engine: jvm need them; or give spark.jars.packages, "
+            "or use the rust / python engines)"
+        ) from exc

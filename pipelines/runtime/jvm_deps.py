@@ -51,7 +51,9 @@ def coordinates(bundle: str) -> list[str]:
     root = ET.parse(pom(bundle)).getroot()
     out = []
     for dep in root.iterfind("m:dependencies/m:dependency", _NS):
-        parts = [dep.findtext(f"m:{k}", default="", namespaces=_NS).strip() for k in ("groupId", "artifactId", "version")]
+        parts = [
+            dep.findtext(f"m:{k}", default="", namespaces=_NS).strip() for k in ("groupId", "artifactId", "version")
+        ]
         out.append(":".join(parts))
     return out
 
@@ -115,7 +117,9 @@ def fetch(bundle: str, *, timeout_s: float = FETCH_TIMEOUT_S) -> list[Path]:
         except subprocess.TimeoutExpired as exc:
             raise JvmDepsUnavailable(f"fetching the {bundle} jars with mvn took over {timeout_s:.0f} s") from exc
         if done.returncode != 0:
-            raise JvmDepsUnavailable(f"mvn could not fetch the {bundle} jars: {_maven_reason(done.stdout + done.stderr)}")
+            raise JvmDepsUnavailable(
+                f"mvn could not fetch the {bundle} jars: {_maven_reason(done.stdout + done.stderr)}"
+            )
         got = work / "jars"
         (got / "COMPLETE").write_text("\n".join(coordinates(bundle)) + "\n")
         if folder.exists():  # another process finished first: keep its copy
