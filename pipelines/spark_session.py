@@ -3,8 +3,10 @@
 Rules:
 - local[*] by default (the embedded path), UTC, small shuffle partitions locally, Arrow on,
   RocksDB state store (it must be chosen before a streaming checkpoint is first created).
-- ``PYSPARK_PYTHON``/``PYSPARK_DRIVER_PYTHON`` are set to the running interpreter and
-  ``SPARK_LOCAL_IP`` to 127.0.0.1 unless the caller already set them.
+- On a local master ``PYSPARK_PYTHON``/``PYSPARK_DRIVER_PYTHON`` are set to the running
+  interpreter and ``SPARK_LOCAL_IP`` to 127.0.0.1 unless the caller already set them; on a
+  cluster (a ``spark://``/``yarn``/``k8s://`` master, or spark-submit's) they are left to the
+  cluster (``spark.pyspark.python``), and so are the launcher, daemon and archive below.
 - A missing Java gives one clear ``JavaNotFoundError`` line, not a Py4J stack trace.
 - Spark's own failure logs (a task's trace from the executor, the scheduler's "aborting job",
   a data-source write "is aborting") are switched off: the
@@ -99,11 +101,15 @@ def check_java() -> str:
     return banner[0] if banner else java
 
 
-def prepare_environment() -> None:
-    """Point Spark's Python workers at this interpreter and keep Spark on loopback."""
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+def prepare_environment(local: bool = True) -> None:
+    """On a local master: point Spark's Python workers at this interpreter and keep Spark on
+    loopback. A cluster's executors run their own Python (``spark.pyspark.python``, the
+    cluster's ``PYSPARK_PYTHON``, else ``python3``): the driver's interpreter path and a loopback
+    driver would be wrong there."""
+    if local:
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ.setdefault("PYARROW_IGNORE_TIMEZONE", "1")
 
 
@@ -138,17 +144,17 @@ def build_spark(
         quick_jit: a short job on a local master: the driver JVM compiles with C1 only
             (module rules).
     """
-    prepare_environment()
+    if master is None and "spark.master" not in os.environ.get("SPARK_SUBMIT_OPTS", ""):
+        if not os.environ.get("SPARK_ENV_LOADED"):
+            master = os.environ.get("OFFSETLAKE_SPARK_MASTER", "local[*]")
+    local = master is not None and master.startswith("local")
+    prepare_environment(local or (master is None and _submitted_master().startswith("local")))
     banner = check_java()
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder.appName(app_name)
     if master is not None:
         builder = builder.master(master)
-    elif "spark.master" not in os.environ.get("SPARK_SUBMIT_OPTS", "") and not os.environ.get("SPARK_ENV_LOADED"):
-        master = os.environ.get("OFFSETLAKE_SPARK_MASTER", "local[*]")
-        builder = builder.master(master)
-    local = master is not None and master.startswith("local")
     merged = dict(DEFAULT_CONF)
     if local:
         merged["spark.sql.warehouse.dir"] = local_sql_warehouse()
@@ -176,6 +182,16 @@ def build_spark(
     if not os.environ.get("OFFSETLAKE_DEBUG"):
         quiet_failure_logs(spark)
     return spark
+
+
+def _submitted_master() -> str:
+    """The master spark-submit was given ("" when this process is not under spark-submit)."""
+    if not os.environ.get("PYSPARK_GATEWAY_PORT"):
+        return ""
+    from pyspark import SparkConf, SparkContext
+
+    SparkContext._ensure_initialized()
+    return SparkConf().get("spark.master", "") or ""
 
 
 def _use_worker_launcher() -> None:
