@@ -140,3 +140,29 @@ def _maven_reason(output: str) -> str:
     errors = [e for e in errors if e and not e.startswith(("->", "To see", "Re-run", "For more", "[Help"))]
     text = errors[0] if errors else (output.strip().splitlines() or ["no output"])[-1]
     return text if len(text) <= 300 else text[:297] + "..."
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m pipelines.runtime.jvm_deps fetch <bundle>...``: fetch bundles ahead (CI's first step).
+
+    Exit 0 with one line per bundle (its jar count and folder), 2 with one line when a bundle
+    cannot be had.
+    """
+    import sys
+
+    args = sys.argv[1:] if argv is None else argv
+    if not args or args[0] != "fetch":
+        print("usage: python -m pipelines.runtime.jvm_deps fetch <bundle>... (known: " + ", ".join(bundles()) + ")")
+        return 2
+    for bundle in args[1:] or bundles():
+        try:
+            got = fetch(bundle)
+        except JvmDepsUnavailable as exc:
+            print(f"jvm_deps: {exc}", file=sys.stderr)
+            return 2
+        print(f"{bundle}: {len(got)} jars in {bundle_dir(bundle)}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
