@@ -144,9 +144,9 @@ def build_spark(
         quick_jit: a short job on a local master: the driver JVM compiles with C1 only
             (module rules).
     """
-    if master is None and "spark.master" not in os.environ.get("SPARK_SUBMIT_OPTS", ""):
-        if not os.environ.get("SPARK_ENV_LOADED"):
-            master = os.environ.get("OFFSETLAKE_SPARK_MASTER", "local[*]")
+    submitted = "spark.master" in os.environ.get("SPARK_SUBMIT_OPTS", "") or os.environ.get("SPARK_ENV_LOADED")
+    if master is None and not submitted:
+        master = os.environ.get("OFFSETLAKE_SPARK_MASTER", "local[*]")
     local = master is not None and master.startswith("local")
     prepare_environment(local or (master is None and _submitted_master().startswith("local")))
     banner = check_java()

@@ -17,8 +17,8 @@ import pytest
 
 from tests.pipelines.standalone import StandaloneCluster, executor_python, project_zip, skip_or_fail
 
-#: the generated log every cluster test reads (~50k records: small, every record kind)
-LOG_ARGS = ("--groups", "12", "--hours", "1", "--seed", "34", "--rows-per-file", "8000")
+#: the generated log every cluster test reads (~40k records in several files: small, every record kind)
+LOG_ARGS = ("--groups", "6", "--hours", "0.5", "--seed", "34", "--rows-per-file", "8000")
 
 
 @pytest.fixture(scope="session")
@@ -65,3 +65,67 @@ def small_log(tmp_path_factory: pytest.TempPathFactory) -> Path:
         timeout=600,
     )
     return out
+
+
+@pytest.fixture(scope="session")
+def live_offsets(tmp_path_factory: pytest.TempPathFactory, jvm_bundles: object) -> Iterator[str]:
+    """A Kafka 3.9 broker whose ``__consumer_offsets`` (Kafka's default 50 partitions) holds a few
+    groups' joins and commits; its cleaner and offset expiry are off, so the log stays as written."""
+    from pipelines.kafka.local_broker import BrokerFailed, LocalBroker
+    from pipelines.runtime import jvm_deps
+
+    try:
+        jvm_deps.fetch("kafka-3.9")
+    except jvm_deps.JvmDepsUnavailable as exc:
+        skip_or_fail(str(exc))
+    broker = LocalBroker(
+        "kafka-3.9",
+        tmp_path_factory.mktemp("kafka"),
+        {
+            "log.cleaner.enable": "false",
+            "offsets.retention.minutes": "10080",
+            "log.roll.ms": "3600000",
+            "offsets.topic.num.partitions": "50",
+        },
+        start_timeout_s=240,
+    )
+    try:
+        broker.start()
+    except BrokerFailed as exc:
+        pytest.fail(str(exc), pytrace=False)
+    try:
+        _group_activity(broker.bootstrap)
+        yield broker.bootstrap
+    finally:
+        broker.stop()
+
+
+def _group_activity(bootstrap: str) -> None:
+    """Three groups join (subscribe, get an assignment), commit five times each, and leave."""
+    from confluent_kafka import Consumer, TopicPartition
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for fut in admin.create_topics([NewTopic("orders", 3, 1)]).values():
+        fut.result(timeout=60)
+    for g in range(3):
+        consumer = Consumer(
+            {
+                "bootstrap.servers": bootstrap,
+                "group.id": f"app-{g}",
+                "enable.auto.commit": False,
+                "session.timeout.ms": 6000,
+            }
+        )
+        try:
+            consumer.subscribe(["orders"])
+            for _ in range(120):
+                consumer.poll(0.5)
+                if consumer.assignment():
+                    break
+            assert consumer.assignment(), f"app-{g} got no assignment"
+            for step in range(1, 6):
+                offsets = [TopicPartition("orders", p, step * 10 + p + g) for p in range(3)]
+                consumer.commit(offsets=offsets, asynchronous=False)
+        finally:
+            consumer.close()

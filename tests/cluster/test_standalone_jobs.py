@@ -40,7 +40,8 @@ def test_tasks_run_in_the_executors_python_with_the_shipped_zip(
         standalone.url, "tests/cluster/probe_job.py", [], executor_python=executor_env, shipped=shipped
     )
     run(cmd, tmp_path / "probe.log")
-    report = json.loads((tmp_path / "probe.log").read_text().strip().splitlines()[-1])
+    (line,) = [ln for ln in (tmp_path / "probe.log").read_text().splitlines() if ln.startswith('{"tasks"')]
+    report = json.loads(line)
     pythons = {t[0] for t in report["tasks"]}
     modules = {t[1] for t in report["tasks"]}
     assert pythons == {str(executor_env)}

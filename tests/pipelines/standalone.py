@@ -9,7 +9,8 @@
   (pyspark itself left out: Spark puts its own ``pyspark.zip`` and py4j on every executor's
   ``PYTHONPATH``, as on any cluster), built once per machine under
   ``~/.cache/offsetlake/executor-env/<digest of the dependency list>``.
-- ``project_zip``: the project's packages as one zip for ``--py-files`` (what a user ships).
+- ``project_zip``: the project's packages as one zip for ``--py-files`` (what a user ships, made
+  with the README's command).
 - ``skip_or_fail``: outside CI a missing Java or Maven is one skip line; with ``CI=true`` it fails.
 """
 
@@ -25,7 +26,6 @@ import subprocess
 import sys
 import time
 import tomllib
-import zipfile
 from pathlib import Path
 from typing import NoReturn
 
@@ -184,11 +184,8 @@ def executor_python(timeout_s: float = 900) -> Path:
 
 
 def project_zip(out: Path) -> Path:
-    """The project's packages (sources and package data, no caches) as one zip for ``--py-files``."""
+    """The project's packages as one zip for ``--py-files``, made with the README's command
+    (``python -m zipfile -c offsetlake.zip coordinator_core pipelines schemas``)."""
     out.parent.mkdir(parents=True, exist_ok=True)
-    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as zf:
-        for package in PACKAGES:
-            for path in sorted((REPO / package).rglob("*")):
-                if path.is_file() and "__pycache__" not in path.parts and path.suffix != ".pyc":
-                    zf.write(path, path.relative_to(REPO).as_posix())
+    subprocess.run([sys.executable, "-m", "zipfile", "-c", str(out), *PACKAGES], cwd=REPO, check=True, timeout=300)
     return out
