@@ -84,6 +84,7 @@ def assert_same_tables(left: Path, right: Path) -> dict[str, int]:
     assert sorted(a) == sorted(b), f"table sets differ: {sorted(set(a) ^ set(b))}"
     for name in a:
         assert len(a[name]) == len(b[name]), f"{name}: {len(a[name])} rows against {len(b[name])}"
-        diff = [r for r in a[name] if r not in set(b[name])][:3]
-        assert a[name] == b[name], f"{name} differs, e.g. {diff}"
+        if a[name] != b[name]:
+            theirs = set(b[name])
+            raise AssertionError(f"{name} differs, e.g. {[r for r in a[name] if r not in theirs][:3]}")
     return {n: len(r) for n, r in a.items()}
