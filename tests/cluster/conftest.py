@@ -68,6 +68,17 @@ def small_log(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def tiny_log(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A smaller generated landing for the Delta-on-Spark runs (each Spark Delta commit is a job)."""
+    out = tmp_path_factory.mktemp("tiny") / "landing"
+    args = ("--groups", "3", "--hours", "0.25", "--seed", "35", "--rows-per-file", "1500")
+    subprocess.run(
+        [sys.executable, "-m", "pipelines", "generate", *args, "--out", str(out), "--quiet"], check=True, timeout=600
+    )
+    return out
+
+
+@pytest.fixture(scope="session")
 def live_offsets(tmp_path_factory: pytest.TempPathFactory, jvm_bundles: object) -> Iterator[str]:
     """A Kafka 3.9 broker whose ``__consumer_offsets`` (Kafka's default 50 partitions) holds a few
     groups' joins and commits; its cleaner and offset expiry are off, so the log stays as written."""

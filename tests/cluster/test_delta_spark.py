@@ -42,11 +42,11 @@ def _land(root: Path, files: list[Path]) -> None:
 
 
 def _batch(root: Path, engine: str, log: Path) -> float:
-    return run([sys.executable, BATCH, *job_args(CONF, root, "--set", f"delta.engine={engine}")], log)
+    return run([sys.executable, BATCH, *job_args(CONF, root, "--set", f"delta.engine={engine}")], log, timeout_s=2400)
 
 
-def test_each_engine_continues_the_others_warehouse(jvm_bundles: object, small_log: Path, tmp_path: Path) -> None:
-    files = sorted(small_log.glob("*.parquet"))
+def test_each_engine_continues_the_others_warehouse(jvm_bundles: object, tiny_log: Path, tmp_path: Path) -> None:
+    files = sorted(tiny_log.glob("*.parquet"))
     assert len(files) >= 2
     half = files[: len(files) // 2]
     roots = {}
@@ -63,11 +63,11 @@ def test_each_engine_continues_the_others_warehouse(jvm_bundles: object, small_l
     assert counts["raw_records"] == sum(pq.read_metadata(f).num_rows for f in files)
 
 
-def test_the_stream_maintenance_and_sql_on_sparks_delta(jvm_bundles: object, small_log: Path, tmp_path: Path) -> None:
+def test_the_stream_maintenance_and_sql_on_sparks_delta(jvm_bundles: object, tiny_log: Path, tmp_path: Path) -> None:
     roots = {}
     for engine in ("spark", "rust"):
         root = tmp_path / engine
-        _land(root, sorted(small_log.glob("*.parquet")))
+        _land(root, sorted(tiny_log.glob("*.parquet")))
         run(
             [sys.executable, STREAM, *job_args(CONF, root, "--set", f"delta.engine={engine}", "--available-now")],
             tmp_path / f"stream-{engine}.log",
