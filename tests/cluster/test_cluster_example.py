@@ -14,21 +14,12 @@ from pipelines.runtime import jvm_deps, spark_jars
 from tests.cluster.jobs import run, submit_command, tables
 from tests.pipelines.standalone import REPO, StandaloneCluster
 
-#: found by these tests: Spark's Kafka source (spark-sql-kafka 4.2.0, kafka-clients 3.9.2) read 0
-#: records of the live __consumer_offsets (51 records by the broker's watermarks, read whole by the
-#: jar-free source) from the local Kafka 3.9 broker, batch and stream, no error; cause not found yet.
-#: Strict: the test fails as soon as the source reads them.
-JVM_SOURCE_READS_NOTHING = pytest.mark.xfail(
-    strict=True, reason="Spark's Kafka source reads 0 records of the live __consumer_offsets (cause not yet found)"
-)
-
 pytestmark = [pytest.mark.cluster, pytest.mark.broker, pytest.mark.slow]
 
 ROOT = "s3a://my-bucket/offsetlake"
 BROKERS = "broker-1:9092,broker-2:9092,broker-3:9092"
 
 
-@JVM_SOURCE_READS_NOTHING
 def test_the_example_overlay_runs_as_written(
     standalone: StandaloneCluster, executor_env: Path, shipped: Path, live_offsets: str, tmp_path: Path
 ) -> None:

@@ -16,14 +16,6 @@ import pytest
 
 from tests.cluster.jobs import assert_same_tables, job_args, run, tables
 
-#: found by these tests: Spark's Kafka source (spark-sql-kafka 4.2.0, kafka-clients 3.9.2) read 0
-#: records of the live __consumer_offsets (51 records by the broker's watermarks, read whole by the
-#: jar-free source) from the local Kafka 3.9 broker, batch and stream, no error; cause not found yet.
-#: Strict: the test fails as soon as the source reads them.
-JVM_SOURCE_READS_NOTHING = pytest.mark.xfail(
-    strict=True, reason="Spark's Kafka source reads 0 records of the live __consumer_offsets (cause not yet found)"
-)
-
 pytestmark = [pytest.mark.cluster, pytest.mark.broker, pytest.mark.slow]
 
 REPO = Path(__file__).resolve().parents[2]
@@ -43,7 +35,6 @@ def _settings(bootstrap: str, engine: str) -> list[str]:
     ]
 
 
-@JVM_SOURCE_READS_NOTHING
 def test_sparks_kafka_source_reads_the_live_log_as_the_jar_free_source(live_offsets: str, tmp_path: Path) -> None:
     stream = str(REPO / "pipelines/stream/job.py")
     roots = {}
