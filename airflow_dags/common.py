@@ -11,8 +11,15 @@ Rules (DESIGN §2: no business logic in DAGs):
   worker's working directory must not decide where the tables are.
 - Spark connection: ``airflow.spark_conn_id`` (default ``spark_default``); ``spark-submit`` is
   the one installed next to the interpreter running Airflow (the same environment), else the
-  one on ``PATH``. ``PYSPARK_PYTHON`` is that interpreter, so the driver and executors import
-  the same ``pipelines`` package.
+  one on ``PATH``. ``PYSPARK_PYTHON`` is that interpreter, so on one machine the driver and
+  executors import the same ``pipelines`` package; a cluster's executors get their own Python
+  from the config's ``spark.conf`` (``spark.pyspark.python``) and the project from
+  ``airflow.py_files`` (``--py-files``).
+- The config's ``spark.conf`` is given to spark-submit (``--conf``: executor memory and Python
+  must be known at submit), secrets left out (the job applies them itself). The engines' JVM
+  bundles (``delta.engine: spark``, ``kafka.engine: jvm``) go as ``--jars`` when the project's
+  cache holds them, else as ``--packages`` (``pipelines.runtime.spark_jars``); nothing is
+  fetched while a DAG file is parsed.
 - Retries come from ``airflow.retries`` (jobs are idempotent: a retried stage skips what was
   already committed), except data quality: a failed check is deterministic, so ``dq`` never
   retries and its failure fails the run. ``airflow.sla_minutes`` (Airflow 3 removed task SLAs)
@@ -134,6 +141,7 @@ def spark_job(settings: DagSettings, task_id: str, script: str, args: Sequence[s
         conn_id=settings.spark_conn_id,
         spark_binary=settings.spark_binary,
         name=f"offsetlake-{task_id}",
+        **submit_options(settings.conf),
         env_vars={
             "PYSPARK_PYTHON": settings.python,
             "PYSPARK_DRIVER_PYTHON": settings.python,
@@ -142,3 +150,30 @@ def spark_job(settings: DagSettings, task_id: str, script: str, args: Sequence[s
         verbose=False,
         **overrides,
     )
+
+
+def submit_options(conf: Any) -> dict[str, Any]:
+    """SparkSubmitOperator's ``conf``, ``py_files``, ``jars`` / ``packages`` from the config
+    (module rules)."""
+    from pipelines.config import Secret
+    from pipelines.runtime import jvm_deps, spark_jars
+
+    out: dict[str, Any] = {}
+    plain = {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in conf.spark.conf.items()}
+    plain = {k: v for k, v in plain.items() if not isinstance(conf.spark.conf[k], Secret)}
+    if plain:
+        out["conf"] = plain
+    if conf.airflow.py_files:
+        out["py_files"] = _abs(conf.airflow.py_files)
+    jars, packages = [], []
+    for bundle in spark_jars.needed(conf):
+        cached = jvm_deps.jars(bundle)
+        if cached is not None:
+            jars += [str(j) for j in spark_jars.missing_from_spark(cached)]
+        else:
+            packages += jvm_deps.coordinates(bundle)
+    if jars:
+        out["jars"] = ",".join(jars)
+    if packages:
+        out["packages"] = ",".join(packages)
+    return out

@@ -183,7 +183,8 @@ class DqConf:
 @dataclass(frozen=True)
 class AirflowConf:
     """How the DAGs schedule the jobs: spark-submit with ``--conf <conf_path>``; ``conf_path:
-    null`` = the overlay the DAGs were configured from (``$OFFSETLAKE_CONF``)."""
+    null`` = the overlay the DAGs were configured from (``$OFFSETLAKE_CONF``); ``py_files``: the
+    project shipped to a cluster's executors (``--py-files``: a zip or wheel of it)."""
 
     batch_schedule: str = _f("@daily", "non_empty")
     stream_schedule_minutes: int = _f(15, "positive")
@@ -191,6 +192,7 @@ class AirflowConf:
     spark_conn_id: str = _f("spark_default", "non_empty")
     retries: int = _f(2, "non_negative")
     sla_minutes: int = _f(60, "positive")
+    py_files: str | None = _f(None)
 
 
 @dataclass(frozen=True)

@@ -420,6 +420,18 @@ def choose_engine(spark: SparkSession, engine: str) -> str:
     return "jvm" if has_jvm else "python"
 
 
+#: Spark's Kafka source finds offsets with Kafka's Admin client by default; against a real broker
+#: (Kafka 3.9, tests/cluster/test_kafka_jvm.py) that read 0 records of ``__consumer_offsets`` with no
+#: error, where the consumer-based offset fetching reads them all: it is used unless the config's
+#: ``spark.conf`` chooses
+OFFSET_FETCHING = "spark.sql.streaming.kafka.useDeprecatedOffsetFetching"
+
+
+def _consumer_offset_fetching(spark: SparkSession, cfg: Config) -> None:
+    if OFFSET_FETCHING not in cfg.spark.conf:
+        spark.conf.set(OFFSET_FETCHING, "true")
+
+
 def _jvm_options(cfg: Config, bootstrap_servers: str | None) -> dict[str, str]:
     """``format("kafka")`` options: the config module's mapping (holds secrets: never log it)."""
     from pipelines.config import spark_kafka_options
@@ -451,6 +463,7 @@ def read_kafka_stream(spark: SparkSession, cfg: Config, *, bootstrap_servers: st
     schema.
     """
     if choose_engine(spark, cfg.kafka.engine) == "jvm":
+        _consumer_offset_fetching(spark, cfg)
         opts = _jvm_options(cfg, bootstrap_servers)
         if cfg.kafka.partitions:
             opts.pop("subscribe", None)
@@ -467,6 +480,7 @@ def read_kafka_stream(spark: SparkSession, cfg: Config, *, bootstrap_servers: st
 def read_kafka_batch(spark: SparkSession, cfg: Config, *, bootstrap_servers: str | None = None) -> DataFrame:
     """A batch DataFrame of the whole topic (earliest .. latest), engine chosen as for streams."""
     if choose_engine(spark, cfg.kafka.engine) == "jvm":
+        _consumer_offset_fetching(spark, cfg)
         opts = _jvm_options(cfg, bootstrap_servers)
         opts["startingOffsets"] = "earliest"
         opts["endingOffsets"] = "latest"

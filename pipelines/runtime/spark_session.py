@@ -3,8 +3,10 @@
 Rules:
 - local[*] by default (the embedded path), UTC, small shuffle partitions locally, Arrow on,
   RocksDB state store (it must be chosen before a streaming checkpoint is first created).
-- ``PYSPARK_PYTHON``/``PYSPARK_DRIVER_PYTHON`` are set to the running interpreter and
-  ``SPARK_LOCAL_IP`` to 127.0.0.1 unless the caller already set them.
+- On a local master ``PYSPARK_PYTHON``/``PYSPARK_DRIVER_PYTHON`` are set to the running
+  interpreter and ``SPARK_LOCAL_IP`` to 127.0.0.1 unless the caller already set them; on a
+  cluster (a ``spark://``/``yarn``/``k8s://`` master, or spark-submit's) they are left to the
+  cluster (``spark.pyspark.python``), and so are the launcher, daemon and archive below.
 - A missing Java gives one clear ``JavaNotFoundError`` line, not a Py4J stack trace.
 - Spark's own failure logs (a task's trace from the executor, the scheduler's "aborting job",
   a data-source write "is aborting") are switched off: the
@@ -36,8 +38,11 @@ Rules:
   (``--properties-file``, with ``--load-spark-defaults`` so ``spark-defaults.conf`` still
   applies), deleted as soon as the JVM has read it; PySpark passes every other setting as
   ``--conf key=value``, which ``ps`` and ``/proc/<pid>/cmdline`` show to every user.
-- Delta's Spark classes are used only when their jars are on the classpath (``delta_available``);
-  nothing here downloads jars.
+- Delta's Spark classes are used only when their jars are on the classpath (``delta_available``).
+  ``build_spark_from_config`` puts them there on the embedded path: ``delta.engine: spark`` and
+  ``kafka.engine: jvm`` add their bundles' jars (fetched on demand) to ``spark.jars``
+  (``pipelines.runtime.spark_jars``); under ``spark-submit`` the submitter's ``--jars`` or
+  ``--packages`` stand.
 """
 
 from __future__ import annotations
@@ -52,7 +57,7 @@ import tempfile
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-from pipelines.errors import JavaNotFoundError
+from pipelines.errors import JavaNotFoundError, UsageError
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -111,11 +116,15 @@ def check_java() -> str:
     return banner[0] if banner else java
 
 
-def prepare_environment() -> None:
-    """Point Spark's Python workers at this interpreter and keep Spark on loopback."""
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+def prepare_environment(local: bool = True) -> None:
+    """On a local master: point Spark's Python workers at this interpreter and keep Spark on
+    loopback. A cluster's executors run their own Python (``spark.pyspark.python``, the
+    cluster's ``PYSPARK_PYTHON``, else ``python3``): the driver's interpreter path and a loopback
+    driver would be wrong there."""
+    if local:
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ.setdefault("PYARROW_IGNORE_TIMEZONE", "1")
 
 
@@ -150,17 +159,17 @@ def build_spark(
         quick_jit: a short job on a local master: the driver JVM compiles with C1 only
             (module rules).
     """
-    prepare_environment()
+    submitted = "spark.master" in os.environ.get("SPARK_SUBMIT_OPTS", "") or os.environ.get("SPARK_ENV_LOADED")
+    if master is None and not submitted:
+        master = os.environ.get("OFFSETLAKE_SPARK_MASTER", "local[*]")
+    local = master is not None and master.startswith("local")
+    prepare_environment(local or (master is None and _submitted_master().startswith("local")))
     banner = check_java()
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder.appName(app_name)
     if master is not None:
         builder = builder.master(master)
-    elif "spark.master" not in os.environ.get("SPARK_SUBMIT_OPTS", "") and not os.environ.get("SPARK_ENV_LOADED"):
-        master = os.environ.get("OFFSETLAKE_SPARK_MASTER", "local[*]")
-        builder = builder.master(master)
-    local = master is not None and master.startswith("local")
     merged = dict(DEFAULT_CONF)
     if local:
         merged["spark.sql.warehouse.dir"] = local_sql_warehouse()
@@ -233,6 +242,16 @@ def _escape(text: str, *, key: bool = False) -> str:
     return out
 
 
+def _submitted_master() -> str:
+    """The master spark-submit was given ("" when this process is not under spark-submit)."""
+    if not os.environ.get("PYSPARK_GATEWAY_PORT"):
+        return ""
+    from pyspark import SparkConf, SparkContext
+
+    SparkContext._ensure_initialized()
+    return SparkConf().get("spark.master", "") or ""
+
+
 def _use_worker_launcher() -> None:
     """Spark's Python processes start through ``pipelines.runtime.worker_python``'s launcher when
     ``PYSPARK_PYTHON`` names this interpreter (set by ``prepare_environment`` or the caller)."""
@@ -288,21 +307,20 @@ def quiet_failure_logs(spark: SparkSession) -> None:
 
 def delta_available(spark: SparkSession) -> bool:
     """True when Delta Lake's Spark classes are on the classpath (the cluster path)."""
-    try:
-        jvm = spark.sparkContext._jvm
-        jvm.java.lang.Class.forName("io.delta.tables.DeltaTable")  # type: ignore[union-attr]
-        return True
-    except Exception:
-        return False
+    return _class_loads(spark, "io.delta.tables.DeltaTable")
 
 
 def kafka_connector_available(spark: SparkSession) -> bool:
     """True when Spark's Kafka source (spark-sql-kafka) is on the classpath."""
+    return _class_loads(spark, "org.apache.spark.sql.kafka010.KafkaSourceProvider")
+
+
+def _class_loads(spark: SparkSession, name: str) -> bool:
+    """True when the driver's context class loader finds ``name``: jars given as ``spark.jars``
+    (``--jars``) live in that loader, not in the one ``Class.forName`` asks from py4j."""
     try:
         jvm = spark.sparkContext._jvm
-        jvm.java.lang.Class.forName(  # type: ignore[union-attr]
-            "org.apache.spark.sql.kafka010.KafkaSourceProvider"
-        )
+        jvm.java.lang.Thread.currentThread().getContextClassLoader().loadClass(name)  # type: ignore[union-attr]
         return True
     except Exception:
         return False
@@ -322,5 +340,20 @@ def build_spark_from_config(cfg: Any, *, app_suffix: str | None = None, quick_ji
     from pipelines.config import option_value
 
     extra.update({k: option_value(v) for k, v in cfg.spark.conf.items()})  # secrets revealed: never log
+    extra.update(_engine_jars(cfg, extra))
     name = cfg.spark.app_name + (f"-{app_suffix}" if app_suffix else "")
     return build_spark(name, master=cfg.spark.master, conf=extra, log_level=cfg.spark.log_level, quick_jit=quick_jit)
+
+
+def _engine_jars(cfg: Any, conf: Mapping[str, Any]) -> dict[str, str]:
+    """The config's engines' jars and Delta's session settings (module rules); a bundle Maven
+    cannot fetch is one line (exit 2), as a missing Java is."""
+    from pipelines.runtime import jvm_deps, spark_jars
+
+    try:
+        return spark_jars.session_conf(cfg, conf, starts_jvm=spark_jars.starts_jvm())
+    except jvm_deps.JvmDepsUnavailable as exc:
+        raise UsageError(
+            f"{exc} (delta.engine: spark / kafka.engine: jvm need them; or give spark.jars.packages, "
+            "or use the rust / python engines)"
+        ) from exc

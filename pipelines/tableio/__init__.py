@@ -86,7 +86,7 @@ def resolve_engine(requested: str, spark: SparkSession | None) -> EngineName:
     if requested == "spark":
         if not has_delta:
             raise UsageError(
-                "delta.engine: spark needs Delta Lake's jars on the classpath (spark-submit --packages "
+                "delta.engine: spark needs Delta Lake's jars on the classpath (fetched into spark.jars when this process starts Spark; under spark-submit: --jars or --packages "
                 "io.delta:delta-spark_2.13:<version>); use delta.engine: auto or rust without them"
             )
         return "spark"

@@ -204,5 +204,16 @@ class SparkEngine:
         if dry_run:  # Spark's VACUUM DRY RUN returns no list: delta-rs lists the same files
             return deltars.vacuum(uri, retention_hours, dry_run=True)
         before_commit(uri)
-        self._table(uri).vacuum(float(retention_hours))
+        # the retention is the config's (or --retention-hours): as delta-rs (enforce_retention_duration
+        # off), Spark's Delta takes it as given instead of refusing one under its 168 h default
+        check = "spark.databricks.delta.retentionDurationCheck.enabled"
+        before = self.spark.conf.get(check, None)
+        self.spark.conf.set(check, "false")
+        try:
+            self._table(uri).vacuum(float(retention_hours))
+        finally:
+            if before is None:
+                self.spark.conf.unset(check)
+            else:
+                self.spark.conf.set(check, before)
         return []
