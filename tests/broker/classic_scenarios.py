@@ -103,13 +103,20 @@ def run_all(broker: Any, workdir: Path, after_scenarios: Any = None) -> Truth:
         with Feeder(broker.bootstrap, {topic(n): PARTITIONS for n in GROUPS}):
             keeper += [member("keeper", "keep-1", instance_id="keep-static-1", session_ms=20000)]
             keeper += [member("keeper", "keep-2")]
-            _lifecycle(rec, truth, member)
-            _at_once(rec, member)
-            _static(rec, member)
-            _cooperative(rec, member)
-            _admin(rec, truth, member, broker.bootstrap, broker.bundle)
-            _simple(rec, truth, broker.bootstrap)
-            _transactions(rec, truth, broker.bootstrap)
+            steps = [
+                lambda: _lifecycle(rec, truth, member),
+                lambda: _at_once(rec, member),
+                lambda: _static(rec, member),
+                lambda: _cooperative(rec, member),
+                lambda: _admin(rec, truth, member, broker.bootstrap, broker.bundle),
+                lambda: _simple(rec, truth, broker.bootstrap),
+                lambda: _transactions(rec, truth, broker.bootstrap),
+            ]
+            for i, step in enumerate(steps):
+                step()
+                # the broker's own files after each scenario, before the cleaner compacts them away:
+                # every record type the scenario made reaches the DumpLogSegments comparison
+                broker.copy_offsets_segments(workdir / "seg_snaps" / f"{i}")
             rec.wait_stable(GROUPS["keeper"], 2)
             for m in keeper:
                 m.wait_committed()

@@ -157,12 +157,12 @@ def _tp(k: Any) -> tuple[str, int]:
 # -- decoding: DumpLogSegments against offsetlake decode ------------------------------------------
 
 
-def offsetlake_decoded(files: Iterable[Path], num_partitions: int = 3) -> dict[tuple[str, int], dict[str, Any]]:
-    """``offsetlake decode --format rich --input <segment>`` for each segment: (file, offset) → record."""
+def offsetlake_decoded(inputs: Iterable[Path], num_partitions: int = 3) -> dict[tuple[str, int], dict[str, Any]]:
+    """``offsetlake decode --format rich --input <segment or directory>``: (file, offset) → record."""
     import subprocess
 
     out: dict[tuple[str, int], dict[str, Any]] = {}
-    for f in files:
+    for f in inputs:
         cmd = [sys.executable, "-m", "pipelines", "decode", "--format", "rich", "--input", str(f)]
         cmd += ["--num-partitions", str(num_partitions)]
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=300, check=False)
@@ -170,7 +170,7 @@ def offsetlake_decoded(files: Iterable[Path], num_partitions: int = 3) -> dict[t
         for line in done.stdout.splitlines():
             if line.startswith("{"):
                 rec = json.loads(line)
-                out[(str(f), rec["position"]["offset"])] = rec
+                out[(rec["segment"]["file"], rec["position"]["offset"])] = rec
     return out
 
 
@@ -227,16 +227,22 @@ def _data_diff(kafka: dict[str, Any], mine: dict[str, Any], rec: dict[str, Any])
     for k in set(mine) - set(kafka) - {"members"}:
         diffs.append(f"field {k}: only offsetlake prints it ({mine[k]!r})")
     if "members" in kafka:
-        parsed = rec.get("members") or rec.get("parsedMembers") or []
+        parsed = rec.get("consumerProtocol") or []
         for i, (km, mm) in enumerate(zip(kafka["members"], mine.get("members") or [])):
             for k, v in km.items():
                 if k in ("subscription", "assignment"):
+                    # DumpLogSegments decodes the consumer protocol's bytes; offsetlake's rich
+                    # format parses the same bytes (its Kafka-format JSON keeps them base64, as
+                    # the console formatter does)
+                    if isinstance(v, dict):
+                        got = (parsed[i].get(k) or {}).get("data") if i < len(parsed) else None
+                        if got != v:
+                            diffs.append(f"member {i} {k}: Kafka={v!r} offsetlake={got!r}")
                     continue
                 if mm.get(k) != v:
                     diffs.append(f"member {i} field {k}: Kafka={v!r} offsetlake={mm.get(k)!r}")
         if len(kafka["members"]) != len(mine.get("members") or []):
             diffs.append(f"members: Kafka {len(kafka['members'])} offsetlake {len(mine.get('members') or [])}")
-        del parsed
     return diffs
 
 

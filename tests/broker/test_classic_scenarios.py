@@ -162,15 +162,28 @@ def test_the_broker_deleted_groups_are_gone_in_offsetlake(world39: World) -> Non
 
 
 def test_every_record_decodes_as_kafka_dump_log_segments_prints_it(world39: World) -> None:
-    files = sorted(world39.workdir.glob("seg_mid/*/*.log")) + sorted(world39.workdir.glob("seg_end/*/*.log"))
+    """Segment copies taken after every scenario (before the cleaner removes what it made), the mid
+    and the end copies: every record, field by field (consumer-protocol subscriptions and
+    assignments too), as ``DumpLogSegments --offsets-decoder`` prints it."""
+    wd = world39.workdir
+    dirs = [*sorted((wd / "seg_snaps").iterdir()), wd / "seg_mid", wd / "seg_end"]
+    files = [f for d in dirs for f in sorted(d.glob("*/*.log"))]
     dump = kafka_tools.dump_log(world39.broker.bundle, files)
-    mine = judge.offsetlake_decoded(files)
+    mine = judge.offsetlake_decoded(dirs)
     records = [e for e in dump if e["kind"] == "record" and "endTxnMarker" not in e]
     assert len([e for e in dump if e["kind"] == "record"]) == len(mine)
     assert judge.decode_disagreements(dump, mine) == []
-    kinds = {(e["key"]["type"], e.get("payload") is None) for e in records if isinstance(e.get("key"), dict)}
-    assert {("1", False), ("2", False)} <= kinds  # offset commits and group metadata at least
-    assert any("endTxnMarker" in e for e in dump)  # the transaction markers are in the copies
+    kinds = {(e["key"]["type"], not isinstance(e.get("payload"), dict)) for e in records if isinstance(e.get("key"), dict)}
+    assert {("1", False), ("2", False), ("1", True), ("2", True)} <= kinds  # commits, groups, tombstones
+    assert {e["endTxnMarker"] for e in dump if "endTxnMarker" in e} == {"COMMIT", "ABORT"}
+    owned = [
+        m["subscription"]["ownedPartitions"]
+        for e in records
+        if isinstance(e.get("payload"), dict)
+        for m in e["payload"]["data"].get("members", [])
+        if isinstance(m.get("subscription"), dict)
+    ]
+    assert any(owned)  # cooperative members' owned partitions (KIP-429) were compared
 
 
 def test_every_record_kafkas_console_formatters_print_offsetlake_decodes_the_same(world39: World) -> None:
