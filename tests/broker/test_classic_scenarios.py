@@ -173,7 +173,9 @@ def test_every_record_decodes_as_kafka_dump_log_segments_prints_it(world39: Worl
     records = [e for e in dump if e["kind"] == "record" and "endTxnMarker" not in e]
     assert len([e for e in dump if e["kind"] == "record"]) == len(mine)
     assert judge.decode_disagreements(dump, mine) == []
-    kinds = {(e["key"]["type"], not isinstance(e.get("payload"), dict)) for e in records if isinstance(e.get("key"), dict)}
+    kinds = {
+        (e["key"]["type"], not isinstance(e.get("payload"), dict)) for e in records if isinstance(e.get("key"), dict)
+    }
     assert {("1", False), ("2", False), ("1", True), ("2", True)} <= kinds  # commits, groups, tombstones
     assert {e["endTxnMarker"] for e in dump if "endTxnMarker" in e} == {"COMMIT", "ABORT"}
     owned = [
