@@ -328,7 +328,10 @@ def _rebalance_window_at(
         lo = e.timestamp_earliest_ms if e.timestamp_earliest_ms is not None else prior
         if lo is not None and lo <= t < latest:
             return f"{e.from_state} or {e.to_state}", True, prior, e.generation, [e.timestamp_earliest_ms, latest]
-        nxt = transitions[i + 1].timestamp_ms if i + 1 < len(transitions) else None
+        # the next transition with a time: a generation whose SyncGroup never came (a member left
+        # mid-rebalance; Kafka 3.9 then wrote the next generation only) has transitions of no time,
+        # and they must not hide the later ones (a real broker's Empty was told as PreparingRebalance)
+        nxt = next((x.timestamp_ms for x in transitions[i + 1 :] if x.timestamp_ms is not None), None)
         if latest <= t and (nxt is None or t < nxt) and e.timestamp_ms <= t:
             return e.to_state, True, e.timestamp_ms, e.generation, [e.timestamp_earliest_ms, latest]
     return None

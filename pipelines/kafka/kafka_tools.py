@@ -126,23 +126,24 @@ _FIELD_RE = re.compile(r"(\w+): (\S+)")
 
 
 def dump_log(bundle: str, files: Sequence[str | Path]) -> list[dict[str, Any]]:
-    """``DumpLogSegments --offsets-decoder --files ...`` as entries in file order.
+    """``DumpLogSegments --offsets-decoder --files a,b,...`` (one JVM) as entries in file order.
 
     A batch line becomes ``{"kind": "batch", ...fields}``; a record line ``{"kind": "record", "offset",
     "CreateTime"..., "key": <json or text>, "payload": <json or text>}``; a control record carries
     ``endTxnMarker`` and ``coordinatorEpoch``. ``file`` names the segment each entry came from.
     """
-    out: list[dict[str, Any]] = []
-    for path in files:
-        text = run_tool(bundle, dump_log_class(bundle), ["--offsets-decoder", "--files", str(path)])
-        out.extend(parse_dump(text, file=str(path)))
-    return out
+    if not files:
+        return []
+    text = run_tool(bundle, dump_log_class(bundle), ["--offsets-decoder", "--files", ",".join(str(f) for f in files)])
+    return parse_dump(text)
 
 
 def parse_dump(text: str, *, file: str = "") -> list[dict[str, Any]]:
     entries: list[dict[str, Any]] = []
     for line in text.splitlines():
-        if line.startswith("| offset:"):
+        if line.startswith("Dumping "):
+            file = line[len("Dumping ") :].strip()
+        elif line.startswith("| offset:"):
             entries.append({"kind": "record", "file": file, **_record_fields(line[2:])})
         elif line.startswith("baseOffset:"):
             entries.append({"kind": "batch", "file": file, **dict(_FIELD_RE.findall(line))})
