@@ -77,3 +77,42 @@ def test_an_offset_commit_v4_prints_its_topic_id_and_the_clients_nul_terminated_
     assert printed["value"] == {"version": 4, "data": kafka_value["data"]}
     assert list(printed["value"]["data"]) == list(kafka_value["data"])
     assert encode_record(record) == (key, value)
+
+
+def test_a_consumer_groups_topics_are_named_by_its_commits_topic_ids() -> None:
+    """Kafka 4.1+ writes no record naming a consumer group's topics (assignments hold topic ids):
+    the commits' TopicId (the real commit above: t1 = pPRUMJKuQHihgzJnS8MSJw) names them, as
+    ``kafka-consumer-groups --describe --members`` shows ``t1:0,1,2``."""
+    from coordinator_core.modern_records import (
+        ConsumerGroupCurrentMemberAssignmentValue,
+        ConsumerGroupMetadataValue,
+        ConsumerGroupTargetAssignmentMemberValue,
+        ConsumerGroupTargetAssignmentMetadataValue,
+        GroupKey,
+        GroupMemberKey,
+        TopicIdPartitions,
+    )
+    from coordinator_core.records import LogRecord
+    from coordinator_core.replay import new_snapshot, replay
+
+    member = decode_record(bytes.fromhex(MEMBER_KEY), bytes.fromhex(MEMBER_VALUE), modern=True)
+    commit = decode_record(bytes.fromhex(COMMIT_KEY), bytes.fromhex(COMMIT_VALUE), modern=True)
+    mid, tid = "zEaeLNMZRdKrfAI3ZPbUiw", "pPRUMJKuQHihgzJnS8MSJw"
+    parts = (TopicIdPartitions(tid, (0, 1, 2)),)
+    records = [
+        (member.key, member.value),
+        (GroupKey("g1", 3), ConsumerGroupMetadataValue(epoch=2)),
+        (GroupMemberKey("g1", mid, 7), ConsumerGroupTargetAssignmentMemberValue(parts)),
+        (GroupKey("g1", 6), ConsumerGroupTargetAssignmentMetadataValue(assignment_epoch=2)),
+        (GroupMemberKey("g1", mid, 8), ConsumerGroupCurrentMemberAssignmentValue(2, 1, 0, parts, ())),
+        (commit.key, commit.value),
+    ]
+    log = [LogRecord(0, i, 1_000 + i, k, v) for i, (k, v) in enumerate(records)]
+    snap = replay(new_snapshot("g1"), log).snapshot
+    assert snap.consumer is not None and snap.consumer.topic_label(tid) == "t1"
+    row = snap.to_state_row(num_partitions=3)
+    assert [(p["topic"], p["partition"]) for p in row["members"][0]["assigned_partitions"]] == [
+        ("t1", 0),
+        ("t1", 1),
+        ("t1", 2),
+    ]
