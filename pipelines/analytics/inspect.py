@@ -262,7 +262,9 @@ def inspect_group(cfg: Config, group_id: str, as_of_ms: int | None = None) -> Gr
         history=history,
         state_window_ms=window,
         group_type=snap.group_type,
-        consumer=consumer_description(snap.consumer, snap.protocol) if snap.group_type == "consumer" else None,
+        consumer=consumer_description(snap.consumer, snap.protocol, topic_names(records))
+        if snap.group_type == "consumer"
+        else None,
         lag=lag,
     )
 
@@ -288,7 +290,23 @@ def _rebalance_window_at(
     return None
 
 
-def consumer_description(c: Any, assignor: str | None) -> dict[str, Any] | None:
+def topic_names(records: Sequence[LogRecord]) -> dict[str, str]:
+    """Topic id -> name from the group's offset commits (Kafka 4.1+ writes the TopicId in each,
+    ``codec.offset_commit_topic_id``), over its whole log: an id names one topic forever, so a
+    moment before the first commit is named too (the broker names them from its metadata)."""
+    from coordinator_core.codec import offset_commit_topic_id
+    from coordinator_core.records import OffsetCommitKey, OffsetCommitValue
+
+    names: dict[str, str] = {}
+    for r in records:
+        if isinstance(r.value, OffsetCommitValue) and isinstance(r.key, OffsetCommitKey) and r.value.tagged_fields:
+            topic_id = offset_commit_topic_id(r.value)
+            if topic_id is not None:
+                names.setdefault(topic_id, r.key.topic)
+    return names
+
+
+def consumer_description(c: Any, assignor: str | None, names: dict[str, str] | None = None) -> dict[str, Any] | None:
     """A consumer group's (KIP-848) description from the core's fold (``ConsumerGroupSnapshot``),
     the fields ``kafka-consumer-groups --describe --state --members --verbose`` prints for one:
     ASSIGNMENT-STRATEGY, STATE, GROUP-EPOCH, TARGET-ASSIGNMENT-EPOCH, #MEMBERS; per member
@@ -299,8 +317,10 @@ def consumer_description(c: Any, assignor: str | None) -> dict[str, Any] | None:
     if c is None:
         return None
 
+    known = names or {}
+
     def parts(a: Any) -> list[str]:
-        return sorted(f"{c.topic_label(t)}-{p}" for t, p in pairs(a))
+        return sorted(f"{c.topic_label(t) if t in c.topic_names else known.get(t, t)}-{p}" for t, p in pairs(a))
 
     members = []
     for mid, m in sorted(c.members.items()):

@@ -388,11 +388,14 @@ def run_all(ctx: Ctx) -> dict[str, str]:
         except Exception as exc:
             errors[fn.__name__] = f"{type(exc).__name__}: {exc}"
 
-    threads = [threading.Thread(target=one, args=(fn,), name=fn.__name__) for fn in SCENARIOS]
+    threads = [threading.Thread(target=one, args=(fn,), name=fn.__name__, daemon=True) for fn in SCENARIOS]
     for t in threads:
         t.start()
+    deadline = time.monotonic() + EXPIRY_WAIT_S + 8 * WAIT_S
     for t in threads:
-        t.join(timeout=EXPIRY_WAIT_S + 4 * WAIT_S)
+        t.join(timeout=max(deadline - time.monotonic(), 0.1))
+        if t.is_alive():
+            errors[t.name] = "still running when the run's time was up"
     return errors
 
 
