@@ -262,9 +262,7 @@ def inspect_group(cfg: Config, group_id: str, as_of_ms: int | None = None) -> Gr
         history=history,
         state_window_ms=window,
         group_type=snap.group_type,
-        consumer=consumer_description(snap.consumer, snap.protocol, topic_names(records))
-        if snap.group_type == "consumer"
-        else None,
+        consumer=_consumer_view(snap, records),
         lag=lag,
     )
 
@@ -288,6 +286,12 @@ def _rebalance_window_at(
         if latest <= t and (nxt is None or t < nxt) and e.timestamp_ms <= t:
             return e.to_state, True, e.timestamp_ms, e.generation, [e.timestamp_earliest_ms, latest]
     return None
+
+
+def _consumer_view(snap: Any, records: Sequence[LogRecord]) -> dict[str, Any] | None:
+    if snap.group_type != "consumer":
+        return None
+    return consumer_description(snap.consumer, snap.protocol, topic_names(records))
 
 
 def topic_names(records: Sequence[LogRecord]) -> dict[str, str]:
