@@ -140,16 +140,29 @@ def offsetlake_facts(view: View | None) -> dict[str, Any] | None:
     return facts
 
 
-def disagreements(view_at: Callable[[int], View | None], obs: Observation) -> list[str]:
+TOOL_FIELDS = ("consumer", "consumer_members")  # kafka-consumer-groups' answers, after the Admin API's
+
+
+def disagreements(view_at: Callable[[int], View | None], obs: Observation, instants: list[int]) -> list[str]:
+    """``instants``: times of the group's records (epoch ms). The broker answered somewhere in
+    ``[t_before, t_admin]`` (Admin API) and ``[t_admin, t_after]`` (the tools); a field agrees
+    when offsetlake's view equals the broker's answer at some instant of its window: its start or
+    a record's time inside it (the view changes only there)."""
     broker = broker_facts(obs)
-    ends = [offsetlake_facts(view_at(obs.t_before)), offsetlake_facts(view_at(obs.t_after))]
+    t_admin = obs.t_admin or obs.t_after
+    admin_at = [obs.t_before, *(t for t in instants if obs.t_before < t <= t_admin)]
+    tools_at = [t_admin, *(t for t in instants if t_admin < t <= obs.t_after)]
+    facts = {t: offsetlake_facts(view_at(t)) for t in sorted({*admin_at, *tools_at})}
     where = f"{obs.scenario}/{obs.group} '{obs.label}'"
     if broker is None:
-        return [] if any(e is None for e in ends) else [f"{where}: the broker has no such group, offsetlake {ends[1]}"]
-    if all(e is None for e in ends):
+        if any(facts[t] is None for t in admin_at):
+            return []
+        return [f"{where}: the broker has no such group, offsetlake {facts[admin_at[-1]]}"]
+    if all(facts[t] is None for t in admin_at):
         return [f"{where}: the broker has the group ({broker['state']}), offsetlake does not"]
     out = []
     for name, want in broker.items():
+        ends = [facts[t] for t in (tools_at if name in TOOL_FIELDS else admin_at)]
         got = [None if e is None else e.get(name) for e in ends]
         if name == "consumer_members" and not want:
             continue  # no --members table taken at this moment
@@ -158,5 +171,5 @@ def disagreements(view_at: Callable[[int], View | None], obs: Observation) -> li
         if name == "state" and any(isinstance(g, str) and want in g.split(" or ") for g in got):
             continue  # inside an inferred rebalance start's window offsetlake names both states
         if want not in got:
-            out.append(f"{where}: {name}: broker {want}, offsetlake {got[1]}")
+            out.append(f"{where}: {name}: broker {want}, offsetlake {got[-1]}")
     return out

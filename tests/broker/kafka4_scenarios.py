@@ -46,6 +46,7 @@ class Observation:
     offsets: dict[str, tuple[int, str]]  # "topic-partition" -> (offset, metadata)
     state_rows: list[dict[str, str]] = field(default_factory=list)  # kafka-consumer-groups --state
     member_rows: list[dict[str, str]] = field(default_factory=list)  # kafka-consumer-groups --members
+    t_admin: int = 0  # when the Admin API's answers were in (the tools answered after it)
 
 
 class Members:
@@ -167,6 +168,7 @@ class Ctx:
         desc = describe(self.admin, group)
         offsets = committed(self.admin, group)
         obs = Observation(scenario, group, label, t_before, now_ms(), desc, offsets)
+        obs.t_admin = obs.t_after
         if tools and desc is not None:
             obs.state_rows = describe_group(self.bundle, self.bootstrap, group, "state")
             if desc["type"] == "CONSUMER":
@@ -339,12 +341,27 @@ def admin_deletions(ctx: Ctx) -> None:
     m.term("ad-1")
     wait_state(ctx, g, "EMPTY")
     ctx.observe(s, g, "empty", tools=False)  # quickly: its offsets expire a minute after the last commit
-    # the Admin API commits them again (fresh commit times), so they outlive the tool's JVM start
+    # while the tool's JVM starts (a minute on a loaded machine), the Admin API commits the offsets
+    # again every few seconds (fresh commit times): the empty group's offsets must not expire first
     again = [TopicPartition(TOPIC, p, off) for p, off in sorted(_by_partition(committed(ctx.admin, g)).items())]
-    ctx.admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(g, again)])[g].result(timeout=15)
-    ctx.notes["admin re-committed"] = now_ms()
+    done = threading.Event()
+
+    def refresh() -> None:
+        while not done.is_set():
+            ctx.admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(g, again)])[g].result(timeout=15)
+            ctx.notes["admin re-committed"] = now_ms()
+            done.wait(5.0)
+
+    refresher = threading.Thread(target=refresh, daemon=True)
+    refresher.start()
     args = ["--bootstrap-server", ctx.bootstrap, "--delete-offsets", "--group", g, "--topic", f"{TOPIC}:0"]
-    ctx.notes["delete-offsets output"] = run_tool(ctx.bundle, CONSUMER_GROUP_COMMAND, args)
+    try:
+        ctx.wait("a fresh commit", lambda: "admin re-committed" in ctx.notes)
+        again = [tp for tp in again if tp.partition != 0]  # the refresher keeps the others only
+        ctx.notes["delete-offsets output"] = run_tool(ctx.bundle, CONSUMER_GROUP_COMMAND, args)
+    finally:
+        done.set()
+        refresher.join(timeout=30)
     ctx.observe(s, g, "offset deleted", tools=False)
     ctx.admin.delete_consumer_groups([g], request_timeout=10)[g].result(timeout=15)
     ctx.observe(s, g, "group deleted", tools=False)
