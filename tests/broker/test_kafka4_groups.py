@@ -203,6 +203,7 @@ def warehouse(k4: Run, spark: Any) -> Any:
     return load_config(conf)
 
 
+@pytest.mark.spark
 def test_offsetlake_says_what_the_broker_said_at_every_moment(k4: Run, warehouse: Any) -> None:
     from pipelines.analytics.inspect import inspect_group
     from pipelines.errors import UsageError
@@ -259,6 +260,7 @@ def _moments_near_capture_gaps(k4: Run, slack_ms: int = 10_000) -> set[tuple[str
     return out
 
 
+@pytest.mark.spark
 def test_the_brokers_expiry_and_deletions_are_in_the_tables(k4: Run, warehouse: Any) -> None:
     from deltalake import DeltaTable
 
