@@ -138,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--remote-assignor", default=None, help="consumer only: group.remote.assignor")
     p.add_argument("--session-timeout-ms", type=int, default=6000, help="classic only")
     p.add_argument("--commit-every-ms", type=int, default=1000)
-    p.add_argument("--max-seconds", type=float, default=240.0, help="a bound: the member never outlives the test")
+    p.add_argument("--max-seconds", type=float, default=1200.0, help="a bound: the member never outlives the test")
     p.add_argument("--events", required=True, help="JSON-lines file the member appends its events to")
     return run(p.parse_args(argv))
 
