@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from coordinator_core.codec.record_codec import encode_key as encode_key
     from coordinator_core.codec.record_codec import encode_record as encode_record
     from coordinator_core.codec.record_codec import encode_value as encode_value
+    from coordinator_core.codec.record_codec import offset_commit_topic_id as offset_commit_topic_id
     from coordinator_core.codec.records import Assignment as Assignment
     from coordinator_core.codec.records import GroupMetadataKey as GroupMetadataKey
     from coordinator_core.codec.records import GroupMetadataValue as GroupMetadataValue
@@ -135,6 +136,7 @@ _PUBLIC: dict[str, tuple[str, ...]] = {
         "encode_key",
         "encode_record",
         "encode_value",
+        "offset_commit_topic_id",
     ),
     "coordinator_core.codec.consumer_protocol": (
         "CONSUMER_PROTOCOL_TYPE",

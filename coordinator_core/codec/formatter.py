@@ -55,6 +55,7 @@ from coordinator_core.codec.record_codec import (
     OFFSET_COMMIT_KEY,
     OFFSET_COMMIT_VALUE,
     decode_value,
+    offset_commit_topic_id,
 )
 from coordinator_core.codec.records import (
     GroupMetadataKey,
@@ -67,7 +68,7 @@ from coordinator_core.codec.records import (
     UnknownValue,
     record_type_name,
 )
-from coordinator_core.codec.wire import Field, Message, in_versions
+from coordinator_core.codec.wire import Field, Message, empty_struct, in_versions
 from coordinator_core.errors import CorruptRecordError
 from coordinator_core.partitioner import DEFAULT_NUM_PARTITIONS, partition_for
 
@@ -101,15 +102,24 @@ def _defaults(cls: type[Any]) -> dict[str, Any]:
     return found
 
 
+def _tagged_default(f: Field, obj: Any, value: Any, version: int) -> bool:
+    """Whether Kafka's JsonConverter leaves the tagged field out: it equals its default (the
+    dataclass default), or for a struct field the empty struct (``wire.empty_struct``: a null
+    struct IS printed, as Kafka 4.4 prints ``"classicMemberMetadata":null``)."""
+    if f.single_struct_name is not None:
+        return value is not None and value == empty_struct(f.fields, type(value), version)
+    return bool(value == _defaults(type(obj)).get(f.name, dataclasses.MISSING))
+
+
 def struct_to_json(fields: tuple[Field, ...], obj: Any, version: int) -> dict[str, Any]:
     """Kafka's generated JsonConverter for one struct at ``version`` (a tagged field only when
-    it differs from its default, the dataclass default)."""
+    it differs from its default, ``_tagged_default``)."""
     out: dict[str, Any] = {}
     for f in fields:
         if not in_versions(f.versions, version):
             continue
         value = getattr(obj, f.name)
-        if f.tag is not None and value == _defaults(type(obj)).get(f.name, dataclasses.MISSING):
+        if f.tag is not None and _tagged_default(f, obj, value, version):
             continue
         out[f.json_name] = _json_value(f, value, version)
     return out
@@ -138,8 +148,13 @@ def _value_json(value: RecordValue | None, raw_value_of_unknown_key: bool) -> di
         return {"version": value.version, "data": UNKNOWN}
     if not 0 <= value.version <= HIGHEST_VALUE_VERSION:
         return {"version": value.version, "data": UNKNOWN}
-    message = OFFSET_COMMIT_VALUE if isinstance(value, OffsetCommitValue) else GROUP_METADATA_VALUE
-    return {"version": value.version, "data": message_to_json(message, value, value.version)}
+    if isinstance(value, OffsetCommitValue):
+        data = message_to_json(OFFSET_COMMIT_VALUE, value, value.version)
+        topic_id = offset_commit_topic_id(value)
+        if topic_id is not None:
+            data["topicId"] = topic_id  # v4 tagged field 0, the schema's last field (Kafka 4.1+)
+        return {"version": value.version, "data": data}
+    return {"version": value.version, "data": message_to_json(GROUP_METADATA_VALUE, value, value.version)}
 
 
 def _modern_json(key: GroupKey | GroupMemberKey | RegularExpressionKey, value: RecordValue | None) -> dict[str, Any]:

@@ -73,6 +73,7 @@ from coordinator_core.codec.wire import (
     WireError,
     compile_layout,
     fast_constructor,
+    uuid_to_str,
 )
 from coordinator_core.errors import CorruptRecordError, Part
 
@@ -81,6 +82,7 @@ __all__ = [
     "GROUP_METADATA_VALUE",
     "HIGHEST_VALUE_VERSION",
     "OFFSET_COMMIT_KEY",
+    "OFFSET_COMMIT_TOPIC_ID_TAG",
     "OFFSET_COMMIT_VALUE",
     "UNKNOWN_KEY_FIELDS",
     "decode_key",
@@ -89,6 +91,7 @@ __all__ = [
     "encode_key",
     "encode_record",
     "encode_value",
+    "offset_commit_topic_id",
     "value_layout",
 ]
 
@@ -153,6 +156,23 @@ GROUP_METADATA_VALUE: Final = Message(
 )
 
 HIGHEST_VALUE_VERSION: Final = 4
+
+#: OffsetCommitValue v4+ tagged field 0, ``TopicId`` (uuid, default ``Uuid.ZERO_UUID``; Kafka 4.1+
+#: writes the committed partition's topic id). Kept raw in ``tagged_fields`` (the snapshot and the
+#: vectorised decoder carry it unchanged); ``offset_commit_topic_id`` reads it.
+OFFSET_COMMIT_TOPIC_ID_TAG: Final = 0
+
+
+def offset_commit_topic_id(value: OffsetCommitValue) -> str | None:
+    """The ``TopicId`` an OffsetCommitValue v4+ carries (``Uuid.toString()``), None when absent or
+    the zero uuid (Kafka's default, which its writer and JsonConverter leave out)."""
+    if value.version < 4:
+        return None
+    for tag, data in value.tagged_fields:
+        if tag == OFFSET_COMMIT_TOPIC_ID_TAG and len(data) == 16 and any(data):
+            return uuid_to_str(data)
+    return None
+
 
 # Key fields of the newer record types, all plain non-flexible STRINGs (spec §3.1). Decoded
 # best-effort for reporting only: the streams numbering (17-24) changed during development.

@@ -32,7 +32,13 @@ Rules (Kafka's ``MessageDataGenerator`` / ``ByteBufferAccessor`` semantics, spec
   ``default``, through the sentinel) is not written, and the others are written in tag order with
   the unknown ones interleaved the way Kafka's ``RawTaggedFieldWriter`` does, so re-encoding is
   byte-exact for every section Kafka writes. A known tagged field must fill its declared size
-  exactly (Kafka would silently misread the rest of the section).
+  exactly (Kafka would silently misread the rest of the section). A tagged *struct* field is
+  the exception, as Kafka's generated code has it whatever the JSON's ``default`` says: its
+  default is the empty struct (``empty_struct``, ``new Struct()``): an absent tag reads as the
+  empty struct, null is written (presence varint 0) and read as ``None``, and only the empty
+  struct is left out (the Kafka 4.4 broker writes a consumer-protocol member's null
+  ClassicMemberMetadata as the section ``01 00 01 00``; without the tag Kafka reads a classic
+  member with no protocols).
 - A nullable struct is a presence byte (-1 null, 1 present; other values corrupt, for exact
   re-encoding) then the struct; a tagged nullable struct a varint (0 null, 1 present). A ``uuid``
   is 16 bytes and is shown as Kafka's ``Uuid.toString()`` (URL-safe base64, no padding).
@@ -927,9 +933,10 @@ class _TaggedSpec:
     tag: int
     name: str
     idx: int
-    default: Any
+    default: Any  # the value read when the tag is absent
     read: ReadStep  # reads the content into slot 0 of a scratch list
     write: WriteStep  # writes the content of ``getattr(obj, name)``
+    skip: Any = None  # the value not written: ``default`` (a struct's: its empty struct)
 
 
 def _tagged_spec(
@@ -948,9 +955,30 @@ def _tagged_spec(
     elif f.single_struct_name is not None:
         element = _compile_struct(message, f.single_struct_name, f.fields, version, True, builders)
         read, write = (_read_tagged_struct(f.name, element, nullable), _write_tagged_struct(f.name, element, nullable))
+        empty = empty_struct(f.fields, builders[f.single_struct_name][0], version)
+        return _TaggedSpec(f.tag, f.name, idx, empty, read, write, empty)
     else:
         read, write = _field_steps(message, f, 0, version, True, nullable, builders)
-    return _TaggedSpec(f.tag, f.name, idx, default, read, write)
+    return _TaggedSpec(f.tag, f.name, idx, default, read, write, default)
+
+
+def zero_value(f: Field) -> Any:
+    """The value Kafka's generated constructor gives a field without a declared default (a
+    sentinel field: its sentinel, i.e. ``None`` here)."""
+    if f.sentinel is not None:
+        return None
+    if f.type.startswith("[]"):
+        return ()
+    if f.type in _FIXED_CODES:
+        return 0
+    return {"string": "", "bytes": b"", "uuid": uuid_to_str(bytes(16))}.get(f.type)
+
+
+def empty_struct(fields: tuple[Field, ...], cls: type[Any], version: int) -> Any:
+    """``new Struct()`` of Kafka's generated code: every field at its zero value. Kafka's writer
+    and JsonConverter leave a tagged struct field out only when it equals this."""
+    names = {f.name: zero_value(f) for f in fields if in_versions(f.versions, version)}
+    return cls(**{k: v for k, v in names.items() if k in {d.name for d in dataclasses.fields(cls)}})
 
 
 def _read_tagged_struct(name: str, element: Layout, nullable: bool) -> ReadStep:
@@ -1039,7 +1067,7 @@ def _write_tagged_known(known: list[_TaggedSpec]) -> WriteStep:
                 count += 1
 
         for k in known:
-            if getattr(obj, k.name) == k.default:
+            if getattr(obj, k.name) == k.skip:
                 continue
             raw_until(k.tag)
             content: list[bytes] = []

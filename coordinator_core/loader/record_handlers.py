@@ -29,6 +29,7 @@ from collections.abc import Iterator
 from typing import NamedTuple
 
 from coordinator_core import expiry as _expiry
+from coordinator_core.codec.record_codec import offset_commit_topic_id
 from coordinator_core.codec.records import GroupMetadataValue, LogRecord, OffsetCommitValue
 from coordinator_core.events import OffsetCommitted, OffsetExpiration
 from coordinator_core.loader.group_fold import STATE_VALUE, GroupFold, new_transition
@@ -74,6 +75,18 @@ def apply_offset_commit(
         del settled[tp]
     if w.next_check is not None:
         w.lower_next_check(value, tp[0])
+    if value.tagged_fields and w.consumer is not None:
+        learn_topic_name(w.consumer, tp[0], value)
+
+
+def learn_topic_name(f: ConsumerGroupFold, topic: str, value: OffsetCommitValue) -> None:
+    """A Kafka 4.1+ offset commit names its topic's id (OffsetCommitValue v4 tag 0, TopicId)
+    next to the key's topic name: the consumer group's assignments, which name topics by id only
+    since Kafka 4.1 wrote no ConsumerGroupPartitionMetadata, are shown by name (an id names one
+    topic forever)."""
+    topic_id = offset_commit_topic_id(value)
+    if topic_id is not None and topic_id not in f.topic_names:
+        f.topic_names[topic_id] = topic
 
 
 def apply_offset_tombstone(w: GroupFold, tp: TopicPartition, *, ts: int, pos: tuple[int, int]) -> None:
@@ -533,6 +546,8 @@ def _consumer_fold_from_classic(w: GroupFold, ts: int) -> ConsumerGroupFold:
     removed by a tombstone in this very write), so the upgrade's records are told as one
     group's conversion. (The removed group's generation is the new group's first epoch.)"""
     f = ConsumerGroupFold(w.group_id)
+    for (topic, _), entry in w.offsets.items():
+        learn_topic_name(f, topic, entry[0])
     if w.exists and w.state is not _D and w.has_metadata:
         f.group_type = "classic"
         f.classic_generation, f.classic_protocol_type = w.generation, w.protocol_type or ""

@@ -277,7 +277,7 @@ def inspect_group(cfg: Config, group_id: str, as_of_ms: int | None = None) -> Gr
         history=history,
         state_window_ms=window,
         group_type=snap.group_type,
-        **_descriptions(snap, part),
+        **_descriptions(snap, part, records),
         lag=lag,
     )
 
@@ -300,14 +300,14 @@ def _as_of(cfg: Config, as_of_ms: int | None, group_newest_ms: int) -> tuple[int
     return t_end, source, evidence_horizon(t_end, newest, cfg.stream.watermark_delay_ms)
 
 
-def _descriptions(snap: Any, part: int) -> dict[str, Any]:
+def _descriptions(snap: Any, part: int, records: Sequence[LogRecord]) -> dict[str, Any]:
     """A consumer, share or streams group's own description, as Kafka's tool for its kind
     prints it (None for the other kinds)."""
     from pipelines.analytics.inspect_modern import share_description, streams_description
 
     kind = snap.group_type
     return {
-        "consumer": consumer_description(snap.consumer, snap.protocol) if kind == "consumer" else None,
+        "consumer": _consumer_view(snap, records),
         "share": share_description(snap.modern, part) if kind == "share" else None,
         "streams": streams_description(snap.modern, part) if kind == "streams" else None,
     }
@@ -337,7 +337,28 @@ def _rebalance_window_at(
     return None
 
 
-def consumer_description(c: Any, assignor: str | None) -> dict[str, Any] | None:
+def _consumer_view(snap: Any, records: Sequence[LogRecord]) -> dict[str, Any] | None:
+    if snap.group_type != "consumer":
+        return None
+    return consumer_description(snap.consumer, snap.protocol, topic_names(records))
+
+
+def topic_names(records: Sequence[LogRecord]) -> dict[str, str]:
+    """Topic id -> name from the group's offset commits (Kafka 4.1+ writes the TopicId in each,
+    ``codec.offset_commit_topic_id``), over its whole log: an id names one topic forever, so a
+    moment before the first commit is named too (the broker names them from its metadata)."""
+    from coordinator_core import OffsetCommitKey, OffsetCommitValue, offset_commit_topic_id
+
+    names: dict[str, str] = {}
+    for r in records:
+        if isinstance(r.value, OffsetCommitValue) and isinstance(r.key, OffsetCommitKey) and r.value.tagged_fields:
+            topic_id = offset_commit_topic_id(r.value)
+            if topic_id is not None:
+                names.setdefault(topic_id, r.key.topic)
+    return names
+
+
+def consumer_description(c: Any, assignor: str | None, names: dict[str, str] | None = None) -> dict[str, Any] | None:
     """A consumer group's (KIP-848) description from the core's fold (``ConsumerGroupSnapshot``),
     the fields ``kafka-consumer-groups --describe --state --members --verbose`` prints for one:
     ASSIGNMENT-STRATEGY, STATE, GROUP-EPOCH, TARGET-ASSIGNMENT-EPOCH, #MEMBERS; per member
@@ -346,8 +367,10 @@ def consumer_description(c: Any, assignor: str | None) -> dict[str, Any] | None:
     if c is None:
         return None
 
+    known = names or {}
+
     def parts(a: Any) -> list[str]:
-        return sorted(f"{c.topic_label(t)}-{p}" for t, p in pairs(a))
+        return sorted(f"{c.topic_label(t) if t in c.topic_names else known.get(t, t)}-{p}" for t, p in pairs(a))
 
     members = []
     for mid, m in sorted(c.members.items()):

@@ -123,6 +123,20 @@ def kafka_default(f: dict[str, Any]) -> Any:
     return None  # struct: FieldSpec default for a nullable struct is null
 
 
+def tag_left_out(f: dict[str, Any], v: Any, common: dict[str, list[dict[str, Any]]]) -> bool:
+    """Whether Kafka's generated writer and JsonConverter leave a tagged field out: it equals its
+    default; a struct field only when it equals the empty struct (``new Struct()``), whatever its
+    JSON ``default`` says, so a null struct is written (presence varint 0) and printed (null), as
+    the Kafka 4.4 broker writes ConsumerGroupMemberMetadataValue's ClassicMemberMetadata."""
+    t = f["type"]
+    if t in FIXED or t in ("uuid", "string", "bytes") or t.startswith("[]"):
+        return bool(v == kafka_default(f))
+    empty = {
+        sub["name"]: kafka_default(sub) for sub in struct_fields(f, common) if versions_include(field_versions(sub), 0)
+    }
+    return v is not None and v == empty
+
+
 class Sampler:
     def __init__(self) -> None:
         self.k = 0
@@ -260,7 +274,7 @@ def enc_struct(
             continue
         v = value[f["name"]]
         if "tag" in f:
-            if v != kafka_default(f):
+            if not tag_left_out(f, v, common):
                 tagged.append((f["tag"], enc_field(f, v, flexible, common, tagged=True)))
         else:
             out += enc_field(f, v, flexible, common)
@@ -306,7 +320,7 @@ def json_struct(
         if not versions_include(field_versions(f), 0):
             continue
         v = value[f["name"]]
-        if "tag" in f and v == kafka_default(f):
+        if "tag" in f and tag_left_out(f, v, common):
             continue
         out[camel(f["name"])] = json_field(f, v, common)
     return out

@@ -10,7 +10,7 @@ untimed transitions hid the Empty one from the rebalance-window lookup.
 
 from __future__ import annotations
 
-from coordinator_core.events import StateTransition
+from coordinator_core import StateTransition
 from pipelines.analytics.inspect import _rebalance_window_at
 
 

@@ -27,6 +27,7 @@ import pytest
 from coordinator_core.codec.formatter import to_kafka_json
 from coordinator_core.codec.modern_records import (
     MODERN_TYPES,
+    ClassicMemberMetadata,
     ConsumerGroupCurrentMemberAssignmentValue,
     ConsumerGroupMemberMetadataValue,
     ConsumerGroupMetadataValue,
@@ -140,8 +141,8 @@ HAND_MIN: dict[int, tuple[str, str]] = {
         + NULL
         + INT32_0
         + NULL  # SubscribedTopicRegex, RebalanceTimeoutMs 0, ServerAssignor
-        + NO_TAGS,
-    ),  # ClassicMemberMetadata (tag 0) null = default: not written
+        + "01000100",  # 1 tag: tag 0 ClassicMemberMetadata, 1 byte: presence varint 0 (null)
+    ),  # a null tagged struct is written (it is not the empty struct), as the Kafka 4.4 broker does
     6: ("0006" + GROUP, V0 + INT32_0 + NO_TAGS),  # AssignmentEpoch; AssignmentTimestamp 0 = default
     7: ("0007" + GROUP + MEMBER, V0 + EMPTY + NO_TAGS),  # TopicPartitions []
     8: (
@@ -434,8 +435,11 @@ def test_a_member_metadata_value_under_a_group_metadata_key_is_an_error_as_in_du
         subscribed_topic_names=(),
         subscribed_topic_regex="",
         server_assignor="",
+        classic_member_metadata=ClassicMemberMetadata(0, ()),  # Kafka's constructor: the empty struct
     )
     _, value = encode_record(Record(GroupMemberKey("group", "m", 5), empty_member))
+    # the bytes Kafka 4.4's own writer gives ``new ConsumerGroupMemberMetadataValue()`` (checked with
+    # MessageUtil.toVersionPrefixedByteBuffer from kafka-group-coordinator-4.4.0.jar): no tag written
     assert value == bytes.fromhex("0000010101010101ffffffff0100")
     with pytest.raises(CorruptRecordError, match="tagged field 1 size 536870911 exceeds the 1 bytes left"):
         decode_record(encode_record(Record(GroupKey("group", 3), None))[0], value, modern=True)
