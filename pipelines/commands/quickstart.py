@@ -393,12 +393,8 @@ def run(args: argparse.Namespace) -> int:
             console.print(f"(skipped: table {', '.join(missing)} not built)")
             continue
         show_query(spark, sql, console, limit=20)
-    console.print(
-        f'\nnext: offsetlake sql --conf {conf_file} "SELECT * FROM group_state"   |   '
-        f"offsetlake tables --conf {conf_file}   |   offsetlake inspect group <id> --conf {conf_file}   |   "
-        f"offsetlake report --conf {conf_file}   |   offsetlake metrics --conf {conf_file}   |   "
-        f"offsetlake serve --conf {conf_file}"
-    )
+    nexts = ['sql "SELECT * FROM group_state"', "tables", "inspect group <id>", "report", "metrics", "serve"]
+    console.print("\nnext: " + "   |   ".join(f"offsetlake {n} --conf {conf_file}" for n in nexts))
     return 0
 
 
