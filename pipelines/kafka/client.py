@@ -12,9 +12,13 @@ Rules:
 - librdkafka's own log lines go to the ``offsetlake.kafka.librdkafka`` logger, silent unless
   ``OFFSETLAKE_KAFKA_DEBUG`` is set: an unreachable broker must produce ONE clear line from us,
   not a stream of reconnect messages.
-- Every client reads ``__consumer_offsets`` the way Spark's Kafka source does:
-  ``isolation.level=read_uncommitted`` (the broker's own loader also sees every offset commit),
-  no consumer-group subscription, no commits (``assign()`` + explicit offsets).
+- Every client reads ``__consumer_offsets`` with ``isolation.level=read_committed``, no
+  consumer-group subscription, no commits (``assign()`` + explicit offsets). A client never sees
+  the COMMIT/ABORT markers the broker's own loader applies (KIP-98), so a read_uncommitted reader
+  took an aborted ``send_offsets_to_transaction`` for a commit; read_committed drops the aborted
+  records and delivers a committed one at its own position, where Kafka's loader applies it too
+  (found against a real Kafka 3.9 broker: tests/broker/test_classic_scenarios.py). End-offset
+  sampling of users' topics keeps read_uncommitted (kafka-consumer-groups' LOG-END-OFFSET).
 - Reading clients use ``fetch.queue.backoff.ms=10``: with librdkafka's 1000 ms default a reader
   that drains its queue in ``consume()`` batches idles a second each time the queue passes
   ``queued.min.messages``.
@@ -143,7 +147,7 @@ class KafkaSettings:
             "enable.auto.commit": False,
             "enable.auto.offset.store": False,
             "auto.offset.reset": "earliest",
-            "isolation.level": "read_uncommitted",
+            "isolation.level": "read_committed",
             "enable.partition.eof": True,
             "fetch.max.bytes": 52_428_800,
             "max.partition.fetch.bytes": 10_485_760,

@@ -132,7 +132,8 @@ def sample_end_offsets(
     """
     ck = require_confluent_kafka()
     sampled_at = int(time.time() * 1000) if now_ms is None else now_ms
-    consumer = ck.Consumer(settings.consumer_conf())
+    # the log end as kafka-consumer-groups reports it (the high watermark, not the stable offset)
+    consumer = ck.Consumer(settings.consumer_conf(**{"isolation.level": "read_uncommitted"}))
     try:
         all_topics = sorted(set(topics or []) | {c[1] for c in committed or []})
         parts = _partitions_of(consumer, all_topics, timeout_s, settings.bootstrap_servers)

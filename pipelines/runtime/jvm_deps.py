@@ -51,7 +51,9 @@ def coordinates(bundle: str) -> list[str]:
     root = ET.parse(pom(bundle)).getroot()
     out = []
     for dep in root.iterfind("m:dependencies/m:dependency", _NS):
-        parts = [dep.findtext(f"m:{k}", default="", namespaces=_NS).strip() for k in ("groupId", "artifactId", "version")]
+        parts = [
+            dep.findtext(f"m:{k}", default="", namespaces=_NS).strip() for k in ("groupId", "artifactId", "version")
+        ]
         out.append(":".join(parts))
     return out
 
@@ -115,7 +117,9 @@ def fetch(bundle: str, *, timeout_s: float = FETCH_TIMEOUT_S) -> list[Path]:
         except subprocess.TimeoutExpired as exc:
             raise JvmDepsUnavailable(f"fetching the {bundle} jars with mvn took over {timeout_s:.0f} s") from exc
         if done.returncode != 0:
-            raise JvmDepsUnavailable(f"mvn could not fetch the {bundle} jars: {_maven_reason(done.stdout + done.stderr)}")
+            raise JvmDepsUnavailable(
+                f"mvn could not fetch the {bundle} jars: {_maven_reason(done.stdout + done.stderr)}"
+            )
         got = work / "jars"
         (got / "COMPLETE").write_text("\n".join(coordinates(bundle)) + "\n")
         if folder.exists():  # another process finished first: keep its copy
@@ -136,3 +140,29 @@ def _maven_reason(output: str) -> str:
     errors = [e for e in errors if e and not e.startswith(("->", "To see", "Re-run", "For more", "[Help"))]
     text = errors[0] if errors else (output.strip().splitlines() or ["no output"])[-1]
     return text if len(text) <= 300 else text[:297] + "..."
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m pipelines.runtime.jvm_deps fetch <bundle>...``: fetch bundles ahead (CI's first step).
+
+    Exit 0 with one line per bundle (its jar count and folder), 2 with one line when a bundle
+    cannot be had.
+    """
+    import sys
+
+    args = sys.argv[1:] if argv is None else argv
+    if not args or args[0] != "fetch":
+        print("usage: python -m pipelines.runtime.jvm_deps fetch <bundle>... (known: " + ", ".join(bundles()) + ")")
+        return 2
+    for bundle in args[1:] or bundles():
+        try:
+            got = fetch(bundle)
+        except JvmDepsUnavailable as exc:
+            print(f"jvm_deps: {exc}", file=sys.stderr)
+            return 2
+        print(f"{bundle}: {len(got)} jars in {bundle_dir(bundle)}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
