@@ -1,4 +1,4 @@
-"""Due is not dead, judged by a real Kafka 3.9 broker (issue 33).
+"""Due is not dead, judged by real Kafka brokers (3.9's classic coordinator, 4's new one; issue 33).
 
 A broker with a long cleanup interval (offsets expire after 1 minute, the retention check runs
 every 30 s): a group commits and goes Empty; its offsets fall due one retention later, but the
@@ -60,16 +60,19 @@ def _records(root: Path) -> list[Any]:
     return sorted(out, key=lambda r: (r.partition, r.offset))
 
 
-def test_a_due_group_is_empty_until_the_brokers_cleanup_removes_it(tmp_path: Path) -> None:  # long: one scenario
+@pytest.mark.parametrize(("bundle", "coordinator"), [("kafka-3.9", "old"), ("kafka-4", "new")])
+def test_a_due_group_is_empty_until_the_brokers_cleanup_removes_it(  # long: one scenario
+    bundle: str, coordinator: str, tmp_path: Path
+) -> None:
     from confluent_kafka import Consumer, TopicPartition
     from confluent_kafka.admin import AdminClient, NewTopic
 
     from coordinator_core.replay import snapshot_as_of
     from coordinator_core.settings import ReplaySettings
 
-    jars_or_skip("kafka-3.9")
+    jars_or_skip(bundle)
     broker = LocalBroker(
-        "kafka-3.9",
+        bundle,
         tmp_path / "broker",
         {"offsets.retention.minutes": "1", "offsets.retention.check.interval.ms": str(INTERVAL_MS)},
     )
@@ -108,7 +111,7 @@ def test_a_due_group_is_empty_until_the_brokers_cleanup_removes_it(tmp_path: Pat
     tombstones = [r.timestamp_ms for r in records if r.value is None and r.key.__class__.__name__ == "GroupMetadataKey"]
     assert tombstones, "the broker's cleanup wrote the group tombstone"
     removed = tombstones[-1]
-    settings = ReplaySettings(retention_ms=RETENTION_MS, cleanup_interval_ms=INTERVAL_MS, coordinator="old")
+    settings = ReplaySettings(retention_ms=RETENTION_MS, cleanup_interval_ms=INTERVAL_MS, coordinator=coordinator)
     due_seen = 0
     for t, broker_state in moments:
         if abs(t - removed) < 2_000:
