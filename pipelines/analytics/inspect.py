@@ -222,13 +222,7 @@ def inspect_group(cfg: Config, group_id: str, as_of_ms: int | None = None) -> Gr
     )
     t_end, as_of_source, log_end = _as_of(cfg, as_of_ms, items[-1].timestamp_ms)
     snap = snapshot_as_of(items, group_id=group_id, as_of_ms=t_end, settings=settings, log_end_ms=log_end)
-    history = "complete as captured"
-    if shape is not None and shape.compacted_until is not None and records[0].offset < shape.compacted_until:
-        history = (
-            f"starts inside the compacted part of __consumer_offsets-{part} (the log cleaner removed "
-            f"records before offset {shape.compacted_until}): what came before {fmt_ms(records[0].timestamp_ms)} "
-            "is unknown"
-        )
+    history = _history(shape, part, records[0])
     transitions = [e for e in full.events if isinstance(e, StateTransition)]
     before = [e for e in transitions if e.timestamp_ms is not None and e.timestamp_ms <= t_end]
     state, inferred, since, generation = snap.state.value, False, snap.state_timestamp_ms, snap.generation
@@ -280,6 +274,17 @@ def inspect_group(cfg: Config, group_id: str, as_of_ms: int | None = None) -> Gr
         **_descriptions(snap, part, records),
         lag=lag,
     )
+
+
+def _history(shape: Any, part: int, first: Any) -> str:
+    """How complete the group's history is: compaction may have removed its start."""
+    if shape is not None and shape.compacted_until is not None and first.offset < shape.compacted_until:
+        return (
+            f"starts inside the compacted part of __consumer_offsets-{part} (the log cleaner removed "
+            f"records before offset {shape.compacted_until}): what came before {fmt_ms(first.timestamp_ms)} "
+            "is unknown"
+        )
+    return "complete as captured"
 
 
 def _as_of(cfg: Config, as_of_ms: int | None, group_newest_ms: int) -> tuple[int, str, int | None]:

@@ -142,6 +142,7 @@ def _render_consumer(console: Any, group_id: str, c: dict[str, Any]) -> None:
     console.print(_table("Consumer group (KIP-848): --describe --state", state_cols, [state], fold=True))
     member_cols = (
         "CONSUMER-ID",
+        "GROUP-INSTANCE-ID",
         "HOST",
         "CLIENT-ID",
         "#PARTITIONS",
@@ -155,6 +156,7 @@ def _render_consumer(console: Any, group_id: str, c: dict[str, Any]) -> None:
     rows = [
         (
             m["member_id"] + (" (classic)" if m["member_protocol"] == "classic" else ""),
+            m.get("group_instance_id") or "-",
             m["client_host"] or "-",
             m["client_id"] or "-",
             str(m["partitions"]),

@@ -172,6 +172,7 @@ def build_report(
     lag = report_lag.read_lag(cfg, state)
 
     now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    stated = _stated_now(cfg)
     n_groups = len(state)
     capped = "" if groups or len(state) <= max_groups else f" (top {max_groups} of {n_groups} by records)"
     parts = [_overview(state, rebal, offsets, load, gm, figs)]
@@ -204,7 +205,7 @@ def build_report(
     return (
         f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{title}</title><style>{_CSS}</style></head>"
         f"<body><header><h1>{title}</h1><p>{n_groups} consumer groups · warehouse {html.escape(str(cfg.paths.warehouse))}"
-        f"{window} · generated {now}</p></header><main>{''.join(parts)}</main></body></html>"
+        f"{window} · statuses and countdowns as of {stated} · generated {now}</p></header><main>{''.join(parts)}</main></body></html>"
     )
 
 
@@ -312,6 +313,15 @@ def _coordinator_load_figure(load: pd.DataFrame | None, gm: pd.DataFrame | None)
     )
     f4.update_xaxes(type="category")
     return f4
+
+
+def _stated_now(cfg: Config) -> str:
+    """The one "now" the report's statuses and countdowns are evaluated at (``pipelines.log_clock``)."""
+    from pipelines.analytics.reads import driver_io
+    from pipelines.log_clock import now_ms
+
+    ms, source = now_ms(cfg, driver_io(cfg).read_arrow)
+    return "unknown (empty warehouse)" if ms is None else html.escape(f"{_fmt(_ts(ms))} ({source})")
 
 
 def _group_section(

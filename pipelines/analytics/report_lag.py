@@ -88,7 +88,8 @@ def read_lag(cfg: Config, state: pd.DataFrame) -> LagData:
 
 def _badge(status: str) -> str:
     color = STATUS_COLORS.get(status, "#607d8b")
-    return f'<span class="state" style="background:{color}">{html.escape(status)}</span>'
+    # white text set inline: the KPI tiles colour their spans (a badge there was red on red)
+    return f'<span class="state" style="background:{color};color:#fff">{html.escape(status)}</span>'
 
 
 def _seconds(ms: Any) -> str:

@@ -203,12 +203,8 @@ def run(args: argparse.Namespace) -> int:
             continue
         show_query(spark, sql, console, limit=20)
     disagree = 0 if world is None else quickstart_real.print_agreement(spark, world, console)
-    console.print(
-        f'\nnext: offsetlake sql --conf {conf_file} "SELECT * FROM group_state"   |   '
-        f"offsetlake tables --conf {conf_file}   |   offsetlake inspect group <id> --conf {conf_file}   |   "
-        f"offsetlake report --conf {conf_file}   |   offsetlake metrics --conf {conf_file}   |   "
-        f"offsetlake serve --conf {conf_file}"
-    )
+    nexts = ['sql "SELECT * FROM group_state"', "tables", "inspect group <id>", "report", "metrics", "serve"]
+    console.print("\nnext: " + "   |   ".join(f"offsetlake {n} --conf {conf_file}" for n in nexts))
     if disagree:
         err.print(f"[quickstart] offsetlake and the broker disagree on {disagree} group(s): see the table above")
         return 1

@@ -69,7 +69,10 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0
-    console = Console()
+    import sys
+
+    # piped output: wide enough for every column (rich's default for a pipe is 80 columns)
+    console = Console() if sys.stdout.isatty() else Console(width=160)
     if not rows:
         console.print(
             f"no Delta tables under {cfg.paths.warehouse} (run: offsetlake run batch, or offsetlake quickstart)"

@@ -97,6 +97,17 @@ def _java_binary() -> str | None:
         candidate = os.path.join(java_home, "bin", "java")
         if os.path.exists(candidate):
             return candidate
+        on_path = shutil.which("java")
+        if on_path is None:
+            raise JavaNotFoundError(
+                f"JAVA_HOME={java_home} has no bin/java and no 'java' is on PATH: fix or unset JAVA_HOME "
+                "(Spark needs Java 17 or newer)"
+            )
+        # spark-class runs $JAVA_HOME/bin/java first: a stale JAVA_HOME would fail there (rc 1 and
+        # its own lines) although a java is on PATH; Spark takes that one once JAVA_HOME is gone
+        os.environ.pop("JAVA_HOME", None)
+        sys.stderr.write(f"offsetlake: JAVA_HOME={java_home} has no bin/java; using {on_path} from PATH\n")
+        return on_path
     return shutil.which("java")
 
 

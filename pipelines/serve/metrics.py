@@ -326,18 +326,28 @@ def _partition_samples(snap: Snapshot, c: dict[str, Any]) -> dict[str, list[Samp
     def pl(p: dict[str, Any]) -> dict[str, Any]:
         return {**c, "group": p["group_id"], "topic": p["topic"], "partition": p["partition"]}
 
+    def ml(p: dict[str, Any]) -> dict[str, Any]:
+        """``pl`` plus the member assigned the partition, as kafka-lag-exporter labels it ("" when none)."""
+        o = p.get("owner") or {}
+        member = {
+            "member_host": o.get("client_host"),
+            "consumer_id": o.get("member_id"),
+            "client_id": o.get("client_id"),
+        }
+        return {**pl(p), **{k: v or "" for k, v in member.items()}}
+
     return {
-        "kafka_consumergroup_group_offset": [(pl(p), p["offset"]) for p in parts if p["offset"] is not None],
+        "kafka_consumergroup_group_offset": [(ml(p), p["offset"]) for p in parts if p["offset"] is not None],
         "kafka_partition_latest_offset": [
             ({**c, "topic": t, "partition": n}, end) for (t, n), end in sorted(ends.items())
         ],
         "kafka_consumergroup_group_offset_ahead_of_end": [
             (pl(p), p["offset"] - p["log_end_offset"]) for p in lagged if p["offset"] > p["log_end_offset"]
         ],
-        "kafka_consumergroup_group_lag": [(pl(p), p["lag"]) for p in lagged],
+        "kafka_consumergroup_group_lag": [(ml(p), p["lag"]) for p in lagged],
         "kafka_consumergroup_group_max_lag": [({**c, "group": g}, max(v)) for g, v in sorted(by_group.items())],
         "kafka_consumergroup_group_sum_lag": [({**c, "group": g}, sum(v)) for g, v in sorted(by_group.items())],
-        "kafka_consumergroup_group_lag_seconds": [(pl(p), p["lag_ms"] / 1000) for p in timed],
+        "kafka_consumergroup_group_lag_seconds": [(ml(p), p["lag_ms"] / 1000) for p in timed],
         "kafka_consumergroup_group_max_lag_seconds": [
             ({**c, "group": g}, max(v) / 1000) for g, v in sorted(by_group_t.items())
         ],

@@ -236,7 +236,14 @@ def test_inspect_shows_a_consumer_group_as_kafka_consumer_groups_describes_it(in
     out = _io.StringIO()
     render(view, Console(file=out, width=220))
     text = out.getvalue()
-    for header in ("ASSIGNMENT-STRATEGY", "GROUP-EPOCH", "TARGET-ASSIGNMENT-EPOCH", "CURRENT-ASSIGNMENT", "m0", "m2"):
+    for header in (
+        "ASSIGNMENT-STRATEGY",
+        "GROUP-EPOCH",
+        "TARGET-ASSIGNMENT-EPOCH",
+        "GROUP-INSTANCE-ID",
+        "CURRENT-ASSIGNMENT",
+        "m0",
+    ):
         assert header in text, header
 
 

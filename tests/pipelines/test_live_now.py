@@ -142,6 +142,17 @@ def test_a_new_end_offset_sample_after_silence_turns_statuses_to_stop_without_a_
     assert part["status"] == "STOP" and part["lag"] == 1_033
     group = [p["status"] for p in after.partitions if p["group_id"] == pick["group_id"]]
     assert group_status(group) == "ERR"
+    # lag metrics carry the member assigned the partition, as kafka-lag-exporter's do
+    exposition = metrics.render(after, "test")
+    line = next(
+        x
+        for x in exposition.splitlines()
+        if x.startswith("kafka_consumergroup_group_lag{")
+        and f'group="{pick["group_id"]}"' in x
+        and f'topic="{pick["topic"]}"' in x
+        and f'partition="{pick["partition"]}"' in x
+    )
+    assert 'member_host="' in line and 'consumer_id="' in line and 'client_id="' in line and line.endswith(" 1033")
     # no batch run in between: the gold tables are the versions the first answer read
     assert [io.version(n) for n in ("group_state", "offsets_current", "offset_commits")] == [0, 0, 0]
 

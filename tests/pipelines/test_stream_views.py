@@ -1,7 +1,7 @@
 """Every analytics view answers the same on a streaming-only warehouse as on a batch one.
 
-Both warehouses are built from ONE landing (the batch job with ``replay.as_of_ms`` = the stream's
-final watermark, the stream with ``--available-now``), get the same ``partition_end_offsets``
+Both warehouses are built from ONE landing (the batch job with ``replay.as_of_ms`` = the present the
+stream states after ``--available-now``: its final watermark + the delay, the newest record), get the same ``partition_end_offsets``
 samples, and every view in ``views.VIEWS`` is read from each (DuckDB, the views' one
 definition) and compared row for row.
 """
@@ -79,8 +79,8 @@ def test_every_view_on_a_streaming_only_warehouse_is_the_batch_warehouse_view(sp
     records = sample_log(groups=6, seed=5)
     land(records, tmp_path / "landing", rows_per_file=400)
     watermark = max(r.timestamp_ms for r in records) - DELAY_MS
-    batch_cfg = _cfg(tmp_path / "batch", watermark)
-    stream_cfg = _cfg(tmp_path / "stream", watermark)
+    batch_cfg = _cfg(tmp_path / "batch", watermark + DELAY_MS)
+    stream_cfg = _cfg(tmp_path / "stream", watermark + DELAY_MS)
     run_batch(batch_cfg, spark, io=TableIO(batch_cfg, spark))
     stream_job.run(spark, stream_cfg, available_now=True, poll_seconds=0.5)
 
