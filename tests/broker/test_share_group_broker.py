@@ -108,8 +108,8 @@ class _Capture(threading.Thread):
             c.close()
 
 
-def _replayed(broker: LocalBroker, capture: _Capture, dest: Path, at_ms: int) -> Any:
-    """offsetlake's core on what the capture read (and the segments hold), the group as of ``at_ms``."""
+def _replayed(broker: LocalBroker, capture: _Capture, dest: Path, at_ms: int, group: str = GROUP) -> Any:
+    """offsetlake's core on what the capture read (and the segments hold), ``group`` as of ``at_ms``."""
     from coordinator_core import LogRecord, decode_record, snapshot_as_of
     from pipelines.inputs.segment_files import SegmentRecord, read_segment_items
 
@@ -122,10 +122,10 @@ def _replayed(broker: LocalBroker, capture: _Capture, dest: Path, at_ms: int) ->
     records = []
     for (part, off), (ts, key, value) in sorted(raw.items()):
         rec = decode_record(key, value, modern=True)
-        if rec.key.group == GROUP:
+        if rec.key.group == group:
             records.append(LogRecord(part, off, ts, rec.key, rec.value))
-    assert records, "no record of the share group in __consumer_offsets"
-    return snapshot_as_of(records, group_id=GROUP, as_of_ms=at_ms), records
+    assert records, f"no record of group {group} in __consumer_offsets"
+    return snapshot_as_of(records, group_id=group, as_of_ms=at_ms), records
 
 
 def _as_kafka_describes(snap: Any, part: int) -> tuple[dict[str, str], list[dict[str, str]]]:
