@@ -7,7 +7,7 @@ Measures, in one run on librdkafka's mock cluster (real Kafka protocol on 127.0.
   baseline  Spark's file source over the captured files -> Parquet sink, availableNow
   batch     ``spark.read.format("offsetlake_kafka")`` -> Parquet (no streaming overhead)
 
-Record bytes are the built-in generated log (``quickstart.sample_records``) repeated with
+Record bytes are the built-in generated log (``pipelines.inputs.sample.sample_records``) repeated with
 fresh positions and timestamps, so sizes are those of real offset commits and group metadata.
 
     .venv/bin/python bench/capture.py --records 200000

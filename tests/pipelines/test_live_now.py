@@ -24,8 +24,8 @@ LATER = dt.timedelta(minutes=30)
 def _warehouse(root: Path) -> Any:
     import pyarrow as pa
 
-    from pipelines.commands.quickstart import sample_records
     from pipelines.config import load_config
+    from pipelines.inputs.sample import sample_records
     from pipelines.records.decode import decode_batch, split_union_arrow
     from pipelines.tableio import append_arrow_at, conform_arrow
     from schemas import get as get_spec

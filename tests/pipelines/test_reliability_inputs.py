@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from pipelines.commands.quickstart import sample_records
 from pipelines.errors import UsageError
+from pipelines.inputs.sample import sample_records
 
 SPARK = pytest.mark.spark
 

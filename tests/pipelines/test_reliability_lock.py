@@ -17,9 +17,9 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from pipelines.commands.quickstart import sample_records
 from pipelines.config import load_config
 from pipelines.inputs.raw_files import write_raw_records
+from pipelines.inputs.sample import sample_records
 
 REPO = Path(__file__).resolve().parents[2]
 SPARK = pytest.mark.spark

@@ -36,8 +36,8 @@ class Odd:
 
 @pytest.fixture(scope="module")
 def odd(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Odd:
-    from pipelines.commands.quickstart import sample_records
     from pipelines.inputs.raw_files import write_raw_records
+    from pipelines.inputs.sample import sample_records
 
     root = tmp_path_factory.mktemp("paths") / ODD
     root.mkdir()

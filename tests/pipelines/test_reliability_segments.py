@@ -65,7 +65,7 @@ def test_the_stream_over_overlapping_segments_drops_nothing_and_reads_no_other_t
     tmp_path: Path, spark: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
     from pipelines.config import load_config
-    from pipelines.stream import job as stream_job
+    from pipelines.jobs import stream as stream_job
 
     landing = tmp_path / "landing"
     _overlapping_log_dir(landing)
@@ -148,8 +148,8 @@ def test_an_unreadable_tail_warns_in_a_running_stream_and_is_read_by_a_finite_ru
 @SPARK
 def test_the_stream_quarantines_unreadable_tails_as_the_batch_does(tmp_path: Path, spark: Any) -> None:
     from pipelines.config import load_config
+    from pipelines.jobs import stream as stream_job
     from pipelines.jobs.batch import run_batch
-    from pipelines.stream import job as stream_job
 
     landing = tmp_path / "landing"
     _torn_tails(landing)

@@ -33,8 +33,8 @@ IDLE_SOCKETS = 400
 
 @pytest.fixture(scope="module")
 def wh(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Config:
-    from pipelines.commands.quickstart import sample_records
     from pipelines.inputs.raw_files import write_raw_records
+    from pipelines.inputs.sample import sample_records
     from pipelines.jobs.batch import run_batch
 
     root = tmp_path_factory.mktemp("serveflood")
