@@ -182,6 +182,8 @@ def _console(kafka4: LocalBroker, formatter: str) -> list[Any]:
     args = ["--bootstrap-server", kafka4.bootstrap, "--topic", "__consumer_offsets", "--from-beginning"]
     args += ["--formatter", formatter, "--timeout-ms", "15000", "--group", CONSOLE_GROUP]
     args += ["--consumer-property", "exclude.internal.topics=false", "--isolation-level", "read_committed"]
+    # no auto-commits: they are records of the topic it reads, so it would never be idle for 15 s
+    args += ["--consumer-property", "enable.auto.commit=false"]
     text = kafka_tools.run_tool(kafka4.bundle, kafka_tools.CONSOLE_CONSUMER, args, timeout_s=400)
     return kafka_tools.json_objects(text)
 
