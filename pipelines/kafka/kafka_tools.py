@@ -191,6 +191,8 @@ def console_formatted(
     args = ["--bootstrap-server", bootstrap, "--topic", "__consumer_offsets", "--from-beginning"]
     args += ["--formatter", formatter, "--timeout-ms", str(idle_ms), "--group", group]
     args += ["--consumer-property", "exclude.internal.topics=false", "--isolation-level", "read_committed"]
+    # its own auto-commits would be records of the topic it reads: never idle for ``idle_ms`` > 5 s
+    args += ["--consumer-property", "enable.auto.commit=false"]
     return json_objects(run_tool(bundle, CONSOLE_CONSUMER, args))
 
 
