@@ -18,7 +18,7 @@ from tests.cluster.jobs import tables
 from tests.pipelines.standalone import StandaloneCluster
 from tests.test_airflow_dags import BIN, DAGS, _dag_test, _write_conf
 
-pytestmark = [pytest.mark.cluster, pytest.mark.airflow, pytest.mark.slow]
+pytestmark = [pytest.mark.unproven, pytest.mark.cluster, pytest.mark.airflow, pytest.mark.slow]
 
 
 @pytest.fixture(scope="module")

@@ -4,6 +4,7 @@ rebalances, deletion, and no offsets here."""
 
 from __future__ import annotations
 
+from coordinator_core.loader.as_of_view import next_judgment_ms
 from coordinator_core.loader.replay import new_snapshot, replay
 from coordinator_core.loader.snapshot_codec import deserialize_snapshot, serialize_snapshot
 from coordinator_core.modern.share.fold import ShareGroupFold
@@ -93,7 +94,7 @@ def test_a_share_group_never_expires() -> None:
     row = res.snapshot.to_state_row(settings=settings)
     assert (row["state"], row["exists"], row["next_expiry_ms"]) == ("Empty", True, None)
     assert not [e for e in res.events if e.kind == "group_lifecycle" and e.event == "group_deleted"]
-    assert res.snapshot.next_judgment_ms(settings) is None
+    assert next_judgment_ms(res.snapshot, settings) is None
 
 
 def test_snapshot_bytes_round_trip_and_resume_equals_one_pass() -> None:

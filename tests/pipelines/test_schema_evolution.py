@@ -16,8 +16,22 @@ from schemas.decoded import OFFSET_COMMITS
 from schemas.gold import GROUP_MEMBERS, GROUP_STATE
 
 NEW_COLUMNS = {
-    "group_state": ["group_type"],
-    "group_members": ["group_type", "member_epoch", "member_state", "pending_revocation_partitions"],
+    "group_state": [
+        "group_type",
+        "offsets_due",
+        "death_forecast_from_time",
+        "death_forecast_to_time",
+        "offsets_kept_in",
+    ],
+    "group_members": [
+        "group_type",
+        "member_epoch",
+        "member_state",
+        "pending_revocation_partitions",
+        "process_id",
+        "assigned_tasks",
+        "pending_revocation_tasks",
+    ],
     "offset_commits": ["producer_id", "txn_outcome", "txn_marker_offset"],
 }
 

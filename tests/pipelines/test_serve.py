@@ -195,7 +195,16 @@ def test_group_counts_and_one_hot_states_are_those_of_group_state(wh: Warehouse,
     by_state = Counter(g["state"] for g in state)
     assert {lab["state"]: v for lab, v in exposition["kafka_consumergroup_groups"]} == {
         s: by_state.get(s, 0)
-        for s in ("Empty", "PreparingRebalance", "CompletingRebalance", "Stable", "Dead", "Assigning", "Reconciling")
+        for s in (
+            "Empty",
+            "PreparingRebalance",
+            "CompletingRebalance",
+            "Stable",
+            "Dead",
+            "Assigning",
+            "Reconciling",
+            "NotReady",
+        )
     }
     assert sum(by_state.values()) == len(state) > 0 and len(by_state) >= 2  # the sample has Stable/Empty/Dead
     for g in state:
