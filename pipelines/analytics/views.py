@@ -326,7 +326,7 @@ GROUP BY r.coordinator_partition
     View(
         "group_status_now",
         f"""
-SELECT p.group_id, count(*) AS partitions, count_if(p.current_lag > 0 AND NOT p.ahead_of_end) AS partitions_with_lag,
+SELECT p.group_id, count(*) AS partitions, count(CASE WHEN p.current_lag > 0 AND NOT p.ahead_of_end THEN 1 END) AS partitions_with_lag,
        count(p.current_lag) AS partitions_lag_known,
        sum(p.current_lag) AS total_lag, max(p.current_lag) AS max_lag, max(p.lag_ms) AS max_lag_ms,
        count_if(p.ahead_of_end) AS offsets_ahead_of_end,

@@ -62,7 +62,7 @@ def landing_tables(files: list[Path]) -> LandingTables:
 
 
 def item_tables(items: list[SegmentRecord | SegmentProblem]) -> LandingTables:
-    """Segment items (``pipelines.segment_files``) in the three shapes (module rules)."""
+    """Segment items (``pipelines.inputs.segment_files``) in the three shapes (module rules)."""
     from pipelines.inputs.segment_files import OVERLAPPING
     from schemas.raw import RAW_RECORDS, RAW_TRANSACTIONS
 

@@ -30,7 +30,7 @@ WriteMode = Literal["append", "overwrite"]
 
 def before_commit(location: str) -> None:
     """Called right before every Delta commit: the writer lock this process holds on the
-    warehouse of ``location`` must still be its own (``pipelines.warehouse_lock.check_held``;
+    warehouse of ``location`` must still be its own (``pipelines.warehouse.lock.check_held``;
     a lock file removed under a running job must not let a second writer commit too)."""
     from pipelines.warehouse.lock import check_held
 

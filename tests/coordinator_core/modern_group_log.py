@@ -1,7 +1,7 @@
 """Share groups' (KIP-932) and streams groups' (KIP-1071) records written the way Kafka 4's
 coordinator writes them, as broker bytes.
 
-Every record is built from ``coordinator_core.modern_records`` values, encoded to the bytes a
+Every record is built from ``coordinator_core.codec.modern_records`` values, encoded to the bytes a
 broker writes (``codec.encode_record``, byte-exact to Kafka 4.4's vectors) and decoded back
 (``decode_record(..., modern=True)``), so the tests fold bytes. The scenario methods write the
 record sequences ``GroupMetadataManager`` writes (``shareGroupHeartbeat``,

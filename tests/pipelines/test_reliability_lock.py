@@ -26,7 +26,7 @@ SPARK = pytest.mark.spark
 
 _HOLDER = """
 import sys, time
-from pipelines import warehouse_lock
+from pipelines.warehouse import lock as warehouse_lock
 from pipelines.warehouse.lock import WarehouseLock
 lock = WarehouseLock(sys.argv[1], sys.argv[2]).acquire()
 print('held', lock.run_id, flush=True)
@@ -63,7 +63,7 @@ def _commit(proc: subprocess.Popen[str]) -> str:
 def _take(warehouse: Path) -> subprocess.CompletedProcess[str]:
     """Another process taking the lock as every job does; prints the run id or the refusal."""
     code = (
-        "import sys\nfrom pipelines.warehouse_lock import WarehouseLock\n"
+        "import sys\nfrom pipelines.warehouse.lock import WarehouseLock\n"
         "try:\n    l = WarehouseLock(sys.argv[1], 'second run').acquire()\n    print('took', l.run_id)\n"
         "except Exception as exc:\n    print('refused', type(exc).__name__, exc)\n"
     )

@@ -44,6 +44,9 @@ def _cfg(root: Path, bootstrap: str) -> Any:
             "delta": {"engine": "rust"},
             "kafka": {"bootstrap_servers": bootstrap},
             "stream": {"watermark_delay_ms": 1_000},
+            # the commits are dated 1970 and "now" is the end-offset sample (the wall clock): a
+            # retention longer than that keeps them held, so their lag is still there to see
+            "replay": {"retention_ms": 100 * 365 * 86_400_000},
         }
     )
 
