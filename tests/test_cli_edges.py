@@ -109,6 +109,7 @@ CASES: list[tuple[str, list[str]]] = [
     ("no command", []),
     ("run without a job", ["run"]),
     ("run batch bad flag", ["run", "batch", "--bogus"]),
+    ("doctor bad flag", ["doctor", "--bogus"]),
     ("run batch bad --stage", ["run", "batch", "--stage", "bogus"]),
     ("run batch missing --conf file", ["run", "batch", "--conf", "missing.yaml"]),
     ("run batch missing landing", ["run", "batch", "--conf", "{nowhere}"]),
