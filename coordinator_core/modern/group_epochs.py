@@ -311,6 +311,28 @@ class ModernGroupFold:
         self.epoch_members, self.last_bump_ms, self.last_assignor = after, ts, assignor
         self.tell(self.pending)
 
+    def apply_target_metadata(self, r: LogRecord) -> None:
+        """A share or streams group's target-assignment metadata record (types 12, 20): Kafka's
+        replay of ``{Share,Streams}GroupTargetAssignmentMetadata`` is the same for both kinds."""
+        value = r.value
+        if not self.group(r, create=value is not None):
+            return
+        if value is None:
+            if self.target:
+                self.anomaly(
+                    "target_epoch_tombstone_not_empty",
+                    (
+                        f"Received a tombstone record to delete target assignment of {self.group_id} but the "
+                        f"assignment still has {len(self.target)} members."
+                    ),
+                )
+            self.target_epoch = -1
+            return
+        epoch = getattr(value, "assignment_epoch")  # noqa: B009 (the share and streams values both carry it)
+        assert isinstance(epoch, int)
+        self.target_epoch = epoch
+        self.install_target(r, epoch)
+
     def install_target(self, record: LogRecord, epoch: int) -> None:
         """A target assignment epoch installed: the pending rebalance of that epoch learns what
         moved (per member: units gained and lost; ``partitions_moved``: units held before and

@@ -34,7 +34,6 @@ from coordinator_core.codec.modern_records import (
     StreamsGroupMemberMetadataValue,
     StreamsGroupMetadataValue,
     StreamsGroupTargetAssignmentMemberValue,
-    StreamsGroupTargetAssignmentMetadataValue,
     StreamsGroupTopologyValue,
 )
 from coordinator_core.codec.records import LogRecord
@@ -129,26 +128,6 @@ def _on_member_metadata(f: StreamsGroupFold, r: LogRecord) -> None:
     f.put_member(old, new)
 
 
-def _on_target_metadata(f: StreamsGroupFold, r: LogRecord) -> None:
-    value = r.value
-    if not f.group(r, create=value is not None):
-        return
-    if value is None:
-        if f.target:
-            f.anomaly(
-                "target_epoch_tombstone_not_empty",
-                (
-                    f"Received a tombstone record to delete target assignment of {f.group_id} but the "
-                    f"assignment still has {len(f.target)} members."
-                ),
-            )
-        f.target_epoch = -1
-        return
-    assert isinstance(value, StreamsGroupTargetAssignmentMetadataValue)
-    f.target_epoch = value.assignment_epoch
-    f.install_target(r, value.assignment_epoch)
-
-
 def _on_target_member(f: StreamsGroupFold, r: LogRecord) -> None:
     value = r.value
     if not f.group(r, create=value is not None):
@@ -219,7 +198,7 @@ class StreamsGroupFold(ModernGroupFold):
         {
             17: _on_group_epoch,
             19: _on_member_metadata,
-            20: _on_target_metadata,
+            20: ModernGroupFold.apply_target_metadata,
             21: _on_target_member,
             22: _on_current_assignment,
             23: _on_topology,

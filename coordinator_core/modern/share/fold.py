@@ -36,7 +36,6 @@ from coordinator_core.codec.modern_records import (
     ShareGroupMetadataValue,
     ShareGroupStatePartitionMetadataValue,
     ShareGroupTargetAssignmentMemberValue,
-    ShareGroupTargetAssignmentMetadataValue,
 )
 from coordinator_core.codec.records import LogRecord
 from coordinator_core.modern.group_epochs import ModernGroupFold, Unit
@@ -112,26 +111,6 @@ def _on_group_epoch(f: ShareGroupFold, r: LogRecord) -> None:
     f.bump(r, value.epoch)
 
 
-def _on_target_metadata(f: ShareGroupFold, r: LogRecord) -> None:
-    value = r.value
-    if not f.group(r, create=value is not None):
-        return
-    if value is None:
-        if f.target:
-            f.anomaly(
-                "target_epoch_tombstone_not_empty",
-                (
-                    f"Received a tombstone record to delete target assignment of {f.group_id} but the "
-                    f"assignment still has {len(f.target)} members."
-                ),
-            )
-        f.target_epoch = -1
-        return
-    assert isinstance(value, ShareGroupTargetAssignmentMetadataValue)
-    f.target_epoch = value.assignment_epoch
-    f.install_target(r, value.assignment_epoch)
-
-
 def _on_target_member(f: ShareGroupFold, r: LogRecord) -> None:
     value = r.value
     if not f.group(r, create=value is not None):
@@ -205,7 +184,7 @@ class ShareGroupFold(ModernGroupFold):
         {
             10: _on_member_metadata,
             11: _on_group_epoch,
-            12: _on_target_metadata,
+            12: ModernGroupFold.apply_target_metadata,
             13: _on_target_member,
             14: _on_current_assignment,
             15: _on_state_partition_metadata,
