@@ -29,7 +29,12 @@ WAIT_S = 180.0
 
 def _describe(broker: LocalBroker, what: str) -> list[dict[str, str]]:
     args = ["--bootstrap-server", broker.bootstrap, "--describe", "--group", GROUP, f"--{what}", "--verbose"]
-    rows = kafka_tools.parse_table(kafka_tools.run_tool(broker.bundle, SHARE_GROUP_COMMAND, args))
+    try:
+        rows = kafka_tools.parse_table(kafka_tools.run_tool(broker.bundle, SHARE_GROUP_COMMAND, args))
+    except kafka_tools.KafkaToolFailed as exc:
+        if "GroupIdNotFoundException" in str(exc) or "does not exist" in str(exc):
+            return []  # the first member has not joined yet
+        raise
     return [r for r in rows if "MESSAGE" not in r]
 
 
@@ -38,10 +43,12 @@ def _moment(broker: LocalBroker, settled: Callable[[dict[str, str], list[dict[st
     deadline = time.monotonic() + WAIT_S
     last: Any = None
     while time.monotonic() < deadline:
-        (state,) = _describe(broker, "state")
+        states = _describe(broker, "state")
         members = _describe(broker, "members")
-        last = (state, members)
-        if settled(state, members):
+        last = (states, members)
+        # before the first member's heartbeat the group does not exist yet: no row, poll again
+        if len(states) == 1 and settled(states[0], members):
+            state = states[0]
             # the answer again after the moment: nothing moved in between (heartbeats of a
             # settled share group write no records)
             at = int(time.time() * 1000)
@@ -169,17 +176,19 @@ def test_a_share_group_replayed_equals_what_the_broker_describes(
     capture = _Capture(kafka4.bootstrap, len(kafka4.offsets_dirs()) or 3)
     capture.start()
     moments = []
-    consumers["a"] = _start(kafka4, "share-a", tmp_path / "a.log")
-    moments.append(_moment(kafka4, _all_on_epoch(1)))
-    consumers["b"] = _start(kafka4, "share-b", tmp_path / "b.log")
-    moments.append(_moment(kafka4, _all_on_epoch(2)))
-    _stop(consumers["a"])
-    moments.append(_moment(kafka4, _all_on_epoch(1)))
-    _stop(consumers["b"])
-    moments.append(_moment(kafka4, lambda s, m: s["STATE"] == "Empty" and not m))
-    time.sleep(2)  # the capture reads the last write
-    capture.done.set()
-    capture.join(timeout=30)
+    try:
+        consumers["a"] = _start(kafka4, "share-a", tmp_path / "a.log")
+        moments.append(_moment(kafka4, _all_on_epoch(1)))
+        consumers["b"] = _start(kafka4, "share-b", tmp_path / "b.log")
+        moments.append(_moment(kafka4, _all_on_epoch(2)))
+        _stop(consumers["a"])
+        moments.append(_moment(kafka4, _all_on_epoch(1)))
+        _stop(consumers["b"])
+        moments.append(_moment(kafka4, lambda s, m: s["STATE"] == "Empty" and not m))
+        time.sleep(2)  # the capture reads the last write
+    finally:  # a failed wait must not leave the capture's consumer polling a stopped broker
+        capture.done.set()
+        capture.join(timeout=30)
 
     kinds = []
     for i, mo in enumerate(moments):

@@ -143,16 +143,18 @@ def test_a_streams_group_replayed_equals_what_the_broker_describes(
     capture = _Capture(kafka4.bootstrap, len(kafka4.offsets_dirs()) or 3)
     capture.start()
     moments = []
-    apps["p1"] = _start(kafka4, "p1", tmp_path)
-    moments.append(_moment(kafka4, _stable_with(1)))
-    apps["p2"] = _start(kafka4, "p2", tmp_path)
-    moments.append(_moment(kafka4, _stable_with(2)))
-    apps["p1"].terminate()  # KafkaStreams.close(): the member leaves the group
-    apps["p1"].wait(timeout=120)
-    moments.append(_moment(kafka4, _stable_with(1)))
-    time.sleep(2)
-    capture.done.set()
-    capture.join(timeout=30)
+    try:
+        apps["p1"] = _start(kafka4, "p1", tmp_path)
+        moments.append(_moment(kafka4, _stable_with(1)))
+        apps["p2"] = _start(kafka4, "p2", tmp_path)
+        moments.append(_moment(kafka4, _stable_with(2)))
+        apps["p1"].terminate()  # KafkaStreams.close(): the member leaves the group
+        apps["p1"].wait(timeout=120)
+        moments.append(_moment(kafka4, _stable_with(1)))
+        time.sleep(2)
+    finally:  # a failed wait must not leave the capture's consumer polling a stopped broker
+        capture.done.set()
+        capture.join(timeout=30)
 
     for i, mo in enumerate(moments):
         snap, records = _replayed(kafka4, capture, tmp_path / f"segments-{i}", mo["at"], APP)
