@@ -432,6 +432,29 @@ def _consumer_offset_fetching(spark: SparkSession, cfg: Config) -> None:
         spark.conf.set(OFFSET_FETCHING, "true")
 
 
+#: how long the driver waits for the cluster's topic metadata before the JVM source starts
+CONNECT_TIMEOUT_S = 15.0
+
+
+def _assign_every_partition(opts: dict[str, str], cfg: Config, bootstrap_servers: str | None) -> None:
+    """``assign`` the topic's partitions (the configured ones, else every one the cluster lists),
+    never ``subscribe``: with ``subscribe`` the consumer-based offset fetching joins a consumer
+    group of its own (``spark-kafka-source-<uuid>-driver-0``) on the cluster it reads, so reading
+    ``__consumer_offsets`` would write a new group into it (seen on Kafka 3.9,
+    tests/cluster/test_kafka_jvm.py). Assigned partitions join no group."""
+    parts = cfg.kafka.partitions
+    if not parts:
+        ck = require_confluent_kafka()
+        settings = settings_from_config(cfg, bootstrap_servers=bootstrap_servers)
+        client = ck.Consumer(settings.consumer_conf())
+        try:
+            parts = topic_partitions(client, settings, CONNECT_TIMEOUT_S)
+        finally:
+            client.close()
+    opts.pop("subscribe", None)
+    opts["assign"] = json.dumps({cfg.kafka.topic: sorted(parts)})
+
+
 def _jvm_options(cfg: Config, bootstrap_servers: str | None) -> dict[str, str]:
     """``format("kafka")`` options: the config module's mapping (holds secrets: never log it)."""
     from pipelines.config import spark_kafka_options
@@ -465,9 +488,7 @@ def read_kafka_stream(spark: SparkSession, cfg: Config, *, bootstrap_servers: st
     if choose_engine(spark, cfg.kafka.engine) == "jvm":
         _consumer_offset_fetching(spark, cfg)
         opts = _jvm_options(cfg, bootstrap_servers)
-        if cfg.kafka.partitions:
-            opts.pop("subscribe", None)
-            opts["assign"] = json.dumps({cfg.kafka.topic: sorted(cfg.kafka.partitions)})
+        _assign_every_partition(opts, cfg, bootstrap_servers)
         return spark.readStream.format("kafka").options(**opts).load()
     register_kafka_source(spark)
     return (
@@ -484,9 +505,7 @@ def read_kafka_batch(spark: SparkSession, cfg: Config, *, bootstrap_servers: str
         opts = _jvm_options(cfg, bootstrap_servers)
         opts["startingOffsets"] = "earliest"
         opts["endingOffsets"] = "latest"
-        if cfg.kafka.partitions:
-            opts.pop("subscribe", None)
-            opts["assign"] = json.dumps({cfg.kafka.topic: sorted(cfg.kafka.partitions)})
+        _assign_every_partition(opts, cfg, bootstrap_servers)
         return spark.read.format("kafka").options(**opts).load()
     register_kafka_source(spark)
     opts = kafka_source_options(cfg, bootstrap_servers=bootstrap_servers)
