@@ -18,19 +18,6 @@ VECTORS = REPO / "docs" / "spec" / "vectors"
 logging.getLogger("py4j").setLevel(logging.WARNING)
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist reads the group marks into the node ids
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Under pytest-xdist (``-n 2 --dist loadgroup``, the README's test command), the tests of one
-    real broker or of the standalone cluster stay on one worker: they share its session fixtures
-    (one broker per version, one cluster) and mostly wait on Kafka's clocks while the other worker
-    runs the rest."""
-    for item in items:
-        if item.get_closest_marker("broker"):
-            item.add_marker(pytest.mark.xdist_group("broker"))
-        elif item.get_closest_marker("cluster"):
-            item.add_marker(pytest.mark.xdist_group("cluster"))
-
-
 @pytest.fixture(scope="session")
 def vectors_dir() -> Path:
     if not VECTORS.is_dir():
