@@ -158,20 +158,14 @@ def read_delta_raw(spark: SparkSession, path: str) -> DataFrame:
 
 
 def read_kafka(spark: SparkSession, cfg: Config) -> DataFrame:
-    """A batch read of ``__consumer_offsets`` with Spark's Kafka source (earliest → latest)."""
-    from pipelines.config import spark_kafka_options
-    from pipelines.kafka.source import choose_engine, read_kafka_batch
+    """A batch read of ``__consumer_offsets`` (earliest → latest): Spark's Kafka source when its
+    jar is on the classpath, else the confluent-kafka source (``pipelines.kafka.source``, one
+    path for both engines: the JVM source's offset fetching and partition assignment included)."""
+    from pipelines.kafka.source import read_kafka_batch
 
     if not cfg.kafka.bootstrap_servers:
         raise UsageError("kafka.bootstrap_servers: required when input.source is kafka")
-    if choose_engine(spark, cfg.kafka.engine) == "python":  # no connector jar: confluent-kafka source
-        return read_kafka_batch(spark, cfg)
-    opts = spark_kafka_options(cfg)  # holds secrets: never log it
-    opts.setdefault("endingOffsets", "latest")
-    df = spark.read.format("kafka").options(**opts).load()
-    if cfg.kafka.partitions is not None:
-        df = df.where(df["partition"].isin(list(cfg.kafka.partitions)))
-    return df
+    return read_kafka_batch(spark, cfg)
 
 
 def read_source(

@@ -98,7 +98,12 @@ class SparkEngine:
         app_id: str | None,
         version: int | None,
     ) -> dict[str, Any]:
-        data = source if hasattr(source, "toArrow") else self.spark.createDataFrame(source, spec.spark_schema())
+        if hasattr(source, "toArrow"):
+            data = source
+        elif source.num_rows == 0:  # PySpark 4.2 cannot convert an Arrow table of no chunks
+            data = self.spark.createDataFrame([], spec.spark_schema())
+        else:
+            data = self.spark.createDataFrame(source, spec.spark_schema())
         session_conf = {}
         if app_id is not None and version is not None:
             # Delta's idempotent DML (SQL confs, Delta >= 2.3) + our marker in commitInfo

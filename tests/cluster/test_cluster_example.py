@@ -16,7 +16,7 @@ from pipelines.runtime import spark_jars
 from tests.cluster.jobs import run, submit_command, tables
 from tests.pipelines.standalone import REPO, StandaloneCluster
 
-pytestmark = [pytest.mark.unproven, pytest.mark.cluster, pytest.mark.broker, pytest.mark.slow]
+pytestmark = [pytest.mark.cluster, pytest.mark.broker, pytest.mark.slow]
 
 ROOT = "s3a://my-bucket/offsetlake"
 BROKERS = "broker-1:9092,broker-2:9092,broker-3:9092"

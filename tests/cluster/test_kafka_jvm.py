@@ -16,7 +16,7 @@ import pytest
 
 from tests.cluster.jobs import assert_same_tables, job_args, run, tables
 
-pytestmark = [pytest.mark.unproven, pytest.mark.cluster, pytest.mark.broker, pytest.mark.slow]
+pytestmark = [pytest.mark.cluster, pytest.mark.broker, pytest.mark.slow]
 
 REPO = Path(__file__).resolve().parents[2]
 CONF = "conf/local.yaml"
