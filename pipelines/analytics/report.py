@@ -25,6 +25,7 @@ import html
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pipelines.analytics.report_html import fmt_time, html_table
 from pipelines.analytics.report_rebalances import (
     WINDOW_COLOR,
     duration_figure,
@@ -79,31 +80,9 @@ def _read(cfg: Config, name: str, columns: list[str] | None = None, filt: Any = 
     return table.to_pandas()
 
 
-def _fmt(ts: Any) -> str:
-    import pandas as pd
-
-    if ts is None or (not isinstance(ts, (list, tuple)) and pd.isna(ts)):
-        return "-"
-    return str(pd.Timestamp(ts).strftime("%Y-%m-%d %H:%M:%S"))
-
-
 def _lst(x: Any) -> list[Any]:
     """A list from an Arrow/pandas list cell (None/NaN -> [])."""
     return [] if x is None or isinstance(x, float) else list(x)
-
-
-def _table(df: pd.DataFrame, max_rows: int = 30) -> str:
-    import pandas as pd
-
-    if df is None or df.empty:
-        return '<p class="muted">none</p>'
-    df = df.head(max_rows).copy()
-    for col in df.columns:
-        if pd.api.types.is_datetime64_any_dtype(df[col]):
-            df[col] = df[col].map(_fmt)
-        else:
-            df[col] = df[col].map(lambda v: "-" if v is None or (isinstance(v, float) and pd.isna(v)) else v)
-    return str(df.to_html(index=False, border=0, escape=True, na_rep="-"))
 
 
 class _Figures:
@@ -199,8 +178,8 @@ def build_report(
     title = "offsetlake report"
     window = ""
     if since_ms is not None or until_ms is not None:
-        window = f" · history from {_fmt(_ts(since_ms)) if since_ms is not None else 'the start'} to " + (
-            f"{_fmt(_ts(until_ms))}" if until_ms is not None else "the end"
+        window = f" · history from {fmt_time(_ts(since_ms)) if since_ms is not None else 'the start'} to " + (
+            f"{fmt_time(_ts(until_ms))}" if until_ms is not None else "the end"
         )
     return (
         f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{title}</title><style>{_CSS}</style></head>"
@@ -321,7 +300,7 @@ def _stated_now(cfg: Config) -> str:
     from pipelines.log_clock import now_ms
 
     ms, source = now_ms(cfg, driver_io(cfg).read_arrow)
-    return "unknown (empty warehouse)" if ms is None else html.escape(f"{_fmt(_ts(ms))} ({source})")
+    return "unknown (empty warehouse)" if ms is None else html.escape(f"{fmt_time(_ts(ms))} ({source})")
 
 
 def _group_section(
@@ -343,7 +322,7 @@ def _group_section(
         f'<span class="state" style="background:{color}">{html.escape(str(st["state"]))}</span></h2>'
         f'<p class="muted">generation {st["generation"]} · protocol {html.escape(str(st["protocol_type"] or "-"))}/'
         f"{html.escape(str(st['protocol'] or '-'))} · {st['member_count']} members · {st['offset_count']} offsets · "
-        f"coordinator partition {st['coordinator_partition']} · last record {_fmt(st['last_timestamp'])}</p>"
+        f"coordinator partition {st['coordinator_partition']} · last record {fmt_time(st['last_timestamp'])}</p>"
     )
     out = [head]
     # timeline of states (Gantt-like) with generation labels
@@ -464,7 +443,7 @@ def _members_table(st: Any) -> str:
             for m in _lst(st["members"])
         ]
     )
-    return _table(cur)
+    return html_table(cur)
 
 
 def _rebalances_table(r: pd.DataFrame) -> str:
@@ -475,7 +454,7 @@ def _rebalances_table(r: pd.DataFrame) -> str:
     show["partitions_moved"] = show["partitions_moved"].astype("Int64")
     show["joined"] = r["joined"].map(lambda x: ", ".join(x) if x is not None else "")
     show["left"] = r["left"].map(lambda x: ", ".join(x) if x is not None else "")
-    return _table(show.tail(15).iloc[::-1])
+    return html_table(show.tail(15).iloc[::-1])
 
 
 def _expiry_table(g: str, cfg: Config, st: Any, offsets: pd.DataFrame | None, expir: pd.DataFrame | None) -> str:
@@ -490,7 +469,7 @@ def _expiry_table(g: str, cfg: Config, st: Any, offsets: pd.DataFrame | None, ex
     if retention is not None and o is not None and not o.empty:
         due = due_times(st.to_dict(), o.to_dict("records"), int(retention), cfg.replay.rules)
         rows = [
-            {"topic": t, "partition": p, "expires": _fmt(pd.Timestamp(d, unit="ms"))}
+            {"topic": t, "partition": p, "expires": fmt_time(pd.Timestamp(d, unit="ms"))}
             for (t, p), d in sorted(due.items(), key=lambda kv: (kv[1] or 0, kv[0]))
             if d is not None
         ]
@@ -498,7 +477,7 @@ def _expiry_table(g: str, cfg: Config, st: Any, offsets: pd.DataFrame | None, ex
         parts.append(
             f'<p class="muted">retention {retention / 3_600_000:g} h, rules {cfg.replay.rules}: {len(rows)} offsets '
             f"will expire, {never} never expire as the group stands (not listed)</p>"
-            + (_table(pd.DataFrame(rows), 20) if rows else "")
+            + (html_table(pd.DataFrame(rows), 20) if rows else "")
         )
     else:
         parts.append('<p class="muted">no committed offsets held (or no retention configured)</p>')
@@ -507,7 +486,7 @@ def _expiry_table(g: str, cfg: Config, st: Any, offsets: pd.DataFrame | None, ex
         if not e.empty:
             parts.append(
                 "<h3>Offsets removed</h3>"
-                + _table(
+                + html_table(
                     e[["topic", "partition", "offset", "cause", "status", "predicted_time", "observed_time"]]
                     .sort_values(["predicted_time", "topic", "partition"])
                     .tail(20)

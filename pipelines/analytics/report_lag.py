@@ -140,7 +140,7 @@ def overview_section(data: LagData) -> str:
 
 def at_risk_section(data: LagData, retention_ms: int | None, rules: str) -> str:
     """Offsets that will expire, soonest first (only those: the module rules)."""
-    from pipelines.analytics.report import _table
+    from pipelines.analytics.report_html import html_table
 
     if retention_ms is None:
         return '<section id="at-risk"><h2>Offsets at risk</h2><p class="muted">no retention configured</p></section>'
@@ -152,7 +152,7 @@ def at_risk_section(data: LagData, retention_ms: int | None, rules: str) -> str:
     )
     shown = r.head(MAX_AT_RISK_ROWS)
     more = f'<p class="muted">… and {len(r) - len(shown):,} more</p>' if len(r) > len(shown) else ""
-    return f'<section id="at-risk"><h2>Offsets at risk</h2>{head}{_table(shown, MAX_AT_RISK_ROWS)}{more}</section>'
+    return f'<section id="at-risk"><h2>Offsets at risk</h2>{head}{html_table(shown, MAX_AT_RISK_ROWS)}{more}</section>'
 
 
 def group_lag_table(g: str, data: LagData) -> str:
