@@ -113,16 +113,23 @@ def env_for(tree: Path) -> dict[str, str]:
     return env
 
 
-def run_job(tree: Path, label: str, landing: Path) -> Run:
-    conf, root = write_conf(tree, label, landing)
-    shutil.rmtree(root, ignore_errors=True)
+def run_conf(tree: Path, conf: Path, root: Path) -> Run:
+    """``run batch --conf conf`` from ``tree``, a fresh process, into whatever ``root`` holds."""
     load = os.getloadavg()[0]
     wall, peak, _ = timed_process(
         [sys.executable, "-m", "pipelines.cli", "run", "batch", "--conf", str(conf)], tree, env_for(tree)
     )
     record = json.loads(sorted((root / "warehouse" / "_runs" / "batch").glob("*.json"))[-1].read_text())
-    shutil.rmtree(root, ignore_errors=True)
     return Run(wall, peak, record["wall_seconds"], record["stages"], load=load)
+
+
+def run_job(tree: Path, label: str, landing: Path) -> Run:
+    """The job from an empty warehouse (removed again after the run)."""
+    conf, root = write_conf(tree, label, landing)
+    shutil.rmtree(root, ignore_errors=True)
+    run = run_conf(tree, conf, root)
+    shutil.rmtree(root, ignore_errors=True)
+    return run
 
 
 def run_scan(landing: Path) -> Run:

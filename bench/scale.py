@@ -25,7 +25,6 @@ Usage:
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import sys
@@ -35,7 +34,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from bench.batch_process import BENCH_ROOT, WORK, Run, env_for, run_scan, timed_process  # noqa: E402
+from bench.batch_process import BENCH_ROOT, WORK, Run, run_conf, run_job, run_scan, write_conf  # noqa: E402
 from bench.results import write_section  # noqa: E402
 
 HEADER = "## scale: records x groups, and incremental runs (issue 36)"
@@ -52,35 +51,6 @@ def landing(records: int, groups: int) -> Path:
         print(f"generating {records:,} records of {groups:,} groups into {path} ...", flush=True)
         generate_log(path, records, groups)
     return path
-
-
-def conf_for(label: str, land: Path) -> tuple[Path, Path]:
-    root = WORK / f"scale-{label}"
-    conf = WORK / f"scale-{label}.yaml"
-    conf.write_text(
-        f"extends: {REPO / 'conf' / 'local.yaml'}\n"
-        f"paths:\n  root: {root}\n"
-        f"input:\n  source: landing\n  path: {land}\n  format: parquet\n"
-    )
-    return conf, root
-
-
-def job(conf: Path, root: Path) -> Run:
-    load = os.getloadavg()[0]
-    wall, peak, _ = timed_process(
-        [sys.executable, "-m", "pipelines.cli", "run", "batch", "--conf", str(conf)], REPO, env_for(REPO)
-    )
-    record = json.loads(sorted((root / "warehouse" / "_runs" / "batch").glob("*.json"))[-1].read_text())
-    return Run(wall, peak, record["wall_seconds"], record["stages"], load=load)
-
-
-def fresh_job(label: str, land: Path, keep: bool = False) -> Run:
-    conf, root = conf_for(label, land)
-    shutil.rmtree(root, ignore_errors=True)
-    r = job(conf, root)
-    if not keep:
-        shutil.rmtree(root, ignore_errors=True)
-    return r
 
 
 def state_tables(root: Path) -> dict[str, object]:
@@ -108,7 +78,7 @@ def measure_grid(sizes: list[int], groups: list[int]) -> list[dict[str, object]]
         for n in sizes:
             land = landing(n, g)
             scan = run_scan(land)
-            r = fresh_job(f"{n}-g{g}", land)
+            r = run_job(REPO, "scale", land)
             row = {"records": n, "groups": g, "run": r, "floor": n / (scan.scan_warm_s or 1.0)}
             rows.append(row)
             print(
@@ -143,19 +113,19 @@ def measure_incremental(base: int, new: int, groups: int) -> Incremental:
     inc.mkdir(parents=True)
     for f in files[:cut]:
         os.link(f, inc / f.name)  # same inode, size and mtime: the ingest's identity of a file
-    conf, root = conf_for("incremental", inc)
+    conf, root = write_conf(REPO, "scale", inc)
     shutil.rmtree(root, ignore_errors=True)
-    first = job(conf, root)
+    first = run_conf(REPO, conf, root)
     print(f"incremental: first run over {base:,}: job {first.job_s:.1f} s", flush=True)
     for f in files[cut:]:
         os.link(f, inc / f.name)
-    second = job(conf, root)
+    second = run_conf(REPO, conf, root)
     print(f"incremental: run over {new:,} new: process {second.wall_s:.1f} s, job {second.job_s:.1f} s", flush=True)
-    small = fresh_job(f"small-{new}-g{groups}", landing(new, groups))
+    small = run_job(REPO, "scale", landing(new, groups))
     print(f"incremental: {new:,} into an empty warehouse: process {small.wall_s:.1f} s, job {small.job_s:.1f} s")
-    once_conf, once_root = conf_for("once", whole)
+    once_conf, once_root = write_conf(REPO, "scale", whole)
     shutil.rmtree(once_root, ignore_errors=True)
-    once = job(once_conf, once_root)
+    once = run_conf(REPO, once_conf, once_root)
     a, b = state_tables(root), state_tables(once_root)
     equal = {name: a[name].equals(b[name]) for name in STATE_TABLES}  # type: ignore[attr-defined]
     rows = {name: a[name].num_rows for name in STATE_TABLES}  # type: ignore[attr-defined]

@@ -197,6 +197,11 @@ def reader_consumer(settings: KafkaSettings) -> Any:
     return require_confluent_kafka().Consumer(settings.consumer_conf(**{"fetch.wait.max.ms": 100}))
 
 
+#: how long the driver waits for the cluster's metadata (``connectTimeoutMs``; the JVM source's
+#: partition listing too)
+CONNECT_TIMEOUT_S = 15.0
+
+
 class _Planner:
     """Shared driver-side logic of the batch and stream readers (metadata client, ranges)."""
 
@@ -205,7 +210,7 @@ class _Planner:
         self.settings = KafkaSettings.from_options(options)
         self.schema = schema
         self.wanted = _parse_partitions(self.options.get("partitions"))
-        self.timeout_s = float(self.options.get("connecttimeoutms", "15000")) / 1000.0
+        self.timeout_s = float(self.options.get("connecttimeoutms", CONNECT_TIMEOUT_S * 1000)) / 1000.0
         self.read_timeout_s = float(self.options.get("readtimeoutms", "60000")) / 1000.0
         self.fetch_batch = int(self.options.get("fetchbatch", "10000"))
         self.max_per_task = int(self.options.get("maxrecordsperpartition", "0") or 0)
@@ -430,10 +435,6 @@ OFFSET_FETCHING = "spark.sql.streaming.kafka.useDeprecatedOffsetFetching"
 def _consumer_offset_fetching(spark: SparkSession, cfg: Config) -> None:
     if OFFSET_FETCHING not in cfg.spark.conf:
         spark.conf.set(OFFSET_FETCHING, "true")
-
-
-#: how long the driver waits for the cluster's topic metadata before the JVM source starts
-CONNECT_TIMEOUT_S = 15.0
 
 
 def _assign_every_partition(opts: dict[str, str], cfg: Config, bootstrap_servers: str | None) -> None:
