@@ -208,10 +208,11 @@ def component_rate(groups: int, hours: float, seed: int, retention_ms: int, call
 
     from coordinator_core import ReplaySettings, decode_record
     from coordinator_core.simulator.generator import generate
+    from pipelines.records.carried import BucketReplayer
     from pipelines.records.gold import DEFAULT_TABLES
     from pipelines.records.replay_input import REC_GROUP_METADATA, REC_OFFSET_COMMIT
     from pipelines.records.replay_input import schema as replay_input_schema
-    from pipelines.stream.state import STATE_BUCKETS, BucketReplayer
+    from pipelines.stream.state import STATE_BUCKETS
 
     log = generate(groups, hours, seed=seed)
     rows: dict[str, list[dict[str, Any]]] = {}

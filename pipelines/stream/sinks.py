@@ -28,10 +28,10 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
-from coordinator_core import WITHDRAWN
+from pipelines.records.carried import change_writes
 from pipelines.stream.ledger import quarantine_rows
 from pipelines.stream.settings import APP_ID_PREFIX
-from pipelines.stream.state import DELETED_OFFSETS, output_tables
+from pipelines.stream.state import output_tables
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -97,41 +97,24 @@ class GoldBatchWriter:
         timings: dict[str, float] = {"replay": time.perf_counter() - t0}
         written = {name: t.num_rows for name, t in tables.items()}
 
-        def write(name: str) -> float:
-            t1 = time.perf_counter()
-            if name == DELETED_OFFSETS:
-                # after the upserts of offsets_current (same table: commits in order)
-                self.io.delete_keys("offsets_current", tables[name], txn_app_id=self.app_id, txn_version=batch_id)
-            else:
-                table = tables[name]
-                gone = None
-                if "status" in table.column_names:
-                    # forecasts a later replay call withdrew: their keys go (after the upserts,
-                    # same table: commits in order)
-                    import pyarrow.compute as pc
-
-                    mask = pc.fill_null(pc.equal(table.column("status"), WITHDRAWN), False)
-                    if pc.any(mask).as_py():
-                        gone = table.filter(mask).select(["group_id", "event_key"])
-                        table = table.filter(pc.invert(mask))
-                if table.num_rows:
-                    self.io.merge(name, table, txn_app_id=self.app_id, txn_version=batch_id)
-                if gone is not None:
-                    self.io.delete_keys(name, gone, txn_app_id=self.app_id, txn_version=batch_id)
-            return time.perf_counter() - t1
-
-        def write_chain(names: list[str]) -> list[tuple[str, float]]:
-            return [(n, write(n)) for n in names]
+        def write_chain(chain: list[tuple[str, str, pa.Table]]) -> list[tuple[str, float]]:
+            # one table's writes in order (upserts, then the keys to delete: same table, commits in order)
+            out = []
+            for op, name, rows in chain:
+                t1 = time.perf_counter()
+                if op == "merge":
+                    self.io.merge(name, rows, txn_app_id=self.app_id, txn_version=batch_id)
+                else:
+                    self.io.delete_keys(name, rows, txn_app_id=self.app_id, txn_version=batch_id)
+                out.append((f"{op} {name}", time.perf_counter() - t1))
+            return out
 
         def write_decoded(names: list[str]) -> list[tuple[str, float]]:
             t1 = time.perf_counter()
             merge_decoded(self.io, {n: decoded[n] for n in names}, self.app_id, batch_id)
             return [(n, time.perf_counter() - t1) for n in names]
 
-        chains = [[n] for n in self.settings.tables if n in tables and n != "offsets_current"]
-        offsets = [n for n in ("offsets_current", DELETED_OFFSETS) if n in tables]
-        if offsets:
-            chains.insert(0, offsets)
+        chains = change_writes(tables, self.settings.tables)
         # Different tables, independent commits: side by side (delta-rs releases the GIL). The
         # driver-side Arrow source skips a Spark job per table.
         with ThreadPoolExecutor(max_workers=self.write_threads) as pool:

@@ -282,8 +282,8 @@ def test_split_calls_with_timers_equal_one_replay(log_records: list[Any]) -> Non
     log in log order, several groups per call) + a timer call at the end give the same snapshot
     per group as one replay of everything at that as_of."""
     from coordinator_core import LogRecord, decode_record, deserialize_snapshot, replay_groups
+    from pipelines.records.carried import BucketReplayer
     from pipelines.records.gold import DEFAULT_TABLES
-    from pipelines.stream.state import BucketReplayer
 
     fn = BucketReplayer(ReplaySettings(retention_ms=RETENTION_MS, rules="current"), tuple(DEFAULT_TABLES), 50)
     logs = []
@@ -314,8 +314,8 @@ def test_split_calls_with_a_watermark_delay_state_the_batchs_present(log_records
     judged up to the newest record − delay. Due is not dead in both: a forecast whose window has
     not passed keeps its offsets and the group Empty."""
     from coordinator_core import LogRecord, decode_record, deserialize_snapshot, replay_groups
+    from pipelines.records.carried import BucketReplayer
     from pipelines.records.gold import DEFAULT_TABLES
-    from pipelines.stream.state import BucketReplayer
 
     settings = ReplaySettings(retention_ms=RETENTION_MS, rules="current", cleanup_interval_ms=30_000)
     fn = BucketReplayer(settings, tuple(DEFAULT_TABLES), 50, DELAY_MS)
@@ -351,8 +351,8 @@ def test_a_timer_call_replays_only_the_due_groups(log_records: list[Any]) -> Non
     """A bucket call without records replays the groups whose timer is due (watermark > timer)
     and leaves the others' state bytes as they were; the bucket's timer is the earliest."""
     from coordinator_core import LogRecord, decode_record
+    from pipelines.records.carried import BucketReplayer
     from pipelines.records.gold import DEFAULT_TABLES
-    from pipelines.stream.state import BucketReplayer
 
     fn = BucketReplayer(ReplaySettings(retention_ms=RETENTION_MS, rules="current"), tuple(DEFAULT_TABLES), 50)
     logs = []
@@ -574,9 +574,9 @@ def test_one_bucket_of_a_compacted_cluster_log_equals_the_core_replay(
     from coordinator_core.simulator.generator import generate
     from pipelines.inputs.raw_files import RAW_ARROW_SCHEMA
     from pipelines.records import replay_input
+    from pipelines.records.carried import BucketReplayer
     from pipelines.records.decode import decode_batch, split_union_arrow
     from pipelines.records.gold import DEFAULT_TABLES
-    from pipelines.stream.state import BucketReplayer
 
     log = generate(
         groups=10, hours=1.0, seed=13, coordinator=coordinator, compaction="cleaned", retention_ms=10 * 60_000, **shape
