@@ -143,6 +143,7 @@ def write_decoded_from_raw_table(
     expected_rows: int | None = None,
     spool: tuple[dict[str, Any], str] | None = None,
     landing: LandingAppend | None = None,
+    only_files: list[str] | None = None,
 ) -> dict[str, WriteResult]:
     """Decode ``raw_records`` into the five decoded tables in one pass, one Spark task per group of
     raw_records' files. ``spool`` (``pipelines.batch.replay.new_replay_input``): the same pass
@@ -155,6 +156,11 @@ def write_decoded_from_raw_table(
     (the version that append makes: ``landing.table_version + 1``). ``expected_rows`` counts
     both. When the check refuses, nothing is committed (``COMMIT_REFUSED``).
 
+    ``only_files``: an incremental decode (``pipelines.batch.carried``): only these raw_records
+    files (those added since the version the decoded tables hold), appended to the decoded tables
+    (``expected_rows`` counts them and the landing's); ``spool`` then continues the base's replay
+    input.
+
     Raises:
         UsageError: raw_records' snapshot is not its file list (deletion vectors, column mapping).
         RuntimeError: the rows written do not add up to the rows read; nothing was committed.
@@ -163,7 +169,7 @@ def write_decoded_from_raw_table(
     from pipelines.errors import UsageError
 
     assert io.spark is not None
-    files = io.snapshot_files("raw_records")
+    files = io.snapshot_files("raw_records") if only_files is None else list(only_files)
     if files is None:
         raise UsageError(
             "raw_records uses deletion vectors or column mapping; offsetlake reads its files "
@@ -187,6 +193,7 @@ def write_decoded_from_raw_table(
             route_options=route_options,
             txn_app_id=app_id,
             txn_version=version,
+            mode="overwrite" if only_files is None else "append",
             rows_equal_input=True,
             expected_rows=expected_rows,
             side_manifest=spool[1] if spool else None,

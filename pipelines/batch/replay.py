@@ -50,6 +50,9 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 MANIFEST = "_manifest.json"
+#: written before the decode pass: its bucket count and, for an incremental decode, the raw
+#: version and the entries of the replay input it continues (``new_replay_input``)
+INPUT_FILE = "_input.json"
 #: rows a task buffers per (bucket, source) before writing them as one record batch
 BATCH_ROWS = 32_768
 
@@ -185,20 +188,68 @@ def _root(io: TableIO) -> str:
 
 #: the replay input's file layout, in its directory's name: a replay input of another layout (an
 #: older version's files) is not this version's, so the decode runs again and removes it
-LAYOUT = "L2"
+LAYOUT = "L3"
 
 
 def _prefix(raw_version: int) -> str:
     return f"v{raw_version:010d}-{LAYOUT}-"
 
 
-def new_replay_input(io: TableIO, raw_version: int) -> tuple[dict[str, Any], str]:
-    """A fresh directory for the decode pass's replay input: (route option, manifest path)."""
+def new_replay_input(
+    io: TableIO, raw_version: int, *, base: tuple[int, str] | None = None
+) -> tuple[dict[str, Any], str]:
+    """A fresh directory for the decode pass's replay input: (route option, manifest path).
+
+    ``base``: (raw version, manifest) of the replay input this one continues (an incremental
+    decode: the pass decodes only the new raw records, into the base's buckets). Its entries are
+    listed in the new directory's ``INPUT_FILE`` before the pass, so the new manifest names the
+    whole replay input (the base's files stay where they are) and tells which entries are new
+    (``read_manifest``)."""
     from pipelines.config import join_path
 
     assert io.spark is not None
     root = join_path(_root(io), _prefix(raw_version) + uuid.uuid4().hex[:12])
-    return ({"root": root, "buckets": replay_buckets(io.spark)}, join_path(root, MANIFEST))
+    info: dict[str, Any] = {"buckets": replay_buckets(io.spark), "base_version": None, "base": []}
+    if base is not None:
+        info = {
+            "buckets": input_info(base[1])["buckets"],
+            "base_version": base[0],
+            "base": [{**e, "base": True} for e in read_entries(base[1])],
+        }
+    write_json(join_path(root, INPUT_FILE), info)
+    return ({"root": root, "buckets": info["buckets"]}, join_path(root, MANIFEST))
+
+
+def input_info(manifest: str) -> dict[str, Any]:
+    """What ``new_replay_input`` wrote beside the manifest: ``buckets``, ``base_version`` (None:
+    a whole decode) and ``base`` (the continued replay input's entries)."""
+    info = read_json(manifest.rsplit("/", 1)[0] + "/" + INPUT_FILE)
+    if info is None:
+        raise FileNotFoundError(f"{manifest}: no {INPUT_FILE} beside it")
+    return dict(info)
+
+
+def write_json(path: str, value: Any) -> None:
+    """``value`` as one JSON file at ``path`` (any filesystem; its directory made)."""
+    from pipelines.tableio.uri import filesystem as filesystem_of
+
+    filesystem, inner = filesystem_of(path)
+    filesystem.create_dir(inner.rsplit("/", 1)[0], recursive=True)
+    with filesystem.open_output_stream(inner) as fh:
+        fh.write(json.dumps(value, separators=(",", ":")).encode())
+
+
+def read_json(path: str) -> Any:
+    """The JSON file at ``path``, or None when there is none."""
+    from pyarrow import fs
+
+    from pipelines.tableio.uri import filesystem as filesystem_of
+
+    filesystem, inner = filesystem_of(path)
+    if filesystem.get_file_info(inner).type == fs.FileType.NotFound:
+        return None
+    with filesystem.open_input_stream(inner) as fh:
+        return json.loads(fh.read().decode())
 
 
 def _runs(io: TableIO) -> list[tuple[str, bool]]:
@@ -230,27 +281,37 @@ def current_replay_input(io: TableIO, raw_version: int) -> str | None:
 
 
 def drop_replay_inputs(io: TableIO, keep: str | None = None) -> int:
-    """Delete every decode run's replay input but the one whose manifest is ``keep``."""
+    """Delete every decode run's replay input but the one whose manifest is ``keep`` and those
+    whose files it names (an incremental decode's replay input continues its base's)."""
     from pipelines.tableio.uri import filesystem as filesystem_of
 
     filesystem, _ = filesystem_of(_root(io))
-    keep_dir = keep.rsplit("/", 2)[-2] if keep else None
+    kept = {keep.rsplit("/", 2)[-2]} if keep else set()
+    if keep:
+        kept |= {str(e["path"]).rsplit("/", 2)[-2] for e in read_entries(keep) if "path" in e}
     dropped = 0
     for path, _complete in _runs(io):
-        if path.rsplit("/", 1)[-1] != keep_dir:
+        if path.rsplit("/", 1)[-1] not in kept:
             filesystem.delete_dir(path)
             dropped += 1
     return dropped
 
 
-def read_manifest(path: str, kind: str | None = None) -> list[dict[str, Any]]:
-    """The bucket entries (bucket, file, batch indices, rows, newest ms) the decode's successful
-    tasks wrote (``kind`` None), or their other side entries of ``kind`` (``log_shape.STATS_KIND``)."""
-    from pipelines.tableio.uri import filesystem as filesystem_of
+def read_entries(path: str) -> list[dict[str, Any]]:
+    """Every side entry of the replay input whose manifest is ``path``: its base's (``INPUT_FILE``,
+    marked ``base``) and its own."""
+    base = input_info(path)["base"]
+    own = read_json(path)
+    if own is None:
+        raise FileNotFoundError(path)
+    return [*base, *own]
 
-    filesystem, inner = filesystem_of(path)
-    with filesystem.open_input_stream(inner) as fh:
-        return [e for e in json.loads(fh.read().decode()) if e.get("kind") == kind]
+
+def read_manifest(path: str, kind: str | None = None, *, new_only: bool = False) -> list[dict[str, Any]]:
+    """The bucket entries (bucket, file, batch indices, rows, newest ms) the decode's successful
+    tasks wrote (``kind`` None), or their other side entries of ``kind`` (``log_shape.STATS_KIND``);
+    ``new_only``: only this run's, not its base's (``new_replay_input``)."""
+    return [e for e in read_entries(path) if e.get("kind") == kind and not (new_only and e.get("base"))]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -314,7 +375,10 @@ def route_replay(
     batches: Iterator[pa.RecordBatch], options: dict[str, Any]
 ) -> Iterator[tuple[dict[str, pa.Table], int]]:
     """``TableIO.write_routed`` route over (bucket, its (file, batch indices) as JSON) rows: each
-    bucket's rows read, sorted, replayed; the task writes the gold files."""
+    bucket's rows read, sorted, replayed; the task writes the gold files. With ``state_dir`` in
+    the options, each bucket's groups are kept there for the next incremental run
+    (``pipelines.batch.kept_groups``)."""
+    from pipelines.batch.kept_groups import replayer, write_bucket
     from pipelines.records.replay import replay_ordered
     from pipelines.records.transactions import attach_transactions
 
@@ -322,12 +386,24 @@ def route_replay(
     opts: dict[str, Any] = {k: options[k] for k in _REPLAY_OPTIONS}
     opts["settings"] = ReplaySettings.from_strings(**options["settings"])  # route options travel as JSON
     txn = read_transactions(options.get("transactions"))
+    state_dir = options.get("state_dir")
+    carried = replayer(options) if state_dir else None
     for batch in batches:
-        for parts in batch.column("parts").to_pylist():
+        for bucket, parts in zip(batch.column("bucket").to_pylist(), batch.column("parts").to_pylist(), strict=True):
+            kept: dict[str, Any] = {}
+
+            def keep(snap: Any, kept: dict[str, Any] = kept) -> None:
+                assert carried is not None
+                kept[snap.group_id] = carried.entry_of(snap, int(options["watermark_ms"]))
+
             rows = attach_transactions(read_bucket([(p, b) for p, b in json.loads(parts)]), txn)
-            replay = functools.partial(replay_ordered, tables=tables, as_tables=True, **opts)
+            replay = functools.partial(
+                replay_ordered, tables=tables, as_tables=True, keep=keep if carried else None, **opts
+            )
             for out in replay_bucket(rows, replay):
                 yield out, 0
+            if state_dir:
+                write_bucket(state_dir, int(bucket), kept)
 
 
 def covers(io: TableIO, entries: Sequence[dict[str, Any]]) -> bool:
@@ -354,18 +430,18 @@ def write_gold(
     on_as_of: Callable[[int | None], None] | None = None,
     evidence_delay_ms: int = 0,
     log_now_ms: int | None = None,
+    state_dir: str | None = None,
 ) -> dict[str, str]:
     """Replay the replay input of ``manifest`` and write the gold tables.
 
     One Spark stage: each task reads its buckets' files, replays them and writes the gold files.
-    Returns ``{table: written | merged | unchanged}``.
+    Returns ``{table: written | merged | unchanged}``. ``state_dir``: the tasks keep their groups
+    there (``pipelines.batch.kept_groups``) with the timers of this run's evidence horizon.
 
     Raises:
         RuntimeError: the replay input does not hold the decoded tables' rows (decode again).
     """
     from pipelines.batch.file_tasks import spread
-    from pipelines.log_clock import evidence_horizon
-    from pipelines.records.replay import as_of_and_log_end
 
     spark = io.spark
     assert spark is not None
@@ -375,13 +451,8 @@ def write_gold(
             f"the replay input {manifest} does not hold the decoded tables' rows: run the decode stage again"
         )
     log.info("replay: %d buckets' files, %d rows", len(entries), sum(int(e["rows"]) for e in entries))
-    if settings.retention_ms is not None:
-        # the stream's present: as of the newest record, forecasts judged up to the evidence
-        # horizon (pipelines.log_clock), so both wings state the same for the same input
-        newest = log_now_ms if log_now_ms is not None else max((int(e["max_ts"]) for e in entries), default=None)
-        as_of_ms, _ = as_of_and_log_end(as_of_ms, log_end_ms, newest)
-        if log_end_ms is None:
-            log_end_ms = evidence_horizon(as_of_ms, newest, evidence_delay_ms)
+    if log_end_ms is None:
+        as_of_ms, log_end_ms = present(entries, settings, as_of_ms, log_now_ms, evidence_delay_ms)
     if on_as_of is not None:
         on_as_of(as_of_ms)
     options = {
@@ -391,6 +462,8 @@ def write_gold(
         "num_partitions": num_partitions,
         "log_end_ms": log_end_ms,
         "transactions": stage_transactions(io, manifest),
+        **replay_options(settings, tables, num_partitions, evidence_delay_ms, log_end_ms, entries),
+        "state_dir": state_dir,
     }
     by_bucket: dict[int, list[tuple[str, list[int]]]] = {}
     weight: dict[int, int] = {}
@@ -404,6 +477,48 @@ def write_gold(
         weights=[weight[b] for b in sorted(by_bucket)],
     )
     return _write_gold(io, work, "pipelines.batch.replay:route_replay", options, app_id, version, tables, current_state)
+
+
+def present(
+    entries: Sequence[dict[str, Any]],
+    settings: ReplaySettings,
+    as_of_ms: int | None,
+    log_now_ms: int | None,
+    delay_ms: int,
+) -> tuple[int | None, int | None]:
+    """(as_of, evidence horizon) of a replay of ``entries``. With expiry settings, the stream's
+    present: as of the newest record (or ``log_now_ms``, the robust log clock), forecasts judged
+    up to the evidence horizon (``pipelines.log_clock``), so both wings state the same for the
+    same input; without, ``as_of_ms`` as given and no horizon."""
+    from pipelines.log_clock import evidence_horizon
+    from pipelines.records.replay import as_of_and_log_end
+
+    if settings.retention_ms is None:
+        return as_of_ms, None
+    newest = log_now_ms if log_now_ms is not None else max((int(e["max_ts"]) for e in entries), default=None)
+    as_of_ms, _ = as_of_and_log_end(as_of_ms, None, newest)
+    return as_of_ms, evidence_horizon(as_of_ms, newest, delay_ms)
+
+
+def replay_options(
+    settings: ReplaySettings,
+    tables: Sequence[str],
+    num_partitions: int,
+    delay_ms: int,
+    log_end_ms: int | None,
+    entries: Sequence[dict[str, Any]],
+) -> dict[str, Any]:
+    """What a carried replay needs (``kept_groups.replayer``) and its watermark: the evidence
+    horizon (without expiry settings, the newest record − delay: only the timers use it)."""
+    newest = max((int(e["max_ts"]) for e in entries), default=0)
+    watermark = log_end_ms if log_end_ms is not None else newest - delay_ms
+    return {
+        "settings": settings.as_strings(),
+        "tables": list(tables),
+        "num_partitions": num_partitions,
+        "delay_ms": delay_ms,
+        "watermark_ms": watermark,
+    }
 
 
 def _write_gold(

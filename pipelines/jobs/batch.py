@@ -12,16 +12,22 @@ Rules:
   (``pipelines.batch.replay``: tasks replay the replay input's buckets and write the gold
   tables). Every table write goes through ``pipelines.tableio`` (its engine decides how files
   land: delta-rs embedded, or Spark's Delta on a cluster).
-- Batch = full rebuild from ``raw_records`` at one Delta version. Every derived table is written
-  with the marker (app id, raw_records version); the gold app id also carries a fingerprint of the
-  replay settings. Both app ids also carry ``raw_transactions``' version when it has rows (broker
-  segments: a later segment may bring only a COMMIT/ABORT marker, which changes what the
-  decoded and gold tables say about a transaction but not raw_records' version).
-  A rerun over the same input therefore finds every table already at its marker
-  and changes nothing (not even the table versions); a retried crash finishes only what is
-  missing. Current-state tables (group_state, offsets_current) are MERGEd (only changed rows are
-  rewritten; rows absent from the rebuild are deleted); every other table is replaced in one
-  commit of files written by the executors.
+- Tables at one raw_records version. Every derived table is written with the marker (app id,
+  raw_records version); the gold app id also carries a fingerprint of the replay settings. Both
+  app ids also carry ``raw_transactions``' version when it has rows (broker segments: a later
+  segment may bring only a COMMIT/ABORT marker, which changes what the decoded and gold tables say
+  about a transaction but not raw_records' version). A rerun over the same input therefore finds
+  every table already at its marker and changes nothing (not even the table versions); a retried
+  crash finishes only what is missing.
+- Incremental where the warehouse allows it (``pipelines.batch.carried``): the decode reads only
+  the raw records added since the decoded tables' version and appends; the replay continues the
+  groups the last run kept, replays only those with new records or a due timer and MERGEs what
+  changed. The tables equal one run over the whole log; anything it cannot continue (settings
+  changed, raw_records rewritten, transactions, records inside a replayed range, tables written by
+  another job) runs over the whole log, and the stage line says why. ``--full`` forces that. A
+  whole run MERGEs the current-state tables (group_state, offsets_current: only changed rows
+  rewritten, rows absent from the rebuild deleted) and replaces every other table in one commit
+  of files written by the executors.
 - The summary asserts ``raw = decoded + quarantined + unsupported`` (a mismatch fails the job)
   and reports ``read = new + duplicates + refused`` for the ingest (refused rows: bad or
   conflicting positions, in ``ingest_quarantine``).
@@ -120,8 +126,10 @@ def run_batch(
     io: TableIO | None = None,
     echo: Callable[[str], None] | None = None,
     stages: Sequence[str] = STAGES,
+    full: bool = False,
 ) -> BatchSummary:
     """Run ingest → decode → replay → gold writes once (or only ``stages``); returns the summary.
+    Incremental where the warehouse allows it (``pipelines.batch.carried``); ``full``: never.
 
     Holds the warehouse's writer lock throughout (``pipelines.warehouse.lock``): a second batch,
     a batch during a stream or two replays are refused before anything is read.
@@ -135,14 +143,20 @@ def run_batch(
             say(f"[batch] {cleaned}")
         if lock.took_over is not None:
             say(f"[batch] took over the warehouse lock of {lock.took_over.describe()} (no longer running)")
-        summary = _run_batch(cfg, spark, io=io, say=say, stages=stages)
+        summary = _run_batch(cfg, spark, io=io, say=say, stages=stages, full=full)
         say("[batch] paths: " + "; ".join(f"{k}: {v}" for k, v in summary.paths.items()))
         save_run_record(cfg.paths.warehouse, lock.run_id, summary)
         return summary
 
 
 def _run_batch(
-    cfg: Config, spark: SparkSession, *, io: TableIO | None, say: Callable[[str], None], stages: Sequence[str]
+    cfg: Config,
+    spark: SparkSession,
+    *,
+    io: TableIO | None,
+    say: Callable[[str], None],
+    stages: Sequence[str],
+    full: bool = False,
 ) -> BatchSummary:
     from pipelines.tableio import TableIO
 
@@ -152,11 +166,13 @@ def _run_batch(
     io = io or TableIO(cfg, spark)
     say(f"[batch] delta engine: {io.engine}; warehouse: {cfg.paths.warehouse}")
     # when both run, the decode's pass also copies the ingest's landing files: they are read once
-    joint = _DecodeInIngest(io) if "ingest" in stages and "decode" in stages else None
+    joint = _DecodeInIngest(io, full) if "ingest" in stages and "decode" in stages else None
     with progress.stage("ingest") as st:
         st.detail = _ingest(cfg, spark, io, summary, joint) if "ingest" in stages else _raw_only(io, summary)
     with progress.stage("decode") as st:
-        st.detail, decoded_changed = _decode(io, summary, joint) if "decode" in stages else ("not this stage", False)
+        st.detail, decoded_changed = (
+            _decode(io, summary, joint, full) if "decode" in stages else ("not this stage", False)
+        )
         summary.offset_commits = io.count("offset_commits")
         summary.group_metadata = io.count("group_metadata")
         summary.group_records = io.count("group_records")
@@ -165,7 +181,7 @@ def _run_batch(
         summary.unsupported = io.count("unsupported_records")
     gold_written: dict[str, str] = {}
     with progress.stage("replay") as st:
-        st.detail = _replay(cfg, io, summary, gold_written) if "replay" in stages else "not this stage"
+        st.detail = _replay(cfg, io, summary, gold_written, full) if "replay" in stages else "not this stage"
     if "replay" in stages and cfg.kafka.bootstrap_servers:
         # lag needs the consumed topics' log ends: sampled now, against the offsets just written
         from pipelines.kafka.end_offsets import scheduled_sample
@@ -202,35 +218,53 @@ class _DecodeInIngest:
     raw_records version. A refused check commits nothing: the ingest takes its exact path and
     the decode stage its own pass."""
 
-    def __init__(self, io: TableIO) -> None:
+    def __init__(self, io: TableIO, full: bool = False) -> None:
         self.io = io
+        self.full = full
         self.results: dict[str, WriteResult] | None = None
+        self.note = ""
 
     def write(self, landing: LandingAppend) -> None:
-        self.results = _decode_pass(
-            self.io, landing.table_version + 1, landing.table_rows + landing.rows, landing.table_version, landing
+        self.results, self.note = _decode_pass(
+            self.io,
+            landing.table_version + 1,
+            landing.table_rows + landing.rows,
+            landing.table_version,
+            landing,
+            full=self.full,
         )
 
 
 def _decode_pass(
-    io: TableIO, version: int, rows: int, before: int, landing: LandingAppend | None = None
-) -> dict[str, WriteResult]:
+    io: TableIO, version: int, rows: int, before: int, landing: LandingAppend | None = None, *, full: bool = False
+) -> tuple[dict[str, WriteResult], str]:
     """The decode's routed pass into a fresh replay input for raw_records ``version`` (``rows``
-    rows; with ``landing``, the ingest's files join it). On failure the replay inputs but raw
-    version ``before``'s are dropped; on success all but the new one."""
-    from pipelines.batch import replay
+    rows; with ``landing``, the ingest's files join it): only the raw records added since the
+    decoded tables' version when the warehouse allows it (``pipelines.batch.carried``), else all
+    of them. On failure the replay inputs but raw version ``before``'s are dropped; on success
+    all but the new one and those it continues. Returns (results, which pass and why)."""
+    from pipelines.batch import carried, replay
     from pipelines.batch.decode import write_decoded_from_raw_table
 
-    spool = replay.new_replay_input(io, version)
+    app_id = DECODE_APP_ID + txn_tag(io)
+    base = "--full" if full else carried.decode_base(io, version, before, app_id, DECODED_TABLES)
+    if isinstance(base, str):
+        note = f"whole log ({base})"
+        spool = replay.new_replay_input(io, version)
+        only, expected = None, rows
+    else:
+        note = f"records new since raw_records v{base.raw_version}"
+        spool = replay.new_replay_input(io, version, base=(base.raw_version, base.manifest))
+        only, expected = base.new_files, rows - base.decoded_rows
     try:
         results = write_decoded_from_raw_table(
-            io, app_id=DECODE_APP_ID + txn_tag(io), version=version, expected_rows=rows, spool=spool, landing=landing
+            io, app_id=app_id, version=version, expected_rows=expected, spool=spool, landing=landing, only_files=only
         )
     except BaseException:
         replay.drop_replay_inputs(io, keep=replay.current_replay_input(io, before))
         raise
     replay.drop_replay_inputs(io, keep=spool[1])  # older versions' replay inputs
-    return results
+    return results, note
 
 
 def _ingest(cfg: Config, spark: SparkSession, io: TableIO, summary: BatchSummary, joint: _DecodeInIngest | None) -> str:
@@ -267,10 +301,9 @@ def _ingest(cfg: Config, spark: SparkSession, io: TableIO, summary: BatchSummary
     )
 
 
-def _decode(io: TableIO, summary: BatchSummary, joint: _DecodeInIngest | None) -> tuple[str, bool]:
-    """raw_records -> the decoded tables and the replay input, one routed pass (full rebuild at
-    this raw_records version; the ingest's when ``joint`` ran it). Returns (detail, whether a
-    decoded table changed)."""
+def _decode(io: TableIO, summary: BatchSummary, joint: _DecodeInIngest | None, full: bool = False) -> tuple[str, bool]:
+    """raw_records -> the decoded tables and the replay input, one routed pass (the ingest's
+    when ``joint`` ran it). Returns (detail, whether a decoded table changed)."""
     from pipelines.batch import replay
 
     raw_version = summary.raw_version
@@ -279,16 +312,19 @@ def _decode(io: TableIO, summary: BatchSummary, joint: _DecodeInIngest | None) -
     if _all_applied(io, DECODED_TABLES, app_id, raw_version) and replay.current_replay_input(io, raw_version):
         if joint is not None and joint.results is not None:
             changed = any(not wr.skipped for wr in joint.results.values())
-            return "in the ingest's pass: " + ", ".join(f"{n} {io.count(n)}" for n in DECODED_TABLES), changed
+            counts = ", ".join(f"{n} {io.count(n)}" for n in DECODED_TABLES)
+            return f"in the ingest's pass, {joint.note}: {counts}", changed
         return f"up to date with raw_records v{raw_version}", False
-    results = _decode_pass(io, raw_version, summary.raw_total, raw_version)
+    results, note = _decode_pass(io, raw_version, summary.raw_total, raw_version, full=full)
     changed = any(not wr.skipped for wr in results.values())
-    return ", ".join(f"{name} {io.count(name)}" for name in DECODED_TABLES), changed
+    return f"{note}: " + ", ".join(f"{name} {io.count(name)}" for name in DECODED_TABLES), changed
 
 
-def _replay(cfg: Config, io: TableIO, summary: BatchSummary, gold_written: dict[str, str]) -> str:
-    """The replay input -> the gold tables, and the log's shape -> ``log_partitions``."""
-    from pipelines.batch import replay
+def _replay(cfg: Config, io: TableIO, summary: BatchSummary, gold_written: dict[str, str], full: bool = False) -> str:
+    """The replay input -> the gold tables (only the groups that changed, from the groups the last
+    run kept, when the warehouse allows it: ``pipelines.batch.carried``), and the log's shape ->
+    ``log_partitions``."""
+    from pipelines.batch import carried, replay
     from pipelines.errors import UsageError
     from pipelines.inputs.log_shape import STATS_KIND, combine, compaction_note, log_partitions, rows_to_table
 
@@ -296,7 +332,8 @@ def _replay(cfg: Config, io: TableIO, summary: BatchSummary, gold_written: dict[
     tag = txn_tag(io)
     gold_app = f"{GOLD_APP_PREFIX}-{replay_fingerprint(cfg)}{tag}"
     summary.paths["replay"] = REPLAY_PATH
-    if _all_applied(io, gold_table_names(), gold_app, raw_version):
+    tables = gold_table_names()
+    if _all_applied(io, tables, gold_app, raw_version) or carried.up_to_date(io, raw_version, gold_app, tables):
         return f"up to date with raw_records v{raw_version}"
     manifest = replay.current_replay_input(io, raw_version)
     if manifest is None or not _all_applied(io, DECODED_TABLES, DECODE_APP_ID + tag, raw_version):
@@ -320,24 +357,42 @@ def _replay(cfg: Config, io: TableIO, summary: BatchSummary, gold_written: dict[
     note = compaction_note(io, shape)
     if note:
         summary.warnings.append(note)
-    as_of: list[int | None] = []
+    settings, delay = cfg.replay.settings(), cfg.stream.watermark_delay_ms
+    entries = replay.read_manifest(manifest)
+    as_of, log_end = replay.present(entries, settings, as_of_ms, log_now, delay)
+    options = replay.replay_options(settings, tables, cfg.offsets_topic.num_partitions, delay, log_end, entries)
+    pinned = cfg.replay.as_of_ms is not None or log_now is not None
+    base = "--full" if full else carried.replay_base(io, manifest, gold_app, tables, log_clock_pinned=pinned)
+    if not isinstance(base, str):
+        gold_written.update(
+            carried.replay_incremental(
+                io, manifest, base, app_id=gold_app, version=raw_version, tables=tables, options=options
+            )
+        )
+        return f"groups changed since raw_records v{base.done['raw_version']}, as_of_ms={as_of}"
+    state_dir = carried.new_state_dir(io, raw_version)
     gold_written.update(
         replay.write_gold(
             io,
             manifest,
             app_id=gold_app,
             version=raw_version,
-            tables=gold_table_names(),
+            tables=tables,
             current_state=CURRENT_STATE_TABLES,
-            settings=cfg.replay.settings(),
-            as_of_ms=as_of_ms,
+            settings=settings,
+            as_of_ms=as_of,
+            log_end_ms=log_end,
             num_partitions=cfg.offsets_topic.num_partitions,
-            on_as_of=as_of.append,
-            evidence_delay_ms=cfg.stream.watermark_delay_ms,
-            log_now_ms=log_now,
+            evidence_delay_ms=delay,
+            state_dir=state_dir,
         )
     )
-    return f"{len(gold_table_names())} gold tables, as_of_ms={as_of[0] if as_of else None}"
+    carried.mark_done(
+        io,
+        state_dir,
+        carried.done_record(io, raw_version, gold_app, replay.input_info(manifest)["buckets"], options, tables, pinned),
+    )
+    return f"whole log ({base}), {len(tables)} gold tables, as_of_ms={as_of}"
 
 
 def _log_clock(cfg: Config, io: TableIO, stats: Any, summary: BatchSummary) -> int | None:
@@ -393,6 +448,11 @@ def add_batch_arguments(parser: Any) -> None:
         choices=[*STAGES, "all"],
         default="all",
         help="run one stage only; the others read what an earlier run committed (default: all)",
+    )
+    parser.add_argument(
+        "--full",
+        action="store_true",
+        help="decode and replay the whole log, even when the warehouse could continue its last run",
     )
 
 
@@ -452,7 +512,13 @@ def run_from_args(args: Any) -> int:
     # the lock first: a refused run starts no JVM (run_batch takes it again, re-entrantly)
     with warehouse_lock(cfg.paths.warehouse, "offsetlake batch (" + "+".join(stages) + ")", job="batch"):
         spark = build_spark_from_config(cfg, app_suffix="batch", quick_jit=True)
-        summary = run_batch(cfg, spark, echo=lambda m: err.print(m, highlight=False), stages=stages)
+        summary = run_batch(
+            cfg,
+            spark,
+            echo=lambda m: err.print(m, highlight=False),
+            stages=stages,
+            full=bool(getattr(args, "full", False)),
+        )
     if getattr(args, "json", False):
         print(json.dumps(summary.as_dict(), indent=2))
     else:

@@ -74,6 +74,20 @@ def gold_tables(rows: dict[str, list[dict[str, Any]]]) -> dict[str, pa.Table]:
     return out
 
 
+def output_tables(blobs: Sequence[bytes]) -> dict[str, pa.Table]:
+    """Pickled ``{table: Arrow IPC bytes}`` blobs (the stream's stateful function's output rows, the batch job's incremental tasks') → one Arrow table per gold table
+    (+ ``DELETED_OFFSETS``). Buckets hold different groups: their keys never overlap."""
+    import pyarrow as pa
+
+    from pipelines.tableio.uri import table_from_ipc
+
+    parts: dict[str, list[pa.Table]] = {}
+    for blob in blobs:
+        for name, ipc in pickle.loads(blob).items():
+            parts.setdefault(name, []).append(table_from_ipc(ipc))
+    return {name: ts[0] if len(ts) == 1 else pa.concat_tables(ts) for name, ts in parts.items()}
+
+
 def encode_bucket(groups: dict[str, GroupEntry]) -> bytes:
     """A bucket's groups as its state row's bytes (``decode_bucket``)."""
     return pickle.dumps(groups, protocol=pickle.HIGHEST_PROTOCOL)

@@ -240,6 +240,7 @@ def replay_ordered(
     counters: RunCounters | None = None,
     rows_per_replay: int = 100_000,
     as_tables: bool = False,
+    keep: Callable[[GroupSnapshot], None] | None = None,
 ) -> Iterator[Any]:
     """``replay_sorted_batches`` over ``table``'s rows in ``order`` (numpy row indices, sorted by
     (group_id, coordinator_partition, log_offset)), ``starts`` where each group begins in it
@@ -248,13 +249,15 @@ def replay_ordered(
     The table is never gathered into that order: the commit-run reduction reads its numeric
     columns gathered with numpy and only the rows that become records (a few percent) are taken.
     The same groups, the same rows (one group's rows never split across conversions).
+    ``keep``: called with each group's snapshot after its replay (the batch job keeps them for its
+    next incremental run: ``pipelines.batch.carried``).
     """
     from pipelines.records.commit_runs import run_columns
 
     n = len(order)
     if n == 0:
         return
-    run = _Replay(settings, as_of_ms, tables, num_partitions, log_end_ms, max_span_ms, counters, as_tables)
+    run = _Replay(settings, as_of_ms, tables, num_partitions, log_end_ms, max_span_ms, counters, as_tables, keep)
     cols = run_columns(table) if "offset_commit" not in run.kinds else None
     bounds = [0]
     for s in starts.tolist()[1:]:
@@ -282,12 +285,14 @@ class _Replay:
         max_span_ms: int | None,
         counters: RunCounters | None,
         as_tables: bool,
+        keep: Callable[[GroupSnapshot], None] | None = None,
     ) -> None:
         self.settings, self.as_of_ms, self.tables = settings, as_of_ms, tables
         self.num_partitions, self.log_end_ms, self.counters = num_partitions, log_end_ms, counters
         self.kinds = event_kinds_for(tables)
         self.span = default_max_span_ms(settings.retention_ms) if max_span_ms == -1 else max_span_ms
         self.as_tables = as_tables
+        self.keep = keep
 
     def __call__(self, work: pa.Table, rows: Any, starts: Any, cols: dict[str, Any] | None) -> Iterator[Any]:
         # the replay builds ~100k short-lived acyclic objects per chunk (freed by reference
@@ -309,6 +314,7 @@ class _Replay:
                 num_partitions=self.num_partitions,
                 log_end_ms=self.log_end_ms,
                 counters=self.counters,
+                keep=self.keep,
             )
             if any(out.values()):
                 converted = rows_to_tables(out) if self.as_tables else _union_table(out)
@@ -331,6 +337,7 @@ def _replay_complete(
     num_partitions: int,
     log_end_ms: int | None,
     counters: RunCounters | None,
+    keep: Callable[[GroupSnapshot], None] | None = None,
 ) -> dict[str, list[dict[str, Any]]]:
     """Complete groups' rows (``work``'s, or its ``rows`` in that order) -> their gold rows, by
     table (the caller pauses the cyclic collector: ``_Replay``)."""
@@ -351,6 +358,8 @@ def _replay_complete(
         starts=starts,
         cols=cols,
     ):
+        if keep is not None:
+            keep(result.snapshot)
         for name, rows_of in gold_rows(result, tables=tables, settings=settings, num_partitions=num_partitions).items():
             out[name].extend(rows_of)
     return out

@@ -28,10 +28,9 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
-from pipelines.records.carried import change_writes
+from pipelines.records.carried import change_writes, output_tables
 from pipelines.stream.ledger import quarantine_rows
 from pipelines.stream.settings import APP_ID_PREFIX
-from pipelines.stream.state import output_tables
 
 if TYPE_CHECKING:
     import pyarrow as pa

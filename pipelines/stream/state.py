@@ -46,7 +46,7 @@ Rules:
 from __future__ import annotations
 
 import pickle
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -72,20 +72,6 @@ STATE_BUCKETS = 256
 #: The stateful function's output: one row per call that changed something: its groups'
 #: changed gold rows as Arrow IPC bytes per table, pickled (``output_tables`` reads them).
 OUTPUT_DDL = STREAM_OUTPUT.ddl()
-
-
-def output_tables(blobs: Sequence[bytes]) -> dict[str, pa.Table]:
-    """The stateful function's output rows (``OUTPUT_DDL``) → one Arrow table per gold table
-    (+ ``DELETED_OFFSETS``). Buckets hold different groups: their keys never overlap."""
-    import pyarrow as pa
-
-    from pipelines.tableio.uri import table_from_ipc
-
-    parts: dict[str, list[pa.Table]] = {}
-    for blob in blobs:
-        for name, ipc in pickle.loads(blob).items():
-            parts.setdefault(name, []).append(table_from_ipc(ipc))
-    return {name: ts[0] if len(ts) == 1 else pa.concat_tables(ts) for name, ts in parts.items()}
 
 
 @dataclass(frozen=True)

@@ -415,8 +415,8 @@ class TableIO:
             parent = parent.rsplit("/", 1)[0]
 
     # ---- reads ------------------------------------------------------------------------------
-    def snapshot_files(self, name: str) -> list[str] | None:
-        """The data files of the table's current snapshot, when they ARE the snapshot.
+    def snapshot_files(self, name: str, version: int | None = None) -> list[str] | None:
+        """The data files of the table's current snapshot (or ``version``'s), when they ARE the snapshot.
 
         ``None`` when a reader needs more than the file list (spark engine's own log semantics,
         deletion vectors, column mapping, partition columns kept out of the files): read the
@@ -424,7 +424,7 @@ class TableIO:
         """
         if not self.exists(name):
             return None
-        return self._engine.snapshot_files(self.path(name), get_spec(name))
+        return self._engine.snapshot_files(self.path(name), get_spec(name), version)
 
     def read(self, name: str, version: int | None = None) -> DataFrame:
         """The table as a DataFrame at its current snapshot (or ``version``), declared column order."""

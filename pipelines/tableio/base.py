@@ -160,8 +160,8 @@ class Engine(Protocol):
         """The snapshot (or ``version``) as a DataFrame in declared column order."""
         ...
 
-    def snapshot_files(self, uri: str, spec: TableSpec) -> list[str] | None:
-        """The snapshot's data files when they ARE the snapshot, else ``None``."""
+    def snapshot_files(self, uri: str, spec: TableSpec, version: int | None = None) -> list[str] | None:
+        """The snapshot's (at ``version``: that version's) data files when they ARE the snapshot, else ``None``."""
         ...
 
     def write_routed(self, names: list[str], df: DataFrame, route: str, **options: Any) -> dict[str, WriteResult]:

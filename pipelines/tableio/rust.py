@@ -132,10 +132,10 @@ class RustEngine:
             reader = reader.option("basePath", uri)
         return reader.parquet(*files).select(*spec.column_names)
 
-    def snapshot_files(self, uri: str, spec: TableSpec) -> list[str] | None:
+    def snapshot_files(self, uri: str, spec: TableSpec, version: int | None = None) -> list[str] | None:
         if spec.partition_by:  # partition columns are kept out of the files
             return None
-        dt = deltars.open_table(uri)
+        dt = deltars.open_table(uri, version)
         return deltars.data_files(dt) if deltars.file_list_is_snapshot(dt) else None
 
     def optimize(self, uri: str) -> dict[str, Any]:

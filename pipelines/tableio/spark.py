@@ -142,10 +142,10 @@ class SparkEngine:
             reader = reader.option("versionAsOf", version)
         return reader.load(uri).select(*spec.column_names)
 
-    def snapshot_files(self, uri: str, spec: TableSpec) -> list[str] | None:
+    def snapshot_files(self, uri: str, spec: TableSpec, version: int | None = None) -> list[str] | None:
         if spec.partition_by or not deltars.is_table(uri):
             return None
-        dt = deltars.open_table(uri)
+        dt = deltars.open_table(uri, version)
         return deltars.data_files(dt) if deltars.file_list_is_snapshot(dt) else None
 
     def write_routed(self, names: list[str], df: DataFrame, route: str, **options: Any) -> dict[str, WriteResult]:

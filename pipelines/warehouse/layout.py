@@ -19,5 +19,7 @@ JOB_FILE = "_offsetlake.job"
 STAGING_DIR = "_staging"
 #: the decode stage's replay input, ``_replay_input/v<raw version>-<run>/`` with a manifest
 REPLAY_INPUT_DIR = "_replay_input"
+#: the groups a batch replay keeps for the next incremental run, ``_replay_state/v<raw version>-<run>/``
+REPLAY_STATE_DIR = "_replay_state"
 #: the batch job's run records, ``_runs/batch/<UTC time>-<run id>.json``
 BATCH_RUNS_DIR = "_runs/batch"

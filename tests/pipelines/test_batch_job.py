@@ -347,7 +347,14 @@ def test_the_decode_pass_copies_the_landing_and_the_job_equals_its_stages_run_on
     warehouse = Path(io.warehouse)
     for name in ("raw_records", *TABLES):
         assert _files_no_commit_added(warehouse / name) == set(), name  # the refused pass's files are gone
-    assert len(list((warehouse / "_replay_input").iterdir())) == 1
+    # the second decode read only the new records: its replay input continues the first's, whose
+    # files stay; nothing else is kept
+    from pipelines.batch.replay import current_replay_input, read_entries
+
+    manifest = current_replay_input(io, two.raw_version)
+    assert manifest is not None
+    named = {str(e["path"]).rsplit("/", 2)[-2] for e in read_entries(manifest) if "path" in e}
+    assert {d.name for d in (warehouse / "_replay_input").iterdir()} == named and len(named) == 2
 
 
 def test_landing_rows_without_a_position_stop_the_decode_pass_and_the_exact_ingest_refuses_them(

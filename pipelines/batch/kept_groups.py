@@ -1,0 +1,53 @@
+"""The groups a batch replay keeps for the next incremental run (``pipelines.batch.carried``):
+one file per replay bucket, its groups' entries (``pipelines.records.carried.GroupEntry``)
+pickled together, under the run's state directory. Written by the replay tasks of both the whole
+replay (``replay.route_replay``) and the incremental one (``carried.route_carried``)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pipelines.records.carried import BucketReplayer, GroupEntry
+
+
+def bucket_path(state_dir: str, bucket: int) -> str:
+    return f"{state_dir}/bucket-{bucket:05d}.pkl"
+
+
+def write_bucket(state_dir: str, bucket: int, groups: dict[str, GroupEntry]) -> None:
+    """One bucket's groups (``carried.encode_bucket``), written whole (a retried task rewrites it)."""
+    from pipelines.records.carried import encode_bucket
+    from pipelines.tableio.uri import filesystem
+
+    fs, inner = filesystem(bucket_path(state_dir, bucket))
+    fs.create_dir(inner.rsplit("/", 1)[0], recursive=True)
+    with fs.open_output_stream(inner) as fh:
+        fh.write(encode_bucket(groups))
+
+
+def read_bucket_state(state_dir: str, bucket: int) -> dict[str, GroupEntry]:
+    """One bucket's kept groups ({} when the bucket had none)."""
+    from pyarrow import fs as pafs
+
+    from pipelines.records.carried import decode_bucket
+    from pipelines.tableio.uri import filesystem
+
+    fs, inner = filesystem(bucket_path(state_dir, bucket))
+    if fs.get_file_info(inner).type == pafs.FileType.NotFound:
+        return {}
+    with fs.open_input_stream(inner) as fh:
+        return decode_bucket(fh.read())
+
+
+def replayer(options: dict[str, Any]) -> BucketReplayer:
+    """The carried replay of a route's options (``state_options``)."""
+    from coordinator_core import ReplaySettings
+    from pipelines.records.carried import BucketReplayer
+
+    return BucketReplayer(
+        ReplaySettings.from_strings(**options["settings"]),
+        tuple(options["tables"]),
+        int(options["num_partitions"]),
+        int(options["delay_ms"]),
+    )

@@ -1,0 +1,121 @@
+"""The batch job's incremental runs (``pipelines.batch.carried``): a second run over new records
+decodes only them and replays only the groups they touch (and those whose timer is due), from the
+groups the first run kept, and leaves every table equal to one run over the whole log; what it
+cannot continue (records inside a replayed range, ``--full``) it runs over the whole log, saying
+why, with the same tables."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytestmark = pytest.mark.spark
+
+from pipelines.config import Config, load_config  # noqa: E402
+from pipelines.inputs.raw_files import RawRecord, write_raw_records  # noqa: E402
+from pipelines.jobs.batch import DECODED_TABLES, gold_table_names, run_batch  # noqa: E402
+from pipelines.tableio import TableIO  # noqa: E402
+from tests.pipelines.test_replay_job import DAY, build_log  # noqa: E402
+
+Log = list[tuple[bytes, bytes | None, int, int, int]]
+
+
+def _cfg(root: Path) -> Config:
+    return load_config(
+        overrides={
+            "paths.root": str(root),
+            "replay.retention_ms": 3 * DAY,
+            "replay.rules": "current",
+            "stream.watermark_delay_ms": 60_000,
+        }
+    )
+
+
+def _land(cfg: Config, log: Log) -> None:
+    write_raw_records([RawRecord(k, v, "__consumer_offsets", p, o, ts) for k, v, p, o, ts in log], cfg.paths.landing)
+
+
+def _rows(io: TableIO) -> dict[str, list[str]]:
+    from deltalake import DeltaTable
+
+    out = {}
+    for name in (*DECODED_TABLES, *gold_table_names(), "log_partitions"):
+        if io.exists(name):
+            rows = DeltaTable(io.path(name)).to_pyarrow_table().to_pylist()
+            out[name] = sorted(repr(sorted(r.items())) for r in rows)
+    return out
+
+
+def _split(log: Log, fraction: float) -> tuple[Log, Log]:
+    times = sorted(ts for *_, ts in log)
+    cut = times[int(len(times) * fraction)]
+    return [r for r in log if r[4] < cut], [r for r in log if r[4] >= cut]
+
+
+@pytest.fixture(scope="module")
+def whole(tmp_path_factory: pytest.TempPathFactory, spark: Any) -> tuple[Log, dict[str, list[str]]]:
+    """The log (many groups, offsets expiring within it) and the tables of one run over all of it."""
+    log = build_log(n_groups=40, seed=9)
+    cfg = _cfg(tmp_path_factory.mktemp("whole"))
+    _land(cfg, log)
+    io = TableIO(cfg, spark)
+    run_batch(cfg, spark, io=io)
+    return log, _rows(io)
+
+
+def test_a_run_over_new_records_replays_only_them_and_equals_one_run(
+    tmp_path: Path, spark: Any, whole: tuple[Log, dict[str, list[str]]]
+) -> None:
+    log, want = whole
+    first, second = _split(log, 0.7)
+    cfg = _cfg(tmp_path)
+    io = TableIO(cfg, spark)
+    _land(cfg, first)
+    said: list[str] = []
+    s1 = run_batch(cfg, spark, io=io, echo=said.append)
+    assert s1.reconciled
+    _land(cfg, second)
+    said.clear()
+    s2 = run_batch(cfg, spark, io=io, echo=said.append)
+    assert s2.reconciled and s2.records_new == len(second)
+    lines = "\n".join(said)
+    assert f"records new since raw_records v{s1.raw_version}" in lines, lines
+    assert f"groups changed since raw_records v{s1.raw_version}" in lines, lines
+    got = _rows(io)
+    for name, rows in want.items():
+        assert got[name] == rows, name
+    # nothing new: every stage up to date, no table written
+    versions = {n: io.version(n) for n in want}
+    said.clear()
+    run_batch(cfg, spark, io=io, echo=said.append)
+    assert {n: io.version(n) for n in want} == versions
+    assert "up to date with raw_records" in "\n".join(said)
+
+
+def test_records_inside_a_replayed_range_and_full_replay_the_whole_log(
+    tmp_path: Path, spark: Any, whole: tuple[Log, dict[str, list[str]]]
+) -> None:
+    log, want = whole
+    # every partition's records but the last few of one partition, then those: they continue the
+    # log; then a partition's missing middle record lands last: inside the replayed range
+    first, second = _split(log, 0.5)
+    part = first[len(first) // 2][2]
+    middle = next(r for r in first if r[2] == part and r[3] > 0)
+    cfg = _cfg(tmp_path)
+    io = TableIO(cfg, spark)
+    _land(cfg, [r for r in first if r is not middle])
+    run_batch(cfg, spark, io=io)
+    _land(cfg, [middle])
+    said: list[str] = []
+    run_batch(cfg, spark, io=io, echo=said.append)
+    lines = "\n".join(said)
+    assert "inside partition" in lines and "replayed range" in lines, lines
+    said.clear()
+    _land(cfg, second)
+    run_batch(cfg, spark, io=io, echo=said.append, full=True)
+    assert "whole log (--full)" in "\n".join(said)
+    got = _rows(io)
+    for name, rows in want.items():
+        assert got[name] == rows, name
