@@ -378,7 +378,7 @@ def ingest(
     files = landing_files_readable_by_tasks(cfg, known) if io.engine == "rust" else None
     if files is not None and not _skip_ingested(spark, plan, files, known):
         return IngestResult(cfg.input.source, plan.skipped_rows, 0, before, io.version(RAW_TABLE) or 0)
-    existing = table_ranges(io.read(RAW_TABLE)) if before else []
+    existing = existing_ranges(io, before) if before else []
     if plan.files is not None:
         appended = _append_routed(cfg, io, plan, existing, before, routed_write)
     else:
@@ -405,6 +405,27 @@ def ingest(
         txn_new,
         bad,
     )
+
+
+def existing_ranges(io: TableIO, rows: int) -> list[PositionRange]:
+    """raw_records' range per log partition (``rows`` rows): from the figures the decode pass
+    counted over every raw record of its current version (the replay input's, ``log_shape``),
+    else one Spark aggregate over the table (an incremental run must not read what it holds)."""
+    from pipelines.batch import replay
+    from pipelines.inputs.log_shape import STATS_KIND
+
+    version = io.version(RAW_TABLE)
+    manifest = replay.current_replay_input(io, version) if version is not None else None
+    if manifest is not None:
+        by: dict[tuple[str, int], list[int]] = {}
+        for e in replay.read_manifest(manifest, STATS_KIND):
+            n, first, last = (int(x) for x in e["v"][:3])
+            key = (str(e["topic"]), int(e["partition"]))
+            cur = by.setdefault(key, [0, first, last])
+            cur[0], cur[1], cur[2] = cur[0] + n, min(cur[1], first), max(cur[2], last)
+        if sum(v[0] for v in by.values()) == rows:
+            return [PositionRange(t, p, first, last, n, False) for (t, p), (n, first, last) in sorted(by.items())]
+    return table_ranges(io.read(RAW_TABLE))
 
 
 def _must(source: DataFrame | None) -> DataFrame:

@@ -189,10 +189,11 @@ class BucketReplayer:
         changed = {tp: e for tp, e in after.offsets.items() if before.offsets.get(tp) != e}
         removed = [tp for tp in before.offsets if tp not in after.offsets]
         view = dataclasses.replace(result, snapshot=dataclasses.replace(after, offsets=changed))
+        others = tuple(t for t in self.tables if t != "group_state")
         by_table = gold_rows(
-            view, tables=self.tables, settings=self.settings, num_partitions=self.num_partitions, keep_withdrawn=True
+            view, tables=others, settings=self.settings, num_partitions=self.num_partitions, keep_withdrawn=True
         )
-        if "group_state" in by_table:  # the state row must describe the whole snapshot
+        if "group_state" in self.tables:  # the state row describes the whole snapshot, not the view
             by_table["group_state"] = [after.to_state_row(settings=self.settings, num_partitions=self.num_partitions)]
         out: dict[str, list[dict[str, Any]]] = {}
         for name, rows in by_table.items():
