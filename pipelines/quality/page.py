@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from pipelines.quality.runner import DqReport, Outcome
+    from pipelines.quality.report import DqReport, Outcome
 
 PAGE_NAME = "index.html"
 GX_INDEX_NAME = "gx-index.html"

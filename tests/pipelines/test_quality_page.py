@@ -8,7 +8,7 @@ import json
 from html.parser import HTMLParser
 
 from pipelines.quality.page import RunSummary, render_page
-from pipelines.quality.runner import DqReport, Outcome
+from pipelines.quality.report import DqReport, Outcome
 
 T0 = dt.datetime(2026, 11, 24, 0, 0, 5, tzinfo=dt.UTC)
 
