@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING, Any
 
 from pipelines.batch import replay
 from pipelines.batch.kept_groups import read_bucket_state, replayer, write_bucket
+from pipelines.tableio.uri import read_json, write_json
 from pipelines.warehouse.layout import REPLAY_STATE_DIR
 
 if TYPE_CHECKING:
@@ -82,7 +83,7 @@ def _done_states(io: TableIO) -> list[tuple[str, dict[str, Any]]]:
     out = []
     for info in sorted(fs.get_file_info(pafs.FileSelector(inner, allow_not_found=True)), key=lambda i: i.path):
         if info.type == pafs.FileType.Directory:
-            done = replay.read_json(f"{_root(io)}/{info.base_name}/{STATE_DONE}")
+            done = read_json(f"{_root(io)}/{info.base_name}/{STATE_DONE}")
             if done is not None:
                 out.append((f"{_root(io)}/{info.base_name}", done))
     return out
@@ -94,7 +95,7 @@ def mark_done(io: TableIO, state_dir: str, done: dict[str, Any]) -> None:
 
     from pipelines.tableio.uri import filesystem
 
-    replay.write_json(f"{state_dir}/{STATE_DONE}", done)
+    write_json(f"{state_dir}/{STATE_DONE}", done)
     fs, inner = filesystem(_root(io))
     keep = state_dir.rstrip("/").rsplit("/", 1)[-1]
     for info in fs.get_file_info(pafs.FileSelector(inner, allow_not_found=True)):

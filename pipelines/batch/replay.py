@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 from coordinator_core import FACTS_ONLY, ReplaySettings
 from pipelines.records import replay_input
-from pipelines.tableio.uri import read_arrow_file, write_arrow_file
+from pipelines.tableio.uri import read_arrow_file, read_json, write_arrow_file, write_json
 from pipelines.warehouse.layout import REPLAY_INPUT_DIR
 
 if TYPE_CHECKING:
@@ -227,29 +227,6 @@ def input_info(manifest: str) -> dict[str, Any]:
     if info is None:
         raise FileNotFoundError(f"{manifest}: no {INPUT_FILE} beside it")
     return dict(info)
-
-
-def write_json(path: str, value: Any) -> None:
-    """``value`` as one JSON file at ``path`` (any filesystem; its directory made)."""
-    from pipelines.tableio.uri import filesystem as filesystem_of
-
-    filesystem, inner = filesystem_of(path)
-    filesystem.create_dir(inner.rsplit("/", 1)[0], recursive=True)
-    with filesystem.open_output_stream(inner) as fh:
-        fh.write(json.dumps(value, separators=(",", ":")).encode())
-
-
-def read_json(path: str) -> Any:
-    """The JSON file at ``path``, or None when there is none."""
-    from pyarrow import fs
-
-    from pipelines.tableio.uri import filesystem as filesystem_of
-
-    filesystem, inner = filesystem_of(path)
-    if filesystem.get_file_info(inner).type == fs.FileType.NotFound:
-        return None
-    with filesystem.open_input_stream(inner) as fh:
-        return json.loads(fh.read().decode())
 
 
 def _runs(io: TableIO) -> list[tuple[str, bool]]:

@@ -29,6 +29,7 @@ Rules:
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -211,3 +212,22 @@ def is_delta_table(table_uri: str) -> bool:
         return bool(filesystem_.get_file_info(path).type == fs.FileType.Directory)
     except (FileNotFoundError, PermissionError):
         return False
+
+
+def write_json(path: str, value: Any) -> None:
+    """``value`` as one JSON file at ``path`` (any filesystem; its directory made)."""
+    fs_, inner = filesystem(path)
+    fs_.create_dir(inner.rsplit("/", 1)[0], recursive=True)
+    with fs_.open_output_stream(inner) as fh:
+        fh.write(json.dumps(value, separators=(",", ":")).encode())
+
+
+def read_json(path: str) -> Any:
+    """The JSON file at ``path``, or None when there is none."""
+    from pyarrow import fs
+
+    fs_, inner = filesystem(path)
+    if fs_.get_file_info(inner).type == fs.FileType.NotFound:
+        return None
+    with fs_.open_input_stream(inner) as fh:
+        return json.loads(fh.read().decode())
