@@ -31,6 +31,8 @@ Rules:
   time in a process (``_DML_LOCK``), so a concurrent writer (the stream's sinks write tables side
   by side) never commits under another's marker nor has its own unset by another (which failed
   the stream: ``DELTA_INVALID_IDEMPOTENT_WRITES_OPTIONS``).
+- A routed table is written in one file per ``delta.target_file_rows`` rows (the pass counted
+  them), not one per task.
 - A MERGE into a table without data files (just created) is its insert clause: an append with
   the same txn and marker, skipping the state reconstruction and the scan for matches; a key
   delete on such a table commits nothing.
@@ -147,7 +149,10 @@ class SparkEngine:
             # nothing to match, update or delete: the MERGE is its insert clause, an append (one
             # commit with the same txn and marker, without the state reconstruction and the
             # scan for matches a MERGE runs first)
-            self.write(uri, spec, data, "append", app_id, version, None)
+            # (a driver-side Arrow source is small: one file, not one per default partition)
+            self.write(
+                uri, spec, data if hasattr(source, "toArrow") else data.coalesce(1), "append", app_id, version, None
+            )
             return {}
         session_conf = {}
         if app_id is not None and version is not None:
@@ -243,12 +248,20 @@ class SparkEngine:
                     results[name] = WriteResult(name, mode, before[name] or 0, True)
                     continue
                 self.write(
-                    io.path(name), spec, out.frames[name], mode, txn_app_id, txn_version, options.get("metadata")
+                    io.path(name), spec, self._sized(out, name), mode, txn_app_id, txn_version, options.get("metadata")
                 )
                 results[name] = WriteResult(name, mode, io.version(name) or 0, False, out.rows_out[name])
             return results
         finally:
             out.packed.unpersist()
+
+    def _sized(self, out: Any, name: str) -> DataFrame:
+        """A routed table's rows in one file per ``delta.target_file_rows`` (its row count is
+        known from the pass): not one small file per task of the pass, which OPTIMIZE would
+        then rewrite and VACUUM delete, each a handful of Spark jobs per table."""
+        frame: DataFrame = out.frames[name]
+        files = max(1, -(-int(out.rows_out.get(name, 0)) // self.io.conf.delta.target_file_rows))
+        return frame.coalesce(files)  # never more partitions than the pass had
 
     def optimize(self, uri: str) -> dict[str, Any]:
         dt = deltars.open_table(uri)
