@@ -12,8 +12,11 @@ are hashed (sorted, order-free; ``ingest_quarantine.run_id`` left out: it names 
 compared with a clean run's. Also checked after each rerun: no ``_staging`` left, no data file
 that no Delta log mentions.
 
+``--engine spark`` runs the matrix on Spark's Delta (``delta.engine: spark``, the delta-spark jars
+the project fetches) instead of delta-rs.
+
 Usage:
-    .venv/bin/python bench/crash_matrix.py [--groups 10] [--max-commits 40] [--write-results]
+    .venv/bin/python bench/crash_matrix.py [--groups 10] [--max-commits 40] [--engine rust|spark] [--write-results]
 """
 
 from __future__ import annotations
@@ -111,6 +114,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--groups", type=int, default=10)
     ap.add_argument("--max-commits", type=int, default=40)
     ap.add_argument("--clean", action="store_true", help="no hostile rows: the decode's pass copies the landing")
+    ap.add_argument("--engine", choices=("rust", "spark"), default="rust", help="delta.engine of every run")
     ap.add_argument("--write-results", action="store_true")
     args = ap.parse_args(argv)
     tmp = Path(tempfile.mkdtemp(prefix="crash-matrix-"))
@@ -122,7 +126,10 @@ def main(argv: list[str] | None = None) -> int:
             root = tmp / name
             root.mkdir()
             conf = root / "c.yaml"
-            conf.write_text(f"paths:\n  root: {root / 'data'}\n  landing: {landing}\nspark:\n  master: local[2]\n")
+            conf.write_text(
+                f"paths:\n  root: {root / 'data'}\n  landing: {landing}\nspark:\n  master: local[2]\n"
+                f"delta:\n  engine: {args.engine}\n"
+            )
             return conf
 
         clean_conf = fresh("clean")
@@ -150,11 +157,12 @@ def main(argv: list[str] | None = None) -> int:
             )
             shutil.rmtree(conf.parent, ignore_errors=True)
         ok = all(r[2] for r in results)
-        section = SECTION_CLEAN if args.clean else SECTION
+        section = (SECTION_CLEAN if args.clean else SECTION) + (" on Spark's Delta" if args.engine == "spark" else "")
         lines = [
             section,
             "",
-            f"`.venv/bin/python bench/crash_matrix.py --groups {args.groups}{' --clean' if args.clean else ''} "
+            f"`.venv/bin/python bench/crash_matrix.py --groups {args.groups}{' --clean' if args.clean else ''}"
+            f"{' --engine spark' if args.engine == 'spark' else ''} "
             f"--write-results` (local[2]; {'the generated log alone' if args.clean else 'with hostile rows'}; "
             f"{len(want)} tables, {total} commits in a clean run).",
             "",

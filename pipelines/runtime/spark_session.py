@@ -55,6 +55,7 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Iterator, Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pipelines.errors import JavaNotFoundError, UsageError
@@ -206,10 +207,35 @@ def build_spark(
         spark = builder.getOrCreate()
     if archive is not None:
         archive.started(spark)
+    _py_files_for_streaming_sources(spark)
     spark.sparkContext.setLogLevel(log_level)
     if not os.environ.get("OFFSETLAKE_DEBUG"):
         quiet_failure_logs(spark)
     return spark
+
+
+#: where Spark 4.2's Python streaming source runner (on the driver) looks for ``--py-files``:
+#: ``PythonStreamingSourceRunner`` sends ``<SparkFiles root>/streaming_job`` as its files
+#: directory, while spark-submit puts them in the root
+STREAMING_SOURCE_FILES = "streaming_job"
+
+
+def _py_files_for_streaming_sources(spark: SparkSession) -> None:
+    """The project shipped as ``--py-files`` (a cluster whose Python lacks it) linked where the
+    driver's Python streaming source runner looks for it (``STREAMING_SOURCE_FILES``): without
+    it the stream's sources (``offsetlake_landing``, ``offsetlake_kafka``) fail to unpickle
+    (``No module named 'pipelines'``). The executors' tasks find them in the root as always."""
+    from pyspark import SparkFiles
+
+    includes = list(getattr(spark.sparkContext, "_python_includes", None) or [])
+    if not includes:
+        return
+    root = Path(SparkFiles.getRootDirectory())
+    target = root / STREAMING_SOURCE_FILES
+    target.mkdir(exist_ok=True)
+    for name in includes:
+        if (root / name).exists() and not (target / name).exists():
+            (target / name).symlink_to(root / name)
 
 
 @contextlib.contextmanager

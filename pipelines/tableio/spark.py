@@ -15,11 +15,35 @@ Rules:
   unmarked under the staging path).
 - Snapshot files: delta-rs reads the table's log (any Delta table): the files are the snapshot
   unless the table uses deletion vectors or column mapping.
+- Delta's state reconstruction (the file list every MERGE, DELETE, OPTIMIZE needs, recomputed for
+  each new table version) is a Spark job over ``spark.databricks.delta.snapshotPartitions``
+  partitions, 50 by default: on the platform's small tables (a few files each) that was most of
+  the engine's time (50 tasks per MERGE; seconds each, minutes under the stream's concurrent
+  MERGEs). Unless the user set it, the engine sets it to the session's default parallelism
+  (at most 50).
+- VACUUM lists the table in ``spark.sql.sources.parallelPartitionDiscovery.parallelism``
+  partitions (Spark's default: 10000 tasks, each of its counts over the listing): left at the
+  default, the engine scopes it to the snapshot partitions for the VACUUM. VACUUM is skipped
+  when the table holds nothing it could delete (a driver-side listing against the snapshot's
+  files), OPTIMIZE when the table has fewer than two files.
+- Marked MERGEs carry their txn and marker in session-wide SQL confs (Spark's Delta has no
+  per-statement option for them): the engine's commits (writes, MERGEs, deletes) run one at a
+  time in a process (``_DML_LOCK``), so a concurrent writer (the stream's sinks write tables side
+  by side) never commits under another's marker nor has its own unset by another (which failed
+  the stream: ``DELTA_INVALID_IDEMPOTENT_WRITES_OPTIONS``).
+- A routed table is written in one file per ``delta.target_file_rows`` rows (the pass counted
+  them), not one per task.
+- A MERGE into a table without data files (just created) is its insert clause: an append with
+  the same txn and marker, skipping the state reconstruction and the scan for matches; a key
+  delete on such a table commits nothing.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import threading
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from pipelines.tableio import deltars
@@ -33,6 +57,20 @@ if TYPE_CHECKING:
     from schemas import TableSpec
 
 
+#: Delta's state reconstruction partitions (a SQL conf; Delta's default: 50)
+SNAPSHOT_PARTITIONS = "spark.databricks.delta.snapshotPartitions"
+#: the partitions of Spark's parallel file listings, VACUUM's listing of a table among them
+LISTING_PARALLELISM = "spark.sql.sources.parallelPartitionDiscovery.parallelism"
+SPARK_LISTING_PARALLELISM = "10000"  # Spark's default
+#: one marked DML at a time per process: its txn and marker are session-wide SQL confs
+_DML_LOCK = threading.Lock()
+
+
+def snapshot_partitions(spark: SparkSession) -> int:
+    """The state reconstruction's partitions for this session: its default parallelism, 1..50."""
+    return max(1, min(50, int(spark.sparkContext.defaultParallelism)))
+
+
 class SparkEngine:
     """``base.Engine`` on Spark's Delta."""
 
@@ -44,6 +82,8 @@ class SparkEngine:
             raise ValueError("the spark engine needs a SparkSession")
         self.io = io
         self.spark = spark
+        if spark.conf.get(SNAPSHOT_PARTITIONS, None) is None:  # the user's value wins
+            spark.conf.set(SNAPSHOT_PARTITIONS, str(snapshot_partitions(spark)))
 
     def _table(self, uri: str) -> Any:
         from delta.tables import DeltaTable
@@ -83,8 +123,9 @@ class SparkEngine:
         writer = writer.option("userMetadata", json.dumps(deltars.marker(app_id, version, metadata)))
         if spec.partition_by:
             writer = writer.partitionBy(*spec.partition_by)
-        before_commit(uri)
-        writer.save(uri)
+        with _DML_LOCK:  # never under a concurrent marked MERGE's session confs
+            before_commit(uri)
+            writer.save(uri)
 
     def merge(
         self,
@@ -104,6 +145,15 @@ class SparkEngine:
             data = self.spark.createDataFrame([], spec.spark_schema())
         else:
             data = self.spark.createDataFrame(source, spec.spark_schema())
+        if _holds_no_files(uri):
+            # nothing to match, update or delete: the MERGE is its insert clause, an append (one
+            # commit with the same txn and marker, without the state reconstruction and the
+            # scan for matches a MERGE runs first)
+            # (a driver-side Arrow source is small: one file, not one per default partition)
+            self.write(
+                uri, spec, data if hasattr(source, "toArrow") else data.coalesce(1), "append", app_id, version, None
+            )
+            return {}
         session_conf = {}
         if app_id is not None and version is not None:
             # Delta's idempotent DML (SQL confs, Delta >= 2.3) + our marker in commitInfo
@@ -112,8 +162,6 @@ class SparkEngine:
                 "spark.databricks.delta.write.txnVersion": str(version),
                 "spark.databricks.delta.commitInfo.userMetadata": json.dumps(deltars.marker(app_id, version)),
             }
-        for key, value in session_conf.items():
-            self.spark.conf.set(key, value)
         m = (
             self._table(uri)
             .alias("t")
@@ -123,17 +171,24 @@ class SparkEngine:
         )
         if delete_missing:
             m = m.whenNotMatchedBySourceDelete()
-        try:
-            before_commit(uri)
-            m.execute()
-        finally:
-            for key in session_conf:
-                self.spark.conf.unset(key)
+        with _DML_LOCK:
+            for key, value in session_conf.items():
+                self.spark.conf.set(key, value)
+            try:
+                before_commit(uri)
+                m.execute()
+            finally:
+                for key in session_conf:
+                    self.spark.conf.unset(key)
         return {}
 
     def delete_keys(self, uri: str, keys: pa.Table, *, on: str, app_id: str | None, version: int | None) -> int | None:
-        before_commit(uri)
-        self._table(uri).alias("t").merge(self.spark.createDataFrame(keys).alias("s"), on).whenMatchedDelete().execute()
+        if keys.num_rows == 0 or _holds_no_files(uri):
+            return 0  # nothing can match: no commit (as a MERGE deleting nothing changes nothing)
+        m = self._table(uri).alias("t").merge(self.spark.createDataFrame(keys).alias("s"), on).whenMatchedDelete()
+        with _DML_LOCK:  # no marked DML's session confs while it commits
+            before_commit(uri)
+            m.execute()
         return None
 
     def read(self, uri: str, spec: TableSpec, version: int | None) -> DataFrame:
@@ -193,14 +248,25 @@ class SparkEngine:
                     results[name] = WriteResult(name, mode, before[name] or 0, True)
                     continue
                 self.write(
-                    io.path(name), spec, out.frames[name], mode, txn_app_id, txn_version, options.get("metadata")
+                    io.path(name), spec, self._sized(out, name), mode, txn_app_id, txn_version, options.get("metadata")
                 )
                 results[name] = WriteResult(name, mode, io.version(name) or 0, False, out.rows_out[name])
             return results
         finally:
             out.packed.unpersist()
 
+    def _sized(self, out: Any, name: str) -> DataFrame:
+        """A routed table's rows in one file per ``delta.target_file_rows`` (its row count is
+        known from the pass): not one small file per task of the pass, which OPTIMIZE would
+        then rewrite and VACUUM delete, each a handful of Spark jobs per table."""
+        frame: DataFrame = out.frames[name]
+        files = max(1, -(-int(out.rows_out.get(name, 0)) // self.io.conf.delta.target_file_rows))
+        return frame.coalesce(files)  # never more partitions than the pass had
+
     def optimize(self, uri: str) -> dict[str, Any]:
+        dt = deltars.open_table(uri)
+        if len(dt.file_uris()) < 2:  # nothing to compact: Delta's OPTIMIZE would commit nothing
+            return {"version": dt.version()}
         before_commit(uri)
         self._table(uri).optimize().executeCompaction()
         return {"version": deltars.open_table(uri).version()}
@@ -208,17 +274,65 @@ class SparkEngine:
     def vacuum(self, uri: str, retention_hours: int, dry_run: bool) -> list[str]:
         if dry_run:  # Spark's VACUUM DRY RUN returns no list: delta-rs lists the same files
             return deltars.vacuum(uri, retention_hours, dry_run=True)
+        if not _vacuum_has_candidates(uri):  # nothing it could delete: no state reconstruction
+            return []
         before_commit(uri)
         # the retention is the config's (or --retention-hours): as delta-rs (enforce_retention_duration
         # off), Spark's Delta takes it as given instead of refusing one under its 168 h default
-        check = "spark.databricks.delta.retentionDurationCheck.enabled"
-        before = self.spark.conf.get(check, None)
-        self.spark.conf.set(check, "false")
-        try:
+        scoped = {"spark.databricks.delta.retentionDurationCheck.enabled": "false"}
+        if self.spark.conf.get(LISTING_PARALLELISM, None) in (None, SPARK_LISTING_PARALLELISM):  # unset or Spark's
+            # VACUUM repartitions its listing of the table to this many partitions (Spark's
+            # default 10000: 10000 tasks, a minute and more per table on two cores)
+            scoped[LISTING_PARALLELISM] = str(snapshot_partitions(self.spark))
+        with _session_conf(self.spark, scoped):
             self._table(uri).vacuum(float(retention_hours))
-        finally:
-            if before is None:
-                self.spark.conf.unset(check)
-            else:
-                self.spark.conf.set(check, before)
         return []
+
+
+@contextlib.contextmanager
+def _session_conf(spark: SparkSession, settings: dict[str, str]) -> Iterator[None]:
+    """``settings`` set on the session for the block, then as they were."""
+    before: dict[str, str | None] = {key: spark.conf.get(key, None) for key in settings}
+    for key, value in settings.items():
+        spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        for key, old in before.items():
+            if old is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, old)
+
+
+def _holds_no_files(uri: str) -> bool:
+    """The table's snapshot has no data files (just created, or emptied): read from its log
+    with delta-rs, no Spark job."""
+    return not deltars.open_table(uri).file_uris()
+
+
+def _vacuum_has_candidates(uri: str) -> bool:
+    """Whether VACUUM could delete something: a file under the table that the snapshot does not
+    hold, or a directory holding none of its files (hidden names, ``_…``/``.…`` outside
+    partition directories, left out as Delta's VACUUM leaves them). A driver-side listing of the
+    table (Delta's VACUUM lists it too, in several Spark jobs)."""
+    from pyarrow import fs
+
+    from pipelines.tableio import uri as uris
+
+    dt = deltars.open_table(uri)
+    if not deltars.file_list_is_snapshot(dt):  # deletion vectors' files: Delta decides
+        return True
+    # relative paths: delta-rs answers locations under its own (resolved) spelling of the root
+    base = uris.from_delta_rs(dt.table_uri).rstrip("/") + "/"
+    live = {f[len(base) :] if f.startswith(base) else f for f in deltars.data_files(dt)}
+    live_dirs = {p.rsplit("/", i)[0] for p in live for i in range(1, p.count("/") + 1)}
+    filesystem, root = uris.filesystem(uri)
+    root = root.rstrip("/")
+    for info in filesystem.get_file_info(fs.FileSelector(root, recursive=True)):
+        rel = info.path[len(root) + 1 :]
+        if any(p.startswith(("_", ".")) and "=" not in p for p in rel.split("/")):
+            continue
+        if rel not in (live if info.type == fs.FileType.File else live_dirs):
+            return True
+    return False

@@ -18,6 +18,10 @@ from tests.cluster.jobs import tables
 from tests.pipelines.standalone import StandaloneCluster
 from tests.test_airflow_dags import BIN, DAGS, _dag_test, _write_conf
 
+# Seen passing (issue 34: both DAGs, 647 s + 527 s at load ~8 beside other cluster runs), but
+# kept out of CI (``unproven`` deselects it): each DAG is several spark-submits to the cluster,
+# and its dq task (Great Expectations' Spark jobs per expectation) and the Delta-on-Spark jobs of
+# batch and maintenance take minutes each there. Run it with ``-m unproven``.
 pytestmark = [pytest.mark.unproven, pytest.mark.cluster, pytest.mark.airflow, pytest.mark.slow]
 
 
@@ -46,11 +50,11 @@ def airflow_on_cluster(tmp_path_factory: pytest.TempPathFactory, standalone: Sta
 
 @pytest.mark.parametrize("dag_id", ["offsetlake_batch", "offsetlake_stream"])
 def test_the_dags_run_every_task_on_the_cluster(
-    airflow_on_cluster: dict[str, str], executor_env: Path, shipped: Path, small_log: Path, tmp_path: Path, dag_id: str
+    airflow_on_cluster: dict[str, str], executor_env: Path, shipped: Path, tiny_log: Path, tmp_path: Path, dag_id: str
 ) -> None:
     root = tmp_path / "data"
     root.mkdir()
-    (root / "landing").symlink_to(small_log, target_is_directory=True)
+    (root / "landing").symlink_to(tiny_log, target_is_directory=True)
     conf = _write_conf(
         tmp_path / "conf.yaml",
         root,

@@ -7,9 +7,11 @@ delta-rs engine, and each engine continuing the other's warehouse.
   raw_records, current-state tables MERGEd) with the other engine and writes on top of it: both
   mixed warehouses equal the rust-only one, table for table (delta-rs reads Spark's tables, Spark
   reads delta-rs's, each writes where the other wrote).
-- The stream with ``delta.engine: spark`` equals the stream with delta-rs.
-- Maintenance (OPTIMIZE, VACUUM) with Spark's Delta leaves every table's rows as they were, and
-  Spark SQL over Spark's Delta answers what delta-rs reads.
+- Maintenance (OPTIMIZE, VACUUM) with Spark's Delta on the rust→spark warehouse (raw_records:
+  files of both engines; offsets_current: files a MERGE replaced) leaves every table's rows as
+  they were, compacted and vacuumed.
+- The stream with ``delta.engine: spark`` equals the stream with delta-rs, and Spark SQL over
+  Spark's Delta answers what delta-rs reads.
 """
 
 from __future__ import annotations
@@ -21,11 +23,12 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
+from deltalake import DeltaTable
 
 from pipelines.tableio import read_arrow_at
-from tests.cluster.jobs import assert_same_tables, job_args, run, tables
+from tests.cluster.jobs import assert_same_tables, job_args, run
 
-pytestmark = [pytest.mark.unproven, pytest.mark.cluster, pytest.mark.slow]
+pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
 REPO = Path(__file__).resolve().parents[2]
 CONF = "conf/local.yaml"
@@ -41,10 +44,17 @@ def _land(root: Path, files: list[Path]) -> None:
             (landing / f.name).symlink_to(f)
 
 
+def _delta_tables(warehouse: Path) -> dict[str, DeltaTable]:
+    return {p.name: DeltaTable(str(p)) for p in sorted(warehouse.iterdir()) if (p / "_delta_log").is_dir()}
+
+
 def _batch(root: Path, engine: str, log: Path) -> float:
     return run([sys.executable, BATCH, *job_args(CONF, root, "--set", f"delta.engine={engine}")], log, timeout_s=2400)
 
 
+# Seen passing (issue 34), but kept out of CI (``unproven`` deselects it): six batch runs, two
+# of them on Spark's Delta, and maintenance on Spark's Delta take ~6-10 min on two shared cores.
+@pytest.mark.unproven
 def test_each_engine_continues_the_others_warehouse(jvm_bundles: object, tiny_log: Path, tmp_path: Path) -> None:
     files = sorted(tiny_log.glob("*.parquet"))
     assert len(files) >= 2
@@ -62,8 +72,23 @@ def test_each_engine_continues_the_others_warehouse(jvm_bundles: object, tiny_lo
     assert_same_tables(roots[("rust", "spark")], reference)
     assert counts["raw_records"] == sum(pq.read_metadata(f).num_rows for f in files)
 
+    mixed = roots[("rust", "spark")]
+    before = {n: (t.version(), len(t.file_uris())) for n, t in _delta_tables(mixed).items()}
+    # two tables: raw_records (files of both engines: compacted) and offsets_current (files a
+    # MERGE replaced: vacuumed); every table costs Spark jobs
+    maintenance = [sys.executable, "-m", "pipelines.jobs.maintenance", "--json", "--retention-hours", "0"]
+    maintenance += ["--tables", "raw_records,offsets_current"]
+    run([*maintenance, *job_args(CONF, mixed.parent, "--set", "delta.engine=spark")], tmp_path / "maint.log")
+    assert_same_tables(mixed, reference)  # the rows as they were
+    after = {n: (t.version(), len(t.file_uris())) for n, t in _delta_tables(mixed).items()}
+    compacted = [n for n in before if before[n][1] > 1 and after[n][1] == 1]
+    assert compacted, (before, after)  # Spark's OPTIMIZE ran
+    for name in compacted:  # and its VACUUM (retention 0) deleted the files it replaced
+        on_disk = [p for p in (mixed / name).rglob("*.parquet") if "_delta_log" not in p.parts]
+        assert len(on_disk) == 1, (name, on_disk)
 
-def test_the_stream_maintenance_and_sql_on_sparks_delta(jvm_bundles: object, tiny_log: Path, tmp_path: Path) -> None:
+
+def test_the_stream_and_sql_on_sparks_delta(jvm_bundles: object, tiny_log: Path, tmp_path: Path) -> None:
     roots = {}
     for engine in ("spark", "rust"):
         root = tmp_path / engine
@@ -74,11 +99,6 @@ def test_the_stream_maintenance_and_sql_on_sparks_delta(jvm_bundles: object, tin
         )
         roots[engine] = root
     assert_same_tables(roots["spark"] / "warehouse", roots["rust"] / "warehouse")
-    before = tables(roots["spark"] / "warehouse")
-
-    maintenance = [sys.executable, "-m", "pipelines.jobs.maintenance", "--json", "--retention-hours", "0"]
-    run([*maintenance, *job_args(CONF, roots["spark"], "--set", "delta.engine=spark")], tmp_path / "maint.log")
-    assert tables(roots["spark"] / "warehouse") == before
 
     query = "SELECT state, count(*) AS groups FROM group_state GROUP BY state ORDER BY state"
     out = tmp_path / "sql.log"

@@ -52,10 +52,7 @@ def test_tasks_run_in_the_executors_python_with_the_shipped_zip(
 
 @pytest.mark.parametrize(
     ("script", "extra"),
-    [
-        ("pipelines/jobs/batch.py", ()),
-        pytest.param("pipelines/jobs/stream.py", ("--available-now",), marks=pytest.mark.unproven),
-    ],
+    [("pipelines/jobs/batch.py", ()), ("pipelines/jobs/stream.py", ("--available-now",))],
     ids=["batch", "stream"],
 )
 def test_a_job_on_the_cluster_writes_the_tables_of_local(
