@@ -47,6 +47,7 @@ if __name__ == "__main__" and __package__ in (None, ""):  # spark-submit pipelin
 
 from pipelines.errors import UsageError
 from pipelines.kafka.end_offsets import IntervalSampler
+from pipelines.runtime.spark_session import session_conf
 from pipelines.stream.kafka_packed import KafkaPackedOutput, read_packed_kafka, uses_packed_kafka
 from pipelines.stream.packing import packed_replay_input
 from pipelines.stream.progress import ProgressRecorder, reconstruct_progress
@@ -141,19 +142,9 @@ def start_replay_query(
     )
     # The query runs on a clone of the session's conf taken at start(): set these for it only.
     user = set(cfg.spark.conf) - {"spark.sql.shuffle.partitions"}
-    saved = {}
-    for key, value in state_conf(spark, settings.state_partitions).items():
-        if key not in user:
-            saved[key] = spark.conf.get(key, None)
-            spark.conf.set(key, value)
-    try:
+    scoped = {k: v for k, v in state_conf(spark, settings.state_partitions).items() if k not in user}
+    with session_conf(spark, scoped):
         return _trigger(writer, settings, available_now).start()
-    finally:
-        for key, old in saved.items():
-            if old is None:
-                spark.conf.unset(key)
-            else:
-                spark.conf.set(key, old)
 
 
 def state_conf(spark: SparkSession, partitions: int | None = None) -> dict[str, str]:

@@ -394,3 +394,19 @@ def _engine_jars(cfg: Any, conf: Mapping[str, Any]) -> dict[str, str]:
             f"{exc} (delta.engine: spark / kafka.engine: jvm need them; or give spark.jars.packages, "
             "or use the rust / python engines)"
         ) from exc
+
+
+@contextlib.contextmanager
+def session_conf(spark: SparkSession, settings: dict[str, str]) -> Iterator[None]:
+    """``settings`` set on the session for the block, then as they were (unset where they were unset)."""
+    before: dict[str, str | None] = {key: spark.conf.get(key, None) for key in settings}
+    for key, value in settings.items():
+        spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        for key, old in before.items():
+            if old is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, old)

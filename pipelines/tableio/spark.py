@@ -40,12 +40,11 @@ Rules:
 
 from __future__ import annotations
 
-import contextlib
 import json
 import threading
-from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
+from pipelines.runtime.spark_session import session_conf
 from pipelines.tableio import deltars
 from pipelines.tableio.base import EngineName, WriteMode, WriteResult, before_commit
 
@@ -284,25 +283,9 @@ class SparkEngine:
             # VACUUM repartitions its listing of the table to this many partitions (Spark's
             # default 10000: 10000 tasks, a minute and more per table on two cores)
             scoped[LISTING_PARALLELISM] = str(snapshot_partitions(self.spark))
-        with _session_conf(self.spark, scoped):
+        with session_conf(self.spark, scoped):
             self._table(uri).vacuum(float(retention_hours))
         return []
-
-
-@contextlib.contextmanager
-def _session_conf(spark: SparkSession, settings: dict[str, str]) -> Iterator[None]:
-    """``settings`` set on the session for the block, then as they were."""
-    before: dict[str, str | None] = {key: spark.conf.get(key, None) for key in settings}
-    for key, value in settings.items():
-        spark.conf.set(key, value)
-    try:
-        yield
-    finally:
-        for key, old in before.items():
-            if old is None:
-                spark.conf.unset(key)
-            else:
-                spark.conf.set(key, old)
 
 
 def _holds_no_files(uri: str) -> bool:
