@@ -312,7 +312,7 @@ def apply_group_metadata(w: GroupFold, v: GroupMetadataValue, ts: int, pos: tupl
     has_members = bool(v.members)
     r = _Record(
         v, ts, pos, base, has_members, _S if has_members else _E, cst if cst is not None else ts,
-        (f"{base}:{n}" for n in itertools.count()),
+        map(f"{base}:{{}}".format, itertools.count()),  # lazy and infinite (mypyc builds genexprs eagerly)
     )  # fmt: skip
     prev = Before(w.members, w.leader, w.protocol, w.protocol_type, w.metadata_timestamp_ms)
     first_record = not w.exists and w.metadata_timestamp_ms is None and w.state_timestamp_ms is None and not w.offsets
