@@ -57,14 +57,21 @@ INPUT_FILE = "_input.json"
 BATCH_ROWS = 32_768
 
 
-def replay_buckets(spark: Any) -> int:
-    """How many buckets the decode cuts the replay input into: 4 x the larger of the shuffle
-    partitions and twice the default parallelism (32 on the embedded default). A bucket is what a
+#: The most replay-input rows a bucket holds: a replay task sorts and replays a bucket at once, so
+#: its memory grows with it (100M records in 32 buckets of ~3.1M rows: the job's peak was 4.8 GiB,
+#: against 1.8 GiB at 10M; bench/RESULTS.md, *scale*).
+MAX_BUCKET_ROWS = 1_000_000
+
+
+def replay_buckets(spark: Any, rows: int = 0) -> int:
+    """How many buckets the decode cuts the replay input of ``rows`` raw records into: 4 x the
+    larger of the shuffle partitions and twice the default parallelism (32 on the embedded
+    default), and enough that none holds more than ``MAX_BUCKET_ROWS`` rows. A bucket is what a
     replay task sorts and replays at once (its memory); the tasks take whole buckets
     (``file_tasks.spread``: one task per slot). Measured at 10M records on 2 cores: 16 and 32
     buckets took the same time, 8 was slower."""
     shuffle = int(spark.conf.get("spark.sql.shuffle.partitions") or 4)
-    return 4 * max(shuffle, 2 * int(spark.sparkContext.defaultParallelism))
+    return max(4 * max(shuffle, 2 * int(spark.sparkContext.defaultParallelism)), -(-rows // MAX_BUCKET_ROWS))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -196,9 +203,10 @@ def _prefix(raw_version: int) -> str:
 
 
 def new_replay_input(
-    io: TableIO, raw_version: int, *, base: tuple[int, str] | None = None
+    io: TableIO, raw_version: int, *, rows: int = 0, base: tuple[int, str] | None = None
 ) -> tuple[dict[str, Any], str]:
-    """A fresh directory for the decode pass's replay input: (route option, manifest path).
+    """A fresh directory for the decode pass's replay input of ``rows`` raw records (its bucket
+    count: ``replay_buckets``): (route option, manifest path).
 
     ``base``: (raw version, manifest) of the replay input this one continues (an incremental
     decode: the pass decodes only the new raw records, into the base's buckets). Its entries are
@@ -209,7 +217,7 @@ def new_replay_input(
 
     assert io.spark is not None
     root = join_path(_root(io), _prefix(raw_version) + uuid.uuid4().hex[:12])
-    info: dict[str, Any] = {"buckets": replay_buckets(io.spark), "base_version": None, "base": []}
+    info: dict[str, Any] = {"buckets": replay_buckets(io.spark, rows), "base_version": None, "base": []}
     if base is not None:
         info = {
             "buckets": input_info(base[1])["buckets"],

@@ -250,7 +250,7 @@ def _decode_pass(
     base = "--full" if full else carried.decode_base(io, version, before, app_id, DECODED_TABLES)
     if isinstance(base, str):
         note = f"whole log ({base})"
-        spool = replay.new_replay_input(io, version)
+        spool = replay.new_replay_input(io, version, rows=rows)
         only, expected = None, rows
     else:
         note = f"records new since raw_records v{base.raw_version}"
