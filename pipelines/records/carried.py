@@ -179,19 +179,21 @@ class BucketReplayer:
 
     def _changed_rows(self, before: GroupSnapshot, result: Any) -> dict[str, list[dict[str, Any]]]:
         """One group's replay → its changed gold rows (``replay_bucket``)."""
-        import dataclasses
-
         from pipelines.records.gold import GOLD_SPECS
         from pipelines.records.replay import gold_rows
 
         after = result.snapshot
         # Only what changed: the offsets this call replaced or added, and deletions.
-        changed = {tp: e for tp, e in after.offsets.items() if before.offsets.get(tp) != e}
+        changed = {tp for tp, e in after.offsets.items() if before.offsets.get(tp) != e}
         removed = [tp for tp in before.offsets if tp not in after.offsets]
-        view = dataclasses.replace(result, snapshot=dataclasses.replace(after, offsets=changed))
         others = tuple(t for t in self.tables if t != "group_state")
         by_table = gold_rows(
-            view, tables=others, settings=self.settings, num_partitions=self.num_partitions, keep_withdrawn=True
+            result,
+            tables=others,
+            settings=self.settings,
+            num_partitions=self.num_partitions,
+            keep_withdrawn=True,
+            only_offsets=changed,
         )
         if "group_state" in self.tables:  # the state row describes the whole snapshot, not the view
             by_table["group_state"] = [after.to_state_row(settings=self.settings, num_partitions=self.num_partitions)]

@@ -164,8 +164,10 @@ def gold_rows(
     settings: ReplaySettings = FACTS_ONLY,
     num_partitions: int = 50,
     keep_withdrawn: bool = False,
+    only_offsets: Collection[tuple[str, int]] | None = None,
 ) -> dict[str, list[dict[str, Any]]]:
-    """The core's rows of one replayed group, by gold table.
+    """The core's rows of one replayed group, by gold table (``only_offsets``: the
+    ``offsets_current`` rows of these (topic, partition)s only: a carried replay's changes).
 
     Event rows are keyed by ``(group_id, event_key)`` and the core's contract is that a later
     event with the same key replaces the earlier one (a predicted expiry later confirmed by the
@@ -182,6 +184,8 @@ def gold_rows(
     if "offsets_current" in rows:
         kind = snap.group_type
         offsets = snap.offset_rows()  # fresh dicts: completed in place
+        if only_offsets is not None:
+            offsets = [r for r in offsets if (r["topic"], r["partition"]) in only_offsets]
         for r in offsets:
             r["group_type"] = kind
         rows["offsets_current"].extend(offsets)
