@@ -36,6 +36,15 @@ Rules:
 - A MERGE into a table without data files (just created) is its insert clause: an append with
   the same txn and marker, skipping the state reconstruction and the scan for matches; a key
   delete on such a table commits nothing.
+- No Spark write for rows known to be none (a routed table the pass gave no rows, an empty Arrow
+  MERGE source, a frame whose plan holds at most 0 rows): Spark's file writer always writes one
+  file from its first task, empty when the rows are none, and Delta leaves an empty file out of
+  its commit (its ``add`` dropped) but on disk, a file no log mentions. Such a write commits what
+  the rust engine commits for it instead, through the same delta-rs commit
+  (``deltars.commit_files`` without files): the table created first, then the txn and marker
+  alone (an overwrite also removes the table's files); an unmarked append commits nothing; an
+  empty MERGE source changes nothing (no commit) unless it deletes the missing rows, then every
+  row (a replacement by nothing, with the marker).
 """
 
 from __future__ import annotations
@@ -116,6 +125,9 @@ class SparkEngine:
         version: int | None,
         metadata: dict[str, Any] | None,
     ) -> None:
+        if _holds_no_rows(data):  # no empty file for Delta to leave out of its commit
+            self._commit_without_rows(uri, spec, mode, app_id, version, metadata)
+            return
         writer = data.write.format("delta").mode(mode)
         if app_id is not None:
             writer = writer.option("txnAppId", app_id).option("txnVersion", str(version))
@@ -138,12 +150,13 @@ class SparkEngine:
         app_id: str | None,
         version: int | None,
     ) -> dict[str, Any]:
-        if hasattr(source, "toArrow"):
-            data = source
-        elif source.num_rows == 0:  # PySpark 4.2 cannot convert an Arrow table of no chunks
-            data = self.spark.createDataFrame([], spec.spark_schema())
-        else:
-            data = self.spark.createDataFrame(source, spec.spark_schema())
+        if source.num_rows == 0 if not hasattr(source, "toArrow") else _holds_no_rows(source):
+            # nothing to insert or update (delta-rs's MERGE commits nothing either); Spark's MERGE
+            # would write an empty file it leaves out of its commit
+            if delete_missing and not _holds_no_files(uri):  # every row is missing: all deleted
+                self._commit_without_rows(uri, spec, "overwrite", app_id, version, None)
+            return {}
+        data = source if hasattr(source, "toArrow") else self.spark.createDataFrame(source, spec.spark_schema())
         if _holds_no_files(uri):
             # nothing to match, update or delete: the MERGE is its insert clause, an append (one
             # commit with the same txn and marker, without the state reconstruction and the
@@ -180,6 +193,32 @@ class SparkEngine:
                 for key in session_conf:
                     self.spark.conf.unset(key)
         return {}
+
+    def _commit_without_rows(
+        self,
+        uri: str,
+        spec: TableSpec,
+        mode: WriteMode,
+        app_id: str | None,
+        version: int | None,
+        metadata: dict[str, Any] | None,
+    ) -> None:
+        """A write of no rows into the existing table at ``uri``, committed as the rust engine
+        commits it (module rules): no data file, the txn and marker alone (an overwrite removes
+        the table's files; a marker already there: no commit, as Delta's ``txnAppId`` skips a
+        duplicate; an unmarked append: no commit)."""
+        with _DML_LOCK:  # never beside a marked MERGE's session confs; commit_files checks the lock
+            deltars.commit_files(
+                uri,
+                [],
+                schema=spec.arrow_schema(),
+                partition_by=list(spec.partition_by),
+                overwrite=mode == "overwrite",
+                app_id=app_id,
+                txn_version=version,
+                require_latest=mode == "overwrite",
+                metadata=dict(metadata or {}),
+            )
 
     def delete_keys(self, uri: str, keys: pa.Table, *, on: str, app_id: str | None, version: int | None) -> int | None:
         if keys.num_rows == 0 or _holds_no_files(uri):
@@ -238,17 +277,24 @@ class SparkEngine:
             results = {}
             for name in names:
                 spec = get_spec(name)
+                rows = int(out.rows_out.get(name, 0))
                 if name in staged:
                     io.drop_staged(name)
-                    self.write(io.staging_path(name), spec, out.frames[name], "overwrite", None, None, None)
+                    if rows:
+                        self.write(io.staging_path(name), spec, out.frames[name], "overwrite", None, None, None)
+                    else:  # an empty staging table, as the rust engine makes it (no Spark write)
+                        deltars.create(io.staging_path(name), spec.arrow_schema(), list(spec.partition_by))
                     continue
                 marked = txn_app_id is not None and txn_version is not None
                 if marked and io.applied(name, txn_app_id, txn_version, latest=mode == "overwrite"):  # type: ignore[arg-type]
                     results[name] = WriteResult(name, mode, before[name] or 0, True)
                     continue
-                self.write(
-                    io.path(name), spec, self._sized(out, name), mode, txn_app_id, txn_version, options.get("metadata")
-                )
+                metadata = options.get("metadata")
+                if rows:
+                    self.write(io.path(name), spec, self._sized(out, name), mode, txn_app_id, txn_version, metadata)
+                else:  # no Spark write: the table created, then the marker alone (as the rust engine)
+                    io.ensure(name)
+                    self._commit_without_rows(io.path(name), spec, mode, txn_app_id, txn_version, metadata)
                 results[name] = WriteResult(name, mode, io.version(name) or 0, False, out.rows_out[name])
             return results
         finally:
@@ -286,6 +332,14 @@ class SparkEngine:
         with session_conf(self.spark, scoped):
             self._table(uri).vacuum(float(retention_hours))
         return []
+
+
+def _holds_no_rows(data: DataFrame) -> bool:
+    """The frame's optimized plan holds at most 0 rows (an empty Arrow or local relation, a
+    filter or LIMIT folded to nothing): known on the driver, no Spark job. A frame that only
+    turns out empty when it runs is not seen here."""
+    most = data._jdf.queryExecution().optimizedPlan().maxRows()
+    return bool(most.isDefined() and int(most.get()) == 0)
 
 
 def _holds_no_files(uri: str) -> bool:

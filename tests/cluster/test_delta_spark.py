@@ -12,6 +12,10 @@ delta-rs engine, and each engine continuing the other's warehouse.
   they were, compacted and vacuumed.
 - The stream with ``delta.engine: spark`` equals the stream with delta-rs, and Spark SQL over
   Spark's Delta answers what delta-rs reads.
+- A write of no rows on Spark's Delta (a routed table the pass gave no rows, an append or
+  overwrite of an empty frame, a MERGE of an empty source) leaves no data file that no commit
+  mentions (Spark's writer writes an empty one, which Delta leaves out of its commit), and commits
+  what the rust engine commits: the same commits, txns and markers.
 """
 
 from __future__ import annotations
@@ -107,3 +111,21 @@ def test_the_stream_and_sql_on_sparks_delta(jvm_bundles: object, tiny_log: Path,
     answered = [json.loads(line) for line in out.read_text().splitlines() if line.startswith("{")]
     states = Counter(read_arrow_at(str(roots["spark"] / "warehouse" / "group_state"), ["state"])["state"].to_pylist())
     assert {r["state"]: r["groups"] for r in answered} == dict(states)
+
+
+def test_a_write_of_no_rows_leaves_no_file_and_commits_as_the_rust_engine(tmp_path: Path, jvm_bundles: object) -> None:
+    out = tmp_path / "zero_rows.log"
+    run([sys.executable, "-m", "tests.cluster.zero_row_writes", str(tmp_path)], out, timeout_s=600, cwd=REPO)
+    report = json.loads(next(line for line in out.read_text().splitlines() if line.startswith("{")))
+    spark, rust = report["spark"], report["rust"]
+    assert spark["engine"] == "spark" and rust["engine"] == "rust"
+    empty = sorted(name for name, rows in spark["decoded_rows"].items() if rows == 0)
+    assert empty and spark["decoded_rows"] == rust["decoded_rows"]  # the pass routed no rows to some tables
+    assert {name: files for name, files in spark["unreferenced"].items() if files} == {}
+    assert {name: files for name, files in rust["unreferenced"].items() if files} == {}
+    # the tables without rows: the same commits (created, then the marker alone; an empty MERGE
+    # source commits nothing); tables with rows differ only in that Spark's first write creates them
+    for name in [*empty, "rebalances", "group_transitions", "offsets_current", "group_state"]:
+        assert spark["commits"][name] == rust["commits"][name], name
+    for name in spark["commits"]:
+        assert spark["commits"][name][-1]["marker"] == rust["commits"][name][-1]["marker"], name
