@@ -147,9 +147,8 @@ class StreamRun:
 def run_stream(landing: Path, label: str, tree: Path = REPO) -> StreamRun:
     """A fresh ``offsetlake run stream --available-now`` of ``tree``'s code, one landing file per
     micro-batch."""
-    from deltalake import DeltaTable
-
     from pipelines.stream.settings import REPLAY_QUERY
+    from pipelines.tableio.deltars import read_arrow
 
     conf, root = write_conf(tree, label, landing)
     shutil.rmtree(root, ignore_errors=True)
@@ -157,7 +156,7 @@ def run_stream(landing: Path, label: str, tree: Path = REPO) -> StreamRun:
     argv = [sys.executable, "-m", "pipelines.cli", "run", "stream", "--available-now", "--conf", str(conf)]
     argv += ["--set", "stream.max_files_per_trigger=1", "--set", "stream.trigger_interval=10 seconds"]
     wall, peak, out = timed_process(argv, tree, env_for(tree))
-    progress = DeltaTable(str(root / "warehouse" / "stream_progress")).to_pyarrow_table().to_pylist()
+    progress = read_arrow(str(root / "warehouse" / "stream_progress")).to_pylist()
     rows = sorted(
         (r for r in progress if r["query_name"] == REPLAY_QUERY and r["input_rows"]), key=lambda r: r["timestamp"]
     )
