@@ -53,7 +53,7 @@ if __name__ == "__main__" and __package__ in (None, ""):  # spark-submit pipelin
 from pipelines.batch.summary import BatchSummary, Progress, TableLine, render_summary, save_run_record
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import SparkSession
 
     from pipelines.batch.ingest import LandingAppend
     from pipelines.config import Config
@@ -107,16 +107,6 @@ def txn_tag(io: TableIO) -> str:
 
 def _all_applied(io: TableIO, names: Sequence[str], app_id: str, version: int) -> bool:
     return all(io.applied(name, app_id, version) for name in names)
-
-
-def _write_table(io: TableIO, name: str, df: DataFrame, app_id: str, version: int) -> WriteResult:
-    from schemas import get as get_spec
-
-    if name in CURRENT_STATE_TABLES:
-        return io.merge(
-            name, df, get_spec(name).primary_key, delete_missing=True, txn_app_id=app_id, txn_version=version
-        )
-    return io.overwrite(name, df, txn_app_id=app_id, txn_version=version)
 
 
 def run_batch(
