@@ -16,7 +16,6 @@ Rules:
 from __future__ import annotations
 
 import functools
-import operator
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -75,22 +74,13 @@ def rows_to_arrow(spec: TableSpec, rows: Sequence[Mapping[str, Any]]) -> pa.Tabl
 
     Column by column (one ``pa.array`` of each core key's values, typed): ~1.5x cheaper than
     ``Table.from_pylist`` on the gold tables (nested members and partitions most); a key missing
-    from a row is null, as there. The rows are read once, each into a tuple of its values
-    (``itemgetter``), and transposed: 2.5-4x cheaper than one pass over every row per column,
-    which walks ~300k scattered dicts twenty times (bench/RESULTS.md, *many groups*)."""
+    from a row is null, as there."""
     if not rows:
         return spec.arrow_schema().empty_table()
     source, target, keys = _plan(spec.name, tuple(rows[0].keys()))
-    columns: Sequence[Sequence[Any]]
-    try:
-        if len(keys) > 1:  # (itemgetter of one key gives the value, not a 1-tuple)
-            columns = list(zip(*map(operator.itemgetter(*keys), rows), strict=True))
-        else:
-            columns = [[r[keys[0]] for r in rows]]
-    except KeyError:  # a row without some key: null there
-        columns = [[r.get(key) for r in rows] for key in keys]
     arrays = []
-    for key, field, values in zip(keys, target, columns, strict=True):
+    for key, field in zip(keys, target):
+        values = [r.get(key) for r in rows]
         if pa.types.is_timestamp(field.type):
             arrays.append(pc.multiply(pa.array(values, pa.int64()), 1000).cast(field.type))
         else:
