@@ -158,9 +158,10 @@ CLOCK_STAIRS = TableSpec(
 
 STREAM_PACK = TableSpec(
     name="stream_pack",
-    doc="The stream's packed replay input: one row per (group, pack of a task's input), the group's "
-    "replay-input rows as one Arrow IPC message; ``log_timestamp`` is its newest record's time.",
-    columns=(Column("group_id", "string"), Column("log_timestamp", "timestamp"), Column("records", "binary")),
+    doc="The stream's packed replay input: one row per (state bucket, pack of a task's input), the "
+    "bucket's replay-input rows as one Arrow IPC message; ``state_bucket`` is Spark's "
+    "``pmod(xxhash64(group_id), 256)``, ``log_timestamp`` the newest record's time.",
+    columns=(Column("state_bucket", "bigint"), Column("log_timestamp", "timestamp"), Column("records", "binary")),
 )
 
 STREAM_STATE = TableSpec(

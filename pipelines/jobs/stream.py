@@ -48,6 +48,7 @@ if __name__ == "__main__" and __package__ in (None, ""):  # spark-submit pipelin
 from pipelines.errors import UsageError
 from pipelines.kafka.end_offsets import IntervalSampler
 from pipelines.runtime.spark_session import session_conf
+from pipelines.stream import state as stream_state
 from pipelines.stream.kafka_packed import KafkaPackedOutput, read_packed_kafka, uses_packed_kafka
 from pipelines.stream.packing import packed_replay_input
 from pipelines.stream.progress import ProgressRecorder, reconstruct_progress
@@ -132,7 +133,7 @@ def start_replay_query(
         packed = read_packed_kafka(spark, cfg, settings, plan_dir=plans_at, decoded=decoded)
         output = KafkaPackedOutput(settings.replay_checkpoint, plans_at, decoded)
     else:
-        packed = packed_replay_input(read_raw_stream(spark, cfg, settings))
+        packed = packed_replay_input(read_raw_stream(spark, cfg, settings), buckets=stream_state.STATE_BUCKETS)
     gold = stateful_replay(packed, settings)
     writer = (
         gold.writeStream.queryName(settings.query_name)

@@ -11,9 +11,11 @@ Rules:
   live in one ``__consumer_offsets`` partition, so this is the log order the core replays.
 - Buckets (``bucket_of``): ``string_hash64(group_id) mod B`` (stable across processes and runs),
   so a group lives in exactly one bucket; ``cut`` splits rows by bucket.
-- Packing (``pack_groups``/``unpack_group``): one row per group holding the group's rows, in log
-  order, as one Arrow IPC record-batch message: what crosses the stream's shuffle into
-  ``applyInPandasWithState`` (per-record columns would be converted to pandas row by row). The
+- Packing (``pack_buckets``/``unpack_packs``): one row per stream state bucket
+  (``state_bucket_of``: Spark's ``pmod(xxhash64(group_id), B)``, computed in numpy) holding the
+  bucket's rows, in replay order, as one Arrow IPC record-batch message: what crosses the
+  stream's shuffle into ``applyInPandasWithState`` (per-record columns would be converted to
+  pandas row by row). The
   batch job's bucket files are Arrow IPC streams of the same rows (``pipelines.batch.replay``).
 """
 
@@ -232,6 +234,128 @@ def bucket_of(group_ids: Any, buckets: int) -> Any:
     return per_group[enc.indices.to_numpy(zero_copy_only=False)]
 
 
+_XXH_P1 = np.uint64(0x9E3779B185EBCA87)
+_XXH_P2 = np.uint64(0xC2B2AE3D27D4EB4F)
+_XXH_P3 = np.uint64(0x165667B19E3779F9)
+_XXH_P4 = np.uint64(0x85EBCA77C2B2AE63)
+_XXH_P5 = np.uint64(0x27D4EB2F165667C5)
+#: Spark's seed of ``xxhash64`` (``XxHash64Function.seed``), also its value of a null
+SPARK_XXHASH64_SEED = 42
+#: strings longer than this are hashed one by one (the vectorised form pads every string to the longest)
+_XXH_ROW_BYTES = 256
+
+
+def _rotl(x: np.ndarray, r: int) -> np.ndarray:
+    return (x << np.uint64(r)) | (x >> np.uint64(64 - r))
+
+
+def _xxh64_round(acc: np.ndarray, lane: np.ndarray) -> np.ndarray:
+    return _rotl(acc + lane * _XXH_P2, 31) * _XXH_P1
+
+
+def spark_xxhash64(strings: Any) -> np.ndarray:
+    """Spark's ``xxhash64(s)`` of each string (XXH64 of its UTF-8 bytes, seed 42; a null: 42) as
+    int64, vectorised: numpy over the Arrow buffers, each string padded to the longest of the
+    call. The same value as Spark's expression, so a bucket computed here equals
+    ``pmod(xxhash64(group_id), B)`` computed by Spark (``state_bucket_of``)."""
+    arr = strings.combine_chunks() if isinstance(strings, pa.ChunkedArray) else strings
+    nulls = arr.is_null().to_numpy(zero_copy_only=False) if arr.null_count else None
+    arr = (pc.fill_null(arr, "") if arr.null_count else arr).cast(pa.large_string())
+    n = len(arr)
+    offsets = np.frombuffer(arr.buffers()[1], dtype=np.int64)[arr.offset : arr.offset + n + 1]
+    lengths = np.diff(offsets)
+    out = np.empty(n, np.uint64)
+    long = lengths > _XXH_ROW_BYTES
+    for i in np.flatnonzero(long).tolist():  # rare: padded alone
+        out[i] = _xxh64_padded(arr.slice(i, 1), offsets[i : i + 2], lengths[i : i + 1])[0]
+    short = np.flatnonzero(~long)
+    if len(short) == n:
+        out = _xxh64_padded(arr, offsets, lengths)
+    elif len(short):
+        part = arr.take(pa.array(short))
+        part_offsets = np.frombuffer(part.buffers()[1], dtype=np.int64)[: len(short) + 1]
+        out[short] = _xxh64_padded(part, part_offsets, lengths[short])
+    signed = out.view(np.int64)
+    if nulls is not None:
+        signed[nulls] = SPARK_XXHASH64_SEED
+    return signed
+
+
+def _xxh64_padded(arr: pa.Array, offsets: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """XXH64 (seed 42) of each of ``arr``'s strings (a large_string array and its offsets), all
+    padded with zeros to one row width (a multiple of 8, plus 8 so every read stays inside)."""
+    n = len(lengths)
+    width = (int(lengths.max()) if n else 0) // 8 * 8 + 16
+    mat = np.zeros((n, width), np.uint8)
+    first, last = int(offsets[0]), int(offsets[-1])
+    if last > first:
+        data = np.frombuffer(arr.buffers()[2], dtype=np.uint8)[first:last]
+        rows = np.repeat(np.arange(n), lengths)
+        cols = np.arange(last - first, dtype=np.int64) - np.repeat(offsets[:-1] - first, lengths)
+        mat[rows, cols] = data
+    words = mat.view("<u8")
+    halves = mat.view("<u4")
+    row = np.arange(n)
+    seed = np.uint64(SPARK_XXHASH64_SEED)
+    ulen = lengths.astype(np.uint64)
+    with np.errstate(over="ignore"):
+        h = np.full(n, seed + _XXH_P5, np.uint64)
+        stripes = lengths // 32
+        if stripes.max(initial=0):
+            acc = [
+                np.full(n, seed + _XXH_P1 + _XXH_P2, np.uint64),
+                np.full(n, seed + _XXH_P2, np.uint64),
+                np.full(n, seed, np.uint64),
+                np.full(n, seed - _XXH_P1, np.uint64),
+            ]
+            for s in range(int(stripes.max())):
+                live = stripes > s
+                for j in range(4):
+                    acc[j] = np.where(live, _xxh64_round(acc[j], words[:, 4 * s + j]), acc[j])
+            merged = _rotl(acc[0], 1) + _rotl(acc[1], 7) + _rotl(acc[2], 12) + _rotl(acc[3], 18)
+            for v in acc:
+                merged = (merged ^ _xxh64_round(np.zeros(n, np.uint64), v)) * _XXH_P1 + _XXH_P4
+            h = np.where(stripes > 0, merged, h)
+        h = h + ulen
+        first_word = stripes * 4
+        n_words = (lengths - stripes * 32) // 8
+        for j in range(int(n_words.max(initial=0))):
+            k1 = words[row, np.minimum(first_word + j, words.shape[1] - 1)]
+            h = np.where(n_words > j, _rotl(h ^ _xxh64_round(np.zeros(n, np.uint64), k1), 27) * _XXH_P1 + _XXH_P4, h)
+        at = lengths & ~7
+        four = lengths - at >= 4
+        k = halves[row, at // 4].astype(np.uint64)
+        h = np.where(four, _rotl(h ^ (k * _XXH_P1), 23) * _XXH_P2 + _XXH_P3, h)
+        at = at + 4 * four
+        for j in range(3):
+            b = mat[row, np.minimum(at + j, width - 1)].astype(np.uint64)
+            h = np.where(lengths - at > j, _rotl(h ^ (b * _XXH_P5), 11) * _XXH_P1, h)
+        h ^= h >> np.uint64(33)
+        h *= _XXH_P2
+        h ^= h >> np.uint64(29)
+        h *= _XXH_P3
+        h ^= h >> np.uint64(32)
+    return h
+
+
+def state_bucket_of(group_ids: Any, buckets: int) -> np.ndarray:
+    """Spark's ``pmod(xxhash64(group_id), buckets)`` per row (int64; hashed once per distinct
+    group): the stream's state bucket of a group, the same in the source's tasks as it was
+    when Spark computed it (checkpoints written before the packs carried it)."""
+    enc = (
+        group_ids.combine_chunks().dictionary_encode()
+        if isinstance(group_ids, pa.ChunkedArray)
+        else group_ids.dictionary_encode()
+    )
+    per_group = np.mod(spark_xxhash64(enc.dictionary), buckets)
+    codes = enc.indices.to_numpy(zero_copy_only=False)
+    if enc.indices.null_count:  # a null group id: Spark's xxhash64 of null is its seed
+        codes = np.where(enc.indices.is_null().to_numpy(zero_copy_only=False), len(per_group), codes).astype(np.int64)
+        per_group = np.append(per_group, SPARK_XXHASH64_SEED % buckets)
+    out: np.ndarray = per_group[codes]
+    return out
+
+
 def cut(table: pa.Table, buckets: int) -> Iterator[tuple[int, pa.Table, int]]:
     """Replay-input rows → (bucket, its rows in input order, newest record ms) per bucket present."""
 
@@ -347,9 +471,10 @@ def project_tables(tables: Mapping[str, pa.Table]) -> pa.Table:
     return pa.concat_tables(parts) if parts else schema().empty_table()
 
 
-def pack_groups(table: pa.Table, event_ms: np.ndarray | None = None) -> pa.RecordBatch:
-    """Replay-input rows -> one packed row per group (``schemas.shapes.STREAM_PACK``): group_id,
-    its newest record time, its rows in log order as one Arrow IPC record-batch message.
+def pack_buckets(table: pa.Table, buckets: int, event_ms: np.ndarray | None = None) -> pa.RecordBatch:
+    """Replay-input rows -> one packed row per state bucket (``schemas.shapes.STREAM_PACK``): the
+    bucket (``state_bucket_of``), its newest record time, its rows in replay order
+    (``replay_order``) as one Arrow IPC record-batch message.
 
     ``event_ms`` (one per row of ``table``) replaces the record times in the pack's event time
     only (the stream: a record far ahead of its log partition must not move the watermark); the
@@ -357,64 +482,57 @@ def pack_groups(table: pa.Table, event_ms: np.ndarray | None = None) -> pa.Recor
     shape = STREAM_PACK.arrow_schema()
     if table.num_rows == 0:
         return pa.RecordBatch.from_pylist([], schema=shape)
-    order = pa.array(replay_order(table), pa.int64())
-    batch = table.take(order).combine_chunks().to_batches()[0]
-    ids = batch.column("group_id").dictionary_encode().indices.to_numpy(zero_copy_only=False)
-    starts = np.concatenate(([0], np.flatnonzero(ids[1:] != ids[:-1]) + 1))
-    ends = np.append(starts[1:], batch.num_rows)
-    if event_ms is None:
-        ts = batch.column("log_timestamp_ms").to_numpy(zero_copy_only=False)
-    else:
-        ts = np.asarray(event_ms, dtype=np.int64)[order.to_numpy()]
+    order = replay_order(table)
+    bucket = state_bucket_of(table.column("group_id"), buckets)[order]
+    by_bucket = np.argsort(bucket, kind="stable")  # each bucket's rows keep the replay order
+    order, bucket = order[by_bucket], bucket[by_bucket]
+    starts = np.flatnonzero(np.r_[True, bucket[1:] != bucket[:-1]])
+    ends = np.r_[starts[1:], len(order)]
+    ts = (
+        table.column("log_timestamp_ms").to_numpy(zero_copy_only=False)
+        if event_ms is None
+        else np.asarray(event_ms, dtype=np.int64)
+    )[order]
     return pa.RecordBatch.from_arrays(
         [
-            batch.column("group_id").take(pa.array(starts)),
+            pa.array(bucket[starts], pa.int64()),
             pa.array(np.maximum.reduceat(ts, starts) * 1000, pa.int64()).cast(shape.field("log_timestamp").type),
-            _group_messages(batch, starts, ends),
+            _pack_messages(table, order, starts, ends),
         ],
         schema=shape,
     )
 
 
-def _group_messages(batch: pa.RecordBatch, starts: np.ndarray, ends: np.ndarray) -> pa.Array:
-    """Each group's rows (``starts[i]:ends[i]`` of the compact ``batch``) as one IPC record-batch
+def _pack_messages(table: pa.Table, order: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> pa.Array:
+    """The rows ``order[starts[i]:ends[i]]`` of ``table``, for each i, as one IPC record-batch
     message, as a binary array.
 
+    Each part is taken (a compact copy), not sliced: Arrow's IPC writer (pyarrow 26) copies a
+    large part of the member structs' buffers into the message of a ``members`` slice whose
+    lists hold no member (commits only): ~280 kB for one commit row on the Kafka bench's log.
     The messages are written one after the other by ONE stream writer and the array is cut from
     its output at the writer's positions: a message there is byte for byte
-    ``RecordBatch.serialize()``'s, without a ``serialize`` call, a Python bytes object and a copy
-    per group (2.2x cheaper on the Kafka bench's log, 4,141 groups in 262,144 rows).
-
-    Arrow's IPC writer (pyarrow 26) copies a large part of the member structs' buffers into the
-    message of a ``members`` slice whose lists hold no member at all (every list null or empty:
-    a group's commits): ~280 kB for one commit row on that log, half of all the packed bytes.
-    Such a slice's ``members`` column is taken first (a compact copy; nulls and empty lists kept).
+    ``RecordBatch.serialize()``'s, without a Python bytes object and a copy per part.
     """
     # a dictionary column would put dictionary messages between the record batches
-    assert not any(pa.types.is_dictionary(f.type) for f in batch.schema), batch.schema
-    at = batch.schema.get_field_index("members")
-    field = batch.schema.field(at)
-    member_offsets = batch.column(at).offsets.to_numpy(zero_copy_only=False)
-    no_members = (member_offsets[ends] == member_offsets[starts]).tolist()
+    assert not any(pa.types.is_dictionary(f.type) for f in table.schema), table.schema
     sink = pa.BufferOutputStream()
-    writer = pa.ipc.new_stream(sink, batch.schema)
-    writer.write_batch(batch.slice(0, 0))  # the stream's schema (and an empty batch) go first
+    writer = pa.ipc.new_stream(sink, table.schema)
+    writer.write_batch(pa.RecordBatch.from_pylist([], schema=table.schema))  # the schema goes first
     positions = [sink.tell()]
-    for start, end, compact in zip(starts.tolist(), ends.tolist(), no_members, strict=True):
-        rows = batch.slice(start, end - start)
-        if compact:
-            rows = rows.set_column(at, field, rows.column(at).take(np.arange(end - start)))
-        writer.write_batch(rows)
+    for start, end in zip(starts.tolist(), ends.tolist(), strict=True):
+        rows = table.take(pa.array(order[start:end], pa.int64())).combine_chunks()
+        writer.write_batch(rows.to_batches()[0])
         positions.append(sink.tell())
     writer.close()
     offsets = np.asarray(positions, np.int64) - positions[0]
     if offsets[-1] > np.iinfo(np.int32).max:
-        raise ValueError(f"a pack of {batch.num_rows} rows is {offsets[-1]} bytes: more than a binary array holds")
+        raise ValueError(f"a pack of {table.num_rows} rows is {offsets[-1]} bytes: more than a binary array holds")
     data = sink.getvalue().slice(positions[0], positions[-1] - positions[0])
     return pa.Array.from_buffers(pa.binary(), len(positions) - 1, [None, pa.py_buffer(offsets.astype(np.int32)), data])
 
 
-def unpack_group(blobs: Sequence[bytes]) -> pa.Table:
-    """The inverse of ``pack_groups`` for one group's packed rows (any order)."""
+def unpack_packs(blobs: Sequence[bytes]) -> pa.Table:
+    """The inverse of ``pack_buckets``: the rows of any packs (any order), concatenated."""
     shape = schema()
     return pa.Table.from_batches([pa.ipc.read_record_batch(pa.py_buffer(b), shape) for b in blobs], schema=shape)

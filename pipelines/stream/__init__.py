@@ -3,7 +3,7 @@
 Rules:
 - One module per concern: ``settings`` (the ``stream`` config, validated once), ``source`` (the
   landing directory or Kafka; the packed landing source), ``packing`` (the replay input packed
-  one row per group and pack of a task's input), ``state`` (the ``applyInPandasWithState``
+  one row per state bucket and pack of a task's input), ``state`` (the ``applyInPandasWithState``
   function, keyed by state bucket, and its state layout), ``sinks`` (``foreachBatch`` MERGEs and appends), ``progress``
   (``stream_progress``, late data); the queries' lifecycle and the entry point are the job's,
   ``pipelines.jobs.stream``.

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 from pipelines.kafka.source import KafkaRange, KafkaStreamReader
 from pipelines.stream.checkpoint import checkpoint_offsets
 from pipelines.stream.ledger import BatchPlan
-from pipelines.stream.packing import packed_source_class
+from pipelines.stream.packing import bucket_options, buckets_of, packed_source_class
 from pipelines.stream.source import local_dir
 from pipelines.stream.source_output import Taken
 
@@ -120,7 +120,9 @@ class KafkaPackedReader(KafkaStreamReader):
         counted = [0]
         consumer = reader_consumer(self.planner.settings)
         try:
-            yield from pack_batches(self._raw(partition, consumer, cols, counted), decoded=out)
+            yield from pack_batches(
+                self._raw(partition, consumer, cols, counted), buckets=buckets_of(self.planner.options), decoded=out
+            )
         finally:
             consumer.close()
         if out is not None:
@@ -243,7 +245,7 @@ def read_packed_kafka(
     from pipelines.kafka.source import kafka_source_options
 
     spark.dataSource.register(_source_classes()[0])
-    opts = kafka_source_options(cfg)
+    opts = {**kafka_source_options(cfg), **bucket_options()}
     opts.setdefault("tasks", str(2 * max(1, int(spark.sparkContext.defaultParallelism))))
     if plan_dir is not None:
         opts.update(planDir=plan_dir, writeDecoded=str(decoded).lower())

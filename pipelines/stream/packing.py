@@ -1,24 +1,29 @@
 """The replay input the streaming job feeds its stateful function: raw batches → decode → replay
-input → ONE packed row per group and pack (``PACK_ROWS`` rows of a task's replay input).
+input → ONE packed row per state bucket and pack (``PACK_ROWS`` rows of a task's replay input).
 
 Rules:
 - Decode and pack before the shuffle, with the functions the batch job uses: the vectorised
   decoder (``pipelines.records.decode.decode_batch``), the one replay-input projection
-  (``replay_input.project_union``) and packing (``replay_input.pack_groups``): one row per group
-  and pack holding that group's rows as an Arrow IPC message, because
+  (``replay_input.project_union``) and packing (``replay_input.pack_buckets``): one row per state
+  bucket and pack holding that bucket's rows as an Arrow IPC message, because
   ``applyInPandasWithState`` converts its input to pandas row by row, so the per-record columns
-  must not cross it. Spark's file/Kafka source feeds one ``mapInArrow`` doing this
+  must not cross it; packed per bucket, not per group, a micro-batch of 20,000 active groups
+  crosses as ~256 rows per task, not 20,000 (1 MB of messages per 40k commits, not 51 MB). Spark's file/Kafka source feeds one ``mapInArrow`` doing this
   (``packed_replay_input``); the packed landing source (``pipelines.stream.source``) calls the
   same ``pack_batches`` in its tasks.
+- The bucket is computed here, in the task (``replay_input.state_bucket_of``: Spark's
+  ``pmod(xxhash64(group_id), buckets)`` in numpy, the bucket Spark computed for checkpoints
+  written when the packs were per group): a group's state stays in its bucket across versions.
+  The number of buckets reaches the tasks as an option of the source (``bucket_options``).
 - A pack's ``log_timestamp`` is its newest record's time: the watermark (max event time − delay)
   is unchanged, and a pack is dropped as late only when all of its records are.
-- Inside a pack the rows are in log order (``replay_input.replay_order``); ``unpack_group`` is the
-  exact inverse.
+- Inside a pack the rows are in replay order (``replay_input.replay_order``); ``unpack_packs`` is
+  the exact inverse.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Callable, Collection, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from pipelines.records import replay_input
@@ -29,25 +34,46 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
 
-#: The packed replay input: one row per group and pack — see ``pack_batches``.
+#: The packed replay input: one row per state bucket and pack — see ``pack_batches``.
 PACK_DDL = STREAM_PACK.ddl()
 
+#: The packed sources' option naming the number of state buckets (``pipelines.stream.state
+#: .STATE_BUCKETS``, read on the driver when the query is planned): the tasks compute each
+#: group's bucket, Spark's ``pmod(xxhash64(group_id), buckets)`` (``bucket_options``).
+BUCKETS_OPTION = "stateBuckets"
+
 #: Replay-input rows packed together: a task's raw batches are held until this many rows, then
-#: packed (one row per group). ``applyInPandasWithState`` converts every input row of a group to
-#: pandas, so fewer, fuller packs per group are cheaper; 262,144 rows hold ~30-60 MB.
+#: packed (one row per bucket). ``applyInPandasWithState`` converts every input row of a bucket
+#: to pandas, so fewer, fuller packs are cheaper; 262,144 rows hold ~30-60 MB.
 PACK_ROWS = 262_144
+
+
+def bucket_options() -> dict[str, str]:
+    """The option every packed source gets (``BUCKETS_OPTION``): the state buckets the stateful
+    operator of this version keys by."""
+    from pipelines.stream import state
+
+    return {BUCKETS_OPTION: str(state.STATE_BUCKETS)}
+
+
+def buckets_of(options: Mapping[str, str]) -> int:
+    """The state buckets a packed source's options name (``bucket_options``; Spark passes option
+    names lowercased). A source planned without them fails: a guessed count would put groups
+    in buckets that hold none of their state."""
+    return int({k.lower(): v for k, v in options.items()}[BUCKETS_OPTION.lower()])
 
 
 def pack_batches(
     batches: Iterator[pa.RecordBatch],
     *,
+    buckets: int,
     lenient: bool = False,
     outliers: Collection[tuple[int, int]] = (),
     clock_ms: int | None = None,
     decoded: Callable[[dict[str, pa.Table]], None] | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """The ``mapInArrow`` function of the replay query: raw batches → decode → replay input → packed
-    rows: one per group and ``PACK_ROWS`` rows of replay input (a task's raw batches are packed
+    rows: one per state bucket and ``PACK_ROWS`` rows of replay input (a task's raw batches are packed
     together, so a group's records cross the stateful operator's pandas conversion as few rows).
 
     ``outliers``: (partition, offset) of records the log clock ignores (``pipelines.stream.ledger``):
@@ -80,12 +106,12 @@ def pack_batches(
         held.append((rows, event))
         rows_held += rows.num_rows
         if rows_held >= PACK_ROWS:
-            yield from _pack(held)
+            yield from _pack(held, buckets)
             held, rows_held = [], 0
-    yield from _pack(held)
+    yield from _pack(held, buckets)
 
 
-def _pack(held: list[tuple[pa.Table, Any]]) -> Iterator[pa.RecordBatch]:
+def _pack(held: list[tuple[pa.Table, Any]], buckets: int) -> Iterator[pa.RecordBatch]:
     """The held replay-input rows (with their event times, None: the records' own) as packs."""
     import numpy as np
     import pyarrow as pa
@@ -98,7 +124,7 @@ def _pack(held: list[tuple[pa.Table, Any]]) -> Iterator[pa.RecordBatch]:
         event = np.concatenate(
             [e if e is not None else t.column("log_timestamp_ms").to_numpy(zero_copy_only=False) for t, e in held]
         )
-    packed = replay_input.pack_groups(rows, event)
+    packed = replay_input.pack_buckets(rows, buckets, event)
     if packed.num_rows:
         yield packed
 
@@ -123,7 +149,7 @@ def packed_source_class(name: str, make_reader: Callable[[dict[str, str]], Any])
     return _Source
 
 
-def packed_replay_input(raw_df: DataFrame, *, lenient: bool = False) -> DataFrame:
+def packed_replay_input(raw_df: DataFrame, *, buckets: int, lenient: bool = False) -> DataFrame:
     """Raw records → packed replay input (``PACK_DDL``), in ONE ``mapInArrow`` pass.
 
     Why packed: ``applyInPandasWithState`` hands its input to Python as pandas; converting ~25
@@ -140,6 +166,6 @@ def packed_replay_input(raw_df: DataFrame, *, lenient: bool = False) -> DataFram
     cols = [c for c in INPUT_COLUMNS if c in raw_df.columns and c != "topic"]
 
     def fn(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        return pack_batches(batches, lenient=lenient)
+        return pack_batches(batches, buckets=buckets, lenient=lenient)
 
     return raw_df.select(*cols).mapInArrow(fn, PACK_DDL)

@@ -26,8 +26,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pipelines.records.replay_input import unpack_group
+from pipelines.records.replay_input import unpack_packs
 from pipelines.stream.checkpoint import checkpoint_offsets
+from pipelines.stream.packing import bucket_options
 from pipelines.stream.settings import APP_ID_PREFIX, REPLAY_QUERY
 from pipelines.stream.source import LandingPackedReader, local_dir
 
@@ -107,7 +108,7 @@ def late_records(
     operator drops as late: the batch's files packed again exactly as its tasks did (the same
     plan: refused and duplicated records left out), packs whose event time is at or before the
     batch's watermark (Spark keeps ``eventTime > watermark``)."""
-    reader = LandingPackedReader({**(options or {}), "path": landing})
+    reader = LandingPackedReader({**bucket_options(), **(options or {}), "path": landing})
     limit_us = watermark_ms * 1000
     records = packs = 0
     for part in reader.partitions(start, end):
@@ -116,7 +117,7 @@ def late_records(
             for i, t in enumerate(ts):
                 if t is not None and t <= limit_us:
                     packs += 1
-                    records += unpack_group([packed.column("records")[i].as_py()]).num_rows
+                    records += unpack_packs([packed.column("records")[i].as_py()]).num_rows
     return records, packs
 
 
@@ -124,7 +125,7 @@ class ProgressRecorder:
     """Polls each query's ``recentProgress``; logs one line per new micro-batch and MERGEs the
     rows into ``stream_progress`` (key (query_name, batch_id); txn version = newest batch id).
 
-    Late data: Spark's ``numRowsDroppedByWatermark`` counts packs (one per group and pack of a task's input);
+    Late data: Spark's ``numRowsDroppedByWatermark`` counts packs (one per state bucket and pack of a task's input);
     for the packed landing source the dropped records are counted exactly (``late_records``)
     and logged as ``DROPPED_LATE=<records>``; otherwise the line says ``DROPPED_LATE_PACKS``.
     ``dropped`` accumulates them: the job fails on it unless ``stream.allow_late_drops``.

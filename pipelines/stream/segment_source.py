@@ -13,7 +13,7 @@ Rules:
   task) and does what the batch job does with segments (``pipelines.inputs.segment_input``): data
   records decoded (``pipelines.records.decode``), the transactional ones carrying their
   producer id, COMMIT/ABORT markers handed to the groups they close
-  (``pipelines.records.transactions``), packed per group (``replay_input.pack_groups``). It
+  (``pipelines.records.transactions``), packed per state bucket (``replay_input.pack_buckets``). It
   writes the decoded tables (``offset_commits`` with ``producer_id``/``txn_outcome``/
   ``txn_marker_offset``, ``raw_transactions``, and the rest) like the landing source
   (``DecodedFiles``), its unreadable batches (``ingest_quarantine``, reason ``bad_batch``, file
@@ -34,6 +34,7 @@ import os
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
+from pipelines.stream.packing import bucket_options, buckets_of
 from pipelines.stream.segment_log import START, ByteRange, Pos
 from pipelines.stream.segment_task import COUNTS, SegmentPartition, read_partitions
 
@@ -64,6 +65,7 @@ class SegmentStreamReader:
         self.max_bytes = int(options.get("maxbytespertrigger") or 0) or DEFAULT_BYTES_PER_TRIGGER
         self.tasks = max(1, int(options.get("tasks") or 2))
         self.lenient = options.get("lenient", "false") == "true"
+        self.options = options  # the state buckets are read when a task packs (``buckets_of``)
         self.plan_dir = options.get("plandir") or None
         self.state_dir = options.get("statedir") or None
         self.write_decoded = options.get("writedecoded", "false") == "true" and self.plan_dir is not None
@@ -181,7 +183,7 @@ class SegmentStreamReader:
         from pipelines.runtime.worker_gc import freeze_worker_heap
 
         freeze_worker_heap()
-        return read_partitions(partition, lenient=self.lenient)
+        return read_partitions(partition, buckets=buckets_of(self.options), lenient=self.lenient)
 
     # -- the sink's side -------------------------------------------------------------------
     def batch_output(self, start: dict[str, Any], end: dict[str, Any]) -> tuple[BatchPlan, dict[str, pa.Table]]:
@@ -296,6 +298,7 @@ def segment_options(settings: StreamSettings, *, decoded: bool) -> dict[str, str
         "stateDir": os.path.join(checkpoint, "segment_txn"),
         "writeDecoded": str(decoded).lower(),
         "topic": settings.topic,
+        **bucket_options(),
     }
     if settings.max_bytes_per_trigger is not None:
         options["maxBytesPerTrigger"] = str(settings.max_bytes_per_trigger)

@@ -9,7 +9,7 @@ Rules (``pipelines.stream.segment_source`` has the whole picture):
   over the fates the driver settled), the replay-input rows their producer ids and the markers
   of the partition, handed to the groups the batch's own transactional records and the earlier
   micro-batches' open transactions (``prior``) name (``transactions.attach_transactions``).
-- Output: the packs (``replay_input.pack_groups``, one per group and partition); with a
+- Output: the packs (``replay_input.pack_buckets``, one per state bucket and partition); with a
   ``decoded`` prefix the decoded tables, ``raw_transactions``, the unreadable batches (as
   ``ingest_quarantine`` rows without their run columns) and the counts (``COUNTS``).
 """
@@ -38,7 +38,7 @@ class SegmentPartition:
     decoded: str | None = None
 
 
-def read_partitions(part: SegmentPartition, *, lenient: bool = False) -> Iterator[pa.RecordBatch]:
+def read_partitions(part: SegmentPartition, *, buckets: int, lenient: bool = False) -> Iterator[pa.RecordBatch]:
     """The task's packs, partition by partition (module rules)."""
     import pyarrow as pa
 
@@ -68,7 +68,7 @@ def read_partitions(part: SegmentPartition, *, lenient: bool = False) -> Iterato
         prior = {k: v for k, v in part.prior.items() if k[0] == p}
         rows = attach_transactions(rows, t.transactions, prior)
         if rows.num_rows:
-            yield replay_input.pack_groups(rows)
+            yield replay_input.pack_buckets(rows, buckets)
     if out is not None:
         out({COUNTS: pa.table({"data": [data], "controls": [controls]})})
         out.close()

@@ -41,7 +41,7 @@ import os
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from pipelines.stream.packing import pack_batches, packed_source_class
+from pipelines.stream.packing import bucket_options, buckets_of, pack_batches, packed_source_class
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -186,6 +186,7 @@ class LandingPackedReader:
         self.max_bytes = int(options.get("maxbytespertrigger") or 0) or None
         self.tasks = max(1, int(options.get("tasks") or 2))
         self.lenient = options.get("lenient", "false") == "true"
+        self.options = options  # the state buckets are read when a task packs (``buckets_of``)
         self.num_partitions = int(options.get("numpartitions") or 50)
         self.clock_outlier_ms = int(options.get("clockoutlierms") or 86_400_000)
         self.plan_dir = options.get("plandir") or None
@@ -388,7 +389,12 @@ class LandingPackedReader:
                 yield from batches
 
         yield from pack_batches(
-            raw(), lenient=self.lenient, outliers=partition.outliers, clock_ms=partition.clock_ms, decoded=out
+            raw(),
+            buckets=buckets_of(self.options),
+            lenient=self.lenient,
+            outliers=partition.outliers,
+            clock_ms=partition.clock_ms,
+            decoded=out,
         )
         if out is not None:
             out.close()
@@ -532,6 +538,7 @@ def landing_options(settings: StreamSettings, path: str) -> dict[str, str]:
         "path": os.path.abspath(path),
         "numPartitions": str(settings.num_partitions),
         "clockOutlierMs": str(settings.clock_outlier_ms),
+        **bucket_options(),
     }
 
 

@@ -3,7 +3,8 @@ timer) → its groups' new states and their changed gold rows (``applyInPandasWi
 event-time timeouts).
 
 Rules:
-- Keyed by state bucket, not by group: ``bucket = pmod(xxhash64(group_id), STATE_BUCKETS)``.
+- Keyed by state bucket, not by group: ``bucket = pmod(xxhash64(group_id), STATE_BUCKETS)``,
+  computed by the source's tasks (``pipelines.stream.packing``: the packs are per bucket).
   ``applyInPandasWithState`` pays ~0.6 ms per key and micro-batch for its pandas conversion
   (input, state, output), more than a group's replay on a log of many small groups; a bucket
   call replays its groups together (one commit-run reduction over all their rows, one Arrow
@@ -67,6 +68,7 @@ if TYPE_CHECKING:
 STATE_LAYOUT_VERSION = 2
 STATE_DDL = STREAM_STATE.ddl()
 #: State buckets (the stateful operator's keys); a checkpoint keeps the number it started with.
+#: The sources' tasks compute a group's bucket (``pipelines.stream.packing.BUCKETS_OPTION``).
 STATE_BUCKETS = 256
 
 #: The stateful function's output: one row per call that changed something: its groups'
@@ -96,7 +98,7 @@ class StatefulReplayer(BucketReplayer):
         if not state.hasTimedOut:
             packs = [b for pdf in pdfs for b in pdf["records"]]
             if packs:
-                table = replay_input.unpack_group(packs)
+                table = replay_input.unpack_packs(packs)
         after, rows, timer = self.replay_bucket(groups, table, watermark)
         state.update((STATE_LAYOUT_VERSION, encode_bucket(after)))
         if timer is not None:
@@ -156,13 +158,11 @@ def check_state_layout(checkpoint: str) -> None:
 def stateful_replay(packed: DataFrame, settings: StreamSettings) -> DataFrame:
     """Packed replay input (``packed_replay_input``) → ``withWatermark`` +
     ``groupBy(state bucket).applyInPandasWithState`` → packed gold rows (``OUTPUT_DDL``)."""
-    from pyspark.sql import functions as F
     from pyspark.sql.streaming.state import GroupStateTimeout
 
     fn = StatefulReplayer(settings.replay, settings.tables, settings.num_partitions, settings.watermark_delay_ms)
     return (
         packed.withWatermark("log_timestamp", f"{settings.watermark_delay_ms} milliseconds")
-        .withColumn("state_bucket", F.pmod(F.xxhash64("group_id"), F.lit(STATE_BUCKETS)))
         .groupBy("state_bucket")
         .applyInPandasWithState(fn, OUTPUT_DDL, STATE_DDL, "update", GroupStateTimeout.EventTimeTimeout)
     )

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from coordinator_core import segments as S
+from pipelines.stream.packing import bucket_options
 from pipelines.stream.segment_source import SegmentStreamReader
 from tests.pipelines.test_batch_segments import _commit, _marker, _txn
 
@@ -39,10 +40,10 @@ def _batches(reader: SegmentStreamReader, limit: int) -> list[tuple[dict[str, An
 
 
 def test_a_marker_in_a_later_micro_batch_reaches_the_groups_an_earlier_one_read(tmp_path: Path) -> None:
-    from pipelines.records.replay_input import REC_TXN_MARKER, unpack_group
+    from pipelines.records.replay_input import REC_TXN_MARKER, unpack_packs
 
     _log_dir(tmp_path / "log")
-    opts = {"path": str(tmp_path / "log"), "stateDir": str(tmp_path / "state")}
+    opts = {"path": str(tmp_path / "log"), "stateDir": str(tmp_path / "state"), **bucket_options()}
     batches = _batches(SegmentStreamReader(opts), limit=150)
     assert len(batches) >= 3
     # the micro-batch holding the COMMIT marker (offset 4) hands it to g1 and g2, read by the first one
@@ -54,9 +55,11 @@ def test_a_marker_in_a_later_micro_batch_reaches_the_groups_an_earlier_one_read(
     packs = [b for b in reader.read(part)]
     markers: dict[str, int] = {}
     for pack in packs:
-        for g, blob in zip(pack.column("group_id").to_pylist(), pack.column("records").to_pylist(), strict=True):
-            rows = unpack_group([blob])
-            markers[g] = markers.get(g, 0) + sum(1 for k in rows.column("rec_kind").to_pylist() if k == REC_TXN_MARKER)
+        for blob in pack.column("records").to_pylist():
+            rows = unpack_packs([blob]).to_pylist()
+            for r in rows:
+                if r["rec_kind"] == REC_TXN_MARKER:
+                    markers[r["group_id"]] = markers.get(r["group_id"], 0) + 1
     assert markers.get("g1") == 1 and markers.get("g2") == 1 and not markers.get("g3")
 
     # the state at that micro-batch's start, removed: planned again, it is rebuilt from the log
@@ -70,7 +73,7 @@ def test_open_transactions_at_the_end_are_kept_and_a_closed_commit_is_reported(t
     from pipelines.stream.segment_txn import StateFiles
 
     _log_dir(tmp_path / "log")
-    opts = {"path": str(tmp_path / "log"), "stateDir": str(tmp_path / "state")}
+    opts = {"path": str(tmp_path / "log"), "stateDir": str(tmp_path / "state"), **bucket_options()}
     reader = SegmentStreamReader(opts)
     batches = _batches(reader, limit=10_000)  # one micro-batch: the whole log
     assert len(batches) == 1

@@ -111,48 +111,77 @@ def batch_reference(spark: Any, log_records: list[Any], tmp_path_factory: Any) -
     return landing, gold, watermark
 
 
-def test_packed_rows_unpack_to_each_groups_records_in_log_order(log_records: list[Any]) -> None:
-    """One packed row per group: its newest record time and exactly its rows, sorted by
-    (coordinator_partition, log_offset), whatever order the raw batch had."""
+def test_packed_rows_unpack_to_each_buckets_records_in_replay_order(log_records: list[Any]) -> None:
+    """One packed row per state bucket: its newest record time and exactly its groups' rows,
+    sorted by (group_id, coordinator_partition, log_offset), whatever order the raw batch had."""
     import random
 
     import pyarrow as pa
 
-    from pipelines.records.replay_input import pack_groups, schema, unpack_group
+    from pipelines.records.replay_input import pack_buckets, schema, state_bucket_of, unpack_packs
 
     rows = _replay_input_table(_decoded(log_records)).to_pylist()
     random.Random(7).shuffle(rows)
     table = pa.Table.from_pylist(rows, schema=schema())
-    packed = pack_groups(table).to_pylist()
-    groups = {r["group_id"] for r in rows}
-    assert sorted(p["group_id"] for p in packed) == sorted(groups)
+    buckets = 8
+    packed = pack_buckets(table, buckets).to_pylist()
+    of_row = state_bucket_of(table.column("group_id"), buckets).tolist()
+    assert sorted(p["state_bucket"] for p in packed) == sorted(set(of_row))
     for p in packed:
-        got = unpack_group([p["records"]]).to_pylist()
+        got = unpack_packs([p["records"]]).to_pylist()
         want = sorted(
-            (r for r in rows if r["group_id"] == p["group_id"]),
-            key=lambda r: (r["coordinator_partition"], r["log_offset"]),
+            (r for r, b in zip(rows, of_row, strict=True) if b == p["state_bucket"]),
+            key=lambda r: (r["group_id"], r["coordinator_partition"], r["log_offset"]),
         )
         assert got == want
         newest = max(r["log_timestamp_ms"] for r in want)
         assert int(p["log_timestamp"].timestamp() * 1000) == newest
 
 
-def test_a_group_without_members_packs_only_its_own_rows(log_records: list[Any]) -> None:
-    """A group whose rows hold no member (commits only) is packed as small as its rows: Arrow's
-    IPC writer would copy other groups' member structs into its message (``pack_groups``)."""
+def test_a_bucket_without_members_packs_only_its_own_rows(log_records: list[Any]) -> None:
+    """A bucket whose rows hold no member (commits only) is packed as small as its rows: Arrow's
+    IPC writer would copy other rows' member structs into a slice's message (``pack_buckets``)."""
     import pyarrow as pa
 
-    from pipelines.records.replay_input import REC_OFFSET_COMMIT, pack_groups, schema, unpack_group
+    from pipelines.records.replay_input import REC_OFFSET_COMMIT, pack_buckets, schema, state_bucket_of, unpack_packs
 
     rows = _replay_input_table(_decoded(log_records)).to_pylist()
     assert any(r["members"] for r in rows)
+    buckets = 1 << 20  # the commits-only group alone in its bucket
     commits = [dict(r, group_id="~commits-only") for r in rows if r["rec_kind"] == REC_OFFSET_COMMIT][:3]
     table = pa.Table.from_pylist(rows + commits, schema=schema())
-    packed = {p["group_id"]: p["records"] for p in pack_groups(table).to_pylist()}
-    blob = packed["~commits-only"]
-    assert unpack_group([blob]).to_pylist() == commits
+    alone = int(state_bucket_of(pa.array(["~commits-only"]), buckets)[0])
+    assert list(state_bucket_of(table.column("group_id"), buckets)).count(alone) == len(commits)
+    packed = {p["state_bucket"]: p["records"] for p in pack_buckets(table, buckets).to_pylist()}
+    blob = packed[alone]
+    assert unpack_packs([blob]).to_pylist() == commits
     own = pa.Table.from_pylist(commits, schema=schema()).to_batches()[0].serialize().size
     assert len(blob) <= own + 512, (len(blob), own)
+
+
+@pytest.mark.spark
+def test_the_state_bucket_is_sparks_pmod_xxhash64(spark: Any) -> None:
+    """``state_bucket_of`` (numpy, in the source's tasks) is Spark's
+    ``pmod(xxhash64(group_id), B)``, which keyed the state of checkpoints written before the
+    packs carried the bucket: every length class of XXH64 (stripes, words, a 4-byte word, tail
+    bytes), multi-byte UTF-8, a null, and ids longer than the vectorised width."""
+    import random
+    import string
+
+    import pyarrow as pa
+    from pyspark.sql import functions as F
+
+    from pipelines.records.replay_input import spark_xxhash64, state_bucket_of
+
+    rng = random.Random(3)
+    ids: list[str | None] = ["", "a", "abcd", "abcde", "consumer-group-7", "é漢字🙂" * 7, None, "x" * 300, "y" * 1000]
+    ids += ["".join(rng.choices(string.printable, k=rng.randint(0, 120))) for _ in range(500)]
+    df = spark.createDataFrame(list(enumerate(ids)), "i int, g string")
+    got = df.select("i", F.xxhash64("g").alias("h"), F.pmod(F.xxhash64("g"), F.lit(256)).alias("b")).collect()
+    want = {r["i"]: (r["h"], r["b"]) for r in got}
+    hashes = spark_xxhash64(pa.array(ids)).tolist()
+    buckets = state_bucket_of(pa.array(ids), 256).tolist()
+    assert [(hashes[i], buckets[i]) for i in range(len(ids))] == [want[i] for i in range(len(ids))]
 
 
 def _decoded(raw: list[Any]) -> list[Any]:
