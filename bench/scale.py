@@ -15,10 +15,15 @@ What is measured:
   are linked into the landing and the job runs again: that second run's time against a run of
   NEW records into an empty warehouse (a landing of its own, same group count), and the
   gold tables of the incremental warehouse compared with one run over all BASE+NEW.
+  With ``--job stream`` the three runs are ``offsetlake run stream --available-now`` (the second
+  restarts on the first's checkpoint; "job s" is the sum of its micro-batches' durations in
+  ``stream_progress``) and the reference is still one batch run over all BASE+NEW (the stream
+  equals the batch job at its final watermark).
 
 Usage:
     .venv/bin/python bench/scale.py --sizes 1000000,10000000,30000000 --groups 1000,12000,100000
     .venv/bin/python bench/scale.py --sizes 0 --incremental 30000000:1000000 --groups 12000
+    .venv/bin/python bench/scale.py --sizes 0 --incremental 30000000:1000000 --groups 12000 --job stream
     (add --write-results to replace the section in bench/RESULTS.md)
 """
 
@@ -108,9 +113,34 @@ class Incremental:
     once: Run  # BASE+NEW in one run
     equal: dict[str, bool]
     rows: dict[str, int]
+    job: str = "batch"
 
 
-def measure_incremental(base: int, new: int, groups: int) -> Incremental:
+def run_stream(conf: Path, root: Path) -> Run:
+    """``run stream --available-now --conf conf``, a fresh process, into whatever ``root`` (and its
+    checkpoint) holds; job s: the durations of the replay query's micro-batches this process ran."""
+    from bench.batch_process import env_for, timed_process
+    from pipelines.stream.settings import REPLAY_QUERY
+    from pipelines.tableio.deltars import read_arrow
+
+    def batches() -> dict[int, float]:
+        path = root / "warehouse" / "stream_progress"
+        if not path.exists():
+            return {}
+        rows = read_arrow(str(path)).to_pylist()
+        return {r["batch_id"]: r["batch_duration_ms"] / 1000 for r in rows if r["query_name"] == REPLAY_QUERY}
+
+    before = batches()
+    load = os.getloadavg()[0]
+    argv = [sys.executable, "-m", "pipelines.cli", "run", "stream", "--available-now", "--conf", str(conf)]
+    wall, peak, _ = timed_process(argv, REPO, env_for(REPO))
+    ran = {k: v for k, v in batches().items() if k not in before}
+    if not ran:
+        raise SystemExit(f"no micro-batch ran for {conf}")
+    return Run(wall, peak, sum(ran.values()), {"micro-batches": float(len(ran))}, load=load)
+
+
+def measure_incremental(base: int, new: int, groups: int, job: str = "batch") -> Incremental:
     whole = landing(base + new, groups)
     files = sorted(whole.glob("*.parquet"))
     cut = base // ROWS_PER_FILE
@@ -123,13 +153,20 @@ def measure_incremental(base: int, new: int, groups: int) -> Incremental:
         os.link(f, inc / f.name)  # same inode, size and mtime: the ingest's identity of a file
     conf, root = write_conf(REPO, "scale", inc)
     shutil.rmtree(root, ignore_errors=True)
-    first = run_conf(REPO, conf, root)
+    run = run_conf if job == "batch" else (lambda _tree, c, r: run_stream(c, r))
+    first = run(REPO, conf, root)
     print(f"incremental: first run over {base:,}: job {first.job_s:.1f} s", flush=True)
     for f in files[cut:]:
         os.link(f, inc / f.name)
-    second = run_conf(REPO, conf, root)
+    second = run(REPO, conf, root)
     print(f"incremental: run over {new:,} new: process {second.wall_s:.1f} s, job {second.job_s:.1f} s", flush=True)
-    small = run_job(REPO, "scale", landing(new, groups))
+    if job == "batch":
+        small = run_job(REPO, "scale", landing(new, groups))
+    else:
+        small_conf, small_root = write_conf(REPO, "scale-stream", landing(new, groups))
+        shutil.rmtree(small_root, ignore_errors=True)
+        small = run_stream(small_conf, small_root)
+        shutil.rmtree(small_root, ignore_errors=True)
     print(f"incremental: {new:,} into an empty warehouse: process {small.wall_s:.1f} s, job {small.job_s:.1f} s")
     once_conf, once_root = write_conf(REPO, "scale", whole)
     shutil.rmtree(once_root, ignore_errors=True)
@@ -140,7 +177,7 @@ def measure_incremental(base: int, new: int, groups: int) -> Incremental:
     shutil.rmtree(root, ignore_errors=True)
     shutil.rmtree(once_root, ignore_errors=True)
     shutil.rmtree(inc, ignore_errors=True)
-    return Incremental(base, new, groups, first, second, small, once, equal, rows)
+    return Incremental(base, new, groups, first, second, small, once, equal, rows, job)
 
 
 def render(grid: list[dict[str, object]], inc: Incremental | None, command: str) -> str:
@@ -172,8 +209,8 @@ def render(grid: list[dict[str, object]], inc: Incremental | None, command: str)
     if inc:
         lines += [
             "",
-            f"Incremental, {inc.groups:,} groups: a warehouse built from {inc.base:,} records, then a run over "
-            f"{inc.new:,} new records (their files linked into the same landing):",
+            f"Incremental ({inc.job}), {inc.groups:,} groups: a warehouse built from {inc.base:,} records, then a "
+            f"run over {inc.new:,} new records (their files linked into the same landing):",
             "",
             "| run | process s | job s | stages ingest / decode / replay s | peak GiB | load |",
             "|---|---:|---:|---|---:|---:|",
@@ -182,7 +219,7 @@ def render(grid: list[dict[str, object]], inc: Incremental | None, command: str)
             (f"first, {inc.base:,} into an empty warehouse", inc.first),
             (f"incremental, {inc.new:,} new on top", inc.second),
             (f"{inc.new:,} into an empty warehouse (the target's baseline)", inc.small),
-            (f"one run over all {inc.base + inc.new:,} (the equality's reference)", inc.once),
+            (f"one batch run over all {inc.base + inc.new:,} (the equality's reference)", inc.once),
         ):
             st = r.stages
             lines.append(
@@ -205,6 +242,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sizes", default="1000000,10000000", help="comma-separated record counts (0: none)")
     ap.add_argument("--groups", default="12000", help="comma-separated group counts")
     ap.add_argument("--incremental", help="BASE:NEW records, e.g. 30000000:1000000")
+    ap.add_argument("--job", choices=("batch", "stream"), default="batch", help="the incremental runs' job")
     ap.add_argument("--write-results", action="store_true")
     args = ap.parse_args(argv)
     WORK.mkdir(parents=True, exist_ok=True)
@@ -214,7 +252,7 @@ def main(argv: list[str] | None = None) -> int:
     inc = None
     if args.incremental:
         base, new = (int(x) for x in args.incremental.split(":"))
-        inc = measure_incremental(base, new, groups[0])
+        inc = measure_incremental(base, new, groups[0], args.job)
     command = ".venv/bin/python bench/scale.py " + " ".join(argv if argv is not None else sys.argv[1:])
     text = render(grid, inc, command.strip())
     print(text)
