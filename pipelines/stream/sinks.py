@@ -1,8 +1,13 @@
 """The streaming job's sinks (``foreachBatch``): the changed gold rows MERGEd into the gold tables,
-the decoded tables (each MERGEd on its log position) — from what the packed landing source's
+the decoded tables (each MERGEd on its log position, as an append when all are new) — from what the packed landing source's
 tasks decoded, else by the side query —, each write idempotent per micro-batch.
 
 Rules:
+- The decoded tables are keyed on the log position and nearly append-only: a micro-batch's rows
+  are appended when the table holds none of their positions, MERGEd otherwise (a transaction's
+  fate learned by a later micro-batch updates its commits) (``merge_decoded``): delta-rs's
+  MERGE reads the whole table whatever the source, so every micro-batch of a long stream would
+  cost more than the last.
 - ``foreachBatch`` collects the micro-batch output once (on the driver: only what changed,
   small) and MERGEs each gold table on its key from Arrow (``TableIO.merge``; no Spark job per
   table), tables side by side; offsets a group no longer holds are deleted through
@@ -134,7 +139,8 @@ class QuarantineBatchWriter:
     ``group_metadata``).
 
     - Every decoded table (``offset_commits``, ``group_metadata``, ``group_records``,
-      ``unsupported_records``, ``quarantine``) is MERGEd on its key (its log position), the first
+      ``unsupported_records``, ``quarantine``) is MERGEd on its key (its log position; an
+      append when all are new: ``merge_decoded``), the first
       copy of a position in the micro-batch taken: a file landed twice or an overlapping capture
       adds nothing, as the batch's ingest (idempotent on topic/partition/offset) guarantees for
       its decode. (This query reads the landing with Spark's file source, which does not check
@@ -156,14 +162,16 @@ class QuarantineBatchWriter:
 
 
 def merge_decoded(io: TableIO, tables: dict[str, pa.Table], app_id: str, batch_id: int) -> None:
-    """A micro-batch's rows of the decoded tables, each MERGEd on its key (its log position), the
-    first copy of a position taken, with the txn (``app_id``, ``batch_id``)."""
+    """A micro-batch's rows of the decoded tables, each MERGEd on its key (its log position) — as
+    an append when the table holds none of the positions (``TableIO.merge_log_rows``: the cost
+    of the new rows, not of the table's size) —, the first copy of a position in the batch
+    taken, with the txn (``app_id``, ``batch_id``)."""
     from schemas import get as get_spec
 
     for name, rows in tables.items():
         if rows.num_rows:
             rows = first_per_key(rows, get_spec(name).primary_key)
-            io.merge(name, rows, txn_app_id=app_id, txn_version=batch_id)
+            io.merge_log_rows(name, rows, txn_app_id=app_id, txn_version=batch_id)
 
 
 def first_per_key(table: pa.Table, keys: tuple[str, ...]) -> pa.Table:

@@ -359,6 +359,30 @@ class TableIO:
             )
         return WriteResult(name, "merge", after, after == before, affected, metrics or None)
 
+    def merge_log_rows(
+        self, name: str, rows: pa.Table, *, txn_app_id: str | None = None, txn_version: int | None = None
+    ) -> WriteResult:
+        """``merge`` for a table keyed on a log position whose rows are new positions but for a
+        few repeats (the stream's decoded tables): when the table holds none of the rows'
+        positions (``deltars.rows_not_held``: a read of the key columns at or above the rows'
+        smallest position) the rows are APPENDED, else MERGEd as ``merge`` does (a repeat updates
+        its row where it differs: a transaction's fate learned later). delta-rs's MERGE reads the
+        whole table whatever the source, so a stream MERGEing every micro-batch would pay for
+        its whole history each time. Same marker, one commit, either way."""
+        from pipelines.tableio import deltars
+
+        spec = get_spec(name)
+        rows = conform_arrow(rows, spec)
+        self.ensure(name)
+        if txn_app_id is not None and txn_version is not None and self.applied(name, txn_app_id, txn_version):
+            return WriteResult(name, "append", self.version(name) or 0, True)
+        if deltars.rows_not_held(self.path(name), rows, spec.primary_key).num_rows < rows.num_rows:
+            return self.merge(name, rows, txn_app_id=txn_app_id, txn_version=txn_version)
+        before = self.version(name)
+        self._engine.append_arrow(self.path(name), spec, rows, txn_app_id, txn_version)
+        after = self.version(name) or 0
+        return WriteResult(name, "append", after, after == before, rows.num_rows)
+
     def delete_keys(
         self,
         name: str,

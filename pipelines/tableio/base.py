@@ -137,6 +137,10 @@ class Engine(Protocol):
     ) -> None:
         """Append or replace the table's rows with conformed ``data`` in one commit."""
 
+    def append_arrow(self, uri: str, spec: TableSpec, table: pa.Table, app_id: str | None, version: int | None) -> None:
+        """Append a conformed Arrow table from the driver in one commit (with the marker)."""
+        ...
+
     def merge(
         self,
         uri: str,

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -251,6 +252,57 @@ def write_arrow(uri: str, table: pa.Table, mode: str = "append") -> None:
         os.makedirs(uris.local_path(uri), exist_ok=True)
     before_commit(uri)
     write_deltalake(uris.for_delta_rs(uri), table, mode=mode)  # type: ignore[call-overload]
+
+
+def append_marked(
+    uri: str, table: pa.Table, *, partition_by: list[str], app_id: str | None, version: int | None
+) -> None:
+    """ONE commit appending an Arrow table from the driver, with the marker (and ``txn``)."""
+    from deltalake import write_deltalake
+
+    before_commit(uri)
+    write_deltalake(
+        uris.for_delta_rs(uri),
+        table,
+        mode="append",
+        partition_by=partition_by or None,
+        commit_properties=commit_properties(app_id, version),
+    )
+
+
+def rows_not_held(uri: str, rows: pa.Table, keys: Sequence[str]) -> pa.Table:
+    """``rows`` without those whose ``keys`` the table already holds.
+
+    Only the table's key columns are read, and only where its Parquet statistics allow a key at
+    or above the batch's smallest last key (a log position: the stream's new records are at the
+    end of their partitions, so the files and row groups of older micro-batches are skipped, not
+    read); the match is then exact (a semi join on all keys). A MERGE for the same purpose reads
+    the whole table whatever the source (delta-rs 1.6: 10.8 s and 6.4 GB of memory for 130k
+    rows into a 31M-row ``offset_commits``, all its files skipped)."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.dataset as pds
+
+    if not rows.num_rows:
+        return rows
+    last = keys[-1]
+    low = pc.min(rows.column(last)).as_py()
+    held = read_arrow(uri, list(keys), None if low is None else pds.field(last) >= low)
+    if not held.num_rows:
+        return rows
+    probe = rows.select(list(keys))
+    # the hash table on the rows' keys (Arrow builds it on the right side), then the few matches
+    matched = held.join(probe, list(keys), join_type="left semi")
+    if not matched.num_rows:
+        return rows
+    numbered = probe.append_column("_row", pa.array(np.arange(rows.num_rows, dtype=np.int64)))
+    hit = numbered.join(matched, list(keys), join_type="left semi").column("_row").to_numpy()
+    if not len(hit):
+        return rows
+    keep = np.ones(rows.num_rows, bool)
+    keep[hit] = False
+    return rows.filter(pa.array(keep))
 
 
 def merge_arrow(

@@ -92,6 +92,9 @@ class RustEngine:
             options.update(txn_app_id=app_id, txn_version=str(version))
         rust_sink.run(data, rust_sink.TableWriter(options, mode == "overwrite"))
 
+    def append_arrow(self, uri: str, spec: TableSpec, table: pa.Table, app_id: str | None, version: int | None) -> None:
+        deltars.append_marked(uri, table, partition_by=list(spec.partition_by), app_id=app_id, version=version)
+
     def merge(
         self,
         uri: str,

@@ -138,6 +138,10 @@ class SparkEngine:
             before_commit(uri)
             writer.save(uri)
 
+    def append_arrow(self, uri: str, spec: TableSpec, table: pa.Table, app_id: str | None, version: int | None) -> None:
+        data = self.spark.createDataFrame(table, schema=spec.spark_schema())
+        self.write(uri, spec, data, "append", app_id, version, None)
+
     def merge(
         self,
         uri: str,
