@@ -12,11 +12,6 @@ Rules:
   (watermark > timer) replayed to the watermark alone. The watermark is the evidence horizon and
   ``as_of`` = watermark + delay (``log_clock.stream_as_of``): the same present as the batch
   job's one replay over the whole log (``ARCHITECTURE.md``, the present tense).
-- Kept snapshots (``keep_snapshots``, the stream): a worker keeps the snapshots it made with
-  their bytes (``_KEPT``, bounded); a group whose entry holds exactly those bytes is replayed
-  onto the kept snapshot instead of one read from the bytes (27 % of the stream's stateful CPU
-  went to reading snapshots). Equal by construction (snapshots are immutable values, their
-  bytes hold every field); the rows a call tells never depend on which it was.
 - A call tells only what changed (``changed_rows``): the replayed groups' state rows, the offsets
   they replaced or added, their events (last row per key), ``DELETED_OFFSETS`` (offsets a group
   no longer holds), and a forecast withdrawn by a later call as its row with status
@@ -25,7 +20,6 @@ Rules:
 
 from __future__ import annotations
 
-import itertools
 import pickle
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -45,14 +39,6 @@ DELETED_OFFSETS = "offsets_current(deleted)"
 
 #: A group's entry in its bucket's state: (snapshot format, snapshot bytes, timer ms or None).
 GroupEntry = tuple[int, bytes, "int | None"]
-
-#: The snapshots this process made last, by group: (their bytes, the snapshot). An entry whose
-#: bytes equal the kept ones is that snapshot: snapshots are immutable values and their bytes
-#: hold every field (``deserialize_snapshot(serialize_snapshot(s)) == s``), so a worker that
-#: replays a group it replayed last skips reading its bytes (``_snapshot_of``). Bounded to
-#: ``KEPT_SNAPSHOTS`` groups, the least recently replayed dropped first.
-_KEPT: dict[str, tuple[bytes, GroupSnapshot]] = {}
-KEPT_SNAPSHOTS = 50_000
 
 
 def _dedupe_last(rows: list[dict[str, Any]], key: Sequence[str]) -> list[dict[str, Any]]:
@@ -125,9 +111,6 @@ class BucketReplayer:
     num_partitions: int
     #: ``stream.watermark_delay_ms``: ``as_of`` = watermark + delay (``log_clock.stream_as_of``)
     delay_ms: int = 0
-    #: keep the snapshots this process makes (``_KEPT``): the stream's workers replay the same
-    #: groups micro-batch after micro-batch; a batch run replays each group once
-    keep_snapshots: bool = False
 
     def replay_bucket(
         self, groups: dict[str, GroupEntry], records_table: pa.Table | None, watermark_ms: int
@@ -147,12 +130,7 @@ class BucketReplayer:
 
         def snapshot_of(gid: str) -> GroupSnapshot:
             entry = groups.get(gid)
-            if entry is None:
-                return new_snapshot(gid)
-            kept = _KEPT.get(gid) if self.keep_snapshots else None
-            if kept is not None and kept[0] == entry[1]:
-                return kept[1]
-            return deserialize_snapshot(entry[1])
+            return deserialize_snapshot(entry[1]) if entry is not None else new_snapshot(gid)
 
         from pipelines.log_clock import stream_as_of
 
@@ -176,10 +154,7 @@ class BucketReplayer:
             for name, rows in self._changed_rows(before, result).items():
                 out.setdefault(name, []).extend(rows)
             timer = self._timer(result.snapshot, watermark_ms)
-            blob = serialize_snapshot(result.snapshot)
-            after_groups[before.group_id] = (SNAPSHOT_FORMAT_VERSION, blob, timer)
-            if self.keep_snapshots:
-                _keep(before.group_id, blob, result.snapshot)
+            after_groups[before.group_id] = (SNAPSHOT_FORMAT_VERSION, serialize_snapshot(result.snapshot), timer)
         timers = [t for _f, _b, t in after_groups.values() if t is not None]
         return after_groups, out, (min(timers) if timers else None)
 
@@ -210,9 +185,7 @@ class BucketReplayer:
         after = result.snapshot
         # Only what changed: the offsets this call replaced or added, and deletions.
         changed = {tp for tp, e in after.offsets.items() if before.offsets.get(tp) != e}
-        # sorted: the same rows whether ``before`` was read from its bytes or kept (``_KEPT``: an
-        # offsets mapping's order is its making's)
-        removed = sorted(tp for tp in before.offsets if tp not in after.offsets)
+        removed = sorted(tp for tp in before.offsets if tp not in after.offsets)  # deterministic rows
         others = tuple(t for t in self.tables if t != "group_state")
         by_table = gold_rows(
             result,
@@ -232,15 +205,6 @@ class BucketReplayer:
         if removed and "offsets_current" in self.tables:
             out[DELETED_OFFSETS] = [{"group_id": after.group_id, "topic": t, "partition": p} for t, p in removed]
         return out
-
-
-def _keep(group_id: str, blob: bytes, snapshot: GroupSnapshot) -> None:
-    """Keep a group's newest snapshot with its bytes (``_KEPT``), the oldest dropped past the bound."""
-    _KEPT.pop(group_id, None)
-    _KEPT[group_id] = (blob, snapshot)
-    if len(_KEPT) > KEPT_SNAPSHOTS:
-        for gid in list(itertools.islice(_KEPT, len(_KEPT) - KEPT_SNAPSHOTS)):
-            del _KEPT[gid]
 
 
 def change_writes(tables: dict[str, pa.Table], order: Sequence[str]) -> list[list[tuple[str, str, pa.Table]]]:

@@ -160,9 +160,7 @@ def stateful_replay(packed: DataFrame, settings: StreamSettings) -> DataFrame:
     ``groupBy(state bucket).applyInPandasWithState`` → packed gold rows (``OUTPUT_DDL``)."""
     from pyspark.sql.streaming.state import GroupStateTimeout
 
-    fn = StatefulReplayer(
-        settings.replay, settings.tables, settings.num_partitions, settings.watermark_delay_ms, keep_snapshots=True
-    )
+    fn = StatefulReplayer(settings.replay, settings.tables, settings.num_partitions, settings.watermark_delay_ms)
     return (
         packed.withWatermark("log_timestamp", f"{settings.watermark_delay_ms} milliseconds")
         .groupBy("state_bucket")
