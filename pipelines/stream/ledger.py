@@ -13,7 +13,8 @@ Rules:
 - What was taken: the files of the earlier micro-batches (the source's offsets name them; they
   stay in the landing directory). Bounded: per taken file only its offset range per log
   partition and its log-clock staircase are kept (a few numbers per file and partition, cached
-  per process); a position of this batch inside an earlier file's range is looked up in that
+  per process and, for the landing source, in the checkpoint's ``landing_plans/_facts``: a
+  restart does not read the taken files again); a position of this batch inside an earlier file's range is looked up in that
   file (a column-pruned read), so a batch that overlaps nothing costs one read of its own
   position and timestamp columns. A taken file later removed from the landing directory can no
   longer be compared: its positions count as new.
@@ -155,15 +156,62 @@ def _stairs(t: pa.Table, tolerance_ms: int) -> tuple[Stair, ...]:
     return tuple(zip(st["topic"], st["partition"], st["offset"], st["ts"], st["prev_ts"], st["jump"], strict=True))
 
 
-def file_facts(path: str, num_partitions: int, tolerance_ms: int) -> FileFacts:
-    """A taken file's facts, cached per (path, size, mtime)."""
+def file_facts(path: str, num_partitions: int, tolerance_ms: int, facts_dir: str | None = None) -> FileFacts:
+    """A taken file's facts, cached per (path, size, mtime) in the process and, with
+    ``facts_dir``, on disk (``keep_facts``): a restarted stream reads a few numbers per taken
+    file instead of every taken file's positions and timestamps (15 s of a restart's first
+    micro-batch after 30M records)."""
     st = os.stat(path)
     key = (path, st.st_size, st.st_mtime_ns)
     facts = _FACTS.get(key)
+    if facts is None and facts_dir is not None:
+        facts = _load_facts(facts_dir, key, num_partitions, tolerance_ms)
     if facts is None:
         t, reason, _ = _trusted(path, num_partitions)
-        facts = _FACTS[key] = _facts(t, _stairs(t, tolerance_ms), len(reason))
+        facts = _facts(t, _stairs(t, tolerance_ms), len(reason))
+        keep_facts(facts_dir, key, num_partitions, tolerance_ms, facts)
+    _FACTS[key] = facts
     return facts
+
+
+def _facts_file(facts_dir: str, key: tuple[str, int, int], num_partitions: int, tolerance_ms: int) -> str:
+    """The facts of a file as it is (path, size, mtime) under these settings: one JSON file."""
+    name = hashlib.sha256(repr((key, num_partitions, tolerance_ms)).encode()).hexdigest()[:32]
+    return os.path.join(facts_dir, f"{name}.json")
+
+
+def keep_facts(
+    facts_dir: str | None, key: tuple[str, int, int], num_partitions: int, tolerance_ms: int, facts: FileFacts
+) -> None:
+    """Write a file's facts into ``facts_dir`` (atomically: a crash leaves the old or none)."""
+    import json
+
+    if facts_dir is None:
+        return
+    os.makedirs(facts_dir, exist_ok=True)
+    target = _facts_file(facts_dir, key, num_partitions, tolerance_ms)
+    body = {"key": list(key), "ranges": facts.ranges, "levels": facts.levels, "rows": facts.rows}
+    tmp = f"{target}.{os.getpid()}.tmp"
+    with open(tmp, "w") as fh:
+        json.dump(body, fh)
+    os.replace(tmp, target)
+
+
+def _load_facts(facts_dir: str, key: tuple[str, int, int], num_partitions: int, tolerance_ms: int) -> FileFacts | None:
+    import json
+
+    try:
+        with open(_facts_file(facts_dir, key, num_partitions, tolerance_ms)) as fh:
+            body = json.load(fh)
+    except (OSError, ValueError):
+        return None
+    if tuple(body.get("key", ())) != key:
+        return None
+    return FileFacts(
+        ranges=tuple(tuple(r) for r in body["ranges"]),
+        levels=tuple(tuple(r) for r in body["levels"]),
+        rows=int(body["rows"]),
+    )
 
 
 def _candidates(valid: pa.Table, taken: Sequence[tuple[str, FileFacts]]) -> tuple[pa.Table, dict[str, pa.Table]]:
@@ -257,9 +305,11 @@ def plan_batch(
     num_partitions: int,
     tolerance_ms: int,
     wall_ms: int | None = None,
+    facts_dir: str | None = None,
 ) -> BatchPlan:
     """The plan of a micro-batch of ``batch`` files (names in ``landing``, in the order taken)
-    after the ``taken`` files of earlier micro-batches (see the module rules)."""
+    after the ``taken`` files of earlier micro-batches (see the module rules); ``facts_dir``:
+    where the files' facts are kept across processes (``file_facts``)."""
     import pyarrow as pa
 
     paths = [os.path.join(landing, n) for n in batch]
@@ -276,7 +326,10 @@ def plan_batch(
         own = _stairs(t, tolerance_ms)
         stairs.extend(own)
         st = os.stat(path)  # taken by the next micro-batches: no second read
-        _FACTS.setdefault((path, st.st_size, st.st_mtime_ns), _facts(t, own, len(reason)))
+        key = (path, st.st_size, st.st_mtime_ns)
+        if key not in _FACTS:
+            _FACTS[key] = _facts(t, own, len(reason))
+            keep_facts(facts_dir, key, num_partitions, tolerance_ms, _FACTS[key])
         valid_parts.append(t.append_column("_file", pa.array([f] * t.num_rows, pa.int64())))
     skip: dict[int, set[int]] = {}
     for f, bad in bad_files.items():
@@ -284,7 +337,9 @@ def plan_batch(
         for (i, reason, detail), row in zip(bad, full, strict=True):
             plan.refused.append(_refused(row, reason, detail, None, paths[f]))
             skip.setdefault(f, set()).add(i)
-    taken_facts = [(p, file_facts(p, num_partitions, tolerance_ms)) for p in (os.path.join(landing, n) for n in taken)]
+    taken_facts = [
+        (p, file_facts(p, num_partitions, tolerance_ms, facts_dir)) for p in (os.path.join(landing, n) for n in taken)
+    ]
     if valid_parts:
         valid = pa.concat_tables(valid_parts)
         cand, earlier = _candidates(valid, taken_facts)

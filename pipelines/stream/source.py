@@ -298,7 +298,12 @@ class LandingPackedReader:
 
         taken, batch = self.batch_files(start, end)
         return plan_batch(
-            self.path, taken, batch, num_partitions=self.num_partitions, tolerance_ms=self.clock_outlier_ms
+            self.path,
+            taken,
+            batch,
+            num_partitions=self.num_partitions,
+            tolerance_ms=self.clock_outlier_ms,
+            facts_dir=None if self.plan_dir is None else os.path.join(self.plan_dir, FACTS_DIR),
         )
 
     def _batch_dir(self, start: dict[str, Any], end: dict[str, Any]) -> str | None:
@@ -510,6 +515,10 @@ def _landing_source_classes() -> tuple[type, type]:
 
 
 _LANDING_CLASSES: tuple[type, type] | None = None
+
+
+#: The directory of ``planDir`` keeping the taken files' facts (``ledger.file_facts``).
+FACTS_DIR = "_facts"
 
 
 def plan_dir(settings: StreamSettings) -> str | None:

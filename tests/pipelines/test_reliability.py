@@ -809,6 +809,52 @@ def test_the_stream_plan_judges_copies_across_micro_batches_and_keeps_only_range
     assert kept and all(not hasattr(f, "stairs") and len(f.ranges) <= 2 for f in kept)
 
 
+def test_a_restarted_stream_plans_from_the_kept_facts_without_reading_the_taken_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The taken files' facts kept in the checkpoint (``facts_dir``): a new process (the
+    in-process cache empty) plans the next micro-batch without reading any taken file, and its
+    plan equals the one of a process that read them all."""
+    from pipelines.stream import ledger
+
+    good = _valid(3, seed=2)
+    w = [r for r in good if r.value is not None]
+    files = {f"f{i}.parquet": w[i * 4 : i * 4 + 4] for i in range(3)}
+    files["f3.parquet"] = [
+        w[0],
+        w[5]._replace(value=b"\x00\x02"),
+        w[-1]._replace(offset=888_888),
+    ]  # a duplicate, a conflict
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    for name, rows in files.items():
+        _stream_rows(rows, landing, name, 1_600_000_000)
+    names = list(files)
+    facts = str(tmp_path / "facts")
+
+    def plan(i: int, facts_dir: str | None) -> Any:
+        return ledger.plan_batch(
+            str(landing), names[:i], [names[i]], num_partitions=50, tolerance_ms=86_400_000, facts_dir=facts_dir
+        )
+
+    for i in range(3):
+        plan(i, facts)
+    ledger._FACTS.clear()  # a restarted process
+    want = plan(3, None)  # reads every taken file again
+    ledger._FACTS.clear()
+    read = ledger._trusted
+
+    def only_the_batch(path: str, num_partitions: int) -> Any:
+        assert path.endswith("f3.parquet"), f"a taken file was read: {path}"
+        return read(path, num_partitions)
+
+    monkeypatch.setattr(ledger, "_trusted", only_the_batch)
+    got = plan(3, facts)
+    assert (got.records, got.replayed, got.duplicates) == (want.records, want.replayed, want.duplicates) == (3, 1, 1)
+    assert [r["detail"] for r in got.refused] == [r["detail"] for r in want.refused] and len(got.refused) == 1
+    assert len(os.listdir(facts)) == 4  # one small file per landing file
+
+
 def test_the_stream_refuses_to_read_landing_files_with_sparks_file_source(tmp_path: Path) -> None:
     from pipelines.errors import UsageError
     from pipelines.stream.settings import settings_from_config
