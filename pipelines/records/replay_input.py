@@ -225,13 +225,15 @@ def string_hash64(strings: Any) -> Any:
 def bucket_of(group_ids: Any, buckets: int) -> Any:
     """``string_hash64(group id) mod buckets`` per row (hashed once per distinct group)."""
 
-    enc = (
-        group_ids.combine_chunks().dictionary_encode()
-        if isinstance(group_ids, pa.ChunkedArray)
-        else group_ids.dictionary_encode()
-    )
+    enc = _distinct(group_ids)
     per_group = (string_hash64(enc.dictionary) % np.uint64(buckets)).astype(np.int32)
     return per_group[enc.indices.to_numpy(zero_copy_only=False)]
+
+
+def _distinct(group_ids: Any) -> Any:
+    """The group ids dictionary-encoded (a bucket is computed once per distinct group)."""
+    arr = group_ids.combine_chunks() if isinstance(group_ids, pa.ChunkedArray) else group_ids
+    return arr.dictionary_encode()
 
 
 _XXH_P1 = np.uint64(0x9E3779B185EBCA87)
@@ -342,11 +344,7 @@ def state_bucket_of(group_ids: Any, buckets: int) -> np.ndarray:
     """Spark's ``pmod(xxhash64(group_id), buckets)`` per row (int64; hashed once per distinct
     group): the stream's state bucket of a group, the same in the source's tasks as it was
     when Spark computed it (checkpoints written before the packs carried it)."""
-    enc = (
-        group_ids.combine_chunks().dictionary_encode()
-        if isinstance(group_ids, pa.ChunkedArray)
-        else group_ids.dictionary_encode()
-    )
+    enc = _distinct(group_ids)
     per_group = np.mod(spark_xxhash64(enc.dictionary), buckets)
     codes = enc.indices.to_numpy(zero_copy_only=False)
     if enc.indices.null_count:  # a null group id: Spark's xxhash64 of null is its seed
