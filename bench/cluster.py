@@ -3,9 +3,11 @@ executors in a venv without offsetlake, the project as a zip) beside the embedde
 run, on the same generated log: the job's own wall time (the summary's) and the whole command's,
 and their ratio. The tables are compared too (``tests/cluster``'s comparison).
 
-    python bench/cluster.py [--groups 12 --hours 1]
+    python bench/cluster.py [--groups 12 --hours 1]           # the simulator's log (~165k records)
+    python bench/cluster.py --records 1000000 [--groups 12000]  # the scale benchmark's landing
 
-Uses the cluster tests' helpers (``tests/pipelines/standalone.py``, ``tests/cluster/jobs.py``).
+Uses the cluster tests' helpers (``tests/pipelines/standalone.py``, ``tests/cluster/jobs.py``);
+``--records`` uses ``bench/scale.py``'s landing (generated once into the bench cache).
 """
 
 from __future__ import annotations
@@ -32,16 +34,22 @@ def _job_seconds(log: Path) -> float:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--groups", type=int, default=12)
-    parser.add_argument("--hours", type=float, default=1.0)
+    parser.add_argument("--groups", type=int, default=None, help="12 for the simulator, 12000 for --records")
+    parser.add_argument("--hours", type=float, default=1.0, help="the simulator's log length")
+    parser.add_argument("--records", type=int, default=0, help="use the scale benchmark's landing of this size")
     args = parser.parse_args()
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     with tempfile.TemporaryDirectory(prefix="offsetlake-bench-cluster-") as tmp:
         work = Path(tmp)
-        landing = work / "landing"
-        generate = [sys.executable, "-m", "pipelines", "generate", "--groups", str(args.groups)]
-        generate += ["--hours", str(args.hours), "--seed", "34", "--rows-per-file", "8000", "--out", str(landing)]
-        subprocess.run([*generate, "--quiet"], check=True)
+        if args.records:
+            from bench.scale import landing as scale_landing
+
+            landing = scale_landing(args.records, args.groups or 12_000)
+        else:
+            landing = work / "landing"
+            generate = [sys.executable, "-m", "pipelines", "generate", "--groups", str(args.groups or 12)]
+            generate += ["--hours", str(args.hours), "--seed", "34", "--rows-per-file", "8000", "--out", str(landing)]
+            subprocess.run([*generate, "--quiet"], check=True)
         shipped, python = project_zip(work / "offsetlake.zip"), executor_python()
         roots = {n: work / n for n in ("cluster", "local")}
         for root in roots.values():
