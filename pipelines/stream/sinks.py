@@ -70,15 +70,15 @@ class GoldBatchWriter:
     def _landing(self, batch_id: int) -> tuple[dict[str, pa.Table], Callable[[], None]]:
         """What the source left of this batch besides the packs (``source_output``: made once,
         by the source and its tasks): its plan (``pipelines.stream.ledger``), whose refused
-        records are appended to ``ingest_quarantine`` (MERGEd on ``record_id`` with the txn:
-        written once) and whose counts are kept for the progress line, and the decoded tables
+        records are added to ``ingest_quarantine`` (``merge_log_rows`` on ``record_id`` with the
+        txn: written once, appended unless a record was refused before) and whose counts are kept for the progress line, and the decoded tables
         its tasks wrote. Returns (those tables, what removes the batch's files once written)."""
         plan, decoded, release = self.source.take(batch_id)
         if plan is None:
             return decoded, release
         if plan.refused:
             rows = quarantine_rows(plan, f"{self.app_id}/{batch_id}")
-            self.io.merge("ingest_quarantine", rows, txn_app_id=self.app_id, txn_version=batch_id)
+            self.io.merge_log_rows("ingest_quarantine", rows, txn_app_id=self.app_id, txn_version=batch_id)
             log.warning(
                 "batch %d: %d records refused into ingest_quarantine (%s)",
                 batch_id,

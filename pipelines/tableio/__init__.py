@@ -368,7 +368,9 @@ class TableIO:
         smallest position) the rows are APPENDED, else MERGEd as ``merge`` does (a repeat updates
         its row where it differs: a transaction's fate learned later). delta-rs's MERGE reads the
         whole table whatever the source, so a stream MERGEing every micro-batch would pay for
-        its whole history each time. Same marker, one commit, either way."""
+        its whole history each time. Same marker, one commit, either way. Also for
+        ``ingest_quarantine`` (keyed on ``record_id``, a hash): the statistics then prune little,
+        but only that one column is read, where a MERGE reads every column of every file."""
         from pipelines.tableio import deltars
 
         spec = get_spec(name)
