@@ -16,7 +16,17 @@ each micro-batch's wall time (``triggerExecution``); p50/p95/max over the steady
 first, which creates the state of every group); ms per active group. The floor beside it, in the
 same run: a fresh process's warm Spark scan of the same landing (``bench/batch_process.py``).
 
+From Kafka (``--source kafka``): a real Kafka 4 broker on 127.0.0.1 (``pipelines.kafka.local_broker``,
+the project's own jars) holds the same records, produced in log order into a topic of 50 partitions
+(``offsets-bench``: a client may not produce into ``__consumer_offsets`` itself; the records keep
+their bytes, partitions and timestamps), and the job reads it with ``input.source: kafka``
+(``--kafka-engine python``: confluent-kafka in the tasks; ``jvm``: Spark's Kafka source),
+``maxOffsetsPerTrigger`` = one window's records. A micro-batch then holds about one window, not
+exactly one: its groups are counted from the offsets its progress row names, and the steady
+micro-batches are those after the last that holds a record of file 0 (the groups' creation).
+
     .venv/bin/python bench/stream_groups.py --groups 20000 --windows 12 [--write-results]
+    .venv/bin/python bench/stream_groups.py --groups 20000 --windows 8 --source kafka
 """
 
 from __future__ import annotations
@@ -142,6 +152,10 @@ class StreamRun:
     peak_bytes: int
     batches: list[tuple[int, float]]  # (input rows, seconds) per micro-batch of the replay query
     load: float
+    #: per micro-batch, the groups it held records of (from Kafka; None: one landing file each, all groups)
+    active: list[int] | None = None
+    #: the first steady micro-batch (the ones before it create the groups)
+    first_steady: int = 1
 
 
 def run_stream(landing: Path, label: str, tree: Path = REPO) -> StreamRun:
@@ -166,48 +180,191 @@ def run_stream(landing: Path, label: str, tree: Path = REPO) -> StreamRun:
     return StreamRun(wall, peak, [(int(r["input_rows"]), r["batch_duration_ms"] / 1000) for r in rows], load)
 
 
+KAFKA_TOPIC = "offsets-bench"
+KAFKA_PARTITIONS = 50
+
+
+class KafkaLanding:
+    """A real Kafka 4 broker holding the landing's records in ``KAFKA_TOPIC``, in log order: each
+    landing partition's records in file order, at the same partition, with their timestamps."""
+
+    def __init__(self, landing: Path, work: Path) -> None:
+        self.landing = landing
+        self.work = work
+
+    def __enter__(self) -> KafkaLanding:
+        import confluent_kafka as ck
+        import confluent_kafka.admin as cka
+        import pyarrow.parquet as pq
+
+        from pipelines.kafka.local_broker import LocalBroker
+
+        shutil.rmtree(self.work, ignore_errors=True)
+        self.broker = LocalBroker("kafka-4", self.work / "broker", heap="1g").start()
+        admin = cka.AdminClient({"bootstrap.servers": self.broker.bootstrap})
+        topic = cka.NewTopic(
+            KAFKA_TOPIC,
+            KAFKA_PARTITIONS,
+            1,
+            config={"retention.ms": "-1", "message.timestamp.type": "CreateTime", "segment.bytes": str(2**30)},
+        )
+        for fut in admin.create_topics([topic]).values():
+            fut.result(60)
+        producer = ck.Producer(
+            {"bootstrap.servers": self.broker.bootstrap, "linger.ms": 20, "batch.size": 1 << 20, "acks": "all"}
+        )
+        #: per partition: the group of each record, in offset order; and file 0's record count
+        self.groups: dict[int, list[bytes]] = {}
+        self.first_file_end: dict[int, int] = {}
+        files = sorted(self.landing.glob("part-*.parquet"))
+        t0 = time.perf_counter()
+        for i, f in enumerate(files):
+            t = pq.read_table(f, columns=["key", "value", "partition", "offset", "timestamp"]).sort_by(
+                [("partition", "ascending"), ("offset", "ascending")]
+            )
+            keys, values = t.column("key").to_pylist(), t.column("value").to_pylist()
+            parts = t.column("partition").to_pylist()
+            stamps = t.column("timestamp").cast("int64").to_pylist()  # µs
+            for key, value, part, ts in zip(keys, values, parts, stamps, strict=True):
+                while True:
+                    try:
+                        producer.produce(KAFKA_TOPIC, value=value, key=key, partition=part, timestamp=ts // 1000)
+                        break
+                    except BufferError:
+                        producer.poll(0.1)
+                # a key's group: i16 version, then the group as an i16-length string (every key type)
+                self.groups.setdefault(part, []).append(key[4 : 4 + int.from_bytes(key[2:4], "big")])
+            producer.poll(0)
+            if i == 0:
+                self.first_file_end = {p: len(g) for p, g in self.groups.items()}
+        left = producer.flush(120)
+        self.records = sum(len(g) for g in self.groups.values())
+        consumer = ck.Consumer({"bootstrap.servers": self.broker.bootstrap, "group.id": "bench-marks"})
+        held = sum(
+            consumer.get_watermark_offsets(ck.TopicPartition(KAFKA_TOPIC, q), timeout=30)[1]
+            for q in range(KAFKA_PARTITIONS)
+        )
+        consumer.close()
+        if left or held != self.records:
+            self.broker.stop()
+            raise SystemExit(f"the broker holds {held:,} of {self.records:,} records ({left} unsent)")
+        print(f"produced {self.records:,} records into {KAFKA_TOPIC} ({time.perf_counter() - t0:.0f} s)", flush=True)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.broker.stop()
+
+    def active(self, start: dict[int, int], end: dict[int, int]) -> int:
+        """The groups with a record in the offsets ``start``..``end`` (per partition)."""
+        return len({g for p, hi in end.items() for g in self.groups.get(p, [])[start.get(p, 0) : hi]})
+
+    def holds_creation(self, start: dict[int, int]) -> bool:
+        """A micro-batch starting at ``start`` still reads records of file 0."""
+        return any(start.get(p, 0) < n for p, n in self.first_file_end.items())
+
+
+def run_kafka_stream(kafka: KafkaLanding, per_batch: int, engine: str, label: str, tree: Path = REPO) -> StreamRun:
+    """A fresh ``offsetlake run stream --available-now`` of ``tree``'s code reading ``kafka``'s topic,
+    ``per_batch`` records per micro-batch (``maxOffsetsPerTrigger``)."""
+    import json
+
+    from pipelines.kafka.source import offsets_from_json
+    from pipelines.stream.settings import REPLAY_QUERY
+    from pipelines.tableio.deltars import read_arrow
+
+    root = WORK / f"{label}-kafka"
+    conf = WORK / f"{label}-kafka.yaml"
+    conf.write_text(
+        f"extends: {tree / 'conf' / 'local.yaml'}\n"
+        f"paths:\n  root: {root}\n"
+        f"input:\n  source: kafka\n  kafka_options:\n    maxOffsetsPerTrigger: {per_batch}\n"
+        f"kafka:\n  engine: {engine}\n  bootstrap_servers: {kafka.broker.bootstrap}\n  topic: {KAFKA_TOPIC}\n"
+        f"offsets_topic:\n  num_partitions: {KAFKA_PARTITIONS}\n"
+    )
+    shutil.rmtree(root, ignore_errors=True)
+    load = os.getloadavg()[0]
+    argv = [sys.executable, "-m", "pipelines.cli", "run", "stream", "--available-now", "--conf", str(conf)]
+    argv += ["--set", "stream.trigger_interval=10 seconds"]
+    wall, peak, out = timed_process(argv, tree, env_for(tree))
+    progress = read_arrow(str(root / "warehouse" / "stream_progress")).to_pylist()
+    rows = sorted(
+        (r for r in progress if r["query_name"] == REPLAY_QUERY and r["input_rows"]), key=lambda r: r["timestamp"]
+    )
+    if not rows:
+        raise SystemExit(f"no replay micro-batch in stream_progress; the job said:\n{out[-3000:]}")
+    batches, active, first_steady = [], [], 0
+    for i, r in enumerate(rows):
+        (src,) = json.loads(r["sources"])
+        start = offsets_from_json(KAFKA_TOPIC, src.get("startOffset") or "{}")
+        end = offsets_from_json(KAFKA_TOPIC, src["endOffset"])
+        read = sum(hi - start.get(q, 0) for q, hi in end.items())  # records (the source's rows are packs)
+        batches.append((read, r["batch_duration_ms"] / 1000))
+        active.append(kafka.active(start, end))
+        if kafka.holds_creation(start):
+            first_steady = i + 1
+    shutil.rmtree(root, ignore_errors=True)
+    return StreamRun(wall, peak, batches, load, active, first_steady)
+
+
 def pct(values: list[float], q: float) -> float:
     s = sorted(values)
     return s[min(len(s) - 1, max(0, round(q * (len(s) - 1))))]
 
 
+def _steady(run: StreamRun, groups: int) -> tuple[list[float], list[float]]:
+    """The steady micro-batches' seconds, and their ms per active group."""
+    idx = range(run.first_steady, len(run.batches))
+    secs = [run.batches[i][1] for i in idx]
+    active = [run.active[i] if run.active else groups for i in idx]
+    return secs, [s / a * 1000 for s, a in zip(secs, active, strict=True)]
+
+
 def render(args: argparse.Namespace, records: int, run: StreamRun, scan: Any, command: str) -> str:
-    steady = [s for _, s in run.batches[1:]]
-    per_group = [s / args.groups * 1000 for s in steady]
+    steady, per_group = _steady(run, args.groups)
+    if not steady:
+        raise SystemExit("no steady micro-batch: use more --windows")
     floor_rps = records / scan.scan_warm_s
-    rows_per_batch = sum(n for n, _ in run.batches[1:]) / max(1, len(steady))
+    rows_per_batch = sum(n for n, _ in run.batches[run.first_steady :]) / len(steady)
+    if args.source == "kafka":
+        how = (
+            f"A fresh `offsetlake run stream --available-now` reading a real Kafka 4 broker's topic of "
+            f"{KAFKA_PARTITIONS} partitions holding the same records (`kafka.engine: {args.kafka_engine}`, "
+            f"`maxOffsetsPerTrigger` = one window's records); a micro-batch's active groups are counted from "
+            f"the offsets it read"
+        )
+    else:
+        how = "A fresh `offsetlake run stream --available-now` (`stream.max_files_per_trigger=1`)"
     lines = [
-        SECTION,
+        SECTION if args.source == "landing" else SECTION + ", from Kafka",
         "",
         f"Command: `{command}` (commit {os.popen('git -C ' + str(REPO) + ' rev-parse --short HEAD').read().strip()}).",
-        f"{args.groups:,} groups, every one active in each of {args.windows} micro-batches of one 10 s trigger's "
+        f"{args.groups:,} groups, every one active in each of {args.windows} windows of one 10 s trigger's "
         f"worth ({args.commits} commits per group, ~{REBALANCE_SHARE:.1%} rebalancing): {records:,} records; "
-        f"~{rows_per_batch:,.0f} records per steady micro-batch. A fresh `offsetlake run stream --available-now` "
-        f"(`stream.max_files_per_trigger=1`), local[2]; load {run.load:.1f} at the start.",
+        f"~{rows_per_batch:,.0f} records per steady micro-batch. {how}; local[2]; load {run.load:.1f} at the start.",
         "",
-        "| micro-batch | input rows | seconds | ms per active group |",
-        "|---:|---:|---:|---:|",
+        "| micro-batch | input rows | active groups | seconds | ms per active group |",
+        "|---:|---:|---:|---:|---:|",
     ]
     for i, (n, s) in enumerate(run.batches):
-        lines.append(
-            f"| {i}{' (creates every group)' if i == 0 else ''} | {n:,} | {s:.2f} | {s / args.groups * 1000:.3f} |"
-        )
+        active = run.active[i] if run.active else args.groups
+        note = " (creates groups)" if i < run.first_steady else ""
+        lines.append(f"| {i}{note} | {n:,} | {active:,} | {s:.2f} | {s / active * 1000:.3f} |")
     lines += [
         "",
         f"Steady micro-batches: p50 **{pct(steady, 0.5):.2f} s**, p95 **{pct(steady, 0.95):.2f} s**, max "
         f"{max(steady):.2f} s against the 10 s trigger; **{pct(per_group, 0.5):.3f} ms per active group** (p50; "
         f"p95 {pct(per_group, 0.95):.3f}) all in. Whole process {run.process_s:.1f} s, peak "
-        f"{run.peak_bytes / 2**30:.2f} GiB. Floor in the same run: a warm Spark scan of the same landing, "
-        f"{floor_rps:,.0f} records/s ({scan.scan_warm_s:.2f} s for all {records:,}); a steady micro-batch "
-        f"processes {rows_per_batch / pct(steady, 0.5):,.0f} records/s "
+        f"{run.peak_bytes / 2**30:.2f} GiB. Floor in the same run: a warm Spark scan of the same records as "
+        f"landing files, {floor_rps:,.0f} records/s ({scan.scan_warm_s:.2f} s for all {records:,}); a steady "
+        f"micro-batch processes {rows_per_batch / pct(steady, 0.5):,.0f} records/s "
         f"= {rows_per_batch / pct(steady, 0.5) / floor_rps:.3f}× the floor.",
     ]
     return "\n".join(lines) + "\n"
 
 
-def paired(run: StreamRun, vs: StreamRun, tree: Path) -> str:
+def paired(run: StreamRun, vs: StreamRun, tree: Path, groups: int) -> str:
     """The steady micro-batches of this tree against ``tree``'s, run right after."""
-    mine, theirs = pct([s for _, s in run.batches[1:]], 0.5), pct([s for _, s in vs.batches[1:]], 0.5)
+    mine, theirs = pct(_steady(run, groups)[0], 0.5), pct(_steady(vs, groups)[0], 0.5)
     rev = os.popen(f"git -C {tree} rev-parse --short HEAD").read().strip()
     return (
         f"\nPaired with {rev} (its own tree, run right after, load {vs.load:.1f}): steady micro-batch p50 "
@@ -222,6 +379,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--windows", type=int, default=12, help="steady micro-batches after the first")
     ap.add_argument("--commits", type=int, default=2, help="offset commits per group per window")
     ap.add_argument("--seed", type=int, default=5)
+    ap.add_argument("--source", choices=("landing", "kafka"), default="landing")
+    ap.add_argument("--kafka-engine", choices=("python", "jvm"), default="python", help="with --source kafka")
     ap.add_argument("--vs", type=Path, help="another tree (a git worktree) run right after, paired")
     ap.add_argument("--write-results", action="store_true")
     args = ap.parse_args(argv)
@@ -235,15 +394,25 @@ def main(argv: list[str] | None = None) -> int:
 
     records = sum(pq.read_metadata(f).num_rows for f in landing.glob("*.parquet"))
     scan = run_scan(landing)
-    run = run_stream(landing, "stream-groups")
-    vs = run_stream(landing, "stream-groups-vs", args.vs.resolve()) if args.vs else None
+    if args.source == "kafka":
+        import pyarrow.parquet as pq
+
+        per_batch = pq.read_metadata(landing / "part-00000001.parquet").num_rows
+        with KafkaLanding(landing, WORK / "kafka-broker") as kafka:
+            run = run_kafka_stream(kafka, per_batch, args.kafka_engine, "stream-groups")
+            vs = None
+            if args.vs:
+                vs = run_kafka_stream(kafka, per_batch, args.kafka_engine, "stream-groups-vs", args.vs.resolve())
+    else:
+        run = run_stream(landing, "stream-groups")
+        vs = run_stream(landing, "stream-groups-vs", args.vs.resolve()) if args.vs else None
     command = ".venv/bin/python bench/stream_groups.py " + " ".join(sys.argv[1:] if argv is None else argv)
     text = render(args, records, run, scan, command.strip())
     if vs is not None:
-        text += paired(run, vs, args.vs.resolve())
+        text += paired(run, vs, args.vs.resolve(), args.groups)
     print(text)
     if args.write_results:
-        write_section(SECTION, text)
+        write_section(SECTION if args.source == "landing" else SECTION + ", from Kafka", text)
     return 0
 
 
