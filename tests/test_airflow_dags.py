@@ -274,28 +274,3 @@ def test_offsetlake_batch_runs_end_to_end_and_a_failed_dq_fails_the_run(
     rows = DeltaTable(str(warehouse / "dq_results")).to_pyarrow_table().to_pylist()
     latest = [r for r in rows if r["run_id"].startswith(f"offsetlake_batch:{failed['run_id']}")]
     assert [r["expectation"] for r in latest if not r["success"]] == ["quarantined_fraction_under_threshold"]
-
-
-@pytest.mark.slow
-@pytest.mark.spark
-def test_offsetlake_stream_catches_up_with_available_now_then_checks_the_gold_tables(
-    airflow_env: dict[str, str], tmp_path: Path
-) -> None:
-    from deltalake import DeltaTable
-
-    from pipelines.commands.quickstart import generate_sample
-
-    root = tmp_path / "data"
-    generate_sample(root / "landing", **_generate_args(generate_sample, groups=3, hours=0.25, seed=9))
-    conf = _write_conf(tmp_path / "conf.yaml", root)
-
-    result = _dag_test(airflow_env, conf, "offsetlake_stream")
-
-    assert result["state"] == "success", result
-    assert result["tasks"] == {"stream_available_now": "success", "dq": "success"}, result
-    warehouse = root / "warehouse"
-    assert DeltaTable(str(warehouse / "group_state")).count() > 0
-    assert DeltaTable(str(warehouse / "offsets_current")).count() > 0
-    results = DeltaTable(str(warehouse / "dq_results")).to_pyarrow_table().to_pylist()
-    assert {r["suite"] for r in results} == {"group_state", "offsets_current"}
-    assert {r["run_id"].split(":")[0] for r in results} == {"offsetlake_stream"}

@@ -56,9 +56,7 @@ def _batch(root: Path, engine: str, log: Path) -> float:
     return run([sys.executable, BATCH, *job_args(CONF, root, "--set", f"delta.engine={engine}")], log, timeout_s=2400)
 
 
-# Seen passing (issue 34), but kept out of CI (``unproven`` deselects it): six batch runs, two
-# of them on Spark's Delta, and maintenance on Spark's Delta take ~6-10 min on two shared cores.
-@pytest.mark.unproven
+# six batch runs (three on Spark's Delta) and maintenance on Spark's Delta: the suite's longest test
 def test_each_engine_continues_the_others_warehouse(jvm_bundles: object, tiny_log: Path, tmp_path: Path) -> None:
     files = sorted(tiny_log.glob("*.parquet"))
     assert len(files) >= 2
