@@ -11,14 +11,16 @@ Rules:
   for its version. Only the newest done state is kept.
 - The decode is incremental (``decode_base``) when the decoded tables' latest commits carry the
   marker of an earlier raw_records version V1 whose replay input is complete, raw_records' files
-  at V1 are all still there, and no transaction was ever seen (``raw_transactions`` empty: a
+  at V1 are all still there or were compacted by an OPTIMIZE of V1's rows only (the scheduled
+  maintenance: ``_files_added_since``), and no transaction was ever seen (``raw_transactions`` empty: a
   marker in the new records could change what became of an old one). It decodes only the files
   added since V1 (and the landing's), appends to the decoded tables, and its replay input
   continues V1's (``replay.new_replay_input(base=...)``: the manifest names the whole input, the
   new entries marked).
 - The replay is incremental (``replay_base``) when a done state exists for the replay input's
   base version, with the same gold app id (settings) and buckets, nobody wrote a gold table since
-  (their versions are those it recorded), "now" is the log's own (no pinned ``as_of``, no clock
+  (their data versions are those it recorded: maintenance, OPTIMIZE and VACUUM, is not a write,
+  ``TableIO.data_version``; so are the versions of raw_records the stages are marked with), "now" is the log's own (no pinned ``as_of``, no clock
   outliers), and the new records continue the log: in every ``__consumer_offsets`` partition they
   start after the last offset replayed, and none is older than the previous run's evidence
   horizon (it judged forecasts up to there). Then each bucket's groups go through
@@ -104,7 +106,8 @@ def mark_done(io: TableIO, state_dir: str, done: dict[str, Any]) -> None:
 
 
 def gold_versions(io: TableIO, tables: Sequence[str]) -> dict[str, int | None]:
-    return {t: io.version(t) for t in tables}
+    """Each table's data version: the maintenance between two runs (OPTIMIZE, VACUUM) is not a write."""
+    return {t: io.data_version(t) for t in tables}
 
 
 def done_record(
@@ -177,15 +180,45 @@ def decode_base(io: TableIO, target: int, current: int, app_id: str, tables: Seq
     runs = {str(e["path"]).rsplit("/", 2)[-2] for e in replay.read_entries(manifest) if "path" in e}
     if len(runs) >= MAX_RUNS:
         return f"the replay input spans {len(runs)} runs' files: rewritten in one"
+    latest = io.version("raw_records")
+    if latest is not None and (io.data_version("raw_records") or 0) <= current:
+        current = latest  # the same rows, in the files the table holds now (maintenance since)
+    new = _files_added_since(io, base, current)
+    if isinstance(new, str):
+        return new
+    return DecodeBase(base, manifest, new, sum(io.count(t) for t in tables))
+
+
+def _files_added_since(io: TableIO, base: int, current: int) -> list[str] | str:
+    """raw_records' files at version ``current`` that hold the rows written after version
+    ``base``: the files its appends added, when every commit that removed a file since was an
+    OPTIMIZE of rows already held at ``base`` (the scheduled maintenance); else why not."""
+    from pipelines.tableio.deltars import MAINTENANCE_OPERATIONS
+
     then = io.snapshot_files("raw_records", base)
     now = io.snapshot_files("raw_records", current)
     if then is None or now is None:
         return "raw_records cannot be read as its file list"
-    missing = set(then) - set(now)
-    if missing:
-        return f"raw_records was rewritten since v{base} ({len(missing)} files gone: OPTIMIZE?)"
-    known = set(then)
-    return DecodeBase(base, manifest, [f for f in now if f not in known], sum(io.count(t) for t in tables))
+    if not set(then) - set(now):  # appends only
+        known = set(then)
+        return [f for f in now if f not in known]
+    since = io.history("raw_records", (io.version("raw_records") or 0) - base)
+    operations = {int(h["version"]): h.get("operation") for h in since}
+    held, added, before = set(then), set(), set(then)
+    for version in range(base + 1, current + 1):
+        files = io.snapshot_files("raw_records", version)
+        if files is None:
+            return "raw_records cannot be read as its file list"
+        after = set(files)
+        removed = before - after
+        if removed and (operations.get(version) not in MAINTENANCE_OPERATIONS or not removed <= held):
+            return f"raw_records was rewritten since v{base} (v{version}: {operations.get(version)})"
+        if removed:  # a compaction of rows held at base: its files hold nothing new
+            held = (held - removed) | (after - before)
+        else:
+            added |= after - before
+        before = after
+    return [f for f in now if f in added]
 
 
 # ---------------------------------------------------------------------------------------------

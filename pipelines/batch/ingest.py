@@ -363,7 +363,7 @@ def ingest(
     seg = None
     if source is None and source_is_raw_records(cfg):
         total = io.count(RAW_TABLE)
-        return IngestResult("raw_records", total, 0, total, io.version(RAW_TABLE) or 0)
+        return IngestResult("raw_records", total, 0, total, io.data_version(RAW_TABLE) or 0)
     if source is None:
         seg = segment_input(cfg)
     given = source
@@ -377,7 +377,7 @@ def ingest(
         check_landing_schemas([f for f in landing_files(landing)[0] if not (known and file_stamp(f) in known)])
     files = landing_files_readable_by_tasks(cfg, known) if io.engine == "rust" else None
     if files is not None and not _skip_ingested(spark, plan, files, known):
-        return IngestResult(cfg.input.source, plan.skipped_rows, 0, before, io.version(RAW_TABLE) or 0)
+        return IngestResult(cfg.input.source, plan.skipped_rows, 0, before, io.data_version(RAW_TABLE) or 0)
     existing = existing_ranges(io, before) if before else []
     if plan.files is not None:
         appended = _append_routed(cfg, io, plan, existing, before, routed_write)
@@ -398,7 +398,7 @@ def ingest(
         plan.read,
         plan.n_new,
         after,
-        io.version(RAW_TABLE) or 0,
+        io.data_version(RAW_TABLE) or 0,  # the rows' version: maintenance since the last run passed over
         refused,
         reasons,
         seg.control_records if seg is not None else 0,
@@ -414,7 +414,7 @@ def existing_ranges(io: TableIO, rows: int) -> list[PositionRange]:
     from pipelines.batch import replay
     from pipelines.inputs.log_shape import STATS_KIND
 
-    version = io.version(RAW_TABLE)
+    version = io.data_version(RAW_TABLE)  # maintenance since the replay input's decode passed over
     manifest = replay.current_replay_input(io, version) if version is not None else None
     if manifest is not None:
         by: dict[tuple[str, int], list[int]] = {}

@@ -197,7 +197,7 @@ def _run_batch(
 
 def _raw_only(io: TableIO, summary: BatchSummary) -> str:
     summary.raw_total = io.count("raw_records")
-    summary.raw_version = io.version("raw_records") or 0
+    summary.raw_version = io.data_version("raw_records") or 0
     return f"not this stage; raw_records {summary.raw_total} rows (v{summary.raw_version})"
 
 
@@ -251,7 +251,8 @@ def _decode_pass(
             io, app_id=app_id, version=version, expected_rows=expected, spool=spool, landing=landing, only_files=only
         )
     except BaseException:
-        replay.drop_replay_inputs(io, keep=replay.current_replay_input(io, before))
+        held = io.data_version("raw_records", before)  # maintenance since passed over
+        replay.drop_replay_inputs(io, keep=replay.current_replay_input(io, before if held is None else held))
         raise
     replay.drop_replay_inputs(io, keep=spool[1])  # older versions' replay inputs
     return results, note

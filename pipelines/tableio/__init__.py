@@ -153,6 +153,13 @@ class TableIO:
         """The table's current version, or ``None`` when it does not exist."""
         return int(self._dt(name).version()) if self.exists(name) else None
 
+    def data_version(self, name: str, at: int | None = None) -> int | None:
+        """The version of the table's rows (at version ``at``, default now): its latest write,
+        maintenance (OPTIMIZE, VACUUM) passed over; ``None`` when the table does not exist."""
+        from pipelines.tableio import deltars
+
+        return deltars.data_version(self._dt(name), at) if self.exists(name) else None
+
     def txn_version(self, name: str, app_id: str) -> int | None:
         """The Delta ``txn`` version recorded for ``app_id`` (``None`` if never written)."""
         if not self.exists(name):
@@ -161,8 +168,9 @@ class TableIO:
         return None if v is None else int(v)
 
     def applied(self, name: str, app_id: str, version: int, *, latest: bool = True) -> bool:
-        """True when ``name`` already holds the write (app_id, version): its latest commit
-        carries exactly this marker (``latest``), or its ``txn`` for app_id is >= version."""
+        """True when ``name`` already holds the write (app_id, version): its latest write
+        (maintenance passed over) carries exactly this marker (``latest``), or its ``txn`` for
+        app_id is >= version."""
         from pipelines.tableio import deltars
 
         return self.exists(name) and deltars.already_applied(self._dt(name), app_id, version, require_latest=latest)

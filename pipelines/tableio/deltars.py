@@ -10,7 +10,12 @@ Rules:
   ``offsetlake.txn_app_id``/``offsetlake.txn_version`` commit-info keys (Spark's Delta writes
   them as the ``userMetadata`` JSON; ``latest_commit_info`` merges both spellings).
   ``already_applied``: appends follow Delta's ``txn`` rule (recorded version >= version);
-  replacing writes need the LATEST commit to carry exactly the marker.
+  replacing writes need the LATEST write to carry exactly the marker.
+- Maintenance changes no row: a commit whose operation is OPTIMIZE (Delta rewrites the files
+  with ``dataChange: false``) or VACUUM START/END (no file of the snapshot) is passed over by
+  ``latest_commit_info`` and ``data_version`` ("the latest write", "the version of the rows"),
+  so the scheduled maintenance between two batch runs leaves the second one incremental and a
+  retried write recognised (ARCHITECTURE.md, "One path per stage": incremental runs).
 - A table's history is ``history`` here: delta-rs 1.6 answers ``DeltaTable.history()`` empty
   for a local table whose path holds ``#`` or ``?`` (its log listing takes them for a URL's
   query and fragment), which would hide every marker; then the commits' ``commitInfo`` are read
@@ -122,10 +127,36 @@ def history(dt: Any, limit: int | None = None) -> list[dict[str, Any]]:
     return hist
 
 
+#: operations that change no row of the table (module rules)
+MAINTENANCE_OPERATIONS = frozenset({"OPTIMIZE", "VACUUM START", "VACUUM END"})
+
+
+def latest_write(dt: Any, at: int | None = None) -> dict[str, Any] | None:
+    """The commitInfo (with its ``version``) of the newest commit at or below version ``at``
+    (default: the latest) that is not maintenance; ``None`` when there is none."""
+    newest = int(dt.version())
+    top = newest if at is None else min(at, newest)
+    limit = newest - top + 1
+    while True:
+        hist = history(dt, limit)
+        for info in hist:
+            if int(info.get("version", -1)) <= top and info.get("operation") not in MAINTENANCE_OPERATIONS:
+                return info
+        if len(hist) < limit:
+            return None
+        limit *= 4
+
+
+def data_version(dt: Any, at: int | None = None) -> int | None:
+    """The version of the table's rows at version ``at`` (default: now): its latest write's."""
+    info = latest_write(dt, at)
+    return None if info is None else int(info["version"])
+
+
 def latest_commit_info(dt: Any) -> dict[str, Any]:
-    """The latest commitInfo; Spark-Delta's ``userMetadata`` JSON is merged in (same markers)."""
-    hist = history(dt, 1)
-    info = dict(hist[0]) if hist else {}
+    """The latest write's commitInfo (maintenance passed over, module rules); Spark-Delta's
+    ``userMetadata`` JSON is merged in (same markers)."""
+    info = dict(latest_write(dt) or {})
     user = info.get("userMetadata")
     if isinstance(user, str) and user.startswith("{"):
         with contextlib.suppress(ValueError):
