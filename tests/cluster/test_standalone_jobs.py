@@ -1,7 +1,7 @@
-"""The batch and streaming jobs, spark-submit'd to a real standalone cluster (a master and two
+"""The batch job, spark-submit'd to a real standalone cluster (a master and two
 workers on 127.0.0.1, each executor its own JVM and Python), with the project shipped as one zip
-and the executors' Python unable to import it from anywhere else: their tables equal the
-embedded ``local[*]`` runs' on the same log, table for table."""
+and the executors' Python unable to import it from anywhere else: its tables equal the
+embedded ``local[*]`` run's on the same log, table for table."""
 
 from __future__ import annotations
 
@@ -50,20 +50,11 @@ def test_tasks_run_in_the_executors_python_with_the_shipped_zip(
     assert report["executors"] == 2
 
 
-@pytest.mark.parametrize(
-    ("script", "extra"),
-    [("pipelines/jobs/batch.py", ()), ("pipelines/jobs/stream.py", ("--available-now",))],
-    ids=["batch", "stream"],
-)
-def test_a_job_on_the_cluster_writes_the_tables_of_local(
-    standalone: StandaloneCluster,
-    executor_env: Path,
-    shipped: Path,
-    small_log: Path,
-    tmp_path: Path,
-    script: str,
-    extra: tuple[str, ...],
+# the stream on the cluster (delta-rs, submitted by its Airflow DAG) is test_airflow_cluster.py's
+def test_the_batch_job_on_the_cluster_writes_the_tables_of_local(
+    standalone: StandaloneCluster, executor_env: Path, shipped: Path, small_log: Path, tmp_path: Path
 ) -> None:
+    script = "pipelines/jobs/batch.py"
     roots = {}
     for name in ("cluster", "local"):
         root = tmp_path / name
@@ -71,10 +62,10 @@ def test_a_job_on_the_cluster_writes_the_tables_of_local(
         (root / "landing").symlink_to(small_log, target_is_directory=True)
         roots[name] = root
     on_cluster = submit_command(
-        standalone.url, script, job_args(CONF, roots["cluster"], *extra), executor_python=executor_env, shipped=shipped
+        standalone.url, script, job_args(CONF, roots["cluster"]), executor_python=executor_env, shipped=shipped
     )
     cluster_s = run(on_cluster, tmp_path / "cluster.log")
-    local = [sys.executable, str(Path(__file__).parents[2] / script), *job_args(CONF, roots["local"], *extra)]
+    local = [sys.executable, str(Path(__file__).parents[2] / script), *job_args(CONF, roots["local"])]
     local_s = run(local, tmp_path / "local.log")
     counts = assert_same_tables(roots["cluster"] / "warehouse", roots["local"] / "warehouse")
     assert sum(counts.values()) > 10_000 and counts["group_state"] > 0
