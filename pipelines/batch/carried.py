@@ -12,22 +12,22 @@ Rules:
 - The decode is incremental (``decode_base``) when the decoded tables' latest commits carry the
   marker of an earlier raw_records version V1 whose replay input is complete, raw_records' files
   at V1 are all still there or were compacted by an OPTIMIZE of V1's rows only (the scheduled
-  maintenance: ``_files_added_since``), and no transaction was ever seen (``raw_transactions`` empty: a
-  marker in the new records could change what became of an old one). It decodes only the files
-  added since V1 (and the landing's), appends to the decoded tables, and its replay input
-  continues V1's (``replay.new_replay_input(base=...)``: the manifest names the whole input, the
-  new entries marked).
+  maintenance: ``_files_added_since``), and no transaction was ever seen (``raw_transactions``
+  empty: a marker in the new records could change what became of an old one). It decodes only
+  the files added since V1 (and the landing's), appends to the decoded tables, and its replay
+  input continues V1's (``replay.new_replay_input(base=...)``: the manifest names the whole
+  input, the new entries marked).
 - The replay is incremental (``replay_base``) when a done state exists for the replay input's
   base version, with the same gold app id (settings) and buckets, nobody wrote a gold table since
   (their data versions are those it recorded: maintenance, OPTIMIZE and VACUUM, is not a write,
-  ``TableIO.data_version``; so are the versions of raw_records the stages are marked with), "now" is the log's own (no pinned ``as_of``, no clock
-  outliers), and the new records continue the log: in every ``__consumer_offsets`` partition they
-  start after the last offset replayed, and none is older than the previous run's evidence
-  horizon (it judged forecasts up to there). Then each bucket's groups go through
-  ``BucketReplayer.replay_bucket`` with the watermark = this run's evidence horizon — the stream's
-  micro-batch, so the tables equal one replay over the whole log as the stream's do — and the
-  changed rows are MERGEd, withdrawn forecasts and dropped offsets deleted
-  (``carried.change_writes``), each write with the gold marker.
+  ``TableIO.data_version``; so are the versions of raw_records the stages are marked with),
+  "now" is the log's own (no pinned ``as_of``, no clock outliers), and the new records continue
+  the log: in every ``__consumer_offsets`` partition they start after the last offset replayed,
+  and none is older than the previous run's evidence horizon (it judged forecasts up to there).
+  Then each bucket's groups go through ``BucketReplayer.replay_bucket`` with the watermark =
+  this run's evidence horizon — the stream's micro-batch, so the tables equal one replay over the
+  whole log as the stream's do — and the changed rows are MERGEd, withdrawn forecasts and dropped
+  offsets deleted (``carried.change_writes``), each write with the gold marker.
 - A replay input continued ``MAX_RUNS`` times is written anew by a whole decode (and replay):
   each incremental decode adds its tasks' files, and the replay reads them all when it must.
 - Anything else runs the whole decode or the whole replay, as a first run does, and the stage

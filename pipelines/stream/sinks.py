@@ -71,8 +71,9 @@ class GoldBatchWriter:
         """What the source left of this batch besides the packs (``source_output``: made once,
         by the source and its tasks): its plan (``pipelines.stream.ledger``), whose refused
         records are added to ``ingest_quarantine`` (``merge_log_rows`` on ``record_id`` with the
-        txn: written once, appended unless a record was refused before) and whose counts are kept for the progress line, and the decoded tables
-        its tasks wrote. Returns (those tables, what removes the batch's files once written)."""
+        txn: written once, appended unless a record was refused before) and whose counts are
+        kept for the progress line, and the decoded tables its tasks wrote. Returns (those
+        tables, what removes the batch's files once written)."""
         plan, decoded, release = self.source.take(batch_id)
         if plan is None:
             return decoded, release
