@@ -161,14 +161,23 @@ class StreamRun:
 def run_stream(landing: Path, label: str, tree: Path = REPO) -> StreamRun:
     """A fresh ``offsetlake run stream --available-now`` of ``tree``'s code, one landing file per
     micro-batch."""
+
+    conf, root = write_conf(tree, label, landing)
+    wall, peak, rows, load = _run_replay(conf, root, tree, "--set", "stream.max_files_per_trigger=1")
+    return StreamRun(wall, peak, [(int(r["input_rows"]), r["batch_duration_ms"] / 1000) for r in rows], load)
+
+
+def _run_replay(conf: Path, root: Path, tree: Path, *extra: str) -> tuple[float, int, list[dict[str, Any]], float]:
+    """A fresh ``offsetlake run stream --available-now --conf conf`` of ``tree``'s code into ``root``
+    (emptied before and after): wall seconds, peak bytes, the replay query's progress rows in
+    order, the load average at the start."""
     from pipelines.stream.settings import REPLAY_QUERY
     from pipelines.tableio.deltars import read_arrow
 
-    conf, root = write_conf(tree, label, landing)
     shutil.rmtree(root, ignore_errors=True)
     load = os.getloadavg()[0]
     argv = [sys.executable, "-m", "pipelines.cli", "run", "stream", "--available-now", "--conf", str(conf)]
-    argv += ["--set", "stream.max_files_per_trigger=1", "--set", "stream.trigger_interval=10 seconds"]
+    argv += ["--set", "stream.trigger_interval=10 seconds", *extra]
     wall, peak, out = timed_process(argv, tree, env_for(tree))
     progress = read_arrow(str(root / "warehouse" / "stream_progress")).to_pylist()
     rows = sorted(
@@ -177,7 +186,7 @@ def run_stream(landing: Path, label: str, tree: Path = REPO) -> StreamRun:
     if not rows:
         raise SystemExit(f"no replay micro-batch in stream_progress; the job said:\n{out[-3000:]}")
     shutil.rmtree(root, ignore_errors=True)
-    return StreamRun(wall, peak, [(int(r["input_rows"]), r["batch_duration_ms"] / 1000) for r in rows], load)
+    return wall, peak, rows, load
 
 
 KAFKA_TOPIC = "offsets-bench"
@@ -269,8 +278,6 @@ def run_kafka_stream(kafka: KafkaLanding, per_batch: int, engine: str, label: st
     import json
 
     from pipelines.kafka.source import offsets_from_json
-    from pipelines.stream.settings import REPLAY_QUERY
-    from pipelines.tableio.deltars import read_arrow
 
     root = WORK / f"{label}-kafka"
     conf = WORK / f"{label}-kafka.yaml"
@@ -281,17 +288,7 @@ def run_kafka_stream(kafka: KafkaLanding, per_batch: int, engine: str, label: st
         f"kafka:\n  engine: {engine}\n  bootstrap_servers: {kafka.broker.bootstrap}\n  topic: {KAFKA_TOPIC}\n"
         f"offsets_topic:\n  num_partitions: {KAFKA_PARTITIONS}\n"
     )
-    shutil.rmtree(root, ignore_errors=True)
-    load = os.getloadavg()[0]
-    argv = [sys.executable, "-m", "pipelines.cli", "run", "stream", "--available-now", "--conf", str(conf)]
-    argv += ["--set", "stream.trigger_interval=10 seconds"]
-    wall, peak, out = timed_process(argv, tree, env_for(tree))
-    progress = read_arrow(str(root / "warehouse" / "stream_progress")).to_pylist()
-    rows = sorted(
-        (r for r in progress if r["query_name"] == REPLAY_QUERY and r["input_rows"]), key=lambda r: r["timestamp"]
-    )
-    if not rows:
-        raise SystemExit(f"no replay micro-batch in stream_progress; the job said:\n{out[-3000:]}")
+    wall, peak, rows, load = _run_replay(conf, root, tree)
     batches, active, first_steady = [], [], 0
     for i, r in enumerate(rows):
         (src,) = json.loads(r["sources"])
@@ -302,7 +299,6 @@ def run_kafka_stream(kafka: KafkaLanding, per_batch: int, engine: str, label: st
         active.append(kafka.active(start, end))
         if kafka.holds_creation(start):
             first_steady = i + 1
-    shutil.rmtree(root, ignore_errors=True)
     return StreamRun(wall, peak, batches, load, active, first_steady)
 
 

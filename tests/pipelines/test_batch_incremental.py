@@ -86,6 +86,21 @@ def test_a_kafka4_compacted_capture_continues_and_equals_one_run(tmp_path: Path,
         assert got[name] == rows, name
 
 
+def _continue_with(cfg: Config, spark: Any, io: TableIO, new: Log, base: int, want: dict[str, list[str]]) -> None:
+    """Land ``new`` and run: it decodes only them and replays only the groups they touch, from
+    raw_records v``base``, and the tables equal ``want`` (one run over the whole log)."""
+    _land(cfg, new)
+    said: list[str] = []
+    summary = run_batch(cfg, spark, io=io, echo=said.append)
+    assert summary.reconciled and summary.records_new == len(new)
+    lines = "\n".join(said)
+    assert f"records new since raw_records v{base}" in lines, lines
+    assert f"groups changed since raw_records v{base}" in lines, lines
+    got = _rows(io)
+    for name, rows in want.items():
+        assert got[name] == rows, name
+
+
 @pytest.fixture(scope="module")
 def whole(tmp_path_factory: pytest.TempPathFactory, spark: Any) -> tuple[Log, dict[str, list[str]]]:
     """The log (many groups, offsets expiring within it) and the tables of one run over all of it."""
@@ -108,16 +123,7 @@ def test_a_run_over_new_records_replays_only_them_and_equals_one_run(
     said: list[str] = []
     s1 = run_batch(cfg, spark, io=io, echo=said.append)
     assert s1.reconciled
-    _land(cfg, second)
-    said.clear()
-    s2 = run_batch(cfg, spark, io=io, echo=said.append)
-    assert s2.reconciled and s2.records_new == len(second)
-    lines = "\n".join(said)
-    assert f"records new since raw_records v{s1.raw_version}" in lines, lines
-    assert f"groups changed since raw_records v{s1.raw_version}" in lines, lines
-    got = _rows(io)
-    for name, rows in want.items():
-        assert got[name] == rows, name
+    _continue_with(cfg, spark, io, second, s1.raw_version, want)
     # nothing new: every stage up to date, no table written
     versions = {n: io.version(n) for n in want}
     said.clear()
@@ -153,16 +159,7 @@ def test_the_maintenance_between_two_runs_leaves_the_second_incremental(
     assert {n: io.version(n) for n in versions} == versions  # nothing new: nothing written
     assert f"up to date with raw_records v{s1.raw_version}" in "\n".join(said), said
 
-    _land(cfg, second)
-    said.clear()
-    s2 = run_batch(cfg, spark, io=io, echo=said.append)
-    assert s2.reconciled and s2.records_new == len(second)
-    lines = "\n".join(said)
-    assert f"records new since raw_records v{s1.raw_version}" in lines, lines
-    assert f"groups changed since raw_records v{s1.raw_version}" in lines, lines
-    got = _rows(io)
-    for name, rows in want.items():
-        assert got[name] == rows, name
+    _continue_with(cfg, spark, io, second, s1.raw_version, want)
 
 
 def test_records_inside_a_replayed_range_and_full_replay_the_whole_log(
