@@ -180,16 +180,16 @@ def decode_base(io: TableIO, target: int, current: int, app_id: str, tables: Seq
     runs = {str(e["path"]).rsplit("/", 2)[-2] for e in replay.read_entries(manifest) if "path" in e}
     if len(runs) >= MAX_RUNS:
         return f"the replay input spans {len(runs)} runs' files: rewritten in one"
-    latest = io.version("raw_records")
-    if latest is not None and (io.data_version("raw_records") or 0) <= current:
+    latest = io.version("raw_records") or 0
+    if (io.data_version("raw_records") or 0) <= current:
         current = latest  # the same rows, in the files the table holds now (maintenance since)
-    new = _files_added_since(io, base, current)
+    new = _files_added_since(io, base, current, latest)
     if isinstance(new, str):
         return new
     return DecodeBase(base, manifest, new, sum(io.count(t) for t in tables))
 
 
-def _files_added_since(io: TableIO, base: int, current: int) -> list[str] | str:
+def _files_added_since(io: TableIO, base: int, current: int, latest: int) -> list[str] | str:
     """raw_records' files at version ``current`` that hold the rows written after version
     ``base``: the files its appends added, when every commit that removed a file since was an
     OPTIMIZE of rows already held at ``base`` (the scheduled maintenance); else why not."""
@@ -202,11 +202,10 @@ def _files_added_since(io: TableIO, base: int, current: int) -> list[str] | str:
     if not set(then) - set(now):  # appends only
         known = set(then)
         return [f for f in now if f not in known]
-    since = io.history("raw_records", (io.version("raw_records") or 0) - base)
-    operations = {int(h["version"]): h.get("operation") for h in since}
+    operations = {int(h["version"]): h.get("operation") for h in io.history("raw_records", latest - base)}
     held, added, before = set(then), set(), set(then)
     for version in range(base + 1, current + 1):
-        files = io.snapshot_files("raw_records", version)
+        files = now if version == current else io.snapshot_files("raw_records", version)
         if files is None:
             return "raw_records cannot be read as its file list"
         after = set(files)
