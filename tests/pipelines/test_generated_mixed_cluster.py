@@ -1,7 +1,9 @@
 """Issue 14: a generated mixed Kafka 4 cluster (classic groups, KIP-848 consumer groups, classic
-groups converted online to the consumer protocol and some back) through the batch job: the
-gold tables say of every group what the generator's truth says - its type, state, group epoch,
-members with their assignments and epochs, and its committed offsets."""
+groups converted online to the consumer protocol and some back, and since issue 35 share groups,
+one of them deleted, and streams groups) through the batch job: the gold tables say of every
+group what the generator's truth says - its type, state, group epoch, members with their
+assignments and epochs, and its committed offsets - and every gold table equals the pure core's
+(the chain batch == stream == pure core on all four group types)."""
 
 from __future__ import annotations
 
@@ -29,9 +31,14 @@ def mixed() -> GeneratedLog:
         conversions=0.5,
         conversions_back=0.5,
         retention_check_phase_ms=0,
-        share_groups=2,
+        share_groups=3,  # the third (k % 3 == 2) loses its members and is deleted: Dead, tombstones
         streams_groups=2,
     )
+
+
+@pytest.fixture(scope="module")
+def batch_io(spark: Any, tmp_path_factory: pytest.TempPathFactory, mixed: GeneratedLog) -> Any:
+    return _run_batch(spark, tmp_path_factory.mktemp("generated-batch"), mixed)
 
 
 def _run_batch(spark: Any, root: Path, log: GeneratedLog) -> Any:
@@ -57,9 +64,9 @@ def _run_batch(spark: Any, root: Path, log: GeneratedLog) -> Any:
 
 # long: one walk over the generator's truth, checking each table's row for each group
 def test_the_batch_job_on_a_generated_mixed_cluster_tells_the_generators_truth(
-    spark: Any, tmp_path: Path, mixed: GeneratedLog
+    batch_io: Any, mixed: GeneratedLog
 ) -> None:
-    io = _run_batch(spark, tmp_path, mixed)
+    io = batch_io
     truth = mixed.truth
     state = {r["group_id"]: r.asDict(recursive=True) for r in io.read("group_state").collect()}
     offsets: dict[str, dict[str, int]] = defaultdict(dict)
@@ -102,9 +109,43 @@ def test_the_batch_job_on_a_generated_mixed_cluster_tells_the_generators_truth(
         assert len(offsets[gid]) == 0 and r["offsets_kept_in"] == (
             "__share_group_state" if t["group_type"] == "share" else "__consumer_offsets"
         ), gid
+    assert {t["group_type"] for t in truth["modern_groups"].values()} == {"share", "streams"}
+    assert any(t["final_state"] == "Dead" for t in truth["modern_groups"].values())  # a share group deleted
     assert ("consumer", "consumer") in kinds and ("classic", "classic") in kinds
     assert ("consumer", "classic") in kinds  # upgraded online
     assert any("downgraded" in t["traits"] and t["group_type"] == "classic" for t in truth["groups"].values())
+
+
+def test_the_batch_job_on_a_generated_mixed_cluster_equals_the_pure_core(
+    spark: Any, batch_io: Any, mixed: GeneratedLog
+) -> None:
+    """Every gold table of the batch job equals the pure core's (``decode_record(..., modern=True)``
+    + ``replay`` per group, ``test_replay_job.core_gold``) at the job's present: as of the end of
+    the run, predictions judged up to the newest record less the watermark delay
+    (``batch.replay.present``), Kafka 4's coordinator rules (the job's default ``auto``)."""
+    from chispa import assert_df_equality
+
+    from pipelines.config import load_config
+    from schemas.gold import GOLD_TABLES
+    from tests.pipelines.test_replay_job import core_gold
+
+    truth = mixed.truth
+    log = list(zip(mixed.keys, mixed.values, mixed.partitions, mixed.offsets, mixed.timestamps, strict=True))
+    delay = load_config().stream.watermark_delay_ms
+    log_end = min(truth["end_ms"], max(mixed.timestamps) - delay)
+    core = core_gold(
+        log, retention_ms=truth["retention_ms"], as_of_ms=truth["end_ms"], log_end_ms=log_end, coordinator="auto"
+    )
+    for spec in GOLD_TABLES:
+        want = spark.createDataFrame(core[spec.name].to_pylist(), spec.spark_schema())
+        assert_df_equality(batch_io.read(spec.name), want, ignore_row_order=True, ignore_nullable=True)
+    state = {r["group_id"]: r for r in core["group_state"].to_pylist()}
+    # all four group types in the comparison, the deleted share group Dead
+    assert {r["group_type"] for r in state.values()} >= {"classic", "consumer", "share", "streams"}
+    dead = [g for g, t in truth["modern_groups"].items() if t["final_state"] == "Dead"]
+    assert dead and all((state[g]["state"], state[g]["exists"]) == ("Dead", False) for g in dead)
+    moved = {r["group_type"] for r in core["rebalances"].to_pylist()}
+    assert moved >= {"classic", "consumer", "share", "streams"}
 
 
 def test_the_stream_on_a_generated_mixed_cluster_writes_the_tables_of_the_batch(
@@ -130,4 +171,4 @@ def test_the_stream_on_a_generated_mixed_cluster_writes_the_tables_of_the_batch(
     watermark = max(r.timestamp_ms for r in records) - DELAY_MS
     assert_gold_equal(spark, cfg, batch_gold(spark, landing, watermark))
     kinds = {r["group_type"] for r in TableIO(cfg, spark).read("group_state").select("group_type").collect()}
-    assert kinds >= {"classic", "consumer"}
+    assert kinds >= {"classic", "consumer", "share", "streams"}

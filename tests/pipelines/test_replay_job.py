@@ -184,12 +184,14 @@ def core_gold(
     retention_ms: int | None,
     as_of_ms: int | None,
     log_end_ms: int | None = None,
+    coordinator: str = "old",
 ) -> dict[str, pa.Table]:
     """The pure core's gold rows: decode each record, replay each group, convert. The
-    coordinator is Kafka 3's, as the jobs compared with it are configured (``gold_from_job``,
-    test_batch_job): since issue 17 a rebalance start window depends on it (Kafka 4 re-arms the
-    initial join delay from any Empty), so ``auto`` here would compare different settings."""
-    settings = ReplaySettings(retention_ms=retention_ms, coordinator="old")
+    coordinator is Kafka 3's by default, as the jobs compared with it are configured
+    (``gold_from_job``, test_batch_job): since issue 17 a rebalance start window depends on it
+    (Kafka 4 re-arms the initial join delay from any Empty), so give the job's own setting
+    (``auto`` for a job on the default config)."""
+    settings = ReplaySettings(retention_ms=retention_ms, coordinator=coordinator)
     by_group: dict[str, list[LogRecord]] = {}
     for key, value, part, off, ts in log:
         try:
