@@ -300,6 +300,40 @@ def test_rebalance_views_count_a_consumer_groups_epoch_bumps(tmp_path: Path, log
     assert counts["cg-orders"] == len(bumps)
 
 
+# what mixed_log's share and streams groups did (``_share_and_streams_groups``): the share group's
+# epoch 1 (s1 creates it), 2 (s2 joins), 3 (s1 leaves); the streams group's 1 (process a creates
+# it), 2 (b joins; the tasks a revokes move without another bump)
+SHARE_BUMPS = {"joined": ["s1", "s2"], "left": ["s1"], "rebalances": 3}
+STREAMS_BUMPS = {"joined": ["a", "b"], "left": [], "rebalances": 2}
+
+
+def test_rebalance_views_count_share_and_streams_groups_epoch_bumps(tmp_path: Path, log: RawLog) -> None:
+    """A share (KIP-932) or streams (KIP-1071) group's epoch bumps are its rebalances in
+    ``rebalances_daily`` and ``membership_churn``, with the members it took in and let go."""
+    from pipelines.commands.sql import open_session
+
+    gold = arrow_gold(raw_table(log), retention_ms=DAY)
+    session = open_session(_gold_warehouse(tmp_path, gold), engine="duckdb")
+    daily = session.execute(
+        "SELECT group_id, sum(rebalances) AS n FROM rebalances_daily"
+        f" WHERE group_id IN ('{SHARE_GROUP}', '{STREAMS_GROUP}') GROUP BY group_id"
+    ).to_pylist()
+    churn = session.execute(
+        "SELECT group_id, sum(joined) AS joined, sum(`left`) AS `left`, sum(rebalances) AS rebalances"
+        f" FROM membership_churn WHERE group_id IN ('{SHARE_GROUP}', '{STREAMS_GROUP}') GROUP BY group_id"
+    ).to_pylist()
+    want = {SHARE_GROUP: SHARE_BUMPS, STREAMS_GROUP: STREAMS_BUMPS}
+    assert {r["group_id"]: r["n"] for r in daily} == {g: w["rebalances"] for g, w in want.items()}
+    assert {r["group_id"]: (r["joined"], r["left"], r["rebalances"]) for r in churn} == {
+        g: (len(w["joined"]), len(w["left"]), w["rebalances"]) for g, w in want.items()
+    }
+    for gid, w in want.items():  # the gold rows behind the counts: each group's own type, its members
+        bumps = [r for r in gold["rebalances"].to_pylist() if r["group_id"] == gid]
+        assert {r["group_type"] for r in bumps} == {"share" if gid == SHARE_GROUP else "streams"}
+        assert sorted(m for r in bumps for m in r["joined"] or []) == w["joined"]
+        assert sorted(m for r in bumps for m in r["left"] or []) == w["left"]
+
+
 def test_views_answer_on_a_warehouse_written_before_group_type(tmp_path: Path, log: RawLog) -> None:
     """Tables without the new columns (no job has run since the upgrade): DuckDB reads them as
     NULL, as Spark's declared-schema read does, and classic rebalances still count."""
@@ -337,6 +371,40 @@ def test_metrics_give_a_consumer_group_its_own_states_one_hot(tmp_path: Path, lo
     ]
     bumps = sum(1 for r in gold["rebalances"].to_pylist() if r["group_id"] == "cg-orders")
     assert [float(ln.rsplit(" ", 1)[1]) for ln in reb] == [bumps]
+
+
+def test_metrics_give_share_and_streams_groups_their_own_states_one_hot(tmp_path: Path, log: RawLog) -> None:
+    """A share group's ``kafka_consumergroup_group_state`` is one-hot over ``ShareGroupState``
+    (Empty, Stable, Dead), a streams group's over ``StreamsGroupState`` (NotReady among them);
+    their epoch bumps are their rebalances in the window."""
+    from pipelines.serve.metrics import collect, render
+    from pipelines.tableio import TableIO
+
+    gold = arrow_gold(raw_table(log), retention_ms=DAY)
+    cfg = _gold_warehouse(tmp_path, gold)
+    lines = render(collect(TableIO(cfg, None, engine="rust"), window_s=30 * 86_400), "test").splitlines()
+
+    def of(metric: str, gid: str) -> list[str]:
+        return [ln for ln in lines if ln.startswith(metric + "{") and f'"{gid}"' in ln]
+
+    def one_hot(gid: str) -> dict[str, float]:
+        return {
+            ln.split('state="')[1].split('"')[0]: float(ln.rsplit(" ", 1)[1])
+            for ln in of("kafka_consumergroup_group_state", gid)
+        }
+
+    assert one_hot(SHARE_GROUP) == {"Empty": 0, "Stable": 1, "Dead": 0}
+    assert one_hot(STREAMS_GROUP) == {
+        "Empty": 0,
+        "NotReady": 0,
+        "Assigning": 0,
+        "Reconciling": 0,
+        "Stable": 1,
+        "Dead": 0,
+    }
+    for gid, want in ((SHARE_GROUP, SHARE_BUMPS), (STREAMS_GROUP, STREAMS_BUMPS)):
+        reb = of("kafka_consumergroup_group_rebalances", gid)
+        assert [float(ln.rsplit(" ", 1)[1]) for ln in reb] == [want["rebalances"]], gid
 
 
 # ---------------------------------------------------------------------------------------------
