@@ -591,6 +591,9 @@ class ReplayStats:
     txn_markers: int = 0  # COMMIT/ABORT markers given (not counted as records)
     transactions_committed: int = 0  # markers that found pending offsets
     transactions_aborted: int = 0
+    #: share/streams records for a live group of another type, which Kafka's loader refuses
+    #: (``IllegalStateException``); applied as they intend (``coordinator_core.loader.modern_groups``)
+    type_conflicts: int = 0
 
     def as_dict(self) -> dict[str, int]:
         return dataclasses.asdict(self)

@@ -6,10 +6,16 @@ tombstone's path, their events become the gold rows.
 Rules:
 - A record of types 10-15 (share) or 17, 19-23 (streams), decoded with ``modern=True``, goes to
   the group's fold of that kind (``coordinator_core.modern.share.fold``,
-  ``coordinator_core.streams.fold``); a fold of the other kind is replaced (Kafka keeps one
-  group per id: ``getOrMaybeCreatePersisted{Share,Streams}Group`` refuses a record for a group
-  of another type; the log of a real broker deletes the old group first, e.g. the GroupMetadata
-  tombstone of an empty classic group a streams group replaces).
+  ``coordinator_core.streams.fold``). Kafka keeps one group per id:
+  ``getOrMaybeCreatePersisted{Share,Streams}Group`` throws ``IllegalStateException`` ("Group X
+  is not a share/streams group") for a record of a group that exists with another type, and the
+  partition does not load; the log of a real broker deletes the old group first (e.g. the
+  GroupMetadata tombstone of an empty classic group a streams group replaces). Here such a
+  record is an anomaly, counted (``ReplayStats.type_conflicts``) and applied as it intends: the
+  group becomes a group of the record's type (a fold of the other kind is replaced). Another type
+  means a live group with group records of its own (classic with its GroupMetadata, consumer,
+  share or streams); a group only offsets created is no group of another type, as for consumer
+  groups (``getOrMaybeCreatePersistedConsumerGroup`` replaces a simple classic group).
 - Mirror (``mirror_modern``): state Empty or Stable (any other live state is a non-empty
   group), generation = group epoch, protocol type ``share`` / ``streams`` (Kafka's
   ``PROTOCOL_TYPE``s), protocol = the broker's assignor, subscribed topics = what
@@ -48,6 +54,8 @@ MODERN_FOLDED_TYPES = SHARE_RECORD_TYPES | STREAMS_RECORD_TYPES
 def apply_modern_record(w: GroupFold, rec: LogRecord) -> None:
     """A share or streams record of the group: fold it, mirror the group, tell the rows."""
     kind = "share" if rec.key.version in SHARE_RECORD_TYPES else "streams"
+    if w.exists and w.has_metadata and w.group_type != kind:
+        w.stats.type_conflicts += 1  # Kafka's loader refuses it (see the module rules)
     f = w.modern
     if f is None or f.kind != kind:
         f = w.modern = ShareGroupFold(w.group_id) if kind == "share" else StreamsGroupFold(w.group_id)

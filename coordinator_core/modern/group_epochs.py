@@ -13,8 +13,9 @@ Rules:
 - A value record creates the group when no group of the id exists; a tombstone never creates
   one (a tombstone for a missing group or member is ignored). Kafka refuses (``IllegalState-
   Exception``: "Group X is not a share/streams group") a record of one type for a group of
-  another; the replay glue (``coordinator_core.loader.modern_groups``) tells that as an anomaly
-  and applies the record as it intends.
+  another; a fold only sees its own type's records, and the replay glue
+  (``coordinator_core.loader.modern_groups``) counts such a record as an anomaly
+  (``ReplayStats.type_conflicts``) and applies it as it intends.
 - The group-epoch tombstone removes the group (state Dead, ``deleted``); Kafka refuses it
   while members, target assignments or a target assignment epoch other than -1 remain: told as
   an anomaly, applied anyway.

@@ -201,10 +201,12 @@ class StreamsGroupLog(ConsumerGroupLog):
         self.epoch = epoch
         return self.add(GroupKey(self.group, 17), StreamsGroupMetadataValue(epoch, metadata_hash, validated))
 
-    def target(self, member_id: str, active: TaskMap, standby: TaskMap | None = None) -> LogRecord:  # type: ignore[override]
+    def target(  # type: ignore[override]
+        self, member_id: str, active: TaskMap, standby: TaskMap | None = None, warmup: TaskMap | None = None
+    ) -> LogRecord:
         return self.add(
             GroupMemberKey(self.group, member_id, 21),
-            StreamsGroupTargetAssignmentMemberValue(tasks(active), tasks(standby), ()),
+            StreamsGroupTargetAssignmentMemberValue(tasks(active), tasks(standby), tasks(warmup)),
         )
 
     def target_tombstone(self, member_id: str) -> LogRecord:
@@ -221,6 +223,7 @@ class StreamsGroupLog(ConsumerGroupLog):
         *,
         previous: int | None = None,
         standby: TaskMap | None = None,
+        warmup: TaskMap | None = None,
         state: int = S_STABLE,
         pending: TaskMap | None = None,
     ) -> LogRecord:
@@ -228,7 +231,7 @@ class StreamsGroupLog(ConsumerGroupLog):
         return self.add(
             GroupMemberKey(self.group, member_id, 22),
             StreamsGroupCurrentMemberAssignmentValue(
-                epoch, prev, state, tasks(active), tasks(standby), (), tasks(pending), (), ()
+                epoch, prev, state, tasks(active), tasks(standby), tasks(warmup), tasks(pending), (), ()
             ),
         )
 

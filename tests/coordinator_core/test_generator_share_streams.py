@@ -42,6 +42,7 @@ def test_the_replay_tells_the_generators_truth(mixed: GeneratedLog, records: lis
         snap = results[gid].snapshot
         row = snap.to_state_row()
         assert (row["state"], row["group_type"], row["unsupported_records"]) == (t["final_state"], t["group_type"], 0)
+        assert results[gid].stats.type_conflicts == 0, gid  # nothing Kafka's loader would refuse
         m = snap.modern
         assert m is not None
         if t["final_state"] == "Dead":

@@ -1,6 +1,8 @@
 """Share groups (KIP-932) replayed from broker bytes, following Kafka's ``ShareGroupTest`` and
-``GroupMetadataManagerTest`` share-group scenarios: state, epochs, members, assignments,
-rebalances, deletion, and no offsets here."""
+``GroupMetadataManagerTest`` share-group scenarios (apache/kafka's group-coordinator tests; each
+test names the ones it follows): state, epochs, members, assignments, rebalances, deletion,
+tombstones for unknown members or groups, a record for a group of another type, and no offsets
+here."""
 
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ from coordinator_core.loader.snapshot_codec import deserialize_snapshot, seriali
 from coordinator_core.modern.share.fold import ShareGroupFold
 from coordinator_core.settings import ReplaySettings
 from tests.coordinator_core.consumer_group_log import topic_id
-from tests.coordinator_core.modern_group_log import ShareGroupLog
+from tests.coordinator_core.modern_group_log import ShareGroupLog, StreamsGroupLog
 
 DAY = 86_400_000
 
@@ -27,6 +29,8 @@ def _two_members() -> ShareGroupLog:
 
 
 def test_fold_state_epochs_members_and_assignments() -> None:
+    """``GroupMetadataManagerTest.testShareGroupMemberJoinsEmptyGroupWithAssignments`` (then a second
+    member) and ``ShareGroupTest.testGroupState``: members at the group epoch, Stable."""
     log = _two_members()
     f = ShareGroupFold("sg")
     for r in log.records:
@@ -43,6 +47,9 @@ def test_fold_state_epochs_members_and_assignments() -> None:
 
 
 def test_replay_rows_rebalances_and_members() -> None:
+    """The same joins as
+    ``GroupMetadataManagerTest.testShareGroupMemberJoinsEmptyGroupWithAssignments``, through the
+    replay: the state row, the rebalances (one per group epoch) and the member rows."""
     res = replay(new_snapshot("sg"), _two_members().records)
     row = res.snapshot.to_state_row()
     assert (row["state"], row["group_type"], row["generation"], row["protocol_type"]) == ("Stable", "share", 2, "share")
@@ -68,6 +75,9 @@ def test_replay_rows_rebalances_and_members() -> None:
 
 
 def test_leave_then_empty_then_delete_in_kafkas_tombstone_order() -> None:
+    """``GroupMetadataManagerTest.testShareGroupLeavingMemberBumpsGroupEpoch`` (each leave a bump),
+    ``testShareGroupStates`` (Empty when the last member is gone) and ``testShareGroupDelete``
+    (``createGroupTombstoneRecords``' order): Dead, one observed deletion."""
     log = _two_members()
     log.leave("m2")
     log.leave("m1")
@@ -86,6 +96,9 @@ def test_leave_then_empty_then_delete_in_kafkas_tombstone_order() -> None:
 
 
 def test_a_share_group_never_expires() -> None:
+    """``ShareGroupTest.testOffsetExpirationCondition`` (a share group has no offset expiration
+    condition: its offsets are not in ``__consumer_offsets``): never expires, never dies by expiry.
+    """
     log = ShareGroupLog()
     log.join("m1", ["orders"], {"m1": {"orders": [0]}})
     log.leave("m1")
@@ -98,6 +111,7 @@ def test_a_share_group_never_expires() -> None:
 
 
 def test_snapshot_bytes_round_trip_and_resume_equals_one_pass() -> None:
+    """offsetlake's own (no Kafka counterpart): a resumed replay equals one pass."""
     log = _two_members()
     log.leave("m2")
     one = replay(new_snapshot("sg"), log.records)
@@ -111,6 +125,9 @@ def test_snapshot_bytes_round_trip_and_resume_equals_one_pass() -> None:
 
 
 def test_member_tombstone_before_its_assignment_tombstone_is_an_anomaly_applied_anyway() -> None:
+    """No Kafka test; Kafka's check in ``GroupMetadataManager.replay(ShareGroupMemberMetadataKey,
+    null)`` (``IllegalStateException`` while the member's assignments remain): told, applied anyway.
+    """
     log = ShareGroupLog()
     log.join("m1", ["orders"], {"m1": {"orders": [0]}})
     log.batch()
@@ -124,3 +141,74 @@ def test_member_tombstone_before_its_assignment_tombstone_is_an_anomaly_applied_
         "member_tombstone_before_target_tombstone",
     ]
     assert f.snapshot().members == {}
+
+
+def test_tombstones_for_an_unknown_member_or_group_are_ignored() -> None:
+    """``GroupMetadataManager.replay`` of a share tombstone looks the group and the member up
+    without creating them and returns when either is missing ("If the group does not exist, we
+    can ignore the tombstone"): nothing is created, a live group is unchanged."""
+    log = ShareGroupLog()
+    log.batch()
+    log.current_tombstone("ghost")
+    log.target_tombstone("ghost")
+    log.member_tombstone("ghost")
+    f = ShareGroupFold("sg")
+    assert [e for r in log.records for e in f.apply(r)] == [] and not f.exists
+    res = replay(new_snapshot("sg"), log.records)
+    assert (res.snapshot.exists, res.events, res.stats.unsupported_skipped) == (False, [], 0)
+    live = _two_members()
+    before = replay(new_snapshot("sg"), live.records).snapshot.to_state_row()
+    live.batch()
+    live.current_tombstone("ghost")
+    live.target_tombstone("ghost")
+    live.member_tombstone("ghost")
+    after = replay(new_snapshot("sg"), live.records)
+    row = after.snapshot.to_state_row()
+    assert {k: row[k] for k in ("state", "generation", "members")} == {
+        k: before[k] for k in ("state", "generation", "members")
+    }
+    assert after.stats.type_conflicts == 0
+
+
+def _then_a_streams_group(log: ShareGroupLog) -> ShareGroupLog:
+    """A copy of ``log`` followed by a streams group's first heartbeat for the same id (the
+    positions continue: the replay is idempotent on them)."""
+    out = ShareGroupLog(log.group)
+    streams = StreamsGroupLog(log.group)
+    streams.join("a", {"a": {"0": [0]}}, first=True)
+    for r in log.records + streams.records:
+        out.add(r.key, r.value)
+    return out
+
+
+def test_a_record_for_a_live_group_of_another_type_is_counted_and_applied() -> None:
+    """``getOrMaybeCreatePersistedShareGroup`` / ``getOrMaybeCreatePersistedStreamsGroup`` throw
+    ``IllegalStateException`` ("Group X is not a share/streams group") for a group that exists
+    with another type: Kafka's load stops there. The replay counts it
+    (``ReplayStats.type_conflicts``) and applies the record: the group becomes its type. After
+    the old group's tombstones (a real broker's order) there is nothing to count."""
+    classic = ShareGroupLog()
+    classic.classic_group(1, {"c1": {"orders": [0]}})
+    classic.batch()
+    classic.join("m1", ["orders"], {"m1": {"orders": [0]}})
+    res = replay(new_snapshot("sg"), classic.records)
+    assert res.stats.type_conflicts == 1
+    assert (res.snapshot.to_state_row()["group_type"], res.snapshot.to_state_row()["state"]) == ("share", "Stable")
+
+    share = _two_members()
+    res = replay(new_snapshot("sg"), _then_a_streams_group(share).records)
+    assert res.stats.type_conflicts == 1  # the topology record: the share group is live
+    assert res.snapshot.to_state_row()["group_type"] == "streams"
+
+    share.leave("m2")
+    share.leave("m1")
+    share.delete()
+    res = replay(new_snapshot("sg"), _then_a_streams_group(share).records)
+    assert res.stats.type_conflicts == 0
+    assert (res.snapshot.to_state_row()["group_type"], res.snapshot.to_state_row()["state"]) == ("streams", "Stable")
+
+    offsets_only = ShareGroupLog()  # a group only offset commits created is no group of another type
+    offsets_only.commit("orders", 0, 5)
+    offsets_only.batch()
+    offsets_only.join("m1", ["orders"], {"m1": {"orders": [0]}})
+    assert replay(new_snapshot("sg"), offsets_only.records).stats.type_conflicts == 0
