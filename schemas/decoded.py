@@ -8,10 +8,11 @@ Rules:
 - ``group_records`` holds Kafka 4's group records decoded with the core codec's ``modern=True``
   (KIP-848 consumer groups 3-8/16, KIP-932 share groups 10-15, KIP-1071 streams groups
   17/19-23): raw bytes, what kind of record, and the value as Kafka's formatter prints it. The
-  replay folds the consumer-group records and counts the share/streams ones per group
-  (``group_state.unsupported_records``, ``group_type``). A modern key or value that does not
-  parse is in ``quarantine``; a modern value version Kafka 4 cannot read, and the record types
-  never final in a release (9, 18, 24), stay in ``unsupported_records``.
+  replay folds all three kinds, each by its own rules (``coordinator_core.modern.consumer``,
+  ``coordinator_core.modern.share``, ``coordinator_core.streams``), into the gold tables with
+  their ``group_type``. A modern key or value that does not parse is in ``quarantine``; a
+  modern value version Kafka 4 cannot read, and the record types never final in a release (9,
+  18, 24), stay in ``unsupported_records``.
 - Decoded rows keep their log position as ``coordinator_partition`` / ``log_offset`` /
   ``log_timestamp`` (the ``__consumer_offsets`` partition, offset and record timestamp), so a
   group's records order totally by (coordinator_partition, log_offset). ``topic`` /

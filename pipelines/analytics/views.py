@@ -10,8 +10,9 @@ Rules:
   after ``pipelines.analytics.transpile`` (``pipelines.analytics.duck``); ``view_closure`` (the
   views and tables a view reads, parsed from that SQL) registers only what a query needs.
 - What counts as a rebalance: a ``rebalances`` row with ``cause`` in ``new_generation``,
-  ``ended_empty`` or ``first_record`` (a generation change), and every row of a consumer group
-  (``group_type`` consumer, KIP-848: a group-epoch bump; ``IS_REBALANCE_SQL``).
+  ``ended_empty`` or ``first_record`` (a generation change), and every row of a consumer
+  (KIP-848), share (KIP-932) or streams (KIP-1071) group (``group_type`` in
+  ``MODERN_GROUP_TYPES``: a group-epoch bump; ``IS_REBALANCE_SQL``).
   ``static_member_rejoined`` rows are KIP-345 static members back with a new member id WITHOUT a
   rebalance: counted separately, as rebalances avoided. ``assignor_stickiness`` compares classic
   assignments only (a consumer group's members are told when it is Stable, not at the bump).
