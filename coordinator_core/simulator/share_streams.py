@@ -9,9 +9,14 @@ Rules:
   (DeleteGroups) near the end.
 - A streams group: two processes join and reconcile (revocations, then releases, 300 ms apart),
   one leaves and the other takes its tasks; one group in two gets a third process later.
-- They commit no offsets here (a share group never does; a streams group's commits would need
-  the simulated coordinator's offset path, which only the classic and consumer clients use).
-- Truth per group: kind, final state, group and assignment epochs, members, deletion time.
+- A streams group commits every ``STREAMS_COMMIT_MS`` from its first join to the end of the run
+  (Kafka Streams' ``commit.interval.ms``): one OffsetCommit write (value version 3, no expire
+  timestamp) of its source partitions, the input topic's and the repartition topic's, each
+  offset a little further on. They are its subscribed topics and the group never empties here,
+  so none expires (``coordinator_core.expiry``'s streams rule): the truth keeps them all. A
+  share group commits nothing (its delivery state is in ``__share_group_state``).
+- Truth per group: kind, final state, group and assignment epochs, members, deletion time, and
+  a streams group's committed offsets.
 """
 
 from __future__ import annotations
@@ -20,11 +25,13 @@ import random
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from coordinator_core.codec.records import Record
+from coordinator_core.codec.records import OffsetCommitKey, OffsetCommitValue, Record
 from coordinator_core.simulator.share_writer import ShareGroupWriter
 from coordinator_core.simulator.streams_writer import StreamsGroupWriter
 
 HEARTBEAT_MS = 200
+#: a streams application's commit interval (Kafka Streams' ``commit.interval.ms`` default)
+STREAMS_COMMIT_MS = 30_000
 
 
 class ShareStreamsPlan:
@@ -47,6 +54,7 @@ class ShareStreamsPlan:
         self.share: dict[str, ShareGroupWriter] = {}
         self.streams: dict[str, StreamsGroupWriter] = {}
         self.deleted: dict[str, int] = {}
+        self.offsets: dict[str, dict[tuple[str, int], int]] = {}  # streams group -> committed
 
     def _at(self, lo: float, hi: float) -> int:
         return self.start + int((self.end - self.start) * (lo + (hi - lo) * self.rng.random()))
@@ -97,6 +105,10 @@ class ShareStreamsPlan:
             for j in (0, 1):
                 t += self.rng.randint(3_000, 20_000)
                 self.schedule(t, lambda w=w, j=j, t=t: self._join_streams(w, f"{w.group_id}-p{j}", t))  # type: ignore[misc]
+                if j == 0:
+                    self.offsets[gid] = {}
+                    for tc in range(t + STREAMS_COMMIT_MS, self.end, STREAMS_COMMIT_MS):
+                        self.schedule(tc, lambda w=w, tc=tc: self._commit_streams(w, tc))  # type: ignore[misc]
             t_leave = self._at(0.45, 0.6)
             self.schedule(t_leave, lambda w=w, t=t_leave: self._leave_streams(w, f"{w.group_id}-p0", t))  # type: ignore[misc]
             if k % 2 == 1:
@@ -106,6 +118,19 @@ class ShareStreamsPlan:
     def _join_streams(self, w: StreamsGroupWriter, mid: str, t: int) -> None:
         self.append(w.join(mid, f"process-{mid}"))
         self._writes(t, w.reconcile(), 300)
+
+    def _commit_streams(self, w: StreamsGroupWriter, t: int) -> None:
+        """One OffsetCommit of the group's source partitions (input and repartition topics)."""
+        committed = self.offsets[w.group_id]
+        records = []
+        for topic in (w.source, w.repartition):
+            for p in range(w.partitions):
+                offset = committed.get((topic, p), 0) + self.rng.randint(0, 500)
+                committed[(topic, p)] = offset
+                records.append(
+                    Record(OffsetCommitKey(w.group_id, topic, p), OffsetCommitValue(offset, "", t, None, None, 3))
+                )
+        self.append(records)
 
     def _leave_streams(self, w: StreamsGroupWriter, mid: str, t: int) -> None:
         self.append(w.leave(mid))
@@ -132,5 +157,6 @@ class ShareStreamsPlan:
                 "processes": sorted(set(st.members.values())),
                 "source_topics": list(st.source_topics),
                 "deleted_ms": None,
+                "offsets": {f"{t}:{p}": o for (t, p), o in sorted(self.offsets.get(gid, {}).items())},
             }
         return out

@@ -10,7 +10,7 @@ from collections import defaultdict
 import pytest
 
 from coordinator_core.codec.record_codec import decode_record
-from coordinator_core.codec.records import LogRecord
+from coordinator_core.codec.records import LogRecord, OffsetCommitKey
 from coordinator_core.loader.replay import replay_groups
 from coordinator_core.modern.share.fold import ShareGroupFold
 from coordinator_core.simulator.generator import GeneratedLog, generate
@@ -34,6 +34,7 @@ def records(mixed: GeneratedLog) -> list[LogRecord]:
 
 
 def test_the_replay_tells_the_generators_truth(mixed: GeneratedLog, records: list[LogRecord]) -> None:
+    """State, epochs, members, a streams group's processes, topics and committed offsets."""
     truth = mixed.truth["modern_groups"]
     assert {t["group_type"] for t in truth.values()} == {"share", "streams"} and len(truth) == 5
     assert any(t["final_state"] == "Dead" for t in truth.values())  # a share group deleted
@@ -55,6 +56,9 @@ def test_the_replay_tells_the_generators_truth(mixed: GeneratedLog, records: lis
         ), gid
         if t["group_type"] == "streams":
             assert sorted({x.process_id for x in m.members.values()}) == t["processes"]
+            # its commits: every source partition, none expired (subscribed, never Empty)
+            got = {f"{tp}:{p}": o[0].offset for (tp, p), o in snap.offsets.items()}
+            assert got == t["offsets"] and {k.rsplit(":", 1)[0] for k in got} == set(t["source_topics"]), gid
             assert sorted(row["subscribed_topics"]) == sorted(t["source_topics"])
         rebalances = {e.event_key: e for e in results[gid].events if e.kind == "rebalance"}
         assert max(r.generation for r in rebalances.values()) == t["group_epoch"]
@@ -66,7 +70,7 @@ def test_no_record_is_one_kafkas_loader_would_refuse(mixed: GeneratedLog, record
         by[str(r.key.group)].append(r)
     for gid, t in mixed.truth["modern_groups"].items():
         f = ShareGroupFold(gid) if t["group_type"] == "share" else StreamsGroupFold(gid)
-        told = [e for r in by[gid] for e in f.apply(r)]
+        told = [e for r in by[gid] if not isinstance(r.key, OffsetCommitKey) for e in f.apply(r)]  # the fold's own
         assert not [e for e in told if e.kind == "consumer_anomaly"], gid
         states = {e.to_state for e in told if e.kind == "consumer_state_change"}
         assert "Stable" in states and (t["group_type"] == "share" or "Reconciling" in states), gid
