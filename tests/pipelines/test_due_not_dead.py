@@ -12,6 +12,7 @@ under test.
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 from typing import Any
 
@@ -182,3 +183,24 @@ def test_metrics_count_due_offsets_at_risk_with_their_removal_window(cfg: Any) -
     assert family("kafka_consumergroup_group_deletion_latest_timestamp_seconds") == {
         (r["group_id"],): (_ms(r["predicted_time"]) + INTERVAL_MS) / 1000 for r in predicted
     }
+
+
+# ---- B: inspect --------------------------------------------------------------------------------
+def test_inspect_labels_a_due_offset_due_with_its_removal_window(cfg: Any) -> None:
+    from rich.console import Console
+
+    from pipelines.analytics.inspect import fmt_ms, inspect_group
+    from pipelines.analytics.inspect_render import render
+
+    view = inspect_group(cfg, DUE_GROUP)
+    assert view.expiring and all(e["status"] == "due" and e["expires_ms"] <= view.as_of_ms for e in view.expiring)
+    out = io.StringIO()
+    render(view, Console(file=out, width=400))
+    text = out.getvalue()
+    e = view.expiring[0]
+    assert e["removal_by_ms"] == e["expires_ms"] + INTERVAL_MS
+    window = f"due: removal between {fmt_ms(e['expires_ms'])} and {fmt_ms(e['removal_by_ms'])}"
+    assert text.count(window) == len(view.expiring)  # each due offset, labelled, no bare "-0.0x"
+    assert f"due {fmt_ms(e['expires_ms'])}, removal by {fmt_ms(e['removal_by_ms'])}" in text  # offsets table
+    soon = inspect_group(cfg, SOON_GROUP)
+    assert soon.expiring and all(e["status"] == "held" and e["expires_ms"] > soon.as_of_ms for e in soon.expiring)
