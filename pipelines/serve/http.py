@@ -5,7 +5,8 @@ Rules:
   ``GET /v3/kafka/<cluster>/consumer/<group>/status``: Burrow's consumer-status JSON (``error``,
   ``message``, ``status`` with ``cluster``, ``group``, ``status``, ``complete``, ``partitions``
   (topic, partition, owner = client host, client_id, member_id of the current assignment, status, start/end commit of the window, current_lag), ``partition_count``,
-  ``maxlag``, ``totallag``; ``request``); an unknown cluster or group is 404 with
+  ``maxlag``, ``totallag``, and offsetlake's ``group_type``, with a ``message`` for a share group,
+  whose positions live in ``__share_group_state``: no partitions, no lag; ``request``); an unknown cluster or group is 404 with
   ``error: true`` as Burrow answers. Burrow's discovery: ``GET /v3/kafka`` (the cluster list),
   ``GET /v3/kafka/<cluster>/consumer`` (its groups that exist), and ``.../consumer/<group>/lag``
   (the status with every partition). Each answer carries ``as_of_ms``, the one "now" its statuses
@@ -97,8 +98,11 @@ class SnapshotCache:
 
 
 def burrow_status(snap: metrics.Snapshot, cluster: str, group: str) -> dict[str, Any] | None:
-    """Burrow's ``status`` object of ``group`` (``None`` when the warehouse has no such group)."""
-    if not any(g["group_id"] == group for g in snap.groups):
+    """Burrow's ``status`` object of ``group`` (``None`` when the warehouse has no such group), plus
+    its ``group_type`` and, for a group whose positions are not in ``__consumer_offsets`` (a share
+    group: ``__share_group_state``), a ``message`` saying why it has no partitions and no lag."""
+    row = next((g for g in snap.groups if g["group_id"] == group), None)
+    if row is None:
         return None
     parts = []
     for p in snap.partitions:
@@ -120,6 +124,14 @@ def burrow_status(snap: metrics.Snapshot, cluster: str, group: str) -> dict[str,
         )
     lagged = [q for q in parts if q["current_lag"] is not None]
     maxlag = max(lagged, key=lambda q: q["current_lag"]) if lagged else None
+    group_type = row.get("group_type") or "classic"
+    kept_in = row.get("offsets_kept_in") or ("__share_group_state" if group_type == "share" else "__consumer_offsets")
+    extra: dict[str, Any] = {"group_type": group_type}
+    if kept_in != "__consumer_offsets":
+        extra["message"] = (
+            f"a {group_type} group keeps its positions in {kept_in}, not in __consumer_offsets (the only log "
+            "offsetlake reads): it has no committed offsets here, so no partitions and no lag; status UNKNOWN"
+        )
     return {
         "cluster": cluster,
         "group": group,
@@ -129,6 +141,7 @@ def burrow_status(snap: metrics.Snapshot, cluster: str, group: str) -> dict[str,
         "partition_count": len(parts),
         "maxlag": maxlag,
         "totallag": sum(q["current_lag"] for q in lagged) if lagged else None,  # unknown without samples
+        **extra,
     }
 
 

@@ -20,7 +20,8 @@ Rules:
   ``..._sum_lag``, ``..._lag_seconds``, ``kafka_partition_latest_offset``) with labels
   ``cluster_name``, ``group``, ``topic``, ``partition`` (no member labels: a rebalance would
   start new series); states one-hot with a ``state`` label as
-  kminion does. What only offsetlake knows is ``kafka_consumergroup_group_rebalance*``,
+  kminion does, with the group's ``group_type`` (classic, consumer, share, streams: which states
+  the one-hot is over). What only offsetlake knows is ``kafka_consumergroup_group_rebalance*``,
   ``..._offset_expiry_timestamp_seconds`` and ``..._deletion_timestamp_seconds``. README
   "Monitoring" documents each family.
 - Group status is Burrow's roll-up, ``pipelines.analytics.burrow.group_status`` (the one
@@ -140,7 +141,8 @@ def collect(io: TableIO, *, window_s: float = DEFAULT_WINDOW_S) -> Snapshot:
     as_of_rows = rows(f"SELECT unix_millis(as_of) AS ms FROM ({as_of_sql(io.conf)}) a")
     as_of = as_of_rows[0]["ms"] if as_of_rows else None
     groups = rows(
-        "SELECT group_id, state, member_count, generation, protocol_type, protocol, members, group_type FROM group_state "
+        "SELECT group_id, state, member_count, generation, protocol_type, protocol, members, group_type, offsets_kept_in "
+        "FROM group_state "
         "ORDER BY group_id"
     )
     owners = {  # (group, topic, partition) -> the member assigned it in the current generation
@@ -237,7 +239,8 @@ FAMILIES: dict[str, str] = {
     "offsetlake_as_of_timestamp_seconds": "The now statuses are evaluated at: replay.as_of_ms, else replay.now "
     "(evidence: the newest record or end-offset sample; log; wall).",
     "kafka_consumergroup_groups": "Consumer groups per state (group_state).",
-    "kafka_consumergroup_group_state": "1 for the group's current state, 0 for the others (one-hot over the state label).",
+    "kafka_consumergroup_group_state": "1 for the group's current state, 0 for the others (one-hot over the state label, "
+    "over the states of its group_type: classic, consumer, share, streams).",
     "kafka_consumergroup_group_members": "Current members of the group.",
     "kafka_consumergroup_group_generation": "Current generation id of the group.",
     "kafka_consumergroup_group_offset": "Committed offset per partition (offsets_current).",
@@ -303,7 +306,10 @@ def _group_samples(snap: Snapshot, c: dict[str, Any]) -> dict[str, list[Sample]]
             ({**c, "state": s}, sum(1 for g in groups if g["state"] == s)) for s in ALL_STATES
         ],
         "kafka_consumergroup_group_state": [
-            ({**gl(g["group_id"]), "state": s}, 1 if g["state"] == s else 0)
+            (
+                {**gl(g["group_id"]), "group_type": g.get("group_type") or "classic", "state": s},
+                1 if g["state"] == s else 0,
+            )
             for g in groups
             for s in STATES_BY_TYPE.get(g.get("group_type") or "classic", GROUP_STATES)
         ],

@@ -13,6 +13,9 @@ under test.
 from __future__ import annotations
 
 import io
+import json
+import threading
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -204,3 +207,50 @@ def test_inspect_labels_a_due_offset_due_with_its_removal_window(cfg: Any) -> No
     assert f"due {fmt_ms(e['expires_ms'])}, removal by {fmt_ms(e['removal_by_ms'])}" in text  # offsets table
     soon = inspect_group(cfg, SOON_GROUP)
     assert soon.expiring and all(e["status"] == "held" and e["expires_ms"] > soon.as_of_ms for e in soon.expiring)
+
+
+# ---- C: serve, a share group ------------------------------------------------------------------
+def test_serve_says_why_a_share_group_has_no_partitions_and_labels_group_types(tmp_path: Path) -> None:
+    from pipelines.serve import metrics
+    from pipelines.serve.http import make_server
+    from pipelines.tableio import TableIO
+    from tests.pipelines.mixed_log import SHARE_GROUP, mixed_log
+    from tests.pipelines.pipeline_helpers import arrow_gold
+    from tests.pipelines.test_kafka4_jobs import DAY, _gold_warehouse, raw_table
+
+    gold = arrow_gold(raw_table(mixed_log()), retention_ms=DAY)
+    types = {r["group_id"]: r["group_type"] for r in gold["group_state"].to_pylist()}
+    assert types[SHARE_GROUP] == "share"
+    cfg = _gold_warehouse(tmp_path, gold)
+    io_ = TableIO(cfg, None, engine="rust")
+    text = metrics.render(metrics.collect(io_, window_s=30 * 86_400), "test")
+    one_hot = [ln for ln in text.splitlines() if ln.startswith("kafka_consumergroup_group_state{")]
+    labelled = {ln.split('group="')[1].split('"')[0]: ln.split('group_type="')[1].split('"')[0] for ln in one_hot}
+    assert labelled == types
+    server = make_server(io_, port=0, cluster="test")
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        host, port = server.server_address[:2]
+
+        def status(group: str) -> dict[str, Any]:
+            url = f"http://{host}:{port}/v3/kafka/test/consumer/{group}/status"
+            with urllib.request.urlopen(url, timeout=60) as r:
+                body = json.loads(r.read())
+            assert body["error"] is False
+            return dict(body["status"])
+
+        share = status(SHARE_GROUP)
+        # Burrow's shape, unchanged: the keys Burrow clients read are all there
+        assert {"cluster", "group", "status", "complete", "partitions", "partition_count", "maxlag", "totallag"} <= set(
+            share
+        )
+        assert (share["status"], share["partition_count"], share["totallag"]) == ("UNKNOWN", 0, None)
+        assert share["group_type"] == "share" and "__share_group_state" in share["message"]
+        assert "__consumer_offsets" in share["message"] and "lag" in share["message"]
+        other = next(g for g, t in sorted(types.items()) if t == "classic")
+        classic = status(other)
+        assert classic["group_type"] == "classic" and "message" not in classic
+    finally:
+        server.shutdown()
+        server.server_close()
