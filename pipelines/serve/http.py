@@ -25,7 +25,9 @@ Rules:
   id, never to the client.
 - One ``Snapshot`` is cached: for ``ttl_s`` seconds it is served as is; after that the tables'
   Delta versions (``metrics.table_versions``) are read and the snapshot is recomputed only when
-  one changed (tables change only when a job commits). One thread recomputes; the others wait
+  one changed (tables change only when a job commits) or, with ``replay.now: wall``, when the
+  wall clock entered a new ``ttl_s`` bucket (the now is the clock's: it must not freeze between
+  commits). One thread recomputes; the others wait
   for it (no thundering herd).
 """
 
@@ -74,6 +76,7 @@ class SnapshotCache:
         self._text = ""
         self._body = b""  # the text encoded once per snapshot, not per request
         self._checked = 0.0
+        self._bucket: int | None = None  # the wall-clock bucket of the snapshot (``_wall_bucket``)
         self.computations = 0
 
     def body(self) -> bytes:
@@ -84,14 +87,27 @@ class SnapshotCache:
         snap, text, _ = self._current()
         return snap, text
 
+    def _wall_bucket(self) -> int | None:
+        """With ``replay.now: wall`` (and no fixed ``replay.as_of_ms``) the wall-clock bucket of
+        ``ttl_s`` seconds the snapshot's now belongs to: part of the cache key, so "now" moves with
+        the clock between commits; None otherwise (now moves only with the tables)."""
+        conf = self.io.conf
+        if conf.replay.now != "wall" or conf.replay.as_of_ms is not None:
+            return None
+        return int(time.time() // max(self.ttl_s, 0.001))
+
     def _current(self) -> tuple[metrics.Snapshot, str, bytes]:
         with self._lock:
             now = time.monotonic()
             if self._snap is None or now - self._checked >= self.ttl_s:
-                if self._snap is None or metrics.table_versions(self.io) != self._snap.versions:
+                bucket = self._wall_bucket()
+                if self._snap is None or (metrics.table_versions(self.io), bucket) != (
+                    self._snap.versions,
+                    self._bucket,
+                ):
                     snap = metrics.collect(self.io, window_s=self.window_s)
                     text = metrics.render(snap, self.cluster)
-                    self._snap, self._text, self._body = snap, text, text.encode()
+                    self._snap, self._text, self._body, self._bucket = snap, text, text.encode(), bucket
                     self.computations += 1
                 self._checked = time.monotonic()
             return self._snap, self._text, self._body

@@ -15,6 +15,7 @@ from __future__ import annotations
 import io
 import json
 import threading
+import time
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -254,3 +255,51 @@ def test_serve_says_why_a_share_group_has_no_partitions_and_labels_group_types(t
     finally:
         server.shutdown()
         server.server_close()
+
+
+# ---- D: "now" in log and wall modes, and serve's cache in wall mode -------------------------------
+def test_now_in_log_and_wall_modes(cfg: Any, tmp_path: Path) -> None:
+    from pipelines.config import load_config
+    from pipelines.log_clock import now_ms, now_sql
+    from pipelines.tableio import TableIO
+
+    read = TableIO(cfg, None, engine="rust").read_arrow
+    end = max(_ms(g["last_timestamp"]) for g in _state(cfg).values())
+    root = str(cfg.table_path("group_state")).rsplit("/", 1)[0]
+    log = load_config(overrides={"paths.root": root, "replay.now": "log"})
+    wall = load_config(overrides={"paths.root": root, "replay.now": "wall"})
+    fixed = load_config(overrides={"paths.root": root, "replay.now": "wall", "replay.as_of_ms": 123})
+    assert now_ms(log, read) == (end, "the newest record replayed")
+    assert now_ms(wall, read, wall_ms=end + 5_000) == (end + 5_000, "the wall clock (replay.now: wall)")
+    before = int(time.time() * 1000)
+    got, _ = now_ms(wall, read)
+    assert before <= got <= int(time.time() * 1000)
+    assert now_ms(fixed, read) == (123, "replay.as_of_ms")
+    # the SQL form every view uses: log reads group_state, wall the clock, as_of_ms fixes it
+    assert now_sql(None, "log") == "SELECT (SELECT max(last_timestamp) FROM group_state) AS as_of"
+    assert now_sql(None, "wall") == "SELECT current_timestamp() AS as_of"
+    assert now_sql(123, "wall") == "SELECT timestamp_millis(123) AS as_of"
+    with pytest.raises(ValueError, match=r"unknown replay\.now"):
+        now_sql(None, "later")
+    # an empty warehouse has no log now
+    empty = load_config(overrides={"paths.root": str(tmp_path), "replay.now": "log"})
+    assert now_ms(empty, TableIO(empty, None, engine="rust").read_arrow)[0] is None
+
+
+def test_serve_cache_moves_now_with_the_wall_clock_between_commits(tmp_path: Path) -> None:
+    from pipelines.serve.http import SnapshotCache
+    from pipelines.tableio import TableIO
+
+    cfg = _warehouse(tmp_path, **{"replay.now": "wall"})
+    cache = SnapshotCache(TableIO(cfg, None, engine="rust"), cluster="test", ttl_s=0.2)
+    first, _ = cache.get()
+    time.sleep(0.5)  # no table changes: only the clock moved
+    second, _ = cache.get()
+    assert cache.computations == 2
+    assert first.as_of_ms is not None and second.as_of_ms is not None and second.as_of_ms >= first.as_of_ms + 400
+    # evidence mode: no table change, no recomputation (now moves only with the tables)
+    ev = SnapshotCache(TableIO(_warehouse(tmp_path / "ev"), None, engine="rust"), cluster="test", ttl_s=0.2)
+    a, _ = ev.get()
+    time.sleep(0.5)
+    b, _ = ev.get()
+    assert ev.computations == 1 and a is b
