@@ -71,15 +71,46 @@ def offsets_at_risk_df(spark: SparkSession, cfg: Config, *, at_risk_hours: float
 
 
 def at_risk_sql(cfg: Config, *, at_risk_hours: float = 24) -> str:
-    """``offsets_at_risk`` over ``_offsets_due`` (each offset's predicted expiry) and ``as_of``."""
+    """``offsets_at_risk`` over ``_offsets_due`` (each offset's predicted expiry) and ``as_of``.
+
+    Due is not dead (``coordinator_core.expiry.cleanup_window``): an offset whose expiry time has
+    passed is removed by the broker's next cleanup of its partition, in
+    ``[due, due + replay.cleanup_interval_ms]`` (``removal_by_timestamp``, the window's end). Each
+    offset's ``expiry_status`` (``forecast.expiry_status``, the same rule on the driver):
+    ``held`` (not due, or never expires as the group stands), ``due`` (due at ``as_of``, its
+    removal a forecast: at risk, still committed) or ``kept_past_due`` (its whole window passed
+    before ``as_of`` and before the evidence horizon, ``log_clock.evidence_horizon``: the newest
+    record minus ``stream.watermark_delay_ms``; yet the log still holds it: the broker's retention
+    or rules differ from the configured ones). A window that ends after the log does is still
+    ``due``: nothing in the log says the cleanup has run."""
+    interval = int(cfg.replay.cleanup_interval_ms)
+    delay = int(cfg.stream.watermark_delay_ms)  # the evidence horizon (log_clock.evidence_horizon)
+    cols = ", ".join(f"t.{c}" for c in (*DUE_COLUMNS, "predicted_expiry_timestamp"))
     return f"""
-SELECT d.*, a.as_of,
-       round((unix_millis(d.predicted_expiry_timestamp) - unix_millis(a.as_of)) / 3600000.0, 3) AS hours_until_expiry,
-       coalesce(d.predicted_expiry_timestamp > a.as_of
-                AND unix_millis(d.predicted_expiry_timestamp) - unix_millis(a.as_of) <= {float(at_risk_hours) * 3_600_000.0},
-                false) AS at_risk,
-       coalesce(d.predicted_expiry_timestamp <= a.as_of, false) AS kept_past_due
-FROM _offsets_due d CROSS JOIN ({as_of_sql(cfg)}) a
+WITH t AS (
+  SELECT d.*, a.as_of, e.evidence_ms,
+         timestamp_millis(unix_millis(d.predicted_expiry_timestamp) + {interval}) AS removal_by_timestamp
+  FROM _offsets_due d CROSS JOIN ({as_of_sql(cfg)}) a
+  CROSS JOIN (SELECT unix_millis(max(last_timestamp)) - {delay} AS evidence_ms FROM group_state) e),
+s AS (
+  SELECT t.*,
+         CASE WHEN t.predicted_expiry_timestamp IS NULL OR t.predicted_expiry_timestamp > t.as_of THEN 'held'
+              WHEN unix_millis(t.predicted_expiry_timestamp) + {interval} < unix_millis(t.as_of)
+                   AND unix_millis(t.predicted_expiry_timestamp) + {interval} < coalesce(t.evidence_ms, unix_millis(t.as_of))
+              THEN 'kept_past_due'
+              ELSE 'due' END AS expiry_status
+  FROM t)
+SELECT {cols}, t.as_of,
+       round((unix_millis(t.predicted_expiry_timestamp) - unix_millis(t.as_of)) / 3600000.0, 3) AS hours_until_expiry,
+       (t.expiry_status = 'due'
+        OR coalesce(t.predicted_expiry_timestamp > t.as_of
+                    AND unix_millis(t.predicted_expiry_timestamp) - unix_millis(t.as_of) <= {float(at_risk_hours) * 3_600_000.0},
+                    false)) AS at_risk,
+       t.expiry_status = 'kept_past_due' AS kept_past_due,
+       t.expiry_status = 'due' AS due,
+       t.removal_by_timestamp,
+       t.expiry_status
+FROM s t
 """
 
 

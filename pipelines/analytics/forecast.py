@@ -78,3 +78,20 @@ def due_times(
         )
         group.offsets[(str(o["topic"]), int(o["partition"]))] = (value, 0, 0, 0)
     return offset_due_times(group, retention_ms, ExpiryRules(rules))
+
+
+#: ``offsets_at_risk.expiry_status``: not due (or never) / due, removal forecast / kept past its window
+EXPIRY_STATUSES = ("held", "due", "kept_past_due")
+
+
+def expiry_status(due_ms: int | None, now_ms: int, cleanup_interval_ms: int, evidence_ms: int | None = None) -> str:
+    """The ``offsets_at_risk`` rule (``at_risk.at_risk_sql``) on the driver: ``held`` before its due
+    time (or never due), ``due`` from its due time until its removal window
+    (``coordinator_core.expiry.cleanup_window``) has passed both ``now_ms`` and the evidence
+    horizon (``evidence_ms``: ``log_clock.evidence_horizon``), then ``kept_past_due`` (the log shows the broker kept it)."""
+    if due_ms is None or due_ms > now_ms:
+        return "held"
+    end = due_ms + cleanup_interval_ms
+    if end < now_ms and end < (now_ms if evidence_ms is None else evidence_ms):
+        return "kept_past_due"
+    return "due"

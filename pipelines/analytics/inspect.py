@@ -244,7 +244,7 @@ def inspect_group(cfg: Config, group_id: str, as_of_ms: int | None = None) -> Gr
     offsets = _offset_rows(snap.offset_rows(), due)
     commits = [e for e in full.events if isinstance(e, OffsetCommitted) and e.commit_timestamp <= t_end]
     lag = add_lag(cfg, group_id, offsets, row["members"], commits, as_of_ms, t_end)
-    expiring = _expiring(offsets, t_end)
+    expiring = _expiring(offsets, t_end, cfg.replay.cleanup_interval_ms, log_end)
     rebalances = [e for e in full.events if isinstance(e, Rebalance) and e.end_ms <= t_end]
     return GroupView(
         group_id=group_id,
@@ -438,13 +438,26 @@ def _offset_rows(rows: list[dict[str, Any]], due: dict[tuple[str, int], int | No
     ]
 
 
-def _expiring(offsets: list[dict[str, Any]], t_end: int) -> list[dict[str, Any]]:
+def _expiring(
+    offsets: list[dict[str, Any]], t_end: int, cleanup_interval_ms: int, evidence_ms: int | None = None
+) -> list[dict[str, Any]]:
+    """Offsets that can expire, with ``offsets_at_risk``'s rule (``forecast.expiry_status``): a due
+    one is ``due`` (still committed; the broker's next cleanup removes it by ``removal_by_ms``).
+    Each offset row gets its ``expiry_status`` and ``removal_by_ms`` too."""
+    from pipelines.analytics.forecast import expiry_status
+
+    for o in offsets:
+        due = o["expires_ms"]
+        o["removal_by_ms"] = None if due is None else due + cleanup_interval_ms
+        o["expiry_status"] = expiry_status(due, t_end, cleanup_interval_ms, evidence_ms)
     rows = [
         {
             "topic": o["topic"],
             "partition": o["partition"],
             "expires_ms": o["expires_ms"],
             "hours_left": round((o["expires_ms"] - t_end) / 3_600_000, 2),
+            "removal_by_ms": o["removal_by_ms"],
+            "status": o["expiry_status"],
         }
         for o in offsets
         if o["expires_ms"] is not None

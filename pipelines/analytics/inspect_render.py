@@ -45,10 +45,31 @@ def render(view: GroupView, console: Any = None) -> None:
     if not view.expiring:
         console.print(f"Offsets due to expire ({ret}): none as the group stands")
         return
-    due = [
-        (e["topic"], str(e["partition"]), fmt_ms(e["expires_ms"]), f"{e['hours_left']:g}") for e in view.expiring[:20]
-    ]
+    due = [(e["topic"], str(e["partition"]), fmt_ms(e["expires_ms"]), _hours_left(e)) for e in view.expiring[:20]]
     console.print(_table(f"Offsets due to expire ({ret})", ("topic", "partition", "expires", "hours left"), due))
+
+
+def _hours_left(e: dict[str, Any]) -> str:
+    """Hours to expiry, or for a due offset (``forecast.expiry_status``) its removal window: due is
+    not dead, the broker's next cleanup removes it between its due time and ``removal_by_ms``."""
+    status = e.get("status")
+    if status == "due":
+        return f"due: removal between {fmt_ms(e['expires_ms'])} and {fmt_ms(e['removal_by_ms'])} (still committed)"
+    if status == "kept_past_due":
+        return f"kept past due ({e['hours_left']:g}; the broker's retention or rules differ)"
+    return f"{e['hours_left']:g}"
+
+
+def _expires_cell(o: dict[str, Any]) -> str:
+    """The offsets table's expiry: its time, ``never``, or ``due`` with the removal window's end."""
+    if not o["expires_ms"]:
+        return "never"
+    status = o.get("expiry_status")
+    if status == "due":
+        return f"due {fmt_ms(o['expires_ms'])}, removal by {fmt_ms(o['removal_by_ms'])}"
+    if status == "kept_past_due":
+        return f"{fmt_ms(o['expires_ms'])} (kept past due)"
+    return fmt_ms(o["expires_ms"])
 
 
 def _print_history(view: GroupView, console: Any) -> None:
@@ -187,7 +208,7 @@ def _offsets_table(view: GroupView) -> Any:
             "-" if o["owner"] is None else o["owner"]["client_host"] or "-",
             "-" if o["owner"] is None else o["owner"]["client_id"] or "-",
             fmt_ms(o["commit_timestamp_ms"]),
-            fmt_ms(o["expires_ms"]) if o["expires_ms"] else "never",
+            _expires_cell(o),
         )
         for o in view.offsets
     ]

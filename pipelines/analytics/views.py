@@ -309,10 +309,12 @@ GROUP BY r.coordinator_partition
         "offsets_at_risk",
         "",  # built in Python with the core's expiry rules
         "Per committed offset: predicted expiry time under the configured retention and rule "
-        "set (coordinator_core.expiry), hours until expiry relative to as_of, at_risk when "
-        "it expires within N hours (at_risk_hours, default 24), and kept_past_due when it was due "
-        "before as_of and the log shows the broker kept it (its retention or rules differ from "
-        "the configured ones).",
+        "set (coordinator_core.expiry), hours until expiry relative to as_of, removal_by_timestamp "
+        "(due + replay.cleanup_interval_ms: due is not dead, the broker's next cleanup removes it in "
+        "between) and expiry_status: held (not due, or never), due (due at as_of, still committed, its "
+        "removal a forecast; column due), kept_past_due (its whole window passed before as_of and the "
+        "log's evidence horizon and the log still holds it: the broker's retention or rules differ). "
+        "at_risk: due, or expiring within N hours (at_risk_hours, default 24).",
         ("offsets_current", "group_state", "partition_end_offsets"),
     ),
     View(

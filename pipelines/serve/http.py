@@ -5,7 +5,8 @@ Rules:
   ``GET /v3/kafka/<cluster>/consumer/<group>/status``: Burrow's consumer-status JSON (``error``,
   ``message``, ``status`` with ``cluster``, ``group``, ``status``, ``complete``, ``partitions``
   (topic, partition, owner = client host, client_id, member_id of the current assignment, status, start/end commit of the window, current_lag), ``partition_count``,
-  ``maxlag``, ``totallag``; ``request``); an unknown cluster or group is 404 with
+  ``maxlag``, ``totallag``, and offsetlake's ``group_type``, with a ``message`` for a share group,
+  whose positions live in ``__share_group_state``: no partitions, no lag; ``request``); an unknown cluster or group is 404 with
   ``error: true`` as Burrow answers. Burrow's discovery: ``GET /v3/kafka`` (the cluster list),
   ``GET /v3/kafka/<cluster>/consumer`` (its groups that exist), and ``.../consumer/<group>/lag``
   (the status with every partition). Each answer carries ``as_of_ms``, the one "now" its statuses
@@ -24,7 +25,9 @@ Rules:
   id, never to the client.
 - One ``Snapshot`` is cached: for ``ttl_s`` seconds it is served as is; after that the tables'
   Delta versions (``metrics.table_versions``) are read and the snapshot is recomputed only when
-  one changed (tables change only when a job commits). One thread recomputes; the others wait
+  one changed (tables change only when a job commits) or, with ``replay.now: wall``, when the
+  wall clock entered a new ``ttl_s`` bucket (the now is the clock's: it must not freeze between
+  commits). One thread recomputes; the others wait
   for it (no thundering herd).
 """
 
@@ -73,6 +76,7 @@ class SnapshotCache:
         self._text = ""
         self._body = b""  # the text encoded once per snapshot, not per request
         self._checked = 0.0
+        self._bucket: int | None = None  # the wall-clock bucket of the snapshot (``_wall_bucket``)
         self.computations = 0
 
     def body(self) -> bytes:
@@ -83,22 +87,38 @@ class SnapshotCache:
         snap, text, _ = self._current()
         return snap, text
 
+    def _wall_bucket(self) -> int | None:
+        """With ``replay.now: wall`` (and no fixed ``replay.as_of_ms``) the wall-clock bucket of
+        ``ttl_s`` seconds the snapshot's now belongs to: part of the cache key, so "now" moves with
+        the clock between commits; None otherwise (now moves only with the tables)."""
+        conf = self.io.conf
+        if conf.replay.now != "wall" or conf.replay.as_of_ms is not None:
+            return None
+        return int(time.time() // max(self.ttl_s, 0.001))
+
     def _current(self) -> tuple[metrics.Snapshot, str, bytes]:
         with self._lock:
             now = time.monotonic()
             if self._snap is None or now - self._checked >= self.ttl_s:
-                if self._snap is None or metrics.table_versions(self.io) != self._snap.versions:
+                bucket = self._wall_bucket()
+                if self._snap is None or (metrics.table_versions(self.io), bucket) != (
+                    self._snap.versions,
+                    self._bucket,
+                ):
                     snap = metrics.collect(self.io, window_s=self.window_s)
                     text = metrics.render(snap, self.cluster)
-                    self._snap, self._text, self._body = snap, text, text.encode()
+                    self._snap, self._text, self._body, self._bucket = snap, text, text.encode(), bucket
                     self.computations += 1
                 self._checked = time.monotonic()
             return self._snap, self._text, self._body
 
 
 def burrow_status(snap: metrics.Snapshot, cluster: str, group: str) -> dict[str, Any] | None:
-    """Burrow's ``status`` object of ``group`` (``None`` when the warehouse has no such group)."""
-    if not any(g["group_id"] == group for g in snap.groups):
+    """Burrow's ``status`` object of ``group`` (``None`` when the warehouse has no such group), plus
+    its ``group_type`` and, for a group whose positions are not in ``__consumer_offsets`` (a share
+    group: ``__share_group_state``), a ``message`` saying why it has no partitions and no lag."""
+    row = next((g for g in snap.groups if g["group_id"] == group), None)
+    if row is None:
         return None
     parts = []
     for p in snap.partitions:
@@ -120,6 +140,14 @@ def burrow_status(snap: metrics.Snapshot, cluster: str, group: str) -> dict[str,
         )
     lagged = [q for q in parts if q["current_lag"] is not None]
     maxlag = max(lagged, key=lambda q: q["current_lag"]) if lagged else None
+    group_type = row.get("group_type") or "classic"
+    kept_in = row.get("offsets_kept_in") or ("__share_group_state" if group_type == "share" else "__consumer_offsets")
+    extra: dict[str, Any] = {"group_type": group_type}
+    if kept_in != "__consumer_offsets":
+        extra["message"] = (
+            f"a {group_type} group keeps its positions in {kept_in}, not in __consumer_offsets (the only log "
+            "offsetlake reads): it has no committed offsets here, so no partitions and no lag; status UNKNOWN"
+        )
     return {
         "cluster": cluster,
         "group": group,
@@ -129,6 +157,7 @@ def burrow_status(snap: metrics.Snapshot, cluster: str, group: str) -> dict[str,
         "partition_count": len(parts),
         "maxlag": maxlag,
         "totallag": sum(q["current_lag"] for q in lagged) if lagged else None,  # unknown without samples
+        **extra,
     }
 
 

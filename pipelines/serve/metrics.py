@@ -20,7 +20,8 @@ Rules:
   ``..._sum_lag``, ``..._lag_seconds``, ``kafka_partition_latest_offset``) with labels
   ``cluster_name``, ``group``, ``topic``, ``partition`` (no member labels: a rebalance would
   start new series); states one-hot with a ``state`` label as
-  kminion does. What only offsetlake knows is ``kafka_consumergroup_group_rebalance*``,
+  kminion does, with the group's ``group_type`` (classic, consumer, share, streams: which states
+  the one-hot is over). What only offsetlake knows is ``kafka_consumergroup_group_rebalance*``,
   ``..._offset_expiry_timestamp_seconds`` and ``..._deletion_timestamp_seconds``. README
   "Monitoring" documents each family.
 - Group status is Burrow's roll-up, ``pipelines.analytics.burrow.group_status`` (the one
@@ -107,8 +108,10 @@ class Snapshot:
     groups: list[dict[str, Any]]
     partitions: list[dict[str, Any]]  # offsets_current + lag now + Burrow status + window ends
     rebalances: dict[str, tuple[int, int]]  # group -> (rebalances, total ms) in the window
-    expiries: list[dict[str, Any]]  # offsets that will expire: group, topic, partition, due_ms, at_risk
-    deletions: dict[str, int]  # group -> predicted deletion time (ms)
+    # offsets that will expire or are due (removal forecast): group, topic, partition, due_ms,
+    # removal_by_ms (the end of the removal window), at_risk, due
+    expiries: list[dict[str, Any]]
+    deletions: dict[str, tuple[int, int]]  # group -> predicted deletion window (ms): earliest, latest
     window_s: float
     versions: tuple[int | None, ...] = field(default=())
 
@@ -138,7 +141,8 @@ def collect(io: TableIO, *, window_s: float = DEFAULT_WINDOW_S) -> Snapshot:
     as_of_rows = rows(f"SELECT unix_millis(as_of) AS ms FROM ({as_of_sql(io.conf)}) a")
     as_of = as_of_rows[0]["ms"] if as_of_rows else None
     groups = rows(
-        "SELECT group_id, state, member_count, generation, protocol_type, protocol, members, group_type FROM group_state "
+        "SELECT group_id, state, member_count, generation, protocol_type, protocol, members, group_type, offsets_kept_in "
+        "FROM group_state "
         "ORDER BY group_id"
     )
     owners = {  # (group, topic, partition) -> the member assigned it in the current generation
@@ -172,14 +176,18 @@ def collect(io: TableIO, *, window_s: float = DEFAULT_WINDOW_S) -> Snapshot:
         )
     }
     expiries = rows(
-        "SELECT group_id, topic, partition, unix_millis(predicted_expiry_timestamp) AS due_ms, at_risk "
+        "SELECT group_id, topic, partition, unix_millis(predicted_expiry_timestamp) AS due_ms, "
+        "unix_millis(removal_by_timestamp) AS removal_by_ms, at_risk, due "
         "FROM offsets_at_risk WHERE predicted_expiry_timestamp IS NOT NULL AND NOT kept_past_due "
         "ORDER BY group_id, topic, partition"
     )
-    deletions = {
-        r["group_id"]: int(r["ms"])
+    interval = int(io.conf.replay.cleanup_interval_ms)
+    deletions: dict[str, tuple[int, int]] = {
+        r["group_id"]: (int(r["ms"]), int(r["to_ms"]))
         for r in rows(
-            "SELECT group_id, min(unix_millis(predicted_time)) AS ms FROM group_lifecycle "
+            "SELECT group_id, min(unix_millis(predicted_time)) AS ms, "
+            f"max(coalesce(unix_millis(forecast_to_time), unix_millis(predicted_time) + {interval})) AS to_ms "
+            "FROM group_lifecycle "
             "WHERE event = 'group_deleted' AND status = 'predicted' AND predicted_time IS NOT NULL "
             "GROUP BY group_id"
         )
@@ -231,7 +239,8 @@ FAMILIES: dict[str, str] = {
     "offsetlake_as_of_timestamp_seconds": "The now statuses are evaluated at: replay.as_of_ms, else replay.now "
     "(evidence: the newest record or end-offset sample; log; wall).",
     "kafka_consumergroup_groups": "Consumer groups per state (group_state).",
-    "kafka_consumergroup_group_state": "1 for the group's current state, 0 for the others (one-hot over the state label).",
+    "kafka_consumergroup_group_state": "1 for the group's current state, 0 for the others (one-hot over the state label, "
+    "over the states of its group_type: classic, consumer, share, streams).",
     "kafka_consumergroup_group_members": "Current members of the group.",
     "kafka_consumergroup_group_generation": "Current generation id of the group.",
     "kafka_consumergroup_group_offset": "Committed offset per partition (offsets_current).",
@@ -251,12 +260,19 @@ FAMILIES: dict[str, str] = {
     "kafka_consumergroup_group_rebalances": "Rebalances (generation changes) that ended in the window.",
     "kafka_consumergroup_group_rebalance_seconds": "Total duration of the rebalances that ended in the window "
     "(estimated start to end).",
-    "kafka_consumergroup_offset_expiry_timestamp_seconds": "Predicted expiry time of a committed offset that will expire "
-    "(offsets_at_risk: the core's expiry rules).",
-    "kafka_consumergroup_group_offsets_at_risk": "Offsets of the group predicted to expire within 24 h of as_of "
-    "(offsets_at_risk.at_risk).",
-    "kafka_consumergroup_group_deletion_timestamp_seconds": "Predicted deletion time of the group (group_lifecycle, "
-    "status predicted).",
+    "kafka_consumergroup_offset_expiry_timestamp_seconds": "Predicted expiry (due) time of a committed offset that will "
+    "expire or is due and still held (offsets_at_risk: the core's expiry rules); the broker removes it at its next "
+    "cleanup, by ..._offset_expiry_latest_timestamp_seconds.",
+    "kafka_consumergroup_offset_expiry_latest_timestamp_seconds": "Latest time the broker's cleanup removes that offset: "
+    "its due time + replay.cleanup_interval_ms (offsets_at_risk.removal_by_timestamp).",
+    "kafka_consumergroup_group_offsets_at_risk": "Offsets of the group due at as_of (removal forecast, still committed) "
+    "or predicted to expire within 24 h of it (offsets_at_risk.at_risk).",
+    "kafka_consumergroup_group_offsets_due": "Offsets of the group due at as_of: still committed, removed by the "
+    "broker's next cleanup (offsets_at_risk.due).",
+    "kafka_consumergroup_group_deletion_timestamp_seconds": "Predicted deletion time of the group, the earliest of its "
+    "window (group_lifecycle, status predicted: when it falls due).",
+    "kafka_consumergroup_group_deletion_latest_timestamp_seconds": "Latest time of the group's predicted deletion: the end "
+    "of its window (group_lifecycle.forecast_to_time, due + replay.cleanup_interval_ms).",
 }
 
 
@@ -273,8 +289,10 @@ def _group_samples(snap: Snapshot, c: dict[str, Any]) -> dict[str, list[Sample]]
     for p in snap.partitions:
         statuses.setdefault(p["group_id"], []).append(p.get("status"))
     at_risk: dict[str, int] = {}
+    due: dict[str, int] = {}
     for e in snap.expiries:
         at_risk[e["group_id"]] = at_risk.get(e["group_id"], 0) + (1 if e["at_risk"] else 0)
+        due[e["group_id"]] = due.get(e["group_id"], 0) + (1 if e.get("due") else 0)
 
     def gl(g: str) -> dict[str, Any]:
         return {**c, "group": g}
@@ -288,7 +306,10 @@ def _group_samples(snap: Snapshot, c: dict[str, Any]) -> dict[str, list[Sample]]
             ({**c, "state": s}, sum(1 for g in groups if g["state"] == s)) for s in ALL_STATES
         ],
         "kafka_consumergroup_group_state": [
-            ({**gl(g["group_id"]), "state": s}, 1 if g["state"] == s else 0)
+            (
+                {**gl(g["group_id"]), "group_type": g.get("group_type") or "classic", "state": s},
+                1 if g["state"] == s else 0,
+            )
             for g in groups
             for s in STATES_BY_TYPE.get(g.get("group_type") or "classic", GROUP_STATES)
         ],
@@ -305,8 +326,12 @@ def _group_samples(snap: Snapshot, c: dict[str, Any]) -> dict[str, list[Sample]]
             (gl(g["group_id"]), rebalances(g["group_id"], 1) / 1000) for g in groups
         ],
         "kafka_consumergroup_group_offsets_at_risk": [(gl(g), n) for g, n in sorted(at_risk.items())],
+        "kafka_consumergroup_group_offsets_due": [(gl(g), n) for g, n in sorted(due.items())],
         "kafka_consumergroup_group_deletion_timestamp_seconds": [
-            (gl(g), ms / 1000) for g, ms in sorted(snap.deletions.items())
+            (gl(g), lo / 1000) for g, (lo, _) in sorted(snap.deletions.items())
+        ],
+        "kafka_consumergroup_group_deletion_latest_timestamp_seconds": [
+            (gl(g), hi / 1000) for g, (_, hi) in sorted(snap.deletions.items())
         ],
     }
 
@@ -355,4 +380,7 @@ def _partition_samples(snap: Snapshot, c: dict[str, Any]) -> dict[str, list[Samp
             ({**pl(p), "status": p["status"]}, 1) for p in parts if p.get("status")
         ],
         "kafka_consumergroup_offset_expiry_timestamp_seconds": [(pl(e), e["due_ms"] / 1000) for e in snap.expiries],
+        "kafka_consumergroup_offset_expiry_latest_timestamp_seconds": [
+            (pl(e), e["removal_by_ms"] / 1000) for e in snap.expiries
+        ],
     }

@@ -232,14 +232,23 @@ def test_offsets_at_risk_uses_the_cores_expiry_forecast(spark: Any, world: World
     rows = _rows(
         spark,
         "SELECT group_id, topic, partition, unix_millis(predicted_expiry_timestamp) AS due, "
-        "hours_until_expiry, at_risk, kept_past_due FROM offsets_at_risk",
+        "hours_until_expiry, at_risk, kept_past_due, due AS is_due, expiry_status, "
+        "unix_millis(removal_by_timestamp) AS removal_by, unix_millis(as_of) AS as_of FROM offsets_at_risk",
     )
     got = {(r["group_id"], r["topic"], r["partition"]): r["due"] for r in rows}
     assert got == want
     assert got  # (this seed's live groups are Stable consumers: their subscribed offsets never expire)
+    interval = world.cfg.replay.cleanup_interval_ms
+    horizon = end - world.cfg.stream.watermark_delay_ms  # log_clock.evidence_horizon
     for r in rows:  # retention is 15 min: whatever can expire is within 24 h
-        kept = r["due"] is not None and r["due"] <= end  # due, yet the log shows the broker kept it
-        assert r["kept_past_due"] == kept
+        assert r["as_of"] == end
+        assert r["removal_by"] == (None if r["due"] is None else r["due"] + interval)
+        # due is not dead: due at as_of and its cleanup window not yet passed in the log -> due, at risk;
+        # kept past due only when the whole window passed before the log's evidence horizon
+        kept = r["due"] is not None and r["due"] + interval < min(end, horizon)
+        due = r["due"] is not None and r["due"] <= end and not kept
+        assert r["kept_past_due"] == kept and r["is_due"] == due
+        assert r["expiry_status"] == ("kept_past_due" if kept else "due" if due else "held")
         assert r["at_risk"] == (r["due"] is not None and not kept)
 
 

@@ -289,13 +289,34 @@ def test_rebalances_expiries_and_deletions_are_what_the_tables_say(wh: Warehouse
     }
     got = {lab["group"]: v * 1000 for lab, v in exposition["kafka_consumergroup_group_deletion_timestamp_seconds"]}
     assert predicted and got == pytest.approx(predicted)
-    # offsets due: each one is an offsets_current row of the group, due after now (with the
-    # fixture's 10 s retention and now a minute after the log, every held offset may already be
-    # due: still held, a forecast, and no longer a future expiry)
+    # ... and the end of each deletion's window (group_lifecycle.forecast_to_time)
+    latest = {
+        r["group_id"]: _ms(r["forecast_to_time"])
+        for r in io.read_arrow("group_lifecycle").to_pylist()
+        if r["event"] == "group_deleted" and r["status"] == "predicted"
+    }
+    got = {
+        lab["group"]: v * 1000 for lab, v in exposition["kafka_consumergroup_group_deletion_latest_timestamp_seconds"]
+    }
+    assert got == pytest.approx(latest) and all(latest[g] > predicted[g] for g in latest)
+    # offsets that will expire or are due: each one is an offsets_current row of the group. With
+    # the fixture's 10 s retention and now a minute after the log, held offsets are already due:
+    # due is not dead, they are still committed, their removal forecast at the broker's next
+    # cleanup (by due + cleanup_interval_ms), and they are at risk
+    interval = wh.cfg.replay.cleanup_interval_ms
     due = exposition["kafka_consumergroup_offset_expiry_timestamp_seconds"]
+    by = {
+        (lab["group"], lab["topic"], lab["partition"]): v * 1000
+        for lab, v in exposition["kafka_consumergroup_offset_expiry_latest_timestamp_seconds"]
+    }
     held = {(o["group_id"], o["topic"], str(o["partition"])) for o in io.read_arrow("offsets_current").to_pylist()}
-    assert all((lab["group"], lab["topic"], lab["partition"]) in held and v * 1000 > as_of for lab, v in due)
+    assert due and all((lab["group"], lab["topic"], lab["partition"]) in held for lab, v in due)
+    assert {(lab["group"], lab["topic"], lab["partition"]): v * 1000 + interval for lab, v in due} == pytest.approx(by)
+    already = Counter(lab["group"] for lab, v in due if v * 1000 <= as_of)
+    assert already  # due offsets are in the gauges (they were dropped as "kept past due")
+    assert {lab["group"]: v for lab, v in exposition["kafka_consumergroup_group_offsets_due"] if v} == dict(already)
     risky = Counter(lab["group"] for lab, v in due if v * 1000 - as_of <= 24 * 3_600_000)
+    assert risky
     assert {lab["group"]: v for lab, v in exposition["kafka_consumergroup_group_offsets_at_risk"] if v} == dict(risky)
 
 
