@@ -30,6 +30,7 @@ from pipelines.analytics.report_html import fmt_time, html_table
 from pipelines.analytics.report_rebalances import (
     WINDOW_COLOR,
     duration_figure,
+    estimate_text,
     minutes_per_group,
     minutes_text,
     rebalance_minutes_figure,
@@ -262,9 +263,14 @@ def _overview(
         (f"{int((state['state'] == 'Stable').sum()):,}", "Stable"),
         (f"{int(is_reb.sum()):,}", "rebalances"),
         (minutes_text(rebal[is_reb]), "rebalance minutes (range: starts are inferred)"),
+        (estimate_text(rebal[is_reb]), "rebalance minutes (estimate, inside the range)"),
         (f"{0 if offsets is None else len(offsets):,}", "committed offsets"),
         (f"{0 if load is None else len(load):,}", "offset-commit records"),
     ]
+    if "death_forecast_from_time" in state.columns:  # due is not dead: still there, counted apart
+        due = int(state["death_forecast_from_time"].notna().sum())
+        if due:
+            kpis.insert(2, (f"{due:,}", "deletion due (a forecast: still Empty, offsets committed)"))
     parts = [
         '<section id="overview"><h2>Cluster overview</h2><div class="kpis">'
         + "".join(f'<div class="kpi"><b>{v}</b><span>{k}</span></div>' for v, k in kpis)

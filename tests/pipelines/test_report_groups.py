@@ -172,6 +172,8 @@ def test_a_group_whose_deletion_is_due_reads_as_empty_with_its_forecast_and_due_
     text = write_report(cfg, tmp_path / "due.html").read_text()
     section = _section(text, group)
     assert ">Empty</span>" in section and ">Dead<" not in section
+    n_due = sum(1 for r in gold["group_state"].to_pylist() if r["death_forecast_from_time"] is not None)
+    assert f"<b>{n_due}</b><span>deletion due (a forecast: still Empty, offsets committed)</span>" in text
     assert (
         f"Empty — deletion due between {fmt_time(lo)} and {fmt_time(hi)} (a forecast, no tombstone yet); "
         f"{st['offset_count']} offsets still committed"
