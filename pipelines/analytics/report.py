@@ -6,8 +6,12 @@ Rules:
   table) is read with only the columns the plots need, for the groups shown.
 - Per-group detail is capped (default: the 50 most active groups by records) unless ``groups``
   is given; the overview covers every group.
-- plotly.js is inlined (``include_plotlyjs`` once, in the first figure): the file opens with no
-  network access. Every figure is a ``<div class="plotly-graph-div">``.
+- plotly.js is inlined by default (``include_plotlyjs`` once, in the first figure): the file opens
+  with no network access, and plotly.js is most of its size (~4.8 MB of ~5 MB, whatever the
+  window). ``plotly="cdn"`` references instead the CDN copy of the installed plotly's own
+  plotly.js version (``https://cdn.plot.ly/plotly-<version>.min.js``, with its integrity hash): the
+  file is then a few hundred KB but needs the network to draw. Every figure is a
+  ``<div class="plotly-graph-div">``.
 - The expiry forecast of a shown group's current offsets is the core's
   (``pipelines.analytics.forecast.due_times`` -> ``coordinator_core.expiry.offset_due_times``);
   only offsets that will expire are listed (those that never do are counted).
@@ -87,17 +91,23 @@ def _lst(x: Any) -> list[Any]:
     return [] if x is None or isinstance(x, float) else list(x)
 
 
-class _Figures:
-    """Collects figure HTML; the first one carries plotly.js inline."""
+PLOTLY_MODES = ("inline", "cdn")
 
-    def __init__(self) -> None:
+
+class _Figures:
+    """Collects figure HTML; the first one carries plotly.js (inline, or its CDN script tag)."""
+
+    def __init__(self, plotly: str = "inline") -> None:
         self.count = 0
+        self.plotly: bool | str = True if plotly == "inline" else "cdn"
 
     def html(self, fig: Any, height: int = 320) -> str:
         fig.update_layout(
             height=height, margin={"l": 40, "r": 20, "t": 40, "b": 40}, template="plotly_white", font={"size": 11}
         )
-        out = fig.to_html(full_html=False, include_plotlyjs=self.count == 0, config={"displaylogo": False})
+        out = fig.to_html(
+            full_html=False, include_plotlyjs=self.plotly if self.count == 0 else False, config={"displaylogo": False}
+        )
         self.count += 1
         return str(out)
 
@@ -124,6 +134,7 @@ def build_report(
     max_groups: int = DEFAULT_MAX_GROUPS,
     since_ms: int | None = None,
     until_ms: int | None = None,
+    plotly: str = "inline",
 ) -> str:
     """The report's HTML (see the module rules)."""
     import pandas as pd
@@ -131,6 +142,10 @@ def build_report(
 
     from pipelines.analytics import report_lag
 
+    if plotly not in PLOTLY_MODES:
+        from pipelines.errors import UsageError
+
+        raise UsageError(f"plotly: expected one of {', '.join(PLOTLY_MODES)}, got {plotly!r}")
     state = _read(cfg, "group_state")
     if state is None:
         from pipelines.errors import UsageError
@@ -144,7 +159,7 @@ def build_report(
     commits_cols = ["coordinator_partition", "group_id", "is_tombstone"]
     load = _read(cfg, "offset_commits", commits_cols)
     gm = _read(cfg, "group_metadata", ["coordinator_partition", "group_id"])
-    figs = _Figures()
+    figs = _Figures(plotly)
     rebal = rebal if rebal is not None else pd.DataFrame(columns=["group_id", "cause", "end_time", "duration_ms"])
     shown = _shown_groups(state, load, rebal, groups, max_groups)
     rebal = _in_window(rebal, "end_time", since_ms, until_ms)
@@ -529,11 +544,12 @@ def write_report(
     max_groups: int = DEFAULT_MAX_GROUPS,
     since_ms: int | None = None,
     until_ms: int | None = None,
+    plotly: str = "inline",
 ) -> Path:
     """Build the report and write it to ``out``; returns the path."""
     path = Path(out)
     # first: a refusal creates no directory
-    text = build_report(cfg, groups=groups, max_groups=max_groups, since_ms=since_ms, until_ms=until_ms)
+    text = build_report(cfg, groups=groups, max_groups=max_groups, since_ms=since_ms, until_ms=until_ms, plotly=plotly)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(path.suffix + ".tmp")
     tmp.write_text(text, encoding="utf-8")

@@ -194,3 +194,37 @@ def test_a_group_whose_deletion_is_due_reads_as_empty_with_its_forecast_and_due_
     # due forecasts are not removals
     removed = forecast.split("<h3>Offsets removed</h3>", 1)
     assert len(removed) == 1 or "predicted" not in removed[1]
+
+
+def test_plotly_inline_by_default_or_from_its_cdn_at_the_installed_version(
+    mixed: tuple[Config, dict[str, pa.Table]], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from plotly.offline import get_plotlyjs_version
+
+    from pipelines.cli import main
+
+    cfg, _gold = mixed
+    conf = tmp_path / "c.yaml"
+    conf.write_text(f"paths:\n  root: {Path(cfg.paths.warehouse).parent}\nreplay:\n  retention_ms: {DAY}\n")
+    inline, cdn = tmp_path / "inline.html", tmp_path / "cdn.html"
+    assert main(["report", "--conf", str(conf), "--out", str(inline)]) == 0
+    assert main(["report", "--conf", str(conf), "--plotly", "cdn", "--out", str(cdn)]) == 0
+    capsys.readouterr()
+    big, small = inline.read_text(), cdn.read_text()
+    # the default: plotly.js inside the file (opens offline), the size it costs
+    assert not re.search(r"<script[^>]+src=", big) and big.count("window.PlotlyConfig") == 1
+    assert inline.stat().st_size > 1_000_000
+    # cdn: one script tag to the installed plotly's own plotly.js version, the same figures
+    url = f"https://cdn.plot.ly/plotly-{get_plotlyjs_version()}.min.js"
+    assert re.findall(r'<script[^>]+src="([^"]+)"', small) == [url]
+    assert cdn.stat().st_size < 1_000_000 and cdn.stat().st_size < inline.stat().st_size / 5
+    assert small.count('class="plotly-graph-div"') == big.count('class="plotly-graph-div"') > 0
+    with pytest.raises(SystemExit) as bad:
+        main(["report", "--conf", str(conf), "--plotly", "web", "--out", str(tmp_path / "x.html")])
+    assert bad.value.code == 2 and "--plotly" in capsys.readouterr().err and not (tmp_path / "x.html").exists()
+    with pytest.raises(SystemExit):
+        main(["report", "--help"])
+    helptext = " ".join(capsys.readouterr().out.split())
+    assert (
+        "plotly.js, inlined so the file opens offline, is ~4.8 MB" in helptext and "--plotly {inline,cdn}" in helptext
+    )
