@@ -257,7 +257,8 @@ def _shown_groups(
     if load is not None and not load.empty:
         activity = activity.add(load.groupby("group_id").size(), fill_value=0)
     if not rebal.empty:
-        activity = activity.add(rebal.groupby("group_id").size(), fill_value=0).reindex(state["group_id"]).fillna(0)
+        activity = activity.add(rebal.groupby("group_id").size(), fill_value=0)
+    activity = activity.reindex(state["group_id"]).fillna(0)  # only groups the state knows get a section
     return report_groups.pick_groups(state, activity, groups, max_groups)
 
 
