@@ -6,8 +6,12 @@ Rules:
   table) is read with only the columns the plots need, for the groups shown.
 - Per-group detail is capped (default: the 50 most active groups by records) unless ``groups``
   is given; the overview covers every group.
-- plotly.js is inlined (``include_plotlyjs`` once, in the first figure): the file opens with no
-  network access. Every figure is a ``<div class="plotly-graph-div">``.
+- plotly.js is inlined by default (``include_plotlyjs`` once, in the first figure): the file opens
+  with no network access, and plotly.js is most of its size (~4.8 MB of ~5 MB, whatever the
+  window). ``plotly="cdn"`` references instead the CDN copy of the installed plotly's own
+  plotly.js version (``https://cdn.plot.ly/plotly-<version>.min.js``, with its integrity hash): the
+  file is then a few hundred KB but needs the network to draw. Every figure is a
+  ``<div class="plotly-graph-div">``.
 - The expiry forecast of a shown group's current offsets is the core's
   (``pipelines.analytics.forecast.due_times`` -> ``coordinator_core.expiry.offset_due_times``);
   only offsets that will expire are listed (those that never do are counted).
@@ -25,10 +29,12 @@ import html
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pipelines.analytics import report_groups
 from pipelines.analytics.report_html import fmt_time, html_table
 from pipelines.analytics.report_rebalances import (
     WINDOW_COLOR,
     duration_figure,
+    estimate_text,
     minutes_per_group,
     minutes_text,
     rebalance_minutes_figure,
@@ -64,7 +70,7 @@ h2{font-size:18px;margin:4px 0 12px} h3{font-size:14px;margin:12px 0 6px;color:#
 table{border-collapse:collapse;font-size:12px;width:100%} th,td{padding:4px 8px;border-bottom:1px solid #e5e7eb;text-align:left}
 th{background:#f8fafc} .state{display:inline-block;padding:2px 8px;border-radius:10px;color:#fff;font-size:12px}
 nav{font-size:12px;line-height:1.8} nav a{margin-right:10px;color:#2563eb;text-decoration:none}
-.muted{color:#64748b;font-size:12px}
+.muted{color:#64748b;font-size:12px} .due{color:#9a3412;font-size:13px;margin:4px 0}
 """
 
 
@@ -85,17 +91,23 @@ def _lst(x: Any) -> list[Any]:
     return [] if x is None or isinstance(x, float) else list(x)
 
 
-class _Figures:
-    """Collects figure HTML; the first one carries plotly.js inline."""
+PLOTLY_MODES = ("inline", "cdn")
 
-    def __init__(self) -> None:
+
+class _Figures:
+    """Collects figure HTML; the first one carries plotly.js (inline, or its CDN script tag)."""
+
+    def __init__(self, plotly: str = "inline") -> None:
         self.count = 0
+        self.plotly: bool | str = True if plotly == "inline" else "cdn"
 
     def html(self, fig: Any, height: int = 320) -> str:
         fig.update_layout(
             height=height, margin={"l": 40, "r": 20, "t": 40, "b": 40}, template="plotly_white", font={"size": 11}
         )
-        out = fig.to_html(full_html=False, include_plotlyjs=self.count == 0, config={"displaylogo": False})
+        out = fig.to_html(
+            full_html=False, include_plotlyjs=self.plotly if self.count == 0 else False, config={"displaylogo": False}
+        )
         self.count += 1
         return str(out)
 
@@ -122,6 +134,7 @@ def build_report(
     max_groups: int = DEFAULT_MAX_GROUPS,
     since_ms: int | None = None,
     until_ms: int | None = None,
+    plotly: str = "inline",
 ) -> str:
     """The report's HTML (see the module rules)."""
     import pandas as pd
@@ -129,6 +142,10 @@ def build_report(
 
     from pipelines.analytics import report_lag
 
+    if plotly not in PLOTLY_MODES:
+        from pipelines.errors import UsageError
+
+        raise UsageError(f"plotly: expected one of {', '.join(PLOTLY_MODES)}, got {plotly!r}")
     state = _read(cfg, "group_state")
     if state is None:
         from pipelines.errors import UsageError
@@ -136,27 +153,29 @@ def build_report(
         raise UsageError(f"no group_state table under {cfg.paths.warehouse} (run: offsetlake run batch)")
     rebal = _read(cfg, "rebalances")
     trans = _read(cfg, "group_transitions")
-    members = _read(cfg, "group_members", ["group_id", "generation", "member_id", "group_instance_id", "timestamp"])
+    members = _read_members(cfg)
     offsets = _read(cfg, "offsets_current")
     expir = _read(cfg, "offset_expirations")
     commits_cols = ["coordinator_partition", "group_id", "is_tombstone"]
     load = _read(cfg, "offset_commits", commits_cols)
     gm = _read(cfg, "group_metadata", ["coordinator_partition", "group_id"])
-    figs = _Figures()
+    figs = _Figures(plotly)
     rebal = rebal if rebal is not None else pd.DataFrame(columns=["group_id", "cause", "end_time", "duration_ms"])
-    shown = _shown_groups(state, load, groups, max_groups)
+    shown = _shown_groups(state, load, rebal, groups, max_groups)
     rebal = _in_window(rebal, "end_time", since_ms, until_ms)
     trans = _in_window(trans, "timestamp", since_ms, until_ms)
+    predicted = None if expir is None else expir[expir["status"] == "predicted"]  # forecasts: never windowed
     expir = _in_window(expir, "predicted_time", since_ms, until_ms)
     lag = report_lag.read_lag(cfg, state)
 
     now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
-    stated = _stated_now(cfg)
+    now_ms, stated = _stated_now(cfg)
     n_groups = len(state)
     capped = "" if groups or len(state) <= max_groups else f" (top {max_groups} of {n_groups} by records)"
     parts = [_overview(state, rebal, offsets, load, gm, figs)]
     nav = "".join(f'<a href="#g-{html.escape(g)}">{html.escape(g)}</a>' for g in shown)
-    parts.append(f"<h3>Groups in this report{capped}</h3><nav>{nav}</nav></section>")
+    rest = "" if groups else report_groups.not_detailed(state, shown)
+    parts.append(f"<h3>Groups in this report{capped}</h3><nav>{nav}</nav>{rest}</section>")
     parts.append(report_lag.overview_section(lag))
     parts.append(report_lag.at_risk_section(lag, cfg.replay.retention_ms, cfg.replay.rules))
 
@@ -171,8 +190,16 @@ def build_report(
         )
         detail_commits = _in_window(detail_commits, "commit_timestamp", since_ms, until_ms)
     for g in shown:
-        section = _group_section(g, cfg, state, rebal, trans, members, offsets, expir, detail_commits, figs)
-        lag_part = "<h3>Lag and status</h3>" + report_lag.group_lag_table(g, lag)
+        section = _group_section(
+            g, cfg, state, rebal, trans, members, offsets, (expir, predicted), detail_commits, figs, now_ms
+        )
+        st = state[state["group_id"] == g].iloc[0]
+        lag_table = (
+            f'<p class="muted">{report_groups.SHARE_NOTE}</p>'
+            if report_groups.keeps_offsets_elsewhere(st)
+            else report_lag.group_lag_table(g, lag)
+        )
+        lag_part = "<h3>Lag and status</h3>" + lag_table
         parts.append(section.replace("<h3>Expiry forecast</h3>", lag_part + "<h3>Expiry forecast</h3>", 1))
 
     title = "offsetlake report"
@@ -183,7 +210,7 @@ def build_report(
         )
     return (
         f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{title}</title><style>{_CSS}</style></head>"
-        f"<body><header><h1>{title}</h1><p>{n_groups} consumer groups · warehouse {html.escape(str(cfg.paths.warehouse))}"
+        f"<body><header><h1>{title}</h1><p>{report_groups.groups_text(state)} · warehouse {html.escape(str(cfg.paths.warehouse))}"
         f"{window} · statuses and countdowns as of {stated} · generated {now}</p></header><main>{''.join(parts)}</main></body></html>"
     )
 
@@ -205,18 +232,34 @@ def _is_rebalance(rebal: pd.DataFrame) -> pd.Series:
     return is_reb
 
 
+def _read_members(cfg: Config) -> pd.DataFrame | None:
+    """``group_members``' columns the sections show (a streams member's process and tasks too,
+    when the table has them: a warehouse written before they existed has not)."""
+    import pyarrow as pa
+
+    base = ["group_id", "generation", "member_id", "group_instance_id", "timestamp"]
+    try:
+        return _read(
+            cfg, "group_members", [*base, "group_type", "process_id", "assigned_tasks", "pending_revocation_tasks"]
+        )
+    except pa.ArrowInvalid:  # no such column in this table
+        return _read(cfg, "group_members", base)
+
+
 def _shown_groups(
-    state: pd.DataFrame, load: pd.DataFrame | None, groups: list[str] | None, max_groups: int
+    state: pd.DataFrame, load: pd.DataFrame | None, rebal: pd.DataFrame, groups: list[str] | None, max_groups: int
 ) -> list[str]:
-    """The groups that get a section: ``groups`` (those that exist), else the most active by records."""
+    """The groups that get a section (``report_groups.pick_groups``): activity is offset-commit
+    records plus rebalances (a share group commits no offsets; its epoch bumps count)."""
     import pandas as pd
 
     activity = pd.Series(0, index=state["group_id"], dtype="int64")
     if load is not None and not load.empty:
         activity = activity.add(load.groupby("group_id").size(), fill_value=0)
-    if groups:
-        return [g for g in groups if g in set(state["group_id"])]
-    return list(activity.sort_values(ascending=False).index[:max_groups])
+    if not rebal.empty:
+        activity = activity.add(rebal.groupby("group_id").size(), fill_value=0)
+    activity = activity.reindex(state["group_id"]).fillna(0)  # only groups the state knows get a section
+    return report_groups.pick_groups(state, activity, groups, max_groups)
 
 
 def _overview(
@@ -236,9 +279,14 @@ def _overview(
         (f"{int((state['state'] == 'Stable').sum()):,}", "Stable"),
         (f"{int(is_reb.sum()):,}", "rebalances"),
         (minutes_text(rebal[is_reb]), "rebalance minutes (range: starts are inferred)"),
+        (estimate_text(rebal[is_reb]), "rebalance minutes (estimate, inside the range)"),
         (f"{0 if offsets is None else len(offsets):,}", "committed offsets"),
         (f"{0 if load is None else len(load):,}", "offset-commit records"),
     ]
+    if "death_forecast_from_time" in state.columns:  # due is not dead: still there, counted apart
+        due = int(state["death_forecast_from_time"].notna().sum())
+        if due:
+            kpis.insert(2, (f"{due:,}", "deletion due (a forecast: still Empty, offsets committed)"))
     parts = [
         '<section id="overview"><h2>Cluster overview</h2><div class="kpis">'
         + "".join(f'<div class="kpi"><b>{v}</b><span>{k}</span></div>' for v, k in kpis)
@@ -294,13 +342,14 @@ def _coordinator_load_figure(load: pd.DataFrame | None, gm: pd.DataFrame | None)
     return f4
 
 
-def _stated_now(cfg: Config) -> str:
-    """The one "now" the report's statuses and countdowns are evaluated at (``pipelines.log_clock``)."""
+def _stated_now(cfg: Config) -> tuple[int | None, str]:
+    """The one "now" the report's statuses and countdowns are evaluated at (``pipelines.log_clock``):
+    epoch ms (None for an empty warehouse) and its text."""
     from pipelines.analytics.reads import driver_io
     from pipelines.log_clock import now_ms
 
     ms, source = now_ms(cfg, driver_io(cfg).read_arrow)
-    return "unknown (empty warehouse)" if ms is None else html.escape(f"{fmt_time(_ts(ms))} ({source})")
+    return ms, "unknown (empty warehouse)" if ms is None else html.escape(f"{fmt_time(_ts(ms))} ({source})")
 
 
 def _group_section(
@@ -311,18 +360,19 @@ def _group_section(
     trans: pd.DataFrame | None,
     members: pd.DataFrame | None,
     offsets: pd.DataFrame | None,
-    expir: pd.DataFrame | None,
+    expirations: tuple[pd.DataFrame | None, pd.DataFrame | None],
     commits: pd.DataFrame | None,
     figs: _Figures,
+    now_ms: int | None,
 ) -> str:
     st = state[state["group_id"] == g].iloc[0]
     color = STATE_COLORS.get(st["state"], "#607d8b")
+    due = report_groups.due_text(st, now_ms)
     head = (
         f'<section id="g-{html.escape(g)}" class="group"><h2>{html.escape(g)} '
         f'<span class="state" style="background:{color}">{html.escape(str(st["state"]))}</span></h2>'
-        f'<p class="muted">generation {st["generation"]} · protocol {html.escape(str(st["protocol_type"] or "-"))}/'
-        f"{html.escape(str(st['protocol'] or '-'))} · {st['member_count']} members · {st['offset_count']} offsets · "
-        f"coordinator partition {st['coordinator_partition']} · last record {fmt_time(st['last_timestamp'])}</p>"
+        + (f'<p class="due"><b>{due}</b></p>' if due else "")
+        + f'<p class="muted">{report_groups.head_line(st)}</p>'
     )
     out = [head]
     # timeline of states (Gantt-like) with generation labels
@@ -338,10 +388,10 @@ def _group_section(
         out.append('<div class="grid">' + "".join(row) + "</div>")
     # members now, expiry forecast, rebalance table
     if members is not None and st["member_count"]:
-        out.append("<h3>Current members</h3>" + _members_table(st))
+        out.append("<h3>Current members</h3>" + report_groups.members_table(st, members))
     if not r.empty:
         out.append("<h3>Rebalances (latest 15)</h3>" + _rebalances_table(r))
-    out.append("<h3>Expiry forecast</h3>" + _expiry_table(g, cfg, st, offsets, expir))
+    out.append("<h3>Expiry forecast</h3>" + _expiry_table(g, cfg, st, offsets, expirations, now_ms))
     out.append("</section>")
     return "".join(out)
 
@@ -427,25 +477,6 @@ def _commits_heatmap(g: str, commits: pd.DataFrame, figs: _Figures) -> str | Non
     return figs.html(fc, 280)
 
 
-def _members_table(st: Any) -> str:
-    """The group's current members (from its ``group_state`` row) and their assignments."""
-    import pandas as pd
-
-    cur = pd.DataFrame(
-        [
-            {
-                "member_id": m["member_id"],
-                "instance": m["group_instance_id"],
-                "client_id": m["client_id"],
-                "host": m["client_host"],
-                "assigned": ", ".join(f"{p['topic']}-{p['partition']}" for p in _lst(m["assigned_partitions"])),
-            }
-            for m in _lst(st["members"])
-        ]
-    )
-    return html_table(cur)
-
-
 def _rebalances_table(r: pd.DataFrame) -> str:
     """The group's latest 15 rebalances, newest first."""
     show = rebalances_table_columns(r)
@@ -457,32 +488,43 @@ def _rebalances_table(r: pd.DataFrame) -> str:
     return html_table(show.tail(15).iloc[::-1])
 
 
-def _expiry_table(g: str, cfg: Config, st: Any, offsets: pd.DataFrame | None, expir: pd.DataFrame | None) -> str:
-    """Predicted expiry of the group's current offsets (core rules) + the last expirations seen."""
+def _expiry_table(
+    g: str,
+    cfg: Config,
+    st: Any,
+    offsets: pd.DataFrame | None,
+    expirations: tuple[pd.DataFrame | None, pd.DataFrame | None],
+    now_ms: int | None,
+) -> str:
+    """Predicted expiry of the group's current offsets (core rules; due ones as due: the module
+    ``report_groups``' rules) + the last removals seen."""
     import pandas as pd
 
     from pipelines.analytics.forecast import due_times
 
+    expir, predicted = expirations
     retention = cfg.replay.retention_ms
     parts = []
     o = offsets[offsets["group_id"] == g] if offsets is not None else None
-    if retention is not None and o is not None and not o.empty:
+    if report_groups.keeps_offsets_elsewhere(st):
+        parts.append(f'<p class="muted">{report_groups.SHARE_NOTE}</p>')
+    elif retention is not None and o is not None and not o.empty:
         due = due_times(st.to_dict(), o.to_dict("records"), int(retention), cfg.replay.rules)
-        rows = [
-            {"topic": t, "partition": p, "expires": fmt_time(pd.Timestamp(d, unit="ms"))}
-            for (t, p), d in sorted(due.items(), key=lambda kv: (kv[1] or 0, kv[0]))
-            if d is not None
-        ]
+        mine = None if predicted is None else predicted[predicted["group_id"] == g]
+        rows = report_groups.forecast_rows(due, o, mine, now_ms, cfg.replay.cleanup_interval_ms)
+        n_due = sum(1 for r in rows if r["expiry"].startswith("due"))
         never = sum(1 for d in due.values() if d is None)
         parts.append(
             f'<p class="muted">retention {retention / 3_600_000:g} h, rules {cfg.replay.rules}: {len(rows)} offsets '
-            f"will expire, {never} never expire as the group stands (not listed)</p>"
-            + (html_table(pd.DataFrame(rows), 20) if rows else "")
+            f"will expire ({n_due} already due, still committed), {never} never expire as the group stands "
+            "(not listed)</p>" + (html_table(pd.DataFrame(rows), 20) if rows else "")
         )
+    elif retention is None:
+        parts.append('<p class="muted">no retention configured (replay.retention_ms): no expiry forecast</p>')
     else:
-        parts.append('<p class="muted">no committed offsets held (or no retention configured)</p>')
+        parts.append('<p class="muted">no committed offsets held</p>')
     if expir is not None:
-        e = expir[expir["group_id"] == g]
+        e = expir[(expir["group_id"] == g) & (expir["status"] != "predicted")]  # forecasts are listed above
         if not e.empty:
             parts.append(
                 "<h3>Offsets removed</h3>"
@@ -503,11 +545,12 @@ def write_report(
     max_groups: int = DEFAULT_MAX_GROUPS,
     since_ms: int | None = None,
     until_ms: int | None = None,
+    plotly: str = "inline",
 ) -> Path:
     """Build the report and write it to ``out``; returns the path."""
     path = Path(out)
     # first: a refusal creates no directory
-    text = build_report(cfg, groups=groups, max_groups=max_groups, since_ms=since_ms, until_ms=until_ms)
+    text = build_report(cfg, groups=groups, max_groups=max_groups, since_ms=since_ms, until_ms=until_ms, plotly=plotly)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(path.suffix + ".tmp")
     tmp.write_text(text, encoding="utf-8")

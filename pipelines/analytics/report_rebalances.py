@@ -5,7 +5,9 @@ Rules (issue 17):
   (``rebalances.start_earliest_time`` .. ``start_latest_time``, ``group_transitions.timestamp_earliest``
   .. ``timestamp_latest``) and an estimate inside it (``start_time``, ``timestamp``). Totals are
   ranges: the sum of ``duration_min_ms`` .. the sum of ``duration_max_ms`` (unbounded when a
-  window has no earliest start); the estimate is shown as such, never as the total.
+  window has no earliest start); the point estimate (the sum of ``duration_ms``, each start at
+  ``start_time`` inside its window) is shown beside the range, labelled an estimate (issue 33),
+  never as the total.
 - The state timeline draws the window as its own band ("<state> or PreparingRebalance"),
   between the state before and PreparingRebalance, instead of moving the edge to the estimate.
 - Tables written before the windows existed (no such columns) read as exact durations
@@ -51,6 +53,17 @@ def minutes_text(rows: pd.DataFrame) -> str:
     return f"{lo:,.1f}–{hi:,.1f}"
 
 
+def estimate_minutes(rows: pd.DataFrame) -> float:
+    """The point estimate of ``rows``' rebalance minutes: the sum of ``duration_ms`` (inside
+    ``minutes_range``: each estimate lies in its window)."""
+    return float(rows["duration_ms"].fillna(0).sum()) / 60000
+
+
+def estimate_text(rows: pd.DataFrame) -> str:
+    """``"≈ 1.8"``."""
+    return f"≈ {estimate_minutes(rows):,.1f}"
+
+
 def minutes_per_group(rows: pd.DataFrame) -> pd.DataFrame:
     """Per group: rebalances, least and most minutes (hover data of the top-groups figure)."""
     r = with_duration_range(rows)
@@ -76,6 +89,7 @@ def rebalance_minutes_figure(rebal: pd.DataFrame, is_reb: pd.Series) -> Any:
         .agg(
             least=("duration_min_ms", lambda s: s.fillna(0).sum() / 60000),
             most=("duration_max_ms", lambda s: s.fillna(0).sum() / 60000),
+            estimate=("duration_ms", lambda s: s.fillna(0).sum() / 60000),
             rebalances=("cause", "size"),
         )
         .reset_index()
@@ -94,11 +108,17 @@ def rebalance_minutes_figure(rebal: pd.DataFrame, is_reb: pd.Series) -> Any:
                 customdata=per_hour["most"],
                 hovertemplate="%{x}<br>at most %{customdata:.1f} min<extra></extra>",
             ),
+            go.Scatter(
+                x=per_hour["hour"] + pd.Timedelta(milliseconds=offset + width / 2), y=per_hour["estimate"],
+                name="estimate", mode="markers", marker={"symbol": "diamond", "size": 10, "color": "#1f2937"},
+                hovertemplate="%{x}<br>estimate %{y:.1f} min<extra></extra>",
+            ),
         ]
     )  # fmt: skip
     f.update_layout(
         barmode="stack",
-        title="Rebalance minutes per hour (a range: the log does not store when rebalances began)",
+        title="Rebalance minutes per hour: the estimate (◆) inside the range the log allows (it does not store "
+        "when rebalances began)",
         legend={"orientation": "h", "y": -0.2},
     )
     f.update_xaxes(

@@ -49,14 +49,42 @@ def test_rebalance_minutes_headline_is_the_range_the_windows_allow(
     lo = sum(r["duration_min_ms"] or 0 for r in reb) / 60000
     unbounded = any(r["duration_max_ms"] is None and r["duration_ms"] is not None for r in reb)
     text = write_report(cfg, tmp_path / "r.html").read_text()
-    kpi = re.findall(r"<b>([^<]*)</b><span>rebalance minutes[^<]*</span>", text)
-    if unbounded:
+    kpi = re.findall(r"<b>([^<]*)</b><span>rebalance minutes \(range[^<]*</span>", text)
+    hi = None if unbounded else sum(r["duration_max_ms"] or 0 for r in reb) / 60000
+    if hi is None:
         assert kpi == [f"≥ {lo:,.1f}"]
     else:
-        hi = sum(r["duration_max_ms"] or 0 for r in reb) / 60000
         assert kpi == [f"{lo:,.1f}–{hi:,.1f}"]
+    # the point estimate beside the range (issue 33): the sum of the estimated durations, inside it
+    est = sum(r["duration_ms"] or 0 for r in reb) / 60000
+    assert any(r["duration_ms"] != r["duration_min_ms"] for r in reb if r["duration_ms"] is not None)
+    assert lo < est and (hi is None or est <= hi)
+    (shown,) = re.findall(r"<b>≈ ([^<]*)</b><span>rebalance minutes \(estimate, inside the range\)</span>", text)
+    assert shown == f"{est:,.1f}"
     # the per-hour figure and the duration figure show the interval, not one number
     assert "at least" in text and "possibly" in text and "what the log allows" in text
+
+
+def test_rebalance_minutes_figure_marks_each_hours_estimate_inside_its_bars(
+    warehouse: tuple[Config, dict[str, list[dict[str, Any]]]],
+) -> None:
+    import pandas as pd
+
+    from pipelines.analytics.report import _is_rebalance, _read
+    from pipelines.analytics.report_rebalances import rebalance_minutes_figure
+
+    cfg, rows = warehouse
+    rebal = _read(cfg, "rebalances")
+    assert rebal is not None
+    fig = rebalance_minutes_figure(rebal, _is_rebalance(rebal))
+    least, possibly, estimate = fig.data
+    assert (least.name, possibly.name, estimate.name) == ("at least", "possibly", "estimate")
+    reb = [r for r in rows["rebalances"] if r["cause"] in ("new_generation", "ended_empty", "first_record")]
+    want = sum(r["duration_ms"] or 0 for r in reb if r["end_ms"] is not None) / 60000
+    assert sum(estimate.y) == pytest.approx(want)
+    for lo, extra, est in zip(least.y, possibly.y, estimate.y, strict=True):
+        assert lo - 1e-9 <= est <= lo + extra + 1e-9  # inside the hour's stacked range
+    assert all(pd.Timestamp(x).minute == 30 for x in estimate.x)  # drawn at the bar's middle
 
 
 def test_timeline_draws_each_start_window_as_a_band_between_the_states(
