@@ -48,7 +48,8 @@ def due_times_fn(retention_ms: int, rules: str) -> Any:
 #: ``offsets_at_risk``'s input: each committed offset with its group's state columns
 AT_RISK_JOIN_SQL = (
     "SELECT o.group_id, o.topic, o.partition, o.offset, o.commit_timestamp, o.expire_timestamp, "
-    "s.state, s.generation, s.protocol_type, s.current_state_timestamp, s.state_timestamp, s.subscribed_topics "
+    "s.state, s.generation, s.protocol_type, s.current_state_timestamp, s.state_timestamp, s.subscribed_topics, "
+    "s.group_type "
     "FROM offsets_current o JOIN group_state s ON s.group_id = o.group_id"
 )
 

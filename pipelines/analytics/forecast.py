@@ -47,8 +47,9 @@ class _GoldGroup:
     pending_txn: dict[int, dict[tuple[str, int], OffsetState]] = field(default_factory=dict)
 
 
-#: Kafka 4 consumer-group states (KIP-848) a ``group_state`` row may carry besides the classic ones
-_CONSUMER_ONLY_STATES = frozenset({"Assigning", "Reconciling"})
+#: Kafka 4 group states (KIP-848 consumer, KIP-1071 streams) a ``group_state`` row may carry
+#: besides the classic ones
+_MODERN_LIVE_STATES = frozenset({"Assigning", "Reconciling", "NotReady"})
 
 
 def due_times(
@@ -57,15 +58,21 @@ def due_times(
     retention_ms: int,
     rules: ExpiryRules | str = ExpiryRules.CURRENT,
 ) -> dict[tuple[str, int], int | None]:
-    """(topic, partition) -> expiry time in ms (None = cannot expire as the group stands)."""
+    """(topic, partition) -> expiry time in ms (None = cannot expire as the group stands), by the
+    rule of the row's ``group_type`` (classic, consumer, share, streams)."""
     subs = state.get("subscribed_topics")
     ptype = state.get("protocol_type")
     gen = state.get("generation")
+    raw_state = str(state["state"])
+    kind = state.get("group_type")
+    if not isinstance(kind, str) or not kind:  # a warehouse written before group_type existed
+        kind = "consumer" if raw_state in _MODERN_LIVE_STATES else "classic"
     group = _GoldGroup(
         group_id=str(state["group_id"]),
-        # a consumer group rebalancing is a live, non-empty group (its expiry rule is the same)
-        state=GroupState.STABLE if state["state"] in _CONSUMER_ONLY_STATES else GroupState(state["state"]),
-        group_type="consumer" if state["state"] in _CONSUMER_ONLY_STATES else "classic",
+        # a Kafka 4 group assigning, reconciling or (streams) not ready is a live, non-empty group:
+        # its type's expiry rule is the same as when Stable
+        state=GroupState.STABLE if raw_state in _MODERN_LIVE_STATES else GroupState(raw_state),
+        group_type=kind,
         generation=0 if gen is None or gen != gen else int(gen),
         protocol_type=ptype if isinstance(ptype, str) else None,
         current_state_timestamp=to_ms(state.get("current_state_timestamp")),

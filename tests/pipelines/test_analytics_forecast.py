@@ -52,3 +52,21 @@ def test_older_rules_keep_a_stable_groups_offsets() -> None:
 def test_explicit_expire_timestamp_wins_for_an_eligible_offset() -> None:
     rows = [dict(OFFSETS[0], expire_timestamp=T0 + pd.Timedelta(hours=5))]
     assert due_times(_state("Empty", None), rows, R) == {("a", 0): MS0 + 5 * R}
+
+
+def _modern(state: str, group_type: str, subs: list[str] | None) -> dict[str, object]:
+    return {**_state(state, subs), "group_type": group_type, "protocol_type": group_type}
+
+
+def test_a_kip848_consumer_group_empty_expires_from_each_commit_not_its_state_timestamp() -> None:
+    """Kafka 4's ConsumerGroup.offsetExpirationCondition: the commit timestamp is the base in every
+    state; the row's group_type decides the rule (a classic Empty group's base is its state time)."""
+    assert due_times(_modern("Empty", "consumer", None), OFFSETS, R) == {("a", 0): MS0 + R, ("b", 1): MS0 + 60_000 + R}
+
+
+def test_a_streams_group_in_a_kafka4_only_state_is_forecast_by_the_streams_rule() -> None:
+    """NotReady (and Assigning, Reconciling) are live states a GroupState cannot name: the topics
+    its topology reads never expire while it lives, the others from their commit time."""
+    for state in ("NotReady", "Assigning", "Reconciling", "Stable"):
+        assert due_times(_modern(state, "streams", ["a"]), OFFSETS, R) == {("a", 0): None, ("b", 1): MS0 + 60_000 + R}
+    assert due_times(_modern("Empty", "streams", None), OFFSETS, R) == {("a", 0): MS0 + R, ("b", 1): MS0 + 60_000 + R}
