@@ -16,13 +16,17 @@ Rules:
   a clear message instead of hanging.
 - ``maxOffsetsPerTrigger`` caps a micro-batch (split over partitions by their lag, like Spark's
   Kafka source); ``Trigger.AvailableNow`` stops at the end offsets seen when the query starts.
+- A stream given ``endingOffsets`` (JSON) reads no partition past it (clamped to the log end, as
+  starting offsets are): with ``Trigger.AvailableNow`` it stops there. Spark's own Kafka source
+  refuses the option in a stream; here it bounds a run to a known log prefix (e.g. the end offsets
+  a capture reached: tests/broker/test_classic_scenarios.py).
 - Secrets never travel in options: only the names of the environment variables that hold them
   (``secretenv.<librdkafka property>``); executors read the environment.
 
 Options: ``kafka.bootstrap.servers`` (required), ``topic``/``subscribe`` (default
 ``__consumer_offsets``), ``partitions`` ("0,3,5-7"), ``startingOffsets`` (``earliest`` |
-``latest`` | offset JSON, -2 = earliest, -1 = latest), ``endingOffsets`` (batch reads: ``latest``
-| JSON), ``maxOffsetsPerTrigger``, ``maxRecordsPerPartition`` (split big ranges into several
+``latest`` | offset JSON, -2 = earliest, -1 = latest), ``endingOffsets`` (``latest`` | JSON; a
+stream stops there), ``maxOffsetsPerTrigger``, ``maxRecordsPerPartition`` (split big ranges into several
 tasks), ``readTimeoutMs`` (default 60000), ``fetchBatch`` (messages per Arrow batch, 10000),
 ``kafka.<librdkafka property>``, ``secretenv.<librdkafka property>``.
 """
@@ -319,17 +323,19 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def getDefaultReadLimit(self) -> ReadLimit:
         return ReadMaxRows(self.max_offsets) if self.max_offsets else ReadAllAvailable()
 
+    def _highs(self) -> dict[int, int]:
+        """How far every partition may be read now: its log end, or ``endingOffsets`` below it."""
+        pl = self.planner
+        return pl.resolve(pl.options.get("endingoffsets", "latest"), pl.marks(), LATEST)
+
     def prepareForTriggerAvailableNow(self) -> None:
-        self._target = {p: hi for p, (_, hi) in self.planner.marks().items()}
+        self._target = self._highs()
 
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
         pl = self.planner
         topic = pl.settings.topic
         begin = offsets_from_json(topic, start)
-        if self._target is not None:
-            highs = dict(self._target)
-        else:
-            highs = {p: hi for p, (_, hi) in pl.marks().items()}
+        highs = dict(self._target) if self._target is not None else self._highs()
         # a partition added since the last batch starts at 0 (the consumer resets to its log start)
         end = {p: max(hi, begin.get(p, 0)) for p, hi in highs.items()}
         for p, o in begin.items():  # never move a partition backwards or forget one

@@ -199,3 +199,128 @@ def test_every_record_kafkas_console_formatters_print_offsetlake_decodes_the_sam
     missing = [p for p in printed if json.dumps(p, sort_keys=True) not in mine]
     assert printed  # (the console consumer stops after 10 s without a record: on a loaded machine
     assert missing == []  # its first fetch can take that long, so no exact count is asked)
+
+
+DECODED = ("offset_commits", "group_metadata", "group_records", "quarantine", "unsupported_records")
+
+
+def _landed(landing: Path) -> Any:
+    import pyarrow.parquet as pq
+
+    return pq.read_table(sorted(landing.glob("capture-*.parquet")))
+
+
+def _by_position(landed: Any) -> dict[tuple[int, int], tuple[Any, ...]]:
+    """A landing's records by log position: (key, value, timestamp)."""
+    cols = [landed.column(c).to_pylist() for c in ("partition", "offset", "key", "value", "timestamp")]
+    return {(p, o): tuple(rest) for p, o, *rest in zip(*cols, strict=True)}
+
+
+def _decoded_by_position(root: Path) -> dict[str, dict[tuple[int, int], dict[str, Any]]]:
+    """Each decoded table's rows by log position (``ingested_at`` left out: when, not what)."""
+    from deltalake import DeltaTable
+
+    out: dict[str, dict[tuple[int, int], dict[str, Any]]] = {}
+    for name in DECODED:
+        path = root / "warehouse" / name
+        if not path.is_dir():  # a table nothing was decoded into is not written
+            out[name] = {}
+            continue
+        rows = DeltaTable(str(path)).to_pyarrow_table().to_pylist()
+        pos = ("coordinator_partition", "log_offset") if rows and "log_offset" in rows[0] else ("partition", "offset")
+        out[name] = {(r[pos[0]], r[pos[1]]): {k: v for k, v in r.items() if k != "ingested_at"} for r in rows}
+    return out
+
+
+def _rows_of_groups(root: Path, table: str, but: set[str]) -> list[tuple[Any, ...]]:
+    """A gold table's rows (sorted tuples) of every group but ``but``."""
+    from deltalake import DeltaTable
+
+    t = DeltaTable(str(root / "warehouse" / table)).to_pyarrow_table()
+    rows = [r for r in t.to_pylist() if r["group_id"] not in but]
+    return sorted((tuple(judge._hashable(r[c]) for c in t.column_names) for r in rows), key=repr)
+
+
+def test_the_stream_on_the_live_topic_gives_the_end_capture_tables(world39: World, spark: Any) -> None:
+    """``offsetlake``'s streaming job (``input.source: kafka``, the jar-free engine, available-now)
+    reads the live broker's ``__consumer_offsets`` up to the end offsets the end capture reached
+    (``endingOffsets``). The broker kept writing since (the keepers' leave, expiries, the
+    formatters' groups: all past those offsets) and its cleaner kept compacting below them.
+
+    Records: every position the stream read was in the capture; every capture position it did not
+    read is gone from the broker (a capture taken after the stream lacks it too) and has a newer
+    record of the same key in its partition (the cleaner keeps the newest per key; tombstones stay
+    24 h); every position the log still holds below those offsets the stream read, and both
+    captures hold the same bytes there. The stream's decoded rows equal the batch's over the
+    capture, position for position. Gold tables: the stream's equal the batch job's over the
+    capture minus the positions the cleaner removed; when the newest record was not removed (the
+    same present) the rows of every group none of whose records was removed equal the batch's
+    over the whole capture."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    from pipelines.config import load_config
+    from pipelines.jobs import stream as stream_job
+    from pipelines.kafka.source import offsets_json
+    from pipelines.records.gold import DEFAULT_TABLES
+
+    wd = world39.workdir
+    state = json.loads((wd / "landing_end" / "_offsetlake_capture.json").read_text())
+    ends = {int(p): int(o) for p, o in state["next_offsets"].items()}
+    conf = judge.write_conf(wd / "stream_live.yaml", wd / "wh_stream_live", wd / "landing_end")
+    ending = json.dumps(offsets_json("__consumer_offsets", ends))
+    text = conf.read_text().replace(
+        "input:\n", f"input:\n  source: kafka\n  kafka_options:\n    endingOffsets: {json.dumps(ending)}\n"
+    )
+    text += f"kafka:\n  bootstrap_servers: {world39.broker.bootstrap}\n  engine: python\n"
+    conf.write_text(text)
+    recorder = stream_job.run(spark, load_config(conf), available_now=True, poll_seconds=0.5)
+    read = sum(r["input_rows"] or 0 for r in recorder.rows if r["query_name"] == stream_job.REPLAY_QUERY)
+    cmd = [sys.executable, "-m", "pipelines", "capture", "--bootstrap-servers", world39.broker.bootstrap]
+    cmd += ["--from", "earliest", "--until-end", "--out", str(wd / "landing_after"), "--no-progress"]
+    subprocess.run(cmd, check=True, capture_output=True, timeout=300)
+
+    # the records: what the stream read, what the cleaner removed since the capture, and why
+    cap = _landed(wd / "landing_end")
+    then, now = _by_position(cap), _by_position(_landed(wd / "landing_after"))
+    stream = _decoded_by_position(wd / "wh_stream_live")
+    batch = _decoded_by_position(wd / "wh_landing_end")
+    seen = {pos for rows in stream.values() for pos in rows}
+    assert read == len(seen)  # one decoded row per record read
+    assert seen <= set(then)  # nothing the capture did not have, nothing past its end offsets
+    still = {pos for pos in now if pos[1] < ends[pos[0]]}
+    assert still <= seen  # what the log still holds below the capture's end offsets was read
+    assert [pos for pos in still if now[pos] != then[pos]] == []  # the same bytes at the same position
+    gone = set(then) - seen
+    newest: dict[tuple[int, bytes], int] = {}  # (partition, key) -> its newest offset in the log, then or since
+    for (p, o), (k, *_) in [*then.items(), *now.items()]:
+        newest[(p, k)] = max(o, newest.get((p, k), -1))
+    unexplained = [pos for pos in gone if pos in now or newest[(pos[0], then[pos][0])] <= pos[1]]
+    assert unexplained == [], f"{len(unexplained)} of {len(gone)} capture records the stream did not read"
+    for name in DECODED:
+        assert stream[name] == {pos: row for pos, row in batch[name].items() if pos not in gone}, name
+
+    # the gold tables: the batch job over the capture minus the positions the cleaner removed
+    ids = pc.add(pc.multiply(cap.column("partition").cast(pa.int64()), 1 << 40), cap.column("offset"))
+    kept = pc.invert(pc.is_in(ids, pa.array([p * (1 << 40) + o for p, o in gone], pa.int64())))
+    (wd / "landing_kept").mkdir()
+    pq.write_table(cap.filter(kept), wd / "landing_kept" / "capture-00000001.parquet")
+    judge.run_batch(judge.write_conf(wd / "kept.yaml", wd / "wh_kept", wd / "landing_kept"))
+    stream_wh, kept_wh, end_wh = wd / "wh_stream_live", wd / "wh_kept", wd / "wh_landing_end"
+    touched = {
+        batch[n][pos]["group_id"] for n in ("offset_commits", "group_metadata") for pos in gone if pos in batch[n]
+    }
+    stamps = cap.column("timestamp")
+    same_present = pc.max(stamps).as_py() == pc.max(stamps.filter(kept)).as_py()
+    untouched = 0
+    for table in DEFAULT_TABLES:
+        assert judge.table_rows(stream_wh, table) == judge.table_rows(kept_wh, table), table
+        if same_present:
+            rows = _rows_of_groups(stream_wh, table, touched)
+            assert rows == _rows_of_groups(end_wh, table, touched), table
+            untouched += len(rows)
+    print(
+        f"the stream read {len(seen)} of the capture's {len(then)} records ({len(gone)} compacted since, "
+        f"{len(touched)} groups touched); {untouched} gold rows of untouched groups as over the whole capture"
+    )

@@ -8,6 +8,7 @@ exactly its ranges.
 
 from __future__ import annotations
 
+import json
 import os
 import uuid
 from collections.abc import Iterator
@@ -136,3 +137,33 @@ def test_stream_job_from_kafka_is_one_query_writing_the_decoded_tables_and_resta
             **stream_test.final_present(watermark),
         )
         stream_test.assert_gold_equal(spark, cfg, gold)
+
+
+def test_a_stream_given_ending_offsets_stops_there(cluster: MockKafkaCluster) -> None:
+    """``endingOffsets`` bounds a stream (``Trigger.AvailableNow`` and every later batch) below
+    the log end; a partition it names no offset for reads to the log end, one past the log end
+    stops at the log end."""
+    from pyspark.sql.streaming.datasource import ReadAllAvailable
+
+    from pipelines.kafka.source import KafkaStreamReader, _raw_schema, offsets_from_json, offsets_json
+
+    topic = f"{TOPIC}-ending"
+    cluster.partitions(topic)  # auto-created with the mock's default 4 partitions
+    cluster.produce([(b"k%d" % i, b"v%d" % i, i % 4, 5_000 + i) for i in range(40)], topic)
+    base = {"kafka.bootstrap.servers": cluster.bootstrap_servers, "topic": topic}
+    ending = json.dumps(offsets_json(topic, {0: 3, 1: 7, 3: 99}))
+    bounded, free = (
+        KafkaStreamReader({**base, "endingOffsets": ending}, _raw_schema()),
+        KafkaStreamReader(base, _raw_schema()),
+    )
+    try:
+        start = bounded.initialOffset()
+        assert offsets_from_json(topic, free.latestOffset(start, ReadAllAvailable())) == {p: 10 for p in range(4)}
+        want = {0: 3, 1: 7, 2: 10, 3: 10}
+        assert offsets_from_json(topic, bounded.latestOffset(start, ReadAllAvailable())) == want
+        bounded.prepareForTriggerAvailableNow()
+        cluster.produce([(b"late", b"v", p, 9_000) for p in range(4)], topic)
+        assert offsets_from_json(topic, bounded.latestOffset(start, ReadAllAvailable())) == want
+    finally:
+        bounded.stop()
+        free.stop()
