@@ -7,6 +7,9 @@ Rules:
   transactional batch and one per control record) and the unreadable batches as
   ``ingest_quarantine`` rows (reason ``bad_batch``, their bytes, file and byte position).
   Counts: data records + control records = records read; every problem is one quarantine row.
+  Overlapping segments follow the stream's rule (``pipelines.stream.segment_log.overlap_starts``):
+  the first copy of an offset in log order (base offset, then file name) is read, a later
+  copy's records are quarantined (``overlapping_segment``, one row per record with its bytes).
 - ``replay_items`` gives the core's replay input: records with their producer id when their
   batch is transactional, COMMIT/ABORT markers as ``TxnMarker``s.
 - Reading is ``pipelines.inputs.segment_files``'; nothing here applies transaction semantics.
@@ -49,16 +52,38 @@ def _ms_timestamps(values: list[int]) -> pa.Array:
 
 def landing_tables(files: list[Path]) -> LandingTables:
     """Every record of ``files`` (segment files in partition directories) in the three shapes."""
-    items: list[SegmentRecord | SegmentProblem] = []
+    from pipelines.inputs.segment_files import overlap_problem
+    from pipelines.stream.segment_log import overlap_starts
+
+    parts: dict[tuple[str, int], list[Path]] = {}
     for f in files:
-        _topic, partition = partition_of(f)
+        topic, partition = partition_of(f)
         if partition is None:
             raise UsageError(
                 f"{f}: cannot tell the partition of this segment: keep it in its directory "
                 f"(e.g. {OFFSETS_TOPIC}-7/{f.name}) so its records get their log positions"
             )
-        items.extend(read_segment_file(f))
+        parts.setdefault((topic, partition), []).append(f)
+    items: list[SegmentRecord | SegmentProblem] = []
+    for fs in parts.values():
+        # the stream's rule for overlapping segments (``segment_log.overlap_starts``): the first
+        # copy in log order is read, a later copy's records are quarantined
+        ordered = sorted(fs, key=lambda f: (_base_offset(f), f.name))
+        over = overlap_starts([(_base_offset(f), str(f)) for f in ordered])
+        for f in ordered:
+            starts = over.get(str(f), set())
+            for item in read_segment_file(f):
+                if starts and isinstance(item, SegmentRecord) and item.batch_position in starts:
+                    items.append(overlap_problem(item))
+                else:
+                    items.append(item)
     return item_tables(items)
+
+
+def _base_offset(f: Path) -> int:
+    """A segment file's base offset, from its Kafka name (``%020d.log``; 0 for another name)."""
+    stem = f.name.removesuffix(".log")
+    return int(stem) if stem.isdigit() else 0
 
 
 def item_tables(items: list[SegmentRecord | SegmentProblem]) -> LandingTables:
