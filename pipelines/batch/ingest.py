@@ -118,6 +118,7 @@ class IngestResult:
     control_records: int = 0  # broker segments' control records (COMMIT/ABORT markers: raw_transactions)
     transactional_new: int = 0  # rows appended to raw_transactions, this run
     bad_batches: int = 0  # broker segments' unreadable batches (ingest_quarantine, reason bad_batch)
+    bad_batch_offsets: int = 0  # the offsets those batches held (their spans: log_shape accounts them)
 
     @property
     def duplicates(self) -> int:
@@ -412,6 +413,7 @@ def ingest(
         seg.control_records if seg is not None else 0,
         txn_new,
         side.get("bad_batch", 0),
+        seg.bad_batch_offsets if seg is not None else 0,
     )
 
 

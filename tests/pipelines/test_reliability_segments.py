@@ -148,6 +148,32 @@ def test_the_batch_and_the_stream_give_equal_tables_on_overlapping_segments(tmp_
     assert records == replayed + refused == N + 5 + 10
 
 
+@SPARK
+def test_a_five_record_bad_batch_is_refused_as_five_offsets_not_compaction(tmp_path: Path, spark: Any) -> None:
+    """Issue 37 item 8: a quarantined batch accounts every offset it held (base..base+delta
+    from its header), so none of them is called the log cleaner's work."""
+    from pipelines.config import load_config
+    from pipelines.jobs.batch import run_batch
+
+    landing = tmp_path / "landing"
+    p0 = landing / "__consumer_offsets-0"
+    p0.mkdir(parents=True)
+    bad = bytearray(_batches(range(5, 10), "g"))
+    bad[-1] ^= 0xFF  # CRC mismatch, header intact
+    (p0 / "00000000000000000000.log").write_bytes(_batches(range(5), "g") + bytes(bad) + _batches(range(10, 15), "g"))
+    summary = run_batch(load_config(_conf(tmp_path, "batch", landing)), spark)
+    wh = tmp_path / "batch" / "warehouse"
+    (q,) = _table(wh, "ingest_quarantine")
+    assert (q["reason"], q["offset"]) == ("bad_batch", 5) and q["detail"].endswith("; offsets 5..9")
+    (p,) = _table(wh, "log_partitions")
+    assert (p["missing_offsets"], p["gaps"], p["compacted"]) == (0, 0, False)
+    said = " ".join(summary.warnings)
+    assert "log cleaner" not in said and "transaction markers" not in said, summary.warnings
+    assert "5 offsets refused or quarantined" in said, summary.warnings
+    assert "1 unreadable broker segment batches quarantined, 5 offsets" in said, summary.warnings
+    assert summary.bad_batches == 1 and summary.refused == 0
+
+
 def _torn_tails(landing: Path) -> dict[str, int]:
     """Three partitions whose last segment ends in bytes no batch can be read from."""
     tails = {
