@@ -15,7 +15,7 @@ Rules:
   partition with a gap of more than one offset is called compacted (a transactional partition
   can be compacted too; the counts tell).
 - Offsets the input held but that were refused or quarantined (``accounted``: a conflicting
-  second copy, a bad batch's base offset) are no gap: they are neither the cleaner's work nor a
+  second copy, every offset of a bad batch: ``bad_batch_last_offset``) are no gap: they are neither the cleaner's work nor a
   marker's, and are counted apart (``accounted_offsets``) before any gap is inferred.
 
 ``partition_shape`` is the reference rule over one partition's offsets; the pipelines compute
@@ -24,6 +24,7 @@ the same with numpy over whole tables (``pipelines.inputs.log_shape``) and a tes
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import pairwise
@@ -81,3 +82,28 @@ def partition_shape(offsets: Sequence[int], accounted: Sequence[int] = ()) -> Pa
             largest = max(largest, hole)
             until = cur
     return PartitionShape(len(captured), lo, hi, missing, gaps, largest, until, len(known))
+
+
+_V2_HEAD = struct.Struct(">qiibIhi")  # baseOffset, length, leader epoch, magic, crc, attributes, lastOffsetDelta
+_V2_RECORDS_AT = 57  # the record count's byte in a v2 batch header
+
+
+def bad_batch_last_offset(data: bytes, base_offset: int | None, next_offset: int | None = None) -> int | None:
+    """The last offset a quarantined (unreadable) batch held, so its whole span is accounted
+    for, not only its base offset. From the v2 header when it is plausible (its length field
+    is the bytes quarantined, ``lastOffsetDelta`` >= 0 and the record count 1..delta+1):
+    base + delta; otherwise up to the next batch's base offset (``next_offset`` - 1). Never past
+    ``next_offset`` - 1, never below the base; None without a base offset."""
+    if base_offset is None:
+        return None
+    last = base_offset
+    plausible = False
+    if len(data) >= _V2_RECORDS_AT + 4:
+        _base, length, _epoch, magic, _crc, _attrs, delta = _V2_HEAD.unpack_from(data)
+        (count,) = struct.unpack_from(">i", data, _V2_RECORDS_AT)
+        plausible = magic == 2 and length + 12 == len(data) and delta >= 0 and 1 <= count <= delta + 1
+        if plausible:
+            last = base_offset + delta
+    if next_offset is not None and next_offset > base_offset:
+        last = next_offset - 1 if not plausible else min(last, next_offset - 1)
+    return last

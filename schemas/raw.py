@@ -43,9 +43,11 @@ INGEST_QUARANTINE = TableSpec(
             False,
             "null_position | partition_out_of_range | conflicting_duplicate | bad_batch (a broker segment's "
             "batch that cannot be read: CRC mismatch, codec failure, malformed or truncated; `value` holds its "
-            "bytes, `offset` its base offset when readable, `detail` the file position, length and cause) | "
-            "overlapping_segment (the streaming job: a record of a segment whose offsets an earlier segment of "
-            "its partition holds; `key`/`value` its bytes).",
+            "bytes, `offset` its base offset when readable, `detail` the file position, length and cause, ending "
+            "`; offsets B..L` when the batch held more offsets than its base: all are accounted, none called compaction) | "
+            "overlapping_segment (a record of a segment batch whose offsets an earlier segment of its partition "
+            "holds, in log order: base offset, then file name; the batch and streaming jobs keep the first copy; "
+            "`key`/`value` its bytes).",
         ),
         Column(
             "detail",

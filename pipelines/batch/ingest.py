@@ -100,6 +100,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 RAW_TABLE = RAW_RECORDS.name
+OVERLAPPING_SEGMENT = "overlapping_segment"  # ingest_quarantine's reason for a later copy's record
 FILES_KEY = "offsetlake.landing_files"  # commit metadata: the landing files an ingest appended
 
 
@@ -117,6 +118,7 @@ class IngestResult:
     control_records: int = 0  # broker segments' control records (COMMIT/ABORT markers: raw_transactions)
     transactional_new: int = 0  # rows appended to raw_transactions, this run
     bad_batches: int = 0  # broker segments' unreadable batches (ingest_quarantine, reason bad_batch)
+    bad_batch_offsets: int = 0  # the offsets those batches held (their spans: log_shape accounts them)
 
     @property
     def duplicates(self) -> int:
@@ -392,18 +394,26 @@ def ingest(
         raise RuntimeError(f"raw_records: expected {before} + {plan.n_new} rows after ingest, found {after}")
     if plan.read < plan.n_new + refused:
         raise RuntimeError(f"ingest: {plan.read} records read < {plan.n_new} new + {refused} refused")
-    txn_new, bad = write_segment_side(spark, io, seg) if seg is not None else (0, 0)
+    txn_new, side = write_segment_side(spark, io, seg) if seg is not None else (0, {})
+    # a later copy's records of an overlapping segment are records read and refused (the
+    # stream counts them so too): read = new + duplicates + refused holds with them
+    over = side.get(OVERLAPPING_SEGMENT, 0)
+    if over:
+        reasons = tuple(
+            sorted({**dict(reasons), OVERLAPPING_SEGMENT: dict(reasons).get(OVERLAPPING_SEGMENT, 0) + over}.items())
+        )
     return IngestResult(
         cfg.input.source,
-        plan.read,
+        plan.read + over,
         plan.n_new,
         after,
         io.data_version(RAW_TABLE) or 0,  # the rows' version: maintenance since the last run passed over
-        refused,
+        refused + over,
         reasons,
         seg.control_records if seg is not None else 0,
         txn_new,
-        bad,
+        side.get("bad_batch", 0),
+        seg.bad_batch_offsets if seg is not None else 0,
     )
 
 

@@ -79,9 +79,11 @@ def segment_input(cfg: Config) -> LandingTables | None:
     return landing_tables(files) if files else None
 
 
-def write_segment_side(spark: SparkSession, io: TableIO, seg: LandingTables) -> tuple[int, int]:
+def write_segment_side(spark: SparkSession, io: TableIO, seg: LandingTables) -> tuple[int, dict[str, int]]:
     """Append the segments' ``raw_transactions`` rows not yet there and quarantine their unreadable
-    batches (idempotent: a rerun appends nothing). Returns (new raw_transactions rows, bad batches)."""
+    batches and overlapping copies (idempotent: a rerun appends nothing). Returns (new
+    raw_transactions rows, quarantine rows of the input per reason: ``bad_batch`` one per
+    unreadable batch, ``overlapping_segment`` one per record of a later copy)."""
     from pipelines.batch.positions import write_refused
 
     name = RAW_TRANSACTIONS.name
@@ -95,10 +97,11 @@ def write_segment_side(spark: SparkSession, io: TableIO, seg: LandingTables) -> 
         new = rows.count()
         if new:
             io.append(name, rows.sortWithinPartitions(*key))
-    bad = 0
+    reasons: dict[str, int] = {}
     if seg.problems.num_rows:
-        bad, _ = write_refused(io, spark.createDataFrame(seg.problems), io.run_id)
-    return new, bad
+        _total, counts = write_refused(io, spark.createDataFrame(seg.problems), io.run_id)
+        reasons = dict(counts)
+    return new, reasons
 
 
 def read_landing(

@@ -17,7 +17,8 @@ Rules:
 - Query-only, whatever the engine (``transpile.check_query_only``): a statement that writes,
   reads a file by its path or runs code is refused before any engine sees it, and DuckDB reads
   files under the warehouse only (``duck.DuckDBSession``). A statement sqlglot cannot read is
-  refused too (it cannot be checked).
+  refused too (it cannot be checked). Spark runs the checked text as it is: its variable
+  substitution (``${env:HOME}``, ``${var}``) is off in the sql command's session.
 - Errors (exit 2, one line): no warehouse (no Delta table under ``paths.warehouse``), a table
   or view that is unknown or not built yet, a statement that does not parse (sqlglot's or the
   engine's first line), a query the engine rejects.
@@ -316,6 +317,9 @@ class Session:
 
         if self._spark is None:
             self._spark = build_spark_from_config(self.cfg, app_suffix="sql")
+            # the statement sqlglot checked is what Spark runs: no ``${env:...}``/``${var}``
+            # substitution of the environment or the session's settings into it
+            self._spark.conf.set("spark.sql.variable.substitute", "false")
         todo = None if closure is None else [n for n in closure if n not in self._spark_registered]
         if todo is None or todo:
             self._spark_registered |= set(register_views(self._spark, self.cfg, only=todo))

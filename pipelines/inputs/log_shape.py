@@ -144,6 +144,8 @@ def log_partitions(
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
+    from pipelines.inputs.segment_input import BAD_BATCH_SPAN
+
     mine = [r for r in stats if r["topic"] == OFFSETS_TOPIC]
     gappy = [r["partition"] for r in mine if r["last_offset"] - r["first_offset"] + 1 != r["records"]]
     holes: dict[int, Any] = {}
@@ -155,14 +157,23 @@ def log_partitions(
         refused = read_refused() if read_refused is not None else None
         if refused is not None:
             bounds = raw.groupBy("partition").agg(F.min("offset").alias("lo"), F.max("offset").alias("hi"))
+            # a bad batch's row holds its base offset; its other offsets are in ``detail``
+            # (``segment_input.BAD_BATCH_SPAN``): every one of them is accounted for
+            span = F.regexp_extract(F.coalesce(F.col("detail"), F.lit("")), BAD_BATCH_SPAN, 2)
+            last = F.when(span != "", span.cast("bigint")).otherwise(F.col("offset"))
             known = (
                 refused.where((F.col("topic") == OFFSETS_TOPIC) & F.col("partition").isin(gappy))
                 .where(F.col("offset").isNotNull())
-                .select("partition", "offset")
+                .join(bounds, "partition")
+                .where((F.col("offset") <= F.col("hi")) & (last >= F.col("lo")))
+                .select(
+                    "partition",
+                    F.explode(F.sequence(F.greatest(F.col("offset"), F.col("lo")), F.least(last, F.col("hi")))).alias(
+                        "offset"
+                    ),
+                )
                 .distinct()
                 .join(raw.select("partition", "offset"), ["partition", "offset"], "left_anti")
-                .join(bounds, "partition")
-                .where(F.col("offset").between(F.col("lo"), F.col("hi")))
                 .select("partition", "offset", F.lit(True).alias("refused"))
             )
             positions = positions.unionByName(known)

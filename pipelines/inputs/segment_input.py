@@ -5,8 +5,13 @@ Rules:
   ``<topic>-<N>`` partition directory, else one ``UsageError`` line): the data records as
   ``raw_records`` rows, ``raw_transactions`` rows (``schemas.raw``: one per record of a
   transactional batch and one per control record) and the unreadable batches as
-  ``ingest_quarantine`` rows (reason ``bad_batch``, their bytes, file and byte position).
+  ``ingest_quarantine`` rows (reason ``bad_batch``, their bytes, file and byte position; ``detail``
+  ends with ``; offsets B..L`` when the batch held more than its base offset B:
+  ``coordinator_core.log_shape.bad_batch_last_offset``).
   Counts: data records + control records = records read; every problem is one quarantine row.
+  Overlapping segments follow the stream's rule (``pipelines.stream.segment_log.overlap_starts``):
+  the first copy of an offset in log order (base offset, then file name) is read, a later
+  copy's records are quarantined (``overlapping_segment``, one row per record with its bytes).
 - ``replay_items`` gives the core's replay input: records with their producer id when their
   batch is transactional, COMMIT/ABORT markers as ``TxnMarker``s.
 - Reading is ``pipelines.inputs.segment_files``'; nothing here applies transaction semantics.
@@ -41,6 +46,7 @@ class LandingTables(NamedTuple):
     problems: pa.Table
     data_records: int
     control_records: int
+    bad_batch_offsets: int = 0  # the offsets the unreadable batches held (base..last: their spans)
 
 
 def _ms_timestamps(values: list[int]) -> pa.Array:
@@ -49,30 +55,65 @@ def _ms_timestamps(values: list[int]) -> pa.Array:
 
 def landing_tables(files: list[Path]) -> LandingTables:
     """Every record of ``files`` (segment files in partition directories) in the three shapes."""
-    items: list[SegmentRecord | SegmentProblem] = []
+    from pipelines.inputs.segment_files import overlap_problem
+    from pipelines.stream.segment_log import overlap_starts
+
+    parts: dict[tuple[str, int], list[Path]] = {}
     for f in files:
-        _topic, partition = partition_of(f)
+        topic, partition = partition_of(f)
         if partition is None:
             raise UsageError(
                 f"{f}: cannot tell the partition of this segment: keep it in its directory "
                 f"(e.g. {OFFSETS_TOPIC}-7/{f.name}) so its records get their log positions"
             )
-        items.extend(read_segment_file(f))
+        parts.setdefault((topic, partition), []).append(f)
+    items: list[SegmentRecord | SegmentProblem] = []
+    for fs in parts.values():
+        # the stream's rule for overlapping segments (``segment_log.overlap_starts``): the first
+        # copy in log order is read, a later copy's records are quarantined
+        ordered = sorted(fs, key=lambda f: (_base_offset(f), f.name))
+        over = overlap_starts([(_base_offset(f), str(f)) for f in ordered])
+        for f in ordered:
+            starts = over.get(str(f), set())
+            for item in read_segment_file(f):
+                if starts and isinstance(item, SegmentRecord) and item.batch_position in starts:
+                    items.append(overlap_problem(item))
+                else:
+                    items.append(item)
     return item_tables(items)
+
+
+def _base_offset(f: Path) -> int:
+    """A segment file's base offset, from its Kafka name (``%020d.log``; 0 for another name)."""
+    stem = f.name.removesuffix(".log")
+    return int(stem) if stem.isdigit() else 0
 
 
 def item_tables(items: list[SegmentRecord | SegmentProblem]) -> LandingTables:
     """Segment items (``pipelines.inputs.segment_files``) in the three shapes (module rules)."""
+    from coordinator_core.log_shape import bad_batch_last_offset
     from pipelines.inputs.segment_files import OVERLAPPING
     from schemas.raw import RAW_RECORDS, RAW_TRANSACTIONS
 
     raw: list[SegmentRecord] = []
     txn: list[SegmentRecord] = []
     probs: list[SegmentProblem] = []
+    spans: list[str] = []
+    bad_offsets = 0
     controls = 0
-    for item in items:
+    for n, item in enumerate(items):
         if isinstance(item, SegmentProblem):
             probs.append(item)
+            span = ""
+            base = item.base_offset
+            if item.offset is None and base is not None:
+                # a bad batch: its whole span of offsets, so the log-shape inference does not
+                # take its other offsets for the log cleaner's work
+                last = bad_batch_last_offset(item.data, base, _next_offset(items, n))
+                last = base if last is None else last
+                bad_offsets += last - base + 1
+                span = f"; offsets {base}..{last}" if last > base else ""
+            spans.append(span)
             continue
         if item.control_type is not None:
             controls += 1
@@ -120,7 +161,11 @@ def item_tables(items: list[SegmentRecord | SegmentProblem]) -> LandingTables:
                 ["overlapping_segment" if p.reason.startswith(OVERLAPPING) else "bad_batch" for p in probs], pa.string()
             ),
             "detail": pa.array(
-                [f"{p.source_file} byte {p.position} ({p.length} bytes): {p.reason}" for p in probs], pa.string()
+                [
+                    f"{p.source_file} byte {p.position} ({p.length} bytes): {p.reason}{span}"
+                    for p, span in zip(probs, spans, strict=True)
+                ],
+                pa.string(),
             ),
             "other_key": pa.array([None] * len(probs), pa.binary()),
             "other_value": pa.array([None] * len(probs), pa.binary()),
@@ -128,7 +173,27 @@ def item_tables(items: list[SegmentRecord | SegmentProblem]) -> LandingTables:
             "source_file": pa.array([p.source_file for p in probs], pa.string()),
         }
     )
-    return LandingTables(raw_t, txn_t, prob_t, len(raw), controls)
+    return LandingTables(raw_t, txn_t, prob_t, len(raw), controls, bad_offsets)
+
+
+def _next_offset(items: list[SegmentRecord | SegmentProblem], n: int) -> int | None:
+    """The first offset after item ``n`` in the same file (None: none known)."""
+    here = items[n].source_file
+    for item in items[n + 1 :]:
+        if item.source_file != here:
+            return None
+        off = (
+            item.offset
+            if isinstance(item, SegmentRecord)
+            else (item.offset if item.offset is not None else item.base_offset)
+        )
+        if off is not None:
+            return off
+    return None
+
+
+#: ``detail``'s span of a bad batch's offsets (``pipelines.inputs.log_shape`` reads it back)
+BAD_BATCH_SPAN = r"; offsets (\d+)\.\.(\d+)$"
 
 
 def replay_items(path: str | os.PathLike[str], *, modern: bool = True) -> Iterator[Any]:
@@ -169,4 +234,12 @@ def producer_of(item: Any) -> int | None:
     return int(item.producer_id) if item.is_transactional else None
 
 
-__all__ = ["LandingTables", "item_tables", "landing_tables", "producer_of", "replay_items", "txn_marker"]
+__all__ = [
+    "BAD_BATCH_SPAN",
+    "LandingTables",
+    "item_tables",
+    "landing_tables",
+    "producer_of",
+    "replay_items",
+    "txn_marker",
+]

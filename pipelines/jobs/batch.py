@@ -278,7 +278,8 @@ def _ingest(cfg: Config, spark: SparkSession, io: TableIO, summary: BatchSummary
     summary.bad_batches = res.bad_batches
     if res.bad_batches:
         summary.warnings.append(
-            f"{res.bad_batches} unreadable broker segment batches quarantined (ingest_quarantine: bad_batch)"
+            f"{res.bad_batches} unreadable broker segment batches quarantined, "
+            f"{res.bad_batch_offsets} offsets (ingest_quarantine: bad_batch)"
         )
     if res.quarantined:
         summary.warnings.append(

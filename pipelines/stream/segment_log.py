@@ -160,6 +160,33 @@ def _warn_once(key: Any, message: str, when: bool = True) -> None:
         log.warning("%s", message)
 
 
+def _overlaps(files: list[tuple[int, str]]) -> tuple[list[Any], list[int]]:
+    """Per file of one partition (in log order): which of its batches are an overlapping copy
+    (their last offset is at or below the highest offset of the files before it), and that
+    highest offset counting the file itself."""
+    masks: list[Any] = []
+    covered_at: list[int] = []
+    covered = -1
+    for _b, path in files:
+        cols = _walk(path)[0]
+        masks.append(cols[:, 2] <= covered)
+        if len(cols):
+            covered = max(covered, int(cols[:, 2].max()))
+        covered_at.append(covered)
+    return masks, covered_at
+
+
+def overlap_starts(files: list[tuple[int, str]]) -> dict[str, set[int]]:
+    """path -> byte starts of its batches whose offsets an earlier file of the partition holds:
+    the one rule for overlapping segments of the stream (``pending``) and the batch job
+    (``pipelines.inputs.segment_input.landing_tables``). The first copy in log order (base
+    offset, then file name) is kept; a later copy's records are quarantined
+    (``overlapping_segment``). A live stream cannot take back a copy it read already, so the
+    batch job keeps the same one and the two give equal tables on the same log dir."""
+    masks, _ = _overlaps(files)
+    return {path: {int(x) for x in _walk(path)[0][m, 0]} for (_b, path), m in zip(files, masks, strict=True) if m.any()}
+
+
 def pending(files: list[tuple[int, str]], pos: Pos, *, final: bool = False) -> list[Span]:
     """The batches of one partition after ``pos``, in log order (see the module rules).
     ``final``: the run ends at what is there now (available-now), so an unreadable tail of the
@@ -175,12 +202,11 @@ def pending(files: list[tuple[int, str]], pos: Pos, *, final: bool = False) -> l
             break
     spans: list[Span] = []
     first = resume if resume is not None else 0
-    covered = -1  # the highest offset of the partition's earlier segments
+    masks, covered_at = _overlaps(files)
     for i, (b, path) in enumerate(files):
         cols, end, stop, size = _walk(path)
-        overlap = cols[:, 2] <= covered  # offsets an earlier segment holds: a second copy
-        if len(cols):
-            covered = max(covered, int(cols[:, 2].max()))
+        overlap = masks[i]
+        covered = covered_at[i]
         if i < first:
             continue
         keep = (cols[:, 2] >= next_offset) | overlap
@@ -267,6 +293,7 @@ __all__ = [
     "advance",
     "cut",
     "header_columns",
+    "overlap_starts",
     "partition_files",
     "pending",
     "ranges_between",

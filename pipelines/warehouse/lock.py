@@ -39,7 +39,9 @@ Rules:
   appends a run's events, the stream merges its micro-batches' keys), so a warehouse written
   by one is never written by the other — the lock alone would only serialise them, and the
   second job would then duplicate or overwrite the first one's rows. The first job to write a
-  warehouse records itself in ``<warehouse>/_offsetlake.job``; the other job is refused with
+  warehouse records itself in ``<warehouse>/_offsetlake.job`` (written to a temporary file
+  created with ``O_EXCL|O_NOFOLLOW``: a link planted there is removed, never written through);
+  the other job is refused with
   one line (``WarehouseKeptError``, exit 2) before it reads anything. A warehouse written
   before this file existed is recognised by what only one job writes (``stream_progress``; the
   batch's run records or ``raw_records``). Maintenance, dq and the readers serve either.
@@ -370,8 +372,21 @@ def claim_job(root: str, job: str) -> None:
     path = Path(root) / JOB_FILE
     if kept is None or not path.exists():
         tmp = path.with_name(path.name + f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps({"job": job, "since": datetime.now(UTC).isoformat(timespec="seconds")}) + "\n")
+        _write_new(tmp, json.dumps({"job": job, "since": datetime.now(UTC).isoformat(timespec="seconds")}) + "\n")
         os.replace(tmp, path)
+
+
+def _write_new(tmp: Path, text: str) -> None:
+    """Write ``text`` to a file created here (``O_EXCL|O_NOFOLLOW``): a symbolic link or file
+    planted at ``tmp`` is removed (the link itself, never its target) and never written through."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    try:
+        fd = os.open(tmp, flags, 0o644)
+    except FileExistsError:  # a leftover of a dead process with this pid, or a planted link
+        os.unlink(tmp)
+        fd = os.open(tmp, flags, 0o644)
+    with os.fdopen(fd, "w") as fh:
+        fh.write(text)
 
 
 def _holder_soon(root: str, wait_s: float = 2.0) -> Holder | None:

@@ -101,14 +101,77 @@ def test_the_batch_over_the_same_log_dir_reads_no_other_topic_and_says_refused_n
     summary = run_batch(cfg, spark)
     raw = _table(tmp_path / "batch" / "warehouse", "raw_records")
     assert {r["topic"] for r in raw} == {"__consumer_offsets"}
-    # the batch's own rule for a second copy: both copies of 5..9 refused, the rest taken
-    assert len(raw) == N - 5 + 10
-    # item 8: the refused positions are said to be refused, not the log cleaner's work
+    # the stream's rule for a second copy: the first copy in log order read, the later one quarantined
+    assert sorted(r["offset"] for r in raw if r["partition"] == 0) == list(range(N)) and len(raw) == N + 10
+    bad = _table(tmp_path / "batch" / "warehouse", "ingest_quarantine")
+    assert sorted((r["reason"], r["partition"], r["offset"]) for r in bad) == [
+        ("overlapping_segment", 0, o) for o in range(5, 10)
+    ]
+    # nothing is said to be the log cleaner's work
+    said = " ".join(summary.warnings)
+    assert "log cleaner" not in said and "transaction markers" not in said, summary.warnings
+    (p0,) = [r for r in _table(tmp_path / "batch" / "warehouse", "log_partitions") if r["log_partition"] == 0]
+    assert (p0["missing_offsets"], p0["compacted"]) == (0, False)
+
+
+def _content(warehouse: Path, name: str, drop: tuple[str, ...] = ()) -> list[tuple[Any, ...]]:
+    rows = _table(warehouse, name)
+    return sorted(tuple((k, repr(v)) for k, v in sorted(r.items()) if k not in drop) for r in rows)
+
+
+@SPARK
+def test_the_batch_and_the_stream_give_equal_tables_on_overlapping_segments(tmp_path: Path, spark: Any) -> None:
+    """One rule for both (``segment_log.overlap_starts``): the first copy in log order is read,
+    the later copy's records are quarantined as ``overlapping_segment``; counts in == out."""
+    from pipelines.config import load_config
+    from pipelines.jobs import stream as stream_job
+    from pipelines.jobs.batch import run_batch
+
+    landing = tmp_path / "landing"
+    _overlapping_log_dir(landing)
+    run = stream_job.run(
+        spark,
+        load_config(_conf(tmp_path, "stream", landing, "  max_bytes_per_trigger: 400\n")),
+        available_now=True,
+        poll_seconds=0.5,
+    )
+    run_batch(load_config(_conf(tmp_path, "batch", landing)), spark)
+    stream_wh, batch_wh = tmp_path / "stream" / "warehouse", tmp_path / "batch" / "warehouse"
+    for name in ("offset_commits", "offsets_current", "group_metadata", "raw_transactions"):
+        assert _content(stream_wh, name) == _content(batch_wh, name), name
+    assert len(_table(batch_wh, "offset_commits")) == N + 10
+    # quarantine: the same records, reasons and files (run ids and hashes are per job)
+    quarantine = ("run_id", "record_id", "detail")
+    assert _content(stream_wh, "ingest_quarantine", quarantine) == _content(batch_wh, "ingest_quarantine", quarantine)
+    assert len(_table(batch_wh, "ingest_quarantine")) == 5
+    records, replayed, _dups, refused = (sum(c[i] for c in run.counted) for i in range(1, 5))
+    assert records == replayed + refused == N + 5 + 10
+
+
+@SPARK
+def test_a_five_record_bad_batch_is_refused_as_five_offsets_not_compaction(tmp_path: Path, spark: Any) -> None:
+    """Issue 37 item 8: a quarantined batch accounts every offset it held (base..base+delta
+    from its header), so none of them is called the log cleaner's work."""
+    from pipelines.config import load_config
+    from pipelines.jobs.batch import run_batch
+
+    landing = tmp_path / "landing"
+    p0 = landing / "__consumer_offsets-0"
+    p0.mkdir(parents=True)
+    bad = bytearray(_batches(range(5, 10), "g"))
+    bad[-1] ^= 0xFF  # CRC mismatch, header intact
+    (p0 / "00000000000000000000.log").write_bytes(_batches(range(5), "g") + bytes(bad) + _batches(range(10, 15), "g"))
+    summary = run_batch(load_config(_conf(tmp_path, "batch", landing)), spark)
+    wh = tmp_path / "batch" / "warehouse"
+    (q,) = _table(wh, "ingest_quarantine")
+    assert (q["reason"], q["offset"]) == ("bad_batch", 5) and q["detail"].endswith("; offsets 5..9")
+    (p,) = _table(wh, "log_partitions")
+    assert (p["missing_offsets"], p["gaps"], p["compacted"]) == (0, 0, False)
     said = " ".join(summary.warnings)
     assert "log cleaner" not in said and "transaction markers" not in said, summary.warnings
     assert "5 offsets refused or quarantined" in said, summary.warnings
-    (p0,) = [r for r in _table(tmp_path / "batch" / "warehouse", "log_partitions") if r["log_partition"] == 0]
-    assert (p0["missing_offsets"], p0["compacted"]) == (0, False)
+    assert "1 unreadable broker segment batches quarantined, 5 offsets" in said, summary.warnings
+    assert summary.bad_batches == 1 and summary.refused == 0
 
 
 def _torn_tails(landing: Path) -> dict[str, int]:

@@ -188,6 +188,16 @@ def test_show_tables_still_answers_on_spark(wh: Config, capsys: pytest.CaptureFi
     assert out.splitlines()[0].split("\t") == ["namespace", "tableName", "isTemporary"]
 
 
+def test_spark_substitutes_no_variable_into_the_checked_statement(
+    wh: Config, capsys: pytest.CaptureFixture[str]
+) -> None:
+    home = os.environ["HOME"]
+    assert home and home != "/"
+    rc, out, err = _sql(wh, capsys, "--engine", "spark", "SELECT '${env:HOME}' AS h")
+    assert rc == 0, err[-2000:]
+    assert home not in out and out.splitlines()[1:] == ["${env:HOME}"], out
+
+
 def test_length_of_binary_falls_back_to_spark_on_auto_with_sparks_answer(
     wh: Config, capsys: pytest.CaptureFixture[str]
 ) -> None:

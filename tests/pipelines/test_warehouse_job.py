@@ -28,6 +28,23 @@ def test_the_first_job_keeps_the_warehouse_and_the_other_is_refused_naming_both(
     assert "\n" not in msg and "written by the batch job" in msg and "paths.warehouse" in msg
 
 
+def test_the_job_record_is_not_written_through_a_link_planted_at_its_temporary_name(tmp_path: Path) -> None:
+    import json
+    import os
+
+    root = tmp_path / "wh"
+    root.mkdir()
+    precious = tmp_path / "precious.txt"
+    precious.write_text("keep me\n")
+    tmp = root / f"_offsetlake.job.{os.getpid()}.tmp"
+    tmp.symlink_to(precious)
+    claim_job(str(root), "batch")
+    assert precious.read_text() == "keep me\n"  # the link's target untouched
+    assert not tmp.is_symlink() and not tmp.exists()
+    record = root / "_offsetlake.job"
+    assert not record.is_symlink() and json.loads(record.read_text())["job"] == "batch"
+
+
 @pytest.mark.parametrize(
     ("written", "kept"), [("stream_progress/_delta_log", "stream"), ("raw_records/_delta_log", "batch")]
 )
