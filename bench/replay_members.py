@@ -16,7 +16,6 @@ a shared machine), best of ``--repeat``. Linear: seconds per member stays flat a
 from __future__ import annotations
 
 import argparse
-import gc
 import json
 import os
 import platform
@@ -31,24 +30,12 @@ sys.path.insert(0, str(ROOT))
 
 def measure(n: int, repeat: int) -> dict[str, float]:
     """One member count, in this process: build seconds, best replay CPU seconds."""
-    from coordinator_core.loader.replay import replay
-    from coordinator_core.loader.snapshot import new_snapshot
-    from tests.coordinator_core.test_replay_member_scaling import _many_members
+    from tests.coordinator_core.test_replay_member_scaling import _many_members, best_replay_cpu
 
     t = time.process_time()
     records = _many_members(n)
     build = time.process_time() - t
-    best = float("inf")
-    gc.collect()
-    gc.disable()
-    try:
-        for _ in range(repeat):
-            t = time.process_time()
-            result = replay(new_snapshot("cg"), records)
-            best = min(best, time.process_time() - t)
-    finally:
-        gc.enable()
-    assert result.snapshot is not None
+    best = best_replay_cpu(records, repeat)
     return {"members": n, "records": len(records), "build_s": build, "replay_cpu_s": best}
 
 

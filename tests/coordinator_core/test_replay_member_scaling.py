@@ -38,16 +38,16 @@ def _many_members(n: int) -> list[LogRecord]:
     return log.records
 
 
-def _replay_seconds(n: int) -> float:
-    """The replay's CPU time over ``_many_members(n)`` (this process's: other processes on a busy
-    machine, e.g. the suite's second xdist worker, do not count), the cyclic GC off (its passes
-    over every live object are not the replay's; the pipeline's tasks freeze the heap likewise)."""
-    records = _many_members(n)
+def best_replay_cpu(records: list[LogRecord], repeat: int = 3) -> float:
+    """The replay's best CPU time over ``records`` in ``repeat`` tries (this process's: other
+    processes on a busy machine, e.g. the suite's second xdist worker, do not count), the cyclic
+    GC off (its passes over every live object are not the replay's; the pipeline's tasks freeze
+    the heap likewise). Shared with ``bench/replay_members.py``."""
     best = float("inf")
     gc.collect()
     gc.disable()
     try:
-        for _ in range(3):  # the best of three: a shared machine's cache and frequency noise
+        for _ in range(repeat):  # the best of several: a shared machine's cache and frequency noise
             t = time.process_time()
             result = replay(new_snapshot("cg"), records)
             best = min(best, time.process_time() - t)
@@ -55,6 +55,11 @@ def _replay_seconds(n: int) -> float:
         gc.enable()
     assert result.snapshot is not None
     return best
+
+
+def _replay_seconds(n: int) -> float:
+    """``best_replay_cpu`` over ``_many_members(n)``."""
+    return best_replay_cpu(_many_members(n))
 
 
 def test_replay_time_is_linear_in_the_member_count() -> None:

@@ -193,3 +193,44 @@ def partition_stats(raw: DataFrame) -> list[dict[str, Any]]:
         )
         .collect()
     ]
+
+
+def sample_raw(n: int = 8, seed: int = 3) -> pa.Table:
+    """``sample_records(n, seed)`` as the landing's raw columns (what the jobs read)."""
+    from pipelines.inputs.sample import sample_records
+
+    recs = sample_records(n, seed=seed)
+    return pa.table(
+        {
+            "key": pa.array([r.key for r in recs], pa.binary()),
+            "value": pa.array([r.value for r in recs], pa.binary()),
+            "topic": pa.array([r.topic for r in recs], pa.string()),
+            "partition": pa.array([r.partition for r in recs], pa.int32()),
+            "offset": pa.array([r.offset for r in recs], pa.int64()),
+            "timestamp": pa.array([r.timestamp_ms * 1000 for r in recs], pa.timestamp("us", "UTC")),
+        }
+    )
+
+
+def write_gold_warehouse(cfg: Any, raw: pa.Table) -> dict[str, pa.Table]:
+    """The gold tables of ``raw`` (the jobs' Arrow replay, at ``cfg``'s retention and as-of) and its
+    decoded ``offset_commits``, written with delta-rs into ``cfg``'s warehouse: a warehouse the
+    views, ``metrics``, ``serve`` and ``report`` read, without Spark."""
+    from pipelines.records.decode import decode_batch, split_union_arrow
+    from pipelines.tableio import append_arrow_at, conform_arrow
+    from schemas import get as get_spec
+
+    tables = dict(arrow_gold(raw, retention_ms=cfg.replay.retention_ms, as_of_ms=cfg.replay.as_of_ms))
+    commits = [
+        rows
+        for batch in raw.to_batches()
+        for union in decode_batch(batch)
+        for name, rows in split_union_arrow(union).items()
+        if name == "offset_commits"
+    ]
+    tables["offset_commits"] = pa.concat_tables(
+        [pa.Table.from_batches([b]) if isinstance(b, pa.RecordBatch) else b for b in commits]
+    )
+    for name, table in tables.items():
+        append_arrow_at(cfg.table_path(name), conform_arrow(table, get_spec(name)))
+    return tables

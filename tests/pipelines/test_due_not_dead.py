@@ -30,19 +30,9 @@ SOON_GROUP = "shipping-consumer-5"
 
 
 def _raw() -> pa.Table:
-    from pipelines.inputs.sample import sample_records
+    from tests.pipelines.pipeline_helpers import sample_raw
 
-    recs = sample_records(8, seed=3)
-    return pa.table(
-        {
-            "key": pa.array([r.key for r in recs], pa.binary()),
-            "value": pa.array([r.value for r in recs], pa.binary()),
-            "topic": pa.array([r.topic for r in recs], pa.string()),
-            "partition": pa.array([r.partition for r in recs], pa.int32()),
-            "offset": pa.array([r.offset for r in recs], pa.int64()),
-            "timestamp": pa.array([r.timestamp_ms * 1000 for r in recs], pa.timestamp("us", "UTC")),
-        }
-    )
+    return sample_raw(8, seed=3)
 
 
 def _warehouse(root: Path, **overrides: Any) -> Any:

@@ -22,40 +22,11 @@ LATER = dt.timedelta(minutes=30)
 
 
 def _warehouse(root: Path) -> Any:
-    import pyarrow as pa
-
     from pipelines.config import load_config
-    from pipelines.inputs.sample import sample_records
-    from pipelines.records.decode import decode_batch, split_union_arrow
-    from pipelines.tableio import append_arrow_at, conform_arrow
-    from schemas import get as get_spec
-    from tests.pipelines.pipeline_helpers import arrow_gold
+    from tests.pipelines.pipeline_helpers import sample_raw, write_gold_warehouse
 
     cfg = load_config(overrides={"paths.root": str(root), "replay.retention_ms": RETENTION_MS})
-    recs = sample_records(8, seed=3)
-    raw = pa.table(
-        {
-            "key": pa.array([r.key for r in recs], pa.binary()),
-            "value": pa.array([r.value for r in recs], pa.binary()),
-            "topic": pa.array([r.topic for r in recs], pa.string()),
-            "partition": pa.array([r.partition for r in recs], pa.int32()),
-            "offset": pa.array([r.offset for r in recs], pa.int64()),
-            "timestamp": pa.array([r.timestamp_ms * 1000 for r in recs], pa.timestamp("us", "UTC")),
-        }
-    )
-    tables = dict(arrow_gold(raw, retention_ms=RETENTION_MS))
-    commits = [
-        rows
-        for batch in raw.to_batches()
-        for union in decode_batch(batch)
-        for name, rows in split_union_arrow(union).items()
-        if name == "offset_commits"
-    ]
-    tables["offset_commits"] = pa.concat_tables(
-        [pa.Table.from_batches([b]) if isinstance(b, pa.RecordBatch) else b for b in commits]
-    )
-    for name, table in tables.items():
-        append_arrow_at(cfg.table_path(name), conform_arrow(table, get_spec(name)))
+    write_gold_warehouse(cfg, sample_raw(8, seed=3))
     return cfg
 
 

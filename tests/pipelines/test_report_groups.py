@@ -23,7 +23,7 @@ import pytest
 
 from pipelines.config import Config, load_config
 from tests.pipelines.mixed_log import SHARE_GROUP, STREAMS_GROUP, mixed_log
-from tests.pipelines.pipeline_helpers import arrow_gold
+from tests.pipelines.pipeline_helpers import write_gold_warehouse
 from tests.pipelines.test_kafka4_jobs import DAY, raw_table
 
 MINUTE = 60_000
@@ -31,26 +31,8 @@ MINUTE = 60_000
 
 def _warehouse(root: Path, raw: pa.Table, **cfg_overrides: Any) -> tuple[Config, dict[str, pa.Table]]:
     """The gold tables of ``raw`` (and its decoded ``offset_commits``) written with delta-rs."""
-    from pipelines.records.decode import decode_batch, split_union_arrow
-    from pipelines.tableio import append_arrow_at, conform_arrow
-    from schemas import get as get_spec
-
     cfg = load_config(overrides={"paths.root": str(root), **cfg_overrides})
-    retention = cfg.replay.retention_ms
-    tables = dict(arrow_gold(raw, retention_ms=retention, as_of_ms=cfg.replay.as_of_ms))
-    commits = [
-        rows
-        for batch in raw.to_batches()
-        for union in decode_batch(batch)
-        for name, rows in split_union_arrow(union).items()
-        if name == "offset_commits"
-    ]
-    tables["offset_commits"] = pa.concat_tables(
-        [pa.Table.from_batches([b]) if isinstance(b, pa.RecordBatch) else b for b in commits]
-    )
-    for name, table in tables.items():
-        append_arrow_at(cfg.table_path(name), conform_arrow(table, get_spec(name)))
-    return cfg, tables
+    return cfg, write_gold_warehouse(cfg, raw)
 
 
 def _section(text: str, group: str) -> str:
