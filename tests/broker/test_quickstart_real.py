@@ -19,7 +19,7 @@ from pipelines.kafka.real_world import BrokerGroup, WorldRun
 from tests.broker.conftest import jars_or_skip
 
 
-@pytest.mark.broker
+@pytest.mark.broker("kafka-4")
 @pytest.mark.spark
 @pytest.mark.slow
 def test_the_quickstart_on_a_real_kafka_4_broker_agrees_with_the_broker(tmp_path: Path) -> None:
