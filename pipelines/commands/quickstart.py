@@ -2,7 +2,9 @@
 
 Rules:
 - Everything goes under one directory (``--dir``, default ``./offsetlake-data/quickstart``) so the
-  quickstart never touches a real warehouse; ``--fresh`` deletes it first.
+  quickstart never touches a real warehouse; ``--fresh`` deletes it first. A landing already there
+  is reused, except with ``--kafka real``: without ``--fresh`` that is refused (exit 2, one line),
+  never a silent reuse of the old log.
 - The log comes from the coordinator simulator (``offsetlake generate``'s ``write_generated``).
 - The sample cluster runs Kafka 4's coordinator (``generate.coordinator``) and ``--world
   realistic`` (the default) has the shapes real clusters hold: idle partitions committed once,
@@ -173,6 +175,11 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--groups: expected a positive integer")
     if hours <= 0:
         raise UsageError("--hours: expected a positive number")
+    if real and not args.fresh and _has_landing(Path(cfg.paths.landing)):
+        raise UsageError(
+            f"--kafka real: {cfg.paths.landing} already holds a sample log; add --fresh to capture a new one "
+            "from a real broker (without --kafka real the quickstart reuses it)"
+        )
     # after every check: a refused quickstart leaves no directory behind
     if args.fresh and root.exists():
         shutil.rmtree(root)
@@ -229,7 +236,7 @@ def _write_conf(cfg: Any, root: Path) -> Path:
 def _land(cfg: Any, args: argparse.Namespace, root: Path, seed: int, err: Any) -> Any:
     """The landing: reused, generated, or captured from a real broker (then its world is returned)."""
     landing = Path(cfg.paths.landing)
-    if landing.exists() and any(landing.glob("*.parquet")):
+    if _has_landing(landing):  # never with --kafka real: refused above unless --fresh removed it
         err.print(f"[quickstart] reusing the sample log in {landing} (use --fresh to regenerate)")
         return None
     if getattr(args, "kafka", "generated") == "real":
@@ -249,6 +256,10 @@ def _land(cfg: Any, args: argparse.Namespace, root: Path, seed: int, err: Any) -
     )
     err.print(f"[quickstart] generated {n:,} records for {args.groups} groups ({how}) into {landing}")
     return None
+
+
+def _has_landing(landing: Path) -> bool:
+    return landing.exists() and any(landing.glob("*.parquet"))
 
 
 def _print_now(spark: Any, cfg: Any, console: Any) -> None:

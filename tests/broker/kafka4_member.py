@@ -4,7 +4,9 @@ or ``classic``, recording what the client itself saw as JSON lines, each with th
 time in epoch ms:
 
 - ``start`` (its settings), ``assign`` / ``revoke`` / ``lost`` (the rebalance callbacks with the
-  partitions they carried and the member id the client held at that moment), ``commit`` (the
+  partitions they carried, the member id the client held at that moment and its ``epoch``: the
+  generation of ``consumer_group_metadata()``, which librdkafka sets to the member epoch under
+  ``group.protocol=consumer``), ``commit`` (the
   offsets and metadata it committed, synchronously, and the broker's answer), ``closed`` (after a
   graceful ``close()``: the member left the group).
 - SIGTERM: the member commits once more and closes (a graceful leave). SIGKILL: nothing is
@@ -65,6 +67,8 @@ def build_conf(args: argparse.Namespace) -> dict[str, Any]:
 def run(args: argparse.Namespace) -> int:
     from confluent_kafka import Consumer, KafkaException, TopicPartition
 
+    from tests.broker.member import generation
+
     rec = Recorder(args.events)
     stopping = {"flag": False}
     signal.signal(signal.SIGTERM, lambda *_: stopping.__setitem__("flag", True))
@@ -73,15 +77,15 @@ def run(args: argparse.Namespace) -> int:
 
     def on_assign(c: Any, partitions: list[Any]) -> None:
         held.update((tp.topic, tp.partition) for tp in partitions)
-        rec.write("assign", partitions=_parts(partitions), member_id=c.memberid())
+        rec.write("assign", partitions=_parts(partitions), member_id=c.memberid(), epoch=generation(c))
 
     def on_revoke(c: Any, partitions: list[Any]) -> None:
         held.difference_update((tp.topic, tp.partition) for tp in partitions)
-        rec.write("revoke", partitions=_parts(partitions), member_id=c.memberid())
+        rec.write("revoke", partitions=_parts(partitions), member_id=c.memberid(), epoch=generation(c))
 
     def on_lost(c: Any, partitions: list[Any]) -> None:
         held.difference_update((tp.topic, tp.partition) for tp in partitions)
-        rec.write("lost", partitions=_parts(partitions), member_id=c.memberid())
+        rec.write("lost", partitions=_parts(partitions), member_id=c.memberid(), epoch=generation(c))
 
     consumer.subscribe(args.topics.split(","), on_assign=on_assign, on_revoke=on_revoke, on_lost=on_lost)
     rec.write("start", conf=build_conf(args), pid=_pid())
@@ -105,7 +109,14 @@ def run(args: argparse.Namespace) -> int:
         except KafkaException as exc:
             errors = [str(exc.args[0]) if exc.args else repr(exc)]
         committed = [[tp.topic, tp.partition, tp.offset] for tp in wanted]
-        rec.write("commit", offsets=committed, metadata=meta, errors=errors, member_id=consumer.memberid())
+        rec.write(
+            "commit",
+            offsets=committed,
+            metadata=meta,
+            errors=errors,
+            member_id=consumer.memberid(),
+            epoch=generation(consumer),
+        )
 
     deadline = time.monotonic() + args.max_seconds
     while not stopping["flag"] and time.monotonic() < deadline:

@@ -52,6 +52,7 @@ def test_broker_answers_and_kafka_tools_read_it(which: str, request: pytest.Fixt
     assert sorted((c["key"]["data"]["partition"], c["payload"]["data"]["offset"]) for c in commits) == [(0, 7), (1, 9)]  # type: ignore[index]
 
 
+@pytest.mark.broker("kafka-3.9")
 def test_a_broker_that_cannot_start_says_why_in_one_line(tmp_path: object) -> None:
     jars_or_skip("kafka-3.9")
     broker = LocalBroker("kafka-3.9", tmp_path, {"offsets.topic.replication.factor": "not-a-number"})  # type: ignore[arg-type]

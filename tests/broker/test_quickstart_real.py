@@ -19,7 +19,7 @@ from pipelines.kafka.real_world import BrokerGroup, WorldRun
 from tests.broker.conftest import jars_or_skip
 
 
-@pytest.mark.broker
+@pytest.mark.broker("kafka-4")
 @pytest.mark.spark
 @pytest.mark.slow
 def test_the_quickstart_on_a_real_kafka_4_broker_agrees_with_the_broker(tmp_path: Path) -> None:
@@ -51,3 +51,20 @@ def test_a_group_agrees_only_when_state_members_and_every_offset_agree() -> None
     assert off[0][-1] == "NO"
     alive = agreement_rows(_world(), [*state, {**gone[0], "state": "Empty", "exists": True}], [])
     assert [r[-1] for r in alive] == ["NO", "NO"]
+
+
+def test_kafka_real_over_an_existing_landing_without_fresh_is_refused(tmp_path: Path) -> None:
+    """No broker starts and nothing is touched: one line, exit 2 (the old quickstart silently reused
+    the landing and printed no agreement with any broker)."""
+    landing = tmp_path / "qs" / "landing"
+    landing.mkdir(parents=True)
+    (landing / "part-0.parquet").write_bytes(b"an earlier quickstart's log")
+    before = sorted(p.name for p in (tmp_path / "qs").rglob("*"))
+    cmd = [sys.executable, "-m", "pipelines", "quickstart", "--kafka", "real", "--dir", str(tmp_path / "qs")]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.splitlines() == [
+        f"offsetlake quickstart: error: --kafka real: {landing} already holds a sample log; add --fresh to "
+        "capture a new one from a real broker (without --kafka real the quickstart reuses it)"
+    ]
+    assert sorted(p.name for p in (tmp_path / "qs").rglob("*")) == before

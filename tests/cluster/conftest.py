@@ -2,7 +2,7 @@
 (master + 2 workers × 1 core), the executors' Python without offsetlake, the project shipped as a
 zip, the JVM bundles (fetched by the project), and one small generated log.
 
-Outside CI a missing Java or Maven is one skip line; with ``CI=true`` the tests fail instead.
+Outside CI a missing Java or Maven is one skip line; in CI (``tests.ci.in_ci``) the tests fail instead.
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@
   ``~/.cache/offsetlake/executor-env/<digest of the dependency list>``.
 - ``project_zip``: the project's packages as one zip for ``--py-files`` (what a user ships, made
   with the README's command).
-- ``skip_or_fail``: outside CI a missing Java or Maven is one skip line; with ``CI=true`` it fails.
+- ``skip_or_fail``: outside CI a missing Java or Maven is one skip line; in CI (``tests.ci.in_ci``) it fails.
 """
 
 from __future__ import annotations
@@ -31,12 +31,14 @@ from typing import NoReturn
 
 import pytest
 
+from tests.ci import in_ci
+
 REPO = Path(__file__).resolve().parents[2]
 PACKAGES = ("coordinator_core", "pipelines", "schemas")
 
 
 def skip_or_fail(reason: str) -> NoReturn:
-    if os.environ.get("CI", "").lower() == "true":
+    if in_ci():
         pytest.fail(f"CI must run the cluster tests: {reason}")
     pytest.skip(reason)
 
