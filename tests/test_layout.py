@@ -65,7 +65,7 @@ def test_the_wings_build_on_records_and_not_on_each_other() -> None:
 
 # ---- the pipelines' rooms (issue 32) -----------------------------------------------------------
 #: what stands at the root of ``pipelines/`` besides its rooms (ARCHITECTURE.md, "The pipelines' rooms")
-PIPELINES_ROOT = {"__init__.py", "__main__.py", "cli.py", "errors.py", "log_clock.py"}
+PIPELINES_ROOT = {"__init__.py", "__main__.py", "cli.py", "errors.py", "log_clock.py", "uri.py"}
 #: every name of the warehouse's own layout, spelled only in ``pipelines/warehouse/layout.py``
 WAREHOUSE_NAMES = ("_offsetlake.lock", "_offsetlake.job", "_staging", "_replay_input", "_runs")
 

@@ -484,7 +484,8 @@ def run_from_args(args: Any) -> int:
 
         check_input(cfg)
     else:
-        from pipelines.tableio import TableIO, uri
+        from pipelines import uri
+        from pipelines.tableio import TableIO
         from pipelines.warehouse.lock import WarehouseKeptError, warehouse_job
 
         kept = warehouse_job(uri.local_path(cfg.paths.warehouse)) if uri.is_local(cfg.paths.warehouse) else None

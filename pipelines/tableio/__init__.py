@@ -33,8 +33,8 @@ import contextlib
 import logging
 from typing import TYPE_CHECKING, Any, Literal
 
+from pipelines import uri
 from pipelines.errors import UsageError
-from pipelines.tableio import uri
 from pipelines.tableio.base import (
     COMMIT_REFUSED,
     SIDE_KEY,
@@ -70,7 +70,6 @@ __all__ = [
     "is_table_at",
     "read_arrow_at",
     "resolve_engine",
-    "uri",
 ]
 
 log = logging.getLogger(__name__)

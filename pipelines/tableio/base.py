@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import DataFrame
 
+    from pipelines.config import Config
     from schemas import TableSpec
 
 EngineName = Literal["spark", "rust"]
@@ -109,6 +110,26 @@ def _same_type(a: Any, b: Any) -> bool:
             fa.name == fb.name and _same_type(fa.dataType, fb.dataType) for fa, fb in zip(a.fields, b.fields)
         )
     return bool(a == b)
+
+
+class Tables(Protocol):
+    """What an engine asks of the ``TableIO`` that holds it (names resolved, markers checked,
+    tables created and staged there once for both engines): typed here so that the engines
+    import ``base``, not the package that constructs them."""
+
+    conf: Config
+
+    def path(self, name: str) -> str: ...
+
+    def staging_path(self, name: str) -> str: ...
+
+    def version(self, name: str) -> int | None: ...
+
+    def ensure(self, name: str) -> None: ...
+
+    def drop_staged(self, name: str) -> None: ...
+
+    def applied(self, name: str, app_id: str, version: int, *, latest: bool = True) -> bool: ...
 
 
 class Engine(Protocol):

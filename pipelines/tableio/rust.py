@@ -23,14 +23,13 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, Literal
 
 from pipelines.tableio import deltars
-from pipelines.tableio.base import EngineName, WriteMode, WriteResult
+from pipelines.tableio.base import EngineName, Tables, WriteMode, WriteResult
 from schemas import get as get_spec
 
 if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
 
-    from pipelines.tableio import TableIO
     from schemas import TableSpec
 
 log = logging.getLogger("pipelines.tableio")
@@ -42,7 +41,7 @@ class RustEngine:
     name: EngineName = "rust"
     checks_append_marker = True
 
-    def __init__(self, io: TableIO, spark: SparkSession | None) -> None:
+    def __init__(self, io: Tables, spark: SparkSession | None) -> None:
         self.io = io
         self.spark = spark
 
@@ -177,7 +176,7 @@ class _RoutedWrite:
 
     def __init__(
         self,
-        io: TableIO,
+        io: Tables,
         names: list[str],
         *,
         route_options: dict[str, Any] | None = None,

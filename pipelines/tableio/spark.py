@@ -55,13 +55,12 @@ from typing import TYPE_CHECKING, Any
 
 from pipelines.runtime.spark_session import session_conf
 from pipelines.tableio import deltars
-from pipelines.tableio.base import EngineName, WriteMode, WriteResult, before_commit
+from pipelines.tableio.base import EngineName, Tables, WriteMode, WriteResult, before_commit
 
 if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
 
-    from pipelines.tableio import TableIO
     from schemas import TableSpec
 
 
@@ -85,7 +84,7 @@ class SparkEngine:
     name: EngineName = "spark"
     checks_append_marker = False
 
-    def __init__(self, io: TableIO, spark: SparkSession | None) -> None:
+    def __init__(self, io: Tables, spark: SparkSession | None) -> None:
         if spark is None:
             raise ValueError("the spark engine needs a SparkSession")
         self.io = io
@@ -247,7 +246,7 @@ class SparkEngine:
 
     def write_routed(self, names: list[str], df: DataFrame, route: str, **options: Any) -> dict[str, WriteResult]:
         """``TableIO.write_routed`` (its docstring has the options) with Spark's Delta."""
-        from pipelines.tableio import uri as uris
+        from pipelines import uri as uris
         from pipelines.tableio.base import COMMIT_REFUSED
         from pipelines.tableio.routed import routed_frames
         from pipelines.tableio.rust_sink import load_route
@@ -359,7 +358,7 @@ def _vacuum_has_candidates(uri: str) -> bool:
     table (Delta's VACUUM lists it too, in several Spark jobs)."""
     from pyarrow import fs
 
-    from pipelines.tableio import uri as uris
+    from pipelines import uri as uris
 
     dt = deltars.open_table(uri)
     if not deltars.file_list_is_snapshot(dt):  # deletion vectors' files: Delta decides
