@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 from pipelines import uri
@@ -40,7 +41,9 @@ from pipelines.tableio.base import (
     SIDE_KEY,
     Engine,
     EngineName,
+    RoutedWriteOptions,
     TableInfo,
+    WriteMode,
     WriteResult,
     conform,
     conform_arrow,
@@ -291,14 +294,29 @@ class TableIO:
         return self.applied(name, app_id, version, latest=replacing)
 
     def write_routed(
-        self, names: list[str] | tuple[str, ...], df: DataFrame, route: str, **options: Any
+        self,
+        names: list[str] | tuple[str, ...],
+        df: DataFrame,
+        route: str,
+        *,
+        route_options: dict[str, Any] | None = None,
+        txn_app_id: str | None = None,
+        txn_version: int | None = None,
+        mode: WriteMode = "overwrite",
+        rows_equal_input: bool = False,
+        expected_rows: int | None = None,
+        staged: Sequence[str] = (),
+        metadata: dict[str, Any] | None = None,
+        side_manifest: str | None = None,
+        commit_check: str | None = None,
+        appended: dict[str, dict[str, Any]] | None = None,
     ) -> dict[str, WriteResult]:
         """Write the tables ``names`` in ONE pass over ``df`` (rust engine; default: replace them).
 
         Each task passes its Arrow batches through ``route`` (``"module:function"``, called as
         ``route(batches, route_options)``, yielding ``({table name: pa.Table}, input records
         consumed)``) and writes every table's files; the driver then commits each table once
-        (with the marker, when given). Options (keywords): ``route_options``, ``txn_app_id`` /
+        (with the marker, when given). Options (keyword-only): ``route_options``, ``txn_app_id`` /
         ``txn_version``, ``mode`` (``"overwrite"``), ``rows_equal_input`` (the routed rows must
         add up to the input rows or nothing is committed), ``expected_rows`` (the input must have
         exactly that many rows), ``staged`` (tables written to a fresh unmarked staging table
@@ -315,7 +333,20 @@ class TableIO:
         engine's tasks write the files themselves, the spark engine writes each table from a
         persisted pass (``pipelines.tableio.routed``).
         """
-        return self._engine.write_routed(list(names), df, route, **options)
+        options = RoutedWriteOptions(
+            route_options=route_options,
+            txn_app_id=txn_app_id,
+            txn_version=txn_version,
+            mode=mode,
+            rows_equal_input=rows_equal_input,
+            expected_rows=expected_rows,
+            staged=tuple(staged),
+            metadata=metadata,
+            side_manifest=side_manifest,
+            commit_check=commit_check,
+            appended=appended,
+        )
+        return self._engine.write_routed(list(names), df, route, options)
 
     def merge(
         self,

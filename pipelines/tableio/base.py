@@ -39,6 +39,24 @@ def before_commit(location: str) -> None:
 
 
 @dataclass(frozen=True)
+class RoutedWriteOptions:
+    """How ``TableIO.write_routed`` writes its tables (its docstring says what each means): what
+    ``TableIO`` hands the engine, one value instead of keywords."""
+
+    route_options: dict[str, Any] | None = None
+    txn_app_id: str | None = None
+    txn_version: int | None = None
+    mode: WriteMode = "overwrite"
+    rows_equal_input: bool = False
+    expected_rows: int | None = None
+    staged: tuple[str, ...] = ()
+    metadata: dict[str, Any] | None = None
+    side_manifest: str | None = None
+    commit_check: str | None = None
+    appended: dict[str, dict[str, Any]] | None = None
+
+
+@dataclass(frozen=True)
 class WriteResult:
     """What a write did: the table version after it and whether it was skipped as a duplicate."""
 
@@ -189,7 +207,9 @@ class Engine(Protocol):
         """The snapshot's (at ``version``: that version's) data files when they ARE the snapshot, else ``None``."""
         ...
 
-    def write_routed(self, names: list[str], df: DataFrame, route: str, **options: Any) -> dict[str, WriteResult]:
+    def write_routed(
+        self, names: list[str], df: DataFrame, route: str, options: RoutedWriteOptions
+    ) -> dict[str, WriteResult]:
         """Several tables in one pass over ``df`` (``TableIO.write_routed``)."""
         ...
 
