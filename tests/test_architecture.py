@@ -1,4 +1,6 @@
-"""The core imports the standard library only (DESIGN §2), checked in a fresh interpreter."""
+"""The rules of ARCHITECTURE.md on imports: the core imports the standard library only (checked in
+a fresh interpreter, "The layers"); nothing outside ``pipelines/tableio/`` imports Delta; nothing
+in ``pipelines/`` imports in a circle, between modules or between rooms ("The pipelines' rooms")."""
 
 from __future__ import annotations
 

@@ -5,7 +5,7 @@ Rules:
   (``uri.join``: local paths and ``file://``, ``s3a://``, ``abfss://``, ``gs://`` URIs alike).
   Callers pass DataFrames (or small Arrow tables); the declared columns are selected in declared
   order and cast to the declared types (a missing or extra column is an error naming the table).
-- Two engines, one behaviour (DESIGN §3), behind ``base.Engine``: ``spark.SparkEngine`` (Spark's
+- Two engines, one behaviour (ARCHITECTURE.md, "One path per stage"), behind ``base.Engine``: ``spark.SparkEngine`` (Spark's
   Delta) and ``rust.RustEngine`` (executors write through ``rust_sink``, delta-rs commits).
   ``delta.engine: auto`` = Spark's Delta when its classes load (``delta_available``), else rust.
   ``TableIO`` picks one engine at construction and never branches on it afterwards.

@@ -3,7 +3,7 @@ commits with delta-rs; MERGE and DELETE run in delta-rs with an Arrow source on 
 
 Rules:
 - Used without Delta's Spark classes (``delta.engine: auto`` on a jar-free install, or
-  ``rust``; DESIGN §3). Nothing funnels a large table through the driver: appends, replacements
+  ``rust``; ARCHITECTURE.md, "One path per stage"). Nothing funnels a large table through the driver: appends, replacements
   and routed writes are written by the tasks and committed once (``rust_sink``).
 - MERGE collects its source to the driver as Arrow: only for current-state tables (one row per
   group or per group-partition — small by construction), never for event tables.

@@ -1,7 +1,8 @@
 """The spark engine: Spark's own Delta (``delta-spark``) writes, merges and reads the tables.
 
 Rules:
-- Used when Delta's Spark classes load (``delta.engine: auto`` or ``spark``; DESIGN §3).
+- Used when Delta's Spark classes load (``delta.engine: auto`` or ``spark``; ARCHITECTURE.md,
+  "One path per stage").
 - Appends and replacements use ``format("delta")`` with Delta's idempotent-write options
   (``txnAppId``/``txnVersion``): Delta itself skips a duplicate append, so ``TableIO`` checks no
   append marker first (``checks_append_marker = False``). The marker also goes to the commit's
