@@ -1,6 +1,6 @@
 """Shared wiring for the offsetlake DAGs: read ``conf/``, build SparkSubmitOperator tasks.
 
-Rules (DESIGN §2: no business logic in DAGs):
+Rules (no business logic in DAGs: ARCHITECTURE.md, "The layers"):
 - The DAGs only schedule the project's spark-submit entry scripts (``pipelines/jobs/*.py``:
   batch, stream, dq, maintenance): the same code ``offsetlake run`` runs;
   every parameter comes from the config file named by ``$OFFSETLAKE_CONF`` (default

@@ -15,7 +15,7 @@ groups into /tmp/offsetlake-bench (never the repo), then measures in the same ru
               (``decode_offset_commits_arrow`` and the full ``decode_batch`` with fallback) on
               the same sample, one process;
 - decode:     Spark ``decode_union`` (one mapInArrow pass) written to Parquet (every column
-              consumed; not a noop write, DESIGN §7);
+              consumed, as the job's own writes consume them; not a noop write);
 - end-to-end: ``pipelines.jobs.batch.run_batch`` (ingest into Delta raw_records, decode, the
               four decoded Delta tables, per-group replay, seven gold Delta tables; delta-rs);
 - peak RSS of the whole process tree (driver, JVM, Python workers), sampled every 0.2 s.

@@ -42,7 +42,7 @@ from bench.results import write_section  # noqa: E402
 from pipelines.inputs.raw_files import RAW_ARROW_SCHEMA, records_to_batch, write_raw_records  # noqa: E402
 from pipelines.inputs.sample import sample_records  # noqa: E402
 from pipelines.tableio import is_table_at  # noqa: E402
-from pipelines.tableio.orphans import orphan_files  # noqa: E402
+from pipelines.warehouse.orphans import orphan_files  # noqa: E402
 
 SECTION = "## crash at every commit (batch job)"
 SECTION_CLEAN = "## crash at every commit (batch job, a clean landing: the decode's pass copies it)"

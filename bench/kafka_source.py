@@ -166,10 +166,10 @@ def _read_only(args: argparse.Namespace, settings: Any, marks: dict[int, tuple[i
     from pyspark.sql.pandas.types import to_arrow_schema
 
     import pipelines
-    from pipelines.kafka.source import KafkaRange, _raw_schema, read_range
+    from pipelines.kafka.source import KafkaRange, raw_schema, read_range
 
     pa.array([b""], pa.binary())  # pyarrow's one-time pandas import: outside the timings
-    schema = to_arrow_schema(_raw_schema(), timezone="UTC")
+    schema = to_arrow_schema(raw_schema(), timezone="UTC")
     runs = []
     for _ in range(1 + args.repeat):
         cpu, t, rows = time.process_time(), time.perf_counter(), 0

@@ -1,4 +1,6 @@
-"""The core imports the standard library only (DESIGN §2), checked in a fresh interpreter."""
+"""The rules of ARCHITECTURE.md on imports: the core imports the standard library only (checked in
+a fresh interpreter, "The layers"); nothing outside ``pipelines/tableio/`` imports Delta; nothing
+in ``pipelines/`` imports in a circle, between modules or between rooms ("The pipelines' rooms")."""
 
 from __future__ import annotations
 
@@ -105,3 +107,100 @@ def test_table_io_does_not_branch_on_its_engine() -> None:
 def test_tableio_files_stay_small() -> None:
     sizes = {path.name: len(path.read_text(encoding="utf-8").splitlines()) for path in _SEAM.glob("*.py")}
     assert sizes and max(sizes.values()) <= 600, sizes
+
+
+# ---- no import circle in pipelines/ (issue 32) ----------------------------------------------------
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(REPO).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)  # a package is named by its directory
+
+
+def _import_graph(package: str) -> dict[str, set[str]]:
+    """Module -> the modules of ``package`` it imports: at the top, inside functions and under
+    ``TYPE_CHECKING`` alike; ``from a import b`` is an arrow to ``a.b`` when that is a module, else
+    to ``a``; relative imports resolved."""
+    import ast
+
+    paths = {_module_name(p): p for p in sorted((REPO / package).rglob("*.py"))}
+
+    def resolve(name: str) -> str | None:
+        while name not in paths and "." in name:
+            name = name.rsplit(".", 1)[0]
+        return name if name in paths else None
+
+    graph: dict[str, set[str]] = {}
+    for name, path in paths.items():
+        here = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        targets: set[str | None] = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
+            if isinstance(node, ast.Import):
+                targets.update(resolve(a.name) for a in node.names)
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    anchor = here.split(".")[: len(here.split(".")) - (node.level - 1)]
+                    base = ".".join([*anchor, *([node.module] if node.module else [])])
+                targets.update(resolve(f"{base}.{a.name}") for a in node.names)
+        graph[name] = {t for t in targets if t is not None and t != name}
+    return graph
+
+
+def _circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected parts of ``graph`` with more than one node (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            part = []
+            while (w := stack.pop()) != v:
+                part.append(w)
+            if part:
+                found.append(sorted([*part, v]))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def _rooms(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """The graph between ``pipelines``' rooms: its first sub-packages and its root modules."""
+    room = lambda m: ".".join(m.split(".")[:2])  # noqa: E731
+    out: dict[str, set[str]] = {}
+    for m, ts in graph.items():
+        out.setdefault(room(m), set()).update(room(t) for t in ts if room(t) != room(m))
+    return out
+
+
+def test_the_circle_finder_finds_circles_and_names_packages_by_their_directory() -> None:
+    assert _circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert _circles({"a": {"b"}, "b": set()}) == []
+    graph = _import_graph("pipelines")
+    assert "pipelines.tableio" in graph and "pipelines.tableio.__init__" not in graph
+    assert "pipelines.tableio.base" in graph["pipelines.tableio"]  # top level
+    assert "pipelines.tableio.rust" in graph["pipelines.tableio"]  # inside a function
+    assert "pipelines.config" in graph["pipelines.tableio"]  # under TYPE_CHECKING
+
+
+def test_no_module_of_pipelines_imports_in_a_circle() -> None:
+    """Every module, the stream wing's among them (issue 32: its six-file circle is gone)."""
+    graph = _import_graph("pipelines")
+    assert len(graph) > 100  # the walk found the code
+    assert _circles(graph) == []
+
+
+def test_no_room_of_pipelines_imports_in_a_circle() -> None:
+    rooms = _rooms(_import_graph("pipelines"))
+    assert {"pipelines.tableio", "pipelines.warehouse", "pipelines.config", "pipelines.runtime"} <= set(rooms)
+    assert _circles(rooms) == []

@@ -18,7 +18,7 @@ Rules (Kafka's loader, ``GroupMetadataManager.doLoadGroupsAndOffsets`` and the n
   (Empty or Stable, generation = group epoch, protocol = assignor, subscribed topics, no
   classic members) so the expiry decider and the rows read one group; its deletion (its
   tombstones) takes the group tombstone's path; its events become the gold rows
-  (``consumer_group_rows``).
+  (``modern.consumer.rows``).
 - Transactional offset commits and markers: ``coordinator_core.loader.transactions``.
 """
 

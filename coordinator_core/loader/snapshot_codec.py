@@ -6,7 +6,7 @@ Rules:
   ``uvarint(len + 1) + data`` (0 = None, Kafka's ``COMPACT_NULLABLE_BYTES``); offsets use a
   topic table. v2 appends the fold behind the as-of view and the judged predictions, then
   (only for a group that is not plain classic, so classic bytes stay v2's exactly) the Kafka 4
-  tail: the group type and the consumer group's fold (``consumer_group_model.dump_snapshot``);
+  tail: the group type and the consumer group's fold (``modern.consumer.model.dump_snapshot``);
   a reader that stops before the tail reads the group as classic. After it, only for a group
   with transactional state (so every other group's bytes stay as they were), the transactional
   tail: the pending transactional offsets by producer id, then the producer id of each held

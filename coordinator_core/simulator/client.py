@@ -31,6 +31,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
+from coordinator_core.codec.consumer_protocol import (
+    decode_assignment,
+    decode_subscription,
+    encode_assignment,
+    encode_subscription,
+)
 from coordinator_core.codec.records import Assignment, Subscription, TopicPartitions
 from coordinator_core.simulator import protocol as p
 from coordinator_core.simulator.assignors import (
@@ -42,12 +48,6 @@ from coordinator_core.simulator.assignors import (
     member_data,
 )
 from coordinator_core.simulator.trace import TraceEvent
-from coordinator_core.simulator.wire import (
-    decode_assignment,
-    decode_subscription,
-    encode_assignment,
-    encode_subscription,
-)
 
 TP = tuple[str, int]
 

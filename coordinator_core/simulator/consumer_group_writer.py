@@ -35,7 +35,7 @@ Rules:
 - ``refresh_subscription`` (a subscribed topic deleted or created: Kafka 4.0 refreshes the
   subscription metadata on the next heartbeat) bumps the epoch when the subscribed topics that
   exist changed.
-- ``delete`` (an Empty group, or DeleteGroups) writes ``consumer_group_model.deletion_records``;
+- ``delete`` (an Empty group, or DeleteGroups) writes ``modern.consumer.model.deletion_records``;
   ``upgrade_from_classic`` / ``downgrade_to_classic`` write the conversions (old group's
   tombstones, then the new group's records) with generation = group epoch carried across.
 - Topic ids are derived from the topic names (``topic_id_for``) unless given.

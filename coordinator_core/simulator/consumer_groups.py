@@ -42,7 +42,7 @@ Rules:
   unknown member: UNKNOWN_MEMBER_ID; a consumer-protocol member's epoch other than its own:
   STALE_MEMBER_EPOCH; a classic-protocol member's generation other than its epoch:
   ILLEGAL_GENERATION; deleted topics: UNKNOWN_TOPIC_OR_PARTITION) and written as the classic
-  coordinator writes them. The retention check removes what ``consumer_group_model.plan_cleanup``
+  coordinator writes them. The retention check removes what ``modern.consumer.model.plan_cleanup``
   says (subscribed topics never expire; others at commit + retention) and deletes an Empty group
   left without offsets; DeleteGroups of an Empty group writes the offset tombstones, then the
   group's. Topic deletion tombstones the topic's offsets. Failovers do not touch consumer groups
@@ -56,6 +56,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
+from coordinator_core.codec.consumer_protocol import decode_assignment, decode_subscription
 from coordinator_core.codec.records import GroupMetadataKey, OffsetCommitKey, OffsetCommitValue, Record
 from coordinator_core.modern.consumer.model import (
     LEAVE_GROUP_MEMBER_EPOCH,
@@ -77,7 +78,6 @@ from coordinator_core.simulator.consumer_group_writer import (
     Partitions,
 )
 from coordinator_core.simulator.coordinator import E_COMMIT_TS, E_EPOCH, E_EXPIRE_TS, E_METADATA, E_OFFSET, OffsetEntry
-from coordinator_core.simulator.wire import decode_assignment, decode_subscription
 
 if TYPE_CHECKING:
     from coordinator_core.simulator.coordinator import Coordinator, Group
@@ -208,7 +208,7 @@ class ConsumerGroupCoordinator:
         return g
 
     def snapshot(self, group_id: str) -> ConsumerGroupSnapshot:
-        """The group as ``consumer_group_model`` values (what a replay of its records gives)."""
+        """The group as ``modern.consumer.model`` values (what a replay of its records gives)."""
         w = self.groups[group_id].writer
         members = {
             mid: ConsumerMember(

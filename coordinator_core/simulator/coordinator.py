@@ -43,6 +43,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Final, Protocol
 
+from coordinator_core.codec.consumer_protocol import decode_subscription
 from coordinator_core.codec.records import (
     GroupMetadataKey,
     GroupMetadataValue,
@@ -55,7 +56,6 @@ from coordinator_core.loader.snapshot import new_snapshot
 from coordinator_core.simulator import protocol as p
 from coordinator_core.simulator.log import RecordLog
 from coordinator_core.simulator.trace import TraceEvent
-from coordinator_core.simulator.wire import decode_subscription
 from coordinator_core.state import VALID_PREVIOUS_STATES as _STATE_TABLE
 from coordinator_core.state import GroupState
 from coordinator_core.state import transition as _check_transition

@@ -22,7 +22,8 @@ from coordinator_core.codec.records import (
     OffsetCommitKey,
     OffsetCommitValue,
 )
-from coordinator_core.simulator.wire import OffsetCommitEncoder, encode_key, encode_value, partition_for
+from coordinator_core.partitioner import partition_for
+from coordinator_core.simulator.wire import OffsetCommitEncoder, encode_key, encode_value
 
 #: What the simulated coordinators append: classic and KIP-848 keys and values.
 LogKey = OffsetCommitKey | GroupMetadataKey | ModernKey

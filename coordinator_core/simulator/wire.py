@@ -1,11 +1,10 @@
-"""Byte encodings the simulator needs: the shared codecs, and a fast lane for offset commits.
+"""Byte encodings the simulator needs: record keys and values, and a fast lane for offset commits.
 
 Rules:
-- ``partition_for`` is Kafka's ``Utils.abs(groupId.hashCode) % partitions`` (spec §6):
-  ``coordinator_core.partitioner``'s.
-- Records and embedded consumer-protocol blobs (spec §3-§5) are encoded with the shared codecs
-  (``coordinator_core.codec.record_codec``, ``coordinator_core.codec.consumer_protocol``), re-exported here for the
-  simulator's modules.
+- Records are encoded with the shared codec (``coordinator_core.codec.record_codec``); the
+  simulator's modules take consumer-protocol blobs (spec §3-§5) from
+  ``coordinator_core.codec.consumer_protocol`` and ``partition_for`` (spec §6) from
+  ``coordinator_core.partitioner`` directly: nothing is re-exported here.
 - ``OffsetCommitEncoder`` builds offset-commit key/value bytes fast (keys cached per
   (group, topic, partition), values with one precompiled ``struct``). Tests check it against
   ``coordinator_core.codec.record_codec``.
@@ -16,13 +15,8 @@ from __future__ import annotations
 import struct
 
 from coordinator_core.codec import record_codec as codec
-from coordinator_core.codec.consumer_protocol import decode_assignment as decode_assignment
-from coordinator_core.codec.consumer_protocol import decode_subscription as decode_subscription
-from coordinator_core.codec.consumer_protocol import encode_assignment as encode_assignment
-from coordinator_core.codec.consumer_protocol import encode_subscription as encode_subscription
 from coordinator_core.codec.modern_records import ModernKey, ModernValue
 from coordinator_core.codec.records import GroupMetadataKey, GroupMetadataValue, OffsetCommitKey, OffsetCommitValue
-from coordinator_core.partitioner import partition_for as partition_for
 
 
 def encode_key(key: OffsetCommitKey | GroupMetadataKey | ModernKey) -> bytes:

@@ -9,7 +9,7 @@ Rules:
   partition columns (``assigned_partitions``, ``pending_revocation_partitions``) are null:
   streams members own tasks, not partitions. Session timeout: the broker default (not in the
   records); rebalance timeout: the record's (-1 when absent).
-- Rebalance and transition rows are the consumer-group ones (``consumer_group_rows``) with
+- Rebalance and transition rows are the consumer-group ones (``modern.consumer.rows``) with
   protocol type ``streams``; a rebalance's gained/lost entries are active tasks, the
   subtopology id in ``topic``.
 """

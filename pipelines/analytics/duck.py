@@ -130,7 +130,7 @@ class DuckDBSession:
 
 def _lock_down(con: Any, directories: list[str]) -> None:
     """Files only under ``directories``, external access off, configuration locked (module rules)."""
-    from pipelines.tableio import uri
+    from pipelines import uri
 
     allowed = []
     for d in directories:
@@ -146,7 +146,7 @@ def _lock_down(con: Any, directories: list[str]) -> None:
 
 def _local(file_uri: str) -> str:
     """A local ``file://`` URI as a path (DuckDB's reader takes paths and s3/http URLs)."""
-    from pipelines.tableio import uri
+    from pipelines import uri
 
     return uri.local_path(file_uri) if uri.is_local(file_uri) else file_uri
 

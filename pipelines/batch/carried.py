@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING, Any
 
 from pipelines.batch import replay
 from pipelines.batch.kept_groups import read_bucket_state, replayer, write_bucket
-from pipelines.tableio.uri import read_json, write_json
+from pipelines.uri import read_json, write_json
 from pipelines.warehouse.layout import REPLAY_STATE_DIR
 
 if TYPE_CHECKING:
@@ -79,7 +79,7 @@ def _done_states(io: TableIO) -> list[tuple[str, dict[str, Any]]]:
     """(directory, done file) of every done state, oldest first."""
     from pyarrow import fs as pafs
 
-    from pipelines.tableio.uri import filesystem
+    from pipelines.uri import filesystem
 
     fs, inner = filesystem(_root(io))
     out = []
@@ -95,7 +95,7 @@ def mark_done(io: TableIO, state_dir: str, done: dict[str, Any]) -> None:
     """``state_dir`` is complete (``STATE_DONE``); every other state directory goes."""
     from pyarrow import fs as pafs
 
-    from pipelines.tableio.uri import filesystem
+    from pipelines.uri import filesystem
 
     write_json(f"{state_dir}/{STATE_DONE}", done)
     fs, inner = filesystem(_root(io))
@@ -288,7 +288,7 @@ def route_carried(batches: Iterator[pa.RecordBatch], options: dict[str, Any]) ->
     import pyarrow as pa
 
     from pipelines.records.carried import gold_tables
-    from pipelines.tableio.uri import table_to_ipc
+    from pipelines.uri import table_to_ipc
 
     fn = replayer(options)
     watermark = int(options["watermark_ms"])

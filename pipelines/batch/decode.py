@@ -177,14 +177,17 @@ def write_decoded_from_raw_table(
         )
     fates = stage_txn_fates(io)
     route_options = _route_options(lenient, spool, fates)
-    names, extra = list(TABLES), {}
+    names = list(TABLES)
+    commit_check: str | None = None
+    appended: dict[str, dict[str, Any]] | None = None
     if landing is not None:
         from pipelines.batch.ingest import CHECK, RAW_TABLE
 
         route_options.update(landing.options, **{LANDING_KEY: landing.files})
         files = [*files, *landing.files]
         names = [RAW_TABLE, *names]
-        extra = {"commit_check": CHECK, "appended": {RAW_TABLE: {"rows": landing.rows, "metadata": landing.metadata}}}
+        commit_check = CHECK
+        appended = {RAW_TABLE: {"rows": landing.rows, "metadata": landing.metadata}}
     try:
         results = io.write_routed(
             names,
@@ -197,7 +200,8 @@ def write_decoded_from_raw_table(
             rows_equal_input=True,
             expected_rows=expected_rows,
             side_manifest=spool[1] if spool else None,
-            **extra,
+            commit_check=commit_check,
+            appended=appended,
         )
         return {name: wr for name, wr in results.items() if name in TABLES}
     finally:

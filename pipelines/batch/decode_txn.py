@@ -20,7 +20,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from pipelines.records.txn_fates import txn_fates_table, with_txn_fates
-from pipelines.tableio.uri import read_arrow_file, write_arrow_file
+from pipelines.uri import read_arrow_file, write_arrow_file
 
 if TYPE_CHECKING:
     import pyarrow as pa

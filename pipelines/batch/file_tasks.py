@@ -128,7 +128,7 @@ def parquet_batches(
     """The batches of one Parquet file (only ``columns`` that exist, when given), in file order."""
     import pyarrow.parquet as pq
 
-    from pipelines.tableio.uri import filesystem as _filesystem
+    from pipelines.uri import filesystem as _filesystem
 
     filesystem, inner = _filesystem(path)
     with filesystem.open_input_file(inner) as fh:

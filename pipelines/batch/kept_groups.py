@@ -18,7 +18,7 @@ def bucket_path(state_dir: str, bucket: int) -> str:
 def write_bucket(state_dir: str, bucket: int, groups: dict[str, GroupEntry]) -> None:
     """One bucket's groups (``carried.encode_bucket``), written whole (a retried task rewrites it)."""
     from pipelines.records.carried import encode_bucket
-    from pipelines.tableio.uri import filesystem
+    from pipelines.uri import filesystem
 
     fs, inner = filesystem(bucket_path(state_dir, bucket))
     fs.create_dir(inner.rsplit("/", 1)[0], recursive=True)
@@ -31,7 +31,7 @@ def read_bucket_state(state_dir: str, bucket: int) -> dict[str, GroupEntry]:
     from pyarrow import fs as pafs
 
     from pipelines.records.carried import decode_bucket
-    from pipelines.tableio.uri import filesystem
+    from pipelines.uri import filesystem
 
     fs, inner = filesystem(bucket_path(state_dir, bucket))
     if fs.get_file_info(inner).type == pafs.FileType.NotFound:

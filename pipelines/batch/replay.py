@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 from coordinator_core import FACTS_ONLY, ReplaySettings
 from pipelines.records import replay_input
-from pipelines.tableio.uri import read_arrow_file, read_json, write_arrow_file, write_json
+from pipelines.uri import read_arrow_file, read_json, write_arrow_file, write_json
 from pipelines.warehouse.layout import REPLAY_INPUT_DIR
 
 if TYPE_CHECKING:
@@ -111,7 +111,7 @@ class BucketFiles:
     """
 
     def __init__(self, root: str, buckets: int, side: list[dict[str, Any]]) -> None:
-        from pipelines.tableio.uri import filesystem as filesystem_of
+        from pipelines.uri import filesystem as filesystem_of
 
         self.uri_root = root.rstrip("/")
         self.fs, self.root = filesystem_of(root)
@@ -241,7 +241,7 @@ def _runs(io: TableIO) -> list[tuple[str, bool]]:
     """(directory, has a manifest) of every decode run's replay input."""
     from pyarrow import fs
 
-    from pipelines.tableio.uri import filesystem as filesystem_of
+    from pipelines.uri import filesystem as filesystem_of
 
     filesystem, inner = filesystem_of(_root(io))
     infos = filesystem.get_file_info(fs.FileSelector(inner, allow_not_found=True))
@@ -268,7 +268,7 @@ def current_replay_input(io: TableIO, raw_version: int) -> str | None:
 def drop_replay_inputs(io: TableIO, keep: str | None = None) -> int:
     """Delete every decode run's replay input but the one whose manifest is ``keep`` and those
     whose files it names (an incremental decode's replay input continues its base's)."""
-    from pipelines.tableio.uri import filesystem as filesystem_of
+    from pipelines.uri import filesystem as filesystem_of
 
     filesystem, _ = filesystem_of(_root(io))
     kept = {keep.rsplit("/", 2)[-2]} if keep else set()
@@ -306,7 +306,7 @@ def read_bucket(parts: Sequence[tuple[str, Sequence[int]]]) -> pa.Table:
     """The replay-input rows of one bucket: (file, its batch indices) of each decode task's files."""
     import pyarrow as pa
 
-    from pipelines.tableio.uri import filesystem as filesystem_of
+    from pipelines.uri import filesystem as filesystem_of
 
     schema = replay_input.schema()
     tables = []

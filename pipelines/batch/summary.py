@@ -175,7 +175,7 @@ def save_run_record(warehouse: str, run_id: str, summary: BatchSummary) -> str:
     from datetime import UTC, datetime
 
     from pipelines.config import join_path
-    from pipelines.tableio.uri import filesystem as filesystem_of
+    from pipelines.uri import filesystem as filesystem_of
 
     name = datetime.now(UTC).strftime("%Y%m%dT%H%M%S") + f"-{run_id}.json"
     path = join_path(join_path(warehouse, BATCH_RUNS_DIR), name)
@@ -193,7 +193,7 @@ def run_records(warehouse: str) -> list[dict[str, Any]]:
     from pyarrow import fs
 
     from pipelines.config import join_path
-    from pipelines.tableio.uri import filesystem as filesystem_of
+    from pipelines.uri import filesystem as filesystem_of
 
     filesystem, inner = filesystem_of(join_path(warehouse, BATCH_RUNS_DIR))
     infos = filesystem.get_file_info(fs.FileSelector(inner, allow_not_found=True))

@@ -173,12 +173,12 @@ def _decode_file(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from coordinator_core import CorruptRecordError
-    from pipelines.inputs.raw_files import _input_files, read_raw_records
+    from pipelines.inputs.raw_files import input_files, read_raw_records
     from pipelines.inputs.segment_files import SegmentProblem, SegmentRecord, read_segment_file, segment_json
 
     out = sys.stdout
     total = corrupt = controls = problems = 0
-    for file in _input_files(Path(args.input)):
+    for file in input_files(Path(args.input)):
         # broker log segments: control records and unreadable batches get lines of their own
         items = read_segment_file(file) if file.suffix == ".log" else read_raw_records(file)
         for raw in items:

@@ -259,7 +259,7 @@ class Session:
                 raise UsageError(f"no DuckDB form: {exc}; use --engine spark (or auto)") from None
             return Plan("spark", closure, reason=str(exc), note=f"Spark answers: {exc}")
         if self.engine == "auto":
-            from pipelines.tableio import uri
+            from pipelines import uri
 
             if not uri.is_local(self.io.warehouse):
                 return Plan("spark", closure, reason="the warehouse is not a local path")

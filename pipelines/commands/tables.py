@@ -61,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
     from pipelines.config import config_from_args
 
     cfg = config_from_args(args)
-    from pipelines.tableio import uri
+    from pipelines import uri
 
     if not uri.exists(cfg.paths.warehouse):
         raise UsageError(f"no warehouse at {cfg.paths.warehouse} (run: offsetlake run batch, or offsetlake quickstart)")

@@ -22,7 +22,7 @@ Rules:
 - Paths: ``paths.root`` resolves against the current working directory; the other ``paths.*`` and
   ``report.out`` resolve against ``paths.root``. URIs with a scheme (``s3a://``, ``abfss://``,
   ``file:/``) are kept verbatim. Tables live at ``<paths.warehouse>/<table name>``; a local
-  warehouse path holding a percent-escape (``%20``) is refused (``tableio.uri.delta_rs_problem``).
+  warehouse path holding a percent-escape (``%20``) is refused (``pipelines.uri.delta_rs_problem``).
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pipelines import uri
 from pipelines.config.sections import (
     AirflowConf,
     DeltaConf,
@@ -121,16 +122,12 @@ class Config:
 
 
 def join_path(base: str, name: str) -> str:
-    """``<base>/<name>`` for local paths and URIs alike (``pipelines.tableio.uri.join``)."""
-    from pipelines.tableio.uri import join
-
-    return join(base, name)
+    """``<base>/<name>`` for local paths and URIs alike (``pipelines.uri.join``)."""
+    return uri.join(base, name)
 
 
 def _is_uri(value: str) -> bool:
-    from pipelines.tableio.uri import is_uri
-
-    return is_uri(value)
+    return uri.is_uri(value)
 
 
 def _resolve_path(value: str, against: Path | str) -> str:
@@ -327,9 +324,7 @@ def _finish(cfg: Config, origin: str) -> Config:
             f"{origin}: dq.session_timeout_min_ms: must not exceed dq.session_timeout_max_ms "
             f"({cfg.dq.session_timeout_min_ms} > {cfg.dq.session_timeout_max_ms})"
         )
-    from pipelines.tableio.uri import delta_rs_problem
-
-    if problem := delta_rs_problem(paths.warehouse):  # every engine reads the tables' logs with delta-rs
+    if problem := uri.delta_rs_problem(paths.warehouse):  # every engine reads the tables' logs with delta-rs
         raise UsageError(f"{origin}: paths.warehouse: {paths.warehouse}: {problem}")
     sec = cfg.kafka.secrets
     sasl = cfg.kafka.security.protocol.startswith("SASL") or cfg.kafka.security.sasl_mechanism is not None

@@ -212,7 +212,10 @@ def write_raw_records(
 # ---------------------------------------------------------------------------------------------
 # Reading
 # ---------------------------------------------------------------------------------------------
-def _input_files(path: Path) -> list[Path]:
+def input_files(path: Path) -> list[Path]:
+    """The raw files at ``path``: the file itself, or a directory's visible raw files (suffixes
+    ``RAW_FILE_SUFFIXES``) in name order, then its log segments (``segment_files``); a missing
+    path is a ``UsageError``."""
     from pipelines.inputs.segment_files import segment_files
 
     if not path.exists():
@@ -439,7 +442,7 @@ def iter_raw_batches(
 ) -> Iterator[pa.RecordBatch]:
     """Arrow batches in the raw-record schema from a file or a directory of files
     (``positions``: how JSON lines without a position are treated, see the module rules)."""
-    for file in _input_files(Path(path)):
+    for file in input_files(Path(path)):
         if file.suffix == ".parquet":
             yield from _parquet_batches(file)
         else:
@@ -455,7 +458,7 @@ def iter_raw_batches(
 
 def read_raw_records(path: str | os.PathLike[str]) -> Iterator[RawRecord]:
     """``RawRecord``s from a Parquet file, a JSON-lines file or a directory of them."""
-    for file in _input_files(Path(path)):
+    for file in input_files(Path(path)):
         if file.suffix != ".parquet":
             yield from _read_records(file)
             continue

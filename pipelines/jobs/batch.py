@@ -51,6 +51,7 @@ if __name__ == "__main__" and __package__ in (None, ""):  # spark-submit pipelin
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 from pipelines.batch.summary import BatchSummary, Progress, TableLine, render_summary, save_run_record
+from schemas.gold import GOLD_TABLES
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -81,10 +82,6 @@ REPLAY_PATH = "replay input bucket files -> gold tables"
 
 def gold_table_names() -> tuple[str, ...]:
     """The gold tables the batch job builds (``schemas.gold.GOLD_TABLES``)."""
-    try:
-        from schemas.gold import GOLD_TABLES
-    except ImportError:
-        return ()
     return tuple(t.name for t in GOLD_TABLES)
 
 
@@ -485,7 +482,8 @@ def run_from_args(args: Any) -> int:
 
         check_input(cfg)
     else:
-        from pipelines.tableio import TableIO, uri
+        from pipelines import uri
+        from pipelines.tableio import TableIO
         from pipelines.warehouse.lock import WarehouseKeptError, warehouse_job
 
         kept = warehouse_job(uri.local_path(cfg.paths.warehouse)) if uri.is_local(cfg.paths.warehouse) else None

@@ -64,7 +64,8 @@ SOURCE_NAME = "offsetlake_kafka"
 EARLIEST, LATEST = -2, -1  # Spark's Kafka source sentinels in offset JSON
 
 
-def _raw_schema() -> StructType:
+def raw_schema() -> StructType:
+    """The rows a Kafka source yields: ``raw_records``' Spark schema."""
     from schemas.raw import RAW_RECORDS
 
     return RAW_RECORDS.spark_schema()
@@ -395,7 +396,7 @@ class KafkaOffsetsSource(DataSource):
         return SOURCE_NAME
 
     def schema(self) -> StructType:
-        return _raw_schema()
+        return raw_schema()
 
     def reader(self, schema: StructType) -> DataSourceReader:
         return KafkaBatchReader(self.options, schema)

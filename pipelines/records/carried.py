@@ -79,7 +79,7 @@ def output_tables(blobs: Sequence[bytes]) -> dict[str, pa.Table]:
     (+ ``DELETED_OFFSETS``). Buckets hold different groups: their keys never overlap."""
     import pyarrow as pa
 
-    from pipelines.tableio.uri import table_from_ipc
+    from pipelines.uri import table_from_ipc
 
     parts: dict[str, list[pa.Table]] = {}
     for blob in blobs:

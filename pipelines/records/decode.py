@@ -8,8 +8,9 @@ Rules:
   the binary buffers (one gather per field group: a gather costs per row, not per byte),
   group/topic/metadata strings are cut by Arrow ``take`` over a segment view of the buffers,
   UTF-8 is validated only when a string column holds a byte >= 0x80. This is the one place
-  outside ``coordinator_core`` that reads record bytes (DESIGN §2) and it must agree with the
-  core codec on every record (``tests/pipelines/test_decode_vectorised.py`` proves it).
+  outside ``coordinator_core`` that reads record bytes (ARCHITECTURE.md, "Where each rule lives")
+  and it must agree with the core codec on every record
+  (``tests/pipelines/test_decode_vectorised.py`` proves it).
 - The fast path only accepts rows it can prove well-formed under the exact layouts of spec
   §3.2/§4.1 (known versions, exact lengths, no trailing bytes, single-byte compact lengths,
   no tagged fields, ASCII-or-valid UTF-8). Every other row goes to the core codec
@@ -26,7 +27,8 @@ Rules:
   quarantine (the batch job checks it at its commit). Every row keeps its log position.
 - A decoded batch is union-shaped (``kind`` column + the columns of every output);
   ``split_union_arrow`` cuts it into the decoded tables. Only the raw columns the decoder
-  needs enter ``mapInArrow`` (DESIGN §7).
+  needs enter ``mapInArrow`` (``decode_common.INPUT_COLUMNS``): every column of its input is
+  shipped from the JVM to the Python worker as Arrow, read or not.
 """
 
 from __future__ import annotations

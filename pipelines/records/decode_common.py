@@ -27,7 +27,8 @@ KIND_NAMES = {
 # |ms| above this overflows int64 microseconds (Spark/Delta TIMESTAMP): such rows are quarantined.
 MAX_ABS_MS = (2**63 - 1) // 1000
 
-# Raw columns the decoder reads (DESIGN §7: only these enter mapInArrow).
+# Raw columns the decoder reads: only these enter mapInArrow (every input column is shipped to
+# the Python worker, read or not).
 INPUT_COLUMNS = ("key", "value", "topic", "partition", "offset", "timestamp")
 
 # Fields the fast path produces and the union batch emitted by the decode (``schemas.shapes``).

@@ -35,7 +35,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from pipelines.warehouse.lock import pid_alive
+from pipelines.runtime.process import pid_alive
 
 #: archives kept in the cache directory (one per Spark install / Java / memory setting)
 KEEP = 3

@@ -1,7 +1,8 @@
 """The decode as Spark DataFrames, for the stream's queries: one ``mapInArrow`` pass of
 ``pipelines.records.decode.decode_batch`` (``decode_union``) and its split into the decoded tables
 (``split_union``, the DataFrame twin of ``split_union_arrow``). Only the raw columns the decoder
-needs enter ``mapInArrow`` (DESIGN §7).
+needs enter ``mapInArrow`` (``INPUT_COLUMNS``: every input column is shipped to the Python
+worker, read or not).
 """
 
 from __future__ import annotations

@@ -218,9 +218,9 @@ def _source_classes() -> tuple[type, type]:
                 InputPartition.__init__(self, (prefix, [r.value for r in ranges]))
 
         def reader(options: dict[str, str]) -> KafkaPackedReader:
-            from pipelines.kafka.source import _raw_schema
+            from pipelines.kafka.source import raw_schema
 
-            return KafkaPackedReader(options, _raw_schema())
+            return KafkaPackedReader(options, raw_schema())
 
         _CLASSES = (packed_source_class(KAFKA_PACKED_SOURCE_NAME, reader), _Partition)
     return _CLASSES

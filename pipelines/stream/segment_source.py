@@ -153,7 +153,7 @@ class SegmentStreamReader:
         return None if self.plan_dir is None else os.path.join(self.plan_dir, batch_key(start, end))
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[SegmentPartition]:
-        from pipelines.tableio.uri import table_to_ipc
+        from pipelines.uri import table_to_ipc
 
         ranges = self._ranges(start, end)
         if not ranges:
@@ -195,7 +195,7 @@ class SegmentStreamReader:
 
         from pipelines.stream.ledger import BatchPlan
         from pipelines.stream.source import read_decoded
-        from pipelines.tableio.uri import table_from_ipc
+        from pipelines.uri import table_from_ipc
 
         where = self.batch_dir(start, end)
         if start == end or where is None:

@@ -48,7 +48,7 @@ def read_partitions(part: SegmentPartition, *, buckets: int, lenient: bool = Fal
     from pipelines.records.transactions import attach_transactions
     from pipelines.records.txn_fates import with_txn_fates
     from pipelines.stream.source import DecodedFiles
-    from pipelines.tableio.uri import table_from_ipc
+    from pipelines.uri import table_from_ipc
 
     out = DecodedFiles(part.decoded) if part.decoded is not None else None
     fates = None if part.fates is None else table_from_ipc(part.fates)

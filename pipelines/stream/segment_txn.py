@@ -34,7 +34,7 @@ import pickle
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from pipelines.tableio.uri import table_from_ipc, table_to_ipc
+from pipelines.uri import table_from_ipc, table_to_ipc
 
 if TYPE_CHECKING:
     import pyarrow as pa

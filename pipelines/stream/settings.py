@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from coordinator_core import ReplaySettings
+from pipelines import uri as uris
 from pipelines.errors import UsageError
-from pipelines.tableio import uri as uris
 
 if TYPE_CHECKING:
     from pipelines.config import Config

@@ -84,7 +84,7 @@ class StatefulReplayer(BucketReplayer):
 
     def __call__(self, key: tuple[Any, ...], pdfs: Iterator[pd.DataFrame], state: GroupState) -> Iterator[pd.DataFrame]:
         from pipelines.runtime.worker_gc import freeze_worker_heap
-        from pipelines.tableio.uri import table_to_ipc
+        from pipelines.uri import table_to_ipc
 
         freeze_worker_heap()  # the worker's collection after the task walks only what it allocated
         groups: dict[str, GroupEntry] = {}
@@ -125,7 +125,7 @@ def check_state_layout(checkpoint: str) -> None:
     from pyarrow import fs as pafs
 
     from pipelines.errors import UsageError
-    from pipelines.tableio.uri import filesystem
+    from pipelines.uri import filesystem
 
     want = {"layout": STATE_LAYOUT_VERSION, "buckets": STATE_BUCKETS}
     fs, root = filesystem(checkpoint)

@@ -5,7 +5,7 @@ Rules:
   (``uri.join``: local paths and ``file://``, ``s3a://``, ``abfss://``, ``gs://`` URIs alike).
   Callers pass DataFrames (or small Arrow tables); the declared columns are selected in declared
   order and cast to the declared types (a missing or extra column is an error naming the table).
-- Two engines, one behaviour (DESIGN §3), behind ``base.Engine``: ``spark.SparkEngine`` (Spark's
+- Two engines, one behaviour (ARCHITECTURE.md, "One path per stage"), behind ``base.Engine``: ``spark.SparkEngine`` (Spark's
   Delta) and ``rust.RustEngine`` (executors write through ``rust_sink``, delta-rs commits).
   ``delta.engine: auto`` = Spark's Delta when its classes load (``delta_available``), else rust.
   ``TableIO`` picks one engine at construction and never branches on it afterwards.
@@ -31,16 +31,19 @@ from __future__ import annotations
 
 import contextlib
 import logging
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
+from pipelines import uri
 from pipelines.errors import UsageError
-from pipelines.tableio import uri
 from pipelines.tableio.base import (
     COMMIT_REFUSED,
     SIDE_KEY,
     Engine,
     EngineName,
+    RoutedWriteOptions,
     TableInfo,
+    WriteMode,
     WriteResult,
     conform,
     conform_arrow,
@@ -70,7 +73,6 @@ __all__ = [
     "is_table_at",
     "read_arrow_at",
     "resolve_engine",
-    "uri",
 ]
 
 log = logging.getLogger(__name__)
@@ -292,14 +294,29 @@ class TableIO:
         return self.applied(name, app_id, version, latest=replacing)
 
     def write_routed(
-        self, names: list[str] | tuple[str, ...], df: DataFrame, route: str, **options: Any
+        self,
+        names: list[str] | tuple[str, ...],
+        df: DataFrame,
+        route: str,
+        *,
+        route_options: dict[str, Any] | None = None,
+        txn_app_id: str | None = None,
+        txn_version: int | None = None,
+        mode: WriteMode = "overwrite",
+        rows_equal_input: bool = False,
+        expected_rows: int | None = None,
+        staged: Sequence[str] = (),
+        metadata: dict[str, Any] | None = None,
+        side_manifest: str | None = None,
+        commit_check: str | None = None,
+        appended: dict[str, dict[str, Any]] | None = None,
     ) -> dict[str, WriteResult]:
         """Write the tables ``names`` in ONE pass over ``df`` (rust engine; default: replace them).
 
         Each task passes its Arrow batches through ``route`` (``"module:function"``, called as
         ``route(batches, route_options)``, yielding ``({table name: pa.Table}, input records
         consumed)``) and writes every table's files; the driver then commits each table once
-        (with the marker, when given). Options (keywords): ``route_options``, ``txn_app_id`` /
+        (with the marker, when given). Options (keyword-only): ``route_options``, ``txn_app_id`` /
         ``txn_version``, ``mode`` (``"overwrite"``), ``rows_equal_input`` (the routed rows must
         add up to the input rows or nothing is committed), ``expected_rows`` (the input must have
         exactly that many rows), ``staged`` (tables written to a fresh unmarked staging table
@@ -316,7 +333,20 @@ class TableIO:
         engine's tasks write the files themselves, the spark engine writes each table from a
         persisted pass (``pipelines.tableio.routed``).
         """
-        return self._engine.write_routed(list(names), df, route, **options)
+        options = RoutedWriteOptions(
+            route_options=route_options,
+            txn_app_id=txn_app_id,
+            txn_version=txn_version,
+            mode=mode,
+            rows_equal_input=rows_equal_input,
+            expected_rows=expected_rows,
+            staged=tuple(staged),
+            metadata=metadata,
+            side_manifest=side_manifest,
+            commit_check=commit_check,
+            appended=appended,
+        )
+        return self._engine.write_routed(list(names), df, route, options)
 
     def merge(
         self,

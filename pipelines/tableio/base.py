@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import DataFrame
 
+    from pipelines.config import Config
     from schemas import TableSpec
 
 EngineName = Literal["spark", "rust"]
@@ -35,6 +36,24 @@ def before_commit(location: str) -> None:
     from pipelines.warehouse.lock import check_held
 
     check_held(location)
+
+
+@dataclass(frozen=True)
+class RoutedWriteOptions:
+    """How ``TableIO.write_routed`` writes its tables (its docstring says what each means): what
+    ``TableIO`` hands the engine, one value instead of keywords."""
+
+    route_options: dict[str, Any] | None = None
+    txn_app_id: str | None = None
+    txn_version: int | None = None
+    mode: WriteMode = "overwrite"
+    rows_equal_input: bool = False
+    expected_rows: int | None = None
+    staged: tuple[str, ...] = ()
+    metadata: dict[str, Any] | None = None
+    side_manifest: str | None = None
+    commit_check: str | None = None
+    appended: dict[str, dict[str, Any]] | None = None
 
 
 @dataclass(frozen=True)
@@ -111,6 +130,26 @@ def _same_type(a: Any, b: Any) -> bool:
     return bool(a == b)
 
 
+class Tables(Protocol):
+    """What an engine asks of the ``TableIO`` that holds it (names resolved, markers checked,
+    tables created and staged there once for both engines): typed here so that the engines
+    import ``base``, not the package that constructs them."""
+
+    conf: Config
+
+    def path(self, name: str) -> str: ...
+
+    def staging_path(self, name: str) -> str: ...
+
+    def version(self, name: str) -> int | None: ...
+
+    def ensure(self, name: str) -> None: ...
+
+    def drop_staged(self, name: str) -> None: ...
+
+    def applied(self, name: str, app_id: str, version: int, *, latest: bool = True) -> bool: ...
+
+
 class Engine(Protocol):
     """One Delta engine behind ``TableIO`` (``rust.RustEngine``, ``spark.SparkEngine``)."""
 
@@ -168,7 +207,9 @@ class Engine(Protocol):
         """The snapshot's (at ``version``: that version's) data files when they ARE the snapshot, else ``None``."""
         ...
 
-    def write_routed(self, names: list[str], df: DataFrame, route: str, **options: Any) -> dict[str, WriteResult]:
+    def write_routed(
+        self, names: list[str], df: DataFrame, route: str, options: RoutedWriteOptions
+    ) -> dict[str, WriteResult]:
         """Several tables in one pass over ``df`` (``TableIO.write_routed``)."""
         ...
 

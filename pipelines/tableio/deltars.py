@@ -4,7 +4,7 @@ Rules:
 - With ``rust_sink`` this is the only module that imports ``deltalake`` (the architecture test
   holds everything outside ``pipelines/tableio/`` to it). Both engines read metadata here: a
   Delta log is a Delta log whoever wrote it, and delta-rs reads it without a Spark job.
-- Every function takes a table location (``uri``: a local path or a URI, ``tableio.uri``);
+- Every function takes a table location (``uri``: a local path or a URI, ``pipelines.uri``);
   none takes a table name: names and the warehouse are ``TableIO``'s business.
 - Idempotence markers. A marked write records a Delta ``txn`` action (app id, version) and the
   ``offsetlake.txn_app_id``/``offsetlake.txn_version`` commit-info keys (Spark's Delta writes
@@ -32,7 +32,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from pipelines.tableio import uri as uris
+from pipelines import uri as uris
 from pipelines.tableio.base import before_commit
 
 if TYPE_CHECKING:

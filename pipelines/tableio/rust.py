@@ -3,7 +3,7 @@ commits with delta-rs; MERGE and DELETE run in delta-rs with an Arrow source on 
 
 Rules:
 - Used without Delta's Spark classes (``delta.engine: auto`` on a jar-free install, or
-  ``rust``; DESIGN §3). Nothing funnels a large table through the driver: appends, replacements
+  ``rust``; ARCHITECTURE.md, "One path per stage"). Nothing funnels a large table through the driver: appends, replacements
   and routed writes are written by the tasks and committed once (``rust_sink``).
 - MERGE collects its source to the driver as Arrow: only for current-state tables (one row per
   group or per group-partition — small by construction), never for event tables.
@@ -20,17 +20,16 @@ import contextlib
 import json
 import logging
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from pipelines.tableio import deltars
-from pipelines.tableio.base import EngineName, WriteMode, WriteResult
+from pipelines.tableio.base import EngineName, RoutedWriteOptions, Tables, WriteMode, WriteResult
 from schemas import get as get_spec
 
 if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
 
-    from pipelines.tableio import TableIO
     from schemas import TableSpec
 
 log = logging.getLogger("pipelines.tableio")
@@ -42,7 +41,7 @@ class RustEngine:
     name: EngineName = "rust"
     checks_append_marker = True
 
-    def __init__(self, io: TableIO, spark: SparkSession | None) -> None:
+    def __init__(self, io: Tables, spark: SparkSession | None) -> None:
         self.io = io
         self.spark = spark
 
@@ -148,9 +147,11 @@ class RustEngine:
         return deltars.vacuum(uri, retention_hours, dry_run=dry_run)
 
     # ---- one pass, several tables ----------------------------------------------------------
-    def write_routed(self, names: list[str], df: DataFrame, route: str, **options: Any) -> dict[str, WriteResult]:
+    def write_routed(
+        self, names: list[str], df: DataFrame, route: str, options: RoutedWriteOptions
+    ) -> dict[str, WriteResult]:
         """``TableIO.write_routed`` (its docstring has the options)."""
-        return _RoutedWrite(self.io, list(names), **options).run(df, route)
+        return _RoutedWrite(self.io, list(names), options).run(df, route)
 
 
 @contextlib.contextmanager
@@ -175,36 +176,20 @@ def _without_whole_stage_codegen(spark: SparkSession) -> Iterator[None]:
 class _RoutedWrite:
     """One routed write: markers checked, staging made, one Spark job and its commits, results."""
 
-    def __init__(
-        self,
-        io: TableIO,
-        names: list[str],
-        *,
-        route_options: dict[str, Any] | None = None,
-        txn_app_id: str | None = None,
-        txn_version: int | None = None,
-        rows_equal_input: bool = False,
-        expected_rows: int | None = None,
-        mode: Literal["append", "overwrite"] = "overwrite",
-        staged: tuple[str, ...] | list[str] = (),
-        metadata: dict[str, Any] | None = None,
-        side_manifest: str | None = None,
-        commit_check: str | None = None,
-        appended: dict[str, dict[str, Any]] | None = None,
-    ) -> None:
-        self.io, self.names, self.mode, self.staged = io, names, mode, set(staged)
-        self.appended = appended or {}
-        self.app_id, self.version = txn_app_id, txn_version
+    def __init__(self, io: Tables, names: list[str], o: RoutedWriteOptions) -> None:
+        self.io, self.names, self.mode, self.staged = io, names, o.mode, set(o.staged)
+        self.appended = o.appended or {}
+        self.app_id, self.version = o.txn_app_id, o.txn_version
         self.options = {
-            "route_options": json.dumps(route_options or {}),
+            "route_options": json.dumps(o.route_options or {}),
             "target_file_rows": str(io.conf.delta.target_file_rows),
-            "write_mode": mode,
-            "require_latest": "true" if mode == "overwrite" else "false",
-            "rows_equal_input": "true" if rows_equal_input else "false",
-            "expected_rows": "" if expected_rows is None else str(expected_rows),
-            "commit_metadata": json.dumps(metadata or {}),
-            "side_manifest": side_manifest or "",
-            "commit_check": commit_check or "",
+            "write_mode": o.mode,
+            "require_latest": "true" if o.mode == "overwrite" else "false",
+            "rows_equal_input": "true" if o.rows_equal_input else "false",
+            "expected_rows": "" if o.expected_rows is None else str(o.expected_rows),
+            "commit_metadata": json.dumps(o.metadata or {}),
+            "side_manifest": o.side_manifest or "",
+            "commit_check": o.commit_check or "",
         }
 
     def run(self, df: DataFrame, route: str) -> dict[str, WriteResult]:

@@ -50,7 +50,7 @@ from urllib.parse import quote
 
 from pipelines.tableio.base import COMMIT_REFUSED, SIDE_KEY
 from pipelines.tableio.deltars import FileAdd, commit_files, delete_files
-from pipelines.tableio.uri import filesystem
+from pipelines.uri import filesystem
 
 if TYPE_CHECKING:
     import pyarrow as pa

@@ -1,7 +1,8 @@
 """The spark engine: Spark's own Delta (``delta-spark``) writes, merges and reads the tables.
 
 Rules:
-- Used when Delta's Spark classes load (``delta.engine: auto`` or ``spark``; DESIGN §3).
+- Used when Delta's Spark classes load (``delta.engine: auto`` or ``spark``; ARCHITECTURE.md,
+  "One path per stage").
 - Appends and replacements use ``format("delta")`` with Delta's idempotent-write options
   (``txnAppId``/``txnVersion``): Delta itself skips a duplicate append, so ``TableIO`` checks no
   append marker first (``checks_append_marker = False``). The marker also goes to the commit's
@@ -55,13 +56,12 @@ from typing import TYPE_CHECKING, Any
 
 from pipelines.runtime.spark_session import session_conf
 from pipelines.tableio import deltars
-from pipelines.tableio.base import EngineName, WriteMode, WriteResult, before_commit
+from pipelines.tableio.base import EngineName, RoutedWriteOptions, Tables, WriteMode, WriteResult, before_commit
 
 if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
 
-    from pipelines.tableio import TableIO
     from schemas import TableSpec
 
 
@@ -85,7 +85,7 @@ class SparkEngine:
     name: EngineName = "spark"
     checks_append_marker = False
 
-    def __init__(self, io: TableIO, spark: SparkSession | None) -> None:
+    def __init__(self, io: Tables, spark: SparkSession | None) -> None:
         if spark is None:
             raise ValueError("the spark engine needs a SparkSession")
         self.io = io
@@ -245,21 +245,23 @@ class SparkEngine:
         dt = deltars.open_table(uri, version)
         return deltars.data_files(dt) if deltars.file_list_is_snapshot(dt) else None
 
-    def write_routed(self, names: list[str], df: DataFrame, route: str, **options: Any) -> dict[str, WriteResult]:
+    def write_routed(
+        self, names: list[str], df: DataFrame, route: str, options: RoutedWriteOptions
+    ) -> dict[str, WriteResult]:
         """``TableIO.write_routed`` (its docstring has the options) with Spark's Delta."""
-        from pipelines.tableio import uri as uris
+        from pipelines import uri as uris
         from pipelines.tableio.base import COMMIT_REFUSED
         from pipelines.tableio.routed import routed_frames
         from pipelines.tableio.rust_sink import load_route
         from schemas import get as get_spec
 
-        if options.get("appended"):  # its routes hand over whole files (ParquetFileCopy)
+        if options.appended:  # its routes hand over whole files (ParquetFileCopy)
             raise ValueError("write_routed(appended=...) is the rust engine's: its tasks copy the files")
-        route_options: dict[str, Any] = options.get("route_options") or {}
-        txn_app_id, txn_version = options.get("txn_app_id"), options.get("txn_version")
-        mode: WriteMode = options.get("mode", "overwrite")
-        staged = set(options.get("staged", ()))
-        commit_check, side_manifest = options.get("commit_check"), options.get("side_manifest")
+        route_options: dict[str, Any] = options.route_options or {}
+        txn_app_id, txn_version = options.txn_app_id, options.txn_version
+        mode: WriteMode = options.mode
+        staged = set(options.staged)
+        commit_check, side_manifest = options.commit_check, options.side_manifest
 
         io = self.io
         before = {n: io.version(n) for n in names}
@@ -269,9 +271,7 @@ class SparkEngine:
             refused = load_route(commit_check)(out.side, route_options) if commit_check else None
             if refused:
                 raise RuntimeError(f"{COMMIT_REFUSED}: {refused}")
-            problem = out.problem(
-                rows_equal_input=bool(options.get("rows_equal_input")), expected_rows=options.get("expected_rows")
-            )
+            problem = out.problem(rows_equal_input=options.rows_equal_input, expected_rows=options.expected_rows)
             if problem is not None:
                 raise RuntimeError(f"count mismatch, nothing committed: {problem}")
             if side_manifest:  # saved before the tables are committed, as the rust engine does
@@ -293,7 +293,7 @@ class SparkEngine:
                 if marked and io.applied(name, txn_app_id, txn_version, latest=mode == "overwrite"):  # type: ignore[arg-type]
                     results[name] = WriteResult(name, mode, before[name] or 0, True)
                     continue
-                metadata = options.get("metadata")
+                metadata = options.metadata
                 if rows:
                     self.write(io.path(name), spec, self._sized(out, name), mode, txn_app_id, txn_version, metadata)
                 else:  # no Spark write: the table created, then the marker alone (as the rust engine)
@@ -359,7 +359,7 @@ def _vacuum_has_candidates(uri: str) -> bool:
     table (Delta's VACUUM lists it too, in several Spark jobs)."""
     from pyarrow import fs
 
-    from pipelines.tableio import uri as uris
+    from pipelines import uri as uris
 
     dt = deltars.open_table(uri)
     if not deltars.file_list_is_snapshot(dt):  # deletion vectors' files: Delta decides

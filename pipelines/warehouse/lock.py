@@ -33,8 +33,9 @@ Rules:
   that is older than the lock. Such a file was written by an attempt that died before its
   commit; no reader can ever see it. Files the log mentions are left alone (removed ones are
   VACUUM's business, with its retention for time travel). Which files a table's log mentions
-  is ``pipelines.tableio.orphans``' business (Delta-log knowledge stays in ``tableio``); this
-  module only walks the local warehouse it holds the lock of.
+  is ``pipelines.warehouse.orphans``' business (it reads the paths of a local table's log
+  actions with the standard library and pyarrow, never ``deltalake``); this module only walks
+  the local warehouse it holds the lock of.
 - One job per warehouse: the batch and the streaming job write the same tables (the batch
   appends a run's events, the stream merges its micro-batches' keys), so a warehouse written
   by one is never written by the other — the lock alone would only serialise them, and the
@@ -66,9 +67,10 @@ from pathlib import Path
 from typing import Any
 
 from pipelines.errors import UsageError
-from pipelines.tableio.orphans import orphan_files
-from pipelines.tableio.uri import is_delta_table, is_local, local_path
+from pipelines.runtime.process import pid_alive, proc_start
+from pipelines.uri import is_delta_table, is_local, local_path
 from pipelines.warehouse.layout import BATCH_RUNS_DIR, JOB_FILE, LOCK_FILE, STAGING_DIR
+from pipelines.warehouse.orphans import orphan_files
 
 log = logging.getLogger("offsetlake.lock")
 
@@ -128,27 +130,6 @@ def _command() -> str:
     argv = [os.path.basename(sys.argv[0] or "python"), *sys.argv[1:]]
     text = " ".join(argv)
     return text if len(text) <= 200 else text[:197] + "..."
-
-
-def pid_alive(pid: int) -> bool:
-    """True while a process with this pid exists on this host (ours or another user's)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def proc_start(pid: int) -> str:
-    """The start time of process ``pid`` in clock ticks since boot ("" when unknown): with the
-    pid it names one process, never a later one that reuses the pid."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        return stat[stat.rindex(")") + 2 :].split()[19]
-    except (OSError, ValueError, IndexError):
-        return ""
 
 
 def holder_alive(holder: Holder) -> bool | None:

@@ -7,7 +7,7 @@
 - ``parse_console``: the lines ``kafka-console-consumer --formatter <Kafka 4 formatter>``
   printed (one JSON object per record it allows; ``{"key":{"type":T,...},"value":...}``).
 - ``ours_by_offset``: offsetlake's decode of the same segment files (``coordinator_core.codec``
-  with ``modern=True``) printed by ``coordinator_core.formatter.to_kafka_json``; ``kafka4_form``
+  with ``modern=True``) printed by ``coordinator_core.to_kafka_json``; ``kafka4_form``
   puts it in the form Kafka 4's formatters print (the record type under ``type``).
 """
 

@@ -52,7 +52,7 @@ def main(root: Path) -> None:
     from pipelines.inputs.sample import sample_records
     from pipelines.runtime.spark_session import build_spark_from_config
     from pipelines.tableio import TableIO
-    from pipelines.tableio.orphans import orphan_files
+    from pipelines.warehouse.orphans import orphan_files
     from schemas import get as get_spec
 
     def config(engine: str) -> Any:

@@ -44,7 +44,7 @@ def test_one_consumer_reading_several_ranges_is_exactly_their_records(cluster: M
     from pyspark.sql.pandas.types import to_arrow_schema
 
     from pipelines.kafka.client import KafkaSettings
-    from pipelines.kafka.source import KafkaRange, _raw_schema, read_range, reader_consumer
+    from pipelines.kafka.source import KafkaRange, raw_schema, read_range, reader_consumer
     from pipelines.stream.kafka_packed import split_tasks
 
     topic = f"{TOPIC}-ranges"
@@ -55,7 +55,7 @@ def test_one_consumer_reading_several_ranges_is_exactly_their_records(cluster: M
     ranges = [KafkaRange(topic, p, 10, 90) for p in range(4)] + [KafkaRange(topic, 1, 95, 100)]
     tasks = split_tasks(ranges, 2)
     assert len(tasks) == 2 and sorted(r.value for t in tasks for r in t) == sorted(r.value for r in ranges)
-    schema = to_arrow_schema(_raw_schema(), timezone="UTC")
+    schema = to_arrow_schema(raw_schema(), timezone="UTC")
     got = []
     for task in tasks:
         consumer = reader_consumer(settings)

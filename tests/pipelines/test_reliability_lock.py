@@ -147,7 +147,7 @@ def test_another_runs_staging_is_removed_only_when_its_holder_is_known_dead(tmp_
         import socket
         from dataclasses import asdict
 
-        from pipelines.warehouse.lock import proc_start
+        from pipelines.runtime.process import proc_start
 
         host = socket.gethostname()
         records = {

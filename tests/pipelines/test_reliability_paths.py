@@ -2,7 +2,7 @@
 ``run batch`` writes it and runs again idempotently, and ``sql`` (DuckDB and Spark), ``report``,
 ``metrics``, ``dq``, ``serve`` and ``tables`` read it (one batch run, shared). A path holding a
 percent-escape (``%20``), which delta-rs cannot read back, is refused in one line before anything
-is written. Data-file locations from delta-rs are decoded in one place (``tableio.uri``)."""
+is written. Data-file locations from delta-rs are decoded in one place (``pipelines.uri``)."""
 
 from __future__ import annotations
 
@@ -164,7 +164,7 @@ def test_a_warehouse_path_with_a_percent_escape_is_refused_in_one_line_before_an
 
 
 def test_data_file_locations_from_delta_rs_are_decoded_once() -> None:
-    from pipelines.tableio import uri
+    from pipelines import uri
 
     assert uri.from_delta_rs("/data/wh%20r%C3%A9%23%3F/t/part-0.parquet") == "/data/wh ré#?/t/part-0.parquet"
     assert uri.from_delta_rs("file:///data/wh%20r%C3%A9%23%3F/t/p.parquet") == "/data/wh ré#?/t/p.parquet"

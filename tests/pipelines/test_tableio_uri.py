@@ -1,4 +1,4 @@
-"""Table locations as URIs (``pipelines.tableio.uri``): local paths, ``file://``, and the object
+"""Table locations as URIs (``pipelines.uri``): local paths, ``file://``, and the object
 stores' schemes (parsed and joined here without a network; the filesystem calls run on
 ``file://`` URIs and local paths, which pyarrow and delta-rs resolve like any other URI)."""
 
@@ -9,8 +9,9 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
+from pipelines import uri
 from pipelines.config import load_config
-from pipelines.tableio import TableIO, append_arrow_at, is_table_at, read_arrow_at, uri
+from pipelines.tableio import TableIO, append_arrow_at, is_table_at, read_arrow_at
 
 
 @pytest.mark.parametrize(

@@ -12,7 +12,7 @@ and the classic GroupMetadata (2); ``getOrMaybeCreatePersistedConsumerGroup``,
 Rules:
 - One fold per group id, fed each record once, in log order (the replay loop owns positions
   and duplicates); one handler per record type (``HANDLERS``,
-  ``coordinator_core.modern.consumer.handlers``); gold rows in ``consumer_group_rows``. Keys/values are
+  ``coordinator_core.modern.consumer.handlers``); gold rows in ``modern.consumer.rows``. Keys/values are
   ``coordinator_core.codec.modern_records`` objects (``decode_record(..., modern=True)``); ``None``
   is a tombstone.
 - A value record creates the consumer group when none exists, or when the group is a *simple*
@@ -190,7 +190,7 @@ class ConsumerGroupFold:
         return ConsumerGroupState.RECONCILING
 
     def preferred_assignor(self) -> str | None:
-        """``consumer_group_model.preferred_assignor`` of the members, from the counts kept."""
+        """``modern.consumer.model.preferred_assignor`` of the members, from the counts kept."""
         counts = self._assignors
         return min(counts, key=lambda name: (-counts[name], name)) if counts else None
 

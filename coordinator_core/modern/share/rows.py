@@ -7,7 +7,7 @@ Rules:
   name when a ShareGroupStatePartitionMetadata record named the topic (else the topic id);
   session timeout the broker default (not in the records), no rebalance timeout (-1), no
   leader; ``pending_revocation_partitions`` is null (a share member revokes nothing).
-- Rebalance and transition rows are the consumer-group ones (``consumer_group_rows``) with
+- Rebalance and transition rows are the consumer-group ones (``modern.consumer.rows``) with
   protocol type ``share``.
 """
 

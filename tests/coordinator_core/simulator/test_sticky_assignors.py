@@ -264,9 +264,9 @@ def test_the_cooperative_assignor_reads_the_subscriptions_generation_then_its_us
 # the simulated eager sticky client
 # ---------------------------------------------------------------------------------------------
 def test_an_eager_sticky_client_sends_its_previous_assignment_and_generation_in_user_data_and_keeps_it() -> None:
+    from coordinator_core.codec.consumer_protocol import decode_assignment, decode_subscription
     from coordinator_core.codec.records import GroupMetadataValue
     from coordinator_core.simulator import Scenario
-    from coordinator_core.simulator.wire import decode_assignment, decode_subscription
 
     r = Scenario.from_dict(
         {

@@ -1,5 +1,9 @@
 """Table and file locations as URIs: local paths, ``file://``, ``s3://``/``s3a://``, ``abfs(s)://``, ``gs://``.
 
+A leaf at the root of ``pipelines`` (it imports nothing of ours but ``errors``): the config, the
+warehouse's lock, ``tableio`` and the wings all spell locations with it (ARCHITECTURE.md, "The
+pipelines' rooms").
+
 Rules:
 - A location is a string. It is a URI when it starts with ``<scheme>:/`` (``is_uri``); anything
   else is a local path. Nothing here builds a ``pathlib.Path`` from a URI: ``Path("s3a://b/t")``
@@ -32,6 +36,8 @@ from __future__ import annotations
 import json
 import re
 from typing import Any
+
+from pipelines.errors import UsageError
 
 #: ``<scheme>:/``: a URI (Windows drive letters are one character and not supported as schemes)
 _URI = re.compile(r"^(?P<scheme>[A-Za-z][A-Za-z0-9+.-]+):/")
@@ -101,8 +107,6 @@ def for_delta_rs(location: str) -> str:
     path holding a percent-escape is refused (module rules)."""
     problem = delta_rs_problem(location)
     if problem:
-        from pipelines.errors import UsageError
-
         raise UsageError(f"{local_path(location)}: {problem}")
     return location
 

@@ -8,6 +8,9 @@ Rules:
   died before its commit; no reader can ever see it). Removed-but-known files are VACUUM's.
 - Local tables only (``pathlib``): the caller is the warehouse lock's cleanup, which runs only
   where the lock is a local ``flock`` (``pipelines.warehouse.lock``).
+- Reading the log's add/remove paths needs no Delta library (JSON lines, pyarrow for Parquet
+  checkpoints). It lives beside the lock, its one caller, so that the lock, which ``tableio``
+  asks before every commit, imports nothing of ``tableio``.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ import os
 from pathlib import Path
 from urllib.parse import unquote
 
-from pipelines.tableio.uri import DELTA_LOG
+from pipelines.uri import DELTA_LOG
 
 log = logging.getLogger("offsetlake.lock")
 
