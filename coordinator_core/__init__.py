@@ -83,6 +83,7 @@ if TYPE_CHECKING:
     from coordinator_core.loader.snapshot_codec import serialize_snapshot as serialize_snapshot
     from coordinator_core.loader.transactions import transaction_fates as transaction_fates
     from coordinator_core.log_shape import PartitionShape as PartitionShape
+    from coordinator_core.log_shape import bad_batch_last_offset as bad_batch_last_offset
     from coordinator_core.log_shape import partition_shape as partition_shape
     from coordinator_core.partitioner import partition_for as partition_for
     from coordinator_core.settings import DEFAULT_CLEANUP_INTERVAL_MS as DEFAULT_CLEANUP_INTERVAL_MS
@@ -156,7 +157,7 @@ _PUBLIC: dict[str, tuple[str, ...]] = {
         "SIMULATED_COORDINATOR",
         "offset_due_times",
     ),
-    "coordinator_core.log_shape": ("PartitionShape", "partition_shape"),
+    "coordinator_core.log_shape": ("PartitionShape", "bad_batch_last_offset", "partition_shape"),
     "coordinator_core.loader.commit_runs": ("CommitRun", "RunCounters", "compress_commit_runs"),
     "coordinator_core.loader.group_fold": ("ALL_EVENT_KINDS",),
     "coordinator_core.loader.as_of_view": ("next_judgment_ms", "next_times_of"),

@@ -193,26 +193,35 @@ def build_report(
         section = _group_section(
             g, cfg, state, rebal, trans, members, offsets, (expir, predicted), detail_commits, figs, now_ms
         )
-        st = state[state["group_id"] == g].iloc[0]
-        lag_table = (
-            f'<p class="muted">{report_groups.SHARE_NOTE}</p>'
-            if report_groups.keeps_offsets_elsewhere(st)
-            else report_lag.group_lag_table(g, lag)
-        )
-        lag_part = "<h3>Lag and status</h3>" + lag_table
+        lag_part = "<h3>Lag and status</h3>" + _lag_table(g, state, lag)
         parts.append(section.replace("<h3>Expiry forecast</h3>", lag_part + "<h3>Expiry forecast</h3>", 1))
 
     title = "offsetlake report"
-    window = ""
-    if since_ms is not None or until_ms is not None:
-        window = f" · history from {fmt_time(_ts(since_ms)) if since_ms is not None else 'the start'} to " + (
-            f"{fmt_time(_ts(until_ms))}" if until_ms is not None else "the end"
-        )
+    window = _window_text(since_ms, until_ms)
     return (
         f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{title}</title><style>{_CSS}</style></head>"
         f"<body><header><h1>{title}</h1><p>{report_groups.groups_text(state)} · warehouse {html.escape(str(cfg.paths.warehouse))}"
         f"{window} · statuses and countdowns as of {stated} · generated {now}</p></header><main>{''.join(parts)}</main></body></html>"
     )
+
+
+def _lag_table(g: str, state: Any, lag: Any) -> str:
+    """A group's lag table; a share group's positions are not in ``__consumer_offsets``: said so."""
+    from pipelines.analytics import report_lag
+
+    st = state[state["group_id"] == g].iloc[0]
+    if report_groups.keeps_offsets_elsewhere(st):
+        return f'<p class="muted">{report_groups.SHARE_NOTE}</p>'
+    return str(report_lag.group_lag_table(g, lag))
+
+
+def _window_text(since_ms: int | None, until_ms: int | None) -> str:
+    """The header's history window ("" when the whole history is shown)."""
+    if since_ms is None and until_ms is None:
+        return ""
+    start = fmt_time(_ts(since_ms)) if since_ms is not None else "the start"
+    end = fmt_time(_ts(until_ms)) if until_ms is not None else "the end"
+    return f" · history from {start} to {end}"
 
 
 def _ts(ms: int) -> Any:

@@ -130,6 +130,34 @@ def combine(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
     ]
 
 
+def _refused_positions(raw: DataFrame, refused: DataFrame, gappy: list[int]) -> DataFrame:
+    """The positions inside ``raw``'s offset range (per gappy partition) that ingest refused or
+    quarantined and ``raw`` lacks: ``partition, offset, refused`` (true)."""
+    from pyspark.sql import functions as F
+
+    from pipelines.inputs.segment_input import BAD_BATCH_SPAN
+
+    bounds = raw.groupBy("partition").agg(F.min("offset").alias("lo"), F.max("offset").alias("hi"))
+    # a bad batch's row holds its base offset; its other offsets are in ``detail``
+    # (``segment_input.BAD_BATCH_SPAN``): every one of them is accounted for
+    span = F.regexp_extract(F.coalesce(F.col("detail"), F.lit("")), BAD_BATCH_SPAN, 2)
+    last = F.when(span != "", span.cast("bigint")).otherwise(F.col("offset"))
+    known = (
+        refused.where((F.col("topic") == OFFSETS_TOPIC) & F.col("partition").isin(gappy))
+        .where(F.col("offset").isNotNull())
+        .join(bounds, "partition")
+        .where((F.col("offset") <= F.col("hi")) & (last >= F.col("lo")))
+        .select(
+            "partition",
+            F.explode(F.sequence(F.greatest(F.col("offset"), F.col("lo")), F.least(last, F.col("hi")))).alias("offset"),
+        )
+        .distinct()
+        .join(raw.select("partition", "offset"), ["partition", "offset"], "left_anti")
+        .select("partition", "offset", F.lit(True).alias("refused"))
+    )
+    return known
+
+
 def log_partitions(
     read_raw: Callable[[], DataFrame],
     stats: list[dict[str, Any]],
@@ -144,8 +172,6 @@ def log_partitions(
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    from pipelines.inputs.segment_input import BAD_BATCH_SPAN
-
     mine = [r for r in stats if r["topic"] == OFFSETS_TOPIC]
     gappy = [r["partition"] for r in mine if r["last_offset"] - r["first_offset"] + 1 != r["records"]]
     holes: dict[int, Any] = {}
@@ -156,26 +182,7 @@ def log_partitions(
         positions = raw.select("partition", "offset", F.lit(False).alias("refused"))
         refused = read_refused() if read_refused is not None else None
         if refused is not None:
-            bounds = raw.groupBy("partition").agg(F.min("offset").alias("lo"), F.max("offset").alias("hi"))
-            # a bad batch's row holds its base offset; its other offsets are in ``detail``
-            # (``segment_input.BAD_BATCH_SPAN``): every one of them is accounted for
-            span = F.regexp_extract(F.coalesce(F.col("detail"), F.lit("")), BAD_BATCH_SPAN, 2)
-            last = F.when(span != "", span.cast("bigint")).otherwise(F.col("offset"))
-            known = (
-                refused.where((F.col("topic") == OFFSETS_TOPIC) & F.col("partition").isin(gappy))
-                .where(F.col("offset").isNotNull())
-                .join(bounds, "partition")
-                .where((F.col("offset") <= F.col("hi")) & (last >= F.col("lo")))
-                .select(
-                    "partition",
-                    F.explode(F.sequence(F.greatest(F.col("offset"), F.col("lo")), F.least(last, F.col("hi")))).alias(
-                        "offset"
-                    ),
-                )
-                .distinct()
-                .join(raw.select("partition", "offset"), ["partition", "offset"], "left_anti")
-                .select("partition", "offset", F.lit(True).alias("refused"))
-            )
+            known = _refused_positions(raw, refused, gappy)
             positions = positions.unionByName(known)
             for k in known.groupBy("partition").count().collect():
                 accounted[int(k["partition"])] = int(k["count"])

@@ -104,7 +104,7 @@ OVERLAPPING = "overlapping segment"
 
 def overlap_problem(r: SegmentRecord) -> SegmentProblem:
     """A record of a segment whose offsets an earlier segment of its partition holds (an
-    overlapping copy, ``pipelines.stream.segment_log``): quarantined with its key and value."""
+    overlapping copy, ``pipelines.inputs.segment_log``): quarantined with its key and value."""
     return SegmentProblem(
         r.source_file,
         r.topic,
@@ -275,7 +275,7 @@ def read_segment_file(path: Path) -> Iterator[SegmentRecord | SegmentProblem]:
 
 def read_segment_range(path: str, start: int, end: int) -> Iterator[SegmentRecord | SegmentProblem]:
     """Every record and problem of bytes ``start``..``end`` of a segment file (whole batches: a
-    log tail's range, ``pipelines.stream.segment_log``), positions as in the file."""
+    log tail's range, ``pipelines.inputs.segment_log``), positions as in the file."""
     with open(path, "rb") as fh:
         fh.seek(start)
         data = fh.read(end - start)

@@ -9,7 +9,7 @@ Rules:
   ends with ``; offsets B..L`` when the batch held more than its base offset B:
   ``coordinator_core.log_shape.bad_batch_last_offset``).
   Counts: data records + control records = records read; every problem is one quarantine row.
-  Overlapping segments follow the stream's rule (``pipelines.stream.segment_log.overlap_starts``):
+  Overlapping segments follow the stream's rule (``pipelines.inputs.segment_log.overlap_starts``):
   the first copy of an offset in log order (base offset, then file name) is read, a later
   copy's records are quarantined (``overlapping_segment``, one row per record with its bytes).
 - ``replay_items`` gives the core's replay input: records with their producer id when their
@@ -56,7 +56,7 @@ def _ms_timestamps(values: list[int]) -> pa.Array:
 def landing_tables(files: list[Path]) -> LandingTables:
     """Every record of ``files`` (segment files in partition directories) in the three shapes."""
     from pipelines.inputs.segment_files import overlap_problem
-    from pipelines.stream.segment_log import overlap_starts
+    from pipelines.inputs.segment_log import overlap_starts
 
     parts: dict[tuple[str, int], list[Path]] = {}
     for f in files:
@@ -91,7 +91,6 @@ def _base_offset(f: Path) -> int:
 
 def item_tables(items: list[SegmentRecord | SegmentProblem]) -> LandingTables:
     """Segment items (``pipelines.inputs.segment_files``) in the three shapes (module rules)."""
-    from coordinator_core.log_shape import bad_batch_last_offset
     from pipelines.inputs.segment_files import OVERLAPPING
     from schemas.raw import RAW_RECORDS, RAW_TRANSACTIONS
 
@@ -104,16 +103,9 @@ def item_tables(items: list[SegmentRecord | SegmentProblem]) -> LandingTables:
     for n, item in enumerate(items):
         if isinstance(item, SegmentProblem):
             probs.append(item)
-            span = ""
-            base = item.base_offset
-            if item.offset is None and base is not None:
-                # a bad batch: its whole span of offsets, so the log-shape inference does not
-                # take its other offsets for the log cleaner's work
-                last = bad_batch_last_offset(item.data, base, _next_offset(items, n))
-                last = base if last is None else last
-                bad_offsets += last - base + 1
-                span = f"; offsets {base}..{last}" if last > base else ""
+            span, count = _bad_batch_span(items, n, item)
             spans.append(span)
+            bad_offsets += count
             continue
         if item.control_type is not None:
             controls += 1
@@ -174,6 +166,20 @@ def item_tables(items: list[SegmentRecord | SegmentProblem]) -> LandingTables:
         }
     )
     return LandingTables(raw_t, txn_t, prob_t, len(raw), controls, bad_offsets)
+
+
+def _bad_batch_span(items: list[SegmentRecord | SegmentProblem], n: int, item: SegmentProblem) -> tuple[str, int]:
+    """A bad batch's whole span of offsets (its ``detail`` suffix, how many offsets), so the
+    log-shape inference does not take its other offsets for the log cleaner's work; ("", 0) for
+    a problem that is not a bad batch (an overlapping copy's record has its own offset)."""
+    from coordinator_core import bad_batch_last_offset
+
+    base = item.base_offset
+    if item.offset is not None or base is None:
+        return "", 0
+    last = bad_batch_last_offset(item.data, base, _next_offset(items, n))
+    last = base if last is None else last
+    return (f"; offsets {base}..{last}" if last > base else ""), last - base + 1
 
 
 def _next_offset(items: list[SegmentRecord | SegmentProblem], n: int) -> int | None:

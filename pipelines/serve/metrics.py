@@ -121,6 +121,17 @@ def table_versions(io: TableIO) -> tuple[int | None, ...]:
     return tuple(io.version(t) for t in SOURCE_TABLES)
 
 
+#: each group's forecast deletion window: (earliest, latest) ms; a window without its end is one
+#: cleanup interval wide
+_DELETIONS_SQL = (
+    "SELECT group_id, min(unix_millis(predicted_time)) AS ms, "
+    "max(coalesce(unix_millis(forecast_to_time), unix_millis(predicted_time) + {interval})) AS to_ms "
+    "FROM group_lifecycle "
+    "WHERE event = 'group_deleted' AND status = 'predicted' AND predicted_time IS NOT NULL "
+    "GROUP BY group_id"
+)
+
+
 def collect(io: TableIO, *, window_s: float = DEFAULT_WINDOW_S) -> Snapshot:
     """Query the warehouse once (DuckDB) and return the ``Snapshot``."""
     from pipelines.analytics.at_risk import as_of_sql
@@ -182,16 +193,7 @@ def collect(io: TableIO, *, window_s: float = DEFAULT_WINDOW_S) -> Snapshot:
         "ORDER BY group_id, topic, partition"
     )
     interval = int(io.conf.replay.cleanup_interval_ms)
-    deletions: dict[str, tuple[int, int]] = {
-        r["group_id"]: (int(r["ms"]), int(r["to_ms"]))
-        for r in rows(
-            "SELECT group_id, min(unix_millis(predicted_time)) AS ms, "
-            f"max(coalesce(unix_millis(forecast_to_time), unix_millis(predicted_time) + {interval})) AS to_ms "
-            "FROM group_lifecycle "
-            "WHERE event = 'group_deleted' AND status = 'predicted' AND predicted_time IS NOT NULL "
-            "GROUP BY group_id"
-        )
-    }
+    deletions = {r["group_id"]: (int(r["ms"]), int(r["to_ms"])) for r in rows(_DELETIONS_SQL.format(interval=interval))}
     return Snapshot(
         as_of_ms=as_of,
         groups=groups,

@@ -5,7 +5,7 @@ Rules:
 - Input: a landing holding ``__consumer_offsets-N`` partition directories of segment files
   (copied off a broker, or a broker's own log dir read in place). Each micro-batch reads, per
   partition, the batches after the partition's position up to a time cut over every partition
-  (``pipelines.stream.segment_log``: the tail, the cut, re-read safety after a rewrite), at most
+  (``pipelines.inputs.segment_log``: the tail, the cut, re-read safety after a rewrite), at most
   ``stream.max_bytes_per_trigger`` bytes (default ``DEFAULT_BYTES_PER_TRIGGER``).
 - Offsets: ``{"parts": {partition: [next offset, segment base, byte]}, "records": n}``; ``records``
   counts the records the batch headers announce (the progress's input count).
@@ -34,8 +34,8 @@ import os
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
+from pipelines.inputs.segment_log import START, ByteRange, Pos
 from pipelines.stream.packing import bucket_options, buckets_of
-from pipelines.stream.segment_log import START, ByteRange, Pos
 from pipelines.stream.segment_task import COUNTS, SegmentPartition, read_partitions
 
 if TYPE_CHECKING:
@@ -82,7 +82,7 @@ class SegmentStreamReader:
         return ReadMaxBytes(self.max_bytes)
 
     def _pending(self, start: dict[str, Any]) -> tuple[dict[int, Any], dict[int, Any]]:
-        from pipelines.stream.segment_log import partition_files, pending
+        from pipelines.inputs.segment_log import partition_files, pending
 
         files = partition_files(self.path, self.topic)
         pos = _positions(start)
@@ -93,7 +93,7 @@ class SegmentStreamReader:
         return files, pend
 
     def prepareForTriggerAvailableNow(self) -> None:
-        from pipelines.stream.segment_log import advance
+        from pipelines.inputs.segment_log import advance
 
         self._final = True
         _files, pend = self._pending(self.initialOffset())
@@ -102,7 +102,7 @@ class SegmentStreamReader:
     def latestOffset(self, start: dict[str, Any], limit: Any) -> dict[str, Any]:
         from pyspark.sql.streaming.datasource import ReadMaxBytes
 
-        from pipelines.stream.segment_log import advance, cut
+        from pipelines.inputs.segment_log import advance, cut
 
         _files, pend = self._pending(start)
         budget = limit.max_bytes if isinstance(limit, ReadMaxBytes) else 2**62
@@ -119,7 +119,7 @@ class SegmentStreamReader:
 
     # -- planning --------------------------------------------------------------------------
     def _ranges(self, start: dict[str, Any], end: dict[str, Any]) -> dict[int, list[ByteRange]]:
-        from pipelines.stream.segment_log import partition_files, ranges_between
+        from pipelines.inputs.segment_log import partition_files, ranges_between
 
         files = partition_files(self.path, self.topic)
         a, b = _positions(start), _positions(end)

@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from pipelines.stream.segment_log import ByteRange
+from pipelines.inputs.segment_log import ByteRange
 
 if TYPE_CHECKING:
     import pyarrow as pa

@@ -39,7 +39,7 @@ from pipelines.uri import table_from_ipc, table_to_ipc
 if TYPE_CHECKING:
     import pyarrow as pa
 
-    from pipelines.stream.segment_log import ByteRange
+    from pipelines.inputs.segment_log import ByteRange
 
 #: how many end states are kept (a re-run micro-batch needs the state at its start)
 KEEP = 4
@@ -74,8 +74,8 @@ def scan(ranges: list[ByteRange]) -> tuple[pa.Table, pa.Table]:
 
     from pipelines.inputs.segment_files import SegmentRecord, read_segment_range
     from pipelines.inputs.segment_input import item_tables
+    from pipelines.inputs.segment_log import header_columns
     from pipelines.records.decode import decode_batch, split_union_arrow
-    from pipelines.stream.segment_log import header_columns
     from schemas.decoded import OFFSET_COMMITS
 
     items: list[Any] = []

@@ -1,5 +1,5 @@
-"""The stream's view of a broker log dir: per partition what is there to read, where a micro-batch
-ends, and which bytes its tasks read.
+"""A broker log dir in log order, as the stream reads it (and the overlapping-segments rule both jobs
+follow): per partition what is there to read, where a micro-batch ends, which bytes its tasks read.
 
 Rules:
 - Layout: the landing holds ``<topic>-<N>`` partition directories of segment files
