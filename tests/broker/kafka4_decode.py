@@ -4,6 +4,9 @@
   data records (``| offset: N ... key: {...} payload: {...}`` or ``payload: <DELETE>``); Kafka 4
   prints the key's record ``type`` and the value's ``version`` as strings, the ``data`` objects
   with its generated JsonConverters.
+- ``parse_markers`` / ``our_markers``: the transaction markers (control records) as
+  ``DumpLogSegments`` prints them (``endTxnMarker: COMMIT coordinatorEpoch: 0``) and as
+  offsetlake's segment reader reads them.
 - ``parse_console``: the lines ``kafka-console-consumer --formatter <Kafka 4 formatter>``
   printed (one JSON object per record it allows; ``{"key":{"type":T,...},"value":...}``).
 - ``ours_by_offset``: offsetlake's decode of the same segment files (``coordinator_core.codec``
@@ -14,6 +17,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -39,6 +43,30 @@ def parse_dump(text: str, partition: int) -> dict[Position, dict[str, Any]]:
             "key": {"type": int(key["type"]), "data": key["data"]},
             "value": None if value is None else {"version": int(value["version"]), "data": value["data"]},
         }
+    return out
+
+
+def parse_markers(text: str, partition: int) -> dict[Position, tuple[str, int]]:
+    """The control records of one partition's ``DumpLogSegments`` output -> {(partition, offset):
+    (marker, coordinator epoch)}."""
+    out: dict[Position, tuple[str, int]] = {}
+    for line in text.splitlines():
+        m = _MARKER.search(line)
+        if line.startswith("| offset: ") and m:
+            out[(partition, int(line.split()[2]))] = (m.group(1), int(m.group(2)))
+    return out
+
+
+_MARKER = re.compile(r"\bendTxnMarker: (\w+) coordinatorEpoch: (-?\d+)")
+
+
+def our_markers(log_dir: Path) -> dict[Position, tuple[str, int]]:
+    """offsetlake's segment reader on the same files: every control record's type and epoch."""
+    out: dict[Position, tuple[str, int]] = {}
+    for item in read_segment_items(log_dir):
+        if isinstance(item, SegmentRecord) and item.control_type is not None:
+            assert item.partition is not None and item.control_name is not None
+            out[(item.partition, item.offset)] = (item.control_name, item.coordinator_epoch or 0)
     return out
 
 

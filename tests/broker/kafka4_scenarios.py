@@ -260,11 +260,11 @@ def consumer_lifecycle(ctx: Ctx) -> None:
 
 
 def static_members(ctx: Ctx) -> None:
-    """Static membership under the consumer protocol: a static member closed (a static leave,
-    member epoch -2: its partitions stay reserved) and restarted within the session timeout takes
-    its instance id back under a new member id with the same partitions. (A SIGKILLed static
-    member's instance id stays held until its session expires: a restart before that is refused
-    with UNRELEASED_INSTANCE_ID, fatal to librdkafka.)"""
+    """Static membership under the consumer protocol, a rolling restart: each static member in
+    turn closed (a static leave, member epoch -2: its partitions stay reserved) and restarted
+    within the session timeout takes its instance id back under a new member id with the same
+    partitions. (A SIGKILLed static member's instance id stays held until its session expires: a
+    restart before that is refused with UNRELEASED_INSTANCE_ID, fatal to librdkafka.)"""
     g, m, s = "k4-static", ctx.members, "static"
     m.start("st-1", g, instance_id="inst-1", client_id="st-1")
     m.start("st-2", g, instance_id="inst-2", client_id="st-2")
@@ -282,8 +282,20 @@ def static_members(ctx: Ctx) -> None:
     )
     ctx.wait_members(g, 2)
     ctx.observe(s, g, "static member restarted")
+    m.term("st-2")  # the rolling restart goes on: the other member, closed and restarted in turn
+    ctx.notes["st-2 left"] = now_ms()
+    m.start("st-2b", g, instance_id="inst-2", client_id="st-2")
+    ctx.wait(
+        f"{g}: inst-2 back under a new member id",
+        lambda: any(
+            x["group_instance_id"] == "inst-2" and x["member_id"] == m.member_id("st-2b")
+            for x in (describe(ctx.admin, g) or {"members": []})["members"]
+        ),
+    )
+    ctx.wait_members(g, 2)
+    ctx.observe(s, g, "rolling restart done")
     m.term("st-1b")
-    m.term("st-2")
+    m.term("st-2b")
     wait_state(ctx, g, "EMPTY")
     ctx.observe(s, g, "static members left")
 
@@ -394,6 +406,70 @@ def share_group(ctx: Ctx) -> None:
     ctx.notes["share consumed"] = [ln for ln in out.splitlines() if ln.startswith("share-")]
 
 
+def simple_consumer(ctx: Ctx) -> None:
+    """An assign-only (simple) consumer commits twice without ever joining: the new coordinator
+    keeps a classic group with no members (Empty) holding its offsets."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    g, s = "k4-simple", "simple"
+    c = Consumer({"bootstrap.servers": ctx.bootstrap, "group.id": g, "client.id": "simple-1", "log_level": 3})
+    try:
+        c.assign([TopicPartition(TOPIC, 0), TopicPartition(TOPIC, 2)])
+        c.commit(
+            offsets=[TopicPartition(TOPIC, 0, 4, metadata="simple-a"), TopicPartition(TOPIC, 2, 6)], asynchronous=False
+        )
+        ctx.observe(s, g, "first commit")
+        c.commit(offsets=[TopicPartition(TOPIC, 0, 5, metadata="simple-b")], asynchronous=False)
+        ctx.observe(s, g, "second commit")
+    finally:
+        c.close()
+
+
+TXN_COMMITTED = {0: 5, 1: 7}  # k4-txn's offsets sent in the transaction that commits
+TXN_ABORTED = {0: 9, 2: 3}  # and in the one that aborts
+
+
+def transactions(ctx: Ctx) -> None:
+    """Offsets committed in transactions (``send_offsets_to_transaction``) for a KIP-848 consumer
+    group's member (its member id and epoch, ``consumer_group_metadata``): one transaction
+    commits, the next aborts; offsetlake reads ``__consumer_offsets`` read_committed."""
+    from confluent_kafka import Consumer, Producer, TopicPartition
+
+    g, s = "k4-txn", "txn"
+    conf = {"bootstrap.servers": ctx.bootstrap, "group.id": g, "client.id": "txn-1", "group.protocol": "consumer"}
+    c = Consumer({**conf, "enable.auto.commit": False, "auto.offset.reset": "earliest", "log_level": 3})
+    p = Producer({"bootstrap.servers": ctx.bootstrap, "transactional.id": "k4-txn-producer", "log_level": 3})
+    try:
+        c.subscribe([TOPIC])
+
+        def assigned() -> bool:
+            c.poll(0.1)
+            return len(c.assignment()) == PARTITIONS and describe(ctx.admin, g) is not None
+
+        ctx.wait(f"{g}: its member assigned", assigned)
+        ctx.wait_members(g, 1, type_="CONSUMER")
+        p.init_transactions(30)
+        for outcome, offsets in (("committed", TXN_COMMITTED), ("aborted", TXN_ABORTED)):
+            c.poll(0.1)
+            p.begin_transaction()
+            p.produce(TOPIC, b"txn", partition=0)
+            tps = [TopicPartition(TOPIC, part, off) for part, off in offsets.items()]
+            p.send_offsets_to_transaction(tps, c.consumer_group_metadata(), 30)
+            if outcome == "committed":
+                p.commit_transaction(30)
+                # the COMMIT marker reaches __consumer_offsets after EndTxn returns: the offsets show then
+                ctx.wait(f"{g}: the committed offsets", lambda: len(committed(ctx.admin, g)) == len(TXN_COMMITTED))
+            else:
+                p.abort_transaction(30)
+            ctx.notes[f"txn {outcome}"] = now_ms()
+            ctx.observe(s, g, f"transaction {outcome}")
+    finally:
+        c.close()
+        p.flush(10)
+    wait_state(ctx, g, "EMPTY")
+    ctx.observe(s, g, "member left", tools=False)
+
+
 SCENARIOS: tuple[Callable[[Ctx], None], ...] = (
     consumer_lifecycle,
     static_members,
@@ -401,6 +477,8 @@ SCENARIOS: tuple[Callable[[Ctx], None], ...] = (
     classic_group,
     admin_deletions,
     share_group,
+    simple_consumer,
+    transactions,
 )
 
 

@@ -4,12 +4,13 @@ it (issue 31, the Kafka 4.x half).
 One module-scoped run drives every scenario of ``kafka4_scenarios`` at once on the session's
 ``kafka4`` broker (its own group ids), with real clients as processes: a KIP-848 consumer group
 through joins one by one and at once, a graceful leave, a SIGKILL and its session expiry, the
-group emptied, its offsets expired and the group deleted by the broker; static members under the
-consumer protocol; a classic group upgraded online to a consumer group and downgraded back; the
-classic protocol on the new coordinator; an admin offset deletion and group deletion; a share
-group driven by Kafka's own console share consumer. Meanwhile ``offsetlake capture`` follows the
-live topic from ``earliest`` and the log cleaner compacts it; at the end the broker's own
-``__consumer_offsets-N/*.log`` are copied while it runs.
+group emptied, its offsets expired and the group deleted by the broker; a rolling restart of
+static members under the consumer protocol; a classic group upgraded online to a consumer group
+and downgraded back; the classic protocol on the new coordinator; an admin offset deletion and
+group deletion; a share group driven by Kafka's own console share consumer; an assign-only
+consumer committing; a KIP-848 member's offsets sent in a committed and an aborted transaction.
+Meanwhile ``offsetlake capture`` follows the live topic from ``earliest`` and the log cleaner
+compacts it; at the end the broker's own ``__consumer_offsets-N/*.log`` are copied while it runs.
 
 The judges are outside offsetlake: the broker's Admin API answers and ``kafka-consumer-groups``
 at each recorded moment, ``DumpLogSegments --offsets-decoder`` and the console consumer with
@@ -38,7 +39,7 @@ from pipelines.kafka import kafka_tools
 from pipelines.kafka.local_broker import LocalBroker
 from tests.broker import kafka4_scenarios as S
 from tests.broker.kafka4_compare import disagreements
-from tests.broker.kafka4_decode import diff_records, kafka4_form, ours_by_offset, parse_dump
+from tests.broker.kafka4_decode import diff_records, kafka4_form, our_markers, ours_by_offset, parse_dump, parse_markers
 
 pytestmark = [pytest.mark.broker, pytest.mark.timeout(1800)]
 
@@ -125,26 +126,51 @@ def test_every_scenario_ran_as_the_clients_saw_it(k4: Run) -> None:
     held = {tuple(p) for e in m.events("st-1") if e["event"] == "assign" for p in e["partitions"]}
     back = {tuple(p) for e in m.events("st-1b") if e["event"] == "assign" for p in e["partitions"]}
     assert back and back <= held
+    held2 = {tuple(p) for e in m.events("st-2") if e["event"] == "assign" for p in e["partitions"]}
+    back2 = {tuple(p) for e in m.events("st-2b") if e["event"] == "assign" for p in e["partitions"]}
+    assert back2 and back2 <= held2  # the rolling restart's second member too
     assert sorted(k4.ctx.notes["share consumed"]) == sorted(f"share-{i}" for i in range(10))
     labels = Counter(o.scenario for o in k4.ctx.observations)
     assert labels["consumer"] == 7 and labels["upgrade"] == 4 and labels["admin"] == 3, labels
+    assert labels["static"] == 4 and labels["simple"] == 2 and labels["txn"] == 3, labels
 
 
-def _kafka_dump(bundle: str, live: Path) -> dict[tuple[int, int], dict[str, Any]]:
+def test_the_broker_kept_the_committed_transaction_and_dropped_the_aborted(k4: Run) -> None:
+    """The truth the moments check holds offsetlake to: after the abort the broker still has the
+    committed transaction's offsets (and none of the aborted one's); the simple consumer's group
+    has no members and its last commits."""
+    by = {(o.group, o.label): o for o in k4.ctx.observations}
+    want = {f"{S.TOPIC}-{p}": off for p, off in S.TXN_COMMITTED.items()}
+    for label in ("transaction committed", "transaction aborted"):
+        assert {tp: off for tp, (off, _) in by[("k4-txn", label)].offsets.items()} == want, label
+    simple = by[("k4-simple", "second commit")]
+    assert simple.description is not None and simple.description["members"] == []
+    assert simple.offsets == {f"{S.TOPIC}-0": (5, "simple-b"), f"{S.TOPIC}-2": (6, "")}
+
+
+def _kafka_dump(
+    bundle: str, live: Path
+) -> tuple[dict[tuple[int, int], dict[str, Any]], dict[tuple[int, int], tuple[str, int]]]:
+    """DumpLogSegments on every copied partition: its data records and its transaction markers."""
     out: dict[tuple[int, int], dict[str, Any]] = {}
+    markers: dict[tuple[int, int], tuple[str, int]] = {}
     for part_dir in sorted(live.glob("__consumer_offsets-*")):
         files = sorted(str(f) for f in part_dir.glob("*.log"))
         if files:
             args = ["--offsets-decoder", "--print-data-log", "--files", ",".join(files)]
             text = kafka_tools.run_tool(bundle, kafka_tools.dump_log_class(bundle), args)
             out.update(parse_dump(text, int(part_dir.name.rsplit("-", 1)[1])))
-    return out
+            markers.update(parse_markers(text, int(part_dir.name.rsplit("-", 1)[1])))
+    return out, markers
 
 
 def test_every_record_decodes_as_kafkas_dump_log_segments_prints_it(k4: Run, kafka4: LocalBroker) -> None:
-    kafka = _kafka_dump(kafka4.bundle, k4.live)
+    kafka, kafka_markers = _kafka_dump(kafka4.bundle, k4.live)
     ours = ours_by_offset(k4.live)
     assert diff_records(kafka, ours) == []
+    # the transactions' COMMIT and ABORT markers (k4-txn), read as DumpLogSegments prints them
+    assert our_markers(k4.live) == kafka_markers
+    assert {marker for marker, _ in kafka_markers.values()} == {"COMMIT", "ABORT"}, kafka_markers
     types = Counter(r["key"]["type"] for r in kafka.values())
     # offset commits, classic groups, KIP-848 consumer groups, share groups: all written by 4.4
     assert {1, 2, 3, 5, 6, 7, 8} <= set(types) and {10, 11, 12, 13, 14, 15} & set(types), types
