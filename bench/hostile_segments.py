@@ -43,7 +43,7 @@ from coordinator_core import OffsetCommitKey, OffsetCommitValue, encode_key, enc
 from coordinator_core import segments as S
 from pipelines.inputs.segment_files import SegmentProblem, compress, segment_files
 from pipelines.inputs.segment_input import landing_tables
-from pipelines.stream.segment_log import START, advance, partition_files, pending, ranges_between
+from pipelines.inputs.segment_log import START, advance, partition_files, pending, ranges_between
 from pipelines.stream.segment_task import range_items
 
 T0 = 1_700_000_000_000

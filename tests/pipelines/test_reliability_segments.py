@@ -194,7 +194,7 @@ def _torn_tails(landing: Path) -> dict[str, int]:
 def test_an_unreadable_tail_warns_in_a_running_stream_and_is_read_by_a_finite_run(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    from pipelines.stream.segment_log import START, UNREADABLE, partition_files, pending
+    from pipelines.inputs.segment_log import START, UNREADABLE, partition_files, pending
 
     _torn_tails(tmp_path)
     files = partition_files(str(tmp_path))
@@ -316,7 +316,7 @@ def test_the_stream_plan_reads_every_record_past_an_earlier_segments_tail_and_an
     """Found by bench/hostile_segments.py: a torn tail in the first segment (its span ends at the
     next segment's base) then an overlapping second segment: the next offset never goes back."""
     from pipelines.inputs.segment_files import SegmentProblem
-    from pipelines.stream.segment_log import START, advance, partition_files, pending, ranges_between
+    from pipelines.inputs.segment_log import START, advance, partition_files, pending, ranges_between
     from pipelines.stream.segment_task import range_items
 
     d = tmp_path / "__consumer_offsets-0"

@@ -1,4 +1,4 @@
-"""The stream's log tail over a broker log dir (``pipelines.stream.segment_log``): what is pending
+"""The stream's log tail over a broker log dir (``pipelines.inputs.segment_log``): what is pending
 after a position, where a micro-batch's time cut ends, what a rewritten or damaged segment gives.
 Pure Python over files written with the project's encoder (no Spark)."""
 
