@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 
 from coordinator_core import segments as S
-from pipelines.stream import segment_log as L
+from pipelines.inputs import segment_log as L
 
 
 def _batch(offset: int, ts: int) -> bytes:
