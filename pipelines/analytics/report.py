@@ -25,6 +25,9 @@ import html
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pipelines.analytics import report_lag
+from pipelines.analytics.forecast import due_times
+from pipelines.analytics.reads import driver_io
 from pipelines.analytics.report_html import fmt_time, html_table
 from pipelines.analytics.report_rebalances import (
     WINDOW_COLOR,
@@ -35,6 +38,10 @@ from pipelines.analytics.report_rebalances import (
     rebalances_table_columns,
     timeline_rows,
 )
+from pipelines.analytics.views import MODERN_GROUP_TYPES, REBALANCE_CAUSES
+from pipelines.errors import UsageError
+from pipelines.log_clock import now_ms
+from pipelines.tableio import TableIO
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -70,7 +77,6 @@ nav{font-size:12px;line-height:1.8} nav a{margin-right:10px;color:#2563eb;text-d
 
 def _read(cfg: Config, name: str, columns: list[str] | None = None, filt: Any = None) -> pd.DataFrame | None:
     """A Delta table as pandas (delta-rs), or None when it does not exist."""
-    from pipelines.tableio import TableIO
 
     table = TableIO(cfg, None, engine="rust").read_arrow(name, columns)
     if table is None:
@@ -127,12 +133,8 @@ def build_report(
     import pandas as pd
     import pyarrow.dataset as pds
 
-    from pipelines.analytics import report_lag
-
     state = _read(cfg, "group_state")
     if state is None:
-        from pipelines.errors import UsageError
-
         raise UsageError(f"no group_state table under {cfg.paths.warehouse} (run: offsetlake run batch)")
     rebal = _read(cfg, "rebalances")
     trans = _read(cfg, "group_transitions")
@@ -197,7 +199,6 @@ def _ts(ms: int) -> Any:
 def _is_rebalance(rebal: pd.DataFrame) -> pd.Series:
     """Rows of ``rebalances`` that are rebalances (``views.IS_REBALANCE_SQL``: a generation
     change, or a consumer, share or streams group's epoch bump; not the other causes the table records)."""
-    from pipelines.analytics.views import MODERN_GROUP_TYPES, REBALANCE_CAUSES
 
     is_reb = rebal["cause"].isin(list(REBALANCE_CAUSES))
     if "group_type" in rebal.columns:  # absent from a warehouse written before it existed
@@ -296,8 +297,6 @@ def _coordinator_load_figure(load: pd.DataFrame | None, gm: pd.DataFrame | None)
 
 def _stated_now(cfg: Config) -> str:
     """The one "now" the report's statuses and countdowns are evaluated at (``pipelines.log_clock``)."""
-    from pipelines.analytics.reads import driver_io
-    from pipelines.log_clock import now_ms
 
     ms, source = now_ms(cfg, driver_io(cfg).read_arrow)
     return "unknown (empty warehouse)" if ms is None else html.escape(f"{fmt_time(_ts(ms))} ({source})")
@@ -460,8 +459,6 @@ def _rebalances_table(r: pd.DataFrame) -> str:
 def _expiry_table(g: str, cfg: Config, st: Any, offsets: pd.DataFrame | None, expir: pd.DataFrame | None) -> str:
     """Predicted expiry of the group's current offsets (core rules) + the last expirations seen."""
     import pandas as pd
-
-    from pipelines.analytics.forecast import due_times
 
     retention = cfg.replay.retention_ms
     parts = []
