@@ -89,6 +89,8 @@ def _writes_under(args: argparse.Namespace) -> str | None:
     if not hasattr(args, "set_options"):
         return None
     try:
+        # lazy: only a failure's message needs the config; pipelines.config costs 35 ms of
+        # `import pipelines.cli` (python -X importtime), which loads it nowhere else
         from pipelines.config import config_from_args
 
         return config_from_args(args).paths.warehouse

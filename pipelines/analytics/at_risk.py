@@ -12,6 +12,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from pipelines.analytics.forecast import due_times
+from pipelines.log_clock import now_of
+
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
@@ -29,8 +32,6 @@ def due_times_fn(retention_ms: int, rules: str) -> Any:
 
     def fn(pdf: Any) -> Any:
         import pandas as pd
-
-        from pipelines.analytics.forecast import due_times
 
         first = pdf.iloc[0].to_dict()
         due = due_times(first, pdf.to_dict("records"), retention_ms, rules)
@@ -119,6 +120,5 @@ def as_of_sql(cfg: Config) -> str:
     """One-row query with the ``as_of`` timestamp: the one "now" of statuses and countdowns
     (``pipelines.log_clock.now_of``: replay.as_of_ms, else ``replay.now``, by default the newest
     evidence — the last record or end-offset sample)."""
-    from pipelines.log_clock import now_of
 
     return now_of(cfg)

@@ -28,7 +28,11 @@ import os
 import tempfile
 from typing import TYPE_CHECKING, Any
 
+from pipelines import uri
+from pipelines.analytics.at_risk import AT_RISK_JOIN_SQL, AT_RISK_SCHEMA, DUE_COLUMNS, at_risk_sql, due_times_fn
 from pipelines.analytics.transpile import NoDuckDBForm, to_duckdb
+from pipelines.analytics.views import PYTHON_VIEWS, VIEW_NAMES, view_sql
+from schemas import get as get_spec
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -66,8 +70,6 @@ class DuckDBSession:
         """Register ``closure`` (``views.view_closure``: views in dependency order, then tables);
         a declared table the warehouse does not hold is an empty stand-in (the caller refuses a
         statement that names one itself)."""
-        from pipelines.analytics.views import VIEW_NAMES
-        from schemas import get as get_spec
 
         views = [n for n in closure if n in VIEW_NAMES]
         forms = {v: self.view_form(v) for v in views if v not in self._registered}  # all, before any work
@@ -79,8 +81,6 @@ class DuckDBSession:
         for v in views:
             if v in forms:
                 if v == "offsets_at_risk":  # its Python step first (views.PYTHON_VIEWS)
-                    from pipelines.analytics.at_risk import AT_RISK_JOIN_SQL
-
                     joined = self.query(to_duckdb(AT_RISK_JOIN_SQL))
                     self.con.register("_offsets_due", offsets_due_arrow(joined, self.cfg))
                 self.con.execute(f'CREATE OR REPLACE VIEW "{v}" AS {forms[v]}')
@@ -130,7 +130,6 @@ class DuckDBSession:
 
 def _lock_down(con: Any, directories: list[str]) -> None:
     """Files only under ``directories``, external access off, configuration locked (module rules)."""
-    from pipelines import uri
 
     allowed = []
     for d in directories:
@@ -146,15 +145,12 @@ def _lock_down(con: Any, directories: list[str]) -> None:
 
 def _local(file_uri: str) -> str:
     """A local ``file://`` URI as a path (DuckDB's reader takes paths and s3/http URLs)."""
-    from pipelines import uri
 
     return uri.local_path(file_uri) if uri.is_local(file_uri) else file_uri
 
 
 def view_form(name: str, cfg: Config, *, replayed_commits: bool) -> str:
     """The DuckDB SQL of analytics view ``name`` (raises ``NoDuckDBForm``)."""
-    from pipelines.analytics.at_risk import at_risk_sql
-    from pipelines.analytics.views import PYTHON_VIEWS, view_sql
 
     if name in PYTHON_VIEWS and name != "offsets_at_risk":
         raise NoDuckDBForm(f"view {name} {PYTHON_VIEWS[name][0]}")
@@ -171,8 +167,6 @@ def offsets_due_arrow(joined: pa.Table, cfg: Config) -> pa.Table:
     Spark runs per group (``at_risk.due_times_fn``: the core's expiry rules), group by group."""
     import pandas as pd
     import pyarrow as pa
-
-    from pipelines.analytics.at_risk import AT_RISK_SCHEMA, DUE_COLUMNS, due_times_fn
 
     types = {"string": pa.string(), "int": pa.int32(), "bigint": pa.int64(), "timestamp": pa.timestamp("us", "UTC")}
     schema = pa.schema([(n, types[t]) for n, t in (f.strip().split(" ") for f in AT_RISK_SCHEMA.split(","))])

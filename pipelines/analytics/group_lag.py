@@ -13,6 +13,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from pipelines.analytics import burrow
+from pipelines.analytics import lag as L
+from pipelines.analytics.lag import Sample
 from pipelines.analytics.reads import driver_io, epoch_ms
 
 if TYPE_CHECKING:
@@ -25,7 +28,6 @@ def end_offset_samples(
     """``partition_end_offsets`` read once: (topic, partition) -> samples (``lag.Sample``), the
     group's own samples (topic, partition) -> [(sampled ms, committed offset, record ms)], and
     whether the table exists."""
-    from pipelines.analytics.lag import Sample
 
     cols = ["sampled_at", "topic", "partition", "log_end_offset", "group_id", "committed_offset"]
     t = driver_io(cfg).read_arrow("partition_end_offsets", [*cols, "committed_record_timestamp"])
@@ -56,8 +58,6 @@ def add_lag(
 ) -> dict[str, Any]:
     """Each offset row gains its owner, log end, lag, time lag and Burrow status (module rules);
     returns the group totals and status."""
-    from pipelines.analytics import burrow
-    from pipelines.analytics import lag as L
 
     samples, own, sampled = end_offset_samples(cfg, group_id)
     owners = {(a["topic"], a["partition"]): m for m in members for a in (m.get("assigned_partitions") or [])}

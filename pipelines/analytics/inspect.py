@@ -43,13 +43,16 @@ from typing import TYPE_CHECKING, Any
 from coordinator_core import (
     CoordinatorError,
     LogRecord,
+    OffsetCommitKey,
     OffsetCommitted,
+    OffsetCommitValue,
     PartitionShape,
     Rebalance,
     StateTransition,
     TxnMarker,
     decode_record,
     new_snapshot,
+    offset_commit_topic_id,
     offset_due_times,
     partition_for,
     partition_shape,
@@ -57,8 +60,11 @@ from coordinator_core import (
     snapshot_as_of,
 )
 from coordinator_core.modern.consumer.model import pairs
+from pipelines.analytics.group_lag import add_lag
+from pipelines.analytics.inspect_modern import share_description, streams_description
 from pipelines.analytics.reads import driver_io, epoch_ms
 from pipelines.errors import UsageError
+from pipelines.log_clock import evidence_horizon, newest_ms, now_ms
 
 if TYPE_CHECKING:
     from pipelines.config import Config
@@ -203,7 +209,6 @@ class GroupView:
 def inspect_group(cfg: Config, group_id: str, as_of_ms: int | None = None) -> GroupView:
     """Build the view of ``group_id`` at ``as_of_ms`` (None = the one "now" of every view:
     ``pipelines.log_clock``, the newest evidence by default)."""
-    from pipelines.analytics.group_lag import add_lag
 
     part, records, _, shape = read_group_records(cfg, group_id)
     if not records:
@@ -292,7 +297,6 @@ def _as_of(cfg: Config, as_of_ms: int | None, group_newest_ms: int) -> tuple[int
 
     Without ``--as-of``: the one "now" of every view (``pipelines.log_clock.now_ms``), never the
     group's own last record; the horizon is the gold tables' (``log_clock.evidence_horizon``)."""
-    from pipelines.log_clock import evidence_horizon, newest_ms, now_ms
 
     read = driver_io(cfg).read_arrow
     t_end, source = as_of_ms, "--as-of"
@@ -308,7 +312,6 @@ def _as_of(cfg: Config, as_of_ms: int | None, group_newest_ms: int) -> tuple[int
 def _descriptions(snap: Any, part: int, records: Sequence[LogRecord]) -> dict[str, Any]:
     """A consumer, share or streams group's own description, as Kafka's tool for its kind
     prints it (None for the other kinds)."""
-    from pipelines.analytics.inspect_modern import share_description, streams_description
 
     kind = snap.group_type
     return {
@@ -352,7 +355,6 @@ def topic_names(records: Sequence[LogRecord]) -> dict[str, str]:
     """Topic id -> name from the group's offset commits (Kafka 4.1+ writes the TopicId in each,
     ``codec.offset_commit_topic_id``), over its whole log: an id names one topic forever, so a
     moment before the first commit is named too (the broker names them from its metadata)."""
-    from coordinator_core import OffsetCommitKey, OffsetCommitValue, offset_commit_topic_id
 
     names: dict[str, str] = {}
     for r in records:

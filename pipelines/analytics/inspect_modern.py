@@ -15,11 +15,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from coordinator_core.modern.share.model import DEFAULT_SHARE_ASSIGNOR, OFFSETS_KEPT_IN, pairs
+from coordinator_core.streams.model import NO_TASKS
+
 
 def share_description(m: Any, coordinator_partition: int) -> dict[str, Any]:
     """A share group's ``--describe --state --members --verbose`` fields (``m``: the core's
     ``ModernGroupSnapshot`` of a share group)."""
-    from coordinator_core.modern.share.model import DEFAULT_SHARE_ASSIGNOR, OFFSETS_KEPT_IN, pairs
 
     label = m.details.topic_names.get
 
@@ -67,7 +69,6 @@ def _tasks(t: Any, prefix: str = "") -> str:
 def streams_description(m: Any, coordinator_partition: int) -> dict[str, Any]:
     """A streams group's ``--describe --state --members --verbose`` fields and its topology
     (``m``: the core's ``ModernGroupSnapshot`` of a streams group)."""
-    from coordinator_core.streams.model import NO_TASKS
 
     topo = m.details.topology
     members = [

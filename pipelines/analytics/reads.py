@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from pipelines.tableio import TableIO
+
 if TYPE_CHECKING:
     from pipelines.config import Config
-    from pipelines.tableio import TableIO
 
 
 def epoch_ms(col: Any) -> list[int | None]:
@@ -20,6 +21,5 @@ def epoch_ms(col: Any) -> list[int | None]:
 
 def driver_io(cfg: Config) -> TableIO:
     """Driver-side reads (delta-rs, no Spark) of the warehouse's tables."""
-    from pipelines.tableio import TableIO
 
     return TableIO(cfg, None, engine="rust")

@@ -29,7 +29,10 @@ import html
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pipelines.analytics import report_groups
+from pipelines import log_clock
+from pipelines.analytics import report_groups, report_lag
+from pipelines.analytics.forecast import due_times
+from pipelines.analytics.reads import driver_io
 from pipelines.analytics.report_html import fmt_time, html_table
 from pipelines.analytics.report_rebalances import (
     WINDOW_COLOR,
@@ -41,6 +44,9 @@ from pipelines.analytics.report_rebalances import (
     rebalances_table_columns,
     timeline_rows,
 )
+from pipelines.analytics.views import MODERN_GROUP_TYPES, REBALANCE_CAUSES
+from pipelines.errors import UsageError
+from pipelines.tableio import TableIO
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -76,7 +82,6 @@ nav{font-size:12px;line-height:1.8} nav a{margin-right:10px;color:#2563eb;text-d
 
 def _read(cfg: Config, name: str, columns: list[str] | None = None, filt: Any = None) -> pd.DataFrame | None:
     """A Delta table as pandas (delta-rs), or None when it does not exist."""
-    from pipelines.tableio import TableIO
 
     table = TableIO(cfg, None, engine="rust").read_arrow(name, columns)
     if table is None:
@@ -140,16 +145,10 @@ def build_report(
     import pandas as pd
     import pyarrow.dataset as pds
 
-    from pipelines.analytics import report_lag
-
     if plotly not in PLOTLY_MODES:
-        from pipelines.errors import UsageError
-
         raise UsageError(f"plotly: expected one of {', '.join(PLOTLY_MODES)}, got {plotly!r}")
     state = _read(cfg, "group_state")
     if state is None:
-        from pipelines.errors import UsageError
-
         raise UsageError(f"no group_state table under {cfg.paths.warehouse} (run: offsetlake run batch)")
     rebal = _read(cfg, "rebalances")
     trans = _read(cfg, "group_transitions")
@@ -207,8 +206,6 @@ def build_report(
 
 def _lag_table(g: str, state: Any, lag: Any) -> str:
     """A group's lag table; a share group's positions are not in ``__consumer_offsets``: said so."""
-    from pipelines.analytics import report_lag
-
     st = state[state["group_id"] == g].iloc[0]
     if report_groups.keeps_offsets_elsewhere(st):
         return f'<p class="muted">{report_groups.SHARE_NOTE}</p>'
@@ -233,7 +230,6 @@ def _ts(ms: int) -> Any:
 def _is_rebalance(rebal: pd.DataFrame) -> pd.Series:
     """Rows of ``rebalances`` that are rebalances (``views.IS_REBALANCE_SQL``: a generation
     change, or a consumer, share or streams group's epoch bump; not the other causes the table records)."""
-    from pipelines.analytics.views import MODERN_GROUP_TYPES, REBALANCE_CAUSES
 
     is_reb = rebal["cause"].isin(list(REBALANCE_CAUSES))
     if "group_type" in rebal.columns:  # absent from a warehouse written before it existed
@@ -354,10 +350,8 @@ def _coordinator_load_figure(load: pd.DataFrame | None, gm: pd.DataFrame | None)
 def _stated_now(cfg: Config) -> tuple[int | None, str]:
     """The one "now" the report's statuses and countdowns are evaluated at (``pipelines.log_clock``):
     epoch ms (None for an empty warehouse) and its text."""
-    from pipelines.analytics.reads import driver_io
-    from pipelines.log_clock import now_ms
 
-    ms, source = now_ms(cfg, driver_io(cfg).read_arrow)
+    ms, source = log_clock.now_ms(cfg, driver_io(cfg).read_arrow)
     return ms, "unknown (empty warehouse)" if ms is None else html.escape(f"{fmt_time(_ts(ms))} ({source})")
 
 
@@ -508,8 +502,6 @@ def _expiry_table(
     """Predicted expiry of the group's current offsets (core rules; due ones as due: the module
     ``report_groups``' rules) + the last removals seen."""
     import pandas as pd
-
-    from pipelines.analytics.forecast import due_times
 
     expir, predicted = expirations
     retention = cfg.replay.retention_ms

@@ -17,6 +17,12 @@ import html
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from pipelines.analytics.duck import DuckDBSession
+from pipelines.analytics.report_html import html_table
+from pipelines.analytics.transpile import to_duckdb
+from pipelines.analytics.views import view_closure
+from pipelines.tableio import TableIO
+
 if TYPE_CHECKING:
     import pandas as pd
 
@@ -48,10 +54,6 @@ class LagData:
 
 def read_lag(cfg: Config, state: pd.DataFrame) -> LagData:
     """Query the views once (DuckDB)."""
-    from pipelines.analytics.duck import DuckDBSession
-    from pipelines.analytics.transpile import to_duckdb
-    from pipelines.analytics.views import view_closure
-    from pipelines.tableio import TableIO
 
     io = TableIO(cfg, None, engine="rust")
     s = DuckDBSession(io)
@@ -140,7 +142,6 @@ def overview_section(data: LagData) -> str:
 
 def at_risk_section(data: LagData, retention_ms: int | None, rules: str) -> str:
     """Offsets that will expire, soonest first (only those: the module rules)."""
-    from pipelines.analytics.report_html import html_table
 
     if retention_ms is None:
         return '<section id="at-risk"><h2>Offsets at risk</h2><p class="muted">no retention configured</p></section>'

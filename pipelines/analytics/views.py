@@ -37,12 +37,14 @@ from typing import TYPE_CHECKING, Any
 from pipelines.analytics.at_risk import as_of_sql, offsets_at_risk_df
 from pipelines.analytics.burrow import group_status_sql
 from pipelines.analytics.lag_sql import consumer_lag_sql, lag_ctes
+from pipelines.analytics.transpile import parse, referenced_tables
+from pipelines.tableio import TableIO
+from schemas import get as get_spec
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
     from pipelines.config import Config
-    from pipelines.tableio import TableIO
 
 REBALANCE_CAUSES = ("new_generation", "ended_empty", "first_record")
 #: a consumer (KIP-848), share (KIP-932) or streams (KIP-1071) group's rows are group-epoch bumps: each is one
@@ -352,7 +354,6 @@ VIEW_NAMES = [v.name for v in VIEWS]
 
 def _ensure_table(spark: SparkSession, io: TableIO, name: str) -> None:
     """Register table ``name`` as a view: its data, or an empty DataFrame with its schema."""
-    from schemas import get as get_spec
 
     if io.exists(name):
         io.read(name).createOrReplaceTempView(name)
@@ -435,7 +436,6 @@ def register_analytics_views(
 ) -> list[str]:
     """Register every analytics view (or those in ``only``, which must hold the views they read;
     ``view_closure``) and empty stand-ins for missing tables; returns view names."""
-    from pipelines.tableio import TableIO
 
     if isinstance(cfg_or_io, TableIO):
         io, cfg = cfg_or_io, cfg_or_io.conf
@@ -512,7 +512,6 @@ FROM w
 
 def view_inputs(name: str, cfg: Config, *, replayed_commits: bool) -> list[str]:
     """The tables and views view ``name`` reads (from its SQL, parsed; ``PYTHON_VIEWS`` declare theirs)."""
-    from pipelines.analytics.transpile import parse, referenced_tables
 
     if name in PYTHON_VIEWS:
         return list(PYTHON_VIEWS[name][1])

@@ -44,8 +44,14 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from pipelines.batch import replay
+from pipelines.batch.file_tasks import spread
 from pipelines.batch.kept_groups import read_bucket_state, replayer, write_bucket
-from pipelines.uri import read_json, write_json
+from pipelines.batch.replay import RAW_TRANSACTIONS
+from pipelines.config import join_path
+from pipelines.inputs.log_shape import STATS_KIND
+from pipelines.records.carried import change_writes, gold_tables, output_tables
+from pipelines.tableio.deltars import MAINTENANCE_OPERATIONS
+from pipelines.uri import filesystem, read_json, table_to_ipc, write_json
 from pipelines.warehouse.layout import REPLAY_STATE_DIR
 
 if TYPE_CHECKING:
@@ -63,14 +69,11 @@ MAX_RUNS = 48
 # The kept groups
 # ---------------------------------------------------------------------------------------------
 def _root(io: TableIO) -> str:
-    from pipelines.config import join_path
-
     return join_path(io.warehouse, REPLAY_STATE_DIR)
 
 
 def new_state_dir(io: TableIO, raw_version: int) -> str:
     """A fresh directory for the groups a replay of raw_records ``raw_version`` keeps."""
-    from pipelines.config import join_path
 
     return join_path(_root(io), f"v{raw_version:010d}-{uuid.uuid4().hex[:12]}")
 
@@ -78,8 +81,6 @@ def new_state_dir(io: TableIO, raw_version: int) -> str:
 def _done_states(io: TableIO) -> list[tuple[str, dict[str, Any]]]:
     """(directory, done file) of every done state, oldest first."""
     from pyarrow import fs as pafs
-
-    from pipelines.uri import filesystem
 
     fs, inner = filesystem(_root(io))
     out = []
@@ -94,8 +95,6 @@ def _done_states(io: TableIO) -> list[tuple[str, dict[str, Any]]]:
 def mark_done(io: TableIO, state_dir: str, done: dict[str, Any]) -> None:
     """``state_dir`` is complete (``STATE_DONE``); every other state directory goes."""
     from pyarrow import fs as pafs
-
-    from pipelines.uri import filesystem
 
     write_json(f"{state_dir}/{STATE_DONE}", done)
     fs, inner = filesystem(_root(io))
@@ -162,7 +161,6 @@ def decode_base(io: TableIO, target: int, current: int, app_id: str, tables: Seq
     """The base of an incremental decode to raw version ``target`` (raw_records now at
     ``current``: ``target`` - 1 when the ingest's append joins the pass), or why the decode must
     read every raw record."""
-    from pipelines.batch.replay import RAW_TRANSACTIONS
 
     if io.exists(RAW_TRANSACTIONS) and io.count(RAW_TRANSACTIONS):
         return "the log holds transactions (a new marker may settle an old record)"
@@ -193,7 +191,6 @@ def _files_added_since(io: TableIO, base: int, current: int, latest: int) -> lis
     """raw_records' files at version ``current`` that hold the rows written after version
     ``base``: the files its appends added, when every commit that removed a file since was an
     OPTIMIZE of rows already held at ``base`` (the scheduled maintenance); else why not."""
-    from pipelines.tableio.deltars import MAINTENANCE_OPERATIONS
 
     then = io.snapshot_files("raw_records", base)
     now = io.snapshot_files("raw_records", current)
@@ -260,7 +257,6 @@ def replay_base(
 
 def _continues(manifest: str, watermark_ms: int | None) -> str | None:
     """None when the new records continue the log the kept groups replayed (module rules)."""
-    from pipelines.inputs.log_shape import STATS_KIND
 
     last: dict[tuple[str, int], int] = {}
     for e in replay.read_manifest(manifest, STATS_KIND):
@@ -286,9 +282,6 @@ def route_carried(batches: Iterator[pa.RecordBatch], options: dict[str, Any]) ->
     written to the new state directory, its changed gold rows yielded as one pickled blob of
     Arrow IPC tables (``carried.gold_tables``)."""
     import pyarrow as pa
-
-    from pipelines.records.carried import gold_tables
-    from pipelines.uri import table_to_ipc
 
     fn = replayer(options)
     watermark = int(options["watermark_ms"])
@@ -319,9 +312,6 @@ def replay_incremental(
     Returns ``{table: merged | unchanged}``."""
     import functools
     from concurrent.futures import ThreadPoolExecutor
-
-    from pipelines.batch.file_tasks import spread
-    from pipelines.records.carried import change_writes, output_tables
 
     buckets = int(base.done["buckets"])
     by_bucket: dict[int, list[tuple[str, list[int]]]] = {b: [] for b in range(buckets)}

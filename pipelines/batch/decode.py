@@ -25,7 +25,16 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from pipelines.batch.decode_txn import TXN_FATES, read_txn_fates, stage_txn_fates, with_txn_fates
-from pipelines.records.decode import TABLES, decode_tables
+from pipelines.batch.file_tasks import parquet_batches, spread
+from pipelines.batch.ingest import CHECK, RAW_TABLE, landing_file
+from pipelines.batch.replay import bucket_files_for
+from pipelines.errors import UsageError
+from pipelines.inputs.log_shape import StatsAccumulator
+from pipelines.records.decode import INPUT_COLUMNS, TABLES, decode_tables
+from pipelines.records.positions import POSITION
+from pipelines.records.replay_input import SOURCES
+from pipelines.tableio import SIDE_KEY
+from schemas import get as get_spec
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -44,7 +53,6 @@ def _stats_for(options: dict[str, Any]) -> Any:
     """With the replay input, the raw records' per-partition figures go beside it (``log_shape``)."""
     if not options.get("replay_input"):
         return None
-    from pipelines.inputs.log_shape import StatsAccumulator
 
     return StatsAccumulator()
 
@@ -60,15 +68,11 @@ def _spooled(
 ) -> Iterator[tuple[dict[str, pa.Table], int]]:
     """Pass decoded batches on; when the options ask for it, also feed them to the replay input's
     bucket files (and report the raw records' per-partition figures beside them)."""
-    from pipelines.batch.replay import bucket_files_for
-    from pipelines.records.replay_input import SOURCES
-    from pipelines.tableio import SIDE_KEY
 
     spool = bucket_files_for(options)
     if spool is None:
         yield from decoded
         return
-    from schemas import get as get_spec
 
     for tables, consumed in decoded:
         for name in SOURCES:
@@ -91,11 +95,6 @@ def route_decode_files(
     the JVM). The landing files listed under ``options[LANDING_KEY]`` are the ingest's
     (``pipelines.batch.ingest.landing_file``): their rows also go to raw_records as they are
     decoded."""
-    from pipelines.batch.file_tasks import parquet_batches
-    from pipelines.batch.ingest import landing_file
-    from pipelines.records.decode import INPUT_COLUMNS
-    from pipelines.records.positions import POSITION
-    from pipelines.tableio import SIDE_KEY
 
     lenient = bool(options.get("lenient", False))
     stats = _stats_for(options)
@@ -165,8 +164,6 @@ def write_decoded_from_raw_table(
         UsageError: raw_records' snapshot is not its file list (deletion vectors, column mapping).
         RuntimeError: the rows written do not add up to the rows read; nothing was committed.
     """
-    from pipelines.batch.file_tasks import spread
-    from pipelines.errors import UsageError
 
     assert io.spark is not None
     files = io.snapshot_files("raw_records") if only_files is None else list(only_files)
@@ -181,8 +178,6 @@ def write_decoded_from_raw_table(
     commit_check: str | None = None
     appended: dict[str, dict[str, Any]] | None = None
     if landing is not None:
-        from pipelines.batch.ingest import CHECK, RAW_TABLE
-
         route_options.update(landing.options, **{LANDING_KEY: landing.files})
         files = [*files, *landing.files]
         names = [RAW_TABLE, *names]

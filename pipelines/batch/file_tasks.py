@@ -14,6 +14,8 @@ import json
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
+from pipelines.uri import filesystem as _filesystem
+
 if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
@@ -127,8 +129,6 @@ def parquet_batches(
 ) -> Iterator[pa.RecordBatch]:
     """The batches of one Parquet file (only ``columns`` that exist, when given), in file order."""
     import pyarrow.parquet as pq
-
-    from pipelines.uri import filesystem as _filesystem
 
     filesystem, inner = _filesystem(path)
     with filesystem.open_input_file(inner) as fh:

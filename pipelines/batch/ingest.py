@@ -67,6 +67,7 @@ from collections.abc import Callable, Collection, Iterator
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from pipelines.batch import replay
 from pipelines.batch.file_tasks import BATCH_ROWS, parquet_batches, spread
 from pipelines.batch.ingest_sources import (
     check_landing_schemas,
@@ -87,7 +88,9 @@ from pipelines.batch.positions import (
     write_refused,
 )
 from pipelines.errors import UsageError
+from pipelines.inputs.log_shape import STATS_KIND
 from pipelines.records.positions import POSITION, table_ranges_arrow
+from pipelines.tableio import COMMIT_REFUSED, SIDE_KEY, ParquetFileCopy, file_matches
 from schemas.raw import RAW_RECORDS
 
 if TYPE_CHECKING:
@@ -247,8 +250,6 @@ def landing_file(
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from pipelines.tableio import ParquetFileCopy, file_matches
-
     target = RAW_RECORDS.arrow_schema()
     min_copy = options.get("min_copy_rows")
     pf = pq.ParquetFile(path)
@@ -275,7 +276,6 @@ def route_copy_files(
 ) -> Iterator[tuple[dict[str, Any], int]]:
     """``RoutedWriter`` route (``pipelines.tableio.rust_sink``) over landing file paths: each
     file's rows, cast to ``RAW_RECORDS``, in file order (``landing_file``)."""
-    from pipelines.tableio import SIDE_KEY
 
     side = options.get(SIDE_KEY)
     for batch in batches:
@@ -421,8 +421,6 @@ def existing_ranges(io: TableIO, rows: int) -> list[PositionRange]:
     """raw_records' range per log partition (``rows`` rows): from the figures the decode pass
     counted over every raw record of its current version (the replay input's, ``log_shape``),
     else one Spark aggregate over the table (an incremental run must not read what it holds)."""
-    from pipelines.batch import replay
-    from pipelines.inputs.log_shape import STATS_KIND
 
     version = io.data_version(RAW_TABLE)  # maintenance since the replay input's decode passed over
     manifest = replay.current_replay_input(io, version) if version is not None else None
@@ -545,8 +543,6 @@ def _append_routed(
         else:
             write(append)
     except RuntimeError as exc:  # the commit check refused (raised by the driver-side commit)
-        from pipelines.tableio import COMMIT_REFUSED
-
         if COMMIT_REFUSED not in str(exc):
             raise
         return False

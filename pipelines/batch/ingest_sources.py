@@ -24,8 +24,12 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pipelines.batch.positions import write_refused
 from pipelines.errors import UsageError
-from pipelines.inputs.raw_files import JSON_SUFFIXES
+from pipelines.inputs.raw_files import JSON_SUFFIXES, RAW_ARROW_SCHEMA, iter_raw_batches
+from pipelines.inputs.segment_files import SEGMENT_SUFFIX, segment_files
+from pipelines.inputs.segment_input import landing_tables
+from pipelines.tableio import file_uris_at, is_table_at
 from schemas.raw import RAW_RECORDS, RAW_TRANSACTIONS
 
 log = logging.getLogger("pipelines.batch.ingest")
@@ -61,7 +65,6 @@ def landing_files(path: str) -> tuple[list[str], list[str]]:
 def landing_segments(path: str, topic: str) -> list[Path]:
     """The broker segment files of ``topic`` (``kafka.topic``) in a local landing (see the
     module rules; none for an object store)."""
-    from pipelines.inputs.segment_files import SEGMENT_SUFFIX, segment_files
 
     p = Path(path)
     if "://" in path or not p.exists() or (p.is_file() and p.suffix != SEGMENT_SUFFIX):
@@ -71,7 +74,6 @@ def landing_segments(path: str, topic: str) -> list[Path]:
 
 def segment_input(cfg: Config) -> LandingTables | None:
     """The landing's broker segments read whole (``None``: none, or not a landing input)."""
-    from pipelines.inputs.segment_input import landing_tables
 
     if cfg.input.source != "landing" or cfg.input.format not in ("auto", "segments"):
         return None
@@ -84,7 +86,6 @@ def write_segment_side(spark: SparkSession, io: TableIO, seg: LandingTables) -> 
     batches and overlapping copies (idempotent: a rerun appends nothing). Returns (new
     raw_transactions rows, quarantine rows of the input per reason: ``bad_batch`` one per
     unreadable batch, ``overlapping_segment`` one per record of a later copy)."""
-    from pipelines.batch.positions import write_refused
 
     name = RAW_TRANSACTIONS.name
     io.ensure(name)
@@ -117,8 +118,6 @@ def read_landing(
     segments (``segments``: read by ``segment_input``)."""
     import pyarrow as pa
 
-    from pipelines.inputs.raw_files import RAW_ARROW_SCHEMA, iter_raw_batches
-
     schema = RAW_RECORDS.spark_schema()
     if "://" in path:  # object store: Spark lists it; only Parquet is supported there
         return spark.read.schema(schema).option("pathGlobFilter", "*.parquet").parquet(path)
@@ -149,7 +148,6 @@ def read_landing(
 
 def read_delta_raw(spark: SparkSession, path: str) -> DataFrame:
     """An existing raw_records Delta table at ``path`` (delta-rs snapshot → Spark Parquet read)."""
-    from pipelines.tableio import file_uris_at, is_table_at
 
     if not is_table_at(path):
         raise UsageError(f"input: {path} is not a Delta table")
@@ -164,6 +162,7 @@ def read_kafka(spark: SparkSession, cfg: Config) -> DataFrame:
     """A batch read of ``__consumer_offsets`` (earliest → latest): Spark's Kafka source when its
     jar is on the classpath, else the confluent-kafka source (``pipelines.kafka.source``, one
     path for both engines: the JVM source's offset fetching and partition assignment included)."""
+    # lazy: pipelines.kafka.source loads py4j/pyspark when imported (measured: heavy_probe)
     from pipelines.kafka.source import read_kafka_batch
 
     if not cfg.kafka.bootstrap_servers:

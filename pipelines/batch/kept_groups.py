@@ -7,6 +7,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from coordinator_core import ReplaySettings
+from pipelines.uri import filesystem
+
 if TYPE_CHECKING:
     from pipelines.records.carried import BucketReplayer, GroupEntry
 
@@ -17,8 +20,8 @@ def bucket_path(state_dir: str, bucket: int) -> str:
 
 def write_bucket(state_dir: str, bucket: int, groups: dict[str, GroupEntry]) -> None:
     """One bucket's groups (``carried.encode_bucket``), written whole (a retried task rewrites it)."""
+    # lazy: pipelines.records.carried loads numpy/pyarrow when imported (measured: heavy_probe)
     from pipelines.records.carried import encode_bucket
-    from pipelines.uri import filesystem
 
     fs, inner = filesystem(bucket_path(state_dir, bucket))
     fs.create_dir(inner.rsplit("/", 1)[0], recursive=True)
@@ -30,8 +33,8 @@ def read_bucket_state(state_dir: str, bucket: int) -> dict[str, GroupEntry]:
     """One bucket's kept groups ({} when the bucket had none)."""
     from pyarrow import fs as pafs
 
+    # lazy: pipelines.records.carried loads numpy/pyarrow when imported (measured: heavy_probe)
     from pipelines.records.carried import decode_bucket
-    from pipelines.uri import filesystem
 
     fs, inner = filesystem(bucket_path(state_dir, bucket))
     if fs.get_file_info(inner).type == pafs.FileType.NotFound:
@@ -42,7 +45,7 @@ def read_bucket_state(state_dir: str, bucket: int) -> dict[str, GroupEntry]:
 
 def replayer(options: dict[str, Any]) -> BucketReplayer:
     """The carried replay of a route's options (``state_options``)."""
-    from coordinator_core import ReplaySettings
+    # lazy: pipelines.records.carried loads numpy/pyarrow when imported (measured: heavy_probe)
     from pipelines.records.carried import BucketReplayer
 
     return BucketReplayer(

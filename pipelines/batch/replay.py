@@ -37,9 +37,18 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from coordinator_core import FACTS_ONLY, ReplaySettings
+from pipelines.batch.file_tasks import spread
+from pipelines.batch.kept_groups import replayer, write_bucket
+from pipelines.config import join_path
+from pipelines.log_clock import evidence_horizon
 from pipelines.records import replay_input
+from pipelines.records.replay import as_of_and_log_end, replay_ordered
+from pipelines.records.transactions import attach_transactions
+from pipelines.tableio import SIDE_KEY
+from pipelines.uri import filesystem as filesystem_of
 from pipelines.uri import read_arrow_file, read_json, write_arrow_file, write_json
 from pipelines.warehouse.layout import REPLAY_INPUT_DIR
+from schemas import get as get_spec
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -111,8 +120,6 @@ class BucketFiles:
     """
 
     def __init__(self, root: str, buckets: int, side: list[dict[str, Any]]) -> None:
-        from pipelines.uri import filesystem as filesystem_of
-
         self.uri_root = root.rstrip("/")
         self.fs, self.root = filesystem_of(root)
         self.fs.create_dir(self.root, recursive=True)
@@ -179,7 +186,6 @@ class BucketFiles:
 
 def bucket_files_for(options: dict[str, Any]) -> BucketFiles | None:
     """The task's ``BucketFiles`` when a routed write's options ask for them (``new_replay_input``)."""
-    from pipelines.tableio import SIDE_KEY
 
     spec = options.get("replay_input")
     if not spec:
@@ -188,8 +194,6 @@ def bucket_files_for(options: dict[str, Any]) -> BucketFiles | None:
 
 
 def _root(io: TableIO) -> str:
-    from pipelines.config import join_path
-
     return join_path(io.warehouse, REPLAY_INPUT_DIR)
 
 
@@ -213,7 +217,6 @@ def new_replay_input(
     listed in the new directory's ``INPUT_FILE`` before the pass, so the new manifest names the
     whole replay input (the base's files stay where they are) and tells which entries are new
     (``read_manifest``)."""
-    from pipelines.config import join_path
 
     assert io.spark is not None
     root = join_path(_root(io), _prefix(raw_version) + uuid.uuid4().hex[:12])
@@ -241,8 +244,6 @@ def _runs(io: TableIO) -> list[tuple[str, bool]]:
     """(directory, has a manifest) of every decode run's replay input."""
     from pyarrow import fs
 
-    from pipelines.uri import filesystem as filesystem_of
-
     filesystem, inner = filesystem_of(_root(io))
     infos = filesystem.get_file_info(fs.FileSelector(inner, allow_not_found=True))
     out = []
@@ -257,7 +258,6 @@ def current_replay_input(io: TableIO, raw_version: int) -> str | None:
     """The manifest of a complete replay input of raw_records ``raw_version``, else ``None``.
 
     Decoding is deterministic, so any complete run of that version holds the same rows."""
-    from pipelines.config import join_path
 
     for path, complete in _runs(io):
         if complete and path.rsplit("/", 1)[-1].startswith(_prefix(raw_version)):
@@ -268,7 +268,6 @@ def current_replay_input(io: TableIO, raw_version: int) -> str | None:
 def drop_replay_inputs(io: TableIO, keep: str | None = None) -> int:
     """Delete every decode run's replay input but the one whose manifest is ``keep`` and those
     whose files it names (an incremental decode's replay input continues its base's)."""
-    from pipelines.uri import filesystem as filesystem_of
 
     filesystem, _ = filesystem_of(_root(io))
     kept = {keep.rsplit("/", 2)[-2]} if keep else set()
@@ -305,8 +304,6 @@ def read_manifest(path: str, kind: str | None = None, *, new_only: bool = False)
 def read_bucket(parts: Sequence[tuple[str, Sequence[int]]]) -> pa.Table:
     """The replay-input rows of one bucket: (file, its batch indices) of each decode task's files."""
     import pyarrow as pa
-
-    from pipelines.uri import filesystem as filesystem_of
 
     schema = replay_input.schema()
     tables = []
@@ -363,9 +360,6 @@ def route_replay(
     bucket's rows read, sorted, replayed; the task writes the gold files. With ``state_dir`` in
     the options, each bucket's groups are kept there for the next incremental run
     (``pipelines.batch.kept_groups``)."""
-    from pipelines.batch.kept_groups import replayer, write_bucket
-    from pipelines.records.replay import replay_ordered
-    from pipelines.records.transactions import attach_transactions
 
     tables = tuple(options["tables"])
     opts: dict[str, Any] = {k: options[k] for k in _REPLAY_OPTIONS}
@@ -426,7 +420,6 @@ def write_gold(
     Raises:
         RuntimeError: the replay input does not hold the decoded tables' rows (decode again).
     """
-    from pipelines.batch.file_tasks import spread
 
     spark = io.spark
     assert spark is not None
@@ -475,8 +468,6 @@ def present(
     present: as of the newest record (or ``log_now_ms``, the robust log clock), forecasts judged
     up to the evidence horizon (``pipelines.log_clock``), so both wings state the same for the
     same input; without, ``as_of_ms`` as given and no horizon."""
-    from pipelines.log_clock import evidence_horizon
-    from pipelines.records.replay import as_of_and_log_end
 
     if settings.retention_ms is None:
         return as_of_ms, None
@@ -516,8 +507,6 @@ def _write_gold(
     tables: Sequence[str],
     current_state: Sequence[str],
 ) -> dict[str, str]:
-    from schemas import get as get_spec
-
     staged = [t for t in tables if t in current_state]
     results = io.write_routed(
         list(tables), work, route, route_options=options, txn_app_id=app_id, txn_version=version, staged=staged

@@ -18,6 +18,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from pipelines.config import join_path
+from pipelines.uri import filesystem as filesystem_of
 from pipelines.warehouse.layout import BATCH_RUNS_DIR
 
 
@@ -174,9 +176,6 @@ def save_run_record(warehouse: str, run_id: str, summary: BatchSummary) -> str:
     import json
     from datetime import UTC, datetime
 
-    from pipelines.config import join_path
-    from pipelines.uri import filesystem as filesystem_of
-
     name = datetime.now(UTC).strftime("%Y%m%dT%H%M%S") + f"-{run_id}.json"
     path = join_path(join_path(warehouse, BATCH_RUNS_DIR), name)
     filesystem, inner = filesystem_of(path)
@@ -191,9 +190,6 @@ def run_records(warehouse: str) -> list[dict[str, Any]]:
     import json
 
     from pyarrow import fs
-
-    from pipelines.config import join_path
-    from pipelines.uri import filesystem as filesystem_of
 
     filesystem, inner = filesystem_of(join_path(warehouse, BATCH_RUNS_DIR))
     infos = filesystem.get_file_info(fs.FileSelector(inner, allow_not_found=True))

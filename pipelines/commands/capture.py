@@ -15,6 +15,9 @@ import json
 import sys
 from typing import Any
 
+from pipelines.config import add_conf_arguments, config_from_args
+from pipelines.errors import UsageError
+
 HELP = """\
 Capture __consumer_offsets from a running cluster into raw-record Parquet files (the landing
 format of `offsetlake run batch`/`stream`). Resumable: the next offset per partition is kept in
@@ -38,8 +41,6 @@ examples:
 
 
 def _add_cluster_args(p: argparse.ArgumentParser) -> None:
-    from pipelines.config import add_conf_arguments
-
     add_conf_arguments(p)
     p.add_argument(
         "--bootstrap-servers",
@@ -151,7 +152,6 @@ def register(subparsers: Any) -> None:
 
 def parse_partitions(text: str | None) -> list[int] | None:
     """``"0,3,5-7"`` -> ``[0, 3, 5, 6, 7]``."""
-    from pipelines.errors import UsageError
 
     if text is None or not text.strip():
         return None
@@ -172,7 +172,6 @@ def parse_partitions(text: str | None) -> list[int] | None:
 
 
 def _settings(args: argparse.Namespace, topic: str | None = None) -> tuple[Any, Any]:
-    from pipelines.config import config_from_args
     from pipelines.kafka.client import parse_properties, settings_from_config
 
     cfg = config_from_args(args)
@@ -185,7 +184,6 @@ def _settings(args: argparse.Namespace, topic: str | None = None) -> tuple[Any, 
 
 
 def run_capture(args: argparse.Namespace) -> int:
-    from pipelines.errors import UsageError
     from pipelines.kafka.capture import capture, print_result
 
     if args.rows_per_file <= 0:

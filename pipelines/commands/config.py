@@ -10,10 +10,10 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from pipelines.config import add_conf_arguments, config_from_args
+
 
 def register(subparsers: Any) -> None:
-    from pipelines.config import add_conf_arguments
-
     p = subparsers.add_parser(
         "config",
         help="show the effective configuration (base + overlay, secrets redacted) or validate it",
@@ -33,8 +33,6 @@ def register(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     import yaml
-
-    from pipelines.config import config_from_args
 
     cfg = config_from_args(args)
     if args.check:

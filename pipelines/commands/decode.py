@@ -38,6 +38,7 @@ import json
 import sys
 from typing import Any
 
+from coordinator_core import CorruptRecordError
 from pipelines.errors import UsageError
 
 DESCRIPTION = """\
@@ -136,8 +137,6 @@ def _dump(obj: dict[str, Any]) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from coordinator_core import CorruptRecordError
-
     if args.num_partitions <= 0:
         raise UsageError(f"--num-partitions must be positive, got {args.num_partitions}")
     if args.input is None:
@@ -172,7 +171,6 @@ def _error_json(exc: Any, key: bytes, value: bytes | None) -> dict[str, Any]:
 def _decode_file(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from coordinator_core import CorruptRecordError
     from pipelines.inputs.raw_files import input_files, read_raw_records
     from pipelines.inputs.segment_files import SegmentProblem, SegmentRecord, read_segment_file, segment_json
 

@@ -16,6 +16,8 @@ from importlib.metadata import PackageNotFoundError
 from importlib.metadata import version as dist_version
 from typing import Any
 
+from pipelines.errors import JavaNotFoundError
+
 #: Python packages: (distribution, what it enables)
 PYTHON_PACKAGES = (
     ("pyspark", "Spark (batch and stream jobs)"),
@@ -66,7 +68,6 @@ def _line(ok: bool, what: str, detail: str) -> None:
 
 
 def _java() -> tuple[bool, str]:
-    from pipelines.errors import JavaNotFoundError
     from pipelines.runtime.spark_session import check_java
 
     try:

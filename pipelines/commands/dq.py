@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from pipelines.jobs.dq import add_dq_arguments, run_from_args
+
 DESCRIPTION = """\
 Validate the Delta tables with Great Expectations suites (run on Spark) and record the results.
 
@@ -25,8 +27,6 @@ examples:
 
 
 def register(subparsers: Any) -> None:
-    from pipelines.jobs.dq import add_dq_arguments
-
     parser = subparsers.add_parser(
         "dq",
         help="run the data-quality suites (Great Expectations) over the Delta tables",
@@ -39,6 +39,4 @@ def register(subparsers: Any) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from pipelines.jobs.dq import run_from_args
-
     return run_from_args(args)

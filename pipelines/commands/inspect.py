@@ -12,10 +12,10 @@ import argparse
 import json
 from typing import Any
 
+from pipelines.config import add_conf_arguments, config_from_args
+
 
 def register(subparsers: Any) -> None:
-    from pipelines.config import add_conf_arguments
-
     p = subparsers.add_parser(
         "inspect",
         help="show a consumer group at any past moment (state, members, offsets, lag, rebalances, expiry)",
@@ -45,7 +45,6 @@ def register(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from pipelines.analytics.inspect import inspect_group, parse_time
     from pipelines.analytics.inspect_render import render
-    from pipelines.config import config_from_args
 
     cfg = config_from_args(args)
     view = inspect_group(cfg, args.group, parse_time(args.as_of))

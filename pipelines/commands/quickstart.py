@@ -23,8 +23,13 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from pipelines.batch.summary import render_summary
 from pipelines.commands import quickstart_real
+from pipelines.commands.generate import write_generated
+from pipelines.commands.sql import register_views, show_query
+from pipelines.config import load_config
 from pipelines.errors import UsageError
+from pipelines.jobs.batch import run_batch
 
 EXAMPLE_QUERIES: list[tuple[str, str]] = [
     (
@@ -81,7 +86,6 @@ def generate_sample(
     ``cleaned`` (``GeneratorConfig.compaction``); ``consumer_groups`` / ``conversions``: the
     mixed Kafka 4 cluster's shares (``generate.*`` in the config).
     """
-    from pipelines.commands.generate import write_generated
 
     if world not in ("plain", "realistic"):
         raise UsageError(f"--world: expected plain or realistic, got {world!r}")
@@ -151,9 +155,6 @@ def register(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from pipelines.batch.summary import render_summary
-    from pipelines.config import load_config
-    from pipelines.jobs.batch import run_batch
     from pipelines.runtime.spark_session import build_spark_from_config
 
     root = Path(args.dir).expanduser().resolve()
@@ -196,8 +197,6 @@ def run(args: argparse.Namespace) -> int:
     spark = build_spark_from_config(cfg, app_suffix="quickstart", quick_jit=True)
     summary = run_batch(cfg, spark, echo=lambda m: err.print(m, highlight=False))
     render_summary(summary, console)
-
-    from pipelines.commands.sql import register_views, show_query
 
     names = register_views(spark, cfg)
     _print_now(spark, cfg, console)

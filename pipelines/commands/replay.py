@@ -27,6 +27,14 @@ import sys
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+from coordinator_core import (
+    DEFAULT_CLEANUP_INTERVAL_MS,
+    DEFAULT_COORDINATOR,
+    DEFAULT_INITIAL_REBALANCE_DELAY_MS,
+    REPLAY_COORDINATORS,
+    RULE_SETS,
+    TxnMarker,
+)
 from pipelines.errors import UsageError
 
 if TYPE_CHECKING:
@@ -48,14 +56,6 @@ examples:
 
 
 def register(subparsers: Any) -> None:
-    from coordinator_core import (
-        DEFAULT_CLEANUP_INTERVAL_MS,
-        DEFAULT_COORDINATOR,
-        DEFAULT_INITIAL_REBALANCE_DELAY_MS,
-        REPLAY_COORDINATORS,
-        RULE_SETS,
-    )
-
     p = subparsers.add_parser(
         "replay",
         help="rebuild every group's state (and events) from captured records, pure Python",
@@ -253,7 +253,6 @@ def _with_transactions(records: list[Any], args: argparse.Namespace) -> list[Any
     COMMIT/ABORT markers (within the as-of cut); records of other inputs unchanged."""
     from pathlib import Path
 
-    from coordinator_core import TxnMarker
     from pipelines.inputs.segment_files import SEGMENT_SUFFIX, SegmentProblem, read_segment_items
     from pipelines.inputs.segment_input import producer_of, txn_marker
 

@@ -13,10 +13,11 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from pipelines.config import add_conf_arguments, config_from_args
+from pipelines.errors import UsageError
+
 
 def register(subparsers: Any) -> None:
-    from pipelines.config import add_conf_arguments
-
     p = subparsers.add_parser(
         "report",
         help="write a self-contained HTML report (cluster overview + per-group timelines)",
@@ -60,7 +61,6 @@ def register(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from pipelines.analytics.report import write_report
-    from pipelines.config import config_from_args
 
     cfg = config_from_args(args)
     since, until = _window(args, cfg)
@@ -78,7 +78,6 @@ _UNITS = {"s": 1_000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
 def _window(args: argparse.Namespace, cfg: Any) -> tuple[int | None, int | None]:
     """(since, until) in epoch ms from --since/--until/--window; bad values are a UsageError."""
     from pipelines.analytics.inspect import parse_time
-    from pipelines.errors import UsageError
 
     until = parse_time(args.until)
     since = parse_time(args.since)

@@ -10,13 +10,12 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from pipelines.config import add_conf_arguments, config_from_args
 from pipelines.errors import UsageError
+from pipelines.jobs.batch import add_batch_arguments, run_from_args
 
 
 def register(subparsers: Any) -> None:
-    from pipelines.config import add_conf_arguments
-    from pipelines.jobs.batch import add_batch_arguments
-
     p = subparsers.add_parser(
         "run",
         help="run the batch or streaming job (same code as spark-submit runs)",
@@ -43,14 +42,10 @@ def register(subparsers: Any) -> None:
 
 
 def run_batch(args: argparse.Namespace) -> int:
-    from pipelines.jobs.batch import run_from_args
-
     return run_from_args(args)
 
 
 def run_stream(args: argparse.Namespace) -> int:
-    from pipelines.config import config_from_args
-
     cfg = config_from_args(args)
     import importlib
 

@@ -15,12 +15,11 @@ import os
 import sys
 from typing import Any
 
+from pipelines.config import add_conf_arguments, config_from_args
 from pipelines.errors import UsageError
 
 
 def register(subparsers: Any) -> None:
-    from pipelines.config import add_conf_arguments
-
     m = subparsers.add_parser(
         "metrics",
         help="print the warehouse's consumer-group metrics in the Prometheus text format",
@@ -78,7 +77,6 @@ def _common(p: argparse.ArgumentParser) -> None:
 
 
 def _io(args: argparse.Namespace) -> Any:
-    from pipelines.config import config_from_args
     from pipelines.tableio import TableIO
 
     if args.window_seconds <= 0:

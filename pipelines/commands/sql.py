@@ -41,7 +41,10 @@ import sys
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from pipelines import uri
+from pipelines.config import add_conf_arguments, config_from_args
 from pipelines.errors import UsageError
+from schemas import TABLES
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -56,8 +59,6 @@ TABLE_LIMIT = 100
 
 
 def register(subparsers: Any) -> None:
-    from pipelines.config import add_conf_arguments
-
     p = subparsers.add_parser(
         "sql",
         help="run SQL over the Delta tables and analytics views (DuckDB, or Spark for big tables)",
@@ -107,7 +108,6 @@ def register_views(spark: SparkSession, cfg: Config, only: list[str] | None = No
     """Register the Delta tables (all, or those in ``only``) as temp views, then the analytics
     views (all, or those in ``only``: ``views.view_closure``); returns their names."""
     from pipelines.tableio import TableIO
-    from schemas import TABLES
 
     io = TableIO(cfg, spark)
     names = []
@@ -259,8 +259,6 @@ class Session:
                 raise UsageError(f"no DuckDB form: {exc}; use --engine spark (or auto)") from None
             return Plan("spark", closure, reason=str(exc), note=f"Spark answers: {exc}")
         if self.engine == "auto":
-            from pipelines import uri
-
             if not uri.is_local(self.io.warehouse):
                 return Plan("spark", closure, reason="the warehouse is not a local path")
             size = sum(self.io.size_bytes(t) for t in closure if t in self.tables)
@@ -270,8 +268,6 @@ class Session:
         return Plan("duckdb", closure, duck_sql, reason="forced" if self.engine == "duckdb" else "small local tables")
 
     def _unknown(self, name: str) -> str:
-        from schemas import TABLES
-
         if name in TABLES:
             return f"table {name} is not built yet in {self.io.warehouse} (tables: {', '.join(self.tables)})"
         return f"unknown table or view {name} (\\d or offsetlake tables lists them)"
@@ -331,7 +327,6 @@ def open_session(
 ) -> Session:
     """A session over ``cfg``'s warehouse; a warehouse without Delta tables is an error."""
     from pipelines.tableio import TableIO
-    from schemas import TABLES
 
     io = TableIO(cfg, None, engine="rust")  # metadata and Arrow reads only: no Spark needed
     tables = [t for t in io.list_tables() if t in TABLES]
@@ -432,8 +427,6 @@ def answer(session: Session, sql: str, fmt: str, limit: int | None, console: Any
 
 
 def run(args: argparse.Namespace) -> int:
-    from pipelines.config import config_from_args
-
     cfg = config_from_args(args)
     session = open_session(cfg, engine=args.engine, max_mb=args.duckdb_max_mb, verbose=args.verbose)
     fmt = args.format or ("table" if sys.stdout.isatty() else "tsv")

@@ -12,12 +12,13 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
+from pipelines import uri
+from pipelines.config import add_conf_arguments, config_from_args
 from pipelines.errors import UsageError
+from schemas import TABLES
 
 
 def register(subparsers: Any) -> None:
-    from pipelines.config import add_conf_arguments
-
     p = subparsers.add_parser(
         "tables",
         help="list the Delta tables with row counts and versions",
@@ -31,7 +32,6 @@ def register(subparsers: Any) -> None:
 def table_rows(cfg: Any) -> list[dict[str, Any]]:
     """One dict per table: name, rows, version, files, last_commit (ISO UTC), operation, doc."""
     from pipelines.tableio import TableIO
-    from schemas import TABLES
 
     io = TableIO(cfg, None, engine="rust")
     out = []
@@ -58,10 +58,7 @@ def run(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    from pipelines.config import config_from_args
-
     cfg = config_from_args(args)
-    from pipelines import uri
 
     if not uri.exists(cfg.paths.warehouse):
         raise UsageError(f"no warehouse at {cfg.paths.warehouse} (run: offsetlake run batch, or offsetlake quickstart)")

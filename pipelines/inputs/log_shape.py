@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from schemas import get
+
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
@@ -225,8 +227,6 @@ def log_partitions(
 def rows_to_table(name: str, rows: list[dict[str, Any]]) -> Any:
     """Collected rows of table ``name`` as an Arrow table of its declared schema."""
     import pyarrow as pa
-
-    from schemas import get
 
     schema = get(name).arrow_schema()
     return pa.Table.from_pylist(rows, schema=schema) if rows else schema.empty_table()

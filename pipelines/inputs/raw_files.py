@@ -43,6 +43,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from pipelines.errors import UsageError
+from pipelines.inputs.kcat_lines import is_kcat_line, kcat_fields, text
+from pipelines.inputs.segment_files import raw_records, segment_files
 from schemas.raw import RAW_RECORDS
 
 OFFSETS_TOPIC = "__consumer_offsets"
@@ -216,7 +218,6 @@ def input_files(path: Path) -> list[Path]:
     """The raw files at ``path``: the file itself, or a directory's visible raw files (suffixes
     ``RAW_FILE_SUFFIXES``) in name order, then its log segments (``segment_files``); a missing
     path is a ``UsageError``."""
-    from pipelines.inputs.segment_files import segment_files
 
     if not path.exists():
         raise UsageError(f"{path}: no such file or directory")
@@ -321,7 +322,6 @@ def _read_jsonl(path: Path, positions: str = "line") -> Iterator[RawRecord]:
     if positions not in POSITION_MODES:
         raise ValueError(f"positions must be one of {POSITION_MODES}")
     base = (path.stat().st_mtime_ns // 1_000_000) * 1_000_000 if positions == "synthesize" else 0
-    from pipelines.inputs.kcat_lines import is_kcat_line, kcat_fields, text
 
     with path.open("rb") as fh:  # bytes: kcat -J lines carry raw bytes (pipelines.inputs.kcat_lines)
         for lineno, raw_line in enumerate(fh, start=1):
@@ -387,8 +387,6 @@ def _read_jsonl(path: Path, positions: str = "line") -> Iterator[RawRecord]:
 
 def _read_records(path: Path, positions: str = "line") -> Iterator[RawRecord]:
     if path.suffix == ".log":  # a broker log segment (pipelines.inputs.segment_files)
-        from pipelines.inputs.segment_files import raw_records
-
         loose = SYNTHETIC_TOPIC_PREFIX + path.name if positions == "synthesize" else None
         for fields in raw_records(path, require_partition=positions == "required", loose_topic=loose):
             yield RawRecord(*fields)

@@ -26,16 +26,19 @@ from typing import Any, NamedTuple
 
 import pyarrow as pa
 
+from coordinator_core import CorruptRecordError, LogRecord, TxnMarker, decode_record
 from coordinator_core import segments as seg
 from pipelines.errors import UsageError
 from pipelines.inputs.segment_files import (
     OFFSETS_TOPIC,
+    OVERLAPPING,
     SegmentProblem,
     SegmentRecord,
     partition_of,
     read_segment_file,
     read_segment_items,
 )
+from schemas.raw import RAW_RECORDS, RAW_TRANSACTIONS
 
 
 class LandingTables(NamedTuple):
@@ -91,8 +94,6 @@ def _base_offset(f: Path) -> int:
 
 def item_tables(items: list[SegmentRecord | SegmentProblem]) -> LandingTables:
     """Segment items (``pipelines.inputs.segment_files``) in the three shapes (module rules)."""
-    from pipelines.inputs.segment_files import OVERLAPPING
-    from schemas.raw import RAW_RECORDS, RAW_TRANSACTIONS
 
     raw: list[SegmentRecord] = []
     txn: list[SegmentRecord] = []
@@ -206,7 +207,6 @@ def replay_items(path: str | os.PathLike[str], *, modern: bool = True) -> Iterat
     """The core's replay input of the segments under ``path``: each data record decoded (with its
     producer id when its batch is transactional), each COMMIT/ABORT as a ``TxnMarker``; other
     control records, problems and corrupt records are left out (``read_segment_items`` shows them)."""
-    from coordinator_core import CorruptRecordError, LogRecord, decode_record
 
     for item in read_segment_items(path):
         if isinstance(item, SegmentProblem) or item.partition is None:
@@ -226,7 +226,6 @@ def replay_items(path: str | os.PathLike[str], *, modern: bool = True) -> Iterat
 def txn_marker(item: Any) -> Any:
     """A segment's COMMIT/ABORT control record as the core's ``TxnMarker`` (None for anything
     else: data records, other control records, records without a partition)."""
-    from coordinator_core import TxnMarker
 
     if item.partition is None or item.control_type not in (seg.CONTROL_ABORT, seg.CONTROL_COMMIT):
         return None

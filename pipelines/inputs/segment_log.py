@@ -34,6 +34,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from coordinator_core import segments as seg
 from coordinator_core.segments.headers import walk_headers
 
 log = logging.getLogger("offsetlake.stream")
@@ -119,7 +120,7 @@ def header_columns(path: str) -> Any:
 
 
 def _legacy_count(data: bytes) -> int:
-    from coordinator_core import segments as seg
+    # lazy: pipelines.inputs.segment_files loads numpy/pyarrow when imported (measured: heavy_probe)
     from pipelines.inputs.segment_files import crc32c, decompress
 
     (item,) = list(seg.iter_batches(data, decompress=decompress, crc32c_fn=crc32c))
@@ -129,6 +130,7 @@ def _legacy_count(data: bytes) -> int:
 def partition_files(root: str, topic: str = "__consumer_offsets") -> dict[int, list[tuple[int, str]]]:
     """partition -> its segment files as (base offset, path), in log order; only ``<topic>-N``
     directories (``kafka.topic``), the others skipped with a warning (once per set)."""
+    # lazy: pipelines.inputs.segment_files loads numpy/pyarrow when imported (measured: heavy_probe)
     from pipelines.inputs.segment_files import is_segment_dir
 
     out: dict[int, list[tuple[int, str]]] = {}

@@ -23,10 +23,12 @@ from typing import Any
 if __name__ == "__main__" and __package__ in (None, ""):  # spark-submit pipelines/jobs/dq.py
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
+from pipelines.config import add_conf_arguments, config_from_args
+from pipelines.errors import UsageError
+
 
 def add_dq_arguments(parser: Any) -> None:
     """The job's options (shared by ``offsetlake dq`` and ``spark-submit pipelines/jobs/dq.py``)."""
-    from pipelines.config import add_conf_arguments
 
     add_conf_arguments(parser)
     parser.add_argument(
@@ -47,8 +49,7 @@ def add_dq_arguments(parser: Any) -> None:
 
 def run_from_args(args: Any) -> int:
     """Load config, build Spark, run the suites, print; 0 = pass, 1 = a blocking failure."""
-    from pipelines.config import config_from_args
-    from pipelines.errors import UsageError
+    # lazy: the CLI's command discovery imports this module (hoisted: 214 -> 426 ms)
     from pipelines.quality.runner import format_summary, run_quality
     from pipelines.quality.suites import select_suites
     from pipelines.runtime.spark_session import build_spark_from_config
@@ -58,6 +59,7 @@ def run_from_args(args: Any) -> int:
         select_suites(args.suites)
     except ValueError as exc:
         raise UsageError(f"--suites: {exc}") from None
+    # lazy: the CLI's command discovery imports this module (hoisted: 214 -> 426 ms)
     from pipelines.tableio import TableIO
 
     if not TableIO(cfg, None, engine="rust").list_tables():  # nothing to check: say so without a JVM
@@ -96,8 +98,6 @@ def run_from_args(args: Any) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point for ``spark-submit pipelines/jobs/dq.py --conf ...``."""
     import argparse
-
-    from pipelines.errors import UsageError
 
     parser = argparse.ArgumentParser(prog="dq.py", description="offsetlake data-quality job (Great Expectations).")
     add_dq_arguments(parser)

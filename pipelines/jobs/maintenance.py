@@ -24,13 +24,16 @@ import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 if __name__ == "__main__" and __package__ in (None, ""):  # spark-submit pipelines/jobs/maintenance.py
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
-if TYPE_CHECKING:
-    from pipelines.tableio import TableIO
+from pipelines.config import add_conf_arguments, config_from_args
+from pipelines.errors import UsageError
+from pipelines.runtime.spark_session import build_spark_from_config
+from pipelines.tableio import TableIO
+from pipelines.warehouse.lock import warehouse_lock
 
 log = logging.getLogger("offsetlake.maintenance")
 
@@ -92,11 +95,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point: ``spark-submit pipelines/jobs/maintenance.py --conf ...``."""
     import argparse
 
-    from pipelines.config import add_conf_arguments, config_from_args
-    from pipelines.errors import UsageError
-    from pipelines.runtime.spark_session import build_spark_from_config
-    from pipelines.tableio import TableIO
-
     parser = argparse.ArgumentParser(
         prog="maintenance.py", description="Delta maintenance: OPTIMIZE (compaction) and VACUUM of the tables."
     )
@@ -114,8 +112,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         cfg = config_from_args(args)
         if args.retention_hours is not None and args.retention_hours < 0:
             raise UsageError("--retention-hours: expected a non-negative integer")
-        from pipelines.warehouse.lock import warehouse_lock
-
         # a writer like the jobs: never next to a batch or a stream (pipelines.warehouse.lock)
         with warehouse_lock(cfg.paths.warehouse, "offsetlake maintenance"):
             # delta-rs needs no SparkSession; auto/spark need one to find (or use) Delta's jars

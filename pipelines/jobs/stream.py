@@ -45,10 +45,12 @@ if __name__ == "__main__" and __package__ in (None, ""):  # spark-submit pipelin
     sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _here]
     sys.path.insert(0, os.path.dirname(os.path.dirname(_here)))
 
-from pipelines.errors import UsageError
+from pipelines.config import add_conf_arguments, config_from_args
+from pipelines.errors import DataLossError, UsageError
 from pipelines.kafka.end_offsets import IntervalSampler
-from pipelines.runtime.spark_session import session_conf
+from pipelines.runtime.spark_session import build_spark_from_config, session_conf
 from pipelines.stream import state as stream_state
+from pipelines.stream.decode import decode_union
 from pipelines.stream.kafka_packed import KafkaPackedOutput, read_packed_kafka, uses_packed_kafka
 from pipelines.stream.packing import packed_replay_input
 from pipelines.stream.progress import ProgressRecorder, reconstruct_progress
@@ -67,6 +69,8 @@ from pipelines.stream.source import (
 )
 from pipelines.stream.source_output import NO_OUTPUT, ReaderOutput, SourceOutput
 from pipelines.stream.state import check_state_layout, stateful_replay
+from pipelines.tableio import TableIO
+from pipelines.warehouse.lock import warehouse_lock
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -74,7 +78,6 @@ if TYPE_CHECKING:
     from pyspark.sql.streaming.readwriter import DataStreamWriter
 
     from pipelines.config import Config
-    from pipelines.tableio import TableIO
 
 log = logging.getLogger("offsetlake.stream")
 
@@ -150,7 +153,6 @@ def start_replay_query(
 
 def state_conf(spark: SparkSession, partitions: int | None = None) -> dict[str, str]:
     """Settings of the stateful query (the second one unless ``spark.conf`` sets it):
-
     - state partitions = ``stream.state_partitions``, default the cores Spark has
       (``defaultParallelism``): one state-store partition per core, each committing once per
       micro-batch (not ``spark.sql.shuffle.partitions``, sized for the batch job's shuffles).
@@ -181,7 +183,6 @@ def start_quarantine_query(
 ) -> StreamingQuery:
     """Source → decode → the decoded tables (offset commits, group metadata, quarantined and
     unsupported records) → ``foreachBatch`` writes (``QuarantineBatchWriter``)."""
-    from pipelines.stream.decode import decode_union
 
     side = decode_union(read_raw_stream(spark, cfg, settings))
     writer = (
@@ -207,7 +208,6 @@ def run(
     Available-now runs the replay query, then the quarantine query when there is one (two cores
     are better spent on one at a time); continuous mode runs both side by side.
     """
-    from pipelines.warehouse.lock import warehouse_lock
 
     # one writer per warehouse: a batch (or a second stream) is refused while this runs
     with warehouse_lock(cfg.paths.warehouse, "offsetlake stream", job="stream") as lock:
@@ -235,8 +235,6 @@ def _run(
     with_quarantine: bool,
     stopper: Any | None,
 ) -> ProgressRecorder:
-    from pipelines.tableio import TableIO
-
     settings = settings_from_config(cfg)
     io = TableIO(cfg, spark)
     decoded = ("offset_commits", "group_metadata", "quarantine", "unsupported_records")
@@ -308,8 +306,6 @@ def _watch(
             for n, q in queries:
                 recorder.poll(q, n)
             if refuse is not None and (reason := refuse()):
-                from pipelines.errors import DataLossError
-
                 raise DataLossError(reason)
             if not active:
                 break
@@ -325,8 +321,6 @@ def _watch(
         for n, q in queries:
             recorder.poll(q, n)
             if refuse is not None and (reason := refuse()):
-                from pipelines.errors import DataLossError
-
                 raise DataLossError(reason)
             exc = q.exception()
             if exc is not None and not stop.requested.is_set():
@@ -347,7 +341,6 @@ def _watch(
 
 def run_job(conf: Config, available_now: bool = False) -> int:
     """Run the streaming job with ``conf`` (builds Spark); ``offsetlake run stream`` and ``main``."""
-    from pipelines.runtime.spark_session import build_spark_from_config
 
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     log.setLevel(logging.INFO)
@@ -355,7 +348,6 @@ def run_job(conf: Config, available_now: bool = False) -> int:
     # pandas' FutureWarning from inside pyspark's applyInPandasWithState serializer, once per
     # group and batch in the Python workers (they inherit this environment): noise, not ours.
     os.environ.setdefault("PYTHONWARNINGS", "ignore::FutureWarning")
-    from pipelines.warehouse.lock import warehouse_lock
 
     stopper = _Stopper()
     stopper.install()
@@ -393,8 +385,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``spark-submit pipelines/jobs/stream.py``: parse ``--conf``/``--set``/
     ``--available-now`` and run the streaming job."""
     import argparse
-
-    from pipelines.config import add_conf_arguments, config_from_args
 
     parser = argparse.ArgumentParser(
         prog="stream", description="offsetlake streaming replay: raw records → decode → per-group state → Delta tables."

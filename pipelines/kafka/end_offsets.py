@@ -29,7 +29,14 @@ from typing import Any
 import pyarrow as pa
 
 from pipelines.errors import UsageError
-from pipelines.kafka.client import KafkaSettings, KafkaUnavailableError, require_confluent_kafka, watermarks
+from pipelines.kafka.client import (
+    KafkaSettings,
+    KafkaUnavailableError,
+    require_confluent_kafka,
+    settings_from_config,
+    watermarks,
+)
+from pipelines.tableio import append_arrow_at, column_names_at, is_table_at, read_arrow_at
 from schemas.end_offsets import PARTITION_END_OFFSETS
 
 Committed = tuple[str, str, int, int]  # (group_id, topic, partition, committed offset)
@@ -37,7 +44,6 @@ Committed = tuple[str, str, int, int]  # (group_id, topic, partition, committed 
 
 def read_committed(table_path: str) -> list[Committed]:
     """(group_id, topic, partition, offset) rows of an ``offsets_current`` Delta table."""
-    from pipelines.tableio import column_names_at, is_table_at, read_arrow_at
 
     if not is_table_at(table_path):
         raise UsageError(f"{table_path}: no Delta table there (run the batch job first)")
@@ -253,7 +259,6 @@ def missing_line(missing: Sequence[tuple[str, int, str | None]]) -> str:
 
 def append_samples(table_path: str, table: pa.Table) -> None:
     """Append a sample to the Delta table (created on first use) with delta-rs."""
-    from pipelines.tableio import append_arrow_at
 
     append_arrow_at(table_path, table)
 
@@ -311,7 +316,6 @@ def scheduled_sample(cfg: Any, note: Callable[[str], None] | None = None) -> str
     ``offsets_current`` yet, is reported in that line and through ``note``, never fatal: the
     tables are already written, and lag stays what the last sample said.
     """
-    from pipelines.kafka.client import settings_from_config
 
     if not cfg.kafka.bootstrap_servers:
         return None

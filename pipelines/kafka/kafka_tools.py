@@ -26,6 +26,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from pipelines.kafka.local_broker import java_binary
 from pipelines.runtime import jvm_deps
 
 TOOL_TIMEOUT_S = 120.0
@@ -65,7 +66,6 @@ def _log_flag(bundle: str) -> str:
 
 def run_tool(bundle: str, main_class: str, args: Sequence[str], *, timeout_s: float = TOOL_TIMEOUT_S) -> str:
     """Run one of Kafka's tools from the bundle's jars; its stdout."""
-    from pipelines.kafka.local_broker import java_binary
 
     cmd = [java_binary(), *_TOOL_JVM, _log_flag(bundle), "-cp", jvm_deps.classpath(bundle), main_class, *args]
     try:

@@ -26,7 +26,7 @@ import os
 from collections.abc import Iterable
 from typing import Any
 
-from pipelines.kafka.client import LIBRDKAFKA_LOGGER, OFFSETS_TOPIC, require_confluent_kafka
+from pipelines.kafka.client import LIBRDKAFKA_LOGGER, OFFSETS_TOPIC, KafkaSettings, require_confluent_kafka, watermarks
 
 MOCK_PARTITIONS = 4
 
@@ -157,8 +157,6 @@ class MockKafkaCluster:
     def watermarks(self, topic: str | None = None) -> dict[int, tuple[int, int]]:
         """partition -> (low, high) watermark of ``topic`` now."""
         from confluent_kafka import Consumer
-
-        from pipelines.kafka.client import KafkaSettings, watermarks
 
         probe = Consumer(KafkaSettings(self.bootstrap_servers).consumer_conf())
         try:

@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING, Any
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
 
+from pipelines.config import option_value, spark_kafka_options
 from pipelines.errors import UsageError
 from pipelines.kafka.client import (
     KafkaSettings,
@@ -52,6 +53,8 @@ from pipelines.kafka.client import (
     topic_partitions,
     watermarks,
 )
+from pipelines.runtime.spark_session import kafka_connector_available
+from schemas.raw import RAW_RECORDS
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -66,7 +69,6 @@ EARLIEST, LATEST = -2, -1  # Spark's Kafka source sentinels in offset JSON
 
 def raw_schema() -> StructType:
     """The rows a Kafka source yields: ``raw_records``' Spark schema."""
-    from schemas.raw import RAW_RECORDS
 
     return RAW_RECORDS.spark_schema()
 
@@ -162,6 +164,7 @@ def read_range(
     and closed here."""
     import pyarrow as pa
 
+    # lazy: pipelines.kafka.batch_builder loads numpy/pyarrow when imported (measured: heavy_probe)
     from pipelines.kafka.batch_builder import MessageBatchBuilder
 
     if rng.end <= rng.start:
@@ -419,7 +422,6 @@ def choose_engine(spark: SparkSession, engine: str) -> str:
     Raises:
         UsageError: ``jvm`` was asked for but the spark-sql-kafka jar is not on the classpath.
     """
-    from pipelines.runtime.spark_session import kafka_connector_available
 
     if engine == "python":
         return "python"
@@ -465,7 +467,6 @@ def _assign_every_partition(opts: dict[str, str], cfg: Config, bootstrap_servers
 
 def _jvm_options(cfg: Config, bootstrap_servers: str | None) -> dict[str, str]:
     """``format("kafka")`` options: the config module's mapping (holds secrets: never log it)."""
-    from pipelines.config import spark_kafka_options
 
     opts = spark_kafka_options(cfg)
     if bootstrap_servers:
@@ -480,7 +481,6 @@ def kafka_source_options(cfg: Config, *, bootstrap_servers: str | None = None) -
     opts["startingOffsets"] = cfg.kafka.starting_offsets
     if cfg.kafka.partitions:
         opts["partitions"] = ",".join(str(p) for p in cfg.kafka.partitions)
-    from pipelines.config import option_value
 
     opts.update({k: option_value(v) for k, v in cfg.input.kafka_options.items()})
     return opts

@@ -18,17 +18,16 @@ Rules:
 
 from __future__ import annotations
 
+from pipelines.quality.runner import run_quality
+from pipelines.quality.suites import SUITES
+
 __all__ = ["SUITES", "run_quality"]
 
 
 def __getattr__(name: str) -> object:
     # Lazy: importing the package must not import Great Expectations or pyspark.
     if name == "SUITES":
-        from pipelines.quality.suites import SUITES
-
         return SUITES
     if name == "run_quality":
-        from pipelines.quality.runner import run_quality
-
         return run_quality
     raise AttributeError(name)

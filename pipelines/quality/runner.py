@@ -28,15 +28,17 @@ import uuid
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
+import schemas
 from pipelines.quality.page import GX_INDEX_NAME, HISTORY_RUNS, PAGE_NAME, RunSummary, write_page
 from pipelines.quality.report import DqReport, Outcome
 from pipelines.quality.suites import Baseline, Check, Suite, Target, is_blocking, select_suites
+from pipelines.tableio import TableIO
+from schemas.dq import DQ_RESULTS
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
     from pipelines.config import Config
-    from pipelines.tableio import TableIO
 
 log = logging.getLogger(__name__)
 
@@ -233,8 +235,6 @@ def run_quality(
     """
     from great_expectations.core.run_identifier import RunIdentifier
 
-    from pipelines.tableio import TableIO
-
     _quiet_gx()
     chosen = select_suites(suites)
     io = io or TableIO(conf, spark)
@@ -331,7 +331,6 @@ def _generation_ok(outcomes: list[Outcome]) -> bool | None:
 
 def _write_results(conf: Config, spark: SparkSession, io: TableIO, report: DqReport) -> str:
     """Append the outcomes to ``dq.results_table`` (one commit); returns the table's name."""
-    from schemas.dq import DQ_RESULTS
 
     name = _results_table(conf.dq.results_table)
     rows = report.rows()
@@ -382,9 +381,6 @@ def _results_table(name: str) -> str:
     """The results table's name; a name other than ``dq_results`` (``dq.results_table``) is
     registered as an alias of the ``dq_results`` spec so TableIO can write it."""
     import dataclasses
-
-    import schemas
-    from schemas.dq import DQ_RESULTS
 
     if name not in schemas.TABLES:
         schemas.TABLES[name] = dataclasses.replace(DQ_RESULTS, name=name)

@@ -25,8 +25,20 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from coordinator_core import WITHDRAWN, ReplaySettings
+from coordinator_core import (
+    SNAPSHOT_FORMAT_VERSION,
+    WITHDRAWN,
+    ReplaySettings,
+    deserialize_snapshot,
+    new_snapshot,
+    next_times_of,
+    serialize_snapshot,
+)
+from pipelines.log_clock import stream_as_of
 from pipelines.records import replay_input
+from pipelines.records.gold import GOLD_SPECS, rows_to_tables
+from pipelines.records.replay import event_kinds_for, gold_rows, replay_onto
+from pipelines.uri import table_from_ipc
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -62,8 +74,6 @@ def gold_tables(rows: dict[str, list[dict[str, Any]]]) -> dict[str, pa.Table]:
     (offsets_current keys)."""
     import pyarrow as pa
 
-    from pipelines.records.gold import GOLD_SPECS, rows_to_tables
-
     out = rows_to_tables({name: rs for name, rs in rows.items() if name != DELETED_OFFSETS})
     deleted = rows.get(DELETED_OFFSETS)
     if deleted:
@@ -78,8 +88,6 @@ def output_tables(blobs: Sequence[bytes]) -> dict[str, pa.Table]:
     """Pickled ``{table: Arrow IPC bytes}`` blobs (the stream's stateful function's output rows, the batch job's incremental tasks') → one Arrow table per gold table
     (+ ``DELETED_OFFSETS``). Buckets hold different groups: their keys never overlap."""
     import pyarrow as pa
-
-    from pipelines.uri import table_from_ipc
 
     parts: dict[str, list[pa.Table]] = {}
     for blob in blobs:
@@ -125,14 +133,10 @@ class BucketReplayer:
         still to come): forecasts are made at it, and one whose cleanup it has passed with no
         tombstone is withdrawn — the same rows as the batch job with ``as_of`` = the final
         watermark."""
-        from coordinator_core import SNAPSHOT_FORMAT_VERSION, deserialize_snapshot, new_snapshot, serialize_snapshot
-        from pipelines.records.replay import event_kinds_for, replay_onto
 
         def snapshot_of(gid: str) -> GroupSnapshot:
             entry = groups.get(gid)
             return deserialize_snapshot(entry[1]) if entry is not None else new_snapshot(gid)
-
-        from pipelines.log_clock import stream_as_of
 
         # the present as of the newest record time of the batches before (the batch's as_of at the
         # end); forecasts judged against the log up to the watermark (its evidence horizon)
@@ -161,7 +165,6 @@ class BucketReplayer:
     def entry_of(self, snap: GroupSnapshot, watermark_ms: int) -> GroupEntry:
         """A group's entry after a replay whose evidence horizon was ``watermark_ms`` (the batch
         job's whole-log replay, which keeps its groups for the next incremental run)."""
-        from coordinator_core import SNAPSHOT_FORMAT_VERSION, serialize_snapshot
 
         return (SNAPSHOT_FORMAT_VERSION, serialize_snapshot(snap), self._timer(snap, watermark_ms))
 
@@ -169,7 +172,6 @@ class BucketReplayer:
         """Spark fires when watermark > timer: a judgment ``j`` is due when the watermark (the
         evidence horizon) reaches it, a change of the view ``v`` when ``as_of`` (watermark +
         delay) does."""
-        from coordinator_core import next_times_of
 
         judgment, view = next_times_of(snap, self.settings)
         times = [t - 1 for t in (judgment,) if t is not None] + [
@@ -179,8 +181,6 @@ class BucketReplayer:
 
     def _changed_rows(self, before: GroupSnapshot, result: Any) -> dict[str, list[dict[str, Any]]]:
         """One group's replay → its changed gold rows (``replay_bucket``)."""
-        from pipelines.records.gold import GOLD_SPECS
-        from pipelines.records.replay import gold_rows
 
         after = result.snapshot
         # Only what changed: the offsets this call replaced or added, and deletions.

@@ -17,8 +17,9 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from coordinator_core import CommitRun
 from pipelines.records.log_records import records_from_arrow
-from pipelines.records.replay_input import REC_OFFSET_COMMIT, REC_UNSUPPORTED, as_numpy
+from pipelines.records.replay_input import REC_OFFSET_COMMIT, REC_UNSUPPORTED, as_numpy, sort_packed
 
 if TYPE_CHECKING:
     from coordinator_core import ReplayItem
@@ -76,8 +77,6 @@ def _by_run_topic_partition(run_of: Any, tidx: Any, tpart: Any) -> Any:
     keys: ``numpy.lexsort((rows, tpart, tidx, run_of))``, ~10x cheaper as one sort of packed
     int64 values (``replay_input.sort_packed``)."""
     import numpy as np
-
-    from pipelines.records.replay_input import sort_packed
 
     tidx = tidx + 1  # -1 (no topic) -> 0
     lo = int(tpart.min())
@@ -188,8 +187,6 @@ def items_by_group(
     each group begins in that order (default: found from the group ids); ``cols``: the table's
     ``run_columns`` when the caller already has them."""
     import numpy as np
-
-    from coordinator_core import CommitRun
 
     n = table.num_rows if rows is None else len(rows)
     if n == 0:

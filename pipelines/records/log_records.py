@@ -19,6 +19,17 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from coordinator_core import (
+    GroupMetadataKey,
+    GroupMetadataValue,
+    LogRecord,
+    MemberMetadata,
+    OffsetCommitKey,
+    OffsetCommitValue,
+    TxnMarker,
+    decode_record,
+    fast_constructor,
+)
 from pipelines.records.replay_input import (
     REC_GROUP_METADATA,
     REC_OFFSET_COMMIT,
@@ -34,7 +45,6 @@ if TYPE_CHECKING:
 @functools.cache
 def _fast(cls: type) -> Callable[[Sequence[Any]], Any]:
     """The core's slot-filling constructor for ``cls`` (generated once per class)."""
-    from coordinator_core import fast_constructor
 
     return fast_constructor(cls)
 
@@ -50,17 +60,6 @@ def records_from_arrow(table: pa.Table, rows: Any = None) -> list[ReplayItem]:
     members come from the flattened struct columns (no per-member dicts).
     """
     import numpy as np
-
-    from coordinator_core import (
-        GroupMetadataKey,
-        GroupMetadataValue,
-        LogRecord,
-        MemberMetadata,
-        OffsetCommitKey,
-        OffsetCommitValue,
-        TxnMarker,
-        decode_record,
-    )
 
     if rows is None:
         rows = np.arange(table.num_rows)

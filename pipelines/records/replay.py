@@ -33,10 +33,18 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 
-from coordinator_core import FACTS_ONLY, TABLE_BY_KIND, WITHDRAWN, ReplaySettings
-from pipelines.records.commit_runs import MIN_ROWS_TO_COMPRESS, default_max_span_ms, items_by_group
+from coordinator_core import (
+    ALL_EVENT_KINDS,
+    FACTS_ONLY,
+    TABLE_BY_KIND,
+    WITHDRAWN,
+    ReplaySettings,
+    new_snapshot,
+    replay_runs,
+)
+from pipelines.records.commit_runs import MIN_ROWS_TO_COMPRESS, default_max_span_ms, items_by_group, run_columns
 from pipelines.records.gold import DEFAULT_TABLES, GOLD_UNION_SCHEMA, rows_to_tables, to_union
-from pipelines.records.replay_input import replay_order_and_groups
+from pipelines.records.replay_input import replay_order_and_groups, schema
 
 if TYPE_CHECKING:
     from coordinator_core import GroupSnapshot, ReplayResult, RunCounters
@@ -104,7 +112,6 @@ def replay_onto(
         settings, as_of_ms, event_kinds, log_end_ms, assume_log_start, counters: as
             ``coordinator_core.loader.replay.replay_runs``.
     """
-    from coordinator_core import ALL_EVENT_KINDS, replay_runs
 
     kinds = ALL_EVENT_KINDS if event_kinds is None else frozenset(event_kinds)
     options: dict[str, Any] = {
@@ -141,7 +148,6 @@ def replay_table(snapshot: GroupSnapshot, table: pa.Table | None, **options: Any
     Raises:
         ValueError: rows of another group than ``snapshot.group_id``.
     """
-    from pipelines.records.replay_input import schema
 
     def own(gid: str) -> GroupSnapshot:
         if gid != snapshot.group_id:
@@ -256,7 +262,6 @@ def replay_ordered(
     ``keep``: called with each group's snapshot after its replay (the batch job keeps them for its
     next incremental run: ``pipelines.batch.carried``).
     """
-    from pipelines.records.commit_runs import run_columns
 
     n = len(order)
     if n == 0:
@@ -345,7 +350,6 @@ def _replay_complete(
 ) -> dict[str, list[dict[str, Any]]]:
     """Complete groups' rows (``work``'s, or its ``rows`` in that order) -> their gold rows, by
     table (the caller pauses the cyclic collector: ``_Replay``)."""
-    from coordinator_core import new_snapshot
 
     out: dict[str, list[dict[str, Any]]] = {t: [] for t in tables}
     for _before, result in replay_onto(

@@ -28,6 +28,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from pipelines.records.decode import split_union_arrow
 from schemas.shapes import REPLAY_INPUT, STREAM_PACK
 
 # record kinds in the replay input (``rec_kind``)
@@ -445,7 +446,6 @@ def replay_order_and_groups(table: pa.Table) -> tuple[Any, Any]:
 
 
 def sorted_by_position(table: pa.Table) -> pa.Table:
-
     part = as_numpy(table.column("coordinator_partition"), 0).astype(np.int64)
     off = as_numpy(table.column("log_offset"), 0).astype(np.int64)
     if len(part) < 2 or bool(np.all((part[1:] > part[:-1]) | ((part[1:] == part[:-1]) & (off[1:] >= off[:-1])))):
@@ -457,7 +457,6 @@ def sorted_by_position(table: pa.Table) -> pa.Table:
 def project_union(union: pa.RecordBatch | pa.Table) -> pa.Table:
     """Decoded-union rows (``schemas.shapes.DECODE_UNION``) -> replay-input rows: the union split
     into the decoded tables (``pipelines.records.decode.split_union_arrow``), each projected."""
-    from pipelines.records.decode import split_union_arrow
 
     return project_tables(split_union_arrow(union))
 

@@ -18,6 +18,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from coordinator_core import TxnMarker, transaction_fates
+from schemas.decoded import OFFSET_COMMITS
+
 if TYPE_CHECKING:
     import pyarrow as pa
 
@@ -36,9 +39,6 @@ def txn_fates_table(txn: pa.Table) -> pa.Table:
     """``raw_transactions`` rows -> one row per transactional record: (coordinator_partition,
     log_offset, producer_id, txn_outcome, txn_marker_offset), sorted by position (module rules)."""
     import pyarrow as pa
-
-    from coordinator_core import TxnMarker, transaction_fates
-    from schemas.decoded import OFFSET_COMMITS
 
     cols = [txn.column(c).to_pylist() for c in ("partition", "offset", "producer_id", "control_type")]
     records = [(p, o, pid) for p, o, pid, ct in zip(*cols, strict=True) if ct is None]

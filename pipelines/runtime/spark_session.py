@@ -58,7 +58,12 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pipelines.config import option_value
+from pipelines.config.validation import is_secret_key
 from pipelines.errors import JavaNotFoundError, UsageError
+from pipelines.runtime import jvm_deps, spark_jars
+from pipelines.runtime.jvm_archive import JvmArchive
+from pipelines.runtime.worker_python import same_interpreter, worker_python
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -244,8 +249,6 @@ def _secrets_in_a_file(conf: Mapping[str, str]) -> Iterator[set[str]]:
     process is about to start the JVM (module rules); yields the keys it holds."""
     from pyspark import SparkContext
 
-    from pipelines.config.validation import is_secret_key
-
     # spark-submit keeps ``spark.*`` keys only, from a properties file as from ``--conf``
     secrets = {k: v for k, v in conf.items() if k.startswith("spark.") and is_secret_key(k)}
     if not secrets or SparkContext._active_spark_context is not None or "PYSPARK_GATEWAY_PORT" in os.environ:
@@ -294,8 +297,6 @@ def _use_worker_launcher() -> None:
     ``PYSPARK_PYTHON`` names this interpreter (set by ``prepare_environment`` or the caller)."""
     from pyspark.find_spark_home import _find_spark_home
 
-    from pipelines.runtime.worker_python import same_interpreter, worker_python
-
     python = same_interpreter(os.environ.get("PYSPARK_PYTHON") or sys.executable)
     if python is None:
         return
@@ -308,8 +309,6 @@ def _jvm_archive(banner: str, conf: Mapping[str, str]) -> Any:
     """The class-data-sharing options when this process is about to start the JVM (module rules)."""
     from pyspark import SparkContext
     from pyspark.find_spark_home import _find_spark_home
-
-    from pipelines.runtime.jvm_archive import JvmArchive
 
     java = _java_binary()
     if java is None or SparkContext._active_spark_context is not None:
@@ -374,7 +373,6 @@ def build_spark_from_config(cfg: Any, *, app_suffix: str | None = None, quick_ji
         extra["spark.sql.streaming.stateStore.providerClass"] = (
             "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
         )
-    from pipelines.config import option_value
 
     extra.update({k: option_value(v) for k, v in cfg.spark.conf.items()})  # secrets revealed: never log
     extra.update(_engine_jars(cfg, extra))
@@ -385,7 +383,6 @@ def build_spark_from_config(cfg: Any, *, app_suffix: str | None = None, quick_ji
 def _engine_jars(cfg: Any, conf: Mapping[str, Any]) -> dict[str, str]:
     """The config's engines' jars and Delta's session settings (module rules); a bundle Maven
     cannot fetch is one line (exit 2), as a missing Java is."""
-    from pipelines.runtime import jvm_deps, spark_jars
 
     try:
         return spark_jars.session_conf(cfg, conf, starts_jvm=spark_jars.starts_jvm())

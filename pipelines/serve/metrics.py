@@ -35,8 +35,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from pipelines.analytics.at_risk import as_of_sql
 from pipelines.analytics.burrow import group_status
+from pipelines.analytics.duck import DuckDBSession
 from pipelines.analytics.lag_sql import lag_ctes
+from pipelines.analytics.transpile import to_duckdb
+from pipelines.analytics.views import IS_REBALANCE_SQL, view_closure
+from pipelines.errors import UsageError
 
 if TYPE_CHECKING:
     from pipelines.tableio import TableIO
@@ -134,11 +139,6 @@ _DELETIONS_SQL = (
 
 def collect(io: TableIO, *, window_s: float = DEFAULT_WINDOW_S) -> Snapshot:
     """Query the warehouse once (DuckDB) and return the ``Snapshot``."""
-    from pipelines.analytics.at_risk import as_of_sql
-    from pipelines.analytics.duck import DuckDBSession
-    from pipelines.analytics.transpile import to_duckdb
-    from pipelines.analytics.views import IS_REBALANCE_SQL, view_closure
-    from pipelines.errors import UsageError
 
     if not io.exists("group_state"):
         raise UsageError(f"no group_state table under {io.warehouse} (run: offsetlake run batch --conf ...)")

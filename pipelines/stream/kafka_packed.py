@@ -33,11 +33,21 @@ import shutil
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-from pipelines.kafka.source import KafkaRange, KafkaStreamReader
+from pipelines.kafka.source import (
+    KafkaRange,
+    KafkaStreamReader,
+    choose_engine,
+    kafka_source_options,
+    raw_schema,
+    read_range,
+    reader_consumer,
+)
+from pipelines.records.decode import INPUT_COLUMNS
+from pipelines.runtime.worker_gc import freeze_worker_heap
 from pipelines.stream.checkpoint import checkpoint_offsets
 from pipelines.stream.ledger import BatchPlan
-from pipelines.stream.packing import bucket_options, buckets_of, packed_source_class
-from pipelines.stream.source import local_dir
+from pipelines.stream.packing import bucket_options, buckets_of, pack_batches, packed_source_class
+from pipelines.stream.source import DecodedFiles, local_dir, read_decoded
 from pipelines.stream.source_output import Taken
 
 if TYPE_CHECKING:
@@ -106,12 +116,6 @@ class KafkaPackedReader(KafkaStreamReader):
         ]
 
     def read(self, partition: Any) -> Iterator[pa.RecordBatch]:
-        from pipelines.kafka.source import reader_consumer
-        from pipelines.records.decode import INPUT_COLUMNS
-        from pipelines.runtime.worker_gc import freeze_worker_heap
-        from pipelines.stream.packing import pack_batches
-        from pipelines.stream.source import DecodedFiles
-
         if not isinstance(partition, KafkaPackedPartition):
             return  # Spark hands one InputPartition(None) when planning found no ranges
         freeze_worker_heap()
@@ -136,8 +140,6 @@ class KafkaPackedReader(KafkaStreamReader):
     def _raw(self, partition: KafkaPackedPartition, consumer: Any, cols: list[str], counted: list[int]) -> Any:
         from pyspark.sql.pandas.types import to_arrow_schema
 
-        from pipelines.kafka.source import read_range
-
         pl = self.planner
         schema = to_arrow_schema(pl.schema, timezone="UTC")
         for rng in partition.ranges:
@@ -157,7 +159,6 @@ def batch_output(plan_dir: str, end: Mapping[str, Any], decoded: bool) -> tuple[
     """(records read, with ``decoded`` the decoded tables) a micro-batch's tasks left in
     ``plan_dir``; None when its ``partitions`` left nothing there (a micro-batch Spark did not
     plan). A task that did not finish is an error."""
-    from pipelines.stream.source import read_decoded
 
     where = batch_dir(plan_dir, end)
     try:
@@ -218,8 +219,6 @@ def _source_classes() -> tuple[type, type]:
                 InputPartition.__init__(self, (prefix, [r.value for r in ranges]))
 
         def reader(options: dict[str, str]) -> KafkaPackedReader:
-            from pipelines.kafka.source import raw_schema
-
             return KafkaPackedReader(options, raw_schema())
 
         _CLASSES = (packed_source_class(KAFKA_PACKED_SOURCE_NAME, reader), _Partition)
@@ -232,7 +231,6 @@ _CLASSES: tuple[type, type] | None = None
 def uses_packed_kafka(spark: SparkSession, cfg: Config, settings: StreamSettings) -> bool:
     """Whether the replay query reads Kafka with this source: ``input.source: kafka`` and the
     jar-free engine (``kafka.engine`` python, or auto without the connector jar)."""
-    from pipelines.kafka.source import choose_engine
 
     return settings.source == "kafka" and choose_engine(spark, cfg.kafka.engine) == "python"
 
@@ -242,7 +240,6 @@ def read_packed_kafka(
 ) -> DataFrame:
     """The packed replay input straight from Kafka (``KafkaPackedReader``); ``decoded``: its
     tasks also write the decoded tables into ``plan_dir`` for the sink."""
-    from pipelines.kafka.source import kafka_source_options
 
     spark.dataSource.register(_source_classes()[0])
     opts = {**kafka_source_options(cfg), **bucket_options()}

@@ -48,6 +48,7 @@ from typing import TYPE_CHECKING, Any
 
 from pipelines.log_clock import Outlier, decide, staircase
 from pipelines.records.positions import CONFLICTING_DUPLICATE, POSITION, judge_copies, refusal_columns
+from schemas.raw import INGEST_QUARANTINE, RAW_RECORDS
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -114,8 +115,6 @@ def _read(path: str, columns: Sequence[str]) -> pa.Table:
     ``__consumer_offsets``, as the ingest takes it)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
-
-    from schemas.raw import RAW_RECORDS
 
     pf = pq.ParquetFile(path)
     present = [c for c in columns if c in pf.schema_arrow.names]
@@ -281,7 +280,6 @@ def _candidates(valid: pa.Table, taken: Sequence[tuple[str, FileFacts]]) -> tupl
 def _copies(paths: Sequence[str], rows: pa.Table) -> list[dict[str, Any]]:
     """Full rows (``RAW_RECORDS`` columns + ``source_file``, ``_file``, ``_row``) of ``rows``
     (``_file`` index into ``paths``, ``_row``), in (file, row) order."""
-    from schemas.raw import RAW_RECORDS
 
     out: list[dict[str, Any]] = []
     d = rows.select(["_file", "_row"]).to_pydict()
@@ -376,8 +374,6 @@ def plan_batch(
 
 
 def _raw_columns() -> list[str]:
-    from schemas.raw import RAW_RECORDS
-
     return list(RAW_RECORDS.column_names)
 
 
@@ -400,8 +396,6 @@ def quarantine_rows(plan: BatchPlan, run_id: str) -> pa.Table:
     """The plan's refused records as ``ingest_quarantine`` rows; ``record_id`` hashes every
     column, the reason, the other copy and the file (identical refusals are one row)."""
     import pyarrow as pa
-
-    from schemas.raw import INGEST_QUARANTINE
 
     rows = []
     for r in plan.refused:

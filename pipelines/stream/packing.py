@@ -27,6 +27,8 @@ from collections.abc import Callable, Collection, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from pipelines.records import replay_input
+from pipelines.records.decode import INPUT_COLUMNS, decode_batch, split_union_arrow
+from pipelines.stream import state
 from schemas.shapes import STREAM_PACK
 
 if TYPE_CHECKING:
@@ -51,7 +53,6 @@ PACK_ROWS = 262_144
 def bucket_options() -> dict[str, str]:
     """The option every packed source gets (``BUCKETS_OPTION``): the state buckets the stateful
     operator of this version keys by."""
-    from pipelines.stream import state
 
     return {BUCKETS_OPTION: str(state.STATE_BUCKETS)}
 
@@ -81,8 +82,6 @@ def pack_batches(
     the watermark; they are replayed as they are. ``decoded``: called with each raw batch's
     decoded tables (``split_union_arrow``), the ones the replay input is projected from."""
     import numpy as np
-
-    from pipelines.records.decode import decode_batch, split_union_arrow
 
     held: list[tuple[pa.Table, Any]] = []
     rows_held = 0
@@ -160,7 +159,6 @@ def packed_replay_input(raw_df: DataFrame, *, buckets: int, lenient: bool = Fals
     newest record time: the watermark (max event time − delay) is unchanged; a pack is dropped
     as late only when all of its records are (Spark drops whole rows).
     """
-    from pipelines.records.decode import INPUT_COLUMNS
 
     # ``topic`` only fills the quarantine's raw_topic (the other query's business): not converted.
     cols = [c for c in INPUT_COLUMNS if c in raw_df.columns and c != "topic"]

@@ -31,6 +31,7 @@ from pipelines.stream.checkpoint import checkpoint_offsets
 from pipelines.stream.packing import bucket_options
 from pipelines.stream.settings import APP_ID_PREFIX, REPLAY_QUERY
 from pipelines.stream.source import LandingPackedReader, local_dir
+from schemas.stream import STREAM_PROGRESS
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -242,7 +243,6 @@ class ProgressRecorder:
     def _write(self, name: str, rows: list[dict[str, Any]]) -> None:
         if self.io is None or self.io.spark is None:
             return
-        from schemas.stream import STREAM_PROGRESS
 
         try:
             # MERGE on (query_name, batch_id) from an Arrow table made here: no Spark job next
@@ -266,7 +266,6 @@ def reconstruct_progress(io: TableIO, query_name: str, checkpoint: str) -> int:
     misses (the job was killed between a batch's commit and its progress poll). Rebuilt from the
     offset log: trigger time, watermark, sources and — for the packed landing source — the raw
     records read; rates, duration and state sizes are unknown (null). Returns the rows added."""
-    from schemas.stream import STREAM_PROGRESS
 
     local = local_dir(checkpoint)
     commits = Path(local) / "commits" if local else None

@@ -34,15 +34,19 @@ import os
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from pipelines.inputs.segment_log import START, ByteRange, Pos
-from pipelines.stream.packing import bucket_options, buckets_of
+from pipelines.inputs.segment_log import START, ByteRange, Pos, advance, cut, partition_files, pending, ranges_between
+from pipelines.runtime.worker_gc import freeze_worker_heap
+from pipelines.stream.ledger import BatchPlan
+from pipelines.stream.packing import bucket_options, buckets_of, packed_source_class
 from pipelines.stream.segment_task import COUNTS, SegmentPartition, read_partitions
+from pipelines.stream.segment_txn import OpenTransactions, StateFiles, scan, settle
+from pipelines.stream.source import batch_key, keep_plan, local_dir, plan_dir, read_decoded
+from pipelines.uri import table_from_ipc, table_to_ipc
 
 if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
 
-    from pipelines.stream.ledger import BatchPlan
     from pipelines.stream.settings import StreamSettings
 
 log = logging.getLogger("offsetlake.stream")
@@ -82,8 +86,6 @@ class SegmentStreamReader:
         return ReadMaxBytes(self.max_bytes)
 
     def _pending(self, start: dict[str, Any]) -> tuple[dict[int, Any], dict[int, Any]]:
-        from pipelines.inputs.segment_log import partition_files, pending
-
         files = partition_files(self.path, self.topic)
         pos = _positions(start)
         final = self._target is not None or self._final
@@ -93,16 +95,12 @@ class SegmentStreamReader:
         return files, pend
 
     def prepareForTriggerAvailableNow(self) -> None:
-        from pipelines.inputs.segment_log import advance
-
         self._final = True
         _files, pend = self._pending(self.initialOffset())
         self._target = {p: advance(spans, sum(len(s) for s in spans), START)[0] for p, spans in pend.items()}
 
     def latestOffset(self, start: dict[str, Any], limit: Any) -> dict[str, Any]:
         from pyspark.sql.streaming.datasource import ReadMaxBytes
-
-        from pipelines.inputs.segment_log import advance, cut
 
         _files, pend = self._pending(start)
         budget = limit.max_bytes if isinstance(limit, ReadMaxBytes) else 2**62
@@ -119,8 +117,6 @@ class SegmentStreamReader:
 
     # -- planning --------------------------------------------------------------------------
     def _ranges(self, start: dict[str, Any], end: dict[str, Any]) -> dict[int, list[ByteRange]]:
-        from pipelines.inputs.segment_log import partition_files, ranges_between
-
         files = partition_files(self.path, self.topic)
         a, b = _positions(start), _positions(end)
         final = self._target is not None or self._final
@@ -133,7 +129,6 @@ class SegmentStreamReader:
 
     def _settle(self, start: dict[str, Any], end: dict[str, Any], ranges: dict[int, list[ByteRange]]) -> Any:
         """The micro-batch's transactions (``segment_txn.settle``), the state at its end saved."""
-        from pipelines.stream.segment_txn import OpenTransactions, StateFiles, scan, settle
 
         files = StateFiles(self.state_dir) if self.state_dir else None
         before = files.load(start) if files is not None and start.get("parts") else None
@@ -148,13 +143,9 @@ class SegmentStreamReader:
         return settled
 
     def batch_dir(self, start: dict[str, Any], end: dict[str, Any]) -> str | None:
-        from pipelines.stream.source import batch_key
-
         return None if self.plan_dir is None else os.path.join(self.plan_dir, batch_key(start, end))
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[SegmentPartition]:
-        from pipelines.uri import table_to_ipc
-
         ranges = self._ranges(start, end)
         if not ranges:
             return []
@@ -167,8 +158,6 @@ class SegmentStreamReader:
             slot[2][p] = rs
         where = self.batch_dir(start, end)
         if where is not None:  # the sink's part (``batch_output``): the tasks, the closed commits
-            from pipelines.stream.source import keep_plan
-
             keep_plan(where, (n, None if settled.closed is None else table_to_ipc(settled.closed)))
         fates = None if settled.fates is None else table_to_ipc(settled.fates)
         out = []
@@ -180,8 +169,6 @@ class SegmentStreamReader:
 
     # -- the tasks -------------------------------------------------------------------------
     def read(self, partition: SegmentPartition) -> Iterator[pa.RecordBatch]:
-        from pipelines.runtime.worker_gc import freeze_worker_heap
-
         freeze_worker_heap()
         return read_partitions(partition, buckets=buckets_of(self.options), lenient=self.lenient)
 
@@ -192,10 +179,6 @@ class SegmentStreamReader:
         import pickle
 
         import pyarrow as pa
-
-        from pipelines.stream.ledger import BatchPlan
-        from pipelines.stream.source import read_decoded
-        from pipelines.uri import table_from_ipc
 
         where = self.batch_dir(start, end)
         if start == end or where is None:
@@ -262,8 +245,6 @@ def _segment_source_classes() -> tuple[type, type]:
         from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
         from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow
 
-        from pipelines.stream.packing import packed_source_class
-
         class _Partition(SegmentPartition, InputPartition):
             pass
 
@@ -289,7 +270,6 @@ def uses_segments(settings: StreamSettings) -> bool:
 def segment_options(settings: StreamSettings, *, decoded: bool) -> dict[str, str]:
     """The segment source's options: its plans and open transactions live in the replay
     checkpoint (local: ``settings`` refuses segments otherwise)."""
-    from pipelines.stream.source import local_dir, plan_dir
 
     checkpoint = os.path.abspath(str(local_dir(settings.replay_checkpoint)))
     options = {

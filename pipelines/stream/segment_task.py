@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from pipelines.inputs.segment_log import ByteRange
+from pipelines.records.txn_fates import with_txn_fates
+from pipelines.uri import table_from_ipc
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -42,13 +44,14 @@ def read_partitions(part: SegmentPartition, *, buckets: int, lenient: bool = Fal
     """The task's packs, partition by partition (module rules)."""
     import pyarrow as pa
 
+    # lazy: pipelines.inputs.segment_input loads numpy/pyarrow when imported (measured: heavy_probe)
     from pipelines.inputs.segment_input import item_tables
     from pipelines.records import replay_input
     from pipelines.records.decode import decode_batch, split_union_arrow
     from pipelines.records.transactions import attach_transactions
-    from pipelines.records.txn_fates import with_txn_fates
+
+    # lazy: pipelines.stream.source loads numpy/pyarrow when imported (measured: heavy_probe)
     from pipelines.stream.source import DecodedFiles
-    from pipelines.uri import table_from_ipc
 
     out = DecodedFiles(part.decoded) if part.decoded is not None else None
     fates = None if part.fates is None else table_from_ipc(part.fates)
@@ -77,6 +80,7 @@ def read_partitions(part: SegmentPartition, *, buckets: int, lenient: bool = Fal
 def range_items(ranges: list[Any]) -> list[Any]:
     """The items of one partition's byte ranges (``segment_log.ByteRange``): records from the
     range's offsets, every problem, and the records of overlapping batches as problems."""
+    # lazy: pipelines.inputs.segment_files loads numpy/pyarrow when imported (measured: heavy_probe)
     from pipelines.inputs.segment_files import SegmentProblem, overlap_problem, read_segment_range
 
     items: list[Any] = []

@@ -34,7 +34,9 @@ import pickle
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from pipelines.records.txn_fates import txn_fates_table, with_txn_fates
 from pipelines.uri import table_from_ipc, table_to_ipc
+from schemas.decoded import OFFSET_COMMITS
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -72,11 +74,11 @@ def scan(ranges: list[ByteRange]) -> tuple[pa.Table, pa.Table]:
     ``segment_log.header_columns``)."""
     import numpy as np
 
+    # lazy: pipelines.inputs.segment_files loads numpy/pyarrow when imported (measured: heavy_probe)
     from pipelines.inputs.segment_files import SegmentRecord, read_segment_range
     from pipelines.inputs.segment_input import item_tables
     from pipelines.inputs.segment_log import header_columns
     from pipelines.records.decode import decode_batch, split_union_arrow
-    from schemas.decoded import OFFSET_COMMITS
 
     items: list[Any] = []
     for r in ranges:
@@ -103,8 +105,6 @@ def settle(before: OpenTransactions, txn: pa.Table, commits: pa.Table) -> Settle
     ``offset_commits`` rows of its transactional records (``scan``; module rules)."""
     import pyarrow as pa
     import pyarrow.compute as pc
-
-    from pipelines.records.txn_fates import txn_fates_table, with_txn_fates
 
     prior = before.groups()
     fates = txn_fates_table(txn) if txn.num_rows else None

@@ -67,6 +67,7 @@ class StreamSettings:
 
 def settings_from_config(cfg: Config) -> StreamSettings:
     """Validate and resolve the ``stream`` section (and what it uses of the others)."""
+    # lazy: pipelines.records.gold loads numpy/pyarrow when imported (measured: heavy_probe)
     from pipelines.records.gold import DEFAULT_TABLES
 
     if cfg.stream.timeout_mode != "event_time":
@@ -125,6 +126,7 @@ def _landing_kind(cfg: Config, path: str) -> str:
     segments), else "files"; a landing holding both is refused (one reader per stream)."""
     from pathlib import Path
 
+    # lazy: pipelines.inputs.raw_files loads numpy/pyarrow when imported (measured: heavy_probe)
     from pipelines.inputs.raw_files import RAW_FILE_SUFFIXES
     from pipelines.inputs.segment_files import SEGMENT_SUFFIX, segment_files
 

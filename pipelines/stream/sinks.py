@@ -34,8 +34,11 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
 from pipelines.records.carried import change_writes, output_tables
+from pipelines.records.decode import split_union_arrow
+from pipelines.records.replay_input import sort_packed
 from pipelines.stream.ledger import quarantine_rows
 from pipelines.stream.settings import APP_ID_PREFIX
+from schemas import get as get_spec
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -154,8 +157,6 @@ class QuarantineBatchWriter:
         self.app_id = APP_ID_PREFIX + settings.quarantine_query_name
 
     def __call__(self, batch_df: DataFrame, batch_id: int) -> None:
-        from pipelines.records.decode import split_union_arrow
-
         arrow = batch_df.toArrow()
         if not arrow.num_rows:
             return
@@ -167,7 +168,6 @@ def merge_decoded(io: TableIO, tables: dict[str, pa.Table], app_id: str, batch_i
     an append when the table holds none of the positions (``TableIO.merge_log_rows``: the cost
     of the new rows, not of the table's size) —, the first copy of a position in the batch
     taken, with the txn (``app_id``, ``batch_id``)."""
-    from schemas import get as get_spec
 
     for name, rows in tables.items():
         if rows.num_rows:
@@ -196,8 +196,6 @@ def _keys_unique(table: pa.Table, keys: tuple[str, ...]) -> bool:
     (``first_per_key`` then groups). ~50 ms for 2M positions against ~0.3 s for the grouping."""
     import numpy as np
     import pyarrow as pa
-
-    from pipelines.records.replay_input import sort_packed
 
     if table.num_rows < 2:
         return True

@@ -41,14 +41,18 @@ import os
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
+from pipelines.log_clock import LogClock
+from pipelines.records.decode import INPUT_COLUMNS
+from pipelines.runtime.worker_gc import freeze_worker_heap
+from pipelines.stream.ledger import BatchPlan, plan_batch
 from pipelines.stream.packing import bucket_options, buckets_of, pack_batches, packed_source_class
+from schemas.raw import RAW_RECORDS
 
 if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
 
     from pipelines.config import Config
-    from pipelines.stream.ledger import BatchPlan
     from pipelines.stream.settings import StreamSettings
 
 log = logging.getLogger("offsetlake.stream")
@@ -59,10 +63,10 @@ LANDING_SOURCE_NAME = "offsetlake_landing_packed"
 def read_raw_stream(spark: SparkSession, cfg: Config, settings: StreamSettings) -> DataFrame:
     """The raw-record stream (Spark's Kafka source schema) from the landing directory or Kafka."""
     if settings.source == "kafka":
+        # lazy: pipelines.kafka.source loads py4j/pyspark when imported (measured: heavy_probe)
         from pipelines.kafka.source import read_kafka_stream
 
         return read_kafka_stream(spark, cfg)
-    from schemas.raw import RAW_RECORDS
 
     reader = spark.readStream.schema(RAW_RECORDS.spark_schema())
     if settings.max_bytes_per_trigger is not None:
@@ -294,7 +298,6 @@ class LandingPackedReader:
 
     def plan(self, start: dict[str, Any], end: dict[str, Any]) -> BatchPlan:
         """The micro-batch's plan (``pipelines.stream.ledger.plan_batch``)."""
-        from pipelines.stream.ledger import plan_batch
 
         taken, batch = self.batch_files(start, end)
         return plan_batch(
@@ -316,8 +319,6 @@ class LandingPackedReader:
         plan) and, with ``writeDecoded``, the decoded tables its tasks wrote (every task's, else
         an error: never a silent loss)."""
         import pickle
-
-        from pipelines.stream.ledger import BatchPlan
 
         if start == end:
             return BatchPlan(), {}
@@ -354,8 +355,6 @@ class LandingPackedReader:
             keep_plan(where, (plan, n))
         outliers = frozenset(plan.outlier_positions())
         if plan.outliers:
-            from pipelines.log_clock import LogClock
-
             log.warning("landing: %s", LogClock(plan.clock_ms, None, plan.outliers).describe())
         # balance bytes over the tasks (largest first onto the lightest task), keep log order inside
         loads: list[list[Any]] = [[0, i, []] for i in range(n)]  # [bytes, task, file indexes]
@@ -375,9 +374,6 @@ class LandingPackedReader:
         import numpy as np
         import pyarrow as pa
         import pyarrow.parquet as pq
-
-        from pipelines.records.decode import INPUT_COLUMNS
-        from pipelines.runtime.worker_gc import freeze_worker_heap
 
         freeze_worker_heap()
         out = DecodedFiles(partition.decoded) if partition.decoded is not None else None

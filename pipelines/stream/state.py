@@ -51,8 +51,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from pipelines.errors import UsageError
 from pipelines.records import replay_input
 from pipelines.records.carried import BucketReplayer, GroupEntry, decode_bucket, encode_bucket, gold_tables
+from pipelines.runtime.worker_gc import freeze_worker_heap
+from pipelines.uri import filesystem, table_to_ipc
 from schemas.shapes import STREAM_OUTPUT, STREAM_STATE
 
 if TYPE_CHECKING:
@@ -83,9 +86,6 @@ class StatefulReplayer(BucketReplayer):
     (``pipelines.records.carried.BucketReplayer``)."""
 
     def __call__(self, key: tuple[Any, ...], pdfs: Iterator[pd.DataFrame], state: GroupState) -> Iterator[pd.DataFrame]:
-        from pipelines.runtime.worker_gc import freeze_worker_heap
-        from pipelines.uri import table_to_ipc
-
         freeze_worker_heap()  # the worker's collection after the task walks only what it allocated
         groups: dict[str, GroupEntry] = {}
         if state.exists:
@@ -123,9 +123,6 @@ def check_state_layout(checkpoint: str) -> None:
     import json
 
     from pyarrow import fs as pafs
-
-    from pipelines.errors import UsageError
-    from pipelines.uri import filesystem
 
     want = {"layout": STATE_LAYOUT_VERSION, "buckets": STATE_BUCKETS}
     fs, root = filesystem(checkpoint)

@@ -36,6 +36,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pipelines import uri
 from pipelines.errors import UsageError
+from pipelines.runtime.spark_session import delta_available
+from pipelines.tableio import deltars, rust_sink
 from pipelines.tableio.base import (
     COMMIT_REFUSED,
     SIDE_KEY,
@@ -48,7 +50,10 @@ from pipelines.tableio.base import (
     conform,
     conform_arrow,
 )
+from pipelines.tableio.rust import RustEngine
+from pipelines.tableio.spark import SparkEngine
 from pipelines.warehouse.layout import STAGING_DIR
+from pipelines.warehouse.lock import current_run_id, new_run_id
 from schemas import get as get_spec
 
 if TYPE_CHECKING:
@@ -80,7 +85,6 @@ log = logging.getLogger(__name__)
 
 def resolve_engine(requested: str, spark: SparkSession | None) -> EngineName:
     """``auto`` → ``spark`` when Delta's Spark classes load, else ``rust``."""
-    from pipelines.runtime.spark_session import delta_available
 
     if requested == "rust":
         return "rust"
@@ -116,8 +120,6 @@ class TableIO:
 
     def _make_engine(self) -> Engine:
         """The engine ``resolve_engine`` chose (``spark`` only ever with a session)."""
-        from pipelines.tableio.rust import RustEngine
-        from pipelines.tableio.spark import SparkEngine
 
         engines: dict[EngineName, type[RustEngine] | type[SparkEngine]] = {"rust": RustEngine, "spark": SparkEngine}
         return engines[self.engine](self, self.spark)
@@ -126,7 +128,6 @@ class TableIO:
     def run_id(self) -> str:
         """This run's id: the warehouse lock's when this process holds it (its staging
         directory is ``_staging/<run id>``), else one of its own."""
-        from pipelines.warehouse.lock import current_run_id, new_run_id
 
         held = current_run_id(self.warehouse)  # a TableIO may outlive one run (tests, quickstart)
         if held is not None:
@@ -140,13 +141,9 @@ class TableIO:
         return self.conf.table_path(name)
 
     def exists(self, name: str) -> bool:
-        from pipelines.tableio import deltars
-
         return deltars.is_table(self.path(name))
 
     def _dt(self, name: str) -> Any:
-        from pipelines.tableio import deltars
-
         if not self.exists(name):
             raise UsageError(f"table {name} does not exist at {self.path(name)} (run the batch job first)")
         return deltars.open_table(self.path(name))
@@ -158,7 +155,6 @@ class TableIO:
     def data_version(self, name: str, at: int | None = None) -> int | None:
         """The version of the table's rows (at version ``at``, default now): its latest write,
         maintenance (OPTIMIZE, VACUUM) passed over; ``None`` when the table does not exist."""
-        from pipelines.tableio import deltars
 
         return deltars.data_version(self._dt(name), at) if self.exists(name) else None
 
@@ -173,7 +169,6 @@ class TableIO:
         """True when ``name`` already holds the write (app_id, version): its latest write
         (maintenance passed over) carries exactly this marker (``latest``), or its ``txn`` for
         app_id is >= version."""
-        from pipelines.tableio import deltars
 
         return self.exists(name) and deltars.already_applied(self._dt(name), app_id, version, require_latest=latest)
 
@@ -182,13 +177,10 @@ class TableIO:
         return int(self._dt(name).count()) if self.exists(name) else 0
 
     def history(self, name: str, limit: int | None = None) -> list[dict[str, Any]]:
-        from pipelines.tableio import deltars
-
         return deltars.history(self._dt(name), limit)
 
     def describe(self, name: str) -> TableInfo:
         """Version, rows, data files and latest commit info, from the log."""
-        from pipelines.tableio import deltars
 
         dt = self._dt(name)
         hist = deltars.history(dt, 1)
@@ -219,7 +211,6 @@ class TableIO:
     def _add_new_columns(self, name: str) -> None:
         """Schema evolution: the declared columns a table lacks are added (older rows read null).
         A missing non-nullable column cannot be added to rows that exist: one line says so."""
-        from pipelines.tableio import deltars
 
         spec = get_spec(name)
         have = set(deltars.column_names(self.path(name)))
@@ -270,8 +261,6 @@ class TableIO:
         version: int | None,
         metadata: dict[str, Any] | None,
     ) -> WriteResult:
-        from pipelines.tableio import deltars
-
         if (app_id is None) != (version is None):
             raise ValueError("txn_app_id and txn_version go together")
         spec = get_spec(name)
@@ -409,7 +398,6 @@ class TableIO:
         its whole history each time. Same marker, one commit, either way. Also for
         ``ingest_quarantine`` (keyed on ``record_id``, a hash): the statistics then prune little,
         but only that one column is read, where a MERGE reads every column of every file."""
-        from pipelines.tableio import deltars
 
         spec = get_spec(name)
         rows = conform_arrow(rows, spec)
@@ -459,7 +447,6 @@ class TableIO:
 
     def read_staged(self, name: str) -> pa.Table:
         """The staged rows of ``name`` as an Arrow table (declared schema)."""
-        from pipelines.tableio import deltars
 
         spec = get_spec(name)
         return conform_arrow(deltars.read_arrow(self.staging_path(name)), spec)
@@ -509,7 +496,6 @@ class TableIO:
 
     def size_bytes(self, name: str) -> int:
         """Bytes of the table's current data files (from the log; 0 when it does not exist)."""
-        from pipelines.tableio import deltars
 
         return deltars.size_bytes(self.path(name)) if self.exists(name) else 0
 
@@ -528,14 +514,11 @@ class TableIO:
 # ---- a Delta table at a location (not a warehouse table name) ----------------------------------
 def is_table_at(location: str) -> bool:
     """True when a Delta table is at ``location`` (a path or URI)."""
-    from pipelines.tableio import deltars
 
     return deltars.is_table(location)
 
 
 def column_names_at(location: str) -> list[str]:
-    from pipelines.tableio import deltars
-
     return deltars.column_names(location)
 
 
@@ -543,14 +526,12 @@ def read_arrow_at(
     location: str, columns: list[str] | None = None, filter: Any = None, version: int | None = None
 ) -> pa.Table:
     """The snapshot's rows at ``location`` as Arrow on the driver (``TableIO.read_arrow``)."""
-    from pipelines.tableio import deltars
 
     return deltars.read_arrow(location, columns, filter, version)
 
 
 def file_uris_at(location: str) -> list[str]:
     """The data files of the snapshot at ``location``."""
-    from pipelines.tableio import deltars
 
     return deltars.file_uris(location)
 
@@ -558,7 +539,6 @@ def file_uris_at(location: str) -> list[str]:
 def append_arrow_at(location: str, table: pa.Table, *, mode: Literal["append", "overwrite"] = "append") -> None:
     """Append an Arrow table from the driver (the table is created on first use): for small
     driver-side feeds (the end-offsets sampler), never for a table tasks could write."""
-    from pipelines.tableio import deltars
 
     deltars.write_arrow(location, table, mode)
 
@@ -567,7 +547,5 @@ def __getattr__(name: str) -> Any:
     """The executor-side names routes use (``ParquetFileCopy``, ``file_matches``), imported
     from ``rust_sink`` on first use: importing this package must not import pyspark."""
     if name in ("ParquetFileCopy", "file_matches"):
-        from pipelines.tableio import rust_sink
-
         return getattr(rust_sink, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

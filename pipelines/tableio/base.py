@@ -13,6 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
+from pipelines.warehouse.lock import check_held
+
 if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import DataFrame
@@ -33,7 +35,6 @@ def before_commit(location: str) -> None:
     """Called right before every Delta commit: the writer lock this process holds on the
     warehouse of ``location`` must still be its own (``pipelines.warehouse.lock.check_held``;
     a lock file removed under a running job must not let a second writer commit too)."""
-    from pipelines.warehouse.lock import check_held
 
     check_held(location)
 

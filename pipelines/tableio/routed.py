@@ -18,7 +18,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from pipelines.tableio.base import SIDE_KEY
+from pipelines.tableio.rust_sink import load_route
 from pipelines.uri import table_from_ipc, table_to_ipc
+from schemas import get as get_spec
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -52,10 +55,6 @@ def routed_frames(df: DataFrame, route: str, route_options: dict[str, Any], name
     """Run ``route`` over ``df`` once (persisted) and return each table's rows as a DataFrame."""
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
-
-    from pipelines.tableio.base import SIDE_KEY
-    from pipelines.tableio.rust_sink import load_route
-    from schemas import get as get_spec
 
     def packed(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         side: list[dict[str, Any]] = []

@@ -22,7 +22,7 @@ import logging
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from pipelines.tableio import deltars
+from pipelines.tableio import deltars, rust_sink
 from pipelines.tableio.base import EngineName, RoutedWriteOptions, Tables, WriteMode, WriteResult
 from schemas import get as get_spec
 
@@ -76,8 +76,6 @@ class RustEngine:
         version: int | None,
         metadata: dict[str, Any] | None,
     ) -> None:
-        from pipelines.tableio import rust_sink
-
         options = {
             "path": uri,
             "arrow_schema": rust_sink.encode_schema(spec.arrow_schema()),
@@ -193,8 +191,6 @@ class _RoutedWrite:
         }
 
     def run(self, df: DataFrame, route: str) -> dict[str, WriteResult]:
-        from pipelines.tableio import rust_sink
-
         io, names, mode = self.io, self.names, self.mode
         specs = [get_spec(n) for n in names]
         for n in names:

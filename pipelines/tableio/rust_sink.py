@@ -48,6 +48,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
+from pipelines.runtime.worker_gc import freeze_worker_heap
 from pipelines.tableio.base import COMMIT_REFUSED, SIDE_KEY
 from pipelines.tableio.deltars import FileAdd, commit_files, delete_files
 from pipelines.uri import filesystem
@@ -534,8 +535,6 @@ def run(df: DataFrame, writer: TableWriter | RoutedWriter) -> None:
 
     def task(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         import pyarrow as pa
-
-        from pipelines.runtime.worker_gc import freeze_worker_heap
 
         freeze_worker_heap()
         message = writer.write(batches)

@@ -54,9 +54,21 @@ import json
 import threading
 from typing import TYPE_CHECKING, Any
 
+from pipelines import uri as uris
 from pipelines.runtime.spark_session import session_conf
 from pipelines.tableio import deltars
-from pipelines.tableio.base import EngineName, RoutedWriteOptions, Tables, WriteMode, WriteResult, before_commit
+from pipelines.tableio.base import (
+    COMMIT_REFUSED,
+    EngineName,
+    RoutedWriteOptions,
+    Tables,
+    WriteMode,
+    WriteResult,
+    before_commit,
+)
+from pipelines.tableio.routed import routed_frames
+from pipelines.tableio.rust_sink import load_route
+from schemas import get as get_spec
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -249,11 +261,6 @@ class SparkEngine:
         self, names: list[str], df: DataFrame, route: str, options: RoutedWriteOptions
     ) -> dict[str, WriteResult]:
         """``TableIO.write_routed`` (its docstring has the options) with Spark's Delta."""
-        from pipelines import uri as uris
-        from pipelines.tableio.base import COMMIT_REFUSED
-        from pipelines.tableio.routed import routed_frames
-        from pipelines.tableio.rust_sink import load_route
-        from schemas import get as get_spec
 
         if options.appended:  # its routes hand over whole files (ParquetFileCopy)
             raise ValueError("write_routed(appended=...) is the rust engine's: its tasks copy the files")
@@ -358,8 +365,6 @@ def _vacuum_has_candidates(uri: str) -> bool:
     partition directories, left out as Delta's VACUUM leaves them). A driver-side listing of the
     table (Delta's VACUUM lists it too, in several Spark jobs)."""
     from pyarrow import fs
-
-    from pipelines import uri as uris
 
     dt = deltars.open_table(uri)
     if not deltars.file_list_is_snapshot(dt):  # deletion vectors' files: Delta decides
