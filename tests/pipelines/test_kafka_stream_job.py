@@ -145,7 +145,7 @@ def test_a_stream_given_ending_offsets_stops_there(cluster: MockKafkaCluster) ->
     stops at the log end."""
     from pyspark.sql.streaming.datasource import ReadAllAvailable
 
-    from pipelines.kafka.source import KafkaStreamReader, _raw_schema, offsets_from_json, offsets_json
+    from pipelines.kafka.source import KafkaStreamReader, raw_schema, offsets_from_json, offsets_json
 
     topic = f"{TOPIC}-ending"
     cluster.partitions(topic)  # auto-created with the mock's default 4 partitions
@@ -153,8 +153,8 @@ def test_a_stream_given_ending_offsets_stops_there(cluster: MockKafkaCluster) ->
     base = {"kafka.bootstrap.servers": cluster.bootstrap_servers, "topic": topic}
     ending = json.dumps(offsets_json(topic, {0: 3, 1: 7, 3: 99}))
     bounded, free = (
-        KafkaStreamReader({**base, "endingOffsets": ending}, _raw_schema()),
-        KafkaStreamReader(base, _raw_schema()),
+        KafkaStreamReader({**base, "endingOffsets": ending}, raw_schema()),
+        KafkaStreamReader(base, raw_schema()),
     )
     try:
         start = bounded.initialOffset()
