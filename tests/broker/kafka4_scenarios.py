@@ -270,30 +270,23 @@ def static_members(ctx: Ctx) -> None:
     m.start("st-2", g, instance_id="inst-2", client_id="st-2")
     ctx.wait_members(g, 2, type_="CONSUMER")
     ctx.observe(s, g, "two static members")
-    m.term("st-1")
-    ctx.notes["st-1 left"] = now_ms()
-    m.start("st-1b", g, instance_id="inst-1", client_id="st-1")
-    ctx.wait(
-        f"{g}: inst-1 back under a new member id",
-        lambda: any(
-            x["group_instance_id"] == "inst-1" and x["member_id"] == m.member_id("st-1b")
-            for x in (describe(ctx.admin, g) or {"members": []})["members"]
-        ),
-    )
-    ctx.wait_members(g, 2)
-    ctx.observe(s, g, "static member restarted")
-    m.term("st-2")  # the rolling restart goes on: the other member, closed and restarted in turn
-    ctx.notes["st-2 left"] = now_ms()
-    m.start("st-2b", g, instance_id="inst-2", client_id="st-2")
-    ctx.wait(
-        f"{g}: inst-2 back under a new member id",
-        lambda: any(
-            x["group_instance_id"] == "inst-2" and x["member_id"] == m.member_id("st-2b")
-            for x in (describe(ctx.admin, g) or {"members": []})["members"]
-        ),
-    )
-    ctx.wait_members(g, 2)
-    ctx.observe(s, g, "rolling restart done")
+    # a rolling restart: each static member closed and restarted in turn, under its instance id
+    for name, inst, label in (
+        ("st-1", "inst-1", "static member restarted"),
+        ("st-2", "inst-2", "rolling restart done"),
+    ):
+        m.term(name)
+        ctx.notes[f"{name} left"] = now_ms()
+        m.start(f"{name}b", g, instance_id=inst, client_id=name)
+        ctx.wait(
+            f"{g}: {inst} back under a new member id",
+            lambda inst=inst, new=f"{name}b": any(
+                x["group_instance_id"] == inst and x["member_id"] == m.member_id(new)
+                for x in (describe(ctx.admin, g) or {"members": []})["members"]
+            ),
+        )
+        ctx.wait_members(g, 2)
+        ctx.observe(s, g, label)
     m.term("st-1b")
     m.term("st-2b")
     wait_state(ctx, g, "EMPTY")
