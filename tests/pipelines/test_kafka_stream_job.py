@@ -145,7 +145,7 @@ def test_a_stream_given_ending_offsets_stops_there(cluster: MockKafkaCluster) ->
     stops at the log end."""
     from pyspark.sql.streaming.datasource import ReadAllAvailable
 
-    from pipelines.kafka.source import KafkaStreamReader, raw_schema, offsets_from_json, offsets_json
+    from pipelines.kafka.source import KafkaStreamReader, offsets_from_json, offsets_json, raw_schema
 
     topic = f"{TOPIC}-ending"
     cluster.partitions(topic)  # auto-created with the mock's default 4 partitions
