@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import coordinator_core
+from tests.import_graph import circles
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -145,35 +146,6 @@ def _import_graph(package: str) -> dict[str, set[str]]:
     return graph
 
 
-def _circles(graph: dict[str, set[str]]) -> list[list[str]]:
-    """The strongly connected parts of ``graph`` with more than one node (Tarjan)."""
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    found: list[list[str]] = []
-
-    def visit(v: str) -> None:
-        index[v] = low[v] = len(index)
-        stack.append(v)
-        for w in sorted(graph.get(v, ())):
-            if w not in index:
-                visit(w)
-                low[v] = min(low[v], low[w])
-            elif w in stack:
-                low[v] = min(low[v], index[w])
-        if low[v] == index[v]:
-            part = []
-            while (w := stack.pop()) != v:
-                part.append(w)
-            if part:
-                found.append(sorted([*part, v]))
-
-    for v in sorted(graph):
-        if v not in index:
-            visit(v)
-    return found
-
-
 def _rooms(graph: dict[str, set[str]]) -> dict[str, set[str]]:
     """The graph between ``pipelines``' rooms: its first sub-packages and its root modules."""
     room = lambda m: ".".join(m.split(".")[:2])  # noqa: E731
@@ -184,8 +156,8 @@ def _rooms(graph: dict[str, set[str]]) -> dict[str, set[str]]:
 
 
 def test_the_circle_finder_finds_circles_and_names_packages_by_their_directory() -> None:
-    assert _circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
-    assert _circles({"a": {"b"}, "b": set()}) == []
+    assert circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert circles({"a": {"b"}, "b": set()}) == []
     graph = _import_graph("pipelines")
     assert "pipelines.tableio" in graph and "pipelines.tableio.__init__" not in graph
     assert "pipelines.tableio.base" in graph["pipelines.tableio"]  # top level
@@ -197,10 +169,10 @@ def test_no_module_of_pipelines_imports_in_a_circle() -> None:
     """Every module, the stream wing's among them (issue 32: its six-file circle is gone)."""
     graph = _import_graph("pipelines")
     assert len(graph) > 100  # the walk found the code
-    assert _circles(graph) == []
+    assert circles(graph) == []
 
 
 def test_no_room_of_pipelines_imports_in_a_circle() -> None:
     rooms = _rooms(_import_graph("pipelines"))
     assert {"pipelines.tableio", "pipelines.warehouse", "pipelines.config", "pipelines.runtime"} <= set(rooms)
-    assert _circles(rooms) == []
+    assert circles(rooms) == []

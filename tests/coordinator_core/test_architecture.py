@@ -28,11 +28,11 @@ The core's rooms (issue 32; ARCHITECTURE.md, "The core's rooms"):
 from __future__ import annotations
 
 import ast
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import coordinator_core
+from tests.import_graph import circles
 
 CORE = Path(coordinator_core.__file__).resolve().parent
 REPO = CORE.parent
@@ -201,53 +201,13 @@ def test_nothing_in_the_core_imports_through_the_front_door() -> None:
     assert through == []
 
 
-def _circles(graph: dict[str, set[str]]) -> list[list[str]]:
-    """The strongly connected components of more than one module (Tarjan)."""
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    on: set[str] = set()
-    found: list[list[str]] = []
-
-    def visit(v: str) -> None:
-        index[v] = low[v] = len(index)
-        stack.append(v)
-        on.add(v)
-        for w in sorted(graph[v]):
-            if w not in index:
-                visit(w)
-                low[v] = min(low[v], low[w])
-            elif w in on:
-                low[v] = min(low[v], index[w])
-        if low[v] == index[v]:
-            part = []
-            while True:
-                w = stack.pop()
-                on.discard(w)
-                part.append(w)
-                if w == v:
-                    break
-            if len(part) > 1:
-                found.append(sorted(part))
-
-    limit = sys.getrecursionlimit()
-    sys.setrecursionlimit(max(limit, 10 * len(graph)))
-    try:
-        for v in sorted(graph):
-            if v not in index:
-                visit(v)
-    finally:
-        sys.setrecursionlimit(limit)
-    return found
-
-
 def test_no_import_circle_anywhere_in_the_core() -> None:
     graph = {m: _arrows(m) - {"coordinator_core"} for m in MODULES}
-    assert _circles(graph) == []
+    assert circles(graph) == []
 
 
 def test_the_circle_finder_finds_a_circle() -> None:
-    assert _circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
 
 
 def test_the_rooms_faces_import_nothing_but_the_listed_faces() -> None:
