@@ -161,6 +161,7 @@ class StreamConf:
     trigger_interval: str = _f("30 seconds", "non_empty")
     max_files_per_trigger: int = _f(100, "positive")
     max_bytes_per_trigger: int | None = _f(None, "positive")
+    max_records_per_trigger: int | None = _f(2_000_000, "positive")
     watermark_delay_ms: int = _f(60_000, "non_negative")
     state_store: Literal["rocksdb", "hdfs"] = _f("rocksdb")
     timeout_mode: Literal["event_time", "processing_time"] = _f("event_time")

@@ -486,6 +486,16 @@ def kafka_source_options(cfg: Config, *, bootstrap_servers: str | None = None) -
     return opts
 
 
+def stream_limit_options(cfg: Config) -> dict[str, str]:
+    """``maxOffsetsPerTrigger`` from ``stream.max_records_per_trigger`` unless ``input.kafka_options``
+    sets it: a stream started on a large backlog reads it in bounded micro-batches (ARCHITECTURE.md,
+    *One path per stage*: stream)."""
+    cap = cfg.stream.max_records_per_trigger
+    if cap is None or any(k.lower() == "maxoffsetspertrigger" for k in cfg.input.kafka_options):
+        return {}
+    return {"maxOffsetsPerTrigger": str(cap)}
+
+
 def read_kafka_stream(spark: SparkSession, cfg: Config, *, bootstrap_servers: str | None = None) -> DataFrame:
     """A streaming DataFrame of raw records from the configured cluster.
 
@@ -497,11 +507,11 @@ def read_kafka_stream(spark: SparkSession, cfg: Config, *, bootstrap_servers: st
         _consumer_offset_fetching(spark, cfg)
         opts = _jvm_options(cfg, bootstrap_servers)
         _assign_every_partition(opts, cfg, bootstrap_servers)
-        return spark.readStream.format("kafka").options(**opts).load()
+        return spark.readStream.format("kafka").options(**opts, **stream_limit_options(cfg)).load()
     register_kafka_source(spark)
     return (
         spark.readStream.format(SOURCE_NAME)
-        .options(**kafka_source_options(cfg, bootstrap_servers=bootstrap_servers))
+        .options(**kafka_source_options(cfg, bootstrap_servers=bootstrap_servers), **stream_limit_options(cfg))
         .load()
     )
 

@@ -41,6 +41,7 @@ from pipelines.kafka.source import (
     raw_schema,
     read_range,
     reader_consumer,
+    stream_limit_options,
 )
 from pipelines.records.decode import INPUT_COLUMNS
 from pipelines.runtime.worker_gc import freeze_worker_heap
@@ -242,7 +243,7 @@ def read_packed_kafka(
     tasks also write the decoded tables into ``plan_dir`` for the sink."""
 
     spark.dataSource.register(_source_classes()[0])
-    opts = {**kafka_source_options(cfg), **bucket_options()}
+    opts = {**kafka_source_options(cfg), **stream_limit_options(cfg), **bucket_options()}
     opts.setdefault("tasks", str(2 * max(1, int(spark.sparkContext.defaultParallelism))))
     if plan_dir is not None:
         opts.update(planDir=plan_dir, writeDecoded=str(decoded).lower())

@@ -56,6 +56,8 @@ class StreamSettings:
     state_partitions: int | None = None
     allow_late_drops: bool = False
     clock_outlier_ms: int = 86_400_000
+    #: records per micro-batch (landing files, whole; Kafka's maxOffsetsPerTrigger): None = no cap
+    max_records_per_trigger: int | None = None
     #: what the landing holds: "files" (raw-record Parquet) or "segments" (broker log segments)
     landing_kind: str = "files"
     topic: str = "__consumer_offsets"  # kafka.topic: the only <topic>-N directories a log dir is read from
@@ -107,6 +109,7 @@ def settings_from_config(cfg: Config) -> StreamSettings:
         quarantine_checkpoint=cfg.checkpoint_path("stream_quarantine"),
         max_files_per_trigger=cfg.stream.max_files_per_trigger,
         max_bytes_per_trigger=cfg.stream.max_bytes_per_trigger,
+        max_records_per_trigger=cfg.stream.max_records_per_trigger,
         watermark_delay_ms=cfg.stream.watermark_delay_ms,
         trigger_interval=cfg.stream.trigger_interval,
         replay=cfg.replay.settings(),

@@ -4,7 +4,7 @@ landing source, a Python data source that emits the packed replay input straight
 Rules:
 - Source: the landing directory (Parquet raw-record files; the packed Python reader takes them
   in the order of what they hold — oldest record time, then name — whatever their modification
-  times; ``stream.max_files_per_trigger`` / ``max_bytes_per_trigger`` cap a micro-batch), or Kafka
+  times; ``stream.max_files_per_trigger`` / ``max_bytes_per_trigger`` and ``max_records_per_trigger`` cap a micro-batch), or Kafka
   (``format("kafka")`` with the connector, else the jar-free ``offsetlake_kafka`` source).
   Spark's file source is not used for the replay of landing files (refused by
   ``pipelines.stream.settings``: modification-time order, no view of earlier micro-batches); it
@@ -188,6 +188,7 @@ class LandingPackedReader:
         self.path = options["path"]
         self.max_files = int(options.get("maxfilespertrigger") or 0) or None
         self.max_bytes = int(options.get("maxbytespertrigger") or 0) or None
+        self.max_records = int(options.get("maxrecordspertrigger") or 0) or None
         self.tasks = max(1, int(options.get("tasks") or 2))
         self.lenient = options.get("lenient", "false") == "true"
         self.options = options  # the state buckets are read when a task packs (``buckets_of``)
@@ -197,6 +198,7 @@ class LandingPackedReader:
         self.write_decoded = options.get("writedecoded", "false") == "true" and self.plan_dir is not None
         self._target: tuple[int, int] | None = None  # available-now: (newest content key, newest mtime)
         self._keys: dict[tuple[str, int, int], int] = {}
+        self._rows: dict[tuple[str, int, int], int] = {}
 
     # -- listing ---------------------------------------------------------------------------
     def _listing(self) -> list[tuple[int, str, int, int]]:
@@ -242,8 +244,32 @@ class LandingPackedReader:
             new = [f for f in new if f[3] <= self._target[1]]
         return new
 
-    def latestOffset(self, start: dict[str, Any], limit: Any) -> dict[str, Any]:
+    def _num_rows(self, f: tuple[int, str, int, int]) -> int:
+        """A listed file's record count (its Parquet footer, read once per process)."""
         import pyarrow.parquet as pq
+
+        ident = (f[1], f[2], f[3])
+        rows = self._rows.get(ident)
+        if rows is None:
+            rows = self._rows[ident] = pq.read_metadata(os.path.join(self.path, f[1])).num_rows
+        return rows
+
+    def _within_records(self, new: list[tuple[int, str, int, int]]) -> list[tuple[int, str, int, int]]:
+        """The prefix of ``new`` within ``stream.max_records_per_trigger`` (whole files, at least
+        one): a stream started on a large backlog takes it in bounded micro-batches."""
+        if self.max_records is None:
+            return new
+        taken: list[tuple[int, str, int, int]] = []
+        rows = 0
+        for f in new:
+            n = self._num_rows(f)
+            if taken and rows + n > self.max_records:
+                break
+            taken.append(f)
+            rows += n
+        return taken
+
+    def latestOffset(self, start: dict[str, Any], limit: Any) -> dict[str, Any]:
         from pyspark.sql.streaming.datasource import ReadMaxBytes, ReadMaxFiles
 
         new = self._after(start)
@@ -264,6 +290,7 @@ class LandingPackedReader:
                 taken.append(f)
                 size += f[2]
             new = taken
+        new = self._within_records(new)
         batch = late + new
         if not batch:
             return dict(start)
@@ -273,7 +300,7 @@ class LandingPackedReader:
                 len(late),
                 ", ".join(f[1] for f in late[:5]),
             )
-        rows = sum(pq.read_metadata(os.path.join(self.path, f[1])).num_rows for f in batch)
+        rows = sum(self._num_rows(f) for f in batch)
         last_key = (int(start.get("key", -(2**63))), str(start.get("name", ""))) if "key" in start else None
         top = max([(f[0], f[1]) for f in new] + ([last_key] if last_key else []))
         # taken afterwards = (key, name) <= top and mtime <= seen: exactly the files taken before
@@ -556,4 +583,6 @@ def landing_reader_options(settings: StreamSettings, *, decoded: bool) -> dict[s
     plans = plan_dir(settings)
     if plans is not None:
         options.update(planDir=plans, writeDecoded=str(decoded).lower())
+    if settings.max_records_per_trigger is not None:
+        options["maxRecordsPerTrigger"] = str(settings.max_records_per_trigger)
     return options
