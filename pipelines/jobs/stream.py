@@ -45,6 +45,7 @@ if __name__ == "__main__" and __package__ in (None, ""):  # spark-submit pipelin
     sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _here]
     sys.path.insert(0, os.path.dirname(os.path.dirname(_here)))
 
+from pipelines.batch.file_tasks import task_slots
 from pipelines.config import add_conf_arguments, config_from_args
 from pipelines.errors import DataLossError, UsageError
 from pipelines.kafka.end_offsets import IntervalSampler
@@ -133,7 +134,7 @@ def start_replay_query(
     elif uses_packed_kafka(spark, cfg, settings):
         plans_at = plan_dir(settings)
         assert plans_at is not None  # the packed Kafka source needs a local checkpoint
-        packed = read_packed_kafka(spark, cfg, settings, plan_dir=plans_at, decoded=decoded)
+        packed = read_packed_kafka(spark, cfg, settings, plan_dir=plans_at, decoded=decoded, tasks=task_slots(spark))
         output = KafkaPackedOutput(settings.replay_checkpoint, plans_at, decoded)
     else:
         packed = packed_replay_input(read_raw_stream(spark, cfg, settings), buckets=stream_state.STATE_BUCKETS)

@@ -9,9 +9,11 @@ Rules:
 - Rows are the packed replay input (``PACK_DDL``): each task reads its Kafka ranges, decodes and
   packs them with ``pipelines.stream.packing.pack_batches`` in the same Python process — the
   raw records never become JVM rows, and no second ``mapInArrow`` pass converts them back.
-- A micro-batch's ranges go to at most ``tasks`` tasks (default 2 per core Spark has, as
+- A micro-batch's ranges go to at most ``tasks`` tasks (default Spark's task slots, one per core, or the
   ``tasks`` option), balanced by offsets; a task reads its ranges one after the other with ONE
-  consumer (``read_range(consumer=...)``): one client start per task, not per partition.
+  consumer (``read_range(consumer=...)``): one client start per task, not per partition. Each
+  task packs what it read into one pack per state bucket: more tasks, more packs for the same
+  records (40k records of 20k groups: 0.22 s of packing CPU in 2 tasks, 0.33 s in 4).
 - With ``planDir`` + ``writeDecoded`` each task also writes the decoded tables of what it packs
   (``pipelines.stream.source.DecodedFiles``: one decode for both) under the micro-batch's
   directory (named by its end offsets), and ``partitions`` leaves the batch's task count there
@@ -139,10 +141,16 @@ class KafkaPackedReader(KafkaStreamReader):
             os.replace(tmp, f"{partition.prefix}.records")
 
     def _raw(self, partition: KafkaPackedPartition, consumer: Any, cols: list[str], counted: list[int]) -> Any:
+        """The task's raw batches, its ranges' records joined up to ``fetch_batch`` rows: a
+        micro-batch's ranges are small (40k records over 50 partitions: ~800 each, a task's ~13
+        ranges), and each batch costs a decode and a decoded-tables write of its own."""
+        import pyarrow as pa
         from pyspark.sql.pandas.types import to_arrow_schema
 
         pl = self.planner
         schema = to_arrow_schema(pl.schema, timezone="UTC")
+        held: list[pa.RecordBatch] = []
+        rows = 0
         for rng in partition.ranges:
             for batch in read_range(
                 pl.settings,
@@ -153,7 +161,13 @@ class KafkaPackedReader(KafkaStreamReader):
                 consumer=consumer,
             ):
                 counted[0] += batch.num_rows
-                yield batch.select(cols)
+                held.append(batch.select(cols))
+                rows += batch.num_rows
+                if rows >= pl.fetch_batch:
+                    yield pa.concat_batches(held)
+                    held, rows = [], 0
+        if held:
+            yield pa.concat_batches(held)
 
 
 def batch_output(plan_dir: str, end: Mapping[str, Any], decoded: bool) -> tuple[int, dict[str, pa.Table]] | None:
@@ -237,14 +251,15 @@ def uses_packed_kafka(spark: SparkSession, cfg: Config, settings: StreamSettings
 
 
 def read_packed_kafka(
-    spark: SparkSession, cfg: Config, settings: StreamSettings, *, plan_dir: str | None, decoded: bool
+    spark: SparkSession, cfg: Config, settings: StreamSettings, *, plan_dir: str | None, decoded: bool, tasks: int
 ) -> DataFrame:
     """The packed replay input straight from Kafka (``KafkaPackedReader``); ``decoded``: its
-    tasks also write the decoded tables into ``plan_dir`` for the sink."""
+    tasks also write the decoded tables into ``plan_dir`` for the sink; ``tasks``: the tasks a
+    micro-batch's ranges go to (Spark's task slots, unless ``input.kafka_options`` names them)."""
 
     spark.dataSource.register(_source_classes()[0])
     opts = {**kafka_source_options(cfg), **stream_limit_options(cfg), **bucket_options()}
-    opts.setdefault("tasks", str(2 * max(1, int(spark.sparkContext.defaultParallelism))))
+    opts.setdefault("tasks", str(max(1, tasks)))
     if plan_dir is not None:
         opts.update(planDir=plan_dir, writeDecoded=str(decoded).lower())
     return spark.readStream.format(KAFKA_PACKED_SOURCE_NAME).options(**opts).load()

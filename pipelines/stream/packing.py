@@ -117,7 +117,7 @@ def _pack(held: list[tuple[pa.Table, Any]], buckets: int) -> Iterator[pa.RecordB
 
     if not held:
         return
-    rows = pa.concat_tables([t for t, _ in held])
+    rows = pa.concat_tables([t for t, _ in held]).combine_chunks()  # a take per bucket follows: one chunk each
     event = None
     if any(e is not None for _, e in held):
         event = np.concatenate(
