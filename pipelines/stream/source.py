@@ -117,14 +117,21 @@ def list_landing(path: str) -> list[tuple[int, str, int]]:
     return out
 
 
-def content_key(path: str) -> int:
-    """What a landing file holds, as an order key: its oldest record time (µs; from the
-    Parquet statistics of ``timestamp``, else the column itself). Files taken in this order
-    feed the watermark in log-time order whatever their modification times say."""
-    import pyarrow.compute as pc
+def content_facts(path: str) -> tuple[int, int]:
+    """What a landing file holds, from its footer: (order key, records). The key is its oldest
+    record time (µs; from the Parquet statistics of ``timestamp``, else the column itself): files
+    taken in this order feed the watermark in log-time order whatever their modification times
+    say. The records count against ``stream.max_records_per_trigger`` and the progress."""
     import pyarrow.parquet as pq
 
     md = pq.read_metadata(path)
+    return _oldest_time(path, md), md.num_rows
+
+
+def _oldest_time(path: str, md: Any) -> int:
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
     names = [md.schema.column(i).name for i in range(md.num_columns)]
     if "timestamp" not in names or md.num_rows == 0:
         return -(2**63)
@@ -168,7 +175,7 @@ class LandingPackedReader:
     input (``PACK_DDL``): each task reads its files with pyarrow, decodes and packs them
     (``pack_batches``) — the raw records never become JVM rows.
 
-    Order: files are taken by what they hold (``content_key``: oldest record time, then name),
+    Order: files are taken by what they hold (``content_facts``: oldest record time, then name),
     not by modification time, so landing files whose mtimes do not follow the log (copied,
     restored, re-captured) do not push the watermark past records still to come.
 
@@ -197,8 +204,7 @@ class LandingPackedReader:
         self.plan_dir = options.get("plandir") or None
         self.write_decoded = options.get("writedecoded", "false") == "true" and self.plan_dir is not None
         self._target: tuple[int, int] | None = None  # available-now: (newest content key, newest mtime)
-        self._keys: dict[tuple[str, int, int], int] = {}
-        self._rows: dict[tuple[str, int, int], int] = {}
+        self._facts: dict[tuple[str, int, int], tuple[int, int]] = {}  # (name, size, mtime) -> content_facts
 
     # -- listing ---------------------------------------------------------------------------
     def _listing(self) -> list[tuple[int, str, int, int]]:
@@ -206,10 +212,10 @@ class LandingPackedReader:
         out = []
         for mtime, name, size in list_landing(self.path):
             ident = (name, size, mtime)
-            key = self._keys.get(ident)
-            if key is None:
-                key = self._keys[ident] = content_key(os.path.join(self.path, name))
-            out.append((key, name, size, mtime))
+            facts = self._facts.get(ident)
+            if facts is None:
+                facts = self._facts[ident] = content_facts(os.path.join(self.path, name))
+            out.append((facts[0], name, size, mtime))
         out.sort()
         return out
 
@@ -245,14 +251,8 @@ class LandingPackedReader:
         return new
 
     def _num_rows(self, f: tuple[int, str, int, int]) -> int:
-        """A listed file's record count (its Parquet footer, read once per process)."""
-        import pyarrow.parquet as pq
-
-        ident = (f[1], f[2], f[3])
-        rows = self._rows.get(ident)
-        if rows is None:
-            rows = self._rows[ident] = pq.read_metadata(os.path.join(self.path, f[1])).num_rows
-        return rows
+        """A listed file's record count (read with its order key when it was first listed)."""
+        return self._facts[(f[1], f[2], f[3])][1]
 
     def _within_records(self, new: list[tuple[int, str, int, int]]) -> list[tuple[int, str, int, int]]:
         """The prefix of ``new`` within ``stream.max_records_per_trigger`` (whole files, at least

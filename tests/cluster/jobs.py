@@ -77,64 +77,61 @@ def _table_dirs(warehouse: Path) -> dict[str, Path]:
     return {p.name: p for p in sorted(warehouse.iterdir()) if (p / "_delta_log").is_dir() and p.name not in RUN_TABLES}
 
 
-def _row_texts(folder: Path) -> Iterator[str]:
-    """A table's rows, each as the ``repr`` of its sorted items (volatile columns left out;
-    nested values compare too), read a batch at a time."""
+def _read(folder: Path) -> pa.Table:
+    """A table's rows, volatile columns left out, columns in name order."""
     from pipelines.tableio import read_arrow_at
 
     table = read_arrow_at(str(folder))
-    keep = [c for c in table.column_names if c not in VOLATILE]
-    for batch in table.select(keep).to_batches(max_chunksize=50_000):
+    return table.select(sorted(c for c in table.column_names if c not in VOLATILE))
+
+
+def _row_texts(table: pa.Table) -> Iterator[str]:
+    """Each row as the ``repr`` of its sorted items (nested values compare too), a batch at a time."""
+    for batch in table.to_batches(max_chunksize=50_000):
         for r in batch.to_pylist():
             yield repr(sorted(r.items()))
 
 
 def tables(warehouse: Path) -> dict[str, list[str]]:
     """Every Delta table under ``warehouse``: its rows (``_row_texts``), sorted."""
-    return {name: sorted(_row_texts(folder)) for name, folder in _table_dirs(warehouse).items()}
+    return {name: sorted(_row_texts(_read(folder))) for name, folder in _table_dirs(warehouse).items()}
 
 
-def _digests(folder: Path) -> list[bytes]:
-    """A table's rows as 16-byte digests of their texts, sorted: a 10M-row table compares in
-    ~0.6 GB, not as 10M strings."""
-    return sorted(hashlib.blake2b(t.encode(), digest_size=16).digest() for t in _row_texts(folder))
+def _digest(text: str) -> bytes:
+    return hashlib.blake2b(text.encode(), digest_size=16).digest()
 
 
-def _sorted_flat(folder: Path) -> pa.Table | None:
-    """A table without nested columns, sorted by all its columns (volatile ones left out): two
-    such tables compare in Arrow; None for a table with nested columns."""
+def _same_rows(mine: pa.Table, theirs: pa.Table) -> list[str] | None:
+    """None when the two tables hold the same rows, else up to 3 rows of ``mine`` that ``theirs``
+    lacks. Tables without nested columns are sorted by every column and compared in Arrow; the
+    others as sorted 16-byte row digests (a 10M-row table in ~0.6 GB, not as 10M strings)."""
     import pyarrow as pa
 
-    from pipelines.tableio import read_arrow_at
-
-    table = read_arrow_at(str(folder))
-    table = table.select(sorted(c for c in table.column_names if c not in VOLATILE))
-    if any(pa.types.is_nested(f.type) for f in table.schema):
+    if mine.num_rows == theirs.num_rows and not any(pa.types.is_nested(f.type) for f in mine.schema):
+        order = [(c, "ascending") for c in mine.column_names]
+        if mine.schema.equals(theirs.schema) and mine.sort_by(order).equals(theirs.sort_by(order)):
+            return None
+    left, right = sorted(map(_digest, _row_texts(mine))), sorted(map(_digest, _row_texts(theirs)))
+    if left == right:
         return None
-    return table.sort_by([(c, "ascending") for c in table.column_names]).combine_chunks()
+    other = set(right)
+    return [t for t in _row_texts(mine) if _digest(t) not in other][:3] or ["(rows of the other side only)"]
 
 
 def assert_same_tables(left: Path, right: Path, *, more_on_the_left: bool = False) -> dict[str, int]:
-    """Table for table, the same rows (one table of each side in memory at a time, as row
-    digests); the row counts. ``more_on_the_left``: ``left`` may hold tables ``right`` has not
-    (another job's: ``dq_results``), the others must be equal."""
+    """Table for table, the same rows (one table of each side in memory at a time: ``_same_rows``);
+    the row counts. ``more_on_the_left``: ``left`` may hold tables ``right`` has not (another
+    job's: ``dq_results``), the others must be equal."""
     a, b = _table_dirs(left), _table_dirs(right)
     if more_on_the_left:
         a = {n: d for n, d in a.items() if n in b}
     assert sorted(a) == sorted(b), f"table sets differ: {sorted(set(a) ^ set(b))}"
     counts = {}
     for name in a:
-        flat = _sorted_flat(a[name]), _sorted_flat(b[name])
-        if flat[0] is not None and flat[1] is not None and flat[0].equals(flat[1]):
-            counts[name] = flat[0].num_rows
-            continue
-        mine, theirs = _digests(a[name]), _digests(b[name])
-        assert len(mine) == len(theirs), f"{name}: {len(mine)} rows against {len(theirs)}"
-        if mine != theirs:
-            other = set(theirs)
-            examples = [
-                t for t in _row_texts(a[name]) if hashlib.blake2b(t.encode(), digest_size=16).digest() not in other
-            ]
-            raise AssertionError(f"{name} differs, e.g. {examples[:3]}")
-        counts[name] = len(mine)
+        mine, theirs = _read(a[name]), _read(b[name])
+        assert mine.num_rows == theirs.num_rows, f"{name}: {mine.num_rows} rows against {theirs.num_rows}"
+        differs = _same_rows(mine, theirs)
+        if differs is not None:
+            raise AssertionError(f"{name} differs, e.g. {differs}")
+        counts[name] = mine.num_rows
     return counts
