@@ -5,7 +5,8 @@ What it measures (one core, records already decoded — the codec has its own be
   per-group dict), measured in the same run; every replay number is reported against it;
 - replay, state only (``event_kinds=()``), with every event, and with every event plus offset
   expiry (7-day retention, decided before every record and at the end);
-- snapshot serialisation / deserialisation, bytes and memory per group;
+- snapshot serialisation / deserialisation, bytes and memory per group, the byte codec's and
+  the plain values' a carried replay keeps (pickled);
 - ``--bulk``: the bulk path (``compress_commit_runs`` + ``replay_runs``: a run of offset commits
   applied from its survivors when that is exact) against ``replay`` on the same records;
 - ``--arrow PATH``: the pipeline's batch replay stage (``pipelines.records.replay.
@@ -26,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import pickle
 import platform
 import random
 import sys
@@ -55,6 +57,8 @@ from coordinator_core import (
     new_snapshot,
     replay,
     serialize_snapshot,
+    snapshot_from_values,
+    snapshot_values,
 )
 
 WEEK = 7 * 86_400_000
@@ -254,6 +258,13 @@ def main(argv: list[str] | None = None) -> int:
     ser_s, blobs = _timed(lambda: [serialize_snapshot(s) for s in snaps.values()], args.repeat)
     de_s, back = _timed(lambda: [deserialize_snapshot(b) for b in blobs], args.repeat)
     assert back == list(snaps.values())
+    # as a carried replay keeps them (the stream's state buckets): plain values, pickled together
+    val_ser_s, pickled = _timed(
+        lambda: pickle.dumps([snapshot_values(s) for s in snaps.values()], protocol=pickle.HIGHEST_PROTOCOL),
+        args.repeat,
+    )
+    val_de_s, back = _timed(lambda: [snapshot_from_values(v) for v in pickle.loads(pickled)], args.repeat)
+    assert back == list(snaps.values())
     n_offsets = sum(s.offset_count for s in snaps.values())
 
     # memory held by the snapshots (state only), measured separately
@@ -283,6 +294,11 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"serialise {len(blobs):,} snapshots: {ser_s:.2f}s ({len(blobs) / ser_s:,.0f}/s); "
         f"deserialise: {de_s:.2f}s ({len(blobs) / de_s:,.0f}/s)"
+    )
+    print(
+        f"as plain values, pickled (what a carried replay keeps): serialise {val_ser_s:.2f}s "
+        f"({val_ser_s / ser_s:.2f}x the bytes'), deserialise {val_de_s:.2f}s ({val_de_s / de_s:.2f}x), "
+        f"{len(pickled) / len(blobs):,.0f} bytes/group"
     )
     total_bytes = sum(len(b) for b in blobs)
     print(

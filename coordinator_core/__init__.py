@@ -81,6 +81,9 @@ if TYPE_CHECKING:
     from coordinator_core.loader.snapshot import new_snapshot as new_snapshot
     from coordinator_core.loader.snapshot_codec import deserialize_snapshot as deserialize_snapshot
     from coordinator_core.loader.snapshot_codec import serialize_snapshot as serialize_snapshot
+    from coordinator_core.loader.snapshot_values import VALUES_FORMAT_VERSION as VALUES_FORMAT_VERSION
+    from coordinator_core.loader.snapshot_values import snapshot_from_values as snapshot_from_values
+    from coordinator_core.loader.snapshot_values import snapshot_values as snapshot_values
     from coordinator_core.loader.transactions import transaction_fates as transaction_fates
     from coordinator_core.log_shape import PartitionShape as PartitionShape
     from coordinator_core.log_shape import bad_batch_last_offset as bad_batch_last_offset
@@ -163,6 +166,7 @@ _PUBLIC: dict[str, tuple[str, ...]] = {
     "coordinator_core.loader.as_of_view": ("next_judgment_ms", "next_times_of"),
     "coordinator_core.loader.snapshot": ("GroupSnapshot", "SNAPSHOT_FORMAT_VERSION", "new_snapshot"),
     "coordinator_core.loader.snapshot_codec": ("deserialize_snapshot", "serialize_snapshot"),
+    "coordinator_core.loader.snapshot_values": ("VALUES_FORMAT_VERSION", "snapshot_from_values", "snapshot_values"),
     "coordinator_core.loader.transactions": ("transaction_fates",),
     "coordinator_core.loader.replay": ("ReplayResult", "replay", "replay_groups", "replay_runs", "snapshot_as_of"),
 }

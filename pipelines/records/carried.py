@@ -4,9 +4,13 @@ state buckets (``pipelines.stream.state``) and the batch job's incremental runs
 (``pipelines.batch.carried``) share it.
 
 Rules:
-- A group's entry is (snapshot format, ``serialize_snapshot`` bytes, timer ms or None)
-  (``GroupEntry``); a bucket's entries are pickled together (``encode_bucket``). The snapshot
-  bytes never change when the core evolves; ``deserialize_snapshot`` reads older formats.
+- A group's entry is (snapshot format, snapshot, timer ms or None) (``GroupEntry``); a
+  bucket's entries are pickled together (``encode_bucket``). The snapshot is written as the
+  core's plain values (``snapshot_values``, format ``VALUES_FORMAT_VERSION``): every active
+  group's snapshot is read and written on every call, and pickle reads those in C, where the
+  byte codec reads varints in Python. Entries a release before this one wrote (formats 1 and 2,
+  ``serialize_snapshot`` bytes) still read (``snapshot_of_entry``); neither form's layout
+  changes when the core evolves, they only gain fields.
 - ``BucketReplayer.replay_bucket`` is the one carried replay: ``pipelines.records.replay.replay_onto``
   onto the groups' snapshots (new groups from ``new_snapshot``), the groups whose timer is due
   (watermark > timer) replayed to the watermark alone. The watermark is the evidence horizon and
@@ -26,13 +30,14 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from coordinator_core import (
-    SNAPSHOT_FORMAT_VERSION,
+    VALUES_FORMAT_VERSION,
     WITHDRAWN,
     ReplaySettings,
     deserialize_snapshot,
     new_snapshot,
     next_times_of,
-    serialize_snapshot,
+    snapshot_from_values,
+    snapshot_values,
 )
 from pipelines.log_clock import stream_as_of
 from pipelines.records import replay_input
@@ -49,8 +54,16 @@ if TYPE_CHECKING:
 DELETED_OFFSETS = "offsets_current(deleted)"
 
 
-#: A group's entry in its bucket's state: (snapshot format, snapshot bytes, timer ms or None).
-GroupEntry = tuple[int, bytes, "int | None"]
+#: A group's entry in its bucket's state: (snapshot format, snapshot, timer ms or None); the
+#: snapshot is ``snapshot_values``'s tuple (format ``VALUES_FORMAT_VERSION``) or, written by an
+#: earlier release, ``serialize_snapshot``'s bytes (formats 1 and 2).
+GroupEntry = tuple[int, Any, "int | None"]
+
+
+def snapshot_of_entry(entry: GroupEntry) -> GroupSnapshot:
+    """The snapshot a group's entry holds, in whichever form it was written."""
+    form, payload, _timer = entry
+    return snapshot_from_values(payload) if form == VALUES_FORMAT_VERSION else deserialize_snapshot(payload)
 
 
 def _dedupe_last(rows: list[dict[str, Any]], key: Sequence[str]) -> list[dict[str, Any]]:
@@ -136,7 +149,7 @@ class BucketReplayer:
 
         def snapshot_of(gid: str) -> GroupSnapshot:
             entry = groups.get(gid)
-            return deserialize_snapshot(entry[1]) if entry is not None else new_snapshot(gid)
+            return snapshot_of_entry(entry) if entry is not None else new_snapshot(gid)
 
         # the present as of the newest record time of the batches before (the batch's as_of at the
         # end); forecasts judged against the log up to the watermark (its evidence horizon)
@@ -158,7 +171,7 @@ class BucketReplayer:
             for name, rows in self._changed_rows(before, result).items():
                 out.setdefault(name, []).extend(rows)
             timer = self._timer(result.snapshot, watermark_ms)
-            after_groups[before.group_id] = (SNAPSHOT_FORMAT_VERSION, serialize_snapshot(result.snapshot), timer)
+            after_groups[before.group_id] = (VALUES_FORMAT_VERSION, snapshot_values(result.snapshot), timer)
         timers = [t for _f, _b, t in after_groups.values() if t is not None]
         return after_groups, out, (min(timers) if timers else None)
 
@@ -166,7 +179,7 @@ class BucketReplayer:
         """A group's entry after a replay whose evidence horizon was ``watermark_ms`` (the batch
         job's whole-log replay, which keeps its groups for the next incremental run)."""
 
-        return (SNAPSHOT_FORMAT_VERSION, serialize_snapshot(snap), self._timer(snap, watermark_ms))
+        return (VALUES_FORMAT_VERSION, snapshot_values(snap), self._timer(snap, watermark_ms))
 
     def _timer(self, snap: GroupSnapshot, watermark_ms: int) -> int | None:
         """Spark fires when watermark > timer: a judgment ``j`` is due when the watermark (the

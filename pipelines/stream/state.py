@@ -10,9 +10,9 @@ Rules:
   call replays its groups together (one commit-run reduction over all their rows, one Arrow
   conversion of their gold rows) and touches only the groups with new records or a due timer.
 - State: one row per bucket = (``STATE_LAYOUT_VERSION``, the bucket's groups pickled as
-  ``{group_id: (snapshot format, serialize_snapshot bytes, timer ms or None)}``)
-  (``STATE_DDL``). The snapshot bytes never change when the core evolves;
-  ``deserialize_snapshot`` reads older formats. ``STATE_DDL``, ``STATE_LAYOUT_VERSION`` and
+  ``{group_id: (snapshot format, snapshot, timer ms or None)}`` (``STATE_DDL``;
+  ``pipelines.records.carried.GroupEntry``: the core's plain values, or an earlier release's
+  snapshot bytes; both read). ``STATE_DDL``, ``STATE_LAYOUT_VERSION`` and
   ``STATE_BUCKETS`` are registered (``check_state_layout``): a checkpoint resumes only with the
   layout it was created with; any other is refused with one line.
 - Replay: ``pipelines.records.replay.replay_onto``, the batch job's replay of many groups (commit

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from coordinator_core.loader.as_of_view import next_judgment_ms
 from coordinator_core.loader.replay import new_snapshot, replay
-from coordinator_core.loader.snapshot_codec import deserialize_snapshot, serialize_snapshot
 from coordinator_core.modern.share.fold import ShareGroupFold
 from coordinator_core.settings import ReplaySettings
 from tests.coordinator_core.consumer_group_log import topic_id
 from tests.coordinator_core.modern_group_log import ShareGroupLog, StreamsGroupLog
+from tests.coordinator_core.stored import stored
 
 DAY = 86_400_000
 
@@ -117,7 +117,7 @@ def test_snapshot_bytes_round_trip_and_resume_equals_one_pass() -> None:
     one = replay(new_snapshot("sg"), log.records)
     cut = 7
     first = replay(new_snapshot("sg"), log.records[:cut])
-    back = deserialize_snapshot(serialize_snapshot(first.snapshot))
+    back = stored(first.snapshot)
     assert back == first.snapshot
     second = replay(back, log.records[cut:])
     assert second.snapshot == one.snapshot

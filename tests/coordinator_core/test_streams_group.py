@@ -11,10 +11,10 @@ import dataclasses
 
 from coordinator_core.codec.records import OffsetCommitKey, OffsetCommitValue
 from coordinator_core.loader.replay import new_snapshot, replay
-from coordinator_core.loader.snapshot_codec import deserialize_snapshot, serialize_snapshot
 from coordinator_core.settings import ReplaySettings
 from coordinator_core.streams.fold import StreamsGroupFold
 from tests.coordinator_core.modern_group_log import S_UNREVOKED, StreamsGroupLog
+from tests.coordinator_core.stored import stored
 
 DAY = 86_400_000
 
@@ -142,7 +142,7 @@ def test_delete_and_bytes_round_trip() -> None:
     assert not [e for e in one.events if e.kind == "consumer_anomaly"]
     for cut in (3, 9, len(log.records) - 2):
         first = replay(new_snapshot("app"), log.records[:cut])
-        back = deserialize_snapshot(serialize_snapshot(first.snapshot))
+        back = stored(first.snapshot)
         assert back == first.snapshot
         second = replay(back, log.records[cut:])
         assert second.snapshot == one.snapshot

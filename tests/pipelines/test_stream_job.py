@@ -310,8 +310,8 @@ def test_split_calls_with_timers_equal_one_replay(log_records: list[Any]) -> Non
     """The stateful function's pure part: a bucket's groups carried across calls (chunks of the
     log in log order, several groups per call) + a timer call at the end give the same snapshot
     per group as one replay of everything at that as_of."""
-    from coordinator_core import LogRecord, decode_record, deserialize_snapshot, replay_groups
-    from pipelines.records.carried import BucketReplayer
+    from coordinator_core import LogRecord, decode_record, replay_groups
+    from pipelines.records.carried import BucketReplayer, snapshot_of_entry
     from pipelines.records.gold import DEFAULT_TABLES
 
     fn = BucketReplayer(ReplaySettings(retention_ms=RETENTION_MS, rules="current"), tuple(DEFAULT_TABLES), 50)
@@ -330,10 +330,42 @@ def test_split_calls_with_timers_equal_one_replay(log_records: list[Any]) -> Non
     groups, _out, timer = fn.replay_bucket(groups, None, as_of)
     assert set(groups) == set(want)
     for group, result in want.items():
-        got = deserialize_snapshot(groups[group][1])
+        got = snapshot_of_entry(groups[group])
         assert got.offsets == result.snapshot.offsets, group
         assert got.state == result.snapshot.state, group
     assert timer is None or timer >= as_of
+
+
+def test_a_bucket_an_earlier_release_wrote_carries_on_to_the_same_groups_and_rows(log_records: list[Any]) -> None:
+    """A checkpoint's buckets hold the snapshot bytes (format 2) a release before the plain
+    values wrote: the calls after read them and give the same groups and changed rows as a run
+    that kept plain values throughout, and write plain values from then on."""
+    from coordinator_core import SNAPSHOT_FORMAT_VERSION, VALUES_FORMAT_VERSION, decode_record, serialize_snapshot
+    from coordinator_core import LogRecord as Rec
+    from pipelines.records.carried import BucketReplayer, decode_bucket, encode_bucket, snapshot_of_entry
+    from pipelines.records.gold import DEFAULT_TABLES
+
+    fn = BucketReplayer(ReplaySettings(retention_ms=RETENTION_MS, rules="current"), tuple(DEFAULT_TABLES), 50)
+    logs = []
+    for r in log_records:
+        rec = decode_record(r.key, r.value, modern=True)
+        logs.append(Rec(r.partition, r.offset, r.timestamp_ms, rec.key, rec.value))
+    chunks = [logs[i : i + 50] for i in range(0, len(logs), 50)]
+    half = len(chunks) // 2
+    groups: dict[str, Any] = {}
+    for chunk in chunks[:half]:
+        groups, _out, _timer = fn.replay_bucket(groups, _replay_input_table(chunk), chunk[0].timestamp_ms - DELAY_MS)
+    assert groups and {e[0] for e in groups.values()} == {VALUES_FORMAT_VERSION}
+    old = {g: (SNAPSHOT_FORMAT_VERSION, serialize_snapshot(snapshot_of_entry(e)), e[2]) for g, e in groups.items()}
+    old = decode_bucket(encode_bucket(old))
+    for chunk in chunks[half:]:
+        wm = chunk[0].timestamp_ms - DELAY_MS
+        groups, out, timer = fn.replay_bucket(groups, _replay_input_table(chunk), wm)
+        old, old_out, old_timer = fn.replay_bucket(old, _replay_input_table(chunk), wm)
+        assert (old_out, old_timer) == (out, timer)
+    assert {g: snapshot_of_entry(e) for g, e in old.items()} == {g: snapshot_of_entry(e) for g, e in groups.items()}
+    assert any(e[0] == SNAPSHOT_FORMAT_VERSION for e in old.values())  # groups the second half left alone
+    assert any(e[0] == VALUES_FORMAT_VERSION for e in old.values())
 
 
 def test_split_calls_with_a_watermark_delay_state_the_batchs_present(log_records: list[Any]) -> None:
@@ -342,8 +374,8 @@ def test_split_calls_with_a_watermark_delay_state_the_batchs_present(log_records
     as one replay of everything does at the batch's present: as of the newest record, forecasts
     judged up to the newest record − delay. Due is not dead in both: a forecast whose window has
     not passed keeps its offsets and the group Empty."""
-    from coordinator_core import LogRecord, decode_record, deserialize_snapshot, replay_groups
-    from pipelines.records.carried import BucketReplayer
+    from coordinator_core import LogRecord, decode_record, replay_groups
+    from pipelines.records.carried import BucketReplayer, snapshot_of_entry
     from pipelines.records.gold import DEFAULT_TABLES
 
     settings = ReplaySettings(retention_ms=RETENTION_MS, rules="current", cleanup_interval_ms=30_000)
@@ -364,7 +396,7 @@ def test_split_calls_with_a_watermark_delay_state_the_batchs_present(log_records
     assert wm == newest - DELAY_MS and set(groups) == set(want)
     due = 0
     for group, result in want.items():
-        got = deserialize_snapshot(groups[group][1])
+        got = snapshot_of_entry(groups[group])
         assert (got.state, got.exists, dict(got.offsets)) == (
             result.snapshot.state,
             result.snapshot.exists,
@@ -599,11 +631,11 @@ def test_one_bucket_of_a_compacted_cluster_log_equals_the_core_replay(
     group's snapshot equals the core's replay of its records at that as_of."""
     import pyarrow as pa
 
-    from coordinator_core import LogRecord, decode_record, deserialize_snapshot, replay_groups
+    from coordinator_core import LogRecord, decode_record, replay_groups
     from coordinator_core.simulator.generator import generate
     from pipelines.inputs.raw_files import RAW_ARROW_SCHEMA
     from pipelines.records import replay_input
-    from pipelines.records.carried import BucketReplayer
+    from pipelines.records.carried import BucketReplayer, snapshot_of_entry
     from pipelines.records.decode import decode_batch, split_union_arrow
     from pipelines.records.gold import DEFAULT_TABLES
 
@@ -649,5 +681,5 @@ def test_one_bucket_of_a_compacted_cluster_log_equals_the_core_replay(
     want = replay_groups(records, settings=settings, as_of_ms=as_of, log_end_ms=as_of)
     assert len(want) >= 10 and set(groups) == set(want)
     for group, result in want.items():
-        assert deserialize_snapshot(groups[group][1]) == result.snapshot, group
+        assert snapshot_of_entry(groups[group]) == result.snapshot, group
     assert timer is None or timer >= as_of

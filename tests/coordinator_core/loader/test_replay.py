@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pickle
+
 import pytest
 
 from coordinator_core.codec.records import MemberMetadata, OffsetCommitValue
@@ -17,6 +19,7 @@ from coordinator_core.events import (
 from coordinator_core.loader.replay import ReplayResult, replay, replay_groups, snapshot_as_of
 from coordinator_core.loader.snapshot import SNAPSHOT_FORMAT_VERSION, GroupSnapshot, new_snapshot
 from coordinator_core.loader.snapshot_codec import deserialize_snapshot, serialize_snapshot
+from coordinator_core.loader.snapshot_values import snapshot_from_values, snapshot_values
 from coordinator_core.settings import ReplaySettings
 from coordinator_core.state import GroupState
 from tests.coordinator_core.replay_builders import GroupLog, member
@@ -504,6 +507,45 @@ def test_snapshot_format_v2_bytes_are_stable_and_round_trip() -> None:
     assert snap.predicted_expired and snap.predicted_removed and snap.members
     assert serialize_snapshot(snap).hex() == GOLDEN_V2
     assert deserialize_snapshot(bytes.fromhex(GOLDEN_V2)) == snap
+
+
+# The plain-values layout 3 of the same snapshot (what a carried replay keeps, pickled with its
+# bucket). It is frozen as the bytes are: a later layout may only append fields.
+GOLDEN_VALUES_3 = (
+    "golden", 3, True, 2, "consumer", "range", "m-1", 1699999999950,
+    (("m-1", "client", "/h", 10000, b"\x00\x00\x00\x00\x00\x01\x00\x01t\xff\xff\xff\xff", b"\x00\x00", 30000, "pod-a", ()),),
+    True, 1700000000000, 1699999999950, ("t",),
+    ((("t", 0), (42, "", 1700000001000, None, None, 3, ()), 3, 11, 1700000001000),),
+    (3, 13), 1700000001000, 4, 1, None, ((("u", 1), (7, 1700000001000, 1700000006000)),), None, (),
+    ((("u", 1), (7, "", 1700000001000, None, 1700000006000, 1, ()), 3, 12, 1700000001000),),
+    None, (), None, 1700000000000, (3, 10), False, 0, 0, None, "classic", None, (), (), None,
+)  # fmt: skip
+
+
+def test_snapshot_values_layout_3_is_stable_and_round_trips() -> None:
+    snap = _golden_snapshot()
+    assert snapshot_values(snap) == GOLDEN_VALUES_3
+    assert snapshot_from_values(GOLDEN_VALUES_3) == snap
+    assert snapshot_from_values(pickle.loads(pickle.dumps(GOLDEN_VALUES_3))) == snap
+
+
+def test_snapshot_values_of_an_earlier_layout_read_their_missing_fields_as_defaults() -> None:
+    # layouts only append fields: one without the last (the share/streams fold) reads it as none
+    snap = _golden_snapshot()
+    assert snapshot_from_values(GOLDEN_VALUES_3[:-1]) == snap
+    assert snapshot_from_values(GOLDEN_VALUES_3[:-4]).pending_txn == {}
+
+
+def test_corrupt_snapshot_values_are_rejected() -> None:
+    for bad in (
+        (),
+        (*GOLDEN_VALUES_3, None),
+        b"golden",
+        ("g", 9),
+        ("g", 0, True, 0, None, None, None, None, (("m",),)),
+    ):
+        with pytest.raises(ValueError):
+            snapshot_from_values(bad)  # type: ignore[arg-type]
 
 
 def test_first_group_record_after_offsets_of_a_compacted_log_invents_no_generations() -> None:

@@ -23,10 +23,11 @@ from coordinator_core.loader.commit_runs import CommitRun, RunCounters, compress
 from coordinator_core.loader.group_fold import ALL_EVENT_KINDS
 from coordinator_core.loader.replay import ReplayResult, replay, replay_runs
 from coordinator_core.loader.snapshot import GroupSnapshot, new_snapshot
-from coordinator_core.loader.snapshot_codec import deserialize_snapshot, serialize_snapshot
+from coordinator_core.loader.snapshot_codec import serialize_snapshot
 from coordinator_core.settings import ReplaySettings
 from coordinator_core.simulator.generator import generate
 from tests.coordinator_core.replay_builders import GroupLog, member
+from tests.coordinator_core.stored import stored
 
 MINUTE = 60_000
 HOUR = 60 * MINUTE
@@ -169,7 +170,7 @@ def test_compressed_replay_onto_an_existing_snapshot_with_overlapping_input_equa
     cut %= len(records) + 1
     start = cut - back % (cut + 1)
     before = replay(new_snapshot("g"), records[:cut], event_kinds=NO_COMMIT_EVENTS, **settings_kw(opts)).snapshot
-    before = deserialize_snapshot(serialize_snapshot(before))
+    before = stored(before)
     end = max((r.timestamp_ms for r in records), default=0)
     full, _, _ = both(before, records[start:], as_of_ms=end, event_kinds=NO_COMMIT_EVENTS, **opts)
     assert full.stats.duplicates_skipped == cut - start

@@ -7,11 +7,11 @@ from __future__ import annotations
 from coordinator_core.events import GroupLifecycle, OffsetExpiration, Rebalance, StateTransition
 from coordinator_core.loader.replay import replay
 from coordinator_core.loader.snapshot import new_snapshot
-from coordinator_core.loader.snapshot_codec import deserialize_snapshot, serialize_snapshot
 from coordinator_core.settings import ReplaySettings
 from coordinator_core.simulator.consumer_group_writer import ConsumerGroupWriter
 from coordinator_core.state import GroupState
 from tests.coordinator_core.consumer_group_log import ConsumerGroupLog, kafka4_consumer_group_life
+from tests.coordinator_core.stored import stored
 
 DAY = 86_400_000
 SETTINGS = ReplaySettings(retention_ms=DAY)
@@ -79,11 +79,11 @@ def test_consumer_group_snapshot_survives_the_codec_and_any_split() -> None:
     log = kafka4_consumer_group_life()
     whole = replay(new_snapshot("cg"), log.records, settings=SETTINGS).snapshot
     assert whole.group_type == "consumer" and whole.consumer is not None
-    assert deserialize_snapshot(serialize_snapshot(whole)) == whole
+    assert stored(whole) == whole
     for cut in range(0, len(log.records) + 1, 3):
         first = replay(new_snapshot("cg"), log.records[:cut], settings=SETTINGS).snapshot
-        stored = deserialize_snapshot(serialize_snapshot(first))
-        assert replay(stored, log.records[cut:], settings=SETTINGS).snapshot == whole, cut
+        back = stored(first)
+        assert replay(back, log.records[cut:], settings=SETTINGS).snapshot == whole, cut
 
 
 def test_downgraded_group_is_classic_again_with_its_epoch_as_generation() -> None:
@@ -127,5 +127,5 @@ def test_a_deleted_consumer_group_stays_a_consumer_group_in_its_state_row() -> N
     snap = replay(new_snapshot("cg"), log.records, settings=SETTINGS).snapshot
     row = snap.to_state_row(settings=SETTINGS)
     assert (row["state"], row["exists"], row["group_type"]) == ("Dead", False, "consumer")
-    again = deserialize_snapshot(serialize_snapshot(snap)).to_state_row(settings=SETTINGS)
+    again = stored(snap).to_state_row(settings=SETTINGS)
     assert again["group_type"] == "consumer"

@@ -11,9 +11,9 @@ from hypothesis import strategies as st
 from coordinator_core.codec.records import LogRecord
 from coordinator_core.loader.replay import ReplayResult, replay
 from coordinator_core.loader.snapshot import GroupSnapshot, new_snapshot
-from coordinator_core.loader.snapshot_codec import deserialize_snapshot, serialize_snapshot
 from coordinator_core.settings import ReplaySettings
 from tests.coordinator_core.replay_builders import GroupLog, member
+from tests.coordinator_core.stored import stored
 
 HOUR = 3_600_000
 RETENTION = 48 * HOUR
@@ -90,24 +90,24 @@ def _chunks(records: list[LogRecord], cuts: list[int]) -> list[list[LogRecord]]:
 def _stream(
     records: list[LogRecord], cuts: list[int], retention: int | None, end_ms: int | None, with_log_end: bool = False
 ) -> tuple[GroupSnapshot, list[ReplayResult]]:
-    """Streaming: state serialised between micro-batches; with retention a timer fires at each
-    batch end at a watermark that does not pass the next record."""
+    """Streaming: state stored between micro-batches (both forms, ``stored``); with retention a
+    timer fires at each batch end at a watermark that does not pass the next record."""
     chunks = _chunks(records, cuts)
-    state = serialize_snapshot(new_snapshot("g"))
+    state = new_snapshot("g")
     results = []
     for i, chunk in enumerate(chunks):
         later = [c for c in chunks[i + 1 :] if c]
         watermark = later[0][0].timestamp_ms if later else end_ms
         r = replay(
-            deserialize_snapshot(state),
+            state,
             chunk,
             settings=ReplaySettings(retention_ms=retention),
             as_of_ms=watermark,
             log_end_ms=watermark if with_log_end else None,
         )
         results.append(r)
-        state = serialize_snapshot(r.snapshot)
-    return deserialize_snapshot(state), results
+        state = stored(r.snapshot)
+    return state, results
 
 
 @settings(max_examples=150, deadline=None)

@@ -22,9 +22,9 @@ from coordinator_core.codec.records import (
 from coordinator_core.loader.commit_runs import compress_commit_runs
 from coordinator_core.loader.replay import replay, replay_groups, replay_runs
 from coordinator_core.loader.snapshot import new_snapshot
-from coordinator_core.loader.snapshot_codec import deserialize_snapshot, serialize_snapshot
 from coordinator_core.settings import Coordinator, ReplaySettings
 from coordinator_core.state import GroupState
+from tests.coordinator_core.stored import stored
 
 T0 = 1_700_000_000_000
 PID = 4242
@@ -207,7 +207,7 @@ def test_pending_and_transactional_offsets_survive_the_snapshot_bytes_and_resume
     log.marker(True)
     log.commit("t", 1, 11, pid=PID + 1)
     mid = replay(new_snapshot("g"), log.items).snapshot
-    back = deserialize_snapshot(serialize_snapshot(mid))
+    back = stored(mid)
     assert back == mid
     log.marker(True, pid=PID + 1)
     assert replay(back, log.items).snapshot == replay(new_snapshot("g"), log.items).snapshot
