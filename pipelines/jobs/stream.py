@@ -128,8 +128,9 @@ def start_replay_query(
         segments = segment_options(settings, decoded=decoded)
         output = ReaderOutput(lambda: SegmentStreamReader(segments), settings.replay_checkpoint)
     elif uses_packed_landing(settings):
-        packed = read_packed_landing(spark, settings, decoded=decoded)
-        landing = landing_reader_options(settings, decoded=decoded)
+        slots = task_slots(spark)
+        packed = read_packed_landing(spark, settings, decoded=decoded, tasks=slots)
+        landing = landing_reader_options(settings, decoded=decoded, tasks=slots)
         output = ReaderOutput(lambda: LandingPackedReader(landing), settings.replay_checkpoint)
     elif uses_packed_kafka(spark, cfg, settings):
         plans_at = plan_dir(settings)

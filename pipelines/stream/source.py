@@ -551,12 +551,16 @@ def plan_dir(settings: StreamSettings) -> str | None:
     return None if local is None else os.path.join(os.path.abspath(local), "landing_plans")
 
 
-def read_packed_landing(spark: SparkSession, settings: StreamSettings, *, decoded: bool = False) -> DataFrame:
+def read_packed_landing(
+    spark: SparkSession, settings: StreamSettings, *, decoded: bool = False, tasks: int = 2
+) -> DataFrame:
     """The packed replay input straight from the landing directory (``LandingPackedReader``);
-    ``decoded``: its tasks also write the decoded tables for the sink (needs ``plan_dir``)."""
+    ``decoded``: its tasks also write the decoded tables for the sink (needs ``plan_dir``);
+    ``tasks``: at most this many tasks per micro-batch (the job passes its task slots)."""
     source, _ = _landing_source_classes()
     spark.dataSource.register(source)
-    reader = spark.readStream.format(LANDING_SOURCE_NAME).options(**landing_reader_options(settings, decoded=decoded))
+    options = landing_reader_options(settings, decoded=decoded, tasks=tasks)
+    reader = spark.readStream.format(LANDING_SOURCE_NAME).options(**options)
     if settings.max_bytes_per_trigger is not None:
         reader = reader.option("maxBytesPerTrigger", str(settings.max_bytes_per_trigger))
     else:
@@ -574,12 +578,14 @@ def landing_options(settings: StreamSettings, path: str) -> dict[str, str]:
     }
 
 
-def landing_reader_options(settings: StreamSettings, *, decoded: bool) -> dict[str, str]:
+def landing_reader_options(settings: StreamSettings, *, decoded: bool, tasks: int = 2) -> dict[str, str]:
     """The replay query's packed landing source's options: with a plan directory, the sink takes
-    each micro-batch's plan from there (planned once) and, with ``decoded``, its decoded tables."""
+    each micro-batch's plan from there (planned once) and, with ``decoded``, its decoded tables;
+    a micro-batch's files are spread over at most ``tasks`` tasks."""
     path = local_dir(settings.landing)
     assert path is not None
     options = landing_options(settings, path)
+    options["tasks"] = str(max(1, tasks))
     plans = plan_dir(settings)
     if plans is not None:
         options.update(planDir=plans, writeDecoded=str(decoded).lower())

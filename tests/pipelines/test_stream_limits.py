@@ -76,3 +76,25 @@ def test_kafka_gets_the_cap_as_max_offsets_per_trigger_unless_the_user_set_it() 
     assert stream_limit_options(config_from_dict({"stream": {"max_records_per_trigger": None}})) == {}
     own = config_from_dict({"input": {"kafka_options": {"maxOffsetsPerTrigger": 77}}})
     assert stream_limit_options(own) == {}
+
+
+@pytest.mark.parametrize("slots", [1, 2, 4, 8])
+def test_a_micro_batchs_files_spread_over_the_jobs_task_slots(tmp_path: Path, slots: int) -> None:
+    """The job passes its task slots (``task_slots``: a cluster's cores, not a fixed 2): a
+    micro-batch of six files runs as min(slots, 6) tasks that together read every file once,
+    each task's files in log order."""
+    from pyspark.sql.streaming.datasource import ReadMaxFiles
+
+    from pipelines.stream.settings import settings_from_config
+    from pipelines.stream.source import landing_reader_options
+
+    _landing(tmp_path)
+    settings = settings_from_config(config_from_dict({"input": {"path": str(tmp_path)}}))
+    reader = LandingPackedReader(landing_reader_options(settings, decoded=False, tasks=slots))
+    start = reader.initialOffset()
+
+    parts = reader.partitions(start, reader.latestOffset(start, ReadMaxFiles(100)))
+    assert len(parts) == min(slots, len(FILE_ROWS))
+    paths = [p for part in parts for p in part.paths]
+    assert sorted(paths) == sorted(str(f) for f in tmp_path.glob("*.parquet"))
+    assert all(part.paths == sorted(part.paths) for part in parts)
