@@ -10,7 +10,8 @@ What is measured, per size (the landings ``bench/batch.py`` generates: 12,000 gr
 - ``scan``:  the floor, in a fresh process of its own: a plain Spark scan of the same landing
              consuming every key and value byte (``sum(length(key)) + sum(length(value))``), the
              session built by the project's own builder and settings; it reports the warm scan's
-             records/s (second scan) and the whole process's wall time;
+             records/s (second scan) and the whole process's wall time; then, in the same
+             process, the copy floor: Spark's own Parquet writer copying the landing once;
 - ``--vs TREE`` (optional): the same command from another checkout (an older commit in a
              ``git worktree``), run with that tree as its working directory and ``PYTHONPATH``,
              so its own modules are imported — the driver's and Spark's Python workers' alike —
@@ -62,6 +63,11 @@ def scan():
 t0 = time.perf_counter(); n = scan(); cold = time.perf_counter() - t0
 t0 = time.perf_counter(); scan(); warm = time.perf_counter() - t0
 print(f"SCAN {n} {cold:.3f} {warm:.3f}")
+if len(sys.argv) > 3:  # the copy floor: Spark's own Parquet writer copies the landing, warm
+    import shutil
+    t0 = time.perf_counter(); spark.read.parquet(sys.argv[2]).write.parquet(sys.argv[3]); copy = time.perf_counter() - t0
+    shutil.rmtree(sys.argv[3])
+    print(f"COPY {copy:.3f}")
 """
 
 
@@ -72,6 +78,7 @@ class Run:
     job_s: float | None = None
     stages: dict[str, float] = field(default_factory=dict)
     scan_warm_s: float | None = None
+    copy_s: float | None = None
     load: float = 0.0
 
 
@@ -132,15 +139,24 @@ def run_job(tree: Path, label: str, landing: Path) -> Run:
     return run
 
 
-def run_scan(landing: Path) -> Run:
+def run_scan(landing: Path, *, copy: bool = False) -> Run:
+    """The scan floor's fresh process; with ``copy``, the copy floor after it in the same process:
+    Spark's own Parquet writer copying the landing (what any job that keeps the raw records pays
+    at least), warm."""
     conf, _ = write_conf(REPO, "scan", landing)
     script = WORK / "scan.py"
     script.write_text(SCAN)
     load = os.getloadavg()[0]
-    wall, peak, out = timed_process([sys.executable, str(script), str(conf), str(landing)], REPO, env_for(REPO))
+    argv = [sys.executable, str(script), str(conf), str(landing)]
+    if copy:
+        target = WORK / f"copy-{landing.name}"
+        shutil.rmtree(target, ignore_errors=True)
+        argv.append(str(target))
+    wall, peak, out = timed_process(argv, REPO, env_for(REPO))
     line = next(x for x in out.splitlines() if x.startswith("SCAN "))
     _, _n, _cold, warm = line.split()
-    return Run(wall, peak, scan_warm_s=float(warm), load=load)
+    copied = next((float(x.split()[1]) for x in out.splitlines() if x.startswith("COPY ")), None)
+    return Run(wall, peak, scan_warm_s=float(warm), copy_s=copied, load=load)
 
 
 def landing_for(records: int) -> Path:
@@ -160,7 +176,7 @@ def measure(sizes: list[int], rounds: int, vs: Path | None) -> dict[int, dict[st
         landing = landing_for(n)
         runs: dict[str, list[Run]] = {"run": [], "scan": [], "vs": []}
         for i in range(rounds):
-            runs["scan"].append(run_scan(landing))
+            runs["scan"].append(run_scan(landing, copy=True))
             # the tree that runs right after the scan's process alternates (A B, B A, ...): a run's
             # place in the round must not decide the pair's ratio
             if vs is not None and i % 2:
@@ -187,8 +203,11 @@ def render(results: dict[int, dict[str, list[Run]]], rounds: int, vs: Path | Non
         "process from an empty warehouse; the scan floor is a fresh process of its own in the same",
         "round. Peak memory: the whole process tree (driver, JVM, Python workers), sampled every 0.2 s.",
         "",
-        "| records | process s | job s | job records/s | stages (ingest / decode / replay) s | scan floor records/s (warm) | job / floor | peak GiB | load |",
-        "|---:|---:|---:|---:|---|---:|---:|---:|---:|",
+        "The copy floor, in the scan's process after it: Spark's own Parquet writer copying the landing",
+        "(read once, written once, no decode): the least a job that keeps the raw records pays.",
+        "",
+        "| records | process s | job s | job records/s | stages (ingest / decode / replay) s | scan floor records/s (warm) | job / floor | copy floor records/s | job / copy | peak GiB | load |",
+        "|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|",
     ]
     for n, runs in results.items():
         rr, sc = runs["run"], runs["scan"]
@@ -196,9 +215,11 @@ def render(results: dict[int, dict[str, list[Run]]], rounds: int, vs: Path | Non
         floor = n / _med([s.scan_warm_s or 1.0 for s in sc])
         st = {k: _med([r.stages.get(k, 0.0) for r in rr]) for k in ("ingest", "decode", "replay")}
         walls = [r.wall_s for r in rr]
+        copy = n / _med([s.copy_s or 1.0 for s in sc])
         lines.append(
             f"| {n:,} | {_med(walls):.1f} ({min(walls):.1f}–{max(walls):.1f}) | {job:.1f} | {n / job:,.0f} | "
             f"{st['ingest']:.1f} / {st['decode']:.1f} / {st['replay']:.1f} | {floor:,.0f} | {n / job / floor:.3f} | "
+            f"{copy:,.0f} | {n / job / copy:.2f} | "
             f"{max(r.peak_rss for r in rr) / 2**30:.2f} | {_med([r.load for r in rr]):.1f} |"
         )
     if vs is not None:
