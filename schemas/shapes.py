@@ -167,8 +167,9 @@ STREAM_PACK = TableSpec(
 STREAM_STATE = TableSpec(
     name="stream_state",
     doc="A state bucket's row in the stream's state store: its layout version and its groups "
-    "(group id -> the core's snapshot format, snapshot bytes and timer, pickled; the snapshot "
-    "bytes never change when the core evolves: the core reads older formats).",
+    "(group id -> the core's snapshot format, the snapshot and timer, pickled; the snapshot is "
+    "the core's plain values, or an earlier release's bytes; neither layout changes when the core "
+    "evolves: the core reads older formats).",
     columns=(Column("layout", "int"), Column("groups", "binary")),
 )
 

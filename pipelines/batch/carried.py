@@ -4,7 +4,7 @@ kept.
 
 Rules:
 - Every whole replay keeps its groups: each replay task writes its buckets' groups
-  (``pipelines.records.carried``: snapshot bytes and timer per group, pickled) under
+  (``pipelines.records.carried``: the snapshot's plain values and timer per group, pickled) under
   ``<warehouse>/_replay_state/v<raw version>-<run>/bucket-<b>.pkl``; once every gold table is
   written the driver writes ``STATE_DONE`` there (the raw version, the gold app id, the bucket
   count, the evidence horizon, the gold tables' versions). An incremental run writes the same
