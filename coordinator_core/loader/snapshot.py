@@ -42,7 +42,9 @@ PredictedExpiry = tuple[int, int, int]
 #: what a forecast death dropped: (state_timestamp_ms, protocol_type, protocol, leader, has_metadata)
 DeathRestore = tuple[int | None, str | None, str | None, str | None, bool]
 
-#: the byte format ``coordinator_core.loader.snapshot_codec`` writes (format v1 stays readable)
+#: the byte format ``coordinator_core.loader.snapshot_codec`` writes (format v1 stays readable);
+#: the numbers are shared with ``snapshot_values``' layouts (3), which a carried group's entry
+#: names: a new byte format or layout takes the next free number
 SNAPSHOT_FORMAT_VERSION = 2
 
 _D = GroupState.DEAD

@@ -34,6 +34,7 @@ from coordinator_core.loader.snapshot import (
     EMPTY_PREDICTED,
     EMPTY_SETTLED,
     EMPTY_TXN_OFFSETS,
+    SNAPSHOT_FORMAT_VERSION,
     GroupSnapshot,
     OffsetState,
     TopicPartition,
@@ -47,6 +48,8 @@ from coordinator_core.modern.group_epochs import dump_modern, load_modern
 
 #: the layout ``snapshot_values`` writes (a carried group's entry format; 1 and 2 are the byte codec's)
 VALUES_FORMAT_VERSION = 3
+if VALUES_FORMAT_VERSION <= SNAPSHOT_FORMAT_VERSION:  # pragma: no cover
+    raise RuntimeError("a snapshot format number names two forms: give the new one the next free number")
 
 _new_member = fast_constructor(MemberMetadata)
 _new_value = fast_constructor(OffsetCommitValue)
