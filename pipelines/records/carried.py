@@ -61,9 +61,20 @@ GroupEntry = tuple[int, Any, "int | None"]
 
 
 def snapshot_of_entry(entry: GroupEntry) -> GroupSnapshot:
-    """The snapshot a group's entry holds, in whichever form it was written."""
+    """The snapshot a group's entry holds, in whichever form it was written.
+
+    Raises:
+        ValueError: a format this release does not know (a newer release wrote the state).
+    """
     form, payload, _timer = entry
-    return snapshot_from_values(payload) if form == VALUES_FORMAT_VERSION else deserialize_snapshot(payload)
+    if form == VALUES_FORMAT_VERSION:
+        return snapshot_from_values(payload)
+    if form in (1, 2) and isinstance(payload, bytes):
+        return deserialize_snapshot(payload)
+    raise ValueError(
+        f"a kept group's snapshot has format {form}, which this release does not read "
+        f"(it reads 1, 2 and {VALUES_FORMAT_VERSION}): a newer release wrote this state"
+    )
 
 
 def _dedupe_last(rows: list[dict[str, Any]], key: Sequence[str]) -> list[dict[str, Any]]:

@@ -368,6 +368,14 @@ def test_a_bucket_an_earlier_release_wrote_carries_on_to_the_same_groups_and_row
     assert any(e[0] == VALUES_FORMAT_VERSION for e in old.values())
 
 
+def test_a_snapshot_format_this_release_does_not_know_is_refused_by_name() -> None:
+    from pipelines.records.carried import snapshot_of_entry
+
+    for entry in ((4, ("g",), None), (2, ("g",), None), (0, b"\x02", None)):
+        with pytest.raises(ValueError, match="does not read"):
+            snapshot_of_entry(entry)
+
+
 def test_split_calls_with_a_watermark_delay_state_the_batchs_present(log_records: list[Any]) -> None:
     """Issue 33: with the watermark trailing the newest record by the delay, the stateful
     function's calls (chunks, then the final no-data call at the final watermark) state each group
