@@ -59,15 +59,17 @@ from coordinator_core.modern.share.model import SHARE_CODEC
 from coordinator_core.state import GroupState
 from coordinator_core.streams.model import STREAMS_CODEC
 
-_CODECS: dict[str, TypeCodec] = {"share": SHARE_CODEC, "streams": STREAMS_CODEC}
-_STATES: tuple[GroupState, ...] = (
+#: what both snapshot forms (these bytes, ``snapshot_values``) share: a share or streams group's
+#: fold codec by its kind, a classic group's state by its index
+MODERN_CODECS: dict[str, TypeCodec] = {"share": SHARE_CODEC, "streams": STREAMS_CODEC}
+GROUP_STATES: tuple[GroupState, ...] = (
     GroupState.EMPTY,
     GroupState.PREPARING_REBALANCE,
     GroupState.COMPLETING_REBALANCE,
     GroupState.STABLE,
     GroupState.DEAD,
 )
-_STATE_INDEX = {s: i for i, s in enumerate(_STATES)}
+STATE_INDEX = {s: i for i, s in enumerate(GROUP_STATES)}
 
 
 class _Writer:
@@ -158,7 +160,7 @@ def serialize_snapshot(s: GroupSnapshot) -> bytes:
     w = _Writer()
     w.buf.append(SNAPSHOT_FORMAT_VERSION)
     w.s(s.group_id)
-    w.u(_STATE_INDEX[s.state] | (s.exists << 3) | (s.has_metadata << 4))
+    w.u(STATE_INDEX[s.state] | (s.exists << 3) | (s.has_metadata << 4))
     w.i(s.generation)
     w.s(s.protocol_type)
     w.s(s.protocol)
@@ -249,7 +251,7 @@ def serialize_snapshot(s: GroupSnapshot) -> bytes:
     if modern is not None:
         # the share/streams tail (optional, after the transactional tail)
         w.s(modern.group_type)
-        w.b(dump_modern(modern, _CODECS[modern.group_type]))
+        w.b(dump_modern(modern, MODERN_CODECS[modern.group_type]))
     return bytes(w.buf)
 
 
@@ -355,7 +357,7 @@ def deserialize_snapshot(data: bytes) -> GroupSnapshot:  # long: one read per fi
     try:
         group_id = r.rs()
         flags = r.u()
-        state = _STATES[flags & 0x7]
+        state = GROUP_STATES[flags & 0x7]
         generation = r.i()
         protocol_type = r.s()
         protocol = r.s()
@@ -396,7 +398,7 @@ def deserialize_snapshot(data: bytes) -> GroupSnapshot:  # long: one read per fi
                 txn_offsets[tp] = r.i()
         modern = None
         if version >= 2 and r.pos < r.end:  # the share/streams tail
-            codec = _CODECS[r.rs()]
+            codec = MODERN_CODECS[r.rs()]
             modern = load_modern(r.rb(), codec)
         if version < 2 and (predicted or death is not None):
             # a v1 snapshot's view had already removed its predictions (and their values are

@@ -9,7 +9,7 @@ and ~3× to write (``bench/RESULTS.md``, *the snapshot as plain values*), ~1.4×
 
 Rules:
 - ``snapshot_values(s)`` is ``GroupSnapshot``'s fields in declaration order, each as a plain
-  value: the state as its index in ``_STATES``, mappings as tuples of their items, the members
+  value: the state as its index in ``GROUP_STATES``, mappings as tuples of their items, the members
   and offset values as tuples of their fields in their classes' declaration order, a consumer
   group's fold as ``modern.consumer.model.dump_snapshot``'s bytes, a share/streams group's as
   (kind, ``dump_modern`` bytes). ``snapshot_from_values`` inverts it exactly.
@@ -41,7 +41,7 @@ from coordinator_core.loader.snapshot import (
     new_group_snapshot,
     new_snapshot,
 )
-from coordinator_core.loader.snapshot_codec import _CODECS, _STATE_INDEX, _STATES
+from coordinator_core.loader.snapshot_codec import GROUP_STATES, MODERN_CODECS, STATE_INDEX
 from coordinator_core.modern.consumer.model import dump_snapshot as dump_consumer_snapshot
 from coordinator_core.modern.consumer.model import load_snapshot as load_consumer_snapshot
 from coordinator_core.modern.group_epochs import dump_modern, load_modern
@@ -80,7 +80,7 @@ def snapshot_values(s: GroupSnapshot) -> tuple[Any, ...]:
     """``s`` as plain values (layout ``VALUES_FORMAT_VERSION``); ``snapshot_from_values`` inverts it."""
     modern = s.modern
     return (
-        s.group_id, _STATE_INDEX[s.state], s.exists, s.generation, s.protocol_type, s.protocol, s.leader,
+        s.group_id, STATE_INDEX[s.state], s.exists, s.generation, s.protocol_type, s.protocol, s.leader,
         s.current_state_timestamp,
         tuple(
             (m.member_id, m.client_id, m.client_host, m.session_timeout, m.subscription, m.assignment,
@@ -96,7 +96,7 @@ def snapshot_values(s: GroupSnapshot) -> tuple[Any, ...]:
         s.new_coordinator_seen, s.predictions_contradicted, s.pending_contradictions, s.created_by_commit,
         s.group_type, None if s.consumer is None else dump_consumer_snapshot(s.consumer),
         tuple((pid, _offsets_values(p)) for pid, p in s.pending_txn.items()), tuple(s.txn_offsets.items()),
-        None if modern is None else (modern.group_type, dump_modern(modern, _CODECS[modern.group_type])),
+        None if modern is None else (modern.group_type, dump_modern(modern, MODERN_CODECS[modern.group_type])),
     )  # fmt: skip
 
 
@@ -112,7 +112,7 @@ def snapshot_from_values(values: tuple[Any, ...]) -> GroupSnapshot:
         v = list(values)
         if len(v) < _FIELDS:  # an earlier layout: its missing (appended) fields at their defaults
             v.extend(snapshot_values(new_snapshot(v[0]))[len(v) :])
-        v[_STATE] = _STATES[v[_STATE]]
+        v[_STATE] = GROUP_STATES[v[_STATE]]
         v[_MEMBERS] = tuple(map(_new_member, v[_MEMBERS]))
         if v[_TOPICS] is not None:
             v[_TOPICS] = frozenset(v[_TOPICS])
@@ -128,7 +128,7 @@ def snapshot_from_values(values: tuple[Any, ...]) -> GroupSnapshot:
         v[_TXN] = MappingProxyType(dict(v[_TXN])) if v[_TXN] else EMPTY_TXN_OFFSETS
         if v[_MODERN] is not None:
             kind, blob = v[_MODERN]
-            v[_MODERN] = load_modern(blob, _CODECS[kind])
+            v[_MODERN] = load_modern(blob, MODERN_CODECS[kind])
     except (IndexError, KeyError, TypeError, json.JSONDecodeError) as exc:
         raise ValueError(f"corrupt snapshot values: {exc}") from exc
     return new_group_snapshot(v)  # type: ignore[no-any-return]

@@ -128,9 +128,8 @@ def start_replay_query(
         segments = segment_options(settings, decoded=decoded)
         output = ReaderOutput(lambda: SegmentStreamReader(segments), settings.replay_checkpoint)
     elif uses_packed_landing(settings):
-        slots = task_slots(spark)
-        packed = read_packed_landing(spark, settings, decoded=decoded, tasks=slots)
-        landing = landing_reader_options(settings, decoded=decoded, tasks=slots)
+        landing = landing_reader_options(settings, decoded=decoded, tasks=task_slots(spark))
+        packed = read_packed_landing(spark, settings, landing)
         output = ReaderOutput(lambda: LandingPackedReader(landing), settings.replay_checkpoint)
     elif uses_packed_kafka(spark, cfg, settings):
         plans_at = plan_dir(settings)

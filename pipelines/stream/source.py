@@ -551,15 +551,12 @@ def plan_dir(settings: StreamSettings) -> str | None:
     return None if local is None else os.path.join(os.path.abspath(local), "landing_plans")
 
 
-def read_packed_landing(
-    spark: SparkSession, settings: StreamSettings, *, decoded: bool = False, tasks: int = 2
-) -> DataFrame:
-    """The packed replay input straight from the landing directory (``LandingPackedReader``);
-    ``decoded``: its tasks also write the decoded tables for the sink (needs ``plan_dir``);
-    ``tasks``: at most this many tasks per micro-batch (the job passes its task slots)."""
+def read_packed_landing(spark: SparkSession, settings: StreamSettings, options: dict[str, str]) -> DataFrame:
+    """The packed replay input straight from the landing directory (``LandingPackedReader``)
+    with the reader's ``options`` (``landing_reader_options``: the job's reader of plans is
+    built from the same)."""
     source, _ = _landing_source_classes()
     spark.dataSource.register(source)
-    options = landing_reader_options(settings, decoded=decoded, tasks=tasks)
     reader = spark.readStream.format(LANDING_SOURCE_NAME).options(**options)
     if settings.max_bytes_per_trigger is not None:
         reader = reader.option("maxBytesPerTrigger", str(settings.max_bytes_per_trigger))
@@ -578,10 +575,11 @@ def landing_options(settings: StreamSettings, path: str) -> dict[str, str]:
     }
 
 
-def landing_reader_options(settings: StreamSettings, *, decoded: bool, tasks: int = 2) -> dict[str, str]:
+def landing_reader_options(settings: StreamSettings, *, decoded: bool, tasks: int) -> dict[str, str]:
     """The replay query's packed landing source's options: with a plan directory, the sink takes
-    each micro-batch's plan from there (planned once) and, with ``decoded``, its decoded tables;
-    a micro-batch's files are spread over at most ``tasks`` tasks."""
+    each micro-batch's plan from there (planned once) and, with ``decoded``, its decoded tables
+    (its tasks write them); a micro-batch's files are spread over at most ``tasks`` tasks (the
+    job's task slots)."""
     path = local_dir(settings.landing)
     assert path is not None
     options = landing_options(settings, path)
