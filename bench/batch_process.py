@@ -38,11 +38,12 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from bench.proc import tree_rss  # noqa: E402
+from bench.proc import tree_pss, tree_rss  # noqa: E402
 from bench.results import write_section  # noqa: E402
 
 BENCH_ROOT = Path("/tmp/offsetlake-bench")
@@ -76,15 +77,30 @@ class Run:
     wall_s: float
     peak_rss: int
     job_s: float | None = None
+    #: the tree's peak proportional set size (shared pages once: ``bench.proc.tree_pss``)
+    peak_pss: int = 0
     stages: dict[str, float] = field(default_factory=dict)
     scan_warm_s: float | None = None
     copy_s: float | None = None
     load: float = 0.0
 
 
-def timed_process(argv: list[str], cwd: Path, env: dict[str, str]) -> tuple[float, int, str]:
-    """Run ``argv`` to its end: (wall seconds, peak RSS of its process tree, stdout)."""
-    peak = 0
+class Finished(NamedTuple):
+    """A timed process: wall seconds, its tree's peak summed RSS and peak PSS, its stdout."""
+
+    wall: float
+    peak_rss: int
+    peak_pss: int
+    out: str
+
+
+def timed_process(argv: list[str], cwd: Path, env: dict[str, str]) -> Finished:
+    """Run ``argv`` to its end, sampling its process tree's memory every 0.2 s.
+
+    Two peaks: the summed RSS (what every earlier row of bench/RESULTS.md states; it counts the
+    pages Spark's forked Python workers share once per worker, so it is an upper bound) and the
+    PSS (each page once: the memory the tree holds)."""
+    peak = peak_pss = 0
     t0 = time.perf_counter()
     proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     out: list[str] = []
@@ -92,12 +108,13 @@ def timed_process(argv: list[str], cwd: Path, env: dict[str, str]) -> tuple[floa
     reader.start()
     while proc.poll() is None:
         peak = max(peak, tree_rss(proc.pid))
+        peak_pss = max(peak_pss, tree_pss(proc.pid))
         time.sleep(0.2)
     wall = time.perf_counter() - t0
     reader.join()
     if proc.returncode != 0:
         raise RuntimeError(f"{' '.join(argv)} (in {cwd}) exited {proc.returncode}")
-    return wall, peak, "".join(out)
+    return Finished(wall, peak, peak_pss, "".join(out))
 
 
 def write_conf(tree: Path, label: str, landing: Path) -> tuple[Path, Path]:
@@ -123,11 +140,11 @@ def env_for(tree: Path) -> dict[str, str]:
 def run_conf(tree: Path, conf: Path, root: Path) -> Run:
     """``run batch --conf conf`` from ``tree``, a fresh process, into whatever ``root`` holds."""
     load = os.getloadavg()[0]
-    wall, peak, _ = timed_process(
+    done = timed_process(
         [sys.executable, "-m", "pipelines.cli", "run", "batch", "--conf", str(conf)], tree, env_for(tree)
     )
     record = json.loads(sorted((root / "warehouse" / "_runs" / "batch").glob("*.json"))[-1].read_text())
-    return Run(wall, peak, record["wall_seconds"], record["stages"], load=load)
+    return Run(done.wall, done.peak_rss, record["wall_seconds"], record["stages"], load=load, peak_pss=done.peak_pss)
 
 
 def run_job(tree: Path, label: str, landing: Path) -> Run:
@@ -152,7 +169,7 @@ def run_scan(landing: Path, *, copy: bool = False) -> Run:
         target = WORK / f"copy-{landing.name}"
         shutil.rmtree(target, ignore_errors=True)
         argv.append(str(target))
-    wall, peak, out = timed_process(argv, REPO, env_for(REPO))
+    wall, peak, _pss, out = timed_process(argv, REPO, env_for(REPO))
     line = next(x for x in out.splitlines() if x.startswith("SCAN "))
     _, _n, _cold, warm = line.split()
     copied = next((float(x.split()[1]) for x in out.splitlines() if x.startswith("COPY ")), None)
@@ -201,12 +218,13 @@ def render(results: dict[int, dict[str, list[Run]]], rounds: int, vs: Path | Non
         "",
         f"Command: `{command}` ({rounds} rounds, medians; min–max in brackets). Each run is a fresh",
         "process from an empty warehouse; the scan floor is a fresh process of its own in the same",
-        "round. Peak memory: the whole process tree (driver, JVM, Python workers), sampled every 0.2 s.",
+        "round. Peak memory: the whole process tree (driver, JVM, Python workers), sampled every 0.2 s:",
+        "summed RSS (an upper bound: the forked workers' shared pages count once per worker) and PSS.",
         "",
         "The copy floor, in the scan's process after it: Spark's own Parquet writer copying the landing",
         "(read once, written once, no decode): the least a job that keeps the raw records pays.",
         "",
-        "| records | process s | job s | job records/s | stages (ingest / decode / replay) s | scan floor records/s (warm) | job / floor | copy floor records/s | job / copy | peak GiB | load |",
+        "| records | process s | job s | job records/s | stages (ingest / decode / replay) s | scan floor records/s (warm) | job / floor | copy floor records/s | job / copy | peak GiB (RSS / PSS) | load |",
         "|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|",
     ]
     for n, runs in results.items():
@@ -220,7 +238,8 @@ def render(results: dict[int, dict[str, list[Run]]], rounds: int, vs: Path | Non
             f"| {n:,} | {_med(walls):.1f} ({min(walls):.1f}–{max(walls):.1f}) | {job:.1f} | {n / job:,.0f} | "
             f"{st['ingest']:.1f} / {st['decode']:.1f} / {st['replay']:.1f} | {floor:,.0f} | {n / job / floor:.3f} | "
             f"{copy:,.0f} | {n / job / copy:.2f} | "
-            f"{max(r.peak_rss for r in rr) / 2**30:.2f} | {_med([r.load for r in rr]):.1f} |"
+            f"{max(r.peak_rss for r in rr) / 2**30:.2f} / {max(r.peak_pss for r in rr) / 2**30:.2f} | "
+            f"{_med([r.load for r in rr]):.1f} |"
         )
     if vs is not None:
         lines += [

@@ -30,6 +30,31 @@ def tree_cpu_seconds(root: int | None = None) -> float:
     return total
 
 
+def tree_pss(pid: int | None = None) -> int:
+    """Proportional set size (bytes) of process ``pid`` (default: this one) and every descendant,
+    now: each shared page counted once across them (``/proc/<pid>/smaps_rollup``). Spark's
+    forked Python workers share their daemon's pages, which ``tree_rss`` counts once per worker;
+    this is the memory the tree holds. A process whose rollup cannot be read counts its RSS."""
+    import contextlib
+
+    import psutil
+
+    try:
+        root = psutil.Process(pid)
+        procs = [root, *root.children(recursive=True)]
+    except psutil.Error:
+        return 0
+    total = 0
+    for p in procs:
+        try:
+            text = Path(f"/proc/{p.pid}/smaps_rollup").read_text()
+            total += next(int(line.split()[1]) * 1024 for line in text.splitlines() if line.startswith("Pss:"))
+        except (OSError, StopIteration):
+            with contextlib.suppress(psutil.Error):
+                total += p.memory_info().rss
+    return total
+
+
 def tree_rss(pid: int | None = None) -> int:
     """Resident bytes of process ``pid`` (default: this one) and every descendant, now."""
     import contextlib

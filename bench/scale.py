@@ -133,11 +133,18 @@ def run_stream(conf: Path, root: Path) -> Run:
     before = batches()
     load = os.getloadavg()[0]
     argv = [sys.executable, "-m", "pipelines.cli", "run", "stream", "--available-now", "--conf", str(conf)]
-    wall, peak, _ = timed_process(argv, REPO, env_for(REPO))
+    done = timed_process(argv, REPO, env_for(REPO))
     ran = {k: v for k, v in batches().items() if k not in before}
     if not ran:
         raise SystemExit(f"no micro-batch ran for {conf}")
-    return Run(wall, peak, sum(ran.values()), {"micro-batches": float(len(ran))}, load=load)
+    return Run(
+        done.wall,
+        done.peak_rss,
+        sum(ran.values()),
+        {"micro-batches": float(len(ran))},
+        load=load,
+        peak_pss=done.peak_pss,
+    )
 
 
 def measure_incremental(base: int, new: int, groups: int, job: str = "batch") -> Incremental:

@@ -45,7 +45,7 @@ import pyarrow as pa
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.batch_process import BENCH_ROOT, WORK, env_for, run_scan, timed_process, write_conf
+from bench.batch_process import BENCH_ROOT, WORK, Finished, env_for, run_scan, timed_process, write_conf
 from bench.results import write_section
 
 REPO = Path(__file__).resolve().parents[1]
@@ -156,6 +156,8 @@ class StreamRun:
     active: list[int] | None = None
     #: the first steady micro-batch (the ones before it create the groups)
     first_steady: int = 1
+    #: the tree's peak PSS (``peak_bytes`` sums RSS: an upper bound, ``bench.proc.tree_pss``)
+    peak_pss: int = 0
 
 
 def run_stream(landing: Path, label: str, tree: Path = REPO) -> StreamRun:
@@ -163,14 +165,15 @@ def run_stream(landing: Path, label: str, tree: Path = REPO) -> StreamRun:
     micro-batch."""
 
     conf, root = write_conf(tree, label, landing)
-    wall, peak, rows, load = _run_replay(conf, root, tree, "--set", "stream.max_files_per_trigger=1")
-    return StreamRun(wall, peak, [(int(r["input_rows"]), r["batch_duration_ms"] / 1000) for r in rows], load)
+    done, rows, load = _run_replay(conf, root, tree, "--set", "stream.max_files_per_trigger=1")
+    batches = [(int(r["input_rows"]), r["batch_duration_ms"] / 1000) for r in rows]
+    return StreamRun(done.wall, done.peak_rss, batches, load, peak_pss=done.peak_pss)
 
 
-def _run_replay(conf: Path, root: Path, tree: Path, *extra: str) -> tuple[float, int, list[dict[str, Any]], float]:
+def _run_replay(conf: Path, root: Path, tree: Path, *extra: str) -> tuple[Finished, list[dict[str, Any]], float]:
     """A fresh ``offsetlake run stream --available-now --conf conf`` of ``tree``'s code into ``root``
-    (emptied before and after): wall seconds, peak bytes, the replay query's progress rows in
-    order, the load average at the start."""
+    (emptied before and after): the timed process (wall seconds, peaks), the replay query's
+    progress rows in order, the load average at the start."""
     from pipelines.stream.settings import REPLAY_QUERY
     from pipelines.tableio.deltars import read_arrow
 
@@ -178,15 +181,15 @@ def _run_replay(conf: Path, root: Path, tree: Path, *extra: str) -> tuple[float,
     load = os.getloadavg()[0]
     argv = [sys.executable, "-m", "pipelines.cli", "run", "stream", "--available-now", "--conf", str(conf)]
     argv += ["--set", "stream.trigger_interval=10 seconds", *extra]
-    wall, peak, out = timed_process(argv, tree, env_for(tree))
+    done = timed_process(argv, tree, env_for(tree))
     progress = read_arrow(str(root / "warehouse" / "stream_progress")).to_pylist()
     rows = sorted(
         (r for r in progress if r["query_name"] == REPLAY_QUERY and r["input_rows"]), key=lambda r: r["timestamp"]
     )
     if not rows:
-        raise SystemExit(f"no replay micro-batch in stream_progress; the job said:\n{out[-3000:]}")
+        raise SystemExit(f"no replay micro-batch in stream_progress; the job said:\n{done.out[-3000:]}")
     shutil.rmtree(root, ignore_errors=True)
-    return wall, peak, rows, load
+    return done, rows, load
 
 
 KAFKA_TOPIC = "offsets-bench"
@@ -288,7 +291,7 @@ def run_kafka_stream(kafka: KafkaLanding, per_batch: int, engine: str, label: st
         f"kafka:\n  engine: {engine}\n  bootstrap_servers: {kafka.broker.bootstrap}\n  topic: {KAFKA_TOPIC}\n"
         f"offsets_topic:\n  num_partitions: {KAFKA_PARTITIONS}\n"
     )
-    wall, peak, rows, load = _run_replay(conf, root, tree)
+    done, rows, load = _run_replay(conf, root, tree)
     batches, active, first_steady = [], [], 0
     for i, r in enumerate(rows):
         (src,) = json.loads(r["sources"])
@@ -299,7 +302,7 @@ def run_kafka_stream(kafka: KafkaLanding, per_batch: int, engine: str, label: st
         active.append(kafka.active(start, end))
         if kafka.holds_creation(start):
             first_steady = i + 1
-    return StreamRun(wall, peak, batches, load, active, first_steady)
+    return StreamRun(done.wall, done.peak_rss, batches, load, active, first_steady, done.peak_pss)
 
 
 def pct(values: list[float], q: float) -> float:
@@ -350,7 +353,7 @@ def render(args: argparse.Namespace, records: int, run: StreamRun, scan: Any, co
         f"Steady micro-batches: p50 **{pct(steady, 0.5):.2f} s**, p95 **{pct(steady, 0.95):.2f} s**, max "
         f"{max(steady):.2f} s against the 10 s trigger; **{pct(per_group, 0.5):.3f} ms per active group** (p50; "
         f"p95 {pct(per_group, 0.95):.3f}) all in. Whole process {run.process_s:.1f} s, peak "
-        f"{run.peak_bytes / 2**30:.2f} GiB. Floor in the same run: a warm Spark scan of the same records as "
+        f"{run.peak_bytes / 2**30:.2f} GiB summed RSS, {run.peak_pss / 2**30:.2f} GiB PSS. Floor in the same run: a warm Spark scan of the same records as "
         f"landing files, {floor_rps:,.0f} records/s ({scan.scan_warm_s:.2f} s for all {records:,}); a steady "
         f"micro-batch processes {rows_per_batch / pct(steady, 0.5):,.0f} records/s "
         f"= {rows_per_batch / pct(steady, 0.5) / floor_rps:.3f}× the floor.",
@@ -365,7 +368,8 @@ def paired(run: StreamRun, vs: StreamRun, tree: Path, groups: int) -> str:
     return (
         f"\nPaired with {rev} (its own tree, run right after, load {vs.load:.1f}): steady micro-batch p50 "
         f"{mine:.2f} s against {theirs:.2f} s = **{mine / theirs:.2f}×**; whole process {run.process_s:.1f} s "
-        f"against {vs.process_s:.1f} s; peak {run.peak_bytes / 2**30:.2f} against {vs.peak_bytes / 2**30:.2f} GiB.\n"
+        f"against {vs.process_s:.1f} s; peak {run.peak_bytes / 2**30:.2f} against {vs.peak_bytes / 2**30:.2f} GiB "
+        f"(summed RSS; PSS {run.peak_pss / 2**30:.2f} against {vs.peak_pss / 2**30:.2f}).\n"
     )
 
 
