@@ -22,6 +22,10 @@ class DataLossError(UsageError):
 #: Where the trace goes: ``--debug`` on the CLI sets it; Spark's own failure logs stay on too.
 DEBUG_ENV = "OFFSETLAKE_DEBUG"
 
+#: How ``pipelines.records.carried`` begins its refusal of a kept group's entry (a format a newer
+#: release wrote, a snapshot that does not read); ``kept_state_refusal`` finds it in any layer's text.
+KEPT_STATE = "a kept group's snapshot"
+
 _PATTERNS: list[tuple[str, str]] = [
     # (regex over the whole exception text, one-line template; {0}.. are the groups)
     (
@@ -57,14 +61,27 @@ def _exc_text(exc: BaseException) -> str:
 
 def describe_failure(exc: BaseException, where: str | None = None) -> str | None:
     """One line naming the file, column or device behind a known failure class (disk full,
-    read-only or forbidden warehouse, a corrupt or mistyped input file), whatever layer raised
-    it (Python, pyarrow, delta-rs, or Spark/Py4J wrapping a task's error); ``None`` otherwise.
+    read-only or forbidden warehouse, a corrupt or mistyped input file, a kept group's state this
+    release does not read: ``kept_state_refusal``), whatever layer raised it (Python, pyarrow,
+    delta-rs, or Spark/Py4J wrapping a task's error); ``None`` otherwise.
     ``where``: what the command writes (its warehouse, its output file), named when the failure
     itself names no path, with the free space of its device."""
+    kept = kept_state_refusal(exc)
+    if kept is not None:  # kept in the stream's checkpoint or the batch's warehouse: the job names which
+        return kept
     line = _describe(exc)
     if line is None or where is None or "/" in line.split("):", 1)[-1]:
         return line
     return f"{line} (writing under {where}{_free(where)})"
+
+
+def kept_state_refusal(exc: BaseException) -> str | None:
+    """The carried replay's refusal of a kept group's entry (its message, ``KEPT_STATE`` first)
+    anywhere in ``exc``'s chain, a Spark task's trace in its text included; ``None`` otherwise."""
+    import re
+
+    m = re.search(rf"ValueError: ({re.escape(KEPT_STATE)}[^\n]*)", _exc_text(exc))
+    return m.group(1).rstrip() if m else None
 
 
 def _free(where: str) -> str:

@@ -19,7 +19,8 @@ Rules:
 - Continuous by default (``stream.trigger_interval``); ``--available-now`` processes what is
   there and stops (what Airflow schedules). SIGTERM/SIGINT stop the queries cleanly (exit 0);
   bad config exits 2 with one line, before Spark starts; records dropped as late fail the run
-  (``DataLossError``) unless ``stream.allow_late_drops``.
+  (``DataLossError``) unless ``stream.allow_late_drops``; so does a kept group's state this
+  release does not read (a newer release's checkpoint: one line naming it, ``UsageError``).
 - One writer per warehouse: the run holds ``pipelines.warehouse.lock`` throughout.
 - With ``kafka.bootstrap_servers`` configured, end offsets (lag) are sampled every
   ``pipelines.kafka.end_offsets.STREAM_INTERVAL_S`` while the queries run and once at the end
@@ -47,7 +48,7 @@ if __name__ == "__main__" and __package__ in (None, ""):  # spark-submit pipelin
 
 from pipelines.batch.file_tasks import task_slots
 from pipelines.config import add_conf_arguments, config_from_args
-from pipelines.errors import DataLossError, UsageError
+from pipelines.errors import DataLossError, UsageError, kept_state_refusal
 from pipelines.kafka.end_offsets import IntervalSampler
 from pipelines.runtime.spark_session import build_spark_from_config, session_conf
 from pipelines.stream import state as stream_state
@@ -281,10 +282,29 @@ def _run(
             break
         queries = [(name, start()) for name, start in stage]
         refuse = None if settings.allow_late_drops else recorder.late_failure
-        _watch(queries, recorder, stop, poll_seconds, refuse, tick=sampler.tick)
+        try:
+            _watch(queries, recorder, stop, poll_seconds, refuse, tick=sampler.tick)
+        except Exception as exc:
+            refused = _kept_state_refused(exc, settings.replay_checkpoint)
+            if refused is None:
+                raise
+            raise refused from exc
     sampler.tick(force=True)  # the offsets the run ended with
     recorder.end_offsets = sampler.details
     return recorder
+
+
+def _kept_state_refused(exc: BaseException, checkpoint: str) -> UsageError | None:
+    """A query failed on a kept group's entry this release does not read (a newer release's
+    format, a snapshot that does not read: ``carried.snapshot_of_entry``) → one line naming the
+    checkpoint that holds it (exit 2); ``None`` for any other failure."""
+    refusal = kept_state_refusal(exc)
+    if refusal is None:
+        return None
+    advice = "run that release, or move" if "newer release" in refusal else "move"
+    return UsageError(
+        f"stream state: {refusal} (checkpoint {checkpoint}: {advice} it aside to replay the log into a new one)"
+    )
 
 
 def _watch(

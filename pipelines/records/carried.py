@@ -39,6 +39,7 @@ from coordinator_core import (
     snapshot_from_values,
     snapshot_values,
 )
+from pipelines.errors import KEPT_STATE
 from pipelines.log_clock import stream_as_of
 from pipelines.records import replay_input
 from pipelines.records.gold import GOLD_SPECS, rows_to_tables
@@ -64,17 +65,26 @@ def snapshot_of_entry(entry: GroupEntry) -> GroupSnapshot:
     """The snapshot a group's entry holds, in whichever form it was written.
 
     Raises:
-        ValueError: a format this release does not know (a newer release wrote the state).
+        ValueError: an entry this release cannot read, its message starting with ``KEPT_STATE``
+            (``pipelines.errors.kept_state_refusal`` finds it in a Spark task's trace): a format
+            it does not know (a newer release wrote the state), or a snapshot that does not read.
     """
     form, payload, _timer = entry
-    if form == VALUES_FORMAT_VERSION:
-        return snapshot_from_values(payload)
-    if form in (1, 2) and isinstance(payload, bytes):
-        return deserialize_snapshot(payload)
-    raise ValueError(
-        f"a kept group's snapshot has format {form}, which this release does not read "
-        f"(it reads 1, 2 and {VALUES_FORMAT_VERSION}): a newer release wrote this state"
-    )
+    try:
+        if form == VALUES_FORMAT_VERSION:
+            return snapshot_from_values(payload)
+        if form in (1, 2) and isinstance(payload, bytes):
+            return deserialize_snapshot(payload)
+    except ValueError as exc:
+        raise ValueError(f"{KEPT_STATE} has format {form} and does not read: {exc}") from exc
+    if form in (1, 2):
+        raise ValueError(f"{KEPT_STATE} has format {form} and does not read: a {type(payload).__name__}, not bytes")
+    if isinstance(form, int) and form > VALUES_FORMAT_VERSION:
+        raise ValueError(
+            f"{KEPT_STATE} has format {form}, which this release does not read "
+            f"(it reads 1, 2 and {VALUES_FORMAT_VERSION}): a newer release wrote this state"
+        )
+    raise ValueError(f"{KEPT_STATE} has format {form} and does not read: no release writes that format")
 
 
 def _dedupe_last(rows: list[dict[str, Any]], key: Sequence[str]) -> list[dict[str, Any]]:

@@ -9,8 +9,8 @@ Rules:
   cluster (``spark.pyspark.python``), and so are the launcher, daemon and archive below.
 - A missing Java gives one clear ``JavaNotFoundError`` line, not a Py4J stack trace.
 - Spark's own failure logs (a task's trace from the executor, the scheduler's "aborting job",
-  a data-source write "is aborting") are switched off: the
-  failure reaches the caller as an exception and the CLI prints it as one line. With
+  a data-source write "is aborting", py4j's trace of a failed ``foreachBatch``) are switched
+  off: the failure reaches the caller as an exception and the CLI prints it as one line. With
   ``--debug`` (``OFFSETLAKE_DEBUG=1``) they stay on.
 - The driver JVM logs through ``pipelines/runtime/log4j2.properties`` (``-Dlog4j2.configurationFile``
   in ``spark.driver.extraJavaOptions``, before the user's own options): no start-up notices, no
@@ -326,11 +326,29 @@ FAILURE_LOGGERS = (
     "org.apache.spark.sql.execution.streaming",
     "org.apache.spark.api.python",
     "org.apache.spark.util.Utils",
+    # a task cancelled mid-fetch when its stage failed ("Error occurred while fetching local
+    # blocks, null"); a real fetch failure fails the task with it (retried, or re-raised)
+    "org.apache.spark.storage.ShuffleBlockFetcherIterator",
 )
 
 
+#: py4j's ERROR (with the trace) when a Python function the JVM calls raised (a ``foreachBatch``
+#: writer, or a task's failure while it collects the micro-batch): the JVM gets the same trace and
+#: fails the query with it, which the driver re-raises.
+PROXY_FAILURE = "There was an exception while executing the Python Proxy"
+
+
+def _not_a_proxy_failure(record: Any) -> bool:
+    return not str(record.msg).startswith(PROXY_FAILURE)
+
+
 def quiet_failure_logs(spark: SparkSession) -> None:
-    """Switch off ``FAILURE_LOGGERS`` (log4j2) for this JVM."""
+    """Switch off ``FAILURE_LOGGERS`` (log4j2) for this JVM, and py4j's ``PROXY_FAILURE`` log."""
+    import logging
+
+    py4j = logging.getLogger("py4j.clientserver")
+    if _not_a_proxy_failure not in py4j.filters:
+        py4j.addFilter(_not_a_proxy_failure)
     try:
         jvm = spark.sparkContext._jvm
         level = jvm.org.apache.logging.log4j.Level.OFF  # type: ignore[union-attr]

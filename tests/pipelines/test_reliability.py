@@ -411,6 +411,62 @@ def test_known_failure_classes_are_described_in_one_line_naming_file_or_device()
     assert describe_failure(rust) is not None and "ENOSPC" in describe_failure(rust)  # type: ignore[operator]
 
 
+#: what ``StreamingQueryException`` says when the stateful function refused a kept group's entry
+#: (a real run's text, its traces shortened): the worker's ValueError inside Spark's wrapping
+SPARK_KEPT_STATE_FAILURE = """\
+[STREAM_FAILED] Query [id = d9b9f609-9d37-40e5-bad4-67fed32eb4d1, runId = 4be75b50-9b9e-4234-9d3e-b71bb800d6f7] \
+terminated with exception: [FOREACH_BATCH_USER_FUNCTION_ERROR] An error occurred in the user provided function in \
+foreach batch sink. Reason: An exception was raised by the Python Proxy. Return Message: Traceback (most recent call last):
+  File "/venv/lib/python3.11/site-packages/py4j/clientserver.py", line 644, in _call_proxy
+    return_value = getattr(self.pool[obj_id], method)(*params)
+  File "/repo/pipelines/stream/sinks.py", line 100, in __call__
+    output = batch_df.toArrow()
+  File "/venv/lib/python3.11/site-packages/pyspark/errors/exceptions/captured.py", line 280, in unwrap_spark_exception
+    raise converted from None
+pyspark.errors.exceptions.captured.PythonException: An exception was thrown from the Python worker:
+Traceback (most recent call last):
+  File "/repo/pipelines/stream/state.py", line 102, in __call__
+    after, rows, timer = self.replay_bucket(groups, table, watermark)
+  File "/repo/pipelines/records/carried.py", line 74, in snapshot_of_entry
+    raise ValueError(
+ValueError: a kept group's snapshot has format 4, which this release does not read (it reads 1, 2 and 3): \
+a newer release wrote this state
+ SQLSTATE: 39000 SQLSTATE: XXKST
+=== Streaming Query ===
+Identifier: offsetlake_stream_replay [id = d9b9f609-9d37-40e5-bad4-67fed32eb4d1, runId = 4be75b50-9b9e-4234-9d3e-b71bb800d6f7]
+"""
+
+
+def test_a_kept_state_this_release_does_not_read_is_one_line_naming_the_checkpoint() -> None:
+    """A stream whose checkpoint a newer release wrote fails inside Spark: the refusal of
+    ``carried.snapshot_of_entry`` is found in the wrapped text and told in one line (exit 2), the
+    stream naming its checkpoint; the end-to-end run is
+    ``test_a_checkpoint_a_newer_release_wrote_is_refused_in_one_line_and_left_as_it_was``."""
+    from pipelines.errors import UsageError, describe_failure
+    from pipelines.jobs.stream import _kept_state_refused
+
+    refusal = (
+        "a kept group's snapshot has format 4, which this release does not read (it reads 1, 2 and 3): "
+        "a newer release wrote this state"
+    )
+    wrapped = RuntimeError(f"streaming query offsetlake_stream_replay failed: {SPARK_KEPT_STATE_FAILURE}")
+    assert describe_failure(wrapped, "/srv/wh") == refusal  # its place is not the warehouse's device
+    refused = _kept_state_refused(wrapped, "/srv/cp/stream_replay")
+    assert isinstance(refused, UsageError) and str(refused) == (
+        f"stream state: {refusal} (checkpoint /srv/cp/stream_replay: run that release, "
+        "or move it aside to replay the log into a new one)"
+    )
+    corrupt = SPARK_KEPT_STATE_FAILURE.replace(
+        refusal, "a kept group's snapshot has format 3 and does not read: corrupt snapshot values: 99"
+    )
+    refused = _kept_state_refused(RuntimeError(corrupt), "/cp")
+    assert refused is not None and "newer release" not in str(refused) and "run that release" not in str(refused)
+    assert str(refused).endswith("(checkpoint /cp: move it aside to replay the log into a new one)")
+    # another failure of the stateful function is not taken for one
+    other = SPARK_KEPT_STATE_FAILURE.replace(refusal, "boom")
+    assert _kept_state_refused(RuntimeError(other), "/cp") is None and describe_failure(RuntimeError(other)) is None
+
+
 @SPARK
 def test_a_corrupt_page_fails_the_run_with_one_line_naming_the_file(
     tmp_path: Path, spark: Any, capsys: pytest.CaptureFixture[str]

@@ -369,11 +369,19 @@ def test_a_bucket_an_earlier_release_wrote_carries_on_to_the_same_groups_and_row
 
 
 def test_a_snapshot_format_this_release_does_not_know_is_refused_by_name() -> None:
+    """Every refusal begins with ``KEPT_STATE`` (``kept_state_refusal`` finds it, the CLI tells it
+    in one line); only an unknown format says a newer release wrote it."""
+    from pipelines.errors import KEPT_STATE, kept_state_refusal
     from pipelines.records.carried import snapshot_of_entry
 
-    for entry in ((4, ("g",), None), (2, ("g",), None), (0, b"\x02", None)):
-        with pytest.raises(ValueError, match="does not read"):
+    newer = ((4, ("g",), None), (7, b"\x02", None))
+    corrupt = ((2, ("g",), None), (3, ("g", 99), None), (3, (), None), (2, b"\x02\xff", None), (0, b"\x02", None))
+    for entry in (*newer, *corrupt):
+        with pytest.raises(ValueError, match="does not read") as info:
             snapshot_of_entry(entry)
+        assert str(info.value).startswith(f"{KEPT_STATE} has format {entry[0]}"), info.value
+        assert kept_state_refusal(info.value) == str(info.value)
+        assert ("newer release" in str(info.value)) == (entry in newer), info.value
 
 
 def test_split_calls_with_a_watermark_delay_state_the_batchs_present(log_records: list[Any]) -> None:

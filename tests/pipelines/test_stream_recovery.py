@@ -1,4 +1,5 @@
-"""Crash recovery and shutdown of the streaming job, in a real subprocess.
+"""Crash recovery and shutdown of the streaming job, in a real subprocess (and its refusal of a
+checkpoint a newer release wrote).
 
 The job runs as ``python -m pipelines.jobs.stream`` (what spark-submit runs) with its own
 checkpoint. It is SIGKILLed (its whole process group: the Python driver and its JVM) once the
@@ -9,11 +10,14 @@ job's: nothing lost, nothing written twice.
 
 from __future__ import annotations
 
+import hashlib
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -157,3 +161,73 @@ def test_stream_job_script_refuses_a_bad_config_with_one_line_and_exit_2(tmp_pat
         "stream: error: input.source: delta is not supported by the streaming job; use landing or kafka"
     ]
     assert "Traceback" not in proc.stderr and proc.stdout == ""
+
+
+def _digests(root: Path, skip: Callable[[Path], bool] = lambda _p: False) -> dict[str, str]:
+    """Every file under ``root`` (relative path → sha256), but those ``skip`` names."""
+    return {
+        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and not skip(p.relative_to(root))
+    }
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_a_checkpoint_a_newer_release_wrote_is_refused_in_one_line_and_left_as_it_was(tmp_path: Path) -> None:
+    """A newer release (this tree, copied, whose plain-values snapshot format is the next number)
+    streams the first half of a log; this release's ``offsetlake run stream`` on the same
+    checkpoint and more landed records stops on the first kept group it reads: exit 2, one line
+    naming the format, the newer release and the checkpoint, no trace; nothing committed past it
+    (the warehouse's tables, the checkpoint's commits and state as they were)."""
+    from coordinator_core import VALUES_FORMAT_VERSION
+
+    newer = tmp_path / "newer"
+    for package in ("coordinator_core", "pipelines", "schemas"):
+        shutil.copytree(REPO / package, newer / package, ignore=shutil.ignore_patterns("__pycache__"))
+    values = newer / "coordinator_core" / "loader" / "snapshot_values.py"
+    ours = f"\nVALUES_FORMAT_VERSION = {VALUES_FORMAT_VERSION}\n"
+    assert values.read_text().count(ours) == 1
+    values.write_text(values.read_text().replace(ours, f"\nVALUES_FORMAT_VERSION = {VALUES_FORMAT_VERSION + 1}\n"))
+
+    root = tmp_path / "data"
+    root.mkdir()
+    conf = write_conf(root)
+    records = sample_log(groups=4)
+    land(records[: len(records) // 2], root / "landing", rows_per_file=10_000)
+    cmd = [sys.executable, "-m", "pipelines.cli", "run", "stream", "--conf", str(conf), "--available-now"]
+
+    def stream(tree: Path) -> subprocess.CompletedProcess[str]:
+        # the tree first on every Python process's path: the driver's (cwd, -m) and Spark's workers'
+        env = dict(os.environ, PYTHONPATH=str(tree), PYTHONWARNINGS="ignore")
+        return subprocess.run(cmd, cwd=tree, env=env, capture_output=True, text=True, timeout=300)
+
+    checkpoint = root / "checkpoints" / "stream_replay"
+
+    def committed() -> dict[str, dict[str, str]]:
+        """What a run commits: its tables' files (not the lock or staging), its batches' commits
+        and state versions (not an aborted task's state-store temp file, Spark's own, never read)."""
+        return {
+            "tables": _digests(root / "warehouse", lambda p: p.parts[0].startswith("_")),
+            "commits": _digests(checkpoint / "commits"),
+            "state": _digests(checkpoint / "state", lambda p: p.name.endswith((".tmp", ".tmp.crc"))),
+        }
+
+    first = stream(newer)
+    assert first.returncode == 0, first.stderr[-3000:]
+    land(records[len(records) // 2 :], root / "landing", rows_per_file=10_000)
+    kept = committed()
+    assert all(kept.values())
+
+    second = stream(REPO)
+    assert second.returncode == 2, second.stderr[-3000:]
+    # Java's own module notice is the JVM's, printed before any of ours (spark_session's rules)
+    lines = [ln for ln in second.stderr.splitlines() if not ln.startswith("WARNING: Using incubator modules")]
+    assert len(lines) == 1, second.stderr[-3000:]
+    assert lines[0] == (
+        f"offsetlake run: error: stream state: a kept group's snapshot has format {VALUES_FORMAT_VERSION + 1}, "
+        f"which this release does not read (it reads 1, 2 and {VALUES_FORMAT_VERSION}): a newer release wrote "
+        f"this state (checkpoint {checkpoint}: run that release, or move it aside to replay the log into a new one)"
+    )
+    assert second.stdout == ""
+    assert committed() == kept
