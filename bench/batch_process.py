@@ -77,12 +77,12 @@ class Run:
     wall_s: float
     peak_rss: int
     job_s: float | None = None
-    #: the tree's peak proportional set size (shared pages once: ``bench.proc.tree_pss``)
-    peak_pss: int = 0
     stages: dict[str, float] = field(default_factory=dict)
     scan_warm_s: float | None = None
     copy_s: float | None = None
     load: float = 0.0
+    #: the tree's peak proportional set size (shared pages once: ``bench.proc.tree_pss``)
+    peak_pss: int = 0
 
 
 class Finished(NamedTuple):
