@@ -277,7 +277,7 @@ def _continues(manifest: str, watermark_ms: int | None) -> str | None:
 # The replay tasks
 # ---------------------------------------------------------------------------------------------
 def route_carried(batches: Iterator[pa.RecordBatch], options: dict[str, Any]) -> Iterator[pa.RecordBatch]:
-    """``mapInArrow`` over (bucket, its new rows' (file, batch indices) as JSON): each bucket's
+    """A task over (bucket, its new rows' (file, batch indices) as JSON) (``TaskRows.run``): each bucket's
     kept groups and new rows → ``replay_bucket`` at the run's watermark → the bucket's groups
     written to the new state directory, its changed gold rows yielded as one pickled blob of
     Arrow IPC tables (``carried.gold_tables``)."""
@@ -328,8 +328,8 @@ def replay_incremental(
         "bucket int, parts string",
         weights=[weight[b] for b in sorted(by_bucket)],
     )
-    out = work.mapInArrow(functools.partial(route_carried, options=opts), "blob binary").toArrow()
-    changed = output_tables([b for b in out.column("blob").to_pylist() if b])
+    batches = work.run(functools.partial(route_carried, options=opts))
+    changed = output_tables([b for batch in batches for b in batch.column("blob").to_pylist() if b])
     written = dict.fromkeys(tables, "unchanged")
 
     def write_chain(chain: list[tuple[str, str, pa.Table]]) -> None:

@@ -2,15 +2,15 @@
 
 Rules:
 - Used where a table's snapshot (or a landing directory) IS a list of Parquet files: the driver
-  lists the files, Spark spreads them over tasks (``spread``), and each task reads its files with
-  pyarrow (``parquet_batches``) — no row is converted from the JVM. Where the file list is not
+  lists the files, spreads them over Spark tasks (``spread``: ``pipelines.tableio.task_rows``),
+  and each task reads its files with pyarrow (``parquet_batches``) — no row is converted from the
+  JVM. Where the file list is not
   the data (deletion vectors, object-store listings, other formats), callers use Spark's readers.
 - Paths may be local paths or URIs that pyarrow's filesystems understand.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -18,8 +18,10 @@ from pipelines.uri import filesystem as _filesystem
 
 if TYPE_CHECKING:
     import pyarrow as pa
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import SparkSession
     from pyspark.sql.types import StructType
+
+    from pipelines.tableio.task_rows import TaskRows
 
 BATCH_ROWS = 65_536
 
@@ -89,17 +91,18 @@ def slots_for(master: str, default_parallelism: int, cores: Callable[[], int]) -
     return max(1, cores() if m.group(1) == "*" else int(m.group(1)))
 
 
-def spread(spark: SparkSession, rows: Sequence[Any], ddl: str, *, weights: Sequence[int] | None = None) -> DataFrame:
-    """``rows`` (one per file, with a ``path`` column) as a DataFrame for tasks to work on.
+def spread(spark: SparkSession, rows: Sequence[Any], ddl: str, *, weights: Sequence[int] | None = None) -> TaskRows:
+    """``rows`` (one per file, with a ``path`` column) spread over tasks (``TaskRows``: run in
+    them by Spark's RDD API, or as a DataFrame).
 
     One task per row up to ``TASKS_PER_SLOT`` tasks per task slot (``task_slots``); beyond that
     rows are packed into that many tasks, heaviest first into the lightest task (by ``weights``,
     default the local file's size). Tasks are numbered heaviest first, so Spark starts the long
-    ones first. No shuffle and no Python evaluator: the rows are made in the tasks by SQL
-    expressions from a JSON literal, so the caller's Python is the stage's only one.
+    ones first.
     """
-    from pyspark.sql import functions as F
-    from pyspark.sql.types import ArrayType, StructType, _parse_datatype_string
+    from pyspark.sql.types import StructType, _parse_datatype_string
+
+    from pipelines.tableio.task_rows import TaskRows
 
     schema = _simple_struct(ddl) or _parse_datatype_string(ddl)
     assert isinstance(schema, StructType), ddl
@@ -113,15 +116,7 @@ def spread(spark: SparkSession, rows: Sequence[Any], ddl: str, *, weights: Seque
         bins[j].append(row)
         load[j] += w
     bins = [b for _, b in sorted(zip(load, bins, strict=True), key=lambda x: -x[0]) if b] or [[]]
-    # the rows travel as a JSON literal in the plan and are made by SQL expressions in the task:
-    # no Python evaluator runs before the caller's (each costs a worker start and a per-task init)
-    payload = [json.dumps([dict(zip(schema.names, r, strict=True)) for r in b]) for b in bins]
-    pick = F.element_at(F.array(*[F.lit(p) for p in payload]), (F.col("id") + 1).cast("int"))
-    return (
-        spark.range(0, len(bins), 1, len(bins))
-        .select(F.explode(F.from_json(pick, ArrayType(schema))).alias("r"))
-        .select(*[F.col(f"r.{name}").alias(name) for name in schema.names])
-    )
+    return TaskRows(spark, schema, bins)
 
 
 def parquet_batches(

@@ -52,9 +52,9 @@ from schemas import get as get_spec
 
 if TYPE_CHECKING:
     import pyarrow as pa
-    from pyspark.sql import DataFrame
 
     from pipelines.tableio import TableIO
+    from pipelines.tableio.task_rows import TaskRows
 
 log = logging.getLogger(__name__)
 
@@ -499,7 +499,7 @@ def replay_options(
 
 def _write_gold(
     io: TableIO,
-    work: DataFrame,
+    work: TaskRows,
     route: str,
     options: dict[str, Any],
     app_id: str,

@@ -61,6 +61,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
     from pipelines.config import Config
+    from pipelines.tableio.task_rows import TaskRows
 
 __all__ = [
     "COMMIT_REFUSED",
@@ -285,7 +286,7 @@ class TableIO:
     def write_routed(
         self,
         names: list[str] | tuple[str, ...],
-        df: DataFrame,
+        tasks: TaskRows,
         route: str,
         *,
         route_options: dict[str, Any] | None = None,
@@ -300,7 +301,8 @@ class TableIO:
         commit_check: str | None = None,
         appended: dict[str, dict[str, Any]] | None = None,
     ) -> dict[str, WriteResult]:
-        """Write the tables ``names`` in ONE pass over ``df`` (rust engine; default: replace them).
+        """Write the tables ``names`` in ONE pass over ``tasks`` (``pipelines.batch.file_tasks.spread``;
+        default: replace them).
 
         Each task passes its Arrow batches through ``route`` (``"module:function"``, called as
         ``route(batches, route_options)``, yielding ``({table name: pa.Table}, input records
@@ -335,7 +337,7 @@ class TableIO:
             commit_check=commit_check,
             appended=appended,
         )
-        return self._engine.write_routed(list(names), df, route, options)
+        return self._engine.write_routed(list(names), tasks, route, options)
 
     def merge(
         self,

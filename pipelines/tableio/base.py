@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
     from pipelines.config import Config
+    from pipelines.tableio.task_rows import TaskRows
     from schemas import TableSpec
 
 EngineName = Literal["spark", "rust"]
@@ -209,9 +210,9 @@ class Engine(Protocol):
         ...
 
     def write_routed(
-        self, names: list[str], df: DataFrame, route: str, options: RoutedWriteOptions
+        self, names: list[str], tasks: TaskRows, route: str, options: RoutedWriteOptions
     ) -> dict[str, WriteResult]:
-        """Several tables in one pass over ``df`` (``TableIO.write_routed``)."""
+        """Several tables in one pass over ``tasks``' rows (``TableIO.write_routed``)."""
         ...
 
     def optimize(self, uri: str) -> dict[str, Any]:

@@ -16,10 +16,8 @@ Rules:
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
-from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from pipelines.tableio import deltars, rust_sink
@@ -30,6 +28,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
 
+    from pipelines.tableio.task_rows import TaskRows
     from schemas import TableSpec
 
 log = logging.getLogger("pipelines.tableio")
@@ -146,29 +145,10 @@ class RustEngine:
 
     # ---- one pass, several tables ----------------------------------------------------------
     def write_routed(
-        self, names: list[str], df: DataFrame, route: str, options: RoutedWriteOptions
+        self, names: list[str], tasks: TaskRows, route: str, options: RoutedWriteOptions
     ) -> dict[str, WriteResult]:
         """``TableIO.write_routed`` (its docstring has the options)."""
-        return _RoutedWrite(self.io, list(names), options).run(df, route)
-
-
-@contextlib.contextmanager
-def _without_whole_stage_codegen(spark: SparkSession) -> Iterator[None]:
-    """Whole-stage code generation off while a routed pass is planned and run, then as before.
-
-    A routed pass's JVM side is its task list (``pipelines.batch.file_tasks.spread``: a few rows
-    made from a JSON literal), so generated code buys nothing there; but the literal makes every
-    pass's code new, and the process's first compile is cold. Measured on the 10M batch command
-    (event log): the first pass was planned in 0.46 s instead of 0.93 s, the later ones in
-    0.02 s instead of 0.04-0.05 s. Set on the session for the pass only (the batch driver runs
-    one job at a time)."""
-    key = "spark.sql.codegen.wholeStage"
-    before = str(spark.conf.get(key))  # unset: the built-in default ("true")
-    spark.conf.set(key, "false")
-    try:
-        yield
-    finally:
-        spark.conf.set(key, before)
+        return _RoutedWrite(self.io, list(names), options).run(tasks, route)
 
 
 class _RoutedWrite:
@@ -190,7 +170,7 @@ class _RoutedWrite:
             "commit_check": o.commit_check or "",
         }
 
-    def run(self, df: DataFrame, route: str) -> dict[str, WriteResult]:
+    def run(self, tasks: TaskRows, route: str) -> dict[str, WriteResult]:
         io, names, mode = self.io, self.names, self.mode
         specs = [get_spec(n) for n in names]
         for n in names:
@@ -225,8 +205,7 @@ class _RoutedWrite:
         options = {**self.options, "tables": json.dumps(tables), "route": route, "write_mode": mode}
         if app_id is not None and version is not None:
             options.update(txn_app_id=app_id, txn_version=str(version))
-        with _without_whole_stage_codegen(df.sparkSession):
-            rust_sink.run(df, rust_sink.RoutedWriter(options, mode == "overwrite"))
+        rust_sink.run(tasks, rust_sink.RoutedWriter(options, mode == "overwrite"))
         out = {}
         for n in names:
             if n in self.staged:

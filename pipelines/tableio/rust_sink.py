@@ -1,15 +1,16 @@
 """The rust engine's writes from Spark: tasks write Parquet files, the driver commits with delta-rs.
 
 Rules:
-- ``run(df, writer)``: each Spark task hands its partition's Arrow batches to ``writer.write``
-  (``df.mapInArrow``: no row is converted to a JVM row on the way out), which writes Parquet
+- ``run(data, writer)``: each Spark task hands its Arrow batches to ``writer.write`` (the driver's
+  ``TaskRows`` by Spark's RDD API, a DataFrame's partitions by ``mapInArrow``: no row is converted
+  to a JVM row on the way out), which writes Parquet
   files straight into the table directory (rolling at ``target_file_rows``) and returns a message
-  listing them (path, size, row count, stats); the messages (one small pickled row per task) are
-  collected, and the driver's ``writer.commit`` makes the Delta commit in this process. Nothing
-  else funnels through the driver. The writers are plain classes, not Spark Python data sources:
-  a data source costs a planner and a commit process (and a lookup at registration) per
-  application, ~1.4 s of a fresh process's critical path measured here, for nothing a
-  ``mapInArrow`` job does not give.
+  listing them (path, size, row count, stats); the messages (one small pickled object per task)
+  are collected, and the driver's ``writer.commit`` makes the Delta commit in this process.
+  Nothing else funnels through the driver. The writers are plain classes, not Spark Python data
+  sources: a data source costs a planner and a commit process (and a lookup at registration) per
+  application, ~1.4 s of a fresh process's critical path measured here, for nothing a plain
+  Spark job does not give.
 - ONE Delta commit per write and table (``deltars.commit_files``:
   ``DeltaTable.create_write_transaction`` (append or overwrite; overwrite removes the previous files
   logically)). A Delta ``txn`` action (app id, version) and ``offsetlake.*`` commit-info keys record
@@ -56,6 +57,8 @@ from pipelines.uri import filesystem
 if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import DataFrame
+
+    from pipelines.tableio.task_rows import TaskRows
 
 NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"
 
@@ -529,9 +532,22 @@ class RoutedWriter:
             delete_files(by_path[name], fs)
 
 
-def run(df: DataFrame, writer: TableWriter | RoutedWriter) -> None:
-    """Write ``df`` with ``writer``: its ``write`` in every Spark task, then its ``commit`` here."""
+def run(data: DataFrame | TaskRows, writer: TableWriter | RoutedWriter) -> None:
+    """Write ``data`` with ``writer``: its ``write`` in every Spark task, then its ``commit`` here.
+    ``TaskRows`` run by Spark's RDD API (no SQL plan: ``pipelines.tableio.task_rows``), a
+    DataFrame by ``mapInArrow``."""
     import pickle
+
+    from pipelines.tableio.task_rows import TaskRows
+
+    if isinstance(data, TaskRows):
+
+        def write(batches: Iterator[pa.RecordBatch]) -> Iterator[Any]:
+            freeze_worker_heap()
+            yield writer.write(batches)
+
+        writer.commit(data.run(write))
+        return
 
     def task(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         import pyarrow as pa
@@ -544,5 +560,5 @@ def run(df: DataFrame, writer: TableWriter | RoutedWriter) -> None:
 
     # a StructType, not the DDL "message binary": parsing DDL is a py4j call (~0.2 s when first)
     out = StructType([StructField("message", BinaryType())])
-    messages = [pickle.loads(row[0]) for row in df.mapInArrow(task, out).collect()]
+    messages = [pickle.loads(row[0]) for row in data.mapInArrow(task, out).collect()]
     writer.commit(messages)

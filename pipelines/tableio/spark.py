@@ -74,8 +74,8 @@ if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
 
+    from pipelines.tableio.task_rows import TaskRows
     from schemas import TableSpec
-
 
 #: Delta's state reconstruction partitions (a SQL conf; Delta's default: 50)
 SNAPSHOT_PARTITIONS = "spark.databricks.delta.snapshotPartitions"
@@ -258,7 +258,7 @@ class SparkEngine:
         return deltars.data_files(dt) if deltars.file_list_is_snapshot(dt) else None
 
     def write_routed(
-        self, names: list[str], df: DataFrame, route: str, options: RoutedWriteOptions
+        self, names: list[str], tasks: TaskRows, route: str, options: RoutedWriteOptions
     ) -> dict[str, WriteResult]:
         """``TableIO.write_routed`` (its docstring has the options) with Spark's Delta."""
 
@@ -272,7 +272,7 @@ class SparkEngine:
 
         io = self.io
         before = {n: io.version(n) for n in names}
-        out = routed_frames(df, route, route_options, list(names))
+        out = routed_frames(tasks.frame(), route, route_options, list(names))
         try:
             # the check first, as the rust engine does
             refused = load_route(commit_check)(out.side, route_options) if commit_check else None

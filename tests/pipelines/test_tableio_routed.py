@@ -34,7 +34,7 @@ def test_a_routed_pass_as_dataframes_gives_the_rows_the_rust_engine_committed(tm
     assert files and len(files) > 1
 
     out = routed_frames(
-        spread(spark, [(f,) for f in files], "path string"), FILE_ROUTE, {"lenient": False}, list(TABLES)
+        spread(spark, [(f,) for f in files], "path string").frame(), FILE_ROUTE, {"lenient": False}, list(TABLES)
     )
     try:
         assert out.rows_in == raw == sum(out.rows_out.values())
@@ -57,25 +57,42 @@ def test_spread_builds_the_schema_sparks_ddl_parser_gives(spark: Any) -> None:
     assert _simple_struct("a array<int>") is None and _simple_struct("a int not null") is None
 
 
-@pytest.mark.parametrize("setting", [None, "false"])
-def test_a_routed_write_leaves_the_sessions_codegen_setting_as_it_found_it(
-    tmp_path: Path, spark: Any, setting: str | None
-) -> None:
-    """The rust engine's routed pass runs without whole-stage codegen (``rust._without_whole_stage
-    _codegen``); afterwards the session's setting is what it was, whatever it was."""
-    key = "spark.sql.codegen.wholeStage"
+def test_task_rows_hand_each_task_its_rows_by_rdd_and_as_a_dataframe(spark: Any) -> None:
+    """``TaskRows``: task i gets bins[i] as one Arrow batch (a task without rows gets none), in
+    task order, by Spark's RDD API; ``frame()`` holds the same rows, partition i = bins[i]."""
+    from pyspark.sql.types import IntegerType, StringType, StructField, StructType
+
+    from pipelines.tableio.task_rows import TaskRows
+
+    schema = StructType([StructField("bucket", IntegerType()), StructField("path", StringType())])
+    bins = [[(3, "c"), (1, "a")], [], [(2, "b")]]
+    tasks = TaskRows(spark, schema, bins)
+
+    def seen(batches: Any) -> Any:
+        got = list(batches)
+        yield [b.num_rows for b in got], [tuple(r.values()) for b in got for r in b.to_pylist()]
+        yield str(got[0].schema) if got else None
+
+    out = tasks.run(seen)
+    assert out[0::2] == [([2], [(3, "c"), (1, "a")]), ([], []), ([1], [(2, "b")])]
+    assert out[1] == "bucket: int32\npath: string" and out[3] is None
+    frame = tasks.frame()
+    assert frame.schema == schema
+    parts = frame.rdd.glom().map(lambda rows: [tuple(r) for r in rows]).collect()
+    assert parts == bins
+
+
+def test_the_rust_engines_routed_writes_plan_no_sql_query(tmp_path: Path, spark: Any) -> None:
+    """The ingest's copy and the decode's pass run as RDD jobs (``TaskRows.run``): the driver JVM
+    plans, optimises and code-generates no SQL query for them (the first one of a process cost
+    ~1 s of its CPU: ``pipelines.tableio.task_rows``)."""
     cfg = load_config(overrides={"paths.root": str(tmp_path)})
     write_raw_records(sample_records(2, seed=5), cfg.paths.landing, rows_per_file=40)
     io = TableIO(cfg, spark, engine="rust")
-    if setting is not None:
-        spark.conf.set(key, setting)
-    try:
-        before = spark.conf.get(key)
-        ingest(spark, cfg, io)
-        raw = io.count("raw_records")
-        write_decoded_from_raw_table(io, app_id="t", version=1, expected_rows=raw)
-        assert io.count("offset_commits") > 0
-        assert spark.conf.get(key) == before
-    finally:
-        spark.conf.unset(key)
-    assert spark.conf.get(key) == "true"
+    store = spark._jsparkSession.sharedState().statusStore()
+    before = store.executionsCount()
+    ingest(spark, cfg, io)
+    raw = io.count("raw_records")
+    write_decoded_from_raw_table(io, app_id="t", version=1, expected_rows=raw)
+    assert io.count("offset_commits") > 0
+    assert store.executionsCount() == before
