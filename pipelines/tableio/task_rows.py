@@ -7,10 +7,10 @@ Rules:
 - Two ways to run them, the same rows either way:
   - ``run(fn)``: Spark's RDD API. Each task hands its rows to ``fn`` as one Arrow batch (none
     when it has no rows) and the driver collects what ``fn`` yields. There is no SQL plan, so the
-    driver JVM does no Catalyst analysis, code generation or Arrow exchange. The first
-    ``mapInArrow`` job of a process cost ~1.3 s of the driver JVM's CPU, the first RDD job
-    ~0.35 s (bench/RESULTS.md, *the batch job's tasks without a SQL plan*). The rust engine's
-    writes and the incremental replay run this way.
+    driver JVM does no Catalyst analysis, code generation or Arrow exchange. A process's first
+    job took 1.9-2.0 s as ``mapInArrow`` over ``frame()`` (1.7-1.9 s of the driver JVM's CPU,
+    whole-stage codegen off) and 0.9-1.0 s as an RDD job (0.45-0.5 s): ``bench/first_job.py``.
+    The rust engine's routed writes and the incremental replay run this way.
   - ``frame()``: the same rows as a DataFrame, for what needs one (Spark's Delta writers on a
     cluster: ``pipelines.tableio.routed``). Its rows are made by SQL expressions in the tasks
     from a JSON literal: no Python evaluator runs before the caller's.
