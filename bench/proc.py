@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 
 def tree_cpu_seconds(root: int | None = None) -> float:
@@ -30,44 +31,41 @@ def tree_cpu_seconds(root: int | None = None) -> float:
     return total
 
 
+def _tree(pid: int | None) -> list[Any]:
+    """Process ``pid`` (default: this one) and every descendant, as psutil processes ([] if gone)."""
+    import psutil
+
+    try:
+        root = psutil.Process(pid)
+        return [root, *root.children(recursive=True)]
+    except psutil.Error:
+        return []
+
+
+def _rss(p: Any) -> int:
+    import psutil
+
+    try:
+        return int(p.memory_info().rss)
+    except psutil.Error:  # gone meanwhile
+        return 0
+
+
 def tree_pss(pid: int | None = None) -> int:
     """Proportional set size (bytes) of process ``pid`` (default: this one) and every descendant,
     now: each shared page counted once across them (``/proc/<pid>/smaps_rollup``). Spark's
     forked Python workers share their daemon's pages, which ``tree_rss`` counts once per worker;
     this is the memory the tree holds. A process whose rollup cannot be read counts its RSS."""
-    import contextlib
-
-    import psutil
-
-    try:
-        root = psutil.Process(pid)
-        procs = [root, *root.children(recursive=True)]
-    except psutil.Error:
-        return 0
     total = 0
-    for p in procs:
+    for p in _tree(pid):
         try:
             text = Path(f"/proc/{p.pid}/smaps_rollup").read_text()
             total += next(int(line.split()[1]) * 1024 for line in text.splitlines() if line.startswith("Pss:"))
         except (OSError, StopIteration):
-            with contextlib.suppress(psutil.Error):
-                total += p.memory_info().rss
+            total += _rss(p)
     return total
 
 
 def tree_rss(pid: int | None = None) -> int:
     """Resident bytes of process ``pid`` (default: this one) and every descendant, now."""
-    import contextlib
-
-    import psutil
-
-    try:
-        root = psutil.Process(pid)
-        procs = [root, *root.children(recursive=True)]
-    except psutil.Error:
-        return 0
-    total = 0
-    for p in procs:
-        with contextlib.suppress(psutil.Error):
-            total += p.memory_info().rss
-    return total
+    return sum(_rss(p) for p in _tree(pid))
