@@ -13,7 +13,9 @@ Rules:
   ``earliest`` of the compacted topic would (the summary then says which groups' history starts
   inside the compacted part).
 - The batch job is the real one (``pipelines.jobs.batch.run_batch``); the three example queries
-  are printed with their SQL and their results.
+  are printed with their SQL and their results, answered as ``offsetlake sql`` answers them
+  (``pipelines.commands.sql.open_session``, engine ``auto``: DuckDB over the sample's small local
+  tables, Spark where a statement has no DuckDB form or the warehouse is large or remote).
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from typing import Any
 from pipelines.batch.summary import render_summary
 from pipelines.commands import quickstart_real
 from pipelines.commands.generate import write_generated
-from pipelines.commands.sql import register_views, show_query
+from pipelines.commands.sql import open_session, print_table, register_views
 from pipelines.config import load_config
 from pipelines.errors import UsageError
 from pipelines.jobs.batch import run_batch
@@ -198,17 +200,22 @@ def run(args: argparse.Namespace) -> int:
     summary = run_batch(cfg, spark, echo=lambda m: err.print(m, highlight=False))
     render_summary(summary, console)
 
-    names = register_views(spark, cfg)
-    _print_now(spark, cfg, console)
+    session = open_session(cfg)
+    _print_now(session, cfg, console)
     for title, sql in EXAMPLE_QUERIES:
         console.rule(title)
         console.print(sql, style="cyan", highlight=False)
-        missing = [n for n in ("group_state", "offsets_current", "offset_commits") if n in sql and n not in names]
+        missing = [
+            n for n in ("group_state", "offsets_current", "offset_commits") if n in sql and n not in session.tables
+        ]
         if missing:
             console.print(f"(skipped: table {', '.join(missing)} not built)")
             continue
-        show_query(spark, sql, console, limit=20)
-    disagree = 0 if world is None else quickstart_real.print_agreement(spark, world, console)
+        print_table(session.execute(sql, limit=21), console, limit=20)
+    disagree = 0
+    if world is not None:
+        register_views(spark, cfg)
+        disagree = quickstart_real.print_agreement(spark, world, console)
     nexts = ['sql "SELECT * FROM group_state"', "tables", "inspect group <id>", "report", "metrics", "serve"]
     console.print("\nnext: " + "   |   ".join(f"offsetlake {n} --conf {conf_file}" for n in nexts))
     if disagree:
@@ -261,10 +268,12 @@ def _has_landing(landing: Path) -> bool:
     return landing.exists() and any(landing.glob("*.parquet"))
 
 
-def _print_now(spark: Any, cfg: Any, console: Any) -> None:
+def _print_now(session: Any, cfg: Any, console: Any) -> None:
     """The as-of the state below is told at (``pipelines.log_clock``: one "now" for every view)."""
-    from pipelines.log_clock import now_of
+    import datetime as dt
 
-    row = spark.sql(f"SELECT as_of FROM ({now_of(cfg)}) a").collect()
-    at = row[0]["as_of"] if row else None
-    console.print(f"state as of {at} (replay.now: {cfg.replay.now}; the tables' as_of is the newest record)")
+    from pipelines.log_clock import now_ms
+
+    ms, source = now_ms(cfg, session.io.read_arrow)
+    at = None if ms is None else dt.datetime.fromtimestamp(ms / 1000, dt.UTC)
+    console.print(f"state as of {at} (replay.now: {cfg.replay.now}: {source}; the tables' as_of is the newest record)")

@@ -103,7 +103,7 @@ def register(subparsers: Any) -> None:
     p.set_defaults(func=run)
 
 
-# ---- the Spark path (also used by quickstart and the analytics tests) -------------------------
+# ---- the Spark path (also used by the real-broker quickstart and the analytics tests) -------------------------
 def register_views(spark: SparkSession, cfg: Config, only: list[str] | None = None) -> list[str]:
     """Register the Delta tables (all, or those in ``only``) as temp views, then the analytics
     views (all, or those in ``only``: ``views.view_closure``); returns their names."""
@@ -158,13 +158,6 @@ def _cell(v: Any) -> str:
     if isinstance(v, (bytes, bytearray)):
         return v.hex() if len(v) <= 32 else v[:32].hex() + "…"
     return str(v)
-
-
-def show_query(spark: SparkSession, sql: str, console: Any = None, *, limit: int = 100) -> int:
-    """Run ``sql`` on Spark and print the result as a rich table; returns the number of rows shown."""
-    df = _run_sql(spark, sql)
-    table = df.limit(limit + 1).toArrow() if limit else df.toArrow()
-    return print_table(table, console, limit=limit)
 
 
 # ---- one statement, either engine ---------------------------------------------------------------
