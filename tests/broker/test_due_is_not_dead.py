@@ -83,7 +83,13 @@ def _the_stopped_copy_tells_what_the_live_copy_told(live: list[Any], stopped: li
         snapshot_as_of(rs, group_id=GROUP, as_of_ms=end, settings=settings, log_end_ms=end) for rs in (live, stopped)
     ]
     assert [s.exists for s in final] == [False, False]  # the broker removed the group: both say so
-    assert final[0].to_state_row(settings=settings) == final[1].to_state_row(settings=settings)
+    # the same state; what each copy's replay read differs by the records the cleaner dropped in
+    # between (a superseded record, checked above: e.g. the group's first metadata record at 0)
+    read = {"records_applied", "first_log_offset"}
+    rows = [{k: v for k, v in s.to_state_row(settings=settings).items() if k not in read} for s in final]
+    assert rows[0] == rows[1]
+    dropped = len(live_at - {(r.partition, r.offset) for r in stopped})
+    assert final[0].records_applied - final[1].records_applied <= dropped
 
 
 @pytest.mark.parametrize(("bundle", "coordinator"), [("kafka-3.9", "old"), ("kafka-4", "new")])
