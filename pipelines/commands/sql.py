@@ -103,7 +103,7 @@ def register(subparsers: Any) -> None:
     p.set_defaults(func=run)
 
 
-# ---- the Spark path (also used by the real-broker quickstart and the analytics tests) -------------------------
+# ---- the Spark path (also used by the real-broker quickstart and the analytics tests) ----------
 def register_views(spark: SparkSession, cfg: Config, only: list[str] | None = None) -> list[str]:
     """Register the Delta tables (all, or those in ``only``) as temp views, then the analytics
     views (all, or those in ``only``: ``views.view_closure``); returns their names."""
