@@ -275,5 +275,9 @@ def _print_now(session: Any, cfg: Any, console: Any) -> None:
     from pipelines.log_clock import now_ms
 
     ms, source = now_ms(cfg, session.io.read_arrow)
-    at = None if ms is None else dt.datetime.fromtimestamp(ms / 1000, dt.UTC)
-    console.print(f"state as of {at} (replay.now: {cfg.replay.now}: {source}; the tables' as_of is the newest record)")
+    if ms is None:
+        console.print("state as of: nothing replayed yet")
+        return
+    at = dt.datetime.fromtimestamp(ms / 1000, dt.UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
+    how = source if "replay.now" in source else f"{source}; replay.now: {cfg.replay.now}"
+    console.print(f"state as of {at} UTC ({how})")
