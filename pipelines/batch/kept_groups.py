@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from coordinator_core import ReplaySettings
+from pipelines.errors import KEPT_STATE
 from pipelines.uri import filesystem
 
 if TYPE_CHECKING:
@@ -40,7 +41,11 @@ def read_bucket_state(state_dir: str, bucket: int) -> dict[str, GroupEntry]:
     if fs.get_file_info(inner).type == pafs.FileType.NotFound:
         return {}
     with fs.open_input_stream(inner) as fh:
-        return decode_bucket(fh.read())
+        blob = fh.read()
+    try:
+        return decode_bucket(blob)
+    except Exception as exc:  # a truncated or foreign file: unpickling raises many kinds
+        raise ValueError(f"{KEPT_STATE} file {inner} does not read: {type(exc).__name__}: {exc}") from exc
 
 
 def replayer(options: dict[str, Any]) -> BucketReplayer:

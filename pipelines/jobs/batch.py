@@ -53,7 +53,7 @@ if __name__ == "__main__" and __package__ in (None, ""):  # spark-submit pipelin
 from pipelines import uri
 from pipelines.batch.summary import BatchSummary, Progress, TableLine, render_summary, save_run_record
 from pipelines.config import add_conf_arguments, config_from_args
-from pipelines.errors import UsageError
+from pipelines.errors import UsageError, kept_state_refusal
 from schemas.gold import GOLD_TABLES
 
 if TYPE_CHECKING:
@@ -364,12 +364,15 @@ def _replay(cfg: Config, io: TableIO, summary: BatchSummary, gold_written: dict[
     pinned = cfg.replay.as_of_ms is not None or log_now is not None
     base = "--full" if full else carried.replay_base(io, manifest, gold_app, tables, log_clock_pinned=pinned)
     if not isinstance(base, str):
-        gold_written.update(
-            carried.replay_incremental(
+        try:
+            written = carried.replay_incremental(
                 io, manifest, base, app_id=gold_app, version=raw_version, tables=tables, options=options
             )
-        )
-        return f"groups changed since raw_records v{base.done['raw_version']}, as_of_ms={as_of}"
+        except Exception as exc:  # only a kept group's refusal is handled: the rest re-raises
+            base = _unread_kept_groups(exc, base.state_dir)
+        else:
+            gold_written.update(written)
+            return f"groups changed since raw_records v{base.done['raw_version']}, as_of_ms={as_of}"
     state_dir = carried.new_state_dir(io, raw_version)
     gold_written.update(
         replay.write_gold(
@@ -393,6 +396,23 @@ def _replay(cfg: Config, io: TableIO, summary: BatchSummary, gold_written: dict[
         carried.done_record(io, raw_version, gold_app, replay.input_info(manifest)["buckets"], options, tables, pinned),
     )
     return f"whole log ({base}), {len(tables)} gold tables, as_of_ms={as_of}"
+
+
+def _unread_kept_groups(exc: Exception, state_dir: str) -> str:
+    """The incremental replay failed on the groups the last run kept (nothing is written before
+    every bucket replayed: ``carried.replay_incremental``). Kept groups that do not read are
+    derived data: the replay runs over the whole log instead, and says why. Groups a newer release
+    kept are refused in one line (exit 2) naming their directory: replaying over them with older
+    rules would throw that release's state away unasked. Any other failure re-raises."""
+    refusal = kept_state_refusal(exc)
+    if refusal is None:
+        raise exc
+    if "newer release" in refusal:
+        raise UsageError(
+            f"kept replay state: {refusal} ({state_dir}: run that release, or run with --full to replay the "
+            "whole log into new state)"
+        ) from exc
+    return f"the kept groups do not read: {refusal}"
 
 
 def _log_clock(cfg: Config, io: TableIO, stats: Any, summary: BatchSummary) -> int | None:
