@@ -24,7 +24,8 @@ Rules:
   groups the last run kept, replays only those with new records or a due timer and MERGEs what
   changed. The tables equal one run over the whole log; anything it cannot continue (settings
   changed, raw_records rewritten, transactions, records inside a replayed range, tables written by
-  another job) runs over the whole log, and the stage line says why. ``--full`` forces that. A
+  another job, kept groups that do not read) runs over the whole log, and the stage line says why;
+  groups a newer release kept are refused (exit 2). ``--full`` forces a whole run. A
   whole run MERGEs the current-state tables (group_state, offsets_current: only changed rows
   rewritten, rows absent from the rebuild deleted) and replaces every other table in one commit
   of files written by the executors.
