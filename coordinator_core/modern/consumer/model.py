@@ -23,6 +23,14 @@ Rules:
   member subscriptions, resolved regexes, subscription metadata, group epoch - in that order
   (``ConsumerGroup.createGroupTombstoneRecords``); DeleteGroups writes the offset tombstones
   first, then the same; a downgrade writes the same, then the classic GroupMetadata value.
+- Topic names: Kafka 4.1+ writes no ConsumerGroupPartitionMetadata, and its assignments carry
+  topic ids only; the broker names them from its metadata image. From the log, an id is named
+  by a record that carries both (a PartitionMetadata record, an offset commit's TopicId) or by
+  elimination (``names_by_elimination``): once the target assignment is the group epoch's
+  (``target_assignment_epoch == group_epoch``) its topics are exactly the subscribed topics that
+  exist (the server assignors assign every partition of each), so one id no record names and
+  one subscribed name no named id of the assignment carries are the same topic (seen on a real
+  Kafka 4.4 broker: a regex subscription matching a new topic no member has committed on yet).
 - The preferred server assignor is the one most members chose (``preferredServerAssignor``);
   with none chosen the broker's default (``group.consumer.assignors``: uniform).
 """
@@ -193,6 +201,23 @@ class ConsumerGroupSnapshot:
     def topic_label(self, topic_id: str) -> str:
         """The topic's name when a record named it (ConsumerGroupPartitionMetadata), else its id."""
         return self.topic_names.get(topic_id, topic_id)
+
+
+def names_by_elimination(group: ConsumerGroupSnapshot, known: Mapping[str, str]) -> dict[str, str]:
+    """``{topic id: name}`` for the one topic of the group's target assignment that neither
+    ``known`` (ids named elsewhere, e.g. by offset commits) nor a PartitionMetadata record
+    names, when exactly one subscribed name is carried by no named id of that assignment; else
+    empty. Only a target assignment of the current group epoch tells the subscribed topics
+    (a stale one may hold a topic the subscriptions since dropped). See the module's rules."""
+    if group.group_type != "consumer" or group.target_assignment_epoch != group.group_epoch:
+        return {}
+    names = {**known, **group.topic_names}
+    ids = {tid for a in group.target_assignment.values() for tid, _ in pairs(a)}
+    unknown = [tid for tid in ids if tid not in names]
+    left = group.subscribed_topics - {names[tid] for tid in ids if tid in names}
+    if len(unknown) == 1 and len(left) == 1:
+        return {unknown[0]: next(iter(left))}
+    return {}
 
 
 def derive_state(
