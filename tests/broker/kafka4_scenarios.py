@@ -24,6 +24,7 @@ from typing import Any
 
 TOPIC = "k4-orders"  # 6 partitions, shared by the scenarios (each has its own group ids)
 SHARE_TOPIC = "k4-share-orders"
+REGEX_TOPICS = ("k4-rx-a", "k4-rx-b")  # 2 partitions each; k4-rx-b is created mid-scenario
 PARTITIONS = 6
 WAIT_S = 120.0  # generous: the machine running the suite may be loaded
 REPO = Path(__file__).resolve().parents[2]
@@ -376,6 +377,49 @@ def _by_partition(offsets: dict[str, tuple[int, str]]) -> dict[int, int]:
     return {int(tp.rsplit("-", 1)[1]): off for tp, (off, _) in offsets.items() if tp.startswith(f"{TOPIC}-")}
 
 
+def regex_subscription(ctx: Ctx) -> None:
+    """A KIP-848 member subscribed by regular expression (ConsumerGroupRegularExpression records,
+    type 16): the regex matches k4-rx-a, on which it commits (its commits name the topic id);
+    then k4-rx-b is created and matched, holding nothing to commit, so no commit names its id:
+    Kafka 4.4 writes no PartitionMetadata, the broker names it from its metadata, offsetlake by
+    elimination (``modern.consumer.model.names_by_elimination``); a second member splits them."""
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import NewTopic
+
+    g, m, s = "k4-regex", ctx.members, "regex"
+    a, b = REGEX_TOPICS
+    producer = Producer({"bootstrap.servers": ctx.bootstrap, "log_level": 3})
+    for p in range(2):
+        producer.produce(a, b"rx", partition=p)
+    producer.flush(15)
+    m.start("rx-1", g, topics="^k4-rx-.*")
+
+    def stable(n: int, parts: set[str]) -> Callable[[], bool]:
+        def ok() -> bool:
+            d = describe(ctx.admin, g)
+            if d is None or d["state"] != "STABLE" or len(d["members"]) != n:
+                return False
+            owned = {p for x in d["members"] for p in x["assignment"]}
+            return owned == parts and all(x["target_assignment"] in (None, x["assignment"]) for x in d["members"])
+
+        return ok
+
+    ctx.wait(
+        f"{g}: rx-1 on {a}, committed", lambda: stable(1, {f"{a}-0", f"{a}-1"})() and len(committed(ctx.admin, g)) == 2
+    )
+    ctx.observe(s, g, "one topic matched")
+    for fut in ctx.admin.create_topics([NewTopic(b, 2, 1)]).values():
+        fut.result(timeout=30)
+    both = {f"{t}-{p}" for t in REGEX_TOPICS for p in range(2)}
+    ctx.wait(f"{g}: {b} matched", stable(1, both))
+    ctx.observe(s, g, "new topic matched")
+    m.start("rx-2", g, topics="^k4-rx-.*")
+    ctx.wait(f"{g}: two members", stable(2, both))
+    ctx.observe(s, g, "second member")
+    m.term("rx-1")
+    m.term("rx-2")
+
+
 def share_group(ctx: Ctx) -> None:
     """A KIP-932 share group driven by Kafka's own console share consumer (same jars), so the
     log holds share-group records (types 10-15)."""
@@ -469,6 +513,7 @@ SCENARIOS: tuple[Callable[[Ctx], None], ...] = (
     online_upgrade,
     classic_group,
     admin_deletions,
+    regex_subscription,
     share_group,
     simple_consumer,
     transactions,
@@ -515,6 +560,8 @@ def producer_loop(bootstrap: str, stop: threading.Event, every_s: float = 0.5) -
 def create_topics(admin: Any) -> None:
     from confluent_kafka.admin import NewTopic
 
-    futures = admin.create_topics([NewTopic(TOPIC, PARTITIONS, 1), NewTopic(SHARE_TOPIC, 2, 1)])
+    futures = admin.create_topics(
+        [NewTopic(TOPIC, PARTITIONS, 1), NewTopic(SHARE_TOPIC, 2, 1), NewTopic(REGEX_TOPICS[0], 2, 1)]
+    )
     for fut in futures.values():
         fut.result(timeout=30)

@@ -7,8 +7,10 @@ through joins one by one and at once, a graceful leave, a SIGKILL and its sessio
 group emptied, its offsets expired and the group deleted by the broker; a rolling restart of
 static members under the consumer protocol; a classic group upgraded online to a consumer group
 and downgraded back; the classic protocol on the new coordinator; an admin offset deletion and
-group deletion; a share group driven by Kafka's own console share consumer; an assign-only
-consumer committing; a KIP-848 member's offsets sent in a committed and an aborted transaction.
+group deletion; a KIP-848 member subscribed by regex matching a topic created mid-run (no
+commit names that topic's id: offsetlake names it by elimination); a share group driven by
+Kafka's own console share consumer; an assign-only consumer committing; a KIP-848 member's
+offsets sent in a committed and an aborted transaction.
 Meanwhile ``offsetlake capture`` follows the live topic from ``earliest`` and the log cleaner
 compacts it; at the end the broker's own ``__consumer_offsets-N/*.log`` are copied while it runs.
 
@@ -133,6 +135,7 @@ def test_every_scenario_ran_as_the_clients_saw_it(k4: Run) -> None:
     labels = Counter(o.scenario for o in k4.ctx.observations)
     assert labels["consumer"] == 7 and labels["upgrade"] == 4 and labels["admin"] == 3, labels
     assert labels["static"] == 4 and labels["simple"] == 2 and labels["txn"] == 3, labels
+    assert labels["regex"] == 3, labels
 
 
 def test_the_broker_kept_the_committed_transaction_and_dropped_the_aborted(k4: Run) -> None:
