@@ -87,6 +87,7 @@ def learn_topic_name(f: ConsumerGroupFold, topic: str, value: OffsetCommitValue)
     topic_id = offset_commit_topic_id(value)
     if topic_id is not None and topic_id not in f.topic_names:
         f.topic_names[topic_id] = topic
+        f.name_by_elimination()  # one id fewer unnamed: the last may now be known
 
 
 def apply_offset_tombstone(w: GroupFold, tp: TopicPartition, *, ts: int, pos: tuple[int, int]) -> None:

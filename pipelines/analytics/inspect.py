@@ -59,7 +59,7 @@ from coordinator_core import (
     replay,
     snapshot_as_of,
 )
-from coordinator_core.modern.consumer.model import names_by_elimination, pairs
+from coordinator_core.modern.consumer.model import pairs
 from pipelines.analytics.group_lag import add_lag
 from pipelines.analytics.inspect_modern import share_description, streams_description
 from pipelines.analytics.reads import driver_io, epoch_ms
@@ -348,9 +348,7 @@ def _rebalance_window_at(
 def _consumer_view(snap: Any, records: Sequence[LogRecord]) -> dict[str, Any] | None:
     if snap.group_type != "consumer":
         return None
-    names = topic_names(records)
-    names.update(names_by_elimination(snap.consumer, names))  # a topic no commit named yet
-    return consumer_description(snap.consumer, snap.protocol, names)
+    return consumer_description(snap.consumer, snap.protocol, topic_names(records))
 
 
 def topic_names(records: Sequence[LogRecord]) -> dict[str, str]:

@@ -34,6 +34,9 @@ STATE_NAMES = {
     "EMPTY": "Empty",
     "PREPARING_REBALANCE": "PreparingRebalance",
     "COMPLETING_REBALANCE": "CompletingRebalance",
+    # librdkafka's own spelling (ConsumerGroupState's names: judge.STATE)
+    "PREPARING_REBALANCING": "PreparingRebalance",
+    "COMPLETING_REBALANCING": "CompletingRebalance",
     "DEAD": "Dead",
     "ASSIGNING": "Assigning",
     "RECONCILING": "Reconciling",

@@ -78,6 +78,7 @@ from coordinator_core.modern.consumer.model import (
     GroupType,
     ResolvedRegex,
     TopicIdPartition,
+    names_by_elimination,
     pairs,
 )
 
@@ -417,6 +418,16 @@ class ConsumerGroupFold:
             )
             self.tell(self.pending)
         self.installed_target = dict(self.target)
+        self.name_by_elimination()
+
+    def name_by_elimination(self) -> None:
+        """Name the one topic id of the current epoch's target assignment no record named
+        (``model.names_by_elimination``; an id names one topic forever, so the name is kept).
+        Asked when a target assignment is installed and when a commit names an id, in log
+        order; the names are kept in the snapshot, so a replay resumed from one names what one
+        run names."""
+        if self.target_epoch == self.group_epoch and self.target:
+            self.topic_names.update(names_by_elimination(self.target, self.topic_names, self._counts))
 
 
 def _add(counts: dict[_K, int], key: _K, n: int) -> None:

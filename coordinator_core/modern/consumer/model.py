@@ -203,21 +203,19 @@ class ConsumerGroupSnapshot:
         return self.topic_names.get(topic_id, topic_id)
 
 
-def names_by_elimination(group: ConsumerGroupSnapshot, known: Mapping[str, str]) -> dict[str, str]:
-    """``{topic id: name}`` for the one topic of the group's target assignment that neither
-    ``known`` (ids named elsewhere, e.g. by offset commits) nor a PartitionMetadata record
-    names, when exactly one subscribed name is carried by no named id of that assignment; else
-    empty. Only a target assignment of the current group epoch tells the subscribed topics
-    (a stale one may hold a topic the subscriptions since dropped). See the module's rules."""
-    if group.group_type != "consumer" or group.target_assignment_epoch != group.group_epoch:
-        return {}
-    names = {**known, **group.topic_names}
-    ids = {tid for a in group.target_assignment.values() for tid, _ in pairs(a)}
+def names_by_elimination(
+    target: Mapping[str, Any], names: Mapping[str, str], subscribed: Iterable[str]
+) -> dict[str, str]:
+    """``{topic id: name}`` for the one topic of a target assignment that ``names`` does not
+    name, when exactly one ``subscribed`` name is carried by no named id of that assignment;
+    else empty. Valid only for the target assignment of the current group epoch (a stale one may
+    hold a topic the subscriptions since dropped): the fold asks only then. See the module's rules."""
+    ids = {tid for a in target.values() for tid, _ in pairs(a)}
     unknown = [tid for tid in ids if tid not in names]
-    left = group.subscribed_topics - {names[tid] for tid in ids if tid in names}
-    if len(unknown) == 1 and len(left) == 1:
-        return {unknown[0]: next(iter(left))}
-    return {}
+    if len(unknown) != 1:
+        return {}
+    left = set(subscribed) - {names[tid] for tid in ids if tid in names}
+    return {unknown[0]: next(iter(left))} if len(left) == 1 else {}
 
 
 def derive_state(

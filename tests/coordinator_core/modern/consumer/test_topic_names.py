@@ -1,5 +1,5 @@
-"""Naming a Kafka 4 consumer group's topic ids (``model.names_by_elimination``), on the records a
-real Kafka 4.4.0 broker wrote (kept as hex: no broker needed).
+"""Naming a Kafka 4 consumer group's topic ids by elimination (``model.names_by_elimination``, asked
+by the fold), on the records a real Kafka 4.4.0 broker wrote (kept as hex: no broker needed).
 
 Kafka 4.1+ writes no ConsumerGroupPartitionMetadata: the assignments carry topic ids, the broker
 names them from its metadata image. Found by a real-broker probe (``tests/broker/kafka4_scenarios
@@ -11,10 +11,11 @@ was committed on ``p-rx-b``, so offsetlake showed its id where ``kafka-consumer-
 
 from __future__ import annotations
 
-from coordinator_core.codec.record_codec import decode_record, offset_commit_topic_id
-from coordinator_core.codec.records import LogRecord, OffsetCommitKey, OffsetCommitValue
-from coordinator_core.modern.consumer.fold import fold
-from coordinator_core.modern.consumer.model import names_by_elimination
+from coordinator_core import new_snapshot, replay
+from coordinator_core.codec.record_codec import decode_record
+from coordinator_core.codec.records import LogRecord, OffsetCommitKey
+from coordinator_core.modern.consumer.model import ConsumerGroupSnapshot, pairs
+from coordinator_core.modern.consumer.rows import member_events
 
 MEMBER = "00050007702d72656765780016524d2f5a67566778532f53586e6a4d4673634c315741"
 CURRENT = "00080007702d72656765780016524d2f5a67566778532f53586e6a4d4673634c315741"
@@ -51,42 +52,42 @@ RECORDS = (
 )
 
 
-def _log(until: int, *, commits: bool = True) -> tuple[list[LogRecord], dict[str, str]]:
-    """The group's records up to ``until`` and the topic names its commits tell."""
-    records, names = [], {}
+def _replayed(until: int, *, commits: bool = True, start: int = 0) -> ConsumerGroupSnapshot:
+    """The group after its records in [start, until] (the loader's replay: commits included)."""
+    records = []
     for offset, key, value in RECORDS:
-        if offset > until:
-            break
         rec = decode_record(bytes.fromhex(key), bytes.fromhex(value), modern=True)
-        if isinstance(rec.key, OffsetCommitKey) and isinstance(rec.value, OffsetCommitValue):
-            if commits:
-                names[str(offset_commit_topic_id(rec.value))] = rec.key.topic
-            continue
-        records.append(LogRecord(1, offset, 0, rec.key, rec.value))
-    return records, names
+        if start <= offset <= until and (commits or not isinstance(rec.key, OffsetCommitKey)):
+            records.append(LogRecord(1, offset, 1_700_000_000_000 + offset, rec.key, rec.value))
+    snap = replay(new_snapshot("p-regex"), records).snapshot
+    assert snap.consumer is not None
+    return snap.consumer
 
 
 def test_the_topic_no_commit_names_is_the_one_subscribed_name_left() -> None:
-    records, names = _log(28)
-    snap, _ = fold("p-regex", records)
-    assert names == {A: "p-rx-a"} and snap.topic_names == {}  # 4.4 writes no PartitionMetadata
-    assert snap.subscribed_topics == {"p-rx-a", "p-rx-b"}
-    assert names_by_elimination(snap, names) == {B: "p-rx-b"}
+    group = _replayed(28)
+    assert group.subscribed_topics == {"p-rx-a", "p-rx-b"}
+    assert group.topic_names == {A: "p-rx-a", B: "p-rx-b"}  # A by its commit's TopicId, B left over
+    target = {(group.topic_label(t), p) for a in group.target_assignment.values() for t, p in pairs(a)}
+    assert target == {("p-rx-a", 0), ("p-rx-a", 1), ("p-rx-b", 0), ("p-rx-b", 1)}
+    (member,) = member_events(group, 1, 28, 0)  # its current assignment: epoch 2's, by name
+    assert member.assigned_partitions == (("p-rx-a", 0), ("p-rx-a", 1))
 
 
 def test_a_lone_topic_is_named_without_any_commit() -> None:
-    snap, _ = fold("p-regex", _log(6, commits=False)[0])
-    assert names_by_elimination(snap, {}) == {A: "p-rx-a"}
+    assert _replayed(6, commits=False).topic_names == {A: "p-rx-a"}
 
 
-def test_two_unnamed_topics_stay_ids() -> None:
-    snap, _ = fold("p-regex", _log(28, commits=False)[0])
-    assert names_by_elimination(snap, {}) == {}
+def test_two_unnamed_topics_stay_ids_unless_one_was_named_before() -> None:
+    # met first together (the replay resumed at the regex's second match): ambiguous
+    assert _replayed(28, commits=False, start=25).topic_names == {}
+    # from the start: p-rx-a named alone at epoch 2 (an id names one topic for good), then p-rx-b
+    assert _replayed(28, commits=False).topic_names == {A: "p-rx-a", B: "p-rx-b"}
 
 
 def test_a_target_assignment_older_than_the_group_epoch_names_nothing() -> None:
     """At offset 26 the regex matched p-rx-b and the group epoch is 3, but the target assignment
     is still epoch 2's (p-rx-a only): it does not tell the subscribed topics yet."""
-    snap, _ = fold("p-regex", _log(26, commits=False)[0])
-    assert (snap.group_epoch, snap.target_assignment_epoch) == (3, 2)
-    assert names_by_elimination(snap, {}) == {}
+    group = _replayed(26, commits=False, start=25)
+    assert (group.group_epoch, group.target_assignment_epoch) == (3, 0)
+    assert group.topic_names == {}
