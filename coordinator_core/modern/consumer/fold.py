@@ -396,6 +396,7 @@ class ConsumerGroupFold:
         self.tell(self.pending)
 
     def install_target(self, record: LogRecord, epoch: int) -> None:
+        self.name_by_elimination()  # first: the rebalance's partitions gained and lost by name
         pending = self.pending
         if pending is not None and pending.group_epoch == epoch and pending.assignment_epoch is None:
             before = {tp: mid for mid, a in self.installed_target.items() for tp in pairs(a)}
@@ -418,7 +419,6 @@ class ConsumerGroupFold:
             )
             self.tell(self.pending)
         self.installed_target = dict(self.target)
-        self.name_by_elimination()
 
     def name_by_elimination(self) -> None:
         """Name the one topic id of the current epoch's target assignment no record named

@@ -14,6 +14,7 @@ from __future__ import annotations
 from coordinator_core import new_snapshot, replay
 from coordinator_core.codec.record_codec import decode_record
 from coordinator_core.codec.records import LogRecord, OffsetCommitKey
+from coordinator_core.events import Rebalance
 from coordinator_core.modern.consumer.model import ConsumerGroupSnapshot, pairs
 from coordinator_core.modern.consumer.rows import member_events
 
@@ -72,6 +73,16 @@ def test_the_topic_no_commit_names_is_the_one_subscribed_name_left() -> None:
     assert target == {("p-rx-a", 0), ("p-rx-a", 1), ("p-rx-b", 0), ("p-rx-b", 1)}
     (member,) = member_events(group, 1, 28, 0)  # its current assignment: epoch 2's, by name
     assert member.assigned_partitions == (("p-rx-a", 0), ("p-rx-a", 1))
+
+
+def test_the_rebalance_names_the_partitions_it_gave() -> None:
+    records = []
+    for offset, key, value in RECORDS:
+        rec = decode_record(bytes.fromhex(key), bytes.fromhex(value), modern=True)
+        records.append(LogRecord(1, offset, 1_700_000_000_000 + offset, rec.key, rec.value))
+    events = replay(new_snapshot("p-regex"), records).events
+    last = [e for e in events if isinstance(e, Rebalance)][-1]
+    assert last.generation == 3 and [(t, p) for _, t, p in last.partitions_gained] == [("p-rx-b", 0), ("p-rx-b", 1)]
 
 
 def test_a_lone_topic_is_named_without_any_commit() -> None:
