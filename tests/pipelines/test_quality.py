@@ -119,9 +119,9 @@ def test_results_are_appended_to_dq_results_and_data_docs_are_built(clean_report
     assert {r["run_id"] for r in rows} == {"clean-run"}
     by_name = {(r["suite"], r["expectation"]): r for r in rows}
     row = by_name[("raw_records", "offset_unique")]
-    assert row["success"] is True and row["blocking"] is True
-    assert row["expectation_type"] == "expect_compound_columns_to_be_unique"
-    assert json.loads(row["observed_value"])["unexpected_count"] == 0
+    assert row["success"] is True and row["blocking"] is True and row["target"] == "raw_records.keys"
+    observed = json.loads(row["observed_value"])
+    assert observed["repeated_rows"] == 0 and observed["rows"] == observed["keys"] > 0, observed
     assert report.docs_index and Path(report.docs_index).is_file()
     validations = list(Path(conf.paths.dq_docs, "validations").rglob("*.html"))
     assert validations, "GX data docs have no validation pages"
@@ -161,10 +161,23 @@ def test_duplicate_offsets_fail_raw_records_uniqueness_and_reconciliation(broken
 
     assert not report.success
     unique = _outcome(report, "raw_records", "offset_unique")
-    assert not unique.success and unique.blocking and unique.unexpected_count == 6  # 3 records, twice each
+    observed = json.loads(unique.observed_value)
+    assert not unique.success and unique.blocking and observed["repeated_rows"] == 6  # 3 records, twice each
+    assert observed["rows"] - observed["keys"] == 3 and observed["example"], observed
     counts = json.loads(_outcome(report, "reconciliation", "raw_equals_decoded_plus_set_aside").observed_value)
     assert counts["unaccounted"] == 3
     assert _failed(report) == {"raw_records.offset_unique", "reconciliation.raw_equals_decoded_plus_set_aside"}
+
+
+def test_a_run_leaves_nothing_cached_in_the_session(broken_root: Path, spark: Any) -> None:
+    """GX caches every frame it validates unless told not to, whole and for good: at 10M records
+    that cache spilled and cost more than the checks (bench/RESULTS.md, *dq*)."""
+    from pipelines.quality.runner import run_quality
+
+    spark.catalog.clearCache()
+    report = run_quality(_conf(broken_root), spark, write_results=False, build_docs=False)
+    assert report.success
+    assert spark.sparkContext._jsc.getPersistentRDDs().isEmpty()
 
 
 def test_an_invalid_group_state_is_caught(broken_root: Path, spark: Any) -> None:
