@@ -136,7 +136,7 @@ def _validate(
     datasource: Any,
     suite: Suite,
     target: Target,
-    df: DataFrame,
+    df: Any,
     summary_row: dict[str, Any] | None,
     conf: Config,
     run_identifier: Any,
@@ -259,6 +259,8 @@ def run_quality(
     # not persisted: GX caches every batch frame whole (all columns) and never releases it; at 10M
     # records that cache spilled and cost more than the checks (bench/RESULTS.md, *dq*)
     datasource = context.data_sources.add_spark(name="offsetlake", persist=False)
+    # a summary target's one row is validated on GX's pandas engine: on Spark each costs jobs
+    summaries = context.data_sources.add_pandas(name="offsetlake-summaries")
     run_identifier = RunIdentifier(run_name=report.run_id, run_time=now)
 
     for suite in chosen:
@@ -267,9 +269,10 @@ def run_quality(
             report.outcomes.append(_tables_missing(suite, missing, conf))
             continue
         for target in suite.targets:
-            df, row = _target_frame(spark, target, frames, baseline)
+            df, row = _target_frame(target, frames, baseline)
             log.info("dq: validating %s", target.name)
-            outcomes = _validate(context, datasource, suite, target, df, row, conf, run_identifier)
+            source = datasource if row is None else summaries
+            outcomes = _validate(context, source, suite, target, df, row, conf, run_identifier)
             report.outcomes.extend(outcomes)
 
     gx_index = _build_gx_docs(context, docs_dir) if docs_dir is not None else None
@@ -309,17 +312,17 @@ def _tables_missing(suite: Suite, missing: list[str], conf: Config) -> Outcome:
     )
 
 
-def _target_frame(
-    spark: SparkSession, target: Target, frames: LazyFrames, baseline: Baseline
-) -> tuple[DataFrame, dict[str, Any] | None]:
-    """The target's dataframe, and for a summary target its one row (collected once)."""
+def _target_frame(target: Target, frames: LazyFrames, baseline: Baseline) -> tuple[Any, dict[str, Any] | None]:
+    """The target's Spark dataframe, or for a summary target its one row (collected once) as a
+    pandas frame, with the row."""
+    import pandas as pd
+
     df = target.build(frames, baseline)
-    row: dict[str, Any] | None = None
-    if target.summary:
-        collected = df.collect()
-        row = collected[0].asDict() if collected else {}
-        df = spark.createDataFrame(collected, df.schema)
-    return df, row
+    if not target.summary:
+        return df, None
+    collected = df.collect()
+    row: dict[str, Any] = collected[0].asDict() if collected else {}
+    return pd.DataFrame([row], columns=df.columns), row
 
 
 def _generation_ok(outcomes: list[Outcome]) -> bool | None:
