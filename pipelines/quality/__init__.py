@@ -5,9 +5,10 @@ Rules:
   suite has one or more *targets* (the table itself, or a small frame derived from it with
   Spark, e.g. exploded members or a one-row summary of counts) and named expectations.
 - Everything row-wise runs in Spark through GX's Spark datasource (the ``[spark]`` extra is not
-  needed; the installed pyspark is used). Cross-table and "previous run" checks compute their
-  observed values with Spark and validate a one-row summary frame, so every check is a GX
-  expectation with a recorded observed value.
+  needed; the installed pyspark is used; frames are not persisted: GX would cache each whole).
+  A key's uniqueness, cross-table and "previous run" checks compute their observed values with
+  Spark (one aggregation each) and validate the one-row summary on GX's pandas engine, so every
+  check is a GX expectation with a recorded observed value.
 - The GX context is ephemeral (nothing is written under the repo); results go to the
   ``dq_results`` Delta table; ``paths.dq_docs`` gets offsetlake's own offline page as
   ``index.html`` (``page.py``) with GX's HTML data docs beside it (``gx-index.html``).

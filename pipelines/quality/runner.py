@@ -2,7 +2,8 @@
 
 Rules:
 - One ephemeral GX context per run (nothing persisted by GX except the data docs folder); one
-  Spark datasource; per target a dataframe asset, a whole-dataframe batch definition, an
+  Spark datasource (frames not persisted) and one pandas datasource for the summary targets'
+  collected rows; per target a dataframe asset, a whole-dataframe batch definition, an
   ``ExpectationSuite`` named ``<target>`` and a ``ValidationDefinition`` run with the run id.
 - Tables are read through ``pipelines.tableio.TableIO`` (either Delta engine). A suite whose
   tables are missing yields one failed, blocking ``tables_present`` row instead of an error,
