@@ -9,8 +9,8 @@ Rules:
   ``dq`` section of the config, never from literals here, except Kafka's own invariants (the
   five group states, key versions 0/1, offsets ≥ -1).
 - Summary targets (one row) carry their observed values in their columns; the check validates
-  that column, so the value is recorded exactly as computed. A key's uniqueness is one
-  (``repeated_keys``: one aggregation, not GX's per-row window).
+  that column, so the value is recorded exactly as computed. A key's uniqueness is checked
+  this way too (``repeated_keys``: one aggregation, not GX's per-row window).
 - Frames are ``DataFrame -> DataFrame`` functions of their inputs; nothing here reads or
   writes storage (``runner.py`` does), so suites are testable on any DataFrame.
 """
