@@ -275,7 +275,7 @@ def inspect_group(cfg: Config, group_id: str, as_of_ms: int | None = None) -> Gr
         rules=rules,
         history=history,
         state_window_ms=window,
-        group_type=snap.group_type,
+        group_type=snap.kind_told(),  # as group_state tells it: a deleted group keeps its kind
         **_descriptions(snap, part, records),
         lag=lag,
     )

@@ -23,7 +23,7 @@ def warehouse(tmp_path_factory: pytest.TempPathFactory) -> tuple[Config, dict[st
     return _build_warehouse(tmp_path_factory.mktemp("inspect"))
 
 
-def _build_warehouse(root: Path) -> tuple[Config, dict[str, Any]]:
+def _build_warehouse(root: Path, log: Any = None) -> tuple[Config, dict[str, Any]]:
     from deltalake import write_deltalake
 
     from schemas import get as get_spec
@@ -31,7 +31,7 @@ def _build_warehouse(root: Path) -> tuple[Config, dict[str, Any]]:
     # Issue 13: in the generator's default world this seed has an offset-less group
     # (search-service-0000) whose members all restart within seconds; the replay must never
     # report it Dead mid-rebalance (a predicted death taken as a fact)
-    log = generate(6, 1.0, seed=2)
+    log = log or generate(6, 1.0, seed=2)
     cfg = load_config(overrides={"paths.root": str(root), "replay.retention_ms": log.truth["retention_ms"]})
     schema = get_spec("raw_records").arrow_schema()
     n = len(log)
@@ -292,3 +292,20 @@ def test_describe_prints_owner_time_lag_totals_and_status(tmp_path: Path) -> Non
     assert "total 5, max 5" in text
     member = next(m for m in view.members if m["assigned_partitions"])
     assert member["member_id"] in text.split("Committed offsets")[1]
+
+
+def test_a_group_kafka_4_deleted_keeps_its_kind_as_group_state_tells_it(tmp_path: Path) -> None:
+    """A KIP-848 consumer group its tombstones removed is Dead and still a consumer group, in
+    ``inspect`` as in ``group_state`` (the snapshot's own ``group_type`` is the classic default
+    of a group gone: seen on a real Kafka 4.4 broker, a deleted streams group shown as classic)."""
+    from deltalake import DeltaTable
+
+    log = generate(16, 3, seed=4, coordinator="new", consumer_groups=0.6, conversions=0.0)
+    cfg, _ = _build_warehouse(tmp_path, log)
+    told = {
+        r["group_id"]: r["group_type"] for r in DeltaTable(cfg.table_path("group_state")).to_pyarrow_table().to_pylist()
+    }
+    gone = [g for g, kind in told.items() if kind == "consumer" and inspect_group(cfg, g).state == "Dead"]
+    assert gone, "the world has no deleted consumer group"
+    for g in gone:
+        assert inspect_group(cfg, g).group_type == "consumer", g
