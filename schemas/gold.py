@@ -304,7 +304,15 @@ GROUP_MEMBERS = TableSpec(
             True,
             "Subscribed topics (null when the subscription cannot be parsed).",
         ),
-        Column("assigned_partitions", TOPIC_PARTITIONS, True, "Assigned partitions (null when unparseable)."),
+        Column(
+            "assigned_partitions",
+            TOPIC_PARTITIONS,
+            True,
+            "Assigned partitions (null when unparseable). A Kafka 4.1+ consumer group's assignments carry "
+            "topic ids: the topic is named by a record that names its id (an offset commit's TopicId, a "
+            "PartitionMetadata record) or by elimination (the one id of the current epoch's target "
+            "assignment no record names is the one subscribed topic no named id carries), else the id is shown.",
+        ),
         Column("timestamp", "timestamp", True, "Timestamp of the group-metadata record."),
         *_LOG_POS,
         _GROUP_TYPE,
